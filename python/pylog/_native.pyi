@@ -1,0 +1,294 @@
+"""Types of ``pylog._native``, the Rust core behind PyO3.
+
+The extension holds no broker policy: it is given bytes, paths, offsets and
+limits, and returns results or raises an exception from ``pylog.errors``
+(CorruptRecordError, InvalidRecordError, MessageTooLargeError,
+InvalidTimestampError, UnsupportedCompressionTypeError, InvalidOffsetError,
+IndexOffsetOverflowError, CorruptIndexError, KafkaStorageError).
+Every call that touches more than a few KB releases the GIL.
+"""
+
+from typing import final
+
+_Bytes = bytes | bytearray | memoryview
+
+__version__: str
+
+# Compression codecs as stored in the batch attributes (bits 0-2).
+COMPRESSION_NONE: int  # 0
+COMPRESSION_GZIP: int  # 1
+COMPRESSION_SNAPPY: int  # 2 (Kafka's xerial framing on write; raw snappy also read)
+COMPRESSION_LZ4: int  # 3 (LZ4 frame format)
+COMPRESSION_ZSTD: int  # 4
+
+TIMESTAMP_TYPE_CREATE_TIME: int  # 0
+TIMESTAMP_TYPE_LOG_APPEND_TIME: int  # 1
+
+# ---------------------------------------------------------------- record batches
+
+@final
+class BatchInfo:
+    """The header facts of one batch (v2, or a legacy v0/v1 message/wrapper)."""
+
+    position: int  # byte position of the batch in the buffer or file scanned
+    size: int  # whole batch in bytes, 12-byte framing included
+    magic: int
+    base_offset: int
+    last_offset: int
+    partition_leader_epoch: int  # -1 for legacy
+    crc: int
+    compression: int
+    timestamp_type: int
+    is_transactional: bool
+    is_control: bool
+    base_timestamp: int  # -1 for legacy v0
+    max_timestamp: int
+    producer_id: int  # -1 when not idempotent
+    producer_epoch: int
+    base_sequence: int
+    last_sequence: int
+    records_count: int
+
+@final
+class AppendInfo:
+    """Everything the broker needs from validating (and assigning) a record set, in one pass."""
+
+    first_offset: int  # base offset of the first batch
+    last_offset: int
+    max_timestamp: int  # -1 if no record carries one
+    offset_of_max_timestamp: int
+    num_records: int
+    num_batches: int
+    valid_bytes: int  # bytes of the validated batches
+    source_magic: int  # magic of the first batch
+    source_compression: int  # codec of the first batch
+    producer_id: int  # of the first batch; -1 when not idempotent
+    producer_epoch: int
+    first_sequence: int  # base sequence of the first batch
+    last_sequence: int  # last sequence of the last batch
+    is_transactional: bool
+    is_control: bool
+    batches: list[BatchInfo]
+
+def analyze_records(
+    records: _Bytes, *, max_batch_size: int = 2147483647, deep: bool = False
+) -> AppendInfo:
+    """Validate every v2 batch of ``records`` without changing a byte (follower appends).
+
+    Checks each header, batch length against the buffer, CRC32C, records count
+    against last offset delta (count <= delta + 1: compaction may remove records),
+    and for uncompressed batches the varint framing of every record. With
+    ``deep=True`` compressed batches are decompressed and their records framed too.
+    Raises CorruptRecordError (position set) or MessageTooLargeError.
+    """
+
+def validate_and_assign_offsets(
+    records: bytearray | memoryview,
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    now_ms: int,
+    log_append_time: bool = False,
+    max_batch_size: int = 1048588,
+    timestamp_before_max_ms: int = 9223372036854775807,
+    timestamp_after_max_ms: int = 9223372036854775807,
+    require_keys: bool = False,
+) -> AppendInfo:
+    """The leader append: validate v2 ``records`` (a writable buffer) and rewrite
+    them in place with consecutive offsets from ``base_offset``, the partition
+    leader epoch, and under LogAppendTime the max timestamp ``now_ms`` and the
+    timestamp-type bit; the CRC is recomputed without copying records.
+
+    Client rules as Kafka applies them: records count == last offset delta + 1,
+    record offset deltas 0..n-1, no control batches, producer id with a
+    sequence; record timestamps within ``[now - before_max, now + after_max]``
+    (CreateTime); keys present when ``require_keys``. A compressed batch is
+    decompressed only when a check needs its records. More than one batch in a
+    compressed set is INVALID_RECORD. Nothing is modified if anything fails.
+    """
+
+def convert_legacy_to_v2(records: _Bytes) -> bytearray:
+    """Validate a legacy magic 0/1 message set (CRC32 of every message, wrapper
+    and inner) and return the same records as v2 batches (one per wrapper or
+    run of uncompressed messages, same codec), ready for
+    ``validate_and_assign_offsets``. Raises CorruptRecordError."""
+
+def compress(codec: int, data: _Bytes) -> bytes: ...
+def decompress(codec: int, data: _Bytes) -> bytes: ...
+
+@final
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    sequence: int  # -1 when the batch has no producer id
+
+def decode_records(batch: _Bytes) -> list[Record]:
+    """All records of the single v2 (or legacy) batch at the start of ``batch``,
+    decompressed; absolute offsets and timestamps. For tools and tests."""
+
+def build_batch(
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    *,
+    base_offset: int = 0,
+    compression: int = 0,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    timestamp_type: int = 0,
+) -> bytes:
+    """Build one v2 batch from (key, value, headers, timestamp_ms) tuples."""
+
+# ---------------------------------------------------------------- indexes
+
+@final
+class OffsetIndex:
+    """A segment's ``.index``: 8-byte entries (relative offset u32, position u32), memory-mapped.
+
+    A new file is preallocated to ``max_index_size`` (rounded down to 8); an
+    existing one is mapped and its entries counted up to the first all-zero
+    entry after entry 0 (the unused preallocated tail).
+    """
+
+    def __init__(
+        self, path: str, base_offset: int, max_index_size: int = 10485760, writable: bool = True
+    ) -> None: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def entries(self) -> int: ...
+    @property
+    def max_entries(self) -> int: ...
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last entry, or base_offset when empty."""
+    @property
+    def size_in_bytes(self) -> int:
+        """entries * 8."""
+    def is_full(self) -> bool: ...
+    def append(self, offset: int, position: int) -> None:
+        """InvalidOffsetError unless offset > the last entry's offset and position does
+        not go back, or when the index is full; IndexOffsetOverflowError when
+        offset - base_offset does not fit in an i32 (Kafka's rule)."""
+    def lookup(self, target_offset: int) -> tuple[int, int]:
+        """(offset, position) of the greatest entry with offset <= target, searching the
+        warm section (last 8192 bytes) first; (base_offset, 0) when none."""
+    def entry(self, n: int) -> tuple[int, int]:
+        """(absolute offset, position) of entry n; IndexError out of range."""
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry with offset >= ``offset``."""
+    def truncate(self) -> None:
+        """Drop every entry."""
+    def resize(self, new_size: int) -> bool:
+        """Set the file length (rounded down to 8) and remap; False if unchanged."""
+    def trim_to_valid_size(self) -> None:
+        """Shrink the file to exactly ``size_in_bytes`` (on roll and close)."""
+    def flush(self) -> None: ...
+    def sanity_check(self) -> None:
+        """CorruptIndexError unless file length % 8 == 0 and entries increase strictly
+        in offset and do not decrease in position, all >= base_offset."""
+    def rename_to(self, path: str) -> None:
+        """Rename the file (e.g. to ``.deleted``), keeping it mapped."""
+    def close(self) -> None:
+        """Trim to valid size and unmap. Further calls raise KafkaStorageError."""
+
+@final
+class TimeIndex:
+    """A segment's ``.timeindex``: 12-byte entries (timestamp i64, relative offset u32)."""
+
+    def __init__(
+        self, path: str, base_offset: int, max_index_size: int = 10485760, writable: bool = True
+    ) -> None: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def entries(self) -> int: ...
+    @property
+    def max_entries(self) -> int: ...
+    @property
+    def size_in_bytes(self) -> int: ...
+    def last_entry(self) -> tuple[int, int]:
+        """(timestamp, offset) of the last entry, or (-1, base_offset) when empty."""
+    def is_full(self) -> bool: ...
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Append when ``timestamp`` > the last entry's timestamp (equal: skipped);
+        InvalidOffsetError if the timestamp goes back or the offset does not grow."""
+    def lookup(self, target_timestamp: int) -> tuple[int, int]:
+        """(timestamp, offset) of the greatest entry with timestamp <= target
+        (warm section first); (-1, base_offset) when none."""
+    def entry(self, n: int) -> tuple[int, int]: ...
+    def truncate_to(self, offset: int) -> None: ...
+    def truncate(self) -> None: ...
+    def resize(self, new_size: int) -> bool: ...
+    def trim_to_valid_size(self) -> None: ...
+    def flush(self) -> None: ...
+    def sanity_check(self) -> None: ...
+    def rename_to(self, path: str) -> None: ...
+    def close(self) -> None: ...
+
+# ---------------------------------------------------------------- segments
+
+@final
+class ScanResult:
+    """What a segment scan or recovery found."""
+
+    valid_bytes: int  # bytes of valid batches from start_position; the caller truncates here
+    batches: int
+    last_offset: int  # -1 when no batch
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    error: str | None  # why the batch at error_position is invalid; None when clean
+    error_position: int | None
+    producer_batches: list[BatchInfo]  # batches with producer_id >= 0, in file order
+    epochs: list[tuple[int, int]]  # (partition_leader_epoch, base_offset) at each epoch change
+
+def recover_segment(
+    log_path: str,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    *,
+    index_interval_bytes: int = 4096,
+    max_batch_size: int = 2147483647,
+) -> ScanResult:
+    """Kafka's LogSegment.recover: truncate both indexes, validate every batch
+    from position 0 (v2 fully; legacy by CRC32), add an index entry after each
+    ``index_interval_bytes`` of batches, stop at the first invalid or torn batch.
+    The file is not modified: the caller truncates it to ``valid_bytes``."""
+
+def scan_segment(
+    log_path: str,
+    *,
+    start_position: int = 0,
+    end_position: int | None = None,
+    deep: bool = False,
+    max_batch_size: int = 2147483647,
+) -> ScanResult:
+    """Validate without touching indexes (dump-log --verify, consistency checks)."""
+
+def read_batch_infos(
+    log_path: str, start_position: int = 0, max_batches: int = 1000, end_position: int | None = None
+) -> tuple[list[BatchInfo], int]:
+    """Up to ``max_batches`` batch headers from ``start_position`` (no CRC check;
+    stops quietly at a torn tail); returns them and the next position."""
+
+def translate_offset(
+    log_path: str, target_offset: int, start_position: int, end_position: int
+) -> tuple[int, int, int] | None:
+    """Kafka's searchForOffsetWithSize: the first batch at or after
+    ``start_position`` (and before ``end_position``) whose last offset >= target:
+    (last_offset, position, size); None if there is none."""
+
+def find_offset_by_timestamp(
+    log_path: str, target_timestamp: int, start_position: int, end_position: int
+) -> tuple[int, int] | None:
+    """Kafka's searchForTimestamp: the first record at or after ``start_position``
+    with timestamp >= target, as (timestamp, offset); None if there is none."""

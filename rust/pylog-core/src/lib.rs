@@ -1,0 +1,17 @@
+//! pylog-core: the native storage core of pylog, free of Python.
+//!
+//! Given bytes, files, offsets and limits, it validates Kafka record batches,
+//! assigns offsets, maintains Kafka's offset and time indexes, and scans,
+//! recovers and slices log segments. Policy lives in Python (`pylog.log`).
+
+pub mod batch;
+pub mod compression;
+pub mod error;
+pub mod index;
+pub mod legacy;
+pub mod records;
+pub mod segment;
+pub mod validate;
+pub mod varint;
+
+pub use error::{Error, Result};
