@@ -14,6 +14,9 @@ _Bytes = bytes | bytearray | memoryview
 
 __version__: str
 
+def crc32c(data: _Bytes) -> int:
+    """CRC32C (Castagnoli) of ``data``."""
+
 # Compression codecs as stored in the batch attributes (bits 0-2).
 COMPRESSION_NONE: int  # 0
 COMPRESSION_GZIP: int  # 1

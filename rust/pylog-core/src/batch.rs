@@ -182,6 +182,12 @@ impl BatchHeader {
     }
 }
 
+/// CRC32C (Castagnoli) of any bytes.
+#[inline]
+pub fn crc32c(data: &[u8]) -> u32 {
+    crc32c::crc32c(data)
+}
+
 /// CRC32C of a whole v2 batch's checksummed region (attributes..end).
 #[inline]
 pub fn compute_crc(batch: &[u8]) -> u32 {
@@ -208,5 +214,54 @@ mod tests {
             BatchHeader::parse(&[0u8; 10], 7),
             Err(Error::CorruptRecord { position: 7, .. })
         ));
+    }
+}
+
+/// The facts of one batch (v2, or a legacy message / compressed wrapper) as
+/// scans and validation report them; mirrors `pylog._native.BatchInfo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchMeta {
+    pub position: u64,
+    pub size: usize,
+    pub magic: i8,
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub partition_leader_epoch: i32,
+    pub crc: u32,
+    pub compression: u8,
+    pub timestamp_type: u8,
+    pub is_transactional: bool,
+    pub is_control: bool,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub last_sequence: i32,
+    pub records_count: i32,
+}
+
+impl BatchMeta {
+    pub fn from_header(h: &BatchHeader, position: u64) -> BatchMeta {
+        BatchMeta {
+            position,
+            size: h.size_in_bytes(),
+            magic: h.magic,
+            base_offset: h.base_offset,
+            last_offset: h.last_offset(),
+            partition_leader_epoch: h.partition_leader_epoch,
+            crc: h.crc,
+            compression: h.compression_codec(),
+            timestamp_type: h.timestamp_type(),
+            is_transactional: h.is_transactional(),
+            is_control: h.is_control(),
+            base_timestamp: h.base_timestamp,
+            max_timestamp: h.max_timestamp,
+            producer_id: h.producer_id,
+            producer_epoch: h.producer_epoch,
+            base_sequence: h.base_sequence,
+            last_sequence: h.last_sequence(),
+            records_count: h.records_count,
+        }
     }
 }

@@ -8,9 +8,21 @@ mod errors;
 mod index;
 mod segment;
 
+/// CRC32C (Castagnoli) of a buffer, for Python-side file formats that carry one
+/// (the producer-state snapshot).
+#[pyfunction]
+fn crc32c(py: Python<'_>, data: &[u8]) -> u32 {
+    if data.len() > 4096 {
+        py.allow_threads(|| pylog_core::batch::crc32c(data))
+    } else {
+        pylog_core::batch::crc32c(data)
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(crc32c, m)?)?;
     batch::register(m)?;
     index::register(m)?;
     segment::register(m)?;
