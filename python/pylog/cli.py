@@ -1,0 +1,295 @@
+"""The ``pylog`` command.
+
+``pylog dump-log`` prints Kafka-format segment files (``.log``, ``.index``,
+``.timeindex``) the way Kafka's dump-log-segments tool does, reading them with
+the native core. Broker commands join this group as they land.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+import click
+
+from pylog import _native
+from pylog.errors import CorruptIndexError, KafkaError
+
+# Files at least this large get a progress bar on stderr.
+PROGRESS_THRESHOLD_BYTES = 64 * 1024 * 1024
+BATCHES_PER_CHUNK = 1000
+
+CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="pylog")
+def main() -> None:
+    """pylog: a Kafka-compatible message broker."""
+
+
+class DumpFailed(Exception):
+    """A file could not be dumped completely; carries the message to print."""
+
+
+@main.command("dump-log")
+@click.option(
+    "--files",
+    "files",
+    multiple=True,
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Segment files to dump (.log, .index, .timeindex); repeat or list several.",
+)
+@click.argument("more_files", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--print-data-log", is_flag=True, help="Print every record, not just batch headers.")
+@click.option(
+    "--verify-index-only",
+    is_flag=True,
+    help="For index files: check every entry against the log and print only mismatches.",
+)
+@click.option(
+    "--deep-iteration",
+    is_flag=True,
+    help="Decompress and validate the records inside compressed batches too.",
+)
+@click.option(
+    "--max-bytes",
+    type=int,
+    default=2**31 - 1,
+    show_default=True,
+    help="Largest batch size accepted when validating.",
+)
+def dump_log(
+    files: tuple[str, ...],
+    more_files: tuple[str, ...],
+    print_data_log: bool,
+    verify_index_only: bool,
+    deep_iteration: bool,
+    max_bytes: int,
+) -> None:
+    """Print the contents of Kafka-format segment files.
+
+    Exits non-zero when a file is missing or corrupt; the error names the
+    file, the byte position and the reason.
+    """
+    out = sys.stdout
+    failures = 0
+    for path in (*files, *more_files):
+        try:
+            dump_file(path, out, print_data_log, verify_index_only, deep_iteration, max_bytes)
+        except DumpFailed as e:
+            click.echo(f"Error: {e}", err=True)
+            failures += 1
+        except (OSError, KafkaError) as e:
+            click.echo(f"Error: {path}: {e}", err=True)
+            failures += 1
+    if failures:
+        sys.exit(1)
+
+
+def dump_file(
+    path: str,
+    out: IO[str],
+    print_data_log: bool,
+    verify_index_only: bool,
+    deep: bool,
+    max_bytes: int,
+) -> None:
+    out.write(f"Dumping {path}\n")
+    name = os.path.basename(path)
+    stem, _, ext = name.partition(".")
+    if ext == "log":
+        dump_log_file(path, out, print_data_log, deep, max_bytes)
+    elif ext in ("index", "timeindex"):
+        base_offset = _base_offset(path, stem)
+        log_path = os.path.join(os.path.dirname(path), f"{stem}.log")
+        if ext == "index":
+            dump_offset_index(path, base_offset, log_path, out, verify_index_only)
+        else:
+            dump_time_index(path, base_offset, log_path, out, verify_index_only)
+    else:
+        raise DumpFailed(f"{path}: don't know how to dump a '.{ext}' file")
+
+
+def _base_offset(path: str, stem: str) -> int:
+    try:
+        return int(stem)
+    except ValueError:
+        raise DumpFailed(f"{path}: the file name is not a segment's base offset") from None
+
+
+@contextmanager
+def _progress(path: str, total: int) -> Iterator[Any]:
+    if total < PROGRESS_THRESHOLD_BYTES:
+        yield None
+        return
+    with click.progressbar(
+        length=total, label=os.path.basename(path), file=sys.stderr, show_pos=False
+    ) as bar:
+        yield bar
+
+
+def dump_log_file(
+    path: str, out: IO[str], print_data_log: bool, deep: bool, max_bytes: int
+) -> None:
+    size = os.path.getsize(path)
+    stem = os.path.basename(path).partition(".")[0]
+    if stem.isdigit():
+        out.write(f"Log starting offset: {int(stem)}\n")
+    position = 0
+    with open(path, "rb") as f, _progress(path, size) as bar:
+        while position < size:
+            infos, next_position = _native.read_batch_infos(path, position, BATCHES_PER_CHUNK)
+            end = next_position if infos else size
+            # Validate the chunk first so a corrupt batch is named precisely.
+            scan = _native.scan_segment(
+                path,
+                start_position=position,
+                end_position=end,
+                deep=deep,
+                max_batch_size=max_bytes,
+            )
+            for info in infos:
+                if scan.error_position is not None and info.position >= scan.error_position:
+                    break
+                out.write(_format_batch(info))
+                if print_data_log:
+                    batch = os.pread(f.fileno(), info.size, info.position)
+                    for record in _native.decode_records(batch):
+                        out.write(_format_record(info, record))
+            if bar is not None:
+                bar.update(end - position)
+            if scan.error is not None:
+                raise DumpFailed(
+                    f"{path}: corrupt batch at position {scan.error_position}: {scan.error}"
+                )
+            if not infos:
+                break
+            position = next_position
+    out.flush()
+
+
+def _ts_label(timestamp_type: int) -> str:
+    return "LogAppendTime" if timestamp_type == 1 else "CreateTime"
+
+
+def _format_batch(b: _native.BatchInfo) -> str:
+    return (
+        f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.records_count} "
+        f"baseSequence: {b.base_sequence} lastSequence: {b.last_sequence} "
+        f"producerId: {b.producer_id} producerEpoch: {b.producer_epoch} "
+        f"partitionLeaderEpoch: {b.partition_leader_epoch} "
+        f"isTransactional: {str(b.is_transactional).lower()} "
+        f"isControl: {str(b.is_control).lower()} position: {b.position} "
+        f"{_ts_label(b.timestamp_type)}: {b.max_timestamp} size: {b.size} magic: {b.magic} "
+        f"compresscodec: {CODEC_NAMES.get(b.compression, b.compression)} crc: {b.crc} "
+        f"isvalid: true\n"
+    )
+
+
+def _payload(data: bytes | None) -> str:
+    if data is None:
+        return "null"
+    return data.decode("utf-8", errors="backslashreplace")
+
+
+def _format_record(b: _native.BatchInfo, r: _native.Record) -> str:
+    key_size = -1 if r.key is None else len(r.key)
+    value_size = -1 if r.value is None else len(r.value)
+    header_keys = ",".join(k for k, _ in r.headers)
+    line = (
+        f"| offset: {r.offset} {_ts_label(b.timestamp_type)}: {r.timestamp} "
+        f"keySize: {key_size} valueSize: {value_size} sequence: {r.sequence} "
+        f"headerKeys: [{header_keys}]"
+    )
+    if r.key is not None:
+        line += f" key: {_payload(r.key)}"
+    return line + f" payload: {_payload(r.value)}\n"
+
+
+def _batch_at(path: str, position: int) -> _native.BatchInfo | None:
+    """The valid batch starting exactly at ``position``, if there is one."""
+    infos, _ = _native.read_batch_infos(path, position, 1)
+    if not infos or infos[0].position != position:
+        return None
+    scan = _native.scan_segment(
+        path, start_position=position, end_position=position + infos[0].size
+    )
+    return infos[0] if scan.error is None and scan.batches == 1 else None
+
+
+def dump_offset_index(
+    path: str, base_offset: int, log_path: str, out: IO[str], verify_only: bool
+) -> None:
+    index = _native.OffsetIndex(path, base_offset, max_index_size=0, writable=False)
+    try:
+        _check_index(index, path)
+        has_log = os.path.exists(log_path)
+        mismatches: list[str] = []
+        for n in range(index.entries):
+            offset, position = index.entry(n)
+            if has_log:
+                batch = _batch_at(log_path, position)
+                if batch is None:
+                    mismatches.append(
+                        f"  Index offset: {offset}, no batch starts at log position {position}"
+                    )
+                elif batch.last_offset < offset or batch.base_offset > offset:
+                    mismatches.append(f"  Index offset: {offset}, log offset: {batch.last_offset}")
+            if not verify_only:
+                out.write(f"offset: {offset} position: {position}\n")
+        _report_mismatches(path, mismatches, has_log, out)
+    finally:
+        index.close()
+
+
+def dump_time_index(
+    path: str, base_offset: int, log_path: str, out: IO[str], verify_only: bool
+) -> None:
+    index = _native.TimeIndex(path, base_offset, max_index_size=0, writable=False)
+    try:
+        _check_index(index, path)
+        has_log = os.path.exists(log_path)
+        mismatches: list[str] = []
+        for n in range(index.entries):
+            timestamp, offset = index.entry(n)
+            if has_log:
+                found = _native.translate_offset(log_path, offset, 0, os.path.getsize(log_path))
+                if found is None:
+                    mismatches.append(f"  Time index offset: {offset} is not in the log")
+                else:
+                    batch = _batch_at(log_path, found[1])
+                    if batch is not None and batch.max_timestamp < timestamp:
+                        mismatches.append(
+                            f"  Index timestamp: {timestamp}, log timestamp: "
+                            f"{batch.max_timestamp} (offset {offset})"
+                        )
+            if not verify_only:
+                out.write(f"timestamp: {timestamp} offset: {offset}\n")
+        _report_mismatches(path, mismatches, has_log, out)
+    finally:
+        index.close()
+
+
+def _check_index(index: _native.OffsetIndex | _native.TimeIndex, path: str) -> None:
+    try:
+        index.sanity_check()
+    except CorruptIndexError as e:
+        raise DumpFailed(f"{path}: {e}") from None
+
+
+def _report_mismatches(path: str, mismatches: list[str], has_log: bool, out: IO[str]) -> None:
+    if not has_log:
+        out.write(f"(no {os.path.basename(path).partition('.')[0]}.log beside it: not verified)\n")
+        return
+    if mismatches:
+        out.write(f"Mismatches in {path}:\n" + "\n".join(mismatches) + "\n")
+        raise DumpFailed(f"{path}: {len(mismatches)} index entries do not match the log")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
