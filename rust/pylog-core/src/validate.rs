@@ -1,7 +1,7 @@
 //! Validation of a single magic v2 batch as found in a buffer or a segment file.
 //! (Minimal first cut: header, length and CRC. Its owner deepens it to records.)
 
-use crate::batch::{self, BatchHeader, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2};
+use crate::batch::{self, BatchHeader, BatchMeta, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2};
 use crate::error::{Error, Result};
 
 /// What the caller wants checked beyond the header and CRC.
@@ -9,12 +9,16 @@ use crate::error::{Error, Result};
 pub struct ValidationOptions {
     /// Largest batch accepted (bytes, framing included); MESSAGE_TOO_LARGE beyond.
     pub max_batch_size: usize,
+    /// Also decompress compressed batches (and legacy wrappers) and check the
+    /// framing of their records; uncompressed records are always checked.
+    pub deep: bool,
 }
 
 impl Default for ValidationOptions {
     fn default() -> Self {
         ValidationOptions {
             max_batch_size: i32::MAX as usize,
+            deep: false,
         }
     }
 }
@@ -41,4 +45,17 @@ pub fn validate_batch(buf: &[u8], position: u64, opts: &ValidationOptions) -> Re
         return Err(Error::corrupt(position, format!("CRC32C mismatch: stored {:#010x}, computed {crc:#010x}", header.crc)));
     }
     Ok(header)
+}
+
+/// Validate the batch at the start of `buf` whatever its magic (v2, or a legacy
+/// magic 0/1 message or compressed wrapper) and return its facts. Recovery
+/// calls this for every batch of a segment.
+pub fn validate_any(buf: &[u8], position: u64, opts: &ValidationOptions) -> Result<BatchMeta> {
+    if buf.len() <= batch::MAGIC_OFFSET {
+        return Err(Error::corrupt(position, format!("{} bytes left, too few for a batch", buf.len())));
+    }
+    match buf[batch::MAGIC_OFFSET] as i8 {
+        MAGIC_V2 => validate_batch(buf, position, opts).map(|h| BatchMeta::from_header(&h, position)),
+        m => Err(Error::corrupt(position, format!("magic {m}: legacy validation not built yet"))),
+    }
 }
