@@ -1,5 +1,245 @@
+//! `OffsetIndex` and `TimeIndex`: the memory-mapped segment indexes.
+//!
+//! Each Python object owns its core index behind a mutex (the class is
+//! `frozen`, so methods take `&self` and threads may share an index). Work
+//! that touches the file (open, truncate, resize, flush, sanity check,
+//! rename, close) runs with the GIL released and takes the lock inside that
+//! section, so no thread ever waits for the GIL while holding an index lock.
+//! Lookups and appends are a few dozen nanoseconds and keep the GIL.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+use pylog_core::index::{self as core, DEFAULT_MAX_INDEX_SIZE};
+use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use crate::errors::IntoPyResult;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves the index itself consistent
+    // (every mutation is a single bounded write), so keep using it.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn path_str(p: &std::path::Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// A segment's `.index`: 8-byte entries (relative offset u32, position u32), memory-mapped.
+#[pyclass(module = "pylog._native", name = "OffsetIndex", frozen)]
+pub struct PyOffsetIndex {
+    pub(crate) inner: Mutex<core::OffsetIndex>,
+    base_offset: i64,
+}
+
+#[pymethods]
+impl PyOffsetIndex {
+    #[new]
+    #[pyo3(signature = (path, base_offset, max_index_size = DEFAULT_MAX_INDEX_SIZE, writable = true))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        base_offset: i64,
+        max_index_size: u64,
+        writable: bool,
+    ) -> PyResult<Self> {
+        let inner = py
+            .allow_threads(|| core::OffsetIndex::open(&path, base_offset, max_index_size, writable))
+            .py()?;
+        Ok(PyOffsetIndex {
+            inner: Mutex::new(inner),
+            base_offset,
+        })
+    }
+
+    #[getter]
+    fn path(&self) -> String {
+        path_str(lock(&self.inner).path())
+    }
+    #[getter]
+    fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    #[getter]
+    fn entries(&self) -> usize {
+        lock(&self.inner).entries()
+    }
+    #[getter]
+    fn max_entries(&self) -> usize {
+        lock(&self.inner).max_entries()
+    }
+    #[getter]
+    fn last_offset(&self) -> i64 {
+        lock(&self.inner).last_offset()
+    }
+    #[getter]
+    fn size_in_bytes(&self) -> u64 {
+        lock(&self.inner).size_in_bytes()
+    }
+    fn is_full(&self) -> bool {
+        lock(&self.inner).is_full()
+    }
+    fn append(&self, offset: i64, position: i64) -> PyResult<()> {
+        lock(&self.inner).append(offset, position).py()
+    }
+    fn lookup(&self, target_offset: i64) -> PyResult<(i64, u32)> {
+        lock(&self.inner).lookup(target_offset).py()
+    }
+    fn entry(&self, n: i64) -> PyResult<(i64, u32)> {
+        let found = match usize::try_from(n) {
+            Ok(n) => lock(&self.inner).entry(n).py()?,
+            Err(_) => None,
+        };
+        found.ok_or_else(|| PyIndexError::new_err(format!("index entry {n} out of range")))
+    }
+    fn truncate_to(&self, py: Python<'_>, offset: i64) -> PyResult<()> {
+        py.allow_threads(|| lock(&self.inner).truncate_to(offset))
+            .py()
+    }
+    fn truncate(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| lock(&self.inner).truncate()).py()
+    }
+    fn resize(&self, py: Python<'_>, new_size: u64) -> PyResult<bool> {
+        py.allow_threads(|| lock(&self.inner).resize(new_size)).py()
+    }
+    fn trim_to_valid_size(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| lock(&self.inner).trim_to_valid_size())
+            .py()
+    }
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| lock(&self.inner).flush()).py()
+    }
+    fn sanity_check(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| lock(&self.inner).sanity_check()).py()
+    }
+    fn rename_to(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        py.allow_threads(|| lock(&self.inner).rename_to(&path)).py()
+    }
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| lock(&self.inner).close()).py()
+    }
+    fn __repr__(&self) -> String {
+        let i = lock(&self.inner);
+        format!(
+            "OffsetIndex(path={:?}, base_offset={}, entries={}, max_entries={})",
+            path_str(i.path()),
+            self.base_offset,
+            i.entries(),
+            i.max_entries()
+        )
+    }
+}
+
+/// A segment's `.timeindex`: 12-byte entries (timestamp i64, relative offset u32).
+#[pyclass(module = "pylog._native", name = "TimeIndex", frozen)]
+pub struct PyTimeIndex {
+    pub(crate) inner: Mutex<core::TimeIndex>,
+    base_offset: i64,
+}
+
+#[pymethods]
+impl PyTimeIndex {
+    #[new]
+    #[pyo3(signature = (path, base_offset, max_index_size = DEFAULT_MAX_INDEX_SIZE, writable = true))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        base_offset: i64,
+        max_index_size: u64,
+        writable: bool,
+    ) -> PyResult<Self> {
+        let inner = py
+            .allow_threads(|| core::TimeIndex::open(&path, base_offset, max_index_size, writable))
+            .py()?;
+        Ok(PyTimeIndex {
+            inner: Mutex::new(inner),
+            base_offset,
+        })
+    }
+
+    #[getter]
+    fn path(&self) -> String {
+        path_str(lock(&self.inner).path())
+    }
+    #[getter]
+    fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    #[getter]
+    fn entries(&self) -> usize {
+        lock(&self.inner).entries()
+    }
+    #[getter]
+    fn max_entries(&self) -> usize {
+        lock(&self.inner).max_entries()
+    }
+    #[getter]
+    fn size_in_bytes(&self) -> u64 {
+        lock(&self.inner).size_in_bytes()
+    }
+    fn last_entry(&self) -> (i64, i64) {
+        lock(&self.inner).last_entry()
+    }
+    fn is_full(&self) -> bool {
+        lock(&self.inner).is_full()
+    }
+    #[pyo3(signature = (timestamp, offset, skip_full_check = false))]
+    fn maybe_append(&self, timestamp: i64, offset: i64, skip_full_check: bool) -> PyResult<()> {
+        lock(&self.inner)
+            .maybe_append(timestamp, offset, skip_full_check)
+            .py()
+    }
+    fn lookup(&self, target_timestamp: i64) -> PyResult<(i64, i64)> {
+        lock(&self.inner).lookup(target_timestamp).py()
+    }
+    fn entry(&self, n: i64) -> PyResult<(i64, i64)> {
+        let found = match usize::try_from(n) {
+            Ok(n) => lock(&self.inner).entry(n).py()?,
+            Err(_) => None,
+        };
+        found.ok_or_else(|| PyIndexError::new_err(format!("time index entry {n} out of range")))
+    }
+    fn truncate_to(&self, py: Python<'_>, offset: i64) -> PyResult<()> {
+        py.allow_threads(|| lock(&self.inner).truncate_to(offset))
+            .py()
+    }
+    fn truncate(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| lock(&self.inner).truncate()).py()
+    }
+    fn resize(&self, py: Python<'_>, new_size: u64) -> PyResult<bool> {
+        py.allow_threads(|| lock(&self.inner).resize(new_size)).py()
+    }
+    fn trim_to_valid_size(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| lock(&self.inner).trim_to_valid_size())
+            .py()
+    }
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| lock(&self.inner).flush()).py()
+    }
+    fn sanity_check(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| lock(&self.inner).sanity_check()).py()
+    }
+    fn rename_to(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        py.allow_threads(|| lock(&self.inner).rename_to(&path)).py()
+    }
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| lock(&self.inner).close()).py()
+    }
+    fn __repr__(&self) -> String {
+        let i = lock(&self.inner);
+        format!(
+            "TimeIndex(path={:?}, base_offset={}, entries={}, max_entries={})",
+            path_str(i.path()),
+            self.base_offset,
+            i.entries(),
+            i.max_entries()
+        )
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyOffsetIndex>()?;
+    m.add_class::<PyTimeIndex>()?;
     Ok(())
 }
