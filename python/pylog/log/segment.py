@@ -145,6 +145,11 @@ class LogSegment:
             raise _storage_error("opening", path, e) from e
         try:
             size = os.fstat(fd).st_size
+            is_new = (
+                create
+                and size == 0
+                and not os.path.exists(offset_index_file_name(dir, base_offset, file_suffix))
+            )
             preallocated = False
             if preallocate and size == 0:
                 with contextlib.suppress(OSError):
@@ -153,7 +158,7 @@ class LogSegment:
         except OSError as e:
             os.close(fd)
             raise _storage_error("opening", path, e) from e
-        return cls(
+        segment = cls(
             dir,
             base_offset,
             fd,
@@ -165,6 +170,15 @@ class LogSegment:
             preallocated=preallocated,
             clock=clock,
         )
+        if is_new:
+            # A new segment has its three files from the start, as Kafka's do;
+            # segments being loaded map their indexes only when used.
+            try:
+                _ = segment.offset_index, segment.time_index
+            except BaseException:
+                segment.close_handlers()
+                raise
+        return segment
 
     # ------------------------------------------------------------------ files
 
