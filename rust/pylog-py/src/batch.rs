@@ -1,5 +1,624 @@
-use pyo3::prelude::*;
+//! Record batches: validation, the leader's in-place offset assignment, legacy
+//! conversion, codecs, decoding and building. Buffers cross the boundary once
+//! per call; work on more than a few KB runs with the GIL released.
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use pylog_core::batch::BatchMeta;
+use pylog_core::records::{self as core_records, BuildOptions, BuildRecord};
+use pylog_core::validate::{self as core_validate, AssignOptions, ValidationOptions};
+use pylog_core::{compression, legacy};
+use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyTuple};
+
+use crate::errors::IntoPyResult;
+
+/// Above this many bytes a call releases the GIL.
+const GIL_RELEASE_BYTES: usize = 4096;
+
+/// Run `f` with the GIL released when `len` is worth it.
+fn maybe_allow_threads<T, F>(py: Python<'_>, len: usize, f: F) -> T
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    if len > GIL_RELEASE_BYTES {
+        py.allow_threads(f)
+    } else {
+        f()
+    }
+}
+
+/// The buffer protocol. pyo3 hides it under `abi3-py310` because it joined the
+/// limited API only in 3.11, but `PyObject_GetBuffer`/`PyBuffer_Release` and
+/// the `Py_buffer` layout have been exported and unchanged since Python 3.3,
+/// so a 3.10 interpreter provides them too.
+mod ffi_buffer {
+    use pyo3::ffi::{PyObject, Py_ssize_t};
+    use std::os::raw::{c_char, c_int, c_void};
+
+    #[repr(C)]
+    pub struct PyBufferView {
+        pub buf: *mut c_void,
+        pub obj: *mut PyObject,
+        pub len: Py_ssize_t,
+        pub itemsize: Py_ssize_t,
+        pub readonly: c_int,
+        pub ndim: c_int,
+        pub format: *mut c_char,
+        pub shape: *mut Py_ssize_t,
+        pub strides: *mut Py_ssize_t,
+        pub suboffsets: *mut Py_ssize_t,
+        pub internal: *mut c_void,
+    }
+
+    /// Contiguous bytes, no format/shape requested.
+    pub const PYBUF_SIMPLE: c_int = 0;
+
+    extern "C" {
+        pub fn PyObject_GetBuffer(
+            obj: *mut PyObject,
+            view: *mut PyBufferView,
+            flags: c_int,
+        ) -> c_int;
+        pub fn PyBuffer_Release(view: *mut PyBufferView);
+    }
+}
+
+/// A contiguous byte buffer (bytes, bytearray, memoryview, ...) exported by a
+/// Python object for as long as this lives. Not `Send`: it is released with
+/// the GIL held, by the call that took it.
+struct Bytes {
+    view: Box<ffi_buffer::PyBufferView>,
+}
+
+impl Bytes {
+    fn get(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
+        let mut view = Box::new(ffi_buffer::PyBufferView {
+            buf: std::ptr::null_mut(),
+            obj: std::ptr::null_mut(),
+            len: 0,
+            itemsize: 0,
+            readonly: 0,
+            ndim: 0,
+            format: std::ptr::null_mut(),
+            shape: std::ptr::null_mut(),
+            strides: std::ptr::null_mut(),
+            suboffsets: std::ptr::null_mut(),
+            internal: std::ptr::null_mut(),
+        });
+        // SAFETY: a live object and a zeroed view; on success the view holds a
+        // reference to the exporter until PyBuffer_Release in Drop.
+        let rc = unsafe {
+            ffi_buffer::PyObject_GetBuffer(obj.as_ptr(), &mut *view, ffi_buffer::PYBUF_SIMPLE)
+        };
+        if rc != 0 {
+            let err = PyErr::take(obj.py()).unwrap_or_else(|| PyBufferError::new_err("no buffer"));
+            if err.is_instance_of::<PyBufferError>(obj.py())
+                || err.is_instance_of::<PyTypeError>(obj.py())
+            {
+                return Err(PyTypeError::new_err(format!(
+                    "a contiguous bytes-like object (bytes, bytearray, memoryview) is required, not {}",
+                    obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                )));
+            }
+            return Err(err);
+        }
+        Ok(Bytes { view })
+    }
+
+    fn len(&self) -> usize {
+        self.view.len.max(0) as usize
+    }
+
+    /// The bytes. The exporter keeps them alive (and a bytearray unresizable)
+    /// while `self` holds the buffer.
+    fn as_slice(&self) -> &[u8] {
+        if self.len() == 0 || self.view.buf.is_null() {
+            return &[];
+        }
+        // SAFETY: a PyBUF_SIMPLE export is `len` contiguous bytes at `buf`, kept
+        // (neither freed nor resized) until the view is released.
+        unsafe { std::slice::from_raw_parts(self.view.buf as *const u8, self.len()) }
+    }
+
+    /// The bytes, writable; TypeError for a read-only buffer.
+    fn as_mut_slice(&mut self) -> PyResult<&mut [u8]> {
+        if self.view.readonly != 0 {
+            return Err(PyTypeError::new_err(
+                "records must be a writable buffer (bytearray or writable memoryview), not read-only",
+            ));
+        }
+        if self.len() == 0 || self.view.buf.is_null() {
+            return Ok(&mut []);
+        }
+        // SAFETY: as `as_slice`, and the exporter declared the memory writable;
+        // `&mut self` makes this the only view handed out.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.view.buf as *mut u8, self.len()) })
+    }
+}
+
+impl Drop for Bytes {
+    fn drop(&mut self) {
+        // SAFETY: the view was filled by a successful PyObject_GetBuffer, and a
+        // `Bytes` only lives inside a #[pyfunction] call, with the GIL held.
+        unsafe { ffi_buffer::PyBuffer_Release(&mut *self.view) };
+    }
+}
+
+/// The header facts of one batch (v2, or a legacy v0/v1 message/wrapper).
+#[pyclass(module = "pylog._native", name = "BatchInfo", frozen, eq, get_all)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchInfo {
+    pub position: u64,
+    pub size: usize,
+    pub magic: i8,
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub partition_leader_epoch: i32,
+    pub crc: u32,
+    pub compression: u8,
+    pub timestamp_type: u8,
+    pub is_transactional: bool,
+    pub is_control: bool,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub last_sequence: i32,
+    pub records_count: i32,
+}
+
+impl From<BatchMeta> for BatchInfo {
+    fn from(m: BatchMeta) -> BatchInfo {
+        BatchInfo {
+            position: m.position,
+            size: m.size,
+            magic: m.magic,
+            base_offset: m.base_offset,
+            last_offset: m.last_offset,
+            partition_leader_epoch: m.partition_leader_epoch,
+            crc: m.crc,
+            compression: m.compression,
+            timestamp_type: m.timestamp_type,
+            is_transactional: m.is_transactional,
+            is_control: m.is_control,
+            base_timestamp: m.base_timestamp,
+            max_timestamp: m.max_timestamp,
+            producer_id: m.producer_id,
+            producer_epoch: m.producer_epoch,
+            base_sequence: m.base_sequence,
+            last_sequence: m.last_sequence,
+            records_count: m.records_count,
+        }
+    }
+}
+
+impl From<&BatchMeta> for BatchInfo {
+    fn from(m: &BatchMeta) -> BatchInfo {
+        BatchInfo::from(*m)
+    }
+}
+
+/// A Python list of `BatchInfo` for core batch facts (used by segment scans too).
+pub fn batch_info_list<'py>(py: Python<'py>, metas: &[BatchMeta]) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(py, metas.iter().map(BatchInfo::from))
+}
+
+#[pymethods]
+impl BatchInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "BatchInfo(position={}, size={}, magic={}, base_offset={}, last_offset={}, \
+             partition_leader_epoch={}, crc={:#010x}, compression={}, timestamp_type={}, \
+             is_transactional={}, is_control={}, base_timestamp={}, max_timestamp={}, \
+             producer_id={}, producer_epoch={}, base_sequence={}, last_sequence={}, records_count={})",
+            self.position,
+            self.size,
+            self.magic,
+            self.base_offset,
+            self.last_offset,
+            self.partition_leader_epoch,
+            self.crc,
+            self.compression,
+            self.timestamp_type,
+            py_bool(self.is_transactional),
+            py_bool(self.is_control),
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.last_sequence,
+            self.records_count
+        )
+    }
+}
+
+fn py_bool(b: bool) -> &'static str {
+    if b {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+/// Everything the broker needs from validating (and assigning) a record set.
+#[pyclass(module = "pylog._native", name = "AppendInfo", frozen)]
+pub struct AppendInfo {
+    inner: core_validate::AppendInfo,
+}
+
+#[pymethods]
+impl AppendInfo {
+    #[getter]
+    fn first_offset(&self) -> i64 {
+        self.inner.first_offset
+    }
+    #[getter]
+    fn last_offset(&self) -> i64 {
+        self.inner.last_offset
+    }
+    #[getter]
+    fn max_timestamp(&self) -> i64 {
+        self.inner.max_timestamp
+    }
+    #[getter]
+    fn offset_of_max_timestamp(&self) -> i64 {
+        self.inner.offset_of_max_timestamp
+    }
+    #[getter]
+    fn num_records(&self) -> i64 {
+        self.inner.num_records
+    }
+    #[getter]
+    fn num_batches(&self) -> usize {
+        self.inner.num_batches
+    }
+    #[getter]
+    fn valid_bytes(&self) -> usize {
+        self.inner.valid_bytes
+    }
+    #[getter]
+    fn source_magic(&self) -> i8 {
+        self.inner.source_magic
+    }
+    #[getter]
+    fn source_compression(&self) -> u8 {
+        self.inner.source_compression
+    }
+    #[getter]
+    fn producer_id(&self) -> i64 {
+        self.inner.producer_id
+    }
+    #[getter]
+    fn producer_epoch(&self) -> i16 {
+        self.inner.producer_epoch
+    }
+    #[getter]
+    fn first_sequence(&self) -> i32 {
+        self.inner.first_sequence
+    }
+    #[getter]
+    fn last_sequence(&self) -> i32 {
+        self.inner.last_sequence
+    }
+    #[getter]
+    fn is_transactional(&self) -> bool {
+        self.inner.is_transactional
+    }
+    #[getter]
+    fn is_control(&self) -> bool {
+        self.inner.is_control
+    }
+    #[getter]
+    fn batches<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        batch_info_list(py, &self.inner.batches)
+    }
+    fn __repr__(&self) -> String {
+        let i = &self.inner;
+        format!(
+            "AppendInfo(first_offset={}, last_offset={}, max_timestamp={}, offset_of_max_timestamp={}, \
+             num_records={}, num_batches={}, valid_bytes={}, source_magic={}, source_compression={}, \
+             producer_id={}, producer_epoch={}, first_sequence={}, last_sequence={}, \
+             is_transactional={}, is_control={})",
+            i.first_offset,
+            i.last_offset,
+            i.max_timestamp,
+            i.offset_of_max_timestamp,
+            i.num_records,
+            i.num_batches,
+            i.valid_bytes,
+            i.source_magic,
+            i.source_compression,
+            i.producer_id,
+            i.producer_epoch,
+            i.first_sequence,
+            i.last_sequence,
+            py_bool(i.is_transactional),
+            py_bool(i.is_control)
+        )
+    }
+}
+
+/// One decoded record.
+#[pyclass(module = "pylog._native", name = "Record", frozen)]
+pub struct Record {
+    inner: core_records::Record,
+}
+
+fn opt_bytes<'py>(py: Python<'py>, v: &Option<Vec<u8>>) -> Option<Bound<'py, PyBytes>> {
+    v.as_ref().map(|b| PyBytes::new(py, b))
+}
+
+#[pymethods]
+impl Record {
+    #[getter]
+    fn offset(&self) -> i64 {
+        self.inner.offset
+    }
+    #[getter]
+    fn timestamp(&self) -> i64 {
+        self.inner.timestamp
+    }
+    #[getter]
+    fn key<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        opt_bytes(py, &self.inner.key)
+    }
+    #[getter]
+    fn value<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        opt_bytes(py, &self.inner.value)
+    }
+    #[getter]
+    fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items = self
+            .inner
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                PyTuple::new(
+                    py,
+                    [
+                        k.into_pyobject(py)?.into_any(),
+                        opt_bytes(py, v).into_pyobject(py)?,
+                    ],
+                )
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, items)
+    }
+    #[getter]
+    fn sequence(&self) -> i32 {
+        self.inner.sequence
+    }
+    fn __repr__(&self) -> String {
+        let r = &self.inner;
+        let show = |v: &Option<Vec<u8>>| match v {
+            None => "None".to_string(),
+            Some(b) if b.len() > 32 => format!("<{} bytes>", b.len()),
+            Some(b) => format!("b{:?}", String::from_utf8_lossy(b)),
+        };
+        format!(
+            "Record(offset={}, timestamp={}, key={}, value={}, headers={}, sequence={})",
+            r.offset,
+            r.timestamp,
+            show(&r.key),
+            show(&r.value),
+            r.headers.len(),
+            r.sequence
+        )
+    }
+}
+
+#[pyfunction]
+#[pyo3(signature = (records, *, max_batch_size = 2147483647, deep = false))]
+fn analyze_records(
+    py: Python<'_>,
+    records: &Bound<'_, PyAny>,
+    max_batch_size: usize,
+    deep: bool,
+) -> PyResult<AppendInfo> {
+    let b = Bytes::get(records)?;
+    let data = b.as_slice();
+    let opts = ValidationOptions {
+        max_batch_size,
+        deep,
+    };
+    let inner = maybe_allow_threads(py, data.len(), || {
+        core_validate::analyze_records(data, &opts)
+    })
+    .py()?;
+    Ok(AppendInfo { inner })
+}
+
+#[pyfunction]
+#[pyo3(signature = (
+    records, *, base_offset, partition_leader_epoch, now_ms, log_append_time = false,
+    max_batch_size = 1048588, timestamp_before_max_ms = i64::MAX,
+    timestamp_after_max_ms = i64::MAX, require_keys = false
+))]
+#[allow(clippy::too_many_arguments)]
+fn validate_and_assign_offsets(
+    py: Python<'_>,
+    records: &Bound<'_, PyAny>,
+    base_offset: i64,
+    partition_leader_epoch: i32,
+    now_ms: i64,
+    log_append_time: bool,
+    max_batch_size: usize,
+    timestamp_before_max_ms: i64,
+    timestamp_after_max_ms: i64,
+    require_keys: bool,
+) -> PyResult<AppendInfo> {
+    let mut b = Bytes::get(records)?;
+    let data = b.as_mut_slice()?;
+    let opts = AssignOptions {
+        base_offset,
+        partition_leader_epoch,
+        now_ms,
+        log_append_time,
+        max_batch_size,
+        timestamp_before_max_ms,
+        timestamp_after_max_ms,
+        require_keys,
+    };
+    let len = data.len();
+    let inner = maybe_allow_threads(py, len, || {
+        core_validate::validate_and_assign_offsets(data, &opts)
+    })
+    .py()?;
+    Ok(AppendInfo { inner })
+}
+
+#[pyfunction]
+fn convert_legacy_to_v2<'py>(
+    py: Python<'py>,
+    records: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyByteArray>> {
+    let b = Bytes::get(records)?;
+    let data = b.as_slice();
+    let out = maybe_allow_threads(py, data.len(), || legacy::convert_legacy_to_v2(data)).py()?;
+    Ok(PyByteArray::new(py, &out))
+}
+
+#[pyfunction]
+fn compress<'py>(
+    py: Python<'py>,
+    codec: u8,
+    data: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let b = Bytes::get(data)?;
+    let data = b.as_slice();
+    let out = maybe_allow_threads(py, data.len(), || compression::compress(codec, data)).py()?;
+    Ok(PyBytes::new(py, &out))
+}
+
+#[pyfunction]
+fn decompress<'py>(
+    py: Python<'py>,
+    codec: u8,
+    data: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let b = Bytes::get(data)?;
+    let data = b.as_slice();
+    let out = maybe_allow_threads(py, data.len(), || compression::decompress(codec, data)).py()?;
+    Ok(PyBytes::new(py, &out))
+}
+
+#[pyfunction]
+fn decode_records(py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<Vec<Record>> {
+    let b = Bytes::get(batch)?;
+    let data = b.as_slice();
+    let records =
+        maybe_allow_threads(py, data.len(), || core_records::decode_batch_records(data)).py()?;
+    Ok(records.into_iter().map(|inner| Record { inner }).collect())
+}
+
+/// `bytes | bytearray | memoryview | None` as owned bytes.
+fn extract_opt_bytes(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    if let Ok(b) = obj.downcast::<PyBytes>() {
+        return Ok(Some(b.as_bytes().to_vec()));
+    }
+    if obj.is_instance_of::<pyo3::types::PyString>() {
+        return Err(PyTypeError::new_err(
+            "record keys and values must be bytes or None, not str",
+        ));
+    }
+    Ok(Some(Bytes::get(obj)?.as_slice().to_vec()))
+}
+
+fn extract_record(item: &Bound<'_, PyAny>) -> PyResult<BuildRecord> {
+    let t = item.downcast::<PyTuple>().map_err(|_| {
+        PyTypeError::new_err("each record must be a tuple (key, value, headers, timestamp_ms)")
+    })?;
+    if t.len() != 4 {
+        return Err(PyTypeError::new_err(format!(
+            "each record must be a 4-tuple (key, value, headers, timestamp_ms), got {} items",
+            t.len()
+        )));
+    }
+    let mut headers = Vec::new();
+    for h in t.get_item(2)?.try_iter()? {
+        let h = h?;
+        let (k, v): (String, Bound<'_, PyAny>) = h.extract()?;
+        headers.push((k, extract_opt_bytes(&v)?));
+    }
+    Ok(BuildRecord {
+        key: extract_opt_bytes(&t.get_item(0)?)?,
+        value: extract_opt_bytes(&t.get_item(1)?)?,
+        headers,
+        timestamp: t.get_item(3)?.extract()?,
+    })
+}
+
+#[pyfunction]
+#[pyo3(signature = (
+    records, *, base_offset = 0, compression = 0, partition_leader_epoch = -1,
+    producer_id = -1, producer_epoch = -1, base_sequence = -1,
+    is_transactional = false, is_control = false, timestamp_type = 0
+))]
+#[allow(clippy::too_many_arguments)]
+fn build_batch<'py>(
+    py: Python<'py>,
+    records: &Bound<'py, PyAny>,
+    base_offset: i64,
+    compression: u8,
+    partition_leader_epoch: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    is_transactional: bool,
+    is_control: bool,
+    timestamp_type: u8,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let recs = records
+        .try_iter()?
+        .map(|item| extract_record(&item?))
+        .collect::<PyResult<Vec<_>>>()?;
+    if timestamp_type > 1 {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "timestamp_type must be 0 or 1",
+        ));
+    }
+    let opts = BuildOptions {
+        base_offset,
+        compression,
+        partition_leader_epoch,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        is_transactional,
+        is_control,
+        timestamp_type,
+    };
+    let size: usize = recs
+        .iter()
+        .map(|r| r.key.as_ref().map_or(0, Vec::len) + r.value.as_ref().map_or(0, Vec::len))
+        .sum();
+    let out = maybe_allow_threads(py, size, || core_records::build_batch(&recs, &opts)).py()?;
+    Ok(PyBytes::new(py, &out))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("COMPRESSION_NONE", compression::NONE)?;
+    m.add("COMPRESSION_GZIP", compression::GZIP)?;
+    m.add("COMPRESSION_SNAPPY", compression::SNAPPY)?;
+    m.add("COMPRESSION_LZ4", compression::LZ4)?;
+    m.add("COMPRESSION_ZSTD", compression::ZSTD)?;
+    m.add("TIMESTAMP_TYPE_CREATE_TIME", 0u8)?;
+    m.add("TIMESTAMP_TYPE_LOG_APPEND_TIME", 1u8)?;
+    m.add_class::<BatchInfo>()?;
+    m.add_class::<AppendInfo>()?;
+    m.add_class::<Record>()?;
+    m.add_function(wrap_pyfunction!(analyze_records, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_and_assign_offsets, m)?)?;
+    m.add_function(wrap_pyfunction!(convert_legacy_to_v2, m)?)?;
+    m.add_function(wrap_pyfunction!(compress, m)?)?;
+    m.add_function(wrap_pyfunction!(decompress, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_records, m)?)?;
+    m.add_function(wrap_pyfunction!(build_batch, m)?)?;
     Ok(())
 }
