@@ -31,8 +31,8 @@ def test_empty_cache(tmp_path: Path) -> None:
 
 def test_assign_persists_and_reloads(tmp_path: Path) -> None:
     c = cache(tmp_path)
-    assert c.assign(2, 6)
-    assert c.assign(3, 8)
+    c.assign(2, 6)
+    c.assign(3, 8)
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n2 6\n3 8\n"
     again = cache(tmp_path)
     assert again.entries() == [EpochEntry(2, 6), EpochEntry(3, 8)]
@@ -44,10 +44,10 @@ def test_assign_persists_and_reloads(tmp_path: Path) -> None:
 def test_same_epoch_at_later_offset_is_ignored(tmp_path: Path) -> None:
     c = cache(tmp_path)
     c.assign(2, 6)
-    assert not c.assign(2, 10)
+    c.assign(2, 10)
     assert c.entries() == [EpochEntry(2, 6)]
     # the same epoch at an earlier offset moves its start back
-    assert c.assign(2, 4)
+    c.assign(2, 4)
     assert c.entries() == [EpochEntry(2, 4)]
 
 

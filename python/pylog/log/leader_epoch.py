@@ -81,8 +81,8 @@ class LeaderEpochFileCache:
 
     # ------------------------------------------------------------------ updates
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset``.
 
         Re-assigning the latest epoch at a later offset is a no-op (the epoch
         already started earlier). An entry that goes back in epoch or offset
@@ -91,10 +91,8 @@ class LeaderEpochFileCache:
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid leader epoch entry: epoch {epoch}, offset {start_offset}")
         with self._lock:
-            if not self._assign(EpochEntry(epoch, start_offset)):
-                return False
-            self._flush()
-            return True
+            if self._assign(EpochEntry(epoch, start_offset)):
+                self._flush()
 
     def _assign(self, entry: EpochEntry) -> bool:
         if self._epochs:
