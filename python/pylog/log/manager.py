@@ -1,0 +1,632 @@
+"""LogManager: every partition log of a broker, across its ``log.dirs``.
+
+At start-up, for each log directory:
+
+* the directory is created if missing and locked: ``.lock`` is ``flock``-ed for
+  the LogManager's lifetime, so a second broker (or LogManager) on the same
+  directory fails with LogDirLockedError, while a lock file left by a dead
+  process does not block (the kernel released its lock);
+* ``.kafka_cleanshutdown`` tells whether the last shutdown was clean; when it
+  was not, every log is recovered from its recovery point on;
+* ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint``
+  give each partition's recovery point and log start offset;
+* every ``<topic>-<partition>`` directory is loaded by a pool of
+  ``num.recovery.threads.per.data.dir`` threads; directories renamed
+  ``<topic>-<partition>.<id>-delete`` by an interrupted deletion are removed;
+* the clean-shutdown marker is removed, so a crash from here on is seen.
+
+While running, background tasks apply retention
+(``log.retention.check.interval.ms``), flush logs whose ``flush.ms`` has passed
+(``log.flush.scheduler.interval.ms``) and write the two checkpoints
+(``log.flush.offset.checkpoint.interval.ms``,
+``log.flush.start.offset.checkpoint.interval.ms``). ``shutdown`` flushes and
+closes every log, writes the checkpoints and the clean-shutdown marker, and
+releases the locks.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import errno as errno_mod
+import fcntl
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pylog.errors import KafkaStorageError, LogDirLockedError
+from pylog.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    CorruptCheckpointError,
+    OffsetCheckpointFile,
+    TopicPartition,
+    fsync_dir,
+)
+from pylog.log.config import BrokerLogConfig, LogConfig
+from pylog.log.files import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX
+from pylog.log.log import Log
+from pylog.log.partition_metadata import PartitionMetadataFile, new_topic_id
+from pylog.log.producer_state import ProducerStateManager
+from pylog.log.scheduler import Scheduler
+
+__all__ = [
+    "CLEAN_SHUTDOWN_FILE",
+    "LOCK_FILE",
+    "LogManager",
+    "parse_topic_partition_name",
+]
+
+LOCK_FILE = ".lock"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+# Kafka caps a directory name at 255 bytes; the topic part of a "-delete" name
+# is cut to leave room for ".<32 hex>-delete".
+_MAX_DIR_NAME = 255
+
+_log = logging.getLogger("pylog.log")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def parse_topic_partition_name(name: str) -> TopicPartition:
+    """``<topic>-<partition>`` (optionally ``.<id>-delete`` / ``-future`` / ``-stray``).
+
+    Raises ValueError for a name that is not a partition directory.
+    """
+    base = name
+    if base.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+        dot = base.rfind(".")
+        if dot < 0:
+            raise ValueError(f"{name!r} is not a partition directory name")
+        base = base[:dot]
+    dash = base.rfind("-")
+    if dash <= 0 or dash == len(base) - 1:
+        raise ValueError(f"{name!r} is not a partition directory name")
+    topic, partition = base[:dash], base[dash + 1 :]
+    if not partition.isdigit():
+        raise ValueError(f"{name!r} is not a partition directory name")
+    return TopicPartition(topic, int(partition))
+
+
+def delete_dir_name(tp: TopicPartition) -> str:
+    """Kafka's name for a partition directory awaiting deletion."""
+    suffix = f".{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    prefix = f"{tp.topic}-{tp.partition}"
+    room = _MAX_DIR_NAME - len(suffix.encode()) - len(f"-{tp.partition}".encode())
+    if len(prefix.encode()) + len(suffix.encode()) > _MAX_DIR_NAME:
+        prefix = tp.topic.encode()[:room].decode("utf-8", "ignore") + f"-{tp.partition}"
+    return prefix + suffix
+
+
+@dataclass
+class _LogDir:
+    path: str
+    lock_fd: int
+    recovery_checkpoint: OffsetCheckpointFile
+    log_start_checkpoint: OffsetCheckpointFile
+
+
+class LogManager:
+    """Owns the logs of every ``log.dirs`` entry. Built loaded; ``startup`` starts
+    the background tasks; ``shutdown`` closes cleanly."""
+
+    def __init__(
+        self,
+        config: BrokerLogConfig | Mapping[str, Any],
+        *,
+        topic_configs: Mapping[str, Mapping[str, Any]] | None = None,
+        scheduler: Scheduler | None = None,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.config = (
+            config if isinstance(config, BrokerLogConfig) else BrokerLogConfig.from_props(config)
+        )
+        self.default_config = self.config.default_log_config
+        self._topic_overrides: dict[str, dict[str, Any]] = {
+            t: dict(p) for t, p in (topic_configs or {}).items()
+        }
+        self._clock = clock
+        self._own_scheduler = scheduler is None
+        self.scheduler = scheduler if scheduler is not None else Scheduler(threads=2)
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._log_dir_of: dict[TopicPartition, str] = {}
+        self._topic_ids: dict[str, str] = {}
+        self._dirs: list[_LogDir] = []
+        self._started = False
+        self._shut_down = False
+        self.had_clean_shutdown: dict[str, bool] = {}
+
+        try:
+            self._create_and_lock_dirs()
+            self._load_logs()
+        except BaseException:
+            self._close_all_quietly()
+            self._release_locks()
+            if self._own_scheduler:
+                self.scheduler.shutdown()
+            raise
+
+    # ------------------------------------------------------------------ start-up
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return [d.path for d in self._dirs]
+
+    def _create_and_lock_dirs(self) -> None:
+        seen: set[str] = set()
+        for raw in self.config.log_dirs:
+            path = os.path.abspath(raw)
+            if path in seen:
+                raise KafkaStorageError(f"duplicate log directory {path} in log.dirs")
+            seen.add(path)
+            try:
+                os.makedirs(path, exist_ok=True)
+            except OSError as e:
+                raise KafkaStorageError(f"cannot create log directory {path}: {e}", e.errno) from e
+            lock_fd = self._lock_dir(path)
+            self._dirs.append(
+                _LogDir(
+                    path,
+                    lock_fd,
+                    OffsetCheckpointFile(os.path.join(path, RECOVERY_POINT_CHECKPOINT)),
+                    OffsetCheckpointFile(os.path.join(path, LOG_START_OFFSET_CHECKPOINT)),
+                )
+            )
+
+    @staticmethod
+    def _lock_dir(path: str) -> int:
+        lock_path = os.path.join(path, LOCK_FILE)
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot open lock file {lock_path}: {e}", e.errno) from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno_mod.EWOULDBLOCK, errno_mod.EAGAIN, errno_mod.EACCES):
+                raise LogDirLockedError(
+                    f"log directory {path} is in use by another process or LogManager "
+                    f"({lock_path} is locked); is another broker running on it?",
+                    e.errno,
+                ) from e
+            raise KafkaStorageError(f"cannot lock {lock_path}: {e}", e.errno) from e
+        return fd
+
+    def _read_checkpoint(self, cp: OffsetCheckpointFile) -> dict[TopicPartition, int]:
+        try:
+            return cp.read()
+        except CorruptCheckpointError as e:
+            _log.warning("ignoring %s: %s; its partitions are recovered from scratch", cp.path, e)
+            return {}
+
+    def _load_logs(self) -> None:
+        for d in self._dirs:
+            marker = os.path.join(d.path, CLEAN_SHUTDOWN_FILE)
+            clean = os.path.exists(marker)
+            self.had_clean_shutdown[d.path] = clean
+            if not clean:
+                _log.debug("%s: no clean-shutdown marker; logs past their recovery point "
+                           "will be recovered", d.path)  # fmt: skip
+            recovery_points = self._read_checkpoint(d.recovery_checkpoint)
+            log_starts = self._read_checkpoint(d.log_start_checkpoint)
+            jobs: dict[TopicPartition, tuple[str, int, int]] = {}
+            for name in sorted(os.listdir(d.path)):
+                sub = os.path.join(d.path, name)
+                if not os.path.isdir(sub) or name.startswith("."):
+                    continue
+                if name.endswith(DELETE_DIR_SUFFIX):
+                    _log.warning("deleting %s: a partition deletion interrupted by shutdown", sub)
+                    shutil.rmtree(sub, ignore_errors=True)
+                    continue
+                try:
+                    tp = parse_topic_partition_name(name)
+                except ValueError:
+                    _log.warning("skipping %s: not a <topic>-<partition> directory", sub)
+                    continue
+                if name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+                    _log.warning("skipping %s: future/stray replicas are not supported", sub)
+                    continue
+                jobs[tp] = (sub, recovery_points.get(tp, 0), log_starts.get(tp, 0))
+
+            threads = max(1, self.config.num_recovery_threads_per_data_dir)
+            with concurrent.futures.ThreadPoolExecutor(
+                max_workers=threads, thread_name_prefix=f"pylog-recovery-{os.path.basename(d.path)}"
+            ) as pool:
+                futures = {
+                    pool.submit(self._load_log, tp, sub, rp, ls, clean): tp
+                    for tp, (sub, rp, ls) in jobs.items()
+                }
+                errors: list[BaseException] = []
+                for fut in concurrent.futures.as_completed(futures):
+                    tp = futures[fut]
+                    try:
+                        log = fut.result()
+                    except BaseException as e:
+                        errors.append(e)
+                        continue
+                    with self._lock:
+                        other = self._log_dir_of.get(tp)
+                        if other is not None:
+                            log.close()
+                            errors.append(
+                                KafkaStorageError(
+                                    f"partition {tp} has directories in both {other} and {d.path}"
+                                )
+                            )
+                            continue
+                        self._logs[tp] = log
+                        self._log_dir_of[tp] = d.path
+                if errors:
+                    raise errors[0]
+            # Every log of this directory loaded: from now on a crash must be noticed.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(marker)
+                fsync_dir(d.path)
+
+    def _load_log(
+        self, tp: TopicPartition, dir: str, recovery_point: int, log_start: int, clean: bool
+    ) -> Log:
+        config = self.config_for(tp.topic)
+        meta = PartitionMetadataFile(dir)
+        topic_id = meta.read()
+        log = Log.open(
+            dir,
+            config,
+            log_start_offset=log_start,
+            recovery_point=recovery_point,
+            had_clean_shutdown=clean,
+            scheduler=self.scheduler,
+            clock=self._clock,
+            producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+        )
+        if topic_id is not None:
+            with self._lock:
+                known = self._topic_ids.setdefault(tp.topic, topic_id)
+            if known != topic_id:
+                _log.warning(
+                    "%s holds topic id %s but other partitions of %s have %s",
+                    meta.path,
+                    topic_id,
+                    tp.topic,
+                    known,
+                )
+        return log
+
+    def startup(self) -> None:
+        """Start the background tasks (retention, flush, checkpoints, producer expiry)."""
+        with self._lock:
+            if self._started:
+                return
+            if self._shut_down:
+                raise RuntimeError("a LogManager that was shut down cannot start again")
+            self._started = True
+        if self._own_scheduler:
+            self.scheduler.startup()
+        c = self.config
+        delay = c.log_initial_task_delay_ms
+        s = self.scheduler
+        s.schedule(
+            "kafka-log-retention", self.cleanup_logs, delay, c.log_retention_check_interval_ms
+        )
+        s.schedule(
+            "kafka-log-flusher", self.flush_dirty_logs, delay, c.log_flush_scheduler_interval_ms
+        )
+        s.schedule(
+            "kafka-recovery-point-checkpoint",
+            self.checkpoint_recovery_offsets,
+            delay,
+            c.log_flush_offset_checkpoint_interval_ms,
+        )
+        s.schedule(
+            "kafka-log-start-offset-checkpoint",
+            self.checkpoint_log_start_offsets,
+            delay,
+            c.log_flush_start_offset_checkpoint_interval_ms,
+        )
+        s.schedule(
+            "kafka-producer-expiration",
+            self.remove_expired_producers,
+            c.producer_id_expiration_check_interval_ms,
+            c.producer_id_expiration_check_interval_ms,
+        )  # fmt: skip
+
+    # ------------------------------------------------------------------ logs
+
+    def config_for(self, topic: str) -> LogConfig:
+        overrides = self._topic_overrides.get(topic)
+        return self.default_config.with_overrides(overrides) if overrides else self.default_config
+
+    def update_topic_config(self, topic: str, props: Mapping[str, Any]) -> None:
+        """Replace a topic's overrides and apply them to its open logs."""
+        config = self.default_config.with_overrides(props)
+        with self._lock:
+            self._topic_overrides[topic] = dict(props)
+            logs = [log for tp, log in self._logs.items() if tp.topic == topic]
+        for log in logs:
+            log.update_config(config)
+
+    def get_log(self, tp: TopicPartition | tuple[str, int]) -> Log | None:
+        with self._lock:
+            return self._logs.get(TopicPartition(tp[0], tp[1]))
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    def logs_in_dir(self, path: str) -> dict[TopicPartition, Log]:
+        path = os.path.abspath(path)
+        with self._lock:
+            return {tp: log for tp, log in self._logs.items() if self._log_dir_of[tp] == path}
+
+    def log_dir_of(self, tp: TopicPartition | tuple[str, int]) -> str | None:
+        with self._lock:
+            return self._log_dir_of.get(TopicPartition(tp[0], tp[1]))
+
+    def topic_id(self, topic: str) -> str | None:
+        with self._lock:
+            return self._topic_ids.get(topic)
+
+    def __contains__(self, tp: object) -> bool:
+        with self._lock:
+            return tp in self._logs
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._logs)
+
+    def _next_log_dir(self) -> _LogDir:
+        counts = {d.path: 0 for d in self._dirs}
+        for path in self._log_dir_of.values():
+            counts[path] += 1
+        return min(self._dirs, key=lambda d: counts[d.path])
+
+    def get_or_create_log(
+        self,
+        tp: TopicPartition | tuple[str, int],
+        *,
+        topic_id: str | None = None,
+        config: LogConfig | None = None,
+    ) -> Log:
+        """The partition's log, created in the log dir holding the fewest logs if new.
+
+        The topic id is kept in ``partition.metadata``: ``topic_id`` when given
+        (InconsistentTopicIdError if the log has another), else the id other
+        partitions of the topic have, else a new one.
+        """
+        tp = TopicPartition(tp[0], tp[1])
+        if tp.partition < 0 or not tp.topic or "/" in tp.topic or tp.topic in (".", ".."):
+            raise ValueError(f"invalid topic partition {tp!r}")
+        with self._lock:
+            self._check_running()
+            log = self._logs.get(tp)
+            if log is None:
+                target = self._next_log_dir()
+                dir = os.path.join(target.path, str(tp))
+                log = Log.open(
+                    dir,
+                    config if config is not None else self.config_for(tp.topic),
+                    scheduler=self.scheduler,
+                    clock=self._clock,
+                    producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+                )
+                self._logs[tp] = log
+                self._log_dir_of[tp] = target.path
+                _log.info("created log for partition %s in %s", tp, target.path)
+            wanted = topic_id or self._topic_ids.get(tp.topic) or new_topic_id()
+            stored = PartitionMetadataFile(log.dir).check_or_write(wanted)
+            self._topic_ids.setdefault(tp.topic, stored)
+            return log
+
+    def async_delete(self, tp: TopicPartition | tuple[str, int]) -> Log | None:
+        """Remove a partition: its directory is renamed ``<name>.<id>-delete`` at
+        once (so a restart finishes the job) and removed in the background after
+        ``file.delete.delay.ms``."""
+        tp = TopicPartition(tp[0], tp[1])
+        with self._lock:
+            self._check_running()
+            log = self._logs.pop(tp, None)
+            parent = self._log_dir_of.pop(tp, None)
+            if log is None or parent is None:
+                return None
+            if not any(t.topic == tp.topic for t in self._logs):
+                self._topic_ids.pop(tp.topic, None)
+        log.close()
+        target = os.path.join(parent, delete_dir_name(tp))
+        try:
+            os.rename(log.dir, target)
+            fsync_dir(parent)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot rename {log.dir} for deletion: {e}", e.errno) from e
+        _log.info("scheduled deletion of partition %s (%s)", tp, target)
+        self._checkpoint_dir(parent)
+
+        def delete() -> None:
+            shutil.rmtree(target, ignore_errors=True)
+            _log.info("deleted %s", target)
+
+        self.scheduler.schedule_once(
+            f"delete-{os.path.basename(target)}", delete, log.config.file_delete_delay_ms
+        )
+        return log
+
+    def _check_running(self) -> None:
+        if self._shut_down:
+            raise KafkaStorageError("the LogManager is shut down")
+
+    # ------------------------------------------------------------------ background work
+
+    def cleanup_logs(self) -> int:
+        """Retention: delete old segments of every log. Returns segments deleted."""
+        total = 0
+        for tp, log in self.all_logs().items():
+            if log.closed:
+                continue
+            try:
+                total += log.delete_old_segments()
+            except KafkaStorageError:
+                _log.exception("retention of partition %s failed", tp)
+        return total
+
+    def flush_dirty_logs(self) -> None:
+        """Flush every log whose ``flush.ms`` has passed since its last flush."""
+        now = self._clock()
+        for tp, log in self.all_logs().items():
+            if log.closed:
+                continue
+            try:
+                if now - log.last_flush_time >= log.config.flush_ms:
+                    log.flush()
+            except KafkaStorageError:
+                _log.exception("flush of partition %s failed", tp)
+
+    def remove_expired_producers(self) -> None:
+        now = self._clock()
+        for log in self.all_logs().values():
+            ps = log.producer_state_manager
+            if isinstance(ps, ProducerStateManager):
+                ps.remove_expired_producers(now)
+
+    def _dir(self, path: str) -> _LogDir:
+        for d in self._dirs:
+            if d.path == path:
+                return d
+        raise KeyError(path)
+
+    def _checkpoint_dir(self, path: str) -> None:
+        self._checkpoint_recovery_offsets_in(self._dir(path))
+        self._checkpoint_log_start_offsets_in(self._dir(path))
+
+    def _checkpoint_recovery_offsets_in(self, d: _LogDir) -> None:
+        logs = self.logs_in_dir(d.path)
+        d.recovery_checkpoint.write({tp: log.recovery_point for tp, log in logs.items()})
+
+    def _checkpoint_log_start_offsets_in(self, d: _LogDir) -> None:
+        # Only starts past the first segment's base say something the files do not.
+        logs = self.logs_in_dir(d.path)
+        starts: dict[TopicPartition, int] = {}
+        for tp, log in logs.items():
+            segments = log.segments
+            if segments and log.log_start_offset > segments[0].base_offset:
+                starts[tp] = log.log_start_offset
+        d.log_start_checkpoint.write(starts)
+
+    def checkpoint_recovery_offsets(self) -> None:
+        for d in self._dirs:
+            try:
+                self._checkpoint_recovery_offsets_in(d)
+            except KafkaStorageError:
+                _log.exception("writing %s failed", d.recovery_checkpoint.path)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        for d in self._dirs:
+            try:
+                self._checkpoint_log_start_offsets_in(d)
+            except KafkaStorageError:
+                _log.exception("writing %s failed", d.log_start_checkpoint.path)
+
+    def truncate_to(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Truncate logs (a follower matching its leader) and checkpoint their dirs."""
+        dirs: set[str] = set()
+        for tp, offset in offsets.items():
+            log = self.get_log(tp)
+            if log is not None and log.truncate_to(offset):
+                dirs.add(self._log_dir_of[TopicPartition(tp[0], tp[1])])
+        for path in dirs:
+            self._checkpoint_recovery_offsets_in(self._dir(path))
+
+    # ------------------------------------------------------------------ shutdown
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints and the clean-shutdown
+        marker of every directory whose logs all closed, release the locks."""
+        with self._lock:
+            if self._shut_down:
+                return
+            self._shut_down = True
+        if self._own_scheduler:
+            self.scheduler.shutdown()
+        else:
+            for name in (
+                "kafka-log-retention",
+                "kafka-log-flusher",
+                "kafka-recovery-point-checkpoint",
+                "kafka-log-start-offset-checkpoint",
+                "kafka-producer-expiration",
+            ):
+                self.scheduler.cancel(name)
+        try:
+            for d in self._dirs:
+                logs = self.logs_in_dir(d.path)
+                ok = self._close_logs(d, logs.values())
+                if not ok:
+                    _log.error(
+                        "not all logs of %s closed cleanly; no clean-shutdown marker", d.path
+                    )
+                    continue
+                try:
+                    self._checkpoint_recovery_offsets_in(d)
+                    self._checkpoint_log_start_offsets_in(d)
+                    marker = os.path.join(d.path, CLEAN_SHUTDOWN_FILE)
+                    with open(marker, "wb") as f:
+                        os.fsync(f.fileno())
+                    fsync_dir(d.path)
+                except (KafkaStorageError, OSError):
+                    _log.exception("could not finish the clean shutdown of %s", d.path)
+        finally:
+            self._release_locks()
+
+    def _close_logs(self, d: _LogDir, logs: Iterable[Log]) -> bool:
+        threads = max(1, self.config.num_recovery_threads_per_data_dir)
+
+        def close(log: Log) -> None:
+            if not log.closed:
+                log.flush()
+                log.close()
+
+        ok = True
+        with concurrent.futures.ThreadPoolExecutor(
+            max_workers=threads, thread_name_prefix="pylog-shutdown"
+        ) as pool:
+            for fut, log in [(pool.submit(close, log), log) for log in logs]:
+                try:
+                    fut.result()
+                except Exception:
+                    _log.exception("closing %s failed", log.dir)
+                    ok = False
+        return ok
+
+    def _close_all_quietly(self) -> None:
+        for log in list(self._logs.values()):
+            with contextlib.suppress(Exception):
+                log.close()
+        self._logs.clear()
+        self._log_dir_of.clear()
+
+    def _release_locks(self) -> None:
+        for d in self._dirs:
+            if d.lock_fd >= 0:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(d.lock_fd, fcntl.LOCK_UN)
+                with contextlib.suppress(OSError):
+                    os.close(d.lock_fd)
+                d.lock_fd = -1
+
+    def __enter__(self) -> LogManager:
+        self.startup()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return f"LogManager(dirs={self.log_dirs}, logs={len(self)})"
