@@ -321,7 +321,7 @@ class LogLoader:
                 except FileNotFoundError:
                     self._rebuild_indexes(seg, f"index file {seg.offset_index_path} is missing")
                 except CorruptIndexError as e:
-                    self._rebuild_indexes(seg, f"corrupt index: {_reason(e)}")
+                    self._rebuild_indexes(seg, _reason(e))
 
     def _rebuild_indexes(self, seg: LogSegment, why: str) -> None:
         # Start from no index files at all: a broken one may not even map.
