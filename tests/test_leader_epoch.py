@@ -76,7 +76,8 @@ def test_end_offset_for(tmp_path: Path) -> None:
     c.assign(5, 12)
     leo = 20
     assert c.end_offset_for(UNDEFINED_EPOCH, leo) == UNDEFINED
-    assert c.end_offset_for(1, leo) == UNDEFINED  # older than the first epoch
+    # older than the first epoch: itself, ending where the first epoch starts
+    assert c.end_offset_for(1, leo) == (1, c.entries()[0][1])
     assert c.end_offset_for(2, leo) == (2, 8)
     assert c.end_offset_for(3, leo) == (3, 12)
     assert c.end_offset_for(4, leo) == (3, 12)  # unknown epoch between: the floor's end

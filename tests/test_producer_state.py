@@ -95,11 +95,14 @@ def test_epoch_bump_must_start_at_zero(tmp_path: Path) -> None:
     assert e is not None and e.producer_epoch == 1 and len(e.batches) == 1
 
 
-def test_unknown_producer_must_start_at_zero(tmp_path: Path) -> None:
+def test_unknown_producer_may_start_at_any_sequence(tmp_path: Path) -> None:
+    # KIP-360: its state may have gone with retention, so Kafka accepts it
     m = ProducerStateManager(tmp_path)
-    with pytest.raises(OutOfOrderSequenceError, match="unknown"):
-        m.check_batch(batch(42, 0, 5, 0), verify_sequence=True)
-    assert m.check_batch(batch(42, 0, 0, 0), verify_sequence=True) is None
+    assert m.check_batch(batch(42, 0, 5, 0), verify_sequence=True) is None
+    m.update(batch(42, 0, 5, 0))
+    # ...and from then on the sequence must follow on
+    with pytest.raises(OutOfOrderSequenceError):
+        m.check_batch(batch(42, 0, 9, 1), verify_sequence=True)
 
 
 def test_sequence_wraps_after_int32_max(tmp_path: Path) -> None:

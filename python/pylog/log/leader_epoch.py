@@ -187,8 +187,10 @@ class LeaderEpochFileCache:
 
         The epoch is the greatest known epoch <= the requested one and the end
         offset is the start of the next higher epoch; the latest epoch ends at
-        the log end offset. An undefined epoch, one older than the first entry
-        or newer than the latest answers (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET).
+        the log end offset. An epoch older than the first entry answers itself
+        with the first entry's start offset (as Kafka does: nothing before that
+        offset can diverge). An undefined epoch, or one newer than the latest,
+        answers (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET).
         """
         with self._lock:
             if requested_epoch == UNDEFINED_EPOCH or not self._epochs:
@@ -196,8 +198,10 @@ class LeaderEpochFileCache:
             if requested_epoch == self._epochs[-1]:
                 return requested_epoch, log_end_offset
             higher = bisect.bisect_right(self._epochs, requested_epoch)
-            if higher == len(self._epochs) or higher == 0:
+            if higher == len(self._epochs):
                 return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            if higher == 0:
+                return requested_epoch, self._offsets[0]
             return self._epochs[higher - 1], self._offsets[higher]
 
     def __repr__(self) -> str:

@@ -452,8 +452,10 @@ class ProducerStateManager:
         nothing); None when the batch may be appended. With ``verify_sequence``
         (a client's append to the leader) raises InvalidProducerEpochError for
         an epoch older than the producer's, and OutOfOrderSequenceError when the
-        sequence does not follow on (a new epoch must start at 0, an unknown
-        producer too). Without it (replication, recovery) nothing is refused.
+        sequence does not follow on (a new epoch must start at 0). An unknown
+        producer may start anywhere: its state may have gone with retention or
+        DeleteRecords (Kafka >= 2.5, KIP-360). Without ``verify_sequence``
+        (replication, recovery) nothing is refused.
         """
         pid = batch.producer_id
         if pid == NO_PRODUCER_ID:
@@ -463,11 +465,6 @@ class ProducerStateManager:
             epoch = batch.producer_epoch
             first_seq = batch.base_sequence
             if entry is None:
-                if verify_sequence and not batch.is_control and first_seq != 0:
-                    raise OutOfOrderSequenceError(
-                        f"producer {pid} is unknown to this partition and its batch at offset "
-                        f"{batch.base_offset} starts at sequence {first_seq}, not 0"
-                    )
                 return None
             if verify_sequence and not batch.is_control:
                 duplicate = entry.find_duplicate(epoch, first_seq, batch.last_sequence)
