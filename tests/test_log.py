@@ -192,6 +192,23 @@ def test_duplicate_producer_batch_returns_original_offsets(open_log: Any) -> Non
     assert log.size == size
 
 
+@pytest.mark.parametrize(
+    ("topic_codec", "codec", "producer_codec"), [("gzip", 1, 0), ("uncompressed", 0, 3)]
+)
+def test_topic_compression_type_recompresses(
+    open_log: Any, topic_codec: str, codec: int, producer_codec: int
+) -> None:
+    log = open_log(**{"compression.type": topic_codec})
+    sent = build_batch([(b"k", b"v" * 100), (None, b"w")], compression=producer_codec)
+    info = log.append_as_leader(bytearray(sent), 0)
+    assert (info.first_offset, info.last_offset) == (0, 1)
+    seg = log.active_segment
+    infos, _ = _native.read_batch_infos(seg.log_path, 0, 10, seg.size)
+    assert [b.compression for b in infos] == [codec]
+    stored = _native.decode_records(log.read_bytes(0, 1 << 20))
+    assert [(r.offset, r.key, r.value) for r in stored] == [(0, b"k", b"v" * 100), (1, None, b"w")]
+
+
 # ---------------------------------------------------------------- follower appends
 
 

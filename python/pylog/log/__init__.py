@@ -7,14 +7,26 @@ watermark and log start offset; ``LogConfig`` is the table of topic keys.
 
 from pylog.log.config import BrokerLogConfig, LogConfig
 from pylog.log.fetch import FetchDataInfo, FileRecords
+from pylog.log.log import (
+    AppendOrigin,
+    FetchIsolation,
+    Log,
+    LogAppendInfo,
+    UnexpectedAppendOffsetError,
+)
 from pylog.log.offset_metadata import LogOffsetMetadata
 from pylog.log.segment import LogSegment
 
 __all__ = [
+    "AppendOrigin",
     "BrokerLogConfig",
     "FetchDataInfo",
+    "FetchIsolation",
     "FileRecords",
+    "Log",
+    "LogAppendInfo",
     "LogConfig",
     "LogOffsetMetadata",
     "LogSegment",
+    "UnexpectedAppendOffsetError",
 ]

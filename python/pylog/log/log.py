@@ -211,6 +211,33 @@ def _complete_prefix(records: bytes | bytearray | memoryview) -> int:
     return pos
 
 
+# compression.type → codec; "producer" (absent) keeps the producer's codec.
+_TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def _recompress(buf: bytearray | memoryview, codec: int, max_batch_size: int) -> bytearray:
+    """The batches of ``buf`` rebuilt with ``codec`` when any uses another
+    (a topic whose compression.type is not ``producer``). The slow path by
+    design: only topics that ask for broker-side compression take it."""
+    info = _native.analyze_records(buf, max_batch_size=max_batch_size)
+    if all(b.compression == codec for b in info.batches):
+        return buf if isinstance(buf, bytearray) else bytearray(buf)
+    view = memoryview(buf).cast("B")
+    out = bytearray()
+    for b in info.batches:
+        records = _native.decode_records(view[b.position : b.position + b.size])
+        out += _native.build_batch(
+            [(r.key, r.value, r.headers, r.timestamp) for r in records],
+            compression=codec,
+            producer_id=b.producer_id,
+            producer_epoch=b.producer_epoch,
+            base_sequence=b.base_sequence,
+            is_transactional=b.is_transactional,
+            timestamp_type=b.timestamp_type,
+        )
+    return out
+
+
 @dataclass
 class _Loaded:
     segments: list[LogSegment]
@@ -505,6 +532,9 @@ class Log:
             return self._empty_append_info()
         if len(buf) > _MAGIC_POSITION and buf[_MAGIC_POSITION] < 2:
             buf = _native.convert_legacy_to_v2(buf)
+        target_codec = _TOPIC_CODECS.get(self._config.compression_type)
+        if target_codec is not None:
+            buf = _recompress(buf, target_codec, self._config.max_message_bytes)
         with self._lock:
             self._check_open()
             config = self._config
