@@ -275,13 +275,22 @@ class LogSegment:
             self._rolling_based_timestamp = largest_timestamp
         self._write_at(records, position)
         self._size = position + n
+        saved = (self._max_ts, self._bytes_since_last_index_entry, self.offset_index.last_offset)
         try:
             self._index_append(
                 position, largest_offset, largest_timestamp, offset_of_max_timestamp, n, batches
             )
-        except OSError as e:
+        except BaseException as e:
+            # Undo the whole append: the bytes, and any index entry it added
+            # (they all have offsets above the index's last entry before it).
             self._rollback(position)
-            raise _storage_error("indexing", self.log_path, e) from e
+            self._max_ts, self._bytes_since_last_index_entry, last_indexed = saved
+            with contextlib.suppress(Exception):
+                self.offset_index.truncate_to(last_indexed + 1)
+                self.time_index.truncate_to(last_indexed + 1)
+            if isinstance(e, OSError):
+                raise _storage_error("indexing", self.log_path, e) from e
+            raise
 
     def _write_at(self, records: _Buffer, position: int) -> None:
         view = memoryview(records).cast("B")
