@@ -434,8 +434,8 @@ fn analyze_records(
 #[pyfunction]
 #[pyo3(signature = (
     records, *, base_offset, partition_leader_epoch, now_ms, log_append_time = false,
-    max_batch_size = 1048588, timestamp_before_max_ms = i64::MAX,
-    timestamp_after_max_ms = i64::MAX, require_keys = false
+    max_batch_size = 1048588, timestamp_before_max_ms = 9223372036854775807,
+    timestamp_after_max_ms = 9223372036854775807, require_keys = false
 ))]
 #[allow(clippy::too_many_arguments)]
 fn validate_and_assign_offsets(
@@ -560,6 +560,11 @@ fn extract_record(item: &Bound<'_, PyAny>) -> PyResult<BuildRecord> {
     producer_id = -1, producer_epoch = -1, base_sequence = -1,
     is_transactional = false, is_control = false, timestamp_type = 0
 ))]
+#[pyo3(
+    text_signature = "(records, *, base_offset=0, compression=0, partition_leader_epoch=-1, \
+    producer_id=-1, producer_epoch=-1, base_sequence=-1, is_transactional=False, is_control=False, \
+    timestamp_type=0)"
+)]
 #[allow(clippy::too_many_arguments)]
 fn build_batch<'py>(
     py: Python<'py>,
