@@ -54,6 +54,11 @@ pub trait EntryLayout {
     fn relative_offset(raw: &[u8]) -> u32;
     /// The key this index is searched by: absolute offset, or timestamp.
     fn key(raw: &[u8], base_offset: i64) -> i64;
+    /// [`key`](Self::key) of the entry at `p`, read without bounds checks.
+    ///
+    /// # Safety
+    /// `p..p + ENTRY_SIZE` must be readable.
+    unsafe fn key_at(p: *const u8, base_offset: i64) -> i64;
 }
 
 /// `.index`: relative offset u32, position u32.
@@ -72,6 +77,10 @@ impl EntryLayout for OffsetLayout {
     fn key(raw: &[u8], base_offset: i64) -> i64 {
         base_offset + Self::relative_offset(raw) as i64
     }
+    #[inline(always)]
+    unsafe fn key_at(p: *const u8, base_offset: i64) -> i64 {
+        base_offset + u32::from_be(std::ptr::read_unaligned(p as *const u32)) as i64
+    }
 }
 
 impl EntryLayout for TimeLayout {
@@ -86,6 +95,10 @@ impl EntryLayout for TimeLayout {
         i64::from_be_bytes([
             raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
         ])
+    }
+    #[inline(always)]
+    unsafe fn key_at(p: *const u8, _base_offset: i64) -> i64 {
+        i64::from_be(std::ptr::read_unaligned(p as *const i64))
     }
 }
 
@@ -325,25 +338,32 @@ impl<L: EntryLayout> MmapIndex<L> {
         Ok(())
     }
 
+    /// A reader of entry keys for the hot search loops: no slice bounds
+    /// checks, an index past the last entry is clamped to it (a conditional
+    /// move) so the reader stays memory-safe for any input. Requires entries > 0.
+    #[inline(always)]
+    fn key_reader(&self) -> impl Fn(usize) -> i64 + Copy + '_ {
+        let data = self.data_unchecked();
+        let n = self.entries;
+        // entries <= max_entries = mapped length / ENTRY_SIZE.
+        assert!(n > 0 && n * L::ENTRY_SIZE <= data.len());
+        let (ptr, base) = (data.as_ptr(), self.base_offset);
+        move |i: usize| {
+            let i = if i < n { i } else { n - 1 };
+            // SAFETY: i < n and n entries lie within the mapping (asserted above).
+            unsafe { L::key_at(ptr.add(i * L::ENTRY_SIZE), base) }
+        }
+    }
+
     /// Slot of the greatest entry whose key is <= `target`, warm section first.
     #[inline]
     pub fn floor_slot(&self, target: i64) -> Option<usize> {
-        self.floor_slot_by(target, L::key)
-    }
-
-    /// [`floor_slot`](Self::floor_slot) with a caller-chosen key (entries must
-    /// be sorted by it).
-    #[inline]
-    fn floor_slot_by(&self, target: i64, key: impl Fn(&[u8], i64) -> i64) -> Option<usize> {
         let n = self.entries;
         if n == 0 {
             return None;
         }
-        let data = self.data_unchecked();
-        let base = self.base_offset;
-        let k = |i: usize| key(Self::raw(data, i), base);
-        let warm = WARM_SECTION_BYTES / L::ENTRY_SIZE;
-        let first_warm = n.saturating_sub(1 + warm);
+        let k = self.key_reader();
+        let first_warm = n.saturating_sub(1 + WARM_SECTION_BYTES / L::ENTRY_SIZE);
         if k(first_warm) <= target {
             return Some(floor_between(first_warm, n - 1, target, k));
         }
@@ -351,6 +371,50 @@ impl<L: EntryLayout> MmapIndex<L> {
             return None;
         }
         Some(floor_between(0, first_warm, target, k))
+    }
+
+    /// [`floor_slot`](Self::floor_slot) with a caller-chosen key (entries must
+    /// be sorted by it); for the rare searches by another field.
+    fn floor_slot_by(&self, target: i64, key: impl Fn(&[u8], i64) -> i64) -> Option<usize> {
+        let n = self.entries;
+        if n == 0 {
+            return None;
+        }
+        let data = self.data_unchecked();
+        let k = |i: usize| key(Self::raw(data, i), self.base_offset);
+        if k(0) > target {
+            return None;
+        }
+        Some(floor_between(0, n - 1, target, k))
+    }
+
+    /// [`floor_slot`](Self::floor_slot) of every target, passed to `emit` as
+    /// `(index in targets, slot)` — not in order. Same answers and the same
+    /// warm/cold split, but targets of each section are queued and searched
+    /// [`LANES`] at a time in lockstep, so independent searches overlap their
+    /// memory latency and share one loop.
+    pub fn for_each_floor_slot(&self, targets: &[i64], mut emit: impl FnMut(usize, Option<usize>)) {
+        let n = self.entries;
+        if n == 0 {
+            (0..targets.len()).for_each(|i| emit(i, None));
+            return;
+        }
+        let k = self.key_reader();
+        let first_warm = n.saturating_sub(1 + WARM_SECTION_BYTES / L::ENTRY_SIZE);
+        let (warm_key, first_key) = (k(first_warm), k(0));
+        let mut warm = Lanes::new(first_warm, n - 1);
+        let mut cold = Lanes::new(0, first_warm);
+        for (i, &t) in targets.iter().enumerate() {
+            if warm_key <= t {
+                warm.push(i, t, k, &mut emit);
+            } else if first_key <= t {
+                cold.push(i, t, k, &mut emit);
+            } else {
+                emit(i, None);
+            }
+        }
+        warm.run(k, &mut emit);
+        cold.run(k, &mut emit);
     }
 
     /// Number of leading entries whose offset is < `offset`.
@@ -478,6 +542,70 @@ impl<L: EntryLayout> MmapIndex<L> {
             )));
         }
         Ok(())
+    }
+}
+
+/// Searches advanced together by [`MmapIndex::for_each_floor_slot`].
+pub const LANES: usize = 16;
+
+/// Up to [`LANES`] queued floor searches over one section `[lo, hi]`.
+struct Lanes {
+    lo: usize,
+    hi: usize,
+    len: usize,
+    index: [usize; LANES],
+    target: [i64; LANES],
+}
+
+impl Lanes {
+    fn new(lo: usize, hi: usize) -> Lanes {
+        Lanes {
+            lo,
+            hi,
+            len: 0,
+            index: [0; LANES],
+            target: [i64::MIN; LANES],
+        }
+    }
+
+    #[inline(always)]
+    fn push(
+        &mut self,
+        i: usize,
+        t: i64,
+        key: impl Fn(usize) -> i64 + Copy,
+        emit: &mut impl FnMut(usize, Option<usize>),
+    ) {
+        self.index[self.len] = i;
+        self.target[self.len] = t;
+        self.len += 1;
+        if self.len == LANES {
+            self.run(key, emit);
+        }
+    }
+
+    /// Search every queued target (each has key(lo) <= target): all lanes
+    /// step once per halving; unused lanes search for i64::MIN and stay put.
+    #[inline(always)]
+    fn run(&mut self, key: impl Fn(usize) -> i64, emit: &mut impl FnMut(usize, Option<usize>)) {
+        if self.len == 0 {
+            return;
+        }
+        self.target[self.len..].fill(i64::MIN);
+        let mut pos = [self.lo; LANES];
+        let mut len = self.hi - self.lo + 1;
+        while len > 1 {
+            let half = len / 2;
+            for (p, &t) in pos.iter_mut().zip(&self.target) {
+                let probe = *p + half;
+                *p = if key(probe) <= t { probe } else { *p };
+            }
+            len -= half;
+        }
+        for (&i, &p) in self.index[..self.len].iter().zip(&pos) {
+            emit(i, Some(p));
+        }
+        self.len = 0;
     }
 }
 
@@ -617,8 +745,16 @@ impl OffsetIndex {
     /// [`lookup`](Self::lookup) for many targets at once, appending to `out`.
     pub fn lookup_many(&self, targets: &[i64], out: &mut Vec<(i64, u32)>) -> Result<()> {
         self.inner.check_open()?;
-        out.reserve(targets.len());
-        out.extend(targets.iter().map(|&t| self.lookup_unchecked(t)));
+        let start = out.len();
+        let none = (self.inner.base_offset, 0);
+        out.resize(start + targets.len(), none);
+        let dst = &mut out[start..];
+        let data = self.inner.data_unchecked();
+        self.inner.for_each_floor_slot(targets, |i, slot| {
+            if let Some(s) = slot {
+                dst[i] = self.decode(MmapIndex::<OffsetLayout>::raw(data, s));
+            }
+        });
         Ok(())
     }
 
@@ -1012,6 +1148,12 @@ mod tests {
         let mut out = Vec::new();
         idx.lookup_many(&[5, 19, 50_000], &mut out).unwrap();
         assert_eq!(out, vec![(0, 0), (10, 100), (50_000, 500_000)]);
+        // Batched lookups answer exactly as single ones, warm, cold and none mixed.
+        let targets: Vec<i64> = (0..3000).map(|i| (i * 7919) % 50_050 - 20).collect();
+        out.clear();
+        idx.lookup_many(&targets, &mut out).unwrap();
+        let single: Vec<_> = targets.iter().map(|&t| idx.lookup(t).unwrap()).collect();
+        assert_eq!(out, single);
     }
 
     #[test]
