@@ -280,7 +280,8 @@ impl HeaderReader {
 
 /// The facts of a legacy (magic 0/1) message from its header alone. For a
 /// compressed wrapper the base offset and count need decompression, so they
-/// are reported as the wrapper's (last) offset and 1.
+/// are reported here as the wrapper's (last) offset and 1; `read_batch_infos`
+/// decompresses wrappers to fill them in.
 fn legacy_header_meta(h: &[u8], position: u64, size: usize) -> Option<BatchMeta> {
     let magic = h[MAGIC_OFFSET] as i8;
     let need = if magic == MAGIC_V1 { 26 } else { 18 };
@@ -356,9 +357,19 @@ pub fn read_batch_infos(
     let mut out = Vec::new();
     let mut pos = start_position;
     while out.len() < max_batches {
-        let Some(meta) = header_at(&mut reader, pos)? else {
+        let Some(mut meta) = header_at(&mut reader, pos)? else {
             break;
         };
+        if meta.magic < MAGIC_V2 && meta.compression != 0 {
+            // A legacy wrapper's first offset and count are inside its
+            // compressed value: read it whole (legacy data is rare).
+            let bytes = reader.get(pos, meta.size)?;
+            if let Ok(full) =
+                crate::legacy::validate_legacy(bytes, pos, &ValidationOptions::default())
+            {
+                meta = full;
+            }
+        }
         pos += meta.size as u64;
         out.push(meta);
     }

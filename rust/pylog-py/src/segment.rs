@@ -14,8 +14,7 @@ use crate::index::{lock, PyOffsetIndex, PyTimeIndex};
 
 /// `BatchInfo` objects for core batch facts.
 fn batch_infos<'py>(py: Python<'py>, metas: &[BatchMeta]) -> PyResult<Bound<'py, PyList>> {
-    let _ = metas; // BatchInfo (batch.rs) is not built yet
-    Ok(PyList::empty(py))
+    crate::batch::batch_info_list(py, metas)
 }
 
 /// What a segment scan or recovery found.
