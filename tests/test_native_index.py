@@ -26,7 +26,9 @@ def offset_index(tmp_path: Path, max_size: int = 4096, base: int = BASE) -> _nat
 
 
 def time_index(tmp_path: Path, max_size: int = 4096, base: int = BASE) -> _native.TimeIndex:
-    return _native.TimeIndex(str(tmp_path / f"{base:020d}.timeindex"), base, max_index_size=max_size)
+    return _native.TimeIndex(
+        str(tmp_path / f"{base:020d}.timeindex"), base, max_index_size=max_size
+    )
 
 
 def test_new_offset_index_is_preallocated(tmp_path: Path) -> None:

@@ -284,8 +284,12 @@ impl HeaderReader {
 /// decompresses wrappers to fill them in.
 fn legacy_header_meta(h: &[u8], position: u64, size: usize) -> Option<BatchMeta> {
     let magic = h[MAGIC_OFFSET] as i8;
-    let need = if magic == MAGIC_V1 { 26 } else { 18 };
-    if h.len() < need {
+    let (need, min_size) = if magic == MAGIC_V1 {
+        (26, LOG_OVERHEAD + crate::legacy::MIN_SIZE_V1)
+    } else {
+        (18, LOG_OVERHEAD + crate::legacy::MIN_SIZE_V0)
+    };
+    if h.len() < need || size < min_size {
         return None;
     }
     let offset = batch::read_i64(h, 0);
@@ -807,6 +811,63 @@ mod tests {
         assert_eq!(
             find_offset_by_timestamp(&path, 1_014_990, metas[51].0, metas[99].0).unwrap(),
             None
+        );
+    }
+
+    /// An uncompressed legacy message (magic 0 or 1) with a 3-byte value.
+    fn legacy_message(offset: i64, magic: i8, timestamp: i64) -> Vec<u8> {
+        let mut body = vec![magic as u8, 0];
+        if magic == 1 {
+            body.extend_from_slice(&timestamp.to_be_bytes());
+        }
+        body.extend_from_slice(&(-1i32).to_be_bytes());
+        body.extend_from_slice(&3i32.to_be_bytes());
+        body.extend_from_slice(b"abc");
+        let mut m = offset.to_be_bytes().to_vec();
+        m.extend_from_slice(&((body.len() + 4) as i32).to_be_bytes());
+        m.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+        m.extend_from_slice(&body);
+        m
+    }
+
+    #[test]
+    fn legacy_messages_recover_and_walk() {
+        let dir = TempDir::new().unwrap();
+        let path = dir.path().join("0.log");
+        let mut log = Vec::new();
+        for o in 0..3 {
+            log.extend(legacy_message(o, 0, -1));
+        }
+        for o in 3..6 {
+            log.extend(legacy_message(o, 1, 1_000 + o));
+        }
+        let valid = log.len();
+        log.extend_from_slice(&[0u8; 40]); // zeros: no message (size below the minimum)
+        fs::write(&path, &log).unwrap();
+        let (mut oi, mut ti) = indexes(&dir, 0);
+        let r = recover_segment(&path, &mut oi, &mut ti, 10, usize::MAX).unwrap();
+        assert_eq!(
+            (r.batches, r.valid_bytes, r.last_offset),
+            (6, valid as u64, 5)
+        );
+        assert_eq!((r.max_timestamp, r.offset_of_max_timestamp), (1_005, 5));
+        assert_eq!(r.error_position, Some(valid as u64));
+        assert!(r.epochs.is_empty() && r.producer_batches.is_empty());
+        let (infos, next) = read_batch_infos(&path, 0, 100, None).unwrap();
+        assert_eq!((infos.len(), next), (6, valid as u64));
+        assert_eq!(infos[4].magic, 1);
+        assert_eq!(infos[4].max_timestamp, 1_004);
+        assert_eq!(infos[1].max_timestamp, -1);
+        assert_eq!(
+            translate_offset(&path, 4, 0, valid as u64)
+                .unwrap()
+                .unwrap()
+                .0,
+            4
+        );
+        assert_eq!(
+            find_offset_by_timestamp(&path, 1_004, 0, valid as u64).unwrap(),
+            Some((1_004, 4))
         );
     }
 }
