@@ -158,9 +158,9 @@ class OffsetIndex:
     entry after entry 0 (the unused preallocated tail).
     """
 
-    def __init__(
-        self, path: str, base_offset: int, max_index_size: int = 10485760, writable: bool = True
-    ) -> None: ...
+    def __new__(
+        cls, path: str, base_offset: int, max_index_size: int = 10485760, writable: bool = True
+    ) -> OffsetIndex: ...
     @property
     def path(self) -> str: ...
     @property
@@ -206,9 +206,9 @@ class OffsetIndex:
 class TimeIndex:
     """A segment's ``.timeindex``: 12-byte entries (timestamp i64, relative offset u32)."""
 
-    def __init__(
-        self, path: str, base_offset: int, max_index_size: int = 10485760, writable: bool = True
-    ) -> None: ...
+    def __new__(
+        cls, path: str, base_offset: int, max_index_size: int = 10485760, writable: bool = True
+    ) -> TimeIndex: ...
     @property
     def path(self) -> str: ...
     @property

@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
-use pylog_core::index::{self as core, DEFAULT_MAX_INDEX_SIZE};
+use pylog_core::index as core;
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 
@@ -36,7 +36,7 @@ pub struct PyOffsetIndex {
 #[pymethods]
 impl PyOffsetIndex {
     #[new]
-    #[pyo3(signature = (path, base_offset, max_index_size = DEFAULT_MAX_INDEX_SIZE, writable = true))]
+    #[pyo3(signature = (path, base_offset, max_index_size = 10485760, writable = true))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -141,7 +141,7 @@ pub struct PyTimeIndex {
 #[pymethods]
 impl PyTimeIndex {
     #[new]
-    #[pyo3(signature = (path, base_offset, max_index_size = DEFAULT_MAX_INDEX_SIZE, writable = true))]
+    #[pyo3(signature = (path, base_offset, max_index_size = 10485760, writable = true))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
