@@ -78,8 +78,15 @@ pub fn compress(codec: u8, data: &[u8]) -> Result<Vec<u8>> {
         }
         SNAPPY => Ok(xerial_compress(data)),
         LZ4 => {
-            let mut enc =
-                lz4_flex::frame::FrameEncoder::new(Vec::with_capacity(data.len() / 2 + 64));
+            // 64 KiB blocks, as Kafka's Java client writes: a reader's buffers
+            // stay small (a frame declaring 4 MiB blocks makes decoders
+            // allocate and clear 4 MiB+ whatever the data size)
+            let info =
+                lz4_flex::frame::FrameInfo::new().block_size(lz4_flex::frame::BlockSize::Max64KB);
+            let mut enc = lz4_flex::frame::FrameEncoder::with_frame_info(
+                info,
+                Vec::with_capacity(data.len() / 2 + 64),
+            );
             enc.write_all(data)?;
             enc.finish()
                 .map_err(|e| Error::Io(std::io::Error::other(e)))
@@ -101,8 +108,7 @@ pub fn decompress(codec: u8, data: &[u8]) -> Result<Vec<u8>> {
         }
         SNAPPY => snappy_decompress(data, &mut out)?,
         LZ4 => {
-            lz4_flex::frame::FrameDecoder::new(data)
-                .read_to_end(&mut out)
+            read_all(lz4_flex::frame::FrameDecoder::new(data), &mut out)
                 .map_err(|e| corrupt(codec, e))?;
         }
         ZSTD => {
@@ -113,6 +119,28 @@ pub fn decompress(codec: u8, data: &[u8]) -> Result<Vec<u8>> {
         other => return Err(unsupported(other)),
     }
     Ok(out)
+}
+
+/// Read `r` to its end into `out`, 64 KiB at a time. (`lz4_flex`'s own
+/// `read_to_end` zero-fills far more than it reads: most of its time.)
+fn read_all<R: Read>(mut r: R, out: &mut Vec<u8>) -> std::io::Result<()> {
+    const CHUNK: usize = 64 * 1024;
+    loop {
+        let len = out.len();
+        out.resize(len + CHUNK, 0);
+        match r.read(&mut out[len..]) {
+            Ok(0) => {
+                out.truncate(len);
+                return Ok(());
+            }
+            Ok(n) => out.truncate(len + n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => out.truncate(len),
+            Err(e) => {
+                out.truncate(len);
+                return Err(e);
+            }
+        }
+    }
 }
 
 /// Snappy with Kafka's (snappy-java's) xerial framing.
