@@ -330,30 +330,23 @@ fn to_build(records: Vec<Record>) -> Vec<BuildRecord> {
 /// Validate a legacy message set (CRC32 of every message, wrappers and inner
 /// messages) and rewrite it as v2 batches: one per wrapper, with its codec,
 /// and one per run of uncompressed messages. Keys, values and timestamps are
-/// kept (magic 0 has none: -1); offsets become consecutive from 0, as a
-/// client's would be, ready for the leader's offset assignment.
+/// kept (magic 0 has none: -1); each batch has base offset 0 and offset
+/// deltas 0..n-1, as a client writes them, ready for the leader's offset
+/// assignment.
 pub fn convert_legacy_to_v2(buf: &[u8]) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(buf.len() + buf.len() / 4 + 64);
     let mut run: Vec<Record> = Vec::new();
-    let mut next_offset: i64 = 0;
-    let flush =
-        |records: Vec<Record>, codec: u8, out: &mut Vec<u8>, next_offset: &mut i64| -> Result<()> {
-            if records.is_empty() {
-                return Ok(());
-            }
-            let n = records.len() as i64;
-            let b = build_batch(
-                &to_build(records),
-                &BuildOptions {
-                    base_offset: *next_offset,
-                    compression: codec,
-                    ..Default::default()
-                },
-            )?;
-            out.extend_from_slice(&b);
-            *next_offset += n;
-            Ok(())
+    let flush = |records: Vec<Record>, codec: u8, out: &mut Vec<u8>| -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let options = BuildOptions {
+            compression: codec,
+            ..Default::default()
         };
+        out.extend_from_slice(&build_batch(&to_build(records), &options)?);
+        Ok(())
+    };
     let mut at = 0usize;
     while at < buf.len() {
         if buf.len() - at > MAGIC_OFFSET && buf[at + MAGIC_OFFSET] as i8 == batch::MAGIC_V2 {
@@ -366,19 +359,14 @@ pub fn convert_legacy_to_v2(buf: &[u8]) -> Result<Vec<u8>> {
         if m.codec() == compression::NONE {
             message_records(&m, at as u64, &mut run)?;
         } else {
-            flush(
-                std::mem::take(&mut run),
-                compression::NONE,
-                &mut out,
-                &mut next_offset,
-            )?;
+            flush(std::mem::take(&mut run), compression::NONE, &mut out)?;
             let mut inner = Vec::new();
             message_records(&m, at as u64, &mut inner)?;
-            flush(inner, m.codec(), &mut out, &mut next_offset)?;
+            flush(inner, m.codec(), &mut out)?;
         }
         at += m.size;
     }
-    flush(run, compression::NONE, &mut out, &mut next_offset)?;
+    flush(run, compression::NONE, &mut out)?;
     Ok(out)
 }
 
@@ -595,7 +583,7 @@ mod tests {
         );
         assert_eq!(
             batches.iter().map(|b| b.base_offset).collect::<Vec<_>>(),
-            vec![0, 2, 4]
+            vec![0, 0, 0]
         );
         assert!(batches.iter().all(|b| b.magic == 2));
         let recs = decode_batch_records(&v2[batches[1].position as usize..]).unwrap();

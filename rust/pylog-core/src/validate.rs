@@ -485,10 +485,10 @@ struct Plan {
 }
 
 /// Apply Kafka's client-origin rules to the batch header.
-fn check_client_header(h: &BatchHeader, first: bool, position: u64) -> Result<()> {
-    if first && h.base_offset != 0 {
+fn check_client_header(h: &BatchHeader, position: u64) -> Result<()> {
+    if h.base_offset != 0 {
         return Err(Error::InvalidRecord(format!(
-            "the base offset of the first batch from a client should be 0, but it is {}",
+            "the base offset of a record batch from a client should be 0, but it is {} (batch at {position})",
             h.base_offset
         )));
     }
@@ -534,7 +534,7 @@ fn check_client_header(h: &BatchHeader, first: bool, position: u64) -> Result<()
 /// CRC from the validation pass (the records are read once). Nothing is
 /// written if any check fails.
 ///
-/// Kafka's client rules: first base offset 0, records count == last offset
+/// Kafka's client rules: every batch's base offset 0, records count == last offset
 /// delta + 1 (> 0), record offset deltas 0..n-1, no control batch, a producer
 /// id needs a base sequence, no LogAppendTime bit from a producer, each batch
 /// at most `max_batch_size` bytes (MESSAGE_TOO_LARGE), one batch only when
@@ -660,7 +660,7 @@ fn plan_assignment(buf: &[u8], opts: &AssignOptions) -> Result<Vec<Plan>> {
                 "Compressed outer record has more than one batch".into(),
             ));
         }
-        check_client_header(h, plans.is_empty(), position)?;
+        check_client_header(h, position)?;
         let needs_records = opts.require_keys
             || (check_timestamps && (lower_finite || (upper_finite && h.max_timestamp > upper)));
         let stats = record_stats(rest, &c, position, needs_records)?;
