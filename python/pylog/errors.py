@@ -100,6 +100,16 @@ class InvalidOffsetError(KafkaError):
     """An index append that would break the index's monotonic order."""
 
 
+class UnexpectedAppendOffsetError(InvalidOffsetError):
+    """A follower append whose first offset is below the log end offset (or whose
+    offsets go backwards); carries the offsets so a fetcher can resolve it."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
 class IndexOffsetOverflowError(KafkaError):
     """An offset too far from its segment's base to fit a 32-bit relative offset."""
 

@@ -40,26 +40,25 @@ from typing import Any, Protocol, cast
 
 from pylog import _native
 from pylog.errors import (
-    InvalidOffsetError,
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
+    UnexpectedAppendOffsetError,
 )
 from pylog.log.config import LogConfig
 from pylog.log.fetch import FetchDataInfo
 from pylog.log.files import (
-    CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
-    LOG_FILE_SUFFIX,
-    SWAP_FILE_SUFFIX,
     log_file_name,
-    offset_from_file_name,
     offset_index_file_name,
     time_index_file_name,
     txn_index_file_name,
 )
+from pylog.log.leader_epoch import LeaderEpochFileCache
+from pylog.log.loader import LogLoader
 from pylog.log.offset_metadata import LogOffsetMetadata
+from pylog.log.producer_state import ProducerStateManager
 from pylog.log.segment import LogSegment
 
 __all__ = [
@@ -79,16 +78,6 @@ _LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 def _now_ms() -> int:
     return time_mod.time_ns() // 1_000_000
-
-
-class UnexpectedAppendOffsetError(InvalidOffsetError):
-    """A follower append whose first offset is below the log end offset (or whose
-    offsets go backwards); carries the offsets so a fetcher can resolve it."""
-
-    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
-        super().__init__(message)
-        self.first_offset = first_offset
-        self.last_offset = last_offset
 
 
 class FetchIsolation(enum.Enum):
@@ -1174,19 +1163,11 @@ class Log:
 # ---------------------------------------------------------------- loading
 
 
-def _make_epoch_cache(dir: str) -> LeaderEpochCache | None:
-    try:
-        from pylog.log.leader_epoch import LeaderEpochFileCache
-    except ImportError:  # pragma: no cover - the module ships with pylog.log
-        return None
+def _make_epoch_cache(dir: str) -> LeaderEpochCache:
     return LeaderEpochFileCache(os.path.join(dir, _LEADER_EPOCH_CHECKPOINT))
 
 
-def _make_producer_state(dir: str, expiration_ms: int) -> ProducerState | None:
-    try:
-        from pylog.log.producer_state import ProducerStateManager
-    except ImportError:  # pragma: no cover
-        return None
+def _make_producer_state(dir: str, expiration_ms: int) -> ProducerState:
     return ProducerStateManager(dir, expiration_ms)
 
 
@@ -1200,13 +1181,6 @@ def _load(
     leader_epoch_cache: LeaderEpochCache | None,
     clock: Callable[[], int],
 ) -> _Loaded:
-    try:
-        from pylog.log.loader import LogLoader  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return _load_minimal(
-            dir, config, log_start_offset, recovery_point, had_clean_shutdown, producer_state,
-            leader_epoch_cache, clock,
-        )  # fmt: skip
     loaded = LogLoader(
         dir,
         config,
@@ -1223,75 +1197,3 @@ def _load(
         loaded.log_start_offset,
         loaded.recovery_point,
     )
-
-
-def _load_minimal(
-    dir: str,
-    config: LogConfig,
-    log_start_offset: int,
-    recovery_point: int,
-    had_clean_shutdown: bool,
-    producer_state: ProducerState | None,
-    leader_epoch_cache: LeaderEpochCache | None,
-    clock: Callable[[], int],
-) -> _Loaded:
-    """A loader for when ``pylog.log.loader`` is absent: transient files
-    removed, segments past the recovery point recovered after an unclean
-    shutdown (and everything after a torn segment dropped)."""
-    with _storage("loading", dir):
-        names = sorted(os.listdir(dir))
-        for name in names:
-            if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)):
-                os.unlink(os.path.join(dir, name))
-        bases = sorted(
-            offset_from_file_name(n)
-            for n in names
-            if n.endswith(LOG_FILE_SUFFIX) and n.split(".")[0].isdigit()
-        )
-        segments: list[LogSegment] = []
-        for base in bases:
-            time_index_exists = os.path.exists(time_index_file_name(dir, base))
-            segment = LogSegment.open(dir, base, config, create=False, clock=clock)
-            needs_recovery = not had_clean_shutdown and base >= _floor_base(bases, recovery_point)
-            if not needs_recovery:
-                try:
-                    segment.sanity_check(time_index_exists)
-                except (FileNotFoundError, KafkaError):
-                    needs_recovery = True
-            if needs_recovery:
-                truncated = segment.recover()
-                segments.append(segment)
-                if truncated > 0:
-                    # A torn segment ends the log: later ones cannot be trusted.
-                    for later in bases[bases.index(base) + 1 :]:
-                        LogSegment.open(dir, later, config, create=False).delete_if_exists()
-                    break
-                continue
-            segments.append(segment)
-        if not segments:
-            segments.append(LogSegment.open(dir, log_start_offset, config, clock=clock))
-        next_offset = segments[-1].read_next_offset()
-        active = segments[-1]
-    if producer_state is not None:
-        producer_state.truncate_and_reload(log_start_offset, next_offset, clock())
-        start = producer_state.map_end_offset
-        for segment in segments:
-            if segment.read_next_offset() <= start:
-                continue
-            for b in segment.batch_infos():
-                if b.last_offset >= start and b.producer_id >= 0:
-                    producer_state.update(b, b.max_timestamp)
-        producer_state.update_map_end_offset(next_offset)
-    if leader_epoch_cache is not None:
-        leader_epoch_cache.truncate_from_end(next_offset)
-    return _Loaded(
-        segments,
-        LogOffsetMetadata(next_offset, active.base_offset, active.size),
-        max(log_start_offset, segments[0].base_offset),
-        min(recovery_point, next_offset),
-    )
-
-
-def _floor_base(bases: list[int], offset: int) -> int:
-    i = bisect.bisect_right(bases, offset) - 1
-    return bases[i] if i >= 0 else 0
