@@ -395,14 +395,11 @@ class LogLoader:
         for i, base in enumerate(unflushed):
             seg = self._segments[base]
             size_before = os.path.getsize(seg.log_path)
-            scan: _native.ScanResult | None = None
-            if base not in self._recovered:
-                scan = _native.scan_segment(seg.log_path)
             cut = self._recover_segment(seg)
             _log.debug("recovered unflushed segment %s (%d bytes cut)", seg.log_path, cut)
             if cut <= 0:
                 continue
-            reason = scan.error if scan is not None and scan.error else "invalid or torn batch"
+            reason = seg.recovery_error or "invalid or torn batch"
             _log.warning(
                 "truncated %s from %d to %d bytes: %s at position %d",
                 seg.log_path,

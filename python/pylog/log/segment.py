@@ -113,6 +113,8 @@ class LogSegment:
         # Max timestamp of the first batch: segment.ms counts from it when it is valid.
         self._rolling_based_timestamp: int | None = None
         self._closed = False
+        # why recover() last stopped short of the file end (None: it did not)
+        self.recovery_error: str | None = None
 
     # ------------------------------------------------------------------ opening
 
@@ -539,7 +541,8 @@ class LogSegment:
     ) -> int:
         """Rebuild both indexes from the batches, cut the file after the last
         valid batch and return how many bytes were cut. Producer batches go to
-        ``producer_state`` and new leader epochs to ``leader_epoch_cache``."""
+        ``producer_state`` and new leader epochs to ``leader_epoch_cache``.
+        Why the first invalid batch was refused is kept in ``recovery_error``."""
         self._check_open()
         result = _native.recover_segment(
             self.log_path,
@@ -556,6 +559,7 @@ class LogSegment:
         if producer_state is not None:
             for batch in result.producer_batches:
                 producer_state.update(batch, batch.max_timestamp)
+        self.recovery_error = result.error
         file_size = os.fstat(self._fd).st_size
         truncated = file_size - result.valid_bytes
         if file_size != result.valid_bytes:
