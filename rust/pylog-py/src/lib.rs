@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 
 mod batch;
+mod buffer;
 mod errors;
 mod index;
 mod segment;
@@ -11,12 +12,12 @@ mod segment;
 /// CRC32C (Castagnoli) of a buffer, for Python-side file formats that carry one
 /// (the producer-state snapshot).
 #[pyfunction]
-fn crc32c(py: Python<'_>, data: &[u8]) -> u32 {
-    if data.len() > 4096 {
-        py.allow_threads(|| pylog_core::batch::crc32c(data))
-    } else {
-        pylog_core::batch::crc32c(data)
-    }
+fn crc32c(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u32> {
+    let data = buffer::Bytes::get(data)?;
+    let bytes = data.as_slice();
+    Ok(buffer::maybe_allow_threads(py, bytes.len(), || {
+        pylog_core::batch::crc32c(bytes)
+    }))
 }
 
 #[pymodule]
