@@ -3,10 +3,11 @@ roll conditions, suffix renames and disk errors."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from conftest import ManualClock, build_batch
@@ -339,31 +340,29 @@ def test_preallocate_reserves_and_close_trims(tmp_path: os.PathLike[str]) -> Non
     assert os.path.getsize(log_file_name(d, 0)) == len(b)
 
 
-@pytest.fixture
-def file_size_limit() -> Iterator[Callable[[int], None]]:
-    """Cap the size files may grow to (RLIMIT_FSIZE): writes past it fail with EFBIG."""
+@contextlib.contextmanager
+def file_size_limit(n: int) -> Iterator[None]:
+    """Cap the size files may grow to (RLIMIT_FSIZE) inside the block: writes
+    past it fail with EFBIG. Restored before the block ends, not in a fixture
+    teardown, because pytest writes the test's report (possibly to a file) first."""
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-
-    def limit(n: int) -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (n, hard))
-
+    resource.setrlimit(resource.RLIMIT_FSIZE, (n, hard))
     try:
-        yield limit
+        yield
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, old_handler)
 
 
 def test_failed_write_leaves_segment_unchanged(
-    tmp_path: os.PathLike[str], file_size_limit: Callable[[int], None]
+    tmp_path: os.PathLike[str],
 ) -> None:
     d = str(tmp_path)
     seg = LogSegment.open(d, 0, config())
     _ = seg.offset_index, seg.time_index  # mapped before the limit applies
     first = append(seg, 0, 2)
-    file_size_limit(len(first) + 30)
-    with pytest.raises(KafkaStorageError) as e:
+    with file_size_limit(len(first) + 30), pytest.raises(KafkaStorageError) as e:
         append(seg, 2, 50)
     assert e.value.errno is not None
     assert seg.size == len(first)
