@@ -137,6 +137,20 @@ fn index_benches(c: &mut Criterion) {
             black_box(out.len())
         })
     });
+    // Same-run baseline: std's binary search (partition_point) over the same
+    // keys decoded into a plain Vec<u32>, for the same warm targets.
+    let keys: Vec<u32> = (0..idx.entries())
+        .map(|i| idx.entry(i).unwrap().unwrap().0 as u32)
+        .collect();
+    g.bench_function("std_partition_point_vec_warm_1M (baseline)", |b| {
+        b.iter(|| {
+            let mut acc = 0usize;
+            for &t in &warm {
+                acc = acc.wrapping_add(keys.partition_point(|&k| k as i64 <= t));
+            }
+            black_box(acc)
+        })
+    });
     g.bench_function("lookup_many_random_1M", |b| {
         b.iter(|| {
             out.clear();

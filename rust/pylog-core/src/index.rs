@@ -30,6 +30,7 @@
 //! target falls inside them, and only otherwise the older ("cold") part.
 
 use std::fs::{self, File, OpenOptions};
+use std::hint::select_unpredictable;
 use std::io;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -54,11 +55,16 @@ pub trait EntryLayout {
     fn relative_offset(raw: &[u8]) -> u32;
     /// The key this index is searched by: absolute offset, or timestamp.
     fn key(raw: &[u8], base_offset: i64) -> i64;
-    /// [`key`](Self::key) of the entry at `p`, read without bounds checks.
+    /// The key of the entry at `p` in the index's own terms (relative
+    /// offset, or timestamp): what the search loops compare, with no base
+    /// offset added. Read without bounds checks.
     ///
     /// # Safety
     /// `p..p + ENTRY_SIZE` must be readable.
-    unsafe fn key_at(p: *const u8, base_offset: i64) -> i64;
+    unsafe fn stored_key_at(p: *const u8) -> i64;
+    /// A search target (absolute offset, or timestamp) in stored-key terms,
+    /// ordered the same way against every stored key.
+    fn stored_target(target: i64, base_offset: i64) -> i64;
 }
 
 /// `.index`: relative offset u32, position u32.
@@ -78,8 +84,12 @@ impl EntryLayout for OffsetLayout {
         base_offset + Self::relative_offset(raw) as i64
     }
     #[inline(always)]
-    unsafe fn key_at(p: *const u8, base_offset: i64) -> i64 {
-        base_offset + u32::from_be(std::ptr::read_unaligned(p as *const u32)) as i64
+    unsafe fn stored_key_at(p: *const u8) -> i64 {
+        u32::from_be(std::ptr::read_unaligned(p as *const u32)) as i64
+    }
+    #[inline(always)]
+    fn stored_target(target: i64, base_offset: i64) -> i64 {
+        target.saturating_sub(base_offset)
     }
 }
 
@@ -97,8 +107,12 @@ impl EntryLayout for TimeLayout {
         ])
     }
     #[inline(always)]
-    unsafe fn key_at(p: *const u8, _base_offset: i64) -> i64 {
+    unsafe fn stored_key_at(p: *const u8) -> i64 {
         i64::from_be(std::ptr::read_unaligned(p as *const i64))
+    }
+    #[inline(always)]
+    fn stored_target(target: i64, _base_offset: i64) -> i64 {
+        target
     }
 }
 
@@ -338,20 +352,21 @@ impl<L: EntryLayout> MmapIndex<L> {
         Ok(())
     }
 
-    /// A reader of entry keys for the hot search loops: no slice bounds
-    /// checks, an index past the last entry is clamped to it (a conditional
-    /// move) so the reader stays memory-safe for any input. Requires entries > 0.
+    /// A reader of stored keys for the hot search loops: no slice bounds
+    /// checks; an index past the last entry is clamped to it (a conditional
+    /// move; the searches never ask for one) so the reader is memory-safe for
+    /// any input. Requires entries > 0.
     #[inline(always)]
     fn key_reader(&self) -> impl Fn(usize) -> i64 + Copy + '_ {
         let data = self.data_unchecked();
         let n = self.entries;
         // entries <= max_entries = mapped length / ENTRY_SIZE.
         assert!(n > 0 && n * L::ENTRY_SIZE <= data.len());
-        let (ptr, base) = (data.as_ptr(), self.base_offset);
+        let ptr = data.as_ptr();
         move |i: usize| {
-            let i = if i < n { i } else { n - 1 };
+            let i = select_unpredictable(i < n, i, n - 1);
             // SAFETY: i < n and n entries lie within the mapping (asserted above).
-            unsafe { L::key_at(ptr.add(i * L::ENTRY_SIZE), base) }
+            unsafe { L::stored_key_at(ptr.add(i * L::ENTRY_SIZE)) }
         }
     }
 
@@ -363,6 +378,7 @@ impl<L: EntryLayout> MmapIndex<L> {
             return None;
         }
         let k = self.key_reader();
+        let target = L::stored_target(target, self.base_offset);
         let first_warm = n.saturating_sub(1 + WARM_SECTION_BYTES / L::ENTRY_SIZE);
         if k(first_warm) <= target {
             return Some(floor_between(first_warm, n - 1, target, k));
@@ -405,6 +421,7 @@ impl<L: EntryLayout> MmapIndex<L> {
         let mut warm = Lanes::new(first_warm, n - 1);
         let mut cold = Lanes::new(0, first_warm);
         for (i, &t) in targets.iter().enumerate() {
+            let t = L::stored_target(t, self.base_offset);
             if warm_key <= t {
                 warm.push(i, t, k, &mut emit);
             } else if first_key <= t {
@@ -598,7 +615,7 @@ impl Lanes {
             let half = len / 2;
             for (p, &t) in pos.iter_mut().zip(&self.target) {
                 let probe = *p + half;
-                *p = if key(probe) <= t { probe } else { *p };
+                *p = select_unpredictable(key(probe) <= t, probe, *p);
             }
             len -= half;
         }
@@ -610,16 +627,17 @@ impl Lanes {
 }
 
 /// Largest `i` in `[lo, hi]` with `key(i) <= target`, given `key(lo) <= target`.
-/// Branch-free halving: compiles to conditional moves.
+/// Branch-free halving: `select_unpredictable` keeps the step a conditional
+/// move (LLVM otherwise turns it into a branch, which mispredicts on half the
+/// probes of a random target and costs several times the search itself).
 #[inline(always)]
 fn floor_between(lo: usize, hi: usize, target: i64, key: impl Fn(usize) -> i64) -> usize {
     let mut base = lo;
     let mut len = hi - lo + 1;
     while len > 1 {
         let half = len / 2;
-        if key(base + half) <= target {
-            base += half;
-        }
+        let probe = base + half;
+        base = select_unpredictable(key(probe) <= target, probe, base);
         len -= half;
     }
     base
