@@ -135,7 +135,42 @@ pub struct MmapIndex<L: EntryLayout> {
     length: u64,
     entries: usize,
     max_entries: usize,
+    /// Bytes from the start of the file known to have disk blocks behind them
+    /// (see `reserve`).
+    reserved: u64,
     _layout: PhantomData<L>,
+}
+
+/// Disk blocks are reserved for a mapped index this many bytes at a time.
+const RESERVE_CHUNK: u64 = 64 * 1024;
+
+/// Give `path`'s byte range `[from, to)` real disk blocks. A preallocated
+/// index is a sparse file; storing into a hole of a mapping when the disk is
+/// full raises SIGBUS and kills the process, whereas fallocate answers ENOSPC,
+/// which surfaces as a storage error.
+#[cfg(target_os = "linux")]
+fn reserve_blocks(path: &Path, from: u64, to: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let file = OpenOptions::new().write(true).open(path)?;
+    // SAFETY: a valid open fd and a non-negative range.
+    let rc = unsafe {
+        libc::posix_fallocate(
+            file.as_raw_fd(),
+            from as libc::off_t,
+            (to - from) as libc::off_t,
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        // Filesystems without fallocate keep the sparse behaviour.
+        libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
+        errno => Err(io::Error::from_raw_os_error(errno)),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn reserve_blocks(_path: &Path, _from: u64, _to: u64) -> io::Result<()> {
+    Ok(())
 }
 
 #[inline]
@@ -203,10 +238,12 @@ impl<L: EntryLayout> MmapIndex<L> {
             length,
             entries: 0,
             max_entries,
+            reserved: 0,
             _layout: PhantomData,
         };
         if !created {
             index.entries = index.count_entries();
+            index.reserved = index.size_in_bytes();
         }
         Ok(index)
     }
@@ -344,6 +381,12 @@ impl<L: EntryLayout> MmapIndex<L> {
             )));
         }
         let at = self.entries * L::ENTRY_SIZE;
+        let end = (at + L::ENTRY_SIZE) as u64;
+        if end > self.reserved {
+            let to = (end.div_ceil(RESERVE_CHUNK) * RESERVE_CHUNK).min(self.length);
+            reserve_blocks(&self.path, self.reserved, to)?;
+            self.reserved = to;
+        }
         match &mut self.map {
             Mapping::Writable(m) => m[at..at + L::ENTRY_SIZE].copy_from_slice(entry),
             _ => unreachable!("a writable index with room has a writable mapping"),
@@ -497,6 +540,7 @@ impl<L: EntryLayout> MmapIndex<L> {
         file.set_len(rounded)?;
         self.map = map_file(&file, rounded, true)?;
         self.length = rounded;
+        self.reserved = self.reserved.min(rounded);
         self.max_entries = (rounded / L::ENTRY_SIZE as u64) as usize;
         self.entries = self.entries.min(self.max_entries);
         Ok(true)
@@ -944,12 +988,6 @@ impl TimeIndex {
         if timestamp <= last_ts {
             return Ok(());
         }
-        if self.inner.entries > 0 && offset == last_offset {
-            return Err(Error::InvalidOffset(format!(
-                "attempt to append timestamp {timestamp} at offset {offset} to {} (the last entry's offset)",
-                self.inner.path.display()
-            )));
-        }
         let rel = self.inner.relative(offset)?;
         let mut e = [0u8; 12];
         e[..8].copy_from_slice(&timestamp.to_be_bytes());
@@ -985,18 +1023,20 @@ impl TimeIndex {
                     .inner
                     .corrupt(format!("entry {n} has relative offset {rel}, out of range")));
             }
+            // Kafka's rule: timestamps grow strictly; an offset may repeat (a
+            // larger timestamp found later in the same batch's offset).
             if let Some((pts, prel)) = prev {
-                if rel <= prel {
+                if rel < prel {
                     return Err(self.inner.corrupt(format!(
-                        "entry {n} offset {} is not above entry {} offset {}",
+                        "entry {n} offset {} is below entry {} offset {}",
                         self.inner.base_offset + rel as i64,
                         n - 1,
                         self.inner.base_offset + prel as i64
                     )));
                 }
-                if ts < pts {
+                if ts <= pts {
                     return Err(self.inner.corrupt(format!(
-                        "entry {n} timestamp {ts} is before entry {} timestamp {pts}",
+                        "entry {n} timestamp {ts} is not above entry {} timestamp {pts}",
                         n - 1
                     )));
                 }
@@ -1197,6 +1237,19 @@ mod tests {
     }
 
     #[test]
+    fn time_index_takes_a_larger_timestamp_at_the_same_offset() {
+        // Kafka appends it: the batch's max timestamp can be found after an
+        // entry for the same offset was written (e.g. on roll).
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = TimeIndex::open(dir.path().join("0.timeindex"), 0, 120, true).unwrap();
+        t.maybe_append(1000, 100, false).unwrap();
+        t.maybe_append(1500, 100, false).unwrap();
+        assert_eq!(t.entries(), 2);
+        assert_eq!(t.lookup(1600).unwrap(), (1500, 100));
+        t.sanity_check().unwrap();
+    }
+
+    #[test]
     fn time_index_maybe_append_and_lookup() {
         let dir = TempDir::new().unwrap();
         let mut t = time_index(&dir, 100, 12 * 4);
@@ -1211,10 +1264,6 @@ mod tests {
         ));
         assert!(matches!(
             t.maybe_append(2000, 99, false),
-            Err(Error::InvalidOffset(_))
-        ));
-        assert!(matches!(
-            t.maybe_append(2000, 100, false),
             Err(Error::InvalidOffset(_))
         ));
         t.maybe_append(2000, 110, false).unwrap();
