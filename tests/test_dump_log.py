@@ -199,3 +199,23 @@ def test_large_file_shows_progress(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("baseOffset:") == 70
     assert "00000000000000000000.log" in result.stderr  # the progress bar's label
+
+
+def test_configs_lists_kafka_keys_and_defaults() -> None:
+    topic = subprocess.run(
+        [sys.executable, "-m", "pylog.cli", "configs", "--markdown"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert topic.returncode == 0, topic.stderr
+    assert "| segment.bytes | int | 1073741824 |" in topic.stdout
+    assert "| retention.ms | long | 604800000 |" in topic.stdout
+    broker = subprocess.run(
+        [sys.executable, "-m", "pylog.cli", "configs", "--broker"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert broker.returncode == 0, broker.stderr
+    assert "log.retention.check.interval.ms" in broker.stdout

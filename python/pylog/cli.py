@@ -31,6 +31,17 @@ def main() -> None:
     """pylog: a Kafka-compatible message broker."""
 
 
+@main.command("configs")
+@click.option("--broker", is_flag=True, help="The broker's log.* keys instead of topic keys.")
+@click.option("--markdown", is_flag=True, help="A Markdown table (name, type, default, ...).")
+def configs(broker: bool, markdown: bool) -> None:
+    """List the topic (or broker log.*) config keys with Kafka's defaults."""
+    from pylog.log.config import BROKER_LOG_CONFIG, TOPIC_CONFIG, cli_help, config_docs
+
+    table = BROKER_LOG_CONFIG if broker else TOPIC_CONFIG
+    click.echo(config_docs(table) if markdown else "\n".join(cli_help(table)))
+
+
 class DumpFailed(Exception):
     """A file could not be dumped completely; carries the message to print."""
 
