@@ -2,19 +2,24 @@
 
 ``LogSegment`` is one ``.log`` file with its ``.index`` and ``.timeindex``;
 ``Log`` is a partition's ordered segments with its log end offset, high
-watermark and log start offset; ``LogConfig`` is the table of topic keys.
+watermark and log start offset; ``LogManager`` owns every log of the
+broker's ``log.dirs``; ``LogConfig`` is the table of topic keys.
 """
 
+from pylog.errors import UnexpectedAppendOffsetError
+from pylog.log.checkpoint import TopicPartition
 from pylog.log.config import BrokerLogConfig, LogConfig
 from pylog.log.fetch import FetchDataInfo, FileRecords
+from pylog.log.leader_epoch import LeaderEpochFileCache
 from pylog.log.log import (
     AppendOrigin,
     FetchIsolation,
     Log,
     LogAppendInfo,
-    UnexpectedAppendOffsetError,
 )
+from pylog.log.manager import LogManager
 from pylog.log.offset_metadata import LogOffsetMetadata
+from pylog.log.producer_state import ProducerStateManager
 from pylog.log.segment import LogSegment
 
 __all__ = [
@@ -23,10 +28,14 @@ __all__ = [
     "FetchDataInfo",
     "FetchIsolation",
     "FileRecords",
+    "LeaderEpochFileCache",
     "Log",
     "LogAppendInfo",
     "LogConfig",
+    "LogManager",
     "LogOffsetMetadata",
     "LogSegment",
+    "ProducerStateManager",
+    "TopicPartition",
     "UnexpectedAppendOffsetError",
 ]
