@@ -7,6 +7,85 @@ Kafka's (see the protocol's ``ErrorCodes``).
 
 from __future__ import annotations
 
+import enum
+
+
+class ErrorCode(enum.IntEnum):
+    """Kafka's error codes as the protocol carries them (the ones pylog answers)."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    INVALID_FETCH_SIZE = 4
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    BROKER_NOT_AVAILABLE = 8
+    REPLICA_NOT_AVAILABLE = 9
+    MESSAGE_TOO_LARGE = 10
+    OFFSET_METADATA_TOO_LARGE = 12
+    NETWORK_EXCEPTION = 13
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    INVALID_TOPIC_EXCEPTION = 17
+    RECORD_LIST_TOO_LARGE = 18
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    INVALID_COMMIT_OFFSET_SIZE = 28
+    TOPIC_AUTHORIZATION_FAILED = 29
+    GROUP_AUTHORIZATION_FAILED = 30
+    CLUSTER_AUTHORIZATION_FAILED = 31
+    INVALID_TIMESTAMP = 32
+    UNSUPPORTED_SASL_MECHANISM = 33
+    ILLEGAL_SASL_STATE = 34
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+    POLICY_VIOLATION = 44
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
+    INVALID_TXN_STATE = 48
+    INVALID_PRODUCER_ID_MAPPING = 49
+    INVALID_TRANSACTION_TIMEOUT = 50
+    CONCURRENT_TRANSACTIONS = 51
+    KAFKA_STORAGE_ERROR = 56
+    LOG_DIR_NOT_FOUND = 57
+    UNKNOWN_PRODUCER_ID = 59
+    REASSIGNMENT_IN_PROGRESS = 60
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    UNSUPPORTED_COMPRESSION_TYPE = 76
+    OFFSET_NOT_AVAILABLE = 78
+    MEMBER_ID_REQUIRED = 79
+    GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
+    INVALID_RECORD = 87
+    UNSTABLE_OFFSET_COMMIT = 88
+    PRODUCER_FENCED = 90
+    UNKNOWN_TOPIC_ID = 100
+    INCONSISTENT_TOPIC_ID = 103
+    INCONSISTENT_CLUSTER_ID = 104
+    TRANSACTIONAL_ID_NOT_FOUND = 105
+
 
 class KafkaError(Exception):
     """Base of pylog's errors. ``code``/``error_name`` are what a client receives."""
@@ -85,6 +164,63 @@ class UnknownProducerIdError(KafkaError):
 
 class UnsupportedCompressionTypeError(KafkaError):
     code, error_name = 76, "UNSUPPORTED_COMPRESSION_TYPE"
+
+
+class UnknownTopicOrPartitionError(KafkaError):
+    code, error_name, retriable = 3, "UNKNOWN_TOPIC_OR_PARTITION", True
+
+
+class NotLeaderOrFollowerError(KafkaError):
+    code, error_name, retriable = 6, "NOT_LEADER_OR_FOLLOWER", True
+
+
+class RequestTimedOutError(KafkaError):
+    code, error_name, retriable = 7, "REQUEST_TIMED_OUT", True
+
+
+class InvalidTopicError(KafkaError):
+    code, error_name = 17, "INVALID_TOPIC_EXCEPTION"
+
+
+class NotEnoughReplicasError(KafkaError):
+    code, error_name, retriable = 19, "NOT_ENOUGH_REPLICAS", True
+
+
+class InvalidRequiredAcksError(KafkaError):
+    code, error_name = 21, "INVALID_REQUIRED_ACKS"
+
+
+class UnsupportedSaslMechanismError(KafkaError):
+    code, error_name = 33, "UNSUPPORTED_SASL_MECHANISM"
+
+
+class UnsupportedVersionError(KafkaError):
+    code, error_name = 35, "UNSUPPORTED_VERSION"
+
+
+class TopicAlreadyExistsError(KafkaError):
+    code, error_name = 36, "TOPIC_ALREADY_EXISTS"
+
+
+class InvalidPartitionsError(KafkaError):
+    code, error_name = 37, "INVALID_PARTITIONS"
+
+
+class InvalidReplicationFactorError(KafkaError):
+    code, error_name = 38, "INVALID_REPLICATION_FACTOR"
+
+
+class PolicyViolationError(KafkaError):
+    code, error_name = 44, "POLICY_VIOLATION"
+
+
+class UnknownTopicIdError(KafkaError):
+    code, error_name, retriable = 100, "UNKNOWN_TOPIC_ID", True
+
+
+class CloseConnection(Exception):
+    """Not a Kafka error: the request cannot be answered (malformed frame,
+    unsupported version), so the network layer closes the connection as Kafka does."""
 
 
 class InvalidRecordError(KafkaError):
