@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build run test test-rust test-python bench lint format clean
+.PHONY: help install build tools run test test-rust test-python bench lint format clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -29,7 +29,13 @@ run: install ## start a broker with the embedded default configuration (arrives 
 	@echo "The network broker is not built yet (issue: 'A single broker that Kafka clients use unchanged')."; \
 	 echo "What works today is the storage engine: try '$(VENV)/bin/pylog dump-log --help'."; exit 1
 
-test: install test-rust test-python ## install everything the tests need, then run all tests
+test: install tools test-rust test-python ## install everything the tests need, then run all tests
+
+tools: ## system tools the tests drive (kcat, from Debian) — needs root or sudo
+	@command -v kcat >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat >/dev/null; }
+	@kcat -V | head -1
 
 test-rust: ## cargo test of the native core
 	cargo test -q --workspace --exclude pylog-py
