@@ -1,0 +1,458 @@
+"""KafkaConfig: the broker's configuration, one table of Kafka's keys.
+
+``BROKER_CONFIG`` holds the keys the broker itself reads (identity, listeners,
+the network layer's limits, topic-creation defaults, metrics) in Kafka's names,
+types and defaults, in the style of :mod:`pylog.log.config`; the storage keys
+(``log.*``, ``message.max.bytes``, ``min.insync.replicas``, …) come from
+``BROKER_LOG_CONFIG`` unchanged. ``ALL_BROKER_CONFIG`` is the two together and
+is what validation, ``pylog configs --broker`` and the docs read.
+
+Deliberate differences from Kafka, each because pylog is a one-command broker:
+
+* ``listeners`` defaults to ``PLAINTEXT://127.0.0.1:9092`` (Kafka binds every
+  interface) so a broker started by hand is not reachable from the network;
+* ``node.id``/``broker.id`` both unset give broker id 0 (a lone broker);
+* ``offsets.topic.replication.factor`` defaults to 1 (Kafka: 3), which one
+  broker can satisfy.
+
+Unknown keys (``zookeeper.connect`` in an old ``server.properties``…) are kept
+and logged once, as Kafka does, rather than refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pylog.errors import InvalidConfigurationError
+from pylog.log.config import (
+    BROKER_LOG_CONFIG,
+    INT_MAX,
+    AtLeast,
+    Between,
+    BrokerLogConfig,
+    ConfigKey,
+    ConfigType,
+    parse_properties,
+)
+
+__all__ = [
+    "ALL_BROKER_CONFIG",
+    "BROKER_CONFIG",
+    "EndPoint",
+    "KafkaConfig",
+    "parse_listeners",
+]
+
+_log = logging.getLogger("pylog.server")
+
+B, I, L, S, LS = (  # noqa: E741  (short type names keep the table one key per line)
+    ConfigType.BOOLEAN,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.STRING,
+    ConfigType.LIST,
+)
+_MIB = 1024 * 1024
+_DEFAULT_PROTOCOL_MAP = (
+    "PLAINTEXT:PLAINTEXT",
+    "SSL:SSL",
+    "SASL_PLAINTEXT:SASL_PLAINTEXT",
+    "SASL_SSL:SASL_SSL",
+    "CONTROLLER:PLAINTEXT",
+)
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# What the SocketServer speaks today; the others are refused at start-up.
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+
+
+def _table(*keys: ConfigKey) -> dict[str, ConfigKey]:
+    return {k.name: k for k in keys}
+
+
+# fmt: off
+BROKER_CONFIG: dict[str, ConfigKey] = _table(
+    # ---- identity
+    ConfigKey("node.id", I, -1, "This broker's id (KRaft name); broker.id when unset, 0 when "
+              "neither is set.", AtLeast(-1), "high"),
+    ConfigKey("broker.id", I, -1, "This broker's id (ZooKeeper-mode name of node.id).",
+              AtLeast(-1), "high"),
+    ConfigKey("broker.rack", S, None, "Rack of the broker, reported in Metadata.", None,
+              "medium"),
+    ConfigKey("cluster.id", S, None, "Cluster id reported to clients; generated and kept in "
+              "the metadata store when unset.", None, "low"),
+    # ---- listeners
+    ConfigKey("listeners", LS, ("PLAINTEXT://127.0.0.1:9092",),
+              "Comma-separated NAME://host:port the broker listens on; an empty host binds "
+              "every interface, port 0 an ephemeral port.", None, "high"),
+    ConfigKey("advertised.listeners", LS, None, "NAME://host:port given to clients in "
+              "Metadata; listeners when unset (port 0 becomes the bound port).", None, "high"),
+    ConfigKey("listener.security.protocol.map", LS, _DEFAULT_PROTOCOL_MAP,
+              "Listener name to security protocol, NAME:PROTOCOL pairs.", None, "low"),
+    ConfigKey("inter.broker.listener.name", S, None, "Listener brokers use between "
+              "themselves; the first listener when unset.", None, "medium"),
+    # ---- network (seed 004 §2)
+    ConfigKey("num.network.threads", I, 3, "Accepted for compatibility: pylog's processors "
+              "are asyncio protocol objects on one event loop.", AtLeast(1), "high"),
+    ConfigKey("num.io.threads", I, 8, "Accepted for compatibility: request handlers are "
+              "asyncio tasks; blocking disk work goes to worker threads.", AtLeast(1),
+              "high"),
+    ConfigKey("queued.max.requests", I, 500, "Requests received but not yet taken by a "
+              "handler before the broker stops reading from sockets.", AtLeast(1), "high"),
+    ConfigKey("socket.request.max.bytes", I, 100 * _MIB, "Largest request frame; a larger "
+              "size prefix closes the connection.", AtLeast(1), "high"),
+    ConfigKey("socket.send.buffer.bytes", I, 100 * 1024, "SO_SNDBUF of client sockets; -1 "
+              "for the OS default.", AtLeast(-1), "high"),
+    ConfigKey("socket.receive.buffer.bytes", I, 100 * 1024, "SO_RCVBUF of client sockets; -1 "
+              "for the OS default.", AtLeast(-1), "high"),
+    ConfigKey("socket.listen.backlog.size", I, 50, "Listen backlog of each listener.",
+              AtLeast(1), "medium"),
+    ConfigKey("connections.max.idle.ms", L, 600_000, "Idle time after which a connection "
+              "with no request in flight is closed.", AtLeast(1), "medium"),
+    ConfigKey("max.connections", I, INT_MAX, "Most connections the broker accepts at once; "
+              "further ones are closed as they arrive.", AtLeast(0), "medium"),
+    ConfigKey("max.connections.per.ip", I, INT_MAX, "Most connections from one address.",
+              AtLeast(0), "medium"),
+    # ---- topics and produce
+    ConfigKey("num.partitions", I, 1, "Partitions of an auto-created topic, and of a "
+              "CreateTopics request that asks for the default (-1).", AtLeast(1), "medium"),
+    ConfigKey("default.replication.factor", I, 1, "Replication factor of auto-created "
+              "topics and of CreateTopics asking for the default (-1).", AtLeast(1),
+              "medium"),
+    ConfigKey("auto.create.topics.enable", B, True, "Create a topic when Metadata names one "
+              "that does not exist.", None, "high"),
+    ConfigKey("delete.topic.enable", B, True, "Allow DeleteTopics.", None, "high"),
+    ConfigKey("replica.lag.time.max.ms", L, 30_000, "Time a follower may lag before it "
+              "leaves the ISR.", AtLeast(0), "high"),
+    ConfigKey("fetch.max.bytes", I, 55 * _MIB, "Largest Fetch response the broker "
+              "builds.", AtLeast(1024), "medium"),
+    ConfigKey("request.timeout.ms", I, 30_000, "Timeout for the broker's own requests.",
+              AtLeast(0), "low"),
+    ConfigKey("offsets.topic.num.partitions", I, 50, "Partitions of __consumer_offsets.",
+              AtLeast(1), "high"),
+    ConfigKey("offsets.topic.replication.factor", I, 1, "Replication factor of "
+              "__consumer_offsets (Kafka: 3; one broker could never satisfy that).",
+              AtLeast(1), "high"),
+    ConfigKey("offsets.retention.minutes", I, 7 * 24 * 60, "How long committed offsets of "
+              "an empty group are kept.", AtLeast(1), "high"),
+    ConfigKey("group.initial.rebalance.delay.ms", I, 3000, "Wait for more members before "
+              "the first rebalance of a new group.", None, "medium"),
+    ConfigKey("group.min.session.timeout.ms", I, 6000, "Smallest session timeout a member "
+              "may ask for.", None, "medium"),
+    ConfigKey("group.max.session.timeout.ms", I, 1_800_000, "Largest session timeout a "
+              "member may ask for.", None, "medium"),
+    ConfigKey("transactional.id.expiration.ms", I, 7 * 24 * 3_600_000, "Idle time after "
+              "which a transactional id is forgotten.", AtLeast(1), "high"),
+    # ---- lifecycle
+    ConfigKey("controlled.shutdown.enable", B, True, "Finish in-flight requests before "
+              "shutting down.", None, "medium"),
+    ConfigKey("shutdown.timeout.ms", L, 30_000, "pylog: longest wait for in-flight "
+              "requests during a graceful shutdown.", AtLeast(0), "low"),
+    # ---- metrics
+    ConfigKey("metrics.port", I, 0, "pylog: port of the Prometheus /metrics endpoint; 0 "
+              "turns it off.", Between(0, 65535), "medium"),
+    ConfigKey("metrics.host", S, None, "pylog: address of the /metrics endpoint; the first "
+              "listener's host when unset.", None, "low"),
+)
+# fmt: on
+
+ALL_BROKER_CONFIG: dict[str, ConfigKey] = {**BROKER_CONFIG, **BROKER_LOG_CONFIG}
+
+
+# ---------------------------------------------------------------- listeners
+
+_LISTENER = re.compile(r"^([A-Za-z0-9_.\-]+)://(\[[0-9A-Fa-f:.]*\]|[^:\[\]]*):(-?\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class EndPoint:
+    """One ``NAME://host:port`` listener; ``host`` "" means every interface."""
+
+    listener_name: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    @property
+    def bind_host(self) -> str | None:
+        """What to bind: None (every interface) for an empty host."""
+        return self.host or None
+
+    def with_port(self, port: int) -> EndPoint:
+        return EndPoint(self.listener_name, self.host, port, self.security_protocol)
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener_name}://{host}:{self.port}"
+
+
+def _protocol_map(entries: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for entry in entries:
+        name, sep, proto = entry.partition(":")
+        name, proto = name.strip().upper(), proto.strip().upper()
+        if not sep or not name or proto not in SECURITY_PROTOCOLS:
+            raise InvalidConfigurationError(
+                f"Invalid value {entry!r} for configuration listener.security.protocol.map: "
+                f"expected NAME:PROTOCOL with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}"
+            )
+        out[name] = proto
+    return out
+
+
+def parse_listeners(
+    key: str, entries: tuple[str, ...], protocol_map: Mapping[str, str]
+) -> tuple[EndPoint, ...]:
+    """``NAME://host:port`` entries as EndPoints; names must be unique and mapped."""
+    endpoints: list[EndPoint] = []
+    for entry in entries:
+        m = _LISTENER.match(entry.strip())
+        if m is None:
+            raise InvalidConfigurationError(
+                f"Invalid value {entry!r} for configuration {key}: expected NAME://host:port"
+            )
+        name, host, port = m.group(1).upper(), m.group(2), int(m.group(3))
+        if host.startswith("["):
+            host = host[1:-1]
+        if not 0 <= port <= 65535:
+            raise InvalidConfigurationError(
+                f"Invalid value {entry!r} for configuration {key}: port must be 0..65535"
+            )
+        proto = protocol_map.get(name)
+        if proto is None:
+            raise InvalidConfigurationError(
+                f"Invalid value {entry!r} for configuration {key}: listener name {name} is "
+                "not in listener.security.protocol.map"
+            )
+        if any(e.listener_name == name for e in endpoints):
+            raise InvalidConfigurationError(
+                f"Invalid value {','.join(entries)!r} for configuration {key}: "
+                f"listener name {name} appears twice"
+            )
+        endpoints.append(EndPoint(name, host, port, proto))
+    return tuple(endpoints)
+
+
+# ---------------------------------------------------------------- KafkaConfig
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    """A broker's resolved configuration.
+
+    Typed attributes for what the broker reads often; :meth:`get` for any key of
+    ``ALL_BROKER_CONFIG`` (parsed value, else the table's default); ``log`` is
+    the storage layer's :class:`BrokerLogConfig`; ``originals`` the strings as
+    given (DescribeConfigs answers from them).
+    """
+
+    broker_id: int
+    listeners: tuple[EndPoint, ...]
+    advertised_listeners: tuple[EndPoint, ...]
+    log: BrokerLogConfig
+    values: Mapping[str, Any] = field(repr=False)
+    originals: Mapping[str, str] = field(repr=False, default_factory=dict)
+    unknown: tuple[str, ...] = ()
+
+    # -- construction
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, Any]) -> KafkaConfig:
+        """Validate and resolve ``props`` (strings or Python values, Kafka's names)."""
+        values: dict[str, Any] = {}
+        unknown: list[str] = []
+        for name, raw in props.items():
+            key = ALL_BROKER_CONFIG.get(name)
+            if key is None:
+                unknown.append(name)
+                continue
+            values[name] = key.parse(raw)
+        if unknown:
+            _log.warning(
+                "these configurations were supplied but are not known: %s", ", ".join(unknown)
+            )
+
+        def get(name: str) -> Any:
+            value = values.get(name)
+            return ALL_BROKER_CONFIG[name].default if value is None else value
+
+        node_id, broker_id = get("node.id"), get("broker.id")
+        if node_id >= 0 and broker_id >= 0 and node_id != broker_id:
+            raise InvalidConfigurationError(
+                f"Invalid value {broker_id} for configuration broker.id: it must equal "
+                f"node.id ({node_id}) when both are set"
+            )
+        resolved_id = node_id if node_id >= 0 else broker_id if broker_id >= 0 else 0
+
+        pmap = _protocol_map(get("listener.security.protocol.map"))
+        listeners = parse_listeners("listeners", get("listeners"), pmap)
+        if not listeners:
+            raise InvalidConfigurationError(
+                "Invalid value '' for configuration listeners: at least one listener is needed"
+            )
+        adv_raw = values.get("advertised.listeners")
+        if adv_raw:
+            advertised = parse_listeners("advertised.listeners", adv_raw, pmap)
+            for ep in advertised:
+                if ep.host in ("0.0.0.0", "::"):
+                    raise InvalidConfigurationError(
+                        f"Invalid value {str(ep)!r} for configuration advertised.listeners: "
+                        "a wildcard address cannot be advertised"
+                    )
+        else:
+            # As Kafka: a wildcard listener is advertised under this host's name.
+            advertised = tuple(
+                EndPoint(ep.listener_name, socket.getfqdn(), ep.port, ep.security_protocol)
+                if ep.host in ("", "0.0.0.0", "::")
+                else ep
+                for ep in listeners
+            )
+        names = {ep.listener_name for ep in listeners}
+        for ep in advertised:
+            if ep.listener_name not in names:
+                raise InvalidConfigurationError(
+                    f"Invalid value {str(ep)!r} for configuration advertised.listeners: "
+                    f"listener {ep.listener_name} is not in listeners"
+                )
+        ibl = values.get("inter.broker.listener.name")
+        if ibl is not None and ibl.upper() not in names:
+            raise InvalidConfigurationError(
+                f"Invalid value {ibl!r} for configuration inter.broker.listener.name: "
+                "not a listener name"
+            )
+        return cls(
+            broker_id=resolved_id,
+            listeners=listeners,
+            advertised_listeners=advertised,
+            log=BrokerLogConfig.from_props(values),
+            values=values,
+            originals={k: str(v) for k, v in props.items()},
+            unknown=tuple(unknown),
+        )
+
+    @classmethod
+    def from_properties(
+        cls, path: str | os.PathLike[str] | None = None, overrides: Mapping[str, Any] | None = None
+    ) -> KafkaConfig:
+        """A ``server.properties`` file (optional) with ``overrides`` on top."""
+        props: dict[str, Any] = {}
+        if path is not None:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    props.update(parse_properties(f.read()))
+            except OSError as e:
+                raise InvalidConfigurationError(f"cannot read {os.fspath(path)}: {e}") from e
+        props.update(overrides or {})
+        return cls.from_props(props)
+
+    # -- access
+
+    def get(self, name: str) -> Any:
+        """The value of any broker key: as set, else its default."""
+        key = ALL_BROKER_CONFIG.get(name)
+        if key is None:
+            raise KeyError(name)
+        value = self.values.get(name)
+        return key.default if value is None else value
+
+    def is_set(self, name: str) -> bool:
+        return self.values.get(name) is not None
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> KafkaConfig:
+        """A new config: these originals plus ``overrides``."""
+        return KafkaConfig.from_props({**self.originals, **overrides})
+
+    def listener(self, name: str) -> EndPoint | None:
+        for ep in self.listeners:
+            if ep.listener_name == name.upper():
+                return ep
+        return None
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        name = self.values.get("inter.broker.listener.name")
+        return name.upper() if name else self.listeners[0].listener_name
+
+    # Typed shortcuts for the keys read on the request path.
+
+    @property
+    def log_dirs(self) -> tuple[str, ...]:
+        return self.log.log_dirs
+
+    @property
+    def num_partitions(self) -> int:
+        return int(self.get("num.partitions"))
+
+    @property
+    def default_replication_factor(self) -> int:
+        return int(self.get("default.replication.factor"))
+
+    @property
+    def auto_create_topics_enable(self) -> bool:
+        return bool(self.get("auto.create.topics.enable"))
+
+    @property
+    def delete_topic_enable(self) -> bool:
+        return bool(self.get("delete.topic.enable"))
+
+    @property
+    def message_max_bytes(self) -> int:
+        return int(self.get("message.max.bytes"))
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return int(self.get("min.insync.replicas"))
+
+    @property
+    def socket_request_max_bytes(self) -> int:
+        return int(self.get("socket.request.max.bytes"))
+
+    @property
+    def queued_max_requests(self) -> int:
+        return int(self.get("queued.max.requests"))
+
+    @property
+    def connections_max_idle_ms(self) -> int:
+        return int(self.get("connections.max.idle.ms"))
+
+    @property
+    def max_connections(self) -> int:
+        return int(self.get("max.connections"))
+
+    @property
+    def max_connections_per_ip(self) -> int:
+        return int(self.get("max.connections.per.ip"))
+
+    @property
+    def metrics_port(self) -> int:
+        return int(self.get("metrics.port"))
+
+    @property
+    def replica_lag_time_max_ms(self) -> int:
+        return int(self.get("replica.lag.time.max.ms"))
+
+    @property
+    def fetch_max_bytes(self) -> int:
+        return int(self.get("fetch.max.bytes"))
+
+    def describe(self) -> dict[str, str]:
+        """Every key's effective value as a string (DescribeConfigs of the broker)."""
+        out: dict[str, str] = {}
+        for name, key in ALL_BROKER_CONFIG.items():
+            if key.internal:
+                continue
+            value = self.get(name)
+            if value is None:
+                out[name] = ""
+            elif isinstance(value, bool):
+                out[name] = str(value).lower()
+            elif isinstance(value, tuple):
+                out[name] = ",".join(value)
+            else:
+                out[name] = str(value)
+        return out
