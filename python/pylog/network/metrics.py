@@ -1,0 +1,305 @@
+"""Broker metrics in Prometheus' text format, and the tiny HTTP endpoint serving them.
+
+Kafka publishes its request metrics over JMX as
+``kafka.network:type=RequestMetrics,name=<Name>,request=<Api>``; here the same
+names become Prometheus families, one label per API:
+
+* ``kafka_network_requestmetrics_requests_total{request="Produce"}`` —
+  RequestsPerSec (a counter: Prometheus derives the rate);
+* ``kafka_network_requestmetrics_{requestqueuetimems,localtimems,remotetimems,
+  responsequeuetimems,responsesendtimems,totaltimems}`` — histograms in
+  milliseconds, same buckets for every API;
+* ``kafka_server_kafkaserver_brokerstate`` and the other gauges the broker
+  registers (bytes in/out, partition count, connection count, request queue
+  size) — each a callable read at scrape time, so nothing is updated on the
+  hot path that nobody reads.
+
+No dependency: the format is a few lines of text and the endpoint a single
+``asyncio.start_server`` callback answering ``GET /metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import importlib
+import logging
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+__all__ = [
+    "REQUEST_TIMES",
+    "Counter",
+    "Histogram",
+    "MetricsRegistry",
+    "MetricsServer",
+    "RequestMetrics",
+    "api_display_name",
+]
+
+_log = logging.getLogger("pylog.network")
+
+# Bucket bounds (ms): sub-millisecond resolution where the latency goal lives
+# (p99 <= 2 ms), then up to the longest Fetch max_wait a client asks for.
+BUCKETS_MS: tuple[float, ...] = (
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0,
+    1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
+)  # fmt: skip
+
+# Kafka's RequestMetrics names of the phases of a request (seed 000 §10).
+REQUEST_TIMES = (
+    "RequestQueueTimeMs",
+    "LocalTimeMs",
+    "RemoteTimeMs",
+    "ResponseQueueTimeMs",
+    "ResponseSendTimeMs",
+    "TotalTimeMs",
+)
+
+
+def api_display_name(api_key: int) -> str:
+    """``Produce``, ``ApiVersions``… (Kafka's request label); ``Api<n>`` if unknown."""
+    try:
+        api_key_enum = importlib.import_module("pylog.protocol").ApiKey
+        name = str(api_key_enum(api_key).name)
+    except (ImportError, AttributeError, ValueError):
+        return f"Api{api_key}"
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(labels: Iterable[tuple[str, str]]) -> str:
+    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
+    return "{" + inner + "}" if inner else ""
+
+
+def _number(value: float) -> str:
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if float(value).is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(float(value))
+
+
+@dataclass(slots=True)
+class Counter:
+    value: float = 0.0
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.value += amount
+
+
+@dataclass(slots=True)
+class Histogram:
+    """Cumulative-on-render bucket counts plus sum and count (Prometheus histogram)."""
+
+    bounds: tuple[float, ...] = BUCKETS_MS
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.counts:
+            self.counts = [0] * (len(self.bounds) + 1)
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.total += value
+        self.count += 1
+
+    def quantile(self, q: float) -> float:
+        """Upper bound of the bucket holding the ``q`` quantile (inf past the last)."""
+        if self.count == 0:
+            return 0.0
+        rank = q * self.count
+        seen = 0
+        for i, c in enumerate(self.counts):
+            seen += c
+            if seen >= rank:
+                return self.bounds[i] if i < len(self.bounds) else math.inf
+        return math.inf
+
+
+class RequestMetrics:
+    """The RequestMetrics of one API: a request counter and one histogram per phase."""
+
+    __slots__ = ("bytes_in", "errors", "name", "requests", "times")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.requests = Counter()
+        self.errors = Counter()
+        self.bytes_in = Counter()
+        self.times: dict[str, Histogram] = {t: Histogram() for t in REQUEST_TIMES}
+
+    def record(
+        self,
+        *,
+        queue_ms: float,
+        local_ms: float,
+        remote_ms: float,
+        response_queue_ms: float,
+        send_ms: float,
+        total_ms: float,
+    ) -> None:
+        t = self.times
+        self.requests.inc()
+        t["RequestQueueTimeMs"].observe(queue_ms)
+        t["LocalTimeMs"].observe(local_ms)
+        t["RemoteTimeMs"].observe(remote_ms)
+        t["ResponseQueueTimeMs"].observe(response_queue_ms)
+        t["ResponseSendTimeMs"].observe(send_ms)
+        t["TotalTimeMs"].observe(total_ms)
+
+
+_NAME_OK = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+
+
+@dataclass(slots=True)
+class _Gauge:
+    name: str
+    help: str
+    read: Callable[[], float | Iterable[tuple[dict[str, str], float]]]
+    kind: str = "gauge"
+
+
+class MetricsRegistry:
+    """Everything ``/metrics`` shows: per-API request metrics and named gauges."""
+
+    def __init__(self) -> None:
+        self._requests: dict[str, RequestMetrics] = {}
+        self._gauges: dict[str, _Gauge] = {}
+
+    def request(self, api_name: str) -> RequestMetrics:
+        m = self._requests.get(api_name)
+        if m is None:
+            m = self._requests[api_name] = RequestMetrics(api_name)
+        return m
+
+    def requests(self) -> dict[str, RequestMetrics]:
+        return dict(self._requests)
+
+    def gauge(
+        self,
+        name: str,
+        help: str,
+        read: Callable[[], float | Iterable[tuple[dict[str, str], float]]],
+        *,
+        kind: str = "gauge",
+    ) -> None:
+        """Register (or replace) a value read at scrape time: a number, or
+        ``(labels, value)`` pairs. ``kind`` "counter" for monotonic totals."""
+        if not _NAME_OK.match(name):
+            raise ValueError(f"invalid metric name {name!r}")
+        self._gauges[name] = _Gauge(name, help, read, kind)
+
+    def render(self) -> str:
+        out: list[str] = []
+        reqs = sorted(self._requests.values(), key=lambda m: m.name)
+        fam = "kafka_network_requestmetrics_requests_total"
+        out.append(f"# HELP {fam} Requests received, per API (RequestsPerSec).")
+        out.append(f"# TYPE {fam} counter")
+        for m in reqs:
+            out.append(f"{fam}{_labels([('request', m.name)])} {_number(m.requests.value)}")
+        fam = "kafka_network_requestmetrics_errors_total"
+        out.append(f"# HELP {fam} Requests that closed their connection, per API.")
+        out.append(f"# TYPE {fam} counter")
+        for m in reqs:
+            out.append(f"{fam}{_labels([('request', m.name)])} {_number(m.errors.value)}")
+        fam = "kafka_network_requestmetrics_requestbytes_total"
+        out.append(f"# HELP {fam} Request bytes received, per API.")
+        out.append(f"# TYPE {fam} counter")
+        for m in reqs:
+            out.append(f"{fam}{_labels([('request', m.name)])} {_number(m.bytes_in.value)}")
+        for phase in REQUEST_TIMES:
+            fam = f"kafka_network_requestmetrics_{phase.lower()}"
+            out.append(f"# HELP {fam} {phase} of requests, per API, in milliseconds.")
+            out.append(f"# TYPE {fam} histogram")
+            for m in reqs:
+                h = m.times[phase]
+                cumulative = 0
+                for bound, c in zip((*h.bounds, math.inf), h.counts, strict=True):
+                    cumulative += c
+                    labels = _labels([("request", m.name), ("le", _number(bound))])
+                    out.append(f"{fam}_bucket{labels} {cumulative}")
+                lab = _labels([("request", m.name)])
+                out.append(f"{fam}_sum{lab} {_number(h.total)}")
+                out.append(f"{fam}_count{lab} {h.count}")
+        for g in sorted(self._gauges.values(), key=lambda g: g.name):
+            try:
+                value = g.read()
+            except Exception:
+                _log.exception("metric %s could not be read", g.name)
+                continue
+            out.append(f"# HELP {g.name} {g.help}")
+            out.append(f"# TYPE {g.name} {g.kind}")
+            if isinstance(value, (int, float)):
+                out.append(f"{g.name} {_number(value)}")
+            else:
+                for label_map, v in value:
+                    out.append(f"{g.name}{_labels(sorted(label_map.items()))} {_number(v)}")
+        return "\n".join(out) + "\n"
+
+
+class MetricsServer:
+    """``GET /metrics`` over HTTP/1.1 on ``host:port``; anything else is a 404."""
+
+    def __init__(self, registry: MetricsRegistry, host: str | None, port: int) -> None:
+        self.registry = registry
+        self.host = host
+        self.port = port
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(
+            self._serve, self.host, self.port, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request_line = await asyncio.wait_for(reader.readline(), 10)
+            while True:  # skip the headers
+                line = await asyncio.wait_for(reader.readline(), 10)
+                if line in (b"\r\n", b"\n", b""):
+                    break
+            parts = request_line.decode("latin-1").split()
+            if (
+                len(parts) >= 2
+                and parts[0] in ("GET", "HEAD")
+                and parts[1].split("?")[0]
+                in (
+                    "/metrics",
+                    "/",
+                )
+            ):
+                body = self.registry.render().encode()
+                status = "200 OK"
+                ctype = "text/plain; version=0.0.4; charset=utf-8"
+            else:
+                body, status, ctype = b"not found\n", "404 Not Found", "text/plain"
+            head = (
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            ).encode()
+            writer.write(head if parts and parts[0] == "HEAD" else head + body)
+            await writer.drain()
+        except (OSError, asyncio.TimeoutError, UnicodeDecodeError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None

@@ -1,0 +1,252 @@
+"""RequestChannel: between the processors that read requests and the handlers that answer.
+
+In Kafka (seed 004 §2) processors put every parsed request into one bounded
+queue (``queued.max.requests``) and ``num.io.threads`` handler threads take them
+out; a full queue blocks the processors, so sockets stop being read — that is
+the broker's back-pressure. Each connection is muted while one of its requests
+is being handled, so a connection's requests are handled in order.
+
+Here the same contract on one event loop:
+
+* a :class:`Request` enters the channel when its last byte arrives
+  (:meth:`RequestChannel.send_request`) and leaves when a handler takes it
+  (:meth:`RequestChannel.receive`) — that interval is RequestQueueTimeMs;
+* at most ``queued.max.requests`` requests are in the channel; at that size
+  every processor stops reading (``pause_reading``) until it drains below;
+* a connection's requests are handled one after another, but only their *local*
+  part is serialised: a handler about to wait on something outside the request
+  (the purgatory: acks=all, a Fetch's max_wait) calls
+  :meth:`Request.mark_local_complete`, and the connection's next request starts
+  while the response is still pending. Responses are still written in request
+  order. Appends from one connection therefore keep their order (idempotent
+  sequences stay in sequence) while long polls do not stall a pipeline.
+
+Timestamps on the request give Kafka's RequestMetrics phases:
+received → dequeued (queue) → local complete (local) → response ready (remote)
+→ send started (response queue) → sent (send); total = sent - received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, TypeAlias
+
+from pylog.errors import CloseConnection
+
+if TYPE_CHECKING:
+    from pylog.log.fetch import FileRecords
+    from pylog.network.metrics import MetricsRegistry
+
+__all__ = [
+    "Chunk",
+    "Request",
+    "RequestChannel",
+    "RequestHandler",
+    "RequestHeaderLike",
+    "Response",
+]
+
+_log = logging.getLogger("pylog.network")
+
+Chunk: TypeAlias = "bytes | bytearray | memoryview | FileRecords"
+
+
+class RequestHeaderLike(Protocol):
+    """What the network layer reads of ``pylog.protocol.RequestHeader``."""
+
+    @property
+    def api_key(self) -> int: ...
+    @property
+    def api_version(self) -> int: ...
+    @property
+    def correlation_id(self) -> int: ...
+    @property
+    def client_id(self) -> str | None: ...
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    """One request as the handlers see it (docs/internals/request-path.md)."""
+
+    header: RequestHeaderLike
+    frame: memoryview  # the whole request after the size prefix
+    connection_id: str
+    client_host: str
+    listener: str
+    received_ns: int  # time.monotonic_ns() when the last byte arrived
+    client_port: int = 0
+    security_protocol: str = "PLAINTEXT"
+    api_name: str = ""
+    dequeued_ns: int = 0
+    local_complete_ns: int = 0
+    response_ready_ns: int = 0
+    _on_local_complete: Callable[[], None] | None = field(default=None, repr=False)
+
+    @property
+    def size(self) -> int:
+        return len(self.frame)
+
+    def mark_local_complete(self) -> None:
+        """The handler is done with its own work and will now wait on something
+        else (the purgatory). Ends LocalTimeMs, and lets this connection's next
+        request start. Idempotent; implied when ``handle`` returns."""
+        if self.local_complete_ns:
+            return
+        self.local_complete_ns = time.monotonic_ns()
+        callback, self._on_local_complete = self._on_local_complete, None
+        if callback is not None:
+            callback()
+
+
+class RequestHandler(Protocol):
+    async def handle(self, request: Request) -> list[Chunk] | None:
+        """The response frame's chunks, or None for no response (acks=0 Produce).
+
+        Raising CloseConnection closes the connection (malformed or unsupported
+        request); any other exception is a bug: logged, the connection closed,
+        other clients unaffected."""
+        ...
+
+
+@dataclass(slots=True, eq=False)
+class Response:
+    """A request's place in its connection's response order."""
+
+    request: Request
+    chunks: list[Chunk] | None = None
+    close: bool = False  # close the connection when this response's turn comes
+    done: bool = False
+    size: int = 0
+
+
+def _chunk_size(chunk: Chunk) -> int:
+    if isinstance(chunk, memoryview):
+        return chunk.nbytes
+    return len(chunk)
+
+
+class RequestChannel:
+    """The bounded set of requests received and not yet taken by a handler."""
+
+    def __init__(
+        self,
+        handler: RequestHandler,
+        queue_size: int,
+        metrics: MetricsRegistry | None = None,
+    ) -> None:
+        if queue_size < 1:
+            raise ValueError("queued.max.requests must be at least 1")
+        self.handler = handler
+        self.queue_size = queue_size
+        self.metrics = metrics
+        self._size = 0
+        self._waiters: list[Callable[[], None]] = []
+        self.requests_total = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+    # -- the bound
+
+    @property
+    def size(self) -> int:
+        """Requests waiting for a handler (Kafka's RequestQueueSize)."""
+        return self._size
+
+    @property
+    def is_full(self) -> bool:
+        return self._size >= self.queue_size
+
+    def send_request(self, request: Request) -> bool:
+        """A processor hands over a request; returns False when the channel is now
+        full and the caller must stop reading (see :meth:`when_not_full`)."""
+        self._size += 1
+        self.requests_total += 1
+        self.bytes_in += len(request.frame) + 4
+        return self._size < self.queue_size
+
+    def when_not_full(self, resume: Callable[[], None]) -> None:
+        """Call ``resume`` once the channel has room again."""
+        if not self.is_full:
+            resume()
+        else:
+            self._waiters.append(resume)
+
+    def receive(self, request: Request) -> None:
+        """A handler takes ``request`` out of the channel."""
+        request.dequeued_ns = time.monotonic_ns()
+        self.forget(request)
+
+    def forget(self, request: Request) -> None:
+        """``request`` leaves the channel without being handled (connection gone)."""
+        self._size -= 1
+        if self._waiters and not self.is_full:
+            waiters, self._waiters = self._waiters, []
+            for resume in waiters:
+                try:
+                    resume()
+                except Exception:  # a closed transport; nothing to resume
+                    _log.debug("resume after back-pressure failed", exc_info=True)
+
+    # -- handling
+
+    async def handle(self, request: Request, response: Response) -> None:
+        """Run the handler for ``request`` and fill ``response`` (never raises)."""
+        try:
+            chunks = await self.handler.handle(request)
+        except CloseConnection as e:
+            _log.info(
+                "closing connection %s: %s (api %s v%s, correlation id %s)",
+                request.connection_id,
+                e or "request refused",
+                request.header.api_key,
+                request.header.api_version,
+                request.header.correlation_id,
+            )
+            response.close = True
+            chunks = None
+        except asyncio.CancelledError:
+            response.close = True
+            chunks = None
+        except Exception:
+            _log.exception(
+                "closing connection %s: handling api %s v%s (correlation id %s) failed",
+                request.connection_id,
+                request.header.api_key,
+                request.header.api_version,
+                request.header.correlation_id,
+            )
+            response.close = True
+            chunks = None
+        finally:
+            request.mark_local_complete()
+        response.chunks = chunks
+        if chunks:
+            response.size = sum(_chunk_size(c) for c in chunks)
+        request.response_ready_ns = time.monotonic_ns()
+        response.done = True
+
+    def record_sent(self, response: Response, send_start_ns: int, sent_ns: int) -> None:
+        """Metrics for a response written (or dropped, or never due)."""
+        self.bytes_out += response.size
+        if self.metrics is None:
+            return
+        r = response.request
+        m = self.metrics.request(r.api_name or f"Api{r.header.api_key}")
+        m.bytes_in.inc(len(r.frame) + 4)
+        if response.close:
+            m.errors.inc()
+        dequeued = r.dequeued_ns or r.received_ns
+        local = r.local_complete_ns or dequeued
+        ready = r.response_ready_ns or local
+        m.record(
+            queue_ms=(dequeued - r.received_ns) / 1e6,
+            local_ms=(local - dequeued) / 1e6,
+            remote_ms=(ready - local) / 1e6,
+            response_queue_ms=max(0, send_start_ns - ready) / 1e6,
+            send_ms=max(0, sent_ns - send_start_ns) / 1e6,
+            total_ms=(sent_ns - r.received_ns) / 1e6,
+        )
