@@ -1,0 +1,76 @@
+"""The Kafka wire protocol: requests and responses of every version real clients use.
+
+Generated from Kafka's JSON message definitions (``schema/``, Apache-2.0, with
+their LICENSE and NOTICE). For each (message, version) the codec writes a
+specialised Python function on first use and compiles it, so decoding and
+encoding are straight-line code without per-field dispatch.
+
+Broker side::
+
+    header = parse_request_header(frame)       # frame: the request without its size prefix
+    request = decode_request(header, frame)    # a Struct: request.topic_data[0].name ...
+    chunks = encode_response(header, {"responses": [...], "throttle_time_ms": 0})
+
+Client side (tests, the CLI): ``encode_request`` and ``decode_response``.
+
+Values: field names are the snake_case of the JSON names; arrays are lists;
+strings ``str``; bytes ``bytes``; records fields decode to zero-copy
+``memoryview`` slices of the frame and encode from any bytes-like object or an
+object with a ``size`` (``pylog.log.fetch.FileRecords``), passed through as its
+own chunk; uuids are Kafka's text form (22 characters of base64url,
+``ZERO_UUID`` for none), and encode from that, ``uuid.UUID`` or 16 bytes. A
+field a version lacks decodes to its default; on encode, a missing key takes the
+default, and a non-ignorable field the version lacks must keep its default.
+"""
+
+from ._spec import ZERO_UUID
+from ._struct import Struct
+from ._versions import GROUP_API_VERSIONS, SUPPORTED_VERSIONS, ApiKey
+from .codec import (
+    Chunk,
+    CorruptResponseError,
+    RequestHeader,
+    api_versions_body,
+    decode_body,
+    decode_request,
+    decode_response,
+    encode_api_versions_fallback,
+    encode_body,
+    encode_request,
+    encode_response,
+    is_flexible,
+    message_spec,
+    parse_request_header,
+    request_header_version,
+    response_correlation_id,
+    response_header_version,
+    served_versions,
+    warm_up,
+)
+
+__all__ = [
+    "GROUP_API_VERSIONS",
+    "SUPPORTED_VERSIONS",
+    "ZERO_UUID",
+    "ApiKey",
+    "Chunk",
+    "CorruptResponseError",
+    "RequestHeader",
+    "Struct",
+    "api_versions_body",
+    "decode_body",
+    "decode_request",
+    "decode_response",
+    "encode_api_versions_fallback",
+    "encode_body",
+    "encode_request",
+    "encode_response",
+    "is_flexible",
+    "message_spec",
+    "parse_request_header",
+    "request_header_version",
+    "response_correlation_id",
+    "response_header_version",
+    "served_versions",
+    "warm_up",
+]

@@ -1,0 +1,172 @@
+"""API keys and the versions pylog advertises in ApiVersions."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ApiKey(enum.IntEnum):
+    """Every API key of the Kafka protocol definitions pylog was built from."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    CREATE_DELEGATION_TOKEN = 38
+    RENEW_DELEGATION_TOKEN = 39
+    EXPIRE_DELEGATION_TOKEN = 40
+    DESCRIBE_DELEGATION_TOKEN = 41
+    DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
+    VOTE = 52
+    BEGIN_QUORUM_EPOCH = 53
+    END_QUORUM_EPOCH = 54
+    DESCRIBE_QUORUM = 55
+    ALTER_PARTITION = 56
+    UPDATE_FEATURES = 57
+    ENVELOPE = 58
+    FETCH_SNAPSHOT = 59
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
+    UNREGISTER_BROKER = 64
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
+    ALLOCATE_PRODUCER_IDS = 67
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
+    CONTROLLER_REGISTRATION = 70
+    GET_TELEMETRY_SUBSCRIPTIONS = 71
+    PUSH_TELEMETRY = 72
+    ASSIGN_REPLICAS_TO_DIRS = 73
+    LIST_CLIENT_METRICS_RESOURCES = 74
+    DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    ADD_RAFT_VOTER = 80
+    REMOVE_RAFT_VOTER = 81
+    UPDATE_RAFT_VOTER = 82
+    INITIALIZE_SHARE_GROUP_STATE = 83
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
+
+
+#: (min, max) version per API that the broker serves and advertises in ApiVersions.
+#: Minimums are what Kafka 4.0 advertises (KIP-896 removed the older versions,
+#: except Produce, which Kafka 4 still advertises from 0 because librdkafka before
+#: 2.11.1 turns compression off when the Produce minimum is above 0). Maximums are
+#: Kafka 4.0's, capped at the newest version in the bundled message definitions.
+SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (0, 11),
+    ApiKey.FETCH: (4, 17),
+    ApiKey.LIST_OFFSETS: (1, 10),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+}
+
+#: The consumer-group APIs: the codec handles them; the broker merges this table
+#: into what it advertises once the group coordinator serves them.
+GROUP_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.FIND_COORDINATOR: (0, 6),
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 5),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.OFFSET_DELETE: (0, 0),
+}
+
+#: The message-definition file stem of every API the codec carries.
+SCHEMA_NAMES: dict[int, str] = {
+    ApiKey.PRODUCE: "Produce",
+    ApiKey.FETCH: "Fetch",
+    ApiKey.LIST_OFFSETS: "ListOffsets",
+    ApiKey.METADATA: "Metadata",
+    ApiKey.OFFSET_COMMIT: "OffsetCommit",
+    ApiKey.OFFSET_FETCH: "OffsetFetch",
+    ApiKey.FIND_COORDINATOR: "FindCoordinator",
+    ApiKey.JOIN_GROUP: "JoinGroup",
+    ApiKey.HEARTBEAT: "Heartbeat",
+    ApiKey.LEAVE_GROUP: "LeaveGroup",
+    ApiKey.SYNC_GROUP: "SyncGroup",
+    ApiKey.DESCRIBE_GROUPS: "DescribeGroups",
+    ApiKey.LIST_GROUPS: "ListGroups",
+    ApiKey.SASL_HANDSHAKE: "SaslHandshake",
+    ApiKey.API_VERSIONS: "ApiVersions",
+    ApiKey.CREATE_TOPICS: "CreateTopics",
+    ApiKey.DELETE_TOPICS: "DeleteTopics",
+    ApiKey.DELETE_RECORDS: "DeleteRecords",
+    ApiKey.INIT_PRODUCER_ID: "InitProducerId",
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch",
+    ApiKey.DESCRIBE_CONFIGS: "DescribeConfigs",
+    ApiKey.ALTER_CONFIGS: "AlterConfigs",
+    ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
+    ApiKey.CREATE_PARTITIONS: "CreatePartitions",
+    ApiKey.DELETE_GROUPS: "DeleteGroups",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
+    ApiKey.OFFSET_DELETE: "OffsetDelete",
+    ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
+}
