@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-import importlib
 import logging
 import math
 import re
@@ -62,10 +61,11 @@ REQUEST_TIMES = (
 
 def api_display_name(api_key: int) -> str:
     """``Produce``, ``ApiVersions``… (Kafka's request label); ``Api<n>`` if unknown."""
+    from pylog.protocol import ApiKey
+
     try:
-        api_key_enum = importlib.import_module("pylog.protocol").ApiKey
-        name = str(api_key_enum(api_key).name)
-    except (ImportError, AttributeError, ValueError):
+        name = ApiKey(api_key).name
+    except ValueError:
         return f"Api{api_key}"
     return "".join(part.capitalize() for part in name.split("_"))
 

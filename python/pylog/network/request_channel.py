@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from pylog.errors import CloseConnection
+from pylog.protocol import RequestHeader
 
 if TYPE_CHECKING:
     from pylog.log.fetch import FileRecords
@@ -46,7 +47,6 @@ __all__ = [
     "Request",
     "RequestChannel",
     "RequestHandler",
-    "RequestHeaderLike",
     "Response",
 ]
 
@@ -55,24 +55,11 @@ _log = logging.getLogger("pylog.network")
 Chunk: TypeAlias = "bytes | bytearray | memoryview | FileRecords"
 
 
-class RequestHeaderLike(Protocol):
-    """What the network layer reads of ``pylog.protocol.RequestHeader``."""
-
-    @property
-    def api_key(self) -> int: ...
-    @property
-    def api_version(self) -> int: ...
-    @property
-    def correlation_id(self) -> int: ...
-    @property
-    def client_id(self) -> str | None: ...
-
-
 @dataclass(slots=True, eq=False)
 class Request:
     """One request as the handlers see it (docs/internals/request-path.md)."""
 
-    header: RequestHeaderLike
+    header: RequestHeader
     frame: memoryview  # the whole request after the size prefix
     connection_id: str
     client_host: str
@@ -134,7 +121,7 @@ class RequestChannel:
 
     def __init__(
         self,
-        handler: RequestHandler,
+        handler: RequestHandler | None,
         queue_size: int,
         metrics: MetricsRegistry | None = None,
     ) -> None:
@@ -196,6 +183,8 @@ class RequestChannel:
     async def handle(self, request: Request, response: Response) -> None:
         """Run the handler for ``request`` and fill ``response`` (never raises)."""
         try:
+            if self.handler is None:
+                raise CloseConnection("the broker is not serving requests yet")
             chunks = await self.handler.handle(request)
         except CloseConnection as e:
             _log.info(

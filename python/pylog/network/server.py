@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import importlib
 import itertools
 import logging
 import os
@@ -45,15 +44,15 @@ from pylog.network.request_channel import (
     Request,
     RequestChannel,
     RequestHandler,
-    RequestHeaderLike,
     Response,
 )
+from pylog.protocol import RequestHeader, parse_request_header
 
 __all__ = ["Acceptor", "ListenerSpec", "Processor", "SocketServer", "default_header_parser"]
 
 _log = logging.getLogger("pylog.network")
 
-HeaderParser = Callable[[memoryview], RequestHeaderLike]
+HeaderParser = Callable[[memoryview], RequestHeader]
 
 RECEIVE_BUFFER = 64 * 1024
 # Frames at least this large get a buffer of their own (filled by recv_into).
@@ -65,9 +64,8 @@ WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 
 def default_header_parser() -> HeaderParser:
-    """``pylog.protocol.parse_request_header`` (imported when the server starts)."""
-    parser: HeaderParser = importlib.import_module("pylog.protocol").parse_request_header
-    return parser
+    """``pylog.protocol.parse_request_header``."""
+    return parse_request_header
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,7 +480,9 @@ class Acceptor:
         self._server: asyncio.Server | None = None
         self.port = spec.port
 
-    async def start(self) -> int:
+    async def bind(self) -> int:
+        """Bind the listening socket (connections wait in the backlog until
+        :meth:`start_serving`); returns the bound port."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             self._new_processor,
@@ -490,10 +490,15 @@ class Acceptor:
             self.spec.port,
             backlog=self.server.backlog,
             reuse_address=True,
+            start_serving=False,
         )
         self.port = int(self._server.sockets[0].getsockname()[1])
         _log.info("listener %s bound to %s:%s", self.spec.name, self.spec.host or "*", self.port)
         return self.port
+
+    async def start_serving(self) -> None:
+        if self._server is not None:
+            await self._server.start_serving()
 
     def _new_processor(self) -> Processor:
         return Processor(self.server, self, self.server._next_connection_id(self))
@@ -513,7 +518,7 @@ class SocketServer:
     def __init__(
         self,
         listeners: Sequence[ListenerSpec],
-        handler: RequestHandler,
+        handler: RequestHandler | None,
         *,
         queued_max_requests: int = 500,
         socket_request_max_bytes: int = 100 * 1024 * 1024,
@@ -556,20 +561,39 @@ class SocketServer:
 
     # ------------------------------------------------------------ start / stop
 
-    async def startup(self) -> dict[str, int]:
-        """Bind every listener; returns listener name → bound port."""
-        if self._parse_header is None:
-            self._parse_header = default_header_parser()
+    async def bind(self) -> dict[str, int]:
+        """Bind every listener without accepting yet; listener name → bound port
+        (what an advertised port 0 becomes)."""
         ports: dict[str, int] = {}
         try:
             for acceptor in self.acceptors:
-                ports[acceptor.spec.name] = await acceptor.start()
+                ports[acceptor.spec.name] = await acceptor.bind()
         except BaseException:
             for acceptor in self.acceptors:
                 acceptor.stop_accepting()
             raise
+        return ports
+
+    async def start_processing(self, handler: RequestHandler | None = None) -> None:
+        """Start accepting connections and handing their requests to ``handler``
+        (or the one given at construction)."""
+        if handler is not None:
+            self.channel.handler = handler
+        if self.channel.handler is None:
+            raise RuntimeError("no request handler")
+        if self._parse_header is None:
+            self._parse_header = default_header_parser()
+        if any(a._server is None for a in self.acceptors):
+            await self.bind()
         self.accepting = True
+        for acceptor in self.acceptors:
+            await acceptor.start_serving()
         self._reaper = asyncio.get_running_loop().create_task(self._reap_idle())
+
+    async def startup(self) -> dict[str, int]:
+        """Bind every listener and start serving; listener name → bound port."""
+        ports = await self.bind()
+        await self.start_processing()
         return ports
 
     @property
@@ -609,7 +633,7 @@ class SocketServer:
 
     # ------------------------------------------------------------ connections
 
-    def parse_header(self, frame: memoryview) -> RequestHeaderLike:
+    def parse_header(self, frame: memoryview) -> RequestHeader:
         assert self._parse_header is not None
         return self._parse_header(frame)
 

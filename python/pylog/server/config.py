@@ -21,6 +21,7 @@ and logged once, as Kafka does, rather than refused.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -366,6 +367,20 @@ class KafkaConfig:
     def with_overrides(self, overrides: Mapping[str, Any]) -> KafkaConfig:
         """A new config: these originals plus ``overrides``."""
         return KafkaConfig.from_props({**self.originals, **overrides})
+
+    def with_bound_ports(self, ports: Mapping[str, int]) -> KafkaConfig:
+        """This config once the listeners are bound: a listener or advertised
+        listener with port 0 takes its listener's bound port (listener name → port)."""
+
+        def bound(ep: EndPoint) -> EndPoint:
+            port = ports.get(ep.listener_name)
+            return ep.with_port(port) if ep.port == 0 and port else ep
+
+        return dataclasses.replace(
+            self,
+            listeners=tuple(bound(ep) for ep in self.listeners),
+            advertised_listeners=tuple(bound(ep) for ep in self.advertised_listeners),
+        )
 
     def listener(self, name: str) -> EndPoint | None:
         for ep in self.listeners:

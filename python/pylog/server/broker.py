@@ -1,0 +1,358 @@
+"""KafkaServer: one broker's lifecycle, from start-up to a clean shutdown.
+
+States are Kafka's BrokerStates (seed 001), with Kafka's numeric values (the
+``BrokerState`` metric reports them):
+
+    NotRunning → Starting → [RecoveringFromUncleanShutdown →] RunningAsBroker
+    RunningAsBroker → PendingControlledShutdown → BrokerShuttingDown → NotRunning
+
+Start-up: the LogManager loads (and, after a crash, recovers) every log; the
+listeners are bound (so an advertised port 0 is known before anything reports
+it); the MetadataStore, ReplicaManager and KafkaApis are built; the
+SocketServer starts accepting; the metrics endpoint starts if ``metrics.port``
+is set. A failure on the way undoes what was started.
+
+Shutdown (SIGTERM, SIGINT, or :meth:`KafkaServer.shutdown`): stop accepting,
+stop reading requests, answer every request already received (bounded by
+``shutdown.timeout.ms``), close connections, shut the request handlers and the
+purgatory down, then the LogManager flushes every log and writes the
+checkpoints and the clean-shutdown marker, so the next start skips recovery.
+After ``kill -9`` there is no marker and the next start recovers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import inspect
+import logging
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pylog.errors import InvalidConfigurationError
+from pylog.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
+from pylog.network.metrics import MetricsRegistry, MetricsServer
+from pylog.network.request_channel import RequestHandler
+from pylog.network.server import ListenerSpec, SocketServer
+from pylog.server.config import SUPPORTED_SECURITY_PROTOCOLS, KafkaConfig
+
+__all__ = ["BrokerState", "IllegalBrokerStateTransition", "KafkaServer"]
+
+_log = logging.getLogger("pylog.server")
+
+
+class BrokerState(enum.IntEnum):
+    """Kafka's BrokerStates, with the values Kafka's BrokerState metric reports."""
+
+    NotRunning = 0
+    Starting = 1
+    RecoveringFromUncleanShutdown = 2
+    RunningAsBroker = 3
+    PendingControlledShutdown = 6
+    BrokerShuttingDown = 7
+
+
+_LEGAL: dict[BrokerState, frozenset[BrokerState]] = {
+    BrokerState.NotRunning: frozenset({BrokerState.Starting}),
+    BrokerState.Starting: frozenset(
+        {
+            BrokerState.RecoveringFromUncleanShutdown,
+            BrokerState.RunningAsBroker,
+            BrokerState.BrokerShuttingDown,  # start-up failed
+        }
+    ),
+    BrokerState.RecoveringFromUncleanShutdown: frozenset(
+        {BrokerState.RunningAsBroker, BrokerState.BrokerShuttingDown}
+    ),
+    BrokerState.RunningAsBroker: frozenset(
+        {BrokerState.PendingControlledShutdown, BrokerState.BrokerShuttingDown}
+    ),
+    BrokerState.PendingControlledShutdown: frozenset({BrokerState.BrokerShuttingDown}),
+    BrokerState.BrokerShuttingDown: frozenset({BrokerState.NotRunning}),
+}
+
+
+class IllegalBrokerStateTransition(RuntimeError):
+    pass
+
+
+HandlerFactory = Callable[["KafkaServer"], "RequestHandler | Awaitable[RequestHandler]"]
+
+
+def _default_handler(server: KafkaServer) -> RequestHandler:
+    """MetadataStore → ReplicaManager → KafkaApis, the broker's request handler."""
+    from pylog.server.kafka_apis import KafkaApis
+    from pylog.server.metadata_store import MetadataStore
+    from pylog.server.replica_manager import ReplicaManager
+
+    assert server.log_manager is not None
+    store = MetadataStore(server.log_manager.log_dirs[0])
+    server.metadata_store = store
+    replica_manager = ReplicaManager(server.log_manager, store, broker_id=server.config.broker_id)
+    replica_manager.startup()
+    server.replica_manager = replica_manager
+    return KafkaApis(server.config, replica_manager, store)
+
+
+class KafkaServer:
+    """A broker: build with a KafkaConfig, ``await startup()``, ``await shutdown()``.
+
+    ``handler_factory`` replaces KafkaApis (tests of the network layer and the
+    lifecycle); it is called once the logs are loaded and the listeners bound
+    and may return the handler or an awaitable of it.
+    """
+
+    def __init__(
+        self, config: KafkaConfig, *, handler_factory: HandlerFactory | None = None
+    ) -> None:
+        for ep in config.listeners:
+            if ep.security_protocol not in SUPPORTED_SECURITY_PROTOCOLS:
+                raise InvalidConfigurationError(
+                    f"listener {ep} uses {ep.security_protocol}; pylog serves only "
+                    f"{', '.join(SUPPORTED_SECURITY_PROTOCOLS)} so far"
+                )
+        self.config = config
+        self.handler_factory = handler_factory or _default_handler
+        self.state = BrokerState.NotRunning
+        self.metrics = MetricsRegistry()
+        self.log_manager: LogManager | None = None
+        self.metadata_store: Any = None
+        self.replica_manager: Any = None
+        self.handler: RequestHandler | None = None
+        self.socket_server: SocketServer | None = None
+        self.metrics_server: MetricsServer | None = None
+        self.started_at: float | None = None
+        self.startup_ms: float | None = None
+        self._shutdown_task: asyncio.Task[None] | None = None
+        self._stopped = asyncio.Event()
+        self._register_metrics()
+
+    # ------------------------------------------------------------ state
+
+    def _transition(self, new: BrokerState) -> None:
+        if new not in _LEGAL[self.state]:
+            raise IllegalBrokerStateTransition(f"{self.state.name} -> {new.name}")
+        _log.debug("broker state %s -> %s", self.state.name, new.name)
+        self.state = new
+
+    @property
+    def is_running(self) -> bool:
+        return self.state is BrokerState.RunningAsBroker
+
+    @property
+    def bound_ports(self) -> dict[str, int]:
+        return self.socket_server.bound_ports if self.socket_server is not None else {}
+
+    @property
+    def port(self) -> int:
+        """The first listener's bound port."""
+        return self.bound_ports[self.config.listeners[0].listener_name]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` of the advertised listeners, for a client's bootstrap.servers."""
+        return ",".join(f"{ep.host}:{ep.port}" for ep in self.config.advertised_listeners)
+
+    # ------------------------------------------------------------ start-up
+
+    async def startup(self) -> None:
+        t0 = time.perf_counter()
+        self._transition(BrokerState.Starting)
+        self._stopped.clear()
+        try:
+            if self._unclean_dirs():
+                self._transition(BrokerState.RecoveringFromUncleanShutdown)
+            # Loading may read whole segments after a crash: not on the event loop.
+            self.log_manager = await asyncio.to_thread(LogManager, self.config.log)
+            self.log_manager.startup()
+
+            c = self.config
+            self.socket_server = SocketServer(
+                [
+                    ListenerSpec(ep.listener_name, ep.bind_host, ep.port, ep.security_protocol)
+                    for ep in c.listeners
+                ],
+                None,
+                queued_max_requests=c.queued_max_requests,
+                socket_request_max_bytes=c.socket_request_max_bytes,
+                connections_max_idle_ms=c.connections_max_idle_ms,
+                max_connections=c.max_connections,
+                max_connections_per_ip=c.max_connections_per_ip,
+                send_buffer_bytes=int(c.get("socket.send.buffer.bytes")),
+                receive_buffer_bytes=int(c.get("socket.receive.buffer.bytes")),
+                backlog=int(c.get("socket.listen.backlog.size")),
+                metrics=self.metrics,
+            )
+            ports = await self.socket_server.bind()
+            self.config = c.with_bound_ports(ports)
+
+            made = self.handler_factory(self)
+            self.handler = await made if inspect.isawaitable(made) else made
+            await _maybe_await(getattr(self.handler, "startup", None))
+            await self.socket_server.start_processing(self.handler)
+
+            if c.metrics_port:
+                host = c.get("metrics.host") or self.config.listeners[0].host or None
+                self.metrics_server = MetricsServer(self.metrics, host, c.metrics_port)
+                await self.metrics_server.start()
+
+            self._transition(BrokerState.RunningAsBroker)
+        except BaseException:
+            _log.exception("broker start-up failed")
+            with contextlib.suppress(IllegalBrokerStateTransition):
+                self._transition(BrokerState.BrokerShuttingDown)
+            await self._stop_components(timeout=1.0)
+            self.state = BrokerState.NotRunning
+            self._stopped.set()
+            raise
+        self.started_at = time.time()
+        self.startup_ms = (time.perf_counter() - t0) * 1000
+        _log.info(
+            "broker %d started in %.0f ms, listening on %s",
+            self.config.broker_id,
+            self.startup_ms,
+            ", ".join(str(ep) for ep in self.config.listeners),
+        )
+
+    def _unclean_dirs(self) -> list[str]:
+        """Log directories holding data but no clean-shutdown marker."""
+        out = []
+        for d in self.config.log.log_dirs:
+            if not os.path.isdir(d):
+                continue
+            entries = [e for e in os.listdir(d) if not e.startswith(".")]
+            if entries and not os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE)):
+                out.append(d)
+        return out
+
+    # ------------------------------------------------------------ shutdown
+
+    def shutdown_soon(self) -> None:
+        """Start a graceful shutdown from a signal handler or any coroutine."""
+        if self._shutdown_task is None and self.state is not BrokerState.NotRunning:
+            self._shutdown_task = asyncio.get_running_loop().create_task(self.shutdown())
+
+    async def shutdown(self) -> None:
+        """Graceful shutdown (see the module docstring). Idempotent."""
+        if self.state in (BrokerState.NotRunning, BrokerState.BrokerShuttingDown):
+            await self._stopped.wait()
+            return
+        if self.state is BrokerState.RunningAsBroker:
+            self._transition(BrokerState.PendingControlledShutdown)
+        t0 = time.perf_counter()
+        self._transition(BrokerState.BrokerShuttingDown)
+        timeout = int(self.config.get("shutdown.timeout.ms")) / 1000
+        try:
+            await self._stop_components(timeout)
+        finally:
+            self._transition(BrokerState.NotRunning)
+            self._stopped.set()
+        _log.info("broker %d shut down in %.0f ms", self.config.broker_id,
+                  (time.perf_counter() - t0) * 1000)  # fmt: skip
+
+    async def _stop_components(self, timeout: float) -> None:
+        if self.socket_server is not None:
+            try:
+                await self.socket_server.shutdown(timeout)
+            except Exception:
+                _log.exception("stopping the socket server failed")
+        if self.handler is not None:
+            try:
+                await _maybe_await(getattr(self.handler, "shutdown", None))
+            except Exception:
+                _log.exception("stopping the request handlers failed")
+            self.handler = None
+        if self.replica_manager is not None:
+            try:
+                await asyncio.to_thread(self.replica_manager.shutdown)
+            except Exception:
+                _log.exception("stopping the replica manager failed")
+            self.replica_manager = None
+        if self.metadata_store is not None:
+            with contextlib.suppress(Exception):
+                await _maybe_await(getattr(self.metadata_store, "close", None))
+        if self.log_manager is not None:
+            try:
+                await asyncio.to_thread(self.log_manager.shutdown)
+            except Exception:
+                _log.exception("log manager shutdown failed")
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
+            self.metrics_server = None
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    # ------------------------------------------------------------ running
+
+    async def serve_forever(self, *, install_signal_handlers: bool = True) -> None:
+        """Start, run until SIGTERM/SIGINT (or :meth:`shutdown_soon`), shut down."""
+        loop = asyncio.get_running_loop()
+        if install_signal_handlers:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._on_signal, sig)
+        try:
+            await self.startup()
+            await self._stopped.wait()
+            if self._shutdown_task is not None:
+                await self._shutdown_task
+        finally:
+            if install_signal_handlers:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+
+    def _on_signal(self, sig: int) -> None:
+        _log.info("received %s: shutting down", signal.Signals(sig).name)
+        self.shutdown_soon()
+
+    # ------------------------------------------------------------ metrics
+
+    def _register_metrics(self) -> None:
+        m = self.metrics
+        m.gauge(
+            "kafka_server_kafkaserver_brokerstate",
+            "Broker state (Kafka's values: 0 NotRunning, 1 Starting, 2 Recovering, "
+            "3 RunningAsBroker, 6 PendingControlledShutdown, 7 BrokerShuttingDown).",
+            lambda: int(self.state),
+        )
+        m.gauge(
+            "kafka_server_replicamanager_partitioncount",
+            "Partitions on this broker.",
+            lambda: len(self.log_manager) if self.log_manager is not None else 0,
+        )
+        m.gauge(
+            "kafka_server_replicamanager_leadercount",
+            "Partitions this broker leads.",
+            lambda: len(self.log_manager) if self.log_manager is not None else 0,
+        )
+        m.gauge(
+            "kafka_log_logmanager_size_bytes",
+            "Bytes of every partition's log, per topic.",
+            self._topic_sizes,
+        )
+        m.gauge(
+            "kafka_server_kafkaserver_uptime_seconds",
+            "Seconds since the broker finished starting.",
+            lambda: time.time() - self.started_at if self.started_at else 0.0,
+        )
+
+    def _topic_sizes(self) -> list[tuple[dict[str, str], float]]:
+        if self.log_manager is None:
+            return []
+        sizes: dict[str, int] = {}
+        for tp, log in self.log_manager.all_logs().items():
+            with contextlib.suppress(Exception):
+                sizes[tp.topic] = sizes.get(tp.topic, 0) + int(log.size)
+        return [({"topic": t}, float(v)) for t, v in sorted(sizes.items())]
+
+
+async def _maybe_await(method: Callable[[], Any] | None) -> None:
+    if method is None:
+        return
+    result = method()
+    if inspect.isawaitable(result):
+        await result
