@@ -25,9 +25,8 @@ build: $(STAMP) ## (re)build the native extension in place, with the test/bench/
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q -E test,bench,dev
 	@$(PY) -c "import pylog._native as n; print('pylog._native', n.__version__)"
 
-run: install ## start a broker with the embedded default configuration (arrives with the broker issue)
-	@echo "The network broker is not built yet (issue: 'A single broker that Kafka clients use unchanged')."; \
-	 echo "What works today is the storage engine: try '$(VENV)/bin/pylog dump-log --help'."; exit 1
+run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./pylog-data (Ctrl-C stops it cleanly)
+	$(VENV)/bin/pylog broker start
 
 test: install tools test-rust test-python ## install everything the tests need, then run all tests
 

@@ -289,14 +289,22 @@ class KafkaServer:
 
     # ------------------------------------------------------------ running
 
-    async def serve_forever(self, *, install_signal_handlers: bool = True) -> None:
-        """Start, run until SIGTERM/SIGINT (or :meth:`shutdown_soon`), shut down."""
+    async def serve_forever(
+        self,
+        *,
+        install_signal_handlers: bool = True,
+        announce: Callable[[KafkaServer], None] | None = None,
+    ) -> None:
+        """Start, run until SIGTERM/SIGINT (or :meth:`shutdown_soon`), shut down.
+        ``announce`` is called once the broker is serving."""
         loop = asyncio.get_running_loop()
         if install_signal_handlers:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self._on_signal, sig)
         try:
             await self.startup()
+            if announce is not None:
+                announce(self)
             await self._stopped.wait()
             if self._shutdown_task is not None:
                 await self._shutdown_task
