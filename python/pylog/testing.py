@@ -29,10 +29,10 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pylog.server.broker import HandlerFactory, KafkaServer
-from pylog.server.config import KafkaConfig
+if TYPE_CHECKING:  # the broker is imported when one starts, not when pytest loads the plugin
+    from pylog.server.broker import HandlerFactory, KafkaServer
 
 __all__ = ["TEST_DEFAULTS", "EmbeddedBroker", "broker"]
 
@@ -63,6 +63,8 @@ class EmbeddedBroker:
         self.log_dir = log_dir if log_dir is not None else tempfile.mkdtemp(prefix="pylog-test-")
         props: dict[str, Any] = {**TEST_DEFAULTS, "log.dirs": self.log_dir}
         props.update(overrides or {})
+        from pylog.server.config import KafkaConfig
+
         self.config = KafkaConfig.from_props(props)
         self.handler_factory = handler_factory
         self.startup_timeout = startup_timeout
@@ -105,6 +107,8 @@ class EmbeddedBroker:
             ep = config.listeners[0]
             if ep.port == 0:
                 config = config.with_bound_ports({ep.listener_name: self._port})
+        from pylog.server.broker import KafkaServer
+
         server = KafkaServer(config, handler_factory=self.handler_factory)
 
         def run() -> None:
