@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pylog.errors import (
@@ -120,8 +120,6 @@ class ReplicaManager:
             elif meta.partitions < count:
                 store.add_partitions(topic, count)
         for meta in store.topics():
-            if meta.configs:
-                self.log_manager.update_topic_config(meta.name, meta.configs)
             self._ensure_partitions(meta)
 
     def shutdown(self) -> None:
@@ -144,6 +142,8 @@ class ReplicaManager:
             self._remove_topic(meta)
 
     def _ensure_partitions(self, meta: TopicMetadata) -> None:
+        if meta.configs:
+            self.log_manager.update_topic_config(meta.name, meta.configs)
         for i in range(meta.partitions):
             tp = TopicPartition(meta.name, i)
             if tp in self._partitions:
@@ -190,9 +190,14 @@ class ReplicaManager:
         *,
         internal_topics_allowed: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        before_wait: Callable[[], None] | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's records as its leader; for acks=-1 wait until
-        they are committed (or ``timeout_ms``). Returns a result per partition."""
+        they are committed (or ``timeout_ms``). Returns a result per partition.
+
+        ``before_wait`` runs once every append is ordered, before the first wait
+        (an append on a worker thread, the purgatory): the network layer then
+        lets the connection's next request start."""
         if required_acks not in (0, 1, -1):
             err = InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {required_acks}")
             return {tp: _error_result(err) for tp in entries}
@@ -228,6 +233,8 @@ class ReplicaManager:
             jobs.append((tp, self._append_in_order(tp, partition, data, required_acks, origin,
                                                    prev, done)))  # fmt: skip
         if jobs:
+            if before_wait is not None:
+                before_wait()
             outcomes = await asyncio.gather(*(j for _, j in jobs), return_exceptions=True)
             for (tp, _), outcome in zip(jobs, outcomes, strict=True):
                 if isinstance(outcome, BaseException):
@@ -262,7 +269,9 @@ class ReplicaManager:
                 fut.set_result(res)
 
         op = DelayedProduce(timeout_ms, statuses, self._partitions.get, respond)
-        self.delayed_produce_purgatory.try_complete_else_watch(op, list(infos))
+        waiting = not self.delayed_produce_purgatory.try_complete_else_watch(op, list(infos))
+        if waiting and before_wait is not None:
+            before_wait()
         return await fut
 
     async def _append_in_order(
@@ -358,7 +367,11 @@ class ReplicaManager:
         return out
 
     async def fetch_messages(
-        self, params: FetchParams, requests: Sequence[FetchPartitionRequest]
+        self,
+        params: FetchParams,
+        requests: Sequence[FetchPartitionRequest],
+        *,
+        before_wait: Callable[[], None] | None = None,
     ) -> list[FetchPartitionResult]:
         """Answer at once when the wait is 0, nothing is asked, min_bytes are
         there, or a partition errs or diverges; else wait in the purgatory."""
@@ -384,7 +397,13 @@ class ReplicaManager:
             self,
             respond,
         )
-        self.delayed_fetch_purgatory.try_complete_else_watch(op, [req.tp for req in requests])
+        if (
+            not self.delayed_fetch_purgatory.try_complete_else_watch(
+                op, [req.tp for req in requests]
+            )
+            and before_wait is not None
+        ):
+            before_wait()
         return await fut
 
     # ------------------------------------------------------------------ offsets
