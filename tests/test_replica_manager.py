@@ -1,0 +1,130 @@
+"""ReplicaManager and Partition against real logs: HW = LEO with a one-broker
+ISR, leader epochs, ordered appends on the worker thread, store/log
+reconciliation at start-up. With ``-s`` it prints the inline-vs-offloaded
+append costs behind DEFAULT_APPEND_OFFLOAD_BYTES."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from conftest import build_batch
+
+from pylog.log import LogManager, TopicPartition
+from pylog.log.log import FetchIsolation
+from pylog.server.delayed_fetch import FetchParams, FetchPartitionRequest
+from pylog.server.metadata_store import MetadataStore
+from pylog.server.replica_manager import ReplicaManager
+
+
+def make(path: str, **kw: Any) -> tuple[LogManager, MetadataStore, ReplicaManager]:
+    lm = LogManager({"log.dirs": path})
+    store = MetadataStore(path)
+    rm = ReplicaManager(lm, store, **kw)
+    rm.startup()
+    return lm, store, rm
+
+
+def close(lm: LogManager, rm: ReplicaManager) -> None:
+    rm.shutdown()
+    lm.shutdown()
+
+
+def test_append_moves_hw_and_records_epoch(tmp_path: Any) -> None:
+    lm, store, rm = make(str(tmp_path))
+    store.create_topic("t", 2)
+    tp = TopicPartition("t", 1)
+
+    async def main() -> None:
+        res = await rm.append_records(1000, -1, {tp: build_batch([b"a", b"b"])})
+        assert res[tp].error_code == 0 and res[tp].base_offset == 0
+        p = rm.partition(tp)
+        assert p is not None
+        assert p.high_watermark == p.log_end_offset == 2
+        assert p.log.leader_epoch_cache.latest_epoch == 0  # type: ignore[union-attr]
+        assert p.replica(0).log_end_offset == 2  # type: ignore[union-attr]
+        out = rm.read_from_local_log(FetchParams(), [FetchPartitionRequest(tp, 0, 1 << 20)])
+        assert out[0].high_watermark == 2 and out[0].size > 0
+
+    asyncio.run(main())
+    close(lm, rm)
+
+
+def test_startup_adopts_logs_the_store_lacks(tmp_path: Any) -> None:
+    lm, store, rm = make(str(tmp_path))
+    store.create_topic("kept", 3)
+    tid = store.topic("kept").topic_id  # type: ignore[union-attr]
+    close(lm, rm)
+    os.unlink(store.path)
+    lm, store, rm = make(str(tmp_path))
+    meta = store.topic("kept")
+    assert meta is not None and meta.partitions == 3 and meta.topic_id == tid
+    assert len(rm.partitions_of("kept")) == 3
+    close(lm, rm)
+
+
+def test_delete_records_moves_log_start(tmp_path: Any) -> None:
+    lm, store, rm = make(str(tmp_path))
+    store.create_topic("d", 1)
+    tp = TopicPartition("d", 0)
+
+    async def main() -> None:
+        await rm.append_records(1000, 1, {tp: build_batch([b"1", b"2", b"3"])})
+
+    asyncio.run(main())
+    assert rm.delete_records({tp: 2})[tp] == (0, 2)
+    assert rm.delete_records({tp: 9})[tp][0] == 1  # OFFSET_OUT_OF_RANGE
+    p = rm.partition(tp)
+    assert p is not None and p.log_start_offset == 2
+    found = p.fetch_offset_for_timestamp(-2, isolation=FetchIsolation.HIGH_WATERMARK)
+    assert found is not None and found.offset == 2
+    close(lm, rm)
+
+
+def test_offloaded_and_inline_appends_interleave_in_order(tmp_path: Any) -> None:
+    lm, store, rm = make(str(tmp_path), append_offload_bytes=4096)
+    store.create_topic("o", 1)
+    tp = TopicPartition("o", 0)
+
+    async def main() -> None:
+        sizes = [100_000, 10, 50_000, 10, 10, 200_000]
+        calls = [rm.append_records(1000, 1, {tp: build_batch([b"x" * n])}) for n in sizes]
+        res = await asyncio.gather(*calls)
+        assert [r[tp].base_offset for r in res] == list(range(len(sizes)))
+
+    asyncio.run(main())
+    close(lm, rm)
+
+
+def test_measure_inline_vs_offloaded_append(tmp_path: Any) -> None:
+    """Not a timed assertion: prints what an append costs inline and through
+    the executor, the figures behind the default offload threshold."""
+    lm, store, rm = make(str(tmp_path))
+    store.create_topic("m", 1)
+    tp = TopicPartition("m", 0)
+    p = rm.partition(tp)
+    assert p is not None
+    ex = rm._executor
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        p.append_records_to_leader(build_batch([b"warm-up"]), 1)
+        for size in (1024, 16 * 1024, 128 * 1024, 900 * 1024):
+            batches = [build_batch([b"v" * 100] * (size // 100)) for _ in range(20)]
+            t0 = time.perf_counter()
+            for b in batches[:10]:
+                p.append_records_to_leader(b, 1)
+            inline = (time.perf_counter() - t0) / 10
+            t0 = time.perf_counter()
+            for b in batches[10:]:
+                await loop.run_in_executor(ex, p.append_records_to_leader, b, 1)
+            offloaded = (time.perf_counter() - t0) / 10
+            print(
+                f"append {size >> 10:5d} KiB: inline {inline * 1e6:8.1f} µs, "
+                f"via executor {offloaded * 1e6:8.1f} µs"
+            )
+
+    asyncio.run(main())
+    close(lm, rm)
