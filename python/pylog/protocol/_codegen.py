@@ -141,10 +141,10 @@ _BASE_NS: dict[str, Any] = {
     "_Failure": FieldFailure,
     "_unpack_from": struct.unpack_from,
     "_pack": struct.pack,
-    "_i16": struct.Struct(">h").unpack_from,
-    "_i32": struct.Struct(">i").unpack_from,
-    "_p16": struct.Struct(">h").pack,
-    "_p32": struct.Struct(">i").pack,
+    "_rd16": struct.Struct(">h").unpack_from,
+    "_rd32": struct.Struct(">i").unpack_from,
+    "_len16": struct.Struct(">h").pack,
+    "_len32": struct.Struct(">i").pack,
 }
 
 
@@ -288,7 +288,7 @@ class _DecodeGen:
             self.uvarint(ind, target)
             w.emit(ind, f"{target} -= 1")
         else:
-            w.emit(ind, f"{target} = {'_i32' if wide else '_i16'}(buf, pos)[0]")
+            w.emit(ind, f"{target} = {'_rd32' if wide else '_rd16'}(buf, pos)[0]")
             w.emit(ind, f"pos += {4 if wide else 2}")
 
     def struct(self, type_name: str, fields: list[FieldSpec], ind: int, path: str) -> str:
@@ -369,7 +369,7 @@ class _DecodeGen:
                 self.uvarint(ind, n)
                 w.emit(ind, f"{n} -= 1")
             else:
-                w.emit(ind, f"{n} = _i32(buf, pos)[0]")
+                w.emit(ind, f"{n} = _rd32(buf, pos)[0]")
                 w.emit(ind, "pos += 4")
             w.emit(ind, f"if {n} < 0:")
             if nullable:
@@ -470,7 +470,7 @@ class _EncodeGen:
         if self.compact(f):
             w.emit(ind, f"{o} += _UV[{n} + 1] if {n} < 127 else _uvb({n} + 1)")
         else:
-            w.emit(ind, f"{o} += {'_p32' if wide else '_p16'}({n})")
+            w.emit(ind, f"{o} += {'_len32' if wide else '_len16'}({n})")
 
     def null(self, ind: int, f: FieldSpec, o: str, wide: bool) -> None:
         marker = b"\x00" if self.compact(f) else b"\xff" * (4 if wide else 2)
@@ -491,7 +491,8 @@ class _EncodeGen:
         v = self.version
         present = [f for f in fields if _in(v, f.versions) and not _in(v, f.tagged)]
         for f in fields:
-            if not _in(v, f.versions) and not f.ignorable:
+            # tagged fields are optional by nature: like ignorable ones, dropped when absent
+            if not _in(v, f.versions) and not f.ignorable and not f.tagged:
                 self.absent_check(f, d, ind, path)
         i = 0
         while i < len(present):
