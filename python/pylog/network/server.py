@@ -191,7 +191,7 @@ class Processor(asyncio.BufferedProtocol):
     @property
     def in_flight(self) -> int:
         """Requests received and not yet answered."""
-        return len(self._pending) + len(self._responses) + (1 if self._large else 0)
+        return len(self._pending) + len(self._responses)
 
     def _pause_reading(self, why: str) -> None:
         if not self._reading_paused_for and self.transport is not None:
@@ -244,7 +244,8 @@ class Processor(asyncio.BufferedProtocol):
     def _split_frames(self, now: int) -> None:
         buf = self._buf
         limit = self.server.max_request_size
-        while not self._closing:
+        # Once the channel is full, frames already read stay in the buffer too.
+        while not self._closing and "queue" not in self._reading_paused_for:
             available = self._end - self._start
             if available < 4:
                 break
@@ -303,10 +304,24 @@ class Processor(asyncio.BufferedProtocol):
         self._wakeup.set()
         if not self.channel.send_request(request):
             self._pause_reading("queue")
-            self.channel.when_not_full(lambda: self._resume_reading("queue"))
+            self.channel.when_not_full(self._channel_has_room)
+
+    def _channel_has_room(self) -> None:
+        asyncio.get_running_loop().call_soon(self._continue_after_back_pressure)
+
+    def _continue_after_back_pressure(self) -> None:
+        if self._closing:
+            return
+        self._reading_paused_for.discard("queue")
+        self._split_frames(time.monotonic_ns())  # the frames already buffered first
+        if "queue" not in self._reading_paused_for:
+            self._reading_paused_for.add("queue")
+            self._resume_reading("queue")
 
     def eof_received(self) -> bool | None:
-        # The client half-closed: answer what it sent, then close.
+        # The client half-closed: answer what it sent (a partial frame never
+        # completes), then close.
+        self._large = None
         if self.in_flight:
             self._pause_reading("eof")
             return True

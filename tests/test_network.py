@@ -1,0 +1,399 @@
+"""The network layer on real loopback sockets, with a scripted request handler.
+
+Frames are real Kafka request frames (header v1 of ApiVersions v0, parsed by
+pylog.protocol); the body's first byte tells the test handler what to do.
+Covers framing, pipelining with in-order responses, bad and oversize frames,
+handler failures, back-pressure, idle and connection limits, sendfile of
+FileRecords, and the request metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import struct
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from pylog.errors import CloseConnection
+from pylog.log.fetch import FileRecords
+from pylog.network import ListenerSpec, MetricsRegistry, MetricsServer, Request, SocketServer
+from pylog.network.request_channel import Chunk
+
+API_VERSIONS = 18
+
+
+class ScriptedHandler:
+    """Body byte 0: E echo, S sleep 50 ms then echo, X raise, C CloseConnection,
+    N no response, F FileRecords of ``file_records``, B block until ``release``,
+    L mark_local_complete then wait for ``release``."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.started: list[int] = []
+        self.active = 0
+        self.max_active = 0
+        self.file_records: FileRecords | None = None
+
+    async def handle(self, request: Request) -> list[Chunk] | None:
+        body = bytes(request.frame[request.header.header_size :])
+        corr = request.header.correlation_id
+        self.started.append(corr)
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        try:
+            cmd = body[:1]
+            if cmd == b"S":
+                await asyncio.sleep(0.05)
+            elif cmd == b"X":
+                raise RuntimeError("a bug in a handler")
+            elif cmd == b"C":
+                raise CloseConnection("refused by the test")
+            elif cmd == b"N":
+                return None
+            elif cmd == b"B":
+                await self.release.wait()
+            elif cmd == b"L":
+                request.mark_local_complete()
+                await self.release.wait()
+            elif cmd == b"F":
+                assert self.file_records is not None
+                size = 4 + self.file_records.size
+                return [struct.pack(">ii", size, corr), self.file_records]
+            payload = struct.pack(">i", corr) + body
+            return [struct.pack(">i", len(payload)), payload]
+        finally:
+            self.active -= 1
+
+
+def frame(corr: int, body: bytes = b"E", api_key: int = API_VERSIONS, version: int = 0) -> bytes:
+    header = struct.pack(">hhih", api_key, version, corr, 4) + b"test"
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    (size,) = struct.unpack(">i", await reader.readexactly(4))
+    data = await reader.readexactly(size)
+    return struct.unpack(">i", data[:4])[0], data[4:]
+
+
+def run(
+    test: Callable[[SocketServer, int, ScriptedHandler], Awaitable[None]], **kwargs: Any
+) -> SocketServer:
+    """Start a SocketServer with a ScriptedHandler, run ``test``, shut down."""
+
+    async def main() -> SocketServer:
+        handler = ScriptedHandler()
+        kwargs.setdefault("metrics", MetricsRegistry())
+        server = SocketServer([ListenerSpec("PLAINTEXT", "127.0.0.1", 0)], handler, **kwargs)
+        port = (await server.startup())["PLAINTEXT"]
+        try:
+            await asyncio.wait_for(test(server, port, handler), 20)
+        finally:
+            handler.release.set()
+            await server.shutdown(timeout=5)
+        return server
+
+    return asyncio.run(main())
+
+
+async def connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", port)
+
+
+async def closed_by_server(reader: asyncio.StreamReader) -> bool:
+    try:
+        return await asyncio.wait_for(reader.read(), 5) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_echo_and_bound_port() -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        assert port > 0 and server.bound_ports == {"PLAINTEXT": port}
+        r, w = await connect(port)
+        w.write(frame(7, b"Ehello"))
+        assert await read_response(r) == (7, b"Ehello")
+        w.close()
+
+    run(t)
+
+
+def test_pipelined_responses_come_back_in_request_order() -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r, w = await connect(port)
+        # A slow request first: the fast ones behind it wait for its response.
+        w.write(frame(1, b"S") + b"".join(frame(i, b"E%d" % i) for i in range(2, 200)))
+        corrs = [(await read_response(r))[0] for _ in range(199)]
+        assert corrs == list(range(1, 200))
+        w.close()
+
+    run(t)
+
+
+def test_a_connections_requests_are_handled_one_at_a_time() -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r, w = await connect(port)
+        w.write(b"".join(frame(i, b"S") for i in range(5)))
+        for _ in range(5):
+            await read_response(r)
+        assert h.max_active == 1 and h.started == list(range(5))
+        w.close()
+
+    run(t)
+
+
+def test_mark_local_complete_lets_the_next_request_start() -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r, w = await connect(port)
+        w.write(frame(1, b"L") + frame(2, b"E"))
+        await asyncio.sleep(0.1)
+        assert h.started == [1, 2]  # 2 ran while 1 waits "in the purgatory"
+        h.release.set()
+        assert [(await read_response(r))[0] for _ in range(2)] == [1, 2]
+        w.close()
+
+    run(t)
+
+
+def test_connections_are_served_concurrently() -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r1, w1 = await connect(port)
+        r2, w2 = await connect(port)
+        w1.write(frame(1, b"B"))
+        await asyncio.sleep(0.05)
+        w2.write(frame(2, b"E"))
+        assert (await read_response(r2))[0] == 2  # not stuck behind connection 1
+        h.release.set()
+        assert (await read_response(r1))[0] == 1
+        w1.close()
+        w2.close()
+
+    run(t)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        struct.pack(">i", -1),  # negative size
+        struct.pack(">i", 2000) + b"x" * 10,  # over socket.request.max.bytes
+        struct.pack(">i", 4) + b"abcd",  # shorter than any request header
+        struct.pack(">i", 12) + struct.pack(">hhih", 18, 0, 1, 50) + b"ab",  # client id overrun
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",  # not Kafka at all
+    ],
+    ids=["negative", "oversize", "short-header", "bad-header", "http"],
+)
+def test_bad_frame_closes_only_that_connection(bad: bytes) -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        good_r, good_w = await connect(port)
+        bad_r, bad_w = await connect(port)
+        bad_w.write(bad)
+        assert await closed_by_server(bad_r)
+        good_w.write(frame(5))
+        assert (await read_response(good_r))[0] == 5
+        assert server.bad_frames == 1
+        good_w.close()
+
+    run(t, socket_request_max_bytes=1000)
+
+
+def test_truncated_frame_then_disconnect_leaves_the_server_serving() -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        _r, w = await connect(port)
+        w.write(frame(1, b"E" * 100_000)[:50_000])  # a large frame, cut short
+        await w.drain()
+        w.close()
+        r2, w2 = await connect(port)
+        w2.write(frame(2))
+        assert (await read_response(r2))[0] == 2
+        w2.close()
+        await asyncio.sleep(0.05)
+        assert server.channel.size == 0
+
+    run(t)
+
+
+def test_large_frames_arrive_whole() -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r, w = await connect(port)
+        bodies = [b"E" + os.urandom(n) for n in (10, 70_000, 3, 1_500_000, 16_383, 16_384)]
+        w.write(b"".join(frame(i, b) for i, b in enumerate(bodies)))
+        for i, body in enumerate(bodies):
+            assert await read_response(r) == (i, body)
+        w.close()
+
+    run(t)
+
+
+@pytest.mark.parametrize("cmd", [b"X", b"C"], ids=["handler-bug", "close-connection"])
+def test_handler_failure_closes_the_connection_after_earlier_responses(cmd: bytes) -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r, w = await connect(port)
+        w.write(frame(1, b"S") + frame(2, cmd) + frame(3))
+        assert (await read_response(r))[0] == 1
+        assert await closed_by_server(r)
+        r2, w2 = await connect(port)
+        w2.write(frame(4))
+        assert (await read_response(r2))[0] == 4
+        w2.close()
+
+    run(t)
+
+
+def test_no_response_requests_do_not_block_the_next_one() -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r, w = await connect(port)
+        w.write(frame(1, b"N") + frame(2))
+        assert (await read_response(r))[0] == 2
+        w.close()
+
+    run(t)
+
+
+def test_queued_max_requests_stops_reading_until_the_channel_drains() -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        readers = []
+        for c in range(4):
+            r, w = await connect(port)
+            # Each connection: one blocked request, then nine queued behind it.
+            w.write(b"".join(frame(c * 100 + i, b"B" if i == 0 else b"E") for i in range(10)))
+            readers.append((r, w))
+        await asyncio.sleep(0.2)
+        # Reading stopped once 3 were queued (a frame already in a buffer may add one).
+        assert server.channel.size <= 4
+        paused = sum(1 for p in server.processors.values() if p._reading_paused_for)
+        assert paused >= 1
+        h.release.set()
+        for c, (r, w) in enumerate(readers):
+            got = [(await read_response(r))[0] for _ in range(10)]
+            assert got == [c * 100 + i for i in range(10)]
+            w.close()
+        assert server.channel.size == 0
+
+    run(t, queued_max_requests=3)
+
+
+def test_idle_connections_are_closed() -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r, w = await connect(port)
+        w.write(frame(1))
+        await read_response(r)
+        started = time.monotonic()
+        assert await closed_by_server(r)
+        assert time.monotonic() - started < 2
+
+    run(t, connections_max_idle_ms=200)
+
+
+def test_max_connections() -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r1, w1 = await connect(port)
+        r2, _w2 = await connect(port)
+        w1.write(frame(1))
+        assert (await read_response(r1))[0] == 1
+        assert await closed_by_server(r2)
+        assert server.connections_refused == 1
+        w1.close()
+
+    run(t, max_connections=1)
+
+
+@pytest.mark.parametrize("size", [100, 3 * 1024 * 1024], ids=["small-pread", "large-sendfile"])
+def test_file_records_are_sent_from_the_file(tmp_path: Any, size: int) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    data = os.urandom(size + 1000)
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+
+    class Segment:
+        log_path = str(path)
+
+        def fileno(self) -> int:
+            return fd
+
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        h.file_records = FileRecords(Segment(), 500, size)
+        r, w = await connect(port)
+        w.write(frame(1, b"F") + frame(2, b"F") + frame(3))
+        for corr in (1, 2):
+            assert await read_response(r) == (corr, data[500 : 500 + size])
+        assert (await read_response(r))[0] == 3
+        w.close()
+
+    try:
+        server = run(t)
+    finally:
+        os.close(fd)
+    if size > 4096:
+        assert server.sendfile_bytes == 2 * size
+
+
+def test_shutdown_answers_requests_in_flight() -> None:
+    async def main() -> None:
+        h = ScriptedHandler()
+        server = SocketServer([ListenerSpec("PLAINTEXT", "127.0.0.1", 0)], h)
+        port = (await server.startup())["PLAINTEXT"]
+        r, w = await connect(port)
+        w.write(frame(1, b"S") + frame(2, b"S"))
+        await asyncio.sleep(0.01)
+        await server.shutdown(timeout=5)
+        assert [(await read_response(r))[0] for _ in range(2)] == [1, 2]
+        assert await closed_by_server(r)
+        with pytest.raises(OSError):
+            await connect(port)
+
+    asyncio.run(main())
+
+
+def test_request_metrics_and_the_metrics_endpoint() -> None:
+    registry = MetricsRegistry()
+
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r, w = await connect(port)
+        w.write(b"".join(frame(i) for i in range(10)))
+        for _ in range(10):
+            await read_response(r)
+        w.close()
+        http = MetricsServer(registry, "127.0.0.1", 0)
+        mport = await http.start()
+        try:
+            url = f"http://127.0.0.1:{mport}/metrics"
+            text = await asyncio.to_thread(
+                lambda: urllib.request.urlopen(url, timeout=5).read().decode()
+            )
+        finally:
+            await http.stop()
+        assert 'kafka_network_requestmetrics_requests_total{request="ApiVersions"} 10' in text
+        for phase in ("requestqueuetimems", "localtimems", "remotetimems", "totaltimems"):
+            fam = f"kafka_network_requestmetrics_{phase}"
+            assert f"# TYPE {fam} histogram" in text
+            assert f'{fam}_count{{request="ApiVersions"}} 10' in text
+            assert f'{fam}_bucket{{request="ApiVersions",le="+Inf"}} 10' in text
+        assert "kafka_server_brokertopicmetrics_bytesin_total" in text
+        assert "kafka_network_requestchannel_requestqueuesize 0" in text
+
+    run(t, metrics=registry)
+    m = registry.request("ApiVersions")
+    assert m.requests.value == 10
+    assert m.times["TotalTimeMs"].count == 10
+
+
+def test_port_in_use_is_an_error() -> None:
+    async def main() -> None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        try:
+            server = SocketServer([ListenerSpec("PLAINTEXT", "127.0.0.1", port)], None)
+            with pytest.raises(OSError):
+                await server.bind()
+        finally:
+            sock.close()
+
+    asyncio.run(main())
