@@ -43,7 +43,7 @@ test-python: ## pytest (real files, real segment bytes)
 	$(PY) -m pytest -q tests
 
 bench: install ## print the performance figures and their ratios against same-run baselines
-	cargo bench -q -p pylog-core --benches -- --warm-up-time 1 --measurement-time 3
+	cargo bench -q -p pylog-core -- --warm-up-time 1 --measurement-time 3
 	$(PY) -m pytest -q bench --benchmark-columns=mean,median,ops --benchmark-sort=name
 	$(PY) bench/storage_bench.py
 
