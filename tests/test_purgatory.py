@@ -114,3 +114,11 @@ def test_purge_and_shutdown(timer: Any) -> None:
     p.shutdown()
     assert all(o.completions == 1 for o in ops)
     assert p.delayed() == 0 and p.watched() == 0
+
+
+def test_uses_the_native_wheel_when_the_extension_has_it() -> None:
+    from pylog import _native
+
+    if not hasattr(_native, "TimingWheel"):
+        pytest.skip("this build of pylog._native has no TimingWheel yet")
+    assert not isinstance(make_timer(), HeapTimer)

@@ -121,6 +121,12 @@ class KafkaApis:
 
     # ------------------------------------------------------------------ routing
 
+    async def shutdown(self) -> None:
+        """Answer every waiting request now (the broker is stopping); runs on
+        the event loop, where the purgatories live."""
+        self.replica_manager.delayed_fetch_purgatory.shutdown()
+        self.replica_manager.delayed_produce_purgatory.shutdown()
+
     def register(self, api_key: int, handler: Handler) -> None:
         """Route ``api_key`` to ``handler(request, decoded_body) -> body | None``.
         A later registration replaces an earlier one."""

@@ -311,7 +311,21 @@ class DelayedOperationPurgatory(Generic[T]):
 
     def shutdown(self) -> None:
         """Expire nothing more; pending operations complete now (their answers
-        go out as the connections close)."""
+        go out as the connections close). From another thread, the work is
+        handed to the event loop the purgatory runs on."""
+        loop = self._loop
+        if loop is not None and loop.is_running() and not loop.is_closed():
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is not loop:
+                self._shut_down = True
+                loop.call_soon_threadsafe(self._shutdown_now)
+                return
+        self._shutdown_now()
+
+    def _shutdown_now(self) -> None:
         self._shut_down = True
         if self._wakeup is not None:
             self._wakeup.cancel()
