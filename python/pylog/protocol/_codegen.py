@@ -343,6 +343,8 @@ class _DecodeGen:
         count, tag, size, end = w.var("nt"), w.var("tg"), w.var("tz"), w.var("te")
         w.at(ind, path + "(tagged fields)")
         self.uvarint(ind, count)
+        w.emit(ind, f"if {count}:")  # almost always 0: skip building the loop
+        ind += 1
         w.emit(ind, f"for _ in range({count}):")
         self.uvarint(ind + 1, tag)
         self.uvarint(ind + 1, size)

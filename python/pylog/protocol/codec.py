@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Union
 from pylog.errors import InvalidRequestError, UnsupportedVersionError
 
 from ._codegen import FieldFailure, Malformed, MessageCodec, records_size
-from ._spec import MessageSpec, Versions, load_message
+from ._spec import MessageSpec, load_message
 from ._struct import Struct
 from ._versions import GROUP_API_VERSIONS, SCHEMA_NAMES, SUPPORTED_VERSIONS, ApiKey
 
@@ -40,7 +40,7 @@ class RequestHeader:
 # --- the message definitions, loaded on first use ----------------------------------------
 
 _codecs: dict[tuple[int, str], MessageCodec] = {}
-_flexible: dict[int, Versions] = {}
+_flexible: dict[int, bool] = {}  # (api_key << 16 | version) -> flexible
 _headers: dict[str, MessageCodec] = {}
 
 
@@ -63,6 +63,10 @@ def _header_codec(name: str) -> MessageCodec:
     return codec
 
 
+_REQUEST_HEADER_DECODERS = {v: _header_codec("RequestHeader").decoder(v) for v in (1, 2)}
+_RESPONSE_HEADER_ENCODERS = {v: _header_codec("ResponseHeader").encoder(v) for v in (0, 1)}
+
+
 def message_spec(api_key: int, kind: str = "request") -> MessageSpec:
     """The parsed message definition of an API (``kind``: "request" or "response")."""
     return _codec(api_key, kind).spec
@@ -75,12 +79,16 @@ def is_flexible(api_key: int, version: int) -> bool:
     too-new ApiVersions request is still read with header v2. False for an API
     pylog has no definition of.
     """
-    versions = _flexible.get(api_key)
-    if versions is None:
-        if api_key not in SCHEMA_NAMES:
-            return False
-        versions = _flexible[api_key] = _codec(api_key, "request").spec.flexible
-    return version in versions
+    key = (api_key << 16) | (version & 0xFFFF)
+    flexible = _flexible.get(key)
+    if flexible is None:
+        if api_key in SCHEMA_NAMES:
+            flexible = version in _codec(api_key, "request").spec.flexible
+        else:
+            flexible = False
+        if len(_flexible) < 4096:  # bounded: api keys and versions come from the network
+            _flexible[key] = flexible
+    return flexible
 
 
 def request_header_version(api_key: int, version: int) -> int:
@@ -169,12 +177,11 @@ def parse_request_header(frame: memoryview) -> RequestHeader:
             f"request frame of {len(frame)} bytes is shorter than a request header"
         )
     api_key, api_version = _HH(frame, 0)
-    codec = _header_codec("RequestHeader")
     version = 2 if is_flexible(api_key, api_version) else 1
     try:
-        header, pos = codec.decoder(version)(frame, 0)
+        header, pos = _REQUEST_HEADER_DECODERS[version](frame, 0)
     except Exception as exc:
-        where = _locate_decode(codec, version, frame, 0)
+        where = _locate_decode(_header_codec("RequestHeader"), version, frame, 0)
         raise InvalidRequestError(
             f"request header v{version} (api {api_key} v{api_version}): {where}"
         ) from exc
@@ -249,9 +256,7 @@ def encode_response(header: RequestHeader, body: Mapping[str, Any]) -> list[Chun
     api_key, version = header.api_key, header.api_version
     codec = _codec(api_key, "response")
     hv = response_header_version(api_key, version)
-    out = _header_codec("ResponseHeader").encoder(hv)(
-        {"correlation_id": header.correlation_id}, bytearray(4), []
-    )
+    out = _RESPONSE_HEADER_ENCODERS[hv]({"correlation_id": header.correlation_id}, bytearray(4), [])
     chunks: list[Any] = []
     chunks.append(_encode_body(codec, version, body, out, chunks))
     _frame_size(chunks)
