@@ -1,0 +1,306 @@
+"""Stock Kafka clients against a real broker process (`pylog broker start`).
+
+confluent-kafka (librdkafka), kafka-python, aiokafka and kcat, unchanged:
+every compression codec; keys, values, headers and nulls; acks 0, 1 and all;
+a clean restart with the data intact; kill -9 with every acknowledged record
+present after the restart; garbage, truncated and oversized frames and an
+unknown API version while another client keeps working.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PYLOG = str(Path(sys.executable).with_name("pylog"))
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+class BrokerProcess:
+    """`pylog broker start` on an ephemeral port; restartable on the same port and data."""
+
+    def __init__(self, data: Path) -> None:
+        self.data = data
+        self.port = 0
+        self.proc: subprocess.Popen[str] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> BrokerProcess:
+        cmd = [
+            PYLOG, "broker", "start", "--log-level", "WARNING",
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            "--override", f"log.dirs={self.data}",
+            "--override", "socket.request.max.bytes=10000000",
+            "--override", "group.initial.rebalance.delay.ms=0",
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert "started: PLAINTEXT://127.0.0.1:" in line, f"broker did not start: {line!r}"
+        self.port = int(line.split("127.0.0.1:")[1].split()[0])
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        code = self.proc.wait(20)
+        self.proc = None
+        return code
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("broker") / "data").start()
+    try:
+        yield b
+    finally:
+        if b.proc is not None:
+            b.stop(signal.SIGKILL)
+
+
+def topic_name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# ---------------------------------------------------------------- confluent-kafka
+
+
+def ck_produce(bootstrap: str, topic: str, records: list[tuple], **conf: object) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
+    errors: list[object] = []
+    for key, value, headers in records:
+        p.produce(topic, value=value, key=key, headers=headers,
+                  on_delivery=lambda err, msg: errors.append(err) if err else None)  # fmt: skip
+    assert p.flush(20) == 0
+    assert errors == []
+
+
+def ck_consume(bootstrap: str, topic: str, count: int, timeout: float = 20) -> list:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False}
+    )
+    c.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < count and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            out.append((m.key(), m.value(), m.headers(), m.offset()))
+    finally:
+        c.close()
+    return out
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_confluent_codecs_keys_values_headers_nulls(kafka: BrokerProcess, codec: str) -> None:
+    topic = topic_name(f"ck-{codec}")
+    records = [
+        (b"key-%d" % i, b"value-%d " % i * 20, [("h1", b"v%d" % i), ("h2", None)])
+        for i in range(200)
+    ]
+    records += [(None, b"no key", None), (b"tombstone", None, None), (None, b"", None)]
+    ck_produce(kafka.bootstrap, topic, records, **{"compression.type": codec})
+    got = ck_consume(kafka.bootstrap, topic, len(records))
+    assert [g[3] for g in got] == list(range(len(records)))
+    for (key, value, headers), (gk, gv, gh, _) in zip(records, got, strict=True):
+        assert (gk, gv) == (key, value)
+        assert (gh or None) == (headers or None)
+
+
+@pytest.mark.parametrize("acks", ["0", "1", "all"])
+def test_confluent_acks(kafka: BrokerProcess, acks: str) -> None:
+    topic = topic_name(f"acks{acks}")
+    ck_produce(kafka.bootstrap, topic, [(None, b"x", None)])  # creates the topic
+    ck_produce(kafka.bootstrap, topic, [(None, b"%d" % i, None) for i in range(100)],
+               acks=acks)  # fmt: skip
+    got = ck_consume(kafka.bootstrap, topic, 101)
+    assert [g[1] for g in got] == [b"x"] + [b"%d" % i for i in range(100)]
+
+
+# ---------------------------------------------------------------- kafka-python
+
+
+@pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
+def test_kafka_python(kafka: BrokerProcess, codec: str | None) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    topic = topic_name(f"kp-{codec}")
+    p = KafkaProducer(bootstrap_servers=kafka.bootstrap, compression_type=codec, acks="all")
+    futures = [
+        p.send(topic, key=b"k%d" % i, value=b"v%d" % i, headers=[("h", b"%d" % i)])
+        for i in range(50)
+    ]
+    futures.append(p.send(topic, key=b"gone", value=None))
+    offsets = [f.get(timeout=20).offset for f in futures]
+    p.close()
+    assert offsets == list(range(51))
+    c = KafkaConsumer(bootstrap_servers=kafka.bootstrap, enable_auto_commit=False)
+    tp = TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek_to_beginning(tp)
+    got: list = []
+    deadline = time.monotonic() + 20
+    while len(got) < 51 and time.monotonic() < deadline:
+        for m in c.poll(timeout_ms=500).get(tp, []):
+            got.append((m.key, m.value, m.headers))
+    c.close()
+    assert got[:50] == [(b"k%d" % i, b"v%d" % i, [("h", b"%d" % i)]) for i in range(50)]
+    assert got[50][:2] == (b"gone", None)
+
+
+# ---------------------------------------------------------------- aiokafka
+
+
+def test_aiokafka(kafka: BrokerProcess) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    topic = topic_name("aio")
+
+    async def main() -> list:
+        p = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap, compression_type="gzip")
+        await p.start()
+        try:
+            for i in range(30):
+                await p.send_and_wait(topic, value=b"v%d" % i, key=b"k%d" % i,
+                                      headers=[("a", b"b")])  # fmt: skip
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, enable_auto_commit=False,
+                             auto_offset_reset="earliest")  # fmt: skip
+        await c.start()
+        try:
+            tp = TopicPartition(topic, 0)
+            c.assign([tp])
+            await c.seek_to_beginning(tp)
+            out = []
+            while len(out) < 30:
+                batch = await c.getmany(tp, timeout_ms=5000)
+                out += [(m.key, m.value, list(m.headers)) for m in batch.get(tp, [])]
+            return out
+        finally:
+            await c.stop()
+
+    got = asyncio.run(asyncio.wait_for(main(), 60))
+    assert got == [(b"k%d" % i, b"v%d" % i, [("a", b"b")]) for i in range(30)]
+
+
+# ---------------------------------------------------------------- kcat
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed (make tools)")
+def test_kcat(kafka: BrokerProcess) -> None:
+    topic = topic_name("kcat")
+    lines = "".join(f"k{i}:value {i}\n" for i in range(20))
+    subprocess.run(
+        ["kcat", "-b", kafka.bootstrap, "-P", "-t", topic, "-K:", "-z", "lz4"],
+        input=lines, text=True, check=True, timeout=30,
+    )  # fmt: skip
+    out = subprocess.run(
+        ["kcat", "-b", kafka.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e",
+         "-f", "%k=%s@%o\n"],
+        capture_output=True, text=True, check=True, timeout=30,
+    )  # fmt: skip
+    assert out.stdout.splitlines() == [f"k{i}=value {i}@{i}" for i in range(20)]
+    meta = subprocess.run(["kcat", "-b", kafka.bootstrap, "-L", "-t", topic],
+                          capture_output=True, text=True, check=True, timeout=30)  # fmt: skip
+    assert f'topic "{topic}" with 1 partitions' in meta.stdout
+
+
+# ---------------------------------------------------------------- bad clients
+
+
+def _raw(port: int, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(data)
+        chunks = []
+        try:
+            while chunk := s.recv(65536):
+                chunks.append(chunk)
+        except (ConnectionResetError, TimeoutError):
+            pass
+        return b"".join(chunks)
+
+
+def test_garbage_truncated_oversized_and_unknown_versions(kafka: BrokerProcess) -> None:
+    topic = topic_name("survivor")
+    ck_produce(kafka.bootstrap, topic, [(None, b"before", None)])
+    assert _raw(kafka.port, os.urandom(64) + b"\xff" * 8) == b""  # garbage
+    assert _raw(kafka.port, struct.pack(">i", 50_000_000)) == b""  # over 10 MB limit
+    assert _raw(kafka.port, struct.pack(">i", -7)) == b""
+    with socket.create_connection(("127.0.0.1", kafka.port)) as s:  # truncated, then gone
+        s.sendall(struct.pack(">i", 100) + b"\x00\x12\x00")
+    # An unknown api key: the connection is closed.
+    header = struct.pack(">hhih", 999, 0, 1, -1)
+    assert _raw(kafka.port, struct.pack(">i", len(header)) + header) == b""
+    # ApiVersions at a version above the broker's: a v0 answer listing what it supports.
+    header = struct.pack(">hhihb", 18, 99, 42, -1, 0)  # header v2: empty tagged fields
+    reply = _raw_one(kafka.port, struct.pack(">i", len(header)) + header)
+    corr, error = struct.unpack(">ih", reply[:6])
+    assert (corr, error) == (42, 35)  # UNSUPPORTED_VERSION
+    # Produce at an unsupported version: closed.
+    header = struct.pack(">hhih", 0, 99, 43, -1)
+    assert _raw(kafka.port, struct.pack(">i", len(header)) + header + b"\x00" * 20) == b""
+    # Meanwhile a well-behaved client carries on.
+    ck_produce(kafka.bootstrap, topic, [(None, b"after", None)])
+    assert [g[1] for g in ck_consume(kafka.bootstrap, topic, 2)] == [b"before", b"after"]
+
+
+def _raw_one(port: int, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(data)
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise AssertionError(f"connection closed after {len(buf)} bytes")
+            buf += chunk
+        return buf[4:]
+
+
+# ---------------------------------------------------------------- restarts
+
+
+def test_restart_and_kill_9_keep_acknowledged_records(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data").start()
+    topic = topic_name("durable")
+    try:
+        ck_produce(b.bootstrap, topic, [(b"k%d" % i, b"v%d" % i, None) for i in range(500)],
+                   acks="all", **{"compression.type": "lz4"})  # fmt: skip
+        assert b.stop(signal.SIGTERM) == 0
+        assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+        b.start()
+        got = ck_consume(b.bootstrap, topic, 500)
+        assert [g[1] for g in got] == [b"v%d" % i for i in range(500)]
+        # Acknowledged with acks=1, then the process is killed: nothing acknowledged is lost.
+        ck_produce(b.bootstrap, topic, [(None, b"w%d" % i, None) for i in range(500)], acks="1")
+        b.stop(signal.SIGKILL)
+        assert not (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+        b.start()
+        got = ck_consume(b.bootstrap, topic, 1000)
+        assert len(got) == 1000
+        assert [g[1] for g in got[500:]] == [b"w%d" % i for i in range(500)]
+    finally:
+        if b.proc is not None:
+            b.stop(signal.SIGKILL)
