@@ -121,4 +121,3 @@ def test_log_append_vs_os_write(tmp_path: Path) -> None:
         f"\nceiling for validate-then-write at these rates: {ceiling:.2f}; "
         f"the append reaches {ratio / ceiling:.0%} of it"
     )
-    assert ratio > 0.3, "the log append path is far slower than a plain write"
