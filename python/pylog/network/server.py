@@ -145,7 +145,8 @@ class Processor(asyncio.BufferedProtocol):
     # ------------------------------------------------------------ lifecycle
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's transports are not asyncio.Transport subclasses, only alike.
+        transport = cast(asyncio.Transport, transport)
         self.transport = transport
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
@@ -438,6 +439,10 @@ class Processor(asyncio.BufferedProtocol):
             self.close(f"sending a response failed: {e}", abort=True)
         except asyncio.CancelledError:
             return
+        except Exception:
+            _log.exception("closing connection %s: sending a response failed",
+                           self.connection_id)  # fmt: skip
+            self.close(abort=True)
         finally:
             self._writer_task = None
         if not self._closing:
@@ -469,11 +474,30 @@ class Processor(asyncio.BufferedProtocol):
             self.server.sendfile_bytes += sent
             if remaining == 0:
                 return
-        view = cast("IO[bytes]", _FileView(fd, position))
-        sent = await loop.sendfile(transport, view, position, remaining)
-        self.server.sendfile_bytes += sent
-        if sent < remaining:
-            raise ConnectionError(f"segment {records.path} shorter than the slice being sent")
+        if self.server.loop_sendfile:
+            view = cast("IO[bytes]", _FileView(fd, position))
+            try:
+                sent = await loop.sendfile(transport, view, position, remaining)
+            except NotImplementedError:  # uvloop: no sendfile at all
+                self.server.loop_sendfile = False
+            else:
+                self.server.sendfile_bytes += sent
+                if sent < remaining:
+                    raise ConnectionError(
+                        f"segment {records.path} shorter than the slice being sent"
+                    )
+                return
+        # Copying fallback: pread and write, 256 KiB at a time, with flow control.
+        while remaining > 0:
+            await self._write_resumed.wait()
+            if self._closing:
+                raise ConnectionError("connection closed while sending")
+            data = os.pread(fd, min(remaining, 256 * 1024), position)
+            if not data:
+                raise ConnectionError(f"segment {records.path} shorter than the slice being sent")
+            transport.write(data)
+            position += len(data)
+            remaining -= len(data)
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -571,6 +595,8 @@ class SocketServer:
         self.connections_refused = 0
         self.bad_frames = 0
         self.sendfile_bytes = 0
+        # loop.sendfile exists (asyncio); uvloop raises NotImplementedError.
+        self.loop_sendfile = True
         if metrics is not None:
             self._register_metrics(metrics)
 
