@@ -295,3 +295,51 @@ def find_offset_by_timestamp(
 ) -> tuple[int, int] | None:
     """Kafka's searchForTimestamp: the first record at or after ``start_position``
     with timestamp >= target, as (timestamp, offset); None if there is none."""
+
+# ---------------------------------------------------------------- timing wheel
+
+@final
+class TimingWheel:
+    """The purgatory's hierarchical timing wheel: ids with deadlines in ms.
+
+    Level 0 has ``wheel_size`` buckets of ``tick_ms``; a deadline beyond a
+    level's span goes to an overflow level (tick = the span below), made on
+    demand. ``add`` and ``cancel`` are O(1); ``advance`` flushes the buckets the
+    clock reaches, in time order, expiring level-0 entries and moving higher
+    ones down. The wheel has no clock: times are the caller's, in ms."""
+
+    def __new__(cls, tick_ms: int = 1, wheel_size: int = 20, *, start_ms: int) -> TimingWheel:
+        """ValueError unless tick_ms >= 1, wheel_size >= 2 and start_ms >= 0."""
+
+    @property
+    def tick_ms(self) -> int: ...
+    @property
+    def wheel_size(self) -> int: ...
+    @property
+    def current_ms(self) -> int:
+        """The start of the current tick (the last advance, or start_ms)."""
+
+    @property
+    def levels(self) -> int:
+        """Levels made so far (1 + overflow wheels)."""
+
+    def add(self, id: int, expiration_ms: int) -> bool:
+        """Schedules ``id`` (an int64) to expire at ``expiration_ms``; a pending
+        id is rescheduled. False, keeping nothing, when the deadline is in the
+        current tick or before: the caller completes the operation now."""
+
+    def cancel(self, id: int) -> bool:
+        """Drops ``id``'s deadline; False when it is not pending."""
+
+    def advance(self, now_ms: int) -> list[int]:
+        """Moves the clock to ``now_ms`` and returns the ids whose deadlines it
+        reached, in deadline order (ties in no set order). An earlier time is a
+        no-op."""
+
+    def next_expiration_ms(self) -> int | None:
+        """When the next bucket is due (no entry expires earlier; a reaper may
+        sleep until then and advance); None when nothing is pending. Above
+        level 0 that advance may only move entries down."""
+
+    def __len__(self) -> int: ...
+    def __contains__(self, key: int, /) -> bool: ...

@@ -11,6 +11,7 @@ pub mod index;
 pub mod legacy;
 pub mod records;
 pub mod segment;
+pub mod timing_wheel;
 pub mod validate;
 pub mod varint;
 

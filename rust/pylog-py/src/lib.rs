@@ -8,6 +8,7 @@ mod buffer;
 mod errors;
 mod index;
 mod segment;
+mod timing_wheel;
 
 /// CRC32C (Castagnoli) of a buffer, for Python-side file formats that carry one
 /// (the producer-state snapshot).
@@ -27,5 +28,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     batch::register(m)?;
     index::register(m)?;
     segment::register(m)?;
+    timing_wheel::register(m)?;
     Ok(())
 }

@@ -1,0 +1,666 @@
+//! A hierarchical timing wheel for the broker's delayed operations (the
+//! purgatory's DelayedProduce, DelayedFetch, joins and heartbeats).
+//!
+//! The shape follows the wheel the seeds describe: level 0 has `wheel_size`
+//! buckets of `tick_ms` each; a deadline beyond a level's span goes to the next
+//! level up, whose tick is the span of the level below (created the first time
+//! it is needed). Every non-empty bucket sits once in a min-heap keyed by its
+//! expiration (the start of the time range it holds), so advancing the clock
+//! pops buckets in time order: a level-0 bucket's entries expire, a higher
+//! bucket's entries are re-placed into the lower levels, where they land in
+//! buckets that the same advance pops later if they are due.
+//!
+//! Entries live in a slab and are linked into their bucket by index (a doubly
+//! linked list with head and tail), and a caller's id maps to its slot, so
+//! insert and cancel are O(1); advancing costs O(expired + re-placed entries
+//! + log(buckets in the heap)) per bucket flushed.
+//!
+//! The wheel has no clock of its own: the caller passes times in ms.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
+
+const NIL: u32 = u32::MAX;
+/// A bucket that holds nothing and is in no heap.
+const UNSET: i64 = i64::MIN;
+
+/// Hash for caller ids. The map indexes its table with the hash's low bits
+/// and filters probes with its top 7 bits, so the low bits are the id itself
+/// (ids are usually a counter: neighbours stay neighbours in the table, as in
+/// Python's dict, instead of one cache miss per insert and cancel) and the top
+/// bits come from a multiply that mixes the whole id.
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+const TOP7: u64 = 0xFE00_0000_0000_0000;
+
+impl Hasher for IdHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(MIX);
+        }
+    }
+    #[inline]
+    fn write_i64(&mut self, n: i64) {
+        let n = n as u64;
+        self.0 = (n & !TOP7) | (n.wrapping_mul(MIX) & TOP7);
+    }
+}
+
+type IdMap = HashMap<i64, u32, BuildHasherDefault<IdHasher>>;
+
+#[derive(Clone, Copy)]
+struct Entry {
+    id: i64,
+    expiration: i64,
+    prev: u32,
+    /// Next in the bucket, or next free slot when the slot is free.
+    next: u32,
+    bucket: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Bucket {
+    head: u32,
+    tail: u32,
+    /// Start of the time range this bucket holds; `UNSET` when not in the heap.
+    expiration: i64,
+}
+
+#[derive(Clone, Copy)]
+struct Level {
+    tick: i64,
+    /// tick * wheel_size, in i128: the top level's span may pass i64::MAX
+    /// (it then holds every deadline).
+    interval: i128,
+    /// The start of the current tick (a multiple of `tick`).
+    current: i64,
+}
+
+impl Level {
+    /// Whether `time_ms` falls in the current tick or before it (no overflow
+    /// at the ends of the i64 range).
+    #[inline]
+    fn reached(&self, time_ms: i64) -> bool {
+        i128::from(time_ms) < i128::from(self.current) + i128::from(self.tick)
+    }
+
+    fn new(tick: i64, wheel_size: i64, start: i64) -> Level {
+        Level {
+            tick,
+            interval: i128::from(tick) * i128::from(wheel_size),
+            current: start - start.rem_euclid(tick),
+        }
+    }
+}
+
+/// Invalid construction parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub &'static str);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The wheel. Ids are the caller's (unique among pending entries).
+pub struct TimingWheel {
+    wheel_size: i64,
+    levels: Vec<Level>,
+    /// `levels.len() * wheel_size` buckets, level by level.
+    buckets: Vec<Bucket>,
+    entries: Vec<Entry>,
+    free: u32,
+    ids: IdMap,
+    /// (expiration, bucket index) of every bucket whose expiration is set.
+    heap: BinaryHeap<Reverse<(i64, u32)>>,
+}
+
+impl TimingWheel {
+    /// `tick_ms` >= 1, `wheel_size` >= 2, `start_ms` >= 0.
+    pub fn new(tick_ms: i64, wheel_size: u32, start_ms: i64) -> Result<Self, ConfigError> {
+        if tick_ms < 1 {
+            return Err(ConfigError("tick_ms must be at least 1"));
+        }
+        if wheel_size < 2 {
+            return Err(ConfigError("wheel_size must be at least 2"));
+        }
+        if start_ms < 0 {
+            return Err(ConfigError("start_ms must not be negative"));
+        }
+        let wheel_size = i64::from(wheel_size);
+        let mut wheel = TimingWheel {
+            wheel_size,
+            levels: Vec::new(),
+            buckets: Vec::new(),
+            entries: Vec::new(),
+            free: NIL,
+            ids: IdMap::default(),
+            heap: BinaryHeap::new(),
+        };
+        wheel.push_level(Level::new(tick_ms, wheel_size, start_ms));
+        Ok(wheel)
+    }
+
+    fn push_level(&mut self, level: Level) {
+        self.levels.push(level);
+        let empty = Bucket {
+            head: NIL,
+            tail: NIL,
+            expiration: UNSET,
+        };
+        self.buckets
+            .extend(std::iter::repeat_n(empty, self.wheel_size as usize));
+    }
+
+    /// Pending entries.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    #[inline]
+    pub fn contains(&self, id: i64) -> bool {
+        self.ids.contains_key(&id)
+    }
+
+    /// The start of the current level-0 tick.
+    #[inline]
+    pub fn current_ms(&self) -> i64 {
+        self.levels[0].current
+    }
+
+    /// Levels created so far (1 + overflow wheels).
+    pub fn levels(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// Schedules `id` to expire at `expiration_ms`. An id already pending is
+    /// rescheduled (its old deadline dropped). Returns false, and keeps
+    /// nothing, when the deadline falls in the current tick or earlier: the
+    /// caller completes the operation now.
+    pub fn add(&mut self, id: i64, expiration_ms: i64) -> bool {
+        let level0 = self.levels[0];
+        if let Some(&slot) = self.ids.get(&id) {
+            self.unlink(slot);
+            if level0.reached(expiration_ms) {
+                self.ids.remove(&id);
+                self.release(slot);
+                return false;
+            }
+            self.entries[slot as usize].expiration = expiration_ms;
+            self.place(slot);
+            return true;
+        }
+        if level0.reached(expiration_ms) {
+            return false;
+        }
+        let slot = self.alloc(id, expiration_ms);
+        self.ids.insert(id, slot);
+        self.place(slot);
+        true
+    }
+
+    /// Drops `id`'s deadline; false when it is not pending.
+    pub fn cancel(&mut self, id: i64) -> bool {
+        match self.ids.remove(&id) {
+            Some(slot) => {
+                self.unlink(slot);
+                self.release(slot);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Moves the clock to `now_ms` and appends the ids whose deadlines it
+    /// reached to `out`, in deadline order (ties in no set order). A time
+    /// before the current tick changes nothing.
+    pub fn advance_into(&mut self, now_ms: i64, out: &mut Vec<i64>) {
+        let mut expired: Vec<(i64, i64)> = Vec::new();
+        while let Some(&Reverse((expiration, bucket))) = self.heap.peek() {
+            if expiration > now_ms {
+                break;
+            }
+            self.heap.pop();
+            if self.buckets[bucket as usize].expiration != expiration {
+                continue; // defensive: a bucket is only ever pushed once per expiration
+            }
+            self.advance_clock(expiration);
+            self.flush(bucket, &mut expired);
+        }
+        self.advance_clock(now_ms);
+        // Entries of one level-0 bucket span one tick; with tick > 1 (or
+        // entries re-placed from a higher level into an already popped range)
+        // put them in deadline order.
+        if !expired.is_sorted_by_key(|e| e.0) {
+            expired.sort_by_key(|e| e.0);
+        }
+        out.extend(expired.iter().map(|e| e.1));
+    }
+
+    /// `advance_into` with a fresh vector.
+    pub fn advance(&mut self, now_ms: i64) -> Vec<i64> {
+        let mut out = Vec::new();
+        self.advance_into(now_ms, &mut out);
+        out
+    }
+
+    /// When the next bucket is due: no entry expires before it, so a reaper
+    /// may sleep until then (for a bucket above level 0 the advance at that
+    /// time re-places entries and may expire none). None when nothing is
+    /// pending. Buckets emptied by cancels are dropped from the heap here.
+    pub fn next_expiration_ms(&mut self) -> Option<i64> {
+        while let Some(&Reverse((expiration, bucket))) = self.heap.peek() {
+            let b = &mut self.buckets[bucket as usize];
+            if b.expiration == expiration && b.head != NIL {
+                return Some(expiration);
+            }
+            if b.expiration == expiration {
+                b.expiration = UNSET;
+            }
+            self.heap.pop();
+        }
+        None
+    }
+
+    fn advance_clock(&mut self, time_ms: i64) {
+        for level in &mut self.levels {
+            if !level.reached(time_ms) {
+                level.current = time_ms - time_ms.rem_euclid(level.tick);
+            }
+        }
+    }
+
+    fn alloc(&mut self, id: i64, expiration: i64) -> u32 {
+        let entry = Entry {
+            id,
+            expiration,
+            prev: NIL,
+            next: NIL,
+            bucket: NIL,
+        };
+        if self.free != NIL {
+            let slot = self.free;
+            self.free = self.entries[slot as usize].next;
+            self.entries[slot as usize] = entry;
+            slot
+        } else {
+            let slot = u32::try_from(self.entries.len()).expect("more than 4G pending entries");
+            assert!(slot != NIL, "more than 4G pending entries");
+            self.entries.push(entry);
+            slot
+        }
+    }
+
+    fn release(&mut self, slot: u32) {
+        let e = &mut self.entries[slot as usize];
+        e.bucket = NIL;
+        e.prev = NIL;
+        e.next = self.free;
+        self.free = slot;
+    }
+
+    /// Links a pending entry (not expired at level 0) into the lowest level
+    /// whose span holds its deadline, creating levels on demand.
+    fn place(&mut self, slot: u32) {
+        let expiration = self.entries[slot as usize].expiration;
+        let mut lvl = 0usize;
+        loop {
+            let level = self.levels[lvl];
+            if i128::from(expiration) < i128::from(level.current) + level.interval {
+                let virtual_id = expiration.div_euclid(level.tick);
+                let index = lvl as i64 * self.wheel_size + virtual_id.rem_euclid(self.wheel_size);
+                let bucket = index as u32;
+                self.link(slot, bucket);
+                let start = virtual_id * level.tick;
+                let b = &mut self.buckets[bucket as usize];
+                if b.expiration != start {
+                    debug_assert!(
+                        b.expiration == UNSET,
+                        "bucket reused while holding another range"
+                    );
+                    b.expiration = start;
+                    self.heap.push(Reverse((start, bucket)));
+                }
+                return;
+            }
+            lvl += 1;
+            if lvl == self.levels.len() {
+                // The new level's tick is the span of the one below; it starts
+                // at the lower level's current time. The deadline did not fit
+                // below, so that span is under expiration - current <= i64::MAX.
+                let tick = i64::try_from(level.interval).expect("span below i64::MAX");
+                let next = Level::new(tick, self.wheel_size, level.current);
+                self.push_level(next);
+            }
+        }
+    }
+
+    fn link(&mut self, slot: u32, bucket: u32) {
+        let tail = self.buckets[bucket as usize].tail;
+        {
+            let e = &mut self.entries[slot as usize];
+            e.bucket = bucket;
+            e.prev = tail;
+            e.next = NIL;
+        }
+        if tail == NIL {
+            self.buckets[bucket as usize].head = slot;
+        } else {
+            self.entries[tail as usize].next = slot;
+        }
+        self.buckets[bucket as usize].tail = slot;
+    }
+
+    fn unlink(&mut self, slot: u32) {
+        let Entry {
+            prev, next, bucket, ..
+        } = self.entries[slot as usize];
+        if prev == NIL {
+            self.buckets[bucket as usize].head = next;
+        } else {
+            self.entries[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.buckets[bucket as usize].tail = prev;
+        } else {
+            self.entries[next as usize].prev = prev;
+        }
+        let e = &mut self.entries[slot as usize];
+        e.prev = NIL;
+        e.next = NIL;
+        e.bucket = NIL;
+    }
+
+    /// Empties a due bucket: each entry either expires (pushed to `expired`
+    /// as (deadline, id)) or is re-placed into a lower level.
+    fn flush(&mut self, bucket: u32, expired: &mut Vec<(i64, i64)>) {
+        let b = &mut self.buckets[bucket as usize];
+        let mut slot = b.head;
+        b.head = NIL;
+        b.tail = NIL;
+        b.expiration = UNSET;
+        let level0 = self.levels[0];
+        while slot != NIL {
+            let e = self.entries[slot as usize];
+            let next = e.next;
+            if level0.reached(e.expiration) {
+                self.ids.remove(&e.id);
+                self.release(slot);
+                expired.push((e.expiration, e.id));
+            } else {
+                self.place(slot);
+            }
+            slot = next;
+        }
+    }
+}
+
+impl fmt::Debug for TimingWheel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimingWheel")
+            .field("tick_ms", &self.levels[0].tick)
+            .field("wheel_size", &self.wheel_size)
+            .field("current_ms", &self.levels[0].current)
+            .field("levels", &self.levels.len())
+            .field("pending", &self.len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    struct XorShift(u64);
+    impl XorShift {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// The model: a map id -> deadline and a clock at tick granularity.
+    struct Model {
+        tick: i64,
+        current: i64,
+        pending: BTreeMap<i64, i64>,
+    }
+
+    impl Model {
+        fn add(&mut self, id: i64, exp: i64) -> bool {
+            self.pending.remove(&id);
+            if exp < self.current + self.tick {
+                return false;
+            }
+            self.pending.insert(id, exp);
+            true
+        }
+        fn advance(&mut self, now: i64) -> Vec<(i64, i64)> {
+            if now >= self.current + self.tick {
+                self.current = now - now.rem_euclid(self.tick);
+            }
+            let limit = self.current + self.tick;
+            let mut due: Vec<(i64, i64)> = self
+                .pending
+                .iter()
+                .filter(|(_, &e)| e < limit)
+                .map(|(&id, &e)| (e, id))
+                .collect();
+            due.sort();
+            for (_, id) in &due {
+                self.pending.remove(id);
+            }
+            due
+        }
+    }
+
+    fn run_model(seed: u64, tick: i64, wheel_size: u32, max_delay: u64, steps: usize) {
+        let mut rng = XorShift(seed);
+        let start = (rng.below(1_000_000)) as i64;
+        let mut wheel = TimingWheel::new(tick, wheel_size, start).unwrap();
+        let mut model = Model {
+            tick,
+            current: start - start.rem_euclid(tick),
+            pending: BTreeMap::new(),
+        };
+        let mut now = start;
+        let mut next_id = 0i64;
+        for _ in 0..steps {
+            match rng.below(10) {
+                0..=4 => {
+                    let id = if rng.below(8) == 0 && next_id > 0 {
+                        rng.below(next_id as u64) as i64 // reschedule an old id
+                    } else {
+                        next_id += 1;
+                        next_id
+                    };
+                    let exp = now + rng.below(max_delay) as i64 - 3;
+                    assert_eq!(wheel.add(id, exp), model.add(id, exp), "add {id} {exp}");
+                }
+                5 | 6 => {
+                    let id = rng.below(next_id as u64 + 1) as i64;
+                    assert_eq!(wheel.cancel(id), model.pending.remove(&id).is_some());
+                }
+                7 => {
+                    let next = wheel.next_expiration_ms();
+                    match model.pending.values().min() {
+                        None => assert_eq!(next, None),
+                        Some(&earliest) => {
+                            let n = next.expect("pending entries but no next expiration");
+                            assert!(n <= earliest, "next {n} after earliest {earliest}");
+                            assert!(n > wheel.current_ms());
+                        }
+                    }
+                }
+                _ => {
+                    let jump = match rng.below(20) {
+                        0 => rng.below(max_delay * 2),
+                        1..=3 => 0,
+                        _ => rng.below(tick as u64 * 4 + 1),
+                    };
+                    now += jump as i64;
+                    let want = model.advance(now);
+                    let got = wheel.advance(now);
+                    // Ties may come out in any order: compare deadlines in
+                    // order and the sets of ids.
+                    assert_eq!(got.len(), want.len(), "advance to {now}");
+                    let mut got_sorted = got.clone();
+                    got_sorted.sort();
+                    let mut want_ids: Vec<i64> = want.iter().map(|w| w.1).collect();
+                    want_ids.sort();
+                    assert_eq!(got_sorted, want_ids);
+                    let exps: Vec<i64> = want.iter().map(|w| w.0).collect();
+                    let mut prev = i64::MIN;
+                    for id in &got {
+                        let exp = want.iter().find(|w| w.1 == *id).unwrap().0;
+                        assert!(exp >= prev, "out of order: {exps:?} vs {got:?}");
+                        prev = exp;
+                    }
+                }
+            }
+            assert_eq!(wheel.len(), model.pending.len());
+        }
+        // Drain: everything expires once the clock passes the last deadline.
+        let last = model.pending.values().max().copied().unwrap_or(now);
+        let want = model.advance(last + tick);
+        assert_eq!(wheel.advance(last + tick).len(), want.len());
+        assert!(wheel.is_empty());
+        assert_eq!(wheel.next_expiration_ms(), None);
+    }
+
+    #[test]
+    fn random_ops_match_model_tick_1() {
+        for seed in 1..40 {
+            run_model(seed * 7919, 1, 20, 10_000, 4000);
+        }
+    }
+
+    #[test]
+    fn random_ops_match_model_short_delays() {
+        for seed in 1..40 {
+            run_model(seed * 104_729, 1, 20, 50, 4000);
+        }
+    }
+
+    #[test]
+    fn random_ops_match_model_other_shapes() {
+        for seed in 1..20 {
+            run_model(seed * 31, 3, 4, 5_000, 3000);
+            run_model(seed * 37, 10, 2, 100_000, 3000);
+            run_model(seed * 41, 1, 20, 40_000_000, 3000);
+        }
+    }
+
+    #[test]
+    fn seed_example_levels() {
+        // Tasks at +90 ms, +610 ms and +1610 ms land on three levels and
+        // expire exactly at their deadlines.
+        let mut w = TimingWheel::new(1, 20, 0).unwrap();
+        assert!(w.add(1, 90));
+        assert!(w.add(2, 610));
+        assert!(w.add(3, 1610));
+        assert_eq!(w.levels(), 3);
+        assert!(w.advance(89).is_empty());
+        assert_eq!(w.advance(90), vec![1]);
+        assert!(w.advance(609).is_empty());
+        assert_eq!(w.advance(610), vec![2]);
+        assert!(w.advance(1609).is_empty());
+        assert_eq!(w.advance(1610), vec![3]);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn expired_on_add_and_reschedule() {
+        let mut w = TimingWheel::new(1, 20, 100).unwrap();
+        assert!(!w.add(1, 100));
+        assert!(!w.add(1, 5));
+        assert!(w.add(1, 101));
+        assert!(w.add(1, 500)); // rescheduled
+        assert_eq!(w.len(), 1);
+        assert!(w.advance(101).is_empty());
+        assert!(!w.add(1, 50)); // rescheduled into the past: dropped
+        assert!(w.is_empty());
+        assert!(!w.cancel(1));
+    }
+
+    #[test]
+    fn order_within_a_jump() {
+        let mut w = TimingWheel::new(1, 20, 0).unwrap();
+        let exps = [5_000i64, 3, 700, 19, 20, 21, 399, 400, 401, 8000, 8001, 1];
+        for (i, e) in exps.iter().enumerate() {
+            assert!(w.add(i as i64, *e));
+        }
+        let got = w.advance(100_000);
+        let mut want: Vec<(i64, i64)> = exps
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (*e, i as i64))
+            .collect();
+        want.sort();
+        assert_eq!(got, want.iter().map(|w| w.1).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn far_deadlines_and_limits() {
+        let mut w = TimingWheel::new(1, 20, 0).unwrap();
+        assert!(w.add(1, i64::MAX));
+        assert!(w.add(2, i64::MAX - 1));
+        assert!(w.add(3, 1 << 62));
+        assert_eq!(w.next_expiration_ms().map(|n| n <= 1 << 62), Some(true));
+        assert_eq!(w.advance(1 << 62), vec![3]);
+        assert_eq!(w.advance(i64::MAX), vec![2, 1]);
+        assert!(TimingWheel::new(0, 20, 0).is_err());
+        assert!(TimingWheel::new(1, 1, 0).is_err());
+        assert!(TimingWheel::new(1, 20, -1).is_err());
+    }
+
+    #[test]
+    fn next_expiration_skips_cancelled_buckets() {
+        let mut w = TimingWheel::new(1, 20, 0).unwrap();
+        w.add(1, 5);
+        w.add(2, 9);
+        assert_eq!(w.next_expiration_ms(), Some(5));
+        w.cancel(1);
+        assert_eq!(w.next_expiration_ms(), Some(9));
+        w.add(3, 5); // the bucket dropped from the heap is reusable
+        assert_eq!(w.next_expiration_ms(), Some(5));
+        assert_eq!(w.advance(9), vec![3, 2]);
+        assert_eq!(w.next_expiration_ms(), None);
+    }
+
+    #[test]
+    fn slots_are_reused() {
+        let mut w = TimingWheel::new(1, 20, 0).unwrap();
+        for round in 0..10i64 {
+            for i in 0..1000 {
+                assert!(w.add(i, round * 100 + 50 + i % 40));
+            }
+            assert_eq!(w.advance(round * 100 + 99).len(), 1000);
+        }
+        assert!(w.entries.len() <= 1000);
+    }
+}
