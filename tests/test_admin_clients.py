@@ -9,25 +9,14 @@ from typing import Any
 
 import pytest
 
-from pylog.server.admin_apis import register_admin_apis
 from pylog.testing import EmbeddedBroker, broker
 
 TIMEOUT = 15
 
 
-def _with_admin_apis(server: Any) -> Any:
-    # The broker's own request handler, with the admin APIs registered (a
-    # no-op re-registration once the broker wires them in itself).
-    from pylog.server.broker import _default_handler
-
-    apis = _default_handler(server)
-    register_admin_apis(apis, server.config)
-    return apis
-
-
 @pytest.fixture
 def admin_broker() -> Iterator[EmbeddedBroker]:
-    with broker(handler_factory=_with_admin_apis, num_partitions=2) as b:
+    with broker(num_partitions=2) as b:  # the broker as shipped: admin APIs wired in
         yield b
 
 

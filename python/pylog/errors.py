@@ -71,6 +71,7 @@ class ErrorCode(enum.IntEnum):
     REASSIGNMENT_IN_PROGRESS = 60
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
+    TOPIC_DELETION_DISABLED = 73
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     UNSUPPORTED_COMPRESSION_TYPE = 76
@@ -85,6 +86,8 @@ class ErrorCode(enum.IntEnum):
     INCONSISTENT_TOPIC_ID = 103
     INCONSISTENT_CLUSTER_ID = 104
     TRANSACTIONAL_ID_NOT_FOUND = 105
+    MISMATCHED_ENDPOINT_TYPE = 114
+    UNSUPPORTED_ENDPOINT_TYPE = 115
 
 
 class KafkaError(Exception):
@@ -208,6 +211,10 @@ class InvalidPartitionsError(KafkaError):
 
 class InvalidReplicationFactorError(KafkaError):
     code, error_name = 38, "INVALID_REPLICATION_FACTOR"
+
+
+class InvalidReplicaAssignmentError(KafkaError):
+    code, error_name = 39, "INVALID_REPLICA_ASSIGNMENT"
 
 
 class PolicyViolationError(KafkaError):

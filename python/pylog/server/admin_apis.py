@@ -39,6 +39,7 @@ from pylog.errors import (
     ErrorCode,
     InvalidConfigurationError,
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     KafkaError,
@@ -61,9 +62,6 @@ __all__ = [
 _log = logging.getLogger("pylog.server.admin_apis")
 
 # Error codes pylog.errors does not name yet.
-TOPIC_DELETION_DISABLED = 73
-MISMATCHED_ENDPOINT_TYPE = 114
-UNSUPPORTED_ENDPOINT_TYPE = 115
 
 _AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
 # Without an authorizer every cluster operation is allowed (as KafkaApis' Metadata).
@@ -398,27 +396,27 @@ class AdminApis:
         """(partitions, replication factor) of an explicit replica assignment."""
         indexes = sorted(a.partition_index for a in assignments)
         if indexes != list(range(len(indexes))):
-            raise _InvalidReplicaAssignment(
+            raise InvalidReplicaAssignmentError(
                 "Partitions must be numbered consecutively from 0 in the replica assignment."
             )
         factors = {len(a.broker_ids) for a in assignments}
         for a in assignments:
             if not a.broker_ids:
-                raise _InvalidReplicaAssignment(
+                raise InvalidReplicaAssignmentError(
                     f"Partition {a.partition_index} has an empty replica assignment."
                 )
             if len(set(a.broker_ids)) != len(a.broker_ids):
-                raise _InvalidReplicaAssignment(
+                raise InvalidReplicaAssignmentError(
                     f"Duplicate brokers in the replica assignment of partition "
                     f"{a.partition_index}: {a.broker_ids}."
                 )
             unknown = sorted(b for b in a.broker_ids if b != self.broker_id)
             if unknown:
-                raise _InvalidReplicaAssignment(
+                raise InvalidReplicaAssignmentError(
                     f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
                 )
         if len(factors) != 1:
-            raise _InvalidReplicaAssignment(
+            raise InvalidReplicaAssignmentError(
                 "All partitions must have the same replication factor in the replica assignment."
             )
         return len(indexes), factors.pop()
@@ -457,7 +455,7 @@ class AdminApis:
             elif topic_id != ZERO_UUID and topic_id in dup_ids:
                 code, msg = ErrorCode.INVALID_REQUEST, "Duplicate topic id."
             elif not enabled:
-                code, msg = TOPIC_DELETION_DISABLED, "Topic deletion is disabled."
+                code, msg = ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."
             else:
                 meta = (
                     self.store.topic(name) if name is not None else self.store.topic_by_id(topic_id)
@@ -524,18 +522,18 @@ class AdminApis:
         if assignments is not None:
             added = count - meta.partitions
             if len(assignments) != added:
-                raise _InvalidReplicaAssignment(
+                raise InvalidReplicaAssignmentError(
                     f"Increasing the number of partitions by {added} but {len(assignments)} "
                     "assignments provided."
                 )
             for i, a in enumerate(assignments):
                 unknown = sorted(b for b in a.broker_ids if b != self.broker_id)
                 if unknown:
-                    raise _InvalidReplicaAssignment(
+                    raise InvalidReplicaAssignmentError(
                         f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
                     )
                 if len(a.broker_ids) != meta.replication_factor:
-                    raise _InvalidReplicaAssignment(
+                    raise InvalidReplicaAssignmentError(
                         f"Inconsistent replication factor between partitions, partition 0 has "
                         f"{meta.replication_factor} while partition {meta.partitions + i} has "
                         f"{len(a.broker_ids)}."
@@ -759,7 +757,11 @@ class AdminApis:
             else _AUTHORIZED_OPS_NOT_REQUESTED,
         }
         if endpoint_type != 1:
-            code = MISMATCHED_ENDPOINT_TYPE if endpoint_type == 2 else UNSUPPORTED_ENDPOINT_TYPE
+            code = (
+                ErrorCode.MISMATCHED_ENDPOINT_TYPE
+                if endpoint_type == 2
+                else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+            )
             response["error_code"] = code
             response["error_message"] = (
                 "The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
@@ -777,7 +779,7 @@ class AdminApis:
         return response
 
     def _endpoint(self, listener: str) -> tuple[str, int]:
-        lookup = getattr(self.apis, "_broker_endpoint", None)
+        lookup = getattr(self.apis, "broker_endpoint", None)
         if lookup is not None:
             host, port = lookup(listener)
             return str(host), int(port)
@@ -825,10 +827,6 @@ class AdminApis:
     async def sasl_handshake(self, request: Any, body: Any) -> Mapping[str, Any]:
         # No SASL mechanism is enabled until security lands.
         return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": []}
-
-
-class _InvalidReplicaAssignment(KafkaError):
-    code, error_name = 39, "INVALID_REPLICA_ASSIGNMENT"
 
 
 def register_admin_apis(kafka_apis: Any, config: KafkaConfig | None = None) -> AdminApis:

@@ -85,6 +85,7 @@ HandlerFactory = Callable[["KafkaServer"], "RequestHandler | Awaitable[RequestHa
 
 def _default_handler(server: KafkaServer) -> RequestHandler:
     """MetadataStore → ReplicaManager → KafkaApis, the broker's request handler."""
+    from pylog.server.admin_apis import register_admin_apis
     from pylog.server.kafka_apis import KafkaApis
     from pylog.server.metadata_store import MetadataStore
     from pylog.server.replica_manager import ReplicaManager
@@ -95,7 +96,9 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     replica_manager = ReplicaManager(server.log_manager, store, broker_id=server.config.broker_id)
     replica_manager.startup()
     server.replica_manager = replica_manager
-    return KafkaApis(server.config, replica_manager, store)
+    apis = KafkaApis(server.config, replica_manager, store)
+    register_admin_apis(apis, server.config)
+    return apis
 
 
 class KafkaServer:

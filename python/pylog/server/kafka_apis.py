@@ -191,7 +191,7 @@ class KafkaApis:
 
     # ------------------------------------------------------------------ Metadata
 
-    def _broker_endpoint(self, listener: str) -> tuple[str, int]:
+    def broker_endpoint(self, listener: str) -> tuple[str, int]:
         for ep in self._endpoints:
             if ep.listener_name == listener:
                 return ep.host, ep.port
@@ -300,7 +300,7 @@ class KafkaApis:
                         topics.append(self._topic_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
                         continue
                 topics.append(self._topic_entry(meta, with_ops))
-        host, port = self._broker_endpoint(request.listener)
+        host, port = self.broker_endpoint(request.listener)
         response: dict[str, Any] = {
             "throttle_time_ms": 0,
             "brokers": [{"node_id": self.broker_id, "host": host, "port": port, "rack": None}],
