@@ -46,6 +46,7 @@ bench: install ## print the performance figures and their ratios against same-ru
 	cargo bench -q -p pylog-core -- --warm-up-time 1 --measurement-time 3
 	$(PY) -m pytest -q bench --benchmark-columns=mean,median,ops --benchmark-sort=name
 	$(PY) bench/storage_bench.py
+	$(PY) bench/broker_bench.py
 
 lint: install ## rustfmt, clippy, ruff, mypy, stubtest
 	cargo fmt --all -- --check
