@@ -203,7 +203,7 @@ def test_large_file_shows_progress(tmp_path: Path) -> None:
 
 def test_configs_lists_kafka_keys_and_defaults() -> None:
     topic = subprocess.run(
-        [sys.executable, "-m", "pylog.cli", "configs", "--markdown"],
+        [sys.executable, "-m", "pylog.cli", "configs", "keys", "--markdown"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -212,7 +212,7 @@ def test_configs_lists_kafka_keys_and_defaults() -> None:
     assert "| segment.bytes | int | 1073741824 |" in topic.stdout
     assert "| retention.ms | long | 604800000 |" in topic.stdout
     broker = subprocess.run(
-        [sys.executable, "-m", "pylog.cli", "configs", "--broker"],
+        [sys.executable, "-m", "pylog.cli", "configs", "keys", "--broker"],
         capture_output=True,
         text=True,
         timeout=60,

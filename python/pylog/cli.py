@@ -2,7 +2,10 @@
 
 ``pylog dump-log`` prints Kafka-format segment files (``.log``, ``.index``,
 ``.timeindex``) the way Kafka's dump-log-segments tool does, reading them with
-the native core. Broker commands join this group as they land.
+the native core; ``pylog broker start`` runs a broker. ``pylog topics``,
+``produce``, ``consume`` and ``configs`` are Kafka-protocol clients (in
+``cli_topics``, ``cli_console`` and ``cli_configs``) that work against any
+Kafka cluster.
 """
 
 from __future__ import annotations
@@ -31,16 +34,18 @@ def main() -> None:
     """pylog: a Kafka-compatible message broker."""
 
 
-@main.command("configs")
-@click.option("--broker", is_flag=True, help="The broker's keys instead of topic keys.")
-@click.option("--markdown", is_flag=True, help="A Markdown table (name, type, default, ...).")
-def configs(broker: bool, markdown: bool) -> None:
-    """List the topic (or broker) config keys with Kafka's defaults."""
-    from pylog.log.config import TOPIC_CONFIG, cli_help, config_docs
-    from pylog.server.config import ALL_BROKER_CONFIG
+def _add_client_commands() -> None:
+    """The commands that talk to a cluster over the Kafka protocol live in
+    their own modules; kafka-python is imported only when one of them runs."""
+    from pylog.cli_configs import configs
+    from pylog.cli_console import consume, produce
+    from pylog.cli_topics import topics
 
-    table = ALL_BROKER_CONFIG if broker else TOPIC_CONFIG
-    click.echo(config_docs(table) if markdown else "\n".join(cli_help(table)))
+    for command in (topics, produce, consume, configs):
+        main.add_command(command)
+
+
+_add_client_commands()
 
 
 # ---------------------------------------------------------------- broker
@@ -58,7 +63,7 @@ def broker() -> None:
     "--config",
     "config_path",
     type=click.Path(exists=True, dir_okay=False),
-    help="A server.properties file (Kafka's keys; `pylog configs --broker` lists them).",
+    help="A server.properties file (Kafka's keys; `pylog configs keys --broker` lists them).",
 )
 @click.option(
     "--override",

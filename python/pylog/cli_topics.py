@@ -1,0 +1,242 @@
+"""``pylog topics create|list|describe|alter|delete``: topic administration over
+the Kafka protocol (CreateTopics, Metadata, DescribeConfigs, CreatePartitions,
+DeleteTopics), with output laid out like Kafka's topic tool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from pylog.cli_common import (
+    CommandError,
+    admin_client,
+    bootstrap_option,
+    error_for_code,
+    kafka_errors,
+    parse_key_values,
+    timeout_option,
+)
+
+UNKNOWN_TOPIC_OR_PARTITION = 3
+TOPIC_ALREADY_EXISTS = 36
+
+
+@click.group("topics")
+def topics() -> None:
+    """Create, list, describe, alter and delete topics."""
+
+
+@topics.command("create")
+@bootstrap_option
+@timeout_option
+@click.option("--topic", "names", multiple=True, required=True, help="Topic name; repeatable.")
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Partition count (default: the broker's num.partitions).",
+)
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Replicas per partition (default: the broker's default.replication.factor).",
+)
+@click.option(
+    "--config",
+    "configs",
+    multiple=True,
+    metavar="KEY=VALUE[,...]",
+    help="A topic config override; repeatable or comma-separated.",
+)
+@click.option("--if-not-exists", is_flag=True, help="Succeed if the topic already exists.")
+def create(
+    bootstrap_server: str,
+    request_timeout_ms: int,
+    names: tuple[str, ...],
+    partitions: int | None,
+    replication_factor: int | None,
+    configs: tuple[str, ...],
+    if_not_exists: bool,
+) -> None:
+    """Create topics."""
+    overrides = parse_key_values(configs, "--config")
+    request = {
+        name: {
+            "num_partitions": -1 if partitions is None else partitions,
+            "replication_factor": -1 if replication_factor is None else replication_factor,
+            "configs": overrides,
+        }
+        for name in names
+    }
+    admin = admin_client(bootstrap_server, request_timeout_ms)
+    try:
+        with kafka_errors():
+            result = admin.create_topics(request, raise_errors=False)
+    finally:
+        admin.close()
+    failures = []
+    for topic in result["topics"]:
+        code, name = topic["error_code"], topic["name"]
+        if code == 0:
+            click.echo(f"Created topic {name}.")
+        elif code == TOPIC_ALREADY_EXISTS and if_not_exists:
+            click.echo(f"Topic {name} already exists.")
+        else:
+            failures.append(f"topic {name}: {error_for_code(code, topic.get('error_message'))}")
+    if failures:
+        raise CommandError("; ".join(failures))
+
+
+@topics.command("list")
+@bootstrap_option
+@timeout_option
+@click.option("--exclude-internal", is_flag=True, help="Leave out internal topics.")
+def list_topics(bootstrap_server: str, request_timeout_ms: int, exclude_internal: bool) -> None:
+    """Print the cluster's topic names, one per line."""
+    admin = admin_client(bootstrap_server, request_timeout_ms)
+    try:
+        with kafka_errors():
+            described = admin.describe_topics()
+    finally:
+        admin.close()
+    for topic in sorted(described, key=lambda t: str(t["name"])):
+        if not (exclude_internal and topic.get("is_internal")):
+            click.echo(topic["name"])
+
+
+@topics.command("describe")
+@bootstrap_option
+@timeout_option
+@click.option("--topic", "names", multiple=True, help="Topic name; repeatable (default: all).")
+@click.option("--exclude-internal", is_flag=True, help="Leave out internal topics.")
+def describe(
+    bootstrap_server: str,
+    request_timeout_ms: int,
+    names: tuple[str, ...],
+    exclude_internal: bool,
+) -> None:
+    """Print each topic's id, partition count, config overrides, and one line per
+    partition with its leader, replicas and in-sync replicas."""
+    from kafka.admin import ConfigResource, ConfigResourceType  # type: ignore[import-untyped,unused-ignore]
+
+    admin = admin_client(bootstrap_server, request_timeout_ms)
+    try:
+        with kafka_errors():
+            described = admin.describe_topics(list(names) if names else None)
+            missing = [t for t in described if t["error_code"] == UNKNOWN_TOPIC_OR_PARTITION]
+            if missing:
+                raise CommandError(
+                    ", ".join(f"topic '{t['name']}' does not exist" for t in missing)
+                )
+            failed = [t for t in described if t["error_code"] != 0]
+            if failed:
+                raise CommandError(
+                    "; ".join(
+                        f"topic {t['name']}: {error_for_code(t['error_code'])}" for t in failed
+                    )
+                )
+            shown = [
+                t
+                for t in sorted(described, key=lambda t: str(t["name"]))
+                if not (exclude_internal and t.get("is_internal"))
+            ]
+            configs: dict[str, Any] = {}
+            if shown:
+                resources = [ConfigResource(ConfigResourceType.TOPIC, t["name"]) for t in shown]
+                configs = admin.describe_configs(resources).get("topic", {})
+    finally:
+        admin.close()
+    for topic in shown:
+        click.echo(format_topic(topic, configs.get(topic["name"], {})))
+
+
+def _ids(nodes: list[int]) -> str:
+    return ",".join(str(n) for n in nodes)
+
+
+def format_topic(topic: dict[str, Any], configs: dict[str, Any]) -> str:
+    name = topic["name"]
+    partitions = sorted(topic["partitions"], key=lambda p: int(p["partition_index"]))
+    replication = len(partitions[0]["replica_nodes"]) if partitions else 0
+    config_text = ",".join(
+        f"{key}={'<sensitive>' if entry.get('is_sensitive') else entry.get('value')}"
+        for key, entry in sorted(configs.items())
+    )
+    lines = [
+        f"Topic: {name}\tTopicId: {topic.get('topic_id') or 'none'}\t"
+        f"PartitionCount: {len(partitions)}\tReplicationFactor: {replication}\t"
+        f"Configs: {config_text}"
+    ]
+    for p in partitions:
+        leader = p["leader_id"]
+        line = (
+            f"\tTopic: {name}\tPartition: {p['partition_index']}\t"
+            f"Leader: {'none' if leader < 0 else leader}\t"
+            f"Replicas: {_ids(p['replica_nodes'])}\tIsr: {_ids(p['isr_nodes'])}"
+        )
+        if p.get("offline_replicas"):
+            line += f"\tOffline: {_ids(p['offline_replicas'])}"
+        if p.get("error_code"):
+            line += f"\tError: {error_for_code(p['error_code'])}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+@topics.command("alter")
+@bootstrap_option
+@timeout_option
+@click.option("--topic", "name", required=True, help="Topic name.")
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    required=True,
+    help="The new, larger partition count.",
+)
+def alter(bootstrap_server: str, request_timeout_ms: int, name: str, partitions: int) -> None:
+    """Add partitions to a topic (the count can only grow).
+
+    Topic configs are changed with `pylog configs alter --topic`.
+    """
+    admin = admin_client(bootstrap_server, request_timeout_ms)
+    try:
+        with kafka_errors():
+            response = admin.create_partitions({name: partitions}, raise_errors=False)
+    finally:
+        admin.close()
+    for result in response.results:
+        if result.error_code != 0:
+            raise CommandError(
+                f"topic {result.name}: {error_for_code(result.error_code, result.error_message)}"
+            )
+    click.echo(f"Topic {name} now has {partitions} partitions.")
+
+
+@topics.command("delete")
+@bootstrap_option
+@timeout_option
+@click.option("--topic", "names", multiple=True, required=True, help="Topic name; repeatable.")
+@click.option("--if-exists", is_flag=True, help="Succeed if the topic does not exist.")
+def delete(
+    bootstrap_server: str, request_timeout_ms: int, names: tuple[str, ...], if_exists: bool
+) -> None:
+    """Delete topics and their data."""
+    admin = admin_client(bootstrap_server, request_timeout_ms)
+    try:
+        with kafka_errors():
+            result = admin.delete_topics(list(names), raise_errors=False)
+    finally:
+        admin.close()
+    failures = []
+    for topic in result["topics"] if isinstance(result, dict) else []:
+        code, name = topic["error_code"], topic["name"]
+        if code == 0:
+            click.echo(f"Deleted topic {name}.")
+        elif code == UNKNOWN_TOPIC_OR_PARTITION:
+            if not if_exists:
+                failures.append(f"topic '{name}' does not exist")
+        else:
+            failures.append(f"topic {name}: {error_for_code(code, topic.get('error_message'))}")
+    if failures:
+        raise CommandError("; ".join(failures))
