@@ -10,69 +10,180 @@
 //! bucket's entries are re-placed into the lower levels, where they land in
 //! buckets that the same advance pops later if they are due.
 //!
-//! Entries live in a slab and are linked into their bucket by index (a doubly
-//! linked list with head and tail), and a caller's id maps to its slot, so
-//! insert and cancel are O(1); advancing costs O(expired + re-placed entries
-//! + log(buckets in the heap)) per bucket flushed.
+//! Memory layout, chosen for cache misses rather than pointer hops:
+//!
+//! * A bucket is an array of (id, deadline) items, appended at the end. A
+//!   flush reads it front to back (the prefetcher streams it) instead of
+//!   chasing a linked list through a slab.
+//! * An open-addressing table (linear probing, at most half full) maps a
+//!   caller's id to its item's (bucket, position). Its home slot keeps
+//!   consecutive ids in neighbouring slots, so the ids of one bucket, which
+//!   mostly arrived together, share cache lines when a flush updates them.
+//! * Cancel marks the item dead in place (no neighbours to relink) and
+//!   counts it out of its bucket; a flush skips dead items. A bucket whose
+//!   live items all went is cleared at once, and one whose dead items
+//!   outnumber twice the live ones (plus a slack) is compacted, so dead items
+//!   cost amortised O(1) and never hold more than a constant factor of memory.
+//!
+//! Insert and cancel are O(1) (expected, for the table); advancing costs
+//! O(expired + re-placed + dead items + log(buckets in the heap)) per bucket
+//! flushed.
 //!
 //! The wheel has no clock of its own: the caller passes times in ms.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 
-const NIL: u32 = u32::MAX;
 /// A bucket that holds nothing and is in no heap.
 const UNSET: i64 = i64::MIN;
-
-/// Hash for caller ids. The map indexes its table with the hash's low bits
-/// and filters probes with its top 7 bits, so the low bits are the id itself
-/// (ids are usually a counter: neighbours stay neighbours in the table, as in
-/// Python's dict, instead of one cache miss per insert and cancel) and the top
-/// bits come from a multiply that mixes the whole id.
-#[derive(Default, Clone, Copy)]
-struct IdHasher(u64);
-
-const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
-const TOP7: u64 = 0xFE00_0000_0000_0000;
-
-impl Hasher for IdHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(MIX);
-        }
-    }
-    #[inline]
-    fn write_i64(&mut self, n: i64) {
-        let n = n as u64;
-        self.0 = (n & !TOP7) | (n.wrapping_mul(MIX) & TOP7);
-    }
-}
-
-type IdMap = HashMap<i64, u32, BuildHasherDefault<IdHasher>>;
+/// The deadline of a cancelled item (stored deadlines are always > 0: they
+/// are past the current tick, which starts at or after 0).
+const DEAD: i64 = i64::MIN;
+/// A table slot with no id.
+const EMPTY: u32 = u32::MAX;
+/// Dead items a bucket may keep beyond twice its live ones before compaction.
+const DEAD_SLACK: usize = 64;
+const MIN_TABLE: usize = 64;
 
 #[derive(Clone, Copy)]
-struct Entry {
+struct Item {
     id: i64,
     expiration: i64,
-    prev: u32,
-    /// Next in the bucket, or next free slot when the slot is free.
-    next: u32,
-    bucket: u32,
 }
 
-#[derive(Clone, Copy)]
 struct Bucket {
-    head: u32,
-    tail: u32,
+    items: Vec<Item>,
+    /// Items not cancelled.
+    live: usize,
     /// Start of the time range this bucket holds; `UNSET` when not in the heap.
     expiration: i64,
+}
+
+/// Where an id's item is: `bucket` is `EMPTY` for a free slot.
+#[derive(Clone, Copy)]
+struct Slot {
+    id: i64,
+    bucket: u32,
+    pos: u32,
+}
+
+const FREE: Slot = Slot {
+    id: 0,
+    bucket: EMPTY,
+    pos: 0,
+};
+
+/// Home of an id before masking: bit i is the xor of the id's bits i, i+6,
+/// i+12, ... A block of 64 consecutive ids lands, permuted, in one block of
+/// 64 slots (locality for counter ids), and ids that differ only in high bits
+/// (strides of powers of two) still spread over the low bits.
+#[inline]
+fn fold(id: i64) -> usize {
+    let mut x = id as u64;
+    x ^= x >> 6;
+    x ^= x >> 12;
+    x ^= x >> 24;
+    x ^= x >> 48;
+    x as usize
+}
+
+/// id -> (bucket, position): linear probing with backward-shift deletion, so
+/// there are no tombstones and a probe stops at the first free slot.
+struct IdTable {
+    slots: Vec<Slot>,
+    mask: usize,
+    len: usize,
+}
+
+impl IdTable {
+    fn new() -> IdTable {
+        IdTable {
+            slots: vec![FREE; MIN_TABLE],
+            mask: MIN_TABLE - 1,
+            len: 0,
+        }
+    }
+
+    /// The slot holding `id`, or Err(the free slot where it would go).
+    #[inline]
+    fn probe(&self, id: i64) -> Result<usize, usize> {
+        let mut i = fold(id) & self.mask;
+        loop {
+            let s = &self.slots[i];
+            if s.bucket == EMPTY {
+                return Err(i);
+            }
+            if s.id == id {
+                return Ok(i);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    #[inline]
+    fn find(&self, id: i64) -> Option<usize> {
+        self.probe(id).ok()
+    }
+
+    /// Room for one more id (call before `probe` when inserting).
+    #[inline]
+    fn reserve_one(&mut self) {
+        if (self.len + 1) * 2 > self.slots.len() {
+            self.resize(self.slots.len() * 2);
+        }
+    }
+
+    /// Fills the free slot `at` (from `probe`, after `reserve_one`).
+    #[inline]
+    fn fill(&mut self, at: usize, id: i64, bucket: u32, pos: u32) {
+        self.slots[at] = Slot { id, bucket, pos };
+        self.len += 1;
+    }
+
+    #[inline]
+    fn set(&mut self, at: usize, bucket: u32, pos: u32) {
+        let s = &mut self.slots[at];
+        s.bucket = bucket;
+        s.pos = pos;
+    }
+
+    fn remove_at(&mut self, at: usize) {
+        let mask = self.mask;
+        let mut hole = at;
+        let mut j = at;
+        loop {
+            j = (j + 1) & mask;
+            let s = self.slots[j];
+            if s.bucket == EMPTY {
+                break;
+            }
+            // s may fill the hole unless its home lies after the hole
+            // (cyclically, in (hole, j]).
+            let home = fold(s.id) & mask;
+            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+                self.slots[hole] = s;
+                hole = j;
+            }
+        }
+        self.slots[hole] = FREE;
+        self.len -= 1;
+        if self.len * 8 < self.slots.len() && self.slots.len() > MIN_TABLE {
+            self.resize(self.slots.len() / 2);
+        }
+    }
+
+    fn resize(&mut self, size: usize) {
+        let old = std::mem::replace(&mut self.slots, vec![FREE; size]);
+        self.mask = size - 1;
+        for s in old.into_iter().filter(|s| s.bucket != EMPTY) {
+            let mut i = fold(s.id) & self.mask;
+            while self.slots[i].bucket != EMPTY {
+                i = (i + 1) & self.mask;
+            }
+            self.slots[i] = s;
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -120,11 +231,11 @@ pub struct TimingWheel {
     levels: Vec<Level>,
     /// `levels.len() * wheel_size` buckets, level by level.
     buckets: Vec<Bucket>,
-    entries: Vec<Entry>,
-    free: u32,
-    ids: IdMap,
+    ids: IdTable,
     /// (expiration, bucket index) of every bucket whose expiration is set.
     heap: BinaryHeap<Reverse<(i64, u32)>>,
+    /// (deadline, id) of what an advance expires, reused between advances.
+    expired: Vec<(i64, i64)>,
 }
 
 impl TimingWheel {
@@ -144,10 +255,9 @@ impl TimingWheel {
             wheel_size,
             levels: Vec::new(),
             buckets: Vec::new(),
-            entries: Vec::new(),
-            free: NIL,
-            ids: IdMap::default(),
+            ids: IdTable::new(),
             heap: BinaryHeap::new(),
+            expired: Vec::new(),
         };
         wheel.push_level(Level::new(tick_ms, wheel_size, start_ms));
         Ok(wheel)
@@ -155,29 +265,29 @@ impl TimingWheel {
 
     fn push_level(&mut self, level: Level) {
         self.levels.push(level);
-        let empty = Bucket {
-            head: NIL,
-            tail: NIL,
-            expiration: UNSET,
-        };
-        self.buckets
-            .extend(std::iter::repeat_n(empty, self.wheel_size as usize));
+        for _ in 0..self.wheel_size {
+            self.buckets.push(Bucket {
+                items: Vec::new(),
+                live: 0,
+                expiration: UNSET,
+            });
+        }
     }
 
     /// Pending entries.
     #[inline]
     pub fn len(&self) -> usize {
-        self.ids.len()
+        self.ids.len
     }
 
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.ids.len == 0
     }
 
     #[inline]
     pub fn contains(&self, id: i64) -> bool {
-        self.ids.contains_key(&id)
+        self.ids.find(id).is_some()
     }
 
     /// The start of the current level-0 tick.
@@ -195,37 +305,44 @@ impl TimingWheel {
     /// rescheduled (its old deadline dropped). Returns false, and keeps
     /// nothing, when the deadline falls in the current tick or earlier: the
     /// caller completes the operation now.
+    #[inline]
     pub fn add(&mut self, id: i64, expiration_ms: i64) -> bool {
-        let level0 = self.levels[0];
-        if let Some(&slot) = self.ids.get(&id) {
-            self.unlink(slot);
-            if level0.reached(expiration_ms) {
-                self.ids.remove(&id);
-                self.release(slot);
-                return false;
+        let reached = self.levels[0].reached(expiration_ms);
+        if !reached {
+            self.ids.reserve_one();
+        }
+        match self.ids.probe(id) {
+            Ok(at) => {
+                let Slot { bucket, pos, .. } = self.ids.slots[at];
+                self.kill(bucket, pos);
+                if reached {
+                    self.ids.remove_at(at);
+                    return false;
+                }
+                let (bucket, pos) = self.place(id, expiration_ms);
+                self.ids.set(at, bucket, pos);
+                true
             }
-            self.entries[slot as usize].expiration = expiration_ms;
-            self.place(slot);
-            return true;
+            Err(_) if reached => false,
+            Err(at) => {
+                let (bucket, pos) = self.place(id, expiration_ms);
+                self.ids.fill(at, id, bucket, pos);
+                true
+            }
         }
-        if level0.reached(expiration_ms) {
-            return false;
-        }
-        let slot = self.alloc(id, expiration_ms);
-        self.ids.insert(id, slot);
-        self.place(slot);
-        true
     }
 
     /// Drops `id`'s deadline; false when it is not pending.
+    #[inline]
     pub fn cancel(&mut self, id: i64) -> bool {
-        match self.ids.remove(&id) {
-            Some(slot) => {
-                self.unlink(slot);
-                self.release(slot);
+        match self.ids.probe(id) {
+            Ok(at) => {
+                let Slot { bucket, pos, .. } = self.ids.slots[at];
+                self.ids.remove_at(at);
+                self.kill(bucket, pos);
                 true
             }
-            None => false,
+            Err(_) => false,
         }
     }
 
@@ -233,7 +350,7 @@ impl TimingWheel {
     /// reached to `out`, in deadline order (ties in no set order). A time
     /// before the current tick changes nothing.
     pub fn advance_into(&mut self, now_ms: i64, out: &mut Vec<i64>) {
-        let mut expired: Vec<(i64, i64)> = Vec::new();
+        let mut expired = std::mem::take(&mut self.expired);
         while let Some(&Reverse((expiration, bucket))) = self.heap.peek() {
             if expiration > now_ms {
                 break;
@@ -253,6 +370,8 @@ impl TimingWheel {
             expired.sort_by_key(|e| e.0);
         }
         out.extend(expired.iter().map(|e| e.1));
+        expired.clear();
+        self.expired = expired;
     }
 
     /// `advance_into` with a fresh vector.
@@ -269,11 +388,12 @@ impl TimingWheel {
     pub fn next_expiration_ms(&mut self) -> Option<i64> {
         while let Some(&Reverse((expiration, bucket))) = self.heap.peek() {
             let b = &mut self.buckets[bucket as usize];
-            if b.expiration == expiration && b.head != NIL {
+            if b.expiration == expiration && b.live > 0 {
                 return Some(expiration);
             }
             if b.expiration == expiration {
                 b.expiration = UNSET;
+                b.items.clear();
             }
             self.heap.pop();
         }
@@ -288,39 +408,39 @@ impl TimingWheel {
         }
     }
 
-    fn alloc(&mut self, id: i64, expiration: i64) -> u32 {
-        let entry = Entry {
-            id,
-            expiration,
-            prev: NIL,
-            next: NIL,
-            bucket: NIL,
-        };
-        if self.free != NIL {
-            let slot = self.free;
-            self.free = self.entries[slot as usize].next;
-            self.entries[slot as usize] = entry;
-            slot
-        } else {
-            let slot = u32::try_from(self.entries.len()).expect("more than 4G pending entries");
-            assert!(slot != NIL, "more than 4G pending entries");
-            self.entries.push(entry);
-            slot
+    /// Marks the item at (`bucket`, `pos`) cancelled; its id is the caller's
+    /// to drop from the table (or to point at a new item).
+    #[inline]
+    fn kill(&mut self, bucket: u32, pos: u32) {
+        let b = &mut self.buckets[bucket as usize];
+        b.items[pos as usize].expiration = DEAD;
+        b.live -= 1;
+        if b.live == 0 {
+            b.items.clear();
+        } else if b.items.len() - b.live > 2 * b.live + DEAD_SLACK {
+            self.compact(bucket);
         }
     }
 
-    fn release(&mut self, slot: u32) {
-        let e = &mut self.entries[slot as usize];
-        e.bucket = NIL;
-        e.prev = NIL;
-        e.next = self.free;
-        self.free = slot;
+    /// Drops a bucket's dead items, pointing the table at the moved ones.
+    #[cold]
+    fn compact(&mut self, bucket: u32) {
+        let b = &mut self.buckets[bucket as usize];
+        b.items.retain(|it| it.expiration != DEAD);
+        for (pos, it) in b.items.iter().enumerate() {
+            let at = self
+                .ids
+                .find(it.id)
+                .expect("live item without a table slot");
+            self.ids.set(at, bucket, pos as u32);
+        }
     }
 
-    /// Links a pending entry (not expired at level 0) into the lowest level
-    /// whose span holds its deadline, creating levels on demand.
-    fn place(&mut self, slot: u32) {
-        let expiration = self.entries[slot as usize].expiration;
+    /// Appends a pending item (not expired at level 0) to the lowest level
+    /// whose span holds its deadline, creating levels on demand. Returns its
+    /// (bucket, position).
+    #[inline]
+    fn place(&mut self, id: i64, expiration: i64) -> (u32, u32) {
         let mut lvl = 0usize;
         loop {
             let level = self.levels[lvl];
@@ -328,9 +448,11 @@ impl TimingWheel {
                 let virtual_id = expiration.div_euclid(level.tick);
                 let index = lvl as i64 * self.wheel_size + virtual_id.rem_euclid(self.wheel_size);
                 let bucket = index as u32;
-                self.link(slot, bucket);
                 let start = virtual_id * level.tick;
                 let b = &mut self.buckets[bucket as usize];
+                let pos = u32::try_from(b.items.len()).expect("more than 4G items in a bucket");
+                b.items.push(Item { id, expiration });
+                b.live += 1;
                 if b.expiration != start {
                     debug_assert!(
                         b.expiration == UNSET,
@@ -339,7 +461,7 @@ impl TimingWheel {
                     b.expiration = start;
                     self.heap.push(Reverse((start, bucket)));
                 }
-                return;
+                return (bucket, pos);
             }
             lvl += 1;
             if lvl == self.levels.len() {
@@ -353,62 +475,32 @@ impl TimingWheel {
         }
     }
 
-    fn link(&mut self, slot: u32, bucket: u32) {
-        let tail = self.buckets[bucket as usize].tail;
-        {
-            let e = &mut self.entries[slot as usize];
-            e.bucket = bucket;
-            e.prev = tail;
-            e.next = NIL;
-        }
-        if tail == NIL {
-            self.buckets[bucket as usize].head = slot;
-        } else {
-            self.entries[tail as usize].next = slot;
-        }
-        self.buckets[bucket as usize].tail = slot;
-    }
-
-    fn unlink(&mut self, slot: u32) {
-        let Entry {
-            prev, next, bucket, ..
-        } = self.entries[slot as usize];
-        if prev == NIL {
-            self.buckets[bucket as usize].head = next;
-        } else {
-            self.entries[prev as usize].next = next;
-        }
-        if next == NIL {
-            self.buckets[bucket as usize].tail = prev;
-        } else {
-            self.entries[next as usize].prev = prev;
-        }
-        let e = &mut self.entries[slot as usize];
-        e.prev = NIL;
-        e.next = NIL;
-        e.bucket = NIL;
-    }
-
-    /// Empties a due bucket: each entry either expires (pushed to `expired`
-    /// as (deadline, id)) or is re-placed into a lower level.
+    /// Empties a due bucket: each live item either expires (pushed to
+    /// `expired` as (deadline, id)) or is re-placed into a lower level.
     fn flush(&mut self, bucket: u32, expired: &mut Vec<(i64, i64)>) {
         let b = &mut self.buckets[bucket as usize];
-        let mut slot = b.head;
-        b.head = NIL;
-        b.tail = NIL;
+        let mut items = std::mem::take(&mut b.items);
+        b.live = 0;
         b.expiration = UNSET;
         let level0 = self.levels[0];
-        while slot != NIL {
-            let e = self.entries[slot as usize];
-            let next = e.next;
-            if level0.reached(e.expiration) {
-                self.ids.remove(&e.id);
-                self.release(slot);
-                expired.push((e.expiration, e.id));
-            } else {
-                self.place(slot);
+        for &Item { id, expiration } in &items {
+            if expiration == DEAD {
+                continue;
             }
-            slot = next;
+            let at = self.ids.find(id).expect("live item without a table slot");
+            if level0.reached(expiration) {
+                self.ids.remove_at(at);
+                expired.push((expiration, id));
+            } else {
+                let (to, pos) = self.place(id, expiration);
+                self.ids.set(at, to, pos);
+            }
+        }
+        // Keep the allocation for the bucket's next range.
+        items.clear();
+        let b = &mut self.buckets[bucket as usize];
+        if b.items.capacity() == 0 {
+            b.items = items;
         }
     }
 }
@@ -661,6 +753,57 @@ mod tests {
             }
             assert_eq!(w.advance(round * 100 + 99).len(), 1000);
         }
-        assert!(w.entries.len() <= 1000);
+        assert!(w.buckets.iter().all(|b| b.items.capacity() <= 1000));
+        assert_eq!(w.ids.slots.len(), MIN_TABLE);
+    }
+
+    #[test]
+    fn dead_items_are_bounded() {
+        // One id rescheduled within one far bucket's range over and over (a
+        // session's heartbeat): the bucket is compacted instead of keeping
+        // every old deadline.
+        let mut w = TimingWheel::new(1, 20, 0).unwrap();
+        for id in 0..10i64 {
+            assert!(w.add(id, 1_000_000));
+        }
+        for round in 0..10_000i64 {
+            assert!(w.add(round % 10, 1_000_000 + round % 7));
+        }
+        let held: usize = w.buckets.iter().map(|b| b.items.len()).sum();
+        assert!(held <= 3 * 10 + DEAD_SLACK + 1, "{held} items held");
+        assert_eq!(w.len(), 10);
+        let got = w.advance(2_000_000);
+        assert_eq!(got.len(), 10);
+    }
+
+    #[test]
+    fn strided_and_negative_ids() {
+        let mut w = TimingWheel::new(1, 20, 0).unwrap();
+        let ids: Vec<i64> = (0..5000i64)
+            .map(|i| i << 20)
+            .chain((0..5000).map(|i| -i - 1))
+            .chain((0..5000).map(|i| i * 64 + 3))
+            .collect();
+        for (k, &id) in ids.iter().enumerate() {
+            assert!(w.add(id, 10 + (k as i64 % 50)));
+        }
+        assert_eq!(w.len(), ids.len());
+        for &id in ids.iter().step_by(3) {
+            assert!(w.cancel(id));
+        }
+        for &id in ids.iter().step_by(3) {
+            assert!(!w.contains(id));
+        }
+        let mut got = w.advance(100);
+        got.sort();
+        let mut want: Vec<i64> = ids
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| k % 3 != 0)
+            .map(|(_, &id)| id)
+            .collect();
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(w.ids.slots.len(), MIN_TABLE);
     }
 }
