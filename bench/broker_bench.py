@@ -526,7 +526,7 @@ def main() -> None:
     parser.add_argument(
         "--broker-command",
         default=None,
-        help="what runs `pylog`, split on spaces (e.g. 'py-spy record -o p.svg -- .venv/bin/pylog')",
+        help="what runs `pylog`, split on spaces (e.g. 'py-spy record -o p.svg -- pylog')",
     )
     args = parser.parse_args()
 
