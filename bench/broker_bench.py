@@ -42,7 +42,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
-from storage_bench import Figure
+from storage_bench import Figure, print_table
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -504,17 +504,6 @@ REFERENCES = (
     "timing wheel (1M add/cancel/advance): bench/test_timing_wheel_bench.py and cargo bench",
     "storage (validate, Log.append, index lookup, recovery, idle RSS): bench/storage_bench.py",
 )
-
-
-def print_table(figures: list[Figure]) -> None:
-    headers = ("figure", "pylog", "baseline (same run)", "ratio", "target")
-    rows = [headers] + [(f.name, f.value, f.baseline, f.ratio, f.target) for f in figures]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
-    print()
-    for n, row in enumerate(rows):
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
-        if n == 0:
-            print("  ".join("-" * w for w in widths))
 
 
 def main() -> None:

@@ -53,7 +53,9 @@ def one_mib_batch(record_size: int = 1024) -> bytes:
     """An uncompressed v2 batch of ~1 MiB made of ``record_size``-byte values."""
     count = MiB // (record_size + 16)
     value = os.urandom(record_size)
-    records = [(None, value, [], 1_700_000_000_000 + i) for i in range(count)]
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]] = [
+        (None, value, [], 1_700_000_000_000 + i) for i in range(count)
+    ]
     return _native.build_batch(records)
 
 
@@ -77,7 +79,7 @@ def python_validate(buf: bytes) -> int:
     import crc32c
 
     (_base, length, _epoch, magic, crc, _attrs, last_delta) = struct.unpack_from(">qiibIhi", buf, 0)
-    count = struct.unpack_from(">i", buf, 57)[0]
+    count: int = struct.unpack_from(">i", buf, 57)[0]
     assert magic == 2 and count == last_delta + 1
     if crc32c.crc32c(buf[21 : 12 + length]) != crc:
         raise ValueError("crc")
@@ -281,6 +283,18 @@ def bench_idle_partitions(workdir: str) -> Figure:
     )
 
 
+def print_table(figures: list[Figure]) -> None:
+    """The figures as one aligned table (shared by bench/broker_bench.py)."""
+    headers = ("figure", "pylog", "baseline (same run)", "ratio", "target")
+    rows = [headers] + [(f.name, f.value, f.baseline, f.ratio, f.target) for f in figures]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
+    print()
+    for n, row in enumerate(rows):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recovery-gib", type=float, default=2.0)
@@ -303,14 +317,7 @@ def main() -> None:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
-    headers = ("figure", "pylog", "baseline (same run)", "ratio", "target")
-    rows = [headers] + [(f.name, f.value, f.baseline, f.ratio, f.target) for f in figures]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
-    print()
-    for n, row in enumerate(rows):
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
-        if n == 0:
-            print("  ".join("-" * w for w in widths))
+    print_table(figures)
 
 
 if __name__ == "__main__":
