@@ -187,3 +187,31 @@ def test_random_operations_against_a_model(seed: int, tick: int, size: int, max_
             for i in got:
                 del model[i]
         assert len(w) == len(model)
+
+
+def test_add_many_and_cancel_many_match_single_calls() -> None:
+    rng = random.Random(5)
+    a = TimingWheel(start_ms=1000)
+    b = TimingWheel(start_ms=1000)
+    now = 1000
+    for _ in range(100):
+        ids = [rng.randrange(2000) for _ in range(50)]
+        exps = [now + rng.randrange(3000) - 3 for _ in range(50)]
+        refused = [i for i, e in zip(ids, exps, strict=True) if not a.add(i, e)]
+        assert b.add_many(ids, exps) == refused
+        cancels = [rng.randrange(2000) for _ in range(30)]
+        assert b.cancel_many(cancels) == sum(a.cancel(i) for i in cancels)
+        now += rng.randrange(30)
+        assert sorted(a.advance(now)) == sorted(b.advance(now))
+        assert len(a) == len(b)
+
+
+def test_batched_arguments() -> None:
+    w = TimingWheel(start_ms=100)
+    assert w.add_many([], []) == []
+    assert w.add_many((1, 2, 3), (50, 200, 100)) == [1, 3]
+    assert w.cancel_many([2, 2, 9]) == 1
+    with pytest.raises(ValueError):
+        w.add_many([1, 2], [500])
+    with pytest.raises(TypeError):
+        w.cancel_many("12")  # type: ignore[arg-type]

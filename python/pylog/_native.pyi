@@ -8,6 +8,7 @@ IndexOffsetOverflowError, CorruptIndexError, KafkaStorageError).
 Every call that touches more than a few KB releases the GIL.
 """
 
+from collections.abc import Sequence
 from typing import final
 
 _Bytes = bytes | bytearray | memoryview
@@ -330,6 +331,15 @@ class TimingWheel:
 
     def cancel(self, id: int) -> bool:
         """Drops ``id``'s deadline; False when it is not pending."""
+
+    def add_many(self, ids: Sequence[int], expirations_ms: Sequence[int]) -> list[int]:
+        """``add`` for each (id, deadline) pair, in order, in one call; returns
+        the ids refused (deadline already reached), usually ``[]``. ValueError
+        when the sequences differ in length."""
+
+    def cancel_many(self, ids: Sequence[int]) -> int:
+        """``cancel`` for each id, in order, in one call (the lookups of later
+        ids are prefetched); returns how many were pending."""
 
     def advance(self, now_ms: int) -> list[int]:
         """Moves the clock to ``now_ms`` and returns the ids whose deadlines it

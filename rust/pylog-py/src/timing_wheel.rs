@@ -60,6 +60,30 @@ impl PyTimingWheel {
         self.inner.cancel(id)
     }
 
+    /// `add` for each (id, deadline) pair; returns the ids refused (deadline
+    /// already reached), usually an empty list.
+    fn add_many<'py>(
+        &mut self,
+        py: Python<'py>,
+        ids: Vec<i64>,
+        expirations_ms: Vec<i64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        if ids.len() != expirations_ms.len() {
+            return Err(PyValueError::new_err(
+                "ids and expirations_ms differ in length",
+            ));
+        }
+        self.scratch.clear();
+        self.inner
+            .add_many(&ids, &expirations_ms, &mut self.scratch);
+        PyList::new(py, &self.scratch)
+    }
+
+    /// `cancel` for each id; returns how many were pending.
+    fn cancel_many(&mut self, ids: Vec<i64>) -> usize {
+        self.inner.cancel_many(&ids)
+    }
+
     fn advance<'py>(&mut self, py: Python<'py>, now_ms: i64) -> PyResult<Bound<'py, PyList>> {
         self.scratch.clear();
         self.inner.advance_into(now_ms, &mut self.scratch);
