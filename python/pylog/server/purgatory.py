@@ -27,6 +27,8 @@ import time
 from collections.abc import Hashable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
+from pylog import _native
+
 __all__ = ["DelayedOperation", "DelayedOperationPurgatory", "monotonic_ms"]
 
 _log = logging.getLogger("pylog.server.purgatory")
@@ -98,8 +100,8 @@ class Timer(Protocol):
 
 
 class HeapTimer:
-    """Python's heapq as a timer: the fallback when the native wheel is absent,
-    and the baseline the wheel's benchmark measures against."""
+    """Python's heapq as a timer: the reference the purgatory's tests run
+    beside the native wheel, to show both behave alike."""
 
     def __init__(self, start_ms: int = 0) -> None:
         self._heap: list[tuple[int, int]] = []
@@ -134,22 +136,10 @@ class HeapTimer:
 
 
 def make_timer(start_ms: int | None = None) -> Timer:
-    """The native timing wheel (tick 1 ms, 20 buckets), else the heap fallback."""
+    """The native hierarchical timing wheel: tick 1 ms, 20 buckets per level."""
     start = monotonic_ms() if start_ms is None else start_ms
-    try:
-        from pylog import _native
-
-        wheel_cls = getattr(_native, "TimingWheel", None)
-        if wheel_cls is not None:
-            try:
-                timer: Timer = wheel_cls(tick_ms=TICK_MS, wheel_size=WHEEL_SIZE, start_ms=start)
-            except TypeError:
-                timer = wheel_cls(TICK_MS, WHEEL_SIZE, start)
-            return timer
-    except ImportError:  # pragma: no cover - the extension always ships
-        pass
-    _log.warning("pylog._native.TimingWheel is missing; the purgatory uses heapq")
-    return HeapTimer(start)
+    timer: Timer = _native.TimingWheel(tick_ms=TICK_MS, wheel_size=WHEEL_SIZE, start_ms=start)
+    return timer
 
 
 class DelayedOperationPurgatory(Generic[T]):
