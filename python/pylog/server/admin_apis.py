@@ -142,6 +142,17 @@ def _error(e: BaseException) -> tuple[int, str]:
     return int(ErrorCode.UNKNOWN_SERVER_ERROR), str(e)
 
 
+def _checked_config_names(resource: Any, duplicate_resources: set[Any]) -> list[str]:
+    """The config names of one AlterConfigs / IncrementalAlterConfigs resource,
+    refusing (as Kafka does) a resource named twice or a key given twice."""
+    if (resource.resource_type, resource.resource_name) in duplicate_resources:
+        raise InvalidRequestError("Each resource must appear at most once.")
+    names = [c.name for c in resource.configs]
+    if repeated := _duplicates(names):
+        raise InvalidRequestError(f"Duplicate config keys: {', '.join(sorted(repeated))}")
+    return names
+
+
 def _duplicates(names: Iterable[Any]) -> set[Any]:
     return {n for n, c in Counter(names).items() if c > 1}
 
@@ -617,13 +628,7 @@ class AdminApis:
             code: int = ErrorCode.NONE
             msg: str | None = None
             try:
-                if (r.resource_type, r.resource_name) in dupes:
-                    raise InvalidRequestError("Each resource must appear at most once.")
-                names = [c.name for c in r.configs]
-                if _duplicates(names):
-                    raise InvalidRequestError(
-                        f"Duplicate config keys: {', '.join(sorted(_duplicates(names)))}"
-                    )
+                names = _checked_config_names(r, dupes)
                 if r.resource_type == ResourceType.TOPIC:
                     meta = self._existing_topic(r.resource_name)
                     # Replace semantics: the request's keys become the topic's
@@ -656,13 +661,7 @@ class AdminApis:
             code: int = ErrorCode.NONE
             msg: str | None = None
             try:
-                if (r.resource_type, r.resource_name) in dupes:
-                    raise InvalidRequestError("Each resource must appear at most once.")
-                names = [c.name for c in r.configs]
-                if _duplicates(names):
-                    raise InvalidRequestError(
-                        f"Duplicate config keys: {', '.join(sorted(_duplicates(names)))}"
-                    )
+                names = _checked_config_names(r, dupes)
                 for c in r.configs:
                     if c.config_operation not in (_SET, _DELETE, _APPEND, _SUBTRACT):
                         raise InvalidRequestError(
