@@ -621,6 +621,39 @@ class AdminApis:
     # ------------------------------------------------------------------ AlterConfigs
 
     async def alter_configs(self, request: Any, body: Any) -> Mapping[str, Any]:
+        # Replace semantics: the request's keys become the topic's whole
+        # override set (a null value is the same as absent).
+        return self._alter_config_resources(
+            body,
+            "AlterConfigs",
+            lambda meta, r: {c.name: c.value for c in r.configs if c.value is not None},
+        )
+
+    async def incremental_alter_configs(self, request: Any, body: Any) -> Mapping[str, Any]:
+        def known_operations(r: Any) -> None:
+            for c in r.configs:
+                if c.config_operation not in (_SET, _DELETE, _APPEND, _SUBTRACT):
+                    raise InvalidRequestError(
+                        f"Unknown config operation {c.config_operation} for {c.name}"
+                    )
+
+        return self._alter_config_resources(
+            body,
+            "IncrementalAlterConfigs",
+            lambda meta, r: self._apply_incremental(meta.configs, r.configs),
+            precheck=known_operations,
+        )
+
+    def _alter_config_resources(
+        self,
+        body: Any,
+        api: str,
+        topic_configs: Callable[[TopicMetadata, Any], dict[str, Any]],
+        precheck: Callable[[Any], None] | None = None,
+    ) -> Mapping[str, Any]:
+        """The per-resource loop both alter-configs APIs share: checks, the
+        topic's new override set from ``topic_configs``, broker refusals, and
+        one response entry per resource."""
         validate_only = bool(body.validate_only)
         dupes = _duplicates((r.resource_type, r.resource_name) for r in body.resources)
         responses = []
@@ -629,11 +662,11 @@ class AdminApis:
             msg: str | None = None
             try:
                 names = _checked_config_names(r, dupes)
+                if precheck is not None:
+                    precheck(r)
                 if r.resource_type == ResourceType.TOPIC:
                     meta = self._existing_topic(r.resource_name)
-                    # Replace semantics: the request's keys become the topic's
-                    # whole override set (a null value is the same as absent).
-                    wanted = {c.name: c.value for c in r.configs if c.value is not None}
+                    wanted = topic_configs(meta, r)
                     self._validate_topic_configs(wanted)
                     if not validate_only:
                         self.store.set_topic_config(meta.name, wanted)
@@ -643,43 +676,7 @@ class AdminApis:
                     self._refuse_broker_changes(names)
                 else:
                     raise InvalidRequestError(
-                        f"Unsupported resource type {r.resource_type} for AlterConfigs"
-                    )
-            except Exception as e:
-                code, msg = _error(e)
-            responses.append(
-                {"error_code": int(code), "error_message": msg,
-                 "resource_type": r.resource_type, "resource_name": r.resource_name}
-            )  # fmt: skip
-        return {"throttle_time_ms": 0, "responses": responses}
-
-    async def incremental_alter_configs(self, request: Any, body: Any) -> Mapping[str, Any]:
-        validate_only = bool(body.validate_only)
-        dupes = _duplicates((r.resource_type, r.resource_name) for r in body.resources)
-        responses = []
-        for r in body.resources:
-            code: int = ErrorCode.NONE
-            msg: str | None = None
-            try:
-                names = _checked_config_names(r, dupes)
-                for c in r.configs:
-                    if c.config_operation not in (_SET, _DELETE, _APPEND, _SUBTRACT):
-                        raise InvalidRequestError(
-                            f"Unknown config operation {c.config_operation} for {c.name}"
-                        )
-                if r.resource_type == ResourceType.TOPIC:
-                    meta = self._existing_topic(r.resource_name)
-                    merged = self._apply_incremental(meta.configs, r.configs)
-                    self._validate_topic_configs(merged)
-                    if not validate_only:
-                        self.store.set_topic_config(meta.name, merged)
-                        _log.info("topic %s configs set to %s", meta.name, merged)
-                elif r.resource_type == ResourceType.BROKER:
-                    self._broker_resource_check(r.resource_name, allow_default=True)
-                    self._refuse_broker_changes(names)
-                else:
-                    raise InvalidRequestError(
-                        f"Unsupported resource type {r.resource_type} for IncrementalAlterConfigs"
+                        f"Unsupported resource type {r.resource_type} for {api}"
                     )
             except Exception as e:
                 code, msg = _error(e)
