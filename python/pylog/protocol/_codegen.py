@@ -23,7 +23,7 @@ import keyword
 import struct
 import uuid as _uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from pylog.errors import UnsupportedVersionError
 
@@ -661,33 +661,25 @@ class MessageCodec:
         self._dec_track: dict[int, Decoder] = {}
         self._enc_track: dict[int, Encoder] = {}
 
-    def decoder(self, version: int) -> Decoder:
-        fn = self._dec.get(version)
+    def _built(self, cache: dict[int, Any], gen: type[Any], version: int, track: bool) -> Any:
+        """The generated codec for ``version``, built on first use and cached."""
+        fn = cache.get(version)
         if fn is None:
             self._check(version)
-            fn = self._dec[version] = _DecodeGen(self._msg, version, track=False).build()
+            fn = cache[version] = gen(self._msg, version, track=track).build()
         return fn
+
+    def decoder(self, version: int) -> Decoder:
+        return cast(Decoder, self._built(self._dec, _DecodeGen, version, False))
 
     def encoder(self, version: int) -> Encoder:
-        fn = self._enc.get(version)
-        if fn is None:
-            self._check(version)
-            fn = self._enc[version] = _EncodeGen(self._msg, version, track=False).build()
-        return fn
+        return cast(Encoder, self._built(self._enc, _EncodeGen, version, False))
 
     def tracking_decoder(self, version: int) -> Decoder:
-        fn = self._dec_track.get(version)
-        if fn is None:
-            self._check(version)
-            fn = self._dec_track[version] = _DecodeGen(self._msg, version, track=True).build()
-        return fn
+        return cast(Decoder, self._built(self._dec_track, _DecodeGen, version, True))
 
     def tracking_encoder(self, version: int) -> Encoder:
-        fn = self._enc_track.get(version)
-        if fn is None:
-            self._check(version)
-            fn = self._enc_track[version] = _EncodeGen(self._msg, version, track=True).build()
-        return fn
+        return cast(Encoder, self._built(self._enc_track, _EncodeGen, version, True))
 
     def struct_class(self) -> type[Struct]:
         return self._msg.struct_class(self.spec.name, self.spec.fields)
