@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP) build ## create .venv with pylog (release build of the native core) and every test/bench/lint tool
 
 build: $(STAMP) ## (re)build the native extension in place, with the test/bench/lint extras
-	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q -E test,bench,dev
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q -E test,bench,dev,spark
 	@$(PY) -c "import pylog._native as n; print('pylog._native', n.__version__)"
 
 run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./pylog-data (Ctrl-C stops it cleanly)
