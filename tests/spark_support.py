@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,8 @@ import pytest
 
 from test_clients_e2e import BrokerProcess
 
-T0 = 1_700_000_000_000
+# recent, so that retention (7 days by default) keeps the records
+T0 = (int(time.time()) // 3600 - 1) * 3600 * 1000
 
 
 def spark_session() -> Any:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -158,7 +157,6 @@ def fetch_partition(
     """Native column tuples for ``[start, end)`` of a partition, fetched from the broker."""
     with BrokerClient(servers) as client:
         cur = start
-        retries = 0
         while cur < end:
             try:
                 records, hw = client.fetch(topic, partition, cur, FETCH_MAX_BYTES)
@@ -166,14 +164,11 @@ def fetch_partition(
                 tp = (topic, partition)
                 earliest = client.list_offsets({tp: EARLIEST})[tp]
                 latest = client.list_offsets({tp: LATEST})[tp]
-                if earliest <= cur < latest and retries < 5:
-                    # the log holds ``cur``: a refusal seen once under concurrent
-                    # fetches; ask again rather than report lost data
-                    retries += 1
-                    time.sleep(0.05 * retries)
-                    continue
                 if fail_on_data_loss:
-                    raise
+                    raise OffsetOutOfRangeError(
+                        f"{topic}-{partition}: offset {cur} is out of range: the broker holds "
+                        f"[{earliest}, {latest}); set failOnDataLoss=false to skip lost records"
+                    ) from None
                 # the log moved past ``cur`` (retention): go on from its start
                 if earliest <= cur:
                     return
