@@ -160,12 +160,13 @@ def test_bad_input_fails_at_planning_with_a_clear_error(
 ) -> None:
     topic = topic_name("bad")
     produce(broker.bootstrap, topic, 20)
+    produce(broker.bootstrap, topic, 20, start=20)  # a second batch
     for via in ("path", "wire"):
-        msg = _error(lambda via=via: reader(spark, broker, via, subscribe="no-such-topic").load())
+        msg = _error(lambda via=via: reader(spark, broker, via, subscribe="no-such-topic").load().count())
         assert "unknown topic(s) ['no-such-topic']" in msg
         msg = _error(lambda via=via: reader(
             spark, broker, via, subscribe=topic, startingOffsets=json.dumps({topic: {"0": 50}})
-        ).load())  # fmt: skip
+        ).load().count())  # fmt: skip
         assert "out of range" in msg and "failOnDataLoss" in msg
         df = reader(
             spark, broker, via, subscribe=topic, failOnDataLoss="false",
@@ -187,12 +188,13 @@ def test_bad_input_fails_at_planning_with_a_clear_error(
         "'startingOffsets' is not valid JSON": {"subscribe": topic, "startingOffsets": "{x"},
     }  # fmt: skip
     for want, opts in cases.items():
-        assert want in _error(lambda opts=opts: reader(spark, broker, "path", **opts).load()), want
-    msg = _error(lambda: spark.read.format("pylog").option("subscribe", topic).load())
+        msg = _error(lambda opts=opts: reader(spark, broker, "path", **opts).load().count())
+        assert want in msg, want
+    msg = _error(lambda: spark.read.format("pylog").option("subscribe", topic).load().count())
     assert "one of 'path'" in msg and "'kafka.bootstrap.servers' must be given" in msg
     missing = tmp_path / "nowhere"
     msg = _error(lambda: spark.read.format("pylog").option("path", str(missing))
-                 .option("subscribe", topic).load())  # fmt: skip
+                 .option("subscribe", topic).load().count())  # fmt: skip
     assert f"log directory {str(missing)!r} does not exist" in msg
     # a corrupt batch in the middle of a segment: the error names file and position
     copy = tmp_path / "copy"

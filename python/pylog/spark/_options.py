@@ -6,6 +6,7 @@ with the same names, defaults and refusals (plus ``path`` and
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -333,7 +334,7 @@ def split_ranges(
         total = sum(r.end - r.start for r in out)
         more: list[OffsetRange] = []
         for r in out:
-            n = max(1, round((r.end - r.start) * min_partitions / max(total, 1)))
+            n = max(1, math.ceil((r.end - r.start) * min_partitions / max(total, 1)))
             more.extend(_even(r, n))
         out = more
     return out

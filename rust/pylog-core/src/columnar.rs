@@ -233,7 +233,12 @@ pub fn decode_batches(
             let last = pos + size == buf.len();
             let header = match validate_batch(one, position, &ValidationOptions::default()) {
                 Ok(h) => h,
-                Err(Error::CorruptRecord { .. }) if lenient_tail && last => {
+                // only an open-ended read may find a batch still being written;
+                // a bounded range was planned from complete batches, so every
+                // batch below its end must be sound
+                Err(Error::CorruptRecord { .. })
+                    if lenient_tail && last && range.end_offset == i64::MAX =>
+                {
                     out.stop = Stop::Partial;
                     break;
                 }
@@ -598,7 +603,7 @@ mod tests {
 
     fn all() -> ReadRange {
         ReadRange {
-            start_offset: 0,
+            start_offset: i64::MIN,
             end_offset: i64::MAX,
             max_records: usize::MAX,
         }
@@ -674,6 +679,21 @@ mod tests {
     fn a_torn_tail_is_partial_and_a_bad_middle_batch_is_corrupt() {
         let buf = log(0, 3, 4);
         let cut = &buf[..buf.len() - 5];
+        let d = decode_batches(cut, 0, &all(), false, true).unwrap();
+        assert_eq!(d.stop, Stop::Partial);
+        // a complete last batch that fails its CRC: being written (open-ended
+        // read) or corrupt (a bounded one)
+        let mut torn = buf.clone();
+        let n = torn.len();
+        torn[n - 3] ^= 0xff;
+        let d = decode_batches(&torn, 0, &all(), false, true).unwrap();
+        assert_eq!(d.stop, Stop::Partial);
+        assert_eq!(d.columns.rows(), 8);
+        let bounded = ReadRange {
+            end_offset: 12,
+            ..all()
+        };
+        assert!(decode_batches(&torn, 0, &bounded, false, true).is_err());
         let d = decode_batches(cut, 0, &all(), false, true).unwrap();
         assert_eq!(d.stop, Stop::Partial);
         assert_eq!(d.columns.rows(), 8);
