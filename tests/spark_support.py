@@ -116,7 +116,11 @@ def rows_of(df: Any, headers: bool = True) -> list[tuple[Any, ...]]:
     out = []
     for r in got:
         assert r.timestampType == 0
-        hs = [(h.key, None if h.value is None else bytes(h.value)) for h in r.headers] if headers else None
+        hs = (
+            [(h.key, None if h.value is None else bytes(h.value)) for h in r.headers]
+            if headers
+            else None
+        )
         key = None if r.key is None else bytes(r.key)
         out.append((key, bytes(r.value), r.partition, r.ts, hs, r.topic, r.offset))
     return out

@@ -38,7 +38,11 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 def reader(spark: Any, b: BrokerProcess, via: str, **opts: str) -> Any:
     r = spark.read.format("pylog")
-    r = r.option("path", log_dir(b)) if via == "path" else r.option("kafka.bootstrap.servers", b.bootstrap)
+    r = (
+        r.option("path", log_dir(b))
+        if via == "path"
+        else r.option("kafka.bootstrap.servers", b.bootstrap)
+    )
     for k, v in opts.items():
         r = r.option(k, v)
     return r
@@ -59,9 +63,7 @@ def test_rows_equal_what_was_produced_for_every_codec(
         # without headers: the schema drops the column, the rest is the same
         df = reader(spark, broker, via, subscribe=topic).load()
         assert df.schema == kafka_schema(False)
-        assert [r[:4] + r[5:] for r in rows_of(df, headers=False)] == [
-            w[:4] + w[5:] for w in want
-        ]
+        assert [r[:4] + r[5:] for r in rows_of(df, headers=False)] == [w[:4] + w[5:] for w in want]
 
 
 def test_the_arrow_schema_is_the_one_spark_derives() -> None:
@@ -162,7 +164,9 @@ def test_bad_input_fails_at_planning_with_a_clear_error(
     produce(broker.bootstrap, topic, 20)
     produce(broker.bootstrap, topic, 20, start=20)  # a second batch
     for via in ("path", "wire"):
-        msg = _error(lambda via=via: reader(spark, broker, via, subscribe="no-such-topic").load().count())
+        msg = _error(
+            lambda via=via: reader(spark, broker, via, subscribe="no-such-topic").load().count()
+        )
         assert "unknown topic(s) ['no-such-topic']" in msg
         msg = _error(lambda via=via: reader(
             spark, broker, via, subscribe=topic, startingOffsets=json.dumps({topic: {"0": 50}})

@@ -97,10 +97,14 @@ def headers_array(
         fields=list(struct_type),
     )
     assert n == rows, (n, rows)
-    return pa.ListArray.from_arrays(_fixed(pa.int32(), rows + 1, list_offsets), struct, type=list_type)
+    return pa.ListArray.from_arrays(
+        _fixed(pa.int32(), rows + 1, list_offsets), struct, type=list_type
+    )
 
 
-def to_record_batch(columns: Any, topic: str, partition: int, include_headers: bool) -> pa.RecordBatch:
+def to_record_batch(
+    columns: Any, topic: str, partition: int, include_headers: bool
+) -> pa.RecordBatch:
     """One record batch in Spark's Kafka schema from a native columns tuple."""
     rows, offsets, timestamps, ts_types, key, value, headers = columns
     schema = arrow_schema(include_headers)

@@ -167,11 +167,14 @@ def parse_read_options(raw: Mapping[str, str], streaming: bool) -> ReadOptions:
             isinstance(v, list) and all(isinstance(p, int) for p in v) for v in spec.values()
         ):
             raise PylogOptionError(
-                f'option \'assign\' must be JSON like {{"topicA":[0,1]}}, not {opts["assign"]!r}'
+                f"option 'assign' must be JSON like {{\"topicA\":[0,1]}}, not {opts['assign']!r}"
             )
         o.assign = spec
     o.starting = _offsets_option(
-        "startingOffsets", raw_get(opts, "startingoffsets"), "latest" if streaming else "earliest", not streaming
+        "startingOffsets",
+        raw_get(opts, "startingoffsets"),
+        "latest" if streaming else "earliest",
+        not streaming,
     )
     o.ending = _offsets_option("endingOffsets", raw_get(opts, "endingoffsets"), "latest", True)
     if streaming and "endingoffsets" in opts:
@@ -192,7 +195,9 @@ def parse_read_options(raw: Mapping[str, str], streaming: bool) -> ReadOptions:
             try:
                 setattr(o, attr, int(opts[key]))
             except ValueError:
-                raise PylogOptionError(f"option {key!r} must be milliseconds, not {opts[key]!r}") from None
+                raise PylogOptionError(
+                    f"option {key!r} must be milliseconds, not {opts[key]!r}"
+                ) from None
     for key, attr in (
         ("startingoffsetsbytimestamp", "starting_ts"),
         ("endingoffsetsbytimestamp", "ending_ts"),
@@ -200,7 +205,7 @@ def parse_read_options(raw: Mapping[str, str], streaming: bool) -> ReadOptions:
         if key in opts and getattr(o, attr) is None:
             spec = _json(key, opts[key])
             if not isinstance(spec, dict):
-                raise PylogOptionError(f"option {key!r} must be JSON like {{\"t\":{{\"0\":1000}}}}")
+                raise PylogOptionError(f'option {key!r} must be JSON like {{"t":{{"0":1000}}}}')
             setattr(o, attr, {(t, int(p)): int(v) for t, ps in spec.items() for p, v in ps.items()})
     if streaming and o.ending_ts is not None:
         raise PylogOptionError("ending timestamp not valid in streaming queries")
@@ -260,9 +265,7 @@ def _by_time(
     return {tp: found.get(tp) if tp in asked else latest[tp] for tp in tps}
 
 
-def resolve_offsets(
-    o: ReadOptions, catalog: Catalog, tps: list[TP], which: str
-) -> dict[TP, int]:
+def resolve_offsets(o: ReadOptions, catalog: Catalog, tps: list[TP], which: str) -> dict[TP, int]:
     """Concrete offsets for ``which`` = 'start' or 'end' of the read, per partition."""
     earliest = catalog.earliest(tps)
     latest = catalog.latest(tps)

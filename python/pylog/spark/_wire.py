@@ -56,7 +56,9 @@ class BrokerClient:
             except (OSError, ValueError) as e:
                 errors.append(f"{server}: {e}")
         else:
-            raise KafkaError(f"cannot connect to any of kafka.bootstrap.servers={servers!r}: {errors}")
+            raise KafkaError(
+                f"cannot connect to any of kafka.bootstrap.servers={servers!r}: {errors}"
+            )
 
     def close(self) -> None:
         self.sock.close()

@@ -118,7 +118,11 @@ def validate_batches_arrow(blobs: pa.Array) -> pa.Array:
         errors.append(None if found is None else found[0])
         positions.append(None if found is None else found[1])
     return pa.StructArray.from_arrays(
-        [pa.array(valid, pa.bool_()), pa.array(errors, pa.string()), pa.array(positions, pa.int64())],
+        [
+            pa.array(valid, pa.bool_()),
+            pa.array(errors, pa.string()),
+            pa.array(positions, pa.int64()),
+        ],
         names=["valid", "error", "position"],
     )
 

@@ -193,23 +193,25 @@ class PylogStreamReader(DataSourceStreamReader):  # type: ignore[misc]
     def initialOffset(self) -> dict[str, dict[str, int]]:
         tps = self._refresh()
         start = resolve_offsets(self.o, self.catalog, tps, "start")
-        self._planned = dict(start)
         return _offsets_json(start)
 
     def latestOffset(self) -> dict[str, dict[str, int]]:
         tps = self._refresh()
         latest = self.catalog.latest(tps)
         limit = self.o.max_offsets_per_trigger
+        # PySpark's stream reader API does not pass the start to latestOffset,
+        # and Spark asks for it before initialOffset (new query) or without a
+        # commit (restart): the first batch of a run cannot know where it
+        # starts, so the limit applies from the end of the previous batch on;
+        # capping from a guess could go behind a checkpoint
         if limit is not None and self._planned is not None:
-            base = {tp: self._planned.get(tp, 0) for tp in tps}
+            base = {tp: self._planned.get(tp, self.catalog.earliest([tp])[tp]) for tp in tps}
             latest = _rate_limit(base, latest, limit)
         self._planned = dict(latest)
         return _offsets_json(latest)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         s, e = _offsets_from_json(start), _offsets_from_json(end)
-        if self._planned is None:
-            self._planned = dict(e)
         if self.dirs is None and self.o.paths is not None:
             self._refresh()
         for tp in e:
@@ -220,8 +222,9 @@ class PylogStreamReader(DataSourceStreamReader):  # type: ignore[misc]
         return _read(partition, self.o)
 
     def commit(self, end: dict[str, Any]) -> None:
-        if self._planned is None:
-            self._planned = _offsets_from_json(end)
+        done = _offsets_from_json(end)
+        if self._planned is None or any(self._planned.get(tp, -1) < o for tp, o in done.items()):
+            self._planned = done
 
 
 def _rate_limit(base: dict[TP, int], latest: dict[TP, int], limit: int) -> dict[TP, int]:
