@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from test_clients_e2e import BrokerProcess
 
 # recent, so that retention (7 days by default) keeps the records

@@ -16,8 +16,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
-
-from pylog.spark import arrow_schema, kafka_schema
 from spark_support import (
     T0,
     broker,
@@ -30,6 +28,8 @@ from spark_support import (
     topic_name,
 )
 from test_clients_e2e import BrokerProcess
+
+from pylog.spark import arrow_schema, kafka_schema
 
 __all__ = ["broker", "spark"]  # fixtures, imported for pytest
 
@@ -140,7 +140,7 @@ def test_reading_while_a_producer_appends(spark: Any, broker: BrokerProcess) -> 
             offsets = sorted(r.offset for r in rows)
             # always a gap-free prefix of the log, every value intact
             assert offsets == list(range(len(offsets)))
-            assert all(r.v == "value-%d" % r.offset or r.offset == 0 for r in rows)
+            assert all(r.v == f"value-{r.offset}" or r.offset == 0 for r in rows)
             counts.append(len(rows))
             time.sleep(0.3)
     finally:

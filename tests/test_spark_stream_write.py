@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from spark_support import broker, log_dir, produce, rows_of, spark, topic_name
 from test_clients_e2e import BrokerProcess
 
@@ -179,7 +178,7 @@ def test_a_delivery_failure_fails_the_write(spark: Any, tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     df = spark.createDataFrame([("a",), ("b",)], ["value"])
-    with pytest.raises(Exception, match="records (failed delivery|were not delivered)"):
+    with pytest.raises(Exception, match=r"records (failed delivery|were not delivered)"):
         (
             df.write.format("pylog")
             .option("kafka.bootstrap.servers", f"127.0.0.1:{port}")

@@ -5,6 +5,7 @@ with the same names, defaults and refusals (plus ``path`` and
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -329,7 +330,7 @@ def split_ranges(
             if r.start < c < r.end:
                 points.append(c)
         points.append(r.end)
-        for a, b in zip(points, points[1:]):
+        for a, b in itertools.pairwise(points):
             out.append(OffsetRange(r.topic, r.partition, a, b))
     if max_records:
         out = [piece for r in out for piece in _even(r, -(-(r.end - r.start) // max_records))]
@@ -347,4 +348,4 @@ def _even(r: OffsetRange, parts: int) -> list[OffsetRange]:
     size = r.end - r.start
     parts = max(1, min(parts, size))
     bounds = [r.start + size * i // parts for i in range(parts + 1)]
-    return [OffsetRange(r.topic, r.partition, a, b) for a, b in zip(bounds, bounds[1:])]
+    return [OffsetRange(r.topic, r.partition, a, b) for a, b in itertools.pairwise(bounds)]

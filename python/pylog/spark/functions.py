@@ -13,10 +13,10 @@ decoder runs once per value, never once per record.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
-from pyspark.sql.functions import arrow_udf
+from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import (
     ArrayType,
@@ -24,8 +24,8 @@ from pyspark.sql.types import (
     BooleanType,
     IntegerType,
     LongType,
-    StructField,
     StringType,
+    StructField,
     StructType,
     TimestampType,
 )
@@ -106,7 +106,9 @@ def decode_batches_arrow(blobs: pa.Array) -> pa.Array:
 def validate_batches_arrow(blobs: pa.Array) -> pa.Array:
     """struct<valid, error, position> per blob: whether every batch frames,
     checksums and decodes; the first error and its byte position if not."""
-    valid, errors, positions = [], [], []
+    valid: list[bool | None] = []
+    errors: list[str | None] = []
+    positions: list[int | None] = []
     for blob in blobs:
         if not blob.is_valid:
             valid.append(None)
@@ -127,13 +129,9 @@ def validate_batches_arrow(blobs: pa.Array) -> pa.Array:
     )
 
 
-@arrow_udf(RECORDS_TYPE)  # type: ignore[misc]
-def decode_batches(blobs: pa.Array) -> pa.Array:
-    """Spark column function: the records of a binary column of record batches."""
-    return decode_batches_arrow(blobs)
-
-
-@arrow_udf(CHECK_TYPE)  # type: ignore[misc]
-def validate_batches(blobs: pa.Array) -> pa.Array:
-    """Spark column function: struct<valid, error, position> of a binary column."""
-    return validate_batches_arrow(blobs)
+# Spark column functions: ``decode_batches(col)`` gives array<struct<offset,
+# timestamp, timestampType, key, value, headers>> per value of a binary column
+# of record batches; ``validate_batches(col)`` gives struct<valid, error, position>.
+# (arrow_udf's overloads do not type a plain function: called through Any.)
+decode_batches: Any = cast(Any, arrow_udf)(decode_batches_arrow, RECORDS_TYPE)
+validate_batches: Any = cast(Any, arrow_udf)(validate_batches_arrow, CHECK_TYPE)

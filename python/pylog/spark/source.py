@@ -45,11 +45,11 @@ from ._options import (
 )
 from ._wire import BrokerClient, fetch_partition
 
-__all__ = ["PylogDataSource", "PylogPartition", "PylogOptionError"]
+__all__ = ["PylogDataSource", "PylogOptionError", "PylogPartition"]
 
 
 @dataclass(frozen=True)
-class PylogPartition(InputPartition):  # type: ignore[misc]
+class PylogPartition(InputPartition):
     """One task's work: an offset range of one topic partition, and where to read it."""
 
     topic: str
@@ -138,7 +138,7 @@ def _read(p: PylogPartition, o: ReadOptions) -> Iterator[pa.RecordBatch]:
         yield to_record_batch(cols, p.topic, p.partition, o.include_headers)
 
 
-class PylogBatchReader(DataSourceReader):  # type: ignore[misc]
+class PylogBatchReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.o = parse_read_options(options, streaming=False)
         catalog, self.dirs = _catalog(self.o)
@@ -157,7 +157,8 @@ class PylogBatchReader(DataSourceReader):  # type: ignore[misc]
         # Spark needs at least one partition to run a stage
         return parts or [PylogPartition("", 0, 0, 0, "", True)]
 
-    def read(self, partition: PylogPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, PylogPartition)
         if partition.end <= partition.start:
             return iter(())
         return _read(partition, self.o)
@@ -174,7 +175,7 @@ def _offsets_from_json(spec: dict[str, dict[str, int]]) -> dict[TP, int]:
     return {(t, int(p)): int(off) for t, ps in spec.items() for p, off in ps.items()}
 
 
-class PylogStreamReader(DataSourceStreamReader):  # type: ignore[misc]
+class PylogStreamReader(DataSourceStreamReader):
     """Micro-batches over per-partition offsets, JSON like Spark's Kafka source:
     ``{"topic": {"0": 12}}``. New partitions start at their earliest offset."""
 
@@ -218,7 +219,8 @@ class PylogStreamReader(DataSourceStreamReader):  # type: ignore[misc]
             s.setdefault(tp, self.catalog.earliest([tp])[tp])
         return _partitions(self.o, self.dirs, {tp: s[tp] for tp in e}, e)
 
-    def read(self, partition: PylogPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, PylogPartition)
         return _read(partition, self.o)
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -331,11 +333,11 @@ def _produce(rows: Iterator[Any], topic_opt: str | None, options: dict[str, str]
 
 
 @dataclass
-class _Written(WriterCommitMessage):  # type: ignore[misc]
+class _Written(WriterCommitMessage):
     records: int
 
 
-class PylogBatchWriter(DataSourceWriter):  # type: ignore[misc]
+class PylogBatchWriter(DataSourceWriter):
     def __init__(self, schema: StructType, options: dict[str, str]) -> None:
         self.topic, _ = _check_write_schema(schema, options)
         self.options = dict(options)
@@ -344,7 +346,7 @@ class PylogBatchWriter(DataSourceWriter):  # type: ignore[misc]
         return _Written(_produce(iterator, self.topic, self.options))
 
 
-class PylogStreamWriter(DataSourceStreamWriter):  # type: ignore[misc]
+class PylogStreamWriter(DataSourceStreamWriter):
     def __init__(self, schema: StructType, options: dict[str, str]) -> None:
         self.topic, _ = _check_write_schema(schema, options)
         self.options = dict(options)
@@ -352,14 +354,14 @@ class PylogStreamWriter(DataSourceStreamWriter):  # type: ignore[misc]
     def write(self, iterator: Iterator[Any]) -> _Written:
         return _Written(_produce(iterator, self.topic, self.options))
 
-    def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803 (Spark's name)
+    def commit(self, messages: list[Any], batchId: int) -> None:
         pass
 
-    def abort(self, messages: list[Any], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[Any], batchId: int) -> None:
         pass
 
 
-class PylogDataSource(DataSource):  # type: ignore[misc]
+class PylogDataSource(DataSource):
     """Format ``"pylog"``: Spark's Kafka source and sink, options and schema included."""
 
     @classmethod
@@ -373,13 +375,13 @@ class PylogDataSource(DataSource):  # type: ignore[misc]
     def reader(self, schema: StructType) -> DataSourceReader:
         return PylogBatchReader(dict(self.options))
 
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return PylogStreamReader(dict(self.options))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return PylogBatchWriter(schema, dict(self.options))
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return PylogStreamWriter(schema, dict(self.options))
 
 
