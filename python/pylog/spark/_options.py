@@ -135,6 +135,11 @@ def parse_read_options(raw: Mapping[str, str], streaming: bool) -> ReadOptions:
     for key, why in _REFUSED.items():
         if key in opts:
             raise PylogOptionError(f"option {key!r} is not supported: {why}")
+    if opts.get("kafka.isolation.level", "read_uncommitted").lower() != "read_uncommitted":
+        raise PylogOptionError(
+            "option 'kafka.isolation.level' must be read_uncommitted: pylog.spark does not "
+            "filter aborted transactions yet"
+        )
     paths = [p.strip() for p in opts.get("path", "").split(",") if p.strip()] or None
     servers = opts.get("kafka.bootstrap.servers")
     if paths is None and not servers:

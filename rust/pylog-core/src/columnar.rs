@@ -576,7 +576,7 @@ mod tests {
 
     fn rec(i: usize) -> BuildRecord {
         BuildRecord {
-            key: if i % 3 == 0 {
+            key: if i.is_multiple_of(3) {
                 None
             } else {
                 Some(format!("k{i}").into_bytes())
