@@ -321,8 +321,8 @@ fn push_v2(
         }
         let fail = |p: usize, e: FrameError| frame_error(position, index, p, e);
         let mut p = at;
-        let length =
-            read_varint(data, &mut p).ok_or(fail(at, FrameError::BadVarint("record length")))?;
+        let length = read_varint(data, &mut p)
+            .ok_or_else(|| fail(at, FrameError::BadVarint("record length")))?;
         if length < 0 {
             return Err(fail(at, FrameError::NegativeLength(length)));
         }
@@ -338,10 +338,10 @@ fn push_v2(
         }
         let body = &data[..end];
         p += 1; // attributes
-        let ts_delta =
-            read_varlong(body, &mut p).ok_or(fail(at, FrameError::BadVarint("timestamp delta")))?;
-        let off_delta =
-            read_varint(body, &mut p).ok_or(fail(at, FrameError::BadVarint("offset delta")))?;
+        let ts_delta = read_varlong(body, &mut p)
+            .ok_or_else(|| fail(at, FrameError::BadVarint("timestamp delta")))?;
+        let off_delta = read_varint(body, &mut p)
+            .ok_or_else(|| fail(at, FrameError::BadVarint("offset delta")))?;
         let offset = h.base_offset.wrapping_add(off_delta as i64);
         if offset < range.start_offset || offset >= range.end_offset {
             at = end;
@@ -349,7 +349,8 @@ fn push_v2(
         }
         let key = field(body, &mut p, "key").map_err(|e| fail(at, e))?;
         let value = field(body, &mut p, "value").map_err(|e| fail(at, e))?;
-        let n = read_varint(body, &mut p).ok_or(fail(at, FrameError::BadVarint("header count")))?;
+        let n = read_varint(body, &mut p)
+            .ok_or_else(|| fail(at, FrameError::BadVarint("header count")))?;
         if n < 0 {
             return Err(fail(at, FrameError::NegativeSize("header count", n)));
         }
