@@ -251,7 +251,14 @@ def topic_partitions(o: ReadOptions, catalog: Catalog) -> list[TP]:
         return [(t, p) for t in o.subscribe for p in topics[t]]
     if o.pattern is not None:
         rx = re.compile(o.pattern)
-        return [(t, p) for t in sorted(topics) if rx.fullmatch(t) for p in topics[t]]
+        # internal topics are left out, as a Kafka consumer's pattern leaves them out
+        internal = ("__consumer_offsets", "__transaction_state")
+        return [
+            (t, p)
+            for t in sorted(topics)
+            if rx.fullmatch(t) and t not in internal
+            for p in topics[t]
+        ]
     assert o.assign is not None
     out = []
     for t, parts in o.assign.items():
