@@ -127,6 +127,7 @@ def test_reading_while_a_producer_appends(spark: Any, broker: BrokerProcess) -> 
             if i % 50 == 0:
                 p.flush(10)
                 produced[0] = i
+                time.sleep(0.01)  # steady appends, leaving the 2 cores to Spark too
         p.flush(10)
         produced[0] = i
 
@@ -134,14 +135,19 @@ def test_reading_while_a_producer_appends(spark: Any, broker: BrokerProcess) -> 
     t.start()
     try:
         counts = []
-        for _ in range(4):
+        for _ in range(3):
             df = reader(spark, broker, "path", subscribe=topic).load()
-            rows = df.selectExpr("offset", "cast(value as string) v").collect()
-            offsets = sorted(r.offset for r in rows)
+            r = df.selectExpr(
+                "count(*) AS n",
+                "count(DISTINCT offset) AS distinct_offsets",
+                "min(offset) AS lo",
+                "max(offset) AS hi",
+                "sum(CASE WHEN offset = 0 OR CAST(value AS STRING) = concat('value-', offset)"
+                " THEN 0 ELSE 1 END) AS bad_values",
+            ).collect()[0]
             # always a gap-free prefix of the log, every value intact
-            assert offsets == list(range(len(offsets)))
-            assert all(r.v == f"value-{r.offset}" or r.offset == 0 for r in rows)
-            counts.append(len(rows))
+            assert (r.lo, r.hi, r.distinct_offsets, r.bad_values) == (0, r.n - 1, r.n, 0)
+            counts.append(r.n)
             time.sleep(0.3)
     finally:
         stop.set()
