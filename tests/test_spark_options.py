@@ -14,6 +14,7 @@ from pylog.spark._options import (
     OffsetRange,
     PylogOptionError,
     parse_read_options,
+    snap_to,
     split_ranges,
 )
 from pylog.spark.source import _rate_limit
@@ -66,6 +67,15 @@ def test_splits_cover_each_range_exactly() -> None:
             assert len(pieces) >= min_parts
         if cuts:
             assert any(r.start == 500 or r.start == 300 for r in pieces)
+
+
+def test_split_points_move_back_to_batch_starts() -> None:
+    pieces = split_ranges([OffsetRange("t", 0, 0, 100)], None, 25, None)
+    assert [(r.start, r.end) for r in pieces] == [(0, 25), (25, 50), (50, 75), (75, 100)]
+    snapped = snap_to(pieces, {("t", 0): [0, 10, 20, 30, 60, 74]})
+    assert [(r.start, r.end) for r in snapped] == [(0, 20), (20, 30), (30, 74), (74, 100)]
+    # no batch start inside a piece: the split stays where it was
+    assert snap_to(pieces, {("t", 0): [0]}) == pieces
 
 
 def test_rate_limit_spreads_by_backlog() -> None:

@@ -138,6 +138,18 @@ class LogDirs:
         return None
 
 
+def batch_starts(path: str) -> list[int]:
+    """Offsets where a batch starts that the offset indexes know of (an entry's
+    offset is its batch's last), with the segment bases, ascending."""
+    out = []
+    for base in segment_bases(path):
+        out.append(base)
+        index = offset_index_file_name(path, base)
+        if os.path.exists(index):
+            out.extend(o + 1 for o in _native.index_entry_offsets(index, base))
+    return sorted(set(out))
+
+
 def read_partition(
     path: str,
     topic: str,

@@ -5,6 +5,7 @@ with the same names, defaults and refusals (plus ``path`` and
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import math
@@ -353,6 +354,24 @@ def split_ranges(
             n = max(1, math.ceil((r.end - r.start) * min_partitions / max(total, 1)))
             more.extend(_even(r, n))
         out = more
+    return out
+
+
+def snap_to(pieces: list[OffsetRange], starts: Mapping[TP, list[int]]) -> list[OffsetRange]:
+    """Move each split point between two pieces of a partition back to the
+    nearest batch start at or below it, so no batch is decoded by two tasks
+    (rows are the same either way: the reader filters by offset)."""
+    out: list[OffsetRange] = []
+    for r in pieces:
+        prev = out[-1] if out else None
+        same = prev is not None and (prev.topic, prev.partition) == (r.topic, r.partition)
+        if prev is not None and same and prev.end == r.start:
+            known = starts.get((r.topic, r.partition), [])
+            i = bisect.bisect_right(known, r.start) - 1
+            if i >= 0 and prev.start < known[i] < r.start:
+                out[-1] = OffsetRange(prev.topic, prev.partition, prev.start, known[i])
+                r = OffsetRange(r.topic, r.partition, known[i], r.end)
+        out.append(r)
     return out
 
 

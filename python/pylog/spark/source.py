@@ -31,7 +31,7 @@ from pyspark.sql.types import (
 )
 
 from ._arrow import kafka_schema, to_record_batch
-from ._logdirs import LogDirs, read_partition, segment_bases
+from ._logdirs import LogDirs, batch_starts, read_partition, segment_bases
 from ._options import (
     TP,
     Catalog,
@@ -40,6 +40,7 @@ from ._options import (
     ReadOptions,
     parse_read_options,
     resolve_offsets,
+    snap_to,
     split_ranges,
     topic_partitions,
 )
@@ -119,6 +120,9 @@ def _partitions(
         # a split never straddles a segment when it need not
         cuts = {tp: segment_bases(dirs.partitions[tp].path) for tp in start}
     pieces = split_ranges(ranges, o.min_partitions, o.max_records_per_partition, cuts)
+    if dirs is not None and len(pieces) > len(ranges):
+        # and starts where the offset index points
+        pieces = snap_to(pieces, {tp: batch_starts(dirs.partitions[tp].path) for tp in start})
     out = []
     for r in pieces:
         if dirs is not None:

@@ -151,6 +151,21 @@ fn index_floor_position(
     .py()
 }
 
+/// The offsets of a segment's offset index entries (each the last offset of
+/// a batch), ascending: split points that start at batch boundaries.
+#[pyfunction]
+fn index_entry_offsets(
+    py: Python<'_>,
+    index_path: PathBuf,
+    base_offset: i64,
+) -> PyResult<Vec<i64>> {
+    py.allow_threads(|| -> pylog_core::Result<Vec<i64>> {
+        let index = std::fs::read(&index_path)?;
+        Ok(core::index_offsets(&index, base_offset))
+    })
+    .py()
+}
+
 /// `(error, position)` of the first batch of `data` that does not frame,
 /// checksum or decode, or None when every batch is sound.
 #[pyfunction]
@@ -172,6 +187,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_segment_columns, m)?)?;
     m.add_function(wrap_pyfunction!(decode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(index_floor_position, m)?)?;
+    m.add_function(wrap_pyfunction!(index_entry_offsets, m)?)?;
     m.add_function(wrap_pyfunction!(check_batches, m)?)?;
     Ok(())
 }
