@@ -6,13 +6,15 @@ session (local[2]), and consumed through a broker with confluent-kafka.
 
 Each Spark scan is ``count(*), sum(length(value))`` so every value is
 materialised; best of two runs. The log is written directly in Kafka's format
-(one 1,000-record batch, its base offset rewritten per copy: the CRC does not
-cover it), ~100-byte values, lz4-free (codec none). Nothing here fails on timing.
+(one 1,000-record batch, its base offset and a batch number in each value
+rewritten per copy, CRC recomputed), 88-128-byte random values, codec none.
+Nothing here fails on timing.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -24,25 +26,40 @@ from pylog import _native
 
 N = int(os.environ.get("PYLOG_BENCH_SPARK_RECORDS", "10000000"))
 BATCH = 1000
+MARK = b"@@BATCH@"
 CORES = 2
 # the broker leg consumes at most this many records: it is the slow baseline
 BROKER_RECORDS = min(N, int(os.environ.get("PYLOG_BENCH_SPARK_BROKER_RECORDS", "1000000")))
 
 
 def write_log(root: Path, topic: str, n: int) -> int:
-    """``n`` records in ``root/<topic>-0``; returns the bytes written."""
+    """``n`` records in ``root/<topic>-0``; returns the bytes written. Values
+    are random bytes with the record's batch number stamped in, so no two are
+    equal and neither format gains from dictionary or run-length encoding."""
     d = root / f"{topic}-0"
     d.mkdir(parents=True)
     now = int(time.time() * 1000)
+    rng = random.Random(7)
     records = [
-        (b"user-%d" % (i % 97), b"%08d:" % i + b"v" * (80 + i % 40), [], now + i)
+        (b"user-%d" % (i % 97), MARK + rng.randbytes(80 + i % 40), [], now + i)
         for i in range(BATCH)
     ]
     template = bytearray(_native.build_batch(records))
+    marks = []
+    at = template.find(MARK)
+    while at >= 0:
+        marks.append(at)
+        at = template.find(MARK, at + 1)
+    assert len(marks) == BATCH
     size = 0
     with open(d / "00000000000000000000.log", "wb") as f:
         for base in range(0, n, BATCH):
             template[0:8] = base.to_bytes(8, "big")
+            stamp = b"%08d" % (base // BATCH)
+            for at in marks:
+                template[at : at + 8] = stamp
+            # the CRC32C covers attributes..end (not the base offset)
+            template[17:21] = _native.crc32c(memoryview(template)[21:]).to_bytes(4, "big")
             f.write(template)
             size += len(template)
     return size
