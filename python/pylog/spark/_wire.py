@@ -187,7 +187,11 @@ def fetch_partition(
                 records, cur, end, include_headers=include_headers
             )
             if next_offset <= cur:
-                return
+                # records came back but not one whole batch: never skip silently
+                raise KafkaError(
+                    f"{topic}-{partition}: the fetch at offset {cur} returned {len(records)} "
+                    "bytes holding no complete record batch"
+                )
             cur = next_offset
             if cols[0]:
                 yield cols
