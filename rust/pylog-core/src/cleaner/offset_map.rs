@@ -1,0 +1,190 @@
+//! The cleaner's offset map (Kafka's SkimpyOffsetMap): key hash → latest offset,
+//! in memory fixed when it is made.
+//!
+//! Each slot is 24 bytes: a 128-bit XXH3 hash of the key and the offset. Keys
+//! themselves are never stored, so the map's size does not depend on the keys;
+//! two keys colliding on 128 bits is as unlikely as an MD5 collision is in
+//! Kafka's map (XXH3-128 was chosen over MD5 for speed: it hashes at memory
+//! bandwidth, and the `twox-hash` crate is already in the dependency tree via
+//! lz4_flex). Open addressing with linear probing; the map is "full" at
+//! `load_factor` of its slots, which keeps probe chains short.
+
+use twox_hash::XxHash3_128;
+
+/// Bytes one entry takes: the hash (16) and the offset (8).
+pub const BYTES_PER_ENTRY: usize = 24;
+
+#[derive(Clone, Copy, Default)]
+#[repr(C)]
+struct Slot {
+    hash: [u64; 2],
+    /// offset + 1; 0 marks an empty slot, so a zeroed allocation is an empty map
+    /// (the pages are only touched when written).
+    offset_plus_one: i64,
+}
+
+pub struct OffsetMap {
+    slots: Vec<Slot>,
+    max_entries: usize,
+    entries: usize,
+    lookups: u64,
+    probes: u64,
+    latest_offset: i64,
+}
+
+#[inline]
+fn hash_key(key: &[u8]) -> [u64; 2] {
+    let h = XxHash3_128::oneshot(key);
+    [h as u64, (h >> 64) as u64]
+}
+
+impl OffsetMap {
+    /// A map in `memory` bytes, full at `load_factor` (0..1] of its slots.
+    pub fn new(memory: usize, load_factor: f64) -> OffsetMap {
+        let n = (memory / BYTES_PER_ENTRY).max(2);
+        let lf = if load_factor > 0.0 && load_factor <= 1.0 {
+            load_factor
+        } else {
+            0.9
+        };
+        OffsetMap {
+            slots: vec![Slot::default(); n],
+            // one slot always stays empty: it ends every probe for a missing key
+            max_entries: ((n as f64 * lf) as usize).clamp(1, n - 1),
+            entries: 0,
+            lookups: 0,
+            probes: 0,
+            latest_offset: -1,
+        }
+    }
+
+    #[inline]
+    fn find(&mut self, hash: [u64; 2]) -> usize {
+        let n = self.slots.len();
+        let mut i = (hash[0] % n as u64) as usize;
+        self.lookups += 1;
+        loop {
+            let s = &self.slots[i];
+            if s.offset_plus_one == 0 || s.hash == hash {
+                return i;
+            }
+            self.probes += 1;
+            i += 1;
+            if i == n {
+                i = 0;
+            }
+        }
+    }
+
+    /// Record `offset` as the latest for `key`. False (nothing changed) when
+    /// the key is new and the map is full.
+    pub fn put(&mut self, key: &[u8], offset: i64) -> bool {
+        let hash = hash_key(key);
+        let i = self.find(hash);
+        let slot = &mut self.slots[i];
+        if slot.offset_plus_one == 0 {
+            if self.entries >= self.max_entries {
+                return false;
+            }
+            self.entries += 1;
+            slot.hash = hash;
+        }
+        slot.offset_plus_one = offset + 1;
+        self.latest_offset = offset;
+        true
+    }
+
+    /// The latest offset recorded for `key`, or -1.
+    pub fn get(&mut self, key: &[u8]) -> i64 {
+        let i = self.find(hash_key(key));
+        self.slots[i].offset_plus_one - 1
+    }
+
+    /// Forget every entry (only the slots in use are touched when few are).
+    pub fn clear(&mut self) {
+        if self.entries > 0 {
+            self.slots.fill(Slot::default());
+        }
+        self.entries = 0;
+        self.lookups = 0;
+        self.probes = 0;
+        self.latest_offset = -1;
+    }
+
+    pub fn size(&self) -> usize {
+        self.entries
+    }
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+    pub fn max_entries(&self) -> usize {
+        self.max_entries
+    }
+    pub fn is_full(&self) -> bool {
+        self.entries >= self.max_entries
+    }
+    /// The offset of the last `put`, -1 when none since the last clear.
+    pub fn latest_offset(&self) -> i64 {
+        self.latest_offset
+    }
+    pub fn utilization(&self) -> f64 {
+        self.entries as f64 / self.slots.len() as f64
+    }
+    /// Probes past the first slot per lookup (how crowded the map is).
+    pub fn collision_rate(&self) -> f64 {
+        if self.lookups == 0 {
+            0.0
+        } else {
+            self.probes as f64 / self.lookups as f64
+        }
+    }
+    pub fn memory(&self) -> usize {
+        self.slots.len() * BYTES_PER_ENTRY
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latest_offset_wins_and_missing_is_minus_one() {
+        let mut m = OffsetMap::new(24 * 100, 0.9);
+        assert_eq!(m.get(b"a"), -1);
+        assert!(m.put(b"a", 0));
+        assert!(m.put(b"b", 1));
+        assert!(m.put(b"a", 5));
+        assert_eq!(m.get(b"a"), 5);
+        assert_eq!(m.get(b"b"), 1);
+        assert_eq!(m.size(), 2);
+        assert_eq!(m.latest_offset(), 5);
+        m.clear();
+        assert_eq!((m.get(b"a"), m.size(), m.latest_offset()), (-1, 0, -1));
+    }
+
+    #[test]
+    fn full_map_refuses_new_keys_but_updates_old_ones() {
+        let mut m = OffsetMap::new(24 * 10, 0.5);
+        assert_eq!(m.max_entries(), 5);
+        for i in 0..5 {
+            assert!(m.put(format!("k{i}").as_bytes(), i));
+        }
+        assert!(m.is_full());
+        assert!(!m.put(b"new", 9));
+        assert!(m.put(b"k0", 10));
+        assert_eq!(m.get(b"k0"), 10);
+        assert_eq!(m.get(b"new"), -1);
+    }
+
+    #[test]
+    fn many_keys_round_trip() {
+        let mut m = OffsetMap::new(24 * 20_000, 0.9);
+        for i in 0..15_000i64 {
+            assert!(m.put(&i.to_be_bytes(), i * 2));
+        }
+        for i in 0..15_000i64 {
+            assert_eq!(m.get(&i.to_be_bytes()), i * 2);
+        }
+        assert!(m.collision_rate() < 10.0);
+    }
+}
