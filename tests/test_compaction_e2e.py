@@ -211,7 +211,9 @@ def test_tombstones_vanish_after_delete_retention(broker: Broker) -> None:
             break
         assert time.monotonic() < deadline, "tombstones never went"
         # more data moves the clean head past the tombstones' segment
-        produce(broker.bootstrap, topic, [(b"filler-%d-%d" % (n, i), b"f" * 300) for i in range(60)])
+        produce(
+            broker.bootstrap, topic, [(b"filler-%d-%d" % (n, i), b"f" * 300) for i in range(60)]
+        )
         n += 1
         time.sleep(0.3)
     assert seen_tombstone, "the first cleans keep the tombstones"
@@ -223,14 +225,14 @@ def test_idempotent_producer_keeps_working_across_compaction(broker: Broker) -> 
     from confluent_kafka import Producer
 
     topic = create_topic(broker.bootstrap)
-    p = Producer(
-        {"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, **PRODUCER}
-    )
+    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, **PRODUCER})
     errors: list[Any] = []
 
     def send(records: list[tuple[bytes, bytes]]) -> None:
         for k, v in records:
-            p.produce(topic, key=k, value=v, on_delivery=lambda e, m: errors.append(e) if e else None)
+            p.produce(
+                topic, key=k, value=v, on_delivery=lambda e, m: errors.append(e) if e else None
+            )
             p.poll(0)
         assert p.flush(30) == 0
 
@@ -251,7 +253,10 @@ def test_keyless_record_refused_with_invalid_record(broker: Broker) -> None:
     topic = create_topic(broker.bootstrap)
     for codec in ("none", "zstd"):
         errs = produce(
-            broker.bootstrap, topic, [(None, b"no key")], **{"compression.codec": codec, "retries": 0}
+            broker.bootstrap,
+            topic,
+            [(None, b"no key")],
+            **{"compression.codec": codec, "retries": 0},
         )
         assert len(errs) == 1 and errs[0] is not None
         assert errs[0].code() == KafkaError.INVALID_RECORD

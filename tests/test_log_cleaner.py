@@ -140,9 +140,7 @@ def test_offset_map_native() -> None:
 
 
 @pytest.mark.parametrize("codec", [0, 2, 4])
-def test_clean_keeps_latest_value_per_key(
-    manager: LogManager, tmp_path: Path, codec: int
-) -> None:
+def test_clean_keeps_latest_value_per_key(manager: LogManager, tmp_path: Path, codec: int) -> None:
     log = manager.get_or_create_log(TP)
     latest = fill(log, rounds=20, keys=50, codec=codec)
     segments_before = log.num_segments

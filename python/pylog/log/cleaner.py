@@ -151,7 +151,10 @@ class Throttler:
             self._observed += observed
             now = time.monotonic()
             elapsed = now - self._period_start
-            if elapsed < self.check_interval_s and self._observed < self.rate * self.check_interval_s:
+            if (
+                elapsed < self.check_interval_s
+                and self._observed < self.rate * self.check_interval_s
+            ):
                 return
             wanted = self._observed / self.rate
             sleep = wanted - elapsed
@@ -298,12 +301,7 @@ class LogCleanerManager:
             self.max_dirty_percent = (
                 100.0 * max(c.cleanable_ratio for c in candidates) if candidates else 0.0
             )
-            due = [
-                c
-                for c in candidates
-                if c.cleanable_bytes > 0
-                and (c.need_compaction_now or c.cleanable_ratio >= c.log.config.min_cleanable_dirty_ratio)
-            ]  # fmt: skip
+            due = [c for c in candidates if c.cleanable_bytes > 0 and _due(c)]
             if not due:
                 return None
             best = max(due, key=lambda c: c.cleanable_ratio)
@@ -370,6 +368,10 @@ class LogCleanerManager:
             elif s is not None and s[0] is LogCleaningState.ABORTED:
                 self._states[tp] = (LogCleaningState.PAUSED, 1)
             self._cond.notify_all()
+
+
+def _due(c: LogToClean) -> bool:
+    return c.need_compaction_now or c.cleanable_ratio >= c.log.config.min_cleanable_dirty_ratio
 
 
 def _first_batch_timestamp(seg: LogSegment) -> int:
@@ -439,9 +441,7 @@ class Cleaner:
         self.check_done = check_done
         self.clock = clock
 
-    def _chunks(
-        self, seg: LogSegment, fn: Callable[[bytes, int], tuple[int, int, bool]]
-    ) -> None:
+    def _chunks(self, seg: LogSegment, fn: Callable[[bytes, int], tuple[int, int, bool]]) -> None:
         """Feed ``fn(data, position)`` whole batches of ``seg`` a buffer at a
         time; ``fn`` returns (bytes consumed, size of a cut batch, stop)."""
         fd = seg.fileno()
@@ -483,7 +483,9 @@ class Cleaner:
             self.check_done(to_clean.tp)
             state = {"full": False}
 
-            def feed(data: bytes, pos: int, state: dict[str, bool] = state) -> tuple[int, int, bool]:
+            def feed(
+                data: bytes, pos: int, state: dict[str, bool] = state
+            ) -> tuple[int, int, bool]:
                 consumed, needed, is_full, done, records = _native.build_offset_map(
                     m, data, start, end, pos
                 )
@@ -559,7 +561,9 @@ class Cleaner:
                 mtime_ns = max(mtime_ns, seg.last_modified_ms * 1_000_000)
                 retain_deletes = seg.last_modified_ms > delete_horizon_ms
 
-                def feed(data: bytes, pos: int, retain: bool = retain_deletes) -> tuple[int, int, bool]:
+                def feed(
+                    data: bytes, pos: int, retain: bool = retain_deletes
+                ) -> tuple[int, int, bool]:
                     consumed, needed, out, batches, read, kept = _native.clean_batches(
                         m, data, retain_deletes=retain, active_producers=active_producers,
                         position=pos,

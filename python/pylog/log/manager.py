@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pylog.errors import KafkaStorageError, LogDirLockedError
-from pylog.log.cleaner import LogCleaner
 from pylog.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -50,6 +49,7 @@ from pylog.log.checkpoint import (
     TopicPartition,
     fsync_dir,
 )
+from pylog.log.cleaner import LogCleaner
 from pylog.log.config import BrokerLogConfig, LogConfig
 from pylog.log.files import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX
 from pylog.log.log import Log
@@ -560,9 +560,7 @@ class LogManager:
             try:
                 if log.truncate_to(offset):
                     dirs.add(path)
-                    self.cleaner.maybe_truncate_checkpoint(
-                        path, tp, log.active_segment.base_offset
-                    )
+                    self.cleaner.maybe_truncate_checkpoint(path, tp, log.active_segment.base_offset)
             finally:
                 self.cleaner.resume_cleaning([tp])
         for path in dirs:
