@@ -29,7 +29,7 @@ fn bench(c: &mut Criterion) {
     let log = dirty_log();
     let mut g = c.benchmark_group("cleaner");
     g.throughput(Throughput::Bytes(log.len() as u64));
-    let mut map = OffsetMap::new(24 * 1 << 16, 0.9);
+    let mut map = OffsetMap::new(24 << 16, 0.9);
     g.bench_function("build_offset_map", |b| {
         b.iter(|| {
             map.clear();

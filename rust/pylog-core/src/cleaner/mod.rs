@@ -419,7 +419,10 @@ mod tests {
             assert_eq!(values(&c.out).len(), 2);
             let h = BatchHeader::parse(&c.out, 0).unwrap();
             assert_eq!((h.base_offset, h.last_offset(), h.records_count), (3, 5, 2));
-            assert_eq!((h.producer_id, h.base_sequence, h.max_timestamp), (7, 0, 15));
+            assert_eq!(
+                (h.producer_id, h.base_sequence, h.max_timestamp),
+                (7, 0, 15)
+            );
             crate::validate::validate_batch(&c.out, 0, &Default::default()).unwrap();
         }
     }
@@ -443,7 +446,12 @@ mod tests {
         assert_eq!(c.out.len(), HEADER_SIZE);
         let h = crate::validate::validate_batch(&c.out, 0, &Default::default()).unwrap();
         assert_eq!(
-            (h.base_offset, h.last_offset(), h.records_count, h.base_sequence),
+            (
+                h.base_offset,
+                h.last_offset(),
+                h.records_count,
+                h.base_sequence
+            ),
             (3, 5, 0, 0)
         );
     }
