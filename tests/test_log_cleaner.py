@@ -445,3 +445,19 @@ def test_kill_during_each_phase_of_a_clean_loses_nothing(tmp_path: Path, phase: 
         assert len(records(log2)) == 40
     finally:
         m2.shutdown()
+
+
+def test_replace_segments_refuses_segments_that_left_the_log(manager: LogManager) -> None:
+    from pylog.errors import KafkaError
+    from pylog.log.segment import LogSegment
+
+    log = manager.get_or_create_log(TP)
+    fill(log, rounds=2, keys=5)
+    stranger = LogSegment.open(log.dir, 10_000, log.config, file_suffix=".cleaned")
+    before = [s.base_offset for s in log.segments]
+    with pytest.raises(KafkaError):
+        log.replace_segments([stranger], [stranger])
+    with pytest.raises(KafkaError):
+        log.replace_segments([stranger], [log.active_segment])
+    assert [s.base_offset for s in log.segments] == before
+    stranger.delete_if_exists()

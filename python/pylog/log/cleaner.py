@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pylog import _native
-from pylog.errors import KafkaError, KafkaStorageError
+from pylog.errors import CorruptRecordError, InvalidRecordError, KafkaError, KafkaStorageError
 from pylog.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, TopicPartition
 from pylog.log.config import BrokerLogConfig
 from pylog.log.files import (
@@ -686,15 +686,17 @@ class LogCleaner:
             self._record(to_clean, stats)
         except LogCleaningAbortedError:
             _log.info("cleaning of %s aborted", to_clean.tp)
-        except KafkaError as e:
+        except (CorruptRecordError, InvalidRecordError) as e:
+            # Bad bytes in the log: retrying cannot help (Kafka's uncleanable partitions).
+            _log.error("cleaning of %s failed; marking it uncleanable: %s", to_clean.tp, e)
+            self.manager.uncleanable.add(to_clean.tp)
+        except (KafkaError, OSError) as e:
+            # Retention, a roll or a close changed the segments under the
+            # clean, or the disk failed: nothing was swapped; try again later.
             if to_clean.log.closed:
                 _log.info("cleaning of %s stopped: the log closed", to_clean.tp)
             else:
-                _log.error("cleaning of %s failed; marking it uncleanable: %s", to_clean.tp, e)
-                self.manager.uncleanable.add(to_clean.tp)
-        except OSError as e:
-            _log.error("cleaning of %s failed; marking it uncleanable: %s", to_clean.tp, e)
-            self.manager.uncleanable.add(to_clean.tp)
+                _log.warning("cleaning of %s failed, will retry: %s", to_clean.tp, e)
         finally:
             self.manager.done_cleaning(to_clean.tp, to_clean.log_dir, end)
         if end is not None:
