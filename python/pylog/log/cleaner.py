@@ -634,11 +634,17 @@ class LogCleaner:
                     self.config.log_cleaner_io_buffer_size // threads // 2,
                     self.config.default_log_config.max_message_bytes + _HEADER,
                     self.throttler,
-                    self.manager.check_cleaning_aborted,
+                    self._check_done,
                     self.clock,
                 )
                 self._cleaners[cleaner_id] = c
             return c
+
+    def _check_done(self, tp: TopicPartition) -> None:
+        # Between segments: shutdown and aborts stop a clean before its swap.
+        if self._stop.is_set():
+            raise LogCleaningAbortedError(f"cleaning of {tp} stopped: the cleaner is shutting down")
+        self.manager.check_cleaning_aborted(tp)
 
     # ------------------------------------------------------------ lifecycle
 

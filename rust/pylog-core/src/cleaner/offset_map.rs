@@ -100,7 +100,7 @@ impl OffsetMap {
         self.slots[i].offset_plus_one - 1
     }
 
-    /// Forget every entry (only the slots in use are touched when few are).
+    /// Forget every entry (an unused map is left untouched, its pages unmapped).
     pub fn clear(&mut self) {
         if self.entries > 0 {
             self.slots.fill(Slot::default());
