@@ -17,7 +17,7 @@ use crate::compression;
 use crate::error::{Error, Result};
 use crate::records::{frame_error, frame_record};
 use crate::varint::{read_varint, read_varlong};
-pub use offset_map::OffsetMap;
+pub use offset_map::{hash_key, KeyHash, OffsetMap};
 
 /// The next whole batch in `buf[at..]`: its size, or `Err(needed)` when the
 /// buffer holds only part of it (`needed` = its full size, or 0 if even the
@@ -128,6 +128,7 @@ pub fn build_offset_map(
 ) -> Result<MapBuild> {
     let mut r = MapBuild::default();
     let mut at = 0usize;
+    let mut keys: Vec<(KeyHash, i64)> = Vec::new();
     while at < buf.len() {
         let size = match next_batch(buf, at, position)? {
             Ok(s) => s,
@@ -147,6 +148,7 @@ pub fn build_offset_map(
             if h.last_offset() >= start_offset && !h.is_control() {
                 let data = records_of(b, &h, pos)?;
                 let mut p = 0usize;
+                keys.clear();
                 for index in 0..h.records_count.max(0) as usize {
                     if p >= data.len() {
                         return Err(Error::corrupt(pos, "records end before the records count"));
@@ -158,13 +160,18 @@ pub fn build_offset_map(
                         continue;
                     }
                     if let Some(key) = rec.key {
-                        if !map.put(key, offset) {
-                            r.full = true;
-                            r.consumed = at;
-                            return Ok(r);
-                        }
-                        r.records += 1;
+                        let hash = hash_key(key);
+                        map.prefetch(&hash);
+                        keys.push((hash, offset));
                     }
+                }
+                for &(hash, offset) in &keys {
+                    if !map.put_hashed(hash, offset) {
+                        r.full = true;
+                        r.consumed = at;
+                        return Ok(r);
+                    }
+                    r.records += 1;
                 }
             }
         }
@@ -218,6 +225,8 @@ pub fn clean_batches(
     };
     let mut at = 0usize;
     let mut kept: Vec<(usize, usize)> = Vec::new();
+    // (key hash, offset, record start, record end, timestamp delta)
+    let mut seen: Vec<(KeyHash, i64, usize, usize, i64)> = Vec::new();
     while at < buf.len() {
         let size = match next_batch(buf, at, position)? {
             Ok(s) => s,
@@ -250,6 +259,7 @@ pub fn clean_batches(
         }
         let data = records_of(b, &h, pos)?;
         kept.clear();
+        seen.clear();
         let mut p = 0usize;
         let log_append_time = h.timestamp_type() == 1;
         let mut max_ts = batch::NO_TIMESTAMP;
@@ -260,16 +270,25 @@ pub fn clean_batches(
             let rec = view_record(&data, p, index, pos)?;
             let start = p;
             p = rec.end;
+            // keyless records are dropped (Kafka counts them invalid)
             let Some(key) = rec.key else { continue };
-            let offset = h.base_offset + rec.offset_delta as i64;
-            if offset < map.get(key) || (rec.null_value && !opts.retain_deletes) {
+            if rec.null_value && !opts.retain_deletes {
                 continue;
             }
-            let ts = h.base_timestamp.wrapping_add(rec.timestamp_delta);
+            let hash = hash_key(key);
+            map.prefetch(&hash);
+            let offset = h.base_offset + rec.offset_delta as i64;
+            seen.push((hash, offset, start, rec.end, rec.timestamp_delta));
+        }
+        for &(hash, offset, start, end, ts_delta) in &seen {
+            if offset < map.get_hashed(hash) {
+                continue;
+            }
+            let ts = h.base_timestamp.wrapping_add(ts_delta);
             if ts > max_ts {
                 max_ts = ts;
             }
-            kept.push((start, rec.end));
+            kept.push((start, end));
         }
         c.records_retained += kept.len() as u64;
         if kept.len() == count {

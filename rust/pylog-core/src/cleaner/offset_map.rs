@@ -32,8 +32,11 @@ pub struct OffsetMap {
     latest_offset: i64,
 }
 
+/// A key's 128-bit hash, the map's only record of the key.
+pub type KeyHash = [u64; 2];
+
 #[inline]
-fn hash_key(key: &[u8]) -> [u64; 2] {
+pub fn hash_key(key: &[u8]) -> KeyHash {
     let h = XxHash3_128::oneshot(key);
     [h as u64, (h >> 64) as u64]
 }
@@ -59,9 +62,33 @@ impl OffsetMap {
     }
 
     #[inline]
-    fn find(&mut self, hash: [u64; 2]) -> usize {
+    fn home(&self, hash: &KeyHash) -> usize {
+        (hash[0] % self.slots.len() as u64) as usize
+    }
+
+    /// Ask the CPU to load `hash`'s slot: a map larger than the caches costs
+    /// a memory miss per key, which the passes overlap by hashing a batch's
+    /// keys and prefetching their slots before using them.
+    #[inline]
+    pub fn prefetch(&self, hash: &KeyHash) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let p = self.slots.as_ptr().wrapping_add(self.home(hash)) as *const i8;
+            // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+            #[allow(unused_unsafe)]
+            unsafe {
+                _mm_prefetch(p, _MM_HINT_T0)
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = hash;
+    }
+
+    #[inline]
+    fn find(&mut self, hash: KeyHash) -> usize {
         let n = self.slots.len();
-        let mut i = (hash[0] % n as u64) as usize;
+        let mut i = self.home(&hash);
         self.lookups += 1;
         loop {
             let s = &self.slots[i];
@@ -79,7 +106,11 @@ impl OffsetMap {
     /// Record `offset` as the latest for `key`. False (nothing changed) when
     /// the key is new and the map is full.
     pub fn put(&mut self, key: &[u8], offset: i64) -> bool {
-        let hash = hash_key(key);
+        self.put_hashed(hash_key(key), offset)
+    }
+
+    /// [`put`](Self::put) of a key already hashed with [`hash_key`].
+    pub fn put_hashed(&mut self, hash: KeyHash, offset: i64) -> bool {
         let i = self.find(hash);
         let slot = &mut self.slots[i];
         if slot.offset_plus_one == 0 {
@@ -96,7 +127,12 @@ impl OffsetMap {
 
     /// The latest offset recorded for `key`, or -1.
     pub fn get(&mut self, key: &[u8]) -> i64 {
-        let i = self.find(hash_key(key));
+        self.get_hashed(hash_key(key))
+    }
+
+    /// [`get`](Self::get) of a key already hashed with [`hash_key`].
+    pub fn get_hashed(&mut self, hash: KeyHash) -> i64 {
+        let i = self.find(hash);
         self.slots[i].offset_plus_one - 1
     }
 
