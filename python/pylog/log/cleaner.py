@@ -315,9 +315,10 @@ class LogCleanerManager:
             s = self._states.get(tp)
             return s[0] if s is not None else None
 
-    def abort_and_pause_cleaning(self, tp: TopicPartition, timeout_s: float = 60.0) -> None:
+    def abort_and_pause_cleaning(self, tp: TopicPartition, timeout_s: float | None = None) -> None:
         """Stop any clean of ``tp`` and keep it from starting until resumed;
-        waits for a running clean to notice."""
+        waits for a running clean to notice (it checks every buffer it reads),
+        without limit unless ``timeout_s`` is given, as Kafka does."""
         with self._cond:
             s = self._states.get(tp)
             if s is None:
@@ -326,9 +327,9 @@ class LogCleanerManager:
                 self._states[tp] = (LogCleaningState.ABORTED, 0)
             elif s[0] is LogCleaningState.PAUSED:
                 self._states[tp] = (LogCleaningState.PAUSED, s[1] + 1)
-            deadline = time.monotonic() + timeout_s
+            deadline = None if timeout_s is None else time.monotonic() + timeout_s
             while (cur := self._states.get(tp)) is None or cur[0] is not LogCleaningState.PAUSED:
-                left = deadline - time.monotonic()
+                left = 0.1 if deadline is None else deadline - time.monotonic()
                 if left <= 0:
                     raise KafkaError(f"cleaning of {tp} did not stop within {timeout_s}s")
                 self._cond.wait(min(left, 0.1))
@@ -486,6 +487,7 @@ class Cleaner:
             def feed(
                 data: bytes, pos: int, state: dict[str, bool] = state
             ) -> tuple[int, int, bool]:
+                self.check_done(to_clean.tp)
                 consumed, needed, is_full, done, records = _native.build_offset_map(
                     m, data, start, end, pos
                 )
@@ -564,6 +566,7 @@ class Cleaner:
                 def feed(
                     data: bytes, pos: int, retain: bool = retain_deletes
                 ) -> tuple[int, int, bool]:
+                    self.check_done(to_clean.tp)
                     consumed, needed, out, batches, read, kept = _native.clean_batches(
                         m, data, retain_deletes=retain, active_producers=active_producers,
                         position=pos,
