@@ -461,3 +461,24 @@ def test_replace_segments_refuses_segments_that_left_the_log(manager: LogManager
         log.replace_segments([stranger], [log.active_segment])
     assert [s.base_offset for s in log.segments] == before
     stranger.delete_if_exists()
+
+
+def test_broker_wide_policy_and_compact_delete(tmp_path: Path) -> None:
+    small = {k: v for k, v in COMPACT.items() if k != "cleanup.policy"}
+    m = LogManager(
+        props(tmp_path, **{"log.cleanup.policy": "compact"}),
+        topic_configs={TOPIC: small, "both": {**COMPACT, "cleanup.policy": "compact,delete"}},
+    )
+    try:
+        log = m.get_or_create_log(TP)
+        assert log.config.compact
+        latest = fill(log, rounds=5, keys=10)
+        assert m.cleaner.clean_once()
+        assert latest_view(log) == latest and len(records(log)) == 10
+        both = m.get_or_create_log(TopicPartition("both", 0))
+        assert both.config.compact and both.config.delete
+        latest = fill(both, rounds=5, keys=10)
+        assert m.cleaner.clean_once()
+        assert latest_view(both) == latest and len(records(both)) == 10
+    finally:
+        m.shutdown()
