@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +42,9 @@ class Broker:
     def __init__(self, data: Path) -> None:
         self.data = data
         self.port = 0
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.metrics_port = s.getsockname()[1]
         self.proc: subprocess.Popen[str] | None = None
 
     @property
@@ -53,6 +58,7 @@ class Broker:
             "--override", f"log.dirs={self.data}",
             "--override", "log.cleaner.backoff.ms=100",
             "--override", "log.cleaner.dedupe.buffer.size=4194304",
+            "--override", f"metrics.port={self.metrics_port}",
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
@@ -193,6 +199,16 @@ def test_many_updates_few_keys_one_record_per_key_while_a_reader_reads(broker: B
     assert problems == []
     assert passes[0] >= 1
     assert latest(got) == expected and len(got) < 3000 / 10
+    url = f"http://127.0.0.1:{broker.metrics_port}/metrics"
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    gauges = {
+        line.split()[0]: float(line.split()[1])
+        for line in text.splitlines()
+        if line.startswith("kafka_log_cleaner_")
+    }
+    assert gauges["kafka_log_cleaner_bytes_cleaned"] > 0
+    assert 0 < gauges["kafka_log_cleaner_cleaner_recopy_percent"] <= 100
+    assert "kafka_log_cleaner_max_dirty_percent" in gauges
 
 
 def test_tombstones_vanish_after_delete_retention(broker: Broker) -> None:
