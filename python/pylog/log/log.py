@@ -46,6 +46,7 @@ from pylog.errors import (
     RecordListTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from pylog.log.checkpoint import fsync_dir
 from pylog.log.config import LogConfig
 from pylog.log.fetch import FetchDataInfo
 from pylog.log.files import (
@@ -1154,6 +1155,8 @@ class Log:
                 for s in new_segments:
                     if s.has_suffix(CLEANED_FILE_SUFFIX):
                         s.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+                # The .swap names must be durable before any old segment goes.
+                fsync_dir(self._dir)
                 hook("swap")
                 for s in old_segments:
                     i = bisect.bisect_left(self._bases, s.base_offset)
@@ -1165,6 +1168,7 @@ class Log:
                 hook("deleted")
                 for s in new_segments:
                     s.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+                fsync_dir(self._dir)
                 hook("done")
 
     # ------------------------------------------------------------------ lifecycle
