@@ -482,3 +482,27 @@ def test_broker_wide_policy_and_compact_delete(tmp_path: Path) -> None:
         assert latest_view(both) == latest and len(records(both)) == 10
     finally:
         m.shutdown()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_histories_match_a_model(manager: LogManager, seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    log = manager.get_or_create_log(TP)
+    model: dict[bytes, bytes | None] = {}
+    for rnd in range(4):
+        for _ in range(rng.randrange(20, 60)):
+            pairs: list[tuple[bytes, bytes | None]] = []
+            for _ in range(rng.randrange(1, 12)):
+                key = b"k%d" % rng.randrange(40)
+                value = None if rng.random() < 0.1 else b"%d-" % rnd + b"z" * rng.randrange(0, 300)
+                pairs.append((key, value))
+                model[key] = value
+            log.append_as_leader(batch(pairs, codec=rng.choice([0, 1, 3, 4])), 0)
+        log.roll()
+        log.update_high_watermark(log.log_end_offset)
+        assert manager.cleaner.clean_once()
+        # tombstones are young (delete.retention.ms is a day): all kept
+        assert latest_view(log) == model
+        assert len(records(log)) == len(model)
