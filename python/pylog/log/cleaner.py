@@ -445,27 +445,31 @@ class Cleaner:
     def _chunks(self, seg: LogSegment, fn: Callable[[bytes, int], tuple[int, int, bool]]) -> None:
         """Feed ``fn(data, position)`` whole batches of ``seg`` a buffer at a
         time; ``fn`` returns (bytes consumed, size of a cut batch, stop)."""
-        fd = seg.fileno()
-        size = seg.size
-        want = self.io_buffer_size
-        pos = 0
-        while pos < size:
-            n = min(want, size - pos)
-            data = os.pread(fd, n, pos)
-            if not data:
-                break
-            consumed, needed, stop = fn(data, pos)
-            self.throttler.maybe_throttle(len(data))
-            if stop:
-                return
-            if consumed == 0:
-                if needed > len(data) and pos + needed <= size:
-                    # A batch larger than the buffer: grow it (Kafka grows up
-                    # to the max message size).
-                    want = min(max(needed, want * 2), max(self.max_io_buffer_size, needed))
-                    continue
-                break  # a torn tail: nothing more to read
-            pos += consumed
+        # Our own descriptor: retention may close the segment's while we read.
+        fd = os.dup(seg.fileno())
+        try:
+            size = seg.size
+            want = self.io_buffer_size
+            pos = 0
+            while pos < size:
+                n = min(want, size - pos)
+                data = os.pread(fd, n, pos)
+                if not data:
+                    break
+                consumed, needed, stop = fn(data, pos)
+                self.throttler.maybe_throttle(len(data))
+                if stop:
+                    return
+                if consumed == 0:
+                    if needed > len(data) and pos + needed <= size:
+                        # A batch larger than the buffer: grow it (Kafka grows up
+                        # to the max message size).
+                        want = min(max(needed, want * 2), max(self.max_io_buffer_size, needed))
+                        continue
+                    break  # a torn tail: nothing more to read
+                pos += consumed
+        finally:
+            os.close(fd)
 
     def build_offset_map(
         self, to_clean: LogToClean, start: int, end: int, stats: CleanerStats
