@@ -14,17 +14,12 @@ use twox_hash::XxHash3_128;
 /// Bytes one entry takes: the hash (16) and the offset (8).
 pub const BYTES_PER_ENTRY: usize = 24;
 
-#[derive(Clone, Copy, Default)]
-#[repr(C)]
-struct Slot {
-    hash: [u64; 2],
-    /// offset + 1; 0 marks an empty slot, so a zeroed allocation is an empty map
-    /// (the pages are only touched when written).
-    offset_plus_one: i64,
-}
-
 pub struct OffsetMap {
-    slots: Vec<Slot>,
+    /// Three words per slot: the hash's two halves, then offset + 1 (0 marks
+    /// an empty slot). All zero is an empty map, so the allocation comes
+    /// zeroed from the OS and its pages are only backed once written.
+    words: Vec<u64>,
+    n: usize,
     max_entries: usize,
     entries: usize,
     lookups: u64,
@@ -51,7 +46,8 @@ impl OffsetMap {
             0.9
         };
         OffsetMap {
-            slots: vec![Slot::default(); n],
+            words: vec![0u64; 3 * n],
+            n,
             // one slot always stays empty: it ends every probe for a missing key
             max_entries: ((n as f64 * lf) as usize).clamp(1, n - 1),
             entries: 0,
@@ -63,7 +59,7 @@ impl OffsetMap {
 
     #[inline]
     fn home(&self, hash: &KeyHash) -> usize {
-        (hash[0] % self.slots.len() as u64) as usize
+        (hash[0] % self.n as u64) as usize
     }
 
     /// Ask the CPU to load `hash`'s slot: a map larger than the caches costs
@@ -74,7 +70,7 @@ impl OffsetMap {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let p = self.slots.as_ptr().wrapping_add(self.home(hash)) as *const i8;
+            let p = self.words.as_ptr().wrapping_add(3 * self.home(hash)) as *const i8;
             // SAFETY: a prefetch is a hint; it never faults, whatever the address.
             #[allow(unused_unsafe)]
             unsafe {
@@ -87,12 +83,12 @@ impl OffsetMap {
 
     #[inline]
     fn find(&mut self, hash: KeyHash) -> usize {
-        let n = self.slots.len();
+        let n = self.n;
         let mut i = self.home(&hash);
         self.lookups += 1;
         loop {
-            let s = &self.slots[i];
-            if s.offset_plus_one == 0 || s.hash == hash {
+            let w = &self.words[3 * i..3 * i + 3];
+            if w[2] == 0 || (w[0] == hash[0] && w[1] == hash[1]) {
                 return i;
             }
             self.probes += 1;
@@ -112,15 +108,16 @@ impl OffsetMap {
     /// [`put`](Self::put) of a key already hashed with [`hash_key`].
     pub fn put_hashed(&mut self, hash: KeyHash, offset: i64) -> bool {
         let i = self.find(hash);
-        let slot = &mut self.slots[i];
-        if slot.offset_plus_one == 0 {
+        let w = &mut self.words[3 * i..3 * i + 3];
+        if w[2] == 0 {
             if self.entries >= self.max_entries {
                 return false;
             }
             self.entries += 1;
-            slot.hash = hash;
+            w[0] = hash[0];
+            w[1] = hash[1];
         }
-        slot.offset_plus_one = offset + 1;
+        w[2] = (offset + 1) as u64;
         self.latest_offset = offset;
         true
     }
@@ -133,13 +130,16 @@ impl OffsetMap {
     /// [`get`](Self::get) of a key already hashed with [`hash_key`].
     pub fn get_hashed(&mut self, hash: KeyHash) -> i64 {
         let i = self.find(hash);
-        self.slots[i].offset_plus_one - 1
+        self.words[3 * i + 2] as i64 - 1
     }
 
-    /// Forget every entry (an unused map is left untouched, its pages unmapped).
+    /// Forget every entry. A used map is given back and allocated zeroed
+    /// again: cheaper than writing zeros, and between cleans the memory is
+    /// returned to the OS.
     pub fn clear(&mut self) {
         if self.entries > 0 {
-            self.slots.fill(Slot::default());
+            self.words = Vec::new();
+            self.words = vec![0u64; 3 * self.n];
         }
         self.entries = 0;
         self.lookups = 0;
@@ -151,7 +151,7 @@ impl OffsetMap {
         self.entries
     }
     pub fn slots(&self) -> usize {
-        self.slots.len()
+        self.n
     }
     pub fn max_entries(&self) -> usize {
         self.max_entries
@@ -164,7 +164,7 @@ impl OffsetMap {
         self.latest_offset
     }
     pub fn utilization(&self) -> f64 {
-        self.entries as f64 / self.slots.len() as f64
+        self.entries as f64 / self.n as f64
     }
     /// Probes past the first slot per lookup (how crowded the map is).
     pub fn collision_rate(&self) -> f64 {
@@ -175,7 +175,7 @@ impl OffsetMap {
         }
     }
     pub fn memory(&self) -> usize {
-        self.slots.len() * BYTES_PER_ENTRY
+        self.n * BYTES_PER_ENTRY
     }
 }
 
