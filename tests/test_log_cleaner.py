@@ -506,3 +506,49 @@ def test_random_histories_match_a_model(manager: LogManager, seed: int) -> None:
         # tombstones are young (delete.retention.ms is a day): all kept
         assert latest_view(log) == model
         assert len(records(log)) == len(model)
+
+
+def test_io_max_bytes_per_second_throttles_a_clean(tmp_path: Path) -> None:
+    m = LogManager(
+        props(tmp_path, **{"log.cleaner.io.max.bytes.per.second": 1_000_000}),
+        topic_configs={TOPIC: COMPACT},
+    )
+    try:
+        log = m.get_or_create_log(TP)
+        fill(log, rounds=40, keys=50)  # ~200 KB read twice (map, copy)
+        read = log.size * 2
+        start = time.monotonic()
+        assert m.cleaner.clean_once()
+        assert time.monotonic() - start >= 0.8 * (read / 1_000_000) - 0.1
+    finally:
+        m.shutdown()
+
+
+def test_appends_while_cleaner_threads_run(tmp_path: Path) -> None:
+    m = LogManager(
+        props(tmp_path, **{"log.cleaner.enable": True, "log.cleaner.backoff.ms": 5}),
+        topic_configs={TOPIC: COMPACT},
+    )
+    m.startup()
+    try:
+        log = m.get_or_create_log(TP)
+        model: dict[bytes, bytes] = {}
+        for r in range(300):
+            pairs = [
+                (b"k%d" % ((r * 7 + i) % 30), b"%d-%d" % (r, i) + b"q" * 80) for i in range(10)
+            ]
+            model.update(pairs)
+            log.append_as_leader(batch(list(pairs)), 0)
+            log.update_high_watermark(log.log_end_offset)
+            if r % 50 == 0:
+                assert latest_view(log) == model  # a reader mid-way sees every key's latest
+        log.roll()
+        log.update_high_watermark(log.log_end_offset)
+        deadline = time.monotonic() + 20
+        while len(records(log)) != 30:
+            assert time.monotonic() < deadline, "not compacted"
+            time.sleep(0.05)
+        assert latest_view(log) == model
+        assert m.cleaner.cleans >= 2
+    finally:
+        m.shutdown()
