@@ -88,8 +88,16 @@ class GroupApis:
         )
         request.mark_local_complete()
         out = dict(await self.coordinator.join_group(req))
-        if version < 7 and out.get("protocol_name") is None:
-            out["protocol_name"] = ""
+        # Fields a version lacks must be left out (the codec refuses them).
+        if version < 9:
+            out.pop("skip_assignment", None)
+        if version < 7:
+            out.pop("protocol_type", None)
+            if out.get("protocol_name") is None:
+                out["protocol_name"] = ""
+        if version < 5:
+            for m in out["members"]:
+                m.pop("group_instance_id", None)
         out["throttle_time_ms"] = 0
         return out
 
@@ -104,7 +112,11 @@ class GroupApis:
             body.get("protocol_name"),
             {a.member_id: bytes(a.assignment) for a in body.assignments},
         )
-        return {**out, "throttle_time_ms": 0}
+        out = {**out, "throttle_time_ms": 0}
+        if request.header.api_version < 5:
+            out.pop("protocol_type", None)
+            out.pop("protocol_name", None)
+        return out
 
     async def heartbeat(self, request: Any, body: Any) -> Mapping[str, Any]:
         code = self.coordinator.heartbeat(
@@ -255,6 +267,7 @@ class GroupApis:
 
     async def describe_groups(self, request: Any, body: Any) -> Mapping[str, Any]:
         with_ops = bool(body.get("include_authorized_operations"))
+        version = request.header.api_version
         out = []
         for gid in body.groups:
             code, group = self.coordinator.describe_group(gid)
@@ -283,7 +296,7 @@ class GroupApis:
                     members.append(
                         {
                             "member_id": m.member_id,
-                            "group_instance_id": m.group_instance_id,
+                            "group_instance_id": m.group_instance_id if version >= 4 else None,
                             "client_id": m.client_id,
                             "client_host": m.client_host,
                             "member_metadata": meta,
