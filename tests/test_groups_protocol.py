@@ -98,9 +98,13 @@ class Groups:
         return await self.join(group, first.member_id, **kw)
 
     async def sync(
-        self, group: str, gen: int, member: str, assignments: dict[str, bytes] | None = None,
+        self,
+        group: str,
+        gen: int,
+        member: str,
+        assignments: dict[str, bytes] | None = None,
         instance: str | None = None,
-    ) -> Any:  # fmt: skip
+    ) -> Any:
         body = {
             "group_id": group,
             "generation_id": gen,
@@ -115,22 +119,43 @@ class Groups:
     async def heartbeat(
         self, group: str, gen: int, member: str, instance: str | None = None
     ) -> int:
-        r = await self.call(HB, 4, {"group_id": group, "generation_id": gen,
-                                    "member_id": member, "group_instance_id": instance})  # fmt: skip
+        r = await self.call(
+            HB,
+            4,
+            {
+                "group_id": group,
+                "generation_id": gen,
+                "member_id": member,
+                "group_instance_id": instance,
+            },
+        )
         return int(r.error_code)
 
     async def commit(
-        self, group: str, gen: int, member: str, offsets: dict[tuple[str, int], Any],
+        self,
+        group: str,
+        gen: int,
+        member: str,
+        offsets: dict[tuple[str, int], Any],
         version: int = 8,
-    ) -> dict[tuple[str, int], int]:  # fmt: skip
+    ) -> dict[tuple[str, int], int]:
         topics: dict[str, list[dict[str, Any]]] = {}
         for (t, p), o in offsets.items():
             off, meta = o if isinstance(o, tuple) else (o, "")
-            topics.setdefault(t, []).append({"partition_index": p, "committed_offset": off,
-                                             "committed_leader_epoch": 7,
-                                             "committed_metadata": meta})  # fmt: skip
-        body = {"group_id": group, "generation_id_or_member_epoch": gen, "member_id": member,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}  # fmt: skip
+            topics.setdefault(t, []).append(
+                {
+                    "partition_index": p,
+                    "committed_offset": off,
+                    "committed_leader_epoch": 7,
+                    "committed_metadata": meta,
+                }
+            )
+        body = {
+            "group_id": group,
+            "generation_id_or_member_epoch": gen,
+            "member_id": member,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        }
         r = await self.call(COMMIT, version, body)
         return {(t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions}
 
@@ -154,9 +179,13 @@ class Groups:
         j = await self.join_member(group, **kw)
         assert j.error_code == 0, j
         assert j.leader == j.member_id
-        s = await self.sync(group, j.generation_id, j.member_id,
-                            {j.member_id: assignment("t", [0, 1])},
-                            instance=kw.get("instance"))  # fmt: skip
+        s = await self.sync(
+            group,
+            j.generation_id,
+            j.member_id,
+            {j.member_id: assignment("t", [0, 1])},
+            instance=kw.get("instance"),
+        )
         assert s.error_code == 0
         return j.member_id, j.generation_id
 
@@ -212,8 +241,9 @@ def test_record_schemas_round_trip_with_kafka_layout() -> None:
 
 def test_api_versions_advertise_the_group_apis(tmp_path: Any) -> None:
     async def body(g: Groups) -> None:
-        r = await g.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
-                                                   "client_software_version": "1"})  # fmt: skip
+        r = await g.call(
+            ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+        )
         got = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
         for key, rng in GROUP_API_VERSIONS.items():
             assert got[key] == rng, key
@@ -230,10 +260,14 @@ def test_find_coordinator_creates_the_compacted_offsets_topic(tmp_path: Any) -> 
         assert meta.configs["cleanup.policy"] == "compact"
         assert meta.configs["compression.type"] == "producer"
         assert meta.configs["segment.bytes"] == "104857600"
-        r4 = await g.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0,
-                                                       "coordinator_keys": ["a", "b", ""]})  # fmt: skip
+        r4 = await g.call(
+            ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["a", "b", ""]}
+        )
         assert [(c.key, c.error_code, c.node_id) for c in r4.coordinators] == [
-            ("a", 0, 0), ("b", 0, 0), ("", E.INVALID_REQUEST, -1)]  # fmt: skip
+            ("a", 0, 0),
+            ("b", 0, 0),
+            ("", E.INVALID_REQUEST, -1),
+        ]
         txn = await g.call(ApiKey.FIND_COORDINATOR, 3, {"key": "tx", "key_type": 1})
         assert txn.error_code == E.COORDINATOR_NOT_AVAILABLE
 
@@ -251,7 +285,11 @@ def test_join_sync_heartbeat_leave_and_their_error_codes(tmp_path: Any) -> None:
         assert first.error_code == E.MEMBER_ID_REQUIRED and first.member_id
         j = await g.join("g", first.member_id)
         assert (j.error_code, j.generation_id, j.leader, j.protocol_name) == (
-            0, 1, first.member_id, "range")  # fmt: skip
+            0,
+            1,
+            first.member_id,
+            "range",
+        )
         assert [m.member_id for m in j.members] == [j.member_id]
         me, gen = j.member_id, j.generation_id
         assert (await g.sync("g", gen + 1, me)).error_code == E.ILLEGAL_GENERATION
@@ -278,14 +316,26 @@ def test_join_sync_heartbeat_leave_and_their_error_codes(tmp_path: Any) -> None:
         follower = asyncio.ensure_future(g.sync("g", j2.generation_id, j2.member_id))
         await asyncio.sleep(0.02)
         assert not follower.done()  # waits for the leader's assignment
-        lead = await g.sync("g", j1.generation_id, me, {me: assignment("t", [0]),
-                                                        j2.member_id: assignment("t", [1])})  # fmt: skip
+        lead = await g.sync(
+            "g",
+            j1.generation_id,
+            me,
+            {me: assignment("t", [0]), j2.member_id: assignment("t", [1])},
+        )
         assert lead.assignment == assignment("t", [0])
         assert (await follower).assignment == assignment("t", [1])
         # LeaveGroup v3+: batched members, errors per member.
-        r = await g.call(LEAVE, 5, {"group_id": "g", "members": [
-            {"member_id": j2.member_id, "group_instance_id": None, "reason": "bye"},
-            {"member_id": "ghost", "group_instance_id": None}]})  # fmt: skip
+        r = await g.call(
+            LEAVE,
+            5,
+            {
+                "group_id": "g",
+                "members": [
+                    {"member_id": j2.member_id, "group_instance_id": None, "reason": "bye"},
+                    {"member_id": "ghost", "group_instance_id": None},
+                ],
+            },
+        )
         assert r.error_code == 0
         assert [m.error_code for m in r.members] == [0, E.UNKNOWN_MEMBER_ID]
         assert await g.heartbeat("g", j1.generation_id, me) == E.REBALANCE_IN_PROGRESS
@@ -301,14 +351,17 @@ def test_commits_and_fetches_with_bad_input_rejected(tmp_path: Any) -> None:
     async def body(g: Groups) -> None:
         me, gen = await g.one_member_group("g")
         assert await g.commit("g", gen, me, {("t", 0): 10, ("t", 1): 20}) == {
-            ("t", 0): 0, ("t", 1): 0}  # fmt: skip
+            ("t", 0): 0,
+            ("t", 1): 0,
+        }
         assert set((await g.commit("g", gen, "ghost", {("t", 0): 99})).values()) == {
-            E.UNKNOWN_MEMBER_ID}  # fmt: skip
+            E.UNKNOWN_MEMBER_ID
+        }
         assert set((await g.commit("g", gen - 1, me, {("t", 0): 99})).values()) == {
-            E.ILLEGAL_GENERATION}  # fmt: skip
+            E.ILLEGAL_GENERATION
+        }
         # Generation -1 into a group with members is not a "simple" commit.
-        assert set((await g.commit("g", -1, "", {("t", 0): 99})).values()) == {
-            E.UNKNOWN_MEMBER_ID}  # fmt: skip
+        assert set((await g.commit("g", -1, "", {("t", 0): 99})).values()) == {E.UNKNOWN_MEMBER_ID}
         too_big = "x" * 4097
         codes = await g.commit("g", gen, me, {("t", 0): (11, too_big), ("t", 1): (21, "ok")})
         assert codes == {("t", 0): E.OFFSET_METADATA_TOO_LARGE, ("t", 1): 0}
@@ -320,22 +373,41 @@ def test_commits_and_fetches_with_bad_input_rejected(tmp_path: Any) -> None:
         assert await g.commit("simple", -1, "", {("u", 0): 5}) == {("u", 0): 0}
         assert set((await g.commit("", -1, "", {("u", 0): 5})).values()) == {E.INVALID_GROUP_ID}
         assert set((await g.commit("nosuch", 3, "m", {("u", 0): 5})).values()) == {
-            E.ILLEGAL_GENERATION}  # fmt: skip
-        r = await g.call(FETCH, 8, {"groups": [
-            {"group_id": "simple", "topics": None},
-            {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [1]}]},
-            {"group_id": "none", "topics": None}], "require_stable": True})  # fmt: skip
+            E.ILLEGAL_GENERATION
+        }
+        r = await g.call(
+            FETCH,
+            8,
+            {
+                "groups": [
+                    {"group_id": "simple", "topics": None},
+                    {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [1]}]},
+                    {"group_id": "none", "topics": None},
+                ],
+                "require_stable": True,
+            },
+        )
         by = {grp.group_id: grp for grp in r.groups}
-        assert [(t.name, p.committed_offset) for t in by["simple"].topics
-                for p in t.partitions] == [("u", 5)]  # fmt: skip
+        assert [
+            (t.name, p.committed_offset) for t in by["simple"].topics for p in t.partitions
+        ] == [("u", 5)]
         assert by["g"].topics[0].partitions[0].committed_offset == 21
         assert by["none"].topics == [] and by["none"].error_code == 0
         # OffsetDelete: refused for a topic the live group subscribes to.
-        r = await g.call(ApiKey.OFFSET_DELETE, 0, {"group_id": "g", "topics": [
-            {"name": "t", "partitions": [{"partition_index": 0}]}]})  # fmt: skip
+        r = await g.call(
+            ApiKey.OFFSET_DELETE,
+            0,
+            {"group_id": "g", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]},
+        )
         assert r.topics[0].partitions[0].error_code == E.GROUP_SUBSCRIBED_TO_TOPIC
-        r = await g.call(ApiKey.OFFSET_DELETE, 0, {"group_id": "simple", "topics": [
-            {"name": "u", "partitions": [{"partition_index": 0}]}]})  # fmt: skip
+        r = await g.call(
+            ApiKey.OFFSET_DELETE,
+            0,
+            {
+                "group_id": "simple",
+                "topics": [{"name": "u", "partitions": [{"partition_index": 0}]}],
+            },
+        )
         assert r.error_code == 0 and r.topics[0].partitions[0].error_code == 0
         assert await g.fetch("simple", None) == {}
         r = await g.call(ApiKey.OFFSET_DELETE, 0, {"group_id": "nosuch", "topics": []})
@@ -350,22 +422,33 @@ def test_list_describe_delete_groups(tmp_path: Any) -> None:
         assert await g.commit("idle", -1, "", {("t", 0): 1}) == {("t", 0): 0}
         r = await g.call(ApiKey.LIST_GROUPS, 4, {"states_filter": []})
         assert {(x.group_id, x.group_state) for x in r.groups} == {
-            ("live", "Stable"), ("idle", "Empty")}  # fmt: skip
+            ("live", "Stable"),
+            ("idle", "Empty"),
+        }
         r = await g.call(ApiKey.LIST_GROUPS, 4, {"states_filter": ["stable"]})
         assert [x.group_id for x in r.groups] == ["live"]
-        d = await g.call(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["live", "gone"],
-                                                    "include_authorized_operations": False})  # fmt: skip
+        d = await g.call(
+            ApiKey.DESCRIBE_GROUPS,
+            5,
+            {"groups": ["live", "gone"], "include_authorized_operations": False},
+        )
         live, gone = d.groups
         assert (live.group_state, live.protocol_type, live.protocol_data) == (
-            "Stable", "consumer", "range")  # fmt: skip
+            "Stable",
+            "consumer",
+            "range",
+        )
         assert [m.member_id for m in live.members] == [me]
         assert live.members[0].member_assignment == assignment("t", [0, 1])
         assert live.members[0].client_id == "test-client"
         assert (gone.error_code, gone.group_state) == (0, "Dead")
         r = await g.call(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["live", "idle", "gone", ""]})
         assert [(x.group_id, x.error_code) for x in r.results] == [
-            ("live", E.NON_EMPTY_GROUP), ("idle", 0), ("gone", E.GROUP_ID_NOT_FOUND),
-            ("", E.INVALID_GROUP_ID)]  # fmt: skip
+            ("live", E.NON_EMPTY_GROUP),
+            ("idle", 0),
+            ("gone", E.GROUP_ID_NOT_FOUND),
+            ("", E.INVALID_GROUP_ID),
+        ]
         assert await g.fetch("idle", None) == {}
         assert await g.heartbeat("live", gen, me) == 0
 
@@ -382,10 +465,12 @@ def test_static_member_rejoins_without_rebalance_and_old_id_is_fenced(tmp_path: 
         assert s.assignment == assignment("t", [0, 1])
         assert await g.heartbeat("s", gen, old, "inst-1") == E.FENCED_INSTANCE_ID
         assert await g.heartbeat("s", gen, again.member_id, "inst-1") == 0
-        assert set((await g.commit("s", gen, old, {("t", 0): 1})).values()) == {
-            E.UNKNOWN_MEMBER_ID}  # fmt: skip
-        r = await g.call(LEAVE, 4, {"group_id": "s", "members": [
-            {"member_id": old, "group_instance_id": "inst-1"}]})  # fmt: skip
+        assert set((await g.commit("s", gen, old, {("t", 0): 1})).values()) == {E.UNKNOWN_MEMBER_ID}
+        r = await g.call(
+            LEAVE,
+            4,
+            {"group_id": "s", "members": [{"member_id": old, "group_instance_id": "inst-1"}]},
+        )
         assert r.members[0].error_code == E.FENCED_INSTANCE_ID
 
     run(tmp_path, body)
@@ -408,7 +493,9 @@ def test_a_new_coordinator_loads_groups_and_offsets(tmp_path: Any) -> None:
     async def body(g: Groups) -> None:
         me, gen = await g.one_member_group("g", instance="i")
         assert await g.commit("g", gen, me, {("t", 0): 5, ("t", 1): 6}) == {
-            ("t", 0): 0, ("t", 1): 0}  # fmt: skip
+            ("t", 0): 0,
+            ("t", 1): 0,
+        }
         assert await g.commit("g", gen, me, {("t", 0): 8}) == {("t", 0): 0}
         assert await g.commit("gone", -1, "", {("t", 0): 1}) == {("t", 0): 0}
         r = await g.call(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["gone"]})
