@@ -220,11 +220,14 @@ def delete(bootstrap_server: str, request_timeout_ms: int, names: tuple[str, ...
             results = admin.delete_groups(list(names))
     finally:
         admin.close()
-    for group, err in results:
-        if err is None or getattr(err, "errno", 0) == 0:
+    # kafka-python 3 answers {group: "OK" or the error's class name}.
+    items = results.items() if isinstance(results, dict) else results
+    for group, err in items:
+        name = err if isinstance(err, str) else getattr(err, "__name__", str(err))
+        if err is None or name in ("OK", "NoError"):
             click.echo(f"Deleted consumer group '{group}'.")
         else:
-            failed.append(f"{group}: {getattr(err, '__name__', type(err).__name__)}")
+            failed.append(f"{group}: {name}")
     if failed:
         raise CommandError("could not delete " + "; ".join(failed))
 
