@@ -407,7 +407,7 @@ def test_member_killed_and_member_leaving_rebalance_without_loss(
 
 
 def test_librdkafka_cooperative_sticky_rebalances_incrementally(kafka: GroupBroker) -> None:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaError, KafkaException
 
     topic, group = topic_name("coop"), topic_name("g-coop")
     create_topic(kafka.bootstrap, topic, 6)
@@ -415,6 +415,7 @@ def test_librdkafka_cooperative_sticky_rebalances_incrementally(kafka: GroupBrok
     owned: dict[int, set[int]] = {0: set(), 1: set(), 2: set()}
     seen = Seen()
     stops = [threading.Event() for _ in range(3)]
+    failed_commits: list[int] = []
 
     def member(n: int) -> None:
         def on_assign(c: Any, parts: list[Any]) -> None:
@@ -436,7 +437,14 @@ def test_librdkafka_cooperative_sticky_rebalances_incrementally(kafka: GroupBrok
                 if m is None or m.error() is not None:
                     continue
                 seen.add(n, m.partition(), m.offset())
-                c.commit(m, asynchronous=False)
+                try:
+                    c.commit(m, asynchronous=False)
+                except KafkaException as e:
+                    # A member keeps consuming through a cooperative
+                    # rebalance; a commit while the new assignment is being
+                    # handed out is refused (as by Kafka) and may be re-read.
+                    assert e.args[0].code() == KafkaError.REBALANCE_IN_PROGRESS
+                    failed_commits.append(m.offset())
         finally:
             c.close()
 
@@ -467,7 +475,7 @@ def test_librdkafka_cooperative_sticky_rebalances_incrementally(kafka: GroupBrok
     assigns0 = [parts for n, kind, parts in events if n == 0 and kind == "assign" and parts]
     assert assigns0 == [list(range(6))], events
     assert seen.count() == 600
-    assert all(len(v) == 1 for v in seen.records.values())
+    assert sum(len(v) - 1 for v in seen.records.values()) <= len(failed_commits)
 
 
 # ---------------------------------------------------------------- static membership
