@@ -132,9 +132,8 @@ def bench_rebalance(broker: Broker) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic, group = "rebalance", "g-rebalance"
-    AdminClient({"bootstrap.servers": broker.bootstrap}).create_topics([NewTopic(topic, 20, 1)])[
-        topic
-    ].result(20)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 20, 1)])[topic].result(20)
     stop_all = threading.Event()
 
     def load() -> None:
@@ -296,11 +295,16 @@ def bench_load(broker: Broker, groups: int = 1000, partitions: int = 100) -> Non
     got = sum(len(t.partitions) for t in r.topics)
     assert got == partitions, got
     c.close()
-    with open(broker.stderr_path) as f:
-        f.seek(mark)
-        text = f.read()
-    m = re.search(r"loaded (\d+) groups from (\d+) partitions of __consumer_offsets in (\d+) ms",
-                  text)  # fmt: skip
+    # The broker logs once every partition is loaded (the probe's may be first).
+    m = None
+    deadline = time.monotonic() + 60
+    while m is None and time.monotonic() < deadline:
+        with open(broker.stderr_path) as f:
+            f.seek(mark)
+            text = f.read()
+        m = re.search(r"loaded (\d+) groups from (\d+) partitions of __consumer_offsets in "
+                      r"(\d+) ms", text)  # fmt: skip
+        time.sleep(0.05)
     loaded = f"{m.group(3)} ms for {m.group(1)} groups" if m else "(no log line)"
     print(f"coordinator load of {total:,} offsets: {loaded} (the broker's figure); a client's "
           f"OffsetFetch answered {ready_s * 1000:.0f} ms after the restart began")  # fmt: skip
