@@ -38,8 +38,6 @@ class GroupApis:
         if key_type != _KEY_TYPE_GROUP:
             # No transaction coordinator runs here (yet).
             code: int = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        elif not key:
-            code = ErrorCode.INVALID_REQUEST
         else:
             code = self.coordinator.find_coordinator(key)
         if code:
@@ -205,18 +203,10 @@ class GroupApis:
         if version >= 8:
             groups = []
             for g in body.groups:
-                code: int
-                topics: list[dict[str, Any]]
-                if not g.group_id:
-                    code, topics = ErrorCode.INVALID_GROUP_ID, []
-                else:
-                    code, topics = self._fetch_group(g.group_id, g.topics)
+                code, topics = self._fetch_group(g.group_id, g.topics)
                 groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
             return {"throttle_time_ms": 0, "groups": groups}
-        if not body.group_id:
-            code, topics = int(ErrorCode.INVALID_GROUP_ID), []
-        else:
-            code, topics = self._fetch_group(body.group_id, body.topics)
+        code, topics = self._fetch_group(body.group_id, body.topics)
         if version < 2 and code:
             # No top-level error before v2: every partition carries it.
             for t in topics:

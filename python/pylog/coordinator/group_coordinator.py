@@ -737,9 +737,9 @@ class GroupCoordinator:
         offsets: dict[tuple[str, int], tuple[int, int, str | None]],
     ) -> dict[tuple[str, int], int]:
         """offsets: (topic, partition) -> (offset, leader epoch, metadata); an
-        error code per partition."""
-        if not group_id:
-            return dict.fromkeys(offsets, ErrorCode.INVALID_GROUP_ID)
+        error code per partition. The empty group id is a group like any
+        other here (Kafka accepts it for commits, fetches, describe and
+        delete, for old clients; only the membership APIs refuse it)."""
         try:
             group = self.manager.get_group(group_id)
             if group is None:
@@ -838,9 +838,6 @@ class GroupCoordinator:
     async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         out: dict[str, int] = {}
         for gid in group_ids:
-            if not gid:
-                out[gid] = ErrorCode.INVALID_GROUP_ID
-                continue
             try:
                 group = self.manager.get_group(gid)
             except CoordinatorError as e:
