@@ -693,3 +693,62 @@ def test_offsets_topic_records_are_kafka_format(kafka: GroupBroker) -> None:
     assert found.key() == want
     version, offset = struct.unpack_from(">hq", found.value())
     assert (version, offset) == (3, 42)
+
+
+def test_live_members_ride_through_a_broker_restart(tmp_path: Path) -> None:
+    """Members restored from __consumer_offsets keep their generation: after a
+    restart the consumers heartbeat on with no rebalance and keep committing."""
+    from confluent_kafka import Consumer
+
+    b = GroupBroker(tmp_path / "data").start()
+    topic, group = "live", "g-live"
+    assigns = [0, 0]
+    seen = Seen()
+    stop = threading.Event()
+    assignments: dict[int, int] = {}
+
+    def member(n: int) -> None:
+        def on_assign(c: Any, parts: list[Any]) -> None:
+            assigns[n] += 1
+
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group,
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                      "session.timeout.ms": 10000, "heartbeat.interval.ms": 300,
+                      "reconnect.backoff.max.ms": 200})  # fmt: skip
+        c.subscribe([topic], on_assign=on_assign)
+        try:
+            while not stop.is_set():
+                m = c.poll(0.2)
+                assignments[n] = len(c.assignment())
+                if m is None or m.error() is not None:
+                    continue
+                seen.add(n, m.partition(), m.offset())
+                try:
+                    c.commit(m, asynchronous=False)
+                except Exception:
+                    seen.add(99, m.partition(), m.offset())  # retried below
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(2)]
+    try:
+        create_topic(b.bootstrap, topic, 4)
+        for t in threads:
+            t.start()
+        wait_for(lambda: sorted(assignments.values()) == [2, 2], 30, "a 2/2 split")
+        produce(b.bootstrap, topic, 0, 100)
+        wait_for(lambda: seen.count() >= 100, 30, "100 records")
+        before = list(assigns)
+        b.stop()
+        b.start()  # same port, same data
+        produce(b.bootstrap, topic, 100, 100)
+        wait_for(lambda: seen.count() >= 200, 40, "100 more after the restart")
+        wait_for(lambda: sum(committed(b.bootstrap, group).values()) == 200, 20, "commits")
+        assert assigns == before  # no rebalance: the group came back Stable
+        assert describe(b.bootstrap, group)["group_state"] == "Stable"
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(20)
+        if b.proc is not None:
+            b.stop(signal.SIGKILL)
