@@ -558,3 +558,22 @@ def test_offsets_of_an_empty_group_expire_with_tombstones(
         assert "old" not in [x.group_id for x in d.groups]
 
     run(tmp_path, body, **{"offsets.retention.minutes": retention_minutes})
+
+
+def test_resignation_and_election_move_a_partition_s_groups(tmp_path: Any) -> None:
+    async def body(g: Groups) -> None:
+        me, gen = await g.one_member_group("g")
+        assert await g.commit("g", gen, me, {("t", 0): 4}) == {("t", 0): 0}
+        p = g.coordinator.manager.partition_for("g")
+        g.coordinator.on_resignation(p)  # the partition moved away
+        assert await g.heartbeat("g", gen, me) == E.NOT_COORDINATOR
+        r = await g.call(FETCH, 7, {"group_id": "g", "topics": None})
+        assert r.error_code == E.NOT_COORDINATOR
+        other = "other"
+        assert g.coordinator.manager.partition_for(other) != p
+        assert await g.commit(other, -1, "", {("t", 0): 1}) == {("t", 0): 0}
+        await g.coordinator.on_election(p)  # and came back: read from its log
+        assert await g.fetch("g", None) == {("t", 0): (4, 7, "")}
+        assert await g.heartbeat("g", gen, me) == 0
+
+    run(tmp_path, body)

@@ -167,6 +167,27 @@ class GroupCoordinator:
         for t in list(self._tasks):
             t.cancel()
 
+    async def on_election(self, partition: int) -> None:
+        """This broker became the leader of ``__consumer_offsets`` partition
+        ``partition``: its groups are loaded and served from here."""
+        await self.manager.on_election(partition)
+
+    def on_resignation(self, partition: int) -> None:
+        """This broker no longer leads ``partition``: its groups' waiting
+        members are told NOT_COORDINATOR (they look the coordinator up again)
+        and their sessions stop here."""
+        for group in self.manager.on_resignation(partition):
+            self.join_purgatory.cancel_for_key(self._join_key(group))
+            group.join_op = None
+            for m in group.members.values():
+                for fut in (m.await_join, m.await_sync):
+                    if fut is not None and not fut.done():
+                        fut.set_result(_join_error(ErrorCode.NOT_COORDINATOR, m.member_id))
+                m.await_join = m.await_sync = None
+                op, m.heartbeat_op = m.heartbeat_op, None
+                if op is not None:
+                    op.force_complete()
+
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)

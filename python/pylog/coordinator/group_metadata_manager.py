@@ -116,6 +116,8 @@ class GroupMetadataManager:
         self.load_buffer_size = int(config.get("offsets.load.buffer.size"))
         self._loads: list[asyncio.Task[None]] = []
         self.last_load_ms = 0.0
+        self._partition_cache: dict[str, int] = {}  # the hash is per UTF-16 unit in Python
+        self._cache_partitions = 0
         # The coordinator starts the sessions of members loaded from the log.
         self.on_group_loaded: Callable[[GroupMetadata], None] | None = None
 
@@ -129,7 +131,16 @@ class GroupMetadataManager:
         return int(self.config.get("offsets.topic.num.partitions"))
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
+        n = self.num_partitions
+        if n != self._cache_partitions:
+            self._partition_cache.clear()
+            self._cache_partitions = n
+        p = self._partition_cache.get(group_id)
+        if p is None:
+            if len(self._partition_cache) > 100_000:
+                self._partition_cache.clear()
+            p = self._partition_cache[group_id] = partition_for(group_id, n)
+        return p
 
     def ensure_topic(self) -> None:
         """Create ``__consumer_offsets`` on first use (as Kafka's FindCoordinator
