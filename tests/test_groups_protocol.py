@@ -577,3 +577,21 @@ def test_resignation_and_election_move_a_partition_s_groups(tmp_path: Any) -> No
         assert await g.heartbeat("g", gen, me) == 0
 
     run(tmp_path, body)
+
+
+def test_initial_rebalance_delay_gathers_members_into_one_generation(tmp_path: Any) -> None:
+    async def body(g: Groups) -> None:
+        await g.find("g")
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        first = asyncio.ensure_future(g.join_member("g"))
+        await asyncio.sleep(0.1)
+        second = asyncio.ensure_future(g.join_member("g"))
+        j1, j2 = await first, await second
+        took = loop.time() - t0
+        # One generation for both; the wait was extended once for the second.
+        assert j1.generation_id == j2.generation_id == 1
+        assert j1.leader == j1.member_id and len(j1.members) == 2
+        assert 0.55 <= took < 2.0, took
+
+    run(tmp_path, body, **{"group.initial.rebalance.delay.ms": 300})
