@@ -664,6 +664,8 @@ def test_pylog_groups_reports_and_resets_what_clients_did(kafka: GroupBroker) ->
     assert "Deleted" in pylog_groups(kafka.bootstrap, "delete", "--group", group)
     assert group not in pylog_groups(kafka.bootstrap, "list").split()
     assert "GroupIdNotFound" in pylog_groups(kafka.bootstrap, "delete", "--group", group, ok=False)
+    gone = pylog_groups(kafka.bootstrap, "describe", "--group", group, ok=False)
+    assert f"Consumer group '{group}' does not exist." in gone
 
 
 def test_offsets_topic_records_are_kafka_format(kafka: GroupBroker) -> None:

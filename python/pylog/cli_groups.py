@@ -138,6 +138,8 @@ def describe(
         for name in names:
             info = _describe(admin, name)
             members = info.get("members") or []
+            if info.get("group_state") == "Dead" and not _committed(admin, name):
+                raise CommandError(f"Consumer group '{name}' does not exist.")
             if show_state:
                 _table(
                     [
