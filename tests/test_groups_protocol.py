@@ -595,3 +595,16 @@ def test_initial_rebalance_delay_gathers_members_into_one_generation(tmp_path: A
         assert 0.55 <= took < 2.0, took
 
     run(tmp_path, body, **{"group.initial.rebalance.delay.ms": 300})
+
+
+def test_a_long_group_id_is_accepted_as_by_kafka(tmp_path: Any) -> None:
+    """Kafka puts no limit on a group id's length beyond the protocol's int16
+    string: a 20,000-character id joins, commits and fetches like any other."""
+
+    async def body(g: Groups) -> None:
+        long_id = "g" * 20_000
+        me, gen = await g.one_member_group(long_id)
+        assert await g.commit(long_id, gen, me, {("t", 0): 3}) == {("t", 0): 0}
+        assert await g.fetch(long_id, None) == {("t", 0): (3, 7, "")}
+
+    run(tmp_path, body)
