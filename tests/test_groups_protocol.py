@@ -608,3 +608,29 @@ def test_a_long_group_id_is_accepted_as_by_kafka(tmp_path: Any) -> None:
         assert await g.fetch(long_id, None) == {("t", 0): (3, 7, "")}
 
     run(tmp_path, body)
+
+
+def test_group_and_offsets_broker_keys_have_kafka_defaults() -> None:
+    from pylog.errors import InvalidConfigurationError
+    from pylog.server.config import KafkaConfig
+
+    c = KafkaConfig.from_props({})
+    assert c.get("offsets.topic.num.partitions") == 50
+    assert c.get("offsets.topic.segment.bytes") == 104857600
+    assert c.get("offsets.retention.minutes") == 10080
+    assert c.get("offsets.retention.check.interval.ms") == 600000
+    assert c.get("offset.metadata.max.bytes") == 4096
+    assert c.get("offsets.load.buffer.size") == 5 * 1024 * 1024
+    assert c.get("offsets.commit.timeout.ms") == 5000
+    assert c.get("group.initial.rebalance.delay.ms") == 3000
+    assert c.get("group.min.session.timeout.ms") == 6000
+    assert c.get("group.max.session.timeout.ms") == 1800000
+    assert c.get("group.max.size") == 2**31 - 1
+    for bad in (
+        {"group.min.session.timeout.ms": 10, "group.max.session.timeout.ms": 5},
+        {"group.max.size": 0},
+        {"offsets.topic.num.partitions": 0},
+        {"group.initial.rebalance.delay.ms": -1},
+    ):
+        with pytest.raises(InvalidConfigurationError):
+            KafkaConfig.from_props(bad)
