@@ -413,7 +413,7 @@ class GroupMetadataManager:
                 m.client_host,
                 m.rebalance_timeout_ms,
                 m.session_timeout_ms,
-                m.metadata(group.protocol_name) if group.protocol_name else b"",
+                self._subscription(m, group.protocol_name),
                 assignments.get(m.member_id, b""),
             )
             for m in group.members.values()
@@ -428,6 +428,13 @@ class GroupMetadataManager:
         )
         key = GroupMetadataKey(group.group_id).encode()
         return await self._append(group.group_id, [(key, value.encode())])
+
+    @staticmethod
+    def _subscription(member: Any, protocol: str | None) -> bytes:
+        try:
+            return bytes(member.metadata(protocol)) if protocol else b""
+        except KeyError:
+            return b""
 
     async def delete_offsets(self, group: GroupMetadata, tps: Iterable[tuple[str, int]]) -> int:
         tps = [tp for tp in tps if tp in group.offsets]
