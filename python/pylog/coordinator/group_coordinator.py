@@ -231,6 +231,9 @@ class GroupCoordinator:
     # ------------------------------------------------------------ JoinGroup
 
     async def join_group(self, req: JoinRequest) -> dict[str, Any]:
+        if not self._running:
+            # Shutting down: nothing would ever complete this join.
+            return _join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
         if not req.group_id:
             return _join_error(ErrorCode.INVALID_GROUP_ID, req.member_id)
         if not (
@@ -605,6 +608,8 @@ class GroupCoordinator:
         protocol_name: str | None,
         assignments: dict[str, bytes],
     ) -> dict[str, Any]:
+        if not self._running:
+            return _sync_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if not group_id:
             return _sync_result(ErrorCode.INVALID_GROUP_ID)
         try:
