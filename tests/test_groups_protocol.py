@@ -422,6 +422,14 @@ def test_list_describe_delete_groups(tmp_path: Any) -> None:
     async def body(g: Groups) -> None:
         me, gen = await g.one_member_group("live")
         assert await g.commit("idle", -1, "", {("t", 0): 1}) == {("t", 0): 0}
+        from pylog.network.metrics import MetricsRegistry
+
+        registry = MetricsRegistry()
+        g.coordinator.register_metrics(registry)
+        text = registry.render()
+        assert 'numgroups{state="Stable"} 1' in text
+        assert 'numgroups{state="Empty"} 1' in text
+        assert "groupmetadatamanager_numoffsets 1" in text
         r = await g.call(ApiKey.LIST_GROUPS, 4, {"states_filter": []})
         assert {(x.group_id, x.group_state) for x in r.groups} == {
             ("live", "Stable"),

@@ -188,6 +188,28 @@ class GroupCoordinator:
                 if op is not None:
                     op.force_complete()
 
+    def register_metrics(self, metrics: Any) -> None:
+        """Kafka's GroupMetadataManager gauges (NumGroups per state, NumOffsets)
+        on the broker's Prometheus registry."""
+
+        def groups() -> list[tuple[dict[str, str], float]]:
+            counts = dict.fromkeys((s.value for s in GroupState if s is not GroupState.DEAD), 0)
+            for g in self.manager.all_groups():
+                if g.state is not GroupState.DEAD:
+                    counts[g.state.value] += 1
+            return [({"state": k}, float(v)) for k, v in counts.items()]
+
+        metrics.gauge(
+            "kafka_coordinator_group_groupmetadatamanager_numgroups",
+            "Consumer groups this coordinator holds, by state.",
+            groups,
+        )
+        metrics.gauge(
+            "kafka_coordinator_group_groupmetadatamanager_numoffsets",
+            "Committed offsets this coordinator holds.",
+            lambda: float(sum(len(g.offsets) for g in self.manager.all_groups())),
+        )
+
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)

@@ -103,6 +103,7 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     register_admin_apis(apis, server.config)
     coordinator = GroupCoordinator(server.config, replica_manager, store)
     register_group_apis(apis, coordinator)
+    coordinator.register_metrics(server.metrics)
     coordinator.startup()
     server.group_coordinator = coordinator
     return apis
