@@ -629,6 +629,8 @@ def test_pylog_groups_reports_and_resets_what_clients_did(kafka: GroupBroker) ->
     assert group in pylog_groups(kafka.bootstrap, "list").split()
     state = pylog_groups(kafka.bootstrap, "describe", "--group", group, "--state")
     assert "Stable" in state and "range" in state
+    every = pylog_groups(kafka.bootstrap, "describe", "--all-groups", "--state")
+    assert [group, "Stable"] in [line.split()[:2] for line in every.splitlines()]
     members = pylog_groups(kafka.bootstrap, "describe", "--group", group, "--members")
     assert "tool-client-0" in members and "tool-client-1" in members
     assert members.count(f"{topic}(") == 2

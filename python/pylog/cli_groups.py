@@ -121,20 +121,27 @@ def list_groups(bootstrap_server: str, request_timeout_ms: int, states: tuple[st
 @groups.command("describe")
 @bootstrap_option
 @timeout_option
-@click.option("--group", "names", multiple=True, required=True, help="Group id; repeatable.")
+@click.option("--group", "names", multiple=True, help="Group id; repeatable.")
+@click.option("--all-groups", is_flag=True, help="Every group of the cluster.")
 @click.option("--members", "show_members", is_flag=True, help="Members and their assignments.")
 @click.option("--state", "show_state", is_flag=True, help="State, protocol, member count.")
 def describe(
     bootstrap_server: str,
     request_timeout_ms: int,
     names: tuple[str, ...],
+    all_groups: bool,
     show_members: bool,
     show_state: bool,
 ) -> None:
     """Offsets and lag per partition (default), the members, or the state."""
+    if bool(names) == all_groups:
+        raise click.UsageError("give --group or --all-groups")
     admin = admin_client(bootstrap_server, request_timeout_ms)
     consumer = None
     try:
+        if all_groups:
+            with kafka_errors():
+                names = tuple(sorted(str(g["group_id"]) for g in admin.list_groups()))
         for name in names:
             info = _describe(admin, name)
             members = info.get("members") or []
