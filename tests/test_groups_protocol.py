@@ -642,3 +642,27 @@ def test_group_and_offsets_broker_keys_have_kafka_defaults() -> None:
     ):
         with pytest.raises(InvalidConfigurationError):
             KafkaConfig.from_props(bad)
+
+
+def test_commit_retention_time_of_old_versions_sets_an_expiry(tmp_path: Any) -> None:
+    async def body(g: Groups) -> None:
+        await g.find("x")
+        clock = [10**12]
+        g.coordinator.manager.clock = lambda: clock[0]
+        g.coordinator.clock = g.coordinator.manager.clock
+        req = {"group_id": "kept", "generation_id_or_member_epoch": -1, "member_id": "",
+               "retention_time_ms": 5_000, "topics": [{"name": "t", "partitions": [
+                   {"partition_index": 0, "committed_offset": 9,
+                    "committed_metadata": "m"}]}]}  # fmt: skip
+        r = await g.call(COMMIT, 2, req)
+        assert r.topics[0].partitions[0].error_code == 0
+        value = OffsetCommitValue(9, -1, "m", clock[0], clock[0] + 5_000).encode()
+        assert value[:2] == b"\x00\x01"  # v1: the version with an expire timestamp
+        assert decode_offset_value(value).expire_timestamp == clock[0] + 5_000
+        clock[0] += 4_000
+        assert await g.coordinator.manager.expire_offsets() == 0
+        clock[0] += 2_000
+        assert await g.coordinator.manager.expire_offsets() == 1
+        assert await g.fetch("kept", None) == {}
+
+    run(tmp_path, body)

@@ -160,6 +160,7 @@ class GroupApis:
             body.get("group_instance_id"),
             body.get("generation_id_or_member_epoch", -1),
             offsets,
+            body.get("retention_time_ms", -1),
         )
         return {
             "throttle_time_ms": 0,

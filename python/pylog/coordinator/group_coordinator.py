@@ -783,6 +783,7 @@ class GroupCoordinator:
         instance_id: str | None,
         generation_id: int,
         offsets: dict[tuple[str, int], tuple[int, int, str | None]],
+        retention_ms: int = -1,
     ) -> dict[tuple[str, int], int]:
         """offsets: (topic, partition) -> (offset, leader epoch, metadata); an
         error code per partition. The empty group id is a group like any
@@ -810,7 +811,8 @@ class GroupCoordinator:
             if len(meta.encode()) > self.metadata_max_bytes:
                 out[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
-                accepted[tp] = OffsetAndMetadata(offset, epoch, meta, now)
+                expire = now + retention_ms if retention_ms > 0 else -1
+                accepted[tp] = OffsetAndMetadata(offset, epoch, meta, now, expire)
         if accepted:
             code = await self.manager.store_offsets(group, accepted)
             for tp in accepted:

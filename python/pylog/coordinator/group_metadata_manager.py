@@ -393,7 +393,7 @@ class GroupMetadataManager:
             (
                 OffsetCommitKey(group.group_id, topic, partition).encode(),
                 OffsetCommitValue(
-                    o.offset, o.leader_epoch, o.metadata, o.commit_timestamp
+                    o.offset, o.leader_epoch, o.metadata, o.commit_timestamp, o.expire_timestamp
                 ).encode(),
             )
             for (topic, partition), o in offsets.items()

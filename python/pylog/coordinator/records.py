@@ -191,6 +191,16 @@ class OffsetCommitValue:
     expire_timestamp: int = -1
 
     def encode(self) -> bytes:
+        if self.expire_timestamp >= 0:
+            # An explicit retention (OffsetCommit v2-v4) needs v1, the one
+            # version with an expire timestamp (as Kafka writes it).
+            return (
+                _I16.pack(1)
+                + _I64.pack(self.offset)
+                + _str(self.metadata)
+                + _I64.pack(self.commit_timestamp)
+                + _I64.pack(self.expire_timestamp)
+            )
         return (
             _I16.pack(OFFSET_COMMIT_VALUE_VERSION)
             + _I64.pack(self.offset)
