@@ -669,3 +669,66 @@ def test_commit_retention_time_of_old_versions_sets_an_expiry(tmp_path: Any) -> 
         assert await g.fetch("kept", None) == {}
 
     run(tmp_path, body)
+
+
+def test_every_advertised_version_of_the_group_apis_is_served(tmp_path: Any) -> None:
+    """A join, sync, heartbeat, commit, fetch, list, describe, leave, delete at
+    each version of GROUP_API_VERSIONS: answered, in that version's shape."""
+
+    async def body(g: Groups) -> None:
+        lo, hi = GROUP_API_VERSIONS[ApiKey.FIND_COORDINATOR]
+        for v in range(lo, hi + 1):
+            req = {"key": "g", "key_type": 0} if v < 4 else {"key_type": 0,
+                                                             "coordinator_keys": ["g"]}  # fmt: skip
+            r = await g.call(ApiKey.FIND_COORDINATOR, v, req)
+            assert (r.error_code if v < 4 else r.coordinators[0].error_code) == 0
+        lo, hi = GROUP_API_VERSIONS[JOIN]
+        for v in range(lo, hi + 1):
+            group = f"v{v}"
+            j = await g.join_member(group, version=v)
+            assert (j.error_code, j.generation_id) == (0, 1), v
+            sv = min(v, GROUP_API_VERSIONS[SYNC][1])
+            mine = [{"member_id": j.member_id, "assignment": b"a"}]
+            req = {"group_id": group, "generation_id": 1, "member_id": j.member_id}
+            s = await g.call(SYNC, sv, {**req, "assignments": mine})
+            assert (s.error_code, s.assignment) == (0, b"a")
+            hv = min(v, GROUP_API_VERSIONS[HB][1])
+            assert (await g.call(HB, hv, {"group_id": group, "generation_id": 1,
+                                          "member_id": j.member_id})).error_code == 0  # fmt: skip
+        lo, hi = GROUP_API_VERSIONS[COMMIT]
+        for v in range(lo, hi + 1):
+            req = {"group_id": "c", "generation_id_or_member_epoch": -1, "member_id": "",
+                   "topics": [{"name": "t", "partitions": [
+                       {"partition_index": 0, "committed_offset": v,
+                        "committed_metadata": ""}]}]}  # fmt: skip
+            r = await g.call(COMMIT, v, req)
+            assert r.topics[0].partitions[0].error_code == 0
+        lo, hi = GROUP_API_VERSIONS[FETCH]
+        for v in range(lo, hi + 1):
+            topics = [{"name": "t", "partition_indexes": [0]}]
+            if v < 8:
+                r = await g.call(FETCH, v, {"group_id": "c", "topics": topics})
+                got = r.topics[0].partitions[0].committed_offset
+            else:
+                r = await g.call(FETCH, v, {"groups": [{"group_id": "c", "topics": topics}]})
+                got = r.groups[0].topics[0].partitions[0].committed_offset
+            assert got == GROUP_API_VERSIONS[COMMIT][1]
+        for v in range(GROUP_API_VERSIONS[ApiKey.LIST_GROUPS][1] + 1):
+            r = await g.call(ApiKey.LIST_GROUPS, v, {})
+            assert "c" in [x.group_id for x in r.groups]
+        for v in range(GROUP_API_VERSIONS[ApiKey.DESCRIBE_GROUPS][1] + 1):
+            r = await g.call(ApiKey.DESCRIBE_GROUPS, v, {"groups": ["v0"]})
+            assert r.groups[0].group_state == "Stable" and len(r.groups[0].members) == 1
+        lo, hi = GROUP_API_VERSIONS[LEAVE]
+        for v in range(lo, hi + 1):
+            group = f"v{v}"
+            d = await g.call(ApiKey.DESCRIBE_GROUPS, 0, {"groups": [group]})
+            member = d.groups[0].members[0].member_id
+            req = {"group_id": group, "member_id": member} if v < 3 else {
+                "group_id": group, "members": [{"member_id": member}]}  # fmt: skip
+            assert (await g.call(LEAVE, v, req)).error_code == 0
+        for v in range(GROUP_API_VERSIONS[ApiKey.DELETE_GROUPS][1] + 1):
+            r = await g.call(ApiKey.DELETE_GROUPS, v, {"groups_names": [f"v{v}"]})
+            assert r.results[0].error_code == 0
+
+    run(tmp_path, body)
