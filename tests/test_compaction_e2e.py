@@ -45,6 +45,7 @@ class Broker:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.metrics_port = s.getsockname()[1]
+        self.extra: list[str] = []
         self.proc: subprocess.Popen[str] | None = None
 
     @property
@@ -60,6 +61,8 @@ class Broker:
             "--override", "log.cleaner.dedupe.buffer.size=4194304",
             "--override", f"metrics.port={self.metrics_port}",
         ]  # fmt: skip
+        for o in self.extra:
+            cmd += ["--override", o]
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
         )
@@ -304,6 +307,40 @@ def test_broker_killed_inside_a_clean_restarts_with_every_latest_value(
         got = wait_until_compacted(b.bootstrap, topic, expected, max_records=400)
         assert latest(got) == expected
         assert not [n for n in os.listdir(part) if n.endswith((".cleaned", ".swap"))]
+    finally:
+        if b.proc is not None:
+            b.stop(signal.SIGKILL)
+
+
+def test_consumer_offsets_topic_is_compacted_and_reloads(tmp_path: Path) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    b = Broker(tmp_path / "data")
+    b.extra = [
+        "offsets.topic.num.partitions=1",
+        f"offsets.topic.segment.bytes={1 << 20}",
+    ]
+    b.start()
+    try:
+        topic = create_topic(b.bootstrap)
+        assert produce(b.bootstrap, topic, [(b"k", b"v")]) == [None]
+        conf = {"bootstrap.servers": b.bootstrap, "group.id": "g", "enable.auto.commit": False}
+        c = Consumer(conf)
+        meta = "m" * 4000  # ~4 KB per commit: 1 MiB segments roll after ~250
+        for i in range(700):
+            c.commit(offsets=[TopicPartition(topic, 0, i, meta)], asynchronous=False)
+        c.close()
+        part = tmp_path / "data" / "__consumer_offsets-0"
+        deadline = time.monotonic() + 30
+        while sum(f.stat().st_size for f in part.glob("*.log")) > 1.5 * (1 << 20):
+            assert time.monotonic() < deadline, "__consumer_offsets was not compacted"
+            time.sleep(0.2)
+        b.stop()
+        b.start()
+        c = Consumer(conf)
+        got = c.committed([TopicPartition(topic, 0)], timeout=20)
+        c.close()
+        assert got[0].offset == 699 and got[0].metadata == meta
     finally:
         if b.proc is not None:
             b.stop(signal.SIGKILL)
