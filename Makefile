@@ -48,6 +48,7 @@ bench: install ## print the performance figures and their ratios against same-ru
 	$(PY) bench/storage_bench.py
 	$(PY) bench/broker_bench.py
 	$(PY) bench/group_bench.py
+	$(PY) bench/cleaner_bench.py
 
 lint: install ## rustfmt, clippy, ruff, mypy, stubtest
 	cargo fmt --all -- --check

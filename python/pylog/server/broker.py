@@ -367,6 +367,15 @@ class KafkaServer:
             "Seconds since the broker finished starting.",
             lambda: time.time() - self.started_at if self.started_at else 0.0,
         )
+        for key, help in _CLEANER_GAUGES.items():
+            m.gauge(f"kafka_log_cleaner_{key}", help, self._cleaner_metric(key))
+
+    def _cleaner_metric(self, key: str) -> Callable[[], float]:
+        def read() -> float:
+            lm = self.log_manager
+            return lm.cleaner.metrics().get(key, 0.0) if lm is not None else 0.0
+
+        return read
 
     def _topic_sizes(self) -> list[tuple[dict[str, str], float]]:
         if self.log_manager is None:
@@ -376,6 +385,15 @@ class KafkaServer:
             with contextlib.suppress(Exception):
                 sizes[tp.topic] = sizes.get(tp.topic, 0) + int(log.size)
         return [({"topic": t}, float(v)) for t, v in sorted(sizes.items())]
+
+
+_CLEANER_GAUGES = {
+    "max_dirty_percent": "Highest dirty share (percent) of a compacted log at the last check.",
+    "cleaner_recopy_percent": "Bytes written per byte read (percent) by the last clean.",
+    "time_since_last_run_ms": "Milliseconds since a cleaner thread last looked for work.",
+    "max_clean_time_secs": "Duration of the last clean.",
+    "bytes_cleaned": "Bytes read by cleans since start-up.",
+}
 
 
 async def _maybe_await(method: Callable[[], Any] | None) -> None:

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 mod batch;
 mod buffer;
+mod cleaner;
 mod errors;
 mod index;
 mod segment;
@@ -26,6 +27,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(crc32c, m)?)?;
     batch::register(m)?;
+    cleaner::register(m)?;
     index::register(m)?;
     segment::register(m)?;
     timing_wheel::register(m)?;
