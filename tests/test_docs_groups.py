@@ -8,25 +8,17 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from doc_snippets import ADDRESS, PYLOG, ROOT, code_blocks, run_python, shell_lines
 
 from pylog.testing import EmbeddedBroker, broker
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "consumer-groups.md"
-ADDRESS = "127.0.0.1:9092"
-PYLOG = str(Path(sys.executable).with_name("pylog"))
-
-
-def blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", DOC.read_text(), re.S)
-
-
-PYTHON = blocks("python")
-SHELL_LINES = [line for b in blocks("sh") for line in b.splitlines() if line.strip()]
+DOC = ROOT / "docs" / "consumer-groups.md"
+PYTHON = code_blocks(DOC, "python")
+SHELL_LINES = shell_lines(DOC)
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +36,7 @@ def test_the_doc_has_a_snippet_per_client() -> None:
 
 
 def run_snippet(code: str, embedded: EmbeddedBroker, where: Path) -> str:
-    script = where / "snippet.py"
-    script.write_text(code.replace(ADDRESS, embedded.bootstrap_servers))
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=90, cwd=where)  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+    return run_python(code, where, bootstrap=embedded.bootstrap_servers)
 
 
 @pytest.mark.parametrize("code", PYTHON, ids=["confluent", "kafka-python", "aiokafka"])
