@@ -732,3 +732,36 @@ def test_every_advertised_version_of_the_group_apis_is_served(tmp_path: Any) -> 
             assert r.results[0].error_code == 0
 
     run(tmp_path, body)
+
+
+def test_a_member_that_never_syncs_is_removed_after_the_rebalance_timeout(tmp_path: Any) -> None:
+    """Kafka's pending-sync timeout: a leader that joins, keeps heartbeating
+    but never sends SyncGroup is removed after the rebalance timeout, and the
+    follower it held back gets REBALANCE_IN_PROGRESS and rejoins alone."""
+
+    async def body(g: Groups) -> None:
+        leader_id, _ = await g.one_member_group("g", rebalance=400)
+        # A second member joins (its MEMBER_ID_REQUIRED round trip first): the
+        # rebalance waits for the old leader, which rejoins and leads generation 2.
+        first = await g.join("g", rebalance=400)
+        assert first.error_code == E.MEMBER_ID_REQUIRED
+        follower_join = asyncio.ensure_future(g.join("g", first.member_id, rebalance=400))
+        await asyncio.sleep(0.05)
+        rejoin = await g.join("g", leader_id, rebalance=400)
+        follower = await follower_join
+        assert rejoin.error_code == 0 and follower.error_code == 0
+        gen = follower.generation_id
+        assert rejoin.leader == leader_id != follower.member_id
+        # The follower syncs and waits; the leader only heartbeats.
+        waiting = asyncio.ensure_future(g.sync("g", gen, follower.member_id))
+        for _ in range(2):  # alive within the 400 ms rebalance timeout
+            await asyncio.sleep(0.1)
+            assert await g.heartbeat("g", gen, leader_id) in (0, E.REBALANCE_IN_PROGRESS)
+        r = await asyncio.wait_for(waiting, 2)
+        assert r.error_code == E.REBALANCE_IN_PROGRESS
+        assert await g.heartbeat("g", gen, leader_id) == E.UNKNOWN_MEMBER_ID
+        again = await g.join("g", follower.member_id, rebalance=400)
+        assert again.error_code == 0 and again.leader == follower.member_id
+        assert [m.member_id for m in again.members] == [follower.member_id]
+
+    run(tmp_path, body)

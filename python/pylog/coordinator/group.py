@@ -123,6 +123,10 @@ class GroupMetadata:
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         self.new_member_added = False
         self.join_op: Any = None  # the DelayedJoin of the current rebalance
+        # Members of this generation that have not sent SyncGroup yet, and the
+        # DelayedSync that removes them if they never do.
+        self.pending_sync: set[str] = set()
+        self.sync_op: Any = None
 
     # ------------------------------------------------------------ state
 

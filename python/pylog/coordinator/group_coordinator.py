@@ -23,6 +23,7 @@ from typing import Any
 
 from pylog.coordinator.delayed_heartbeat import DelayedHeartbeat
 from pylog.coordinator.delayed_join import DelayedJoin, InitialDelayedJoin
+from pylog.coordinator.delayed_sync import DelayedSync
 from pylog.coordinator.group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
 from pylog.coordinator.group_metadata_manager import (
     CoordinatorError,
@@ -123,6 +124,9 @@ class GroupCoordinator:
         self.heartbeat_purgatory: DelayedOperationPurgatory[DelayedHeartbeat] = (
             DelayedOperationPurgatory("Heartbeat")
         )
+        self.sync_purgatory: DelayedOperationPurgatory[DelayedSync] = DelayedOperationPurgatory(
+            "Sync"
+        )
         self.initial_rebalance_delay_ms = int(config.get("group.initial.rebalance.delay.ms"))
         self.min_session_timeout_ms = int(config.get("group.min.session.timeout.ms"))
         self.max_session_timeout_ms = int(config.get("group.max.session.timeout.ms"))
@@ -164,6 +168,7 @@ class GroupCoordinator:
                 m.await_join = m.await_sync = None
         self.join_purgatory.shutdown()
         self.heartbeat_purgatory.shutdown()
+        self.sync_purgatory.shutdown()
         for t in list(self._tasks):
             t.cancel()
 
@@ -472,6 +477,7 @@ class GroupCoordinator:
             op = InitialDelayedJoin(self, group, delay, max(rebalance_ms - delay, 0))
         else:
             op = DelayedJoin(self, group, rebalance_ms)
+        self._clear_pending_sync(group)
         group.new_member_added = False
         group.transition_to(GroupState.PREPARING_REBALANCE, self.clock())
         group.join_op = op
@@ -531,6 +537,7 @@ class GroupCoordinator:
             if joined:
                 group.leader_id = joined[0].member_id
         group.transition_to(GroupState.COMPLETING_REBALANCE, now)
+        self._schedule_pending_sync(group)
         _log.info(
             "group %s: generation %d with %d members, protocol %s",
             group.group_id,
@@ -608,6 +615,7 @@ class GroupCoordinator:
                 fut.set_result(_join_error(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
         member.await_join = member.await_sync = None
         group.remove(member.member_id)
+        self._synced(group, member.member_id)
 
     def _remove_member_and_update_group(
         self, group: GroupMetadata, member: MemberMetadata, reason: str
@@ -617,6 +625,47 @@ class GroupCoordinator:
             self._prepare_rebalance(group, f"{member.member_id} left ({reason})")
         elif group.is_in(GroupState.PREPARING_REBALANCE):
             self._check_join(group)
+
+    # ------------------------------------------------------------ pending sync
+
+    def _schedule_pending_sync(self, group: GroupMetadata) -> None:
+        self._clear_pending_sync(group)
+        group.pending_sync = set(group.members)
+        timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+        op = DelayedSync(self, group, timeout)
+        group.sync_op = op
+        self.sync_purgatory.try_complete_else_watch(op, ())
+
+    def _clear_pending_sync(self, group: GroupMetadata) -> None:
+        group.pending_sync.clear()
+        op, group.sync_op = group.sync_op, None
+        if op is not None:
+            op.force_complete()
+
+    def _synced(self, group: GroupMetadata, member_id: str) -> None:
+        group.pending_sync.discard(member_id)
+        if not group.pending_sync and group.sync_op is not None:
+            self._clear_pending_sync(group)
+
+    def on_sync_expired(self, group: GroupMetadata, op: DelayedSync) -> None:
+        if not self._running or group.sync_op is not op:
+            return
+        group.sync_op = None
+        if not group.is_in(GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            return
+        pending = [group.members[m] for m in group.pending_sync if m in group.members]
+        group.pending_sync.clear()
+        if not pending:
+            return
+        _log.info(
+            "group %s generation %d: %s sent no SyncGroup within the rebalance timeout",
+            group.group_id,
+            group.generation_id,
+            ", ".join(m.member_id for m in pending),
+        )
+        for m in pending:
+            self._remove_member(group, m)
+        self._prepare_rebalance(group, "members did not sync")
 
     # ------------------------------------------------------------ SyncGroup
 
@@ -659,6 +708,7 @@ class GroupCoordinator:
         if group.is_in(GroupState.PREPARING_REBALANCE):
             return _sync_result(ErrorCode.REBALANCE_IN_PROGRESS)
         self._schedule_heartbeat(group, member)
+        self._synced(group, member_id)
         if group.is_in(GroupState.STABLE):
             return _sync_result(ErrorCode.NONE, member.assignment, group)
         # CompletingRebalance: followers wait for the leader's assignment.
