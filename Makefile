@@ -47,6 +47,8 @@ bench: install ## print the performance figures and their ratios against same-ru
 	$(PY) -m pytest -q bench --benchmark-columns=mean,median,ops --benchmark-sort=name
 	$(PY) bench/storage_bench.py
 	$(PY) bench/broker_bench.py
+	$(PY) bench/group_bench.py
+	$(PY) bench/cleaner_bench.py
 	$(PY) bench/spark_bench.py
 
 lint: install ## rustfmt, clippy, ruff, mypy, stubtest

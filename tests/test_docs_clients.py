@@ -19,22 +19,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from doc_snippets import ADDRESS, PYLOG, ROOT, code_blocks, run_python, shell_lines
 
 from pylog.testing import EmbeddedBroker, broker
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "clients.md"
-ADDRESS = "127.0.0.1:9092"
-PYLOG = str(Path(sys.executable).with_name("pylog"))
-
-
-def blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", DOC.read_text(), re.S)
-
-
-PYTHON = blocks("python")
+DOC = ROOT / "docs" / "clients.md"
+PYTHON = code_blocks(DOC, "python")
 SCRIPTS = [b for b in PYTHON if "def test_" not in b]
 PYTEST_BLOCKS = [b for b in PYTHON if "def test_" in b]
-SHELL_LINES = [line for b in blocks("sh") for line in b.splitlines() if line.strip()]
+SHELL_LINES = shell_lines(DOC)
 
 
 def test_the_doc_has_every_snippet() -> None:
@@ -52,20 +45,10 @@ def embedded() -> Iterator[EmbeddedBroker]:
         yield b
 
 
-def run_python(code: str, where: Path) -> str:
-    script = where / "snippet.py"
-    script.write_text(code)
-    out = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=where
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
 @pytest.mark.parametrize("code", SCRIPTS, ids=[f"block{i}" for i in range(len(SCRIPTS))])
 def test_python_snippet_runs(code: str, embedded: EmbeddedBroker, tmp_path: Path) -> None:
     uses_address = ADDRESS in code
-    stdout = run_python(code.replace(ADDRESS, embedded.bootstrap_servers), tmp_path)
+    stdout = run_python(code, tmp_path, bootstrap=embedded.bootstrap_servers, timeout=60)
     if uses_address:  # a client snippet: it read back what it wrote
         assert "hello" in stdout
         assert embedded.server is not None

@@ -354,6 +354,59 @@ class TimingWheel:
     def __len__(self) -> int: ...
     def __contains__(self, key: int, /) -> bool: ...
 
+# --------------------------------------------------------------- log compaction
+
+@final
+class OffsetMap:
+    """The cleaner's map of key hash (XXH3-128) → latest offset, in ``memory``
+    bytes fixed at creation (24 per slot), full at ``load_factor`` of its slots."""
+
+    def __new__(cls, memory: int, load_factor: float = 0.9) -> OffsetMap: ...
+    def put(self, key: bytes, offset: int) -> bool:
+        """Record ``offset`` as ``key``'s latest; False when the key is new and the map full."""
+    def get(self, key: bytes) -> int:
+        """``key``'s latest offset, -1 when absent."""
+    def clear(self) -> None: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def slots(self) -> int: ...
+    @property
+    def max_entries(self) -> int: ...
+    @property
+    def latest_offset(self) -> int:
+        """The offset of the last ``put`` since the last clear, -1 when none."""
+    @property
+    def utilization(self) -> float: ...
+    @property
+    def collision_rate(self) -> float: ...
+    @property
+    def memory(self) -> int: ...
+    @property
+    def is_full(self) -> bool: ...
+
+def build_offset_map(
+    map: OffsetMap, buf: _Bytes, start_offset: int, end_offset: int, position: int = 0
+) -> tuple[int, int, bool, bool, int]:
+    """Map the keys of the records in ``buf`` (whole batches read at
+    ``position`` of a segment) with offsets in ``[start_offset, end_offset)``.
+    Returns (bytes consumed, size of the batch cut at the buffer's end or 0,
+    map full, reached ``end_offset``, records mapped)."""
+
+def clean_batches(
+    map: OffsetMap,
+    buf: _Bytes,
+    *,
+    retain_deletes: bool,
+    active_producers: dict[int, int],
+    position: int = 0,
+) -> tuple[int, int, bytes, list[BatchInfo], int, int]:
+    """Compact the batches in ``buf``: keep each key's latest record (and
+    tombstones if ``retain_deletes``), an active producer's last batch at least
+    as an empty header (``active_producers``: id → last data offset). Returns
+    (bytes consumed, size of a cut batch or 0, retained batches, their infos
+    with positions in them, records read, records kept)."""
+
 # --- columnar reads (pylog.spark) ---------------------------------------------------------
 # A binary column: (validity bitmap, int32 offsets, data, null count), Arrow's layout.
 _BinaryColumn = tuple[bytes, bytes, bytes, int]

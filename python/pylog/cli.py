@@ -39,9 +39,10 @@ def _add_client_commands() -> None:
     their own modules; kafka-python is imported only when one of them runs."""
     from pylog.cli_configs import configs
     from pylog.cli_console import consume, produce
+    from pylog.cli_groups import groups
     from pylog.cli_topics import topics
 
-    for command in (topics, produce, consume, configs):
+    for command in (topics, produce, consume, configs, groups):
         main.add_command(command)
 
 

@@ -8,6 +8,7 @@ broker's ``log.dirs``; ``LogConfig`` is the table of topic keys.
 
 from pylog.errors import UnexpectedAppendOffsetError
 from pylog.log.checkpoint import TopicPartition
+from pylog.log.cleaner import LogCleaner
 from pylog.log.config import BrokerLogConfig, LogConfig
 from pylog.log.fetch import FetchDataInfo, FileRecords
 from pylog.log.leader_epoch import LeaderEpochFileCache
@@ -31,6 +32,7 @@ __all__ = [
     "LeaderEpochFileCache",
     "Log",
     "LogAppendInfo",
+    "LogCleaner",
     "LogConfig",
     "LogManager",
     "LogOffsetMetadata",

@@ -46,10 +46,13 @@ from pylog.errors import (
     RecordListTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from pylog.log.checkpoint import fsync_dir
 from pylog.log.config import LogConfig
 from pylog.log.fetch import FetchDataInfo
 from pylog.log.files import (
+    CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
     log_file_name,
     offset_index_file_name,
     time_index_file_name,
@@ -1107,6 +1110,66 @@ class Log:
             delete,
             self._config.file_delete_delay_ms,
         )
+
+    # ------------------------------------------------------------------ compaction
+
+    def active_producer_last_offsets(self) -> dict[int, int]:
+        """Producer id -> last data offset of every producer the log remembers:
+        compaction keeps (at least the header of) each one's last batch."""
+        with self._lock:
+            ps = self._producer_state
+            if not isinstance(ps, ProducerStateManager):
+                return {}
+            active = ps.active_producers()
+            return {pid: e.last_data_offset for pid, e in active.items() if e.last_data_offset >= 0}
+
+    def replace_segments(
+        self,
+        new_segments: Sequence[LogSegment],
+        old_segments: Sequence[LogSegment],
+        *,
+        after_phase: Callable[[str], None] | None = None,
+    ) -> None:
+        """Swap compaction output in for the segments it was made from.
+
+        The order makes every crash recoverable by the loader: each new
+        segment's files go ``.cleaned`` → ``.swap`` ("swap"); the log's map
+        switches; the old segments are renamed ``.deleted`` ("deleted", their
+        files removed after ``file.delete.delay.ms``); then ``.swap`` → final
+        name ("done"). ``after_phase(name)`` runs after each step (a test hook).
+        KafkaError if an old segment already left the log (retention or
+        truncation got there first): nothing is replaced then.
+        """
+        hook = after_phase if after_phase is not None else (lambda _: None)
+        with self._lock:
+            self._check_open()
+            for s in old_segments:
+                i = bisect.bisect_left(self._bases, s.base_offset)
+                if i >= len(self._segments) or self._segments[i] is not s:
+                    raise KafkaError(
+                        f"cannot replace segment {s.base_offset} of {self.name}: it left the log"
+                    )
+                if s is self.active_segment:
+                    raise KafkaError(f"cannot replace the active segment of {self.name}")
+            with _storage("replacing segments of", self._dir):
+                for s in new_segments:
+                    if s.has_suffix(CLEANED_FILE_SUFFIX):
+                        s.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+                # The .swap names must be durable before any old segment goes.
+                fsync_dir(self._dir)
+                hook("swap")
+                for s in old_segments:
+                    i = bisect.bisect_left(self._bases, s.base_offset)
+                    del self._bases[i]
+                    del self._segments[i]
+                for s in new_segments:
+                    self._add_segment(s)
+                self._remove_and_delete(old_segments)
+                hook("deleted")
+                for s in new_segments:
+                    s.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+                fsync_dir(self._dir)
+                hook("done")
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -49,6 +49,7 @@ from pylog.log.checkpoint import (
     TopicPartition,
     fsync_dir,
 )
+from pylog.log.cleaner import LogCleaner
 from pylog.log.config import BrokerLogConfig, LogConfig
 from pylog.log.files import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX
 from pylog.log.log import Log
@@ -148,6 +149,7 @@ class LogManager:
         try:
             self._create_and_lock_dirs()
             self._load_logs()
+            self.cleaner = LogCleaner(self.config, self.log_dirs, self._logs_with_dirs, clock)
         except BaseException:
             self._close_all_quietly()
             self._release_locks()
@@ -313,6 +315,8 @@ class LogManager:
         if self._own_scheduler:
             self.scheduler.startup()
         c = self.config
+        if c.log_cleaner_enable:
+            self.cleaner.startup()
         delay = c.log_initial_task_delay_ms
         s = self.scheduler
         s.schedule(
@@ -354,6 +358,10 @@ class LogManager:
             logs = [log for tp, log in self._logs.items() if tp.topic == topic]
         for log in logs:
             log.update_config(config)
+
+    def _logs_with_dirs(self) -> dict[TopicPartition, tuple[Log, str]]:
+        with self._lock:
+            return {tp: (log, self._log_dir_of[tp]) for tp, log in self._logs.items()}
 
     def get_log(self, tp: TopicPartition | tuple[str, int]) -> Log | None:
         with self._lock:
@@ -440,6 +448,8 @@ class LogManager:
                 return None
             if not any(t.topic == tp.topic for t in self._logs):
                 self._topic_ids.pop(tp.topic, None)
+        # A clean in progress stops first: it must not swap into a closed log.
+        self.cleaner.abort_cleaning(tp)
         log.close()
         target = os.path.join(parent, delete_dir_name(tp))
         try:
@@ -449,6 +459,7 @@ class LogManager:
             raise KafkaStorageError(f"cannot rename {log.dir} for deletion: {e}", e.errno) from e
         _log.info("scheduled deletion of partition %s (%s)", tp, target)
         self._checkpoint_dir(parent)
+        self.cleaner.update_checkpoints(parent, remove=tp)
 
         def delete() -> None:
             shutil.rmtree(target, ignore_errors=True)
@@ -539,8 +550,19 @@ class LogManager:
         dirs: set[str] = set()
         for tp, offset in offsets.items():
             log = self.get_log(tp)
-            if log is not None and log.truncate_to(offset):
-                dirs.add(self._log_dir_of[TopicPartition(tp[0], tp[1])])
+            if log is None:
+                continue
+            tp = TopicPartition(tp[0], tp[1])
+            path = self._log_dir_of[tp]
+            # Cleaning pauses across the truncation; the clean head cannot
+            # then reach past the new end.
+            self.cleaner.abort_and_pause_cleaning(tp)
+            try:
+                if log.truncate_to(offset):
+                    dirs.add(path)
+                    self.cleaner.maybe_truncate_checkpoint(path, tp, log.active_segment.base_offset)
+            finally:
+                self.cleaner.resume_cleaning([tp])
         for path in dirs:
             self._checkpoint_recovery_offsets_in(self._dir(path))
 
@@ -553,6 +575,7 @@ class LogManager:
             if self._shut_down:
                 return
             self._shut_down = True
+        self.cleaner.shutdown()
         if self._own_scheduler:
             self.scheduler.shutdown()
         else:

@@ -84,7 +84,10 @@ HandlerFactory = Callable[["KafkaServer"], "RequestHandler | Awaitable[RequestHa
 
 
 def _default_handler(server: KafkaServer) -> RequestHandler:
-    """MetadataStore → ReplicaManager → KafkaApis, the broker's request handler."""
+    """MetadataStore → ReplicaManager → KafkaApis (+ GroupCoordinator), the
+    broker's request handler."""
+    from pylog.coordinator.apis import register_group_apis
+    from pylog.coordinator.group_coordinator import GroupCoordinator
     from pylog.server.admin_apis import register_admin_apis
     from pylog.server.kafka_apis import KafkaApis
     from pylog.server.metadata_store import MetadataStore
@@ -98,6 +101,11 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     server.replica_manager = replica_manager
     apis = KafkaApis(server.config, replica_manager, store)
     register_admin_apis(apis, server.config)
+    coordinator = GroupCoordinator(server.config, replica_manager, store)
+    register_group_apis(apis, coordinator)
+    coordinator.register_metrics(server.metrics)
+    coordinator.startup()
+    server.group_coordinator = coordinator
     return apis
 
 
@@ -125,6 +133,7 @@ class KafkaServer:
         self.log_manager: LogManager | None = None
         self.metadata_store: Any = None
         self.replica_manager: Any = None
+        self.group_coordinator: Any = None
         self.handler: RequestHandler | None = None
         self.socket_server: SocketServer | None = None
         self.metrics_server: MetricsServer | None = None
@@ -258,6 +267,14 @@ class KafkaServer:
                   (time.perf_counter() - t0) * 1000)  # fmt: skip
 
     async def _stop_components(self, timeout: float) -> None:
+        if self.group_coordinator is not None:
+            # First: a JoinGroup may wait minutes for a rebalance; answered
+            # now, it does not hold up the socket server's drain.
+            try:
+                await self.group_coordinator.shutdown()
+            except Exception:
+                _log.exception("stopping the group coordinator failed")
+            self.group_coordinator = None
         if self.socket_server is not None:
             try:
                 await self.socket_server.shutdown(timeout)
@@ -350,6 +367,15 @@ class KafkaServer:
             "Seconds since the broker finished starting.",
             lambda: time.time() - self.started_at if self.started_at else 0.0,
         )
+        for key, help in _CLEANER_GAUGES.items():
+            m.gauge(f"kafka_log_cleaner_{key}", help, self._cleaner_metric(key))
+
+    def _cleaner_metric(self, key: str) -> Callable[[], float]:
+        def read() -> float:
+            lm = self.log_manager
+            return lm.cleaner.metrics().get(key, 0.0) if lm is not None else 0.0
+
+        return read
 
     def _topic_sizes(self) -> list[tuple[dict[str, str], float]]:
         if self.log_manager is None:
@@ -359,6 +385,15 @@ class KafkaServer:
             with contextlib.suppress(Exception):
                 sizes[tp.topic] = sizes.get(tp.topic, 0) + int(log.size)
         return [({"topic": t}, float(v)) for t, v in sorted(sizes.items())]
+
+
+_CLEANER_GAUGES = {
+    "max_dirty_percent": "Highest dirty share (percent) of a compacted log at the last check.",
+    "cleaner_recopy_percent": "Bytes written per byte read (percent) by the last clean.",
+    "time_since_last_run_ms": "Milliseconds since a cleaner thread last looked for work.",
+    "max_clean_time_secs": "Duration of the last clean.",
+    "bytes_cleaned": "Bytes read by cleans since start-up.",
+}
 
 
 async def _maybe_await(method: Callable[[], Any] | None) -> None:

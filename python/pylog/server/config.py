@@ -134,19 +134,38 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table(
               "builds.", AtLeast(1024), "medium"),
     ConfigKey("request.timeout.ms", I, 30_000, "Timeout for the broker's own requests.",
               AtLeast(0), "low"),
-    ConfigKey("offsets.topic.num.partitions", I, 50, "Partitions of __consumer_offsets.",
-              AtLeast(1), "high"),
+    # ---- group coordinator and offset manager (Kafka's names and defaults)
+    ConfigKey("offsets.topic.num.partitions", I, 50, "Partitions of __consumer_offsets "
+              "(fixed once the topic exists).", AtLeast(1), "high"),
     ConfigKey("offsets.topic.replication.factor", I, 1, "Replication factor of "
               "__consumer_offsets (Kafka: 3; one broker could never satisfy that).",
               AtLeast(1), "high"),
+    ConfigKey("offsets.topic.segment.bytes", I, 100 * _MIB, "segment.bytes of "
+              "__consumer_offsets, small so compaction and loading stay fast.", AtLeast(1),
+              "high"),
+    ConfigKey("offsets.topic.compression.codec", I, 0, "Codec of the coordinator's "
+              "records (0 none); pylog writes them uncompressed.", Between(0, 4), "high"),
+    ConfigKey("offsets.load.buffer.size", I, 5 * _MIB, "Bytes read at a time when loading "
+              "a __consumer_offsets partition.", AtLeast(1), "high"),
     ConfigKey("offsets.retention.minutes", I, 7 * 24 * 60, "How long committed offsets of "
-              "an empty group are kept.", AtLeast(1), "high"),
+              "an empty group (or of a topic the group stopped consuming) are kept.",
+              AtLeast(1), "high"),
+    ConfigKey("offsets.retention.check.interval.ms", L, 600_000, "How often committed "
+              "offsets are checked for expiry.", AtLeast(1), "high"),
+    ConfigKey("offsets.commit.timeout.ms", I, 5000, "Longest wait for an offset commit's "
+              "append to be acknowledged.", AtLeast(1), "high"),
+    ConfigKey("offsets.commit.required.acks", I, -1, "Accepted for compatibility: commits "
+              "are appended with acks=-1.", Between(-1, 1), "high"),
+    ConfigKey("offset.metadata.max.bytes", I, 4096, "Largest metadata string of a "
+              "committed offset (larger: OFFSET_METADATA_TOO_LARGE).", AtLeast(0), "high"),
     ConfigKey("group.initial.rebalance.delay.ms", I, 3000, "Wait for more members before "
-              "the first rebalance of a new group.", None, "medium"),
+              "the first rebalance of a new group.", AtLeast(0), "medium"),
     ConfigKey("group.min.session.timeout.ms", I, 6000, "Smallest session timeout a member "
-              "may ask for.", None, "medium"),
+              "may ask for.", AtLeast(0), "medium"),
     ConfigKey("group.max.session.timeout.ms", I, 1_800_000, "Largest session timeout a "
-              "member may ask for.", None, "medium"),
+              "member may ask for.", AtLeast(0), "medium"),
+    ConfigKey("group.max.size", I, INT_MAX, "Most members a group may have.", AtLeast(1),
+              "medium"),
     ConfigKey("transactional.id.expiration.ms", I, 7 * 24 * 3_600_000, "Idle time after "
               "which a transactional id is forgotten.", AtLeast(1), "high"),
     # ---- lifecycle
@@ -320,6 +339,11 @@ class KafkaConfig:
                     f"Invalid value {str(ep)!r} for configuration advertised.listeners: "
                     f"listener {ep.listener_name} is not in listeners"
                 )
+        if get("group.min.session.timeout.ms") > get("group.max.session.timeout.ms"):
+            raise InvalidConfigurationError(
+                "Invalid value for configuration group.min.session.timeout.ms: it must not "
+                "be above group.max.session.timeout.ms"
+            )
         ibl = values.get("inter.broker.listener.name")
         if ibl is not None and ibl.upper() not in names:
             raise InvalidConfigurationError(

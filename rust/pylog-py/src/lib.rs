@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 mod batch;
 mod buffer;
+mod cleaner;
 mod columnar;
 mod errors;
 mod index;
@@ -27,6 +28,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(crc32c, m)?)?;
     batch::register(m)?;
+    cleaner::register(m)?;
     columnar::register(m)?;
     index::register(m)?;
     segment::register(m)?;

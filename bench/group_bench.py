@@ -1,0 +1,336 @@
+"""Consumer-group figures for `make bench` (issue 4), against a real
+`pylog broker start` subprocess (group.initial.rebalance.delay.ms=0):
+
+1. rebalance: 9 confluent-kafka consumers (threads) share a 20-partition
+   topic under a steady produce load; a 10th joins (then leaves). The figure
+   is the time from the join (the leave) until every member has its new
+   assignment and has consumed a record from it;
+2. OffsetCommit requests/s: (a) pipelined over one socket with pylog's codec
+   (v8, 1 partition per request, 64 in flight); (b) a confluent-kafka
+   ``commit(asynchronous=False)`` loop (one round trip at a time);
+3. coordinator load: 100,000 committed offsets (1,000 groups x 100
+   partitions), then a restart; the broker's own "loaded ... in N ms" line
+   and the client-side time until OffsetFetch stops answering
+   COORDINATOR_LOAD_IN_PROGRESS.
+
+    .venv/bin/python bench/group_bench.py [--only rebalance,commit,load]
+
+Every stage is bounded (about 2 minutes in all). Nothing fails on timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pylog.protocol import ApiKey, decode_response, encode_request
+
+PYLOG = str(Path(sys.executable).with_name("pylog"))
+
+
+class Broker:
+    def __init__(self, data: Path) -> None:
+        self.data = data
+        self.port = 0
+        self.proc: subprocess.Popen[str] | None = None
+        self.stderr_path = data.parent / "broker.err"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> float:
+        t0 = time.perf_counter()
+        cmd = [
+            PYLOG, "broker", "start", "--log-level", "INFO",
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            "--override", f"log.dirs={self.data}",
+            "--override", "group.initial.rebalance.delay.ms=0",
+        ]  # fmt: skip
+        err = open(self.stderr_path, "a")  # noqa: SIM115 - the child keeps it
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert "started: PLAINTEXT://127.0.0.1:" in line, line
+        self.port = int(line.split("127.0.0.1:")[1].split()[0])
+        return time.perf_counter() - t0
+
+    def stop(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+        self.proc = None
+
+
+class Client:
+    """Pipelined requests over one socket with pylog's codec."""
+
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.split(":")
+        self.sock = socket.create_connection((host, int(port)))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.corr = 0
+        self.buf = b""
+
+    def send(self, key: int, version: int, body: dict[str, Any]) -> None:
+        self.corr += 1
+        self.sock.sendall(encode_request(key, version, self.corr, "bench", body))
+
+    def recv(self, key: int, version: int) -> Any:
+        while True:
+            if len(self.buf) >= 4:
+                (n,) = struct.unpack_from(">i", self.buf)
+                if len(self.buf) >= 4 + n:
+                    frame, self.buf = self.buf[4 : 4 + n], self.buf[4 + n :]
+                    return decode_response(key, version, frame)
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            self.buf += chunk
+
+    def call(self, key: int, version: int, body: dict[str, Any]) -> Any:
+        self.send(key, version, body)
+        return self.recv(key, version)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def commit_body(group: str, topic: str, parts: range, offset: int) -> dict[str, Any]:
+    return {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {"partition_index": p, "committed_offset": offset, "committed_metadata": ""}
+                    for p in parts
+                ],
+            }
+        ],
+    }
+
+
+# ---------------------------------------------------------------- 1. rebalance
+
+
+def bench_rebalance(broker: Broker) -> None:
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic, group = "rebalance", "g-rebalance"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 20, 1)])[topic].result(20)
+    stop_all = threading.Event()
+
+    def load() -> None:
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+        i = 0
+        while not stop_all.is_set():
+            for part in range(20):
+                p.produce(topic, b"x", partition=part)
+            i += 1
+            p.poll(0)
+            time.sleep(0.01)
+        p.flush(10)
+
+    class Member:
+        def __init__(self, n: int) -> None:
+            self.n = n
+            self.assigned_at = 0.0
+            self.consumed_after_assign = 0.0
+            self.parts = 0
+            self.stop = threading.Event()
+            self.thread = threading.Thread(target=self.run, daemon=True)
+            self.thread.start()
+
+        def run(self) -> None:
+            def on_assign(c: Any, parts: list[Any]) -> None:
+                self.assigned_at = time.perf_counter()
+                self.consumed_after_assign = 0.0
+                self.parts = len(parts)
+
+            c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                          "auto.offset.reset": "latest", "enable.auto.commit": False,
+                          "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})  # fmt: skip
+            c.subscribe([topic], on_assign=on_assign)
+            while not self.stop.is_set():
+                m = c.poll(0.05)
+                if m is not None and m.error() is None and not self.consumed_after_assign:
+                    self.consumed_after_assign = time.perf_counter()
+            c.close()
+
+    loader = threading.Thread(target=load, daemon=True)
+    loader.start()
+    members = [Member(i) for i in range(9)]
+
+    def settled(ms: list[Member], since: float) -> bool:
+        return (
+            all(m.assigned_at > since and m.consumed_after_assign > m.assigned_at for m in ms)
+            and sum(m.parts for m in ms) == 20
+        )
+
+    deadline = time.monotonic() + 60
+    while not settled(members, 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1)
+    t0 = time.perf_counter()
+    tenth = Member(9)
+    members.append(tenth)
+    deadline = time.monotonic() + 60
+    while not settled(members, t0) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    join_ms = (max(m.consumed_after_assign for m in members) - t0) * 1000
+    assigned_ms = (max(m.assigned_at for m in members) - t0) * 1000
+    time.sleep(1)
+    t1 = time.perf_counter()
+    tenth.stop.set()
+    rest = members[:9]
+    deadline = time.monotonic() + 60
+    while not settled(rest, t1) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    leave_ms = (max(m.consumed_after_assign for m in rest) - t1) * 1000
+    stop_all.set()
+    for m in members:
+        m.stop.set()
+    for m in members:
+        m.thread.join(15)
+    loader.join(15)
+    print(
+        "rebalance, 10th member joins 9 (20 partitions, eager range): every member "
+        f"assigned after {assigned_ms:.0f} ms, consuming again after {join_ms:.0f} ms"
+    )
+    print(f"rebalance, the 10th member leaves (LeaveGroup): the 9 consuming again after "
+          f"{leave_ms:.0f} ms")  # fmt: skip
+
+
+# ---------------------------------------------------------------- 2. commit rate
+
+
+def bench_commit(broker: Broker, seconds: float = 4.0) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Client(broker.bootstrap)
+    c.call(ApiKey.FIND_COORDINATOR, 3, {"key": "g-commit", "key_type": 0})
+    window = 64
+    sent = done = 0
+    t0 = time.perf_counter()
+    end = t0 + seconds
+    while time.perf_counter() < end or done < sent:
+        while sent - done < window and time.perf_counter() < end:
+            c.send(ApiKey.OFFSET_COMMIT, 8, commit_body("g-commit", "t", range(1), sent))
+            sent += 1
+        r = c.recv(ApiKey.OFFSET_COMMIT, 8)
+        assert r.topics[0].partitions[0].error_code == 0
+        done += 1
+    rate = done / (time.perf_counter() - t0)
+    c.close()
+    print(f"OffsetCommit, pipelined over one socket (pylog codec, v8, 1 partition, "
+          f"{window} in flight): {rate:,.0f} requests/s")  # fmt: skip
+
+    k = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g-commit-ck",
+                  "enable.auto.commit": False})  # fmt: skip
+    n = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        k.commit(offsets=[TopicPartition("t", 0, n)], asynchronous=False)
+        n += 1
+    rate = n / (time.perf_counter() - t0)
+    k.close()
+    print(f"OffsetCommit, confluent-kafka commit(asynchronous=False) loop: {rate:,.0f} "
+          f"commits/s")  # fmt: skip
+
+
+# ---------------------------------------------------------------- 3. load time
+
+
+def bench_load(broker: Broker, groups: int = 1000, partitions: int = 100) -> None:
+    c = Client(broker.bootstrap)
+    for g in range(0, groups, 50):
+        keys = [f"load-{i}" for i in range(g, min(g + 50, groups))]
+        c.send(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": keys})
+    for _ in range(0, groups, 50):
+        c.recv(ApiKey.FIND_COORDINATOR, 4)
+    t0 = time.perf_counter()
+    window = 32
+    sent = done = 0
+    while done < groups:
+        while sent < groups and sent - done < window:
+            body = commit_body(f"load-{sent}", "load-topic", range(partitions), 1000 + sent)
+            c.send(ApiKey.OFFSET_COMMIT, 8, body)
+            sent += 1
+        r = c.recv(ApiKey.OFFSET_COMMIT, 8)
+        assert all(p.error_code == 0 for p in r.topics[0].partitions)
+        done += 1
+    write_s = time.perf_counter() - t0
+    c.close()
+    total = groups * partitions
+    print(f"coordinator load: wrote {total:,} committed offsets in {write_s:.1f} s "
+          f"({total / write_s:,.0f} offsets/s)")  # fmt: skip
+    broker.stop()
+    mark = broker.stderr_path.stat().st_size
+    t0 = time.perf_counter()
+    broker.start()
+    c = Client(broker.bootstrap)
+    probe = f"load-{groups - 1}"
+    while True:
+        r = c.call(ApiKey.OFFSET_FETCH, 7, {"group_id": probe, "topics": None})
+        if r.error_code != 14:  # COORDINATOR_LOAD_IN_PROGRESS
+            break
+        time.sleep(0.005)
+    ready_s = time.perf_counter() - t0
+    got = sum(len(t.partitions) for t in r.topics)
+    assert got == partitions, got
+    c.close()
+    # The broker logs once every partition is loaded (the probe's may be first).
+    m = None
+    deadline = time.monotonic() + 60
+    while m is None and time.monotonic() < deadline:
+        with open(broker.stderr_path) as f:
+            f.seek(mark)
+            text = f.read()
+        m = re.search(r"loaded (\d+) groups from (\d+) partitions of __consumer_offsets in "
+                      r"(\d+) ms", text)  # fmt: skip
+        time.sleep(0.05)
+    loaded = f"{m.group(3)} ms for {m.group(1)} groups" if m else "(no log line)"
+    print(f"coordinator load of {total:,} offsets: {loaded} (the broker's figure); a client's "
+          f"OffsetFetch answered {ready_s * 1000:.0f} ms after the restart began")  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", default="rebalance,commit,load")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    tmp = Path(tempfile.mkdtemp(prefix="pylog-group-bench-"))
+    broker = Broker(tmp / "data")
+    try:
+        broker.start()
+        if "rebalance" in only:
+            bench_rebalance(broker)
+        if "commit" in only:
+            bench_commit(broker)
+        if "load" in only:
+            bench_load(broker)
+    finally:
+        if broker.proc is not None:
+            broker.proc.kill()
+            broker.proc.wait(10)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

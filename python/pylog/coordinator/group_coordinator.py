@@ -1,0 +1,952 @@
+"""GroupCoordinator: the classic consumer-group protocol (JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup) and committed offsets (OffsetCommit, OffsetFetch,
+OffsetDelete), plus ListGroups, DescribeGroups and DeleteGroups.
+
+The state of each group lives in the GroupMetadataManager's shard of its
+``__consumer_offsets`` partition; this class drives the state machine of
+:mod:`pylog.coordinator.group`. Rebalances and sessions are timed by two
+purgatories on the native timing wheel (DelayedJoin, DelayedHeartbeat). A
+JoinGroup or a follower's SyncGroup waits on a future that the rebalance
+resolves; the handler marks the request locally complete first so the
+connection's next request (a heartbeat, a commit) is not held up.
+
+Everything runs on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from pylog.coordinator.delayed_heartbeat import DelayedHeartbeat
+from pylog.coordinator.delayed_join import DelayedJoin, InitialDelayedJoin
+from pylog.coordinator.delayed_sync import DelayedSync
+from pylog.coordinator.group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
+from pylog.coordinator.group_metadata_manager import (
+    CoordinatorError,
+    GroupMetadataManager,
+    now_ms,
+)
+from pylog.errors import ErrorCode
+from pylog.server.purgatory import DelayedOperationPurgatory
+
+__all__ = ["GroupCoordinator", "JoinRequest"]
+
+_log = logging.getLogger("pylog.coordinator")
+
+UNKNOWN_MEMBER_ID = ""
+NO_GENERATION = -1
+
+
+class JoinRequest:
+    """The fields of a JoinGroup the coordinator reads."""
+
+    __slots__ = (
+        "client_host",
+        "client_id",
+        "group_id",
+        "group_instance_id",
+        "member_id",
+        "protocol_type",
+        "protocols",
+        "rebalance_timeout_ms",
+        "require_known_member_id",
+        "session_timeout_ms",
+    )
+
+    def __init__(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.session_timeout_ms = session_timeout_ms
+        self.protocol_type = protocol_type
+        self.protocols = protocols
+        self.require_known_member_id = require_known_member_id
+
+
+def _join_error(code: int, member_id: str = UNKNOWN_MEMBER_ID) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "generation_id": NO_GENERATION,
+        "protocol_type": None,
+        "protocol_name": None,
+        "leader": "",
+        "member_id": member_id,
+        "members": [],
+    }
+
+
+def _sync_result(
+    code: int, assignment: bytes = b"", group: GroupMetadata | None = None
+) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "assignment": assignment,
+        "protocol_type": group.protocol_type if group is not None else None,
+        "protocol_name": group.protocol_name if group is not None else None,
+    }
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        config: Any,
+        replica_manager: Any,
+        metadata_store: Any,
+        *,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.manager = GroupMetadataManager(config, replica_manager, metadata_store, clock=clock)
+        self.manager.on_group_loaded = self._on_group_loaded
+        self.join_purgatory: DelayedOperationPurgatory[DelayedJoin] = DelayedOperationPurgatory(
+            "Rebalance"
+        )
+        self.heartbeat_purgatory: DelayedOperationPurgatory[DelayedHeartbeat] = (
+            DelayedOperationPurgatory("Heartbeat")
+        )
+        self.sync_purgatory: DelayedOperationPurgatory[DelayedSync] = DelayedOperationPurgatory(
+            "Sync"
+        )
+        self.initial_rebalance_delay_ms = int(config.get("group.initial.rebalance.delay.ms"))
+        self.min_session_timeout_ms = int(config.get("group.min.session.timeout.ms"))
+        self.max_session_timeout_ms = int(config.get("group.max.session.timeout.ms"))
+        self.max_group_size = int(config.get("group.max.size"))
+        self.metadata_max_bytes = int(config.get("offset.metadata.max.bytes"))
+        self.retention_check_interval_ms = int(config.get("offsets.retention.check.interval.ms"))
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._expiry: asyncio.TimerHandle | None = None
+        self._running = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    def startup(self) -> None:
+        """Elect the ``__consumer_offsets`` partitions (loaded in the background:
+        their groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile) and start
+        offset expiration. Runs on the event loop."""
+        self._running = True
+        self.manager.start_loading()
+        self._schedule_expiry()
+
+    async def wait_loaded(self) -> None:
+        await asyncio.gather(*self.manager._loads)
+
+    async def shutdown(self) -> None:
+        """Answer every waiting JoinGroup/SyncGroup with NOT_COORDINATOR (the
+        members look for the coordinator again and find it restarted) and
+        stop the timers. The groups' last state is already in the log."""
+        if not self._running:
+            return
+        self._running = False
+        if self._expiry is not None:
+            self._expiry.cancel()
+        await self.manager.shutdown()
+        for group in list(self.manager.all_groups()):
+            for m in group.members.values():
+                for fut in (m.await_join, m.await_sync):
+                    if fut is not None and not fut.done():
+                        fut.set_result(_join_error(ErrorCode.NOT_COORDINATOR, m.member_id))
+                m.await_join = m.await_sync = None
+        self.join_purgatory.shutdown()
+        self.heartbeat_purgatory.shutdown()
+        self.sync_purgatory.shutdown()
+        for t in list(self._tasks):
+            t.cancel()
+
+    async def on_election(self, partition: int) -> None:
+        """This broker became the leader of ``__consumer_offsets`` partition
+        ``partition``: its groups are loaded and served from here."""
+        await self.manager.on_election(partition)
+
+    def on_resignation(self, partition: int) -> None:
+        """This broker no longer leads ``partition``: its groups' waiting
+        members are told NOT_COORDINATOR (they look the coordinator up again)
+        and their sessions stop here."""
+        for group in self.manager.on_resignation(partition):
+            self.join_purgatory.cancel_for_key(self._join_key(group))
+            group.join_op = None
+            for m in group.members.values():
+                for fut in (m.await_join, m.await_sync):
+                    if fut is not None and not fut.done():
+                        fut.set_result(_join_error(ErrorCode.NOT_COORDINATOR, m.member_id))
+                m.await_join = m.await_sync = None
+                op, m.heartbeat_op = m.heartbeat_op, None
+                if op is not None:
+                    op.force_complete()
+
+    def register_metrics(self, metrics: Any) -> None:
+        """Kafka's GroupMetadataManager gauges (NumGroups per state, NumOffsets)
+        on the broker's Prometheus registry."""
+
+        def groups() -> list[tuple[dict[str, str], float]]:
+            counts = dict.fromkeys((s.value for s in GroupState if s is not GroupState.DEAD), 0)
+            for g in self.manager.all_groups():
+                if g.state is not GroupState.DEAD:
+                    counts[g.state.value] += 1
+            return [({"state": k}, float(v)) for k, v in counts.items()]
+
+        metrics.gauge(
+            "kafka_coordinator_group_groupmetadatamanager_numgroups",
+            "Consumer groups this coordinator holds, by state.",
+            groups,
+        )
+        metrics.gauge(
+            "kafka_coordinator_group_groupmetadatamanager_numoffsets",
+            "Committed offsets this coordinator holds.",
+            lambda: float(sum(len(g.offsets) for g in self.manager.all_groups())),
+        )
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _schedule_expiry(self) -> None:
+        if not self._running:
+            return
+        loop = asyncio.get_running_loop()
+        self._expiry = loop.call_later(
+            self.retention_check_interval_ms / 1000, lambda: self._spawn(self._expire())
+        )
+
+    async def _expire(self) -> None:
+        try:
+            await self.manager.expire_offsets()
+        except Exception:
+            _log.exception("offset expiration failed")
+        finally:
+            self._schedule_expiry()
+
+    def _on_group_loaded(self, group: GroupMetadata) -> None:
+        # Members restored from the log get a session from now: those still
+        # alive heartbeat, the others expire and the group rebalances.
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member)
+
+    # ------------------------------------------------------------ FindCoordinator
+
+    def find_coordinator(self, group_id: str) -> int:
+        """NONE when this broker coordinates ``group_id`` (the offsets topic is
+        created on first use), else the error to answer."""
+        try:
+            self.manager.ensure_topic()
+        except Exception as e:
+            _log.error("cannot create the offsets topic: %s", e)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        shard = self.manager.shards.get(self.manager.partition_for(group_id))
+        return ErrorCode.NONE if shard is not None else ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+    # ------------------------------------------------------------ JoinGroup
+
+    async def join_group(self, req: JoinRequest) -> dict[str, Any]:
+        if not self._running:
+            # Shutting down: nothing would ever complete this join.
+            return _join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
+        if not req.group_id:
+            return _join_error(ErrorCode.INVALID_GROUP_ID, req.member_id)
+        if not (
+            self.min_session_timeout_ms <= req.session_timeout_ms <= self.max_session_timeout_ms
+        ):
+            return _join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id)
+        try:
+            if req.member_id == UNKNOWN_MEMBER_ID:
+                group = self.manager.get_or_create_group(req.group_id)
+            else:
+                found = self.manager.get_group(req.group_id)
+                if found is None:
+                    return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id)
+                group = found
+        except CoordinatorError as e:
+            return _join_error(e.code, req.member_id)
+        if group.is_in(GroupState.DEAD):
+            # The group was just deleted or its partition moved: look again.
+            return _join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
+        if not group.supports(req.protocol_type, req.protocols):
+            return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
+        fut: asyncio.Future[dict[str, Any]]
+        if req.member_id == UNKNOWN_MEMBER_ID or req.member_id in group.pending_members:
+            result = self._join_new_member(group, req)
+        else:
+            result = self._join_current_member(group, req)
+        if isinstance(result, dict):
+            return result
+        fut = result
+        return await fut
+
+    def _new_member_id(self, req: JoinRequest) -> str:
+        prefix = req.group_instance_id if req.group_instance_id is not None else req.client_id
+        return f"{prefix}-{uuid.uuid4()}"
+
+    def _join_new_member(
+        self, group: GroupMetadata, req: JoinRequest
+    ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+        instance = req.group_instance_id
+        if instance is not None and req.member_id == UNKNOWN_MEMBER_ID:
+            old_id = group.static_member_id(instance)
+            if old_id is not None:
+                return self._rejoin_static_member(group, req, old_id)
+        if group.size >= self.max_group_size and req.member_id not in group.pending_members:
+            return _join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, req.member_id)
+        if req.member_id == UNKNOWN_MEMBER_ID:
+            member_id = self._new_member_id(req)
+            if req.require_known_member_id and instance is None:
+                # KIP-394: the client comes back with this id, so a client
+                # that never does (it timed out, crashed) leaves no member.
+                group.pending_members.add(member_id)
+                op = DelayedHeartbeat(self, group, member_id, True, req.session_timeout_ms)
+                self.heartbeat_purgatory.try_complete_else_watch(op, ())
+                return _join_error(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+        else:
+            member_id = req.member_id
+        return self._add_member_and_rebalance(group, req, member_id)
+
+    def _add_member_and_rebalance(
+        self, group: GroupMetadata, req: JoinRequest, member_id: str
+    ) -> asyncio.Future[dict[str, Any]]:
+        member = MemberMetadata(
+            member_id,
+            req.group_instance_id,
+            req.client_id,
+            req.client_host,
+            req.rebalance_timeout_ms,
+            req.session_timeout_ms,
+            req.protocol_type,
+            req.protocols,
+            is_new=True,
+        )
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        member.await_join = fut
+        group.add(member)
+        group.new_member_added = True
+        self._schedule_heartbeat(group, member)
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            self._check_join(group)
+        else:
+            self._prepare_rebalance(group, f"{member_id} joined")
+        return fut
+
+    def _rejoin_static_member(
+        self, group: GroupMetadata, req: JoinRequest, old_id: str
+    ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+        """A static member restarted (new member id, same group.instance.id):
+        it takes its old place; in a Stable group whose protocol would not
+        change it gets the current generation and its assignment back without
+        a rebalance."""
+        new_id = self._new_member_id(req)
+        old = group.members[old_id]
+        # Whatever the old incarnation was waiting for, it is fenced now.
+        for f in (old.await_join, old.await_sync):
+            if f is not None and not f.done():
+                f.set_result(_join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
+        old.await_join = old.await_sync = None
+        protocols_before = old.protocols
+        member = group.replace_static_member(req.group_instance_id or "", old_id, new_id)
+        member.protocols = req.protocols
+        member.session_timeout_ms = req.session_timeout_ms
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.client_id, member.client_host = req.client_id, req.client_host
+        self._schedule_heartbeat(group, member)
+        if (
+            group.is_in(GroupState.STABLE)
+            and group.protocol_name is not None
+            and group.select_protocol() == group.protocol_name
+        ):
+            if protocols_before != req.protocols:
+                _log.debug("static member %s rejoined with new metadata", new_id)
+            is_leader = group.leader_id == new_id
+            self._spawn(self.manager.store_group(group, self._assignments(group)))
+            return self._join_response(group, new_id, with_members=is_leader, skip=is_leader)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        member.await_join = fut
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            self._check_join(group)
+        else:
+            self._prepare_rebalance(group, f"static member {req.group_instance_id} rejoined")
+        return fut
+
+    def _join_current_member(
+        self, group: GroupMetadata, req: JoinRequest
+    ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+        member_id = req.member_id
+        fenced = self._fenced(group, member_id, req.group_instance_id)
+        if fenced:
+            return _join_error(fenced, member_id)
+        member = group.members.get(member_id)
+        if member is None or group.is_in(GroupState.EMPTY):
+            return _join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+        loop = asyncio.get_running_loop()
+        if group.is_in(GroupState.COMPLETING_REBALANCE) and member.matches(req.protocols):
+            # A retried JoinGroup of this generation: answer it again.
+            return self._join_response(group, member_id, with_members=group.leader_id == member_id)
+        if (
+            group.is_in(GroupState.STABLE)
+            and member.matches(req.protocols)
+            and group.leader_id != member_id
+        ):
+            # A follower rejoining with nothing new: nothing to rebalance.
+            return self._join_response(group, member_id, with_members=False)
+        fut: asyncio.Future[dict[str, Any]] = loop.create_future()
+        if member.await_join is not None and not member.await_join.done():
+            member.await_join.set_result(_join_error(ErrorCode.REBALANCE_IN_PROGRESS, member_id))
+        member.await_join = fut
+        member.protocols = req.protocols
+        member.session_timeout_ms = req.session_timeout_ms
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        self._schedule_heartbeat(group, member)
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            self._check_join(group)
+        else:
+            self._prepare_rebalance(group, f"{member_id} rejoined")
+        return fut
+
+    def _fenced(self, group: GroupMetadata, member_id: str, instance_id: str | None) -> int:
+        """FENCED_INSTANCE_ID when a static member's id is not the current one
+        for its group.instance.id; UNKNOWN_MEMBER_ID when the instance is
+        unknown; 0 otherwise."""
+        if instance_id is None:
+            return ErrorCode.NONE
+        current = group.static_member_id(instance_id)
+        if current is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID if member_id in group.members else ErrorCode.NONE
+        if current != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+        return ErrorCode.NONE
+
+    def _join_response(
+        self, group: GroupMetadata, member_id: str, *, with_members: bool, skip: bool = False
+    ) -> dict[str, Any]:
+        members = []
+        if with_members and group.protocol_name is not None:
+            for m in group.members.values():
+                try:
+                    meta = m.metadata(group.protocol_name)
+                except KeyError:
+                    meta = b""
+                members.append(
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "metadata": meta,
+                    }
+                )
+        return {
+            "error_code": ErrorCode.NONE,
+            "generation_id": group.generation_id,
+            "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol_name,
+            "leader": group.leader_id or "",
+            "skip_assignment": skip,
+            "member_id": member_id,
+            "members": members,
+        }
+
+    # ------------------------------------------------------------ rebalance
+
+    def _join_key(self, group: GroupMetadata) -> tuple[str, str]:
+        return ("join", group.group_id)
+
+    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if not group.can_rebalance():
+            return
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
+            # Assignments of the aborted generation are void.
+            self._reset_and_propagate(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        rebalance_ms = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+        op: DelayedJoin
+        if group.is_in(GroupState.EMPTY) and self.initial_rebalance_delay_ms > 0:
+            delay = self.initial_rebalance_delay_ms
+            op = InitialDelayedJoin(self, group, delay, max(rebalance_ms - delay, 0))
+        else:
+            op = DelayedJoin(self, group, rebalance_ms)
+        self._clear_pending_sync(group)
+        group.new_member_added = False
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.clock())
+        group.join_op = op
+        _log.info(
+            "preparing to rebalance group %s (generation %d): %s",
+            group.group_id,
+            group.generation_id,
+            reason,
+        )
+        self.join_purgatory.try_complete_else_watch(op, [self._join_key(group)])
+
+    def _check_join(self, group: GroupMetadata) -> None:
+        self.join_purgatory.check_and_complete(self._join_key(group))
+
+    def can_complete_join(self, group: GroupMetadata) -> bool:
+        return group.all_joined()
+
+    def on_initial_join_delay_done(self, group: GroupMetadata, op: InitialDelayedJoin) -> None:
+        if not self._running:
+            return
+        if group.join_op is not op or not group.is_in(GroupState.PREPARING_REBALANCE):
+            return
+        if group.new_member_added and op.remaining_ms > 0:
+            group.new_member_added = False
+            delay = min(op.initial_delay_ms, op.remaining_ms)
+            nxt = InitialDelayedJoin(self, group, delay, max(op.remaining_ms - delay, 0))
+            group.join_op = nxt
+            self.join_purgatory.try_complete_else_watch(nxt, [self._join_key(group)])
+            return
+        self.on_complete_join(group, op)
+
+    def on_complete_join(self, group: GroupMetadata, op: DelayedJoin) -> None:
+        if not self._running:
+            return
+        if group.join_op is not op or not group.is_in(GroupState.PREPARING_REBALANCE):
+            return
+        group.join_op = None
+        # Dynamic members that did not rejoin in time are gone; static ones
+        # keep their place until their session runs out.
+        for m in group.not_yet_joined():
+            if m.group_instance_id is None:
+                self._remove_member(group, m)
+        group.pending_members.clear()
+        now = self.clock()
+        group.generation_id += 1
+        if not group.members:
+            group.protocol_name = None
+            group.leader_id = None
+            group.transition_to(GroupState.EMPTY, now)
+            _log.info("group %s is empty at generation %d", group.group_id, group.generation_id)
+            self._spawn(self.manager.store_group(group, {}))
+            return
+        group.protocol_name = group.select_protocol()
+        leader = group.members.get(group.leader_id or "")
+        if leader is None or not leader.is_awaiting_join:
+            joined = [m for m in group.members.values() if m.is_awaiting_join]
+            if joined:
+                group.leader_id = joined[0].member_id
+        group.transition_to(GroupState.COMPLETING_REBALANCE, now)
+        self._schedule_pending_sync(group)
+        _log.info(
+            "group %s: generation %d with %d members, protocol %s",
+            group.group_id,
+            group.generation_id,
+            group.size,
+            group.protocol_name,
+        )
+        for m in list(group.members.values()):
+            fut = m.await_join
+            if fut is None:
+                continue
+            m.await_join = None
+            m.is_new = False
+            if not fut.done():
+                fut.set_result(
+                    self._join_response(
+                        group, m.member_id, with_members=m.member_id == group.leader_id
+                    )
+                )
+            self._schedule_heartbeat(group, m)
+
+    def _reset_and_propagate(self, group: GroupMetadata, code: int) -> None:
+        for m in group.members.values():
+            m.assignment = b""
+            fut = m.await_sync
+            m.await_sync = None
+            if fut is not None and not fut.done():
+                fut.set_result(_sync_result(code))
+
+    def _assignments(self, group: GroupMetadata) -> dict[str, bytes]:
+        return {m.member_id: m.assignment for m in group.members.values()}
+
+    # ------------------------------------------------------------ sessions
+
+    def _schedule_heartbeat(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        old = member.heartbeat_op
+        if old is not None:
+            old.force_complete()
+        op = DelayedHeartbeat(self, group, member.member_id, False, member.session_timeout_ms)
+        member.heartbeat_op = op
+        self.heartbeat_purgatory.try_complete_else_watch(op, ())
+
+    def on_heartbeat_expired(
+        self, group: GroupMetadata, member_id: str, is_pending: bool, op: DelayedHeartbeat
+    ) -> None:
+        if is_pending:
+            if member_id in group.pending_members:
+                group.pending_members.discard(member_id)
+                if group.is_in(GroupState.PREPARING_REBALANCE):
+                    self._check_join(group)
+            return
+        member = group.members.get(member_id)
+        if member is None or member.heartbeat_op is not op or not self._running:
+            return
+        member.heartbeat_op = None
+        if member.is_awaiting_join or member.is_awaiting_sync:
+            # Waiting on us is a sign of life.
+            self._schedule_heartbeat(group, member)
+            return
+        _log.info(
+            "member %s of group %s: session timed out after %d ms",
+            member_id,
+            group.group_id,
+            member.session_timeout_ms,
+        )
+        self._remove_member_and_update_group(group, member, "session timeout")
+
+    def _remove_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        op = member.heartbeat_op
+        member.heartbeat_op = None
+        if op is not None:
+            op.force_complete()
+        for fut in (member.await_join, member.await_sync):
+            if fut is not None and not fut.done():
+                fut.set_result(_join_error(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
+        member.await_join = member.await_sync = None
+        group.remove(member.member_id)
+        self._synced(group, member.member_id)
+
+    def _remove_member_and_update_group(
+        self, group: GroupMetadata, member: MemberMetadata, reason: str
+    ) -> None:
+        self._remove_member(group, member)
+        if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, f"{member.member_id} left ({reason})")
+        elif group.is_in(GroupState.PREPARING_REBALANCE):
+            self._check_join(group)
+
+    # ------------------------------------------------------------ pending sync
+
+    def _schedule_pending_sync(self, group: GroupMetadata) -> None:
+        self._clear_pending_sync(group)
+        group.pending_sync = set(group.members)
+        timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+        op = DelayedSync(self, group, timeout)
+        group.sync_op = op
+        self.sync_purgatory.try_complete_else_watch(op, ())
+
+    def _clear_pending_sync(self, group: GroupMetadata) -> None:
+        group.pending_sync.clear()
+        op, group.sync_op = group.sync_op, None
+        if op is not None:
+            op.force_complete()
+
+    def _synced(self, group: GroupMetadata, member_id: str) -> None:
+        group.pending_sync.discard(member_id)
+        if not group.pending_sync and group.sync_op is not None:
+            self._clear_pending_sync(group)
+
+    def on_sync_expired(self, group: GroupMetadata, op: DelayedSync) -> None:
+        if not self._running or group.sync_op is not op:
+            return
+        group.sync_op = None
+        if not group.is_in(GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            return
+        pending = [group.members[m] for m in group.pending_sync if m in group.members]
+        group.pending_sync.clear()
+        if not pending:
+            return
+        _log.info(
+            "group %s generation %d: %s sent no SyncGroup within the rebalance timeout",
+            group.group_id,
+            group.generation_id,
+            ", ".join(m.member_id for m in pending),
+        )
+        for m in pending:
+            self._remove_member(group, m)
+        self._prepare_rebalance(group, "members did not sync")
+
+    # ------------------------------------------------------------ SyncGroup
+
+    async def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> dict[str, Any]:
+        if not self._running:
+            return _sync_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not group_id:
+            return _sync_result(ErrorCode.INVALID_GROUP_ID)
+        try:
+            group = self.manager.get_group(group_id)
+        except CoordinatorError as e:
+            return _sync_result(e.code)
+        if group is None:
+            return _sync_result(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_in(GroupState.DEAD):
+            return _sync_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        fenced = self._fenced(group, member_id, instance_id)
+        if fenced:
+            return _sync_result(fenced)
+        member = group.members.get(member_id)
+        if member is None:
+            return _sync_result(ErrorCode.UNKNOWN_MEMBER_ID)
+        if generation_id != group.generation_id:
+            return _sync_result(ErrorCode.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return _sync_result(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if group.is_in(GroupState.EMPTY):
+            return _sync_result(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            return _sync_result(ErrorCode.REBALANCE_IN_PROGRESS)
+        self._schedule_heartbeat(group, member)
+        self._synced(group, member_id)
+        if group.is_in(GroupState.STABLE):
+            return _sync_result(ErrorCode.NONE, member.assignment, group)
+        # CompletingRebalance: followers wait for the leader's assignment.
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        if member.await_sync is not None and not member.await_sync.done():
+            member.await_sync.set_result(_sync_result(ErrorCode.REBALANCE_IN_PROGRESS))
+        member.await_sync = fut
+        if member_id == group.leader_id:
+            full = {m: assignments.get(m, b"") for m in group.members}
+            generation = group.generation_id
+            code = await self.manager.store_group(group, full)
+            if group.is_in(GroupState.COMPLETING_REBALANCE) and group.generation_id == generation:
+                if code == ErrorCode.NONE:
+                    for m in group.members.values():
+                        m.assignment = full.get(m.member_id, b"")
+                    group.transition_to(GroupState.STABLE, self.clock())
+                    for m in group.members.values():
+                        f = m.await_sync
+                        m.await_sync = None
+                        if f is not None and not f.done():
+                            f.set_result(_sync_result(ErrorCode.NONE, m.assignment, group))
+                        self._schedule_heartbeat(group, m)
+                else:
+                    self._reset_and_propagate(group, code)
+                    self._prepare_rebalance(group, "storing the assignment failed")
+        result = await fut
+        return result if "assignment" in result else _sync_result(result["error_code"])
+
+    # ------------------------------------------------------------ Heartbeat
+
+    def heartbeat(
+        self, group_id: str, member_id: str, instance_id: str | None, generation_id: int
+    ) -> int:
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        try:
+            group = self.manager.get_group(group_id)
+        except CoordinatorError as e:
+            return e.code
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_in(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        fenced = self._fenced(group, member_id, instance_id)
+        if fenced:
+            return fenced
+        member = group.members.get(member_id)
+        if member is None or group.is_in(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        self._schedule_heartbeat(group, member)
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------ LeaveGroup
+
+    def leave_group(
+        self, group_id: str, members: list[tuple[str, str | None]]
+    ) -> tuple[int, list[int]]:
+        """(top-level error, per-member errors) for (member id, instance id) pairs."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, []
+        try:
+            group = self.manager.get_group(group_id)
+        except CoordinatorError as e:
+            return e.code, []
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, []
+        if group.is_in(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        codes: list[int] = []
+        for member_id, instance_id in members:
+            if instance_id is not None:
+                current = group.static_member_id(instance_id)
+                if current is None:
+                    codes.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                    continue
+                if member_id != UNKNOWN_MEMBER_ID and member_id != current:
+                    codes.append(ErrorCode.FENCED_INSTANCE_ID)
+                    continue
+                member_id = current
+            if member_id in group.pending_members:
+                group.pending_members.discard(member_id)
+                if group.is_in(GroupState.PREPARING_REBALANCE):
+                    self._check_join(group)
+                codes.append(ErrorCode.NONE)
+                continue
+            member = group.members.get(member_id)
+            if member is None:
+                codes.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            self._remove_member_and_update_group(group, member, "LeaveGroup")
+            codes.append(ErrorCode.NONE)
+        return ErrorCode.NONE, codes
+
+    # ------------------------------------------------------------ offsets
+
+    def _validate_commit(
+        self, group: GroupMetadata, member_id: str, instance_id: str | None, generation_id: int
+    ) -> int:
+        if group.is_in(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_in(GroupState.EMPTY):
+            return ErrorCode.NONE  # a group that manages its own partitions
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        fenced = self._fenced(group, member_id, instance_id)
+        if fenced:
+            return fenced
+        if member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        offsets: dict[tuple[str, int], tuple[int, int, str | None]],
+        retention_ms: int = -1,
+    ) -> dict[tuple[str, int], int]:
+        """offsets: (topic, partition) -> (offset, leader epoch, metadata); an
+        error code per partition. The empty group id is a group like any
+        other here (Kafka accepts it for commits, fetches, describe and
+        delete, for old clients; only the membership APIs refuse it)."""
+        try:
+            group = self.manager.get_group(group_id)
+            if group is None:
+                if generation_id >= 0:
+                    return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
+                group = self.manager.get_or_create_group(group_id)
+        except CoordinatorError as e:
+            return dict.fromkeys(offsets, e.code)
+        code = self._validate_commit(group, member_id, instance_id, generation_id)
+        if code:
+            return dict.fromkeys(offsets, code)
+        member = group.members.get(member_id)
+        if member is not None:
+            self._schedule_heartbeat(group, member)
+        now = self.clock()
+        out: dict[tuple[str, int], int] = {}
+        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for tp, (offset, epoch, metadata) in offsets.items():
+            meta = metadata or ""
+            if len(meta.encode()) > self.metadata_max_bytes:
+                out[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                expire = now + retention_ms if retention_ms > 0 else -1
+                accepted[tp] = OffsetAndMetadata(offset, epoch, meta, now, expire)
+        if accepted:
+            code = await self.manager.store_offsets(group, accepted)
+            for tp in accepted:
+                out[tp] = code
+        return {tp: out[tp] for tp in offsets}
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]] | None
+    ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
+        """(error, offsets); ``partitions`` None means every committed one."""
+        try:
+            group = self.manager.get_group(group_id)
+        except CoordinatorError as e:
+            return e.code, {}
+        if group is None or group.is_in(GroupState.DEAD):
+            return ErrorCode.NONE, dict.fromkeys(partitions or [])
+        if partitions is None:
+            return ErrorCode.NONE, dict(sorted(group.offsets.items()))
+        return ErrorCode.NONE, {tp: group.offsets.get(tp) for tp in partitions}
+
+    async def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[int, dict[tuple[str, int], int]]:
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, {}
+        try:
+            group = self.manager.get_group(group_id)
+        except CoordinatorError as e:
+            return e.code, {}
+        if group is None or group.is_in(GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        subscribed: set[str] = set()
+        if not group.is_in(GroupState.EMPTY):
+            found = group.subscribed_topics()
+            if found is None:
+                return ErrorCode.NON_EMPTY_GROUP, {}
+            subscribed = found
+        out: dict[tuple[str, int], int] = {}
+        doomed = []
+        for tp in partitions:
+            if tp[0] in subscribed:
+                out[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                doomed.append(tp)
+        code = await self.manager.delete_offsets(group, doomed)
+        for tp in doomed:
+            out[tp] = code
+        return ErrorCode.NONE, out
+
+    # ------------------------------------------------------------ admin
+
+    def list_groups(
+        self, states: set[str] | None, types: set[str] | None
+    ) -> tuple[int, list[GroupMetadata]]:
+        code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.loading() else 0
+        out = []
+        for g in self.manager.all_groups():
+            if g.is_in(GroupState.DEAD):
+                continue
+            if states and g.state.value.lower() not in states:
+                continue
+            if types and "classic" not in types:
+                continue
+            out.append(g)
+        return code, sorted(out, key=lambda g: g.group_id)
+
+    def describe_group(self, group_id: str) -> tuple[int, GroupMetadata | None]:
+        try:
+            return ErrorCode.NONE, self.manager.get_group(group_id)
+        except CoordinatorError as e:
+            return e.code, None
+
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for gid in group_ids:
+            try:
+                group = self.manager.get_group(gid)
+            except CoordinatorError as e:
+                out[gid] = e.code
+                continue
+            if group is None or group.is_in(GroupState.DEAD):
+                out[gid] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif not group.is_in(GroupState.EMPTY):
+                out[gid] = ErrorCode.NON_EMPTY_GROUP
+            else:
+                out[gid] = await self.manager.delete_group(group)
+        return out

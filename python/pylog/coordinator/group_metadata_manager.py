@@ -1,0 +1,501 @@
+"""GroupMetadataManager: groups and committed offsets, kept in memory and
+persisted as records of the compacted internal topic ``__consumer_offsets``.
+
+State is sharded by ``__consumer_offsets`` partition: a group lives in the
+:class:`CoordinatorShard` of ``partition_for(group_id)``. A shard is made by
+:meth:`GroupMetadataManager.on_election` (the broker leads that partition:
+its log is read from the start, on a worker thread, into the shard) and
+dropped by :meth:`on_resignation`; requests for a group whose shard is still
+loading get COORDINATOR_LOAD_IN_PROGRESS, for a shard this broker does not
+hold NOT_COORDINATOR. With one broker every partition is elected at start-up;
+once partitions move between brokers, the replica manager's leadership
+changes call the same two hooks.
+
+Writes go through ``ReplicaManager.append_records`` (acks=-1, internal topics
+allowed) and only change the cache once appended, so the cache never holds
+what a restart would not find.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pylog import _native
+from pylog.coordinator.group import GroupMetadata, GroupState, OffsetAndMetadata
+from pylog.coordinator.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberRecord,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    RecordFormatError,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    partition_for,
+)
+from pylog.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
+from pylog.log.checkpoint import TopicPartition
+from pylog.log.log import AppendOrigin, FetchIsolation
+
+__all__ = ["GROUP_METADATA_TOPIC", "CoordinatorShard", "GroupMetadataManager"]
+
+_log = logging.getLogger("pylog.coordinator")
+
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+_BATCH_HEADER = struct.Struct(">qi")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CoordinatorError(Exception):
+    """A request-level coordinator answer (NOT_COORDINATOR, LOAD_IN_PROGRESS…)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(ErrorCode(code).name)
+        self.code = code
+
+
+@dataclass
+class CoordinatorShard:
+    """The groups of one ``__consumer_offsets`` partition."""
+
+    partition: int
+    loaded: bool = False
+    groups: dict[str, GroupMetadata] = field(default_factory=dict)
+    load_ms: float = 0.0
+
+
+@dataclass
+class _Loaded:
+    offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
+    groups: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
+    records: int = 0
+
+
+def _append_error(code: int) -> int:
+    """What a coordinator answers when its append failed (as Kafka maps it)."""
+    if code in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.REQUEST_TIMED_OUT,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return ErrorCode.UNKNOWN_SERVER_ERROR if code else ErrorCode.NONE
+
+
+class GroupMetadataManager:
+    def __init__(
+        self,
+        config: Any,
+        replica_manager: Any,
+        metadata_store: Any,
+        *,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.config = config
+        self.replica_manager = replica_manager
+        self.metadata_store = metadata_store
+        self.clock = clock
+        self.shards: dict[int, CoordinatorShard] = {}
+        self.commit_timeout_ms = int(config.get("offsets.commit.timeout.ms"))
+        self.retention_ms = int(config.get("offsets.retention.minutes")) * 60_000
+        self.load_buffer_size = int(config.get("offsets.load.buffer.size"))
+        self._loads: list[asyncio.Task[None]] = []
+        self.last_load_ms = 0.0
+        self._partition_cache: dict[str, int] = {}  # the hash is per UTF-16 unit in Python
+        self._cache_partitions = 0
+        # The coordinator starts the sessions of members loaded from the log.
+        self.on_group_loaded: Callable[[GroupMetadata], None] | None = None
+
+    # ------------------------------------------------------------ the topic
+
+    @property
+    def num_partitions(self) -> int:
+        meta = self.metadata_store.topic(GROUP_METADATA_TOPIC)
+        if meta is not None:
+            return int(meta.partitions)
+        return int(self.config.get("offsets.topic.num.partitions"))
+
+    def partition_for(self, group_id: str) -> int:
+        n = self.num_partitions
+        if n != self._cache_partitions:
+            self._partition_cache.clear()
+            self._cache_partitions = n
+        p = self._partition_cache.get(group_id)
+        if p is None:
+            if len(self._partition_cache) > 100_000:
+                self._partition_cache.clear()
+            p = self._partition_cache[group_id] = partition_for(group_id, n)
+        return p
+
+    def ensure_topic(self) -> None:
+        """Create ``__consumer_offsets`` on first use (as Kafka's FindCoordinator
+        does); its fresh partitions are elected at once, empty."""
+        if self.metadata_store.topic(GROUP_METADATA_TOPIC) is not None:
+            return
+        c = self.config
+        configs = {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(c.get("offsets.topic.segment.bytes")),
+        }
+        try:
+            meta = self.metadata_store.create_topic(
+                GROUP_METADATA_TOPIC,
+                int(c.get("offsets.topic.num.partitions")),
+                int(c.get("offsets.topic.replication.factor")),
+                configs,
+            )
+        except TopicAlreadyExistsError:
+            return
+        for p in range(meta.partitions):
+            self.shards[p] = CoordinatorShard(p, loaded=True)
+
+    # ------------------------------------------------------------ election
+
+    async def startup(self) -> None:
+        """Elect every partition of an existing ``__consumer_offsets``."""
+        meta = self.metadata_store.topic(GROUP_METADATA_TOPIC)
+        if meta is None:
+            return
+        t0 = time.perf_counter()
+        await asyncio.gather(*(self.on_election(p) for p in range(meta.partitions)))
+        self.last_load_ms = (time.perf_counter() - t0) * 1000
+        groups = sum(len(s.groups) for s in self.shards.values())
+        _log.info(
+            "loaded %d groups from %d partitions of %s in %.0f ms",
+            groups,
+            meta.partitions,
+            GROUP_METADATA_TOPIC,
+            self.last_load_ms,
+        )
+
+    def start_loading(self) -> None:
+        """Load in the background: requests are answered LOAD_IN_PROGRESS
+        meanwhile (the broker is serving while the coordinator loads)."""
+        meta = self.metadata_store.topic(GROUP_METADATA_TOPIC)
+        if meta is None:
+            return
+        for p in range(meta.partitions):
+            self.shards[p] = CoordinatorShard(p)
+        self._loads.append(asyncio.get_running_loop().create_task(self.startup()))
+
+    async def on_election(self, partition: int) -> None:
+        """This broker now leads ``partition``: read it into a new shard."""
+        shard = self.shards.get(partition)
+        if shard is None or shard.loaded:
+            shard = CoordinatorShard(partition)
+            self.shards[partition] = shard
+        t0 = time.perf_counter()
+        try:
+            loaded = await asyncio.to_thread(self._read_partition, partition)
+        except Exception:
+            _log.exception("loading %s-%d failed", GROUP_METADATA_TOPIC, partition)
+            loaded = _Loaded()
+        if self.shards.get(partition) is not shard:
+            return  # resigned meanwhile
+        self._install(shard, loaded)
+        shard.load_ms = (time.perf_counter() - t0) * 1000
+        shard.loaded = True
+
+    def on_resignation(self, partition: int) -> list[GroupMetadata]:
+        """This broker no longer leads ``partition``: its groups go Dead here
+        (their members find the new coordinator); returns them."""
+        shard = self.shards.pop(partition, None)
+        if shard is None:
+            return []
+        groups = list(shard.groups.values())
+        for g in groups:
+            g.transition_to(GroupState.DEAD, self.clock())
+        return groups
+
+    async def shutdown(self) -> None:
+        for t in self._loads:
+            t.cancel()
+        self._loads.clear()
+
+    def _read_partition(self, partition: int) -> _Loaded:
+        """Every record of the partition from its log start (a worker thread)."""
+        out = _Loaded()
+        p = self.replica_manager.partition(TopicPartition(GROUP_METADATA_TOPIC, partition))
+        if p is None:
+            return out
+        log = p.log
+        offset = log.log_start_offset
+        end = log.log_end_offset
+        while offset < end:
+            data = log.read_bytes(offset, self.load_buffer_size, FetchIsolation.LOG_END, True)
+            if not data:
+                break
+            pos = 0
+            next_offset = offset
+            while pos + 12 <= len(data):
+                _, length = _BATCH_HEADER.unpack_from(data, pos)
+                size = 12 + length
+                if pos + size > len(data):
+                    break
+                for rec in _native.decode_records(data[pos : pos + size]):
+                    out.records += 1
+                    next_offset = rec.offset + 1
+                    if rec.key is None:
+                        continue
+                    self._apply(out, rec.key, rec.value)
+                # A batch's last offset may be past its last record (compaction).
+                (base,) = struct.unpack_from(">q", data, pos)
+                (delta,) = struct.unpack_from(">i", data, pos + 23)
+                next_offset = max(next_offset, base + delta + 1)
+                pos += size
+            if next_offset <= offset:
+                break
+            offset = next_offset
+        return out
+
+    @staticmethod
+    def _apply(out: _Loaded, key_bytes: bytes, value: bytes | None) -> None:
+        try:
+            key = decode_key(key_bytes)
+            if isinstance(key, OffsetCommitKey):
+                offsets = out.offsets.setdefault(key.group, {})
+                tp = (key.topic, key.partition)
+                if value is None:
+                    offsets.pop(tp, None)
+                else:
+                    v = decode_offset_value(value)
+                    offsets[tp] = OffsetAndMetadata(
+                        v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
+                    )
+            elif isinstance(key, GroupMetadataKey):
+                out.groups[key.group] = None if value is None else decode_group_value(value)
+        except (RecordFormatError, UnicodeDecodeError, struct.error) as e:
+            _log.warning("skipping an unreadable %s record: %s", GROUP_METADATA_TOPIC, e)
+
+    def _install(self, shard: CoordinatorShard, loaded: _Loaded) -> None:
+        from pylog.coordinator.group import MemberMetadata
+
+        now = self.clock()
+        names = set(loaded.offsets) | {g for g, v in loaded.groups.items() if v is not None}
+        for name in names:
+            value = loaded.groups.get(name)
+            group = GroupMetadata(name, now)
+            if value is not None:
+                group.protocol_type = value.protocol_type or None
+                group.generation_id = value.generation
+                group.protocol_name = value.protocol
+                group.leader_id = value.leader
+                if value.current_state_timestamp >= 0:
+                    group.state_timestamp = value.current_state_timestamp
+                for m in value.members:
+                    member = MemberMetadata(
+                        m.member_id,
+                        m.group_instance_id,
+                        m.client_id,
+                        m.client_host,
+                        m.rebalance_timeout,
+                        m.session_timeout,
+                        value.protocol_type,
+                        [(value.protocol or "", m.subscription)],
+                        assignment=m.assignment,
+                    )
+                    group.members[m.member_id] = member
+                    if m.group_instance_id is not None:
+                        group.static_members[m.group_instance_id] = m.member_id
+                if group.members:
+                    # Members from before the restart: Stable until their
+                    # sessions (started now) say otherwise.
+                    group.state = GroupState.STABLE
+            group.offsets = loaded.offsets.get(name, {})
+            shard.groups[name] = group
+            if group.members and self.on_group_loaded is not None:
+                self.on_group_loaded(group)
+
+    # ------------------------------------------------------------ lookup
+
+    def shard_for(self, group_id: str) -> CoordinatorShard:
+        """The group's shard, or CoordinatorError(NOT_COORDINATOR / LOAD_IN_PROGRESS)."""
+        if self.metadata_store.topic(GROUP_METADATA_TOPIC) is None:
+            # The topic is created by FindCoordinator; a client that skipped
+            # it is told to look for the coordinator.
+            raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        shard = self.shards.get(self.partition_for(group_id))
+        if shard is None:
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
+        if not shard.loaded:
+            raise CoordinatorError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        return shard
+
+    def get_group(self, group_id: str) -> GroupMetadata | None:
+        return self.shard_for(group_id).groups.get(group_id)
+
+    def get_or_create_group(self, group_id: str) -> GroupMetadata:
+        shard = self.shard_for(group_id)
+        group = shard.groups.get(group_id)
+        if group is None:
+            group = GroupMetadata(group_id, self.clock())
+            shard.groups[group_id] = group
+        return group
+
+    def remove_group(self, group: GroupMetadata) -> None:
+        shard = self.shards.get(self.partition_for(group.group_id))
+        if shard is not None and shard.groups.get(group.group_id) is group:
+            del shard.groups[group.group_id]
+
+    def all_groups(self) -> Iterable[GroupMetadata]:
+        for shard in list(self.shards.values()):
+            if shard.loaded:
+                yield from list(shard.groups.values())
+
+    def loading(self) -> bool:
+        return any(not s.loaded for s in self.shards.values())
+
+    # ------------------------------------------------------------ writing
+
+    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
+        """Append key/value records to the group's partition; an error code."""
+        if not records:
+            return ErrorCode.NONE
+        tp = TopicPartition(GROUP_METADATA_TOPIC, self.partition_for(group_id))
+        ts = self.clock()
+        batch = _native.build_batch([(k, v, [], ts) for k, v in records])
+        try:
+            results = await self.replica_manager.append_records(
+                self.commit_timeout_ms,
+                -1,
+                {tp: bytearray(batch)},
+                internal_topics_allowed=True,
+                origin=AppendOrigin.COORDINATOR,
+            )
+        except KafkaError as e:
+            return _append_error(e.code)
+        code = _append_error(results[tp].error_code)
+        if code:
+            _log.warning("append to %s for group %s failed: %s", tp, group_id,
+                         ErrorCode(results[tp].error_code).name)  # fmt: skip
+        return code
+
+    async def store_offsets(
+        self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata]
+    ) -> int:
+        records: list[tuple[bytes, bytes | None]] = [
+            (
+                OffsetCommitKey(group.group_id, topic, partition).encode(),
+                OffsetCommitValue(
+                    o.offset, o.leader_epoch, o.metadata, o.commit_timestamp, o.expire_timestamp
+                ).encode(),
+            )
+            for (topic, partition), o in offsets.items()
+        ]
+        code = await self._append(group.group_id, records)
+        if code == ErrorCode.NONE:
+            group.offsets.update(offsets)
+        return code
+
+    async def store_group(self, group: GroupMetadata, assignments: dict[str, bytes]) -> int:
+        """The group's members, protocol and the assignment being handed out."""
+        members = [
+            MemberRecord(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                self._subscription(m, group.protocol_name),
+                assignments.get(m.member_id, b""),
+            )
+            for m in group.members.values()
+        ]
+        value = GroupMetadataValue(
+            group.protocol_type or "",
+            group.generation_id,
+            group.protocol_name,
+            group.leader_id,
+            group.state_timestamp,
+            members,
+        )
+        key = GroupMetadataKey(group.group_id).encode()
+        return await self._append(group.group_id, [(key, value.encode())])
+
+    @staticmethod
+    def _subscription(member: Any, protocol: str | None) -> bytes:
+        try:
+            return bytes(member.metadata(protocol)) if protocol else b""
+        except KeyError:
+            return b""
+
+    async def delete_offsets(self, group: GroupMetadata, tps: Iterable[tuple[str, int]]) -> int:
+        tps = [tp for tp in tps if tp in group.offsets]
+        records: list[tuple[bytes, bytes | None]] = [
+            (OffsetCommitKey(group.group_id, t, p).encode(), None) for t, p in tps
+        ]
+        code = await self._append(group.group_id, records)
+        if code == ErrorCode.NONE:
+            for tp in tps:
+                group.offsets.pop(tp, None)
+        return code
+
+    async def delete_group(self, group: GroupMetadata) -> int:
+        """Tombstones for every offset and the group itself; the group goes Dead."""
+        records: list[tuple[bytes, bytes | None]] = [
+            (OffsetCommitKey(group.group_id, t, p).encode(), None) for t, p in group.offsets
+        ]
+        records.append((GroupMetadataKey(group.group_id).encode(), None))
+        code = await self._append(group.group_id, records)
+        if code == ErrorCode.NONE:
+            group.offsets.clear()
+            group.transition_to(GroupState.DEAD, self.clock())
+            self.remove_group(group)
+        return code
+
+    # ------------------------------------------------------------ expiration
+
+    async def expire_offsets(self) -> int:
+        """Drop offsets past ``offsets.retention.minutes`` (tombstones): of an
+        Empty group, counted from when it became Empty or from the commit,
+        whichever is later; of an active consumer group, only those of topics
+        no member subscribes to. Empty groups left with no offset are
+        deleted. Returns how many offsets expired."""
+        now = self.clock()
+        expired = 0
+        for group in list(self.all_groups()):
+            if group.is_in(GroupState.DEAD):
+                continue
+            subscribed: set[str] = set()
+            if not group.is_in(GroupState.EMPTY):
+                found = group.subscribed_topics()
+                if found is None:
+                    continue
+                subscribed = found
+            doomed = []
+            for (topic, p), o in group.offsets.items():
+                if topic in subscribed:
+                    continue
+                if o.expire_timestamp >= 0:
+                    deadline = o.expire_timestamp
+                else:
+                    base = o.commit_timestamp
+                    if group.is_in(GroupState.EMPTY):
+                        base = max(base, group.state_timestamp)
+                    deadline = base + self.retention_ms
+                if deadline <= now:
+                    doomed.append((topic, p))
+            if doomed and await self.delete_offsets(group, doomed) == ErrorCode.NONE:
+                expired += len(doomed)
+            if group.is_in(GroupState.EMPTY) and not group.offsets and not group.members:
+                await self.delete_group(group)
+        if expired:
+            _log.info("expired %d committed offsets", expired)
+        return expired
