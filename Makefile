@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build tools run test test-rust test-python bench lint format clean
+.PHONY: help install build tools run test test-rust test-python bench lint format clean pipeline
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP) build ## create .venv with pylog (release build of the native core) and every test/bench/lint tool
 
 build: $(STAMP) ## (re)build the native extension in place, with the test/bench/lint extras
-	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q -E test,bench,dev
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q -E test,bench,dev,spark
 	@$(PY) -c "import pylog._native as n; print('pylog._native', n.__version__)"
 
 run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./pylog-data (Ctrl-C stops it cleanly)
@@ -49,11 +49,12 @@ bench: install ## print the performance figures and their ratios against same-ru
 	$(PY) bench/broker_bench.py
 	$(PY) bench/group_bench.py
 	$(PY) bench/cleaner_bench.py
+	$(PY) bench/spark_bench.py
 
 lint: install ## rustfmt, clippy, ruff, mypy, stubtest
 	cargo fmt --all -- --check
 	cargo clippy -q --workspace --all-targets -- -D warnings
-	$(VENV)/bin/ruff check python tests bench
+	$(VENV)/bin/ruff check python tests bench examples
 	$(VENV)/bin/ruff format --check python tests bench
 	$(VENV)/bin/mypy
 	$(PY) -m mypy.stubtest pylog._native --ignore-missing-stub
@@ -62,6 +63,9 @@ format: install ## apply rustfmt and ruff format
 	cargo fmt --all
 	$(VENV)/bin/ruff check --fix -q python tests bench || true
 	$(VENV)/bin/ruff format -q python tests bench
+
+pipeline: install ## the Spark example end to end: produce → batch from segments → Parquet → streaming → topic
+	$(PY) examples/pipeline/run.py
 
 clean: ## remove build products and the venv
 	cargo clean

@@ -406,3 +406,36 @@ def clean_batches(
     as an empty header (``active_producers``: id → last data offset). Returns
     (bytes consumed, size of a cut batch or 0, retained batches, their infos
     with positions in them, records read, records kept)."""
+
+# --- columnar reads (pylog.spark) ---------------------------------------------------------
+# A binary column: (validity bitmap, int32 offsets, data, null count), Arrow's layout.
+_BinaryColumn = tuple[bytes, bytes, bytes, int]
+# (rows, int64 offsets, int64 timestamps in µs, int32 timestamp types, key, value,
+#  headers: None or (int32 list offsets, header keys, header values)).
+_Columns = tuple[
+    int, bytes, bytes, bytes, _BinaryColumn, _BinaryColumn,
+    tuple[bytes, _BinaryColumn, _BinaryColumn] | None,
+]  # fmt: skip
+
+def read_segment_columns(
+    log_path: str,
+    start_position: int,
+    end_position: int | None,
+    start_offset: int,
+    end_offset: int,
+    *,
+    include_headers: bool = False,
+    max_records: int = 65536,
+    window: int = 8388608,
+) -> tuple[_Columns, int, int, bool]: ...
+def decode_columns(
+    data: _Bytes,
+    start_offset: int,
+    end_offset: int,
+    *,
+    include_headers: bool = False,
+    max_records: int = ...,
+) -> tuple[_Columns, int, int, bool]: ...
+def index_floor_position(index_path: str, base_offset: int, target_offset: int) -> int: ...
+def index_entry_offsets(index_path: str, base_offset: int) -> list[int]: ...
+def check_batches(data: _Bytes) -> tuple[str, int] | None: ...

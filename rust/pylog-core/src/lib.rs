@@ -6,6 +6,7 @@
 
 pub mod batch;
 pub mod cleaner;
+pub mod columnar;
 pub mod compression;
 pub mod error;
 pub mod index;

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 mod batch;
 mod buffer;
 mod cleaner;
+mod columnar;
 mod errors;
 mod index;
 mod segment;
@@ -28,6 +29,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crc32c, m)?)?;
     batch::register(m)?;
     cleaner::register(m)?;
+    columnar::register(m)?;
     index::register(m)?;
     segment::register(m)?;
     timing_wheel::register(m)?;

@@ -1,0 +1,197 @@
+"""A minimal Kafka client over a plain socket, on pylog's own protocol codec:
+Metadata and ListOffsets for planning on the driver, Fetch in executors (the
+``kafka.bootstrap.servers`` option). Fetched record batches go to the native
+columnar decoder as they are.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+from pylog import _native
+from pylog.errors import (
+    KafkaError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+from pylog.protocol import ApiKey, decode_response, encode_request
+
+__all__ = ["BrokerClient", "fetch_partition"]
+
+_SIZE = struct.Struct(">i")
+# Versions every pylog broker serves (and every Kafka broker since 1.0).
+_METADATA_V = 1
+_LIST_OFFSETS_V = 1
+_FETCH_V = 4
+FETCH_MAX_BYTES = 8 << 20
+EARLIEST, LATEST = -2, -1
+
+
+def _check(code: int, what: str) -> None:
+    if code == 0:
+        return
+    if code == 3:
+        raise UnknownTopicOrPartitionError(f"{what}: unknown topic or partition")
+    if code == 1:
+        raise OffsetOutOfRangeError(f"{what}: offset out of range")
+    raise KafkaError(f"{what}: broker error code {code}")
+
+
+class BrokerClient:
+    """One connection to one broker; requests are sent one at a time."""
+
+    def __init__(self, servers: str, timeout: float = 30.0, client_id: str = "pylog-spark"):
+        self.client_id = client_id
+        self.timeout = timeout
+        self._corr = 0
+        errors = []
+        for server in (s.strip() for s in servers.split(",") if s.strip()):
+            host, _, port = server.rpartition(":")
+            try:
+                self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+                break
+            except (OSError, ValueError) as e:
+                errors.append(f"{server}: {e}")
+        else:
+            raise KafkaError(
+                f"cannot connect to any of kafka.bootstrap.servers={servers!r}: {errors}"
+            )
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> BrokerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _recv(self, n: int) -> bytearray:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:])
+            if k == 0:
+                raise KafkaError("broker closed the connection")
+            got += k
+        return buf
+
+    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        self._corr += 1
+        self.sock.sendall(encode_request(api_key, version, self._corr, self.client_id, body))
+        (size,) = _SIZE.unpack(self._recv(4))
+        return decode_response(api_key, version, self._recv(size))
+
+    def topics(self, names: list[str] | None = None) -> dict[str, dict[int, tuple[str, int]]]:
+        """topic -> partition -> leader (host, port), for ``names`` or every topic."""
+        body = {"topics": None if names is None else [{"name": n} for n in names]}
+        resp = self.request(ApiKey.METADATA, _METADATA_V, body)
+        brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+        out: dict[str, dict[int, tuple[str, int]]] = {}
+        for t in resp.topics:
+            if t.error_code == 3:
+                continue
+            _check(t.error_code, f"topic {t.name}")
+            if t.is_internal:
+                continue
+            out[t.name] = {
+                p.partition_index: brokers.get(p.leader_id, ("", -1)) for p in t.partitions
+            }
+        return out
+
+    def list_offsets(self, query: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """ListOffsets: tp -> timestamp (-2 earliest, -1 latest) gives tp -> offset (-1 none)."""
+        by_topic: dict[str, list[dict[str, int]]] = {}
+        for (t, p), ts in query.items():
+            by_topic.setdefault(t, []).append({"partition_index": p, "timestamp": ts})
+        body = {
+            "replica_id": -1,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+        resp = self.request(ApiKey.LIST_OFFSETS, _LIST_OFFSETS_V, body)
+        out = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                _check(p.error_code, f"{t.name}-{p.partition_index}")
+                out[(t.name, p.partition_index)] = p.offset
+        return out
+
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int) -> tuple[Any, int]:
+        """The raw records at ``offset`` and the high watermark."""
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "max_bytes": max_bytes,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {
+                            "partition": partition,
+                            "fetch_offset": offset,
+                            "partition_max_bytes": max_bytes,
+                        }
+                    ],
+                }
+            ],
+        }
+        resp = self.request(ApiKey.FETCH, _FETCH_V, body)
+        p = resp.responses[0].partitions[0]
+        _check(p.error_code, f"{topic}-{partition} at offset {offset}")
+        return p.records, p.high_watermark
+
+
+def fetch_partition(
+    servers: str,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+) -> Iterator[tuple[object, ...]]:
+    """Native column tuples for ``[start, end)`` of a partition, fetched from the broker."""
+    with BrokerClient(servers) as client:
+        cur = start
+        while cur < end:
+            try:
+                records, hw = client.fetch(topic, partition, cur, FETCH_MAX_BYTES)
+            except OffsetOutOfRangeError:
+                tp = (topic, partition)
+                earliest = client.list_offsets({tp: EARLIEST})[tp]
+                latest = client.list_offsets({tp: LATEST})[tp]
+                if fail_on_data_loss:
+                    raise OffsetOutOfRangeError(
+                        f"{topic}-{partition}: offset {cur} is out of range: the broker holds "
+                        f"[{earliest}, {latest}); set failOnDataLoss=false to skip lost records"
+                    ) from None
+                # the log moved past ``cur`` (retention): go on from its start
+                if earliest <= cur:
+                    return
+                cur = earliest
+                continue
+            if records is None or len(records) == 0:
+                if hw <= cur and fail_on_data_loss:
+                    raise OffsetOutOfRangeError(
+                        f"{topic}-{partition}: offsets up to {end} were planned but the "
+                        f"broker's high watermark is {hw}; set failOnDataLoss=false to skip"
+                    )
+                return
+            cols, _consumed, next_offset, _done = _native.decode_columns(
+                records, cur, end, include_headers=include_headers
+            )
+            if next_offset <= cur:
+                # records came back but not one whole batch: never skip silently
+                raise KafkaError(
+                    f"{topic}-{partition}: the fetch at offset {cur} returned {len(records)} "
+                    "bytes holding no complete record batch"
+                )
+            cur = next_offset
+            if cols[0]:
+                yield cols
