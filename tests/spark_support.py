@@ -52,7 +52,9 @@ def spark() -> Any:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("spark-broker") / "data").start()
+    # `path` reads stop at the checkpointed high watermark: checkpoint often
+    data = tmp_path_factory.mktemp("spark-broker") / "data"
+    b = BrokerProcess(data, {"replica.high.watermark.checkpoint.interval.ms": 50}).start()
     try:
         yield b
     finally:
@@ -72,13 +74,33 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     fut.result(20)
 
 
+def wait_committed(b: BrokerProcess, topic: str, count: int, timeout: float = 20) -> None:
+    """Wait until the broker's ``replication-offset-checkpoint`` (the committed
+    end that `path` reads stop at) covers ``count`` records of ``topic``."""
+    from pylog.log.checkpoint import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
+
+    checkpoint = OffsetCheckpointFile(str(Path(b.data) / REPLICATION_OFFSET_CHECKPOINT))
+    deadline = time.monotonic() + timeout
+    covered = 0
+    while time.monotonic() < deadline:
+        if os.path.exists(checkpoint.path):
+            covered = sum(hw for tp, hw in checkpoint.read().items() if tp.topic == topic)
+            if covered >= count:
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"high watermark checkpoint covers {covered} of {count} in {topic}")
+
+
 def produce(
-    bootstrap: str, topic: str, n: int, *, start: int = 0, partitions: int = 1, **conf: Any
+    b: BrokerProcess, topic: str, n: int, *, start: int = 0, partitions: int = 1, **conf: Any
 ) -> list[tuple[Any, ...]]:
     """Produce records ``start..start+n`` (keys every 3rd null, headers with a null
     value, timestamp T0 + i) and return the rows Spark must read back, per
-    partition in offset order: (key, value, partition, timestamp ms, headers)."""
+    partition in offset order: (key, value, partition, timestamp ms, headers).
+    Returns once the broker has checkpointed them as committed."""
     from confluent_kafka import Producer
+
+    bootstrap = b.bootstrap
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
     errors: list[Any] = []
@@ -100,6 +122,7 @@ def produce(
         out.append((key, value, part, T0 + i, headers))
     assert p.flush(30) == 0
     assert errors == []
+    wait_committed(b, topic, start + n)
     return out
 
 

@@ -268,3 +268,35 @@ def test_pylog_broker_start_reports_bad_config(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "num.partitions" in done.stderr
+
+
+def test_high_watermarks_are_checkpointed_periodically_and_at_shutdown(tmp_path: Path) -> None:
+    """``replication-offset-checkpoint`` holds each partition's high watermark
+    (what segment readers such as the Spark source take as committed), written
+    every ``replica.high.watermark.checkpoint.interval.ms`` and on shutdown."""
+    from confluent_kafka import Producer
+
+    from pylog.log.checkpoint import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
+
+    checkpoint = OffsetCheckpointFile(str(tmp_path / REPLICATION_OFFSET_CHECKPOINT))
+    with broker({"replica.high.watermark.checkpoint.interval.ms": 100}, log_dir=str(tmp_path)) as b:
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0})
+        for i in range(7):
+            producer.produce("hw", value=b"v%d" % i, partition=0)
+        assert producer.flush(10) == 0
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if os.path.exists(checkpoint.path) and checkpoint.read().get(("hw", 0)) == 7:
+                break
+            time.sleep(0.05)
+        assert checkpoint.read()[("hw", 0)] == 7  # written while running
+    # With periodic writes an hour apart, only the shutdown can write the new HW.
+    with broker(
+        {"replica.high.watermark.checkpoint.interval.ms": 3_600_000}, log_dir=str(tmp_path)
+    ) as b:
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0})
+        for i in range(3):
+            producer.produce("hw", value=b"w%d" % i, partition=0)
+        assert producer.flush(10) == 0
+        assert checkpoint.read()[("hw", 0)] == 7
+    assert checkpoint.read()[("hw", 0)] == 10

@@ -31,8 +31,9 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 class BrokerProcess:
     """`pylog broker start` on an ephemeral port; restartable on the same port and data."""
 
-    def __init__(self, data: Path) -> None:
+    def __init__(self, data: Path, overrides: dict[str, object] | None = None) -> None:
         self.data = data
+        self.overrides = dict(overrides or {})
         self.port = 0
         self.proc: subprocess.Popen[str] | None = None
 
@@ -48,6 +49,8 @@ class BrokerProcess:
             "--override", "socket.request.max.bytes=10000000",
             "--override", "group.initial.rebalance.delay.ms=0",
         ]  # fmt: skip
+        for k, v in self.overrides.items():
+            cmd += ["--override", f"{k}={v}"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()

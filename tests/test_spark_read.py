@@ -26,6 +26,7 @@ from spark_support import (
     rows_of,
     spark,
     topic_name,
+    wait_committed,
 )
 from test_clients_e2e import BrokerProcess
 
@@ -54,7 +55,7 @@ def test_rows_equal_what_was_produced_for_every_codec(
 ) -> None:
     topic = topic_name(f"codec-{codec}")
     create_topic(broker.bootstrap, topic, 2)
-    records = produce(broker.bootstrap, topic, 400, partitions=2, **{"compression.type": codec})
+    records = produce(broker, topic, 400, partitions=2, **{"compression.type": codec})
     want = expected(records, topic)
     for via in ("path", "wire"):
         df = reader(spark, broker, via, subscribe=topic, includeHeaders="true").load()
@@ -80,7 +81,7 @@ def test_the_arrow_schema_is_the_one_spark_derives() -> None:
 def test_offset_and_timestamp_ranges_and_splits(spark: Any, broker: BrokerProcess) -> None:
     topic = topic_name("ranges")
     create_topic(broker.bootstrap, topic, 2)
-    records = produce(broker.bootstrap, topic, 300, partitions=2, **{"compression.type": "lz4"})
+    records = produce(broker, topic, 300, partitions=2, **{"compression.type": "lz4"})
     want = expected(records, topic)
     for via in ("path", "wire"):
         starting = json.dumps({topic: {"0": 10, "1": -2}})
@@ -112,7 +113,7 @@ def test_offset_and_timestamp_ranges_and_splits(spark: Any, broker: BrokerProces
 
 def test_reading_while_a_producer_appends(spark: Any, broker: BrokerProcess) -> None:
     topic = topic_name("live")
-    produce(broker.bootstrap, topic, 1)
+    produce(broker, topic, 1)
     stop = threading.Event()
     produced = [1]
 
@@ -153,6 +154,7 @@ def test_reading_while_a_producer_appends(spark: Any, broker: BrokerProcess) -> 
         stop.set()
         t.join(30)
     assert counts == sorted(counts) and counts[-1] > counts[0]
+    wait_committed(broker, topic, produced[0])
     final = reader(spark, broker, "path", subscribe=topic).load().count()
     assert final == produced[0]
 
@@ -167,8 +169,8 @@ def test_bad_input_fails_at_planning_with_a_clear_error(
     spark: Any, broker: BrokerProcess, tmp_path: Path
 ) -> None:
     topic = topic_name("bad")
-    produce(broker.bootstrap, topic, 20)
-    produce(broker.bootstrap, topic, 20, start=20)  # a second batch
+    produce(broker, topic, 20)
+    produce(broker, topic, 20, start=20)  # a second batch
     for via in ("path", "wire"):
         msg = _error(
             lambda via=via: reader(spark, broker, via, subscribe="no-such-topic").load().count()

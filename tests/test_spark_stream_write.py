@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import broker, log_dir, produce, rows_of, spark, topic_name
+from spark_support import broker, log_dir, produce, rows_of, spark, topic_name, wait_committed
 from test_clients_e2e import BrokerProcess
 
 __all__ = ["broker", "spark"]  # fixtures, imported for pytest
@@ -48,7 +48,7 @@ def test_streaming_picks_up_new_records_and_resumes_from_a_checkpoint(
     spark: Any, broker: BrokerProcess, tmp_path: Path, via: str
 ) -> None:
     topic = topic_name(f"stream-{via}")
-    recs = produce(broker.bootstrap, topic, 100)
+    recs = produce(broker, topic, 100)
     seen: list = []
     q = _stream(spark, broker, via, topic, tmp_path / "ckpt", seen)
     try:
@@ -56,14 +56,14 @@ def test_streaming_picks_up_new_records_and_resumes_from_a_checkpoint(
         assert [o for _, rows in seen for o, _ in rows] == list(range(100))
         # maxOffsetsPerTrigger=40 applies from the end of a run's first batch
         n = len(seen)
-        produce(broker.bootstrap, topic, 90, start=100)
+        produce(broker, topic, 90, start=100)
         q.processAllAvailable()
         later = [len(rows) for _, rows in seen[n:] if rows]
         assert max(later) <= 40 and sum(later) == 90 and len(later) >= 3
         assert [o for _, rows in seen for o, _ in rows] == list(range(190))
     finally:
         q.stop()
-    produce(broker.bootstrap, topic, 20, start=190)
+    produce(broker, topic, 20, start=190)
     after: list = []
     q = _stream(spark, broker, via, topic, tmp_path / "ckpt", after)
     try:
@@ -113,6 +113,7 @@ def test_batch_write_round_trips(spark: Any, broker: BrokerProcess) -> None:
         .mode("append")
         .save()
     )
+    wait_committed(broker, topic, len(data))
     back = (
         spark.read.format("pylog")
         .option("path", log_dir(broker))
@@ -141,7 +142,7 @@ def test_batch_write_round_trips(spark: Any, broker: BrokerProcess) -> None:
 
 def test_streaming_write_copies_a_topic(spark: Any, broker: BrokerProcess, tmp_path: Path) -> None:
     src, dst = topic_name("copy-src"), topic_name("copy-dst")
-    recs = produce(broker.bootstrap, src, 50)
+    recs = produce(broker, src, 50)
     q = (
         spark.readStream.format("pylog")
         .option("kafka.bootstrap.servers", broker.bootstrap)
@@ -160,6 +161,7 @@ def test_streaming_write_copies_a_topic(spark: Any, broker: BrokerProcess, tmp_p
         q.processAllAvailable()
     finally:
         q.stop()
+    wait_committed(broker, dst, len(recs))
     df = (
         spark.read.format("pylog")
         .option("path", log_dir(broker))
@@ -203,8 +205,8 @@ def test_udfs_decode_and_validate_segment_bytes(
     from pylog.spark.functions import decode_batches, validate_batches
 
     topic = topic_name("udf")
-    recs = produce(broker.bootstrap, topic, 60, **{"compression.type": "snappy"})
-    recs += produce(broker.bootstrap, topic, 60, start=60, **{"compression.type": "zstd"})
+    recs = produce(broker, topic, 60, **{"compression.type": "snappy"})
+    recs += produce(broker, topic, 60, start=60, **{"compression.type": "zstd"})
     seg = glob.glob(f"{log_dir(broker)}/{topic}-0/*.log")[0]
     good = tmp_path / "good.log"
     shutil.copy(seg, good)

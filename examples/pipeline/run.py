@@ -48,6 +48,23 @@ def produce_events(bootstrap: str, topic: str, first: int, n: int) -> None:
         raise RuntimeError(f"events not delivered: {failed[:3]}")
 
 
+def wait_committed(log_dir: str, topic: str, count: int, timeout: float = 30) -> None:
+    """Reading from segments (``path``) sees what the broker has checkpointed as
+    committed: its high watermark, saved to ``replication-offset-checkpoint``
+    every ``replica.high.watermark.checkpoint.interval.ms`` (5 s by default,
+    0.2 s on the broker below). Wait until that covers ``count`` records."""
+    from pylog.log.checkpoint import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
+
+    checkpoint = OffsetCheckpointFile(os.path.join(log_dir, REPLICATION_OFFSET_CHECKPOINT))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        saved = checkpoint.read() if os.path.exists(checkpoint.path) else {}
+        if sum(hw for tp, hw in saved.items() if tp.topic == topic) >= count:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"the broker did not checkpoint {count} records of {topic} as committed")
+
+
 def run(spark: Any, workdir: Path, events: int = 10_000, quiet: bool = False) -> dict[str, Any]:
     """The whole pipeline on an embedded broker under ``workdir``; returns its figures."""
     from pyspark.sql import functions as F
@@ -61,10 +78,12 @@ def run(spark: Any, workdir: Path, events: int = 10_000, quiet: bool = False) ->
 
     pylog.spark.register(spark)
     schema = "id LONG, user STRING, kind STRING, amount INT"
-    with EmbeddedBroker(log_dir=str(workdir / "broker")) as broker:
+    hw_every = {"replica.high.watermark.checkpoint.interval.ms": 200}
+    with EmbeddedBroker(hw_every, log_dir=str(workdir / "broker")) as broker:
         bootstrap = broker.bootstrap_servers
         say(f"broker on {bootstrap}, log dir {broker.log_dir}")
         produce_events(bootstrap, "events", 0, events)
+        wait_committed(broker.log_dir, "events", events)
         say(f"1. produced {events} events")
 
         # 2. batch: straight from the segments, no broker load
@@ -107,8 +126,9 @@ def run(spark: Any, workdir: Path, events: int = 10_000, quiet: bool = False) ->
         try:
             more = max(events // 10, 10)
             produce_events(bootstrap, "events", events, more)
+            wait_committed(broker.log_dir, "events", events + more)
             say(f"3. produced {more} more events; the streaming query follows them")
-            # every event was acknowledged before this: one call sees them all
+            # every event is committed before this: one call sees them all
             query.processAllAvailable()
         finally:
             query.stop()

@@ -96,7 +96,14 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     assert server.log_manager is not None
     store = MetadataStore(server.log_manager.log_dirs[0])
     server.metadata_store = store
-    replica_manager = ReplicaManager(server.log_manager, store, broker_id=server.config.broker_id)
+    replica_manager = ReplicaManager(
+        server.log_manager,
+        store,
+        broker_id=server.config.broker_id,
+        hw_checkpoint_interval_ms=int(
+            server.config.get("replica.high.watermark.checkpoint.interval.ms")
+        ),
+    )
     replica_manager.startup()
     server.replica_manager = replica_manager
     apis = KafkaApis(server.config, replica_manager, store)

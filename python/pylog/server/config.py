@@ -130,6 +130,9 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table(
     ConfigKey("delete.topic.enable", B, True, "Allow DeleteTopics.", None, "high"),
     ConfigKey("replica.lag.time.max.ms", L, 30_000, "Time a follower may lag before it "
               "leaves the ISR.", AtLeast(0), "high"),
+    ConfigKey("replica.high.watermark.checkpoint.interval.ms", L, 5_000, "How often each "
+              "partition's high watermark is saved to replication-offset-checkpoint.",
+              AtLeast(1), "high"),
     ConfigKey("fetch.max.bytes", I, 55 * _MIB, "Largest Fetch response the broker "
               "builds.", AtLeast(1024), "medium"),
     ConfigKey("request.timeout.ms", I, 30_000, "Timeout for the broker's own requests.",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -32,7 +33,11 @@ from pylog.errors import (
     KafkaError,
     UnknownTopicOrPartitionError,
 )
-from pylog.log.checkpoint import TopicPartition
+from pylog.log.checkpoint import (
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+    TopicPartition,
+)
 from pylog.log.log import AppendOrigin, FetchIsolation, LogAppendInfo
 from pylog.log.manager import LogManager
 from pylog.server.delayed_fetch import (
@@ -77,8 +82,10 @@ class ReplicaManager:
         broker_id: int = 0,
         append_offload_bytes: int = DEFAULT_APPEND_OFFLOAD_BYTES,
         executor: concurrent.futures.Executor | None = None,
+        hw_checkpoint_interval_ms: int = 5_000,
     ) -> None:
         self.log_manager = log_manager
+        self.hw_checkpoint_interval_ms = hw_checkpoint_interval_ms
         self.metadata_store = metadata_store
         self.broker_id = broker_id
         self.append_offload_bytes = append_offload_bytes
@@ -120,14 +127,56 @@ class ReplicaManager:
                     _log.error("cannot adopt %s found on disk: %s", topic, e)
             elif meta.partitions < count:
                 store.add_partitions(topic, count)
+        self._restore_high_watermarks()
         for meta in store.topics():
             self._ensure_partitions(meta)
+        self.log_manager.scheduler.schedule(
+            "highwatermark-checkpoint",
+            self.checkpoint_high_watermarks,
+            self.hw_checkpoint_interval_ms,
+            self.hw_checkpoint_interval_ms,
+        )
 
     def shutdown(self) -> None:
+        self.log_manager.scheduler.cancel("highwatermark-checkpoint")
         self.delayed_fetch_purgatory.shutdown()
         self.delayed_produce_purgatory.shutdown()
+        if self._started:
+            self.checkpoint_high_watermarks()
         if self._own_executor:
             self._executor.shutdown(wait=True)
+
+    # ------------------------------------------------------------------ HW checkpoint
+
+    def _restore_high_watermarks(self) -> None:
+        """Start each log's high watermark from ``replication-offset-checkpoint``
+        (a leader then moves it on; a follower must not expose more)."""
+        for d in self.log_manager.log_dirs:
+            cp = OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT))
+            try:
+                saved = cp.read()
+            except (OSError, KafkaError) as e:
+                _log.warning("ignoring %s: %s", cp.path, e)
+                continue
+            for tp, hw in saved.items():
+                log = self.log_manager.get_log(tp)
+                if log is not None and self.log_manager.log_dir_of(tp) == d:
+                    log.update_high_watermark(min(hw, log.log_end_offset))
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every partition's high watermark to ``replication-offset-checkpoint``
+        in its log dir (Kafka's file; readers of the segments, such as the Spark
+        source, take it as the end of committed data)."""
+        by_dir: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.log_manager.log_dirs}
+        for tp, partition in list(self._partitions.items()):
+            d = self.log_manager.log_dir_of(tp)
+            if d is not None and not partition.log.closed:
+                by_dir.setdefault(d, {})[tp] = partition.high_watermark
+        for d, offsets in by_dir.items():
+            try:
+                OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).write(offsets)
+            except OSError as e:
+                _log.error("cannot write the high-watermark checkpoint in %s: %s", d, e)
 
     # ------------------------------------------------------------------ partitions
 
