@@ -41,7 +41,7 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> BrokerProcess:
+    def start(self, env: dict[str, str] | None = None) -> BrokerProcess:
         cmd = [
             PYLOG, "broker", "start", "--log-level", "WARNING",
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
@@ -51,7 +51,9 @@ class BrokerProcess:
         ]  # fmt: skip
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
+        )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         assert "started: PLAINTEXT://127.0.0.1:" in line, f"broker did not start: {line!r}"
@@ -61,7 +63,7 @@ class BrokerProcess:
     def stop(self, sig: int = signal.SIGTERM) -> int:
         assert self.proc is not None
         self.proc.send_signal(sig)
-        code = self.proc.wait(20)
+        code = self.proc.wait(30)
         self.proc = None
         return code
 

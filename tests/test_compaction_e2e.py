@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -20,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_clients_e2e import BrokerProcess
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
-PYLOG = str(Path(sys.executable).with_name("pylog"))
 SEG = 16 * 1024
 
 TOPIC_CONFIG = {
@@ -36,48 +34,19 @@ TOPIC_CONFIG = {
 PRODUCER: dict[str, Any] = {"linger.ms": 5, "batch.size": 4096}
 
 
-class Broker:
-    """`pylog broker start` with a fast cleaner; restartable on the same data."""
+class Broker(BrokerProcess):
+    """The e2e broker with a fast cleaner and a metrics port; restartable on the same data."""
 
     def __init__(self, data: Path) -> None:
-        self.data = data
-        self.port = 0
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.metrics_port = s.getsockname()[1]
-        self.extra: list[str] = []
-        self.proc: subprocess.Popen[str] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, env: dict[str, str] | None = None) -> Broker:
-        cmd = [
-            PYLOG, "broker", "start", "--log-level", "WARNING",
-            "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            "--override", f"log.dirs={self.data}",
-            "--override", "log.cleaner.backoff.ms=100",
-            "--override", "log.cleaner.dedupe.buffer.size=4194304",
-            "--override", f"metrics.port={self.metrics_port}",
-        ]  # fmt: skip
-        for o in self.extra:
-            cmd += ["--override", o]
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        assert "started: PLAINTEXT://127.0.0.1:" in line, f"broker did not start: {line!r}"
-        self.port = int(line.split("127.0.0.1:")[1].split()[0])
-        return self
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        code = self.proc.wait(30)
-        self.proc = None
-        return code
+        overrides = {
+            "log.cleaner.backoff.ms": 100,
+            "log.cleaner.dedupe.buffer.size": 4194304,
+            "metrics.port": self.metrics_port,
+        }
+        super().__init__(data, overrides)
 
 
 @pytest.fixture(scope="module")
@@ -316,10 +285,7 @@ def test_consumer_offsets_topic_is_compacted_and_reloads(tmp_path: Path) -> None
     from confluent_kafka import Consumer, TopicPartition
 
     b = Broker(tmp_path / "data")
-    b.extra = [
-        "offsets.topic.num.partitions=1",
-        f"offsets.topic.segment.bytes={1 << 20}",
-    ]
+    b.overrides.update({"offsets.topic.num.partitions": 1, "offsets.topic.segment.bytes": 1 << 20})
     b.start()
     try:
         topic = create_topic(b.bootstrap)

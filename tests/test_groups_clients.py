@@ -34,20 +34,8 @@ OFFSETS_PARTITIONS = 10
 class GroupBroker(BrokerProcess):
     """The e2e broker with a smaller __consumer_offsets (faster to create)."""
 
-    def start(self) -> GroupBroker:
-        cmd = [
-            PYLOG, "broker", "start", "--log-level", "WARNING",
-            "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            "--override", f"log.dirs={self.data}",
-            "--override", "group.initial.rebalance.delay.ms=0",
-            "--override", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
-        ]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        assert "started: PLAINTEXT://127.0.0.1:" in line, f"broker did not start: {line!r}"
-        self.port = int(line.split("127.0.0.1:")[1].split()[0])
-        return self
+    def __init__(self, data: Path) -> None:
+        super().__init__(data, {"offsets.topic.num.partitions": OFFSETS_PARTITIONS})
 
 
 @pytest.fixture(scope="module")
