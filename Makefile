@@ -30,11 +30,15 @@ run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./
 
 test: install tools test-rust test-python ## install everything the tests need, then run all tests
 
-tools: ## system tools the tests drive (kcat, from Debian) — needs root or sudo
-	@command -v kcat >/dev/null 2>&1 || { \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat >/dev/null; }
+tools: ## system tools the tests drive (kcat; a Java runtime for Spark), from Debian — needs root or sudo
+	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \
+	  command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
+	  if [ -n "$$missing" ]; then \
+	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	  fi
 	@kcat -V | head -1
+	@java -version 2>&1 | head -1
 
 test-rust: ## cargo test of the native core
 	cargo test -q --workspace --exclude pylog-py
