@@ -24,8 +24,6 @@ import argparse
 import re
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -34,7 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pylog.protocol import ApiKey, decode_response, encode_request
+from pylog.protocol import ApiKey
+from pylog.protocol.client import KafkaConnection
 
 PYLOG = str(Path(sys.executable).with_name("pylog"))
 
@@ -71,40 +70,6 @@ class Broker:
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(60)
         self.proc = None
-
-
-class Client:
-    """Pipelined requests over one socket with pylog's codec."""
-
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.split(":")
-        self.sock = socket.create_connection((host, int(port)))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.corr = 0
-        self.buf = b""
-
-    def send(self, key: int, version: int, body: dict[str, Any]) -> None:
-        self.corr += 1
-        self.sock.sendall(encode_request(key, version, self.corr, "bench", body))
-
-    def recv(self, key: int, version: int) -> Any:
-        while True:
-            if len(self.buf) >= 4:
-                (n,) = struct.unpack_from(">i", self.buf)
-                if len(self.buf) >= 4 + n:
-                    frame, self.buf = self.buf[4 : 4 + n], self.buf[4 + n :]
-                    return decode_response(key, version, frame)
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            self.buf += chunk
-
-    def call(self, key: int, version: int, body: dict[str, Any]) -> Any:
-        self.send(key, version, body)
-        return self.recv(key, version)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def commit_body(group: str, topic: str, parts: range, offset: int) -> dict[str, Any]:
@@ -223,8 +188,8 @@ def bench_rebalance(broker: Broker) -> None:
 def bench_commit(broker: Broker, seconds: float = 4.0) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Client(broker.bootstrap)
-    c.call(ApiKey.FIND_COORDINATOR, 3, {"key": "g-commit", "key_type": 0})
+    c = KafkaConnection(broker.bootstrap, timeout=None, client_id="bench")
+    c.request(ApiKey.FIND_COORDINATOR, 3, {"key": "g-commit", "key_type": 0})
     window = 64
     sent = done = 0
     t0 = time.perf_counter()
@@ -258,7 +223,7 @@ def bench_commit(broker: Broker, seconds: float = 4.0) -> None:
 
 
 def bench_load(broker: Broker, groups: int = 1000, partitions: int = 100) -> None:
-    c = Client(broker.bootstrap)
+    c = KafkaConnection(broker.bootstrap, timeout=None, client_id="bench")
     for g in range(0, groups, 50):
         keys = [f"load-{i}" for i in range(g, min(g + 50, groups))]
         c.send(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": keys})
@@ -284,10 +249,10 @@ def bench_load(broker: Broker, groups: int = 1000, partitions: int = 100) -> Non
     mark = broker.stderr_path.stat().st_size
     t0 = time.perf_counter()
     broker.start()
-    c = Client(broker.bootstrap)
+    c = KafkaConnection(broker.bootstrap, timeout=None, client_id="bench")
     probe = f"load-{groups - 1}"
     while True:
-        r = c.call(ApiKey.OFFSET_FETCH, 7, {"group_id": probe, "topics": None})
+        r = c.request(ApiKey.OFFSET_FETCH, 7, {"group_id": probe, "topics": None})
         if r.error_code != 14:  # COORDINATOR_LOAD_IN_PROGRESS
             break
         time.sleep(0.005)

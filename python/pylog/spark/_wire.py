@@ -6,8 +6,6 @@ columnar decoder as they are.
 
 from __future__ import annotations
 
-import socket
-import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,11 +15,11 @@ from pylog.errors import (
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
-from pylog.protocol import ApiKey, decode_response, encode_request
+from pylog.protocol import ApiKey
+from pylog.protocol.client import KafkaConnection
 
 __all__ = ["BrokerClient", "fetch_partition"]
 
-_SIZE = struct.Struct(">i")
 # Versions every pylog broker serves (and every Kafka broker since 1.0).
 _METADATA_V = 1
 _LIST_OFFSETS_V = 1
@@ -40,51 +38,14 @@ def _check(code: int, what: str) -> None:
     raise KafkaError(f"{what}: broker error code {code}")
 
 
-class BrokerClient:
+class BrokerClient(KafkaConnection):
     """One connection to one broker; requests are sent one at a time."""
 
     def __init__(self, servers: str, timeout: float = 30.0, client_id: str = "pylog-spark"):
-        self.client_id = client_id
-        self.timeout = timeout
-        self._corr = 0
-        errors = []
-        for server in (s.strip() for s in servers.split(",") if s.strip()):
-            host, _, port = server.rpartition(":")
-            try:
-                self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-                break
-            except (OSError, ValueError) as e:
-                errors.append(f"{server}: {e}")
-        else:
-            raise KafkaError(
-                f"cannot connect to any of kafka.bootstrap.servers={servers!r}: {errors}"
-            )
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> BrokerClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _recv(self, n: int) -> bytearray:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self.sock.recv_into(view[got:])
-            if k == 0:
-                raise KafkaError("broker closed the connection")
-            got += k
-        return buf
-
-    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        self._corr += 1
-        self.sock.sendall(encode_request(api_key, version, self._corr, self.client_id, body))
-        (size,) = _SIZE.unpack(self._recv(4))
-        return decode_response(api_key, version, self._recv(size))
+        try:
+            super().__init__(servers, timeout=timeout, client_id=client_id)
+        except KafkaError as e:
+            raise KafkaError(f"kafka.bootstrap.servers: {e}") from None
 
     def topics(self, names: list[str] | None = None) -> dict[str, dict[int, tuple[str, int]]]:
         """topic -> partition -> leader (host, port), for ``names`` or every topic."""
