@@ -176,7 +176,7 @@ def test_confluent_group_of_three_reads_each_record_once(kafka: GroupBroker) -> 
         finally:
             t0 = time.monotonic()
             c.close()
-            assert time.monotonic() - t0 < 5
+            assert time.monotonic() - t0 < 20  # without a coordinator it hung ~45 s
 
     threads = [threading.Thread(target=member, args=(i,)) for i in range(3)]
     for t in threads:
@@ -365,7 +365,7 @@ def test_member_killed_and_member_leaving_rebalance_without_loss(
         victim.wait(10)
         wait_for(lambda: sorted(assignments.values()) == [3, 3], 30, "a 3/3 split")
         took = time.monotonic() - t_kill
-        assert 4 <= took <= 20, took
+        assert 4 <= took <= 30, took  # never before the 6 s session timeout
         before = seen.count()
         produce(kafka.bootstrap, topic, 300, 300)
         wait_for(lambda: seen.count() >= before + 300, 30, "300 more")
@@ -534,7 +534,7 @@ def test_broker_restart_keeps_groups_and_offsets(tmp_path: Path) -> None:
                 got += 1
         t0 = time.monotonic()
         c.close()  # commits the auto-commit offsets and leaves, promptly
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < 20  # without a coordinator it hung ~45 s
         assert got == 200
         before = committed(b.bootstrap, group)
         assert sum(before.values()) == 200

@@ -603,7 +603,7 @@ def test_initial_rebalance_delay_gathers_members_into_one_generation(tmp_path: A
         # One generation for both; the wait was extended once for the second.
         assert j1.generation_id == j2.generation_id == 1
         assert j1.leader == j1.member_id and len(j1.members) == 2
-        assert 0.55 <= took < 2.0, took
+        assert 0.55 <= took < 5.0, took  # lower bound is the behaviour; upper only catches a hang
 
     run(tmp_path, body, **{"group.initial.rebalance.delay.ms": 300})
 

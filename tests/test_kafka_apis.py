@@ -315,7 +315,7 @@ def test_long_poll_fetch_completed_by_produce(tmp_path: Any) -> None:
         assert core.rm.delayed_fetch_purgatory.delayed() == 1
         await core.call(0, 9, produce_body("lp", build_batch([b"wake"])))
         f = await asyncio.wait_for(fetch, 2)
-        assert time.monotonic() - start < 1.0
+        assert time.monotonic() - start < 4.0  # well before max_wait (5 s)
         assert values(fpart(f).records) == [b"wake"]
         assert core.rm.delayed_fetch_purgatory.delayed() == 0
 
@@ -339,7 +339,7 @@ def test_fetch_min_bytes_waits_for_enough_then_max_wait_expires(tmp_path: Any) -
         start = time.monotonic()
         f = await core.call(1, 12, fetch_body("mb", 2, max_wait=300, min_bytes=1))
         waited = time.monotonic() - start
-        assert 0.28 <= waited < 1.0, waited
+        assert 0.28 <= waited < 3.0, waited  # never early; the upper bound only catches a hang
         assert fpart(f).error_code == 0 and bytes(fpart(f).records) == b""
 
     run(str(tmp_path), body)

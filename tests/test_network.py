@@ -285,7 +285,7 @@ def test_idle_connections_are_closed() -> None:
         await read_response(r)
         started = time.monotonic()
         assert await closed_by_server(r)
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < 10
 
     run(t, connections_max_idle_ms=200)
 

@@ -95,8 +95,9 @@ def test_event_loop_expires_on_time(timer: Any) -> None:
         while not slow.expired:
             await asyncio.sleep(0.005)
         t_slow = time.monotonic() - start
-        assert 0.055 <= t_fast < 0.15, t_fast
-        assert 0.195 <= t_slow < 0.3, t_slow
+        # never early; the upper bounds are loose so a loaded machine cannot fail them
+        assert 0.055 <= t_fast < 1.0, t_fast
+        assert 0.195 <= t_slow < 1.5, t_slow
 
     asyncio.run(main())
 
