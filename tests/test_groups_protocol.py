@@ -499,7 +499,8 @@ def test_session_timeout_removes_member_and_max_size(tmp_path: Any) -> None:
     run(tmp_path, body, **{"group.max.size": 1})
 
 
-def test_a_new_coordinator_loads_groups_and_offsets(tmp_path: Any) -> None:
+@pytest.mark.parametrize("codec", [0, 1, 4])  # offsets.topic.compression.codec: none, gzip, zstd
+def test_a_new_coordinator_loads_groups_and_offsets(tmp_path: Any, codec: int) -> None:
     async def body(g: Groups) -> None:
         me, gen = await g.one_member_group("g", instance="i")
         assert await g.commit("g", gen, me, {("t", 0): 5, ("t", 1): 6}) == {
@@ -518,6 +519,8 @@ def test_a_new_coordinator_loads_groups_and_offsets(tmp_path: Any) -> None:
         pos = 0
         while pos < len(data):
             size = 12 + struct.unpack_from(">i", data, pos + 8)[0]
+            # attributes (offset 21 of a v2 batch): the low 3 bits are the codec
+            assert struct.unpack_from(">h", data, pos + 21)[0] & 7 == codec
             keys += [decode_key(r.key) for r in _native.decode_records(data[pos : pos + size])]
             pos += size
         assert GroupMetadataKey("g") in keys and OffsetCommitKey("g", "t", 0) in keys
@@ -547,7 +550,7 @@ def test_a_new_coordinator_loads_groups_and_offsets(tmp_path: Any) -> None:
         finally:
             await fresh.shutdown()
 
-    run(tmp_path, body)
+    run(tmp_path, body, **{"offsets.topic.compression.codec": codec})
 
 
 @pytest.mark.parametrize("retention_minutes", [1])

@@ -11,9 +11,10 @@ hold NOT_COORDINATOR. With one broker every partition is elected at start-up;
 once partitions move between brokers, the replica manager's leadership
 changes call the same two hooks.
 
-Writes go through ``ReplicaManager.append_records`` (acks=-1, internal topics
-allowed) and only change the cache once appended, so the cache never holds
-what a restart would not find.
+Writes go through ``ReplicaManager.append_records`` (internal topics allowed;
+acks ``offsets.commit.required.acks``, -1 by default; batches compressed with
+``offsets.topic.compression.codec``) and only change the cache once appended,
+so the cache never holds what a restart would not find.
 """
 
 from __future__ import annotations
@@ -110,6 +111,10 @@ class GroupMetadataManager:
         self.replica_manager = replica_manager
         self.metadata_store = metadata_store
         self.clock = clock
+        # Kafka's codec ids (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd) are the
+        # batch attribute's: group records are written with this codec
+        self.compression = int(config.get("offsets.topic.compression.codec"))
+        self.required_acks = int(config.get("offsets.commit.required.acks"))
         self.shards: dict[int, CoordinatorShard] = {}
         self.commit_timeout_ms = int(config.get("offsets.commit.timeout.ms"))
         self.retention_ms = int(config.get("offsets.retention.minutes")) * 60_000
@@ -369,11 +374,13 @@ class GroupMetadataManager:
             return ErrorCode.NONE
         tp = TopicPartition(GROUP_METADATA_TOPIC, self.partition_for(group_id))
         ts = self.clock()
-        batch = _native.build_batch([(k, v, [], ts) for k, v in records])
+        batch = _native.build_batch(
+            [(k, v, [], ts) for k, v in records], compression=self.compression
+        )
         try:
             results = await self.replica_manager.append_records(
                 self.commit_timeout_ms,
-                -1,
+                self.required_acks,
                 {tp: bytearray(batch)},
                 internal_topics_allowed=True,
                 origin=AppendOrigin.COORDINATOR,
