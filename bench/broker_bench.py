@@ -11,7 +11,9 @@ measured in the same run on this machine.
 2. produce, 100-byte records, records/s, against the rate at which this client
    alone can enqueue them (a producer with no reachable broker);
 3. consume the data of 1 (assign from the beginning, no group) against raw
-   sendfile of the same segment files over loopback;
+   sendfile of the same segment files over loopback; and the same data read
+   with back-to-back Fetch requests on pylog's own codec (records not decoded),
+   which shows what the broker serves when the client is not the bound;
 4. latency p50/p99 at a fixed 10,000 records/s, acks=1 and acks=all, measured
    as delivery-report time minus send time (the report is taken from a
    poll() that waits on the producer, so it includes the client's queueing).
@@ -442,6 +444,57 @@ def figure_consume(b: Broker, workdir: str, seconds: float, state: dict[str, Any
     )
 
 
+def fetch_all(bootstrap: str, topic: str, expected: int, seconds: float) -> tuple[int, float]:
+    """Fetch v4 requests one after another from offset 0, 16 MiB each; the
+    records are walked by batch header only. Returns (record bytes, elapsed)."""
+    from pylog.protocol.client import KafkaConnection
+
+    body: dict[str, Any] = {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 16 * MiB,
+        "isolation_level": 0,
+    }  # fmt: skip
+    offset = 0
+    fetched = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    with KafkaConnection(bootstrap) as conn:
+        while offset < expected and time.perf_counter() < deadline:
+            part = {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 16 * MiB}
+            body["topics"] = [{"topic": topic, "partitions": [part]}]
+            p = conn.request(1, 4, body).responses[0].partitions[0]
+            if p.error_code:
+                raise RuntimeError(f"fetch error {p.error_code} at offset {offset}")
+            records = memoryview(p.records or b"")
+            pos = 0
+            while pos + 61 <= len(records):  # whole v2 batches only
+                size = 12 + int.from_bytes(records[pos + 8 : pos + 12], "big")
+                if pos + size > len(records):
+                    break
+                base = int.from_bytes(records[pos : pos + 8], "big")
+                offset = base + int.from_bytes(records[pos + 23 : pos + 27], "big") + 1
+                pos += size
+            fetched += pos
+    return fetched, time.perf_counter() - start
+
+
+def figure_fetch(b: Broker, workdir: str, seconds: float, state: dict[str, Any]) -> Figure:
+    if "1k" not in state:
+        b.create_topic("bench-1k")
+        state["1k"], _ = produce_for(b.bootstrap, "bench-1k", KiB, seconds)
+    cpu = b.cpu_seconds()
+    fetched, t = fetch_all(b.bootstrap, "bench-1k", state["1k"], seconds)
+    cpu = (b.cpu_seconds() - cpu) / t
+    raw_bytes, t_raw = min((raw_sendfile(b.segment_files("bench-1k")) for _ in range(2)),
+                           key=lambda r: r[1])  # fmt: skip
+    return Figure(
+        "fetch, pylog codec, 16 MiB requests back to back (records not decoded)",
+        f"{fetched / t / 1e6:.0f} MB/s (broker CPU {cpu:.0%})",
+        f"raw sendfile over loopback {raw_bytes / t_raw / 1e6:.0f} MB/s",
+        f"{(fetched / t) / (raw_bytes / t_raw):.2f}",
+        ">= 0.80 of raw",
+    )
+
+
 def figure_latency(acks: str) -> Callable[[Broker, str, float, dict[str, Any]], Figure]:
     def run(b: Broker, workdir: str, seconds: float, state: dict[str, Any]) -> Figure:
         topic = f"bench-lat-{acks}"
@@ -495,6 +548,7 @@ FIGURES: dict[str, Callable[[Broker, str, float, dict[str, Any]], Figure]] = {
     "produce": figure_produce_1k,
     "produce100": figure_produce_100,
     "consume": figure_consume,
+    "fetch": figure_fetch,
     "latency1": figure_latency("1"),
     "latencyall": figure_latency("all"),
 }
