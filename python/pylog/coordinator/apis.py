@@ -84,7 +84,10 @@ class GroupApis:
             protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
             require_known_member_id=version >= 4,
         )
-        request.mark_local_complete()
+        # No mark_local_complete here or in SyncGroup: as on Kafka, the
+        # connection's next request (a heartbeat, say) is handled only after
+        # this answer, so it sees the group as the answer left it, not a
+        # rebalance that is already over.
         out = dict(await self.coordinator.join_group(req))
         # Fields a version lacks must be left out (the codec refuses them).
         if version < 9:
@@ -100,7 +103,6 @@ class GroupApis:
         return out
 
     async def sync_group(self, request: Any, body: Any) -> Mapping[str, Any]:
-        request.mark_local_complete()
         out = await self.coordinator.sync_group(
             body.group_id,
             body.generation_id,
