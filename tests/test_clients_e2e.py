@@ -43,7 +43,8 @@ class BrokerProcess:
 
     def start(self, env: dict[str, str] | None = None) -> BrokerProcess:
         cmd = [
-            PYLOG, "broker", "start", "--log-level", "WARNING",
+            PYLOG, "broker", "start",
+            "--log-level", os.environ.get("PYLOG_TEST_BROKER_LOG_LEVEL", "WARNING"),
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
             "--override", f"log.dirs={self.data}",
             "--override", "socket.request.max.bytes=10000000",

@@ -82,13 +82,20 @@ def describe(bootstrap: str, group: str) -> dict[str, Any]:
         admin.close()
 
 
-def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
+def wait_for(
+    cond: Callable[[], bool],
+    timeout: float,
+    what: str,
+    state: Callable[[], object] | None = None,
+) -> None:
+    """Poll ``cond``; on timeout fail with ``state()`` (what the clients and the
+    coordinator saw) so a failure on a loaded machine can be diagnosed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
             return
         time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}: {state() if state else ''}")
 
 
 def group_generation(bootstrap: str, group: str) -> tuple[int, list[str]]:
@@ -182,9 +189,10 @@ def test_confluent_group_of_three_reads_each_record_once(kafka: GroupBroker) -> 
     for t in threads:
         t.start()
     try:
-        wait_for(lambda: sorted(assignments.values()) == [2, 2, 2], 30, "a 2/2/2 split")
+        state = lambda: (assignments, seen.count(), describe(kafka.bootstrap, group))  # noqa: E731
+        wait_for(lambda: sorted(assignments.values()) == [2, 2, 2], 30, "a 2/2/2 split", state)
         produce(kafka.bootstrap, topic, 0, 600)
-        wait_for(lambda: seen.count() >= 600, 30, "600 records")
+        wait_for(lambda: seen.count() >= 600, 30, "600 records", state)
         time.sleep(0.3)
     finally:
         stop.set()
@@ -196,9 +204,29 @@ def test_confluent_group_of_three_reads_each_record_once(kafka: GroupBroker) -> 
     assert describe(kafka.bootstrap, group)["group_state"] == "Empty"  # all left
 
 
-def test_kafka_python_group_of_three_reads_each_record_once(kafka: GroupBroker) -> None:
+POLL_MS = 5000
+
+
+def kafka_python_member(bootstrap: str, topic: str, group: str, **conf: Any) -> Any:
+    """A kafka-python group member that knows the topic's partitions before it
+    joins; poll it with a timeout longer than a rebalance (POLL_MS).
+
+    kafka-python 3.0.12 has a race: a leader whose metadata changed since it
+    last assigned rejoins, and if a poll() times out while that rejoin's
+    SyncGroup is in flight, the member never applies the answer (its
+    need_rejoin() turns False while it assigns, so the join is not awaited
+    again) and stops heartbeating, or goes on fetching the partitions it had.
+    The broker's log shows the SyncGroup answered; fetching the metadata first
+    and polls that outlast a join keep the client off that path."""
     from kafka import KafkaConsumer
 
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, **conf)
+    assert c.partitions_for_topic(topic)
+    c.subscribe([topic])
+    return c
+
+
+def test_kafka_python_group_of_three_reads_each_record_once(kafka: GroupBroker) -> None:
     topic, group = topic_name("kp3"), topic_name("g-kp3")
     create_topic(kafka.bootstrap, topic, 6)
     seen = Seen()
@@ -206,12 +234,12 @@ def test_kafka_python_group_of_three_reads_each_record_once(kafka: GroupBroker) 
     stop = threading.Event()
 
     def member(n: int) -> None:
-        c = KafkaConsumer(topic, bootstrap_servers=kafka.bootstrap, group_id=group,
-                          auto_offset_reset="earliest", enable_auto_commit=False,
-                          session_timeout_ms=6000, heartbeat_interval_ms=300)  # fmt: skip
+        c = kafka_python_member(kafka.bootstrap, topic, group, auto_offset_reset="earliest",
+                                enable_auto_commit=False, session_timeout_ms=6000,
+                                heartbeat_interval_ms=300)  # fmt: skip
         try:
             while not stop.is_set():
-                batch = c.poll(timeout_ms=200)
+                batch = c.poll(timeout_ms=POLL_MS)
                 assignments[n] = len(c.assignment())
                 for tp, records in batch.items():
                     for r in records:
@@ -225,9 +253,10 @@ def test_kafka_python_group_of_three_reads_each_record_once(kafka: GroupBroker) 
     for t in threads:
         t.start()
     try:
-        wait_for(lambda: sorted(assignments.values()) == [2, 2, 2], 40, "a 2/2/2 split")
+        state = lambda: (assignments, seen.count(), describe(kafka.bootstrap, group))  # noqa: E731
+        wait_for(lambda: sorted(assignments.values()) == [2, 2, 2], 40, "a 2/2/2 split", state)
         produce(kafka.bootstrap, topic, 0, 600)
-        wait_for(lambda: seen.count() >= 600, 30, "600 records")
+        wait_for(lambda: seen.count() >= 600, 30, "600 records", state)
         time.sleep(0.5)
     finally:
         stop.set()
@@ -355,7 +384,8 @@ def test_member_killed_and_member_leaving_rebalance_without_loss(
         assert victim.stdout.readline().startswith("assigned")
         for t in threads:
             t.start()
-        wait_for(lambda: sorted(assignments.values()) == [2, 2], 30, "a 2/2/2 split")
+        state = lambda: (assignments, seen.count(), describe(kafka.bootstrap, group))  # noqa: E731
+        wait_for(lambda: sorted(assignments.values()) == [2, 2], 30, "a 2/2/2 split", state)
         produce(kafka.bootstrap, topic, 0, 300)
         wait_for(lambda: sum(committed(kafka.bootstrap, group).values()) == 300, 30,
                  "the first 300 committed")  # fmt: skip
@@ -363,7 +393,7 @@ def test_member_killed_and_member_leaving_rebalance_without_loss(
         t_kill = time.monotonic()
         victim.kill()
         victim.wait(10)
-        wait_for(lambda: sorted(assignments.values()) == [3, 3], 30, "a 3/3 split")
+        wait_for(lambda: sorted(assignments.values()) == [3, 3], 30, "a 3/3 split", state)
         took = time.monotonic() - t_kill
         assert 4 <= took <= 30, took  # never before the 6 s session timeout
         before = seen.count()
@@ -515,7 +545,6 @@ def test_static_member_restart_keeps_partitions_and_generation(kafka: GroupBroke
 
 def test_broker_restart_keeps_groups_and_offsets(tmp_path: Path) -> None:
     from confluent_kafka import Consumer
-    from kafka import KafkaConsumer
 
     b = GroupBroker(tmp_path / "data").start()
     try:
@@ -543,12 +572,12 @@ def test_broker_restart_keeps_groups_and_offsets(tmp_path: Path) -> None:
         b.start()
         assert committed(b.bootstrap, group) == before
         assert describe(b.bootstrap, group)["group_state"] == "Empty"
-        kc = KafkaConsumer(topic, bootstrap_servers=b.bootstrap, group_id=group,
-                           auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
+        kc = kafka_python_member(b.bootstrap, topic, group, auto_offset_reset="earliest",
+                                 enable_auto_commit=False)  # fmt: skip
         values = []
         deadline = time.monotonic() + 30
         while len(values) < 50 and time.monotonic() < deadline:
-            for records in kc.poll(timeout_ms=200).values():
+            for records in kc.poll(timeout_ms=POLL_MS).values():
                 values += [int(r.value) for r in records]
         kc.commit()
         kc.close()
@@ -727,9 +756,10 @@ def test_live_members_ride_through_a_broker_restart(tmp_path: Path) -> None:
         create_topic(b.bootstrap, topic, 4)
         for t in threads:
             t.start()
-        wait_for(lambda: sorted(assignments.values()) == [2, 2], 30, "a 2/2 split")
+        state = lambda: (assignments, seen.count(), describe(b.bootstrap, group))  # noqa: E731
+        wait_for(lambda: sorted(assignments.values()) == [2, 2], 30, "a 2/2 split", state)
         produce(b.bootstrap, topic, 0, 100)
-        wait_for(lambda: seen.count() >= 100, 30, "100 records")
+        wait_for(lambda: seen.count() >= 100, 30, "100 records", state)
         before = list(assigns)
         b.stop()
         b.start()  # same port, same data
@@ -744,3 +774,56 @@ def test_live_members_ride_through_a_broker_restart(tmp_path: Path) -> None:
             t.join(20)
         if b.proc is not None:
             b.stop(signal.SIGKILL)
+
+
+def test_a_heartbeat_behind_a_waiting_join_is_answered_after_it(kafka: GroupBroker) -> None:
+    """As on Kafka, a connection's requests are handled in turn: a heartbeat
+    pipelined behind a JoinGroup that waits for the other members is handled
+    once the join has answered, so it sees the new generation (and says
+    ILLEGAL_GENERATION to the old one) rather than a rebalance that is over."""
+    from pylog.protocol.client import KafkaConnection
+
+    group = topic_name("g-order")
+    meta = struct.pack(">hi", 0, 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", -1)
+
+    def join(conn: KafkaConnection, member: str) -> None:
+        conn.send(11, 3, {  # JoinGroup v3: no MEMBER_ID_REQUIRED round trip
+            "group_id": group, "session_timeout_ms": 30_000, "rebalance_timeout_ms": 30_000,
+            "member_id": member, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": meta}],
+        })  # fmt: skip
+
+    def sync(conn: KafkaConnection, gen: int, member: str, leader: bool) -> None:
+        assignments = [{"member_id": member, "assignment": b""}] if leader else []
+        r = conn.request(14, 2, {"group_id": group, "generation_id": gen,
+                                 "member_id": member, "assignments": assignments})  # fmt: skip
+        assert r.error_code == 0, r
+
+    with (
+        KafkaConnection(kafka.bootstrap) as a,
+        KafkaConnection(kafka.bootstrap) as b,
+        KafkaConnection(kafka.bootstrap) as c,
+    ):
+        # FindCoordinator v1 creates __consumer_offsets on first use
+        assert a.request(10, 1, {"key": group, "key_type": 0}).error_code == 0
+        join(a, "")
+        ja = a.recv(11, 3)
+        assert ja.error_code == 0 and ja.generation_id == 1
+        join(b, "")  # a second member: a rebalance that waits for a to rejoin
+        join(a, ja.member_id)
+        ja, jb = a.recv(11, 3), b.recv(11, 3)
+        assert ja.generation_id == jb.generation_id == 2
+        # the leader syncs; the follower's sync then answers at once
+        sync(a, 2, ja.member_id, leader=True)
+        sync(b, 2, jb.member_id, leader=False)
+
+        join(c, "")  # a third member: rebalance; a and b must rejoin
+        join(a, ja.member_id)  # waits for b
+        a.send(12, 2, {"group_id": group, "generation_id": 2, "member_id": ja.member_id})
+        time.sleep(0.3)  # the heartbeat has reached the broker, behind the join
+        join(b, jb.member_id)  # completes generation 3
+        ja3 = a.recv(11, 3)
+        hb = a.recv(12, 2)
+        assert ja3.error_code == 0 and ja3.generation_id == 3
+        assert hb.error_code == 22, hb  # ILLEGAL_GENERATION: it saw generation 3
+        assert b.recv(11, 3).generation_id == 3 and c.recv(11, 3).generation_id == 3
