@@ -158,6 +158,32 @@ def check_exactly_once(seen: Seen, total: int, members: int) -> None:
     assert len(seen.by_member()) == members, seen.by_member()
 
 
+def run_three_members(
+    kafka: GroupBroker,
+    topic: str,
+    group: str,
+    member: Callable[[int], None],
+    seen: Seen,
+    assignments: dict[int, int],
+    stop: threading.Event,
+) -> None:
+    """Run ``member(0..2)`` on threads until they split the 6 partitions 2/2/2
+    and have read 600 records produced after the split; then stop them."""
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        state = lambda: (assignments, seen.count(), describe(kafka.bootstrap, group))  # noqa: E731
+        wait_for(lambda: sorted(assignments.values()) == [2, 2, 2], 40, "a 2/2/2 split", state)
+        produce(kafka.bootstrap, topic, 0, 600)
+        wait_for(lambda: seen.count() >= 600, 30, "600 records", state)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(20)
+
+
 def test_confluent_group_of_three_reads_each_record_once(kafka: GroupBroker) -> None:
     from confluent_kafka import Consumer
 
@@ -185,19 +211,7 @@ def test_confluent_group_of_three_reads_each_record_once(kafka: GroupBroker) -> 
             c.close()
             assert time.monotonic() - t0 < 20  # without a coordinator it hung ~45 s
 
-    threads = [threading.Thread(target=member, args=(i,)) for i in range(3)]
-    for t in threads:
-        t.start()
-    try:
-        state = lambda: (assignments, seen.count(), describe(kafka.bootstrap, group))  # noqa: E731
-        wait_for(lambda: sorted(assignments.values()) == [2, 2, 2], 30, "a 2/2/2 split", state)
-        produce(kafka.bootstrap, topic, 0, 600)
-        wait_for(lambda: seen.count() >= 600, 30, "600 records", state)
-        time.sleep(0.3)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(20)
+    run_three_members(kafka, topic, group, member, seen, assignments, stop)
     check_exactly_once(seen, 600, 3)
     offsets = committed(kafka.bootstrap, group)
     assert sum(offsets.values()) == 600 and len(offsets) == 6
@@ -249,19 +263,7 @@ def test_kafka_python_group_of_three_reads_each_record_once(kafka: GroupBroker) 
         finally:
             c.close()
 
-    threads = [threading.Thread(target=member, args=(i,)) for i in range(3)]
-    for t in threads:
-        t.start()
-    try:
-        state = lambda: (assignments, seen.count(), describe(kafka.bootstrap, group))  # noqa: E731
-        wait_for(lambda: sorted(assignments.values()) == [2, 2, 2], 40, "a 2/2/2 split", state)
-        produce(kafka.bootstrap, topic, 0, 600)
-        wait_for(lambda: seen.count() >= 600, 30, "600 records", state)
-        time.sleep(0.5)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(20)
+    run_three_members(kafka, topic, group, member, seen, assignments, stop)
     check_exactly_once(seen, 600, 3)
     assert sum(committed(kafka.bootstrap, group).values()) == 600
 
