@@ -10,7 +10,7 @@ from pylog.errors import UnexpectedAppendOffsetError
 from pylog.log.checkpoint import TopicPartition
 from pylog.log.cleaner import LogCleaner
 from pylog.log.config import BrokerLogConfig, LogConfig
-from pylog.log.fetch import FetchDataInfo, FileRecords
+from pylog.log.fetch import FetchDataInfo
 from pylog.log.leader_epoch import LeaderEpochFileCache
 from pylog.log.log import (
     AppendOrigin,
@@ -28,7 +28,6 @@ __all__ = [
     "BrokerLogConfig",
     "FetchDataInfo",
     "FetchIsolation",
-    "FileRecords",
     "LeaderEpochFileCache",
     "Log",
     "LogAppendInfo",

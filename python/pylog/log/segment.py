@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from pylog import _native
 from pylog.errors import KafkaStorageError, LogSegmentOffsetOverflowError
-from pylog.log.fetch import EMPTY_RECORDS, FetchDataInfo, FileRecords
+from pylog.log.fetch import FetchDataInfo
 from pylog.log.files import (
     DELETED_FILE_SUFFIX,
     log_file_name,
@@ -30,6 +30,7 @@ from pylog.log.files import (
     txn_index_file_name,
 )
 from pylog.log.offset_metadata import LogOffsetMetadata
+from pylog.records import EMPTY_RECORDS, FileRecords
 
 if TYPE_CHECKING:
     from pylog.log.config import LogConfig

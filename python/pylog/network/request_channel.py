@@ -39,8 +39,8 @@ from pylog.errors import CloseConnection
 from pylog.protocol import RequestHeader
 
 if TYPE_CHECKING:
-    from pylog.log.fetch import FileRecords
     from pylog.network.metrics import MetricsRegistry
+    from pylog.records import FileRecords
 
 __all__ = [
     "Chunk",

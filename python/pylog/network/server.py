@@ -14,7 +14,7 @@ is the selector, so the same roles become:
   size-prefixed frames, parses the request header, hands requests to the
   :class:`~pylog.network.request_channel.RequestChannel`, and writes responses
   in request order — ``writelines`` for bytes, ``os.sendfile`` for
-  :class:`~pylog.log.fetch.FileRecords` (segment bytes never enter Python).
+  :class:`~pylog.records.FileRecords` (segment bytes never enter Python).
 
 A bad frame (negative or larger than ``socket.request.max.bytes``, an
 unparsable header) closes that connection with one log line; nothing a client
@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import IO, Any, cast
 
 from pylog.errors import KafkaError
-from pylog.log.fetch import FileRecords
 from pylog.network.metrics import MetricsRegistry, api_display_name
 from pylog.network.request_channel import (
     Chunk,
@@ -47,6 +46,7 @@ from pylog.network.request_channel import (
     Response,
 )
 from pylog.protocol import RequestHeader, parse_request_header
+from pylog.records import FileRecords
 
 __all__ = ["Acceptor", "ListenerSpec", "Processor", "SocketServer", "default_header_parser"]
 
