@@ -30,11 +30,10 @@ import contextlib
 import logging
 import os
 import struct
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from pylog import _native
+from pylog.clock import Clock, now_ms
 from pylog.errors import CorruptIndexError, InvalidOffsetError
 from pylog.log.config import LogConfig
 from pylog.log.files import (
@@ -64,10 +63,6 @@ _TMP_SUFFIX = ".tmp"
 # Control record key: version i16, type i16 (0 abort, 1 commit); value: version i16,
 # coordinator epoch i32.
 _CONTROL_VALUE = struct.Struct(">hi")
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -109,7 +104,7 @@ class LogLoader:
         producer_state: ProducerStateManager,
         leader_epoch_cache: LeaderEpochFileCache | None,
         *,
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = now_ms,
     ) -> None:
         self.dir = os.fspath(dir)
         self.config = config

@@ -33,12 +33,12 @@ import logging
 import os
 import shutil
 import threading
-import time as time_mod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from pylog import _native
+from pylog.clock import Clock, now_ms
 from pylog.errors import (
     KafkaError,
     KafkaStorageError,
@@ -77,10 +77,6 @@ _log = logging.getLogger("pylog.log")
 _MAGIC_POSITION = 16  # byte 16 is the magic in v0, v1 and v2 headers alike
 _LENGTH_POSITION = 8  # i32 after the 8-byte base offset; the batch is 12 + length bytes
 _LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-
-
-def _now_ms() -> int:
-    return time_mod.time_ns() // 1_000_000
 
 
 class FetchIsolation(enum.Enum):
@@ -251,7 +247,7 @@ class Log:
         recovery_point: int,
         next_offset_metadata: LogOffsetMetadata,
         scheduler: Scheduler | None = None,
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = now_ms,
         producer_state: ProducerState | None = None,
         leader_epoch_cache: LeaderEpochCache | None = None,
     ) -> None:
@@ -285,7 +281,7 @@ class Log:
         recovery_point: int = 0,
         had_clean_shutdown: bool = True,
         scheduler: Scheduler | None = None,
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = now_ms,
         producer_state: ProducerState | None = None,
         leader_epoch_cache: LeaderEpochCache | None = None,
         producer_id_expiration_ms: int = 86_400_000,
@@ -1242,7 +1238,7 @@ def _load(
     had_clean_shutdown: bool,
     producer_state: ProducerState | None,
     leader_epoch_cache: LeaderEpochCache | None,
-    clock: Callable[[], int],
+    clock: Clock,
 ) -> _Loaded:
     loaded = LogLoader(
         dir,

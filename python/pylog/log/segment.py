@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import errno as errno_mod
 import os
-import time as time_mod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from pylog import _native
+from pylog.clock import Clock, now_ms
 from pylog.errors import KafkaStorageError, LogSegmentOffsetOverflowError
 from pylog.log.fetch import FetchDataInfo
 from pylog.log.files import (
@@ -65,10 +65,6 @@ class EpochCacheLike(Protocol):
     def assign(self, epoch: int, start_offset: int) -> None: ...
 
 
-def _now_ms() -> int:
-    return time_mod.time_ns() // 1_000_000
-
-
 def _storage_error(what: str, path: str, e: OSError) -> KafkaStorageError:
     return KafkaStorageError(f"{what} {path}: {e.strerror or e}", e.errno)
 
@@ -93,7 +89,7 @@ class LogSegment:
         file_suffix: str = "",
         created_ms: int | None = None,
         preallocated: bool = False,
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = now_ms,
     ) -> None:
         self.dir = dir
         self.base_offset = base_offset
@@ -129,7 +125,7 @@ class LogSegment:
         file_suffix: str = "",
         create: bool = True,
         preallocate: bool = False,
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = now_ms,
     ) -> LogSegment:
         """Open the segment based at ``base_offset`` in ``dir``.
 
