@@ -48,7 +48,8 @@ BUCKETS_MS: tuple[float, ...] = (
     1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
 )  # fmt: skip
 
-# Kafka's RequestMetrics names of the phases of a request (seed 000 §10).
+# The phases of a request, named as Kafka's RequestMetrics names them
+# (kafka.network.RequestMetrics: RequestQueueTimeMs … TotalTimeMs).
 REQUEST_TIMES = (
     "RequestQueueTimeMs",
     "LocalTimeMs",
