@@ -1,9 +1,10 @@
 """The storage layer: segments, logs and their configuration, in Kafka's on-disk format.
 
 ``LogSegment`` is one ``.log`` file with its ``.index`` and ``.timeindex``;
-``Log`` is a partition's ordered segments with its log end offset, high
-watermark and log start offset; ``LogManager`` owns every log of the
-broker's ``log.dirs``; ``LogConfig`` is the table of topic keys.
+``Log`` is a partition's ordered segments (``LogSegments``) with its log end
+offset, high watermark and log start offset, trimmed by the rules of
+``retention``; ``LogManager`` owns every log of the broker's ``log.dirs``;
+``LogConfig`` is the table of topic keys.
 """
 
 from pylog.errors import UnexpectedAppendOffsetError

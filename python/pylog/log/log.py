@@ -1,7 +1,11 @@
 """Log: one partition's replica on disk — its segments and its offsets.
 
-A Log keeps its segments ordered by base offset (the last one, the *active*
-segment, takes appends) and four offsets:
+Kafka 3.x splits this between ``UnifiedLog`` (offsets, producer state, leader
+epochs, retention) and ``LocalLog`` (the segment files); pylog keeps one Log
+with the same parts around it: the segments in a :class:`LogSegments`
+(``log_segments.py``), ordered by base offset (the last one, the *active*
+segment, takes appends), the retention rules in ``retention.py``, and the
+loading of a directory in ``loader.py``. A Log keeps four offsets:
 
 * the **log end offset** (LEO): the offset the next record will get;
 * the **high watermark** (HW): the end of what every in-sync replica has,
@@ -16,8 +20,9 @@ Leaders append through :meth:`Log.append_as_leader` (the native validator
 assigns offsets in place, one call per record set), followers through
 :meth:`Log.append_as_follower` (offsets kept, checked to continue the log).
 Reads return zero-copy slices (``FetchDataInfo``). Retention removes whole
-segments: they leave the log at once and their files, renamed ``.deleted``, are
-removed after ``file.delete.delay.ms`` by the scheduler.
+segments (:mod:`pylog.log.retention` decides which): they leave the log at
+once and their files, renamed ``.deleted``, are removed after
+``file.delete.delay.ms`` by the scheduler.
 
 Every public method takes the Log's lock: the request handlers and the
 background tasks (retention, flush, roll flushes) share a Log. A failing disk
@@ -26,7 +31,6 @@ surfaces as KafkaStorageError and leaves the log as it was.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import enum
 import logging
@@ -46,6 +50,7 @@ from pylog.errors import (
     RecordListTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from pylog.log import retention
 from pylog.log.checkpoint import fsync_dir
 from pylog.log.config import LogConfig
 from pylog.log.fetch import FetchDataInfo
@@ -60,6 +65,7 @@ from pylog.log.files import (
 )
 from pylog.log.leader_epoch import LeaderEpochFileCache
 from pylog.log.loader import LogLoader
+from pylog.log.log_segments import LogSegments
 from pylog.log.offset_metadata import LogOffsetMetadata
 from pylog.log.producer_state import ProducerStateManager
 from pylog.log.segment import LogSegment
@@ -256,8 +262,7 @@ class Log:
         self._lock = threading.RLock()
         self._dir = dir
         self._config = config
-        self._segments: list[LogSegment] = sorted(segments, key=lambda s: s.base_offset)
-        self._bases: list[int] = [s.base_offset for s in self._segments]
+        self._segments = LogSegments(segments)
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._next_offset_metadata = next_offset_metadata
@@ -393,7 +398,7 @@ class Log:
     def segments(self) -> list[LogSegment]:
         """The segments, oldest first (a copy)."""
         with self._lock:
-            return list(self._segments)
+            return self._segments.values()
 
     @property
     def num_segments(self) -> int:
@@ -401,19 +406,18 @@ class Log:
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._segments.last_segment
 
     @property
     def size(self) -> int:
         """Bytes of all segments."""
         with self._lock:
-            return sum(s.size for s in self._segments)
+            return self._segments.size_in_bytes()
 
     def floor_segment(self, offset: int) -> LogSegment | None:
         """The segment whose range holds ``offset`` (greatest base <= offset)."""
         with self._lock:
-            i = bisect.bisect_right(self._bases, offset) - 1
-            return self._segments[i] if i >= 0 else None
+            return self._segments.floor_segment(offset)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -476,13 +480,11 @@ class Log:
             return self._next_offset_metadata
         if offset < self._log_start_offset or offset > self.log_end_offset:
             raise self._out_of_range(offset)
-        i = bisect.bisect_right(self._bases, offset) - 1
-        while 0 <= i < len(self._segments):
-            seg = self._segments[i]
-            found = seg.translate_offset(offset)
-            if found is not None:
-                return LogOffsetMetadata(offset, seg.base_offset, found[1])
-            i += 1
+        if self._segments.floor_segment(offset) is not None:
+            for seg in self._segments.segments_from(offset):
+                found = seg.translate_offset(offset)
+                if found is not None:
+                    return LogOffsetMetadata(offset, seg.base_offset, found[1])
         return self._next_offset_metadata
 
     def _out_of_range(self, offset: int) -> OffsetOutOfRangeError:
@@ -715,7 +717,7 @@ class Log:
         new_offset = max(expected_next_offset or 0, self.log_end_offset)
         active = self.active_segment
         with _storage("rolling", self._dir):
-            if new_offset in self._bases:
+            if self._segments.contains(new_offset):
                 if active.base_offset == new_offset and active.size == 0:
                     # An empty active segment at this offset: replace it.
                     self._remove_and_delete([active])
@@ -747,7 +749,7 @@ class Log:
                 preallocate=self._config.preallocate,
                 clock=self._clock,
             )
-        self._add_segment(segment)
+        self._segments.add(segment)
         self._next_offset_metadata = LogOffsetMetadata(self.log_end_offset, new_offset, 0)
         ps = self._producer_state
         if ps is not None:
@@ -759,14 +761,6 @@ class Log:
             0,
         )
         return segment
-
-    def _add_segment(self, segment: LogSegment) -> None:
-        i = bisect.bisect_left(self._bases, segment.base_offset)
-        if i < len(self._bases) and self._bases[i] == segment.base_offset:
-            self._segments[i] = segment
-        else:
-            self._bases.insert(i, segment.base_offset)
-            self._segments.insert(i, segment)
 
     def _flush_quietly(self, offset: int) -> None:
         try:
@@ -801,11 +795,9 @@ class Log:
                 return FetchDataInfo(bound)
             if start_offset > bound.message_offset:
                 return FetchDataInfo(self._convert_to_offset_metadata(start_offset))
-            i = bisect.bisect_right(self._bases, start_offset) - 1
-            if i < 0:
+            if start_offset < self._segments.first_segment.base_offset:
                 raise self._out_of_range(start_offset)
-            while i < len(self._segments):
-                segment = self._segments[i]
+            for segment in self._segments.segments_from(start_offset):
                 if segment.base_offset > bound.segment_base_offset:
                     break
                 if segment.base_offset == bound.segment_base_offset:
@@ -816,7 +808,6 @@ class Log:
                     fetched = segment.read(start_offset, max_length, max_position, min_one_message)
                 if fetched is not None:
                     return fetched
-                i += 1
             return FetchDataInfo(bound)
 
     def read_bytes(
@@ -835,9 +826,7 @@ class Log:
         with self._lock:
             self._check_open()
             lso = self._log_start_offset
-            segments = self._segments
-            for i, segment in enumerate(segments):
-                nxt = segments[i + 1] if i + 1 < len(segments) else None
+            for segment, nxt in self._segments.with_next():
                 if nxt is not None and nxt.base_offset <= lso:
                     continue  # wholly below the log start offset
                 if 0 <= segment.max_timestamp_so_far < timestamp:
@@ -859,12 +848,11 @@ class Log:
             self._check_open()
             if target_offset >= self.log_end_offset:
                 return False
-            if self._bases[0] > target_offset:
+            if self._segments.first_segment.base_offset > target_offset:
                 self._truncate_fully_and_start_at(target_offset)
                 return True
             with _storage("truncating", self._dir):
-                doomed = [s for s in self._segments if s.base_offset > target_offset]
-                self._remove_and_delete(doomed)
+                self._remove_and_delete(self._segments.higher_segments(target_offset))
                 active = self.active_segment
                 active.truncate_to(target_offset)
                 active.resize_indexes(self._config.segment_index_bytes)
@@ -895,7 +883,7 @@ class Log:
         with _storage("truncating", self._dir):
             # Renamed .deleted first, so the new segment's names are free; the
             # lock keeps anyone from seeing the log without a segment.
-            self._remove_and_delete(list(self._segments))
+            self._remove_and_delete(self._segments.values())
             segment = LogSegment.open(
                 self._dir,
                 new_offset,
@@ -903,7 +891,7 @@ class Log:
                 preallocate=self._config.preallocate,
                 clock=self._clock,
             )
-            self._add_segment(segment)
+            self._segments.add(segment)
         self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
         self._log_start_offset = new_offset
         self._recovery_point = new_offset
@@ -925,8 +913,7 @@ class Log:
         ps.truncate_and_reload(self._log_start_offset, last_offset, self._clock())
         start = ps.map_end_offset
         if start < last_offset:
-            i = max(bisect.bisect_right(self._bases, start) - 1, 0)
-            for segment in self._segments[i:]:
+            for segment in self._segments.segments_from(start):
                 found = segment.translate_offset(start) if segment.base_offset <= start else None
                 position = found[1] if found is not None else 0
                 for b in segment.batch_infos(position):
@@ -946,9 +933,7 @@ class Log:
             target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
             if target <= self._recovery_point:
                 return
-            start = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
-            end = bisect.bisect_left(self._bases, target)
-            to_flush = self._segments[start:end]
+            to_flush = self._segments.segments_from(self._recovery_point, target)
         for segment in to_flush:
             if segment.closed:
                 continue
@@ -970,66 +955,27 @@ class Log:
         segments below the HW go. Returns how many segments were removed."""
         with self._lock:
             self._check_open()
-            deleted = self._delete_log_start_offset_breached()
+            deleted = self._delete_breached(
+                retention.log_start_offset_breached(self._log_start_offset), "log start offset"
+            )
             if self._config.delete:
-                deleted += self._delete_retention_size_breached()
-                deleted += self._delete_retention_ms_breached()
+                deleted += self._delete_breached(
+                    retention.retention_size_breached(self._segments, self._config.retention_bytes),
+                    "retention.bytes",
+                )
+                deleted += self._delete_breached(
+                    retention.retention_ms_breached(self._config.retention_ms, self._clock),
+                    "retention.ms",
+                )
             return deleted
 
-    def _delete_log_start_offset_breached(self) -> int:
-        lso = self._log_start_offset
-
-        def breached(_: LogSegment, nxt: LogSegment | None) -> bool:
-            return nxt is not None and nxt.base_offset <= lso
-
-        return self._delete_segments(self._deletable_segments(breached), "log start offset")
-
-    def _delete_retention_size_breached(self) -> int:
-        limit = self._config.retention_bytes
-        total = sum(s.size for s in self._segments)
-        if limit < 0 or total < limit:
+    def _delete_breached(self, breached: retention.Breach | None, reason: str) -> int:
+        if breached is None:
             return 0
-        excess = total - limit
-
-        def breached(segment: LogSegment, _: LogSegment | None) -> bool:
-            nonlocal excess
-            if excess - segment.size >= 0:
-                excess -= segment.size
-                return True
-            return False
-
-        return self._delete_segments(self._deletable_segments(breached), "retention.bytes")
-
-    def _delete_retention_ms_breached(self) -> int:
-        retention_ms = self._config.retention_ms
-        if retention_ms < 0:
-            return 0
-        now = self._clock()
-
-        def breached(segment: LogSegment, _: LogSegment | None) -> bool:
-            return now - segment.largest_timestamp > retention_ms
-
-        return self._delete_segments(self._deletable_segments(breached), "retention.ms")
-
-    def _deletable_segments(
-        self, predicate: Callable[[LogSegment, LogSegment | None], bool]
-    ) -> list[LogSegment]:
-        """The oldest segments for which ``predicate`` holds, up to the first that
-        fails or that reaches past the high watermark."""
-        hw = self.high_watermark
-        out: list[LogSegment] = []
-        segments = self._segments
-        for i, segment in enumerate(segments):
-            nxt = segments[i + 1] if i + 1 < len(segments) else None
-            if nxt is None and segment.size == 0:
-                break  # never the empty active segment
-            if not predicate(segment, nxt):
-                break
-            upper = nxt.base_offset if nxt is not None else self.log_end_offset
-            if hw < upper:
-                break
-            out.append(segment)
-        return out
+        deletable = retention.deletable_segments(
+            self._segments, breached, self.high_watermark, self.log_end_offset
+        )
+        return self._delete_segments(deletable, reason)
 
     def _delete_segments(self, deletable: list[LogSegment], reason: str) -> int:
         if not deletable:
@@ -1049,10 +995,11 @@ class Log:
                 [s.base_offset for s in doomed],
             )
             self._remove_and_delete(doomed)
-        self._increment_log_start_offset(self._bases[0])
+        first_base = self._segments.first_segment.base_offset
+        self._increment_log_start_offset(first_base)
         ps = self._producer_state
         if ps is not None:
-            ps.delete_snapshots_before(self._bases[0])
+            ps.delete_snapshots_before(first_base)
         return len(deletable)
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
@@ -1084,10 +1031,7 @@ class Log:
         """Take ``segments`` out of the log now; rename their files ``.deleted``
         and remove them after ``file.delete.delay.ms``."""
         for segment in segments:
-            i = bisect.bisect_left(self._bases, segment.base_offset)
-            if i < len(self._bases) and self._segments[i] is segment:
-                del self._bases[i]
-                del self._segments[i]
+            self._segments.remove(segment)
         for segment in segments:
             segment.change_file_suffixes(segment.file_suffix, DELETED_FILE_SUFFIX)
         if not segments:
@@ -1140,8 +1084,7 @@ class Log:
         with self._lock:
             self._check_open()
             for s in old_segments:
-                i = bisect.bisect_left(self._bases, s.base_offset)
-                if i >= len(self._segments) or self._segments[i] is not s:
+                if self._segments.get(s.base_offset) is not s:
                     raise KafkaError(
                         f"cannot replace segment {s.base_offset} of {self.name}: it left the log"
                     )
@@ -1155,11 +1098,9 @@ class Log:
                 fsync_dir(self._dir)
                 hook("swap")
                 for s in old_segments:
-                    i = bisect.bisect_left(self._bases, s.base_offset)
-                    del self._bases[i]
-                    del self._segments[i]
+                    self._segments.remove(s)
                 for s in new_segments:
-                    self._add_segment(s)
+                    self._segments.add(s)
                 self._remove_and_delete(old_segments)
                 hook("deleted")
                 for s in new_segments:
@@ -1200,7 +1141,6 @@ class Log:
                 with _storage("deleting", segment.log_path):
                     segment.delete_if_exists()
             self._segments.clear()
-            self._bases.clear()
             cache = self._leader_epoch_cache
             if cache is not None:
                 cache.clear()
