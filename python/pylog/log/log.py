@@ -232,14 +232,6 @@ def _recompress(buf: bytearray | memoryview, codec: int, max_batch_size: int) ->
     return out
 
 
-@dataclass
-class _Loaded:
-    segments: list[LogSegment]
-    next_offset_metadata: LogOffsetMetadata
-    log_start_offset: int
-    recovery_point: int
-
-
 class Log:
     """A partition's log. Open one with :meth:`open`."""
 
@@ -293,7 +285,7 @@ class Log:
     ) -> Log:
         """Open (creating if needed) the log in ``dir``, loading its segments.
 
-        Loading is P2's ``LogLoader`` (swap/cleaned/deleted files, index checks,
+        Loading is ``LogLoader``'s (swap/cleaned/deleted files, index checks,
         recovery of what lies past ``recovery_point`` after an unclean shutdown,
         producer-state rebuild). The producer state manager and leader epoch
         cache are made here unless given.
@@ -302,19 +294,19 @@ class Log:
         with _storage("creating log directory", dir):
             os.makedirs(dir, exist_ok=True)
         if leader_epoch_cache is None:
-            leader_epoch_cache = _make_epoch_cache(dir)
+            leader_epoch_cache = LeaderEpochFileCache(os.path.join(dir, _LEADER_EPOCH_CHECKPOINT))
         if producer_state is None:
-            producer_state = _make_producer_state(dir, producer_id_expiration_ms)
-        loaded = _load(
+            producer_state = ProducerStateManager(dir, producer_id_expiration_ms)
+        loaded = LogLoader(
             dir,
             config,
             log_start_offset,
             recovery_point,
             had_clean_shutdown,
-            producer_state,
-            leader_epoch_cache,
-            clock,
-        )
+            cast(Any, producer_state),
+            cast(Any, leader_epoch_cache),
+            clock=clock,
+        ).load()
         log = cls(
             dir,
             config,
@@ -1157,42 +1149,3 @@ class Log:
             f"log_end_offset={self.log_end_offset}, high_watermark={self.high_watermark}, "
             f"segments={len(self._segments)})"
         )
-
-
-# ---------------------------------------------------------------- loading
-
-
-def _make_epoch_cache(dir: str) -> LeaderEpochCache:
-    return LeaderEpochFileCache(os.path.join(dir, _LEADER_EPOCH_CHECKPOINT))
-
-
-def _make_producer_state(dir: str, expiration_ms: int) -> ProducerState:
-    return ProducerStateManager(dir, expiration_ms)
-
-
-def _load(
-    dir: str,
-    config: LogConfig,
-    log_start_offset: int,
-    recovery_point: int,
-    had_clean_shutdown: bool,
-    producer_state: ProducerState | None,
-    leader_epoch_cache: LeaderEpochCache | None,
-    clock: Clock,
-) -> _Loaded:
-    loaded = LogLoader(
-        dir,
-        config,
-        log_start_offset,
-        recovery_point,
-        had_clean_shutdown,
-        cast(Any, producer_state),
-        cast(Any, leader_epoch_cache),
-        clock=clock,
-    ).load()
-    return _Loaded(
-        list(loaded.segments),
-        loaded.next_offset_metadata,
-        loaded.log_start_offset,
-        loaded.recovery_point,
-    )
