@@ -51,6 +51,7 @@ from pylog.log.files import (
     txn_index_file_name,
 )
 from pylog.log.leader_epoch import LeaderEpochFileCache
+from pylog.log.log_segments import LogSegments
 from pylog.log.offset_metadata import LogOffsetMetadata
 from pylog.log.producer_state import ProducerStateManager
 from pylog.log.segment import LogSegment
@@ -114,7 +115,7 @@ class LogLoader:
         self.producer_state = producer_state
         self.leader_epoch_cache = leader_epoch_cache
         self._clock = clock
-        self._segments: dict[int, LogSegment] = {}
+        self._segments = LogSegments()
         # base offset -> bytes cut when the segment was recovered during this load
         self._recovered: dict[int, int] = {}
 
@@ -135,14 +136,14 @@ class LogLoader:
                 recovery_point = next_offset = 0
             else:
                 recovery_point, next_offset = self._recover_log()
-                self._segments[max(self._segments)].resize_indexes(self.config.max_index_size)
+                self._segments.last_segment.resize_indexes(self.config.max_index_size)
         except BaseException:
-            for seg in self._segments.values():
+            for seg in self._segments:
                 with contextlib.suppress(Exception):
                     seg.close_handlers()
             raise
 
-        segments = [self._segments[b] for b in sorted(self._segments)]
+        segments = self._segments.values()
         first, active = segments[0], segments[-1]
         if self.leader_epoch_cache is not None:
             self.leader_epoch_cache.truncate_from_end(next_offset)
@@ -209,14 +210,7 @@ class LogLoader:
 
     def _complete_swap(self, swap_log_path: str) -> None:
         base = offset_from_file_name(swap_log_path)
-        seg = LogSegment.open(
-            self.dir,
-            base,
-            self.config,
-            file_suffix=SWAP_FILE_SUFFIX,
-            create=False,
-            clock=self._clock,
-        )
+        seg = self._open_segment(base, SWAP_FILE_SUFFIX)
         try:
             rebuilt = ""
             try:
@@ -225,14 +219,7 @@ class LogLoader:
                 for idx in (seg.offset_index_path, seg.time_index_path):
                     _unlink(idx)
                 seg.close_handlers()
-                seg = LogSegment.open(
-                    self.dir,
-                    base,
-                    self.config,
-                    file_suffix=SWAP_FILE_SUFFIX,
-                    create=False,
-                    clock=self._clock,
-                )
+                seg = self._open_segment(base, SWAP_FILE_SUFFIX)
                 cut = seg.recover(None, self.leader_epoch_cache)
                 rebuilt = f"; its indexes were rebuilt ({_reason(e)})"
                 if cut:
@@ -274,6 +261,25 @@ class LogLoader:
 
     # ------------------------------------------------------------------ segments
 
+    def _open_segment(self, base_offset: int, file_suffix: str = "") -> LogSegment:
+        """The existing segment files at ``base_offset`` (FileNotFoundError if none)."""
+        return LogSegment.open(
+            self.dir,
+            base_offset,
+            self.config,
+            file_suffix=file_suffix,
+            create=False,
+            clock=self._clock,
+        )
+
+    def _delete(self, segments: list[LogSegment]) -> list[str]:
+        """Take ``segments`` out of the log and delete their files; their paths."""
+        paths = [s.log_path for s in segments]
+        for s in segments:
+            self._segments.remove(s)
+            s.delete_if_exists()
+        return paths
+
     def _new_segment(self, base_offset: int) -> LogSegment:
         return LogSegment.open(
             self.dir,
@@ -285,7 +291,7 @@ class LogLoader:
         )
 
     def _add(self, seg: LogSegment) -> None:
-        self._segments[seg.base_offset] = seg
+        self._segments.add(seg)
 
     def _load_segment_files(self) -> None:
         names = self._files()
@@ -309,7 +315,7 @@ class LogLoader:
                 time_index_exists = (
                     os.path.basename(time_index_file_name(self.dir, base)) in present
                 )
-                seg = LogSegment.open(self.dir, base, self.config, create=False, clock=self._clock)
+                seg = self._open_segment(base)
                 self._add(seg)
                 try:
                     seg.sanity_check(time_index_exists)
@@ -323,9 +329,7 @@ class LogLoader:
         seg.close_handlers()
         _unlink(seg.offset_index_path)
         _unlink(seg.time_index_path)
-        seg = LogSegment.open(
-            self.dir, seg.base_offset, self.config, create=False, clock=self._clock
-        )
+        seg = self._open_segment(seg.base_offset)
         self._add(seg)
         cut = self._recover_segment(seg)
         extra = f"; {cut} bytes of invalid data cut from the log" if cut else ""
@@ -353,11 +357,9 @@ class LogLoader:
 
         log_end: int | None = None
         if self._segments:
-            log_end = self._segments[max(self._segments)].read_next_offset()
+            log_end = self._segments.last_segment.read_next_offset()
             if log_end < self.log_start_offset_checkpoint:
-                names = [self._segments[b].log_path for b in sorted(self._segments)]
-                for b in sorted(self._segments):
-                    self._segments.pop(b).delete_if_exists()
+                names = self._delete(self._segments.values())
                 _log.warning(
                     "deleted every segment of %s (%s): the log ends at %d, before its log start "
                     "offset %d (segment files were removed behind the broker's back?)",
@@ -380,15 +382,9 @@ class LogLoader:
         return min(self.recovery_point_checkpoint, log_end), log_end
 
     def _recover_unflushed(self) -> None:
-        bases = sorted(self._segments)
         # The segment holding the recovery point and every one after it.
-        unflushed = [
-            b
-            for i, b in enumerate(bases)
-            if i + 1 == len(bases) or bases[i + 1] > self.recovery_point_checkpoint
-        ]
-        for i, base in enumerate(unflushed):
-            seg = self._segments[base]
+        unflushed = self._segments.segments_from(self.recovery_point_checkpoint)
+        for i, seg in enumerate(unflushed):
             size_before = os.path.getsize(seg.log_path)
             cut = self._recover_segment(seg)
             _log.debug("recovered unflushed segment %s (%d bytes cut)", seg.log_path, cut)
@@ -405,9 +401,7 @@ class LogLoader:
             )
             later = unflushed[i + 1 :]
             if later:
-                paths = [self._segments[b].log_path for b in later]
-                for b in later:
-                    self._segments.pop(b).delete_if_exists()
+                paths = self._delete(later)
                 _log.warning(
                     "deleted %d segment(s) after the corruption in %s: %s",
                     len(paths),

@@ -538,24 +538,8 @@ class Log:
             if duplicate is not None:
                 return self._duplicate_info(info, duplicate, leader_epoch)
             self._append_validated(buf, info, now)
-            cache = self._leader_epoch_cache
-            if cache is not None and leader_epoch >= 0:
-                latest = cache.latest_epoch
-                if latest is None or leader_epoch > latest:
-                    cache.assign(leader_epoch, info.first_offset)
-            return LogAppendInfo(
-                first_offset=info.first_offset,
-                last_offset=info.last_offset,
-                last_leader_epoch=leader_epoch,
-                max_timestamp=info.max_timestamp,
-                offset_of_max_timestamp=info.offset_of_max_timestamp,
-                log_append_time=now if config.log_append_time else -1,
-                log_start_offset=self._log_start_offset,
-                num_records=info.num_records,
-                num_batches=info.num_batches,
-                valid_bytes=info.valid_bytes,
-                source_compression=info.source_compression,
-            )
+            self._maybe_assign_epoch(leader_epoch, info.first_offset)
+            return self._append_info(info, leader_epoch, now if config.log_append_time else -1)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append records fetched from the leader, offsets as they are.
@@ -594,28 +578,37 @@ class Log:
                 prev = b.last_offset
             now = self._clock()
             self._append_validated(view, info, now)
-            cache = self._leader_epoch_cache
             last_epoch = -1
             for b in info.batches:
-                epoch = b.partition_leader_epoch
-                last_epoch = epoch
-                if cache is not None and epoch >= 0:
-                    latest = cache.latest_epoch
-                    if latest is None or epoch > latest:
-                        cache.assign(epoch, b.base_offset)
-            return LogAppendInfo(
-                first_offset=info.first_offset,
-                last_offset=info.last_offset,
-                last_leader_epoch=last_epoch,
-                max_timestamp=info.max_timestamp,
-                offset_of_max_timestamp=info.offset_of_max_timestamp,
-                log_append_time=-1,
-                log_start_offset=self._log_start_offset,
-                num_records=info.num_records,
-                num_batches=info.num_batches,
-                valid_bytes=info.valid_bytes,
-                source_compression=info.source_compression,
-            )
+                last_epoch = b.partition_leader_epoch
+                self._maybe_assign_epoch(last_epoch, b.base_offset)
+            return self._append_info(info, last_epoch, -1)
+
+    def _maybe_assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """Record ``epoch`` as starting at ``start_offset`` if it is newer than
+        the cache's latest."""
+        cache = self._leader_epoch_cache
+        if cache is not None and epoch >= 0:
+            latest = cache.latest_epoch
+            if latest is None or epoch > latest:
+                cache.assign(epoch, start_offset)
+
+    def _append_info(
+        self, info: _native.AppendInfo, last_epoch: int, log_append_time: int
+    ) -> LogAppendInfo:
+        return LogAppendInfo(
+            first_offset=info.first_offset,
+            last_offset=info.last_offset,
+            last_leader_epoch=last_epoch,
+            max_timestamp=info.max_timestamp,
+            offset_of_max_timestamp=info.offset_of_max_timestamp,
+            log_append_time=log_append_time,
+            log_start_offset=self._log_start_offset,
+            num_records=info.num_records,
+            num_batches=info.num_batches,
+            valid_bytes=info.valid_bytes,
+            source_compression=info.source_compression,
+        )
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(-1, -1, -1, -1, -1, -1, self._log_start_offset, 0, 0, 0, 0)
