@@ -11,9 +11,9 @@ from typing import Any
 
 from pylog.errors import CloseConnection
 from pylog.log import LogManager
-from pylog.log.fetch import FileRecords
 from pylog.network import Request
 from pylog.protocol import decode_response, encode_request, parse_request_header
+from pylog.records import FileRecords
 from pylog.server.config import KafkaConfig
 from pylog.server.kafka_apis import KafkaApis
 from pylog.server.metadata_store import MetadataStore

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pylog.config import parse_properties
 from pylog.errors import InvalidConfigurationError
 from pylog.log.config import (
     BROKER_LOG_CONFIG,
@@ -13,7 +14,6 @@ from pylog.log.config import (
     LogConfig,
     cli_help,
     config_docs,
-    parse_properties,
 )
 
 LONG_MAX = 2**63 - 1

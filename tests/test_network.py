@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from pylog.errors import CloseConnection
-from pylog.log.fetch import FileRecords
 from pylog.network import ListenerSpec, MetricsRegistry, MetricsServer, Request, SocketServer
 from pylog.network.request_channel import Chunk
+from pylog.records import FileRecords
 
 API_VERSIONS = 18
 

@@ -89,7 +89,7 @@ def broker_start(config_path: str | None, overrides: tuple[str, ...], log_level:
     import asyncio
     import logging
 
-    from pylog.log.config import parse_properties
+    from pylog.config import parse_properties
     from pylog.server.broker import KafkaServer
     from pylog.server.config import KafkaConfig
 

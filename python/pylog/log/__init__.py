@@ -1,16 +1,17 @@
 """The storage layer: segments, logs and their configuration, in Kafka's on-disk format.
 
 ``LogSegment`` is one ``.log`` file with its ``.index`` and ``.timeindex``;
-``Log`` is a partition's ordered segments with its log end offset, high
-watermark and log start offset; ``LogManager`` owns every log of the
-broker's ``log.dirs``; ``LogConfig`` is the table of topic keys.
+``Log`` is a partition's ordered segments (``LogSegments``) with its log end
+offset, high watermark and log start offset, trimmed by the rules of
+``retention``; ``LogManager`` owns every log of the broker's ``log.dirs``;
+``LogConfig`` is the table of topic keys.
 """
 
 from pylog.errors import UnexpectedAppendOffsetError
 from pylog.log.checkpoint import TopicPartition
 from pylog.log.cleaner import LogCleaner
 from pylog.log.config import BrokerLogConfig, LogConfig
-from pylog.log.fetch import FetchDataInfo, FileRecords
+from pylog.log.fetch import FetchDataInfo
 from pylog.log.leader_epoch import LeaderEpochFileCache
 from pylog.log.log import (
     AppendOrigin,
@@ -28,7 +29,6 @@ __all__ = [
     "BrokerLogConfig",
     "FetchDataInfo",
     "FetchIsolation",
-    "FileRecords",
     "LeaderEpochFileCache",
     "Log",
     "LogAppendInfo",

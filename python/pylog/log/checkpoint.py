@@ -33,6 +33,7 @@ __all__ = [
     "OffsetCheckpointFile",
     "TopicPartition",
     "fsync_dir",
+    "replace_file_durably",
 ]
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -85,6 +86,24 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def replace_file_durably(path: str, data: bytes) -> None:
+    """Make ``data`` the contents of ``path`` so that a crash leaves the old file
+    or the new one, never a part: write ``path.tmp``, fsync it, rename it over
+    ``path``, fsync the directory. OSError as it comes."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
 class CheckpointFile(Generic[T]):
     """A versioned list of entries in Kafka's checkpoint text format. Thread-safe."""
 
@@ -99,20 +118,9 @@ class CheckpointFile(Generic[T]):
         lines = [str(self.version), str(len(items))]
         lines.extend(self._formatter.to_line(e) for e in items)
         data = ("\n".join(lines) + "\n").encode("utf-8")
-        tmp = self.path + ".tmp"
         with self._lock:
             try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                try:
-                    view = memoryview(data)
-                    while view:
-                        written = os.write(fd, view)
-                        view = view[written:]
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                os.replace(tmp, self.path)
-                fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+                replace_file_durably(self.path, data)
             except OSError as e:
                 raise KafkaStorageError(
                     f"error while writing checkpoint file {self.path}: {e}", e.errno

@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pylog import _native
+from pylog.clock import Clock, now_ms
 from pylog.errors import CorruptRecordError, InvalidRecordError, KafkaError, KafkaStorageError
 from pylog.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, TopicPartition
 from pylog.log.config import BrokerLogConfig
@@ -69,10 +70,6 @@ CRASH_ENV = "PYLOG_CLEANER_CRASH_AT"
 _INT32_MAX = 2**31 - 1
 _MAX_MAP_MEMORY = 2**31 - 1  # Kafka caps one thread's map at Int.MaxValue bytes
 _HEADER = 12  # offset + length: enough to learn a batch's size
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _crash_point(phase: str) -> None:
@@ -170,7 +167,7 @@ LogsFn = Callable[[], Mapping[TopicPartition, tuple[Log, str]]]
 class LogCleanerManager:
     """Which logs need cleaning, their checkpoints, and their cleaning states."""
 
-    def __init__(self, log_dirs: Sequence[str], logs: LogsFn, clock: Callable[[], int]) -> None:
+    def __init__(self, log_dirs: Sequence[str], logs: LogsFn, clock: Clock) -> None:
         self.log_dirs = list(log_dirs)
         self._logs = logs
         self._clock = clock
@@ -432,7 +429,7 @@ class Cleaner:
         max_io_buffer_size: int,
         throttler: Throttler,
         check_done: Callable[[TopicPartition], None],
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = now_ms,
     ) -> None:
         self.id = cleaner_id
         self.offset_map = offset_map
@@ -613,7 +610,7 @@ class LogCleaner:
         config: BrokerLogConfig,
         log_dirs: Sequence[str],
         logs: LogsFn,
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = now_ms,
     ) -> None:
         self.config = config
         self.clock = clock

@@ -8,7 +8,8 @@ Two tables, both in Kafka's names, types and (4.x) defaults:
   storage layer reads: ``message.max.bytes``, ``num.recovery.threads.per.data.dir``…).
 
 Validation, :func:`config_docs` and :func:`cli_help` all read these tables, so a
-key is described once. Values come from strings (a ``server.properties`` file,
+key is described once; a key is a :class:`pylog.config.ConfigKey` (its type,
+validator and parsing are there). Values come from strings (a ``server.properties`` file,
 ``--config k=v``) or Python values; a bad one raises InvalidConfigurationError
 naming the key and the value.
 
@@ -20,228 +21,37 @@ settings on top. ``BrokerLogConfig`` carries what the LogManager needs.
 
 from __future__ import annotations
 
-import enum
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from pylog.config import (
+    LONG_MAX,
+    AtLeast,
+    Between,
+    ConfigKey,
+    ConfigType,
+    IntOrDefault,
+    ListOf,
+    OneOf,
+    config_table,
+    show_value,
+    validate_props,
+)
 from pylog.errors import InvalidConfigurationError
 
 __all__ = [
     "BROKER_LOG_CONFIG",
     "TOPIC_CONFIG",
     "BrokerLogConfig",
-    "ConfigKey",
-    "ConfigType",
     "LogConfig",
     "cli_help",
     "config_docs",
-    "parse_properties",
 ]
 
-INT_MAX = 2**31 - 1
-INT_MIN = -(2**31)
-LONG_MAX = 2**63 - 1
-LONG_MIN = -(2**63)
 _HOUR_MS = 3_600_000
 _MINUTE_MS = 60_000
-
-
-class ConfigType(enum.Enum):
-    BOOLEAN = "boolean"
-    INT = "int"
-    LONG = "long"
-    DOUBLE = "double"
-    STRING = "string"
-    LIST = "list"
-
-
-# ---------------------------------------------------------------- validators
-
-
-class Validator:
-    """Checks a parsed value; ``str()`` is the "valid values" column of the docs."""
-
-    def check(self, value: Any) -> str | None:
-        """None when valid, else why not."""
-        raise NotImplementedError
-
-
-class AtLeast(Validator):
-    def __init__(self, minimum: int | float) -> None:
-        self.minimum = minimum
-
-    def check(self, value: Any) -> str | None:
-        if value is not None and value < self.minimum:
-            return f"value must be at least {self.minimum}"
-        return None
-
-    def __str__(self) -> str:
-        return f"[{self.minimum},...]"
-
-
-class Between(Validator):
-    def __init__(self, low: int | float, high: int | float) -> None:
-        self.low, self.high = low, high
-
-    def check(self, value: Any) -> str | None:
-        if value is not None and not (self.low <= value <= self.high):
-            return f"value must be between {self.low} and {self.high}"
-        return None
-
-    def __str__(self) -> str:
-        return f"[{self.low},...,{self.high}]"
-
-
-class OneOf(Validator):
-    """A string from a fixed set (case-sensitive, as Kafka's ``ValidString``)."""
-
-    def __init__(self, *allowed: str) -> None:
-        self.allowed = allowed
-
-    def check(self, value: Any) -> str | None:
-        if value is not None and value not in self.allowed:
-            return f"string must be one of: {', '.join(self.allowed)}"
-        return None
-
-    def __str__(self) -> str:
-        return "[" + ", ".join(self.allowed) + "]"
-
-
-class ListOf(Validator):
-    """Every element of a list from a fixed set."""
-
-    def __init__(self, *allowed: str) -> None:
-        self.allowed = allowed
-
-    def check(self, value: Any) -> str | None:
-        for item in value or ():
-            if item not in self.allowed:
-                return f"{item!r} is not one of: {', '.join(self.allowed)}"
-        return None
-
-    def __str__(self) -> str:
-        return "[" + ", ".join(self.allowed) + "]"
-
-
-class IntOrDefault(Validator):
-    """-1 (the codec's default) or a value in ``[low, high]``."""
-
-    def __init__(self, low: int, high: int) -> None:
-        self.low, self.high = low, high
-
-    def check(self, value: Any) -> str | None:
-        if value is not None and value != -1 and not (self.low <= value <= self.high):
-            return f"value must be -1 or between {self.low} and {self.high}"
-        return None
-
-    def __str__(self) -> str:
-        return f"[-1, {self.low},...,{self.high}]"
-
-
-# ---------------------------------------------------------------- keys
-
-
-@dataclass(frozen=True)
-class ConfigKey:
-    """One configuration key: what it is, its default and what values it takes.
-
-    ``server_default`` (topic keys) names the broker key that supplies the
-    default when the topic does not set it.
-    """
-
-    name: str
-    type: ConfigType
-    default: Any
-    doc: str
-    validator: Validator | None = None
-    importance: str = "medium"
-    server_default: str | None = None
-    internal: bool = False
-
-    def parse(self, value: Any) -> Any:
-        """Parse and validate ``value`` (a string or a Python value)."""
-        parsed = _parse(self, value)
-        if self.validator is not None:
-            why = self.validator.check(parsed)
-            if why is not None:
-                raise _invalid(self.name, value, why)
-        return parsed
-
-    def help(self) -> str:
-        """One line for ``--help``: name, type, default, valid values, doc."""
-        valid = f", valid: {self.validator}" if self.validator is not None else ""
-        return f"{self.name} ({self.type.value}, default: {_show(self.default)}{valid}) {self.doc}"
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (list, tuple)):
-        return ",".join(value)
-    return str(value)
-
-
-def _invalid(name: str, value: Any, why: str) -> InvalidConfigurationError:
-    return InvalidConfigurationError(f"Invalid value {value!r} for configuration {name}: {why}")
-
-
-def _parse(key: ConfigKey, value: Any) -> Any:
-    if value is None:
-        return None
-    t = key.type
-    if isinstance(value, str):
-        text = value.strip()
-        if t is ConfigType.STRING:
-            return text
-        if t is ConfigType.LIST:
-            return tuple(p.strip() for p in text.split(",") if p.strip()) if text else ()
-        if t is ConfigType.BOOLEAN:
-            low = text.lower()
-            if low in ("true", "false"):
-                return low == "true"
-            raise _invalid(key.name, value, "expected true or false")
-        if t is ConfigType.DOUBLE:
-            try:
-                return float(text)
-            except ValueError:
-                raise _invalid(key.name, value, "expected a number") from None
-        try:
-            value = int(text)
-        except ValueError:
-            raise _invalid(key.name, value, f"expected a {_int_kind(t)}") from None
-    if t is ConfigType.BOOLEAN:
-        if isinstance(value, bool):
-            return value
-        raise _invalid(key.name, value, "expected true or false")
-    if t in (ConfigType.INT, ConfigType.LONG):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _invalid(key.name, value, f"expected a {_int_kind(t)}")
-        lo, hi = (INT_MIN, INT_MAX) if t is ConfigType.INT else (LONG_MIN, LONG_MAX)
-        if not lo <= value <= hi:
-            raise _invalid(key.name, value, f"expected a {_int_kind(t)}")
-        return value
-    if t is ConfigType.DOUBLE:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _invalid(key.name, value, "expected a number")
-        return float(value)
-    if t is ConfigType.LIST:
-        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-            return tuple(v.strip() for v in value)
-        raise _invalid(key.name, value, "expected a comma-separated list")
-    raise _invalid(key.name, value, "expected a string")
-
-
-def _int_kind(t: ConfigType) -> str:
-    return "32-bit integer" if t is ConfigType.INT else "64-bit integer"
-
-
-def _table(*keys: ConfigKey) -> dict[str, ConfigKey]:
-    return {k.name: k for k in keys}
-
 
 B, I, L, D, S, LS = (  # noqa: E741  (short type names keep the tables one key per line)
     ConfigType.BOOLEAN,
@@ -257,7 +67,7 @@ _POLICIES = ("compact", "delete")
 _MIB = 1024 * 1024
 
 # fmt: off
-TOPIC_CONFIG: dict[str, ConfigKey] = _table(
+TOPIC_CONFIG: dict[str, ConfigKey] = config_table(
     ConfigKey("segment.bytes", I, 1024 * _MIB, "Size at which a segment is rolled.",
               AtLeast(_MIB), "medium", "log.segment.bytes"),
     ConfigKey("internal.segment.bytes", I, None,
@@ -341,7 +151,7 @@ TOPIC_CONFIG: dict[str, ConfigKey] = _table(
               None, "medium", "unclean.leader.election.enable"),
 )
 
-BROKER_LOG_CONFIG: dict[str, ConfigKey] = _table(
+BROKER_LOG_CONFIG: dict[str, ConfigKey] = config_table(
     ConfigKey("log.dirs", LS, None, "Directories the partitions are stored in; "
               "log.dir when unset.", None, "high"),
     ConfigKey("log.dir", S, "/tmp/kafka-logs", "The log directory when log.dirs is unset.",
@@ -441,11 +251,6 @@ BROKER_LOG_CONFIG: dict[str, ConfigKey] = _table(
 )
 
 
-def _parse_all(table: Mapping[str, ConfigKey], props: Mapping[str, Any]) -> dict[str, Any]:
-    """Parsed values of the keys of ``table`` present in ``props`` (others ignored)."""
-    return {name: table[name].parse(value) for name, value in props.items() if name in table}
-
-
 # ---------------------------------------------------------------- LogConfig
 
 
@@ -502,7 +307,7 @@ class LogConfig:
                 raise InvalidConfigurationError(
                     f"Unknown topic config name: {', '.join(unknown)}"
                 )
-        parsed = _parse_all(TOPIC_CONFIG, props)
+        parsed = validate_props(props, TOPIC_CONFIG)
         base = defaults if defaults is not None else cls()
         values = base._values()
         internal_segment = parsed.pop("internal.segment.bytes", None)
@@ -542,7 +347,7 @@ class LogConfig:
     def to_props(self) -> dict[str, str]:
         """Every topic key as a string, Kafka's spelling (DescribeConfigs, docs)."""
         return {
-            name: _show(getattr(self, _attr(name)))
+            name: show_value(getattr(self, _attr(name)))
             for name, key in TOPIC_CONFIG.items()
             if not key.internal
         }
@@ -622,7 +427,7 @@ class BrokerLogConfig:
     @classmethod
     def from_props(cls, props: Mapping[str, Any]) -> BrokerLogConfig:
         """Resolve a broker's properties; keys outside the storage layer are ignored."""
-        v = _parse_all(BROKER_LOG_CONFIG, props)
+        v = validate_props(props, BROKER_LOG_CONFIG)
 
         def get(name: str) -> Any:
             value = v.get(name)
@@ -695,7 +500,7 @@ class BrokerLogConfig:
         )
 
 
-# ---------------------------------------------------------------- docs, help, properties
+# ---------------------------------------------------------------- docs, help
 
 
 def config_docs(table: Mapping[str, ConfigKey] = TOPIC_CONFIG) -> str:
@@ -709,7 +514,7 @@ def config_docs(table: Mapping[str, ConfigKey] = TOPIC_CONFIG) -> str:
             continue
         valid = str(key.validator) if key.validator is not None else ""
         lines.append(
-            f"| {key.name} | {key.type.value} | {_show(key.default)} | {valid} | "
+            f"| {key.name} | {key.type.value} | {show_value(key.default)} | {valid} | "
             f"{key.server_default or ''} | {key.doc} |"
         )
     return "\n".join(lines) + "\n"
@@ -718,34 +523,6 @@ def config_docs(table: Mapping[str, ConfigKey] = TOPIC_CONFIG) -> str:
 def cli_help(table: Mapping[str, ConfigKey] = TOPIC_CONFIG) -> list[str]:
     """One ``--help`` line per key."""
     return [key.help() for key in table.values() if not key.internal]
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """``key=value`` / ``key: value`` lines of a Java properties file (comments
-    with ``#`` or ``!``, trailing-backslash continuation)."""
-    out: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = pending + raw.strip() if pending else raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if cut < 0:
-            out[line] = ""
-        else:
-            out[line[:cut].strip()] = line[cut + 1 :].strip()
-    return out
-
-
-def validate_props(
-    props: Mapping[str, Any], table: Mapping[str, ConfigKey] = TOPIC_CONFIG
-) -> dict[str, Any]:
-    """Parse every key of ``props`` present in ``table``; raise on the first bad one."""
-    return _parse_all(table, props)
 
 
 def keys_with_server_default(names: Iterable[str]) -> dict[str, str]:

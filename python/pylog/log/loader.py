@@ -30,11 +30,10 @@ import contextlib
 import logging
 import os
 import struct
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from pylog import _native
+from pylog.clock import Clock, now_ms
 from pylog.errors import CorruptIndexError, InvalidOffsetError
 from pylog.log.config import LogConfig
 from pylog.log.files import (
@@ -52,6 +51,7 @@ from pylog.log.files import (
     txn_index_file_name,
 )
 from pylog.log.leader_epoch import LeaderEpochFileCache
+from pylog.log.log_segments import LogSegments
 from pylog.log.offset_metadata import LogOffsetMetadata
 from pylog.log.producer_state import ProducerStateManager
 from pylog.log.segment import LogSegment
@@ -64,10 +64,6 @@ _TMP_SUFFIX = ".tmp"
 # Control record key: version i16, type i16 (0 abort, 1 commit); value: version i16,
 # coordinator epoch i32.
 _CONTROL_VALUE = struct.Struct(">hi")
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -109,7 +105,7 @@ class LogLoader:
         producer_state: ProducerStateManager,
         leader_epoch_cache: LeaderEpochFileCache | None,
         *,
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = now_ms,
     ) -> None:
         self.dir = os.fspath(dir)
         self.config = config
@@ -119,7 +115,7 @@ class LogLoader:
         self.producer_state = producer_state
         self.leader_epoch_cache = leader_epoch_cache
         self._clock = clock
-        self._segments: dict[int, LogSegment] = {}
+        self._segments = LogSegments()
         # base offset -> bytes cut when the segment was recovered during this load
         self._recovered: dict[int, int] = {}
 
@@ -140,14 +136,14 @@ class LogLoader:
                 recovery_point = next_offset = 0
             else:
                 recovery_point, next_offset = self._recover_log()
-                self._segments[max(self._segments)].resize_indexes(self.config.max_index_size)
+                self._segments.last_segment.resize_indexes(self.config.max_index_size)
         except BaseException:
-            for seg in self._segments.values():
+            for seg in self._segments:
                 with contextlib.suppress(Exception):
                     seg.close_handlers()
             raise
 
-        segments = [self._segments[b] for b in sorted(self._segments)]
+        segments = self._segments.values()
         first, active = segments[0], segments[-1]
         if self.leader_epoch_cache is not None:
             self.leader_epoch_cache.truncate_from_end(next_offset)
@@ -214,14 +210,7 @@ class LogLoader:
 
     def _complete_swap(self, swap_log_path: str) -> None:
         base = offset_from_file_name(swap_log_path)
-        seg = LogSegment.open(
-            self.dir,
-            base,
-            self.config,
-            file_suffix=SWAP_FILE_SUFFIX,
-            create=False,
-            clock=self._clock,
-        )
+        seg = self._open_segment(base, SWAP_FILE_SUFFIX)
         try:
             rebuilt = ""
             try:
@@ -230,14 +219,7 @@ class LogLoader:
                 for idx in (seg.offset_index_path, seg.time_index_path):
                     _unlink(idx)
                 seg.close_handlers()
-                seg = LogSegment.open(
-                    self.dir,
-                    base,
-                    self.config,
-                    file_suffix=SWAP_FILE_SUFFIX,
-                    create=False,
-                    clock=self._clock,
-                )
+                seg = self._open_segment(base, SWAP_FILE_SUFFIX)
                 cut = seg.recover(None, self.leader_epoch_cache)
                 rebuilt = f"; its indexes were rebuilt ({_reason(e)})"
                 if cut:
@@ -279,6 +261,25 @@ class LogLoader:
 
     # ------------------------------------------------------------------ segments
 
+    def _open_segment(self, base_offset: int, file_suffix: str = "") -> LogSegment:
+        """The existing segment files at ``base_offset`` (FileNotFoundError if none)."""
+        return LogSegment.open(
+            self.dir,
+            base_offset,
+            self.config,
+            file_suffix=file_suffix,
+            create=False,
+            clock=self._clock,
+        )
+
+    def _delete(self, segments: list[LogSegment]) -> list[str]:
+        """Take ``segments`` out of the log and delete their files; their paths."""
+        paths = [s.log_path for s in segments]
+        for s in segments:
+            self._segments.remove(s)
+            s.delete_if_exists()
+        return paths
+
     def _new_segment(self, base_offset: int) -> LogSegment:
         return LogSegment.open(
             self.dir,
@@ -290,7 +291,7 @@ class LogLoader:
         )
 
     def _add(self, seg: LogSegment) -> None:
-        self._segments[seg.base_offset] = seg
+        self._segments.add(seg)
 
     def _load_segment_files(self) -> None:
         names = self._files()
@@ -314,7 +315,7 @@ class LogLoader:
                 time_index_exists = (
                     os.path.basename(time_index_file_name(self.dir, base)) in present
                 )
-                seg = LogSegment.open(self.dir, base, self.config, create=False, clock=self._clock)
+                seg = self._open_segment(base)
                 self._add(seg)
                 try:
                     seg.sanity_check(time_index_exists)
@@ -328,9 +329,7 @@ class LogLoader:
         seg.close_handlers()
         _unlink(seg.offset_index_path)
         _unlink(seg.time_index_path)
-        seg = LogSegment.open(
-            self.dir, seg.base_offset, self.config, create=False, clock=self._clock
-        )
+        seg = self._open_segment(seg.base_offset)
         self._add(seg)
         cut = self._recover_segment(seg)
         extra = f"; {cut} bytes of invalid data cut from the log" if cut else ""
@@ -358,11 +357,9 @@ class LogLoader:
 
         log_end: int | None = None
         if self._segments:
-            log_end = self._segments[max(self._segments)].read_next_offset()
+            log_end = self._segments.last_segment.read_next_offset()
             if log_end < self.log_start_offset_checkpoint:
-                names = [self._segments[b].log_path for b in sorted(self._segments)]
-                for b in sorted(self._segments):
-                    self._segments.pop(b).delete_if_exists()
+                names = self._delete(self._segments.values())
                 _log.warning(
                     "deleted every segment of %s (%s): the log ends at %d, before its log start "
                     "offset %d (segment files were removed behind the broker's back?)",
@@ -385,15 +382,9 @@ class LogLoader:
         return min(self.recovery_point_checkpoint, log_end), log_end
 
     def _recover_unflushed(self) -> None:
-        bases = sorted(self._segments)
         # The segment holding the recovery point and every one after it.
-        unflushed = [
-            b
-            for i, b in enumerate(bases)
-            if i + 1 == len(bases) or bases[i + 1] > self.recovery_point_checkpoint
-        ]
-        for i, base in enumerate(unflushed):
-            seg = self._segments[base]
+        unflushed = self._segments.segments_from(self.recovery_point_checkpoint)
+        for i, seg in enumerate(unflushed):
             size_before = os.path.getsize(seg.log_path)
             cut = self._recover_segment(seg)
             _log.debug("recovered unflushed segment %s (%d bytes cut)", seg.log_path, cut)
@@ -410,9 +401,7 @@ class LogLoader:
             )
             later = unflushed[i + 1 :]
             if later:
-                paths = [self._segments[b].log_path for b in later]
-                for b in later:
-                    self._segments.pop(b).delete_if_exists()
+                paths = self._delete(later)
                 _log.warning(
                     "deleted %d segment(s) after the corruption in %s: %s",
                     len(paths),

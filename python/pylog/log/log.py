@@ -1,7 +1,11 @@
 """Log: one partition's replica on disk — its segments and its offsets.
 
-A Log keeps its segments ordered by base offset (the last one, the *active*
-segment, takes appends) and four offsets:
+Kafka 3.x splits this between ``UnifiedLog`` (offsets, producer state, leader
+epochs, retention) and ``LocalLog`` (the segment files); pylog keeps one Log
+with the same parts around it: the segments in a :class:`LogSegments`
+(``log_segments.py``), ordered by base offset (the last one, the *active*
+segment, takes appends), the retention rules in ``retention.py``, and the
+loading of a directory in ``loader.py``. A Log keeps four offsets:
 
 * the **log end offset** (LEO): the offset the next record will get;
 * the **high watermark** (HW): the end of what every in-sync replica has,
@@ -16,8 +20,9 @@ Leaders append through :meth:`Log.append_as_leader` (the native validator
 assigns offsets in place, one call per record set), followers through
 :meth:`Log.append_as_follower` (offsets kept, checked to continue the log).
 Reads return zero-copy slices (``FetchDataInfo``). Retention removes whole
-segments: they leave the log at once and their files, renamed ``.deleted``, are
-removed after ``file.delete.delay.ms`` by the scheduler.
+segments (:mod:`pylog.log.retention` decides which): they leave the log at
+once and their files, renamed ``.deleted``, are removed after
+``file.delete.delay.ms`` by the scheduler.
 
 Every public method takes the Log's lock: the request handlers and the
 background tasks (retention, flush, roll flushes) share a Log. A failing disk
@@ -26,19 +31,18 @@ surfaces as KafkaStorageError and leaves the log as it was.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import enum
 import logging
 import os
 import shutil
 import threading
-import time as time_mod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from pylog import _native
+from pylog.clock import Clock, now_ms
 from pylog.errors import (
     KafkaError,
     KafkaStorageError,
@@ -46,6 +50,7 @@ from pylog.errors import (
     RecordListTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from pylog.log import retention
 from pylog.log.checkpoint import fsync_dir
 from pylog.log.config import LogConfig
 from pylog.log.fetch import FetchDataInfo
@@ -60,6 +65,7 @@ from pylog.log.files import (
 )
 from pylog.log.leader_epoch import LeaderEpochFileCache
 from pylog.log.loader import LogLoader
+from pylog.log.log_segments import LogSegments
 from pylog.log.offset_metadata import LogOffsetMetadata
 from pylog.log.producer_state import ProducerStateManager
 from pylog.log.segment import LogSegment
@@ -77,10 +83,6 @@ _log = logging.getLogger("pylog.log")
 _MAGIC_POSITION = 16  # byte 16 is the magic in v0, v1 and v2 headers alike
 _LENGTH_POSITION = 8  # i32 after the 8-byte base offset; the batch is 12 + length bytes
 _LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-
-
-def _now_ms() -> int:
-    return time_mod.time_ns() // 1_000_000
 
 
 class FetchIsolation(enum.Enum):
@@ -230,14 +232,6 @@ def _recompress(buf: bytearray | memoryview, codec: int, max_batch_size: int) ->
     return out
 
 
-@dataclass
-class _Loaded:
-    segments: list[LogSegment]
-    next_offset_metadata: LogOffsetMetadata
-    log_start_offset: int
-    recovery_point: int
-
-
 class Log:
     """A partition's log. Open one with :meth:`open`."""
 
@@ -251,7 +245,7 @@ class Log:
         recovery_point: int,
         next_offset_metadata: LogOffsetMetadata,
         scheduler: Scheduler | None = None,
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = now_ms,
         producer_state: ProducerState | None = None,
         leader_epoch_cache: LeaderEpochCache | None = None,
     ) -> None:
@@ -260,8 +254,7 @@ class Log:
         self._lock = threading.RLock()
         self._dir = dir
         self._config = config
-        self._segments: list[LogSegment] = sorted(segments, key=lambda s: s.base_offset)
-        self._bases: list[int] = [s.base_offset for s in self._segments]
+        self._segments = LogSegments(segments)
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._next_offset_metadata = next_offset_metadata
@@ -285,14 +278,14 @@ class Log:
         recovery_point: int = 0,
         had_clean_shutdown: bool = True,
         scheduler: Scheduler | None = None,
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = now_ms,
         producer_state: ProducerState | None = None,
         leader_epoch_cache: LeaderEpochCache | None = None,
         producer_id_expiration_ms: int = 86_400_000,
     ) -> Log:
         """Open (creating if needed) the log in ``dir``, loading its segments.
 
-        Loading is P2's ``LogLoader`` (swap/cleaned/deleted files, index checks,
+        Loading is ``LogLoader``'s (swap/cleaned/deleted files, index checks,
         recovery of what lies past ``recovery_point`` after an unclean shutdown,
         producer-state rebuild). The producer state manager and leader epoch
         cache are made here unless given.
@@ -301,19 +294,19 @@ class Log:
         with _storage("creating log directory", dir):
             os.makedirs(dir, exist_ok=True)
         if leader_epoch_cache is None:
-            leader_epoch_cache = _make_epoch_cache(dir)
+            leader_epoch_cache = LeaderEpochFileCache(os.path.join(dir, _LEADER_EPOCH_CHECKPOINT))
         if producer_state is None:
-            producer_state = _make_producer_state(dir, producer_id_expiration_ms)
-        loaded = _load(
+            producer_state = ProducerStateManager(dir, producer_id_expiration_ms)
+        loaded = LogLoader(
             dir,
             config,
             log_start_offset,
             recovery_point,
             had_clean_shutdown,
-            producer_state,
-            leader_epoch_cache,
-            clock,
-        )
+            cast(Any, producer_state),
+            cast(Any, leader_epoch_cache),
+            clock=clock,
+        ).load()
         log = cls(
             dir,
             config,
@@ -397,7 +390,7 @@ class Log:
     def segments(self) -> list[LogSegment]:
         """The segments, oldest first (a copy)."""
         with self._lock:
-            return list(self._segments)
+            return self._segments.values()
 
     @property
     def num_segments(self) -> int:
@@ -405,19 +398,18 @@ class Log:
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._segments.last_segment
 
     @property
     def size(self) -> int:
         """Bytes of all segments."""
         with self._lock:
-            return sum(s.size for s in self._segments)
+            return self._segments.size_in_bytes()
 
     def floor_segment(self, offset: int) -> LogSegment | None:
         """The segment whose range holds ``offset`` (greatest base <= offset)."""
         with self._lock:
-            i = bisect.bisect_right(self._bases, offset) - 1
-            return self._segments[i] if i >= 0 else None
+            return self._segments.floor_segment(offset)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -480,13 +472,11 @@ class Log:
             return self._next_offset_metadata
         if offset < self._log_start_offset or offset > self.log_end_offset:
             raise self._out_of_range(offset)
-        i = bisect.bisect_right(self._bases, offset) - 1
-        while 0 <= i < len(self._segments):
-            seg = self._segments[i]
-            found = seg.translate_offset(offset)
-            if found is not None:
-                return LogOffsetMetadata(offset, seg.base_offset, found[1])
-            i += 1
+        if self._segments.floor_segment(offset) is not None:
+            for seg in self._segments.segments_from(offset):
+                found = seg.translate_offset(offset)
+                if found is not None:
+                    return LogOffsetMetadata(offset, seg.base_offset, found[1])
         return self._next_offset_metadata
 
     def _out_of_range(self, offset: int) -> OffsetOutOfRangeError:
@@ -548,24 +538,8 @@ class Log:
             if duplicate is not None:
                 return self._duplicate_info(info, duplicate, leader_epoch)
             self._append_validated(buf, info, now)
-            cache = self._leader_epoch_cache
-            if cache is not None and leader_epoch >= 0:
-                latest = cache.latest_epoch
-                if latest is None or leader_epoch > latest:
-                    cache.assign(leader_epoch, info.first_offset)
-            return LogAppendInfo(
-                first_offset=info.first_offset,
-                last_offset=info.last_offset,
-                last_leader_epoch=leader_epoch,
-                max_timestamp=info.max_timestamp,
-                offset_of_max_timestamp=info.offset_of_max_timestamp,
-                log_append_time=now if config.log_append_time else -1,
-                log_start_offset=self._log_start_offset,
-                num_records=info.num_records,
-                num_batches=info.num_batches,
-                valid_bytes=info.valid_bytes,
-                source_compression=info.source_compression,
-            )
+            self._maybe_assign_epoch(leader_epoch, info.first_offset)
+            return self._append_info(info, leader_epoch, now if config.log_append_time else -1)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append records fetched from the leader, offsets as they are.
@@ -604,28 +578,37 @@ class Log:
                 prev = b.last_offset
             now = self._clock()
             self._append_validated(view, info, now)
-            cache = self._leader_epoch_cache
             last_epoch = -1
             for b in info.batches:
-                epoch = b.partition_leader_epoch
-                last_epoch = epoch
-                if cache is not None and epoch >= 0:
-                    latest = cache.latest_epoch
-                    if latest is None or epoch > latest:
-                        cache.assign(epoch, b.base_offset)
-            return LogAppendInfo(
-                first_offset=info.first_offset,
-                last_offset=info.last_offset,
-                last_leader_epoch=last_epoch,
-                max_timestamp=info.max_timestamp,
-                offset_of_max_timestamp=info.offset_of_max_timestamp,
-                log_append_time=-1,
-                log_start_offset=self._log_start_offset,
-                num_records=info.num_records,
-                num_batches=info.num_batches,
-                valid_bytes=info.valid_bytes,
-                source_compression=info.source_compression,
-            )
+                last_epoch = b.partition_leader_epoch
+                self._maybe_assign_epoch(last_epoch, b.base_offset)
+            return self._append_info(info, last_epoch, -1)
+
+    def _maybe_assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """Record ``epoch`` as starting at ``start_offset`` if it is newer than
+        the cache's latest."""
+        cache = self._leader_epoch_cache
+        if cache is not None and epoch >= 0:
+            latest = cache.latest_epoch
+            if latest is None or epoch > latest:
+                cache.assign(epoch, start_offset)
+
+    def _append_info(
+        self, info: _native.AppendInfo, last_epoch: int, log_append_time: int
+    ) -> LogAppendInfo:
+        return LogAppendInfo(
+            first_offset=info.first_offset,
+            last_offset=info.last_offset,
+            last_leader_epoch=last_epoch,
+            max_timestamp=info.max_timestamp,
+            offset_of_max_timestamp=info.offset_of_max_timestamp,
+            log_append_time=log_append_time,
+            log_start_offset=self._log_start_offset,
+            num_records=info.num_records,
+            num_batches=info.num_batches,
+            valid_bytes=info.valid_bytes,
+            source_compression=info.source_compression,
+        )
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(-1, -1, -1, -1, -1, -1, self._log_start_offset, 0, 0, 0, 0)
@@ -719,7 +702,7 @@ class Log:
         new_offset = max(expected_next_offset or 0, self.log_end_offset)
         active = self.active_segment
         with _storage("rolling", self._dir):
-            if new_offset in self._bases:
+            if self._segments.contains(new_offset):
                 if active.base_offset == new_offset and active.size == 0:
                     # An empty active segment at this offset: replace it.
                     self._remove_and_delete([active])
@@ -751,7 +734,7 @@ class Log:
                 preallocate=self._config.preallocate,
                 clock=self._clock,
             )
-        self._add_segment(segment)
+        self._segments.add(segment)
         self._next_offset_metadata = LogOffsetMetadata(self.log_end_offset, new_offset, 0)
         ps = self._producer_state
         if ps is not None:
@@ -763,14 +746,6 @@ class Log:
             0,
         )
         return segment
-
-    def _add_segment(self, segment: LogSegment) -> None:
-        i = bisect.bisect_left(self._bases, segment.base_offset)
-        if i < len(self._bases) and self._bases[i] == segment.base_offset:
-            self._segments[i] = segment
-        else:
-            self._bases.insert(i, segment.base_offset)
-            self._segments.insert(i, segment)
 
     def _flush_quietly(self, offset: int) -> None:
         try:
@@ -805,11 +780,9 @@ class Log:
                 return FetchDataInfo(bound)
             if start_offset > bound.message_offset:
                 return FetchDataInfo(self._convert_to_offset_metadata(start_offset))
-            i = bisect.bisect_right(self._bases, start_offset) - 1
-            if i < 0:
+            if start_offset < self._segments.first_segment.base_offset:
                 raise self._out_of_range(start_offset)
-            while i < len(self._segments):
-                segment = self._segments[i]
+            for segment in self._segments.segments_from(start_offset):
                 if segment.base_offset > bound.segment_base_offset:
                     break
                 if segment.base_offset == bound.segment_base_offset:
@@ -820,7 +793,6 @@ class Log:
                     fetched = segment.read(start_offset, max_length, max_position, min_one_message)
                 if fetched is not None:
                     return fetched
-                i += 1
             return FetchDataInfo(bound)
 
     def read_bytes(
@@ -839,9 +811,7 @@ class Log:
         with self._lock:
             self._check_open()
             lso = self._log_start_offset
-            segments = self._segments
-            for i, segment in enumerate(segments):
-                nxt = segments[i + 1] if i + 1 < len(segments) else None
+            for segment, nxt in self._segments.with_next():
                 if nxt is not None and nxt.base_offset <= lso:
                     continue  # wholly below the log start offset
                 if 0 <= segment.max_timestamp_so_far < timestamp:
@@ -863,12 +833,11 @@ class Log:
             self._check_open()
             if target_offset >= self.log_end_offset:
                 return False
-            if self._bases[0] > target_offset:
+            if self._segments.first_segment.base_offset > target_offset:
                 self._truncate_fully_and_start_at(target_offset)
                 return True
             with _storage("truncating", self._dir):
-                doomed = [s for s in self._segments if s.base_offset > target_offset]
-                self._remove_and_delete(doomed)
+                self._remove_and_delete(self._segments.higher_segments(target_offset))
                 active = self.active_segment
                 active.truncate_to(target_offset)
                 active.resize_indexes(self._config.segment_index_bytes)
@@ -899,7 +868,7 @@ class Log:
         with _storage("truncating", self._dir):
             # Renamed .deleted first, so the new segment's names are free; the
             # lock keeps anyone from seeing the log without a segment.
-            self._remove_and_delete(list(self._segments))
+            self._remove_and_delete(self._segments.values())
             segment = LogSegment.open(
                 self._dir,
                 new_offset,
@@ -907,7 +876,7 @@ class Log:
                 preallocate=self._config.preallocate,
                 clock=self._clock,
             )
-            self._add_segment(segment)
+            self._segments.add(segment)
         self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
         self._log_start_offset = new_offset
         self._recovery_point = new_offset
@@ -929,8 +898,7 @@ class Log:
         ps.truncate_and_reload(self._log_start_offset, last_offset, self._clock())
         start = ps.map_end_offset
         if start < last_offset:
-            i = max(bisect.bisect_right(self._bases, start) - 1, 0)
-            for segment in self._segments[i:]:
+            for segment in self._segments.segments_from(start):
                 found = segment.translate_offset(start) if segment.base_offset <= start else None
                 position = found[1] if found is not None else 0
                 for b in segment.batch_infos(position):
@@ -950,9 +918,7 @@ class Log:
             target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
             if target <= self._recovery_point:
                 return
-            start = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
-            end = bisect.bisect_left(self._bases, target)
-            to_flush = self._segments[start:end]
+            to_flush = self._segments.segments_from(self._recovery_point, target)
         for segment in to_flush:
             if segment.closed:
                 continue
@@ -974,66 +940,27 @@ class Log:
         segments below the HW go. Returns how many segments were removed."""
         with self._lock:
             self._check_open()
-            deleted = self._delete_log_start_offset_breached()
+            deleted = self._delete_breached(
+                retention.log_start_offset_breached(self._log_start_offset), "log start offset"
+            )
             if self._config.delete:
-                deleted += self._delete_retention_size_breached()
-                deleted += self._delete_retention_ms_breached()
+                deleted += self._delete_breached(
+                    retention.retention_size_breached(self._segments, self._config.retention_bytes),
+                    "retention.bytes",
+                )
+                deleted += self._delete_breached(
+                    retention.retention_ms_breached(self._config.retention_ms, self._clock),
+                    "retention.ms",
+                )
             return deleted
 
-    def _delete_log_start_offset_breached(self) -> int:
-        lso = self._log_start_offset
-
-        def breached(_: LogSegment, nxt: LogSegment | None) -> bool:
-            return nxt is not None and nxt.base_offset <= lso
-
-        return self._delete_segments(self._deletable_segments(breached), "log start offset")
-
-    def _delete_retention_size_breached(self) -> int:
-        limit = self._config.retention_bytes
-        total = sum(s.size for s in self._segments)
-        if limit < 0 or total < limit:
+    def _delete_breached(self, breached: retention.Breach | None, reason: str) -> int:
+        if breached is None:
             return 0
-        excess = total - limit
-
-        def breached(segment: LogSegment, _: LogSegment | None) -> bool:
-            nonlocal excess
-            if excess - segment.size >= 0:
-                excess -= segment.size
-                return True
-            return False
-
-        return self._delete_segments(self._deletable_segments(breached), "retention.bytes")
-
-    def _delete_retention_ms_breached(self) -> int:
-        retention_ms = self._config.retention_ms
-        if retention_ms < 0:
-            return 0
-        now = self._clock()
-
-        def breached(segment: LogSegment, _: LogSegment | None) -> bool:
-            return now - segment.largest_timestamp > retention_ms
-
-        return self._delete_segments(self._deletable_segments(breached), "retention.ms")
-
-    def _deletable_segments(
-        self, predicate: Callable[[LogSegment, LogSegment | None], bool]
-    ) -> list[LogSegment]:
-        """The oldest segments for which ``predicate`` holds, up to the first that
-        fails or that reaches past the high watermark."""
-        hw = self.high_watermark
-        out: list[LogSegment] = []
-        segments = self._segments
-        for i, segment in enumerate(segments):
-            nxt = segments[i + 1] if i + 1 < len(segments) else None
-            if nxt is None and segment.size == 0:
-                break  # never the empty active segment
-            if not predicate(segment, nxt):
-                break
-            upper = nxt.base_offset if nxt is not None else self.log_end_offset
-            if hw < upper:
-                break
-            out.append(segment)
-        return out
+        deletable = retention.deletable_segments(
+            self._segments, breached, self.high_watermark, self.log_end_offset
+        )
+        return self._delete_segments(deletable, reason)
 
     def _delete_segments(self, deletable: list[LogSegment], reason: str) -> int:
         if not deletable:
@@ -1053,10 +980,11 @@ class Log:
                 [s.base_offset for s in doomed],
             )
             self._remove_and_delete(doomed)
-        self._increment_log_start_offset(self._bases[0])
+        first_base = self._segments.first_segment.base_offset
+        self._increment_log_start_offset(first_base)
         ps = self._producer_state
         if ps is not None:
-            ps.delete_snapshots_before(self._bases[0])
+            ps.delete_snapshots_before(first_base)
         return len(deletable)
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
@@ -1088,10 +1016,7 @@ class Log:
         """Take ``segments`` out of the log now; rename their files ``.deleted``
         and remove them after ``file.delete.delay.ms``."""
         for segment in segments:
-            i = bisect.bisect_left(self._bases, segment.base_offset)
-            if i < len(self._bases) and self._segments[i] is segment:
-                del self._bases[i]
-                del self._segments[i]
+            self._segments.remove(segment)
         for segment in segments:
             segment.change_file_suffixes(segment.file_suffix, DELETED_FILE_SUFFIX)
         if not segments:
@@ -1144,8 +1069,7 @@ class Log:
         with self._lock:
             self._check_open()
             for s in old_segments:
-                i = bisect.bisect_left(self._bases, s.base_offset)
-                if i >= len(self._segments) or self._segments[i] is not s:
+                if self._segments.get(s.base_offset) is not s:
                     raise KafkaError(
                         f"cannot replace segment {s.base_offset} of {self.name}: it left the log"
                     )
@@ -1159,11 +1083,9 @@ class Log:
                 fsync_dir(self._dir)
                 hook("swap")
                 for s in old_segments:
-                    i = bisect.bisect_left(self._bases, s.base_offset)
-                    del self._bases[i]
-                    del self._segments[i]
+                    self._segments.remove(s)
                 for s in new_segments:
-                    self._add_segment(s)
+                    self._segments.add(s)
                 self._remove_and_delete(old_segments)
                 hook("deleted")
                 for s in new_segments:
@@ -1204,7 +1126,6 @@ class Log:
                 with _storage("deleting", segment.log_path):
                     segment.delete_if_exists()
             self._segments.clear()
-            self._bases.clear()
             cache = self._leader_epoch_cache
             if cache is not None:
                 cache.clear()
@@ -1221,42 +1142,3 @@ class Log:
             f"log_end_offset={self.log_end_offset}, high_watermark={self.high_watermark}, "
             f"segments={len(self._segments)})"
         )
-
-
-# ---------------------------------------------------------------- loading
-
-
-def _make_epoch_cache(dir: str) -> LeaderEpochCache:
-    return LeaderEpochFileCache(os.path.join(dir, _LEADER_EPOCH_CHECKPOINT))
-
-
-def _make_producer_state(dir: str, expiration_ms: int) -> ProducerState:
-    return ProducerStateManager(dir, expiration_ms)
-
-
-def _load(
-    dir: str,
-    config: LogConfig,
-    log_start_offset: int,
-    recovery_point: int,
-    had_clean_shutdown: bool,
-    producer_state: ProducerState | None,
-    leader_epoch_cache: LeaderEpochCache | None,
-    clock: Callable[[], int],
-) -> _Loaded:
-    loaded = LogLoader(
-        dir,
-        config,
-        log_start_offset,
-        recovery_point,
-        had_clean_shutdown,
-        cast(Any, producer_state),
-        cast(Any, leader_epoch_cache),
-        clock=clock,
-    ).load()
-    return _Loaded(
-        list(loaded.segments),
-        loaded.next_offset_metadata,
-        loaded.log_start_offset,
-        loaded.recovery_point,
-    )

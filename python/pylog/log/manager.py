@@ -34,12 +34,12 @@ import logging
 import os
 import shutil
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pylog.clock import Clock, now_ms
 from pylog.errors import KafkaStorageError, LogDirLockedError
 from pylog.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -71,10 +71,6 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 _MAX_DIR_NAME = 255
 
 _log = logging.getLogger("pylog.log")
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def parse_topic_partition_name(name: str) -> TopicPartition:
@@ -125,7 +121,7 @@ class LogManager:
         *,
         topic_configs: Mapping[str, Mapping[str, Any]] | None = None,
         scheduler: Scheduler | None = None,
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = now_ms,
     ) -> None:
         self.config = (
             config if isinstance(config, BrokerLogConfig) else BrokerLogConfig.from_props(config)

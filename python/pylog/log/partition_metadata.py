@@ -18,7 +18,7 @@ import os
 import threading
 
 from pylog.errors import KafkaError, KafkaStorageError
-from pylog.log.checkpoint import fsync_dir
+from pylog.log.checkpoint import replace_file_durably
 
 __all__ = [
     "PARTITION_METADATA_FILE",
@@ -87,15 +87,9 @@ class PartitionMetadataFile:
     def write(self, topic_id: str) -> None:
         parse_topic_id(topic_id)
         data = f"version: {_VERSION}\ntopic_id: {topic_id}\n".encode("ascii")
-        tmp = self.path + ".tmp"
         with self._lock:
             try:
-                with open(tmp, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, self.path)
-                fsync_dir(os.path.dirname(self.path))
+                replace_file_durably(self.path, data)
             except OSError as e:
                 raise KafkaStorageError(
                     f"error writing partition metadata {self.path}: {e}", e.errno

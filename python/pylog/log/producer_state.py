@@ -43,7 +43,7 @@ from pylog.errors import (
     KafkaStorageError,
     OutOfOrderSequenceError,
 )
-from pylog.log.checkpoint import fsync_dir
+from pylog.log.checkpoint import replace_file_durably
 
 __all__ = [
     "NUM_BATCHES_TO_RETAIN",
@@ -249,14 +249,8 @@ def decode_snapshot(data: bytes, path: str = "<snapshot>") -> list[ProducerState
 def write_snapshot(path: str, entries: Iterable[ProducerStateEntry]) -> None:
     """Write a snapshot durably: temp file, fsync, rename, fsync the directory."""
     data = encode_snapshot(entries)
-    tmp = path + ".tmp"
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_dir(os.path.dirname(os.path.abspath(path)))
+        replace_file_durably(path, data)
     except OSError as e:
         raise KafkaStorageError(f"error writing producer snapshot {path}: {e}", e.errno) from e
 

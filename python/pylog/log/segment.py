@@ -15,13 +15,13 @@ from __future__ import annotations
 import contextlib
 import errno as errno_mod
 import os
-import time as time_mod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from pylog import _native
+from pylog.clock import Clock, now_ms
 from pylog.errors import KafkaStorageError, LogSegmentOffsetOverflowError
-from pylog.log.fetch import EMPTY_RECORDS, FetchDataInfo, FileRecords
+from pylog.log.fetch import FetchDataInfo
 from pylog.log.files import (
     DELETED_FILE_SUFFIX,
     log_file_name,
@@ -30,6 +30,7 @@ from pylog.log.files import (
     txn_index_file_name,
 )
 from pylog.log.offset_metadata import LogOffsetMetadata
+from pylog.records import EMPTY_RECORDS, FileRecords
 
 if TYPE_CHECKING:
     from pylog.log.config import LogConfig
@@ -64,10 +65,6 @@ class EpochCacheLike(Protocol):
     def assign(self, epoch: int, start_offset: int) -> None: ...
 
 
-def _now_ms() -> int:
-    return time_mod.time_ns() // 1_000_000
-
-
 def _storage_error(what: str, path: str, e: OSError) -> KafkaStorageError:
     return KafkaStorageError(f"{what} {path}: {e.strerror or e}", e.errno)
 
@@ -92,7 +89,7 @@ class LogSegment:
         file_suffix: str = "",
         created_ms: int | None = None,
         preallocated: bool = False,
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = now_ms,
     ) -> None:
         self.dir = dir
         self.base_offset = base_offset
@@ -128,7 +125,7 @@ class LogSegment:
         file_suffix: str = "",
         create: bool = True,
         preallocate: bool = False,
-        clock: Callable[[], int] = _now_ms,
+        clock: Clock = now_ms,
     ) -> LogSegment:
         """Open the segment based at ``base_offset`` in ``dir``.
 

@@ -48,7 +48,8 @@ BUCKETS_MS: tuple[float, ...] = (
     1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
 )  # fmt: skip
 
-# Kafka's RequestMetrics names of the phases of a request (seed 000 §10).
+# The phases of a request, named as Kafka's RequestMetrics names them
+# (kafka.network.RequestMetrics: RequestQueueTimeMs … TotalTimeMs).
 REQUEST_TIMES = (
     "RequestQueueTimeMs",
     "LocalTimeMs",
@@ -56,6 +57,25 @@ REQUEST_TIMES = (
     "ResponseQueueTimeMs",
     "ResponseSendTimeMs",
     "TotalTimeMs",
+)
+
+# The per-API counters: family, help, RequestMetrics attribute.
+_REQUEST_COUNTERS = (
+    (
+        "kafka_network_requestmetrics_requests_total",
+        "Requests received, per API (RequestsPerSec).",
+        "requests",
+    ),
+    (
+        "kafka_network_requestmetrics_errors_total",
+        "Requests that closed their connection, per API.",
+        "errors",
+    ),
+    (
+        "kafka_network_requestmetrics_requestbytes_total",
+        "Request bytes received, per API.",
+        "bytes_in",
+    ),
 )
 
 
@@ -202,21 +222,12 @@ class MetricsRegistry:
     def render(self) -> str:
         out: list[str] = []
         reqs = sorted(self._requests.values(), key=lambda m: m.name)
-        fam = "kafka_network_requestmetrics_requests_total"
-        out.append(f"# HELP {fam} Requests received, per API (RequestsPerSec).")
-        out.append(f"# TYPE {fam} counter")
-        for m in reqs:
-            out.append(f"{fam}{_labels([('request', m.name)])} {_number(m.requests.value)}")
-        fam = "kafka_network_requestmetrics_errors_total"
-        out.append(f"# HELP {fam} Requests that closed their connection, per API.")
-        out.append(f"# TYPE {fam} counter")
-        for m in reqs:
-            out.append(f"{fam}{_labels([('request', m.name)])} {_number(m.errors.value)}")
-        fam = "kafka_network_requestmetrics_requestbytes_total"
-        out.append(f"# HELP {fam} Request bytes received, per API.")
-        out.append(f"# TYPE {fam} counter")
-        for m in reqs:
-            out.append(f"{fam}{_labels([('request', m.name)])} {_number(m.bytes_in.value)}")
+        for fam, doc, counter in _REQUEST_COUNTERS:
+            out.append(f"# HELP {fam} {doc}")
+            out.append(f"# TYPE {fam} counter")
+            for m in reqs:
+                value = getattr(m, counter).value
+                out.append(f"{fam}{_labels([('request', m.name)])} {_number(value)}")
         for phase in REQUEST_TIMES:
             fam = f"kafka_network_requestmetrics_{phase.lower()}"
             out.append(f"# HELP {fam} {phase} of requests, per API, in milliseconds.")

@@ -1,6 +1,6 @@
 """RequestChannel: between the processors that read requests and the handlers that answer.
 
-In Kafka (seed 004 §2) processors put every parsed request into one bounded
+In Kafka (``kafka.network.RequestChannel``) processors put every parsed request into one bounded
 queue (``queued.max.requests``) and ``num.io.threads`` handler threads take them
 out; a full queue blocks the processors, so sockets stop being read — that is
 the broker's back-pressure. Each connection is muted while one of its requests
@@ -39,8 +39,8 @@ from pylog.errors import CloseConnection
 from pylog.protocol import RequestHeader
 
 if TYPE_CHECKING:
-    from pylog.log.fetch import FileRecords
     from pylog.network.metrics import MetricsRegistry
+    from pylog.records import FileRecords
 
 __all__ = [
     "Chunk",

@@ -15,7 +15,7 @@ from ._struct import Struct
 from ._versions import GROUP_API_VERSIONS, SCHEMA_NAMES, SUPPORTED_VERSIONS, ApiKey
 
 if TYPE_CHECKING:
-    from pylog.log.fetch import FileRecords
+    from pylog.records import FileRecords
 
 #: One piece of a response frame: our own bytes, or a records object passed through.
 Chunk = Union[bytes, bytearray, memoryview, "FileRecords"]

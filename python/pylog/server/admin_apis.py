@@ -35,6 +35,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
+from pylog.config import ConfigKey, ConfigType
 from pylog.errors import (
     ErrorCode,
     InvalidConfigurationError,
@@ -46,7 +47,7 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 from pylog.log.checkpoint import TopicPartition
-from pylog.log.config import TOPIC_CONFIG, ConfigKey, ConfigType, LogConfig
+from pylog.log.config import TOPIC_CONFIG, LogConfig
 from pylog.protocol import ZERO_UUID, ApiKey
 from pylog.server.config import ALL_BROKER_CONFIG, KafkaConfig
 from pylog.server.metadata_store import MetadataStore, TopicMetadata, validate_topic_name

@@ -37,7 +37,7 @@ from pylog.errors import InvalidConfigurationError
 from pylog.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from pylog.network.metrics import MetricsRegistry, MetricsServer
 from pylog.network.request_channel import RequestHandler
-from pylog.network.server import ListenerSpec, SocketServer
+from pylog.network.socket_server import ListenerSpec, SocketServer
 from pylog.server.config import SUPPORTED_SECURITY_PROTOCOLS, KafkaConfig
 
 __all__ = ["BrokerState", "IllegalBrokerStateTransition", "KafkaServer"]

@@ -30,17 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pylog.config import INT_MAX, AtLeast, Between, ConfigKey, ConfigType, parse_properties
 from pylog.errors import InvalidConfigurationError
-from pylog.log.config import (
-    BROKER_LOG_CONFIG,
-    INT_MAX,
-    AtLeast,
-    Between,
-    BrokerLogConfig,
-    ConfigKey,
-    ConfigType,
-    parse_properties,
-)
+from pylog.log.config import BROKER_LOG_CONFIG, BrokerLogConfig
 
 __all__ = [
     "ALL_BROKER_CONFIG",

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 from pylog.errors import ErrorCode, KafkaError
 from pylog.log.checkpoint import TopicPartition
-from pylog.log.fetch import FileRecords
 from pylog.log.log import FetchIsolation
 from pylog.log.offset_metadata import LogOffsetMetadata
+from pylog.records import FileRecords
 from pylog.server.purgatory import DelayedOperation
 
 if TYPE_CHECKING:

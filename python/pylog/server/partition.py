@@ -15,9 +15,9 @@ OffsetForLeaderEpoch and the fetch truncation checks have their answers.
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 
+from pylog.clock import now_ms
 from pylog.errors import (
     ErrorCode,
     KafkaError,
@@ -41,10 +41,6 @@ __all__ = [
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class FencedLeaderEpochError(KafkaError):
@@ -125,7 +121,7 @@ class Partition:
         self._lock = threading.RLock()
         local = self._replicas[local_broker_id]
         local.log_end_offset = log.log_end_offset
-        local.last_caught_up_time_ms = _now_ms()
+        local.last_caught_up_time_ms = now_ms()
         # The ISR is just this broker, so everything on its log is committed.
         self._maybe_increment_leader_hw()
 
@@ -233,7 +229,7 @@ class Partition:
             info = self.log.append_as_leader(records, self.leader_epoch, origin=origin)
             local = self._replicas[self.local_broker_id]
             local.log_end_offset = self.log.log_end_offset
-            local.last_caught_up_time_ms = _now_ms()
+            local.last_caught_up_time_ms = now_ms()
             moved = self._maybe_increment_leader_hw()
             return info, moved
 
@@ -261,7 +257,7 @@ class Partition:
             r.log_end_offset = log_end_offset
             r.log_start_offset = log_start_offset
             if log_end_offset >= self.log.log_end_offset:
-                r.last_caught_up_time_ms = _now_ms()
+                r.last_caught_up_time_ms = now_ms()
             return self._maybe_increment_leader_hw()
 
     # ------------------------------------------------------------------ read

@@ -1,0 +1,334 @@
+"""SocketServer: the broker's listeners and the connections on them.
+
+Kafka's ``kafka.network.SocketServer`` runs an ``Acceptor`` thread per listener
+(``listeners``) that hands new sockets round-robin to ``num.network.threads``
+``Processor`` threads, each multiplexing its connections with a selector. On
+asyncio the event loop is the selector, so the same roles become:
+
+* :class:`Acceptor` — one per listener: the listening socket and the accept
+  callback (asyncio's protocol factory), which enforces ``max.connections``
+  (KIP-402) and ``max.connections.per.ip`` and tunes the new socket
+  (``socket.send.buffer.bytes``, ``socket.receive.buffer.bytes``);
+* :class:`~pylog.network.processor.Processor` — one per connection: framing,
+  request hand-off to the RequestChannel, in-order responses, sendfile;
+* the SocketServer itself — binding before serving (so a port 0 is known
+  before it is advertised), the connection counts, the reaper of connections
+  idle past ``connections.max.idle.ms``, an orderly shutdown that answers what
+  was received, and the SocketServerMetrics gauges.
+
+A bad frame (negative or larger than ``socket.request.max.bytes``, an
+unparsable header) closes that connection with one log line; nothing a client
+sends can stop the others being served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pylog.network.metrics import MetricsRegistry, api_display_name
+from pylog.network.processor import Processor
+from pylog.network.request_channel import RequestChannel, RequestHandler
+from pylog.protocol import RequestHeader, parse_request_header
+
+__all__ = ["Acceptor", "ListenerSpec", "SocketServer", "default_header_parser"]
+
+_log = logging.getLogger("pylog.network")
+
+HeaderParser = Callable[[memoryview], RequestHeader]
+
+
+def default_header_parser() -> HeaderParser:
+    """``pylog.protocol.parse_request_header``."""
+    return parse_request_header
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSpec:
+    """What to bind: listener name, host ("" or None = every interface), port (0 = any)."""
+
+    name: str
+    host: str | None
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+class Acceptor:
+    """One listener's socket; its accept callback builds a Processor per connection."""
+
+    def __init__(self, server: SocketServer, spec: ListenerSpec) -> None:
+        self.server = server
+        self.spec = spec
+        self._server: asyncio.Server | None = None
+        self.port = spec.port
+
+    async def bind(self) -> int:
+        """Bind the listening socket (connections wait in the backlog until
+        :meth:`start_serving`); returns the bound port."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._new_processor,
+            self.spec.host or None,
+            self.spec.port,
+            backlog=self.server.backlog,
+            reuse_address=True,
+            start_serving=False,
+        )
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        _log.info("listener %s bound to %s:%s", self.spec.name, self.spec.host or "*", self.port)
+        return self.port
+
+    async def start_serving(self) -> None:
+        if self._server is not None:
+            await self._server.start_serving()
+
+    def _new_processor(self) -> Processor:
+        return Processor(self.server, self, self.server._next_connection_id(self))
+
+    def stop_accepting(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    async def wait_closed(self) -> None:
+        # Not Server.wait_closed: from 3.12 it also waits for every connection.
+        self._server = None
+
+
+class SocketServer:
+    """Every listener and connection of the broker."""
+
+    def __init__(
+        self,
+        listeners: Sequence[ListenerSpec],
+        handler: RequestHandler | None,
+        *,
+        queued_max_requests: int = 500,
+        socket_request_max_bytes: int = 100 * 1024 * 1024,
+        connections_max_idle_ms: int = 600_000,
+        max_connections: int = 2**31 - 1,
+        max_connections_per_ip: int = 2**31 - 1,
+        send_buffer_bytes: int = 100 * 1024,
+        receive_buffer_bytes: int = 100 * 1024,
+        backlog: int = 50,
+        metrics: MetricsRegistry | None = None,
+        parse_header: HeaderParser | None = None,
+        direct_sendfile: bool = True,
+    ) -> None:
+        if not listeners:
+            raise ValueError("a SocketServer needs at least one listener")
+        self.metrics = metrics
+        self.channel = RequestChannel(handler, queued_max_requests, metrics)
+        self.max_request_size = socket_request_max_bytes
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.send_buffer_bytes = send_buffer_bytes
+        self.receive_buffer_bytes = receive_buffer_bytes
+        self.backlog = backlog
+        self.direct_sendfile = direct_sendfile
+        self._parse_header = parse_header
+        self.acceptors = [Acceptor(self, spec) for spec in listeners]
+        self.processors: dict[str, Processor] = {}
+        self._per_ip: dict[str, int] = {}
+        self._ids = itertools.count()
+        self._reaper: asyncio.Task[None] | None = None
+        self._api_names: dict[int, str] = {}
+        self.accepting = False
+        self.connections_total = 0
+        self.connections_refused = 0
+        self.bad_frames = 0
+        self.sendfile_bytes = 0
+        # loop.sendfile exists (asyncio); uvloop raises NotImplementedError.
+        self.loop_sendfile = True
+        if metrics is not None:
+            self._register_metrics(metrics)
+
+    # ------------------------------------------------------------ start / stop
+
+    async def bind(self) -> dict[str, int]:
+        """Bind every listener without accepting yet; listener name → bound port
+        (what an advertised port 0 becomes)."""
+        ports: dict[str, int] = {}
+        try:
+            for acceptor in self.acceptors:
+                ports[acceptor.spec.name] = await acceptor.bind()
+        except BaseException:
+            for acceptor in self.acceptors:
+                acceptor.stop_accepting()
+            raise
+        return ports
+
+    async def start_processing(self, handler: RequestHandler | None = None) -> None:
+        """Start accepting connections and handing their requests to ``handler``
+        (or the one given at construction)."""
+        if handler is not None:
+            self.channel.handler = handler
+        if self.channel.handler is None:
+            raise RuntimeError("no request handler")
+        if self._parse_header is None:
+            self._parse_header = default_header_parser()
+        if any(a._server is None for a in self.acceptors):
+            await self.bind()
+        self.accepting = True
+        for acceptor in self.acceptors:
+            await acceptor.start_serving()
+        self._reaper = asyncio.get_running_loop().create_task(self._reap_idle())
+
+    async def startup(self) -> dict[str, int]:
+        """Bind every listener and start serving; listener name → bound port."""
+        ports = await self.bind()
+        await self.start_processing()
+        return ports
+
+    @property
+    def bound_ports(self) -> dict[str, int]:
+        return {a.spec.name: a.port for a in self.acceptors}
+
+    def stop_accepting(self) -> None:
+        self.accepting = False
+        for acceptor in self.acceptors:
+            acceptor.stop_accepting()
+
+    async def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop accepting, stop reading, answer what was received, close everything."""
+        self.stop_accepting()
+        for p in list(self.processors.values()):
+            p.stop_reading()
+        pending = [p.wait_idle() for p in self.processors.values()]
+        if pending:
+            done = asyncio.gather(*pending)
+            try:
+                await asyncio.wait_for(done, timeout)
+            except asyncio.TimeoutError:
+                left = sum(p.in_flight for p in self.processors.values())
+                _log.warning("shutdown: %d requests still in flight after %.1fs; closing",
+                             left, timeout)  # fmt: skip
+        for p in list(self.processors.values()):
+            p.close()
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+            self._reaper = None
+        for acceptor in self.acceptors:
+            await acceptor.wait_closed()
+        # Let the transports deliver their close.
+        await asyncio.sleep(0)
+
+    # ------------------------------------------------------------ connections
+
+    def parse_header(self, frame: memoryview) -> RequestHeader:
+        assert self._parse_header is not None
+        return self._parse_header(frame)
+
+    def api_name(self, api_key: int) -> str:
+        name = self._api_names.get(api_key)
+        if name is None:
+            name = self._api_names[api_key] = api_display_name(api_key)
+        return name
+
+    def _next_connection_id(self, acceptor: Acceptor) -> str:
+        return f"{acceptor.spec.name}-{acceptor.port}-{next(self._ids)}"
+
+    def admit(self, p: Processor) -> str | None:
+        if not self.accepting:
+            self.connections_refused += 1
+            return "the broker is shutting down"
+        if len(self.processors) >= self.max_connections:
+            self.connections_refused += 1
+            return f"max.connections ({self.max_connections}) reached"
+        if self._per_ip.get(p.client_host, 0) >= self.max_connections_per_ip:
+            self.connections_refused += 1
+            return f"max.connections.per.ip ({self.max_connections_per_ip}) reached"
+        self.processors[p.connection_id] = p
+        self._per_ip[p.client_host] = self._per_ip.get(p.client_host, 0) + 1
+        self.connections_total += 1
+        return None
+
+    def forget(self, p: Processor) -> None:
+        if self.processors.pop(p.connection_id, None) is not None:
+            n = self._per_ip.get(p.client_host, 1) - 1
+            if n:
+                self._per_ip[p.client_host] = n
+            else:
+                self._per_ip.pop(p.client_host, None)
+
+    def tune_socket(self, sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.send_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+            if self.receive_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
+
+    async def _reap_idle(self) -> None:
+        """Close connections idle longer than ``connections.max.idle.ms``."""
+        limit_ns = self.connections_max_idle_ms * 1_000_000
+        period = min(max(self.connections_max_idle_ms / 4000, 0.01), 30.0)
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic_ns()
+            for p in list(self.processors.values()):
+                if not p.in_flight and now - p.last_active_ns > limit_ns:
+                    p.close(f"idle for more than {self.connections_max_idle_ms} ms")
+
+    # ------------------------------------------------------------ metrics
+
+    def _register_metrics(self, m: MetricsRegistry) -> None:
+        m.gauge(
+            "kafka_network_requestchannel_requestqueuesize",
+            "Requests waiting for a handler.",
+            lambda: self.channel.size,
+        )
+        m.gauge(
+            "kafka_server_socketservermetrics_connection_count",
+            "Open client connections, per listener.",
+            lambda: [
+                ({"listener": a.spec.name}, sum(
+                    1 for p in self.processors.values() if p.acceptor is a
+                ))
+                for a in self.acceptors
+            ],
+        )  # fmt: skip
+        m.gauge(
+            "kafka_server_socketservermetrics_connection_creation_total",
+            "Connections accepted.",
+            lambda: self.connections_total,
+            kind="counter",
+        )
+        m.gauge(
+            "kafka_server_socketservermetrics_connection_refused_total",
+            "Connections closed on arrival (max.connections, shutting down).",
+            lambda: self.connections_refused,
+            kind="counter",
+        )
+        m.gauge(
+            "kafka_network_socketserver_bad_frames_total",
+            "Connections closed for a malformed or oversized frame.",
+            lambda: self.bad_frames,
+            kind="counter",
+        )
+        m.gauge(
+            "kafka_server_brokertopicmetrics_bytesin_total",
+            "Request bytes received (BytesInPerSec).",
+            lambda: self.channel.bytes_in,
+            kind="counter",
+        )
+        m.gauge(
+            "kafka_server_brokertopicmetrics_bytesout_total",
+            "Response bytes sent (BytesOutPerSec).",
+            lambda: self.channel.bytes_out,
+            kind="counter",
+        )
+        m.gauge(
+            "kafka_network_socketserver_sendfile_bytes_total",
+            "Record bytes sent from segment files with sendfile.",
+            lambda: self.sendfile_bytes,
+            kind="counter",
+        )
