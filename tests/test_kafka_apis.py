@@ -15,8 +15,8 @@ from kafka_apis_harness import Core, expect_close
 
 from pylog import _native
 from pylog.errors import ErrorCode
+from pylog.metadata import JsonMetadataStore
 from pylog.protocol import decode_response, encode_request, parse_request_header
-from pylog.server.metadata_store import MetadataStore
 
 E = ErrorCode
 
@@ -561,7 +561,7 @@ def test_topics_and_data_survive_restart(tmp_path: Any) -> None:
 
     run(str(tmp_path), first)
     run(str(tmp_path), second)
-    assert MetadataStore(str(tmp_path)).topic("keep") is not None
+    assert JsonMetadataStore(str(tmp_path)).topic("keep") is not None
 
 
 def test_delete_topic_removes_partitions(tmp_path: Any) -> None:

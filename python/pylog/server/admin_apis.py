@@ -47,9 +47,9 @@ from pylog.errors import (
 )
 from pylog.log.checkpoint import TopicPartition
 from pylog.log.config import TOPIC_CONFIG, ConfigKey, ConfigType, LogConfig
+from pylog.metadata.store import MetadataStore, TopicMetadata, validate_topic_name
 from pylog.protocol import ZERO_UUID, ApiKey
 from pylog.server.config import ALL_BROKER_CONFIG, KafkaConfig
-from pylog.server.metadata_store import MetadataStore, TopicMetadata, validate_topic_name
 from pylog.server.replica_manager import ReplicaManager
 
 __all__ = [

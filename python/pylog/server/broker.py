@@ -88,13 +88,13 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     broker's request handler."""
     from pylog.coordinator.apis import register_group_apis
     from pylog.coordinator.group_coordinator import GroupCoordinator
+    from pylog.metadata import JsonMetadataStore
     from pylog.server.admin_apis import register_admin_apis
     from pylog.server.kafka_apis import KafkaApis
-    from pylog.server.metadata_store import MetadataStore
     from pylog.server.replica_manager import ReplicaManager
 
     assert server.log_manager is not None
-    store = MetadataStore(server.log_manager.log_dirs[0])
+    store = JsonMetadataStore(server.log_manager.log_dirs[0])
     server.metadata_store = store
     replica_manager = ReplicaManager(
         server.log_manager,

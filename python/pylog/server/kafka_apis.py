@@ -30,6 +30,11 @@ from pylog.errors import (
 )
 from pylog.log.checkpoint import TopicPartition
 from pylog.log.log import FetchIsolation
+from pylog.metadata.store import (
+    MetadataStore,
+    TopicMetadata,
+    validate_topic_name,
+)
 from pylog.protocol import (
     ZERO_UUID,
     ApiKey,
@@ -39,11 +44,6 @@ from pylog.protocol import (
     served_versions,
 )
 from pylog.server.delayed_fetch import FetchParams, FetchPartitionRequest, FetchPartitionResult
-from pylog.server.metadata_store import (
-    MetadataStore,
-    TopicMetadata,
-    validate_topic_name,
-)
 from pylog.server.producer_id_manager import ProducerIdManager
 from pylog.server.replica_manager import ReplicaManager
 

@@ -40,6 +40,7 @@ from pylog.log.checkpoint import (
 )
 from pylog.log.log import AppendOrigin, FetchIsolation, LogAppendInfo
 from pylog.log.manager import LogManager
+from pylog.metadata.store import MetadataEvent, MetadataStore, TopicMetadata
 from pylog.server.delayed_fetch import (
     DelayedFetch,
     FetchParams,
@@ -47,7 +48,6 @@ from pylog.server.delayed_fetch import (
     FetchPartitionResult,
 )
 from pylog.server.delayed_produce import DelayedProduce, ProducePartitionStatus, ProduceResult
-from pylog.server.metadata_store import MetadataEvent, MetadataStore, TopicMetadata
 from pylog.server.partition import (
     EpochEndOffset,
     Partition,
