@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the broker is imported when one starts, not when pytest loads the plugin
-    from pylog.server.broker import HandlerFactory, KafkaServer
+    from pylog.broker.kafka_server import HandlerFactory, KafkaServer
 
 __all__ = ["TEST_DEFAULTS", "EmbeddedBroker", "broker"]
 
@@ -107,7 +107,7 @@ class EmbeddedBroker:
             ep = config.listeners[0]
             if ep.port == 0:
                 config = config.with_bound_ports({ep.listener_name: self._port})
-        from pylog.server.broker import KafkaServer
+        from pylog.broker.kafka_server import KafkaServer
 
         server = KafkaServer(config, handler_factory=self.handler_factory)
 

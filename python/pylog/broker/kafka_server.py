@@ -1,7 +1,8 @@
 """KafkaServer: one broker's lifecycle, from start-up to a clean shutdown.
 
-States are Kafka's BrokerStates (seed 001), with Kafka's numeric values (the
-``BrokerState`` metric reports them):
+States are Kafka's ``BrokerState`` values (``org.apache.kafka.metadata.BrokerState``,
+reported by the ``kafka.server:type=KafkaServer,name=BrokerState`` gauge), with
+Kafka's numbers:
 
     NotRunning → Starting → [RecoveringFromUncleanShutdown →] RunningAsBroker
     RunningAsBroker → PendingControlledShutdown → BrokerShuttingDown → NotRunning
@@ -42,7 +43,7 @@ from pylog.server.config import SUPPORTED_SECURITY_PROTOCOLS, KafkaConfig
 
 __all__ = ["BrokerState", "IllegalBrokerStateTransition", "KafkaServer"]
 
-_log = logging.getLogger("pylog.server")
+_log = logging.getLogger("pylog.broker")
 
 
 class BrokerState(enum.IntEnum):
