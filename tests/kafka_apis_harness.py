@@ -9,6 +9,7 @@ import itertools
 import time
 from typing import Any
 
+from pylog.broker.kafka_apis import KafkaApis
 from pylog.errors import CloseConnection
 from pylog.log import LogManager
 from pylog.log.fetch import FileRecords
@@ -16,7 +17,6 @@ from pylog.metadata import JsonMetadataStore
 from pylog.network import Request
 from pylog.protocol import decode_response, encode_request, parse_request_header
 from pylog.server.config import KafkaConfig
-from pylog.server.kafka_apis import KafkaApis
 from pylog.server.replica_manager import ReplicaManager
 
 
