@@ -28,7 +28,7 @@ import contextlib
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the broker is imported when one starts, not when pytest loads the plugin
@@ -219,7 +219,7 @@ else:
             yield b
 
     @pytest.fixture
-    def pylog_broker_factory() -> Iterator[Any]:
+    def pylog_broker_factory() -> Iterator[Callable[..., EmbeddedBroker]]:
         """``factory(overrides=None, **keys)`` starts brokers, all stopped at teardown."""
         made: list[EmbeddedBroker] = []
 
