@@ -113,7 +113,7 @@ class ConfigApis:
 
     def __init__(self, config: KafkaConfig, metadata_store: MetadataStore) -> None:
         self.config = config
-        self.store = metadata_store
+        self.metadata_store = metadata_store
         self.broker_id = config.broker_id
 
     # ------------------------------------------------------------------ config entries
@@ -254,7 +254,7 @@ class ConfigApis:
             try:
                 if rtype == ResourceType.TOPIC:
                     validate_topic_name(rname)
-                    meta = self.store.topic(rname)
+                    meta = self.metadata_store.topic(rname)
                     if meta is None:
                         raise UnknownTopicOrPartitionError(f"The topic '{rname}' does not exist.")
                     effective = self._default_log_config.with_overrides(meta.configs)
@@ -332,7 +332,7 @@ class ConfigApis:
                     wanted = topic_configs(meta, r)
                     self.validate_topic_configs(wanted)
                     if not validate_only:
-                        self.store.set_topic_config(meta.name, wanted)
+                        self.metadata_store.set_topic_config(meta.name, wanted)
                         _log.info("topic %s configs set to %s", meta.name, wanted)
                 elif r.resource_type == ResourceType.BROKER:
                     self._broker_resource_check(r.resource_name, allow_default=True)
@@ -385,7 +385,7 @@ class ConfigApis:
 
     def _existing_topic(self, name: str) -> TopicMetadata:
         validate_topic_name(name)
-        meta = self.store.topic(name)
+        meta = self.metadata_store.topic(name)
         if meta is None:
             raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
         return meta

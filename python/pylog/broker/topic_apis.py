@@ -50,7 +50,7 @@ class TopicApis:
     ) -> None:
         self.config = config
         self.replica_manager = replica_manager
-        self.store = metadata_store
+        self.metadata_store = metadata_store
         self.config_apis = config_apis
         self.broker_id = config.broker_id
 
@@ -147,7 +147,7 @@ class TopicApis:
         for c in t.configs or []:
             configs[c.name] = c.value
         effective = self.config_apis.validate_topic_configs(configs)
-        meta = self.store.create_topic(
+        meta = self.metadata_store.create_topic(
             name,
             num_partitions,
             replication_factor,
@@ -226,7 +226,9 @@ class TopicApis:
                 code, msg = ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."
             else:
                 meta = (
-                    self.store.topic(name) if name is not None else self.store.topic_by_id(topic_id)
+                    self.metadata_store.topic(name)
+                    if name is not None
+                    else self.metadata_store.topic_by_id(topic_id)
                 )
                 if meta is None:
                     if name is not None:
@@ -240,7 +242,7 @@ class TopicApis:
                 else:
                     out["name"], out["topic_id"] = meta.name, meta.topic_id
                     try:
-                        self.store.delete_topic(meta.name)
+                        self.metadata_store.delete_topic(meta.name)
                         _log.info("deleted topic %s", meta.name)
                     except Exception as e:
                         code, msg = error_of(e)
@@ -277,7 +279,7 @@ class TopicApis:
         return {"throttle_time_ms": 0, "results": results}
 
     def _create_partitions(self, t: Any, validate_only: bool) -> None:
-        meta = self.store.topic(t.name)
+        meta = self.metadata_store.topic(t.name)
         if meta is None:
             raise UnknownTopicOrPartitionError(f"The topic '{t.name}' does not exist.")
         count: int = t.count
@@ -308,7 +310,7 @@ class TopicApis:
                         f"{meta.replication_factor} while partition {meta.partitions + i} has "
                         f"{len(a.broker_ids)}."
                     )
-        self.store.add_partitions(t.name, count, validate_only=validate_only)
+        self.metadata_store.add_partitions(t.name, count, validate_only=validate_only)
         if not validate_only:
             _log.info("topic %s now has %d partitions", t.name, count)
 
