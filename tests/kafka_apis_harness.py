@@ -9,14 +9,14 @@ import itertools
 import time
 from typing import Any
 
+from pylog.broker.kafka_apis import KafkaApis
 from pylog.errors import CloseConnection
 from pylog.log import LogManager
+from pylog.metadata import JsonMetadataStore
 from pylog.network import Request
 from pylog.protocol import decode_response, encode_request, parse_request_header
 from pylog.records import FileRecords
 from pylog.server.config import KafkaConfig
-from pylog.server.kafka_apis import KafkaApis
-from pylog.server.metadata_store import MetadataStore
 from pylog.server.replica_manager import ReplicaManager
 
 
@@ -31,7 +31,7 @@ class Core:
         base.update({k.replace("_", "."): v for k, v in props.items()})
         self.config = KafkaConfig.from_props(base)
         self.log_manager = LogManager(self.config.log)
-        self.store = MetadataStore(self.config.log_dirs[0])
+        self.store = JsonMetadataStore(self.config.log_dirs[0])
         self.rm = ReplicaManager(self.log_manager, self.store, broker_id=self.config.broker_id)
         self.rm.startup()
         self.apis = KafkaApis(self.config, self.rm, self.store)

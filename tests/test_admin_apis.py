@@ -14,11 +14,11 @@ from typing import Any
 from conftest import build_batch
 from kafka_apis_harness import Core
 
+from pylog.broker.config_apis import ConfigSource, ResourceType
 from pylog.errors import ErrorCode
 from pylog.log.checkpoint import TopicPartition
 from pylog.network import Request
 from pylog.protocol import ZERO_UUID, ApiKey, parse_request_header
-from pylog.server.admin_apis import ConfigSource, ResourceType, register_admin_apis
 
 E = ErrorCode
 K = ApiKey
@@ -26,8 +26,7 @@ K = ApiKey
 
 def run(core_dir: str, body: Callable[[Core], Awaitable[None]], **props: Any) -> None:
     async def main() -> None:
-        core = Core(core_dir, **props)
-        register_admin_apis(core.apis, core.config)
+        core = Core(core_dir, **props)  # KafkaApis' table holds the admin APIs
         try:
             await body(core)
         finally:

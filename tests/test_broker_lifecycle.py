@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from pylog.broker.kafka_server import BrokerState, IllegalBrokerStateTransition, KafkaServer
 from pylog.errors import InvalidConfigurationError
 from pylog.log.manager import CLEAN_SHUTDOWN_FILE
-from pylog.server.broker import BrokerState, IllegalBrokerStateTransition, KafkaServer
 from pylog.server.config import ALL_BROKER_CONFIG, EndPoint, KafkaConfig
 from pylog.testing import EmbeddedBroker, broker
 

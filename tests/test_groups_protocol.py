@@ -15,7 +15,7 @@ import pytest
 from kafka_apis_harness import Core
 
 from pylog import _native
-from pylog.coordinator.apis import register_group_apis
+from pylog.broker.kafka_apis import KafkaApis
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.coordinator.records import (
     GroupMetadataKey,
@@ -194,7 +194,7 @@ def run(tmp_path: Any, body: Callable[[Groups], Awaitable[None]], **props: Any) 
     async def main() -> None:
         core = Core(str(tmp_path), **{**PROPS, **props})
         coordinator = GroupCoordinator(core.config, core.rm, core.store)
-        register_group_apis(core.apis, coordinator)
+        core.apis = KafkaApis(core.config, core.rm, core.store, coordinator)
         coordinator.startup()
         try:
             await body(Groups(core, coordinator))
@@ -528,7 +528,7 @@ def test_a_new_coordinator_loads_groups_and_offsets(tmp_path: Any, codec: int) -
         # A second coordinator over the same logs (a restart of the coordinator).
         await g.coordinator.shutdown()
         fresh = GroupCoordinator(g.core.config, g.core.rm, g.core.store)
-        register_group_apis(g.core.apis, fresh)
+        g.core.apis = KafkaApis(g.core.config, g.core.rm, g.core.store, fresh)
         fresh.startup()
         try:
             codes = await g.commit("g", gen, me, {("t", 0): 9})

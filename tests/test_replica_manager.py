@@ -14,14 +14,14 @@ from conftest import build_batch
 
 from pylog.log import LogManager, TopicPartition
 from pylog.log.log import FetchIsolation
+from pylog.metadata import JsonMetadataStore
 from pylog.server.delayed_fetch import FetchParams, FetchPartitionRequest
-from pylog.server.metadata_store import MetadataStore
 from pylog.server.replica_manager import ReplicaManager
 
 
-def make(path: str, **kw: Any) -> tuple[LogManager, MetadataStore, ReplicaManager]:
+def make(path: str, **kw: Any) -> tuple[LogManager, JsonMetadataStore, ReplicaManager]:
     lm = LogManager({"log.dirs": path})
-    store = MetadataStore(path)
+    store = JsonMetadataStore(path)
     rm = ReplicaManager(lm, store, **kw)
     rm.startup()
     return lm, store, rm

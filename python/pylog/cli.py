@@ -89,8 +89,8 @@ def broker_start(config_path: str | None, overrides: tuple[str, ...], log_level:
     import asyncio
     import logging
 
+    from pylog.broker.kafka_server import KafkaServer
     from pylog.config import parse_properties
-    from pylog.server.broker import KafkaServer
     from pylog.server.config import KafkaConfig
 
     logging.basicConfig(

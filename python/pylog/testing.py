@@ -28,11 +28,11 @@ import contextlib
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the broker is imported when one starts, not when pytest loads the plugin
-    from pylog.server.broker import HandlerFactory, KafkaServer
+    from pylog.broker.kafka_server import HandlerFactory, KafkaServer
 
 __all__ = ["TEST_DEFAULTS", "EmbeddedBroker", "broker"]
 
@@ -107,7 +107,7 @@ class EmbeddedBroker:
             ep = config.listeners[0]
             if ep.port == 0:
                 config = config.with_bound_ports({ep.listener_name: self._port})
-        from pylog.server.broker import KafkaServer
+        from pylog.broker.kafka_server import KafkaServer
 
         server = KafkaServer(config, handler_factory=self.handler_factory)
 
@@ -219,7 +219,7 @@ else:
             yield b
 
     @pytest.fixture
-    def pylog_broker_factory() -> Iterator[Any]:
+    def pylog_broker_factory() -> Iterator[Callable[..., EmbeddedBroker]]:
         """``factory(overrides=None, **keys)`` starts brokers, all stopped at teardown."""
         made: list[EmbeddedBroker] = []
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from pylog.coordinator.delayed_heartbeat import DelayedHeartbeat
@@ -31,7 +31,11 @@ from pylog.coordinator.group_metadata_manager import (
     now_ms,
 )
 from pylog.errors import ErrorCode
+from pylog.metadata.store import MetadataStore
+from pylog.network.metrics import MetricsRegistry
+from pylog.server.config import KafkaConfig
 from pylog.server.purgatory import DelayedOperationPurgatory
+from pylog.server.replica_manager import ReplicaManager
 
 __all__ = ["GroupCoordinator", "JoinRequest"]
 
@@ -108,9 +112,9 @@ def _sync_result(
 class GroupCoordinator:
     def __init__(
         self,
-        config: Any,
-        replica_manager: Any,
-        metadata_store: Any,
+        config: KafkaConfig,
+        replica_manager: ReplicaManager,
+        metadata_store: MetadataStore,
         *,
         clock: Callable[[], int] = now_ms,
     ) -> None:
@@ -193,7 +197,7 @@ class GroupCoordinator:
                 if op is not None:
                     op.force_complete()
 
-    def register_metrics(self, metrics: Any) -> None:
+    def register_metrics(self, metrics: MetricsRegistry) -> None:
         """Kafka's GroupMetadataManager gauges (NumGroups per state, NumOffsets)
         on the broker's Prometheus registry."""
 
@@ -215,7 +219,7 @@ class GroupCoordinator:
             lambda: float(sum(len(g.offsets) for g in self.manager.all_groups())),
         )
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

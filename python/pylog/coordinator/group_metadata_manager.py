@@ -25,10 +25,14 @@ import struct
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from pylog import _native
-from pylog.coordinator.group import GroupMetadata, GroupState, OffsetAndMetadata
+from pylog.coordinator.group import (
+    GroupMetadata,
+    GroupState,
+    MemberMetadata,
+    OffsetAndMetadata,
+)
 from pylog.coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -44,6 +48,9 @@ from pylog.coordinator.records import (
 from pylog.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
 from pylog.log.checkpoint import TopicPartition
 from pylog.log.log import AppendOrigin, FetchIsolation
+from pylog.metadata.store import MetadataStore
+from pylog.server.config import KafkaConfig
+from pylog.server.replica_manager import ReplicaManager
 
 __all__ = ["GROUP_METADATA_TOPIC", "CoordinatorShard", "GroupMetadataManager"]
 
@@ -101,9 +108,9 @@ def _append_error(code: int) -> int:
 class GroupMetadataManager:
     def __init__(
         self,
-        config: Any,
-        replica_manager: Any,
-        metadata_store: Any,
+        config: KafkaConfig,
+        replica_manager: ReplicaManager,
+        metadata_store: MetadataStore,
         *,
         clock: Callable[[], int] = now_ms,
     ) -> None:
@@ -289,8 +296,6 @@ class GroupMetadataManager:
             _log.warning("skipping an unreadable %s record: %s", GROUP_METADATA_TOPIC, e)
 
     def _install(self, shard: CoordinatorShard, loaded: _Loaded) -> None:
-        from pylog.coordinator.group import MemberMetadata
-
         now = self.clock()
         names = set(loaded.offsets) | {g for g, v in loaded.groups.items() if v is not None}
         for name in names:
@@ -437,7 +442,7 @@ class GroupMetadataManager:
         return await self._append(group.group_id, [(key, value.encode())])
 
     @staticmethod
-    def _subscription(member: Any, protocol: str | None) -> bytes:
+    def _subscription(member: MemberMetadata, protocol: str | None) -> bytes:
         try:
             return bytes(member.metadata(protocol)) if protocol else b""
         except KeyError:

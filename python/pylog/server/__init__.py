@@ -1,2 +1,4 @@
-"""The broker: its configuration and lifecycle (KafkaServer), KafkaApis, the
-ReplicaManager and its partitions, the purgatory and the metadata store."""
+"""Replication: the broker's configuration (KafkaConfig), the ReplicaManager and
+its partitions, the purgatory and its delayed operations (produce, fetch), and
+the producer-id manager. Requests reach it from KafkaApis (``pylog.broker``);
+nothing here imports the coordinator or the broker layer."""

@@ -89,7 +89,7 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table(
               "Listener name to security protocol, NAME:PROTOCOL pairs.", None, "low"),
     ConfigKey("inter.broker.listener.name", S, None, "Listener brokers use between "
               "themselves; the first listener when unset.", None, "medium"),
-    # ---- network (seed 004 §2)
+    # ---- network: the keys Kafka's SocketServer reads (kafka.network.SocketServer)
     ConfigKey("num.network.threads", I, 3, "Accepted for compatibility: pylog's processors "
               "are asyncio protocol objects on one event loop.", AtLeast(1), "high"),
     ConfigKey("num.io.threads", I, 8, "Accepted for compatibility: request handlers are "

@@ -29,7 +29,7 @@ from pylog.log.fetch import FetchDataInfo
 from pylog.log.leader_epoch import LeaderEpochFileCache
 from pylog.log.log import AppendOrigin, FetchIsolation, Log, LogAppendInfo
 from pylog.log.offset_metadata import LogOffsetMetadata
-from pylog.server.metadata_store import INTERNAL_TOPICS
+from pylog.metadata.store import INTERNAL_TOPICS
 
 __all__ = [
     "EpochEndOffset",

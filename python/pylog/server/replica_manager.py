@@ -24,7 +24,6 @@ import concurrent.futures
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
 
 from pylog.errors import (
     ErrorCode,
@@ -40,6 +39,7 @@ from pylog.log.checkpoint import (
 )
 from pylog.log.log import AppendOrigin, FetchIsolation, LogAppendInfo
 from pylog.log.manager import LogManager
+from pylog.metadata.store import MetadataEvent, MetadataStore, TopicMetadata
 from pylog.server.delayed_fetch import (
     DelayedFetch,
     FetchParams,
@@ -47,7 +47,6 @@ from pylog.server.delayed_fetch import (
     FetchPartitionResult,
 )
 from pylog.server.delayed_produce import DelayedProduce, ProducePartitionStatus, ProduceResult
-from pylog.server.metadata_store import MetadataEvent, MetadataStore, TopicMetadata
 from pylog.server.partition import (
     EpochEndOffset,
     Partition,
@@ -478,9 +477,11 @@ class ReplicaManager:
             return EpochEndOffset(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)
         return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
 
-    def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, Any]:
+    def delete_records(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int]]:
         """DeleteRecords: {tp: (error code, low watermark)}; -1 means the HW."""
-        out: dict[TopicPartition, Any] = {}
+        out: dict[TopicPartition, tuple[int, int]] = {}
         for tp, offset in offsets.items():
             try:
                 low = self.get_partition_or_error(tp).delete_records_before(offset)

@@ -1,5 +1,6 @@
-"""MetadataStore: the embedded single-broker metadata — topics, their partition
-counts, topic ids and config overrides, the cluster id and the producer-id block.
+"""JsonMetadataStore: the embedded single-broker MetadataStore — topics, their
+partition counts, topic ids and config overrides, the cluster id and the
+producer-id block.
 
 It is one JSON document, ``pylog-metadata.json`` in the first log directory,
 rewritten whole on every change: written to a temporary file, fsynced, renamed
@@ -11,22 +12,16 @@ and repair it with a text editor, and it has the shape Kafka's ZooKeeper nodes
 have (one JSON document per topic), which the ZooKeeper store will reuse.
 
 Listeners registered with :meth:`add_listener` hear every change after it is
-durable; the ReplicaManager creates, grows and deletes partitions from them, so
-whoever changes the metadata (KafkaApis, the admin APIs, a tool) leaves the
-logs consistent with it.
+durable (see :mod:`pylog.metadata.store`).
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
-import re
 import threading
-import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from pylog.errors import (
@@ -38,76 +33,22 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 from pylog.log.checkpoint import fsync_dir
+from pylog.metadata.store import (
+    Listener,
+    MetadataEvent,
+    MetadataStore,
+    TopicMetadata,
+    new_uuid,
+    validate_topic_name,
+)
 
-__all__ = [
-    "METADATA_FILE",
-    "MetadataEvent",
-    "MetadataStore",
-    "TopicMetadata",
-    "new_uuid",
-    "validate_topic_name",
-]
+__all__ = ["METADATA_FILE", "JsonMetadataStore"]
 
 METADATA_FILE = "pylog-metadata.json"
 _FORMAT_VERSION = 1
-_MAX_TOPIC_NAME = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-def new_uuid() -> str:
-    """A random UUID in Kafka's printed form: unpadded URL-safe base64 (22 chars).
-
-    Kafka reserves the all-zero id and the id ending in 1 (its metadata topic);
-    a random version-4 UUID is never either."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
-
-
-def validate_topic_name(name: str) -> None:
-    """InvalidTopicError unless ``name`` is a legal Kafka topic name."""
-    if not name:
-        raise InvalidTopicError("topic name is empty")
-    if name in (".", ".."):
-        raise InvalidTopicError(f"topic name cannot be {name!r}")
-    if len(name) > _MAX_TOPIC_NAME:
-        raise InvalidTopicError(
-            f"topic name {name[:40]!r}... is {len(name)} characters, over {_MAX_TOPIC_NAME}"
-        )
-    if not _LEGAL_TOPIC.match(name):
-        raise InvalidTopicError(
-            f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_', '-'"
-        )
-
-
-@dataclass(frozen=True)
-class TopicMetadata:
-    """A topic as the store keeps it. ``topic_id`` is Kafka's base64url form."""
-
-    name: str
-    topic_id: str
-    partitions: int
-    configs: dict[str, str] = field(default_factory=dict)
-    replication_factor: int = 1
-
-    @property
-    def is_internal(self) -> bool:
-        return self.name in INTERNAL_TOPICS
-
-
-@dataclass(frozen=True)
-class MetadataEvent:
-    """A durable change: ``kind`` is "create", "delete", "partitions" or "config".
-    ``previous`` is the topic before the change (None for "create")."""
-
-    kind: str
-    topic: TopicMetadata
-    previous: TopicMetadata | None = None
-
-
-Listener = Callable[[MetadataEvent], None]
-
-
-class MetadataStore:
+class JsonMetadataStore(MetadataStore):
     """The embedded store. Thread-safe; every change is durable when it returns."""
 
     def __init__(self, directory: str, *, cluster_id: str | None = None) -> None:
@@ -384,4 +325,4 @@ class MetadataStore:
             return start
 
     def __repr__(self) -> str:
-        return f"MetadataStore({self._path!r}, topics={len(self._topics)})"
+        return f"JsonMetadataStore({self._path!r}, topics={len(self._topics)})"

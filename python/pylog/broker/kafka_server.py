@@ -1,7 +1,8 @@
 """KafkaServer: one broker's lifecycle, from start-up to a clean shutdown.
 
-States are Kafka's BrokerStates (seed 001), with Kafka's numeric values (the
-``BrokerState`` metric reports them):
+States are Kafka's ``BrokerState`` values (``org.apache.kafka.metadata.BrokerState``,
+reported by the ``kafka.server:type=KafkaServer,name=BrokerState`` gauge), with
+Kafka's numbers:
 
     NotRunning → Starting → [RecoveringFromUncleanShutdown →] RunningAsBroker
     RunningAsBroker → PendingControlledShutdown → BrokerShuttingDown → NotRunning
@@ -33,16 +34,20 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pylog.broker.kafka_apis import KafkaApis
+from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.errors import InvalidConfigurationError
 from pylog.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
+from pylog.metadata import JsonMetadataStore, MetadataStore
 from pylog.network.metrics import MetricsRegistry, MetricsServer
 from pylog.network.request_channel import RequestHandler
 from pylog.network.socket_server import ListenerSpec, SocketServer
 from pylog.server.config import SUPPORTED_SECURITY_PROTOCOLS, KafkaConfig
+from pylog.server.replica_manager import ReplicaManager
 
 __all__ = ["BrokerState", "IllegalBrokerStateTransition", "KafkaServer"]
 
-_log = logging.getLogger("pylog.server")
+_log = logging.getLogger("pylog.broker")
 
 
 class BrokerState(enum.IntEnum):
@@ -84,17 +89,10 @@ HandlerFactory = Callable[["KafkaServer"], "RequestHandler | Awaitable[RequestHa
 
 
 def _default_handler(server: KafkaServer) -> RequestHandler:
-    """MetadataStore → ReplicaManager → KafkaApis (+ GroupCoordinator), the
+    """MetadataStore → ReplicaManager → GroupCoordinator → KafkaApis, the
     broker's request handler."""
-    from pylog.coordinator.apis import register_group_apis
-    from pylog.coordinator.group_coordinator import GroupCoordinator
-    from pylog.server.admin_apis import register_admin_apis
-    from pylog.server.kafka_apis import KafkaApis
-    from pylog.server.metadata_store import MetadataStore
-    from pylog.server.replica_manager import ReplicaManager
-
     assert server.log_manager is not None
-    store = MetadataStore(server.log_manager.log_dirs[0])
+    store = JsonMetadataStore(server.log_manager.log_dirs[0])
     server.metadata_store = store
     replica_manager = ReplicaManager(
         server.log_manager,
@@ -106,10 +104,8 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     )
     replica_manager.startup()
     server.replica_manager = replica_manager
-    apis = KafkaApis(server.config, replica_manager, store)
-    register_admin_apis(apis, server.config)
     coordinator = GroupCoordinator(server.config, replica_manager, store)
-    register_group_apis(apis, coordinator)
+    apis = KafkaApis(server.config, replica_manager, store, coordinator)
     coordinator.register_metrics(server.metrics)
     coordinator.startup()
     server.group_coordinator = coordinator
@@ -138,9 +134,9 @@ class KafkaServer:
         self.state = BrokerState.NotRunning
         self.metrics = MetricsRegistry()
         self.log_manager: LogManager | None = None
-        self.metadata_store: Any = None
-        self.replica_manager: Any = None
-        self.group_coordinator: Any = None
+        self.metadata_store: MetadataStore | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.group_coordinator: GroupCoordinator | None = None
         self.handler: RequestHandler | None = None
         self.socket_server: SocketServer | None = None
         self.metrics_server: MetricsServer | None = None
@@ -301,7 +297,7 @@ class KafkaServer:
             self.replica_manager = None
         if self.metadata_store is not None:
             with contextlib.suppress(Exception):
-                await _maybe_await(getattr(self.metadata_store, "close", None))
+                self.metadata_store.close()
         if self.log_manager is not None:
             try:
                 await asyncio.to_thread(self.log_manager.shutdown)

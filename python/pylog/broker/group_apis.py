@@ -1,23 +1,22 @@
-"""The group APIs as KafkaApis handlers: decode what each version carries, ask
-the GroupCoordinator, answer in that version's shape.
-
-``register_group_apis(apis, coordinator)`` routes FindCoordinator, JoinGroup,
-SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
-DescribeGroups, DeleteGroups and OffsetDelete; ApiVersions then advertises
-them (GROUP_API_VERSIONS) because KafkaApis advertises what is registered.
+"""The group handlers: FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete, ListGroups, DescribeGroups
+and DeleteGroups. Each decodes what its version carries, asks the
+GroupCoordinator, and answers in that version's shape; KafkaApis routes them
+(and ApiVersions advertises them, GROUP_API_VERSIONS) when it has a
+coordinator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pylog.coordinator.group import GroupState
 from pylog.coordinator.group_coordinator import GroupCoordinator, JoinRequest
 from pylog.errors import ErrorCode
-from pylog.protocol import ApiKey
+from pylog.network import Request
 
-__all__ = ["register_group_apis"]
+__all__ = ["GroupApis"]
 
 _KEY_TYPE_GROUP = 0
 _AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
@@ -26,15 +25,24 @@ _GROUP_OPS = sum(1 << op for op in (3, 6, 8))
 
 
 class GroupApis:
-    def __init__(self, apis: Any, coordinator: GroupCoordinator) -> None:
-        self.apis = apis
+    """The group APIs over one GroupCoordinator. ``broker_endpoint`` maps a
+    listener name to this broker's (host, port) on it, FindCoordinator's answer."""
+
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        broker_id: int,
+        broker_endpoint: Callable[[str], tuple[str, int]],
+    ) -> None:
         self.coordinator = coordinator
+        self.broker_id = broker_id
+        self.broker_endpoint = broker_endpoint
 
     # ------------------------------------------------------------ FindCoordinator
 
-    def _coordinator_for(self, request: Any, key: str, key_type: int) -> dict[str, Any]:
-        host, port = self.apis.broker_endpoint(request.listener)
-        node = self.apis.broker_id
+    def _coordinator_for(self, request: Request, key: str, key_type: int) -> dict[str, Any]:
+        host, port = self.broker_endpoint(request.listener)
+        node = self.broker_id
         if key_type != _KEY_TYPE_GROUP:
             # No transaction coordinator runs here (yet).
             code: int = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -51,7 +59,9 @@ class GroupApis:
             "error_message": None if code == 0 else ErrorCode(code).name,
         }
 
-    async def find_coordinator(self, request: Any, body: Any) -> Mapping[str, Any]:
+    async def handle_find_coordinator_request(
+        self, request: Request, body: Any
+    ) -> Mapping[str, Any]:
         version = request.header.api_version
         key_type = body.get("key_type", 0)
         if version >= 4:
@@ -68,7 +78,7 @@ class GroupApis:
 
     # ------------------------------------------------------------ membership
 
-    async def join_group(self, request: Any, body: Any) -> Mapping[str, Any]:
+    async def handle_join_group_request(self, request: Request, body: Any) -> Mapping[str, Any]:
         version = request.header.api_version
         session = body.session_timeout_ms
         rebalance = body.get("rebalance_timeout_ms", -1)
@@ -102,7 +112,7 @@ class GroupApis:
         out["throttle_time_ms"] = 0
         return out
 
-    async def sync_group(self, request: Any, body: Any) -> Mapping[str, Any]:
+    async def handle_sync_group_request(self, request: Request, body: Any) -> Mapping[str, Any]:
         out = await self.coordinator.sync_group(
             body.group_id,
             body.generation_id,
@@ -118,13 +128,13 @@ class GroupApis:
             out.pop("protocol_name", None)
         return out
 
-    async def heartbeat(self, request: Any, body: Any) -> Mapping[str, Any]:
+    async def handle_heartbeat_request(self, request: Request, body: Any) -> Mapping[str, Any]:
         code = self.coordinator.heartbeat(
             body.group_id, body.member_id, body.get("group_instance_id"), body.generation_id
         )
         return {"throttle_time_ms": 0, "error_code": code}
 
-    async def leave_group(self, request: Any, body: Any) -> Mapping[str, Any]:
+    async def handle_leave_group_request(self, request: Request, body: Any) -> Mapping[str, Any]:
         version = request.header.api_version
         if version >= 3:
             members = [(m.member_id, m.get("group_instance_id")) for m in body.members]
@@ -146,7 +156,7 @@ class GroupApis:
 
     # ------------------------------------------------------------ offsets
 
-    async def offset_commit(self, request: Any, body: Any) -> Mapping[str, Any]:
+    async def handle_offset_commit_request(self, request: Request, body: Any) -> Mapping[str, Any]:
         offsets: dict[tuple[str, int], tuple[int, int, str | None]] = {}
         for t in body.topics:
             for p in t.partitions:
@@ -201,7 +211,7 @@ class GroupApis:
             )
         return code, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
-    async def offset_fetch(self, request: Any, body: Any) -> Mapping[str, Any]:
+    async def handle_offset_fetch_request(self, request: Request, body: Any) -> Mapping[str, Any]:
         version = request.header.api_version
         if version >= 8:
             groups = []
@@ -217,7 +227,7 @@ class GroupApis:
                     p["error_code"] = code
         return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
 
-    async def offset_delete(self, request: Any, body: Any) -> Mapping[str, Any]:
+    async def handle_offset_delete_request(self, request: Request, body: Any) -> Mapping[str, Any]:
         wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
         request.mark_local_complete()
         code, codes = await self.coordinator.delete_offsets(body.group_id, wanted)
@@ -240,7 +250,7 @@ class GroupApis:
 
     # ------------------------------------------------------------ admin
 
-    async def list_groups(self, request: Any, body: Any) -> Mapping[str, Any]:
+    async def handle_list_groups_request(self, request: Request, body: Any) -> Mapping[str, Any]:
         states = {s.lower() for s in body.get("states_filter") or []}
         types = {t.lower() for t in body.get("types_filter") or []}
         code, groups = self.coordinator.list_groups(states or None, types or None)
@@ -258,7 +268,9 @@ class GroupApis:
             ],
         }
 
-    async def describe_groups(self, request: Any, body: Any) -> Mapping[str, Any]:
+    async def handle_describe_groups_request(
+        self, request: Request, body: Any
+    ) -> Mapping[str, Any]:
         with_ops = bool(body.get("include_authorized_operations"))
         version = request.header.api_version
         out = []
@@ -300,27 +312,10 @@ class GroupApis:
             out.append(entry)
         return {"throttle_time_ms": 0, "groups": out}
 
-    async def delete_groups(self, request: Any, body: Any) -> Mapping[str, Any]:
+    async def handle_delete_groups_request(self, request: Request, body: Any) -> Mapping[str, Any]:
         request.mark_local_complete()
         codes = await self.coordinator.delete_groups(list(body.groups_names))
         return {
             "throttle_time_ms": 0,
             "results": [{"group_id": g, "error_code": codes[g]} for g in body.groups_names],
         }
-
-
-def register_group_apis(apis: Any, coordinator: GroupCoordinator) -> GroupApis:
-    """Route the group APIs of ``apis`` (a KafkaApis) to ``coordinator``."""
-    g = GroupApis(apis, coordinator)
-    apis.register(ApiKey.FIND_COORDINATOR, g.find_coordinator)
-    apis.register(ApiKey.JOIN_GROUP, g.join_group)
-    apis.register(ApiKey.SYNC_GROUP, g.sync_group)
-    apis.register(ApiKey.HEARTBEAT, g.heartbeat)
-    apis.register(ApiKey.LEAVE_GROUP, g.leave_group)
-    apis.register(ApiKey.OFFSET_COMMIT, g.offset_commit)
-    apis.register(ApiKey.OFFSET_FETCH, g.offset_fetch)
-    apis.register(ApiKey.OFFSET_DELETE, g.offset_delete)
-    apis.register(ApiKey.LIST_GROUPS, g.list_groups)
-    apis.register(ApiKey.DESCRIBE_GROUPS, g.describe_groups)
-    apis.register(ApiKey.DELETE_GROUPS, g.delete_groups)
-    return g

@@ -1,0 +1,271 @@
+"""The cluster handlers: Metadata (with topic auto-creation), DescribeCluster
+and DescribeLogDirs. A single broker is its own controller, so each answers
+with this broker alone; once the MetadataCache (``pylog.metadata``) is fed by
+UpdateMetadata, the broker list and the leaders come from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pylog.errors import (
+    ErrorCode,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    KafkaError,
+    TopicAlreadyExistsError,
+)
+from pylog.log.checkpoint import TopicPartition
+from pylog.metadata.store import MetadataStore, TopicMetadata, validate_topic_name
+from pylog.network import Request
+from pylog.protocol import ZERO_UUID
+from pylog.server.config import EndPoint, KafkaConfig
+from pylog.server.replica_manager import ReplicaManager
+
+__all__ = ["ClusterApis"]
+
+_log = logging.getLogger("pylog.broker.cluster_apis")
+
+_AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
+# Without an authorizer every operation is allowed: READ..DESCRIBE, DESCRIBE_CONFIGS,
+# ALTER_CONFIGS on a topic; the cluster operations likewise.
+_TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+_CLUSTER_OPS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
+
+
+def _uuid_out(topic_id: str | None) -> str:
+    return topic_id or ZERO_UUID
+
+
+class ClusterApis:
+    """Metadata, DescribeCluster, DescribeLogDirs, and this broker's endpoint
+    on each listener (also FindCoordinator's answer)."""
+
+    def __init__(
+        self,
+        config: KafkaConfig,
+        replica_manager: ReplicaManager,
+        metadata_store: MetadataStore,
+    ) -> None:
+        self.config = config
+        self.replica_manager = replica_manager
+        self.metadata_store = metadata_store
+        self.log_manager = replica_manager.log_manager
+        self.broker_id = config.broker_id
+        self._endpoints: tuple[EndPoint, ...] = config.advertised_listeners
+
+    # ------------------------------------------------------------------ endpoints
+
+    def broker_endpoint(self, listener: str) -> tuple[str, int]:
+        """This broker's advertised (host, port) on ``listener``; the first
+        advertised listener's for a listener it does not name."""
+        for ep in self._endpoints:
+            if ep.listener_name == listener:
+                return ep.host, ep.port
+        if self._endpoints:
+            return self._endpoints[0].host, self._endpoints[0].port
+        return "localhost", 9092
+
+    # ------------------------------------------------------------------ Metadata
+
+    def _auto_create(self, name: str) -> tuple[int, TopicMetadata | None]:
+        cfg = self.config
+        try:
+            meta = self.metadata_store.create_topic(
+                name, cfg.num_partitions, cfg.default_replication_factor
+            )
+            _log.info("auto-created topic %s with %d partition(s)", name, meta.partitions)
+            return ErrorCode.NONE, meta
+        except TopicAlreadyExistsError:
+            return ErrorCode.NONE, self.metadata_store.topic(name)
+        except (InvalidTopicError, InvalidReplicationFactorError) as e:
+            return e.code, None
+        except KafkaError as e:
+            _log.warning("auto-creating topic %s failed: %s", name, e)
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+
+    def _topic_entry(self, meta: TopicMetadata, with_ops: bool) -> dict[str, Any]:
+        b = self.broker_id
+        rm = self.replica_manager
+        partitions = []
+        for i in range(meta.partitions):
+            p = rm.partition(TopicPartition(meta.name, i))
+            if p is None:
+                partitions.append(
+                    {
+                        "error_code": ErrorCode.LEADER_NOT_AVAILABLE,
+                        "partition_index": i,
+                        "leader_id": -1,
+                        "leader_epoch": -1,
+                        "replica_nodes": [b],
+                        "isr_nodes": [],
+                        "offline_replicas": [],
+                    }
+                )
+                continue
+            partitions.append(
+                {
+                    "error_code": ErrorCode.NONE,
+                    "partition_index": i,
+                    "leader_id": p.leader_id if p.leader_id is not None else -1,
+                    "leader_epoch": p.leader_epoch,
+                    "replica_nodes": p.assigned_replicas,
+                    "isr_nodes": p.in_sync_replicas,
+                    "offline_replicas": [],
+                }
+            )
+        return {
+            "error_code": ErrorCode.NONE,
+            "name": meta.name,
+            "topic_id": _uuid_out(meta.topic_id),
+            "is_internal": meta.is_internal,
+            "partitions": partitions,
+            "topic_authorized_operations": _TOPIC_OPS
+            if with_ops
+            else _AUTHORIZED_OPS_NOT_REQUESTED,
+        }
+
+    async def handle_topic_metadata_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+        version = request.header.api_version
+        store = self.metadata_store
+        with_ops = bool(body.get("include_topic_authorized_operations"))
+        allow_auto = bool(body.get("allow_auto_topic_creation", True)) if version >= 4 else True
+        allow_auto = allow_auto and self.config.auto_create_topics_enable
+        requested = body.topics
+        topics: list[dict[str, Any]] = []
+        if requested is None or (version == 0 and not requested):
+            topics = [self._topic_entry(m, with_ops) for m in store.topics()]
+        else:
+            for t in requested:
+                name = t.get("name")
+                topic_id = t.get("topic_id")
+                if name is None and topic_id not in (None, ZERO_UUID):
+                    meta = store.topic_by_id(topic_id)
+                    if meta is None:
+                        # The name is nullable from v12; before, an empty name.
+                        unnamed = None if version >= 12 else ""
+                        topics.append(
+                            self._topic_error(ErrorCode.UNKNOWN_TOPIC_ID, unnamed, topic_id)
+                        )
+                    else:
+                        topics.append(self._topic_entry(meta, with_ops))
+                    continue
+                if name is None:
+                    topics.append(self._topic_error(ErrorCode.INVALID_REQUEST, None, None))
+                    continue
+                meta = store.topic(name)
+                if meta is None:
+                    try:
+                        validate_topic_name(name)
+                    except InvalidTopicError:
+                        topics.append(self._topic_error(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
+                        continue
+                    if allow_auto:
+                        code, meta = self._auto_create(name)
+                        if meta is None:
+                            topics.append(self._topic_error(code, name))
+                            continue
+                    else:
+                        topics.append(self._topic_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+                        continue
+                topics.append(self._topic_entry(meta, with_ops))
+        host, port = self.broker_endpoint(request.listener)
+        response: dict[str, Any] = {
+            "throttle_time_ms": 0,
+            "brokers": [{"node_id": self.broker_id, "host": host, "port": port, "rack": None}],
+            "cluster_id": store.cluster_id,
+            "controller_id": self.broker_id,
+            "topics": topics,
+        }
+        if body.get("include_cluster_authorized_operations"):
+            response["cluster_authorized_operations"] = _CLUSTER_OPS
+        return response
+
+    @staticmethod
+    def _topic_error(code: int, name: str | None, topic_id: str | None = None) -> dict[str, Any]:
+        return {
+            "error_code": code,
+            "name": name,
+            "topic_id": _uuid_out(topic_id),
+            "is_internal": False,
+            "partitions": [],
+        }
+
+    # ------------------------------------------------------------------ DescribeCluster
+
+    async def handle_describe_cluster_request(
+        self, request: Request, body: Any
+    ) -> Mapping[str, Any]:
+        endpoint_type = body.get("endpoint_type", 1)
+        response: dict[str, Any] = {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "endpoint_type": endpoint_type,
+            "cluster_id": self.metadata_store.cluster_id,
+            "controller_id": self.broker_id,
+            "brokers": [],
+            "cluster_authorized_operations": _CLUSTER_OPS
+            if body.get("include_cluster_authorized_operations")
+            else _AUTHORIZED_OPS_NOT_REQUESTED,
+        }
+        if endpoint_type != 1:
+            code = (
+                ErrorCode.MISMATCHED_ENDPOINT_TYPE
+                if endpoint_type == 2
+                else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+            )
+            response["error_code"] = code
+            response["error_message"] = (
+                "The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
+                "of type CONTROLLER"
+                if endpoint_type == 2
+                else f"Unsupported endpoint type {endpoint_type}"
+            )
+            response["controller_id"] = -1
+            return response
+        host, port = self.broker_endpoint(request.listener)
+        response["brokers"] = [
+            {"broker_id": self.broker_id, "host": host, "port": port,
+             "rack": self.config.get("broker.rack")}
+        ]  # fmt: skip
+        return response
+
+    # ------------------------------------------------------------------ DescribeLogDirs
+
+    async def handle_describe_log_dirs_request(
+        self, request: Request, body: Any
+    ) -> Mapping[str, Any]:
+        wanted: set[TopicPartition] | None = None
+        if body.topics is not None:
+            wanted = {TopicPartition(t.topic, p) for t in body.topics for p in t.partitions}
+        results = []
+        for path in self.log_manager.log_dirs:
+            logs = self.log_manager.logs_in_dir(path)
+            by_topic: dict[str, list[dict[str, Any]]] = {}
+            for tp in sorted(logs):
+                if wanted is not None and tp not in wanted:
+                    continue
+                log = logs[tp]
+                by_topic.setdefault(tp.topic, []).append(
+                    {"partition_index": tp.partition, "partition_size": log.size,
+                     "offset_lag": 0, "is_future_key": False}
+                )  # fmt: skip
+            total = usable = -1
+            with contextlib.suppress(OSError):
+                st = os.statvfs(path)
+                total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+            results.append(
+                {
+                    "error_code": ErrorCode.NONE,
+                    "log_dir": path,
+                    "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()],
+                    "total_bytes": total,
+                    "usable_bytes": usable,
+                }
+            )
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}

@@ -1,0 +1,401 @@
+"""The config handlers: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs,
+for TOPIC and BROKER resources, answered as a single Kafka broker would.
+
+Configuration, as Kafka reports it (DescribeConfigs, CreateTopics v5+):
+
+* a topic key's value is the topic's override (source TOPIC_CONFIG), else the
+  broker key that supplies its default when set in the broker's configuration
+  (STATIC_BROKER_CONFIG), else the broker key's default (DEFAULT_CONFIG); the
+  synonyms list those candidates in that order, broker keys with their own
+  synonyms (``log.retention.ms`` / ``.minutes`` / ``.hours``, ``log.roll.ms`` /
+  ``.hours``, …) each listed;
+* broker keys are STATIC_BROKER_CONFIG when set, else DEFAULT_CONFIG, and are
+  all read-only: pylog has no dynamic broker configuration yet.
+
+Decision on altering broker configs: every broker key is read-only here, so an
+AlterConfigs or IncrementalAlterConfigs of a BROKER resource that changes
+anything answers INVALID_CONFIG ("Cannot update these configs dynamically"),
+which is what Kafka answers for a broker key that is not dynamic. A broker id
+other than this broker's is INVALID_REQUEST, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pylog.broker.request_helpers import duplicates, error_of
+from pylog.config import ConfigKey, ConfigType
+from pylog.errors import (
+    ErrorCode,
+    InvalidConfigurationError,
+    InvalidRequestError,
+    UnknownTopicOrPartitionError,
+)
+from pylog.log.config import TOPIC_CONFIG, LogConfig
+from pylog.metadata.store import MetadataStore, TopicMetadata, validate_topic_name
+from pylog.network import Request
+from pylog.server.config import ALL_BROKER_CONFIG, KafkaConfig
+
+__all__ = ["ConfigApis", "ConfigSource", "ResourceType"]
+
+_log = logging.getLogger("pylog.broker.config_apis")
+
+
+class ResourceType:
+    """ConfigResource.Type ids on the wire."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class ConfigSource:
+    """DescribeConfigs' config_source / synonym source ids."""
+
+    UNKNOWN = 0
+    TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+# DescribeConfigs v3+ config_type ids.
+_CONFIG_TYPE_ID = {
+    ConfigType.BOOLEAN: 1,
+    ConfigType.STRING: 2,
+    ConfigType.INT: 3,
+    ConfigType.LONG: 5,
+    ConfigType.DOUBLE: 6,
+    ConfigType.LIST: 7,
+}
+
+# Broker keys whose value comes from the first of several keys that is set.
+_BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
+
+# IncrementalAlterConfigs operations.
+_SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
+
+
+def _show(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(value)
+    return str(value)
+
+
+def _checked_config_names(resource: Any, duplicate_resources: set[Any]) -> list[str]:
+    """The config names of one AlterConfigs / IncrementalAlterConfigs resource,
+    refusing (as Kafka does) a resource named twice or a key given twice."""
+    if (resource.resource_type, resource.resource_name) in duplicate_resources:
+        raise InvalidRequestError("Each resource must appear at most once.")
+    names = [c.name for c in resource.configs]
+    if repeated := duplicates(names):
+        raise InvalidRequestError(f"Duplicate config keys: {', '.join(sorted(repeated))}")
+    return names
+
+
+class ConfigApis:
+    """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, and the topic
+    config entries and checks CreateTopics shares."""
+
+    def __init__(self, config: KafkaConfig, metadata_store: MetadataStore) -> None:
+        self.config = config
+        self.metadata_store = metadata_store
+        self.broker_id = config.broker_id
+
+    # ------------------------------------------------------------------ config entries
+
+    @property
+    def _default_log_config(self) -> LogConfig:
+        return self.config.log.default_log_config
+
+    def _broker_synonyms(self, broker_key: str) -> list[dict[str, Any]]:
+        """Kafka's synonyms of a broker key: the keys set in the broker's
+        configuration (STATIC_BROKER_CONFIG), then the keys' non-null defaults
+        (DEFAULT_CONFIG), each in precedence order."""
+        names = _BROKER_SYNONYMS.get(broker_key, (broker_key,))
+        originals = self.config.originals
+        out = [
+            {"name": n, "value": originals[n], "source": ConfigSource.STATIC_BROKER_CONFIG}
+            for n in names
+            if n in originals
+        ]
+        for n in names:
+            key = ALL_BROKER_CONFIG.get(n)
+            if key is not None and key.default is not None:
+                out.append(
+                    {"name": n, "value": _show(key.default), "source": ConfigSource.DEFAULT_CONFIG}
+                )
+        return out
+
+    def topic_config_entries(
+        self,
+        overrides: Mapping[str, str],
+        effective: LogConfig,
+        names: Iterable[str] | None,
+        *,
+        synonyms: bool,
+        documentation: bool,
+        typed: bool = True,
+    ) -> list[dict[str, Any]]:
+        """DescribeConfigs entries of a topic; ``typed``: the version carries
+        config_type and documentation (v3+)."""
+        values = effective.to_props()
+        wanted = list(values) if names is None else [n for n in names if n in values]
+        out = []
+        for name in wanted:
+            key = TOPIC_CONFIG[name]
+            syn: list[dict[str, Any]] = []
+            if name in overrides:
+                syn.append(
+                    {"name": name, "value": values[name], "source": ConfigSource.TOPIC_CONFIG}
+                )
+            if key.server_default is not None:
+                syn.extend(self._broker_synonyms(key.server_default))
+            out.append(
+                {
+                    "name": name,
+                    "value": values[name],
+                    "read_only": False,
+                    "config_source": syn[0]["source"] if syn else ConfigSource.DEFAULT_CONFIG,
+                    "is_sensitive": False,
+                    "synonyms": syn if synonyms else [],
+                    "config_type": _CONFIG_TYPE_ID.get(key.type, 0) if typed else 0,
+                    "documentation": key.doc if documentation and typed else None,
+                }
+            )
+        return out
+
+    def _broker_entries(
+        self, names: Iterable[str] | None, *, synonyms: bool, documentation: bool, typed: bool
+    ) -> list[dict[str, Any]]:
+        described = self.config.describe()
+        wanted = list(described) if names is None else [n for n in names if n in described]
+        out = []
+        for name in wanted:
+            key: ConfigKey = ALL_BROKER_CONFIG[name]
+            syn = self._broker_synonyms(name)
+            value = described[name] if self.config.get(name) is not None else None
+            out.append(
+                {
+                    "name": name,
+                    "value": value,
+                    "read_only": True,
+                    "config_source": syn[0]["source"] if syn else ConfigSource.DEFAULT_CONFIG,
+                    "is_sensitive": False,
+                    "synonyms": syn if synonyms else [],
+                    "config_type": _CONFIG_TYPE_ID.get(key.type, 0) if typed else 0,
+                    "documentation": key.doc if documentation and typed else None,
+                }
+            )
+        return out
+
+    def validate_topic_configs(self, configs: Mapping[str, str | None]) -> LogConfig:
+        """The effective config of a topic with these overrides; INVALID_CONFIG
+        (InvalidConfigurationError) for an unknown name, a bad value or a null."""
+        nulls = sorted(k for k, v in configs.items() if v is None)
+        if nulls:
+            raise InvalidConfigurationError(
+                f"Null value not supported for topic configs: {', '.join(nulls)}"
+            )
+        return LogConfig.from_props(configs, defaults=self._default_log_config, strict=True)
+
+    def _broker_resource_check(self, name: str, *, allow_default: bool) -> bool:
+        """True for this broker, False for the cluster default (""); raises
+        InvalidRequestError-like KafkaError otherwise."""
+        if name == "":
+            if allow_default:
+                return False
+        else:
+            try:
+                broker = int(name)
+            except ValueError:
+                raise InvalidRequestError(
+                    f"Broker id must be an integer, but it is: {name}"
+                ) from None
+            if broker == self.broker_id:
+                return True
+        raise InvalidRequestError(
+            f"Unexpected broker id, expected {self.broker_id} or empty string, but received {name}"
+        )
+
+    # ------------------------------------------------------------------ DescribeConfigs
+
+    async def handle_describe_configs_request(
+        self, request: Request, body: Any
+    ) -> Mapping[str, Any]:
+        synonyms = bool(body.get("include_synonyms", False))
+        documentation = bool(body.get("include_documentation", False))
+        typed = request.header.api_version >= 3
+        results = []
+        for r in body.resources:
+            rtype, rname = r.resource_type, r.resource_name
+            keys = r.configuration_keys
+            out: dict[str, Any] = {
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+                "resource_type": rtype,
+                "resource_name": rname,
+                "configs": [],
+            }
+            try:
+                if rtype == ResourceType.TOPIC:
+                    validate_topic_name(rname)
+                    meta = self.metadata_store.topic(rname)
+                    if meta is None:
+                        raise UnknownTopicOrPartitionError(f"The topic '{rname}' does not exist.")
+                    effective = self._default_log_config.with_overrides(meta.configs)
+                    out["configs"] = self.topic_config_entries(
+                        meta.configs, effective, keys, synonyms=synonyms,
+                        documentation=documentation,
+                        typed=typed,
+                    )  # fmt: skip
+                elif rtype == ResourceType.BROKER:
+                    if self._broker_resource_check(rname, allow_default=True):
+                        out["configs"] = self._broker_entries(
+                            keys, synonyms=synonyms, documentation=documentation, typed=typed
+                        )
+                    # The cluster-wide default ("") holds dynamic configs only: none here.
+                else:
+                    raise InvalidRequestError(
+                        f"Unsupported resource type {rtype} for DescribeConfigs"
+                    )
+            except Exception as e:
+                out["error_code"], out["error_message"] = error_of(e)
+                out["configs"] = []
+            results.append(out)
+        return {"throttle_time_ms": 0, "results": results}
+
+    # ------------------------------------------------------ AlterConfigs, IncrementalAlterConfigs
+
+    async def handle_alter_configs_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+        # Replace semantics: the request's keys become the topic's whole
+        # override set (a null value is the same as absent).
+        return self._alter_config_resources(
+            body,
+            "AlterConfigs",
+            lambda meta, r: {c.name: c.value for c in r.configs if c.value is not None},
+        )
+
+    async def handle_incremental_alter_configs_request(
+        self, request: Request, body: Any
+    ) -> Mapping[str, Any]:
+        def known_operations(r: Any) -> None:
+            for c in r.configs:
+                if c.config_operation not in (_SET, _DELETE, _APPEND, _SUBTRACT):
+                    raise InvalidRequestError(
+                        f"Unknown config operation {c.config_operation} for {c.name}"
+                    )
+
+        return self._alter_config_resources(
+            body,
+            "IncrementalAlterConfigs",
+            lambda meta, r: self._apply_incremental(meta.configs, r.configs),
+            precheck=known_operations,
+        )
+
+    def _alter_config_resources(
+        self,
+        body: Any,
+        api: str,
+        topic_configs: Callable[[TopicMetadata, Any], dict[str, Any]],
+        precheck: Callable[[Any], None] | None = None,
+    ) -> Mapping[str, Any]:
+        """The per-resource loop both alter-configs APIs share: checks, the
+        topic's new override set from ``topic_configs``, broker refusals, and
+        one response entry per resource."""
+        validate_only = bool(body.validate_only)
+        dupes = duplicates((r.resource_type, r.resource_name) for r in body.resources)
+        responses = []
+        for r in body.resources:
+            code: int = ErrorCode.NONE
+            msg: str | None = None
+            try:
+                names = _checked_config_names(r, dupes)
+                if precheck is not None:
+                    precheck(r)
+                if r.resource_type == ResourceType.TOPIC:
+                    meta = self._existing_topic(r.resource_name)
+                    wanted = topic_configs(meta, r)
+                    self.validate_topic_configs(wanted)
+                    if not validate_only:
+                        self.metadata_store.set_topic_config(meta.name, wanted)
+                        _log.info("topic %s configs set to %s", meta.name, wanted)
+                elif r.resource_type == ResourceType.BROKER:
+                    self._broker_resource_check(r.resource_name, allow_default=True)
+                    self._refuse_broker_changes(names)
+                else:
+                    raise InvalidRequestError(
+                        f"Unsupported resource type {r.resource_type} for {api}"
+                    )
+            except Exception as e:
+                code, msg = error_of(e)
+            responses.append(
+                {"error_code": int(code), "error_message": msg,
+                 "resource_type": r.resource_type, "resource_name": r.resource_name}
+            )  # fmt: skip
+        return {"throttle_time_ms": 0, "responses": responses}
+
+    @staticmethod
+    def _apply_incremental(current: Mapping[str, str], ops: Iterable[Any]) -> dict[str, str]:
+        merged = dict(current)
+        for c in ops:
+            name, op, value = c.name, c.config_operation, c.value
+            key = TOPIC_CONFIG.get(name)
+            if key is None:
+                raise InvalidConfigurationError(f"Unknown topic config name: {name}")
+            if op == _SET:
+                if value is None:
+                    raise InvalidConfigurationError(
+                        f"Null value not supported for topic configs: {name}"
+                    )
+                merged[name] = value
+            elif op == _DELETE:
+                merged.pop(name, None)
+            else:
+                if key.type is not ConfigType.LIST:
+                    verb = "append" if op == _APPEND else "subtract"
+                    raise InvalidConfigurationError(
+                        f"Config value {verb} is not allowed for config key: {name}"
+                    )
+                base = merged.get(name)
+                if base is None:
+                    base = _show(key.default) or ""
+                items = [v.strip() for v in base.split(",") if v.strip()]
+                given = [v.strip() for v in (value or "").split(",") if v.strip()]
+                if op == _APPEND:
+                    items += [v for v in given if v not in items]
+                else:
+                    items = [v for v in items if v not in given]
+                merged[name] = ",".join(items)
+        return merged
+
+    def _existing_topic(self, name: str) -> TopicMetadata:
+        validate_topic_name(name)
+        meta = self.metadata_store.topic(name)
+        if meta is None:
+            raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+        return meta
+
+    @staticmethod
+    def _refuse_broker_changes(names: list[str]) -> None:
+        if names:
+            raise InvalidConfigurationError(
+                "Cannot update these configs dynamically: "
+                f"{', '.join(sorted(set(names)))} (pylog has no dynamic broker configuration; "
+                "change server.properties and restart)"
+            )

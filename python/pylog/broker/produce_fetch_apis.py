@@ -1,0 +1,315 @@
+"""The data-path handlers: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch
+and InitProducerId, answered through the ReplicaManager (and the
+ProducerIdManager for InitProducerId).
+
+A handler that must wait (acks=-1, a Fetch below min_bytes) calls
+``request.mark_local_complete()`` first, so the connection's next request may
+start while this one waits in the purgatory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pylog.errors import CloseConnection, ErrorCode, KafkaError
+from pylog.log.checkpoint import TopicPartition
+from pylog.log.log import FetchIsolation
+from pylog.metadata.store import MetadataStore
+from pylog.network import Request
+from pylog.protocol import ZERO_UUID
+from pylog.server.config import KafkaConfig
+from pylog.server.delayed_fetch import FetchParams, FetchPartitionRequest, FetchPartitionResult
+from pylog.server.producer_id_manager import ProducerIdManager
+from pylog.server.replica_manager import ReplicaManager
+
+__all__ = ["ProduceFetchApis"]
+
+_FETCH_SESSION_ID_NOT_FOUND = 70
+_INVALID_FETCH_SESSION_EPOCH = 71
+
+
+def _uuid_out(topic_id: str | None) -> str:
+    return topic_id or ZERO_UUID
+
+
+class ProduceFetchApis:
+    """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, InitProducerId."""
+
+    def __init__(
+        self,
+        config: KafkaConfig,
+        replica_manager: ReplicaManager,
+        metadata_store: MetadataStore,
+        producer_ids: ProducerIdManager,
+    ) -> None:
+        self.config = config
+        self.replica_manager = replica_manager
+        self.metadata_store = metadata_store
+        self.producer_ids = producer_ids
+        self.broker_id = config.broker_id
+
+    # ------------------------------------------------------------------ Produce
+
+    async def handle_produce_request(self, request: Request, body: Any) -> Mapping[str, Any] | None:
+        acks = body.acks
+        entries: dict[TopicPartition, Any] = {}
+        order: list[tuple[str, list[int]]] = []
+        for t in body.topic_data:
+            indexes = []
+            for p in t.partition_data:
+                tp = TopicPartition(t.name, p.index)
+                entries[tp] = p.records
+                indexes.append(p.index)
+            order.append((t.name, indexes))
+        if body.get("transactional_id") is not None:
+            # No transaction coordinator yet: a transactional append could never
+            # be committed or aborted, so it is refused.
+            results = {
+                tp: {
+                    "error_code": ErrorCode.INVALID_TXN_STATE,
+                    "error_message": "transactions are not supported by this broker",
+                }
+                for tp in entries
+            }
+            if acks == 0:
+                raise CloseConnection("transactional produce with acks=0")
+            return self._produce_response(order, results)
+        appended = await self.replica_manager.append_records(
+            body.timeout_ms,
+            acks,
+            entries,
+            before_wait=request.mark_local_complete,
+        )
+        if acks == 0:
+            # Kafka closes the connection when an acks=0 produce fails: the
+            # client gets no response, and the closed socket tells it to refresh
+            # its metadata.
+            for tp, r in appended.items():
+                if r.error_code != ErrorCode.NONE:
+                    raise CloseConnection(f"acks=0 produce to {tp} failed with {r.error_code}")
+            return None
+        as_dicts = {
+            tp: {
+                "error_code": r.error_code,
+                "base_offset": r.base_offset,
+                "log_append_time_ms": r.log_append_time_ms,
+                "log_start_offset": r.log_start_offset,
+                "error_message": r.error_message if r.error_code else None,
+            }
+            for tp, r in appended.items()
+        }
+        return self._produce_response(order, as_dicts)
+
+    @staticmethod
+    def _produce_response(
+        order: list[tuple[str, list[int]]], results: Mapping[TopicPartition, dict[str, Any]]
+    ) -> Mapping[str, Any]:
+        responses = []
+        for name, indexes in order:
+            parts = []
+            for i in indexes:
+                r = {
+                    "index": i,
+                    "base_offset": -1,
+                    "log_append_time_ms": -1,
+                    "log_start_offset": -1,
+                    "record_errors": [],
+                }
+                r.update(results[TopicPartition(name, i)])
+                parts.append(r)
+            responses.append({"name": name, "partition_responses": parts})
+        return {"responses": responses, "throttle_time_ms": 0}
+
+    # ------------------------------------------------------------------ Fetch
+
+    async def handle_fetch_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+        version = request.header.api_version
+        if version >= 15:
+            state = body.get("replica_state")
+            replica_id = state.get("replica_id", -1) if state is not None else -1
+        else:
+            replica_id = body.get("replica_id", -1)
+        session_id = body.get("session_id", 0)
+        session_epoch = body.get("session_epoch", -1)
+        if session_id != 0:
+            return {"error_code": _FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
+        if session_epoch not in (-1, 0):
+            return {"error_code": _INVALID_FETCH_SESSION_EPOCH, "session_id": 0, "responses": []}
+        if replica_id >= 0:
+            isolation = FetchIsolation.LOG_END
+        elif body.get("isolation_level", 0) == 1:
+            isolation = FetchIsolation.TXN_COMMITTED
+        else:
+            isolation = FetchIsolation.HIGH_WATERMARK
+        if version >= 3:
+            max_bytes = min(body.get("max_bytes", 0x7FFFFFFF), self.config.fetch_max_bytes)
+        else:
+            max_bytes = 0x7FFFFFFF
+        params = FetchParams(
+            replica_id=replica_id,
+            max_wait_ms=body.max_wait_ms,
+            min_bytes=body.min_bytes,
+            max_bytes=max_bytes,
+            isolation=isolation,
+            hard_max_bytes_limit=version <= 2,
+        )
+        store = self.metadata_store
+        by_id = version >= 13
+        # (topic key, topic id, [(partition, index into reqs or an error code)])
+        layout: list[tuple[str | None, str | None, list[tuple[int, int, bool]]]] = []
+        reqs: list[FetchPartitionRequest] = []
+        for t in body.topics:
+            if by_id:
+                topic_id = t.topic_id
+                meta = store.topic_by_id(topic_id)
+                name = meta.name if meta is not None else None
+            else:
+                name, topic_id = t.topic, None
+            slots: list[tuple[int, int, bool]] = []
+            for p in t.partitions:
+                if name is None:
+                    slots.append((p.partition, ErrorCode.UNKNOWN_TOPIC_ID, False))
+                    continue
+                slots.append((p.partition, len(reqs), True))
+                reqs.append(
+                    FetchPartitionRequest(
+                        TopicPartition(name, p.partition),
+                        p.fetch_offset,
+                        p.partition_max_bytes,
+                        current_leader_epoch=p.get("current_leader_epoch", -1),
+                        last_fetched_epoch=p.get("last_fetched_epoch", -1),
+                        log_start_offset=p.get("log_start_offset", -1),
+                    )
+                )
+            layout.append((name, topic_id, slots))
+        results = await self.replica_manager.fetch_messages(
+            params, reqs, before_wait=request.mark_local_complete
+        )
+        committed = isolation is FetchIsolation.TXN_COMMITTED
+        responses = []
+        for name, topic_id, slots in layout:
+            parts = []
+            for index, ref, ok in slots:
+                r = results[ref] if ok else FetchPartitionResult(ref)
+                parts.append(self._fetch_partition(index, r, committed))
+            entry: dict[str, Any] = {"partitions": parts}
+            if by_id:
+                entry["topic_id"] = _uuid_out(topic_id)
+            else:
+                entry["topic"] = name
+            responses.append(entry)
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+    def _fetch_partition(
+        self, index: int, r: FetchPartitionResult, committed: bool
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "partition_index": index,
+            "error_code": r.error_code,
+            "high_watermark": r.high_watermark,
+            "last_stable_offset": r.last_stable_offset,
+            "log_start_offset": r.log_start_offset,
+            "aborted_transactions": [] if committed else None,
+            "preferred_read_replica": -1,
+            "records": r.records,
+        }
+        if r.diverging_epoch is not None:
+            out["diverging_epoch"] = {
+                "epoch": r.diverging_epoch[0],
+                "end_offset": r.diverging_epoch[1],
+            }
+        if r.error_code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
+            out["current_leader"] = {"leader_id": self.broker_id, "leader_epoch": r.leader_epoch}
+        return out
+
+    # ------------------------------------------------------------------ ListOffsets
+
+    async def handle_list_offset_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+        version = request.header.api_version
+        replica_id = body.get("replica_id", -1)
+        isolation: FetchIsolation | None
+        if replica_id >= 0:
+            isolation = None
+        elif body.get("isolation_level", 0) == 1:
+            isolation = FetchIsolation.TXN_COMMITTED
+        else:
+            isolation = FetchIsolation.HIGH_WATERMARK
+        rm = self.replica_manager
+        topics = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                out: dict[str, Any] = {
+                    "partition_index": p.partition_index,
+                    "error_code": ErrorCode.NONE,
+                }
+                try:
+                    found = rm.fetch_offset_for_timestamp(
+                        tp,
+                        p.timestamp,
+                        isolation=isolation,
+                        current_leader_epoch=p.get("current_leader_epoch", -1),
+                    )
+                except KafkaError as e:
+                    out["error_code"] = e.code
+                    found = None
+                # Each version carries only its own fields (none is ignorable).
+                if version == 0:
+                    offset = found.offset if found is not None else -1
+                    out["old_style_offsets"] = [offset] if offset >= 0 else []
+                elif found is not None:
+                    out["timestamp"] = found.timestamp
+                    out["offset"] = found.offset
+                    if version >= 4:
+                        out["leader_epoch"] = found.leader_epoch
+                parts.append(out)
+            topics.append({"name": t.name, "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    # ------------------------------------------------------------------ OffsetForLeaderEpoch
+
+    async def handle_offset_for_leader_epoch_request(
+        self, request: Request, body: Any
+    ) -> Mapping[str, Any]:
+        rm = self.replica_manager
+        topics = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                r = rm.last_offset_for_leader_epoch(
+                    TopicPartition(t.topic, p.partition),
+                    p.get("current_leader_epoch", -1),
+                    p.leader_epoch,
+                )
+                parts.append(
+                    {
+                        "error_code": r.error_code,
+                        "partition": p.partition,
+                        "leader_epoch": r.leader_epoch,
+                        "end_offset": r.end_offset,
+                    }
+                )
+            topics.append({"topic": t.topic, "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    # ------------------------------------------------------------------ InitProducerId
+
+    async def handle_init_producer_id_request(
+        self, request: Request, body: Any
+    ) -> Mapping[str, Any]:
+        txn_id = body.get("transactional_id")
+        if txn_id is None:
+            # Idempotent producer: always a fresh id at epoch 0 (a producer that
+            # names its old id and epoch gets a new id too, as from Kafka).
+            return {
+                "throttle_time_ms": 0,
+                "error_code": ErrorCode.NONE,
+                "producer_id": self.producer_ids.generate_producer_id(),
+                "producer_epoch": 0,
+            }
+        # No transaction coordinator runs here: a transactional id is answered
+        # as by a Kafka whose transaction coordinator is unavailable.
+        code = ErrorCode.INVALID_REQUEST if txn_id == "" else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}

@@ -1,0 +1,335 @@
+"""The topic handlers: CreateTopics, DeleteTopics, CreatePartitions and
+DeleteRecords, answered as a single Kafka broker that is also its own
+controller would, error codes included.
+
+Topic changes go through the MetadataStore; its listeners (the ReplicaManager)
+create, grow and delete the partitions' logs, so a handler never touches a log
+except to move a log start offset (DeleteRecords, through the ReplicaManager).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from pylog.broker.config_apis import ConfigApis
+from pylog.broker.request_helpers import duplicates, error_of
+from pylog.errors import (
+    ErrorCode,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    UnknownTopicOrPartitionError,
+)
+from pylog.log.checkpoint import TopicPartition
+from pylog.log.config import LogConfig
+from pylog.metadata.store import MetadataStore, TopicMetadata, validate_topic_name
+from pylog.network import Request
+from pylog.protocol import ZERO_UUID
+from pylog.server.config import KafkaConfig
+from pylog.server.replica_manager import ReplicaManager
+
+__all__ = ["TopicApis"]
+
+_log = logging.getLogger("pylog.broker.topic_apis")
+
+
+class TopicApis:
+    """CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords. A new
+    topic's configs are checked and described (CreateTopics v5+) by the
+    ConfigApis."""
+
+    def __init__(
+        self,
+        config: KafkaConfig,
+        replica_manager: ReplicaManager,
+        metadata_store: MetadataStore,
+        config_apis: ConfigApis,
+    ) -> None:
+        self.config = config
+        self.replica_manager = replica_manager
+        self.metadata_store = metadata_store
+        self.config_apis = config_apis
+        self.broker_id = config.broker_id
+
+    # ------------------------------------------------------------------ CreateTopics
+
+    async def handle_create_topics_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+        version = request.header.api_version
+        validate_only = bool(body.get("validate_only", False))
+        dupes = duplicates(t.name for t in body.topics)
+        results = []
+        seen: set[str] = set()
+        for t in body.topics:
+            if t.name in dupes:
+                if t.name in seen:
+                    continue  # one answer per name, as Kafka
+                seen.add(t.name)
+                results.append(
+                    self._create_result(
+                        t.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name.", version
+                    )
+                )
+                continue
+            try:
+                meta, effective = self._create_topic(t, validate_only)
+            except Exception as e:
+                code, msg = error_of(e)
+                results.append(self._create_result(t.name, code, msg, version))
+                continue
+            result = self._create_result(t.name, ErrorCode.NONE, None, version)
+            result["topic_id"] = meta.topic_id
+            if version >= 5:
+                result["num_partitions"] = meta.partitions
+                result["replication_factor"] = meta.replication_factor
+                result["configs"] = [
+                    {
+                        "name": e["name"],
+                        "value": e["value"],
+                        "read_only": e["read_only"],
+                        "config_source": e["config_source"],
+                        "is_sensitive": e["is_sensitive"],
+                    }
+                    for e in self.config_apis.topic_config_entries(
+                        meta.configs, effective, None, synonyms=False, documentation=False
+                    )
+                ]
+            results.append(result)
+        return {"throttle_time_ms": 0, "topics": results}
+
+    @staticmethod
+    def _create_result(name: str, code: int, message: str | None, version: int) -> dict[str, Any]:
+        return {
+            "name": name,
+            "topic_id": ZERO_UUID,
+            "error_code": code,
+            "error_message": message,
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": None,
+        }
+
+    def _create_topic(self, t: Any, validate_only: bool) -> tuple[TopicMetadata, LogConfig]:
+        name: str = t.name
+        validate_topic_name(name)
+        num_partitions: int = t.num_partitions
+        replication_factor: int = t.replication_factor
+        assignments = list(t.assignments or [])
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise InvalidRequestError(
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                    "Both cannot be used at the same time."
+                )
+            num_partitions, replication_factor = self._check_assignments(assignments)
+        else:
+            if num_partitions == -1:
+                num_partitions = self.config.num_partitions
+            elif num_partitions <= 0:
+                raise InvalidPartitionsError(
+                    "Number of partitions was set to an invalid non-positive value."
+                )
+            if replication_factor == -1:
+                replication_factor = self.config.default_replication_factor
+            elif replication_factor <= 0:
+                raise InvalidReplicationFactorError(
+                    "Replication factor must be larger than 0, or -1 to use the default value."
+                )
+            if replication_factor > 1:
+                raise InvalidReplicationFactorError(
+                    f"Unable to replicate the partition {replication_factor} time(s): the "
+                    f"target replication factor of {replication_factor} cannot be reached "
+                    "because only 1 broker(s) are registered."
+                )
+        configs: dict[str, str | None] = {}
+        for c in t.configs or []:
+            configs[c.name] = c.value
+        effective = self.config_apis.validate_topic_configs(configs)
+        meta = self.metadata_store.create_topic(
+            name,
+            num_partitions,
+            replication_factor,
+            {k: v for k, v in configs.items() if v is not None},
+            validate_only=validate_only,
+        )
+        if not validate_only:
+            _log.info(
+                "created topic %s (%d partitions, configs %s)", name, num_partitions, meta.configs
+            )
+        return meta, effective
+
+    def _check_assignments(self, assignments: list[Any]) -> tuple[int, int]:
+        """(partitions, replication factor) of an explicit replica assignment."""
+        indexes = sorted(a.partition_index for a in assignments)
+        if indexes != list(range(len(indexes))):
+            raise InvalidReplicaAssignmentError(
+                "Partitions must be numbered consecutively from 0 in the replica assignment."
+            )
+        factors = {len(a.broker_ids) for a in assignments}
+        for a in assignments:
+            if not a.broker_ids:
+                raise InvalidReplicaAssignmentError(
+                    f"Partition {a.partition_index} has an empty replica assignment."
+                )
+            if len(set(a.broker_ids)) != len(a.broker_ids):
+                raise InvalidReplicaAssignmentError(
+                    f"Duplicate brokers in the replica assignment of partition "
+                    f"{a.partition_index}: {a.broker_ids}."
+                )
+            unknown = sorted(b for b in a.broker_ids if b != self.broker_id)
+            if unknown:
+                raise InvalidReplicaAssignmentError(
+                    f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
+                )
+        if len(factors) != 1:
+            raise InvalidReplicaAssignmentError(
+                "All partitions must have the same replication factor in the replica assignment."
+            )
+        return len(indexes), factors.pop()
+
+    # ------------------------------------------------------------------ DeleteTopics
+
+    async def handle_delete_topics_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+        version = request.header.api_version
+        if version >= 6:
+            wanted = [(t.get("name"), t.get("topic_id") or ZERO_UUID) for t in body.topics]
+        else:
+            wanted = [(n, ZERO_UUID) for n in body.topic_names]
+        dup_names = duplicates(n for n, i in wanted if n is not None and i == ZERO_UUID)
+        dup_ids = duplicates(i for n, i in wanted if i != ZERO_UUID)
+        enabled = bool(self.config.delete_topic_enable)
+        responses = []
+        for name, topic_id in wanted:
+            out: dict[str, Any] = {
+                "name": name,
+                "topic_id": topic_id,
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+            }
+            responses.append(out)
+            code: int = ErrorCode.NONE
+            msg: str | None = None
+            if name is not None and topic_id != ZERO_UUID:
+                code, msg = (
+                    ErrorCode.INVALID_REQUEST,
+                    "You may not specify both topic name and topic id.",
+                )
+            elif name is None and topic_id == ZERO_UUID:
+                code, msg = ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified."
+            elif name is not None and name in dup_names:
+                code, msg = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+            elif topic_id != ZERO_UUID and topic_id in dup_ids:
+                code, msg = ErrorCode.INVALID_REQUEST, "Duplicate topic id."
+            elif not enabled:
+                code, msg = ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."
+            else:
+                meta = (
+                    self.metadata_store.topic(name)
+                    if name is not None
+                    else self.metadata_store.topic_by_id(topic_id)
+                )
+                if meta is None:
+                    if name is not None:
+                        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        msg = "This server does not host this topic-partition."
+                    else:
+                        code, msg = (
+                            ErrorCode.UNKNOWN_TOPIC_ID,
+                            "This server does not host this topic ID.",
+                        )
+                else:
+                    out["name"], out["topic_id"] = meta.name, meta.topic_id
+                    try:
+                        self.metadata_store.delete_topic(meta.name)
+                        _log.info("deleted topic %s", meta.name)
+                    except Exception as e:
+                        code, msg = error_of(e)
+            out["error_code"], out["error_message"] = int(code), msg
+            if version < 6:
+                out["topic_id"] = ZERO_UUID
+        return {"throttle_time_ms": 0, "responses": responses}
+
+    # ------------------------------------------------------------------ CreatePartitions
+
+    async def handle_create_partitions_request(
+        self, request: Request, body: Any
+    ) -> Mapping[str, Any]:
+        validate_only = bool(body.validate_only)
+        dupes = duplicates(t.name for t in body.topics)
+        results = []
+        seen: set[str] = set()
+        for t in body.topics:
+            if t.name in dupes:
+                if t.name not in seen:
+                    seen.add(t.name)
+                    results.append(
+                        {"name": t.name, "error_code": ErrorCode.INVALID_REQUEST,
+                         "error_message": "Duplicate topic in request."}
+                    )  # fmt: skip
+                continue
+            code: int = ErrorCode.NONE
+            msg: str | None = None
+            try:
+                self._create_partitions(t, validate_only)
+            except Exception as e:
+                code, msg = error_of(e)
+            results.append({"name": t.name, "error_code": int(code), "error_message": msg})
+        return {"throttle_time_ms": 0, "results": results}
+
+    def _create_partitions(self, t: Any, validate_only: bool) -> None:
+        meta = self.metadata_store.topic(t.name)
+        if meta is None:
+            raise UnknownTopicOrPartitionError(f"The topic '{t.name}' does not exist.")
+        count: int = t.count
+        if count < meta.partitions:
+            raise InvalidPartitionsError(
+                f"Topic currently has {meta.partitions} partitions, which is higher than the "
+                f"requested {count}."
+            )
+        if count == meta.partitions:
+            raise InvalidPartitionsError(f"Topic already has {meta.partitions} partitions.")
+        assignments = t.assignments
+        if assignments is not None:
+            added = count - meta.partitions
+            if len(assignments) != added:
+                raise InvalidReplicaAssignmentError(
+                    f"Increasing the number of partitions by {added} but {len(assignments)} "
+                    "assignments provided."
+                )
+            for i, a in enumerate(assignments):
+                unknown = sorted(b for b in a.broker_ids if b != self.broker_id)
+                if unknown:
+                    raise InvalidReplicaAssignmentError(
+                        f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
+                    )
+                if len(a.broker_ids) != meta.replication_factor:
+                    raise InvalidReplicaAssignmentError(
+                        f"Inconsistent replication factor between partitions, partition 0 has "
+                        f"{meta.replication_factor} while partition {meta.partitions + i} has "
+                        f"{len(a.broker_ids)}."
+                    )
+        self.metadata_store.add_partitions(t.name, count, validate_only=validate_only)
+        if not validate_only:
+            _log.info("topic %s now has %d partitions", t.name, count)
+
+    # ------------------------------------------------------------------ DeleteRecords
+
+    async def handle_delete_records_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+        offsets: dict[TopicPartition, int] = {}
+        for t in body.topics:
+            for p in t.partitions:
+                offsets[TopicPartition(t.name, p.partition_index)] = p.offset
+        done = self.replica_manager.delete_records(offsets)
+        topics = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                code, low = done[TopicPartition(t.name, p.partition_index)]
+                parts.append(
+                    {"partition_index": p.partition_index, "low_watermark": low,
+                     "error_code": int(code)}
+                )  # fmt: skip
+            topics.append({"name": t.name, "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,172 @@
+"""MetadataStore: the interface to the cluster metadata the broker keeps — topics,
+their partition counts, topic ids and config overrides, the cluster id and the
+producer-id blocks — and the values it hands out.
+
+The broker names only this interface; :class:`~pylog.metadata.json_store.JsonMetadataStore`
+(one JSON document in the first log directory) implements it for a single
+broker, and a ZooKeeper store (Kafka's ``/brokers/topics/<topic>``,
+``/config/topics/<topic>``, ``/cluster/id`` and ``/latest_producer_id_block``
+nodes) can be added beside it.
+
+Every change is durable when the call returns; listeners registered with
+:meth:`MetadataStore.add_listener` hear it after that. The ReplicaManager
+creates, grows and deletes partitions from those events, so whoever changes the
+metadata (the admin APIs, auto-creation, the group coordinator, a tool) leaves
+the logs consistent with it.
+"""
+
+from __future__ import annotations
+
+import abc
+import base64
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from pylog.errors import InvalidTopicError
+
+__all__ = [
+    "INTERNAL_TOPICS",
+    "Listener",
+    "MetadataEvent",
+    "MetadataStore",
+    "TopicMetadata",
+    "new_uuid",
+    "validate_topic_name",
+]
+
+_MAX_TOPIC_NAME = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def new_uuid() -> str:
+    """A random UUID in Kafka's printed form: unpadded URL-safe base64 (22 chars).
+
+    Kafka reserves the all-zero id and the id ending in 1 (its metadata topic);
+    a random version-4 UUID is never either."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+def validate_topic_name(name: str) -> None:
+    """InvalidTopicError unless ``name`` is a legal Kafka topic name."""
+    if not name:
+        raise InvalidTopicError("topic name is empty")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"topic name cannot be {name!r}")
+    if len(name) > _MAX_TOPIC_NAME:
+        raise InvalidTopicError(
+            f"topic name {name[:40]!r}... is {len(name)} characters, over {_MAX_TOPIC_NAME}"
+        )
+    if not _LEGAL_TOPIC.match(name):
+        raise InvalidTopicError(
+            f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_', '-'"
+        )
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    """A topic as the store keeps it. ``topic_id`` is Kafka's base64url form."""
+
+    name: str
+    topic_id: str
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+    replication_factor: int = 1
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+@dataclass(frozen=True)
+class MetadataEvent:
+    """A durable change: ``kind`` is "create", "delete", "partitions" or "config".
+    ``previous`` is the topic before the change (None for "create")."""
+
+    kind: str
+    topic: TopicMetadata
+    previous: TopicMetadata | None = None
+
+
+Listener = Callable[[MetadataEvent], None]
+
+
+class MetadataStore(abc.ABC):
+    """The operations the broker uses on the cluster metadata. Implementations
+    are thread-safe, and every change is durable when it returns."""
+
+    # ------------------------------------------------------------------ listeners
+
+    @abc.abstractmethod
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener`` with every change, once it is durable."""
+
+    # ------------------------------------------------------------------ reads
+
+    @property
+    @abc.abstractmethod
+    def cluster_id(self) -> str: ...
+
+    @abc.abstractmethod
+    def topic(self, name: str) -> TopicMetadata | None: ...
+
+    @abc.abstractmethod
+    def topic_by_id(self, topic_id: str) -> TopicMetadata | None: ...
+
+    @abc.abstractmethod
+    def topics(self) -> list[TopicMetadata]:
+        """Every topic, by name."""
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.topic(name) is not None
+
+    def topic_configs(self) -> dict[str, dict[str, str]]:
+        """Every topic's overrides (for LogManager's ``topic_configs``)."""
+        return {t.name: dict(t.configs) for t in self.topics() if t.configs}
+
+    # ------------------------------------------------------------------ changes
+
+    @abc.abstractmethod
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int = 1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        topic_id: str | None = None,
+        validate_only: bool = False,
+    ) -> TopicMetadata:
+        """Add a topic (or, ``validate_only``, check that it could be added).
+        TopicAlreadyExistsError, InvalidTopicError, InvalidPartitionsError,
+        InvalidReplicationFactorError."""
+
+    @abc.abstractmethod
+    def delete_topic(self, name: str) -> None:
+        """UnknownTopicOrPartitionError if there is no such topic."""
+
+    @abc.abstractmethod
+    def add_partitions(
+        self, name: str, new_total: int, *, validate_only: bool = False
+    ) -> TopicMetadata:
+        """Grow a topic to ``new_total`` partitions; InvalidPartitionsError
+        unless that is more than it has."""
+
+    @abc.abstractmethod
+    def set_topic_config(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace all of a topic's overrides (AlterConfigs' semantics)."""
+
+    @abc.abstractmethod
+    def alter_topic_config(self, name: str, configs: Mapping[str, str | None]) -> None:
+        """Set overrides; a None value deletes that override."""
+
+    @abc.abstractmethod
+    def reserve_producer_id_block(self, size: int) -> int:
+        """Persist a new block of ``size`` producer ids; returns its first id.
+        The block is durable before any of its ids is used, so ids never repeat
+        across restarts."""
+
+    def close(self) -> None:  # noqa: B027 - a store with a connection overrides it
+        """Release what the store holds (a connection); nothing for a file."""
