@@ -23,11 +23,12 @@ field a version lacks decodes to its default; on encode, a missing key takes the
 default, and a non-ignorable field the version lacks must keep its default.
 """
 
+from . import messages
+from ._runtime import Body, Chunk, Records
 from ._spec import ZERO_UUID
 from ._struct import Struct
 from ._versions import GROUP_API_VERSIONS, SUPPORTED_VERSIONS, ApiKey
 from .codec import (
-    Chunk,
     CorruptResponseError,
     RequestHeader,
     api_versions_body,
@@ -47,15 +48,22 @@ from .codec import (
     served_versions,
     warm_up,
 )
+from .messages import REQUEST_CLASSES, RESPONSE_CLASSES, Request, Response
 
 __all__ = [
     "GROUP_API_VERSIONS",
+    "REQUEST_CLASSES",
+    "RESPONSE_CLASSES",
     "SUPPORTED_VERSIONS",
     "ZERO_UUID",
     "ApiKey",
+    "Body",
     "Chunk",
     "CorruptResponseError",
+    "Records",
+    "Request",
     "RequestHeader",
+    "Response",
     "Struct",
     "api_versions_body",
     "decode_body",
@@ -67,6 +75,7 @@ __all__ = [
     "encode_response",
     "is_flexible",
     "message_spec",
+    "messages",
     "parse_request_header",
     "request_header_version",
     "response_correlation_id",
