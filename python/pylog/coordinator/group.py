@@ -18,9 +18,14 @@ import asyncio
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pylog.coordinator.records import subscribed_topics
+
+if TYPE_CHECKING:
+    from pylog.coordinator.delayed_heartbeat import DelayedHeartbeat
+    from pylog.coordinator.delayed_join import DelayedJoin
+    from pylog.coordinator.delayed_sync import DelayedSync
 
 __all__ = ["GroupMetadata", "GroupState", "MemberMetadata", "OffsetAndMetadata"]
 
@@ -77,7 +82,7 @@ class MemberMetadata:
     await_sync: asyncio.Future[dict[str, Any]] | None = None
     is_new: bool = False
     heartbeat_satisfied: bool = False
-    heartbeat_op: Any = field(default=None, repr=False)
+    heartbeat_op: DelayedHeartbeat | None = field(default=None, repr=False)
 
     @property
     def is_awaiting_join(self) -> bool:
@@ -122,11 +127,11 @@ class GroupMetadata:
         self.pending_members: set[str] = set()  # ids handed out by MEMBER_ID_REQUIRED
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
         self.new_member_added = False
-        self.join_op: Any = None  # the DelayedJoin of the current rebalance
+        self.join_op: DelayedJoin | None = None  # the DelayedJoin of the current rebalance
         # Members of this generation that have not sent SyncGroup yet, and the
         # DelayedSync that removes them if they never do.
         self.pending_sync: set[str] = set()
-        self.sync_op: Any = None
+        self.sync_op: DelayedSync | None = None
 
     # ------------------------------------------------------------ state
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from pylog.coordinator.delayed_heartbeat import DelayedHeartbeat
 from pylog.coordinator.delayed_join import DelayedJoin, InitialDelayedJoin
@@ -32,6 +32,12 @@ from pylog.coordinator.group_metadata_manager import (
 )
 from pylog.errors import ErrorCode
 from pylog.server.purgatory import DelayedOperationPurgatory
+
+if TYPE_CHECKING:
+    from pylog.network.metrics import MetricsRegistry
+    from pylog.server.config import KafkaConfig
+    from pylog.server.metadata_store import MetadataStore
+    from pylog.server.replica_manager import ReplicaManager
 
 __all__ = ["GroupCoordinator", "JoinRequest"]
 
@@ -108,9 +114,9 @@ def _sync_result(
 class GroupCoordinator:
     def __init__(
         self,
-        config: Any,
-        replica_manager: Any,
-        metadata_store: Any,
+        config: KafkaConfig,
+        replica_manager: ReplicaManager,
+        metadata_store: MetadataStore,
         *,
         clock: Callable[[], int] = now_ms,
     ) -> None:
@@ -133,7 +139,7 @@ class GroupCoordinator:
         self.max_group_size = int(config.get("group.max.size"))
         self.metadata_max_bytes = int(config.get("offset.metadata.max.bytes"))
         self.retention_check_interval_ms = int(config.get("offsets.retention.check.interval.ms"))
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
         self._expiry: asyncio.TimerHandle | None = None
         self._running = False
 
@@ -193,7 +199,7 @@ class GroupCoordinator:
                 if op is not None:
                     op.force_complete()
 
-    def register_metrics(self, metrics: Any) -> None:
+    def register_metrics(self, metrics: MetricsRegistry) -> None:
         """Kafka's GroupMetadataManager gauges (NumGroups per state, NumOffsets)
         on the broker's Prometheus registry."""
 
@@ -215,7 +221,7 @@ class GroupCoordinator:
             lambda: float(sum(len(g.offsets) for g in self.manager.all_groups())),
         )
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[object, object, object]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

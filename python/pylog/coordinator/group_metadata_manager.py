@@ -25,7 +25,7 @@ import struct
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pylog import _native
 from pylog.coordinator.group import GroupMetadata, GroupState, OffsetAndMetadata
@@ -44,6 +44,12 @@ from pylog.coordinator.records import (
 from pylog.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
 from pylog.log.checkpoint import TopicPartition
 from pylog.log.log import AppendOrigin, FetchIsolation
+
+if TYPE_CHECKING:
+    from pylog.coordinator.group import MemberMetadata
+    from pylog.server.config import KafkaConfig
+    from pylog.server.metadata_store import MetadataStore
+    from pylog.server.replica_manager import ReplicaManager
 
 __all__ = ["GROUP_METADATA_TOPIC", "CoordinatorShard", "GroupMetadataManager"]
 
@@ -101,9 +107,9 @@ def _append_error(code: int) -> int:
 class GroupMetadataManager:
     def __init__(
         self,
-        config: Any,
-        replica_manager: Any,
-        metadata_store: Any,
+        config: KafkaConfig,
+        replica_manager: ReplicaManager,
+        metadata_store: MetadataStore,
         *,
         clock: Callable[[], int] = now_ms,
     ) -> None:
@@ -437,7 +443,7 @@ class GroupMetadataManager:
         return await self._append(group.group_id, [(key, value.encode())])
 
     @staticmethod
-    def _subscription(member: Any, protocol: str | None) -> bytes:
+    def _subscription(member: MemberMetadata, protocol: str | None) -> bytes:
         try:
             return bytes(member.metadata(protocol)) if protocol else b""
         except KeyError:
