@@ -1,15 +1,23 @@
 """The Kafka wire protocol: requests and responses of every version real clients use.
 
 Generated from Kafka's JSON message definitions (``schema/``, Apache-2.0, with
-their LICENSE and NOTICE). For each (message, version) the codec writes a
-specialised Python function on first use and compiles it, so decoding and
-encoding are straight-line code without per-field dispatch.
+their LICENSE and NOTICE) at build time: ``make protocol`` (``python -m
+pylog.protocol.generator``) writes one checked-in module per definition into
+``messages/`` — a typed class per struct, named as the JSON names it
+(``ProduceRequest``, ``TopicProduceData``, ``PartitionProduceData``), and per
+version a straight-line decoder and encoder without per-field dispatch, each
+with a *tracking* twin that names the malformed field. The codec imports them.
 
 Broker side::
 
     header = parse_request_header(frame)       # frame: the request without its size prefix
-    request = decode_request(header, frame)    # a Struct: request.topic_data[0].name ...
+    request = decode_request(header, frame)    # a ProduceRequest, ...: request.topic_data[0].name
     chunks = encode_response(header, {"responses": [...], "throttle_time_ms": 0})
+
+``decode_request(header, frame, ProduceRequest)`` types the result as that
+class; ``REQUEST_CLASSES`` / ``RESPONSE_CLASSES`` give the class of an api key.
+A handler names its body ``body: ProduceRequest`` (from ``pylog.protocol.messages``).
+Encoders take the response classes or mappings of their fields alike.
 
 Client side (tests, the CLI): ``encode_request`` and ``decode_response``.
 

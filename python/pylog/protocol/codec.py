@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import struct
 from collections.abc import Mapping
@@ -119,6 +120,7 @@ _REQUEST_HEADER_DECODERS = {v: _REQUEST_HEADER.decoder(v) for v in (1, 2)}
 _RESPONSE_HEADER_ENCODERS = {v: _RESPONSE_HEADER.encoder(v) for v in (0, 1)}
 
 
+@functools.cache
 def message_spec(api_key: int, kind: str = "request") -> MessageSpec:
     """The parsed message definition of an API (``kind``: "request" or "response"),
     read from its JSON file: what the generator worked from."""
@@ -435,7 +437,11 @@ def encode_body(api_key: int, version: int, kind: str, body: Body) -> bytes:
 
 
 def warm_up(api_keys: Mapping[int, tuple[int, int]] | None = None) -> None:
-    """Generate the request decoders and response encoders ahead of the first request."""
+    """Look up the request decoders and response encoders ahead of the first request.
+
+    They are generated at build time now, so this only checks that every version
+    in ``api_keys`` has one (UnsupportedVersionError otherwise); kept for callers.
+    """
     table = api_keys if api_keys is not None else {**SUPPORTED_VERSIONS, **GROUP_API_VERSIONS}
     for key, (lo, hi) in table.items():
         req, resp = _codec(key, "request"), _codec(key, "response")
