@@ -665,8 +665,8 @@ def _class_source(m: _Module, name: str, fields: list[FieldSpec]) -> list[str]:
     else:
         doc = f"A {name} of {spec.name}."
     lines = [f"class {name}(Struct):", f'    """{doc}"""', ""]
-    lines.extend(_tuple("__slots__", sorted(f.name for f in fields)))
     lines.extend(_tuple("_fields", [f.name for f in fields]))
+    lines.append("    __slots__ = _fields")
     if not fields:
         return lines
     lines.append("")

@@ -23,8 +23,8 @@ from pylog.protocol._struct import Struct
 class ApiVersionsRequest(Struct):
     """ApiVersionsRequest (api key 18): the request as decoded, versions 0-4."""
 
-    __slots__ = ("client_software_name", "client_software_version")
     _fields = ("client_software_name", "client_software_version")
+    __slots__ = _fields
 
     client_software_name: str  # versions 3+
     client_software_version: str  # versions 3+

@@ -40,15 +40,6 @@ _unpack_q = struct.Struct(">q").unpack_from
 class ApiVersionsResponse(Struct):
     """ApiVersionsResponse (api key 18): the response as decoded, versions 0-4."""
 
-    __slots__ = (
-        "api_keys",
-        "error_code",
-        "finalized_features",
-        "finalized_features_epoch",
-        "supported_features",
-        "throttle_time_ms",
-        "zk_migration_ready",
-    )
     _fields = (
         "error_code",
         "api_keys",
@@ -58,6 +49,7 @@ class ApiVersionsResponse(Struct):
         "finalized_features",
         "zk_migration_ready",
     )
+    __slots__ = _fields
 
     error_code: int  # versions 0+
     api_keys: list[ApiVersion]  # versions 0+
@@ -89,8 +81,8 @@ class ApiVersionsResponse(Struct):
 class ApiVersion(Struct):
     """A ApiVersion of ApiVersionsResponse."""
 
-    __slots__ = ("api_key", "max_version", "min_version")
     _fields = ("api_key", "min_version", "max_version")
+    __slots__ = _fields
 
     api_key: int  # versions 0+
     min_version: int  # versions 0+
@@ -105,8 +97,8 @@ class ApiVersion(Struct):
 class SupportedFeatureKey(Struct):
     """A SupportedFeatureKey of ApiVersionsResponse."""
 
-    __slots__ = ("max_version", "min_version", "name")
     _fields = ("name", "min_version", "max_version")
+    __slots__ = _fields
 
     name: str  # versions 3+
     min_version: int  # versions 3+
@@ -121,8 +113,8 @@ class SupportedFeatureKey(Struct):
 class FinalizedFeatureKey(Struct):
     """A FinalizedFeatureKey of ApiVersionsResponse."""
 
-    __slots__ = ("max_version_level", "min_version_level", "name")
     _fields = ("name", "max_version_level", "min_version_level")
+    __slots__ = _fields
 
     name: str  # versions 3+
     max_version_level: int  # versions 3+

@@ -36,8 +36,8 @@ _unpack_io = struct.Struct(">i?").unpack_from
 class CreatePartitionsRequest(Struct):
     """CreatePartitionsRequest (api key 37): the request as decoded, versions 0-3."""
 
-    __slots__ = ("timeout_ms", "topics", "validate_only")
     _fields = ("topics", "timeout_ms", "validate_only")
+    __slots__ = _fields
 
     topics: list[CreatePartitionsTopic]  # versions 0+
     timeout_ms: int  # versions 0+
@@ -57,8 +57,8 @@ class CreatePartitionsRequest(Struct):
 class CreatePartitionsTopic(Struct):
     """A CreatePartitionsTopic of CreatePartitionsRequest."""
 
-    __slots__ = ("assignments", "count", "name")
     _fields = ("name", "count", "assignments")
+    __slots__ = _fields
 
     name: str  # versions 0+
     count: int  # versions 0+
@@ -78,8 +78,8 @@ class CreatePartitionsTopic(Struct):
 class CreatePartitionsAssignment(Struct):
     """A CreatePartitionsAssignment of CreatePartitionsRequest."""
 
-    __slots__ = ("broker_ids",)
     _fields = ("broker_ids",)
+    __slots__ = _fields
 
     broker_ids: list[int]  # versions 0+
 

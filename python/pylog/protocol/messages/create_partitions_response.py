@@ -34,8 +34,8 @@ _unpack_i = struct.Struct(">i").unpack_from
 class CreatePartitionsResponse(Struct):
     """CreatePartitionsResponse (api key 37): the response as decoded, versions 0-3."""
 
-    __slots__ = ("results", "throttle_time_ms")
     _fields = ("throttle_time_ms", "results")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 0+
     results: list[CreatePartitionsTopicResult]  # versions 0+
@@ -52,8 +52,8 @@ class CreatePartitionsResponse(Struct):
 class CreatePartitionsTopicResult(Struct):
     """A CreatePartitionsTopicResult of CreatePartitionsResponse."""
 
-    __slots__ = ("error_code", "error_message", "name")
     _fields = ("name", "error_code", "error_message")
+    __slots__ = _fields
 
     name: str  # versions 0+
     error_code: int  # versions 0+

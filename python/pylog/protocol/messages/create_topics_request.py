@@ -38,8 +38,8 @@ _unpack_io = struct.Struct(">i?").unpack_from
 class CreateTopicsRequest(Struct):
     """CreateTopicsRequest (api key 19): the request as decoded, versions 0-7."""
 
-    __slots__ = ("timeout_ms", "topics", "validate_only")
     _fields = ("topics", "timeout_ms", "validate_only")
+    __slots__ = _fields
 
     topics: list[CreatableTopic]  # versions 0+
     timeout_ms: int  # versions 0+
@@ -59,8 +59,8 @@ class CreateTopicsRequest(Struct):
 class CreatableTopic(Struct):
     """A CreatableTopic of CreateTopicsRequest."""
 
-    __slots__ = ("assignments", "configs", "name", "num_partitions", "replication_factor")
     _fields = ("name", "num_partitions", "replication_factor", "assignments", "configs")
+    __slots__ = _fields
 
     name: str  # versions 0+
     num_partitions: int  # versions 0+
@@ -86,8 +86,8 @@ class CreatableTopic(Struct):
 class CreatableReplicaAssignment(Struct):
     """A CreatableReplicaAssignment of CreateTopicsRequest."""
 
-    __slots__ = ("broker_ids", "partition_index")
     _fields = ("partition_index", "broker_ids")
+    __slots__ = _fields
 
     partition_index: int  # versions 0+
     broker_ids: list[int]  # versions 0+
@@ -100,8 +100,8 @@ class CreatableReplicaAssignment(Struct):
 class CreatableTopicConfig(Struct):
     """A CreatableTopicConfig of CreateTopicsRequest."""
 
-    __slots__ = ("name", "value")
     _fields = ("name", "value")
+    __slots__ = _fields
 
     name: str  # versions 0+
     value: str | None  # versions 0+, nullable 0+

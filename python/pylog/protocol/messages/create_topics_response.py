@@ -42,8 +42,8 @@ _unpack_obo = struct.Struct(">?b?").unpack_from
 class CreateTopicsResponse(Struct):
     """CreateTopicsResponse (api key 19): the response as decoded, versions 0-7."""
 
-    __slots__ = ("throttle_time_ms", "topics")
     _fields = ("throttle_time_ms", "topics")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 2+
     topics: list[CreatableTopicResult]  # versions 0+
@@ -60,16 +60,6 @@ class CreateTopicsResponse(Struct):
 class CreatableTopicResult(Struct):
     """A CreatableTopicResult of CreateTopicsResponse."""
 
-    __slots__ = (
-        "configs",
-        "error_code",
-        "error_message",
-        "name",
-        "num_partitions",
-        "replication_factor",
-        "topic_config_error_code",
-        "topic_id",
-    )
     _fields = (
         "name",
         "topic_id",
@@ -80,6 +70,7 @@ class CreatableTopicResult(Struct):
         "replication_factor",
         "configs",
     )
+    __slots__ = _fields
 
     name: str  # versions 0+
     topic_id: str  # versions 7+
@@ -114,8 +105,8 @@ class CreatableTopicResult(Struct):
 class CreatableTopicConfigs(Struct):
     """A CreatableTopicConfigs of CreateTopicsResponse."""
 
-    __slots__ = ("config_source", "is_sensitive", "name", "read_only", "value")
     _fields = ("name", "value", "read_only", "config_source", "is_sensitive")
+    __slots__ = _fields
 
     name: str  # versions 5+
     value: str | None  # versions 5+, nullable 5+

@@ -28,8 +28,8 @@ from pylog.protocol._struct import Struct
 class DeleteGroupsRequest(Struct):
     """DeleteGroupsRequest (api key 42): the request as decoded, versions 0-2."""
 
-    __slots__ = ("groups_names",)
     _fields = ("groups_names",)
+    __slots__ = _fields
 
     groups_names: list[str]  # versions 0+
 

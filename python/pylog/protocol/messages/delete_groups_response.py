@@ -34,8 +34,8 @@ _unpack_i = struct.Struct(">i").unpack_from
 class DeleteGroupsResponse(Struct):
     """DeleteGroupsResponse (api key 42): the response as decoded, versions 0-2."""
 
-    __slots__ = ("results", "throttle_time_ms")
     _fields = ("throttle_time_ms", "results")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 0+
     results: list[DeletableGroupResult]  # versions 0+
@@ -52,8 +52,8 @@ class DeleteGroupsResponse(Struct):
 class DeletableGroupResult(Struct):
     """A DeletableGroupResult of DeleteGroupsResponse."""
 
-    __slots__ = ("error_code", "group_id")
     _fields = ("group_id", "error_code")
+    __slots__ = _fields
 
     group_id: str  # versions 0+
     error_code: int  # versions 0+

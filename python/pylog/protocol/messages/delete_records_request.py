@@ -34,8 +34,8 @@ _unpack_iq = struct.Struct(">iq").unpack_from
 class DeleteRecordsRequest(Struct):
     """DeleteRecordsRequest (api key 21): the request as decoded, versions 0-2."""
 
-    __slots__ = ("timeout_ms", "topics")
     _fields = ("topics", "timeout_ms")
+    __slots__ = _fields
 
     topics: list[DeleteRecordsTopic]  # versions 0+
     timeout_ms: int  # versions 0+
@@ -48,8 +48,8 @@ class DeleteRecordsRequest(Struct):
 class DeleteRecordsTopic(Struct):
     """A DeleteRecordsTopic of DeleteRecordsRequest."""
 
-    __slots__ = ("name", "partitions")
     _fields = ("name", "partitions")
+    __slots__ = _fields
 
     name: str  # versions 0+
     partitions: list[DeleteRecordsPartition]  # versions 0+
@@ -62,8 +62,8 @@ class DeleteRecordsTopic(Struct):
 class DeleteRecordsPartition(Struct):
     """A DeleteRecordsPartition of DeleteRecordsRequest."""
 
-    __slots__ = ("offset", "partition_index")
     _fields = ("partition_index", "offset")
+    __slots__ = _fields
 
     partition_index: int  # versions 0+
     offset: int  # versions 0+

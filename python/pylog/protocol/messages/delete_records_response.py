@@ -34,8 +34,8 @@ _unpack_iqh = struct.Struct(">iqh").unpack_from
 class DeleteRecordsResponse(Struct):
     """DeleteRecordsResponse (api key 21): the response as decoded, versions 0-2."""
 
-    __slots__ = ("throttle_time_ms", "topics")
     _fields = ("throttle_time_ms", "topics")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 0+
     topics: list[DeleteRecordsTopicResult]  # versions 0+
@@ -52,8 +52,8 @@ class DeleteRecordsResponse(Struct):
 class DeleteRecordsTopicResult(Struct):
     """A DeleteRecordsTopicResult of DeleteRecordsResponse."""
 
-    __slots__ = ("name", "partitions")
     _fields = ("name", "partitions")
+    __slots__ = _fields
 
     name: str  # versions 0+
     partitions: list[DeleteRecordsPartitionResult]  # versions 0+
@@ -70,8 +70,8 @@ class DeleteRecordsTopicResult(Struct):
 class DeleteRecordsPartitionResult(Struct):
     """A DeleteRecordsPartitionResult of DeleteRecordsResponse."""
 
-    __slots__ = ("error_code", "low_watermark", "partition_index")
     _fields = ("partition_index", "low_watermark", "error_code")
+    __slots__ = _fields
 
     partition_index: int  # versions 0+
     low_watermark: int  # versions 0+

@@ -36,8 +36,8 @@ _unpack_i = struct.Struct(">i").unpack_from
 class DeleteTopicsRequest(Struct):
     """DeleteTopicsRequest (api key 20): the request as decoded, versions 0-6."""
 
-    __slots__ = ("timeout_ms", "topic_names", "topics")
     _fields = ("topics", "topic_names", "timeout_ms")
+    __slots__ = _fields
 
     topics: list[DeleteTopicState]  # versions 6+
     topic_names: list[str]  # versions 0-5
@@ -57,8 +57,8 @@ class DeleteTopicsRequest(Struct):
 class DeleteTopicState(Struct):
     """A DeleteTopicState of DeleteTopicsRequest."""
 
-    __slots__ = ("name", "topic_id")
     _fields = ("name", "topic_id")
+    __slots__ = _fields
 
     name: str | None  # versions 6+, nullable 6+
     topic_id: str  # versions 6+

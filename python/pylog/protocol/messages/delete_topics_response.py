@@ -38,8 +38,8 @@ _unpack_i = struct.Struct(">i").unpack_from
 class DeleteTopicsResponse(Struct):
     """DeleteTopicsResponse (api key 20): the response as decoded, versions 0-6."""
 
-    __slots__ = ("responses", "throttle_time_ms")
     _fields = ("throttle_time_ms", "responses")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 1+
     responses: list[DeletableTopicResult]  # versions 0+
@@ -56,8 +56,8 @@ class DeleteTopicsResponse(Struct):
 class DeletableTopicResult(Struct):
     """A DeletableTopicResult of DeleteTopicsResponse."""
 
-    __slots__ = ("error_code", "error_message", "name", "topic_id")
     _fields = ("name", "topic_id", "error_code", "error_message")
+    __slots__ = _fields
 
     name: str | None  # versions 0+, nullable 6+
     topic_id: str  # versions 6+

@@ -20,8 +20,8 @@ _unpack_ob = struct.Struct(">?b").unpack_from
 class DescribeClusterRequest(Struct):
     """DescribeClusterRequest (api key 60): the request as decoded, versions 0-1."""
 
-    __slots__ = ("endpoint_type", "include_cluster_authorized_operations")
     _fields = ("include_cluster_authorized_operations", "endpoint_type")
+    __slots__ = _fields
 
     include_cluster_authorized_operations: bool  # versions 0+
     endpoint_type: int  # versions 1+

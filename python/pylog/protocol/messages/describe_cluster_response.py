@@ -32,16 +32,6 @@ _unpack_ih = struct.Struct(">ih").unpack_from
 class DescribeClusterResponse(Struct):
     """DescribeClusterResponse (api key 60): the response as decoded, versions 0-1."""
 
-    __slots__ = (
-        "brokers",
-        "cluster_authorized_operations",
-        "cluster_id",
-        "controller_id",
-        "endpoint_type",
-        "error_code",
-        "error_message",
-        "throttle_time_ms",
-    )
     _fields = (
         "throttle_time_ms",
         "error_code",
@@ -52,6 +42,7 @@ class DescribeClusterResponse(Struct):
         "brokers",
         "cluster_authorized_operations",
     )
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 0+
     error_code: int  # versions 0+
@@ -86,8 +77,8 @@ class DescribeClusterResponse(Struct):
 class DescribeClusterBroker(Struct):
     """A DescribeClusterBroker of DescribeClusterResponse."""
 
-    __slots__ = ("broker_id", "host", "port", "rack")
     _fields = ("broker_id", "host", "port", "rack")
+    __slots__ = _fields
 
     broker_id: int  # versions 0+
     host: str  # versions 0+

@@ -36,8 +36,8 @@ _unpack_oo = struct.Struct(">??").unpack_from
 class DescribeConfigsRequest(Struct):
     """DescribeConfigsRequest (api key 32): the request as decoded, versions 0-4."""
 
-    __slots__ = ("include_documentation", "include_synonyms", "resources")
     _fields = ("resources", "include_synonyms", "include_documentation")
+    __slots__ = _fields
 
     resources: list[DescribeConfigsResource]  # versions 0+
     include_synonyms: bool  # versions 1+
@@ -57,8 +57,8 @@ class DescribeConfigsRequest(Struct):
 class DescribeConfigsResource(Struct):
     """A DescribeConfigsResource of DescribeConfigsRequest."""
 
-    __slots__ = ("configuration_keys", "resource_name", "resource_type")
     _fields = ("resource_type", "resource_name", "configuration_keys")
+    __slots__ = _fields
 
     resource_type: int  # versions 0+
     resource_name: str  # versions 0+

@@ -40,8 +40,8 @@ _unpack_ooo = struct.Struct(">???").unpack_from
 class DescribeConfigsResponse(Struct):
     """DescribeConfigsResponse (api key 32): the response as decoded, versions 0-4."""
 
-    __slots__ = ("results", "throttle_time_ms")
     _fields = ("throttle_time_ms", "results")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 0+
     results: list[DescribeConfigsResult]  # versions 0+
@@ -58,8 +58,8 @@ class DescribeConfigsResponse(Struct):
 class DescribeConfigsResult(Struct):
     """A DescribeConfigsResult of DescribeConfigsResponse."""
 
-    __slots__ = ("configs", "error_code", "error_message", "resource_name", "resource_type")
     _fields = ("error_code", "error_message", "resource_type", "resource_name", "configs")
+    __slots__ = _fields
 
     error_code: int  # versions 0+
     error_message: str | None  # versions 0+, nullable 0+
@@ -85,17 +85,6 @@ class DescribeConfigsResult(Struct):
 class DescribeConfigsResourceResult(Struct):
     """A DescribeConfigsResourceResult of DescribeConfigsResponse."""
 
-    __slots__ = (
-        "config_source",
-        "config_type",
-        "documentation",
-        "is_default",
-        "is_sensitive",
-        "name",
-        "read_only",
-        "synonyms",
-        "value",
-    )
     _fields = (
         "name",
         "value",
@@ -107,6 +96,7 @@ class DescribeConfigsResourceResult(Struct):
         "config_type",
         "documentation",
     )
+    __slots__ = _fields
 
     name: str  # versions 0+
     value: str | None  # versions 0+, nullable 0+
@@ -144,8 +134,8 @@ class DescribeConfigsResourceResult(Struct):
 class DescribeConfigsSynonym(Struct):
     """A DescribeConfigsSynonym of DescribeConfigsResponse."""
 
-    __slots__ = ("name", "source", "value")
     _fields = ("name", "value", "source")
+    __slots__ = _fields
 
     name: str  # versions 1+
     value: str | None  # versions 1+, nullable 0+

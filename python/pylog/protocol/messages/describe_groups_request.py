@@ -32,8 +32,8 @@ _unpack_o = struct.Struct(">?").unpack_from
 class DescribeGroupsRequest(Struct):
     """DescribeGroupsRequest (api key 15): the request as decoded, versions 0-5."""
 
-    __slots__ = ("groups", "include_authorized_operations")
     _fields = ("groups", "include_authorized_operations")
+    __slots__ = _fields
 
     groups: list[str]  # versions 0+
     include_authorized_operations: bool  # versions 3+

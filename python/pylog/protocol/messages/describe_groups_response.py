@@ -35,8 +35,8 @@ _unpack_i = struct.Struct(">i").unpack_from
 class DescribeGroupsResponse(Struct):
     """DescribeGroupsResponse (api key 15): the response as decoded, versions 0-5."""
 
-    __slots__ = ("groups", "throttle_time_ms")
     _fields = ("throttle_time_ms", "groups")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 1+
     groups: list[DescribedGroup]  # versions 0+
@@ -49,15 +49,6 @@ class DescribeGroupsResponse(Struct):
 class DescribedGroup(Struct):
     """A DescribedGroup of DescribeGroupsResponse."""
 
-    __slots__ = (
-        "authorized_operations",
-        "error_code",
-        "group_id",
-        "group_state",
-        "members",
-        "protocol_data",
-        "protocol_type",
-    )
     _fields = (
         "error_code",
         "group_id",
@@ -67,6 +58,7 @@ class DescribedGroup(Struct):
         "members",
         "authorized_operations",
     )
+    __slots__ = _fields
 
     error_code: int  # versions 0+
     group_id: str  # versions 0+
@@ -98,14 +90,6 @@ class DescribedGroup(Struct):
 class DescribedGroupMember(Struct):
     """A DescribedGroupMember of DescribeGroupsResponse."""
 
-    __slots__ = (
-        "client_host",
-        "client_id",
-        "group_instance_id",
-        "member_assignment",
-        "member_id",
-        "member_metadata",
-    )
     _fields = (
         "member_id",
         "group_instance_id",
@@ -114,6 +98,7 @@ class DescribedGroupMember(Struct):
         "member_metadata",
         "member_assignment",
     )
+    __slots__ = _fields
 
     member_id: str  # versions 0+
     group_instance_id: str | None  # versions 4+, nullable 4+

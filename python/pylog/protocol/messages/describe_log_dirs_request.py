@@ -30,8 +30,8 @@ from pylog.protocol._struct import Struct
 class DescribeLogDirsRequest(Struct):
     """DescribeLogDirsRequest (api key 35): the request as decoded, versions 0-4."""
 
-    __slots__ = ("topics",)
     _fields = ("topics",)
+    __slots__ = _fields
 
     topics: list[DescribableLogDirTopic] | None  # versions 0+, nullable 0+
 
@@ -42,8 +42,8 @@ class DescribeLogDirsRequest(Struct):
 class DescribableLogDirTopic(Struct):
     """A DescribableLogDirTopic of DescribeLogDirsRequest."""
 
-    __slots__ = ("partitions", "topic")
     _fields = ("topic", "partitions")
+    __slots__ = _fields
 
     topic: str  # versions 0+
     partitions: list[int]  # versions 0+

@@ -40,8 +40,8 @@ _unpack_qq = struct.Struct(">qq").unpack_from
 class DescribeLogDirsResponse(Struct):
     """DescribeLogDirsResponse (api key 35): the response as decoded, versions 0-4."""
 
-    __slots__ = ("error_code", "results", "throttle_time_ms")
     _fields = ("throttle_time_ms", "error_code", "results")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 0+
     error_code: int  # versions 3+
@@ -61,8 +61,8 @@ class DescribeLogDirsResponse(Struct):
 class DescribeLogDirsResult(Struct):
     """A DescribeLogDirsResult of DescribeLogDirsResponse."""
 
-    __slots__ = ("error_code", "log_dir", "topics", "total_bytes", "usable_bytes")
     _fields = ("error_code", "log_dir", "topics", "total_bytes", "usable_bytes")
+    __slots__ = _fields
 
     error_code: int  # versions 0+
     log_dir: str  # versions 0+
@@ -88,8 +88,8 @@ class DescribeLogDirsResult(Struct):
 class DescribeLogDirsTopic(Struct):
     """A DescribeLogDirsTopic of DescribeLogDirsResponse."""
 
-    __slots__ = ("name", "partitions")
     _fields = ("name", "partitions")
+    __slots__ = _fields
 
     name: str  # versions 0+
     partitions: list[DescribeLogDirsPartition]  # versions 0+
@@ -102,8 +102,8 @@ class DescribeLogDirsTopic(Struct):
 class DescribeLogDirsPartition(Struct):
     """A DescribeLogDirsPartition of DescribeLogDirsResponse."""
 
-    __slots__ = ("is_future_key", "offset_lag", "partition_index", "partition_size")
     _fields = ("partition_index", "partition_size", "offset_lag", "is_future_key")
+    __slots__ = _fields
 
     partition_index: int  # versions 0+
     partition_size: int  # versions 0+

@@ -56,20 +56,6 @@ _unpack_iqqi = struct.Struct(">iqqi").unpack_from
 class FetchRequest(Struct):
     """FetchRequest (api key 1): the request as decoded, versions 0-17."""
 
-    __slots__ = (
-        "cluster_id",
-        "forgotten_topics_data",
-        "isolation_level",
-        "max_bytes",
-        "max_wait_ms",
-        "min_bytes",
-        "rack_id",
-        "replica_id",
-        "replica_state",
-        "session_epoch",
-        "session_id",
-        "topics",
-    )
     _fields = (
         "cluster_id",
         "replica_id",
@@ -84,6 +70,7 @@ class FetchRequest(Struct):
         "forgotten_topics_data",
         "rack_id",
     )
+    __slots__ = _fields
 
     cluster_id: str | None  # versions 12+, tagged 12+ (tag 0), nullable 12+
     replica_id: int  # versions 0-14
@@ -130,8 +117,8 @@ class FetchRequest(Struct):
 class ReplicaState(Struct):
     """A ReplicaState of FetchRequest."""
 
-    __slots__ = ("replica_epoch", "replica_id")
     _fields = ("replica_id", "replica_epoch")
+    __slots__ = _fields
 
     replica_id: int  # versions 15+
     replica_epoch: int  # versions 15+
@@ -144,8 +131,8 @@ class ReplicaState(Struct):
 class FetchTopic(Struct):
     """A FetchTopic of FetchRequest."""
 
-    __slots__ = ("partitions", "topic", "topic_id")
     _fields = ("topic", "topic_id", "partitions")
+    __slots__ = _fields
 
     topic: str  # versions 0-12
     topic_id: str  # versions 13+
@@ -165,15 +152,6 @@ class FetchTopic(Struct):
 class FetchPartition(Struct):
     """A FetchPartition of FetchRequest."""
 
-    __slots__ = (
-        "current_leader_epoch",
-        "fetch_offset",
-        "last_fetched_epoch",
-        "log_start_offset",
-        "partition",
-        "partition_max_bytes",
-        "replica_directory_id",
-    )
     _fields = (
         "partition",
         "current_leader_epoch",
@@ -183,6 +161,7 @@ class FetchPartition(Struct):
         "partition_max_bytes",
         "replica_directory_id",
     )
+    __slots__ = _fields
 
     partition: int  # versions 0+
     current_leader_epoch: int  # versions 9+
@@ -214,8 +193,8 @@ class FetchPartition(Struct):
 class ForgottenTopic(Struct):
     """A ForgottenTopic of FetchRequest."""
 
-    __slots__ = ("partitions", "topic", "topic_id")
     _fields = ("topic", "topic_id", "partitions")
+    __slots__ = _fields
 
     topic: str  # versions 7-12
     topic_id: str  # versions 13+

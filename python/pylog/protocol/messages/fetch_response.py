@@ -54,8 +54,8 @@ _unpack_qq = struct.Struct(">qq").unpack_from
 class FetchResponse(Struct):
     """FetchResponse (api key 1): the response as decoded, versions 0-17."""
 
-    __slots__ = ("error_code", "node_endpoints", "responses", "session_id", "throttle_time_ms")
     _fields = ("throttle_time_ms", "error_code", "session_id", "responses", "node_endpoints")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 1+
     error_code: int  # versions 7+
@@ -81,8 +81,8 @@ class FetchResponse(Struct):
 class FetchableTopicResponse(Struct):
     """A FetchableTopicResponse of FetchResponse."""
 
-    __slots__ = ("partitions", "topic", "topic_id")
     _fields = ("topic", "topic_id", "partitions")
+    __slots__ = _fields
 
     topic: str  # versions 0-12
     topic_id: str  # versions 13+
@@ -102,19 +102,6 @@ class FetchableTopicResponse(Struct):
 class PartitionData(Struct):
     """A PartitionData of FetchResponse."""
 
-    __slots__ = (
-        "aborted_transactions",
-        "current_leader",
-        "diverging_epoch",
-        "error_code",
-        "high_watermark",
-        "last_stable_offset",
-        "log_start_offset",
-        "partition_index",
-        "preferred_read_replica",
-        "records",
-        "snapshot_id",
-    )
     _fields = (
         "partition_index",
         "error_code",
@@ -128,6 +115,7 @@ class PartitionData(Struct):
         "preferred_read_replica",
         "records",
     )
+    __slots__ = _fields
 
     partition_index: int  # versions 0+
     error_code: int  # versions 0+
@@ -171,8 +159,8 @@ class PartitionData(Struct):
 class EpochEndOffset(Struct):
     """A EpochEndOffset of FetchResponse."""
 
-    __slots__ = ("end_offset", "epoch")
     _fields = ("epoch", "end_offset")
+    __slots__ = _fields
 
     epoch: int  # versions 12+
     end_offset: int  # versions 12+
@@ -185,8 +173,8 @@ class EpochEndOffset(Struct):
 class LeaderIdAndEpoch(Struct):
     """A LeaderIdAndEpoch of FetchResponse."""
 
-    __slots__ = ("leader_epoch", "leader_id")
     _fields = ("leader_id", "leader_epoch")
+    __slots__ = _fields
 
     leader_id: int  # versions 12+
     leader_epoch: int  # versions 12+
@@ -199,8 +187,8 @@ class LeaderIdAndEpoch(Struct):
 class SnapshotId(Struct):
     """A SnapshotId of FetchResponse."""
 
-    __slots__ = ("end_offset", "epoch")
     _fields = ("end_offset", "epoch")
+    __slots__ = _fields
 
     end_offset: int  # versions 0+
     epoch: int  # versions 0+
@@ -213,8 +201,8 @@ class SnapshotId(Struct):
 class AbortedTransaction(Struct):
     """A AbortedTransaction of FetchResponse."""
 
-    __slots__ = ("first_offset", "producer_id")
     _fields = ("producer_id", "first_offset")
+    __slots__ = _fields
 
     producer_id: int  # versions 4+
     first_offset: int  # versions 4+
@@ -227,8 +215,8 @@ class AbortedTransaction(Struct):
 class NodeEndpoint(Struct):
     """A NodeEndpoint of FetchResponse."""
 
-    __slots__ = ("host", "node_id", "port", "rack")
     _fields = ("node_id", "host", "port", "rack")
+    __slots__ = _fields
 
     node_id: int  # versions 16+
     host: str  # versions 16+

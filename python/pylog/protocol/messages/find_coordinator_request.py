@@ -30,8 +30,8 @@ _unpack_b = struct.Struct(">b").unpack_from
 class FindCoordinatorRequest(Struct):
     """FindCoordinatorRequest (api key 10): the request as decoded, versions 0-6."""
 
-    __slots__ = ("coordinator_keys", "key", "key_type")
     _fields = ("key", "key_type", "coordinator_keys")
+    __slots__ = _fields
 
     key: str  # versions 0-3
     key_type: int  # versions 1+

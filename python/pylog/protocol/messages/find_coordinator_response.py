@@ -34,15 +34,6 @@ _unpack_ih = struct.Struct(">ih").unpack_from
 class FindCoordinatorResponse(Struct):
     """FindCoordinatorResponse (api key 10): the response as decoded, versions 0-6."""
 
-    __slots__ = (
-        "coordinators",
-        "error_code",
-        "error_message",
-        "host",
-        "node_id",
-        "port",
-        "throttle_time_ms",
-    )
     _fields = (
         "throttle_time_ms",
         "error_code",
@@ -52,6 +43,7 @@ class FindCoordinatorResponse(Struct):
         "port",
         "coordinators",
     )
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 1+
     error_code: int  # versions 0-3
@@ -83,8 +75,8 @@ class FindCoordinatorResponse(Struct):
 class Coordinator(Struct):
     """A Coordinator of FindCoordinatorResponse."""
 
-    __slots__ = ("error_code", "error_message", "host", "key", "node_id", "port")
     _fields = ("key", "node_id", "host", "port", "error_code", "error_message")
+    __slots__ = _fields
 
     key: str  # versions 4+
     node_id: int  # versions 4+

@@ -29,8 +29,8 @@ _unpack_i = struct.Struct(">i").unpack_from
 class HeartbeatRequest(Struct):
     """HeartbeatRequest (api key 12): the request as decoded, versions 0-4."""
 
-    __slots__ = ("generation_id", "group_id", "group_instance_id", "member_id")
     _fields = ("group_id", "generation_id", "member_id", "group_instance_id")
+    __slots__ = _fields
 
     group_id: str  # versions 0+
     generation_id: int  # versions 0+

@@ -20,8 +20,8 @@ _unpack_ih = struct.Struct(">ih").unpack_from
 class HeartbeatResponse(Struct):
     """HeartbeatResponse (api key 12): the response as decoded, versions 0-4."""
 
-    __slots__ = ("error_code", "throttle_time_ms")
     _fields = ("throttle_time_ms", "error_code")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 1+
     error_code: int  # versions 0+

@@ -34,8 +34,8 @@ _unpack_o = struct.Struct(">?").unpack_from
 class IncrementalAlterConfigsRequest(Struct):
     """IncrementalAlterConfigsRequest (api key 44): the request as decoded, versions 0-1."""
 
-    __slots__ = ("resources", "validate_only")
     _fields = ("resources", "validate_only")
+    __slots__ = _fields
 
     resources: list[AlterConfigsResource]  # versions 0+
     validate_only: bool  # versions 0+
@@ -52,8 +52,8 @@ class IncrementalAlterConfigsRequest(Struct):
 class AlterConfigsResource(Struct):
     """A AlterConfigsResource of IncrementalAlterConfigsRequest."""
 
-    __slots__ = ("configs", "resource_name", "resource_type")
     _fields = ("resource_type", "resource_name", "configs")
+    __slots__ = _fields
 
     resource_type: int  # versions 0+
     resource_name: str  # versions 0+
@@ -73,8 +73,8 @@ class AlterConfigsResource(Struct):
 class AlterableConfig(Struct):
     """A AlterableConfig of IncrementalAlterConfigsRequest."""
 
-    __slots__ = ("config_operation", "name", "value")
     _fields = ("name", "config_operation", "value")
+    __slots__ = _fields
 
     name: str  # versions 0+
     config_operation: int  # versions 0+

@@ -36,8 +36,8 @@ _unpack_i = struct.Struct(">i").unpack_from
 class IncrementalAlterConfigsResponse(Struct):
     """IncrementalAlterConfigsResponse (api key 44): the response as decoded, versions 0-1."""
 
-    __slots__ = ("responses", "throttle_time_ms")
     _fields = ("throttle_time_ms", "responses")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 0+
     responses: list[AlterConfigsResourceResponse]  # versions 0+
@@ -54,8 +54,8 @@ class IncrementalAlterConfigsResponse(Struct):
 class AlterConfigsResourceResponse(Struct):
     """A AlterConfigsResourceResponse of IncrementalAlterConfigsResponse."""
 
-    __slots__ = ("error_code", "error_message", "resource_name", "resource_type")
     _fields = ("error_code", "error_message", "resource_type", "resource_name")
+    __slots__ = _fields
 
     error_code: int  # versions 0+
     error_message: str | None  # versions 0+, nullable 0+

@@ -31,8 +31,8 @@ _unpack_iqh = struct.Struct(">iqh").unpack_from
 class InitProducerIdRequest(Struct):
     """InitProducerIdRequest (api key 22): the request as decoded, versions 0-5."""
 
-    __slots__ = ("producer_epoch", "producer_id", "transaction_timeout_ms", "transactional_id")
     _fields = ("transactional_id", "transaction_timeout_ms", "producer_id", "producer_epoch")
+    __slots__ = _fields
 
     transactional_id: str | None  # versions 0+, nullable 0+
     transaction_timeout_ms: int  # versions 0+

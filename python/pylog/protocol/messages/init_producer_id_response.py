@@ -18,8 +18,8 @@ _unpack_ihqh = struct.Struct(">ihqh").unpack_from
 class InitProducerIdResponse(Struct):
     """InitProducerIdResponse (api key 22): the response as decoded, versions 0-5."""
 
-    __slots__ = ("error_code", "producer_epoch", "producer_id", "throttle_time_ms")
     _fields = ("throttle_time_ms", "error_code", "producer_id", "producer_epoch")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 0+
     error_code: int  # versions 0+

@@ -35,16 +35,6 @@ _unpack_ii = struct.Struct(">ii").unpack_from
 class JoinGroupRequest(Struct):
     """JoinGroupRequest (api key 11): the request as decoded, versions 0-9."""
 
-    __slots__ = (
-        "group_id",
-        "group_instance_id",
-        "member_id",
-        "protocol_type",
-        "protocols",
-        "reason",
-        "rebalance_timeout_ms",
-        "session_timeout_ms",
-    )
     _fields = (
         "group_id",
         "session_timeout_ms",
@@ -55,6 +45,7 @@ class JoinGroupRequest(Struct):
         "protocols",
         "reason",
     )
+    __slots__ = _fields
 
     group_id: str  # versions 0+
     session_timeout_ms: int  # versions 0+
@@ -89,8 +80,8 @@ class JoinGroupRequest(Struct):
 class JoinGroupRequestProtocol(Struct):
     """A JoinGroupRequestProtocol of JoinGroupRequest."""
 
-    __slots__ = ("metadata", "name")
     _fields = ("name", "metadata")
+    __slots__ = _fields
 
     name: str  # versions 0+
     metadata: bytes  # versions 0+

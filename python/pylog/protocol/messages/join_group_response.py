@@ -37,17 +37,6 @@ _unpack_o = struct.Struct(">?").unpack_from
 class JoinGroupResponse(Struct):
     """JoinGroupResponse (api key 11): the response as decoded, versions 0-9."""
 
-    __slots__ = (
-        "error_code",
-        "generation_id",
-        "leader",
-        "member_id",
-        "members",
-        "protocol_name",
-        "protocol_type",
-        "skip_assignment",
-        "throttle_time_ms",
-    )
     _fields = (
         "throttle_time_ms",
         "error_code",
@@ -59,6 +48,7 @@ class JoinGroupResponse(Struct):
         "member_id",
         "members",
     )
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 2+
     error_code: int  # versions 0+
@@ -96,8 +86,8 @@ class JoinGroupResponse(Struct):
 class JoinGroupResponseMember(Struct):
     """A JoinGroupResponseMember of JoinGroupResponse."""
 
-    __slots__ = ("group_instance_id", "member_id", "metadata")
     _fields = ("member_id", "group_instance_id", "metadata")
+    __slots__ = _fields
 
     member_id: str  # versions 0+
     group_instance_id: str | None  # versions 5+, nullable 5+

@@ -28,8 +28,8 @@ from pylog.protocol._struct import Struct
 class LeaveGroupRequest(Struct):
     """LeaveGroupRequest (api key 13): the request as decoded, versions 0-5."""
 
-    __slots__ = ("group_id", "member_id", "members")
     _fields = ("group_id", "member_id", "members")
+    __slots__ = _fields
 
     group_id: str  # versions 0+
     member_id: str  # versions 0-2
@@ -49,8 +49,8 @@ class LeaveGroupRequest(Struct):
 class MemberIdentity(Struct):
     """A MemberIdentity of LeaveGroupRequest."""
 
-    __slots__ = ("group_instance_id", "member_id", "reason")
     _fields = ("member_id", "group_instance_id", "reason")
+    __slots__ = _fields
 
     member_id: str  # versions 3+
     group_instance_id: str | None  # versions 3+, nullable 3+

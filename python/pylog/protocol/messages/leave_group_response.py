@@ -34,8 +34,8 @@ _unpack_ih = struct.Struct(">ih").unpack_from
 class LeaveGroupResponse(Struct):
     """LeaveGroupResponse (api key 13): the response as decoded, versions 0-5."""
 
-    __slots__ = ("error_code", "members", "throttle_time_ms")
     _fields = ("throttle_time_ms", "error_code", "members")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 1+
     error_code: int  # versions 0+
@@ -55,8 +55,8 @@ class LeaveGroupResponse(Struct):
 class MemberResponse(Struct):
     """A MemberResponse of LeaveGroupResponse."""
 
-    __slots__ = ("error_code", "group_instance_id", "member_id")
     _fields = ("member_id", "group_instance_id", "error_code")
+    __slots__ = _fields
 
     member_id: str  # versions 3+
     group_instance_id: str | None  # versions 3+, nullable 3+

@@ -24,8 +24,8 @@ from pylog.protocol._struct import Struct
 class ListGroupsRequest(Struct):
     """ListGroupsRequest (api key 16): the request as decoded, versions 0-5."""
 
-    __slots__ = ("states_filter", "types_filter")
     _fields = ("states_filter", "types_filter")
+    __slots__ = _fields
 
     states_filter: list[str]  # versions 4+
     types_filter: list[str]  # versions 5+

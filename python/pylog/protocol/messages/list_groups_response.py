@@ -34,8 +34,8 @@ _unpack_ih = struct.Struct(">ih").unpack_from
 class ListGroupsResponse(Struct):
     """ListGroupsResponse (api key 16): the response as decoded, versions 0-5."""
 
-    __slots__ = ("error_code", "groups", "throttle_time_ms")
     _fields = ("throttle_time_ms", "error_code", "groups")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 1+
     error_code: int  # versions 0+
@@ -55,8 +55,8 @@ class ListGroupsResponse(Struct):
 class ListedGroup(Struct):
     """A ListedGroup of ListGroupsResponse."""
 
-    __slots__ = ("group_id", "group_state", "group_type", "protocol_type")
     _fields = ("group_id", "protocol_type", "group_state", "group_type")
+    __slots__ = _fields
 
     group_id: str  # versions 0+
     protocol_type: str  # versions 0+

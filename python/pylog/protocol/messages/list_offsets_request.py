@@ -40,8 +40,8 @@ _unpack_iqi = struct.Struct(">iqi").unpack_from
 class ListOffsetsRequest(Struct):
     """ListOffsetsRequest (api key 2): the request as decoded, versions 0-10."""
 
-    __slots__ = ("isolation_level", "replica_id", "timeout_ms", "topics")
     _fields = ("replica_id", "isolation_level", "topics", "timeout_ms")
+    __slots__ = _fields
 
     replica_id: int  # versions 0+
     isolation_level: int  # versions 2+
@@ -64,8 +64,8 @@ class ListOffsetsRequest(Struct):
 class ListOffsetsTopic(Struct):
     """A ListOffsetsTopic of ListOffsetsRequest."""
 
-    __slots__ = ("name", "partitions")
     _fields = ("name", "partitions")
+    __slots__ = _fields
 
     name: str  # versions 0+
     partitions: list[ListOffsetsPartition]  # versions 0+
@@ -78,8 +78,8 @@ class ListOffsetsTopic(Struct):
 class ListOffsetsPartition(Struct):
     """A ListOffsetsPartition of ListOffsetsRequest."""
 
-    __slots__ = ("current_leader_epoch", "max_num_offsets", "partition_index", "timestamp")
     _fields = ("partition_index", "current_leader_epoch", "timestamp", "max_num_offsets")
+    __slots__ = _fields
 
     partition_index: int  # versions 0+
     current_leader_epoch: int  # versions 4+

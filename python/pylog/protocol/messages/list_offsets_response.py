@@ -40,8 +40,8 @@ _unpack_ihqqi = struct.Struct(">ihqqi").unpack_from
 class ListOffsetsResponse(Struct):
     """ListOffsetsResponse (api key 2): the response as decoded, versions 0-10."""
 
-    __slots__ = ("throttle_time_ms", "topics")
     _fields = ("throttle_time_ms", "topics")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 2+
     topics: list[ListOffsetsTopicResponse]  # versions 0+
@@ -58,8 +58,8 @@ class ListOffsetsResponse(Struct):
 class ListOffsetsTopicResponse(Struct):
     """A ListOffsetsTopicResponse of ListOffsetsResponse."""
 
-    __slots__ = ("name", "partitions")
     _fields = ("name", "partitions")
+    __slots__ = _fields
 
     name: str  # versions 0+
     partitions: list[ListOffsetsPartitionResponse]  # versions 0+
@@ -76,14 +76,6 @@ class ListOffsetsTopicResponse(Struct):
 class ListOffsetsPartitionResponse(Struct):
     """A ListOffsetsPartitionResponse of ListOffsetsResponse."""
 
-    __slots__ = (
-        "error_code",
-        "leader_epoch",
-        "offset",
-        "old_style_offsets",
-        "partition_index",
-        "timestamp",
-    )
     _fields = (
         "partition_index",
         "error_code",
@@ -92,6 +84,7 @@ class ListOffsetsPartitionResponse(Struct):
         "offset",
         "leader_epoch",
     )
+    __slots__ = _fields
 
     partition_index: int  # versions 0+
     error_code: int  # versions 0+

@@ -40,18 +40,13 @@ _unpack_ooo = struct.Struct(">???").unpack_from
 class MetadataRequest(Struct):
     """MetadataRequest (api key 3): the request as decoded, versions 0-12."""
 
-    __slots__ = (
-        "allow_auto_topic_creation",
-        "include_cluster_authorized_operations",
-        "include_topic_authorized_operations",
-        "topics",
-    )
     _fields = (
         "topics",
         "allow_auto_topic_creation",
         "include_cluster_authorized_operations",
         "include_topic_authorized_operations",
     )
+    __slots__ = _fields
 
     topics: list[MetadataRequestTopic] | None  # versions 0+, nullable 1+
     allow_auto_topic_creation: bool  # versions 4+
@@ -74,8 +69,8 @@ class MetadataRequest(Struct):
 class MetadataRequestTopic(Struct):
     """A MetadataRequestTopic of MetadataRequest."""
 
-    __slots__ = ("name", "topic_id")
     _fields = ("topic_id", "name")
+    __slots__ = _fields
 
     topic_id: str  # versions 10+
     name: str | None  # versions 0+, nullable 10+

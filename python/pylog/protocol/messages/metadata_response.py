@@ -46,14 +46,6 @@ _unpack_o = struct.Struct(">?").unpack_from
 class MetadataResponse(Struct):
     """MetadataResponse (api key 3): the response as decoded, versions 0-12."""
 
-    __slots__ = (
-        "brokers",
-        "cluster_authorized_operations",
-        "cluster_id",
-        "controller_id",
-        "throttle_time_ms",
-        "topics",
-    )
     _fields = (
         "throttle_time_ms",
         "brokers",
@@ -62,6 +54,7 @@ class MetadataResponse(Struct):
         "topics",
         "cluster_authorized_operations",
     )
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 3+
     brokers: list[MetadataResponseBroker]  # versions 0+
@@ -90,8 +83,8 @@ class MetadataResponse(Struct):
 class MetadataResponseBroker(Struct):
     """A MetadataResponseBroker of MetadataResponse."""
 
-    __slots__ = ("host", "node_id", "port", "rack")
     _fields = ("node_id", "host", "port", "rack")
+    __slots__ = _fields
 
     node_id: int  # versions 0+
     host: str  # versions 0+
@@ -114,14 +107,6 @@ class MetadataResponseBroker(Struct):
 class MetadataResponseTopic(Struct):
     """A MetadataResponseTopic of MetadataResponse."""
 
-    __slots__ = (
-        "error_code",
-        "is_internal",
-        "name",
-        "partitions",
-        "topic_authorized_operations",
-        "topic_id",
-    )
     _fields = (
         "error_code",
         "name",
@@ -130,6 +115,7 @@ class MetadataResponseTopic(Struct):
         "partitions",
         "topic_authorized_operations",
     )
+    __slots__ = _fields
 
     error_code: int  # versions 0+
     name: str | None  # versions 0+, nullable 12+
@@ -158,15 +144,6 @@ class MetadataResponseTopic(Struct):
 class MetadataResponsePartition(Struct):
     """A MetadataResponsePartition of MetadataResponse."""
 
-    __slots__ = (
-        "error_code",
-        "isr_nodes",
-        "leader_epoch",
-        "leader_id",
-        "offline_replicas",
-        "partition_index",
-        "replica_nodes",
-    )
     _fields = (
         "error_code",
         "partition_index",
@@ -176,6 +153,7 @@ class MetadataResponsePartition(Struct):
         "isr_nodes",
         "offline_replicas",
     )
+    __slots__ = _fields
 
     error_code: int  # versions 0+
     partition_index: int  # versions 0+

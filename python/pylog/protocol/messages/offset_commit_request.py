@@ -40,14 +40,6 @@ _unpack_q = struct.Struct(">q").unpack_from
 class OffsetCommitRequest(Struct):
     """OffsetCommitRequest (api key 8): the request as decoded, versions 0-9."""
 
-    __slots__ = (
-        "generation_id_or_member_epoch",
-        "group_id",
-        "group_instance_id",
-        "member_id",
-        "retention_time_ms",
-        "topics",
-    )
     _fields = (
         "group_id",
         "generation_id_or_member_epoch",
@@ -56,6 +48,7 @@ class OffsetCommitRequest(Struct):
         "retention_time_ms",
         "topics",
     )
+    __slots__ = _fields
 
     group_id: str  # versions 0+
     generation_id_or_member_epoch: int  # versions 1+
@@ -84,8 +77,8 @@ class OffsetCommitRequest(Struct):
 class OffsetCommitRequestTopic(Struct):
     """A OffsetCommitRequestTopic of OffsetCommitRequest."""
 
-    __slots__ = ("name", "partitions")
     _fields = ("name", "partitions")
+    __slots__ = _fields
 
     name: str  # versions 0+
     partitions: list[OffsetCommitRequestPartition]  # versions 0+
@@ -102,13 +95,6 @@ class OffsetCommitRequestTopic(Struct):
 class OffsetCommitRequestPartition(Struct):
     """A OffsetCommitRequestPartition of OffsetCommitRequest."""
 
-    __slots__ = (
-        "commit_timestamp",
-        "committed_leader_epoch",
-        "committed_metadata",
-        "committed_offset",
-        "partition_index",
-    )
     _fields = (
         "partition_index",
         "committed_offset",
@@ -116,6 +102,7 @@ class OffsetCommitRequestPartition(Struct):
         "commit_timestamp",
         "committed_metadata",
     )
+    __slots__ = _fields
 
     partition_index: int  # versions 0+
     committed_offset: int  # versions 0+

@@ -34,8 +34,8 @@ _unpack_ih = struct.Struct(">ih").unpack_from
 class OffsetCommitResponse(Struct):
     """OffsetCommitResponse (api key 8): the response as decoded, versions 0-9."""
 
-    __slots__ = ("throttle_time_ms", "topics")
     _fields = ("throttle_time_ms", "topics")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 3+
     topics: list[OffsetCommitResponseTopic]  # versions 0+
@@ -52,8 +52,8 @@ class OffsetCommitResponse(Struct):
 class OffsetCommitResponseTopic(Struct):
     """A OffsetCommitResponseTopic of OffsetCommitResponse."""
 
-    __slots__ = ("name", "partitions")
     _fields = ("name", "partitions")
+    __slots__ = _fields
 
     name: str  # versions 0+
     partitions: list[OffsetCommitResponsePartition]  # versions 0+
@@ -70,8 +70,8 @@ class OffsetCommitResponseTopic(Struct):
 class OffsetCommitResponsePartition(Struct):
     """A OffsetCommitResponsePartition of OffsetCommitResponse."""
 
-    __slots__ = ("error_code", "partition_index")
     _fields = ("partition_index", "error_code")
+    __slots__ = _fields
 
     partition_index: int  # versions 0+
     error_code: int  # versions 0+

@@ -29,8 +29,8 @@ _unpack_i = struct.Struct(">i").unpack_from
 class OffsetDeleteRequest(Struct):
     """OffsetDeleteRequest (api key 47): the request as decoded, versions 0."""
 
-    __slots__ = ("group_id", "topics")
     _fields = ("group_id", "topics")
+    __slots__ = _fields
 
     group_id: str  # versions 0+
     topics: list[OffsetDeleteRequestTopic]  # versions 0+
@@ -43,8 +43,8 @@ class OffsetDeleteRequest(Struct):
 class OffsetDeleteRequestTopic(Struct):
     """A OffsetDeleteRequestTopic of OffsetDeleteRequest."""
 
-    __slots__ = ("name", "partitions")
     _fields = ("name", "partitions")
+    __slots__ = _fields
 
     name: str  # versions 0+
     partitions: list[OffsetDeleteRequestPartition]  # versions 0+
@@ -61,8 +61,8 @@ class OffsetDeleteRequestTopic(Struct):
 class OffsetDeleteRequestPartition(Struct):
     """A OffsetDeleteRequestPartition of OffsetDeleteRequest."""
 
-    __slots__ = ("partition_index",)
     _fields = ("partition_index",)
+    __slots__ = _fields
 
     partition_index: int  # versions 0+
 

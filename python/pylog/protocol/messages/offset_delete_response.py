@@ -31,8 +31,8 @@ _unpack_ih = struct.Struct(">ih").unpack_from
 class OffsetDeleteResponse(Struct):
     """OffsetDeleteResponse (api key 47): the response as decoded, versions 0."""
 
-    __slots__ = ("error_code", "throttle_time_ms", "topics")
     _fields = ("error_code", "throttle_time_ms", "topics")
+    __slots__ = _fields
 
     error_code: int  # versions 0+
     throttle_time_ms: int  # versions 0+
@@ -52,8 +52,8 @@ class OffsetDeleteResponse(Struct):
 class OffsetDeleteResponseTopic(Struct):
     """A OffsetDeleteResponseTopic of OffsetDeleteResponse."""
 
-    __slots__ = ("name", "partitions")
     _fields = ("name", "partitions")
+    __slots__ = _fields
 
     name: str  # versions 0+
     partitions: list[OffsetDeleteResponsePartition]  # versions 0+
@@ -70,8 +70,8 @@ class OffsetDeleteResponseTopic(Struct):
 class OffsetDeleteResponsePartition(Struct):
     """A OffsetDeleteResponsePartition of OffsetDeleteResponse."""
 
-    __slots__ = ("error_code", "partition_index")
     _fields = ("partition_index", "error_code")
+    __slots__ = _fields
 
     partition_index: int  # versions 0+
     error_code: int  # versions 0+

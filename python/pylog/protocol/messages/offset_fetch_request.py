@@ -36,8 +36,8 @@ _unpack_o = struct.Struct(">?").unpack_from
 class OffsetFetchRequest(Struct):
     """OffsetFetchRequest (api key 9): the request as decoded, versions 0-9."""
 
-    __slots__ = ("group_id", "groups", "require_stable", "topics")
     _fields = ("group_id", "topics", "groups", "require_stable")
+    __slots__ = _fields
 
     group_id: str  # versions 0-7
     topics: list[OffsetFetchRequestTopic] | None  # versions 0-7, nullable 2-7
@@ -60,8 +60,8 @@ class OffsetFetchRequest(Struct):
 class OffsetFetchRequestTopic(Struct):
     """A OffsetFetchRequestTopic of OffsetFetchRequest."""
 
-    __slots__ = ("name", "partition_indexes")
     _fields = ("name", "partition_indexes")
+    __slots__ = _fields
 
     name: str  # versions 0-7
     partition_indexes: list[int]  # versions 0-7
@@ -74,8 +74,8 @@ class OffsetFetchRequestTopic(Struct):
 class OffsetFetchRequestGroup(Struct):
     """A OffsetFetchRequestGroup of OffsetFetchRequest."""
 
-    __slots__ = ("group_id", "member_epoch", "member_id", "topics")
     _fields = ("group_id", "member_id", "member_epoch", "topics")
+    __slots__ = _fields
 
     group_id: str  # versions 8+
     member_id: str | None  # versions 9+, nullable 9+
@@ -98,8 +98,8 @@ class OffsetFetchRequestGroup(Struct):
 class OffsetFetchRequestTopics(Struct):
     """A OffsetFetchRequestTopics of OffsetFetchRequest."""
 
-    __slots__ = ("name", "partition_indexes")
     _fields = ("name", "partition_indexes")
+    __slots__ = _fields
 
     name: str  # versions 8+
     partition_indexes: list[int]  # versions 8+

@@ -38,8 +38,8 @@ _unpack_iqi = struct.Struct(">iqi").unpack_from
 class OffsetFetchResponse(Struct):
     """OffsetFetchResponse (api key 9): the response as decoded, versions 0-9."""
 
-    __slots__ = ("error_code", "groups", "throttle_time_ms", "topics")
     _fields = ("throttle_time_ms", "topics", "error_code", "groups")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 3+
     topics: list[OffsetFetchResponseTopic]  # versions 0-7
@@ -62,8 +62,8 @@ class OffsetFetchResponse(Struct):
 class OffsetFetchResponseTopic(Struct):
     """A OffsetFetchResponseTopic of OffsetFetchResponse."""
 
-    __slots__ = ("name", "partitions")
     _fields = ("name", "partitions")
+    __slots__ = _fields
 
     name: str  # versions 0-7
     partitions: list[OffsetFetchResponsePartition]  # versions 0-7
@@ -80,13 +80,6 @@ class OffsetFetchResponseTopic(Struct):
 class OffsetFetchResponsePartition(Struct):
     """A OffsetFetchResponsePartition of OffsetFetchResponse."""
 
-    __slots__ = (
-        "committed_leader_epoch",
-        "committed_offset",
-        "error_code",
-        "metadata",
-        "partition_index",
-    )
     _fields = (
         "partition_index",
         "committed_offset",
@@ -94,6 +87,7 @@ class OffsetFetchResponsePartition(Struct):
         "metadata",
         "error_code",
     )
+    __slots__ = _fields
 
     partition_index: int  # versions 0-7
     committed_offset: int  # versions 0-7
@@ -119,8 +113,8 @@ class OffsetFetchResponsePartition(Struct):
 class OffsetFetchResponseGroup(Struct):
     """A OffsetFetchResponseGroup of OffsetFetchResponse."""
 
-    __slots__ = ("error_code", "group_id", "topics")
     _fields = ("group_id", "topics", "error_code")
+    __slots__ = _fields
 
     group_id: str  # versions 8+
     topics: list[OffsetFetchResponseTopics]  # versions 8+
@@ -140,8 +134,8 @@ class OffsetFetchResponseGroup(Struct):
 class OffsetFetchResponseTopics(Struct):
     """A OffsetFetchResponseTopics of OffsetFetchResponse."""
 
-    __slots__ = ("name", "partitions")
     _fields = ("name", "partitions")
+    __slots__ = _fields
 
     name: str  # versions 8+
     partitions: list[OffsetFetchResponsePartitions]  # versions 8+
@@ -158,13 +152,6 @@ class OffsetFetchResponseTopics(Struct):
 class OffsetFetchResponsePartitions(Struct):
     """A OffsetFetchResponsePartitions of OffsetFetchResponse."""
 
-    __slots__ = (
-        "committed_leader_epoch",
-        "committed_offset",
-        "error_code",
-        "metadata",
-        "partition_index",
-    )
     _fields = (
         "partition_index",
         "committed_offset",
@@ -172,6 +159,7 @@ class OffsetFetchResponsePartitions(Struct):
         "metadata",
         "error_code",
     )
+    __slots__ = _fields
 
     partition_index: int  # versions 8+
     committed_offset: int  # versions 8+

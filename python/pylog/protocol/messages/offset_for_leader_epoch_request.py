@@ -36,8 +36,8 @@ _unpack_iii = struct.Struct(">iii").unpack_from
 class OffsetForLeaderEpochRequest(Struct):
     """OffsetForLeaderEpochRequest (api key 23): the request as decoded, versions 0-4."""
 
-    __slots__ = ("replica_id", "topics")
     _fields = ("replica_id", "topics")
+    __slots__ = _fields
 
     replica_id: int  # versions 3+
     topics: list[OffsetForLeaderTopic]  # versions 0+
@@ -50,8 +50,8 @@ class OffsetForLeaderEpochRequest(Struct):
 class OffsetForLeaderTopic(Struct):
     """A OffsetForLeaderTopic of OffsetForLeaderEpochRequest."""
 
-    __slots__ = ("partitions", "topic")
     _fields = ("topic", "partitions")
+    __slots__ = _fields
 
     topic: str  # versions 0+
     partitions: list[OffsetForLeaderPartition]  # versions 0+
@@ -64,8 +64,8 @@ class OffsetForLeaderTopic(Struct):
 class OffsetForLeaderPartition(Struct):
     """A OffsetForLeaderPartition of OffsetForLeaderEpochRequest."""
 
-    __slots__ = ("current_leader_epoch", "leader_epoch", "partition")
     _fields = ("partition", "current_leader_epoch", "leader_epoch")
+    __slots__ = _fields
 
     partition: int  # versions 0+
     current_leader_epoch: int  # versions 2+

@@ -36,8 +36,8 @@ _unpack_i = struct.Struct(">i").unpack_from
 class OffsetForLeaderEpochResponse(Struct):
     """OffsetForLeaderEpochResponse (api key 23): the response as decoded, versions 0-4."""
 
-    __slots__ = ("throttle_time_ms", "topics")
     _fields = ("throttle_time_ms", "topics")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 2+
     topics: list[OffsetForLeaderTopicResult]  # versions 0+
@@ -54,8 +54,8 @@ class OffsetForLeaderEpochResponse(Struct):
 class OffsetForLeaderTopicResult(Struct):
     """A OffsetForLeaderTopicResult of OffsetForLeaderEpochResponse."""
 
-    __slots__ = ("partitions", "topic")
     _fields = ("topic", "partitions")
+    __slots__ = _fields
 
     topic: str  # versions 0+
     partitions: list[EpochEndOffset]  # versions 0+
@@ -68,8 +68,8 @@ class OffsetForLeaderTopicResult(Struct):
 class EpochEndOffset(Struct):
     """A EpochEndOffset of OffsetForLeaderEpochResponse."""
 
-    __slots__ = ("end_offset", "error_code", "leader_epoch", "partition")
     _fields = ("error_code", "partition", "leader_epoch", "end_offset")
+    __slots__ = _fields
 
     error_code: int  # versions 0+
     partition: int  # versions 0+

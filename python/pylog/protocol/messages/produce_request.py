@@ -35,8 +35,8 @@ _unpack_i = struct.Struct(">i").unpack_from
 class ProduceRequest(Struct):
     """ProduceRequest (api key 0): the request as decoded, versions 0-11."""
 
-    __slots__ = ("acks", "timeout_ms", "topic_data", "transactional_id")
     _fields = ("transactional_id", "acks", "timeout_ms", "topic_data")
+    __slots__ = _fields
 
     transactional_id: str | None  # versions 3+, nullable 3+
     acks: int  # versions 0+
@@ -59,8 +59,8 @@ class ProduceRequest(Struct):
 class TopicProduceData(Struct):
     """A TopicProduceData of ProduceRequest."""
 
-    __slots__ = ("name", "partition_data")
     _fields = ("name", "partition_data")
+    __slots__ = _fields
 
     name: str  # versions 0+
     partition_data: list[PartitionProduceData]  # versions 0+
@@ -73,8 +73,8 @@ class TopicProduceData(Struct):
 class PartitionProduceData(Struct):
     """A PartitionProduceData of ProduceRequest."""
 
-    __slots__ = ("index", "records")
     _fields = ("index", "records")
+    __slots__ = _fields
 
     index: int  # versions 0+
     records: memoryview | None  # versions 0+, nullable 0+

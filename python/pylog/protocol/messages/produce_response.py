@@ -40,8 +40,8 @@ _unpack_ii = struct.Struct(">ii").unpack_from
 class ProduceResponse(Struct):
     """ProduceResponse (api key 0): the response as decoded, versions 0-11."""
 
-    __slots__ = ("node_endpoints", "responses", "throttle_time_ms")
     _fields = ("responses", "throttle_time_ms", "node_endpoints")
+    __slots__ = _fields
 
     responses: list[TopicProduceResponse]  # versions 0+
     throttle_time_ms: int  # versions 1+
@@ -61,8 +61,8 @@ class ProduceResponse(Struct):
 class TopicProduceResponse(Struct):
     """A TopicProduceResponse of ProduceResponse."""
 
-    __slots__ = ("name", "partition_responses")
     _fields = ("name", "partition_responses")
+    __slots__ = _fields
 
     name: str  # versions 0+
     partition_responses: list[PartitionProduceResponse]  # versions 0+
@@ -79,16 +79,6 @@ class TopicProduceResponse(Struct):
 class PartitionProduceResponse(Struct):
     """A PartitionProduceResponse of ProduceResponse."""
 
-    __slots__ = (
-        "base_offset",
-        "current_leader",
-        "error_code",
-        "error_message",
-        "index",
-        "log_append_time_ms",
-        "log_start_offset",
-        "record_errors",
-    )
     _fields = (
         "index",
         "error_code",
@@ -99,6 +89,7 @@ class PartitionProduceResponse(Struct):
         "error_message",
         "current_leader",
     )
+    __slots__ = _fields
 
     index: int  # versions 0+
     error_code: int  # versions 0+
@@ -133,8 +124,8 @@ class PartitionProduceResponse(Struct):
 class BatchIndexAndErrorMessage(Struct):
     """A BatchIndexAndErrorMessage of ProduceResponse."""
 
-    __slots__ = ("batch_index", "batch_index_error_message")
     _fields = ("batch_index", "batch_index_error_message")
+    __slots__ = _fields
 
     batch_index: int  # versions 8+
     batch_index_error_message: str | None  # versions 8+, nullable 8+
@@ -147,8 +138,8 @@ class BatchIndexAndErrorMessage(Struct):
 class LeaderIdAndEpoch(Struct):
     """A LeaderIdAndEpoch of ProduceResponse."""
 
-    __slots__ = ("leader_epoch", "leader_id")
     _fields = ("leader_id", "leader_epoch")
+    __slots__ = _fields
 
     leader_id: int  # versions 10+
     leader_epoch: int  # versions 10+
@@ -161,8 +152,8 @@ class LeaderIdAndEpoch(Struct):
 class NodeEndpoint(Struct):
     """A NodeEndpoint of ProduceResponse."""
 
-    __slots__ = ("host", "node_id", "port", "rack")
     _fields = ("node_id", "host", "port", "rack")
+    __slots__ = _fields
 
     node_id: int  # versions 10+
     host: str  # versions 10+

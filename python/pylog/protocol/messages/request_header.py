@@ -27,8 +27,8 @@ _unpack_hhi = struct.Struct(">hhi").unpack_from
 class RequestHeader(Struct):
     """RequestHeader: the header as decoded, versions 0-2."""
 
-    __slots__ = ("client_id", "correlation_id", "request_api_key", "request_api_version")
     _fields = ("request_api_key", "request_api_version", "correlation_id", "client_id")
+    __slots__ = _fields
 
     request_api_key: int  # versions 0+
     request_api_version: int  # versions 0+

@@ -18,8 +18,8 @@ _unpack_i = struct.Struct(">i").unpack_from
 class ResponseHeader(Struct):
     """ResponseHeader: the header as decoded, versions 0-1."""
 
-    __slots__ = ("correlation_id",)
     _fields = ("correlation_id",)
+    __slots__ = _fields
 
     correlation_id: int  # versions 0+
 

@@ -14,8 +14,8 @@ from pylog.protocol._struct import Struct
 class SaslHandshakeRequest(Struct):
     """SaslHandshakeRequest (api key 17): the request as decoded, versions 0-1."""
 
-    __slots__ = ("mechanism",)
     _fields = ("mechanism",)
+    __slots__ = _fields
 
     mechanism: str  # versions 0+
 

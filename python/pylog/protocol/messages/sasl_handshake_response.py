@@ -29,8 +29,8 @@ _unpack_h = struct.Struct(">h").unpack_from
 class SaslHandshakeResponse(Struct):
     """SaslHandshakeResponse (api key 17): the response as decoded, versions 0-1."""
 
-    __slots__ = ("error_code", "mechanisms")
     _fields = ("error_code", "mechanisms")
+    __slots__ = _fields
 
     error_code: int  # versions 0+
     mechanisms: list[str]  # versions 0+

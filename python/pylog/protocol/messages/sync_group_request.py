@@ -33,15 +33,6 @@ _unpack_i = struct.Struct(">i").unpack_from
 class SyncGroupRequest(Struct):
     """SyncGroupRequest (api key 14): the request as decoded, versions 0-5."""
 
-    __slots__ = (
-        "assignments",
-        "generation_id",
-        "group_id",
-        "group_instance_id",
-        "member_id",
-        "protocol_name",
-        "protocol_type",
-    )
     _fields = (
         "group_id",
         "generation_id",
@@ -51,6 +42,7 @@ class SyncGroupRequest(Struct):
         "protocol_name",
         "assignments",
     )
+    __slots__ = _fields
 
     group_id: str  # versions 0+
     generation_id: int  # versions 0+
@@ -82,8 +74,8 @@ class SyncGroupRequest(Struct):
 class SyncGroupRequestAssignment(Struct):
     """A SyncGroupRequestAssignment of SyncGroupRequest."""
 
-    __slots__ = ("assignment", "member_id")
     _fields = ("member_id", "assignment")
+    __slots__ = _fields
 
     member_id: str  # versions 0+
     assignment: bytes  # versions 0+

@@ -32,8 +32,8 @@ _unpack_ih = struct.Struct(">ih").unpack_from
 class SyncGroupResponse(Struct):
     """SyncGroupResponse (api key 14): the response as decoded, versions 0-5."""
 
-    __slots__ = ("assignment", "error_code", "protocol_name", "protocol_type", "throttle_time_ms")
     _fields = ("throttle_time_ms", "error_code", "protocol_type", "protocol_name", "assignment")
+    __slots__ = _fields
 
     throttle_time_ms: int  # versions 1+
     error_code: int  # versions 0+
