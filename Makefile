@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build tools run test test-rust test-python bench lint format clean pipeline
+.PHONY: help install build protocol tools run test test-rust test-python bench lint format clean pipeline
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ install: $(STAMP) build ## create .venv with pylog (release build of the native 
 build: $(STAMP) ## (re)build the native extension in place, with the test/bench/lint extras
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q -E test,bench,dev,spark
 	@$(PY) -c "import pylog._native as n; print('pylog._native', n.__version__)"
+
+protocol: ## regenerate python/pylog/protocol/messages/ (typed classes, codecs) from the JSON definitions
+	PYTHONPATH=python $(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m pylog.protocol.generator
 
 run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./pylog-data (Ctrl-C stops it cleanly)
 	$(VENV)/bin/pylog broker start

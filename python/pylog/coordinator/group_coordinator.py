@@ -137,7 +137,7 @@ class GroupCoordinator:
         self.max_group_size = int(config.get("group.max.size"))
         self.metadata_max_bytes = int(config.get("offset.metadata.max.bytes"))
         self.retention_check_interval_ms = int(config.get("offsets.retention.check.interval.ms"))
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
         self._expiry: asyncio.TimerHandle | None = None
         self._running = False
 
@@ -219,7 +219,7 @@ class GroupCoordinator:
             lambda: float(sum(len(g.offsets) for g in self.manager.all_groups())),
         )
 
-    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+    def _spawn(self, coro: Coroutine[object, object, object]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -1,37 +1,36 @@
-"""Specialised Python source per (message, version), compiled on first use.
+"""The source of one message module (``messages/<snake_name>.py``) from its definition.
 
-For each message version the generator writes one straight-line function with
-the nested arrays as inline loops, consecutive fixed-width fields read or written
-with one precompiled ``struct.Struct`` call, and no per-field dispatch at run time.
+``pylog.protocol.generator`` calls ``module_source`` for every definition in
+``schema/`` and writes the result; the codec imports those modules. A module holds:
 
-    decode(buf: memoryview, pos: int) -> (Struct, end)
-    encode(body: Mapping, out: bytearray, chunks: list) -> bytearray
+- one typed class per struct of the message, named as the JSON names it (the
+  message itself, ``TopicProduceData``, ...), with a slot and an annotated
+  attribute for every field the struct has in any version;
+- per version, ``decode_v<N>(buf, pos) -> (message, end)`` and
+  ``encode_v<N>(body, out, chunks) -> out``: straight-line code with the nested
+  arrays as inline loops, consecutive fixed-width fields read or written with one
+  precompiled ``struct.Struct`` call and no per-field dispatch at run time;
+- the same pair again as ``*_tracking``: it notes the field it is working on and
+  runs only after the fast one failed, to say which field was malformed;
+- ``DECODERS``, ``ENCODERS``, ``TRACKING_DECODERS``, ``TRACKING_ENCODERS`` (by
+  version), ``MESSAGE`` (the message's class), ``VALID_VERSIONS`` and
+  ``FLEXIBLE_VERSIONS`` (inclusive; 32767 stands for "and every later version").
 
-The encoder appends to ``out``; a records field ends the current ``bytearray``
-(appended to ``chunks``), adds the caller's records object as its own chunk and
-continues in a fresh ``bytearray``, which it returns.
-
-Each function exists twice: a fast one, and a *tracking* one that notes the field
-it is working on. The tracking one runs only after the fast one failed, to say
-which field was malformed.
+A version whose code is the same as an earlier one's is that function again
+(``decode_v2 = decode_v1``). The output is what ``ruff format`` would write, so
+the checked-in modules pass the project's lint unchanged.
 """
 
 from __future__ import annotations
 
-import base64
+import json
 import keyword
 import struct
-import uuid as _uuid
-from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
-from pylog.errors import UnsupportedVersionError
+from ._spec import FIXED_SIZES, OPEN_END, FieldSpec, MessageSpec, Versions, snake_case
 
-from ._spec import FIXED_SIZES, FieldSpec, MessageSpec
-from ._struct import Struct, make_struct_class
-
-Decoder = Callable[[memoryview, int], "tuple[Any, int]"]
-Encoder = Callable[[Any, bytearray, list[Any]], bytearray]
+LINE = 100  # the project's line length
 
 _FMT = {
     "bool": "?",
@@ -45,187 +44,80 @@ _FMT = {
     "uuid": "16s",
 }
 
-
-class Malformed(ValueError):
-    """Raised by generated decoders for bytes that break the schema."""
-
-
-class FieldFailure(Exception):
-    """A failure inside a tracking function, with the field path it happened at."""
-
-    def __init__(self, path: str, cause: BaseException) -> None:
-        super().__init__(path, cause)
-        self.path = path
-        self.cause = cause
-
-
-# --- helpers the generated code calls -------------------------------------------------
-
-
-def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    """An unsigned varint (at most 5 bytes, 32 bits) at ``pos``."""
-    value = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise Malformed("unsigned varint longer than 5 bytes")
-
-
-def uvarint_bytes(value: int) -> bytes:
-    if value < 0:
-        raise ValueError(f"negative length {value}")
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-UV = [bytes([i]) for i in range(128)]
-
-
-def uuid_text(raw: bytes) -> str:
-    """16 bytes -> Kafka's text form of a Uuid (base64url, no padding)."""
-    return base64.urlsafe_b64encode(raw)[:22].decode("ascii")
-
-
-def uuid_raw(value: Any) -> bytes:
-    """A Uuid given as Kafka text, ``uuid.UUID``, 16 bytes or ``None`` (zero) -> 16 bytes."""
-    if value is None:
-        return bytes(16)
-    if isinstance(value, str):
-        if len(value) == 22:
-            raw = base64.urlsafe_b64decode(value + "==")
-        else:
-            raw = _uuid.UUID(value).bytes
-    elif isinstance(value, _uuid.UUID):
-        raw = value.bytes
-    else:
-        raw = bytes(value)
-    if len(raw) != 16:
-        raise ValueError(f"a uuid is 16 bytes, not {len(raw)}")
-    return raw
-
-
-def records_size(value: Any) -> int:
-    t = type(value)
-    if t is bytes or t is bytearray:
-        return len(value)
-    if t is memoryview:
-        return int(value.nbytes)
-    size = getattr(value, "size", None)
-    if isinstance(size, int):
-        return size
-    return len(memoryview(value).cast("B"))
-
-
-def _bad(message: str) -> Malformed:
-    return Malformed(message)
-
-
-_BASE_NS: dict[str, Any] = {
-    "_uv": read_uvarint,
-    "_uvb": uvarint_bytes,
-    "_UV": UV,
-    "_uuid_text": uuid_text,
-    "_uuid_raw": uuid_raw,
-    "_rsize": records_size,
-    "_bad": _bad,
-    "_Failure": FieldFailure,
-    "_unpack_from": struct.unpack_from,
-    "_pack": struct.pack,
-    "_rd16": struct.Struct(">h").unpack_from,
-    "_rd32": struct.Struct(">i").unpack_from,
-    "_len16": struct.Struct(">h").pack,
-    "_len32": struct.Struct(">i").pack,
+_PY_TYPES = {
+    "bool": "bool",
+    "int8": "int",
+    "int16": "int",
+    "uint16": "int",
+    "int32": "int",
+    "uint32": "int",
+    "int64": "int",
+    "float64": "float",
+    "uuid": "str",
+    "string": "str",
+    "bytes": "bytes",
 }
 
 
-class _Writer:
-    def __init__(self, track: bool) -> None:
-        self.lines: list[str] = []
-        self.ns: dict[str, Any] = dict(_BASE_NS)
-        self.n = 0
-        self.track = track
-        self._structs: dict[str, str] = {}
-
-    def var(self, prefix: str) -> str:
-        self.n += 1
-        return f"{prefix}{self.n}"
-
-    def const(self, value: Any, prefix: str = "_k") -> str:
-        name = self.var(prefix)
-        self.ns[name] = value
-        return name
-
-    def emit(self, indent: int, line: str) -> None:
-        self.lines.append("    " * indent + line)
-
-    def at(self, indent: int, path: str) -> None:
-        if self.track:
-            self.emit(indent, f"_fld = {path!r}")
-
-    def unpacker(self, fmt: str) -> str:
-        key = "U" + fmt
-        if key not in self._structs:
-            self._structs[key] = self.const(struct.Struct(">" + fmt).unpack_from, "_u")
-        return self._structs[key]
-
-    def packer(self, fmt: str) -> str:
-        key = "P" + fmt
-        if key not in self._structs:
-            self._structs[key] = self.const(struct.Struct(">" + fmt).pack, "_p")
-        return self._structs[key]
-
-    def compile(self, fname: str, params: str, filename: str) -> Any:
-        body = self.lines
-        if self.track:
-            body = [
-                "    _fld = '(start)'",
-                "    try:",
-                *["    " + line for line in self.lines],
-                "    except Exception as _e:",
-                "        raise _Failure(_fld, _e) from _e",
-            ]
-        source = f"def {fname}({params}):\n" + "\n".join(body) + "\n"
-        code = compile(source, filename, "exec")
-        exec(code, self.ns)  # generated from the schema
-        fn = self.ns[fname]
-        fn.__source__ = source
-        return fn
+def _in(version: int, versions: Versions) -> bool:
+    return version in versions
 
 
-def _in(version: int, versions: Any) -> bool:
-    return bool(version in versions)
+def _q(text: str) -> str:
+    """A double-quoted Python string literal."""
+    return json.dumps(text)
 
 
-class _Message:
-    """Per-message state shared by all versions: the Struct classes."""
+def _bytes_lit(data: bytes) -> str:
+    return 'b"' + "".join(f"\\x{b:02x}" for b in data) + '"'
 
-    def __init__(self, spec: MessageSpec) -> None:
-        self.spec = spec
-        self.classes: dict[str, type[Struct]] = {}
 
-    def struct_class(self, type_name: str, fields: list[FieldSpec]) -> type[Struct]:
-        cls = self.classes.get(type_name)
-        if cls is None:
-            names = tuple(f.name for f in fields)
-            for n in names:
-                if keyword.iskeyword(n):
-                    raise ValueError(f"field name {n!r} is a Python keyword")
-            qual = (
-                self.spec.name if type_name == self.spec.name else f"{self.spec.name}.{type_name}"
-            )
-            cls = make_struct_class(qual, names)
-            self.classes[type_name] = cls
-        return cls
+def _ident(fmt: str) -> str:
+    """A ``struct`` format as part of a name: ``?`` (bool) becomes ``o``."""
+    return fmt.replace("?", "o")
+
+
+def _literal(value: Any) -> str:
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return _q(value)
+    if isinstance(value, bytes):
+        return 'b""' if not value else _bytes_lit(value)
+    raise ValueError(f"no literal for {value!r}")
+
+
+def _versions_text(v: Versions) -> str:
+    if not v:
+        return "none"
+    if v.high == OPEN_END:
+        return f"{v.low}+"
+    return f"{v.low}" if v.low == v.high else f"{v.low}-{v.high}"
+
+
+def _optional(f: FieldSpec) -> bool:
+    """Whether the attribute can hold None: nullable, defaults to None, or a lone struct."""
+    if f.nullable:
+        return True
+    if f.is_array:
+        return f.default is None
+    return f.fields is not None or f.default is None
+
+
+def _elem_type(f: FieldSpec, kind: str) -> str:
+    if f.fields is not None:
+        return f.type
+    if f.type == "records":
+        return "memoryview" if kind == "request" else "Records"
+    return _PY_TYPES[f.type]
+
+
+def py_type(f: FieldSpec, kind: str) -> str:
+    """The annotation of a field's attribute."""
+    t = _elem_type(f, kind)
+    if f.is_array:
+        t = f"list[{t}]"
+    return f"{t} | None" if _optional(f) else t
 
 
 def _is_fixed(f: FieldSpec, version: int) -> bool:
@@ -238,65 +130,176 @@ def _is_fixed(f: FieldSpec, version: int) -> bool:
     )
 
 
-def _default_expr(w: _Writer, f: FieldSpec) -> str:
+def _differs(val: str, f: FieldSpec) -> str:
+    """A condition: the scalar ``val`` is given and is not the field's default."""
+    if f.default is None:
+        return f"{val} is not None"
+    if f.default is False:
+        return val
+    if f.default is True:
+        return f"{val} is not None and not {val}"
+    return f"{val} is not None and {val} != {_default_expr(f)}"
+
+
+def _default_expr(f: FieldSpec) -> str:
     """An expression for a field's default value (a fresh list for arrays)."""
     if f.is_array:
         return "None" if f.default is None else "[]"
     if f.fields is not None:
         return "None"
-    if f.default is None or isinstance(f.default, (bool, int, float)):
-        return repr(f.default)
-    return w.const(f.default)
+    return _literal(f.default)
 
 
-# --- decoding -------------------------------------------------------------------------
+class _Module:
+    """What the functions of a module share: its classes and ``struct`` constants."""
+
+    def __init__(self, spec: MessageSpec) -> None:
+        self.spec = spec
+        self.kind = "request" if spec.kind == "header" and "Request" in spec.name else spec.kind
+        self.runtime: set[str] = set()
+        self.formats: dict[str, str] = {}  # constant name -> "unpack_from"/"pack" of fmt
+        self.structs: dict[str, list[FieldSpec]] = {}
+        self._collect(spec.name, spec.fields)
+
+    def _collect(self, name: str, fields: list[FieldSpec]) -> None:
+        seen = self.structs.get(name)
+        if seen is not None:
+            if [f.name for f in seen] != [f.name for f in fields]:
+                raise ValueError(f"{self.spec.name}: two different structs named {name}")
+            return
+        for f in fields:
+            if keyword.iskeyword(f.name):
+                raise ValueError(f"{self.spec.name}: field name {f.name!r} is a Python keyword")
+        self.structs[name] = fields
+        for f in fields:
+            if f.fields is not None:
+                self._collect(f.type, f.fields)
+
+    def use(self, name: str) -> str:
+        self.runtime.add(name)
+        return name
+
+    def unpacker(self, fmt: str) -> str:
+        name = f"_unpack_{_ident(fmt)}"
+        self.formats[name] = f'struct.Struct(">{fmt}").unpack_from'
+        return name
+
+    def packer(self, fmt: str) -> str:
+        name = f"_pack_{_ident(fmt)}"
+        self.formats[name] = f'struct.Struct(">{fmt}").pack'
+        return name
 
 
-class _DecodeGen:
-    def __init__(self, msg: _Message, version: int, track: bool) -> None:
-        self.msg = msg
+class _Fn:
+    """The lines of one generated function."""
+
+    def __init__(self, module: _Module, version: int, track: bool) -> None:
+        self.m = module
         self.version = version
-        self.flexible = _in(version, msg.spec.flexible)
-        self.w = _Writer(track)
+        self.track = track
+        self.flexible = _in(version, module.spec.flexible)
+        self.lines: list[str] = []
+        self.n = 0
 
-    def build(self) -> Decoder:
-        w = self.w
-        w.emit(1, "blen = len(buf)")
-        res = self.struct(self.msg.spec.name, self.msg.spec.fields, 1, "")
-        w.emit(1, f"return {res}, pos")
-        fn: Decoder = w.compile(
-            "decode", "buf, pos", f"<pylog.protocol {self.msg.spec.name} v{self.version} decode>"
-        )
-        return fn
+    def var(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def emit(self, indent: int, line: str) -> None:
+        # a tracking function's body sits one level deeper, inside its ``try``
+        self.lines.append("    " * (indent + self.track) + line)
+
+    def fits(self, indent: int, line: str) -> bool:
+        return 4 * (indent + self.track) + len(line) <= LINE
+
+    def call(self, indent: int, head: str, args: list[str], tail: str = ")") -> None:
+        """``head`` + args + ``tail``, one argument a line when too long for one line."""
+        one = f"{head}{', '.join(args)}{tail}"
+        if self.fits(indent, one) or not args:
+            self.emit(indent, one)
+            return
+        self.emit(indent, head)
+        for a in args:
+            self.emit(indent + 1, f"{a},")
+        self.emit(indent, tail)
+
+    def string(self, indent: int, head: str, text: str, fstring: bool = False) -> None:
+        """``head`` + a string literal + ``)`` (``head`` ends in ``(``, a call, or is
+        ``x = ``), laid out as ``ruff format`` does: on one line, else the string on
+        its own line inside the parentheses, else split into implicitly joined parts."""
+        prefix = "f" if fstring else ""
+        lit = prefix + _q(text)
+        call = head.endswith("(")
+        tail = ")" if call else ""
+        if self.fits(indent, head + lit + tail):
+            self.emit(indent, head + lit + tail)
+            return
+        if call and self.fits(indent + 1, lit):
+            self.emit(indent, head)
+            self.emit(indent + 1, lit)
+            self.emit(indent, ")")
+            return
+        if fstring:
+            raise ValueError(f"f-string too long to lay out: {text}")
+        width = LINE - 4 * (indent + 1 + self.track) - 2
+        parts = [text[i : i + width] for i in range(0, len(text), width)]
+        self.emit(indent, head if call else head + "(")
+        for part in parts:
+            self.emit(indent + 1, _q(part))
+        self.emit(indent, ")")
+
+    def at(self, indent: int, path: str) -> None:
+        if self.track:
+            self.string(indent, "fld = ", path)
 
     def compact(self, f: FieldSpec) -> bool:
         if f.flexible is not None:
             return _in(self.version, f.flexible)
         return self.flexible
 
+    def body(self) -> list[str]:
+        if not self.track:
+            return self.lines
+        return [
+            '    fld = "(start)"',
+            "    try:",
+            *self.lines,
+            "    except Exception as e:",
+            f"        raise {self.m.use('FieldFailure')}(fld, e) from e",
+        ]
+
+
+# --- decoding -------------------------------------------------------------------------
+
+
+class _Decode(_Fn):
+    def build(self) -> list[str]:
+        self.emit(1, "blen = len(buf)")
+        res = self.struct(self.m.spec.name, self.m.spec.fields, 1, "")
+        self.emit(1, f"return {res}, pos")
+        if not any("blen" in line for line in self.lines[1:]):
+            del self.lines[0]
+        return self.body()
+
     def uvarint(self, ind: int, target: str) -> None:
-        w = self.w
-        w.emit(ind, f"{target} = buf[pos]")
-        w.emit(ind, "pos += 1")
-        w.emit(ind, f"if {target} > 127:")
-        w.emit(ind + 1, f"{target}, pos = _uv(buf, pos - 1)")
+        self.emit(ind, f"{target} = buf[pos]")
+        self.emit(ind, "pos += 1")
+        self.emit(ind, f"if {target} > 127:")
+        self.emit(ind + 1, f"{target}, pos = {self.m.use('read_uvarint')}(buf, pos - 1)")
 
     def length(self, ind: int, f: FieldSpec, target: str, wide: bool) -> None:
         """Read a length (string/bytes: int16 or int32; compact: uvarint - 1) into target."""
-        w = self.w
         if self.compact(f):
             self.uvarint(ind, target)
-            w.emit(ind, f"{target} -= 1")
+            self.emit(ind, f"{target} -= 1")
         else:
-            w.emit(ind, f"{target} = {'_rd32' if wide else '_rd16'}(buf, pos)[0]")
-            w.emit(ind, f"pos += {4 if wide else 2}")
+            reader = self.m.use("rd32" if wide else "rd16")
+            self.emit(ind, f"{target} = {reader}(buf, pos)[0]")
+            self.emit(ind, f"pos += {4 if wide else 2}")
 
     def struct(self, type_name: str, fields: list[FieldSpec], ind: int, path: str) -> str:
         """Emit code decoding a struct; return the variable holding it."""
-        w = self.w
         v = self.version
-        cls = self.msg.struct_class(type_name, fields)
-        cname = w.const(cls, "_C")
         locals_: dict[str, str] = {}
         present = [f for f in fields if _in(v, f.versions) and not _in(v, f.tagged)]
         i = 0
@@ -308,13 +311,14 @@ class _DecodeGen:
                     run.append(present[i + len(run)])
                 fmt = "".join(_FMT[r.type] for r in run)
                 size = struct.calcsize(">" + fmt)
-                names = [w.var("f") for _ in run]
-                w.at(ind, path + run[0].name)
-                w.emit(ind, f"{', '.join(names)}, = {w.unpacker(fmt)}(buf, pos)")
-                w.emit(ind, f"pos += {size}")
+                names = [self.var("f") for _ in run]
+                self.at(ind, path + run[0].name)
+                target = f"({names[0]},)" if len(names) == 1 else ", ".join(names)
+                self.emit(ind, f"{target} = {self.m.unpacker(fmt)}(buf, pos)")
+                self.emit(ind, f"pos += {size}")
                 for r, n in zip(run, names, strict=True):
                     if r.type == "uuid":
-                        w.emit(ind, f"{n} = _uuid_text({n})")
+                        self.emit(ind, f"{n} = {self.m.use('uuid_text')}({n})")
                     locals_[r.name] = n
                 i += len(run)
                 continue
@@ -322,174 +326,166 @@ class _DecodeGen:
             i += 1
         if self.flexible:
             self.tagged(fields, ind, path, locals_)
-        args = []
-        for f in fields:
-            args.append(locals_[f.name] if f.name in locals_ else _default_expr(w, f))
-        res = w.var("s")
-        w.emit(ind, f"{res} = {cname}({', '.join(args)})")
+        args = [locals_[f.name] if f.name in locals_ else _default_expr(f) for f in fields]
+        res = self.var("s")
+        self.call(ind, f"{res} = {type_name}(", args)
         return res
 
     def tagged(self, fields: list[FieldSpec], ind: int, path: str, locals_: dict[str, str]) -> None:
-        w = self.w
         v = self.version
         tagged = sorted(
             (f for f in fields if _in(v, f.tagged) and _in(v, f.versions)),
             key=lambda f: f.tag or 0,
         )
         for f in tagged:
-            var = w.var("t")
-            w.emit(ind, f"{var} = {_default_expr(w, f)}")
+            var = self.var("t")
+            self.emit(ind, f"{var}: {py_type(f, self.m.kind)} = {_default_expr(f)}")
             locals_[f.name] = var
-        count, tag, size, end = w.var("nt"), w.var("tg"), w.var("tz"), w.var("te")
-        w.at(ind, path + "(tagged fields)")
+        count, tag, size, end = self.var("nt"), self.var("tg"), self.var("tz"), self.var("te")
+        self.at(ind, path + "(tagged fields)")
         self.uvarint(ind, count)
-        w.emit(ind, f"if {count}:")  # almost always 0: skip building the loop
+        self.emit(ind, f"if {count}:")  # almost always 0: skip building the loop
         ind += 1
-        w.emit(ind, f"for _ in range({count}):")
+        self.emit(ind, f"for _ in range({count}):")
         self.uvarint(ind + 1, tag)
         self.uvarint(ind + 1, size)
-        w.emit(ind + 1, f"{end} = pos + {size}")
-        w.emit(ind + 1, f"if {end} > blen:")
-        w.emit(ind + 2, "raise _bad('tagged field past the end of the frame')")
+        self.emit(ind + 1, f"{end} = pos + {size}")
+        self.emit(ind + 1, f"if {end} > blen:")
+        self.string(ind + 2, f"raise {self.m.use('Malformed')}(", "tagged field past the frame end")
         for k, f in enumerate(tagged):
-            w.emit(ind + 1, f"{'if' if k == 0 else 'elif'} {tag} == {f.tag}:")
+            self.emit(ind + 1, f"{'if' if k == 0 else 'elif'} {tag} == {f.tag}:")
             got = self.field(f, ind + 2, path)
-            w.emit(ind + 2, f"{locals_[f.name]} = {got}")
-        w.emit(ind + 1, f"pos = {end}")
+            self.emit(ind + 2, f"{locals_[f.name]} = {got}")
+        self.emit(ind + 1, f"pos = {end}")
 
     def field(self, f: FieldSpec, ind: int, path: str) -> str:
         """Emit code decoding one field; return the variable holding its value."""
-        w = self.w
         v = self.version
         here = path + f.name
         nullable = _in(v, f.nullable)
-        out = w.var("v")
-        w.at(ind, here)
+        out = self.var("v")
+        bad = self.m.use("Malformed")
+        self.at(ind, here)
         if f.is_array:
-            n = w.var("n")
+            elem_t = _elem_type(f, self.m.kind)
+            n = self.var("n")
             if self.compact(f):
                 self.uvarint(ind, n)
-                w.emit(ind, f"{n} -= 1")
+                self.emit(ind, f"{n} -= 1")
             else:
-                w.emit(ind, f"{n} = _rd32(buf, pos)[0]")
-                w.emit(ind, "pos += 4")
-            w.emit(ind, f"if {n} < 0:")
+                self.emit(ind, f"{n} = {self.m.use('rd32')}(buf, pos)[0]")
+                self.emit(ind, "pos += 4")
             if nullable:
-                w.emit(ind + 1, f"{out} = None")
+                self.emit(ind, f"{out}: list[{elem_t}] | None")
+            self.emit(ind, f"if {n} < 0:")
+            if nullable:
+                self.emit(ind + 1, f"{out} = None")
             else:
-                w.emit(ind + 1, "raise _bad('null array for a non-nullable field')")
-            w.emit(ind, "else:")
-            w.emit(ind + 1, f"if {n} > blen - pos:")
-            w.emit(ind + 2, "raise _bad(f'array of {" + n + "} elements is longer than the frame')")
+                self.string(ind + 1, f"raise {bad}(", "null array for a non-nullable field")
+            self.emit(ind, "else:")
+            self.emit(ind + 1, f"if {n} > blen - pos:")
+            msg = f"array of {{{n}}} elements is longer than the frame"
+            self.string(ind + 2, f"raise {bad}(", msg, fstring=True)
             if f.fields is None and f.type in FIXED_SIZES and f.type != "uuid":
                 code = _FMT[f.type]
-                w.emit(ind + 1, f"{out} = list(_unpack_from(f'>{{{n}}}{code}', buf, pos))")
-                w.emit(ind + 1, f"pos += {n} * {FIXED_SIZES[f.type]}")
+                unpack = self.m.use("unpack_from")
+                self.emit(ind + 1, f'{out} = list({unpack}(f">{{{n}}}{code}", buf, pos))')
+                self.emit(ind + 1, f"pos += {n} * {FIXED_SIZES[f.type]}")
                 return out
-            w.emit(ind + 1, f"{out} = []")
-            w.emit(ind + 1, f"for _ in range({n}):")
+            if nullable:
+                self.emit(ind + 1, f"{out} = []")
+            else:
+                self.emit(ind + 1, f"{out}: list[{elem_t}] = []")
+            self.emit(ind + 1, f"for _ in range({n}):")
             if f.fields is not None:
                 elem = self.struct(f.type, f.fields, ind + 2, here + "[].")
             else:
                 elem = self.scalar(f, ind + 2, here + "[]", nullable=False)
-            w.emit(ind + 2, f"{out}.append({elem})")
+            self.emit(ind + 2, f"{out}.append({elem})")
             return out
         if f.fields is not None:
             if nullable:
-                w.emit(ind, "if buf[pos] == 255:")
-                w.emit(ind + 1, "pos += 1")
-                w.emit(ind + 1, f"{out} = None")
-                w.emit(ind, "else:")
-                w.emit(ind + 1, "pos += 1")
+                self.emit(ind, f"{out}: {f.type} | None")
+                self.emit(ind, "if buf[pos] == 255:")
+                self.emit(ind + 1, "pos += 1")
+                self.emit(ind + 1, f"{out} = None")
+                self.emit(ind, "else:")
+                self.emit(ind + 1, "pos += 1")
                 got = self.struct(f.type, f.fields, ind + 1, here + ".")
-                w.emit(ind + 1, f"{out} = {got}")
+                self.emit(ind + 1, f"{out} = {got}")
                 return out
             return self.struct(f.type, f.fields, ind, here + ".")
         return self.scalar(f, ind, here, nullable)
 
     def scalar(self, f: FieldSpec, ind: int, path: str, nullable: bool) -> str:
-        w = self.w
-        out = w.var("v")
+        out = self.var("v")
         t = f.type
         if t in FIXED_SIZES:
             fmt = _FMT[t]
-            w.emit(ind, f"{out}, = {w.unpacker(fmt)}(buf, pos)")
-            w.emit(ind, f"pos += {struct.calcsize('>' + fmt)}")
+            self.emit(ind, f"({out},) = {self.m.unpacker(fmt)}(buf, pos)")
+            self.emit(ind, f"pos += {struct.calcsize('>' + fmt)}")
             if t == "uuid":
-                w.emit(ind, f"{out} = _uuid_text({out})")
+                self.emit(ind, f"{out} = {self.m.use('uuid_text')}({out})")
             return out
-        n, end = w.var("n"), w.var("e")
+        bad = self.m.use("Malformed")
+        n, end = self.var("n"), self.var("e")
         self.length(ind, f, n, wide=t != "string")
-        w.emit(ind, f"if {n} < 0:")
         if nullable:
-            w.emit(ind + 1, f"{out} = None")
+            self.emit(ind, f"{out}: {_elem_type(f, self.m.kind)} | None")
+        self.emit(ind, f"if {n} < 0:")
+        if nullable:
+            self.emit(ind + 1, f"{out} = None")
         else:
-            w.emit(ind + 1, f"raise _bad('null or negative length for non-nullable {t}')")
-        w.emit(ind, "else:")
-        w.emit(ind + 1, f"{end} = pos + {n}")
-        w.emit(ind + 1, f"if {end} > blen:")
-        w.emit(ind + 2, f"raise _bad(f'{t} of {{{n}}} bytes is longer than the frame')")
+            self.string(ind + 1, f"raise {bad}(", f"null or negative length for non-nullable {t}")
+        self.emit(ind, "else:")
+        self.emit(ind + 1, f"{end} = pos + {n}")
+        self.emit(ind + 1, f"if {end} > blen:")
+        msg = f"{t} of {{{n}}} bytes is longer than the frame"
+        self.string(ind + 2, f"raise {bad}(", msg, fstring=True)
         if t == "string":
-            w.emit(ind + 1, f"{out} = str(buf[pos:{end}], 'utf-8')")
+            self.emit(ind + 1, f'{out} = str(buf[pos:{end}], "utf-8")')
         elif t == "bytes":
-            w.emit(ind + 1, f"{out} = bytes(buf[pos:{end}])")
+            self.emit(ind + 1, f"{out} = bytes(buf[pos:{end}])")
         elif t == "records":
-            w.emit(ind + 1, f"{out} = buf[pos:{end}]")
+            self.emit(ind + 1, f"{out} = buf[pos:{end}]")
         else:
             raise ValueError(f"unknown type {t}")
-        w.emit(ind + 1, f"pos = {end}")
+        self.emit(ind + 1, f"pos = {end}")
         return out
 
 
 # --- encoding -------------------------------------------------------------------------
 
 
-class _EncodeGen:
-    def __init__(self, msg: _Message, version: int, track: bool) -> None:
-        self.msg = msg
-        self.version = version
-        self.flexible = _in(version, msg.spec.flexible)
-        self.w = _Writer(track)
-
-    def build(self) -> Encoder:
-        w = self.w
-        self.struct(self.msg.spec.fields, "d", "out", 1, "")
-        w.emit(1, "return out")
-        fn: Encoder = w.compile(
-            "encode",
-            "d, out, chunks",
-            f"<pylog.protocol {self.msg.spec.name} v{self.version} encode>",
-        )
-        return fn
-
-    def compact(self, f: FieldSpec) -> bool:
-        if f.flexible is not None:
-            return _in(self.version, f.flexible)
-        return self.flexible
+class _Encode(_Fn):
+    def build(self) -> list[str]:
+        self.struct(self.m.spec.fields, "d", "out", 1, "")
+        self.emit(1, "return out")
+        return self.body()
 
     def length(self, ind: int, f: FieldSpec, o: str, n: str, wide: bool) -> None:
-        w = self.w
         if self.compact(f):
-            w.emit(ind, f"{o} += _UV[{n} + 1] if {n} < 127 else _uvb({n} + 1)")
+            uv, uvb = self.m.use("UV"), self.m.use("uvarint_bytes")
+            self.emit(ind, f"{o} += {uv}[{n} + 1] if {n} < 127 else {uvb}({n} + 1)")
         else:
-            w.emit(ind, f"{o} += {'_len32' if wide else '_len16'}({n})")
+            self.emit(ind, f"{o} += {self.m.use('len32' if wide else 'len16')}({n})")
 
     def null(self, ind: int, f: FieldSpec, o: str, wide: bool) -> None:
         marker = b"\x00" if self.compact(f) else b"\xff" * (4 if wide else 2)
-        self.w.emit(ind, f"{o} += {marker!r}")
+        self.emit(ind, f"{o} += {_bytes_lit(marker)}")
 
     def get(self, f: FieldSpec, d: str) -> str:
-        w = self.w
         if f.is_array:
-            default = "None" if f.default is None else w.const((), "_E")
+            default = "None" if f.default is None else "()"
         elif f.fields is not None:
             default = "None"
         else:
-            default = _default_expr(w, f)
-        return f"{d}.get({f.name!r}, {default})"
+            default = _default_expr(f)
+        if default == "None":
+            return f"{d}.get({_q(f.name)})"
+        return f"{d}.get({_q(f.name)}, {default})"
 
     def struct(self, fields: list[FieldSpec], d: str, o: str, ind: int, path: str) -> None:
-        w = self.w
         v = self.version
         present = [f for f in fields if _in(v, f.versions) and not _in(v, f.tagged)]
         for f in fields:
@@ -507,9 +503,9 @@ class _EncodeGen:
                 args = []
                 for r in run:
                     g = self.get(r, d)
-                    args.append(f"_uuid_raw({g})" if r.type == "uuid" else g)
-                w.at(ind, path + run[0].name)
-                w.emit(ind, f"{o} += {w.packer(fmt)}({', '.join(args)})")
+                    args.append(f"{self.m.use('uuid_raw')}({g})" if r.type == "uuid" else g)
+                self.at(ind, path + run[0].name)
+                self.call(ind, f"{o} += {self.m.packer(fmt)}(", args)
                 i += len(run)
                 continue
             self.field(f, d, o, ind, path)
@@ -519,78 +515,76 @@ class _EncodeGen:
 
     def absent_check(self, f: FieldSpec, d: str, ind: int, path: str) -> None:
         """A non-ignorable field missing from this version must keep its default."""
-        w = self.w
-        val = w.var("a")
-        w.emit(ind, f"{val} = {d}.get({f.name!r})")
-        if f.is_array or f.fields is not None:
-            cond = f"{val}"
-        else:
-            cond = f"{val} is not None and {val} != {_default_expr(w, f)}"
+        val = self.var("a")
+        self.emit(ind, f"{val} = {d}.get({_q(f.name)})")
+        cond = val if f.is_array or f.fields is not None else _differs(val, f)
         msg = f"{path}{f.name} is not in version {self.version} and cannot be ignored"
-        w.emit(ind, f"if {cond}:")
-        w.emit(ind + 1, f"raise ValueError({msg!r})")
+        self.emit(ind, f"if {cond}:")
+        self.string(ind + 1, "raise ValueError(", msg)
 
     def tagged(self, fields: list[FieldSpec], d: str, o: str, ind: int, path: str) -> None:
-        w = self.w
         v = self.version
         tagged = sorted(
             (f for f in fields if _in(v, f.tagged) and _in(v, f.versions)),
             key=lambda f: f.tag or 0,
         )
         if not tagged:
-            w.emit(ind, f"{o} += b'\\x00'")
+            self.emit(ind, f'{o} += b"\\x00"')
             return
-        lst = w.var("tl")
-        w.emit(ind, f"{lst} = None")
+        uv, uvb = self.m.use("UV"), self.m.use("uvarint_bytes")
+        lst = self.var("tl")
+        self.emit(ind, f"{lst}: list[tuple[int, bytearray]] | None = None")
         for f in tagged:
-            val, tb = w.var("tv"), w.var("tb")
-            w.at(ind, path + f.name)
-            w.emit(ind, f"{val} = {d}.get({f.name!r})")
+            val, tb = self.var("tv"), self.var("tb")
+            self.at(ind, path + f.name)
+            self.emit(ind, f"{val} = {d}.get({_q(f.name)})")
             if f.is_array or f.fields is not None:
                 cond = f"{val}" if (f.is_array and f.default is not None) else f"{val} is not None"
             else:
-                cond = f"{val} is not None and {val} != {_default_expr(w, f)}"
-            w.emit(ind, f"if {cond}:")
-            w.emit(ind + 1, f"{tb} = bytearray()")
-            holder = w.var("th")
-            w.emit(ind + 1, f"{holder} = {{{f.name!r}: {val}}}")
+                cond = _differs(val, f)
+            self.emit(ind, f"if {cond}:")
+            self.emit(ind + 1, f"{tb} = bytearray()")
+            holder = self.var("th")
+            self.emit(ind + 1, f"{holder} = {{{_q(f.name)}: {val}}}")
             self.field(f, holder, tb, ind + 1, path)
-            w.emit(ind + 1, f"if {lst} is None:")
-            w.emit(ind + 2, f"{lst} = []")
-            w.emit(ind + 1, f"{lst}.append(({f.tag}, {tb}))")
-        w.emit(ind, f"if {lst} is None:")
-        w.emit(ind + 1, f"{o} += b'\\x00'")
-        w.emit(ind, "else:")
-        tag, tb = w.var("tg"), w.var("tb")
-        w.emit(ind + 1, f"{o} += _UV[len({lst})]")
-        w.emit(ind + 1, f"for {tag}, {tb} in {lst}:")
-        w.emit(ind + 2, f"{o} += _UV[{tag}] if {tag} < 128 else _uvb({tag})")
-        w.emit(ind + 2, f"{o} += _UV[len({tb})] if len({tb}) < 128 else _uvb(len({tb}))")
-        w.emit(ind + 2, f"{o} += {tb}")
+            self.emit(ind + 1, f"if {lst} is None:")
+            self.emit(ind + 2, f"{lst} = []")
+            self.emit(ind + 1, f"{lst}.append(({f.tag}, {tb}))")
+        self.emit(ind, f"if {lst} is None:")
+        self.emit(ind + 1, f'{o} += b"\\x00"')
+        self.emit(ind, "else:")
+        tag, tb = self.var("tg"), self.var("tb")
+        self.emit(ind + 1, f"{o} += {uv}[len({lst})]")
+        self.emit(ind + 1, f"for {tag}, {tb} in {lst}:")
+        self.emit(ind + 2, f"{o} += {uv}[{tag}] if {tag} < 128 else {uvb}({tag})")
+        tz = self.var("tz")
+        self.emit(ind + 2, f"{tz} = len({tb})")
+        self.emit(ind + 2, f"{o} += {uv}[{tz}] if {tz} < 128 else {uvb}({tz})")
+        self.emit(ind + 2, f"{o} += {tb}")
 
     def field(self, f: FieldSpec, d: str, o: str, ind: int, path: str) -> None:
-        w = self.w
         v = self.version
         here = path + f.name
         nullable = _in(v, f.nullable)
-        val = w.var("v")
-        w.at(ind, here)
-        w.emit(ind, f"{val} = {self.get(f, d)}")
+        val = self.var("v")
+        self.at(ind, here)
+        self.emit(ind, f"{val} = {self.get(f, d)}")
         if f.is_array:
-            w.emit(ind, f"if {val} is None:")
+            self.emit(ind, f"if {val} is None:")
             if nullable:
                 self.null(ind + 1, f, o, wide=True)
             else:
-                w.emit(ind + 1, f"{o} += {self.count_bytes(f, 0)!r}")
-            w.emit(ind, "else:")
-            n = w.var("n")
-            w.emit(ind + 1, f"{n} = len({val})")
+                self.emit(ind + 1, f"{o} += {_bytes_lit(self.count_bytes(f, 0))}")
+            self.emit(ind, "else:")
+            n = self.var("n")
+            self.emit(ind + 1, f"{n} = len({val})")
             self.length(ind + 1, f, o, n, wide=True)
             if f.fields is None and f.type in FIXED_SIZES and f.type != "uuid":
-                w.emit(ind + 1, f"{o} += _pack(f'>{{{n}}}{_FMT[f.type]}', *{val})")
+                pack = self.m.use("pack")
+                self.emit(ind + 1, f'{o} += {pack}(f">{{{n}}}{_FMT[f.type]}", *{val})')
                 return
-            e = w.var("x")
-            w.emit(ind + 1, f"for {e} in {val}:")
+            e = self.var("x")
+            self.emit(ind + 1, f"for {e} in {val}:")
             if f.fields is not None:
                 self.struct(f.fields, e, o, ind + 2, here + "[].")
             else:
@@ -598,95 +592,215 @@ class _EncodeGen:
             return
         if f.fields is not None:
             if nullable:
-                w.emit(ind, f"if {val} is None:")
-                w.emit(ind + 1, f"{o} += b'\\xff'")
-                w.emit(ind, "else:")
-                w.emit(ind + 1, f"{o} += b'\\x01'")
+                self.emit(ind, f"if {val} is None:")
+                self.emit(ind + 1, f'{o} += b"\\xff"')
+                self.emit(ind, "else:")
+                self.emit(ind + 1, f'{o} += b"\\x01"')
                 self.struct(f.fields, val, o, ind + 1, here + ".")
             else:
-                w.emit(ind, f"if {val} is None:")
-                w.emit(ind + 1, f"{val} = {{}}")
+                self.emit(ind, f"if {val} is None:")
+                self.emit(ind + 1, f"{val} = {{}}")
                 self.struct(f.fields, val, o, ind, here + ".")
             return
         self.scalar_value(f, val, o, ind, nullable)
 
     def count_bytes(self, f: FieldSpec, n: int) -> bytes:
         if self.compact(f):
-            return uvarint_bytes(n + 1)
+            return bytes([n + 1])
         return struct.pack(">i", n)
 
     def scalar_value(self, f: FieldSpec, val: str, o: str, ind: int, nullable: bool) -> None:
-        w = self.w
         t = f.type
         if t in FIXED_SIZES:
-            arg = f"_uuid_raw({val})" if t == "uuid" else val
-            w.emit(ind, f"{o} += {w.packer(_FMT[t])}({arg})")
+            arg = f"{self.m.use('uuid_raw')}({val})" if t == "uuid" else val
+            self.emit(ind, f"{o} += {self.m.packer(_FMT[t])}({arg})")
             return
         wide = t != "string"
         if nullable:
-            w.emit(ind, f"if {val} is None:")
+            self.emit(ind, f"if {val} is None:")
             self.null(ind + 1, f, o, wide)
-            w.emit(ind, "else:")
+            self.emit(ind, "else:")
             ind += 1
-        n = w.var("n")
+        n = self.var("n")
         if t == "string":
-            b = w.var("b")
-            w.emit(ind, f"{b} = {val}.encode()")
-            w.emit(ind, f"{n} = len({b})")
+            b = self.var("b")
+            self.emit(ind, f"{b} = {val}.encode()")
+            self.emit(ind, f"{n} = len({b})")
             self.length(ind, f, o, n, wide)
-            w.emit(ind, f"{o} += {b}")
+            self.emit(ind, f"{o} += {b}")
         elif t == "bytes":
-            w.emit(ind, f"{n} = _rsize({val})")
+            self.emit(ind, f"{n} = {self.m.use('records_size')}({val})")
             self.length(ind, f, o, n, wide)
-            w.emit(ind, f"{o} += {val}")
+            self.emit(ind, f"{o} += {val}")
         elif t == "records":
-            w.emit(ind, f"{n} = _rsize({val})")
+            self.emit(ind, f"{n} = {self.m.use('records_size')}({val})")
             self.length(ind, f, o, n, wide)
-            w.emit(ind, f"if {n}:")
-            w.emit(ind + 1, f"chunks.append({o})")
-            w.emit(ind + 1, f"chunks.append({val})")
-            w.emit(ind + 1, f"{o} = bytearray()")
+            self.emit(ind, f"if {n}:")
+            self.emit(ind + 1, f"chunks.append({o})")
+            self.emit(ind + 1, f"chunks.append({val})")
+            self.emit(ind + 1, f"{o} = bytearray()")
         else:
             raise ValueError(f"unknown type {t}")
 
 
-class MessageCodec:
-    """Lazily generated decoders/encoders of one message, per version."""
+# --- the module -----------------------------------------------------------------------
 
-    def __init__(self, spec: MessageSpec) -> None:
-        self.spec = spec
-        self._msg = _Message(spec)
-        self._dec: dict[int, Decoder] = {}
-        self._enc: dict[int, Encoder] = {}
-        self._dec_track: dict[int, Decoder] = {}
-        self._enc_track: dict[int, Encoder] = {}
 
-    def _built(self, cache: dict[int, Any], gen: type[Any], version: int, track: bool) -> Any:
-        """The generated codec for ``version``, built on first use and cached."""
-        fn = cache.get(version)
-        if fn is None:
-            self._check(version)
-            fn = cache[version] = gen(self._msg, version, track=track).build()
-        return fn
+def _isort_key(name: str) -> tuple[int, str]:
+    """The order ruff's isort gives imported names: CONSTANTS, Classes, functions."""
+    return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
 
-    def decoder(self, version: int) -> Decoder:
-        return cast(Decoder, self._built(self._dec, _DecodeGen, version, False))
 
-    def encoder(self, version: int) -> Encoder:
-        return cast(Encoder, self._built(self._enc, _EncodeGen, version, False))
+def module_name(spec: MessageSpec) -> str:
+    """``ProduceRequest`` -> ``produce_request``."""
+    return snake_case(spec.name)
 
-    def tracking_decoder(self, version: int) -> Decoder:
-        return cast(Decoder, self._built(self._dec_track, _DecodeGen, version, True))
 
-    def tracking_encoder(self, version: int) -> Encoder:
-        return cast(Encoder, self._built(self._enc_track, _EncodeGen, version, True))
+def _class_source(m: _Module, name: str, fields: list[FieldSpec]) -> list[str]:
+    spec = m.spec
+    if name == spec.name:
+        what = {"request": "request", "response": "response", "header": "header"}[spec.kind]
+        key = "" if spec.api_key is None else f" (api key {spec.api_key})"
+        doc = f"{name}{key}: the {what} as decoded, versions {_versions_text(spec.valid)}."
+    else:
+        doc = f"A {name} of {spec.name}."
+    lines = [f"class {name}(Struct):", f'    """{doc}"""', ""]
+    lines.extend(_tuple("_fields", [f.name for f in fields]))
+    lines.append("    __slots__ = _fields")
+    if not fields:
+        return lines
+    lines.append("")
+    for f in fields:
+        note = f"versions {_versions_text(f.versions)}"
+        if f.tagged:
+            note += f", tagged {_versions_text(f.tagged)} (tag {f.tag})"
+        if f.nullable:
+            note += f", nullable {_versions_text(f.nullable)}"
+        lines.append(f"    {f.name}: {py_type(f, m.kind)}  # {note}")
+    lines.append("")
+    params = []
+    assigns = []
+    for f in fields:
+        t = py_type(f, m.kind)
+        if f.is_array and f.default is not None:
+            # each instance gets its own empty list
+            params.append(f"{f.name}: {t} = {m.use('EMPTY')}")
+            assigns.append(f"self.{f.name} = [] if {f.name} is EMPTY else {f.name}")
+        else:
+            default = "None" if f.is_array else _default_expr(f)
+            params.append(f"{f.name}: {t} = {default}")
+            assigns.append(f"self.{f.name} = {f.name}")
+    one = f"    def __init__(self, {', '.join(params)}) -> None:"
+    if len(one) <= LINE:
+        lines.append(one)
+    else:
+        lines.append("    def __init__(")
+        lines.append("        self,")
+        lines.extend(f"        {p}," for p in params)
+        lines.append("    ) -> None:")
+    lines.extend(f"        {a}" for a in assigns)
+    return lines
 
-    def struct_class(self) -> type[Struct]:
-        return self._msg.struct_class(self.spec.name, self.spec.fields)
 
-    def _check(self, version: int) -> None:
-        if version not in self.spec.valid:
-            valid = self.spec.valid
-            raise UnsupportedVersionError(
-                f"{self.spec.name} has no version {version} (defined: {valid.low}-{valid.high})"
-            )
+def _tuple(name: str, items: list[str]) -> list[str]:
+    names = [_q(n) for n in items]
+    one = f"    {name} = (" + ", ".join(names) + ("," if len(names) == 1 else "") + ")"
+    if len(one) <= LINE:
+        return [one]
+    return [f"    {name} = (", *[f"        {n}," for n in names], "    )"]
+
+
+def _table(name: str, annotation: str, entries: dict[int, str]) -> list[str]:
+    lines = [f"{name}: {annotation} = {{"]
+    lines.extend(f"    {v}: {fn}," for v, fn in entries.items())
+    lines.append("}")
+    return lines
+
+
+def module_source(spec: MessageSpec, file_name: str) -> str:
+    """The whole module of one message definition."""
+    m = _Module(spec)
+    name = spec.name
+    functions: list[list[str]] = []
+    tables: dict[str, dict[int, str]] = {
+        "DECODERS": {},
+        "TRACKING_DECODERS": {},
+        "ENCODERS": {},
+        "TRACKING_ENCODERS": {},
+    }
+    dec_params = ["buf: memoryview", "pos: int"]
+    enc_params = [f"d: {name} | Mapping[str, Any]", "out: bytearray", "chunks: list[Chunk]"]
+    for table, gen_cls, track, params, returns in (
+        ("DECODERS", _Decode, False, dec_params, f"tuple[{name}, int]"),
+        ("TRACKING_DECODERS", _Decode, True, dec_params, f"tuple[{name}, int]"),
+        ("ENCODERS", _Encode, False, enc_params, "bytearray"),
+        ("TRACKING_ENCODERS", _Encode, True, enc_params, "bytearray"),
+    ):
+        stem = "decode" if gen_cls is _Decode else "encode"
+        suffix = "_tracking" if track else ""
+        seen: dict[tuple[str, ...], str] = {}
+        for v in range(spec.valid.low, spec.valid.high + 1):
+            fn_name = f"{stem}_v{v}{suffix}"
+            body = tuple(gen_cls(m, v, track).build())
+            same = seen.get(body)
+            if same is not None:
+                functions.append([f"{fn_name} = {same}"])
+            else:
+                seen[body] = fn_name
+                sig = f"def {fn_name}({', '.join(params)}) -> {returns}:"
+                if len(sig) > LINE:
+                    head = [f"def {fn_name}(", *[f"    {p}," for p in params], f") -> {returns}:"]
+                else:
+                    head = [sig]
+                functions.append([*head, *body])
+            tables[table][v] = fn_name
+    m.use("Chunk")
+    m.use("Decoder")
+    m.use("Encoder")
+    classes: list[str] = []
+    for cls_name, fields in m.structs.items():
+        classes.extend(["", "", *_class_source(m, cls_name, fields)])
+
+    out: list[str] = [
+        "# Generated by `python -m pylog.protocol.generator` (`make protocol`) from",
+        f"# pylog/protocol/schema/{file_name}: do not edit, regenerate.",
+        f'"""{name}: its classes and its decoders and encoders per version."""',
+        "",
+        "from __future__ import annotations",
+        "",
+    ]
+    if m.formats:
+        out.append("import struct")
+    out.append("from collections.abc import Mapping")
+    out.append("from typing import Any")
+    out.append("")
+    if m.kind != "request" and any(
+        f.type == "records" for fields in m.structs.values() for f in fields
+    ):
+        m.use("Records")
+    names = sorted(m.runtime, key=_isort_key)
+    one = f"from pylog.protocol._runtime import {', '.join(names)}"
+    if len(one) <= LINE:
+        out.append(one)
+    else:
+        out.append("from pylog.protocol._runtime import (")
+        out.extend(f"    {n}," for n in names)
+        out.append(")")
+    out.append("from pylog.protocol._struct import Struct")
+    if m.formats:
+        out.append("")
+        for const, expr in sorted(m.formats.items()):
+            out.append(f"{const} = {expr}")
+    out.extend(classes)
+    for fn in functions:
+        out.extend(["", "", *fn])
+    out.extend(["", ""])
+    out.append(f"MESSAGE = {name}")
+    out.append(f"VALID_VERSIONS = ({spec.valid.low}, {spec.valid.high})")
+    out.append(f"FLEXIBLE_VERSIONS = ({spec.flexible.low}, {spec.flexible.high})")
+    out.append("")
+    out.extend(_table("DECODERS", "dict[int, Decoder]", tables["DECODERS"]))
+    out.extend(_table("TRACKING_DECODERS", "dict[int, Decoder]", tables["TRACKING_DECODERS"]))
+    out.extend(_table("ENCODERS", "dict[int, Encoder]", tables["ENCODERS"]))
+    out.extend(_table("TRACKING_ENCODERS", "dict[int, Encoder]", tables["TRACKING_ENCODERS"]))
+    return "\n".join(out) + "\n"

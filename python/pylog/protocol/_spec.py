@@ -3,7 +3,8 @@
 Kafka describes every request, response and header in a JSON file with ``//``
 comments. This module reads those files and resolves them into ``MessageSpec``
 and ``FieldSpec`` objects that the code generator (``_codegen``) turns into
-specialised decode/encode functions per (message, version).
+typed classes and specialised decode/encode functions per (message,
+version): the modules of ``messages/``.
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 from typing import Any
+
+#: the message definitions (Kafka's JSON files)
+SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 
 #: upper bound standing for "and every later version" in ``"3+"``
 OPEN_END = 0x7FFF
@@ -195,7 +199,7 @@ def _build_fields(
 
 def load_message(file_name: str) -> MessageSpec:
     """Parse one ``schema/<Name>.json`` file."""
-    text = resources.files(__package__).joinpath("schema").joinpath(file_name).read_text("utf-8")
+    text = (SCHEMA_DIR / file_name).read_text("utf-8")
     raw = json.loads(strip_comments(text))
     common = {c["name"]: c["fields"] for c in raw.get("commonStructs", [])}
     fields = _build_fields(raw["fields"], common)

@@ -1,10 +1,11 @@
-"""``Struct``: what the decoders return.
+"""``Struct``: the base of the generated message classes, what the decoders return.
 
-One class per struct of a message (``ProduceRequest``, ``ProduceRequest.TopicProduceData``,
-...), with a slot for every field the struct has in any version; a field that the
-decoded version lacks holds its default. Fields are attributes (``req.topic_data``),
-and a ``Struct`` also reads like a mapping (``req["acks"]``, ``req.get("acks")``,
-``keys()``), so a decoded message can be handed back to an encoder unchanged.
+One class per struct of a message (``ProduceRequest``, ``TopicProduceData``, ...,
+in ``messages/``), with a slot and a typed attribute for every field the struct
+has in any version; a field that the decoded version lacks holds its default.
+Fields are attributes (``req.topic_data``), and a ``Struct`` also reads like a
+mapping (``req["acks"]``, ``req.get("acks")``, ``keys()``), so a decoded message
+can be handed back to an encoder unchanged.
 """
 
 from __future__ import annotations
@@ -76,19 +77,3 @@ def _short(value: Any) -> str:
     if isinstance(value, memoryview):
         return f"<{value.nbytes} bytes>"
     return repr(value)
-
-
-def make_struct_class(qualname: str, fields: tuple[str, ...]) -> type[Struct]:
-    """A slotted ``Struct`` subclass whose ``__init__`` takes every field positionally."""
-    name = qualname.rsplit(".", 1)[-1]
-    args = ", ".join(("self", *fields))
-    body = "".join(f"\n    self.{f} = {f}" for f in fields) or "\n    pass"
-    namespace: dict[str, Any] = {}
-    exec(f"def __init__({args}):{body}", namespace)  # generated from the schema
-    cls = type(name, (Struct,), {"__slots__": fields, "_fields": fields})
-    init = namespace["__init__"]
-    init.__qualname__ = f"{qualname}.__init__"
-    cls.__init__ = init  # type: ignore[misc]
-    cls.__qualname__ = qualname
-    cls.__module__ = "pylog.protocol"
-    return cls

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Any, TypeVar
+from typing import TypeVar, overload
 
 from pylog.errors import KafkaError
 
+from ._runtime import Body
+from ._struct import Struct
 from .codec import decode_response, encode_request
+from .messages import Response
 
 __all__ = ["KafkaConnection"]
 
 _SIZE = struct.Struct(">i")
 _C = TypeVar("_C", bound="KafkaConnection")
+_R = TypeVar("_R", bound=Response)
 
 
 class KafkaConnection:
@@ -28,7 +32,7 @@ class KafkaConnection:
     ) -> None:
         self.client_id = client_id
         self._correlation_id = 0
-        errors = []
+        errors: list[str] = []
         for server in (s.strip() for s in servers.split(",") if s.strip()):
             host, _, port = server.rpartition(":")
             try:
@@ -61,17 +65,36 @@ class KafkaConnection:
             got += k
         return buf
 
-    def send(self, api_key: int, version: int, body: dict[str, Any]) -> None:
+    def send(self, api_key: int, version: int, body: Body) -> None:
+        """Write one request: ``body`` is the request's class or a mapping of its fields."""
         self._correlation_id += 1
         self.sock.sendall(
             encode_request(api_key, version, self._correlation_id, self.client_id, body)
         )
 
-    def recv(self, api_key: int, version: int) -> Any:
-        """The next response, decoded as ``api_key`` at ``version``."""
+    @overload
+    def recv(self, api_key: int, version: int) -> Struct: ...
+    @overload
+    def recv(self, api_key: int, version: int, expect: type[_R]) -> _R: ...
+    def recv(self, api_key: int, version: int, expect: type[_R] | None = None) -> Struct:
+        """The next response, decoded as ``api_key`` at ``version``: typed as
+        ``expect`` (``MetadataResponse``, ...) when given, else as a ``Struct``,
+        whose fields the type checker takes on trust."""
         (size,) = _SIZE.unpack(self._recv_exactly(4))
-        return decode_response(api_key, version, self._recv_exactly(size))
+        frame = self._recv_exactly(size)
+        if expect is None:
+            return decode_response(api_key, version, frame)
+        return decode_response(api_key, version, frame, expect=expect)
 
-    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    @overload
+    def request(self, api_key: int, version: int, body: Body) -> Struct: ...
+    @overload
+    def request(self, api_key: int, version: int, body: Body, expect: type[_R]) -> _R: ...
+    def request(
+        self, api_key: int, version: int, body: Body, expect: type[_R] | None = None
+    ) -> Struct:
+        """``send`` then ``recv``."""
         self.send(api_key, version, body)
-        return self.recv(api_key, version)
+        if expect is None:
+            return self.recv(api_key, version)
+        return self.recv(api_key, version, expect)

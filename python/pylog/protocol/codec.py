@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from types import ModuleType
+from typing import Any, TypeVar, overload
 
 from pylog.errors import InvalidRequestError, UnsupportedVersionError
 
-from ._codegen import FieldFailure, Malformed, MessageCodec, records_size
-from ._spec import MessageSpec, load_message
+from . import messages
+from ._runtime import Body, Chunk, Decoder, Encoder, FieldFailure, Malformed, records_size
+from ._spec import MessageSpec, load_message, snake_case
 from ._struct import Struct
 from ._versions import GROUP_API_VERSIONS, SCHEMA_NAMES, SUPPORTED_VERSIONS, ApiKey
+from .messages import Request, Response
 
-if TYPE_CHECKING:
-    from pylog.records import FileRecords
-
-#: One piece of a response frame: our own bytes, or a records object passed through.
-Chunk = Union[bytes, bytearray, memoryview, "FileRecords"]
+_Req = TypeVar("_Req", bound=Request)
+_Resp = TypeVar("_Resp", bound=Response)
 
 _I32 = struct.Struct(">i")
 _HH = struct.Struct(">hh").unpack_from
@@ -37,11 +39,68 @@ class RequestHeader:
     header_size: int  # bytes of the header inside the frame
 
 
-# --- the message definitions, loaded on first use ----------------------------------------
+# --- the generated message modules ----------------------------------------------------
+
+
+class MessageCodec:
+    """The generated decoders and encoders of one message (a ``messages`` module), by version."""
+
+    __slots__ = ("decoders", "encoders", "flexible", "module", "valid")
+
+    def __init__(self, module: ModuleType) -> None:
+        self.module = module
+        self.valid: tuple[int, int] = module.VALID_VERSIONS
+        self.flexible: tuple[int, int] = module.FLEXIBLE_VERSIONS
+        self.decoders: dict[int, Decoder] = module.DECODERS
+        self.encoders: dict[int, Encoder] = module.ENCODERS
+
+    def _check(self, version: int) -> None:
+        lo, hi = self.valid
+        raise UnsupportedVersionError(
+            f"{self.spec_name} has no version {version} (defined: {lo}-{hi})"
+        )
+
+    @property
+    def spec_name(self) -> str:
+        """The message's name as the definitions write it (``ProduceRequest``)."""
+        return self.message.__name__
+
+    @property
+    def message(self) -> type[Struct]:
+        """The message's class."""
+        return self.module.MESSAGE  # type: ignore[no-any-return]
+
+    def decoder(self, version: int) -> Decoder:
+        fn = self.decoders.get(version)
+        if fn is None:
+            self._check(version)
+        return fn  # type: ignore[return-value]
+
+    def encoder(self, version: int) -> Encoder:
+        fn = self.encoders.get(version)
+        if fn is None:
+            self._check(version)
+        return fn  # type: ignore[return-value]
+
+    def tracking_decoder(self, version: int) -> Decoder:
+        self.decoder(version)
+        return self.module.TRACKING_DECODERS[version]  # type: ignore[no-any-return]
+
+    def tracking_encoder(self, version: int) -> Encoder:
+        self.encoder(version)
+        return self.module.TRACKING_ENCODERS[version]  # type: ignore[no-any-return]
+
+    def is_flexible(self, version: int) -> bool:
+        lo, hi = self.flexible
+        return lo <= version <= hi
+
 
 _codecs: dict[tuple[int, str], MessageCodec] = {}
 _flexible: dict[int, bool] = {}  # (api_key << 16 | version) -> flexible
-_headers: dict[str, MessageCodec] = {}
+
+
+def _module_codec(name: str) -> MessageCodec:
+    return MessageCodec(importlib.import_module(f"{messages.__name__}.{snake_case(name)}"))
 
 
 def _codec(api_key: int, kind: str) -> MessageCodec:
@@ -51,25 +110,24 @@ def _codec(api_key: int, kind: str) -> MessageCodec:
         stem = SCHEMA_NAMES.get(api_key)
         if stem is None:
             raise UnsupportedVersionError(f"pylog has no codec for api key {api_key}")
-        spec = load_message(f"{stem}{kind.capitalize()}.json")
-        codec = _codecs[key] = MessageCodec(spec)
+        codec = _codecs[key] = _module_codec(f"{stem}{kind.capitalize()}")
     return codec
 
 
-def _header_codec(name: str) -> MessageCodec:
-    codec = _headers.get(name)
-    if codec is None:
-        codec = _headers[name] = MessageCodec(load_message(f"{name}.json"))
-    return codec
+_REQUEST_HEADER = _module_codec("RequestHeader")
+_RESPONSE_HEADER = _module_codec("ResponseHeader")
+_REQUEST_HEADER_DECODERS = {v: _REQUEST_HEADER.decoder(v) for v in (1, 2)}
+_RESPONSE_HEADER_ENCODERS = {v: _RESPONSE_HEADER.encoder(v) for v in (0, 1)}
 
 
-_REQUEST_HEADER_DECODERS = {v: _header_codec("RequestHeader").decoder(v) for v in (1, 2)}
-_RESPONSE_HEADER_ENCODERS = {v: _header_codec("ResponseHeader").encoder(v) for v in (0, 1)}
-
-
+@functools.cache
 def message_spec(api_key: int, kind: str = "request") -> MessageSpec:
-    """The parsed message definition of an API (``kind``: "request" or "response")."""
-    return _codec(api_key, kind).spec
+    """The parsed message definition of an API (``kind``: "request" or "response"),
+    read from its JSON file: what the generator worked from."""
+    stem = SCHEMA_NAMES.get(api_key)
+    if stem is None:
+        raise UnsupportedVersionError(f"pylog has no codec for api key {api_key}")
+    return load_message(f"{stem}{kind.capitalize()}.json")
 
 
 def is_flexible(api_key: int, version: int) -> bool:
@@ -83,7 +141,7 @@ def is_flexible(api_key: int, version: int) -> bool:
     flexible = _flexible.get(key)
     if flexible is None:
         if api_key in SCHEMA_NAMES:
-            flexible = version in _codec(api_key, "request").spec.flexible
+            flexible = _codec(api_key, "request").is_flexible(version)
         else:
             flexible = False
         if len(_flexible) < 4096:  # bounded: api keys and versions come from the network
@@ -152,7 +210,7 @@ def _encode_body(
             if isinstance(cause, (TypeError, AttributeError, struct.error))
             else ValueError
         )
-        raise kind(f"{codec.spec.name} v{version}: cannot encode field {path}: {cause}") from exc
+        raise kind(f"{codec.spec_name} v{version}: cannot encode field {path}: {cause}") from exc
 
 
 def _as_view(frame: Any) -> memoryview:
@@ -181,16 +239,24 @@ def parse_request_header(frame: memoryview) -> RequestHeader:
     try:
         header, pos = _REQUEST_HEADER_DECODERS[version](frame, 0)
     except Exception as exc:
-        where = _locate_decode(_header_codec("RequestHeader"), version, frame, 0)
+        where = _locate_decode(_REQUEST_HEADER, version, frame, 0)
         raise InvalidRequestError(
             f"request header v{version} (api {api_key} v{api_version}): {where}"
         ) from exc
     return RequestHeader(api_key, api_version, header.correlation_id, header.client_id, pos)
 
 
-def decode_request(header: RequestHeader, frame: memoryview) -> Struct:
-    """The request body after the header, as a ``Struct``.
+@overload
+def decode_request(header: RequestHeader, frame: memoryview) -> Request: ...
+@overload
+def decode_request(header: RequestHeader, frame: memoryview, expect: type[_Req]) -> _Req: ...
+def decode_request(
+    header: RequestHeader, frame: memoryview, expect: type[Struct] | None = None
+) -> Struct:
+    """The request body after the header, as its message class (``REQUEST_CLASSES``).
 
+    With ``expect`` (``ProduceRequest``, ...), the result is typed as that class;
+    TypeError when the header's api key decodes to another one.
     UnsupportedVersionError for an api/version outside SUPPORTED_VERSIONS (or
     GROUP_API_VERSIONS); InvalidRequestError naming the field when malformed.
     Records fields are zero-copy memoryviews into ``frame``.
@@ -208,7 +274,9 @@ def decode_request(header: RequestHeader, frame: memoryview) -> Struct:
         body, _ = codec.decoder(version)(frame, header.header_size)
     except Exception as exc:
         where = _locate_decode(codec, version, frame, header.header_size)
-        raise InvalidRequestError(f"{codec.spec.name} v{version}: {where}") from exc
+        raise InvalidRequestError(f"{codec.spec_name} v{version}: {where}") from exc
+    if expect is not None and type(body) is not expect:
+        raise TypeError(f"api key {api_key} is a {type(body).__name__}, not a {expect.__name__}")
     return body  # type: ignore[no-any-return]
 
 
@@ -217,7 +285,7 @@ def encode_request(
     version: int,
     correlation_id: int,
     client_id: str | None,
-    body: Mapping[str, Any],
+    body: Body,
 ) -> bytes:
     """A whole request frame, size prefix included (what a client writes to the socket)."""
     codec = _codec(api_key, "request")
@@ -228,7 +296,7 @@ def encode_request(
         "correlation_id": correlation_id,
         "client_id": client_id,
     }
-    out = _header_codec("RequestHeader").encoder(hv)(header, bytearray(4), [])
+    out = _REQUEST_HEADER.encoder(hv)(header, bytearray(4), [])
     chunks: list[Any] = []
     chunks.append(_encode_body(codec, version, body, out, chunks))
     data = b"".join(_chunk_bytes(c) for c in chunks)
@@ -247,10 +315,11 @@ def _chunk_bytes(chunk: Any) -> bytes | bytearray | memoryview:
 # --- responses (broker side: encode; client side: decode) --------------------------------
 
 
-def encode_response(header: RequestHeader, body: Mapping[str, Any]) -> list[Chunk]:
+def encode_response(header: RequestHeader, body: Body) -> list[Chunk]:
     """The chunks of one response frame: size prefix, response header, body.
 
-    ``body`` holds snake_case keys (nested lists of dicts); a missing key takes the
+    ``body`` is the response's class (``FetchResponse``, ...) or a mapping of its
+    snake_case keys (nested lists of dicts or classes); a missing key takes the
     field's default. Records fields are passed through as their own chunks.
     """
     api_key, version = header.api_key, header.api_version
@@ -307,8 +376,22 @@ def response_correlation_id(frame: Any) -> int:
     return int(_I32.unpack_from(frame, 0)[0])
 
 
-def decode_response(api_key: int, version: int, frame: Any, *, framed: bool = False) -> Struct:
-    """Decode a response frame (without its size prefix unless ``framed``) into a ``Struct``.
+@overload
+def decode_response(api_key: int, version: int, frame: Any, *, framed: bool = ...) -> Response: ...
+@overload
+def decode_response(
+    api_key: int, version: int, frame: Any, *, framed: bool = ..., expect: type[_Resp]
+) -> _Resp: ...
+def decode_response(
+    api_key: int,
+    version: int,
+    frame: Any,
+    *,
+    framed: bool = False,
+    expect: type[Struct] | None = None,
+) -> Struct:
+    """Decode a response frame (without its size prefix unless ``framed``) into its
+    message class (``RESPONSE_CLASSES``; with ``expect``, typed as that class).
 
     CorruptResponseError, naming the field, when it does not decode.
     """
@@ -320,7 +403,7 @@ def decode_response(api_key: int, version: int, frame: Any, *, framed: bool = Fa
         view = view[4:]
     codec = _codec(api_key, "response")
     hv = response_header_version(api_key, version)
-    hcodec = _header_codec("ResponseHeader")
+    hcodec = _RESPONSE_HEADER
     try:
         _, pos = hcodec.decoder(hv)(view, 0)
         body, _ = codec.decoder(version)(view, pos)
@@ -332,7 +415,9 @@ def decode_response(api_key: int, version: int, frame: Any, *, framed: bool = Fa
         except Exception:
             raise CorruptResponseError(f"response header v{hv}: truncated") from exc
         where = _locate_decode(codec, version, view, pos)
-        raise CorruptResponseError(f"{codec.spec.name} v{version}: {where}") from exc
+        raise CorruptResponseError(f"{codec.spec_name} v{version}: {where}") from exc
+    if expect is not None and type(body) is not expect:
+        raise TypeError(f"api key {api_key} is a {type(body).__name__}, not a {expect.__name__}")
     return body  # type: ignore[no-any-return]
 
 
@@ -343,7 +428,7 @@ def decode_body(api_key: int, version: int, kind: str, body: Any) -> tuple[Struc
     return result, end
 
 
-def encode_body(api_key: int, version: int, kind: str, body: Mapping[str, Any]) -> bytes:
+def encode_body(api_key: int, version: int, kind: str, body: Body) -> bytes:
     """Encode a bare message body (no header, no size prefix) to bytes."""
     codec = _codec(api_key, kind)
     chunks: list[Any] = []
@@ -352,7 +437,11 @@ def encode_body(api_key: int, version: int, kind: str, body: Mapping[str, Any]) 
 
 
 def warm_up(api_keys: Mapping[int, tuple[int, int]] | None = None) -> None:
-    """Generate the request decoders and response encoders ahead of the first request."""
+    """Look up the request decoders and response encoders ahead of the first request.
+
+    They are generated at build time now, so this only checks that every version
+    in ``api_keys`` has one (UnsupportedVersionError otherwise); kept for callers.
+    """
     table = api_keys if api_keys is not None else {**SUPPORTED_VERSIONS, **GROUP_API_VERSIONS}
     for key, (lo, hi) in table.items():
         req, resp = _codec(key, "request"), _codec(key, "response")
