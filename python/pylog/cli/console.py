@@ -24,7 +24,7 @@ from typing import IO, Any
 
 import click
 
-from pylog.cli_common import (
+from pylog.cli.common import (
     CommandError,
     bootstrap_list,
     bootstrap_option,

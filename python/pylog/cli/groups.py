@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from pylog.cli_common import (
+from pylog.cli.common import (
     CommandError,
     admin_client,
     bootstrap_list,
