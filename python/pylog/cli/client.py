@@ -394,8 +394,12 @@ class ClusterClient:
 
     # -------------------------------------------------- metadata
 
-    def metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
-        """Metadata for ``topics`` (None: every topic); topics are never created."""
+    def metadata(
+        self, topics: Iterable[str] | None = None, *, auto_create: bool = False
+    ) -> ClusterMetadata:
+        """Metadata for ``topics`` (None: every topic). With ``auto_create`` a
+        broker with auto.create.topics.enable creates the topics named (as a
+        producer's Metadata does); otherwise topics are never created."""
         names = None if topics is None else list(topics)
 
         def body(version: int) -> dict[str, Any]:
@@ -404,7 +408,7 @@ class ClusterClient:
                 wanted = []  # v0: an empty list means every topic
             return {
                 "topics": None if wanted is None else [{"name": n} for n in wanted],
-                "allow_auto_topic_creation": False,
+                "allow_auto_topic_creation": auto_create,
             }
 
         resp = self.request(ApiKey.METADATA, body, self.any_node())
@@ -437,12 +441,23 @@ class ClusterClient:
             self.cluster = cluster
         return cluster
 
-    def partitions(self, topic: str) -> dict[int, PartitionMetadata] | None:
-        """The topic's partitions, or None when it does not exist."""
-        t = self.metadata([topic]).topics.get(topic)
-        if t is None or t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+    def partitions(
+        self, topic: str, *, auto_create: bool = False, wait_s: float = 0.0
+    ) -> dict[int, PartitionMetadata] | None:
+        """The topic's partitions, or None when it does not exist. ``wait_s``:
+        ask again for this long while the topic is missing or has no leaders
+        yet (one being created)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            t = self.metadata([topic], auto_create=auto_create).topics.get(topic)
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if t is None else t.error_code
+            ready = t is not None and code == 0 and t.partitions
+            if ready or time.monotonic() >= deadline or code not in _RETRIABLE:
+                break
+            time.sleep(RETRY_BACKOFF_S)
+        if t is None or code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             return None
-        check(t.error_code, f"topic {topic}")
+        check(code, f"topic {topic}")
         return t.partitions
 
     def leader(self, topic: str, partition: int) -> int:

@@ -16,6 +16,7 @@ Bytes go through unchanged: stdin is read and stdout written in binary.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import sys
@@ -180,7 +181,7 @@ def _lines(stream: IO[bytes], producer: Producer | None = None) -> Iterator[byte
     multiple=True,
     metavar="KEY=VALUE",
     help="Another producer setting in Kafka's names: batch.size, linger.ms, acks, "
-    "compression.type, request.timeout.ms, delivery.timeout.ms, client.id.",
+    "compression.type, request.timeout.ms, delivery.timeout.ms, max.block.ms, client.id.",
 )
 @click.option(
     "--input",
@@ -276,6 +277,7 @@ PRODUCER_PROPERTIES: dict[str, tuple[str, type]] = {
     "batch.size": ("batch_size", int),
     "request.timeout.ms": ("request_timeout_ms", int),
     "delivery.timeout.ms": ("delivery_timeout_ms", int),
+    "max.block.ms": ("max_block_ms", int),
     "client.id": ("client_id", str),
 }
 
@@ -566,6 +568,10 @@ def _consume_loop(
                         time.monotonic() + consumer.settings.auto_commit_interval_ms / 1000
                     )
             except RebalanceNeeded:
+                if consumer.settings.enable_auto_commit:
+                    # what was read so far, before the partitions may move
+                    with contextlib.suppress(RebalanceNeeded, KafkaError):
+                        member.commit(_uncommitted(consumer))
                 _join(member, consumer)
         wait = 1000 if timeout_ms is None else max(1, min(1000, timeout_ms))
         remaining = None if max_messages is None else max_messages - count

@@ -65,6 +65,7 @@ class ProducerSettings:
     batch_size: int = 16384
     request_timeout_ms: int = 30_000
     delivery_timeout_ms: int = 120_000
+    max_block_ms: int = 30_000  # how long to wait for the topic's metadata
 
 
 @dataclass
@@ -85,7 +86,9 @@ class Producer:
         self.client = client
         self.topic = topic
         self.settings = settings
-        partitions = client.partitions(topic)
+        # As a Kafka producer does: a broker that creates topics on first use
+        # gets to create this one, and a topic being created is waited for.
+        partitions = client.partitions(topic, auto_create=True, wait_s=settings.max_block_ms / 1000)
         if partitions is None:
             raise UnknownTopicOrPartitionError(f"topic '{topic}' does not exist")
         self.partition_count = len(partitions)
