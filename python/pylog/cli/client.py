@@ -610,23 +610,35 @@ class ClusterClient:
         return sorted(found.items())
 
     def describe_group(self, group: str) -> Any:
-        resp = self.group_request(
-            group,
-            ApiKey.DESCRIBE_GROUPS,
-            {"groups": [group], "include_authorized_operations": False},
-            code="",
-        )
-        (described,) = resp.groups
-        if described.error_code in _ROUTING:
-            self._coordinators.pop(group, None)
-            return self.describe_group(group)
-        return described
+        """DescribeGroups for one group: its described entry."""
+
+        def attempt() -> Any:
+            resp = self.request(
+                ApiKey.DESCRIBE_GROUPS,
+                {"groups": [group], "include_authorized_operations": False},
+                self.coordinator(group),
+            )
+            (described,) = resp.groups
+            if described.error_code in _ROUTING:
+                raise error_for(described.error_code)
+            return described
+
+        return self.retrying(attempt)
 
     def delete_group(self, group: str) -> int:
         """DeleteGroups for one group; its error code."""
-        resp = self.group_request(group, ApiKey.DELETE_GROUPS, {"groups_names": [group]}, code="")
-        codes = [r.error_code for r in resp.results if r.group_id == group]
-        return codes[0] if codes else 0
+
+        def attempt() -> int:
+            resp = self.request(
+                ApiKey.DELETE_GROUPS, {"groups_names": [group]}, self.coordinator(group)
+            )
+            codes = [r.error_code for r in resp.results if r.group_id == group]
+            code = codes[0] if codes else 0
+            if code in _ROUTING:
+                raise error_for(code)
+            return int(code)
+
+        return int(self.retrying(attempt))
 
     # -------------------------------------------------- topics and configs
 

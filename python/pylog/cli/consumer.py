@@ -17,6 +17,7 @@ from pylog import _native
 from pylog.cli.client import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    Body,
     ClusterClient,
     check,
     error_for,
@@ -31,7 +32,16 @@ TP = tuple[str, int]
 _HEADER = struct.Struct(">qi")  # base offset, batch length (after these 12 bytes)
 _MAGIC_AT, _ATTRS_V2_AT, _LAST_DELTA_AT, _ATTRS_V1_AT = 16, 21, 23, 17
 _V2_HEADER_BYTES = 61
-_CONTROL_BIT, _TIMESTAMP_TYPE_BIT = 0x20, 0x08
+_PRODUCER_ID_AT = 43
+_CONTROL_BIT, _TRANSACTIONAL_BIT, _TIMESTAMP_TYPE_BIT = 0x20, 0x10, 0x08
+# Fetch errors that mean "ask Metadata for the leader again".
+_LEADER_MOVED = (
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+)
 
 
 @dataclass(frozen=True)
@@ -62,12 +72,22 @@ class ConsumerSettings:
 
 
 def decode_fetched(
-    topic: str, partition: int, data: Any, start: int
+    topic: str,
+    partition: int,
+    data: Any,
+    start: int,
+    aborted: list[tuple[int, int]] | None = None,
 ) -> tuple[list[ConsumedRecord], int]:
     """The records at or after ``start`` in fetched record batches (a partial
-    batch at the end is left), and the offset after the last whole batch."""
+    batch at the end is left), and the offset after the last whole batch.
+
+    ``aborted``: the Fetch answer's aborted transactions (producer id, first
+    offset) under read_committed; their records are left out, up to the
+    producer's abort marker."""
     view = memoryview(data)
     pos, out, next_offset = 0, [], start
+    pending = sorted(aborted or [], key=lambda a: a[1])  # by first offset
+    aborting: set[int] = set()  # producer ids inside an aborted transaction
     while pos + _HEADER.size <= len(view):
         base, length = _HEADER.unpack_from(view, pos)
         end = pos + _HEADER.size + length
@@ -75,16 +95,23 @@ def decode_fetched(
             break
         batch = view[pos:end]
         magic = batch[_MAGIC_AT]
+        skip = False
         if magic >= 2 and length + _HEADER.size >= _V2_HEADER_BYTES:
             attrs = struct.unpack_from(">h", batch, _ATTRS_V2_AT)[0]
             last = base + struct.unpack_from(">i", batch, _LAST_DELTA_AT)[0]
             ts_type = 1 if attrs & _TIMESTAMP_TYPE_BIT else 0
             control = bool(attrs & _CONTROL_BIT)
+            producer_id = struct.unpack_from(">q", batch, _PRODUCER_ID_AT)[0]
+            while pending and pending[0][1] <= last:
+                aborting.add(pending.pop(0)[0])
+            if control:
+                aborting.discard(producer_id)  # the marker ends the transaction
+            skip = bool(attrs & _TRANSACTIONAL_BIT) and producer_id in aborting
         else:
             attrs = batch[_ATTRS_V1_AT] if magic == 1 else 0
             ts_type = (1 if attrs & _TIMESTAMP_TYPE_BIT else 0) if magic == 1 else -1
             last, control = base, False
-        if not control:
+        if not (control or skip):
             for r in _native.decode_records(batch):
                 if r.offset >= start:
                     out.append(
@@ -142,7 +169,14 @@ class Consumer:
     def _fetch(self, timeout_ms: int) -> None:
         by_leader: dict[int, dict[str, list[dict[str, int]]]] = {}
         for (t, p), offset in sorted(self.positions.items()):
-            by_leader.setdefault(self.client.leader(t, p), {}).setdefault(t, []).append(
+            try:
+                leader = self.client.leader(t, p)
+            except KafkaError as e:
+                if e.code not in _LEADER_MOVED:
+                    raise
+                self.client.cluster = None  # no leader now: ask again next time
+                continue
+            by_leader.setdefault(leader, {}).setdefault(t, []).append(
                 {
                     "partition": p,
                     "current_leader_epoch": -1,
@@ -153,6 +187,9 @@ class Consumer:
                 }
             )
         wait = min(self.settings.fetch_max_wait_ms, max(timeout_ms, 0))
+        if not by_leader:
+            time.sleep(wait / 1000)
+            return
         sent = []
         for node_id, topics in by_leader.items():
             body = {
@@ -181,20 +218,19 @@ class Consumer:
                     if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                         out_of_range[tp] = self.settings.auto_offset_reset
                         continue
-                    if p.error_code in (
-                        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                        ErrorCode.LEADER_NOT_AVAILABLE,
-                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                        ErrorCode.FENCED_LEADER_EPOCH,
-                        ErrorCode.UNKNOWN_LEADER_EPOCH,
-                    ):
+                    if p.error_code in _LEADER_MOVED:
                         stale = True
                         continue
                     check(p.error_code, f"{tp[0]}-{tp[1]}")
                     if p.records is None or len(p.records) == 0:
                         continue
+                    aborted = None
+                    if self.settings.isolation_level == 1:
+                        aborted = [
+                            (a.producer_id, a.first_offset) for a in p.aborted_transactions or []
+                        ]
                     records, next_offset = decode_fetched(
-                        tp[0], tp[1], p.records, self.positions[tp]
+                        tp[0], tp[1], p.records, self.positions[tp], aborted
                     )
                     self._buffer.extend(records)
                     self.positions[tp] = next_offset
@@ -286,18 +322,7 @@ class GroupMember:
             if resp.leader == self.member_id:
                 assignments = self._assign(resp.members)
             sync = self.client.group_request(
-                self.group,
-                ApiKey.SYNC_GROUP,
-                {
-                    "group_id": self.group,
-                    "generation_id": self.generation,
-                    "member_id": self.member_id,
-                    "group_instance_id": None,
-                    "protocol_type": "consumer",
-                    "protocol_name": resp.protocol_name,
-                    "assignments": assignments,
-                },
-                code="",
+                self.group, ApiKey.SYNC_GROUP, self._sync_body(resp, assignments), code=""
             )
             if sync.error_code in (
                 ErrorCode.REBALANCE_IN_PROGRESS,
@@ -312,6 +337,21 @@ class GroupMember:
             self.assignment = sorted((t, p) for t, ps in decoded for p in ps)
             self._next_heartbeat = time.monotonic() + self.settings.heartbeat_interval_ms / 1000
             return self.assignment
+
+    def _sync_body(self, joined: Any, assignments: list[dict[str, Any]]) -> Body:
+        def body(version: int) -> dict[str, Any]:
+            out = {
+                "group_id": self.group,
+                "generation_id": self.generation,
+                "member_id": self.member_id,
+                "group_instance_id": None,
+                "assignments": assignments,
+            }
+            if version >= 5:  # the protocol named since v5
+                out.update(protocol_type="consumer", protocol_name=joined.protocol_name)
+            return out
+
+        return body
 
     def _join_request(self) -> Any:
         body = {
