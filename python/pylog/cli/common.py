@@ -92,13 +92,17 @@ def error_for_code(code: int, message: str | None = None) -> str:
     return describe(code, message)
 
 
-def admin_client(bootstrap_server: str, request_timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Any:
+def admin_client(
+    bootstrap_server: str,
+    request_timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    client_id: str = "pylog-cli",
+) -> ClusterClient:
     """A :class:`ClusterClient` connected to the first reachable bootstrap server."""
     with client_errors():
         return ClusterClient(
             ",".join(bootstrap_list(bootstrap_server)),
             timeout_ms=request_timeout_ms,
-            client_id="pylog-cli",
+            client_id=client_id,
         )
 
 

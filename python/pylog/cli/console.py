@@ -27,7 +27,6 @@ from typing import IO, Any
 
 import click
 
-from pylog.cli.client import ClusterClient
 from pylog.cli.common import (
     DEFAULT_TIMEOUT_MS,
     CommandError,
@@ -242,7 +241,7 @@ def produce(
         given["compression"] = _compression(given["compression"])
     settings = replace(settings, **given)
 
-    with _open_client(bootstrap_server, timeout_ms, client_id) as client, client_errors():
+    with admin_client(bootstrap_server, timeout_ms, client_id) as client, client_errors():
         producer = Producer(client, topic, settings)
         if partition is not None and partition >= producer.partition_count:
             raise CommandError(
@@ -297,12 +296,6 @@ def _compression(text: str) -> int:
             param_hint="--producer-property",
         )
     return COMPRESSION_CODECS[text]
-
-
-def _open_client(bootstrap_server: str, timeout_ms: int, client_id: str) -> ClusterClient:
-    client: ClusterClient = admin_client(bootstrap_server, timeout_ms)
-    client.client_id = client_id
-    return client
 
 
 # ---------------------------------------------------------------- consume
@@ -479,7 +472,7 @@ def consume(
     settings = replace(settings, **given)
     out = sys.stdout.buffer
     count = 0
-    with _open_client(bootstrap_server, timeout, client_id) as client, client_errors():
+    with admin_client(bootstrap_server, timeout, client_id) as client, client_errors():
         partitions = client.partitions(topic)
         if not partitions:
             raise CommandError(f"topic '{topic}' does not exist")
