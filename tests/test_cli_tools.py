@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pylog.cli_common import parse_key_values
-from pylog.cli_console import LineFormat, parse_line
+from pylog.cli.common import parse_key_values
+from pylog.cli.console import LineFormat, parse_line
 from pylog.testing import EmbeddedBroker, broker
 
 

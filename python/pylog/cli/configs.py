@@ -11,17 +11,26 @@ from typing import Any
 
 import click
 
-from pylog.cli_common import (
+from pylog.cli.client import (
+    CONFIG_RESOURCE_BROKER,
+    CONFIG_RESOURCE_TOPIC,
+    CONFIG_SOURCES,
+    UNMODIFIED_SOURCES,
+    ClusterClient,
+)
+from pylog.cli.common import (
     CommandError,
     admin_client,
     bootstrap_option,
-    kafka_errors,
+    client_errors,
+    error_for_code,
     parse_key_values,
     split_top_level,
     timeout_option,
 )
 
 ENTITY_TYPES = {"topics": "TOPIC", "brokers": "BROKER"}
+RESOURCE_TYPES = {"TOPIC": CONFIG_RESOURCE_TOPIC, "BROKER": CONFIG_RESOURCE_BROKER}
 
 
 @click.group("configs")
@@ -58,7 +67,7 @@ def entity_options(f: Any) -> Any:
 def resolve_entity(
     topic: str | None, broker_id: str | None, entity_type: str | None, entity_name: str | None
 ) -> tuple[str, str]:
-    """(resource type name for kafka-python, resource name) from the options."""
+    """(resource type name, TOPIC or BROKER; resource name) from the options."""
     given: list[tuple[str, str]] = []
     if topic is not None:
         given.append(("topics", topic))
@@ -83,9 +92,8 @@ def _label(resource_type: str, name: str) -> str:
     return f"{'topic' if resource_type == 'TOPIC' else 'broker'} {name}"
 
 
-def _check_topic_exists(admin: Any, name: str) -> None:
-    (described,) = admin.describe_topics([name])
-    if described["error_code"] != 0:
+def _check_topic_exists(admin: ClusterClient, name: str) -> None:
+    if admin.partitions(name) is None:
         raise CommandError(f"topic '{name}' does not exist")
 
 
@@ -110,34 +118,27 @@ def describe(
 ) -> None:
     """Print a topic's or broker's configs: by default the ones set on it
     (dynamic overrides), with --all every config and where its value comes from."""
-    from kafka.admin import ConfigResource  # type: ignore[import-untyped,unused-ignore]
-
     resource_type, name = resolve_entity(topic, broker_id, entity_type, entity_name)
-    admin = admin_client(bootstrap_server, request_timeout_ms)
-    try:
-        with kafka_errors():
-            if resource_type == "TOPIC":
-                _check_topic_exists(admin, name)
-            result = admin.describe_configs(
-                [ConfigResource(resource_type, name)],
-                include_synonyms=True,
-                config_filter="all" if show_all else "modified",
-            )
-    finally:
-        admin.close()
-    entries: dict[str, Any] = result.get(resource_type.lower(), {}).get(name, {})
+    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+        if resource_type == "TOPIC":
+            _check_topic_exists(admin, name)
+        found = admin.describe_configs(RESOURCE_TYPES[resource_type], name, synonyms=True)
+    entries: dict[str, Any] = {
+        e.name: e for e in found if show_all or e.config_source not in UNMODIFIED_SOURCES
+    }
     heading = "All" if show_all else "Dynamic"
     click.echo(f"{heading} configs for {_label(resource_type, name)} are:")
     for key in sorted(entries):
         click.echo("  " + format_entry(key, entries[key]))
 
 
-def format_entry(key: str, entry: dict[str, Any]) -> str:
-    sensitive = bool(entry.get("is_sensitive"))
-    value = None if sensitive else entry.get("value")
+def format_entry(key: str, entry: Any) -> str:
+    """One DescribeConfigs entry: ``key=value sensitive=... synonyms={SOURCE:key=value, ...}``."""
+    sensitive = bool(entry.is_sensitive)
+    value = None if sensitive else entry.value
     synonyms = ", ".join(
-        f"{s['source']}:{s['name']}={'null' if sensitive else s.get('value')}"
-        for s in entry.get("synonyms") or []
+        f"{CONFIG_SOURCES.get(s.source, s.source)}:{s.name}={'null' if sensitive else s.value}"
+        for s in entry.synonyms or []
     )
     return (
         f"{key}={'null' if value is None else value} "
@@ -177,8 +178,6 @@ def alter(
 ) -> None:
     """Set or remove configs on a topic or broker. Other configs are left as
     they are (an incremental change)."""
-    from kafka.admin import AlterConfigOp, ConfigResource  # type: ignore[import-untyped,unused-ignore]
-
     resource_type, name = resolve_entity(topic, broker_id, entity_type, entity_name)
     to_set = parse_key_values(add_configs, "--add-config")
     to_delete = [k for item in delete_configs for k in split_top_level(item)]
@@ -187,35 +186,14 @@ def alter(
     both = sorted(set(to_set) & set(to_delete))
     if both:
         raise click.UsageError(f"both added and deleted: {', '.join(both)}")
-    changes: dict[str, tuple[Any, str | None]] = {
-        k: (AlterConfigOp.SET, v) for k, v in to_set.items()
-    }
-    changes.update({k: (AlterConfigOp.DELETE, None) for k in to_delete})
+    changes: dict[str, str | None] = dict(to_set)
+    changes.update(dict.fromkeys(to_delete))
 
-    admin = admin_client(bootstrap_server, request_timeout_ms)
-    try:
-        with kafka_errors():
-            try:
-                result = admin.alter_configs(
-                    [ConfigResource(resource_type, name, configs=changes)],
-                    validate_only=validate_only,
-                    raise_on_unknown=False,
-                    incremental=True,
-                )
-            except ValueError as e:
-                raise CommandError(str(e)) from None
-    finally:
-        admin.close()
-    outcome = result.get(resource_type.lower(), {}).get(name, "no answer from the broker")
-    if outcome != "OK":
-        raise CommandError(f"{_label(resource_type, name)}: {_strip_error_prefix(str(outcome))}")
+    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+        code, message = admin.alter_configs(
+            RESOURCE_TYPES[resource_type], name, changes, validate_only=validate_only
+        )
+    if code:
+        raise CommandError(f"{_label(resource_type, name)}: {error_for_code(code, message)}")
     verb = "Validated" if validate_only else "Completed updating"
     click.echo(f"{verb} config for {_label(resource_type, name)}.")
-
-
-def _strip_error_prefix(text: str) -> str:
-    """kafka-python writes ``[Error 40] InvalidConfigurationError: ...``; keep
-    the name and message."""
-    if text.startswith("[Error ") and "] " in text:
-        return text.split("] ", 1)[1]
-    return text

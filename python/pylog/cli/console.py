@@ -16,24 +16,31 @@ Bytes go through unchanged: stdin is read and stdout written in binary.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, Any
 
 import click
 
-from pylog.cli_common import (
+from pylog.cli.common import (
+    DEFAULT_TIMEOUT_MS,
     CommandError,
-    bootstrap_list,
+    admin_client,
     bootstrap_option,
+    client_errors,
     client_properties,
     describe_exception,
-    kafka_errors,
     parse_properties_option,
     unescape,
 )
+from pylog.cli.consumer import Consumer, ConsumerSettings, GroupMember, RebalanceNeeded
+from pylog.cli.producer import COMPRESSION_CODECS, Producer, ProducerSettings
+from pylog.errors import KafkaError
 
 TRUE_WORDS = ("true", "yes", "1")
 
@@ -104,9 +111,34 @@ def parse_line(
     return headers, key, value
 
 
-def _lines(stream: IO[bytes]) -> Iterator[bytes]:
-    for raw in stream:
-        yield raw.rstrip(b"\n").removesuffix(b"\r")
+def _lines(stream: IO[bytes], producer: Producer | None = None) -> Iterator[bytes]:
+    """The lines of ``stream`` without their endings. With a producer, batches
+    whose linger time ran out are sent while the input has no next line yet."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = -1
+    if producer is None or fd < 0:
+        for raw in stream:
+            yield raw.rstrip(b"\n").removesuffix(b"\r")
+        return
+    pending = b""
+    while True:
+        newline = pending.find(b"\n")
+        if newline >= 0:
+            line, pending = pending[:newline], pending[newline + 1 :]
+            yield line.removesuffix(b"\r")
+            continue
+        left = producer.linger_left()
+        if left is not None and not select.select([fd], [], [], left)[0]:
+            producer.flush()
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            if pending:
+                yield pending.removesuffix(b"\r")
+            return
+        pending += chunk
 
 
 @click.command("produce")
@@ -147,7 +179,8 @@ def _lines(stream: IO[bytes]) -> Iterator[bytes]:
     "producer_properties",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Any other producer setting in Kafka's names (e.g. batch.size=65536).",
+    help="Another producer setting in Kafka's names: batch.size, linger.ms, acks, "
+    "compression.type, request.timeout.ms, delivery.timeout.ms, max.block.ms, client.id.",
 )
 @click.option(
     "--input",
@@ -176,8 +209,6 @@ def produce(
     input_file: IO[bytes],
 ) -> None:
     """Send each line read from stdin to TOPIC as one record."""
-    from kafka import KafkaProducer  # type: ignore[import-untyped,unused-ignore]
-
     props = parse_properties_option(properties, "--property")
     marker = null_marker if null_marker is not None else props.get("null.marker")
     fmt = LineFormat(
@@ -192,58 +223,79 @@ def produce(
         null_marker=None if marker is None else unescape(marker).encode(),
         ignore_error=_flag(props, "ignore.error", False),
     )
-    settings: dict[str, Any] = {
-        "acks": -1 if acks in ("all", "-1") else int(acks),
-        "compression_type": None if compression_type == "none" else compression_type,
-        "linger_ms": linger_ms,
-        "client_id": "pylog-console-producer",
-        "max_block_ms": 30_000,
-    }
-    settings.update(
-        client_properties(parse_properties_option(producer_properties, "--producer-property"))
+    settings = ProducerSettings(
+        acks=-1 if acks in ("all", "-1") else int(acks),
+        compression=COMPRESSION_CODECS[compression_type],
+        linger_ms=linger_ms,
     )
+    given = client_properties(
+        parse_properties_option(producer_properties, "--producer-property"),
+        PRODUCER_PROPERTIES,
+        "--producer-property",
+    )
+    client_id = given.pop("client_id", "pylog-console-producer")
+    timeout_ms = given.get("request_timeout_ms", DEFAULT_TIMEOUT_MS)
+    if "acks" in given:
+        given["acks"] = _acks(given["acks"])
+    if "compression" in given:
+        given["compression"] = _compression(given["compression"])
+    settings = replace(settings, **given)
 
-    failures: list[str] = []
-
-    def failed(line_no: int) -> Any:
-        def record(e: BaseException) -> None:
-            failures.append(f"line {line_no}: {describe_exception(e)}")
-
-        return record
-
-    with kafka_errors():
-        producer = KafkaProducer(bootstrap_servers=bootstrap_list(bootstrap_server), **settings)
-        try:
-            if partition is not None:
-                known = producer.partitions_for(topic)
-                if partition not in known:
-                    raise CommandError(
-                        f"topic {topic} has no partition {partition} (it has {len(known)})"
-                    )
-            for line_no, line in enumerate(_lines(input_file), start=1):
-                try:
-                    headers, key, value = parse_line(line, fmt)
-                except BadLine as e:
-                    raise CommandError(
-                        f"line {line_no}: {e} in {line.decode('utf-8', 'replace')!r}"
-                    ) from None
-                future = producer.send(
-                    topic,
-                    value=value,
-                    key=key,
-                    headers=headers or None,
-                    partition=partition,
-                )
-                future.add_errback(failed(line_no))
-                if sync:
-                    producer.flush()
-                if failures:
-                    break
-            producer.flush()
-        finally:
-            producer.close()
+    with admin_client(bootstrap_server, timeout_ms, client_id) as client, client_errors():
+        producer = Producer(client, topic, settings)
+        if partition is not None and partition >= producer.partition_count:
+            raise CommandError(
+                f"topic {topic} has no partition {partition} (it has {producer.partition_count})"
+            )
+        for line_no, line in enumerate(_lines(input_file, producer), start=1):
+            try:
+                headers, key, value = parse_line(line, fmt)
+            except BadLine as e:
+                producer.flush()
+                raise CommandError(
+                    f"line {line_no}: {e} in {line.decode('utf-8', 'replace')!r}"
+                ) from None
+            producer.send(key, value, headers, partition=partition, tag=line_no)
+            if sync:
+                producer.flush()
+            else:
+                producer.flush_due()
+            if producer.failures:
+                break
+        producer.flush()
+    failures = [f"line {n}: {describe_exception(e)}" for n, e in producer.failures]
     if failures:
         raise CommandError(f"{len(failures)} record(s) not sent; first: {failures[0]}")
+
+
+#: The producer's Kafka settings this client has: key -> (ProducerSettings field, type).
+PRODUCER_PROPERTIES: dict[str, tuple[str, type]] = {
+    "acks": ("acks", str),
+    "compression.type": ("compression", str),
+    "linger.ms": ("linger_ms", int),
+    "batch.size": ("batch_size", int),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "delivery.timeout.ms": ("delivery_timeout_ms", int),
+    "max.block.ms": ("max_block_ms", int),
+    "client.id": ("client_id", str),
+}
+
+
+def _acks(text: str) -> int:
+    if text not in ("all", "-1", "0", "1"):
+        raise click.BadParameter(
+            f"acks={text!r}: all, -1, 0 or 1", param_hint="--producer-property"
+        )
+    return -1 if text == "all" else int(text)
+
+
+def _compression(text: str) -> int:
+    if text not in COMPRESSION_CODECS:
+        raise click.BadParameter(
+            f"compression.type={text!r}: one of {', '.join(COMPRESSION_CODECS)}",
+            param_hint="--producer-property",
+        )
+    return COMPRESSION_CODECS[text]
 
 
 # ---------------------------------------------------------------- consume
@@ -354,7 +406,10 @@ def _start_offset(value: str) -> str | int:
     "consumer_properties",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Any other consumer setting in Kafka's names (e.g. fetch.max.wait.ms=100).",
+    help="Another consumer setting in Kafka's names (e.g. fetch.max.wait.ms=100): "
+    "auto.offset.reset, fetch.min.bytes, fetch.max.bytes, max.partition.fetch.bytes, "
+    "isolation.level, enable.auto.commit, auto.commit.interval.ms, session.timeout.ms, "
+    "max.poll.interval.ms, heartbeat.interval.ms, request.timeout.ms, client.id.",
 )
 def consume(
     bootstrap_server: str,
@@ -376,8 +431,6 @@ def consume(
     consumer_properties: tuple[str, ...],
 ) -> None:
     """Print the records of TOPIC to stdout, one per line."""
-    from kafka import KafkaConsumer, TopicPartition  # type: ignore[import-untyped,unused-ignore]
-
     props = parse_properties_option(properties, "--property")
     fmt = RecordFormat(
         print_timestamp=_flag(props, "print.timestamp", print_timestamp),
@@ -403,50 +456,89 @@ def consume(
         "earliest" if from_beginning else (offset if offset is not None else "latest")
     )
 
-    settings: dict[str, Any] = {
-        "client_id": "pylog-console-consumer",
-        "group_id": group,
-        "enable_auto_commit": group is not None,
-        "auto_offset_reset": "earliest" if begin == "earliest" else "latest",
-        "allow_auto_create_topics": False,
-    }
-    settings.update(
-        client_properties(parse_properties_option(consumer_properties, "--consumer-property"))
+    settings = ConsumerSettings(
+        auto_offset_reset="earliest" if begin == "earliest" else "latest",
+        enable_auto_commit=group is not None,
     )
+    given = client_properties(
+        parse_properties_option(consumer_properties, "--consumer-property"),
+        CONSUMER_PROPERTIES,
+        "--consumer-property",
+    )
+    client_id = given.pop("client_id", "pylog-console-consumer")
+    timeout = given.pop("request_timeout_ms", DEFAULT_TIMEOUT_MS)
+    if "isolation_level" in given:
+        given["isolation_level"] = 1 if given["isolation_level"] == "read_committed" else 0
+    settings = replace(settings, **given)
     out = sys.stdout.buffer
     count = 0
-    with kafka_errors():
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap_list(bootstrap_server), **settings)
+    with admin_client(bootstrap_server, timeout, client_id) as client, client_errors():
+        partitions = client.partitions(topic)
+        if not partitions:
+            raise CommandError(f"topic '{topic}' does not exist")
+        if partition is not None and partition not in partitions:
+            raise CommandError(
+                f"topic {topic} has no partition {partition} (it has {len(partitions)})"
+            )
+        consumer = Consumer(client, settings)
+        member = None
+        if group is not None:
+            member = GroupMember(client, group, [topic], settings)
+        else:
+            chosen = [partition] if partition is not None else sorted(partitions)
+            consumer.assign({(topic, p): begin for p in chosen})
         try:
-            partitions = consumer.partitions_for_topic(topic)
-            if not partitions:
-                raise CommandError(f"topic '{topic}' does not exist")
-            if partition is not None and partition not in partitions:
-                raise CommandError(
-                    f"topic {topic} has no partition {partition} (it has {len(partitions)})"
-                )
-            if group is not None:
-                consumer.subscribe([topic])
-            else:
-                chosen = [partition] if partition is not None else sorted(partitions)
-                tps = [TopicPartition(topic, p) for p in chosen]
-                consumer.assign(tps)
-                if begin == "earliest":
-                    consumer.seek_to_beginning(*tps)
-                elif begin == "latest":
-                    consumer.seek_to_end(*tps)
-                else:
-                    consumer.seek(tps[0], begin)
-            count = _consume_loop(consumer, out, fmt, max_messages, timeout_ms)
+            count = _consume_loop(consumer, member, out, fmt, max_messages, timeout_ms)
         except KeyboardInterrupt:
             pass
         finally:
-            consumer.close()
+            if member is not None:
+                try:
+                    if settings.enable_auto_commit:
+                        member.commit(_uncommitted(consumer))
+                except (RebalanceNeeded, KafkaError, OSError):
+                    pass  # a rebalance took the partitions: their new owner goes on
+                finally:
+                    member.leave()
     click.echo(f"Processed a total of {count} messages", err=True)
 
 
+#: The consumer's Kafka settings this client has: key -> (ConsumerSettings field, type).
+CONSUMER_PROPERTIES: dict[str, tuple[str, type]] = {
+    "auto.offset.reset": ("auto_offset_reset", str),
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", int),
+    "fetch.min.bytes": ("fetch_min_bytes", int),
+    "fetch.max.bytes": ("fetch_max_bytes", int),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
+    "isolation.level": ("isolation_level", str),
+    "enable.auto.commit": ("enable_auto_commit", bool),
+    "auto.commit.interval.ms": ("auto_commit_interval_ms", int),
+    "session.timeout.ms": ("session_timeout_ms", int),
+    "max.poll.interval.ms": ("rebalance_timeout_ms", int),
+    "heartbeat.interval.ms": ("heartbeat_interval_ms", int),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "client.id": ("client_id", str),
+}
+
+
+def _uncommitted(consumer: Consumer) -> dict[tuple[str, int], int]:
+    """The consumed positions not committed yet."""
+    return {tp: o for tp, o in consumer.consumed.items() if consumer.committed_at.get(tp) != o}
+
+
+def _join(member: GroupMember, consumer: Consumer) -> None:
+    """Join the group and read the assigned partitions from the committed
+    offsets (auto.offset.reset where there are none)."""
+    assigned = member.join()
+    committed = member.client.committed(member.group)
+    reset = consumer.settings.auto_offset_reset
+    consumer.assign({tp: committed.get(tp, reset) for tp in assigned})
+    consumer.committed_at = {tp: committed[tp] for tp in assigned if tp in committed}
+
+
 def _consume_loop(
-    consumer: Any,
+    consumer: Consumer,
+    member: GroupMember | None,
     out: IO[bytes],
     fmt: RecordFormat,
     max_messages: int | None,
@@ -454,12 +546,32 @@ def _consume_loop(
 ) -> int:
     count = 0
     last_record = time.monotonic()
+    interval = consumer.settings.auto_commit_interval_ms / 1000
+    next_commit = time.monotonic() + interval
+    if member is not None:
+        _join(member, consumer)
     while max_messages is None or count < max_messages:
+        if member is not None:
+            try:
+                member.heartbeat_if_due()
+                if consumer.settings.enable_auto_commit and time.monotonic() >= next_commit:
+                    member.commit(_uncommitted(consumer))
+                    consumer.committed_at.update(consumer.consumed)
+                    next_commit = (
+                        time.monotonic() + consumer.settings.auto_commit_interval_ms / 1000
+                    )
+            except RebalanceNeeded:
+                if consumer.settings.enable_auto_commit:
+                    # what was read so far, before the partitions may move
+                    with contextlib.suppress(RebalanceNeeded, KafkaError):
+                        member.commit(_uncommitted(consumer))
+                _join(member, consumer)
         wait = 1000 if timeout_ms is None else max(1, min(1000, timeout_ms))
         remaining = None if max_messages is None else max_messages - count
-        batches = consumer.poll(timeout_ms=wait, max_records=remaining)
-        records = [r for tp in sorted(batches) for r in batches[tp]]
-        for record in records[:remaining]:
+        records = consumer.poll(remaining, wait)
+        if not consumer.positions:
+            time.sleep(wait / 1000)  # nothing assigned (more members than partitions)
+        for record in records:
             out.write(format_record(record, fmt))
             count += 1
         if records:

@@ -10,7 +10,8 @@
   plan is printed (``--dry-run``, the default) or committed (``--execute``,
   only while the group has no members, as Kafka requires).
 
-Kafka-protocol clients only (kafka-python), so they work against any cluster.
+Kafka-protocol clients only (pylog's own, :mod:`pylog.cli.client`), so they work
+against any cluster.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from typing import Any
 
 import click
 
-from pylog.cli_common import (
+from pylog.cli.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ClusterClient, error_name
+from pylog.cli.common import (
     CommandError,
     admin_client,
-    bootstrap_list,
     bootstrap_option,
-    kafka_errors,
+    client_errors,
+    error_for_code,
     timeout_option,
 )
 from pylog.coordinator.records import assigned_partitions
@@ -48,54 +50,38 @@ def _table(rows: list[list[str]]) -> None:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
-def _partitions_of(assignment: Any) -> list[tuple[str, int]]:
-    """The (topic, partition) pairs of a member assignment as kafka-python
-    hands it back: raw bytes, a decoded object, or its dict form."""
+def _partitions_of(assignment: bytes | None) -> list[tuple[str, int]]:
+    """The (topic, partition) pairs of a member's ConsumerProtocolAssignment."""
     if not assignment:
         return []
-    if isinstance(assignment, (bytes, bytearray, memoryview)):
-        decoded = assigned_partitions(bytes(assignment)) or []
-        return [(t, p) for t, ps in decoded for p in ps]
-    if isinstance(assignment, dict):
-        out = []
-        for tp in assignment.get("assigned_partitions") or []:
-            for p in tp.get("partitions") or []:
-                out.append((str(tp.get("topic")), int(p)))
-        return out
-    parts = getattr(assignment, "partitions", None)
-    if callable(parts):
-        return [(tp.topic, tp.partition) for tp in parts()]
-    return []
+    decoded = assigned_partitions(bytes(assignment)) or []
+    return [(t, p) for t, ps in decoded for p in ps]
 
 
-def _consumer(bootstrap_server: str, request_timeout_ms: int, group: str | None = None) -> Any:
-    from kafka import KafkaConsumer  # type: ignore[import-untyped,unused-ignore]
-
-    with kafka_errors():
-        return KafkaConsumer(
-            bootstrap_servers=bootstrap_list(bootstrap_server),
-            client_id="pylog-cli",
-            group_id=group,
-            enable_auto_commit=False,
-            request_timeout_ms=max(request_timeout_ms, 1000),
-        )
-
-
-def _describe(admin: Any, group: str) -> dict[str, Any]:
-    with kafka_errors():
-        described = admin.describe_groups([group])
-    info = described.get(group)
-    if info is None:
-        raise CommandError(f"no answer for group {group!r}")
-    if info.get("error"):
-        raise CommandError(f"describing {group!r}: {info['error']}")
-    return dict(info)
+def _describe(admin: ClusterClient, group: str) -> dict[str, Any]:
+    with client_errors():
+        info = admin.describe_group(group)
+    if info.error_code:
+        raise CommandError(f"describing {group!r}: {error_for_code(info.error_code)}")
+    return {
+        "group_state": info.group_state,
+        "protocol_type": info.protocol_type,
+        "protocol_data": info.protocol_data,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_assignment": m.member_assignment,
+            }
+            for m in info.members
+        ],
+    }
 
 
-def _committed(admin: Any, group: str) -> dict[tuple[str, int], int]:
-    with kafka_errors():
-        found = admin.list_group_offsets({group: None}).get(group, {})
-    return {(tp.topic, tp.partition): o.offset for tp, o in found.items() if o.offset >= 0}
+def _committed(admin: ClusterClient, group: str) -> dict[tuple[str, int], int]:
+    with client_errors():
+        return admin.committed(group)
 
 
 @groups.command("list")
@@ -104,18 +90,13 @@ def _committed(admin: Any, group: str) -> dict[tuple[str, int], int]:
 @click.option("--state", "states", multiple=True, help="Only groups in this state; repeatable.")
 def list_groups(bootstrap_server: str, request_timeout_ms: int, states: tuple[str, ...]) -> None:
     """Print the group ids, one per line (with their state when --state is given)."""
-    admin = admin_client(bootstrap_server, request_timeout_ms)
-    try:
-        with kafka_errors():
-            found = admin.list_groups()
-    finally:
-        admin.close()
+    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+        found = admin.list_groups()
     wanted = {s.lower() for s in states}
-    for g in sorted(found, key=lambda g: str(g["group_id"])):
-        state = str(g.get("group_state") or "")
+    for group_id, state in found:
         if wanted and state.lower() not in wanted:
             continue
-        click.echo(f"{g['group_id']}  {state}" if states else str(g["group_id"]))
+        click.echo(f"{group_id}  {state}" if states else group_id)
 
 
 @groups.command("describe")
@@ -137,11 +118,10 @@ def describe(
     if bool(names) == all_groups:
         raise click.UsageError("give --group or --all-groups")
     admin = admin_client(bootstrap_server, request_timeout_ms)
-    consumer = None
     try:
         if all_groups:
-            with kafka_errors():
-                names = tuple(sorted(str(g["group_id"]) for g in admin.list_groups()))
+            with client_errors():
+                names = tuple(group_id for group_id, _ in admin.list_groups())
         for name in names:
             info = _describe(admin, name)
             members = info.get("members") or []
@@ -182,9 +162,7 @@ def describe(
                     owners[tp] = m
             committed = _committed(admin, name)
             tps = sorted(set(committed) | set(owners))
-            if consumer is None:
-                consumer = _consumer(bootstrap_server, request_timeout_ms)
-            ends = _end_offsets(consumer, tps)
+            ends = _end_offsets(admin, tps)
             rows = [["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                      "CONSUMER-ID", "HOST", "CLIENT-ID"]]  # fmt: skip
             for tp in tps:
@@ -202,18 +180,13 @@ def describe(
                 _table(rows)
     finally:
         admin.close()
-        if consumer is not None:
-            consumer.close()
 
 
-def _end_offsets(consumer: Any, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    from kafka import TopicPartition
-
+def _end_offsets(admin: ClusterClient, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     if not tps:
         return {}
-    with kafka_errors():
-        ends = consumer.end_offsets([TopicPartition(t, p) for t, p in tps])
-    return {(tp.topic, tp.partition): int(o) for tp, o in ends.items()}
+    with client_errors():
+        return admin.list_offsets(dict.fromkeys(tps, LATEST_TIMESTAMP))
 
 
 @groups.command("delete")
@@ -222,34 +195,27 @@ def _end_offsets(consumer: Any, tps: list[tuple[str, int]]) -> dict[tuple[str, i
 @click.option("--group", "names", multiple=True, required=True, help="Group id; repeatable.")
 def delete(bootstrap_server: str, request_timeout_ms: int, names: tuple[str, ...]) -> None:
     """Delete inactive groups and their committed offsets."""
-    admin = admin_client(bootstrap_server, request_timeout_ms)
     failed = []
-    try:
-        with kafka_errors():
-            results = admin.delete_groups(list(names))
-    finally:
-        admin.close()
-    # kafka-python 3 answers {group: "OK" or the error's class name}.
-    items = results.items() if isinstance(results, dict) else results
-    for group, err in items:
-        name = err if isinstance(err, str) else getattr(err, "__name__", str(err))
-        if err is None or name in ("OK", "NoError"):
+    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+        results = [(group, admin.delete_group(group)) for group in names]
+    for group, code in results:
+        if code == 0:
             click.echo(f"Deleted consumer group '{group}'.")
         else:
-            failed.append(f"{group}: {name}")
+            failed.append(f"{group}: {error_name(code)}")
     if failed:
         raise CommandError("could not delete " + "; ".join(failed))
 
 
-def _parse_topics(specs: tuple[str, ...], consumer: Any) -> list[tuple[str, int]]:
+def _parse_topics(specs: tuple[str, ...], admin: ClusterClient) -> list[tuple[str, int]]:
     out = []
     for spec in specs:
         topic, _, parts = spec.partition(":")
         if parts:
             out += [(topic, int(p)) for p in parts.split(",") if p.strip()]
         else:
-            with kafka_errors():
-                found = consumer.partitions_for_topic(topic)
+            with client_errors():
+                found = admin.partitions(topic)
             if not found:
                 raise CommandError(f"topic {topic!r} does not exist")
             out += [(topic, p) for p in sorted(found)]
@@ -286,8 +252,6 @@ def reset_offsets(
     dry_run: bool,
 ) -> None:
     """Plan (and with --execute, commit) new offsets for an inactive group."""
-    from kafka import OffsetAndMetadata, TopicPartition
-
     chosen = [to_earliest, to_latest, to_datetime is not None, to_offset is not None,
               shift_by is not None]  # fmt: skip
     if sum(chosen) != 1:
@@ -299,7 +263,6 @@ def reset_offsets(
     if bool(topics) == all_topics:
         raise click.UsageError("give --topic or --all-topics")
     admin = admin_client(bootstrap_server, request_timeout_ms)
-    consumer = _consumer(bootstrap_server, request_timeout_ms)
     try:
         info = _describe(admin, name)
         state = str(info.get("group_state", ""))
@@ -309,15 +272,13 @@ def reset_offsets(
                 f"current state is {state}"
             )
         committed = _committed(admin, name)
-        tps = sorted(committed) if all_topics else _parse_topics(topics, consumer)
-        ktps = [TopicPartition(t, p) for t, p in tps]
-        with kafka_errors():
-            starts = consumer.beginning_offsets(ktps) if ktps else {}
-            ends = consumer.end_offsets(ktps) if ktps else {}
+        tps = sorted(committed) if all_topics else _parse_topics(topics, admin)
+        with client_errors():
+            starts = admin.list_offsets(dict.fromkeys(tps, EARLIEST_TIMESTAMP)) if tps else {}
+            ends = admin.list_offsets(dict.fromkeys(tps, LATEST_TIMESTAMP)) if tps else {}
         plan: dict[tuple[str, int], int] = {}
-        for ktp in ktps:
-            tp = (ktp.topic, ktp.partition)
-            lo, hi = int(starts[ktp]), int(ends[ktp])
+        for tp in tps:
+            lo, hi = starts[tp], ends[tp]
             if to_earliest:
                 new = lo
             elif to_latest:
@@ -331,22 +292,15 @@ def reset_offsets(
             plan[tp] = min(max(new, lo), hi)
         if to_datetime is not None:
             ts = _parse_datetime(to_datetime)
-            with kafka_errors():
-                found = consumer.offsets_for_times(dict.fromkeys(ktps, ts)) if ktps else {}
-            for ktp, o in found.items():
-                tp = (ktp.topic, ktp.partition)
-                plan[tp] = int(o.offset) if o is not None else int(ends[ktp])
+            with client_errors():
+                found = admin.list_offsets(dict.fromkeys(tps, ts)) if tps else {}
+            for tp, o in found.items():
+                plan[tp] = o if o >= 0 else ends[tp]
         if execute:
-            with kafka_errors():
-                results = admin.alter_group_offsets(
-                    name,
-                    {
-                        TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
-                        for (t, p), o in plan.items()
-                    },
-                )
-            bad = [f"{tp.topic}-{tp.partition}: {err.__name__}" for tp, err in results.items()
-                   if getattr(err, "errno", 0)]  # fmt: skip
+            with client_errors():
+                results = admin.commit(name, plan)
+            bad = [f"{t}-{p}: {error_name(code)}" for (t, p), code in sorted(results.items())
+                   if code]  # fmt: skip
             if bad:
                 raise CommandError("commit failed for " + ", ".join(bad))
         rows = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
@@ -354,7 +308,6 @@ def reset_offsets(
         _table(rows)
     finally:
         admin.close()
-        consumer.close()
 
 
 def _parse_datetime(text: str) -> int:

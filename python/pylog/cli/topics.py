@@ -8,12 +8,18 @@ from typing import Any
 
 import click
 
-from pylog.cli_common import (
+from pylog.cli.client import (
+    CONFIG_RESOURCE_TOPIC,
+    UNMODIFIED_SOURCES,
+    ClusterClient,
+    TopicMetadata,
+)
+from pylog.cli.common import (
     CommandError,
     admin_client,
     bootstrap_option,
+    client_errors,
     error_for_code,
-    kafka_errors,
     parse_key_values,
     timeout_option,
 )
@@ -62,29 +68,27 @@ def create(
 ) -> None:
     """Create topics."""
     overrides = parse_key_values(configs, "--config")
-    request = {
-        name: {
+    request = [
+        {
+            "name": name,
             "num_partitions": -1 if partitions is None else partitions,
             "replication_factor": -1 if replication_factor is None else replication_factor,
-            "configs": overrides,
+            "assignments": [],
+            "configs": [{"name": k, "value": v} for k, v in overrides.items()],
         }
         for name in names
-    }
-    admin = admin_client(bootstrap_server, request_timeout_ms)
-    try:
-        with kafka_errors():
-            result = admin.create_topics(request, raise_errors=False)
-    finally:
-        admin.close()
+    ]
+    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+        result = admin.create_topics(request)
     failures = []
-    for topic in result["topics"]:
-        code, name = topic["error_code"], topic["name"]
+    for topic in result:
+        code, name = topic.error_code, topic.name
         if code == 0:
             click.echo(f"Created topic {name}.")
         elif code == TOPIC_ALREADY_EXISTS and if_not_exists:
             click.echo(f"Topic {name} already exists.")
         else:
-            failures.append(f"topic {name}: {error_for_code(code, topic.get('error_message'))}")
+            failures.append(f"topic {name}: {error_for_code(code, topic.error_message)}")
     if failures:
         raise CommandError("; ".join(failures))
 
@@ -95,15 +99,11 @@ def create(
 @click.option("--exclude-internal", is_flag=True, help="Leave out internal topics.")
 def list_topics(bootstrap_server: str, request_timeout_ms: int, exclude_internal: bool) -> None:
     """Print the cluster's topic names, one per line."""
-    admin = admin_client(bootstrap_server, request_timeout_ms)
-    try:
-        with kafka_errors():
-            described = admin.describe_topics()
-    finally:
-        admin.close()
-    for topic in sorted(described, key=lambda t: str(t["name"])):
-        if not (exclude_internal and topic.get("is_internal")):
-            click.echo(topic["name"])
+    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+        described = admin.metadata(None).topics
+    for name in sorted(described):
+        if not (exclude_internal and described[name].is_internal):
+            click.echo(name)
 
 
 @topics.command("describe")
@@ -119,67 +119,64 @@ def describe(
 ) -> None:
     """Print each topic's id, partition count, config overrides, and one line per
     partition with its leader, replicas and in-sync replicas."""
-    from kafka.admin import ConfigResource, ConfigResourceType  # type: ignore[import-untyped,unused-ignore]
-
-    admin = admin_client(bootstrap_server, request_timeout_ms)
-    try:
-        with kafka_errors():
-            described = admin.describe_topics(list(names) if names else None)
-            missing = [t for t in described if t["error_code"] == UNKNOWN_TOPIC_OR_PARTITION]
-            if missing:
-                raise CommandError(
-                    ", ".join(f"topic '{t['name']}' does not exist" for t in missing)
-                )
-            failed = [t for t in described if t["error_code"] != 0]
-            if failed:
-                raise CommandError(
-                    "; ".join(
-                        f"topic {t['name']}: {error_for_code(t['error_code'])}" for t in failed
-                    )
-                )
-            shown = [
-                t
-                for t in sorted(described, key=lambda t: str(t["name"]))
-                if not (exclude_internal and t.get("is_internal"))
-            ]
-            configs: dict[str, Any] = {}
-            if shown:
-                resources = [ConfigResource(ConfigResourceType.TOPIC, t["name"]) for t in shown]
-                configs = admin.describe_configs(resources).get("topic", {})
-    finally:
-        admin.close()
+    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+        described = admin.metadata(list(names) if names else None).topics
+        if names:
+            absent = [n for n in names if n not in described]
+            if absent:
+                raise CommandError(", ".join(f"topic '{n}' does not exist" for n in absent))
+        missing = [t for t in described.values() if t.error_code == UNKNOWN_TOPIC_OR_PARTITION]
+        if missing:
+            raise CommandError(", ".join(f"topic '{t.name}' does not exist" for t in missing))
+        failed = [t for t in described.values() if t.error_code != 0]
+        if failed:
+            raise CommandError(
+                "; ".join(f"topic {t.name}: {error_for_code(t.error_code)}" for t in failed)
+            )
+        shown = [
+            described[n]
+            for n in sorted(described)
+            if not (exclude_internal and described[n].is_internal)
+        ]
+        configs = {t.name: _overrides(admin, t.name) for t in shown}
     for topic in shown:
-        click.echo(format_topic(topic, configs.get(topic["name"], {})))
+        click.echo(format_topic(topic, configs[topic.name]))
+
+
+def _overrides(admin: ClusterClient, topic: str) -> dict[str, Any]:
+    """The configs set on the topic (not the defaults): name -> entry."""
+    entries = admin.describe_configs(CONFIG_RESOURCE_TOPIC, topic, synonyms=False)
+    return {e.name: e for e in entries if e.config_source not in UNMODIFIED_SOURCES}
 
 
 def _ids(nodes: list[int]) -> str:
     return ",".join(str(n) for n in nodes)
 
 
-def format_topic(topic: dict[str, Any], configs: dict[str, Any]) -> str:
-    name = topic["name"]
-    partitions = sorted(topic["partitions"], key=lambda p: int(p["partition_index"]))
-    replication = len(partitions[0]["replica_nodes"]) if partitions else 0
+def format_topic(topic: TopicMetadata, configs: dict[str, Any]) -> str:
+    name = topic.name
+    partitions = [topic.partitions[i] for i in sorted(topic.partitions)]
+    replication = len(partitions[0].replicas) if partitions else 0
     config_text = ",".join(
-        f"{key}={'<sensitive>' if entry.get('is_sensitive') else entry.get('value')}"
+        f"{key}={'<sensitive>' if entry.is_sensitive else entry.value}"
         for key, entry in sorted(configs.items())
     )
     lines = [
-        f"Topic: {name}\tTopicId: {topic.get('topic_id') or 'none'}\t"
+        f"Topic: {name}\tTopicId: {topic.topic_id or 'none'}\t"
         f"PartitionCount: {len(partitions)}\tReplicationFactor: {replication}\t"
         f"Configs: {config_text}"
     ]
     for p in partitions:
-        leader = p["leader_id"]
+        leader = p.leader
         line = (
-            f"\tTopic: {name}\tPartition: {p['partition_index']}\t"
+            f"\tTopic: {name}\tPartition: {p.partition}\t"
             f"Leader: {'none' if leader < 0 else leader}\t"
-            f"Replicas: {_ids(p['replica_nodes'])}\tIsr: {_ids(p['isr_nodes'])}"
+            f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
         )
-        if p.get("offline_replicas"):
-            line += f"\tOffline: {_ids(p['offline_replicas'])}"
-        if p.get("error_code"):
-            line += f"\tError: {error_for_code(p['error_code'])}"
+        if p.offline:
+            line += f"\tOffline: {_ids(p.offline)}"
+        if p.error_code:
+            line += f"\tError: {error_for_code(p.error_code)}"
         lines.append(line)
     return "\n".join(lines)
 
@@ -199,13 +196,9 @@ def alter(bootstrap_server: str, request_timeout_ms: int, name: str, partitions:
 
     Topic configs are changed with `pylog configs alter --topic`.
     """
-    admin = admin_client(bootstrap_server, request_timeout_ms)
-    try:
-        with kafka_errors():
-            response = admin.create_partitions({name: partitions}, raise_errors=False)
-    finally:
-        admin.close()
-    for result in response.results:
+    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+        response = admin.create_partitions({name: partitions})
+    for result in response:
         if result.error_code != 0:
             raise CommandError(
                 f"topic {result.name}: {error_for_code(result.error_code, result.error_message)}"
@@ -222,21 +215,17 @@ def delete(
     bootstrap_server: str, request_timeout_ms: int, names: tuple[str, ...], if_exists: bool
 ) -> None:
     """Delete topics and their data."""
-    admin = admin_client(bootstrap_server, request_timeout_ms)
-    try:
-        with kafka_errors():
-            result = admin.delete_topics(list(names), raise_errors=False)
-    finally:
-        admin.close()
+    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+        result = admin.delete_topics(list(names))
     failures = []
-    for topic in result["topics"] if isinstance(result, dict) else []:
-        code, name = topic["error_code"], topic["name"]
+    for topic in result:
+        code, name = topic.error_code, topic.name
         if code == 0:
             click.echo(f"Deleted topic {name}.")
         elif code == UNKNOWN_TOPIC_OR_PARTITION:
             if not if_exists:
                 failures.append(f"topic '{name}' does not exist")
         else:
-            failures.append(f"topic {name}: {error_for_code(code, topic.get('error_message'))}")
+            failures.append(f"topic {name}: {error_for_code(code, topic.error_message)}")
     if failures:
         raise CommandError("; ".join(failures))

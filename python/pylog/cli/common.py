@@ -1,11 +1,11 @@
 """What the client commands (``pylog topics``, ``produce``, ``consume``,
-``configs describe|alter``) share: the ``--bootstrap-server`` option, the
-kafka-python clients, ``k=v`` parsing, and turning Kafka errors into one clear
-line on stderr and exit status 1.
+``configs describe|alter``, ``groups``) share: the ``--bootstrap-server``
+option, opening a :class:`~pylog.cli.client.ClusterClient`, ``k=v`` parsing,
+and turning Kafka errors into one clear line on stderr and exit status 1.
 
-The commands speak the Kafka protocol only, through kafka-python, so they work
-against any Kafka cluster as well as a pylog broker. kafka-python is imported
-when a command runs, so ``pylog dump-log`` and ``pylog broker`` don't pay for it.
+The commands speak the Kafka protocol only (pylog's own client in
+:mod:`pylog.cli.client`), so they work against any Kafka cluster as well as a
+pylog broker.
 """
 
 from __future__ import annotations
@@ -15,6 +15,15 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import click
+
+from pylog.cli.client import (
+    BrokerError,
+    BrokerUnreachableError,
+    ClusterClient,
+    describe,
+    error_name,
+)
+from pylog.errors import KafkaError, RequestTimedOutError
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 # How long a command waits for the cluster before giving up.
@@ -58,51 +67,42 @@ def bootstrap_list(bootstrap_server: str) -> list[str]:
 
 
 @contextmanager
-def kafka_errors() -> Iterator[None]:
-    """Report kafka-python's exceptions as a one-line error (exit status 1)."""
-    import kafka.errors  # type: ignore[import-untyped,unused-ignore]
-
-    # kafka-python 3 reports an unreachable cluster as a bootstrap timeout.
+def client_errors() -> Iterator[None]:
+    """Report the client's exceptions as a one-line error (exit status 1)."""
     try:
         yield
-    except kafka.errors.KafkaTimeoutError as e:
+    except (BrokerUnreachableError, RequestTimedOutError) as e:
         raise CommandError(
             f"{describe_exception(e)} (is --bootstrap-server right and the cluster up?)"
         ) from None
-    except kafka.errors.KafkaError as e:
+    except KafkaError as e:
         raise CommandError(describe_exception(e)) from None
 
 
 def describe_exception(e: BaseException) -> str:
-    """``Name: description`` for a Kafka error, without kafka-python's request dump."""
-    description = getattr(e, "description", None)
-    name = type(e).__name__
-    if description:
-        return f"{name}: {description}"
+    """``Name: description`` for an error: the exception class, or for a code
+    pylog has no class for the name Kafka gives the code."""
+    name = error_name(e.code) if isinstance(e, BrokerError) else type(e).__name__
     text = str(e)
-    if not text or text.startswith(name):
-        return text or name
-    return f"{name}: {text}"
+    return f"{name}: {text}" if text else name
 
 
 def error_for_code(code: int, message: str | None = None) -> str:
     """The error name and the broker's message (or the code's standard text)."""
-    import kafka.errors
-
-    cls = kafka.errors.for_code(code)
-    text = message or getattr(cls, "description", None) or f"error code {code}"
-    return f"{cls.__name__}: {text}"
+    return describe(code, message)
 
 
-def admin_client(bootstrap_server: str, request_timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Any:
-    from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped,unused-ignore]
-
-    with kafka_errors():
-        return KafkaAdminClient(
-            bootstrap_servers=bootstrap_list(bootstrap_server),
-            client_id="pylog-cli",
-            request_timeout_ms=request_timeout_ms,
-            bootstrap_timeout_ms=request_timeout_ms,
+def admin_client(
+    bootstrap_server: str,
+    request_timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    client_id: str = "pylog-cli",
+) -> ClusterClient:
+    """A :class:`ClusterClient` connected to the first reachable bootstrap server."""
+    with client_errors():
+        return ClusterClient(
+            ",".join(bootstrap_list(bootstrap_server)),
+            timeout_ms=request_timeout_ms,
+            client_id=client_id,
         )
 
 
@@ -173,21 +173,34 @@ def unescape(text: str) -> str:
     return "".join(out)
 
 
-def client_properties(props: dict[str, str]) -> dict[str, Any]:
-    """Kafka client keys (``linger.ms=5``) as kafka-python keyword arguments
-    (``linger_ms=5``), numbers and booleans converted."""
+def _bool(raw: str) -> bool:
+    if raw.strip().lower() not in ("true", "false"):
+        raise ValueError("not true or false")
+    return raw.strip().lower() == "true"
+
+
+#: How a client property's text becomes its value: int, bool or str.
+PROPERTY_TYPES: dict[type, Callable[[str], Any]] = {int: int, bool: _bool, str: str.strip}
+
+
+def client_properties(
+    props: dict[str, str], known: dict[str, tuple[str, type]], param_hint: str
+) -> dict[str, Any]:
+    """Kafka client keys (``linger.ms=5``) as the settings they name
+    (``known``: key -> (setting, type)), converted; an unknown key or a value
+    of the wrong type is a usage error."""
     out: dict[str, Any] = {}
     for key, raw in props.items():
-        value: Any = raw
-        if raw.lower() in ("true", "false"):
-            value = raw.lower() == "true"
-        else:
-            try:
-                value = int(raw)
-            except ValueError:
-                try:
-                    value = float(raw)
-                except ValueError:
-                    value = raw
-        out[key.replace(".", "_").replace("-", "_")] = value
+        if key not in known:
+            raise click.BadParameter(
+                f"{key!r} is not a setting this client has (it knows {', '.join(sorted(known))})",
+                param_hint=param_hint,
+            )
+        setting, kind = known[key]
+        try:
+            out[setting] = PROPERTY_TYPES[kind](raw)
+        except ValueError:
+            raise click.BadParameter(
+                f"{key}={raw!r}: not a {kind.__name__}", param_hint=param_hint
+            ) from None
     return out

@@ -1,12 +1,6 @@
-"""The ``pylog`` command.
-
-``pylog dump-log`` prints Kafka-format segment files (``.log``, ``.index``,
+"""``pylog dump-log``: print Kafka-format segment files (``.log``, ``.index``,
 ``.timeindex``) the way Kafka's dump-log-segments tool does, reading them with
-the native core; ``pylog broker start`` runs a broker. ``pylog topics``,
-``produce``, ``consume`` and ``configs`` are Kafka-protocol clients (in
-``cli_topics``, ``cli_console`` and ``cli_configs``) that work against any
-Kafka cluster.
-"""
+the native core."""
 
 from __future__ import annotations
 
@@ -28,118 +22,11 @@ BATCHES_PER_CHUNK = 1000
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="pylog")
-def main() -> None:
-    """pylog: a Kafka-compatible message broker."""
-
-
-def _add_client_commands() -> None:
-    """The commands that talk to a cluster over the Kafka protocol live in
-    their own modules; kafka-python is imported only when one of them runs."""
-    from pylog.cli_configs import configs
-    from pylog.cli_console import consume, produce
-    from pylog.cli_groups import groups
-    from pylog.cli_topics import topics
-
-    for command in (topics, produce, consume, configs, groups):
-        main.add_command(command)
-
-
-_add_client_commands()
-
-
-# ---------------------------------------------------------------- broker
-
-DEFAULT_LOG_DIRS = "./pylog-data"
-
-
-@main.group("broker")
-def broker() -> None:
-    """Run a pylog broker."""
-
-
-@broker.command("start")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(exists=True, dir_okay=False),
-    help="A server.properties file (Kafka's keys; `pylog configs keys --broker` lists them).",
-)
-@click.option(
-    "--override",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A broker key set on top of the file; repeatable.",
-)
-@click.option(
-    "--log-level",
-    default="INFO",
-    show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-)
-def broker_start(config_path: str | None, overrides: tuple[str, ...], log_level: str) -> None:
-    """Start a broker and serve until SIGTERM or SIGINT (then shut down cleanly).
-
-    Without a config it listens on PLAINTEXT://127.0.0.1:9092 and keeps its
-    data in ./pylog-data. A line "pylog broker <id> started: <listeners>" on
-    stdout says it is serving (a listener port 0 shows the bound port).
-    """
-    import asyncio
-    import logging
-
-    from pylog.broker.kafka_server import KafkaServer
-    from pylog.config import parse_properties
-    from pylog.server.config import KafkaConfig
-
-    logging.basicConfig(
-        level=getattr(logging, log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    props: dict[str, str] = {}
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--override")
-        props[key.strip()] = value.strip()
-    try:
-        file_props: dict[str, str] = {}
-        if config_path is not None:
-            with open(config_path, encoding="utf-8") as f:
-                file_props = parse_properties(f.read())
-        if not any(k in file_props or k in props for k in ("log.dirs", "log.dir")):
-            props["log.dirs"] = DEFAULT_LOG_DIRS
-        config = KafkaConfig.from_properties(config_path, props)
-        server = KafkaServer(config)
-    except (OSError, KafkaError) as e:
-        click.echo(f"Error: {e}", err=True)
-        sys.exit(2)
-
-    try:
-        asyncio.run(server.serve_forever(announce=_announce))
-    except KeyboardInterrupt:  # a second Ctrl-C during shutdown
-        sys.exit(130)
-    except (OSError, KafkaError) as e:
-        click.echo(f"Error: the broker could not start: {e}", err=True)
-        sys.exit(1)
-
-
-def _announce(server: Any) -> None:
-    listeners = ", ".join(str(ep) for ep in server.config.listeners)
-    click.echo(
-        f"pylog broker {server.config.broker_id} started: {listeners} "
-        f"(log.dirs {','.join(server.config.log_dirs)})"
-    )
-    sys.stdout.flush()
-
-
 class DumpFailed(Exception):
     """A file could not be dumped completely; carries the message to print."""
 
 
-@main.command("dump-log")
+@click.command("dump-log")
 @click.option(
     "--files",
     "files",
@@ -393,7 +280,3 @@ def _report_mismatches(path: str, mismatches: list[str], has_log: bool, out: IO[
     if mismatches:
         out.write(f"Mismatches in {path}:\n" + "\n".join(mismatches) + "\n")
         raise DumpFailed(f"{path}: {len(mismatches)} index entries do not match the log")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -1,0 +1,32 @@
+"""The ``pylog`` command, one module per command group.
+
+``pylog dump-log`` (:mod:`.dump_log`) prints Kafka-format segment files the way
+Kafka's dump-log-segments tool does, reading them with the native core;
+``pylog broker start`` (:mod:`.broker`) runs a broker. ``pylog topics``
+(:mod:`.topics`), ``produce`` and ``consume`` (:mod:`.console`), ``configs``
+(:mod:`.configs`) and ``groups`` (:mod:`.groups`) are Kafka-protocol clients
+that work against any Kafka cluster; what they share is in :mod:`.common`.
+"""
+
+from __future__ import annotations
+
+import click
+
+from pylog.cli.broker import broker
+from pylog.cli.configs import configs
+from pylog.cli.console import consume, produce
+from pylog.cli.dump_log import dump_log
+from pylog.cli.groups import groups
+from pylog.cli.topics import topics
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="pylog")
+def main() -> None:
+    """pylog: a Kafka-compatible message broker."""
+
+
+for _command in (broker, dump_log, topics, produce, consume, configs, groups):
+    main.add_command(_command)

@@ -1,0 +1,5 @@
+"""``python -m pylog.cli``: the ``pylog`` command."""
+
+from pylog.cli import main
+
+main()
