@@ -416,7 +416,7 @@ pub fn find_offset_by_timestamp(
         if meta.max_timestamp >= target_timestamp {
             let bytes = reader.get(pos, meta.size)?;
             let records =
-                crate::records::decode_batch_records(bytes).map_err(|e| relabel(e, pos))?;
+                crate::validate::decode_batch_records(bytes).map_err(|e| relabel(e, pos))?;
             if let Some(r) = records.iter().find(|r| r.timestamp >= target_timestamp) {
                 return Ok(Some((r.timestamp, r.offset)));
             }

@@ -378,7 +378,7 @@ fn decode_records(py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<Vec<Reco
     let b = Bytes::get(batch)?;
     let data = b.as_slice();
     let records =
-        maybe_allow_threads(py, data.len(), || core_records::decode_batch_records(data)).py()?;
+        maybe_allow_threads(py, data.len(), || core_validate::decode_batch_records(data)).py()?;
     Ok(records.into_iter().map(|inner| Record { inner }).collect())
 }
 
