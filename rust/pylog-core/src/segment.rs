@@ -184,7 +184,7 @@ pub fn recover_segment(
     let mut result = ScanResult::default();
     let mut last_index_entry = 0u64;
     walk_valid(data, 0, data.len(), &opts, &mut result, |meta, so_far| {
-        offset_index.index().relative(meta.last_offset)?;
+        offset_index.relative(meta.last_offset)?;
         if meta.position - last_index_entry > index_interval_bytes {
             offset_index.append(meta.last_offset, meta.position as i64)?;
             time_index.maybe_append(so_far.max_timestamp, so_far.offset_of_max_timestamp, false)?;
