@@ -210,6 +210,8 @@ fn segment_benches(c: &mut Criterion) {
     g.bench_function("mmap_crc32c_walk (floor)", |b| {
         b.iter(|| {
             let f = File::open(&log).unwrap();
+            // SAFETY: the bench's own temp file, written once before and
+            // never truncated or written while mapped.
             let map = unsafe { memmap2::Mmap::map(&f).unwrap() };
             let (mut pos, mut acc) = (0usize, 0u32);
             while pos < map.len() {

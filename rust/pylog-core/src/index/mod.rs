@@ -145,7 +145,9 @@ const RESERVE_CHUNK: u64 = 64 * 1024;
 fn reserve_blocks(path: &Path, from: u64, to: u64) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let file = OpenOptions::new().write(true).open(path)?;
-    // SAFETY: a valid open fd and a non-negative range.
+    // SAFETY: posix_fallocate only reads its arguments: the fd is open (for
+    // writing, as it requires) until `file` drops after the call, and the
+    // range is non-negative (callers pass from <= to, both within off_t).
     let rc = unsafe {
         libc::posix_fallocate(
             file.as_raw_fd(),
