@@ -250,16 +250,8 @@ pub fn decode_batches(
             }
             out.next_offset = header.last_offset() + 1;
         } else {
-            let records = crate::legacy::decode_message_set(one, true).map_err(|e| match e {
-                Error::CorruptRecord {
-                    position: p,
-                    reason,
-                } => Error::CorruptRecord {
-                    position: position + p,
-                    reason,
-                },
-                other => other,
-            })?;
+            let records =
+                crate::legacy::decode_message_set(one, true).map_err(|e| e.shifted(position))?;
             let mut last_offset = range.start_offset - 1;
             for r in &records {
                 last_offset = last_offset.max(r.offset);

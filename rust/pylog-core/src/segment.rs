@@ -416,7 +416,7 @@ pub fn find_offset_by_timestamp(
         if meta.max_timestamp >= target_timestamp {
             let bytes = reader.get(pos, meta.size)?;
             let records =
-                crate::validate::decode_batch_records(bytes).map_err(|e| relabel(e, pos))?;
+                crate::validate::decode_batch_records(bytes).map_err(|e| e.shifted(pos))?;
             if let Some(r) = records.iter().find(|r| r.timestamp >= target_timestamp) {
                 return Ok(Some((r.timestamp, r.offset)));
             }
@@ -424,20 +424,6 @@ pub fn find_offset_by_timestamp(
         pos += meta.size as u64;
     }
     Ok(None)
-}
-
-/// Errors of decoding a batch read alone carry positions relative to it.
-fn relabel(e: Error, position: u64) -> Error {
-    match e {
-        Error::CorruptRecord {
-            position: p,
-            reason,
-        } => Error::CorruptRecord {
-            position: position + p,
-            reason,
-        },
-        other => other,
-    }
 }
 
 #[cfg(test)]

@@ -124,17 +124,14 @@ fn decode_columns<'py>(
     include_headers: bool,
     max_records: usize,
 ) -> PyResult<(Bound<'py, PyTuple>, usize, i64, bool)> {
-    let data = Bytes::get(data)?;
-    let bytes = data.as_slice();
     let range = core::ReadRange {
         start_offset,
         end_offset,
         max_records: max_records.max(1),
     };
-    let d = buffer::maybe_allow_threads(py, bytes.len(), || {
+    let d = buffer::with_bytes(py, data, |bytes| {
         core::decode_batches(bytes, 0, &range, include_headers, false)
-    })
-    .py()?;
+    })?;
     Ok((
         columns(py, &d.columns)?,
         d.consumed,
