@@ -270,7 +270,7 @@ impl Record {
 }
 
 #[pyfunction]
-#[pyo3(signature = (records, *, max_batch_size = 2147483647, deep = false))]
+#[pyo3(signature = (records, *, max_batch_size, deep = false))]
 fn analyze_records(
     py: Python<'_>,
     records: &Bound<'_, PyAny>,
@@ -289,9 +289,8 @@ fn analyze_records(
 
 #[pyfunction]
 #[pyo3(signature = (
-    records, *, base_offset, partition_leader_epoch, now_ms, log_append_time = false,
-    max_batch_size = 1048588, timestamp_before_max_ms = 9223372036854775807,
-    timestamp_after_max_ms = 9223372036854775807, require_keys = false
+    records, *, base_offset, partition_leader_epoch, now_ms, log_append_time,
+    max_batch_size, timestamp_before_max_ms, timestamp_after_max_ms, require_keys
 ))]
 #[allow(clippy::too_many_arguments)]
 fn validate_and_assign_offsets(

@@ -19,7 +19,6 @@ pub struct OffsetMap {
 #[pymethods]
 impl OffsetMap {
     #[new]
-    #[pyo3(signature = (memory, load_factor = 0.9))]
     fn new(memory: usize, load_factor: f64) -> Self {
         OffsetMap {
             inner: core_cleaner::OffsetMap::new(memory, load_factor),
