@@ -669,6 +669,15 @@ mod tests {
         batch::write_u32(b, batch::CRC_OFFSET, crc);
     }
 
+    /// `b` with the attribute bits of `mask` set, its CRC fixed.
+    fn with_attributes(b: &[u8], mask: i16) -> Vec<u8> {
+        let mut out = b.to_vec();
+        let attrs = batch::read_i16(&out, ATTRIBUTES_OFFSET) | mask;
+        out[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
+        fix_crc(&mut out);
+        out
+    }
+
     #[test]
     fn valid_batches_pass_for_every_codec() {
         for codec in 0..=4u8 {
@@ -1012,10 +1021,7 @@ mod tests {
             matches!(refused(&cc, &leader()), Error::InvalidRecord(m) if m.contains("more than one batch"))
         );
 
-        let mut control = good.clone();
-        let attrs = batch::read_i16(&control, ATTRIBUTES_OFFSET) | batch::CONTROL_FLAG_MASK;
-        control[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
-        fix_crc(&mut control);
+        let control = with_attributes(&good, batch::CONTROL_FLAG_MASK);
         assert!(matches!(
             refused(&control, &leader()),
             Error::InvalidRecord(_)
@@ -1050,10 +1056,7 @@ mod tests {
             Error::MessageTooLarge { .. }
         ));
 
-        let mut lat = good.clone();
-        let attrs = batch::read_i16(&lat, ATTRIBUTES_OFFSET) | batch::TIMESTAMP_TYPE_MASK;
-        lat[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
-        fix_crc(&mut lat);
+        let lat = with_attributes(&good, batch::TIMESTAMP_TYPE_MASK);
         assert!(matches!(
             refused(&lat, &leader()),
             Error::InvalidTimestamp(_)
