@@ -13,9 +13,12 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use pylog_core::batch::{
     compute_crc, read_i32, write_i32, write_i64, write_u32, HEADER_SIZE, LOG_OVERHEAD,
 };
-use pylog_core::index::{OffsetIndex, TimeIndex, DEFAULT_MAX_INDEX_SIZE};
+use pylog_core::index::{OffsetIndex, TimeIndex};
 use pylog_core::segment::{recover_segment, scan_segment};
 use tempfile::TempDir;
+
+/// Kafka's default `segment.index.bytes`, the size the broker's indexes take.
+const DEFAULT_MAX_INDEX_SIZE: u64 = 10 * 1024 * 1024;
 
 struct XorShift(u64);
 impl XorShift {

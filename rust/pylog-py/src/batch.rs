@@ -13,8 +13,8 @@ use pyo3::types::{PyByteArray, PyBytes, PyList, PyTuple};
 use crate::buffer::{maybe_allow_threads, with_bytes, Bytes};
 use crate::errors::IntoPyResult;
 
-/// `BatchInfo`: a Python mirror of the core's `BatchMeta`, field for field,
-/// its fields and the conversion written from one list.
+/// Defines `BatchInfo`, the Python mirror of the core's `BatchMeta` field for
+/// field: the struct and its conversion come from one field list.
 macro_rules! batch_info {
     ($($field:ident: $ty:ty),* $(,)?) => {
         /// The header facts of one batch (v2, or a legacy v0/v1 message/wrapper).

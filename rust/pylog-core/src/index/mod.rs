@@ -58,8 +58,6 @@ pub type OffsetIndex = MmapIndex<OffsetLayout>;
 /// A segment's `.timeindex`.
 pub type TimeIndex = MmapIndex<TimeLayout>;
 
-/// Kafka's default `segment.index.bytes`.
-pub const DEFAULT_MAX_INDEX_SIZE: u64 = 10 * 1024 * 1024;
 /// Timestamp of "no entry" in a time index (Kafka's `RecordBatch.NO_TIMESTAMP`).
 pub const NO_TIMESTAMP: i64 = -1;
 
@@ -117,7 +115,8 @@ enum Mapping {
     Closed,
 }
 
-/// The layout-independent part of an index: file, mapping, entry count.
+/// A memory-mapped index of `L` entries: the file, its mapping and entry
+/// count, and everything both indexes do alike.
 pub struct MmapIndex<L: EntryLayout> {
     path: PathBuf,
     base_offset: i64,
