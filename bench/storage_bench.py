@@ -108,7 +108,15 @@ def bench_validate() -> Figure:
     def native() -> None:
         buf[0:8] = zero  # a client's batch arrives with base offset 0 (Kafka checks)
         _native.validate_and_assign_offsets(
-            buf, base_offset=1000, partition_leader_epoch=3, now_ms=1_700_000_000_000
+            buf,
+            base_offset=1000,
+            partition_leader_epoch=3,
+            now_ms=1_700_000_000_000,
+            log_append_time=False,
+            max_batch_size=1048588,
+            timestamp_before_max_ms=2**63 - 1,
+            timestamp_after_max_ms=2**63 - 1,
+            require_keys=False,
         )
 
     t_native = best_of(native, repeat=7, number=20)
@@ -247,7 +255,9 @@ def bench_recovery(workdir: str, gib: float) -> Figure:
             base = int(os.path.basename(p)[:20])
             oi = _native.OffsetIndex(p[:-4] + ".index", base, max_index_size=10 * MiB)
             ti = _native.TimeIndex(p[:-4] + ".timeindex", base, max_index_size=10 * MiB)
-            result = _native.recover_segment(p, oi, ti, index_interval_bytes=4096)
+            result = _native.recover_segment(
+                p, oi, ti, index_interval_bytes=4096, max_batch_size=2**31 - 1
+            )
             assert result.error is None and result.valid_bytes == os.path.getsize(p)
             oi.close()
             ti.close()

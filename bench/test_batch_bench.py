@@ -128,7 +128,11 @@ def test_native_validate_and_assign(benchmark: Any) -> None:
         base_offset=0,
         partition_leader_epoch=3,
         now_ms=NOW,
+        log_append_time=False,
         max_batch_size=2 << 20,
+        timestamp_before_max_ms=2**63 - 1,
+        timestamp_after_max_ms=2**63 - 1,
+        require_keys=False,
     )
     assert info.last_offset == 999
     _record("native", benchmark)
@@ -145,7 +149,15 @@ def test_python_validate_and_assign(benchmark: Any) -> None:
     # the Python result is what the native path wrote
     check = one_mib_batch()
     _native.validate_and_assign_offsets(
-        check, base_offset=0, partition_leader_epoch=3, now_ms=NOW, max_batch_size=2 << 20
+        check,
+        base_offset=0,
+        partition_leader_epoch=3,
+        now_ms=NOW,
+        log_append_time=False,
+        max_batch_size=2 << 20,
+        timestamp_before_max_ms=2**63 - 1,
+        timestamp_after_max_ms=2**63 - 1,
+        require_keys=False,
     )
     assert check == buf
     _record("python", benchmark)

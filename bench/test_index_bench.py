@@ -26,7 +26,7 @@ N = 1 << 16  # targets cycled through per benchmark round
 @pytest.fixture(scope="module")
 def full_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_native.OffsetIndex]:
     path: Path = tmp_path_factory.mktemp("index") / "00000000000000000000.index"
-    idx = _native.OffsetIndex(str(path), 0)
+    idx = _native.OffsetIndex(str(path), 0, max_index_size=10 * 1024 * 1024)
     i = 0
     while not idx.is_full():
         idx.append(3 * i + 1, 3000 * i)

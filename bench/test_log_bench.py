@@ -52,7 +52,11 @@ def validate_rate(batch: bytearray) -> float:
             base_offset=i * 64,
             partition_leader_epoch=0,
             now_ms=int(time.time() * 1000),
+            log_append_time=False,
             max_batch_size=2 * BATCH_BYTES,
+            timestamp_before_max_ms=2**63 - 1,
+            timestamp_after_max_ms=2**63 - 1,
+            require_keys=False,
         )
     return n * len(batch) / (1 << 20) / (time.perf_counter() - start)
 

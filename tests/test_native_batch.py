@@ -30,6 +30,17 @@ CODECS = [
     n.COMPRESSION_ZSTD,
 ]
 NOW = 1_700_000_000_000
+# max_batch_size without a limit: the most a batch's i32 length field allows.
+NO_LIMIT = 2**31 - 1
+# The leader's append policy at Kafka's topic defaults (max.message.bytes,
+# message.timestamp.type / before / after, a non-compacted topic).
+POLICY: dict = {
+    "log_append_time": False,
+    "max_batch_size": 1048588,
+    "timestamp_before_max_ms": 2**63 - 1,
+    "timestamp_after_max_ms": 2**63 - 1,
+    "require_keys": False,
+}
 
 # v2 header: base_offset q, length i, leader epoch i, magic b, crc I, attributes h,
 # last offset delta i, base ts q, max ts q, producer id q, producer epoch h,
@@ -100,7 +111,7 @@ def as_tuples(records: list) -> list[tuple]:
 
 
 def assign(buf: bytearray | memoryview, **kw: object) -> n.AppendInfo:
-    args: dict = {"base_offset": 1000, "partition_leader_epoch": 5, "now_ms": NOW}
+    args: dict = {"base_offset": 1000, "partition_leader_epoch": 5, "now_ms": NOW, **POLICY}
     args.update(kw)
     return n.validate_and_assign_offsets(buf, **args)
 
@@ -124,7 +135,7 @@ def test_kafka_python_batches_decode_to_the_same_records(codec: int) -> None:
     assert as_tuples(decoded) == records
     assert [r.offset for r in decoded] == list(range(30))
     assert [r.sequence for r in decoded] == list(range(10, 40))
-    info = n.analyze_records(buf, deep=True)
+    info = n.analyze_records(buf, deep=True, max_batch_size=NO_LIMIT)
     (b,) = info.batches
     h = header(buf)
     assert (b.crc, b.compression, b.records_count, b.max_timestamp) == (
@@ -384,7 +395,7 @@ def test_analyze_changes_nothing_and_reports_every_batch() -> None:
     a = n.build_batch(sample(3), base_offset=10, producer_id=1, producer_epoch=0, base_sequence=0)
     b = n.build_batch(sample(4), base_offset=13, compression=n.COMPRESSION_LZ4, producer_id=1)
     buf = a + b
-    info = n.analyze_records(buf)
+    info = n.analyze_records(buf, max_batch_size=NO_LIMIT)
     assert (info.first_offset, info.last_offset, info.num_records, info.num_batches) == (
         10,
         16,
@@ -394,10 +405,10 @@ def test_analyze_changes_nothing_and_reports_every_batch() -> None:
     assert info.valid_bytes == len(buf)
     assert [x.position for x in info.batches] == [0, len(a)]
     # a torn tail (as in a fetch response) ends the scan quietly
-    torn = n.analyze_records(buf + a[:30])
+    torn = n.analyze_records(buf + a[:30], max_batch_size=NO_LIMIT)
     assert (torn.valid_bytes, torn.num_batches) == (len(buf), 2)
     # memoryview and bytearray are accepted too
-    assert n.analyze_records(memoryview(bytearray(buf))).num_batches == 2
+    assert n.analyze_records(memoryview(bytearray(buf)), max_batch_size=NO_LIMIT).num_batches == 2
 
 
 def test_every_flipped_byte_is_caught() -> None:
@@ -406,7 +417,7 @@ def test_every_flipped_byte_is_caught() -> None:
             continue
         bad = _flip(GOOD, at)
         with pytest.raises((CorruptRecordError, MessageTooLargeError)):
-            info = n.analyze_records(bytes(bad))
+            info = n.analyze_records(bytes(bad), max_batch_size=NO_LIMIT)
             if info.valid_bytes == 0:  # the flip made the length claim a torn batch
                 raise CorruptRecordError("torn")
 
@@ -417,19 +428,19 @@ def test_corruption_positions_and_kinds() -> None:
     bad_len = bytearray(GOOD)
     struct.pack_into(">i", bad_len, 8, 20)
     with pytest.raises(CorruptRecordError) as e:
-        n.analyze_records(prefix + bytes(bad_len))
+        n.analyze_records(prefix + bytes(bad_len), max_batch_size=NO_LIMIT)
     assert e.value.position == len(prefix)
     # count larger than last offset delta + 1
     with pytest.raises(CorruptRecordError, match="exceeds"):
-        n.analyze_records(bytes(_set(bytearray(GOOD), ">i", 57, 11)))
+        n.analyze_records(bytes(_set(bytearray(GOOD), ">i", 57, 11)), max_batch_size=NO_LIMIT)
     # count smaller than the records present: framing finds the leftovers
     with pytest.raises(CorruptRecordError, match="batch end"):
-        n.analyze_records(bytes(_set(bytearray(GOOD), ">i", 57, 9)))
+        n.analyze_records(bytes(_set(bytearray(GOOD), ">i", 57, 9)), max_batch_size=NO_LIMIT)
     # record length varint one too big: the fields no longer fill it
     framing = bytearray(GOOD)
     framing[61] += 2
     with pytest.raises(CorruptRecordError, match="record 0"):
-        n.analyze_records(bytes(_set(framing, ">i", 57, 10)))
+        n.analyze_records(bytes(_set(framing, ">i", 57, 10)), max_batch_size=NO_LIMIT)
     # too large
     with pytest.raises(MessageTooLargeError):
         n.analyze_records(GOOD, max_batch_size=len(GOOD) - 1)
@@ -439,9 +450,9 @@ def test_deep_decompresses() -> None:
     bad = bytearray(GOOD_GZIP)
     bad[-6] ^= 0xFF  # inside the gzip trailer
     bad = _set(bad, ">i", 57, 10)
-    n.analyze_records(bytes(bad))
+    n.analyze_records(bytes(bad), max_batch_size=NO_LIMIT)
     with pytest.raises(CorruptRecordError):
-        n.analyze_records(bytes(bad), deep=True)
+        n.analyze_records(bytes(bad), deep=True, max_batch_size=NO_LIMIT)
 
 
 # ------------------------------------------------------------------ legacy
@@ -468,7 +479,7 @@ def test_legacy_conversion_keeps_records(magic: int, codec: int) -> None:
         (None if i == 2 else b"k%d" % i, b"v" * i) for i in range(5)
     ]
     assert [r.timestamp for r in got] == [NOW + i if magic else -1 for i in range(5)]
-    batches = n.analyze_records(out).batches
+    batches = n.analyze_records(out, max_batch_size=NO_LIMIT).batches
     assert {b.compression for b in batches} == {codec}
     assert len(batches) == 1
     info = assign(out)
@@ -478,7 +489,7 @@ def test_legacy_conversion_keeps_records(magic: int, codec: int) -> None:
 @pytest.mark.parametrize(("magic", "codec"), LEGACY)
 def test_legacy_validate_and_decode(magic: int, codec: int) -> None:
     src = legacy_set(magic, codec)
-    info = n.analyze_records(src)
+    info = n.analyze_records(src, max_batch_size=NO_LIMIT)
     assert {b.magic for b in info.batches} == {magic}
     assert info.num_records == 5
     assert all(b.partition_leader_epoch == -1 and b.producer_id == -1 for b in info.batches)
@@ -491,7 +502,7 @@ def test_legacy_validate_and_decode(magic: int, codec: int) -> None:
     with pytest.raises(CorruptRecordError):
         n.convert_legacy_to_v2(bytes(bad))
     with pytest.raises(CorruptRecordError):
-        n.analyze_records(bytes(bad))
+        n.analyze_records(bytes(bad), max_batch_size=NO_LIMIT)
 
 
 def test_v1_wrapper_offsets_are_absolute() -> None:
@@ -515,7 +526,7 @@ def test_v1_wrapper_offsets_are_absolute() -> None:
     struct.pack_into(">I", wrapper, 12, kcodec_crc32(bytes(wrapper[16:])))
     recs = n.decode_records(bytes(wrapper))
     assert [r.offset for r in recs] == [50, 51, 52]
-    (b,) = n.analyze_records(bytes(wrapper)).batches
+    (b,) = n.analyze_records(bytes(wrapper), max_batch_size=NO_LIMIT).batches
     assert (b.base_offset, b.last_offset, b.records_count) == (50, 52, 3)
 
 

@@ -245,15 +245,15 @@ def test_sanity_check_and_corrupt_indexes(tmp_path: Path) -> None:
     tpath = tmp_path / "t.timeindex"
     tpath.write_bytes(struct.pack(">qIqI", 500, 1, 400, 2))
     with pytest.raises(CorruptIndexError):
-        _native.TimeIndex(str(tpath), 0, writable=False).sanity_check()
+        _native.TimeIndex(str(tpath), 0, max_index_size=0, writable=False).sanity_check()
     tpath.write_bytes(struct.pack(">qIqI", 400, 1, 500, 2) + b"\x00" * 5)
     with pytest.raises(CorruptIndexError):
-        _native.TimeIndex(str(tpath), 0, writable=False).sanity_check()
+        _native.TimeIndex(str(tpath), 0, max_index_size=0, writable=False).sanity_check()
 
 
 def test_missing_read_only_index_is_a_storage_error(tmp_path: Path) -> None:
     with pytest.raises(KafkaStorageError):
-        _native.OffsetIndex(str(tmp_path / "missing.index"), 0, writable=False)
+        _native.OffsetIndex(str(tmp_path / "missing.index"), 0, max_index_size=0, writable=False)
 
 
 def test_threads_share_an_index(tmp_path: Path) -> None:

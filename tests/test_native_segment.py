@@ -20,6 +20,10 @@ from pylog.errors import IndexOffsetOverflowError, KafkaStorageError
 BASE = 5000
 TS0 = 1_700_000_000_000
 INTERVAL = 4096
+# segment.index.bytes at Kafka's default, and a batch size without a limit
+# (the most a batch's i32 length field allows).
+INDEX_BYTES = 10 * 1024 * 1024
+NO_LIMIT = 2**31 - 1
 
 
 @dataclass
@@ -97,8 +101,8 @@ def write_segment(
     does, maintaining its indexes as it goes, then close it cleanly."""
     stem = directory / f"{base:020d}"
     log = stem.with_suffix(".log")
-    oi = _native.OffsetIndex(str(stem.with_suffix(".index")), base)
-    ti = _native.TimeIndex(str(stem.with_suffix(".timeindex")), base)
+    oi = _native.OffsetIndex(str(stem.with_suffix(".index")), base, INDEX_BYTES)
+    ti = _native.TimeIndex(str(stem.with_suffix(".timeindex")), base, INDEX_BYTES)
     written = []
     position = since = 0
     max_ts, offset_of_max = -1, -1
@@ -126,15 +130,17 @@ def fresh_indexes(
 ) -> tuple[_native.OffsetIndex, _native.TimeIndex]:
     directory.mkdir(exist_ok=True)
     return (
-        _native.OffsetIndex(str(directory / f"{base:020d}.index"), base),
-        _native.TimeIndex(str(directory / f"{base:020d}.timeindex"), base),
+        _native.OffsetIndex(str(directory / f"{base:020d}.index"), base, INDEX_BYTES),
+        _native.TimeIndex(str(directory / f"{base:020d}.timeindex"), base, INDEX_BYTES),
     )
 
 
 def recover(log: Path, directory: Path, interval: int = INTERVAL) -> _native.ScanResult:
     oi, ti = fresh_indexes(directory)
     try:
-        return _native.recover_segment(str(log), oi, ti, index_interval_bytes=interval)
+        return _native.recover_segment(
+            str(log), oi, ti, index_interval_bytes=interval, max_batch_size=NO_LIMIT
+        )
     finally:
         oi.close()
         ti.close()
@@ -199,7 +205,7 @@ def test_recovery_of_a_segment_cut_mid_batch(
     assert result.error_position == victim.position
     assert result.error
     assert result.last_offset == written[76].last_offset
-    oi = _native.OffsetIndex(str(tmp_path / "r" / f"{BASE:020d}.index"), BASE)
+    oi = _native.OffsetIndex(str(tmp_path / "r" / f"{BASE:020d}.index"), BASE, INDEX_BYTES)
     assert oi.last_offset <= written[76].last_offset
     oi.sanity_check()
 
@@ -263,7 +269,9 @@ def test_recovery_of_offsets_beyond_the_segment_range_raises(tmp_path: Path) -> 
     log.write_bytes(make_batch(BASE + 2**31, 1))
     oi, ti = fresh_indexes(tmp_path / "r")
     with pytest.raises(IndexOffsetOverflowError):
-        _native.recover_segment(str(log), oi, ti)
+        _native.recover_segment(
+            str(log), oi, ti, index_interval_bytes=INTERVAL, max_batch_size=NO_LIMIT
+        )
 
 
 def test_recovery_of_an_empty_segment_and_a_missing_one(tmp_path: Path) -> None:
@@ -279,7 +287,13 @@ def test_recovery_of_an_empty_segment_and_a_missing_one(tmp_path: Path) -> None:
     assert result.producer_batches == [] and result.epochs == []
     oi, ti = fresh_indexes(tmp_path / "r2")
     with pytest.raises(KafkaStorageError):
-        _native.recover_segment(str(tmp_path / "missing.log"), oi, ti)
+        _native.recover_segment(
+            str(tmp_path / "missing.log"),
+            oi,
+            ti,
+            index_interval_bytes=INTERVAL,
+            max_batch_size=NO_LIMIT,
+        )
 
 
 def test_recovery_of_batches_written_by_kafka_python(tmp_path: Path) -> None:
@@ -337,20 +351,24 @@ def test_recovery_of_legacy_messages(tmp_path: Path) -> None:
 
 def test_scan_segment_validates_ranges(segment: tuple[Path, list[Written]]) -> None:
     log, written = segment
-    full = _native.scan_segment(str(log), deep=True)
+    full = _native.scan_segment(str(log), deep=True, max_batch_size=NO_LIMIT)
     assert (full.batches, full.valid_bytes, full.error) == (
         len(written),
         os.path.getsize(log),
         None,
     )
     start, end = written[10].position, written[20].position
-    part = _native.scan_segment(str(log), start_position=start, end_position=end)
+    part = _native.scan_segment(
+        str(log), start_position=start, end_position=end, max_batch_size=NO_LIMIT
+    )
     assert (part.batches, part.valid_bytes, part.last_offset) == (
         10,
         end - start,
         written[19].last_offset,
     )
-    torn = _native.scan_segment(str(log), start_position=start, end_position=end + 3)
+    torn = _native.scan_segment(
+        str(log), start_position=start, end_position=end + 3, max_batch_size=NO_LIMIT
+    )
     assert (torn.batches, torn.error_position) == (10, end)
     too_large = _native.scan_segment(str(log), max_batch_size=64)
     assert too_large.batches == 0 and too_large.error_position == 0
@@ -388,7 +406,7 @@ def test_translate_offset_through_the_index(
     """Kafka's LogSegment.translateOffset: index floor, then a header walk."""
     log, written = segment
     size = os.path.getsize(log)
-    oi = _native.OffsetIndex(str(tmp_path / f"{BASE:020d}.index"), BASE, writable=False)
+    oi = _native.OffsetIndex(str(tmp_path / f"{BASE:020d}.index"), BASE, 0, writable=False)
     for target in range(BASE, written[-1].last_offset + 1):
         _, start = oi.lookup(target)
         found = _native.translate_offset(str(log), target, start, size)
@@ -410,8 +428,8 @@ def test_find_offset_by_timestamp_through_the_time_index(
     log, written = segment
     size = os.path.getsize(log)
     stem = tmp_path / f"{BASE:020d}"
-    ti = _native.TimeIndex(str(stem.with_suffix(".timeindex")), BASE, writable=False)
-    oi = _native.OffsetIndex(str(stem.with_suffix(".index")), BASE, writable=False)
+    ti = _native.TimeIndex(str(stem.with_suffix(".timeindex")), BASE, 0, writable=False)
+    oi = _native.OffsetIndex(str(stem.with_suffix(".index")), BASE, 0, writable=False)
     last = written[-1].last_offset
     jump = written[40].base_offset  # its first record is stamped far ahead
 

@@ -246,7 +246,7 @@ def test_native_batch_info_is_a_producer_batch(tmp_path: Path) -> None:
         producer_epoch=1,
         base_sequence=0,
     )
-    info = _native.analyze_records(raw).batches[0]
+    info = _native.analyze_records(raw, max_batch_size=2**31 - 1).batches[0]
     m = ProducerStateManager(tmp_path)
     assert m.check_batch(info, verify_sequence=True) is None
     m.update(info, 0)

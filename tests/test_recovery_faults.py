@@ -71,7 +71,7 @@ def verify(dir: Path, *, contiguous: bool = True) -> int:
     expected = None
     for base in segment_bases(dir):
         path = log_path(dir, base)
-        scan = _native.scan_segment(str(path), deep=True)
+        scan = _native.scan_segment(str(path), deep=True, max_batch_size=2**31 - 1)
         assert scan.error is None, (path, scan.error)
         assert scan.valid_bytes == path.stat().st_size
         for b in batches_of(path):

@@ -11,6 +11,8 @@ Every call that touches more than a few KB releases the GIL.
 from collections.abc import Sequence
 from typing import final
 
+from typing_extensions import Self
+
 _Bytes = bytes | bytearray | memoryview
 
 __version__: str
@@ -74,9 +76,7 @@ class AppendInfo:
     is_control: bool
     batches: list[BatchInfo]
 
-def analyze_records(
-    records: _Bytes, *, max_batch_size: int = 2147483647, deep: bool = False
-) -> AppendInfo:
+def analyze_records(records: _Bytes, *, max_batch_size: int, deep: bool = False) -> AppendInfo:
     """Validate every v2 batch of ``records`` without changing a byte (follower appends).
 
     Checks each header, batch length against the buffer, CRC32C, records count
@@ -92,11 +92,11 @@ def validate_and_assign_offsets(
     base_offset: int,
     partition_leader_epoch: int,
     now_ms: int,
-    log_append_time: bool = False,
-    max_batch_size: int = 1048588,
-    timestamp_before_max_ms: int = 9223372036854775807,
-    timestamp_after_max_ms: int = 9223372036854775807,
-    require_keys: bool = False,
+    log_append_time: bool,
+    max_batch_size: int,
+    timestamp_before_max_ms: int,
+    timestamp_after_max_ms: int,
+    require_keys: bool,
 ) -> AppendInfo:
     """The leader append: validate v2 ``records`` (a writable buffer) and rewrite
     them in place with consecutive offsets from ``base_offset``, the partition
@@ -150,18 +150,20 @@ def build_batch(
 
 # ---------------------------------------------------------------- indexes
 
-@final
-class OffsetIndex:
-    """A segment's ``.index``: 8-byte entries (relative offset u32, position u32), memory-mapped.
+class _MmapIndex:
+    """What both memory-mapped segment indexes share (one core type, generic
+    over the entry layout). Not a runtime class: the stubs' way of writing the
+    shared methods once.
 
-    A new file is preallocated to ``max_index_size`` (rounded down to 8); an
-    existing one is mapped and its entries counted up to the first all-zero
-    entry after entry 0 (the unused preallocated tail).
+    A new file is preallocated to ``max_index_size`` (rounded down to a whole
+    entry); an existing one is mapped and its entries counted up to the first
+    all-zero entry after entry 0 (the unused preallocated tail). Lookups search
+    the warm section (the last 8192 bytes) first.
     """
 
     def __new__(
-        cls, path: str, base_offset: int, max_index_size: int = 10485760, writable: bool = True
-    ) -> OffsetIndex: ...
+        cls, path: str, base_offset: int, max_index_size: int, writable: bool = True
+    ) -> Self: ...
     @property
     def path(self) -> str: ...
     @property
@@ -171,73 +173,57 @@ class OffsetIndex:
     @property
     def max_entries(self) -> int: ...
     @property
-    def last_offset(self) -> int:
-        """Offset of the last entry, or base_offset when empty."""
-    @property
     def size_in_bytes(self) -> int:
-        """entries * 8."""
+        """entries * the entry size."""
     def is_full(self) -> bool: ...
-    def append(self, offset: int, position: int) -> None:
-        """InvalidOffsetError unless offset > the last entry's offset and position does
-        not go back, or when the index is full; IndexOffsetOverflowError when
-        offset - base_offset does not fit in an i32 (Kafka's rule)."""
-    def lookup(self, target_offset: int) -> tuple[int, int]:
-        """(offset, position) of the greatest entry with offset <= target, searching the
-        warm section (last 8192 bytes) first; (base_offset, 0) when none."""
     def entry(self, n: int) -> tuple[int, int]:
-        """(absolute offset, position) of entry n; IndexError out of range."""
+        """Entry n, decoded as ``lookup`` answers; IndexError out of range."""
     def truncate_to(self, offset: int) -> None:
         """Drop every entry with offset >= ``offset``."""
     def truncate(self) -> None:
         """Drop every entry."""
     def resize(self, new_size: int) -> bool:
-        """Set the file length (rounded down to 8) and remap; False if unchanged."""
+        """Set the file length (rounded down to a whole entry) and remap; False if unchanged."""
     def trim_to_valid_size(self) -> None:
         """Shrink the file to exactly ``size_in_bytes`` (on roll and close)."""
     def flush(self) -> None: ...
     def sanity_check(self) -> None:
-        """CorruptIndexError unless file length % 8 == 0 and entries increase strictly
-        in offset and do not decrease in position, all >= base_offset."""
+        """CorruptIndexError unless the file length is whole entries, every relative
+        offset fits an i32, and each entry may follow the one before (see the class)."""
     def rename_to(self, path: str) -> None:
         """Rename the file (e.g. to ``.deleted``), keeping it mapped."""
     def close(self) -> None:
         """Trim to valid size and unmap. Further calls raise KafkaStorageError."""
 
 @final
-class TimeIndex:
-    """A segment's ``.timeindex``: 12-byte entries (timestamp i64, relative offset u32)."""
+class OffsetIndex(_MmapIndex):
+    """A segment's ``.index``: 8-byte entries (relative offset u32, position u32).
+    Entries increase strictly in offset and do not decrease in position."""
 
-    def __new__(
-        cls, path: str, base_offset: int, max_index_size: int = 10485760, writable: bool = True
-    ) -> TimeIndex: ...
     @property
-    def path(self) -> str: ...
-    @property
-    def base_offset(self) -> int: ...
-    @property
-    def entries(self) -> int: ...
-    @property
-    def max_entries(self) -> int: ...
-    @property
-    def size_in_bytes(self) -> int: ...
+    def last_offset(self) -> int:
+        """Offset of the last entry, or base_offset when empty."""
+    def append(self, offset: int, position: int) -> None:
+        """InvalidOffsetError unless offset > the last entry's offset and position does
+        not go back, or when the index is full; IndexOffsetOverflowError when
+        offset - base_offset does not fit in an i32 (Kafka's rule)."""
+    def lookup(self, target_offset: int) -> tuple[int, int]:
+        """(offset, position) of the greatest entry with offset <= target;
+        (base_offset, 0) when none."""
+
+@final
+class TimeIndex(_MmapIndex):
+    """A segment's ``.timeindex``: 12-byte entries (timestamp i64, relative offset u32).
+    Timestamps increase strictly; offsets do not decrease."""
+
     def last_entry(self) -> tuple[int, int]:
         """(timestamp, offset) of the last entry, or (-1, base_offset) when empty."""
-    def is_full(self) -> bool: ...
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Append when ``timestamp`` > the last entry's timestamp (equal: skipped);
         InvalidOffsetError if the timestamp goes back or the offset does not grow."""
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
-        """(timestamp, offset) of the greatest entry with timestamp <= target
-        (warm section first); (-1, base_offset) when none."""
-    def entry(self, n: int) -> tuple[int, int]: ...
-    def truncate_to(self, offset: int) -> None: ...
-    def truncate(self) -> None: ...
-    def resize(self, new_size: int) -> bool: ...
-    def trim_to_valid_size(self) -> None: ...
-    def flush(self) -> None: ...
-    def sanity_check(self) -> None: ...
-    def rename_to(self, path: str) -> None: ...
-    def close(self) -> None: ...
+        """(timestamp, offset) of the greatest entry with timestamp <= target;
+        (-1, base_offset) when none."""
 
 # ---------------------------------------------------------------- segments
 
@@ -260,8 +246,8 @@ def recover_segment(
     offset_index: OffsetIndex,
     time_index: TimeIndex,
     *,
-    index_interval_bytes: int = 4096,
-    max_batch_size: int = 2147483647,
+    index_interval_bytes: int,
+    max_batch_size: int,
 ) -> ScanResult:
     """Kafka's LogSegment.recover: truncate both indexes, validate every batch
     from position 0 (v2 fully; legacy by CRC32), add an index entry after each
@@ -274,7 +260,7 @@ def scan_segment(
     start_position: int = 0,
     end_position: int | None = None,
     deep: bool = False,
-    max_batch_size: int = 2147483647,
+    max_batch_size: int,
 ) -> ScanResult:
     """Validate without touching indexes (dump-log --verify, consistency checks)."""
 
@@ -361,7 +347,7 @@ class OffsetMap:
     """The cleaner's map of key hash (XXH3-128) → latest offset, in ``memory``
     bytes fixed at creation (24 per slot), full at ``load_factor`` of its slots."""
 
-    def __new__(cls, memory: int, load_factor: float = 0.9) -> OffsetMap: ...
+    def __new__(cls, memory: int, load_factor: float) -> OffsetMap: ...
     def put(self, key: bytes, offset: int) -> bool:
         """Record ``offset`` as ``key``'s latest; False when the key is new and the map full."""
     def get(self, key: bytes) -> int:

@@ -208,7 +208,10 @@ def _batch_at(path: str, position: int) -> _native.BatchInfo | None:
     if not infos or infos[0].position != position:
         return None
     scan = _native.scan_segment(
-        path, start_position=position, end_position=position + infos[0].size
+        path,
+        start_position=position,
+        end_position=position + infos[0].size,
+        max_batch_size=2**31 - 1,
     )
     return infos[0] if scan.error is None and scan.batches == 1 else None
 

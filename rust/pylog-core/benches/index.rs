@@ -13,9 +13,12 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use pylog_core::batch::{
     compute_crc, read_i32, write_i32, write_i64, write_u32, HEADER_SIZE, LOG_OVERHEAD,
 };
-use pylog_core::index::{OffsetIndex, TimeIndex, DEFAULT_MAX_INDEX_SIZE};
+use pylog_core::index::{OffsetIndex, TimeIndex};
 use pylog_core::segment::{recover_segment, scan_segment};
 use tempfile::TempDir;
+
+/// Kafka's default `segment.index.bytes`, the size the broker's indexes take.
+const DEFAULT_MAX_INDEX_SIZE: u64 = 10 * 1024 * 1024;
 
 struct XorShift(u64);
 impl XorShift {
@@ -210,6 +213,8 @@ fn segment_benches(c: &mut Criterion) {
     g.bench_function("mmap_crc32c_walk (floor)", |b| {
         b.iter(|| {
             let f = File::open(&log).unwrap();
+            // SAFETY: the bench's own temp file, written once before and
+            // never truncated or written while mapped.
             let map = unsafe { memmap2::Mmap::map(&f).unwrap() };
             let (mut pos, mut acc) = (0usize, 0u32);
             while pos < map.len() {

@@ -182,16 +182,31 @@ impl BatchHeader {
     }
 }
 
-/// CRC32C (Castagnoli) of any bytes.
-#[inline]
-pub fn crc32c(data: &[u8]) -> u32 {
-    crc32c::crc32c(data)
+pub use crate::crc::crc32c;
+
+/// What the caller wants checked beyond the header and CRC.
+#[derive(Debug, Clone, Copy)]
+pub struct ValidationOptions {
+    /// Largest batch accepted (bytes, framing included); MESSAGE_TOO_LARGE beyond.
+    pub max_batch_size: usize,
+    /// Also decompress compressed batches (and legacy wrappers) and check the
+    /// framing of their records; uncompressed records are always checked.
+    pub deep: bool,
+}
+
+impl Default for ValidationOptions {
+    fn default() -> Self {
+        ValidationOptions {
+            max_batch_size: i32::MAX as usize,
+            deep: false,
+        }
+    }
 }
 
 /// CRC32C of a whole v2 batch's checksummed region (attributes..end).
 #[inline]
 pub fn compute_crc(batch: &[u8]) -> u32 {
-    crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..])
+    crc32c(&batch[ATTRIBUTES_OFFSET..])
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use crate::batch::{
 };
 use crate::compression;
 use crate::error::{Error, Result};
+use crate::index::{self, EntryLayout, OffsetLayout};
 use crate::records::{frame_error, FrameError};
 use crate::validate::{validate_batch, ValidationOptions};
 use crate::varint::{read_varint, read_varlong};
@@ -249,16 +250,8 @@ pub fn decode_batches(
             }
             out.next_offset = header.last_offset() + 1;
         } else {
-            let records = crate::legacy::decode_message_set(one, true).map_err(|e| match e {
-                Error::CorruptRecord {
-                    position: p,
-                    reason,
-                } => Error::CorruptRecord {
-                    position: position + p,
-                    reason,
-                },
-                other => other,
-            })?;
+            let records =
+                crate::legacy::decode_message_set(one, true).map_err(|e| e.shifted(position))?;
             let mut last_offset = range.start_offset - 1;
             for r in &records {
                 last_offset = last_offset.max(r.offset);
@@ -491,34 +484,12 @@ pub fn read_segment(
 /// The file position of the greatest offset index entry at or below
 /// `target_offset` (0 if none), given the raw `.index` bytes of a segment
 /// with `base_offset`. A live index is preallocated with zero entries past
-/// its last real one; those end the search.
+/// its last real one; those end the search ([`index::used_entries`]).
 pub fn index_floor_position(index: &[u8], base_offset: i64, target_offset: i64) -> u64 {
-    let entries = index.len() / 8;
-    let entry = |n: usize| {
-        let rel = batch::read_u32(index, n * 8) as i64;
-        let pos = batch::read_u32(index, n * 8 + 4) as u64;
-        (base_offset + rel, pos)
-    };
-    // valid entries: the first, then strictly increasing relative offsets (> 0)
-    let mut valid = 0usize;
-    if entries > 0 {
-        let (mut lo, mut hi) = (1usize, entries);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if batch::read_u32(index, mid * 8) == 0 {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        valid = lo;
-        if entries > 0 && valid == 1 && entry(0) == (base_offset, 0) {
-            // a single zero entry is either real (offset base at 0) or unused:
-            // both mean "start at position 0"
-            return 0;
-        }
-    }
-    let (mut lo, mut hi) = (0usize, valid);
+    let used = index::used_entries(index, OffsetLayout::ENTRY_SIZE);
+    let entry = |n: usize| OffsetLayout::decode(&index[n * 8..n * 8 + 8], base_offset);
+    // entries are sorted by offset: count those at or below the target
+    let (mut lo, mut hi) = (0usize, used);
     while lo < hi {
         let mid = (lo + hi) / 2;
         if entry(mid).0 <= target_offset {
@@ -530,22 +501,20 @@ pub fn index_floor_position(index: &[u8], base_offset: i64, target_offset: i64) 
     if lo == 0 {
         0
     } else {
-        entry(lo - 1).1
+        entry(lo - 1).1 as u64
     }
 }
 
 /// Offsets of the index entries (`base_offset + relative`), for planning
-/// splits that start where the index points.
+/// splits that start where the index points. Entry 0 of a non-empty file is
+/// always reported: a lone `(base, 0)` entry and an unused file both mean
+/// "the segment starts at its base".
 pub fn index_offsets(index: &[u8], base_offset: i64) -> Vec<i64> {
-    let mut out = Vec::new();
-    for n in 0..index.len() / 8 {
-        let rel = batch::read_u32(index, n * 8);
-        if n > 0 && rel == 0 {
-            break;
-        }
-        out.push(base_offset + rel as i64);
-    }
-    out
+    let used =
+        index::used_entries(index, OffsetLayout::ENTRY_SIZE).max(usize::from(index.len() >= 8));
+    (0..used)
+        .map(|n| OffsetLayout::decode(&index[n * 8..n * 8 + 8], base_offset).0)
+        .collect()
 }
 
 /// One check of raw bytes holding whole batches: `None` when every batch

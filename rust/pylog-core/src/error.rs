@@ -44,4 +44,19 @@ impl Error {
             reason: reason.into(),
         }
     }
+
+    /// The error of a batch decoded on its own, its position (relative to
+    /// the batch) made absolute by the batch's `position`.
+    pub fn shifted(self, position: u64) -> Self {
+        match self {
+            Error::CorruptRecord {
+                position: p,
+                reason,
+            } => Error::CorruptRecord {
+                position: position + p,
+                reason,
+            },
+            other => other,
+        }
+    }
 }

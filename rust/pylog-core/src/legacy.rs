@@ -9,11 +9,10 @@
 //! wrapper are relative (0..n-1); the wrapper carries the absolute offset of
 //! the last one. Inner offsets of a magic 0 wrapper are absolute.
 
-use crate::batch::{self, BatchMeta, LOG_OVERHEAD, MAGIC_V0, MAGIC_V1};
+use crate::batch::{self, BatchMeta, ValidationOptions, LOG_OVERHEAD, MAGIC_V0, MAGIC_V1};
 use crate::compression;
 use crate::error::{Error, Result};
 use crate::records::{build_batch, BuildOptions, BuildRecord, Record};
-use crate::validate::ValidationOptions;
 
 pub const CRC_OFFSET: usize = 12;
 pub const MAGIC_OFFSET: usize = 16;
@@ -426,7 +425,7 @@ pub fn build_wrapper(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::decode_batch_records;
+    use crate::validate::decode_batch_records;
     use crate::validate::validate_any;
 
     fn v1_set(n: usize, relative: bool) -> Vec<u8> {

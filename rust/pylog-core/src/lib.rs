@@ -8,6 +8,7 @@ pub mod batch;
 pub mod cleaner;
 pub mod columnar;
 pub mod compression;
+pub mod crc;
 pub mod error;
 pub mod index;
 pub mod legacy;

@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use crate::batch::{self, BatchHeader, HEADER_SIZE, MAGIC_OFFSET, MAGIC_V2, RECORDS_OFFSET};
+use crate::batch::{self, BatchHeader, HEADER_SIZE, MAGIC_V2, RECORDS_OFFSET};
 use crate::compression;
 use crate::error::{Error, Result};
 use crate::varint::{
@@ -317,29 +317,19 @@ pub fn decode_records_section(
     Ok(out)
 }
 
-/// All records of the single batch at the start of `batch` (v2, or a legacy
-/// message / compressed wrapper), decompressed, with absolute offsets and
-/// timestamps. The batch is validated (CRC included) first.
-pub fn decode_batch_records(batch: &[u8]) -> Result<Vec<Record>> {
-    if batch.len() <= MAGIC_OFFSET {
-        return Err(Error::corrupt(
-            0,
-            format!("{} bytes are too few for a batch", batch.len()),
-        ));
-    }
-    if batch[MAGIC_OFFSET] as i8 != MAGIC_V2 {
-        return crate::legacy::decode_message_set(batch, true);
-    }
-    let header = crate::validate::validate_batch(batch, 0, &Default::default())?;
+/// All records of the v2 batch at the start of `batch`, whose `header` was
+/// parsed (and, by the caller, checked) already: the records section
+/// decompressed and decoded, with absolute offsets and timestamps.
+pub fn decode_v2_records(batch: &[u8], header: &BatchHeader) -> Result<Vec<Record>> {
     let size = header.size_in_bytes();
     let count = header.records_count.max(0) as usize;
     let section = &batch[RECORDS_OFFSET..size];
     if header.compression_codec() == compression::NONE {
-        decode_records_section(section, count, &header, 0)
+        decode_records_section(section, count, header, 0)
     } else {
         let data = compression::decompress(header.compression_codec(), section)
             .map_err(|e| compression::at_position(e, 0))?;
-        decode_records_section(&data, count, &header, 0)
+        decode_records_section(&data, count, header, 0)
     }
 }
 
@@ -504,6 +494,11 @@ pub fn build_batch(records: &[BuildRecord], opts: &BuildOptions) -> Result<Vec<u
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// The records of a v2 batch built here (its checks are validate's).
+    fn decode_batch_records(b: &[u8]) -> Result<Vec<Record>> {
+        decode_v2_records(b, &BatchHeader::parse(b, 0)?)
+    }
 
     pub(crate) fn sample_records(n: usize, value_len: usize) -> Vec<BuildRecord> {
         (0..n)

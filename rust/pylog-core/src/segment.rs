@@ -184,7 +184,7 @@ pub fn recover_segment(
     let mut result = ScanResult::default();
     let mut last_index_entry = 0u64;
     walk_valid(data, 0, data.len(), &opts, &mut result, |meta, so_far| {
-        offset_index.index().relative(meta.last_offset)?;
+        offset_index.relative(meta.last_offset)?;
         if meta.position - last_index_entry > index_interval_bytes {
             offset_index.append(meta.last_offset, meta.position as i64)?;
             time_index.maybe_append(so_far.max_timestamp, so_far.offset_of_max_timestamp, false)?;
@@ -416,7 +416,7 @@ pub fn find_offset_by_timestamp(
         if meta.max_timestamp >= target_timestamp {
             let bytes = reader.get(pos, meta.size)?;
             let records =
-                crate::records::decode_batch_records(bytes).map_err(|e| relabel(e, pos))?;
+                crate::validate::decode_batch_records(bytes).map_err(|e| e.shifted(pos))?;
             if let Some(r) = records.iter().find(|r| r.timestamp >= target_timestamp) {
                 return Ok(Some((r.timestamp, r.offset)));
             }
@@ -424,20 +424,6 @@ pub fn find_offset_by_timestamp(
         pos += meta.size as u64;
     }
     Ok(None)
-}
-
-/// Errors of decoding a batch read alone carry positions relative to it.
-fn relabel(e: Error, position: u64) -> Error {
-    match e {
-        Error::CorruptRecord {
-            position: p,
-            reason,
-        } => Error::CorruptRecord {
-            position: position + p,
-            reason,
-        },
-        other => other,
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! A hierarchical timing wheel for the broker's delayed operations (the
 //! purgatory's DelayedProduce, DelayedFetch, joins and heartbeats).
 //!
-//! The shape follows the wheel the seeds describe: level 0 has `wheel_size`
+//! The shape is Kafka's hierarchical timing wheel (`TimingWheel` under
+//! `SystemTimer`, in `org.apache.kafka.server.util.timer`, after Varghese and
+//! Lauck's hashed and hierarchical wheels): level 0 has `wheel_size`
 //! buckets of `tick_ms` each; a deadline beyond a level's span goes to the next
 //! level up, whose tick is the span of the level below (created the first time
 //! it is needed). Every non-empty bucket sits once in a min-heap keyed by its

@@ -15,128 +15,12 @@ use crate::batch::{
     MAGIC_V0, MAGIC_V1, MAGIC_V2, RECORDS_OFFSET,
 };
 use crate::compression;
+use crate::crc;
 use crate::error::{Error, Result};
-use crate::records::walk_records;
+use crate::legacy;
+use crate::records::{decode_v2_records, walk_records, Record};
 
-/// Fast CRC32C combination. CRCs are linear over GF(2): the CRC of `A ‖ B` is
-/// the CRC of `A` multiplied by x^(8·|B|) modulo the (reflected) Castagnoli
-/// polynomial, xor the CRC of `B`. The multiplier depends only on |B|, so
-/// one batch computes it once and reuses it for the check and for the CRC of
-/// the rewritten header (the `crc32c` crate's combine redoes a slow matrix
-/// method on every call, costing more than the CRC of a 1 MiB batch).
-mod crc_combine {
-    const POLY: u32 = 0x82F6_3B78; // Castagnoli, bit-reflected
-    const ONE: u32 = 1 << 31; // x^0 in the reflected representation
-
-    /// a·b mod P.
-    const fn mul(a: u32, mut b: u32) -> u32 {
-        let mut m = ONE;
-        let mut p = 0u32;
-        while m != 0 {
-            if a & m != 0 {
-                p ^= b;
-            }
-            m >>= 1;
-            b = if b & 1 != 0 { (b >> 1) ^ POLY } else { b >> 1 };
-        }
-        p
-    }
-
-    /// POW2[k] = x^(2^k) mod P.
-    const POW2: [u32; 64] = {
-        let mut t = [0u32; 64];
-        t[0] = ONE >> 1; // x^1
-        let mut k = 1;
-        while k < 64 {
-            t[k] = mul(t[k - 1], t[k - 1]);
-            k += 1;
-        }
-        t
-    };
-
-    /// x^(8·len) mod P: the operator that appends `len` bytes' worth of shift.
-    pub fn shift_for(len: usize) -> u32 {
-        let mut n = len as u64;
-        let mut k = 3; // 8 = 2^3 bits per byte
-        let mut p = ONE;
-        while n != 0 {
-            if n & 1 != 0 {
-                p = mul(POW2[k], p);
-            }
-            n >>= 1;
-            k += 1;
-        }
-        p
-    }
-
-    /// CRC of `A ‖ B` from crc(A), crc(B) and `shift_for(|B|)`.
-    #[inline]
-    pub fn combine(crc_a: u32, crc_b: u32, shift: u32) -> u32 {
-        mul(shift, crc_a) ^ crc_b
-    }
-
-    /// Below this, a second thread costs more than it saves.
-    pub const PARALLEL_MIN_BYTES: usize = 512 * 1024;
-
-    /// CRC32C of `data`; a large buffer's second half is checksummed on a
-    /// scoped thread while this one does the first, and the two combined.
-    /// A large batch is memory-bound on one core. Scoped threads rather than
-    /// a pool because a pool does not survive a fork of the Python process.
-    pub fn crc32c_split(data: &[u8]) -> u32 {
-        if data.len() < PARALLEL_MIN_BYTES {
-            return crc32c::crc32c(data);
-        }
-        let (a, b) = data.split_at(data.len() / 2);
-        let (crc_a, crc_b) = std::thread::scope(|s| {
-            let second = s.spawn(|| crc32c::crc32c(b));
-            let first = crc32c::crc32c(a);
-            (first, second.join())
-        });
-        // A failed spawn/join only loses the speed-up.
-        let crc_b = crc_b.unwrap_or_else(|_| crc32c::crc32c(b));
-        combine(crc_a, crc_b, shift_for(b.len()))
-    }
-
-    #[cfg(test)]
-    mod tests {
-        #[test]
-        fn matches_a_full_crc() {
-            let data: Vec<u8> = (0..5000u32).map(|i| (i * 131 % 257) as u8).collect();
-            for split in [0usize, 1, 7, 40, 61, 1000, 4999, 5000] {
-                let (a, b) = data.split_at(split);
-                let got = super::combine(
-                    crc32c::crc32c(a),
-                    crc32c::crc32c(b),
-                    super::shift_for(b.len()),
-                );
-                assert_eq!(got, crc32c::crc32c(&data), "split at {split}");
-                let big: Vec<u8> = (0..super::PARALLEL_MIN_BYTES + split)
-                    .map(|i| (i * 31) as u8)
-                    .collect();
-                assert_eq!(super::crc32c_split(&big), crc32c::crc32c(&big));
-            }
-        }
-    }
-}
-
-/// What the caller wants checked beyond the header and CRC.
-#[derive(Debug, Clone, Copy)]
-pub struct ValidationOptions {
-    /// Largest batch accepted (bytes, framing included); MESSAGE_TOO_LARGE beyond.
-    pub max_batch_size: usize,
-    /// Also decompress compressed batches (and legacy wrappers) and check the
-    /// framing of their records; uncompressed records are always checked.
-    pub deep: bool,
-}
-
-impl Default for ValidationOptions {
-    fn default() -> Self {
-        ValidationOptions {
-            max_batch_size: i32::MAX as usize,
-            deep: false,
-        }
-    }
-}
+pub use crate::batch::ValidationOptions;
 
 /// The header of a v2 batch whose framing and CRC32C check out.
 #[derive(Debug, Clone, Copy)]
@@ -146,7 +30,7 @@ struct CheckedHeader {
     /// CRC32C of the records section alone, so a rewritten header's CRC can be
     /// combined with it instead of reading the records again.
     records_crc: u32,
-    /// `crc_combine::shift_for` the records section's length.
+    /// `crc::shift_for` the records section's length.
     records_shift: u32,
 }
 
@@ -183,9 +67,9 @@ fn check_v2_header(buf: &[u8], position: u64, max_batch_size: usize) -> Result<C
             format!("batch of {size} bytes but only {} bytes left", buf.len()),
         ));
     }
-    let records_crc = crc_combine::crc32c_split(&buf[RECORDS_OFFSET..size]);
-    let records_shift = crc_combine::shift_for(size - RECORDS_OFFSET);
-    let crc = crc_combine::combine(
+    let records_crc = crc::crc32c_split(&buf[RECORDS_OFFSET..size]);
+    let records_shift = crc::shift_for(size - RECORDS_OFFSET);
+    let crc = crc::combine(
         crc32c::crc32c(&buf[ATTRIBUTES_OFFSET..RECORDS_OFFSET]),
         records_crc,
         records_shift,
@@ -362,9 +246,26 @@ pub fn validate_any(buf: &[u8], position: u64, opts: &ValidationOptions) -> Resu
         MAGIC_V2 => {
             validate_batch(buf, position, opts).map(|h| BatchMeta::from_header(&h, position))
         }
-        MAGIC_V0 | MAGIC_V1 => crate::legacy::validate_legacy(buf, position, opts),
+        MAGIC_V0 | MAGIC_V1 => legacy::validate_legacy(buf, position, opts),
         m => Err(Error::corrupt(position, format!("unknown magic {m}"))),
     }
+}
+
+/// All records of the single batch at the start of `batch` (v2, or a legacy
+/// message / compressed wrapper), decompressed, with absolute offsets and
+/// timestamps. The batch is validated (CRC included) first.
+pub fn decode_batch_records(batch: &[u8]) -> Result<Vec<Record>> {
+    if batch.len() <= MAGIC_OFFSET {
+        return Err(Error::corrupt(
+            0,
+            format!("{} bytes are too few for a batch", batch.len()),
+        ));
+    }
+    if batch[MAGIC_OFFSET] as i8 != MAGIC_V2 {
+        return legacy::decode_message_set(batch, true);
+    }
+    let header = validate_batch(batch, 0, &Default::default())?;
+    decode_v2_records(batch, &header)
 }
 
 /// Everything the broker needs from validating (and assigning) a record set,
@@ -609,7 +510,7 @@ pub fn validate_and_assign_offsets(buf: &mut [u8], opts: &AssignOptions) -> Resu
         );
         b[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
         batch::write_i64(b, batch::MAX_TIMESTAMP_OFFSET, batch_max);
-        let crc = crc_combine::combine(
+        let crc = crc::combine(
             crc32c::crc32c(&b[ATTRIBUTES_OFFSET..RECORDS_OFFSET]),
             p.c.records_crc,
             p.c.records_shift,
@@ -735,9 +636,7 @@ fn plan_assignment(buf: &[u8], opts: &AssignOptions) -> Result<Vec<Plan>> {
 mod tests {
     use super::*;
     use crate::records::tests::sample_records;
-    use crate::records::{
-        build_batch, decode_batch_records, encode_record, BuildOptions, BuildRecord,
-    };
+    use crate::records::{build_batch, encode_record, BuildOptions, BuildRecord};
 
     fn batch_with(n: usize, codec: u8) -> Vec<u8> {
         build_batch(
@@ -768,6 +667,15 @@ mod tests {
     fn fix_crc(b: &mut [u8]) {
         let crc = batch::compute_crc(b);
         batch::write_u32(b, batch::CRC_OFFSET, crc);
+    }
+
+    /// `b` with the attribute bits of `mask` set, its CRC fixed.
+    fn with_attributes(b: &[u8], mask: i16) -> Vec<u8> {
+        let mut out = b.to_vec();
+        let attrs = batch::read_i16(&out, ATTRIBUTES_OFFSET) | mask;
+        out[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
+        fix_crc(&mut out);
+        out
     }
 
     #[test]
@@ -1113,10 +1021,7 @@ mod tests {
             matches!(refused(&cc, &leader()), Error::InvalidRecord(m) if m.contains("more than one batch"))
         );
 
-        let mut control = good.clone();
-        let attrs = batch::read_i16(&control, ATTRIBUTES_OFFSET) | batch::CONTROL_FLAG_MASK;
-        control[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
-        fix_crc(&mut control);
+        let control = with_attributes(&good, batch::CONTROL_FLAG_MASK);
         assert!(matches!(
             refused(&control, &leader()),
             Error::InvalidRecord(_)
@@ -1151,10 +1056,7 @@ mod tests {
             Error::MessageTooLarge { .. }
         ));
 
-        let mut lat = good.clone();
-        let attrs = batch::read_i16(&lat, ATTRIBUTES_OFFSET) | batch::TIMESTAMP_TYPE_MASK;
-        lat[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
-        fix_crc(&mut lat);
+        let lat = with_attributes(&good, batch::TIMESTAMP_TYPE_MASK);
         assert!(matches!(
             refused(&lat, &leader()),
             Error::InvalidTimestamp(_)

@@ -10,57 +10,48 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyTuple};
 
-use crate::buffer::{maybe_allow_threads, Bytes};
+use crate::buffer::{maybe_allow_threads, with_bytes, Bytes};
 use crate::errors::IntoPyResult;
 
-/// The header facts of one batch (v2, or a legacy v0/v1 message/wrapper).
-#[pyclass(module = "pylog._native", name = "BatchInfo", frozen, eq, get_all)]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BatchInfo {
-    pub position: u64,
-    pub size: usize,
-    pub magic: i8,
-    pub base_offset: i64,
-    pub last_offset: i64,
-    pub partition_leader_epoch: i32,
-    pub crc: u32,
-    pub compression: u8,
-    pub timestamp_type: u8,
-    pub is_transactional: bool,
-    pub is_control: bool,
-    pub base_timestamp: i64,
-    pub max_timestamp: i64,
-    pub producer_id: i64,
-    pub producer_epoch: i16,
-    pub base_sequence: i32,
-    pub last_sequence: i32,
-    pub records_count: i32,
+/// Defines `BatchInfo`, the Python mirror of the core's `BatchMeta` field for
+/// field: the struct and its conversion come from one field list.
+macro_rules! batch_info {
+    ($($field:ident: $ty:ty),* $(,)?) => {
+        /// The header facts of one batch (v2, or a legacy v0/v1 message/wrapper).
+        #[pyclass(module = "pylog._native", name = "BatchInfo", frozen, eq, get_all)]
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct BatchInfo {
+            $(pub $field: $ty,)*
+        }
+
+        impl From<BatchMeta> for BatchInfo {
+            fn from(m: BatchMeta) -> BatchInfo {
+                BatchInfo { $($field: m.$field,)* }
+            }
+        }
+    };
 }
 
-impl From<BatchMeta> for BatchInfo {
-    fn from(m: BatchMeta) -> BatchInfo {
-        BatchInfo {
-            position: m.position,
-            size: m.size,
-            magic: m.magic,
-            base_offset: m.base_offset,
-            last_offset: m.last_offset,
-            partition_leader_epoch: m.partition_leader_epoch,
-            crc: m.crc,
-            compression: m.compression,
-            timestamp_type: m.timestamp_type,
-            is_transactional: m.is_transactional,
-            is_control: m.is_control,
-            base_timestamp: m.base_timestamp,
-            max_timestamp: m.max_timestamp,
-            producer_id: m.producer_id,
-            producer_epoch: m.producer_epoch,
-            base_sequence: m.base_sequence,
-            last_sequence: m.last_sequence,
-            records_count: m.records_count,
-        }
-    }
-}
+batch_info!(
+    position: u64,
+    size: usize,
+    magic: i8,
+    base_offset: i64,
+    last_offset: i64,
+    partition_leader_epoch: i32,
+    crc: u32,
+    compression: u8,
+    timestamp_type: u8,
+    is_transactional: bool,
+    is_control: bool,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    last_sequence: i32,
+    records_count: i32,
+);
 
 impl From<&BatchMeta> for BatchInfo {
     fn from(m: &BatchMeta) -> BatchInfo {
@@ -279,31 +270,27 @@ impl Record {
 }
 
 #[pyfunction]
-#[pyo3(signature = (records, *, max_batch_size = 2147483647, deep = false))]
+#[pyo3(signature = (records, *, max_batch_size, deep = false))]
 fn analyze_records(
     py: Python<'_>,
     records: &Bound<'_, PyAny>,
     max_batch_size: usize,
     deep: bool,
 ) -> PyResult<AppendInfo> {
-    let b = Bytes::get(records)?;
-    let data = b.as_slice();
     let opts = ValidationOptions {
         max_batch_size,
         deep,
     };
-    let inner = maybe_allow_threads(py, data.len(), || {
+    let inner = with_bytes(py, records, |data| {
         core_validate::analyze_records(data, &opts)
-    })
-    .py()?;
+    })?;
     Ok(AppendInfo { inner })
 }
 
 #[pyfunction]
 #[pyo3(signature = (
-    records, *, base_offset, partition_leader_epoch, now_ms, log_append_time = false,
-    max_batch_size = 1048588, timestamp_before_max_ms = 9223372036854775807,
-    timestamp_after_max_ms = 9223372036854775807, require_keys = false
+    records, *, base_offset, partition_leader_epoch, now_ms, log_append_time,
+    max_batch_size, timestamp_before_max_ms, timestamp_after_max_ms, require_keys
 ))]
 #[allow(clippy::too_many_arguments)]
 fn validate_and_assign_offsets(
@@ -343,9 +330,7 @@ fn convert_legacy_to_v2<'py>(
     py: Python<'py>,
     records: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyByteArray>> {
-    let b = Bytes::get(records)?;
-    let data = b.as_slice();
-    let out = maybe_allow_threads(py, data.len(), || legacy::convert_legacy_to_v2(data)).py()?;
+    let out = with_bytes(py, records, legacy::convert_legacy_to_v2)?;
     Ok(PyByteArray::new(py, &out))
 }
 
@@ -355,9 +340,7 @@ fn compress<'py>(
     codec: u8,
     data: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let b = Bytes::get(data)?;
-    let data = b.as_slice();
-    let out = maybe_allow_threads(py, data.len(), || compression::compress(codec, data)).py()?;
+    let out = with_bytes(py, data, |data| compression::compress(codec, data))?;
     Ok(PyBytes::new(py, &out))
 }
 
@@ -367,18 +350,13 @@ fn decompress<'py>(
     codec: u8,
     data: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let b = Bytes::get(data)?;
-    let data = b.as_slice();
-    let out = maybe_allow_threads(py, data.len(), || compression::decompress(codec, data)).py()?;
+    let out = with_bytes(py, data, |data| compression::decompress(codec, data))?;
     Ok(PyBytes::new(py, &out))
 }
 
 #[pyfunction]
 fn decode_records(py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<Vec<Record>> {
-    let b = Bytes::get(batch)?;
-    let data = b.as_slice();
-    let records =
-        maybe_allow_threads(py, data.len(), || core_records::decode_batch_records(data)).py()?;
+    let records = with_bytes(py, batch, core_validate::decode_batch_records)?;
     Ok(records.into_iter().map(|inner| Record { inner }).collect())
 }
 

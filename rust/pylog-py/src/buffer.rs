@@ -4,6 +4,8 @@
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::prelude::*;
 
+use crate::errors::IntoPyResult;
+
 /// Above this many bytes a call releases the GIL.
 pub const GIL_RELEASE_BYTES: usize = 4096;
 
@@ -18,6 +20,19 @@ where
     } else {
         f()
     }
+}
+
+/// `f` over the bytes of `obj` (any contiguous bytes-like object), with the
+/// GIL released when they are many, a core error raised as its exception:
+/// the whole of most buffer-taking calls.
+pub fn with_bytes<T, F>(py: Python<'_>, obj: &Bound<'_, PyAny>, f: F) -> PyResult<T>
+where
+    F: FnOnce(&[u8]) -> pylog_core::Result<T> + Send,
+    T: Send,
+{
+    let b = Bytes::get(obj)?;
+    let data = b.as_slice();
+    maybe_allow_threads(py, data.len(), || f(data)).py()
 }
 
 /// The buffer protocol. pyo3 hides it under `abi3-py310` because it joined the

@@ -8,8 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use crate::batch::batch_info_list;
-use crate::buffer::{maybe_allow_threads, Bytes};
-use crate::errors::IntoPyResult;
+use crate::buffer::with_bytes;
 
 /// Key hash (XXH3-128) → latest offset, in fixed memory.
 #[pyclass(module = "pylog._native", name = "OffsetMap")]
@@ -20,7 +19,6 @@ pub struct OffsetMap {
 #[pymethods]
 impl OffsetMap {
     #[new]
-    #[pyo3(signature = (memory, load_factor = 0.9))]
     fn new(memory: usize, load_factor: f64) -> Self {
         OffsetMap {
             inner: core_cleaner::OffsetMap::new(memory, load_factor),
@@ -81,13 +79,10 @@ fn build_offset_map(
     end_offset: i64,
     position: u64,
 ) -> PyResult<(usize, usize, bool, bool, u64)> {
-    let b = Bytes::get(buf)?;
-    let data = b.as_slice();
     let m = &mut map.inner;
-    let r = maybe_allow_threads(py, data.len(), || {
+    let r = with_bytes(py, buf, |data| {
         core_cleaner::build_offset_map(m, data, start_offset, end_offset, position)
-    })
-    .py()?;
+    })?;
     Ok((r.consumed, r.needed, r.full, r.done, r.records))
 }
 
@@ -110,17 +105,14 @@ fn clean_batches<'py>(
     u64,
     u64,
 )> {
-    let b = Bytes::get(buf)?;
-    let data = b.as_slice();
     let opts = CleanOptions {
         retain_deletes,
         active_producers,
     };
     let m = &mut map.inner;
-    let c = maybe_allow_threads(py, data.len(), || {
+    let c = with_bytes(py, buf, |data| {
         core_cleaner::clean_batches(m, data, &opts, position)
-    })
-    .py()?;
+    })?;
     Ok((
         c.consumed,
         c.needed,

@@ -12,13 +12,25 @@ use pyo3::types::{PyBytes, PyTuple};
 use crate::buffer::{self, Bytes};
 use crate::errors::IntoPyResult;
 
+/// Plain old data: types whose every byte is initialised, with no padding,
+/// so a slice of them may be read as bytes. Only what `pod_bytes` is given.
+///
+/// # Safety
+/// Implement only for types without padding or uninitialised bytes.
+unsafe trait Pod: Copy {}
+// SAFETY: a primitive integer is all value bits: no padding, every byte set.
+unsafe impl Pod for i32 {}
+// SAFETY: as for i32.
+unsafe impl Pod for i64 {}
+
 /// The bytes of a plain-old-data slice, in native byte order (Arrow's
 /// in-memory order).
-fn pod_bytes<'py, T: Copy>(py: Python<'py>, v: &[T]) -> Bound<'py, PyBytes> {
-    // SAFETY: T is a primitive integer (i32/i64) here: no padding, every byte
-    // initialised; the view lives only for the copy into the new bytes object.
+fn pod_bytes<'py, T: Pod>(py: Python<'py>, v: &[T]) -> Bound<'py, PyBytes> {
+    // SAFETY: `T: Pod` (no padding, every byte initialised), so the
+    // `size_of_val(v)` bytes at `v` are readable as u8 (alignment 1); the view
+    // lives only for the copy into the new bytes object.
     let raw =
-        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
+        unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) };
     PyBytes::new(py, raw)
 }
 
@@ -112,17 +124,14 @@ fn decode_columns<'py>(
     include_headers: bool,
     max_records: usize,
 ) -> PyResult<(Bound<'py, PyTuple>, usize, i64, bool)> {
-    let data = Bytes::get(data)?;
-    let bytes = data.as_slice();
     let range = core::ReadRange {
         start_offset,
         end_offset,
         max_records: max_records.max(1),
     };
-    let d = buffer::maybe_allow_threads(py, bytes.len(), || {
+    let d = buffer::with_bytes(py, data, |bytes| {
         core::decode_batches(bytes, 0, &range, include_headers, false)
-    })
-    .py()?;
+    })?;
     Ok((
         columns(py, &d.columns)?,
         d.consumed,

@@ -1,18 +1,68 @@
 //! Maps pylog-core errors to the exception classes of `pylog.errors`, which
 //! are defined once, in Python, each with the Kafka error code it answers with.
+//! The classes are resolved once, when the module is initialised ([`init`]),
+//! not looked up by name each time an error is raised.
 
 use pylog_core::Error;
 use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::PyType;
 
-fn raise<'py, A>(py: Python<'py>, class: &str, args: A) -> PyErr
+/// A class of `pylog.errors` a core error maps to; the discriminant indexes
+/// [`NAMES`] and the resolved classes.
+#[derive(Clone, Copy)]
+enum Class {
+    CorruptRecord,
+    InvalidRecord,
+    MessageTooLarge,
+    InvalidTimestamp,
+    UnsupportedCompression,
+    InvalidOffset,
+    IndexOffsetOverflow,
+    CorruptIndex,
+    Storage,
+}
+
+/// The Python names of the classes, in [`Class`] order.
+const NAMES: [&str; 9] = [
+    "CorruptRecordError",
+    "InvalidRecordError",
+    "MessageTooLargeError",
+    "InvalidTimestampError",
+    "UnsupportedCompressionTypeError",
+    "InvalidOffsetError",
+    "IndexOffsetOverflowError",
+    "CorruptIndexError",
+    "KafkaStorageError",
+];
+
+static CLASSES: GILOnceCell<Vec<Py<PyType>>> = GILOnceCell::new();
+
+fn classes(py: Python<'_>) -> PyResult<&[Py<PyType>]> {
+    CLASSES
+        .get_or_try_init(py, || {
+            let module = py.import("pylog.errors")?;
+            NAMES
+                .iter()
+                .map(|name| Ok(module.getattr(*name)?.downcast_into::<PyType>()?.unbind()))
+                .collect()
+        })
+        .map(Vec::as_slice)
+}
+
+/// Resolve the exception classes; called once from the module's init, so a
+/// missing class fails the import rather than the first error.
+pub fn init(py: Python<'_>) -> PyResult<()> {
+    classes(py).map(|_| ())
+}
+
+fn raise<'py, A>(py: Python<'py>, class: Class, args: A) -> PyErr
 where
     A: pyo3::call::PyCallArgs<'py>,
 {
     let made = (|| -> PyResult<PyErr> {
-        let module = py.import("pylog.errors")?;
-        let cls = module.getattr(class)?;
-        let exc = cls.call1(args)?;
-        Ok(PyErr::from_value(exc))
+        let cls = classes(py)?[class as usize].bind(py);
+        Ok(PyErr::from_value(cls.call1(args)?))
     })();
     made.unwrap_or_else(|e| e)
 }
@@ -23,18 +73,16 @@ pub fn to_py(err: Error) -> PyErr {
         let msg = err.to_string();
         match err {
             Error::CorruptRecord { position, .. } => {
-                raise(py, "CorruptRecordError", (msg, position))
+                raise(py, Class::CorruptRecord, (msg, position))
             }
-            Error::InvalidRecord(_) => raise(py, "InvalidRecordError", (msg,)),
-            Error::MessageTooLarge { .. } => raise(py, "MessageTooLargeError", (msg,)),
-            Error::InvalidTimestamp(_) => raise(py, "InvalidTimestampError", (msg,)),
-            Error::UnsupportedCompression(_) => {
-                raise(py, "UnsupportedCompressionTypeError", (msg,))
-            }
-            Error::InvalidOffset(_) => raise(py, "InvalidOffsetError", (msg,)),
-            Error::IndexOffsetOverflow(_) => raise(py, "IndexOffsetOverflowError", (msg,)),
-            Error::CorruptIndex(_) => raise(py, "CorruptIndexError", (msg,)),
-            Error::Io(e) => raise(py, "KafkaStorageError", (msg, e.raw_os_error())),
+            Error::InvalidRecord(_) => raise(py, Class::InvalidRecord, (msg,)),
+            Error::MessageTooLarge { .. } => raise(py, Class::MessageTooLarge, (msg,)),
+            Error::InvalidTimestamp(_) => raise(py, Class::InvalidTimestamp, (msg,)),
+            Error::UnsupportedCompression(_) => raise(py, Class::UnsupportedCompression, (msg,)),
+            Error::InvalidOffset(_) => raise(py, Class::InvalidOffset, (msg,)),
+            Error::IndexOffsetOverflow(_) => raise(py, Class::IndexOffsetOverflow, (msg,)),
+            Error::CorruptIndex(_) => raise(py, Class::CorruptIndex, (msg,)),
+            Error::Io(e) => raise(py, Class::Storage, (msg, e.raw_os_error())),
         }
     })
 }

@@ -25,6 +25,7 @@ fn crc32c(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u32> {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::init(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(crc32c, m)?)?;
     batch::register(m)?;

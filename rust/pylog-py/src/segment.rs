@@ -71,7 +71,7 @@ impl PyScanResult {
 }
 
 #[pyfunction]
-#[pyo3(signature = (log_path, offset_index, time_index, *, index_interval_bytes = 4096, max_batch_size = 2147483647))]
+#[pyo3(signature = (log_path, offset_index, time_index, *, index_interval_bytes, max_batch_size))]
 fn recover_segment(
     py: Python<'_>,
     log_path: PathBuf,
@@ -98,7 +98,7 @@ fn recover_segment(
 }
 
 #[pyfunction]
-#[pyo3(signature = (log_path, *, start_position = 0, end_position = None, deep = false, max_batch_size = 2147483647))]
+#[pyo3(signature = (log_path, *, start_position = 0, end_position = None, deep = false, max_batch_size))]
 fn scan_segment(
     py: Python<'_>,
     log_path: PathBuf,

@@ -344,7 +344,8 @@ fn copy_whole(c: &mut CleanedChunk, b: &[u8], h: &BatchHeader) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::{build_batch, decode_batch_records, BuildOptions, BuildRecord};
+    use crate::records::{build_batch, BuildOptions, BuildRecord};
+    use crate::validate::decode_batch_records;
 
     fn rec(k: Option<&str>, v: Option<&str>, ts: i64) -> BuildRecord {
         BuildRecord {
