@@ -30,14 +30,13 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from test_clients_e2e import BrokerProcess
 
 from pylog import _native
 from pylog.protocol import encode_request
 from pylog.protocol.client import KafkaConnection
-from test_clients_e2e import BrokerProcess
 
 RSS_BOUND_MB = int(os.environ.get("PYLOG_TEST_RSS_BOUND_MB", "512"))
 IDLE_MS = 2000
@@ -196,9 +195,7 @@ def produce_frame(topic: str, partition: int, correlation_id: int, value: bytes)
         "transactional_id": None,
         "acks": 1,
         "timeout_ms": 30000,
-        "topic_data": [
-            {"name": topic, "partition_data": [{"index": partition, "records": batch}]}
-        ],
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
     }
     return encode_request(0, 7, correlation_id, "pipeliner", body)
 
