@@ -278,3 +278,46 @@ def test_pipelined_large_produces_are_bounded(broker: BrokerProcess) -> None:
         assert errors == []
     assert canary.error is None
     assert_still_serving(broker)
+
+
+def test_queued_max_request_bytes_bounds_frames_being_read(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # 12 connections each really sending 20 MB of a 100 MB frame: without a
+    # broker-wide bound that is 240 MB of buffers (plus their growth); with
+    # queued.max.request.bytes=32 MB reading stops near 32 MB, and the frames,
+    # never completed, are closed after connections.max.idle.ms.
+    bound_mb = 200
+    b = BrokerProcess(
+        tmp_path_factory.mktemp("budget") / "data",
+        {
+            "socket.request.max.bytes": FRAME_MB * 1024 * 1024,
+            "connections.max.idle.ms": IDLE_MS,
+            "queued.max.request.bytes": 32 * 1024 * 1024,
+        },
+    ).start()
+    assert b.proc is not None
+    chunk = struct.pack(">ihhi", FRAME_MB * 1024 * 1024, 0, 7, 1) + os.urandom(20 * 1024 * 1024)
+    socks: list[socket.socket] = []
+
+    def send() -> None:
+        s = socket.create_connection(("127.0.0.1", b.port))
+        socks.append(s)
+        with contextlib.suppress(OSError):
+            s.sendall(chunk)
+
+    try:
+        threads = [threading.Thread(target=send, daemon=True) for _ in range(12)]
+        for t in threads:
+            t.start()
+        peak = watch(b, 3.0)
+        print(f"peak VmHWM {peak:.0f} MB")
+        assert peak < bound_mb, f"broker peaked at {peak:.0f} MB"
+        for t in threads:
+            t.join(5 * IDLE_MS / 1000 + 10)
+        assert not any(t.is_alive() for t in threads)  # closed, or all sent
+        assert_still_serving(b)
+    finally:
+        for s in socks:
+            s.close()
+        b.stop(signal.SIGKILL)
