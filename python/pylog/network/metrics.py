@@ -28,6 +28,7 @@ import logging
 import math
 import re
 import socket
+import socketserver
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -348,6 +349,13 @@ class _MetricsHTTPServer(ThreadingHTTPServer):
         self._active = 0
         self._lock = threading.Lock()
         super().__init__(address, _MetricsHandler)
+
+    def server_bind(self) -> None:
+        # HTTPServer's own also looks the bound address up in DNS (getfqdn),
+        # which can block start-up; the name is only used in CGI variables.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), int(port)
 
     def process_request(
         self, request: socket.socket | tuple[bytes, socket.socket], client_address: object
