@@ -10,6 +10,7 @@ rather than killing pytest. Mounting needs root, as CI here has.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -130,3 +131,48 @@ def test_log_append_on_a_full_disk_loses_nothing(tiny_fs: Path) -> None:
     assert done.returncode == 0, f"child failed ({done.returncode}): {done.stderr}"
     assert done.stdout.split()[0] == "ok", done.stdout
     assert int(done.stdout.split()[1]) > 0
+
+
+def test_a_broker_logs_a_full_disk_once_and_its_recovery_once(
+    tiny_fs: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_clients_e2e import BrokerProcess
+
+    from pylog import _native
+    from pylog.protocol.client import KafkaConnection
+
+    monkeypatch.setenv("PYLOG_TEST_BROKER_LOG_LEVEL", "INFO")
+    b = BrokerProcess(tiny_fs / "data").start()
+
+    def produce(conn: KafkaConnection, value: bytes) -> int:
+        batch = _native.build_batch([(None, value, [], 1000)])
+        body = {
+            "transactional_id": None,
+            "acks": 1,
+            "timeout_ms": 10000,
+            "topic_data": [{"name": "full", "partition_data": [{"index": 0, "records": batch}]}],
+        }
+        r = conn.request(0, 7, body)
+        return int(r.responses[0].partition_responses[0].error_code)
+
+    try:
+        with KafkaConnection(b.bootstrap, timeout=20) as conn:
+            topic = {"name": "full", "num_partitions": 1, "replication_factor": 1,
+                     "assignments": [], "configs": []}  # fmt: skip
+            r = conn.request(19, 4, {"topics": [topic], "timeout_ms": 10000,
+                                     "validate_only": False})  # fmt: skip
+            assert r.topics[0].error_code == 0
+            assert produce(conn, b"before") == 0
+            fill(tiny_fs)
+            codes = [produce(conn, os.urandom(64 * 1024)) for _ in range(5)]
+            assert codes[-3:] == [56, 56, 56], codes  # KAFKA_STORAGE_ERROR
+            os.unlink(tiny_fs / "fill")
+            assert [produce(conn, b"after") for _ in range(3)] == [0, 0, 0]
+    finally:
+        b.stop(signal.SIGKILL)
+    err = capfd.readouterr().err
+    warnings = [line for line in err.splitlines() if "out of space" in line]
+    recovered = [line for line in err.splitlines() if "has space again" in line]
+    assert len(warnings) == 1 and " WARNING " in warnings[0], err[-3000:]
+    assert str(tiny_fs / "data") in warnings[0]
+    assert len(recovered) == 1 and " INFO " in recovered[0], err[-3000:]

@@ -290,6 +290,78 @@ def test_idle_connections_are_closed() -> None:
     run(t, connections_max_idle_ms=200)
 
 
+def test_a_connection_holding_its_byte_bound_reads_no_new_request() -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r, w = await connect(port)
+        # Each request lets the next start (mark_local_complete) but stays
+        # unanswered: 600 + 600 bytes reach the 1000-byte bound, the third waits.
+        w.write(b"".join(frame(i, b"L" + b"x" * 600) for i in range(5)))
+        await asyncio.sleep(0.2)
+        assert h.started == [0, 1]
+        assert server.channel.request_bytes == 2 * len(frame(0, b"L" + b"x" * 600)) - 8
+        h.release.set()
+        assert [(await read_response(r))[0] for _ in range(5)] == list(range(5))
+        await asyncio.sleep(0.05)
+        assert server.channel.request_bytes == 0
+        w.close()
+
+    run(t, connection_max_request_bytes=1000)
+
+
+def test_queued_max_request_bytes_stops_every_connection_reading() -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r1, w1 = await connect(port)
+        w1.write(frame(1, b"B" + b"x" * 3000))  # holds the whole budget
+        await asyncio.sleep(0.1)
+        r2, w2 = await connect(port)
+        w2.write(frame(2))
+        await asyncio.sleep(0.2)
+        assert h.started == [1]  # connection 2 waits for bytes to be answered
+        h.release.set()
+        assert (await read_response(r1))[0] == 1
+        assert (await read_response(r2))[0] == 2
+        assert server.channel.request_bytes == 0
+        w1.close()
+        w2.close()
+
+    run(t, queued_max_request_bytes=2000)
+
+
+def test_a_large_frame_buffer_grows_as_its_bytes_arrive() -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r, w = await connect(port)
+        whole = frame(1, b"E" + b"y" * 5_000_000)
+        w.write(whole[:100])  # the prefix announces 5 MB
+        await asyncio.sleep(0.1)
+        assert 0 < server.channel.request_bytes <= 128 * 1024
+        w.write(whole[100:])
+        assert await read_response(r) == (1, b"E" + b"y" * 5_000_000)
+        w.close()
+
+    run(t)
+
+
+def test_a_frame_slower_than_the_idle_time_is_closed() -> None:
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r, w = await connect(port)
+        whole = frame(1, b"E" * 100)
+        started = time.monotonic()
+        closed = False
+        for i in range(len(whole)):  # a byte every 50 ms: each well within 300 ms
+            w.write(whole[i : i + 1])
+            await asyncio.sleep(0.05)
+            if w.is_closing() or r.at_eof():
+                closed = True
+                break
+            if time.monotonic() - started > 10:
+                break
+        assert closed or await closed_by_server(r)
+        assert time.monotonic() - started < 10
+        assert server.channel.request_bytes == 0
+
+    run(t, connections_max_idle_ms=300)
+
+
 def test_max_connections() -> None:
     async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
         r1, w1 = await connect(port)

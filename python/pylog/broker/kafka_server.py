@@ -193,6 +193,7 @@ class KafkaServer:
                 ],
                 None,
                 queued_max_requests=c.queued_max_requests,
+                queued_max_request_bytes=int(c.get("queued.max.request.bytes")),
                 socket_request_max_bytes=c.socket_request_max_bytes,
                 connections_max_idle_ms=c.connections_max_idle_ms,
                 max_connections=c.max_connections,

@@ -14,8 +14,9 @@ names become Prometheus families, one label per API:
   size) — each a callable read at scrape time, so nothing is updated on the
   hot path that nobody reads.
 
-No dependency: the format is a few lines of text and the endpoint a single
-``asyncio.start_server`` callback answering ``GET /metrics``.
+No dependency: the format is a few lines of text; the endpoint is the standard
+library's ``http.server`` on a thread, held to a deadline per exchange and a
+bound on concurrent exchanges (:class:`MetricsServer`).
 """
 
 from __future__ import annotations
@@ -26,8 +27,12 @@ import contextlib
 import logging
 import math
 import re
+import socket
+import socketserver
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 __all__ = [
     "REQUEST_TIMES",
@@ -40,6 +45,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger("pylog.network")
+
+# Each read or write of a /metrics exchange (the whole exchange has a deadline).
+_IO_TIMEOUT = 5.0
 
 # Bucket bounds (ms): sub-millisecond resolution where the latency goal lives
 # (p99 <= 2 ms), then up to the longest Fetch max_wait a client asks for.
@@ -258,59 +266,193 @@ class MetricsRegistry:
         return "\n".join(out) + "\n"
 
 
-class MetricsServer:
-    """``GET /metrics`` over HTTP/1.1 on ``host:port``; anything else is a 404."""
+class _MetricsHandler(BaseHTTPRequestHandler):
+    """``GET``/``HEAD`` of ``/metrics`` (or ``/``); anything else a 404.
 
-    def __init__(self, registry: MetricsRegistry, host: str | None, port: int) -> None:
+    ``BaseHTTPRequestHandler`` refuses a request line over 64 KiB (414), a
+    header line over 64 KiB or more than 100 headers (431); ``timeout`` bounds
+    each read and write, and the server's watchdog the whole exchange."""
+
+    server: _MetricsHTTPServer
+    timeout = _IO_TIMEOUT
+    server_version = "pylog-metrics"
+    sys_version = ""
+
+    def setup(self) -> None:
+        super().setup()
+        self._watchdog = threading.Timer(self.server.deadline, self._expire)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    def _expire(self) -> None:
+        # Unblocks a read or write in progress; the handler then ends.
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def finish(self) -> None:
+        self._watchdog.cancel()
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    def do_GET(self) -> None:
+        self._answer(head=False)
+
+    def do_HEAD(self) -> None:
+        self._answer(head=True)
+
+    def _answer(self, *, head: bool) -> None:
+        if self.path.split("?", 1)[0] not in ("/metrics", "/"):
+            self._send(404, "text/plain", b"not found\n", head)
+            return
+        try:
+            body = self.server.render()
+        except Exception:
+            _log.warning("metrics could not be rendered", exc_info=True)
+            self._send(503, "text/plain", b"unavailable\n", head)
+            return
+        self._send(200, "text/plain; version=0.0.4; charset=utf-8", body, head)
+
+    def _send(self, status: int, ctype: str, body: bytes, head: bool) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        _log.debug("metrics endpoint %s: %s", self.client_address[0], format % args)
+
+
+class _MetricsHTTPServer(ThreadingHTTPServer):
+    """The stdlib threading server, bounded: at most ``max_connections``
+    exchanges at once (more are closed on arrival), none longer than
+    ``deadline`` seconds."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        family: socket.AddressFamily,
+        render: Callable[[], bytes],
+        *,
+        deadline: float,
+        max_connections: int,
+    ) -> None:
+        self.address_family = family
+        self.render = render
+        self.deadline = deadline
+        self.max_connections = max_connections
+        self._active = 0
+        self._lock = threading.Lock()
+        super().__init__(address, _MetricsHandler)
+
+    def server_bind(self) -> None:
+        # HTTPServer's own also looks the bound address up in DNS (getfqdn),
+        # which can block start-up; the name is only used in CGI variables.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), int(port)
+
+    def process_request(
+        self, request: socket.socket | tuple[bytes, socket.socket], client_address: object
+    ) -> None:
+        with self._lock:
+            admitted = self._active < self.max_connections
+            if admitted:
+                self._active += 1
+        if not admitted:
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            with self._lock:
+                self._active -= 1
+            raise
+
+    def process_request_thread(
+        self, request: socket.socket | tuple[bytes, socket.socket], client_address: object
+    ) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._active -= 1
+
+
+class MetricsServer:
+    """``GET /metrics`` on ``host:port``; anything else is a 404.
+
+    Served by the standard library's ``http.server`` (ThreadingHTTPServer) on
+    threads of its own, so HTTP parsing and its limits are CPython's, and a
+    slow or hostile scraper never runs on the broker's event loop. Each
+    exchange has ``deadline`` seconds in all (a request dribbled a header line
+    at a time is cut off), at most ``max_connections`` run at once. The text is
+    rendered on the event loop (the registry's gauges read loop-owned state)."""
+
+    def __init__(
+        self,
+        registry: MetricsRegistry,
+        host: str | None,
+        port: int,
+        *,
+        deadline: float = 10.0,
+        max_connections: int = 16,
+    ) -> None:
         self.registry = registry
         self.host = host
         self.port = port
-        self._server: asyncio.Server | None = None
+        self.deadline = deadline
+        self.max_connections = max_connections
+        self._server: _MetricsHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(
-            self._serve, self.host, self.port, reuse_address=True
+        self._loop = asyncio.get_running_loop()
+        infos = await self._loop.getaddrinfo(
+            self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )
-        self.port = self._server.sockets[0].getsockname()[1]
+        family, _, _, _, address = infos[0]
+        self._server = _MetricsHTTPServer(
+            (str(address[0]), self.port),
+            family,
+            self._render_from_thread,
+            deadline=self.deadline,
+            max_connections=self.max_connections,
+        )
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.25},
+            name="pylog-metrics-http",
+            daemon=True,
+        )
+        self._thread.start()
         return self.port
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _render(self) -> bytes:
+        return self.registry.render().encode()
+
+    def _render_from_thread(self) -> bytes:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            raise RuntimeError("the broker's event loop is gone")
+        future = asyncio.run_coroutine_threadsafe(self._render(), loop)
         try:
-            request_line = await asyncio.wait_for(reader.readline(), 10)
-            while True:  # skip the headers
-                line = await asyncio.wait_for(reader.readline(), 10)
-                if line in (b"\r\n", b"\n", b""):
-                    break
-            parts = request_line.decode("latin-1").split()
-            if (
-                len(parts) >= 2
-                and parts[0] in ("GET", "HEAD")
-                and parts[1].split("?")[0]
-                in (
-                    "/metrics",
-                    "/",
-                )
-            ):
-                body = self.registry.render().encode()
-                status = "200 OK"
-                ctype = "text/plain; version=0.0.4; charset=utf-8"
-            else:
-                body, status, ctype = b"not found\n", "404 Not Found", "text/plain"
-            head = (
-                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-            ).encode()
-            writer.write(head if parts and parts[0] == "HEAD" else head + body)
-            await writer.drain()
-        except (OSError, asyncio.TimeoutError, UnicodeDecodeError):
-            pass
+            return future.result(timeout=self.deadline)
         finally:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
+            future.cancel()
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
+        server, self._server = self._server, None
+        if server is not None:
+            await asyncio.to_thread(server.shutdown)
+            server.server_close()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 5)
+            self._thread = None

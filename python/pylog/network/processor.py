@@ -5,9 +5,16 @@ with a selector; on asyncio the event loop is the selector, so a Processor here
 is one connection, an ``asyncio.BufferedProtocol`` that
 
 * reads straight into its receive buffer (large frames into a buffer of their
-  own size, so a 1 MiB Produce is copied once, by the kernel) and splits the
-  4-byte size-prefixed frames, closing the connection on a frame outside
-  ``0..socket.request.max.bytes`` or an unparsable request header;
+  own, 64 KiB at first and doubled as it fills up to the frame's size, so a
+  size prefix alone costs nothing) and splits the 4-byte size-prefixed frames,
+  closing the connection on a frame outside ``0..socket.request.max.bytes`` or
+  an unparsable request header;
+* holds back: starts no new frame while its own requests read and not yet
+  answered (responses written) reach ``connection_max_request_bytes``, nor
+  while the broker's reach ``queued.max.request.bytes`` (then it also grows
+  no frame buffer); a frame started is timed from its first byte
+  (``frame_started_ns``, which the SocketServer's reaper holds to
+  ``connections.max.idle.ms``);
 * hands each request to the :class:`~pylog.network.request_channel.RequestChannel`
   (reading pauses while the channel is full: ``queued.max.requests``), one
   request's local part at a time, so a connection's requests keep their order;
@@ -40,8 +47,12 @@ __all__ = ["Processor"]
 _log = logging.getLogger("pylog.network")
 
 RECEIVE_BUFFER = 64 * 1024
-# Frames at least this large get a buffer of their own (filled by recv_into).
+# Frames at least this large get a buffer of their own (filled by recv_into),
+# first this big, doubled as it fills up to the frame's size.
 LARGE_FRAME = 16 * 1024
+LARGE_INITIAL = 64 * 1024
+# Reasons reading is paused that also stop the frames already buffered.
+_HOLD_BACK = frozenset({"queue", "connection", "memory"})
 # FileRecords below this size are read and written like bytes: one pread beats
 # the event-loop round trips of a sendfile that has to wait for the socket.
 SENDFILE_MIN = 4096
@@ -95,6 +106,12 @@ class Processor(asyncio.BufferedProtocol):
         self._end = 0
         self._large: bytearray | None = None
         self._large_filled = 0
+        self._large_size = 0
+        # Bytes of requests this connection holds: the buffer of the frame being
+        # read plus every frame read and not yet answered.
+        self._held = 0
+        # When the first byte of a frame still incomplete was read (0: none).
+        self.frame_started_ns = 0
         self._pending: deque[Request] = deque()  # in the channel, not yet handled
         self._responses: deque[Response] = deque()  # handled or in handling, in order
         self._wakeup: asyncio.Event = asyncio.Event()
@@ -140,6 +157,10 @@ class Processor(asyncio.BufferedProtocol):
             self.channel.forget(request)
         self._pending.clear()
         self._responses.clear()
+        self._large = None
+        self.frame_started_ns = 0
+        held, self._held = self._held, 0
+        self.channel.give_bytes(held)
         self._idle_event.set()
         self._write_resumed.set()
         if self._handler_task is not None:
@@ -158,6 +179,13 @@ class Processor(asyncio.BufferedProtocol):
                 self.transport.abort()
             else:
                 self.transport.close()
+
+    def _drop_large(self) -> None:
+        if self._large is not None:
+            self._held -= len(self._large)
+            self.channel.give_bytes(len(self._large))
+            self._large = None
+        self.frame_started_ns = 0
 
     @property
     def in_flight(self) -> int:
@@ -203,11 +231,16 @@ class Processor(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active_ns = now = time.monotonic_ns()
         self.bytes_in += nbytes
-        if self._large is not None:
+        large = self._large
+        if large is not None:
             self._large_filled += nbytes
-            if self._large_filled == len(self._large):
-                frame, self._large = self._large, None
-                self._frame_received(memoryview(frame), now)
+            if self._large_filled == len(large):
+                if self._large_filled == self._large_size:
+                    self._large = None
+                    self.frame_started_ns = 0
+                    self._frame_received(memoryview(large), now)
+                else:
+                    self._grow_large()
             return
         self._end += nbytes
         self._split_frames(now)
@@ -215,8 +248,8 @@ class Processor(asyncio.BufferedProtocol):
     def _split_frames(self, now: int) -> None:
         buf = self._buf
         limit = self.server.max_request_size
-        # Once the channel is full, frames already read stay in the buffer too.
-        while not self._closing and "queue" not in self._reading_paused_for:
+        # While reading is held back, frames already read stay in the buffer too.
+        while not self._closing and not self._reading_paused_for & _HOLD_BACK:
             available = self._end - self._start
             if available < 4:
                 break
@@ -228,22 +261,79 @@ class Processor(asyncio.BufferedProtocol):
                     abort=True,
                 )
                 return
+            if not self._may_start_frame():
+                break
             if available - 4 >= size:
                 begin = self._start + 4
                 frame = bytes(buf[begin : begin + size])
                 self._start = begin + size
+                self._take(size)
+                self.frame_started_ns = 0
                 self._frame_received(memoryview(frame), now)
                 continue
             if size >= LARGE_FRAME or size > len(buf) - 4:
-                large = bytearray(size)
+                # A buffer of the frame's own, grown as its bytes arrive: a size
+                # prefix alone is not worth megabytes.
                 have = available - 4
+                large = bytearray(min(size, max(LARGE_INITIAL, 2 * have)))
                 large[:have] = buf[self._start + 4 : self._end]
-                self._large, self._large_filled = large, have
+                self._take(len(large))
+                self._large, self._large_filled, self._large_size = large, have, size
                 self._start = self._end = 0
+                if not self.frame_started_ns:
+                    self.frame_started_ns = now
                 return
             break
         if self._start == self._end:
             self._start = self._end = 0
+        elif self._reading_paused_for & _HOLD_BACK:
+            self.frame_started_ns = 0  # waiting on the broker, not on the client
+        elif not self.frame_started_ns:
+            self.frame_started_ns = now  # part of a frame: it must arrive in time
+
+    def _may_start_frame(self) -> bool:
+        """Whether the next frame may be read now; if not, reading pauses until
+        this connection's answered bytes or the broker's budget allow it."""
+        if self._held and self._held >= self.server.connection_max_request_bytes:
+            self._pause_reading("connection")  # resumed by _finish
+            return False
+        if self.channel.bytes_exhausted:
+            self._wait_for_bytes()
+            return False
+        return True
+
+    def _grow_large(self) -> bool:
+        """Double the buffer of the frame being read (up to its size)."""
+        large = self._large
+        assert large is not None
+        if self.channel.bytes_exhausted:
+            self._wait_for_bytes()
+            return False
+        grown = bytearray(min(self._large_size, 2 * len(large)))
+        grown[: len(large)] = large
+        self._take(len(grown) - len(large))
+        self._large = grown
+        return True
+
+    def _wait_for_bytes(self) -> None:
+        self._pause_reading("memory")
+        self.channel.when_bytes_available(self._bytes_available)
+
+    def _bytes_available(self) -> None:
+        asyncio.get_running_loop().call_soon(self._continue_after_back_pressure, "memory")
+
+    def _take(self, n: int) -> None:
+        self._held += n
+        self.channel.take_bytes(n)
+
+    def _give(self, n: int) -> None:
+        self._held -= n
+        self.channel.give_bytes(n)
+        if (
+            "connection" in self._reading_paused_for
+            and self._held < self.server.connection_max_request_bytes
+        ):
+            asyncio.get_running_loop().call_soon(self._continue_after_back_pressure, "connection")
 
     def _frame_received(self, frame: memoryview, now: int) -> None:
         if self._closing:
@@ -278,21 +368,26 @@ class Processor(asyncio.BufferedProtocol):
             self.channel.when_not_full(self._channel_has_room)
 
     def _channel_has_room(self) -> None:
-        asyncio.get_running_loop().call_soon(self._continue_after_back_pressure)
+        asyncio.get_running_loop().call_soon(self._continue_after_back_pressure, "queue")
 
-    def _continue_after_back_pressure(self) -> None:
-        if self._closing:
+    def _continue_after_back_pressure(self, why: str) -> None:
+        if self._closing or why not in self._reading_paused_for:
             return
-        self._reading_paused_for.discard("queue")
-        self._split_frames(time.monotonic_ns())  # the frames already buffered first
-        if "queue" not in self._reading_paused_for:
-            self._reading_paused_for.add("queue")
-            self._resume_reading("queue")
+        self._reading_paused_for.discard(why)
+        if self._large is not None:
+            # Paused mid-frame for the budget to grow its buffer.
+            if self._large_filled == len(self._large) and not self._grow_large():
+                return
+        else:
+            self._split_frames(time.monotonic_ns())  # the frames already buffered first
+        if why not in self._reading_paused_for:
+            self._reading_paused_for.add(why)
+            self._resume_reading(why)
 
     def eof_received(self) -> bool | None:
         # The client half-closed: answer what it sent (a partial frame never
         # completes), then close.
-        self._large = None
+        self._drop_large()
         if self.in_flight:
             self._pause_reading("eof")
             return True
@@ -362,6 +457,7 @@ class Processor(asyncio.BufferedProtocol):
 
     def _finish(self, response: Response, send_start_ns: int) -> None:
         self._responses.popleft()
+        self._give(response.request.size)
         self.bytes_out += response.size
         self.last_active_ns = sent = time.monotonic_ns()
         self.channel.record_sent(response, send_start_ns, sent)

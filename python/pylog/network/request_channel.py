@@ -13,6 +13,14 @@ Here the same contract on one event loop:
   (:meth:`RequestChannel.receive`) — that interval is RequestQueueTimeMs;
 * at most ``queued.max.requests`` requests are in the channel; at that size
   every processor stops reading (``pause_reading``) until it drains below;
+* ``queued.max.request.bytes`` (Kafka's key; -1, the default, is unbounded)
+  bounds the bytes of requests read or being read and not yet answered, from
+  the buffer a frame's first bytes go into until its response is written:
+  while they are at the bound, no connection starts a new frame or grows the
+  buffer of one it is reading (:meth:`RequestChannel.take_bytes`,
+  :meth:`RequestChannel.give_bytes`). Unlike ``queued.max.requests`` this also
+  counts requests a handler has taken and is still answering (a large append
+  waiting for the append threads, an acks=all Produce in the purgatory);
 * a connection's requests are handled one after another, but only their *local*
   part is serialised: a handler about to wait on something outside the request
   (the purgatory: acks=all, a Fetch's max_wait) calls
@@ -116,6 +124,14 @@ def _chunk_size(chunk: Chunk) -> int:
     return len(chunk)
 
 
+def _wake(waiters: list[Callable[[], None]]) -> None:
+    for resume in waiters:
+        try:
+            resume()
+        except Exception:  # a closed transport; nothing to resume
+            _log.debug("resume after back-pressure failed", exc_info=True)
+
+
 class RequestChannel:
     """The bounded set of requests received and not yet taken by a handler."""
 
@@ -124,6 +140,7 @@ class RequestChannel:
         handler: RequestHandler | None,
         queue_size: int,
         metrics: MetricsRegistry | None = None,
+        max_request_bytes: int = -1,
     ) -> None:
         if queue_size < 1:
             raise ValueError("queued.max.requests must be at least 1")
@@ -132,6 +149,10 @@ class RequestChannel:
         self.metrics = metrics
         self._size = 0
         self._waiters: list[Callable[[], None]] = []
+        # queued.max.request.bytes: <= 0 is unbounded, as in Kafka.
+        self.max_request_bytes = max_request_bytes
+        self.request_bytes = 0
+        self._byte_waiters: list[Callable[[], None]] = []
         self.requests_total = 0
         self.bytes_in = 0
         self.bytes_out = 0
@@ -172,11 +193,33 @@ class RequestChannel:
         self._size -= 1
         if self._waiters and not self.is_full:
             waiters, self._waiters = self._waiters, []
-            for resume in waiters:
-                try:
-                    resume()
-                except Exception:  # a closed transport; nothing to resume
-                    _log.debug("resume after back-pressure failed", exc_info=True)
+            _wake(waiters)
+
+    # -- the byte bound (queued.max.request.bytes)
+
+    @property
+    def bytes_exhausted(self) -> bool:
+        """No new frame may start and no frame buffer may grow."""
+        return 0 < self.max_request_bytes <= self.request_bytes
+
+    def take_bytes(self, n: int) -> None:
+        """A processor now holds ``n`` more bytes of requests (checked
+        :attr:`bytes_exhausted` first; a holder may pass the bound by one step)."""
+        self.request_bytes += n
+
+    def give_bytes(self, n: int) -> None:
+        """``n`` bytes held are answered (or dropped with their connection)."""
+        self.request_bytes -= n
+        if self._byte_waiters and not self.bytes_exhausted:
+            waiters, self._byte_waiters = self._byte_waiters, []
+            _wake(waiters)
+
+    def when_bytes_available(self, resume: Callable[[], None]) -> None:
+        """Call ``resume`` once :attr:`bytes_exhausted` is over."""
+        if not self.bytes_exhausted:
+            resume()
+        else:
+            self._byte_waiters.append(resume)
 
     # -- handling
 

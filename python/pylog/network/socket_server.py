@@ -19,6 +19,13 @@ asyncio the event loop is the selector, so the same roles become:
 A bad frame (negative or larger than ``socket.request.max.bytes``, an
 unparsable header) closes that connection with one log line; nothing a client
 sends can stop the others being served.
+
+Memory a client can make the broker hold is bounded: a frame's buffer grows as
+its bytes arrive (a size prefix alone reserves nothing); a connection holding
+``CONNECTION_MAX_REQUEST_BYTES`` of requests read and not yet answered reads no
+new request until responses are written; ``queued.max.request.bytes`` bounds
+the same over every connection; and a frame must arrive whole within
+``connections.max.idle.ms`` of its first byte, or its connection is closed.
 """
 
 from __future__ import annotations
@@ -37,11 +44,23 @@ from pylog.network.processor import Processor
 from pylog.network.request_channel import RequestChannel, RequestHandler
 from pylog.protocol import RequestHeader, parse_request_header
 
-__all__ = ["Acceptor", "ListenerSpec", "SocketServer", "default_header_parser"]
+__all__ = [
+    "CONNECTION_MAX_REQUEST_BYTES",
+    "Acceptor",
+    "ListenerSpec",
+    "SocketServer",
+    "default_header_parser",
+]
 
 _log = logging.getLogger("pylog.network")
 
 HeaderParser = Callable[[memoryview], RequestHeader]
+
+# A connection starts reading no new request while it holds this many bytes of
+# requests read and not yet answered: small requests pipeline freely, large
+# ones (a 1 MB Produce) two at a time. Kafka mutes a connection while one of
+# its requests is in progress; this is that, with room for pipelining.
+CONNECTION_MAX_REQUEST_BYTES = 1024 * 1024
 
 
 def default_header_parser() -> HeaderParser:
@@ -109,6 +128,8 @@ class SocketServer:
         handler: RequestHandler | None,
         *,
         queued_max_requests: int = 500,
+        queued_max_request_bytes: int = -1,
+        connection_max_request_bytes: int = CONNECTION_MAX_REQUEST_BYTES,
         socket_request_max_bytes: int = 100 * 1024 * 1024,
         connections_max_idle_ms: int = 600_000,
         max_connections: int = 2**31 - 1,
@@ -123,7 +144,10 @@ class SocketServer:
         if not listeners:
             raise ValueError("a SocketServer needs at least one listener")
         self.metrics = metrics
-        self.channel = RequestChannel(handler, queued_max_requests, metrics)
+        self.channel = RequestChannel(
+            handler, queued_max_requests, metrics, max_request_bytes=queued_max_request_bytes
+        )
+        self.connection_max_request_bytes = connection_max_request_bytes
         self.max_request_size = socket_request_max_bytes
         self.connections_max_idle_ms = connections_max_idle_ms
         self.max_connections = max_connections
@@ -268,14 +292,22 @@ class SocketServer:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
 
     async def _reap_idle(self) -> None:
-        """Close connections idle longer than ``connections.max.idle.ms``."""
+        """Close connections idle longer than ``connections.max.idle.ms``, and
+        those whose current request frame, started that long ago, is still not
+        whole (a frame trickled in is no less idle for its bytes)."""
         limit_ns = self.connections_max_idle_ms * 1_000_000
         period = min(max(self.connections_max_idle_ms / 4000, 0.01), 30.0)
         while True:
             await asyncio.sleep(period)
             now = time.monotonic_ns()
             for p in list(self.processors.values()):
-                if not p.in_flight and now - p.last_active_ns > limit_ns:
+                if p.frame_started_ns and now - p.frame_started_ns > limit_ns:
+                    p.close(
+                        f"a request frame still incomplete after "
+                        f"{self.connections_max_idle_ms} ms (connections.max.idle.ms)",
+                        abort=True,
+                    )
+                elif not p.in_flight and now - p.last_active_ns > limit_ns:
                     p.close(f"idle for more than {self.connections_max_idle_ms} ms")
 
     # ------------------------------------------------------------ metrics
@@ -285,6 +317,12 @@ class SocketServer:
             "kafka_network_requestchannel_requestqueuesize",
             "Requests waiting for a handler.",
             lambda: self.channel.size,
+        )
+        m.gauge(
+            "kafka_network_socketserver_memorypoolused",
+            "Bytes of requests read or being read and not yet answered "
+            "(bounded by queued.max.request.bytes).",
+            lambda: self.channel.request_bytes,
         )
         m.gauge(
             "kafka_server_socketservermetrics_connection_count",

@@ -97,6 +97,10 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table(
               "high"),
     ConfigKey("queued.max.requests", I, 500, "Requests received but not yet taken by a "
               "handler before the broker stops reading from sockets.", AtLeast(1), "high"),
+    ConfigKey("queued.max.request.bytes", L, -1, "Bytes of requests read (or being read) "
+              "and not yet answered before the broker stops reading new requests from "
+              "sockets; -1 (or 0) for no bound. Each connection is also held to 1 MiB of "
+              "unanswered requests plus the one being read.", AtLeast(-1), "medium"),
     ConfigKey("socket.request.max.bytes", I, 100 * _MIB, "Largest request frame; a larger "
               "size prefix closes the connection.", AtLeast(1), "high"),
     ConfigKey("socket.send.buffer.bytes", I, 100 * 1024, "SO_SNDBUF of client sockets; -1 "

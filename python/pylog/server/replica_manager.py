@@ -15,12 +15,17 @@ decompressing and writing it (the native code drops the GIL for that) does not
 stall the loop; appends to one partition still happen in the order requests
 arrived: each partition has a chain of in-flight appends, joined before the
 first ``await``.
+
+A log dir that runs out of space is logged once per episode: one WARNING when
+appends to it start failing for lack of space (answered KAFKA_STORAGE_ERROR),
+one INFO when an append to it succeeds again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -30,6 +35,7 @@ from pylog.errors import (
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
+    KafkaStorageError,
     UnknownTopicOrPartitionError,
 )
 from pylog.log.checkpoint import (
@@ -57,6 +63,8 @@ from pylog.server.purgatory import DelayedOperationPurgatory
 __all__ = ["DEFAULT_APPEND_OFFLOAD_BYTES", "ReplicaManager"]
 
 _log = logging.getLogger("pylog.server.replica_manager")
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 # Measured on the 2-core dev box (tests/test_replica_manager.py prints it with -s):
 # appending uncompressed batches inline costs ~35 µs at 16 KiB, ~100 µs at
@@ -94,6 +102,8 @@ class ReplicaManager:
         )
         self._partitions: dict[TopicPartition, Partition] = {}
         self._inflight: dict[TopicPartition, asyncio.Future[None]] = {}
+        # Log dirs whose appends fail for lack of space (logged once per episode).
+        self._dirs_out_of_space: set[str] = set()
         self.delayed_produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
             DelayedOperationPurgatory("Produce")
         )
@@ -272,8 +282,10 @@ class ReplicaManager:
                     info, moved = partition.append_records_to_leader(data, required_acks, origin)
                 except Exception as e:
                     self._log_unexpected(tp, e)
+                    self._note_space(tp, partition, e)
                     results[tp] = _error_result(e)
                     continue
+                self._note_space(tp, partition, None)
                 infos[tp] = info
                 self._after_append(tp, moved)
                 continue
@@ -288,8 +300,10 @@ class ReplicaManager:
             for (tp, _), outcome in zip(jobs, outcomes, strict=True):
                 if isinstance(outcome, BaseException):
                     self._log_unexpected(tp, outcome)
+                    self._note_space(tp, self._partitions.get(tp), outcome)
                     results[tp] = _error_result(outcome)
                 else:
+                    self._note_space(tp, self._partitions.get(tp), None)
                     infos[tp] = outcome[0]
                     self._after_append(tp, outcome[1])
         for tp, info in infos.items():
@@ -353,6 +367,31 @@ class ReplicaManager:
         self.delayed_fetch_purgatory.check_and_complete(tp)
         if hw_moved:
             self.delayed_produce_purgatory.check_and_complete(tp)
+
+    def _note_space(
+        self, tp: TopicPartition, partition: Partition | None, error: BaseException | None
+    ) -> None:
+        """Log a log dir running out of space, and getting it back, once each."""
+        if partition is None:
+            return
+        if error is None:
+            if self._dirs_out_of_space:
+                log_dir = os.path.dirname(partition.log.dir)
+                if log_dir in self._dirs_out_of_space:
+                    self._dirs_out_of_space.discard(log_dir)
+                    _log.info("log dir %s has space again: appends to it succeed", log_dir)
+            return
+        if isinstance(error, (KafkaStorageError, OSError)) and error.errno in _NO_SPACE:
+            log_dir = os.path.dirname(partition.log.dir)
+            if log_dir not in self._dirs_out_of_space:
+                self._dirs_out_of_space.add(log_dir)
+                _log.warning(
+                    "log dir %s is out of space: appends to it fail with "
+                    "KAFKA_STORAGE_ERROR until space is freed (first: %s: %s)",
+                    log_dir,
+                    tp,
+                    error,
+                )
 
     @staticmethod
     def _log_unexpected(tp: TopicPartition, e: BaseException) -> None:
