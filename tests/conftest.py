@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -131,3 +132,21 @@ def scheduler(clock: ManualClock) -> ManualScheduler:
 def batch() -> Callable[..., bytes]:
     """``batch([b"v1", (b"k", b"v2")], base_offset=..., timestamp=...)`` → one v2 batch."""
     return build_batch
+
+
+# ---------------------------------------------------------------- markers by directory
+
+_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """tests/integration → integration; tests/spark → spark and integration
+    (a Spark session with a broker process). Unit tests under tests/unit carry
+    no marker, so ``-m "not integration"`` runs exactly them."""
+    for item in items:
+        parts = Path(item.path).resolve().relative_to(_TESTS).parts
+        if parts[0] == "spark":
+            item.add_marker(pytest.mark.spark)
+            item.add_marker(pytest.mark.integration)
+        elif parts[0] == "integration":
+            item.add_marker(pytest.mark.integration)

@@ -1,4 +1,4 @@
-"""Shared by the tests/test_spark_*.py modules: one local[2] SparkSession for the
+"""Shared by the tests/spark/test_spark_*.py modules: one local[2] SparkSession for the
 whole run (started once, reused through getOrCreate), a real broker process,
 and records produced through confluent-kafka with known timestamps.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_clients_e2e import BrokerProcess
+from broker_process import BrokerProcess
 
 # recent, so that retention (7 days by default) keeps the records
 T0 = (int(time.time()) // 3600 - 1) * 3600 * 1000

@@ -6,7 +6,7 @@
 One module per definition (``ProduceRequest.json`` -> ``produce_request.py``, see
 ``_codegen``) and ``messages/__init__.py``, which imports every request and
 response class and names them by api key. The modules are checked in;
-``tests/test_protocol_generated.py`` fails when they differ from what this writes.
+``tests/unit/protocol/test_protocol_generated.py`` fails when they differ from what this writes.
 
 Running it imports ``pylog.protocol``, which imports the modules it rewrites: the
 modules call only ``_runtime`` and ``_struct``, so add to those before the

@@ -66,7 +66,7 @@ _log = logging.getLogger("pylog.server.replica_manager")
 
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
-# Measured on the 2-core dev box (tests/test_replica_manager.py prints it with -s):
+# Measured on the 2-core dev box (tests/unit/server/test_replica_manager.py prints it with -s):
 # appending uncompressed batches inline costs ~35 µs at 16 KiB, ~100 µs at
 # 128 KiB and 2-3 ms at 900 KiB; a hop through the executor adds 0.1-0.5 ms of
 # latency. Below 128 KiB the loop stall is smaller than the hop; above it the

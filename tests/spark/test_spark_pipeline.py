@@ -13,7 +13,7 @@ from spark_support import spark
 
 __all__ = ["spark"]
 
-RUN = Path(__file__).parent.parent / "examples" / "pipeline" / "run.py"
+RUN = Path(__file__).resolve().parents[2] / "examples" / "pipeline" / "run.py"
 
 
 def _events(first: int, n: int) -> list[dict[str, Any]]:

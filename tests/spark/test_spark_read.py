@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from broker_process import BrokerProcess
 from pyspark.sql.pandas.types import to_arrow_schema
 from spark_support import (
     T0,
@@ -28,7 +29,6 @@ from spark_support import (
     topic_name,
     wait_committed,
 )
-from test_clients_e2e import BrokerProcess
 
 from pylog.spark import arrow_schema, kafka_schema
 

@@ -12,7 +12,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from test_clients_e2e import BrokerProcess
+from broker_process import BrokerProcess
 
 from pylog.protocol.client import KafkaConnection
 

@@ -133,10 +133,11 @@ def test_log_append_on_a_full_disk_loses_nothing(tiny_fs: Path) -> None:
     assert int(done.stdout.split()[1]) > 0
 
 
+@pytest.mark.integration  # a real broker process on the small disk
 def test_a_broker_logs_a_full_disk_once_and_its_recovery_once(
     tiny_fs: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_clients_e2e import BrokerProcess
+    from broker_process import BrokerProcess
 
     from pylog import _native
     from pylog.protocol.client import KafkaConnection

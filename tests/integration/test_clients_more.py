@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from broker_process import BrokerProcess, ck_consume, ck_produce, topic_name
 from conftest import build_batch
-from test_clients_e2e import BrokerProcess, ck_consume, ck_produce, topic_name
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from test_clients_e2e import BrokerProcess
+from broker_process import BrokerProcess
 
 from pylog import _native
 from pylog.protocol import encode_request

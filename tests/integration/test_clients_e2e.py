@@ -16,57 +16,14 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from broker_process import BrokerProcess, ck_consume, ck_produce, topic_name
 
-PYLOG = str(Path(sys.executable).with_name("pylog"))
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-
-
-class BrokerProcess:
-    """`pylog broker start` on an ephemeral port; restartable on the same port and data."""
-
-    def __init__(self, data: Path, overrides: dict[str, object] | None = None) -> None:
-        self.data = data
-        self.overrides = dict(overrides or {})
-        self.port = 0
-        self.proc: subprocess.Popen[str] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, env: dict[str, str] | None = None) -> BrokerProcess:
-        cmd = [
-            PYLOG, "broker", "start",
-            "--log-level", os.environ.get("PYLOG_TEST_BROKER_LOG_LEVEL", "WARNING"),
-            "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            "--override", f"log.dirs={self.data}",
-            "--override", "socket.request.max.bytes=10000000",
-            "--override", "group.initial.rebalance.delay.ms=0",
-        ]  # fmt: skip
-        for k, v in self.overrides.items():
-            cmd += ["--override", f"{k}={v}"]
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        assert "started: PLAINTEXT://127.0.0.1:" in line, f"broker did not start: {line!r}"
-        self.port = int(line.split("127.0.0.1:")[1].split()[0])
-        return self
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        code = self.proc.wait(30)
-        self.proc = None
-        return code
 
 
 @pytest.fixture(scope="module")
@@ -77,46 +34,6 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     finally:
         if b.proc is not None:
             b.stop(signal.SIGKILL)
-
-
-def topic_name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-# ---------------------------------------------------------------- confluent-kafka
-
-
-def ck_produce(bootstrap: str, topic: str, records: list[tuple], **conf: object) -> None:
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
-    errors: list[object] = []
-    for key, value, headers in records:
-        p.produce(topic, value=value, key=key, headers=headers,
-                  on_delivery=lambda err, msg: errors.append(err) if err else None)  # fmt: skip
-    assert p.flush(20) == 0
-    assert errors == []
-
-
-def ck_consume(bootstrap: str, topic: str, count: int, timeout: float = 20) -> list:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False}
-    )
-    c.assign([TopicPartition(topic, 0, 0)])
-    out = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(out) < count and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            assert m.error() is None, m.error()
-            out.append((m.key(), m.value(), m.headers(), m.offset()))
-    finally:
-        c.close()
-    return out
 
 
 @pytest.mark.parametrize("codec", CODECS)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_clients_e2e import PYLOG, BrokerProcess, ck_produce, topic_name
+from broker_process import PYLOG, BrokerProcess, ck_produce, topic_name
 
 from pylog.coordinator.records import decode_group_value, decode_key, partition_for
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_clients_e2e import BrokerProcess
+from broker_process import BrokerProcess
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from broker_process import BrokerProcess
 from spark_support import broker, log_dir, produce, rows_of, spark, topic_name, wait_committed
-from test_clients_e2e import BrokerProcess
 
 __all__ = ["broker", "spark"]  # fixtures, imported for pytest
 

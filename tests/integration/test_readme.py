@@ -36,7 +36,13 @@ def test_storage_example_runs(tmp_path: Path) -> None:
     assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
 
 
-@pytest.mark.parametrize("code", CLIENTS, ids=[f"client{i}" for i in range(len(CLIENTS))])
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param(c, id=f"client{i}", marks=[pytest.mark.spark] if "pylog.spark" in c else [])
+        for i, c in enumerate(CLIENTS)
+    ],
+)
 def test_client_example_runs(code: str, tmp_path: Path) -> None:
     with broker() as b:
         lines = run_python(code, tmp_path, bootstrap=b.bootstrap_servers, timeout=240).splitlines()
