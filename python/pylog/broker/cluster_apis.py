@@ -9,8 +9,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Mapping
 
+from pylog.broker.response_dicts import (
+    DescribeClusterResponseDict,
+    DescribeLogDirsPartitionDict,
+    DescribeLogDirsResponseDict,
+    DescribeLogDirsResultDict,
+    MetadataResponseDict,
+    MetadataResponsePartitionDict,
+    MetadataResponseTopicDict,
+)
 from pylog.errors import (
     ErrorCode,
     InvalidReplicationFactorError,
@@ -34,10 +42,8 @@ __all__ = ["ClusterApis"]
 
 _log = logging.getLogger("pylog.broker.cluster_apis")
 
-# The responses are still built as dicts of the response classes' fields
-# (MetadataResponse, ...), typed only as str-keyed mappings here: moving them
-# to the classes waits for the hardening changes in this module to land.
-_Entry = dict[str, object]
+# The responses are still dicts, typed by response_dicts: moving them to the
+# response classes waits for the hardening changes in this module to land.
 
 _AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
 # Without an authorizer every operation is allowed: READ..DESCRIBE, DESCRIBE_CONFIGS,
@@ -97,10 +103,10 @@ class ClusterApis:
             _log.warning("auto-creating topic %s failed: %s", name, e)
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
 
-    def _topic_entry(self, meta: TopicMetadata, with_ops: bool) -> _Entry:
+    def _topic_entry(self, meta: TopicMetadata, with_ops: bool) -> MetadataResponseTopicDict:
         b = self.broker_id
         rm = self.replica_manager
-        partitions = []
+        partitions: list[MetadataResponsePartitionDict] = []
         for i in range(meta.partitions):
             p = rm.partition(TopicPartition(meta.name, i))
             if p is None:
@@ -140,14 +146,14 @@ class ClusterApis:
 
     async def handle_topic_metadata_request(
         self, request: Request, body: MetadataRequest
-    ) -> Mapping[str, object]:
+    ) -> MetadataResponseDict:
         version = request.header.api_version
         store = self.metadata_store
         with_ops = bool(body.include_topic_authorized_operations)
         allow_auto = bool(body.allow_auto_topic_creation) if version >= 4 else True
         allow_auto = allow_auto and self.config.auto_create_topics_enable
         requested = body.topics
-        topics: list[_Entry] = []
+        topics: list[MetadataResponseTopicDict] = []
         if requested is None or (version == 0 and not requested):
             topics = [self._topic_entry(m, with_ops) for m in store.topics()]
         else:
@@ -185,7 +191,7 @@ class ClusterApis:
                         continue
                 topics.append(self._topic_entry(meta, with_ops))
         host, port = self.broker_endpoint(request.listener)
-        response: _Entry = {
+        response: MetadataResponseDict = {
             "throttle_time_ms": 0,
             "brokers": [{"node_id": self.broker_id, "host": host, "port": port, "rack": None}],
             "cluster_id": store.cluster_id,
@@ -197,7 +203,9 @@ class ClusterApis:
         return response
 
     @staticmethod
-    def _topic_error(code: int, name: str | None, topic_id: str | None = None) -> _Entry:
+    def _topic_error(
+        code: int, name: str | None, topic_id: str | None = None
+    ) -> MetadataResponseTopicDict:
         return {
             "error_code": code,
             "name": name,
@@ -210,9 +218,9 @@ class ClusterApis:
 
     async def handle_describe_cluster_request(
         self, request: Request, body: DescribeClusterRequest
-    ) -> Mapping[str, object]:
+    ) -> DescribeClusterResponseDict:
         endpoint_type = body.endpoint_type
-        response: _Entry = {
+        response: DescribeClusterResponseDict = {
             "throttle_time_ms": 0,
             "error_code": ErrorCode.NONE,
             "error_message": None,
@@ -250,14 +258,14 @@ class ClusterApis:
 
     async def handle_describe_log_dirs_request(
         self, request: Request, body: DescribeLogDirsRequest
-    ) -> Mapping[str, object]:
+    ) -> DescribeLogDirsResponseDict:
         wanted: set[TopicPartition] | None = None
         if body.topics is not None:
             wanted = {TopicPartition(t.topic, p) for t in body.topics for p in t.partitions}
-        results = []
+        results: list[DescribeLogDirsResultDict] = []
         for path in self.log_manager.log_dirs:
             logs = self.log_manager.logs_in_dir(path)
-            by_topic: dict[str, list[_Entry]] = {}
+            by_topic: dict[str, list[DescribeLogDirsPartitionDict]] = {}
             for tp in sorted(logs):
                 if wanted is not None and tp not in wanted:
                     continue

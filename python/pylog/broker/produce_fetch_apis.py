@@ -2,6 +2,10 @@
 and InitProducerId, answered through the ReplicaManager (and the
 ProducerIdManager for InitProducerId).
 
+Produce and Fetch answer with dicts typed by ``response_dicts`` rather than the
+response classes: the classes cost 1.7-3x the time to build and encode, which
+that module measures; the others answer with their response classes.
+
 A handler that must wait (acks=-1, a Fetch below min_bytes) calls
 ``request.mark_local_complete()`` first, so the connection's next request may
 start while this one waits in the purgatory.
@@ -10,14 +14,21 @@ start while this one waits in the purgatory.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypedDict
 
+from pylog.broker.response_dicts import (
+    FetchableTopicResponseDict,
+    FetchResponseDict,
+    PartitionDataDict,
+    PartitionProduceResponseDict,
+    ProduceResponseDict,
+    TopicProduceResponseDict,
+)
 from pylog.errors import CloseConnection, ErrorCode, KafkaError
 from pylog.log.checkpoint import TopicPartition
 from pylog.log.log import FetchIsolation
 from pylog.metadata.store import MetadataStore
 from pylog.network import Request
-from pylog.protocol import ZERO_UUID, Records
+from pylog.protocol import ZERO_UUID
 from pylog.protocol.messages import (
     FetchRequest,
     InitProducerIdRequest,
@@ -28,7 +39,6 @@ from pylog.protocol.messages import (
     OffsetForLeaderEpochResponse,
     ProduceRequest,
 )
-from pylog.protocol.messages.fetch_response import AbortedTransaction
 from pylog.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
     ListOffsetsTopicResponse,
@@ -37,21 +47,12 @@ from pylog.protocol.messages.offset_for_leader_epoch_response import (
     EpochEndOffset,
     OffsetForLeaderTopicResult,
 )
-from pylog.protocol.messages.produce_response import BatchIndexAndErrorMessage
 from pylog.server.config import KafkaConfig
 from pylog.server.delayed_fetch import FetchParams, FetchPartitionRequest, FetchPartitionResult
 from pylog.server.producer_id_manager import ProducerIdManager
 from pylog.server.replica_manager import ReplicaManager
 
-__all__ = [
-    "FetchResponseDict",
-    "FetchableTopicResponseDict",
-    "PartitionDataDict",
-    "PartitionProduceResponseDict",
-    "ProduceFetchApis",
-    "ProduceResponseDict",
-    "TopicProduceResponseDict",
-]
+__all__ = ["ProduceFetchApis"]
 
 _FETCH_SESSION_ID_NOT_FOUND = 70
 _INVALID_FETCH_SESSION_EPOCH = 71
@@ -59,89 +60,6 @@ _INVALID_FETCH_SESSION_EPOCH = 71
 
 def _uuid_out(topic_id: str | None) -> str:
     return topic_id or ZERO_UUID
-
-
-# Produce and Fetch answer with dicts, not the response classes: the generated
-# encoders read each field with ``.get()``, a C call on a dict but a Python method
-# on a Struct, so building and encoding the classes costs 1.7-3x the dicts'
-# time (measured: ProduceResponse v9, one partition 2.7 -> 4.6 us, ten 12 -> 26
-# us; FetchResponse v12, one partition 3.1 -> 5.6 us, ten 12 -> 37 us). The
-# TypedDicts below give those dicts the fields of the generated class each
-# stands for (tests/test_broker_typing.py checks the names); a key left out
-# takes the field's default, as with the class.
-
-
-class PartitionProduceResponseDict(TypedDict, total=False):
-    """produce_response.PartitionProduceResponse as a dict."""
-
-    index: int
-    error_code: int
-    base_offset: int
-    log_append_time_ms: int
-    log_start_offset: int
-    record_errors: list[BatchIndexAndErrorMessage]
-    error_message: str | None
-
-
-class TopicProduceResponseDict(TypedDict):
-    """produce_response.TopicProduceResponse as a dict."""
-
-    name: str
-    partition_responses: list[PartitionProduceResponseDict]
-
-
-class ProduceResponseDict(TypedDict):
-    """ProduceResponse as a dict."""
-
-    responses: list[TopicProduceResponseDict]
-    throttle_time_ms: int
-
-
-class EpochEndOffsetDict(TypedDict):
-    """fetch_response.EpochEndOffset as a dict."""
-
-    epoch: int
-    end_offset: int
-
-
-class LeaderIdAndEpochDict(TypedDict):
-    """fetch_response.LeaderIdAndEpoch as a dict."""
-
-    leader_id: int
-    leader_epoch: int
-
-
-class PartitionDataDict(TypedDict, total=False):
-    """fetch_response.PartitionData as a dict."""
-
-    partition_index: int
-    error_code: int
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    diverging_epoch: EpochEndOffsetDict
-    current_leader: LeaderIdAndEpochDict
-    aborted_transactions: list[AbortedTransaction] | None
-    preferred_read_replica: int
-    records: Records | None
-
-
-class FetchableTopicResponseDict(TypedDict, total=False):
-    """fetch_response.FetchableTopicResponse as a dict: ``topic`` up to v12,
-    ``topic_id`` from v13."""
-
-    topic: str | None
-    topic_id: str
-    partitions: list[PartitionDataDict]
-
-
-class FetchResponseDict(TypedDict, total=False):
-    """FetchResponse as a dict."""
-
-    throttle_time_ms: int
-    error_code: int
-    session_id: int
-    responses: list[FetchableTopicResponseDict]
 
 
 class ProduceFetchApis:
@@ -311,6 +229,7 @@ class ProduceFetchApis:
             if by_id:
                 entry["topic_id"] = _uuid_out(topic_uuid)
             else:
+                assert topic_name is not None  # by name: the request's own name
                 entry["topic"] = topic_name
             responses.append(entry)
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

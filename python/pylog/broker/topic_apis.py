@@ -10,10 +10,20 @@ except to move a log start offset (DeleteRecords, through the ReplicaManager).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 
 from pylog.broker.config_apis import ConfigApis
 from pylog.broker.request_helpers import duplicates, error_of
+from pylog.broker.response_dicts import (
+    CreatableTopicResultDict,
+    CreatePartitionsResponseDict,
+    CreatePartitionsTopicResultDict,
+    CreateTopicsResponseDict,
+    DeletableTopicResultDict,
+    DeleteRecordsPartitionResultDict,
+    DeleteRecordsResponseDict,
+    DeleteRecordsTopicResultDict,
+    DeleteTopicsResponseDict,
+)
 from pylog.errors import (
     ErrorCode,
     InvalidPartitionsError,
@@ -45,10 +55,8 @@ __all__ = ["TopicApis"]
 
 _log = logging.getLogger("pylog.broker.topic_apis")
 
-# The responses are still built as dicts of the response classes' fields
-# (CreateTopicsResponse, ...), typed only as str-keyed mappings here: moving
-# them to the classes waits for the hardening changes in this module to land.
-_Entry = dict[str, object]
+# The responses are still dicts, typed by response_dicts: moving them to the
+# response classes waits for the hardening changes in this module to land.
 
 
 class TopicApis:
@@ -73,11 +81,11 @@ class TopicApis:
 
     async def handle_create_topics_request(
         self, request: Request, body: CreateTopicsRequest
-    ) -> Mapping[str, object]:
+    ) -> CreateTopicsResponseDict:
         version = request.header.api_version
         validate_only = bool(body.validate_only)
         dupes = duplicates(t.name for t in body.topics)
-        results = []
+        results: list[CreatableTopicResultDict] = []
         seen: set[str] = set()
         for t in body.topics:
             if t.name in dupes:
@@ -117,7 +125,9 @@ class TopicApis:
         return {"throttle_time_ms": 0, "topics": results}
 
     @staticmethod
-    def _create_result(name: str, code: int, message: str | None, version: int) -> _Entry:
+    def _create_result(
+        name: str, code: int, message: str | None, version: int
+    ) -> CreatableTopicResultDict:
         return {
             "name": name,
             "topic_id": ZERO_UUID,
@@ -212,7 +222,7 @@ class TopicApis:
 
     async def handle_delete_topics_request(
         self, request: Request, body: DeleteTopicsRequest
-    ) -> Mapping[str, object]:
+    ) -> DeleteTopicsResponseDict:
         version = request.header.api_version
         wanted: list[tuple[str | None, str]]
         if version >= 6:
@@ -222,9 +232,9 @@ class TopicApis:
         dup_names = duplicates(n for n, i in wanted if n is not None and i == ZERO_UUID)
         dup_ids = duplicates(i for n, i in wanted if i != ZERO_UUID)
         enabled = bool(self.config.delete_topic_enable)
-        responses = []
+        responses: list[DeletableTopicResultDict] = []
         for name, topic_id in wanted:
-            out: _Entry = {
+            out: DeletableTopicResultDict = {
                 "name": name,
                 "topic_id": topic_id,
                 "error_code": ErrorCode.NONE,
@@ -277,10 +287,10 @@ class TopicApis:
 
     async def handle_create_partitions_request(
         self, request: Request, body: CreatePartitionsRequest
-    ) -> Mapping[str, object]:
+    ) -> CreatePartitionsResponseDict:
         validate_only = bool(body.validate_only)
         dupes = duplicates(t.name for t in body.topics)
-        results = []
+        results: list[CreatePartitionsTopicResultDict] = []
         seen: set[str] = set()
         for t in body.topics:
             if t.name in dupes:
@@ -340,15 +350,15 @@ class TopicApis:
 
     async def handle_delete_records_request(
         self, request: Request, body: DeleteRecordsRequest
-    ) -> Mapping[str, object]:
+    ) -> DeleteRecordsResponseDict:
         offsets: dict[TopicPartition, int] = {}
         for t in body.topics:
             for p in t.partitions:
                 offsets[TopicPartition(t.name, p.partition_index)] = p.offset
         done = self.replica_manager.delete_records(offsets)
-        topics = []
+        topics: list[DeleteRecordsTopicResultDict] = []
         for t in body.topics:
-            parts = []
+            parts: list[DeleteRecordsPartitionResultDict] = []
             for p in t.partitions:
                 code, low = done[TopicPartition(t.name, p.partition_index)]
                 parts.append(
