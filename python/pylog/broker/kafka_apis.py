@@ -93,9 +93,9 @@ __all__ = ["Handler", "KafkaApis", "Route"]
 _Req = TypeVar("_Req", bound=messages.Request)
 
 #: A handler of requests decoded as ``_Req`` (``Handler[ProduceRequest]``): it
-#: returns the response body — its response class (``ProduceResponse``), or on the
-#: hot paths dicts of the same fields (see produce_fetch_apis) — or None for no
-#: response.
+#: returns the response body — its response class (``ListOffsetsResponse``), or
+#: dicts of the same fields typed by ``response_dicts`` (Produce and Fetch, for
+#: speed; topic and cluster handlers, for now) — or None for no response.
 Handler: TypeAlias = Callable[[Request, _Req], Awaitable[Body | None]]
 
 
