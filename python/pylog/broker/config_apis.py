@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TypeVar
 
 from pylog.broker.request_helpers import duplicates, error_of
 from pylog.config import ConfigKey, ConfigType
@@ -36,6 +36,23 @@ from pylog.errors import (
 from pylog.log.config import TOPIC_CONFIG, LogConfig
 from pylog.metadata.store import MetadataStore, TopicMetadata, validate_topic_name
 from pylog.network import Request
+from pylog.protocol.messages import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+    alter_configs_request,
+    alter_configs_response,
+    incremental_alter_configs_request,
+    incremental_alter_configs_response,
+)
+from pylog.protocol.messages.describe_configs_response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
 from pylog.server.config import ALL_BROKER_CONFIG, KafkaConfig
 
 __all__ = ["ConfigApis", "ConfigSource", "ResourceType"]
@@ -86,8 +103,17 @@ _BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
 # IncrementalAlterConfigs operations.
 _SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
 
+# A resource of AlterConfigs or of IncrementalAlterConfigs (same fields but the
+# configs' operation).
+_Resource = TypeVar(
+    "_Resource",
+    alter_configs_request.AlterConfigsResource,
+    incremental_alter_configs_request.AlterConfigsResource,
+)
 
-def _show(value: Any) -> str | None:
+
+def _show(value: object) -> str | None:
+    """A config key's default as DescribeConfigs shows it."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -97,7 +123,9 @@ def _show(value: Any) -> str | None:
     return str(value)
 
 
-def _checked_config_names(resource: Any, duplicate_resources: set[Any]) -> list[str]:
+def _checked_config_names(
+    resource: _Resource, duplicate_resources: set[tuple[int, str]]
+) -> list[str]:
     """The config names of one AlterConfigs / IncrementalAlterConfigs resource,
     refusing (as Kafka does) a resource named twice or a key given twice."""
     if (resource.resource_type, resource.resource_name) in duplicate_resources:
@@ -123,14 +151,16 @@ class ConfigApis:
     def _default_log_config(self) -> LogConfig:
         return self.config.log.default_log_config
 
-    def _broker_synonyms(self, broker_key: str) -> list[dict[str, Any]]:
+    def _broker_synonyms(self, broker_key: str) -> list[DescribeConfigsSynonym]:
         """Kafka's synonyms of a broker key: the keys set in the broker's
         configuration (STATIC_BROKER_CONFIG), then the keys' non-null defaults
         (DEFAULT_CONFIG), each in precedence order."""
         names = _BROKER_SYNONYMS.get(broker_key, (broker_key,))
         originals = self.config.originals
         out = [
-            {"name": n, "value": originals[n], "source": ConfigSource.STATIC_BROKER_CONFIG}
+            DescribeConfigsSynonym(
+                name=n, value=originals[n], source=ConfigSource.STATIC_BROKER_CONFIG
+            )
             for n in names
             if n in originals
         ]
@@ -138,7 +168,9 @@ class ConfigApis:
             key = ALL_BROKER_CONFIG.get(n)
             if key is not None and key.default is not None:
                 out.append(
-                    {"name": n, "value": _show(key.default), "source": ConfigSource.DEFAULT_CONFIG}
+                    DescribeConfigsSynonym(
+                        name=n, value=_show(key.default), source=ConfigSource.DEFAULT_CONFIG
+                    )
                 )
         return out
 
@@ -151,7 +183,7 @@ class ConfigApis:
         synonyms: bool,
         documentation: bool,
         typed: bool = True,
-    ) -> list[dict[str, Any]]:
+    ) -> list[DescribeConfigsResourceResult]:
         """DescribeConfigs entries of a topic; ``typed``: the version carries
         config_type and documentation (v3+)."""
         values = effective.to_props()
@@ -159,30 +191,32 @@ class ConfigApis:
         out = []
         for name in wanted:
             key = TOPIC_CONFIG[name]
-            syn: list[dict[str, Any]] = []
+            syn: list[DescribeConfigsSynonym] = []
             if name in overrides:
                 syn.append(
-                    {"name": name, "value": values[name], "source": ConfigSource.TOPIC_CONFIG}
+                    DescribeConfigsSynonym(
+                        name=name, value=values[name], source=ConfigSource.TOPIC_CONFIG
+                    )
                 )
             if key.server_default is not None:
                 syn.extend(self._broker_synonyms(key.server_default))
             out.append(
-                {
-                    "name": name,
-                    "value": values[name],
-                    "read_only": False,
-                    "config_source": syn[0]["source"] if syn else ConfigSource.DEFAULT_CONFIG,
-                    "is_sensitive": False,
-                    "synonyms": syn if synonyms else [],
-                    "config_type": _CONFIG_TYPE_ID.get(key.type, 0) if typed else 0,
-                    "documentation": key.doc if documentation and typed else None,
-                }
+                DescribeConfigsResourceResult(
+                    name=name,
+                    value=values[name],
+                    read_only=False,
+                    config_source=syn[0].source if syn else ConfigSource.DEFAULT_CONFIG,
+                    is_sensitive=False,
+                    synonyms=syn if synonyms else [],
+                    config_type=_CONFIG_TYPE_ID.get(key.type, 0) if typed else 0,
+                    documentation=key.doc if documentation and typed else None,
+                )
             )
         return out
 
     def _broker_entries(
         self, names: Iterable[str] | None, *, synonyms: bool, documentation: bool, typed: bool
-    ) -> list[dict[str, Any]]:
+    ) -> list[DescribeConfigsResourceResult]:
         described = self.config.describe()
         wanted = list(described) if names is None else [n for n in names if n in described]
         out = []
@@ -191,16 +225,16 @@ class ConfigApis:
             syn = self._broker_synonyms(name)
             value = described[name] if self.config.get(name) is not None else None
             out.append(
-                {
-                    "name": name,
-                    "value": value,
-                    "read_only": True,
-                    "config_source": syn[0]["source"] if syn else ConfigSource.DEFAULT_CONFIG,
-                    "is_sensitive": False,
-                    "synonyms": syn if synonyms else [],
-                    "config_type": _CONFIG_TYPE_ID.get(key.type, 0) if typed else 0,
-                    "documentation": key.doc if documentation and typed else None,
-                }
+                DescribeConfigsResourceResult(
+                    name=name,
+                    value=value,
+                    read_only=True,
+                    config_source=syn[0].source if syn else ConfigSource.DEFAULT_CONFIG,
+                    is_sensitive=False,
+                    synonyms=syn if synonyms else [],
+                    config_type=_CONFIG_TYPE_ID.get(key.type, 0) if typed else 0,
+                    documentation=key.doc if documentation and typed else None,
+                )
             )
         return out
 
@@ -236,22 +270,22 @@ class ConfigApis:
     # ------------------------------------------------------------------ DescribeConfigs
 
     async def handle_describe_configs_request(
-        self, request: Request, body: Any
-    ) -> Mapping[str, Any]:
-        synonyms = bool(body.get("include_synonyms", False))
-        documentation = bool(body.get("include_documentation", False))
+        self, request: Request, body: DescribeConfigsRequest
+    ) -> DescribeConfigsResponse:
+        synonyms = bool(body.include_synonyms)
+        documentation = bool(body.include_documentation)
         typed = request.header.api_version >= 3
         results = []
         for r in body.resources:
             rtype, rname = r.resource_type, r.resource_name
             keys = r.configuration_keys
-            out: dict[str, Any] = {
-                "error_code": ErrorCode.NONE,
-                "error_message": None,
-                "resource_type": rtype,
-                "resource_name": rname,
-                "configs": [],
-            }
+            out = DescribeConfigsResult(
+                error_code=ErrorCode.NONE,
+                error_message=None,
+                resource_type=rtype,
+                resource_name=rname,
+                configs=[],
+            )
             try:
                 if rtype == ResourceType.TOPIC:
                     validate_topic_name(rname)
@@ -259,14 +293,14 @@ class ConfigApis:
                     if meta is None:
                         raise UnknownTopicOrPartitionError(f"The topic '{rname}' does not exist.")
                     effective = self._default_log_config.with_overrides(meta.configs)
-                    out["configs"] = self.topic_config_entries(
+                    out.configs = self.topic_config_entries(
                         meta.configs, effective, keys, synonyms=synonyms,
                         documentation=documentation,
                         typed=typed,
                     )  # fmt: skip
                 elif rtype == ResourceType.BROKER:
                     if self._broker_resource_check(rname, allow_default=True):
-                        out["configs"] = self._broker_entries(
+                        out.configs = self._broker_entries(
                             keys, synonyms=synonyms, documentation=documentation, typed=typed
                         )
                     # The cluster-wide default ("") holds dynamic configs only: none here.
@@ -275,53 +309,81 @@ class ConfigApis:
                         f"Unsupported resource type {rtype} for DescribeConfigs"
                     )
             except Exception as e:
-                out["error_code"], out["error_message"] = error_of(e)
-                out["configs"] = []
+                out.error_code, out.error_message = error_of(e)
+                out.configs = []
             results.append(out)
-        return {"throttle_time_ms": 0, "results": results}
+        return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
     # ------------------------------------------------------ AlterConfigs, IncrementalAlterConfigs
 
-    async def handle_alter_configs_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+    async def handle_alter_configs_request(
+        self, request: Request, body: AlterConfigsRequest
+    ) -> AlterConfigsResponse:
         # Replace semantics: the request's keys become the topic's whole
         # override set (a null value is the same as absent).
-        return self._alter_config_resources(
-            body,
+        results = self._alter_config_resources(
+            body.resources,
+            bool(body.validate_only),
             "AlterConfigs",
             lambda meta, r: {c.name: c.value for c in r.configs if c.value is not None},
         )
+        return AlterConfigsResponse(
+            throttle_time_ms=0,
+            responses=[
+                alter_configs_response.AlterConfigsResourceResponse(
+                    error_code=code,
+                    error_message=msg,
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                )
+                for r, code, msg in results
+            ],
+        )
 
     async def handle_incremental_alter_configs_request(
-        self, request: Request, body: Any
-    ) -> Mapping[str, Any]:
-        def known_operations(r: Any) -> None:
+        self, request: Request, body: IncrementalAlterConfigsRequest
+    ) -> IncrementalAlterConfigsResponse:
+        def known_operations(r: incremental_alter_configs_request.AlterConfigsResource) -> None:
             for c in r.configs:
                 if c.config_operation not in (_SET, _DELETE, _APPEND, _SUBTRACT):
                     raise InvalidRequestError(
                         f"Unknown config operation {c.config_operation} for {c.name}"
                     )
 
-        return self._alter_config_resources(
-            body,
+        results = self._alter_config_resources(
+            body.resources,
+            bool(body.validate_only),
             "IncrementalAlterConfigs",
             lambda meta, r: self._apply_incremental(meta.configs, r.configs),
             precheck=known_operations,
         )
+        return IncrementalAlterConfigsResponse(
+            throttle_time_ms=0,
+            responses=[
+                incremental_alter_configs_response.AlterConfigsResourceResponse(
+                    error_code=code,
+                    error_message=msg,
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                )
+                for r, code, msg in results
+            ],
+        )
 
     def _alter_config_resources(
         self,
-        body: Any,
+        resources: list[_Resource],
+        validate_only: bool,
         api: str,
-        topic_configs: Callable[[TopicMetadata, Any], dict[str, Any]],
-        precheck: Callable[[Any], None] | None = None,
-    ) -> Mapping[str, Any]:
+        topic_configs: Callable[[TopicMetadata, _Resource], dict[str, str]],
+        precheck: Callable[[_Resource], None] | None = None,
+    ) -> list[tuple[_Resource, int, str | None]]:
         """The per-resource loop both alter-configs APIs share: checks, the
         topic's new override set from ``topic_configs``, broker refusals, and
-        one response entry per resource."""
-        validate_only = bool(body.validate_only)
-        dupes = duplicates((r.resource_type, r.resource_name) for r in body.resources)
+        (resource, error code, error message) per resource, for the response."""
+        dupes = duplicates((r.resource_type, r.resource_name) for r in resources)
         responses = []
-        for r in body.resources:
+        for r in resources:
             code: int = ErrorCode.NONE
             msg: str | None = None
             try:
@@ -344,14 +406,13 @@ class ConfigApis:
                     )
             except Exception as e:
                 code, msg = error_of(e)
-            responses.append(
-                {"error_code": int(code), "error_message": msg,
-                 "resource_type": r.resource_type, "resource_name": r.resource_name}
-            )  # fmt: skip
-        return {"throttle_time_ms": 0, "responses": responses}
+            responses.append((r, int(code), msg))
+        return responses
 
     @staticmethod
-    def _apply_incremental(current: Mapping[str, str], ops: Iterable[Any]) -> dict[str, str]:
+    def _apply_incremental(
+        current: Mapping[str, str], ops: Iterable[incremental_alter_configs_request.AlterableConfig]
+    ) -> dict[str, str]:
         merged = dict(current)
         for c in ops:
             name, op, value = c.name, c.config_operation, c.value

@@ -8,13 +8,61 @@ coordinator.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from pylog.coordinator.group import GroupState
 from pylog.coordinator.group_coordinator import GroupCoordinator, JoinRequest
 from pylog.errors import ErrorCode
 from pylog.network import Request
+from pylog.protocol.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from pylog.protocol.messages.delete_groups_response import DeletableGroupResult
+from pylog.protocol.messages.describe_groups_response import DescribedGroup, DescribedGroupMember
+from pylog.protocol.messages.find_coordinator_response import Coordinator
+from pylog.protocol.messages.join_group_response import JoinGroupResponseMember
+from pylog.protocol.messages.leave_group_response import MemberResponse
+from pylog.protocol.messages.list_groups_response import ListedGroup
+from pylog.protocol.messages.offset_commit_response import (
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from pylog.protocol.messages.offset_delete_response import (
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from pylog.protocol.messages.offset_fetch_request import (
+    OffsetFetchRequestTopic,
+    OffsetFetchRequestTopics,
+)
+from pylog.protocol.messages.offset_fetch_response import (
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+)
 
 __all__ = ["GroupApis"]
 
@@ -40,7 +88,7 @@ class GroupApis:
 
     # ------------------------------------------------------------ FindCoordinator
 
-    def _coordinator_for(self, request: Request, key: str, key_type: int) -> dict[str, Any]:
+    def _coordinator_for(self, request: Request, key: str, key_type: int) -> Coordinator:
         host, port = self.broker_endpoint(request.listener)
         node = self.broker_id
         if key_type != _KEY_TYPE_GROUP:
@@ -50,42 +98,50 @@ class GroupApis:
             code = self.coordinator.find_coordinator(key)
         if code:
             node, host, port = -1, "", -1
-        return {
-            "key": key,
-            "node_id": node,
-            "host": host,
-            "port": port,
-            "error_code": code,
-            "error_message": None if code == 0 else ErrorCode(code).name,
-        }
+        return Coordinator(
+            key=key,
+            node_id=node,
+            host=host,
+            port=port,
+            error_code=code,
+            error_message=None if code == 0 else ErrorCode(code).name,
+        )
 
     async def handle_find_coordinator_request(
-        self, request: Request, body: Any
-    ) -> Mapping[str, Any]:
+        self, request: Request, body: FindCoordinatorRequest
+    ) -> FindCoordinatorResponse:
         version = request.header.api_version
-        key_type = body.get("key_type", 0)
+        key_type = body.key_type
         if version >= 4:
-            return {
-                "throttle_time_ms": 0,
-                "coordinators": [
+            return FindCoordinatorResponse(
+                throttle_time_ms=0,
+                coordinators=[
                     self._coordinator_for(request, k, key_type) for k in body.coordinator_keys
                 ],
-            }
-        out = self._coordinator_for(request, body.key, key_type)
-        out.pop("key")
-        out["throttle_time_ms"] = 0
-        return out
+            )
+        # Before v4, one key and the answer's fields at the top level.
+        c = self._coordinator_for(request, body.key, key_type)
+        return FindCoordinatorResponse(
+            throttle_time_ms=0,
+            error_code=c.error_code,
+            error_message=c.error_message,
+            node_id=c.node_id,
+            host=c.host,
+            port=c.port,
+        )
 
     # ------------------------------------------------------------ membership
 
-    async def handle_join_group_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+    async def handle_join_group_request(
+        self, request: Request, body: JoinGroupRequest
+    ) -> JoinGroupResponse:
         version = request.header.api_version
         session = body.session_timeout_ms
-        rebalance = body.get("rebalance_timeout_ms", -1)
+        rebalance = body.rebalance_timeout_ms
         req = JoinRequest(
             group_id=body.group_id,
             member_id=body.member_id,
-            group_instance_id=body.get("group_instance_id"),
+            group_instance_id=body.group_instance_id,
             client_id=request.header.client_id or "",
             client_host="/" + request.client_host,
             rebalance_timeout_ms=rebalance if version >= 1 and rebalance > 0 else session,
@@ -98,136 +154,186 @@ class GroupApis:
         # connection's next request (a heartbeat, say) is handled only after
         # this answer, so it sees the group as the answer left it, not a
         # rebalance that is already over.
-        out = dict(await self.coordinator.join_group(req))
-        # Fields a version lacks must be left out (the codec refuses them).
-        if version < 9:
-            out.pop("skip_assignment", None)
-        if version < 7:
-            out.pop("protocol_type", None)
-            if out.get("protocol_name") is None:
-                out["protocol_name"] = ""
-        if version < 5:
-            for m in out["members"]:
-                m.pop("group_instance_id", None)
-        out["throttle_time_ms"] = 0
-        return out
+        result = await self.coordinator.join_group(req)
+        # Fields a version lacks keep their defaults (the codec refuses others).
+        protocol_name = result.protocol_name
+        if version < 7 and protocol_name is None:
+            protocol_name = ""  # not nullable before v7
+        return JoinGroupResponse(
+            throttle_time_ms=0,
+            error_code=result.error_code,
+            generation_id=result.generation_id,
+            protocol_type=result.protocol_type if version >= 7 else None,
+            protocol_name=protocol_name,
+            leader=result.leader,
+            skip_assignment=result.skip_assignment if version >= 9 else False,
+            member_id=result.member_id,
+            members=[
+                JoinGroupResponseMember(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id if version >= 5 else None,
+                    metadata=m.metadata,
+                )
+                for m in result.members
+            ],
+        )
 
-    async def handle_sync_group_request(self, request: Request, body: Any) -> Mapping[str, Any]:
-        out = await self.coordinator.sync_group(
+    async def handle_sync_group_request(
+        self, request: Request, body: SyncGroupRequest
+    ) -> SyncGroupResponse:
+        result = await self.coordinator.sync_group(
             body.group_id,
             body.generation_id,
             body.member_id,
-            body.get("group_instance_id"),
-            body.get("protocol_type"),
-            body.get("protocol_name"),
+            body.group_instance_id,
+            body.protocol_type,
+            body.protocol_name,
             {a.member_id: bytes(a.assignment) for a in body.assignments},
         )
-        out = {**out, "throttle_time_ms": 0}
-        if request.header.api_version < 5:
-            out.pop("protocol_type", None)
-            out.pop("protocol_name", None)
-        return out
-
-    async def handle_heartbeat_request(self, request: Request, body: Any) -> Mapping[str, Any]:
-        code = self.coordinator.heartbeat(
-            body.group_id, body.member_id, body.get("group_instance_id"), body.generation_id
+        v5 = request.header.api_version >= 5
+        return SyncGroupResponse(
+            throttle_time_ms=0,
+            error_code=result.error_code,
+            protocol_type=result.protocol_type if v5 else None,
+            protocol_name=result.protocol_name if v5 else None,
+            assignment=result.assignment,
         )
-        return {"throttle_time_ms": 0, "error_code": code}
 
-    async def handle_leave_group_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+    async def handle_heartbeat_request(
+        self, request: Request, body: HeartbeatRequest
+    ) -> HeartbeatResponse:
+        code = self.coordinator.heartbeat(
+            body.group_id, body.member_id, body.group_instance_id, body.generation_id
+        )
+        return HeartbeatResponse(throttle_time_ms=0, error_code=code)
+
+    async def handle_leave_group_request(
+        self, request: Request, body: LeaveGroupRequest
+    ) -> LeaveGroupResponse:
         version = request.header.api_version
         if version >= 3:
-            members = [(m.member_id, m.get("group_instance_id")) for m in body.members]
+            members = [(m.member_id, m.group_instance_id) for m in body.members]
         else:
             members = [(body.member_id, None)]
         code, codes = self.coordinator.leave_group(body.group_id, members)
         if version < 3:
             if code == ErrorCode.NONE and codes:
                 code = codes[0]
-            return {"throttle_time_ms": 0, "error_code": code}
-        return {
-            "throttle_time_ms": 0,
-            "error_code": code,
-            "members": [
-                {"member_id": m, "group_instance_id": i, "error_code": c}
+            return LeaveGroupResponse(throttle_time_ms=0, error_code=code)
+        return LeaveGroupResponse(
+            throttle_time_ms=0,
+            error_code=code,
+            members=[
+                MemberResponse(member_id=m, group_instance_id=i, error_code=c)
                 for (m, i), c in zip(members, codes, strict=False)
             ],
-        }
+        )
 
     # ------------------------------------------------------------ offsets
 
-    async def handle_offset_commit_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+    async def handle_offset_commit_request(
+        self, request: Request, body: OffsetCommitRequest
+    ) -> OffsetCommitResponse:
         offsets: dict[tuple[str, int], tuple[int, int, str | None]] = {}
         for t in body.topics:
             for p in t.partitions:
                 offsets[(t.name, p.partition_index)] = (
                     p.committed_offset,
-                    p.get("committed_leader_epoch", -1),
+                    p.committed_leader_epoch,
                     p.committed_metadata,
                 )
         request.mark_local_complete()
         codes = await self.coordinator.commit_offsets(
             body.group_id,
-            body.get("member_id", ""),
-            body.get("group_instance_id"),
-            body.get("generation_id_or_member_epoch", -1),
+            body.member_id,
+            body.group_instance_id,
+            body.generation_id_or_member_epoch,
             offsets,
-            body.get("retention_time_ms", -1),
+            body.retention_time_ms,
         )
-        return {
-            "throttle_time_ms": 0,
-            "topics": [
-                {
-                    "name": t.name,
-                    "partitions": [
-                        {
-                            "partition_index": p.partition_index,
-                            "error_code": codes[(t.name, p.partition_index)],
-                        }
+        return OffsetCommitResponse(
+            throttle_time_ms=0,
+            topics=[
+                OffsetCommitResponseTopic(
+                    name=t.name,
+                    partitions=[
+                        OffsetCommitResponsePartition(
+                            partition_index=p.partition_index,
+                            error_code=codes[(t.name, p.partition_index)],
+                        )
                         for p in t.partitions
                     ],
-                }
+                )
                 for t in body.topics
             ],
-        }
+        )
 
-    def _fetch_group(self, group_id: str, topics: Any) -> tuple[int, list[dict[str, Any]]]:
+    def _fetch_group(
+        self,
+        group_id: str,
+        topics: list[OffsetFetchRequestTopic] | list[OffsetFetchRequestTopics] | None,
+    ) -> tuple[int, list[tuple[str, list[OffsetFetchResponsePartitions]]]]:
+        """(error, [(topic, partitions)]) of one group's committed offsets, in
+        v8's partition class; ``topics`` None asks for every committed one."""
         wanted: list[tuple[str, int]] | None = None
         if topics is not None:
             wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
         code, found = self.coordinator.fetch_offsets(group_id, wanted)
         if code and wanted is not None:
             found = dict.fromkeys(wanted)
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[OffsetFetchResponsePartitions]] = {}
         for (topic, partition), o in found.items():
             by_topic.setdefault(topic, []).append(
-                {
-                    "partition_index": partition,
-                    "committed_offset": o.offset if o is not None else -1,
-                    "committed_leader_epoch": o.leader_epoch if o is not None else -1,
-                    "metadata": o.metadata if o is not None else "",
-                    "error_code": 0,
-                }
+                OffsetFetchResponsePartitions(
+                    partition_index=partition,
+                    committed_offset=o.offset if o is not None else -1,
+                    committed_leader_epoch=o.leader_epoch if o is not None else -1,
+                    metadata=o.metadata if o is not None else "",
+                    error_code=0,
+                )
             )
-        return code, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+        return code, list(by_topic.items())
 
-    async def handle_offset_fetch_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+    async def handle_offset_fetch_request(
+        self, request: Request, body: OffsetFetchRequest
+    ) -> OffsetFetchResponse:
         version = request.header.api_version
         if version >= 8:
             groups = []
             for g in body.groups:
-                code, topics = self._fetch_group(g.group_id, g.topics)
-                groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
-            return {"throttle_time_ms": 0, "groups": groups}
-        code, topics = self._fetch_group(body.group_id, body.topics)
-        if version < 2 and code:
-            # No top-level error before v2: every partition carries it.
-            for t in topics:
-                for p in t["partitions"]:
-                    p["error_code"] = code
-        return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
+                code, found = self._fetch_group(g.group_id, g.topics)
+                topics = [OffsetFetchResponseTopics(name=n, partitions=ps) for n, ps in found]
+                groups.append(
+                    OffsetFetchResponseGroup(group_id=g.group_id, topics=topics, error_code=code)
+                )
+            return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+        code, found = self._fetch_group(body.group_id, body.topics)
+        # No top-level error before v2: every partition carries it.
+        partition_code = code if version < 2 else 0
+        return OffsetFetchResponse(
+            throttle_time_ms=0,
+            topics=[
+                OffsetFetchResponseTopic(
+                    name=name,
+                    partitions=[
+                        OffsetFetchResponsePartition(
+                            partition_index=p.partition_index,
+                            committed_offset=p.committed_offset,
+                            committed_leader_epoch=p.committed_leader_epoch,
+                            metadata=p.metadata,
+                            error_code=partition_code or p.error_code,
+                        )
+                        for p in ps
+                    ],
+                )
+                for name, ps in found
+            ],
+            error_code=code,
+        )
 
-    async def handle_offset_delete_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+    async def handle_offset_delete_request(
+        self, request: Request, body: OffsetDeleteRequest
+    ) -> OffsetDeleteResponse:
         wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
         request.mark_local_complete()
         code, codes = await self.coordinator.delete_offsets(body.group_id, wanted)
@@ -235,61 +341,63 @@ class GroupApis:
         if code == ErrorCode.NONE:
             for t in body.topics:
                 topics.append(
-                    {
-                        "name": t.name,
-                        "partitions": [
-                            {
-                                "partition_index": p.partition_index,
-                                "error_code": codes[(t.name, p.partition_index)],
-                            }
+                    OffsetDeleteResponseTopic(
+                        name=t.name,
+                        partitions=[
+                            OffsetDeleteResponsePartition(
+                                partition_index=p.partition_index,
+                                error_code=codes[(t.name, p.partition_index)],
+                            )
                             for p in t.partitions
                         ],
-                    }
+                    )
                 )
-        return {"error_code": code, "throttle_time_ms": 0, "topics": topics}
+        return OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=topics)
 
     # ------------------------------------------------------------ admin
 
-    async def handle_list_groups_request(self, request: Request, body: Any) -> Mapping[str, Any]:
-        states = {s.lower() for s in body.get("states_filter") or []}
-        types = {t.lower() for t in body.get("types_filter") or []}
+    async def handle_list_groups_request(
+        self, request: Request, body: ListGroupsRequest
+    ) -> ListGroupsResponse:
+        states = {s.lower() for s in body.states_filter or []}
+        types = {t.lower() for t in body.types_filter or []}
         code, groups = self.coordinator.list_groups(states or None, types or None)
-        return {
-            "throttle_time_ms": 0,
-            "error_code": code,
-            "groups": [
-                {
-                    "group_id": g.group_id,
-                    "protocol_type": g.protocol_type or "",
-                    "group_state": g.state.value,
-                    "group_type": "Classic",
-                }
+        return ListGroupsResponse(
+            throttle_time_ms=0,
+            error_code=code,
+            groups=[
+                ListedGroup(
+                    group_id=g.group_id,
+                    protocol_type=g.protocol_type or "",
+                    group_state=g.state.value,
+                    group_type="Classic",
+                )
                 for g in groups
             ],
-        }
+        )
 
     async def handle_describe_groups_request(
-        self, request: Request, body: Any
-    ) -> Mapping[str, Any]:
-        with_ops = bool(body.get("include_authorized_operations"))
+        self, request: Request, body: DescribeGroupsRequest
+    ) -> DescribeGroupsResponse:
+        with_ops = bool(body.include_authorized_operations)
         version = request.header.api_version
         out = []
         for gid in body.groups:
             code, group = self.coordinator.describe_group(gid)
-            entry: dict[str, Any] = {
-                "error_code": code,
-                "group_id": gid,
-                "group_state": GroupState.DEAD.value,
-                "protocol_type": "",
-                "protocol_data": "",
-                "members": [],
-                "authorized_operations": _GROUP_OPS if with_ops else _AUTHORIZED_OPS_NOT_REQUESTED,
-            }
+            entry = DescribedGroup(
+                error_code=code,
+                group_id=gid,
+                group_state=GroupState.DEAD.value,
+                protocol_type="",
+                protocol_data="",
+                members=[],
+                authorized_operations=_GROUP_OPS if with_ops else _AUTHORIZED_OPS_NOT_REQUESTED,
+            )
             if group is not None:
                 stable = group.is_in(GroupState.STABLE)
-                entry["group_state"] = group.state.value
-                entry["protocol_type"] = group.protocol_type or ""
-                entry["protocol_data"] = (group.protocol_name or "") if stable else ""
+                entry.group_state = group.state.value
+                entry.protocol_type = group.protocol_type or ""
+                entry.protocol_data = (group.protocol_name or "") if stable else ""
                 members = []
                 for m in group.members.values():
                     meta = b""
@@ -299,23 +407,27 @@ class GroupApis:
                         except KeyError:
                             meta = b""
                     members.append(
-                        {
-                            "member_id": m.member_id,
-                            "group_instance_id": m.group_instance_id if version >= 4 else None,
-                            "client_id": m.client_id,
-                            "client_host": m.client_host,
-                            "member_metadata": meta,
-                            "member_assignment": m.assignment if stable else b"",
-                        }
+                        DescribedGroupMember(
+                            member_id=m.member_id,
+                            group_instance_id=m.group_instance_id if version >= 4 else None,
+                            client_id=m.client_id,
+                            client_host=m.client_host,
+                            member_metadata=meta,
+                            member_assignment=m.assignment if stable else b"",
+                        )
                     )
-                entry["members"] = members
+                entry.members = members
             out.append(entry)
-        return {"throttle_time_ms": 0, "groups": out}
+        return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
 
-    async def handle_delete_groups_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+    async def handle_delete_groups_request(
+        self, request: Request, body: DeleteGroupsRequest
+    ) -> DeleteGroupsResponse:
         request.mark_local_complete()
         codes = await self.coordinator.delete_groups(list(body.groups_names))
-        return {
-            "throttle_time_ms": 0,
-            "results": [{"group_id": g, "error_code": codes[g]} for g in body.groups_names],
-        }
+        return DeleteGroupsResponse(
+            throttle_time_ms=0,
+            results=[
+                DeletableGroupResult(group_id=g, error_code=codes[g]) for g in body.groups_names
+            ],
+        )

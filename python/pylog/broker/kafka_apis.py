@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TypeAlias, TypeVar
 
 from pylog.broker.cluster_apis import ClusterApis
 from pylog.broker.config_apis import ConfigApis
@@ -43,19 +43,83 @@ from pylog.metadata.store import MetadataStore
 from pylog.network import Chunk, Request
 from pylog.protocol import (
     ApiKey,
+    Body,
     RequestHeader,
+    Struct,
     decode_request,
     encode_api_versions_fallback,
     encode_response,
+    messages,
     served_versions,
 )
+from pylog.protocol.messages import (
+    AlterConfigsRequest,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteGroupsRequest,
+    DeleteRecordsRequest,
+    DeleteTopicsRequest,
+    DescribeClusterRequest,
+    DescribeConfigsRequest,
+    DescribeGroupsRequest,
+    DescribeLogDirsRequest,
+    FetchRequest,
+    FindCoordinatorRequest,
+    HeartbeatRequest,
+    IncrementalAlterConfigsRequest,
+    InitProducerIdRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListGroupsRequest,
+    ListOffsetsRequest,
+    MetadataRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    OffsetForLeaderEpochRequest,
+    ProduceRequest,
+    SaslHandshakeRequest,
+    SyncGroupRequest,
+)
+from pylog.protocol.messages.api_versions_response import ApiVersion
 from pylog.server.config import KafkaConfig
 from pylog.server.producer_id_manager import ProducerIdManager
 from pylog.server.replica_manager import ReplicaManager
 
-__all__ = ["Handler", "KafkaApis"]
+__all__ = ["Handler", "KafkaApis", "Route"]
 
-Handler = Callable[[Request, Any], Awaitable[Mapping[str, Any] | None]]
+_Req = TypeVar("_Req", bound=messages.Request)
+
+#: A handler of requests decoded as ``_Req`` (``Handler[ProduceRequest]``): it
+#: returns the response body — its response class (``ListOffsetsResponse``), or
+#: dicts of the same fields typed by ``response_dicts`` (Produce and Fetch, for
+#: speed; topic and cluster handlers, for now) — or None for no response.
+Handler: TypeAlias = Callable[[Request, _Req], Awaitable[Body | None]]
+
+
+class Route:
+    """One entry of the handler table: the request class an api key decodes to
+    and its handler, which takes exactly that class (checked where the table is
+    built: ``Route(ProduceRequest, data.handle_produce_request)``)."""
+
+    __slots__ = ("decode", "request_class")
+
+    request_class: type[Struct]  # one of messages.Request's classes
+    #: Decodes the request's body as ``request_class`` (the codec's errors
+    #: propagate) and returns the handler's call on it, to await.
+    decode: Callable[[Request], Callable[[], Awaitable[Body | None]]]
+
+    def __init__(self, request_class: type[_Req], handler: Handler[_Req]) -> None:
+        self.request_class = request_class
+
+        def decode(request: Request) -> Callable[[], Awaitable[Body | None]]:
+            body = decode_request(request.header, request.frame, request_class)
+            return lambda: handler(request, body)
+
+        self.decode = decode
+
 
 _SOFTWARE_NAME = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
@@ -83,43 +147,71 @@ class KafkaApis:
         configs = ConfigApis(config, metadata_store)
         topics = TopicApis(config, replica_manager, metadata_store, configs)
         sasl = SaslApis()
-        handlers: dict[int, Handler] = {
-            ApiKey.PRODUCE: data.handle_produce_request,
-            ApiKey.FETCH: data.handle_fetch_request,
-            ApiKey.LIST_OFFSETS: data.handle_list_offset_request,
-            ApiKey.METADATA: cluster.handle_topic_metadata_request,
-            ApiKey.SASL_HANDSHAKE: sasl.handle_sasl_handshake_request,
-            ApiKey.API_VERSIONS: self.handle_api_versions_request,
-            ApiKey.CREATE_TOPICS: topics.handle_create_topics_request,
-            ApiKey.DELETE_TOPICS: topics.handle_delete_topics_request,
-            ApiKey.DELETE_RECORDS: topics.handle_delete_records_request,
-            ApiKey.INIT_PRODUCER_ID: data.handle_init_producer_id_request,
-            ApiKey.OFFSET_FOR_LEADER_EPOCH: data.handle_offset_for_leader_epoch_request,
-            ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs_request,
-            ApiKey.ALTER_CONFIGS: configs.handle_alter_configs_request,
-            ApiKey.DESCRIBE_LOG_DIRS: cluster.handle_describe_log_dirs_request,
-            ApiKey.CREATE_PARTITIONS: topics.handle_create_partitions_request,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs_request,
-            ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster_request,
+        handlers: dict[int, Route] = {
+            ApiKey.PRODUCE: Route(ProduceRequest, data.handle_produce_request),
+            ApiKey.FETCH: Route(FetchRequest, data.handle_fetch_request),
+            ApiKey.LIST_OFFSETS: Route(ListOffsetsRequest, data.handle_list_offset_request),
+            ApiKey.METADATA: Route(MetadataRequest, cluster.handle_topic_metadata_request),
+            ApiKey.SASL_HANDSHAKE: Route(SaslHandshakeRequest, sasl.handle_sasl_handshake_request),
+            ApiKey.API_VERSIONS: Route(ApiVersionsRequest, self.handle_api_versions_request),
+            ApiKey.CREATE_TOPICS: Route(CreateTopicsRequest, topics.handle_create_topics_request),
+            ApiKey.DELETE_TOPICS: Route(DeleteTopicsRequest, topics.handle_delete_topics_request),
+            ApiKey.DELETE_RECORDS: Route(
+                DeleteRecordsRequest, topics.handle_delete_records_request
+            ),
+            ApiKey.INIT_PRODUCER_ID: Route(
+                InitProducerIdRequest, data.handle_init_producer_id_request
+            ),
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: Route(
+                OffsetForLeaderEpochRequest, data.handle_offset_for_leader_epoch_request
+            ),
+            ApiKey.DESCRIBE_CONFIGS: Route(
+                DescribeConfigsRequest, configs.handle_describe_configs_request
+            ),
+            ApiKey.ALTER_CONFIGS: Route(AlterConfigsRequest, configs.handle_alter_configs_request),
+            ApiKey.DESCRIBE_LOG_DIRS: Route(
+                DescribeLogDirsRequest, cluster.handle_describe_log_dirs_request
+            ),
+            ApiKey.CREATE_PARTITIONS: Route(
+                CreatePartitionsRequest, topics.handle_create_partitions_request
+            ),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: Route(
+                IncrementalAlterConfigsRequest, configs.handle_incremental_alter_configs_request
+            ),
+            ApiKey.DESCRIBE_CLUSTER: Route(
+                DescribeClusterRequest, cluster.handle_describe_cluster_request
+            ),
         }
         if group_coordinator is not None:
             groups = GroupApis(group_coordinator, self.broker_id, cluster.broker_endpoint)
             handlers.update(
                 {
-                    ApiKey.OFFSET_COMMIT: groups.handle_offset_commit_request,
-                    ApiKey.OFFSET_FETCH: groups.handle_offset_fetch_request,
-                    ApiKey.FIND_COORDINATOR: groups.handle_find_coordinator_request,
-                    ApiKey.JOIN_GROUP: groups.handle_join_group_request,
-                    ApiKey.HEARTBEAT: groups.handle_heartbeat_request,
-                    ApiKey.LEAVE_GROUP: groups.handle_leave_group_request,
-                    ApiKey.SYNC_GROUP: groups.handle_sync_group_request,
-                    ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups_request,
-                    ApiKey.LIST_GROUPS: groups.handle_list_groups_request,
-                    ApiKey.DELETE_GROUPS: groups.handle_delete_groups_request,
-                    ApiKey.OFFSET_DELETE: groups.handle_offset_delete_request,
+                    ApiKey.OFFSET_COMMIT: Route(
+                        OffsetCommitRequest, groups.handle_offset_commit_request
+                    ),
+                    ApiKey.OFFSET_FETCH: Route(
+                        OffsetFetchRequest, groups.handle_offset_fetch_request
+                    ),
+                    ApiKey.FIND_COORDINATOR: Route(
+                        FindCoordinatorRequest, groups.handle_find_coordinator_request
+                    ),
+                    ApiKey.JOIN_GROUP: Route(JoinGroupRequest, groups.handle_join_group_request),
+                    ApiKey.HEARTBEAT: Route(HeartbeatRequest, groups.handle_heartbeat_request),
+                    ApiKey.LEAVE_GROUP: Route(LeaveGroupRequest, groups.handle_leave_group_request),
+                    ApiKey.SYNC_GROUP: Route(SyncGroupRequest, groups.handle_sync_group_request),
+                    ApiKey.DESCRIBE_GROUPS: Route(
+                        DescribeGroupsRequest, groups.handle_describe_groups_request
+                    ),
+                    ApiKey.LIST_GROUPS: Route(ListGroupsRequest, groups.handle_list_groups_request),
+                    ApiKey.DELETE_GROUPS: Route(
+                        DeleteGroupsRequest, groups.handle_delete_groups_request
+                    ),
+                    ApiKey.OFFSET_DELETE: Route(
+                        OffsetDeleteRequest, groups.handle_offset_delete_request
+                    ),
                 }
             )
-        self.handlers: Mapping[int, Handler] = MappingProxyType(
+        self.handlers: Mapping[int, Route] = MappingProxyType(
             {int(k): h for k, h in sorted(handlers.items())}
         )
 
@@ -134,18 +226,18 @@ class KafkaApis:
     async def handle(self, request: Request) -> list[Chunk] | None:
         header = request.header
         key = header.api_key
-        handler = self.handlers.get(key)
-        if handler is None:
+        route = self.handlers.get(key)
+        if route is None:
             raise CloseConnection(f"api key {key} is not served by this broker")
         try:
-            body = decode_request(header, request.frame)
+            call = route.decode(request)
         except UnsupportedVersionError as e:
             if key == ApiKey.API_VERSIONS:
                 return self._api_versions_too_high(header)
             raise CloseConnection(str(e)) from e
         except InvalidRequestError as e:
             raise CloseConnection(f"malformed request (api key {key}): {e}") from e
-        response = await handler(request, body)
+        response = await call()
         if response is None:
             return None
         return list(encode_response(header, response))
@@ -161,9 +253,9 @@ class KafkaApis:
                 out[key] = rng
         return out
 
-    def _api_keys(self) -> list[dict[str, int]]:
+    def _api_keys(self) -> list[ApiVersion]:
         return [
-            {"api_key": k, "min_version": lo, "max_version": hi}
+            ApiVersion(api_key=k, min_version=lo, max_version=hi)
             for k, (lo, hi) in self._versions().items()
         ]
 
@@ -172,10 +264,16 @@ class KafkaApis:
             encode_api_versions_fallback(header, ErrorCode.UNSUPPORTED_VERSION, self._versions())
         )
 
-    async def handle_api_versions_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+    async def handle_api_versions_request(
+        self, request: Request, body: ApiVersionsRequest
+    ) -> ApiVersionsResponse:
         if request.header.api_version >= 3:
-            name = body.get("client_software_name") or ""
-            version = body.get("client_software_version") or ""
+            name = body.client_software_name
+            version = body.client_software_version
             if not (_SOFTWARE_NAME.match(name) and _SOFTWARE_NAME.match(version)):
-                return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": self._api_keys()}
-        return {"error_code": ErrorCode.NONE, "api_keys": self._api_keys(), "throttle_time_ms": 0}
+                return ApiVersionsResponse(
+                    error_code=ErrorCode.INVALID_REQUEST, api_keys=self._api_keys()
+                )
+        return ApiVersionsResponse(
+            error_code=ErrorCode.NONE, api_keys=self._api_keys(), throttle_time_ms=0
+        )

@@ -32,7 +32,6 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from pylog.broker.kafka_apis import KafkaApis
 from pylog.coordinator.group_coordinator import GroupCoordinator
@@ -400,7 +399,8 @@ _CLEANER_GAUGES = {
 }
 
 
-async def _maybe_await(method: Callable[[], Any] | None) -> None:
+async def _maybe_await(method: Callable[[], object] | None) -> None:
+    """Call the handler's optional hook (startup, shutdown), sync or async."""
     if method is None:
         return
     result = method()

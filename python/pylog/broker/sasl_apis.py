@@ -4,11 +4,9 @@ listener without SASL would."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from pylog.errors import ErrorCode
 from pylog.network import Request
+from pylog.protocol.messages import SaslHandshakeRequest, SaslHandshakeResponse
 
 __all__ = ["SaslApis"]
 
@@ -16,5 +14,7 @@ __all__ = ["SaslApis"]
 class SaslApis:
     """SaslHandshake (SaslAuthenticate joins it with the first mechanism)."""
 
-    async def handle_sasl_handshake_request(self, request: Request, body: Any) -> Mapping[str, Any]:
-        return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": []}
+    async def handle_sasl_handshake_request(
+        self, request: Request, body: SaslHandshakeRequest
+    ) -> SaslHandshakeResponse:
+        return SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=[])

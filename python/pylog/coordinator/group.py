@@ -18,7 +18,7 @@ import asyncio
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pylog.coordinator.records import subscribed_topics
 
@@ -27,7 +27,18 @@ if TYPE_CHECKING:  # the delayed operations import this module
     from pylog.coordinator.delayed_join import DelayedJoin
     from pylog.coordinator.delayed_sync import DelayedSync
 
-__all__ = ["GroupMetadata", "GroupState", "MemberMetadata", "OffsetAndMetadata"]
+__all__ = [
+    "GroupMetadata",
+    "GroupState",
+    "JoinGroupMember",
+    "JoinGroupResult",
+    "MemberMetadata",
+    "OffsetAndMetadata",
+    "SyncGroupResult",
+]
+
+UNKNOWN_MEMBER_ID = ""
+NO_GENERATION = -1
 
 
 class GroupState(enum.Enum):
@@ -66,6 +77,40 @@ class OffsetAndMetadata:
     expire_timestamp: int = -1
 
 
+@dataclass(slots=True)
+class JoinGroupMember:
+    """A member as the leader's JoinGroup answer lists it."""
+
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(slots=True)
+class JoinGroupResult:
+    """What a JoinGroup gets (Kafka's JoinGroupResult); the handler answers it
+    in the request's version. An error leaves the other fields as they are here."""
+
+    error_code: int
+    member_id: str = UNKNOWN_MEMBER_ID
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    skip_assignment: bool = False
+    members: list[JoinGroupMember] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SyncGroupResult:
+    """What a SyncGroup gets (Kafka's SyncGroupResult): the member's assignment."""
+
+    error_code: int
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
 @dataclass(eq=False)
 class MemberMetadata:
     member_id: str
@@ -78,8 +123,8 @@ class MemberMetadata:
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
     # The JoinGroup / SyncGroup responses this member waits for.
-    await_join: asyncio.Future[dict[str, Any]] | None = None
-    await_sync: asyncio.Future[dict[str, Any]] | None = None
+    await_join: asyncio.Future[JoinGroupResult] | None = None
+    await_sync: asyncio.Future[SyncGroupResult] | None = None
     is_new: bool = False
     heartbeat_satisfied: bool = False
     heartbeat_op: DelayedHeartbeat | None = field(default=None, repr=False)

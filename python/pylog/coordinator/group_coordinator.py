@@ -19,12 +19,21 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Coroutine
-from typing import Any
 
 from pylog.coordinator.delayed_heartbeat import DelayedHeartbeat
 from pylog.coordinator.delayed_join import DelayedJoin, InitialDelayedJoin
 from pylog.coordinator.delayed_sync import DelayedSync
-from pylog.coordinator.group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
+from pylog.coordinator.group import (
+    NO_GENERATION,
+    UNKNOWN_MEMBER_ID,
+    GroupMetadata,
+    GroupState,
+    JoinGroupMember,
+    JoinGroupResult,
+    MemberMetadata,
+    OffsetAndMetadata,
+    SyncGroupResult,
+)
 from pylog.coordinator.group_metadata_manager import (
     CoordinatorError,
     GroupMetadataManager,
@@ -37,12 +46,9 @@ from pylog.server.config import KafkaConfig
 from pylog.server.purgatory import DelayedOperationPurgatory
 from pylog.server.replica_manager import ReplicaManager
 
-__all__ = ["GroupCoordinator", "JoinRequest"]
+__all__ = ["GroupCoordinator", "JoinGroupResult", "JoinRequest", "SyncGroupResult"]
 
 _log = logging.getLogger("pylog.coordinator")
-
-UNKNOWN_MEMBER_ID = ""
-NO_GENERATION = -1
 
 
 class JoinRequest:
@@ -86,27 +92,30 @@ class JoinRequest:
         self.require_known_member_id = require_known_member_id
 
 
-def _join_error(code: int, member_id: str = UNKNOWN_MEMBER_ID) -> dict[str, Any]:
-    return {
-        "error_code": code,
-        "generation_id": NO_GENERATION,
-        "protocol_type": None,
-        "protocol_name": None,
-        "leader": "",
-        "member_id": member_id,
-        "members": [],
-    }
+def _join_error(code: int, member_id: str = UNKNOWN_MEMBER_ID) -> JoinGroupResult:
+    return JoinGroupResult(code, member_id, NO_GENERATION)
 
 
 def _sync_result(
     code: int, assignment: bytes = b"", group: GroupMetadata | None = None
-) -> dict[str, Any]:
-    return {
-        "error_code": code,
-        "assignment": assignment,
-        "protocol_type": group.protocol_type if group is not None else None,
-        "protocol_name": group.protocol_name if group is not None else None,
-    }
+) -> SyncGroupResult:
+    return SyncGroupResult(
+        code,
+        assignment,
+        group.protocol_type if group is not None else None,
+        group.protocol_name if group is not None else None,
+    )
+
+
+def _answer_waiting(member: MemberMetadata, code: int) -> None:
+    """Answer the JoinGroup and the SyncGroup ``member`` waits on, if any, with
+    the error ``code``, and forget them."""
+    join, sync = member.await_join, member.await_sync
+    member.await_join = member.await_sync = None
+    if join is not None and not join.done():
+        join.set_result(_join_error(code, member.member_id))
+    if sync is not None and not sync.done():
+        sync.set_result(_sync_result(code))
 
 
 class GroupCoordinator:
@@ -166,10 +175,7 @@ class GroupCoordinator:
         await self.manager.shutdown()
         for group in list(self.manager.all_groups()):
             for m in group.members.values():
-                for fut in (m.await_join, m.await_sync):
-                    if fut is not None and not fut.done():
-                        fut.set_result(_join_error(ErrorCode.NOT_COORDINATOR, m.member_id))
-                m.await_join = m.await_sync = None
+                _answer_waiting(m, ErrorCode.NOT_COORDINATOR)
         self.join_purgatory.shutdown()
         self.heartbeat_purgatory.shutdown()
         self.sync_purgatory.shutdown()
@@ -189,10 +195,7 @@ class GroupCoordinator:
             self.join_purgatory.cancel_for_key(self._join_key(group))
             group.join_op = None
             for m in group.members.values():
-                for fut in (m.await_join, m.await_sync):
-                    if fut is not None and not fut.done():
-                        fut.set_result(_join_error(ErrorCode.NOT_COORDINATOR, m.member_id))
-                m.await_join = m.await_sync = None
+                _answer_waiting(m, ErrorCode.NOT_COORDINATOR)
                 op, m.heartbeat_op = m.heartbeat_op, None
                 if op is not None:
                     op.force_complete()
@@ -261,7 +264,7 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ JoinGroup
 
-    async def join_group(self, req: JoinRequest) -> dict[str, Any]:
+    async def join_group(self, req: JoinRequest) -> JoinGroupResult:
         if not self._running:
             # Shutting down: nothing would ever complete this join.
             return _join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
@@ -286,12 +289,12 @@ class GroupCoordinator:
             return _join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
         if not group.supports(req.protocol_type, req.protocols):
             return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
-        fut: asyncio.Future[dict[str, Any]]
+        fut: asyncio.Future[JoinGroupResult]
         if req.member_id == UNKNOWN_MEMBER_ID or req.member_id in group.pending_members:
             result = self._join_new_member(group, req)
         else:
             result = self._join_current_member(group, req)
-        if isinstance(result, dict):
+        if isinstance(result, JoinGroupResult):
             return result
         fut = result
         return await fut
@@ -302,7 +305,7 @@ class GroupCoordinator:
 
     def _join_new_member(
         self, group: GroupMetadata, req: JoinRequest
-    ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+    ) -> JoinGroupResult | asyncio.Future[JoinGroupResult]:
         instance = req.group_instance_id
         if instance is not None and req.member_id == UNKNOWN_MEMBER_ID:
             old_id = group.static_member_id(instance)
@@ -325,7 +328,7 @@ class GroupCoordinator:
 
     def _add_member_and_rebalance(
         self, group: GroupMetadata, req: JoinRequest, member_id: str
-    ) -> asyncio.Future[dict[str, Any]]:
+    ) -> asyncio.Future[JoinGroupResult]:
         member = MemberMetadata(
             member_id,
             req.group_instance_id,
@@ -337,7 +340,7 @@ class GroupCoordinator:
             req.protocols,
             is_new=True,
         )
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
         member.await_join = fut
         group.add(member)
         group.new_member_added = True
@@ -350,7 +353,7 @@ class GroupCoordinator:
 
     def _rejoin_static_member(
         self, group: GroupMetadata, req: JoinRequest, old_id: str
-    ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+    ) -> JoinGroupResult | asyncio.Future[JoinGroupResult]:
         """A static member restarted (new member id, same group.instance.id):
         it takes its old place; in a Stable group whose protocol would not
         change it gets the current generation and its assignment back without
@@ -358,10 +361,7 @@ class GroupCoordinator:
         new_id = self._new_member_id(req)
         old = group.members[old_id]
         # Whatever the old incarnation was waiting for, it is fenced now.
-        for f in (old.await_join, old.await_sync):
-            if f is not None and not f.done():
-                f.set_result(_join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
-        old.await_join = old.await_sync = None
+        _answer_waiting(old, ErrorCode.FENCED_INSTANCE_ID)
         protocols_before = old.protocols
         member = group.replace_static_member(req.group_instance_id or "", old_id, new_id)
         member.protocols = req.protocols
@@ -379,7 +379,7 @@ class GroupCoordinator:
             is_leader = group.leader_id == new_id
             self._spawn(self.manager.store_group(group, self._assignments(group)))
             return self._join_response(group, new_id, with_members=is_leader, skip=is_leader)
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[JoinGroupResult] = asyncio.get_running_loop().create_future()
         member.await_join = fut
         if group.is_in(GroupState.PREPARING_REBALANCE):
             self._check_join(group)
@@ -389,7 +389,7 @@ class GroupCoordinator:
 
     def _join_current_member(
         self, group: GroupMetadata, req: JoinRequest
-    ) -> dict[str, Any] | asyncio.Future[dict[str, Any]]:
+    ) -> JoinGroupResult | asyncio.Future[JoinGroupResult]:
         member_id = req.member_id
         fenced = self._fenced(group, member_id, req.group_instance_id)
         if fenced:
@@ -408,7 +408,7 @@ class GroupCoordinator:
         ):
             # A follower rejoining with nothing new: nothing to rebalance.
             return self._join_response(group, member_id, with_members=False)
-        fut: asyncio.Future[dict[str, Any]] = loop.create_future()
+        fut: asyncio.Future[JoinGroupResult] = loop.create_future()
         if member.await_join is not None and not member.await_join.done():
             member.await_join.set_result(_join_error(ErrorCode.REBALANCE_IN_PROGRESS, member_id))
         member.await_join = fut
@@ -437,7 +437,7 @@ class GroupCoordinator:
 
     def _join_response(
         self, group: GroupMetadata, member_id: str, *, with_members: bool, skip: bool = False
-    ) -> dict[str, Any]:
+    ) -> JoinGroupResult:
         members = []
         if with_members and group.protocol_name is not None:
             for m in group.members.values():
@@ -445,23 +445,17 @@ class GroupCoordinator:
                     meta = m.metadata(group.protocol_name)
                 except KeyError:
                     meta = b""
-                members.append(
-                    {
-                        "member_id": m.member_id,
-                        "group_instance_id": m.group_instance_id,
-                        "metadata": meta,
-                    }
-                )
-        return {
-            "error_code": ErrorCode.NONE,
-            "generation_id": group.generation_id,
-            "protocol_type": group.protocol_type,
-            "protocol_name": group.protocol_name,
-            "leader": group.leader_id or "",
-            "skip_assignment": skip,
-            "member_id": member_id,
-            "members": members,
-        }
+                members.append(JoinGroupMember(m.member_id, m.group_instance_id, meta))
+        return JoinGroupResult(
+            error_code=ErrorCode.NONE,
+            member_id=member_id,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader=group.leader_id or "",
+            skip_assignment=skip,
+            members=members,
+        )
 
     # ------------------------------------------------------------ rebalance
 
@@ -614,10 +608,7 @@ class GroupCoordinator:
         member.heartbeat_op = None
         if op is not None:
             op.force_complete()
-        for fut in (member.await_join, member.await_sync):
-            if fut is not None and not fut.done():
-                fut.set_result(_join_error(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
-        member.await_join = member.await_sync = None
+        _answer_waiting(member, ErrorCode.UNKNOWN_MEMBER_ID)
         group.remove(member.member_id)
         self._synced(group, member.member_id)
 
@@ -682,7 +673,7 @@ class GroupCoordinator:
         protocol_type: str | None,
         protocol_name: str | None,
         assignments: dict[str, bytes],
-    ) -> dict[str, Any]:
+    ) -> SyncGroupResult:
         if not self._running:
             return _sync_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if not group_id:
@@ -716,7 +707,7 @@ class GroupCoordinator:
         if group.is_in(GroupState.STABLE):
             return _sync_result(ErrorCode.NONE, member.assignment, group)
         # CompletingRebalance: followers wait for the leader's assignment.
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[SyncGroupResult] = asyncio.get_running_loop().create_future()
         if member.await_sync is not None and not member.await_sync.done():
             member.await_sync.set_result(_sync_result(ErrorCode.REBALANCE_IN_PROGRESS))
         member.await_sync = fut
@@ -738,8 +729,7 @@ class GroupCoordinator:
                 else:
                     self._reset_and_propagate(group, code)
                     self._prepare_rebalance(group, "storing the assignment failed")
-        result = await fut
-        return result if "assignment" in result else _sync_result(result["error_code"])
+        return await fut
 
     # ------------------------------------------------------------ Heartbeat
 

@@ -11,7 +11,7 @@ can be handed back to an encoder unchanged.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 
 class Struct:
@@ -20,8 +20,11 @@ class Struct:
     __slots__ = ()
     _fields: ClassVar[tuple[str, ...]] = ()
 
-    def __getattr__(self, name: str) -> Any:  # only reached for names that are not fields
-        raise AttributeError(f"{type(self).__qualname__} has no field {name!r}")
+    if not TYPE_CHECKING:
+        # Hidden from type checkers: with a visible ``__getattr__`` every unknown
+        # attribute would type as Any, and a misspelt field name would pass.
+        def __getattr__(self, name: str) -> Any:  # only reached for names that are not fields
+            raise AttributeError(f"{type(self).__qualname__} has no field {name!r}")
 
     def __getitem__(self, name: str) -> Any:
         if name in self._fields:

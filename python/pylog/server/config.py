@@ -28,15 +28,23 @@ import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from pylog.config import INT_MAX, AtLeast, Between, ConfigKey, ConfigType, parse_properties
 from pylog.errors import InvalidConfigurationError
 from pylog.log.config import BROKER_LOG_CONFIG, BrokerLogConfig
 
+#: A parsed broker config value: bool, int, float, str or list[str], as its
+#: key's ConfigType says. Any, not that union: which one depends on the key's
+#: name, known only at run time, and every reader (``get("node.id") >= 0``)
+#: would otherwise narrow a union it already knows the answer to. The keys the
+#: broker reads often have typed properties below.
+ConfigValue: TypeAlias = Any
+
 __all__ = [
     "ALL_BROKER_CONFIG",
     "BROKER_CONFIG",
+    "ConfigValue",
     "EndPoint",
     "KafkaConfig",
     "parse_listeners",
@@ -275,16 +283,16 @@ class KafkaConfig:
     listeners: tuple[EndPoint, ...]
     advertised_listeners: tuple[EndPoint, ...]
     log: BrokerLogConfig
-    values: Mapping[str, Any] = field(repr=False)
+    values: Mapping[str, ConfigValue] = field(repr=False)
     originals: Mapping[str, str] = field(repr=False, default_factory=dict)
     unknown: tuple[str, ...] = ()
 
     # -- construction
 
     @classmethod
-    def from_props(cls, props: Mapping[str, Any]) -> KafkaConfig:
+    def from_props(cls, props: Mapping[str, object]) -> KafkaConfig:
         """Validate and resolve ``props`` (strings or Python values, Kafka's names)."""
-        values: dict[str, Any] = {}
+        values: dict[str, ConfigValue] = {}
         unknown: list[str] = []
         for name, raw in props.items():
             key = ALL_BROKER_CONFIG.get(name)
@@ -297,7 +305,7 @@ class KafkaConfig:
                 "these configurations were supplied but are not known: %s", ", ".join(unknown)
             )
 
-        def get(name: str) -> Any:
+        def get(name: str) -> ConfigValue:
             value = values.get(name)
             return ALL_BROKER_CONFIG[name].default if value is None else value
 
@@ -362,10 +370,12 @@ class KafkaConfig:
 
     @classmethod
     def from_properties(
-        cls, path: str | os.PathLike[str] | None = None, overrides: Mapping[str, Any] | None = None
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        overrides: Mapping[str, object] | None = None,
     ) -> KafkaConfig:
         """A ``server.properties`` file (optional) with ``overrides`` on top."""
-        props: dict[str, Any] = {}
+        props: dict[str, object] = {}
         if path is not None:
             try:
                 with open(path, encoding="utf-8") as f:
@@ -377,7 +387,7 @@ class KafkaConfig:
 
     # -- access
 
-    def get(self, name: str) -> Any:
+    def get(self, name: str) -> ConfigValue:
         """The value of any broker key: as set, else its default."""
         key = ALL_BROKER_CONFIG.get(name)
         if key is None:
@@ -388,7 +398,7 @@ class KafkaConfig:
     def is_set(self, name: str) -> bool:
         return self.values.get(name) is not None
 
-    def with_overrides(self, overrides: Mapping[str, Any]) -> KafkaConfig:
+    def with_overrides(self, overrides: Mapping[str, object]) -> KafkaConfig:
         """A new config: these originals plus ``overrides``."""
         return KafkaConfig.from_props({**self.originals, **overrides})
 

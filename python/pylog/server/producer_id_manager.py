@@ -10,19 +10,16 @@ is skipped, as Kafka skips it).
 from __future__ import annotations
 
 import threading
-from typing import Protocol
+
+from pylog.metadata.store import MetadataStore
 
 __all__ = ["PRODUCER_ID_BLOCK_SIZE", "ProducerIdManager"]
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 
-class ProducerIdBlockStore(Protocol):
-    def reserve_producer_id_block(self, size: int) -> int: ...
-
-
 class ProducerIdManager:
-    def __init__(self, store: ProducerIdBlockStore, block_size: int = PRODUCER_ID_BLOCK_SIZE):
+    def __init__(self, store: MetadataStore, block_size: int = PRODUCER_ID_BLOCK_SIZE) -> None:
         self._store = store
         self._block_size = block_size
         self._lock = threading.Lock()

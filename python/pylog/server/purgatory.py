@@ -24,8 +24,8 @@ import heapq
 import itertools
 import logging
 import time
-from collections.abc import Hashable, Iterable
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable, Hashable, Iterable
+from typing import Generic, Protocol, TypeVar
 
 from pylog import _native
 
@@ -56,7 +56,10 @@ class DelayedOperation(abc.ABC):
         self.delay_ms = max(0, int(delay_ms))
         self._completed = False
         self._timer_id: int | None = None
-        self._purgatory: DelayedOperationPurgatory[Any] | None = None
+        # The watching purgatory's timer cancel (its _cancel_timer), set when it
+        # starts watching: a bound method, since the purgatory's type parameter
+        # is the operation's subclass, which this base does not know.
+        self._cancel_timer: Callable[[DelayedOperation], None] | None = None
 
     @property
     def is_completed(self) -> bool:
@@ -67,9 +70,9 @@ class DelayedOperation(abc.ABC):
         if self._completed:
             return False
         self._completed = True
-        purgatory = self._purgatory
-        if purgatory is not None:
-            purgatory._cancel_timer(self)
+        cancel_timer = self._cancel_timer
+        if cancel_timer is not None:
+            cancel_timer(self)
         self.on_complete()
         return True
 
@@ -169,7 +172,7 @@ class DelayedOperationPurgatory(Generic[T]):
         if op.try_complete():
             return True
         keys = list(keys)
-        op._purgatory = self
+        op._cancel_timer = self._cancel_timer
         for key in keys:
             if op.is_completed:
                 return True

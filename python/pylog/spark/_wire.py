@@ -7,7 +7,6 @@ columnar decoder as they are.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from pylog import _native
 from pylog.errors import (
@@ -17,6 +16,7 @@ from pylog.errors import (
 )
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
+from pylog.protocol.messages import FetchResponse, ListOffsetsResponse, MetadataResponse
 
 __all__ = ["BrokerClient", "fetch_partition"]
 
@@ -50,14 +50,14 @@ class BrokerClient(KafkaConnection):
     def topics(self, names: list[str] | None = None) -> dict[str, dict[int, tuple[str, int]]]:
         """topic -> partition -> leader (host, port), for ``names`` or every topic."""
         body = {"topics": None if names is None else [{"name": n} for n in names]}
-        resp = self.request(ApiKey.METADATA, _METADATA_V, body)
+        resp = self.request(ApiKey.METADATA, _METADATA_V, body, MetadataResponse)
         brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
         out: dict[str, dict[int, tuple[str, int]]] = {}
         for t in resp.topics:
             if t.error_code == 3:
                 continue
             _check(t.error_code, f"topic {t.name}")
-            if t.is_internal:
+            if t.is_internal or t.name is None:  # the name is nullable from v12 only
                 continue
             out[t.name] = {
                 p.partition_index: brokers.get(p.leader_id, ("", -1)) for p in t.partitions
@@ -67,13 +67,13 @@ class BrokerClient(KafkaConnection):
     def list_offsets(self, query: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """ListOffsets: tp -> timestamp (-2 earliest, -1 latest) gives tp -> offset (-1 none)."""
         by_topic: dict[str, list[dict[str, int]]] = {}
-        for (t, p), ts in query.items():
-            by_topic.setdefault(t, []).append({"partition_index": p, "timestamp": ts})
+        for (name, index), ts in query.items():
+            by_topic.setdefault(name, []).append({"partition_index": index, "timestamp": ts})
         body = {
             "replica_id": -1,
-            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+            "topics": [{"name": name, "partitions": ps} for name, ps in by_topic.items()],
         }
-        resp = self.request(ApiKey.LIST_OFFSETS, _LIST_OFFSETS_V, body)
+        resp = self.request(ApiKey.LIST_OFFSETS, _LIST_OFFSETS_V, body, ListOffsetsResponse)
         out = {}
         for t in resp.topics:
             for p in t.partitions:
@@ -81,8 +81,11 @@ class BrokerClient(KafkaConnection):
                 out[(t.name, p.partition_index)] = p.offset
         return out
 
-    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int) -> tuple[Any, int]:
-        """The raw records at ``offset`` and the high watermark."""
+    def fetch(
+        self, topic: str, partition: int, offset: int, max_bytes: int
+    ) -> tuple[memoryview | None, int]:
+        """The raw records at ``offset`` (a view into the response frame) and the
+        high watermark."""
         body = {
             "replica_id": -1,
             "max_wait_ms": 0,
@@ -102,10 +105,13 @@ class BrokerClient(KafkaConnection):
                 }
             ],
         }
-        resp = self.request(ApiKey.FETCH, _FETCH_V, body)
+        resp = self.request(ApiKey.FETCH, _FETCH_V, body, FetchResponse)
         p = resp.responses[0].partitions[0]
         _check(p.error_code, f"{topic}-{partition} at offset {offset}")
-        return p.records, p.high_watermark
+        records = p.records
+        # A decoded response holds a memoryview (``Records`` is what an encoder takes).
+        assert records is None or isinstance(records, memoryview)
+        return records, p.high_watermark
 
 
 def fetch_partition(
