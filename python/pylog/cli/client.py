@@ -25,6 +25,7 @@ from pylog import errors
 from pylog.errors import ErrorCode, KafkaError
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
+from pylog.protocol.messages import ApiVersionsResponse
 
 __all__ = [
     "BrokerError",
@@ -287,7 +288,7 @@ class ClusterClient:
             raise BrokerUnreachableError(str(e)) from None
         try:
             conn.send(ApiKey.API_VERSIONS, 0, {})
-            resp = conn.recv(ApiKey.API_VERSIONS, 0)
+            resp = conn.recv(ApiKey.API_VERSIONS, 0, ApiVersionsResponse)
         except (OSError, KafkaError) as e:
             conn.close()
             raise BrokerUnreachableError(f"{servers}: no ApiVersions answer: {e}") from None
