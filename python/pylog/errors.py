@@ -1,6 +1,7 @@
 """Every error pylog raises, each carrying the Kafka error code it answers with.
 
-The native extension raises these classes too (by name), so this module is the
+The native extension raises these classes too (it resolves them once, when
+it is imported), so this module is the
 single place where a failure meets its wire-level code. Codes and names are
 Kafka's (see the protocol's ``ErrorCodes``).
 """

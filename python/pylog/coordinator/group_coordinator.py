@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 
+from pylog.clock import Clock, now_ms
 from pylog.coordinator.delayed_heartbeat import DelayedHeartbeat
 from pylog.coordinator.delayed_join import DelayedJoin, InitialDelayedJoin
 from pylog.coordinator.delayed_sync import DelayedSync
@@ -34,11 +35,7 @@ from pylog.coordinator.group import (
     OffsetAndMetadata,
     SyncGroupResult,
 )
-from pylog.coordinator.group_metadata_manager import (
-    CoordinatorError,
-    GroupMetadataManager,
-    now_ms,
-)
+from pylog.coordinator.group_metadata_manager import CoordinatorError, GroupMetadataManager
 from pylog.errors import ErrorCode
 from pylog.metadata.store import MetadataStore
 from pylog.network.metrics import MetricsRegistry
@@ -125,7 +122,7 @@ class GroupCoordinator:
         replica_manager: ReplicaManager,
         metadata_store: MetadataStore,
         *,
-        clock: Callable[[], int] = now_ms,
+        clock: Clock = now_ms,
     ) -> None:
         self.config = config
         self.clock = clock

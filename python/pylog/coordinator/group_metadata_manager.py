@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from pylog import _native
+from pylog.clock import Clock, now_ms
 from pylog.coordinator.group import (
     GroupMetadata,
     GroupState,
@@ -58,10 +59,6 @@ _log = logging.getLogger("pylog.coordinator")
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 _BATCH_HEADER = struct.Struct(">qi")
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class CoordinatorError(Exception):
@@ -112,7 +109,7 @@ class GroupMetadataManager:
         replica_manager: ReplicaManager,
         metadata_store: MetadataStore,
         *,
-        clock: Callable[[], int] = now_ms,
+        clock: Clock = now_ms,
     ) -> None:
         self.config = config
         self.replica_manager = replica_manager

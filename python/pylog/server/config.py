@@ -30,7 +30,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from pylog.config import INT_MAX, AtLeast, Between, ConfigKey, ConfigType, parse_properties
+from pylog.config import (
+    INT_MAX,
+    AtLeast,
+    Between,
+    ConfigKey,
+    ConfigType,
+    config_table,
+    parse_properties,
+)
 from pylog.errors import InvalidConfigurationError
 from pylog.log.config import BROKER_LOG_CONFIG, BrokerLogConfig
 
@@ -72,12 +80,8 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
 
 
-def _table(*keys: ConfigKey) -> dict[str, ConfigKey]:
-    return {k.name: k for k in keys}
-
-
 # fmt: off
-BROKER_CONFIG: dict[str, ConfigKey] = _table(
+BROKER_CONFIG: dict[str, ConfigKey] = config_table(
     # ---- identity
     ConfigKey("node.id", I, -1, "This broker's id (KRaft name); broker.id when unset, 0 when "
               "neither is set.", AtLeast(-1), "high"),
