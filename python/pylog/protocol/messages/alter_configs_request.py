@@ -91,7 +91,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[AlterConfigsResource] = []
         for _ in range(n2):
@@ -112,7 +112,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 4:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[AlterableConfig] = []
                 for _ in range(n9):
@@ -160,7 +160,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 4:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[AlterConfigsResource] = []
         for _ in range(n2):
@@ -187,7 +187,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 3:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[AlterableConfig] = []
                 for _ in range(n9):
@@ -223,6 +223,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
                     if nt18 > 127:
                         nt18, pos = read_uvarint(buf, pos - 1)
                     if nt18:
+                        if nt18 > (blen - pos) // 2:
+                            raise Malformed(f"{nt18} tagged fields are longer than the frame")
                         for _ in range(nt18):
                             tg19 = buf[pos]
                             pos += 1
@@ -243,6 +245,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
             if nt23 > 127:
                 nt23, pos = read_uvarint(buf, pos - 1)
             if nt23:
+                if nt23 > (blen - pos) // 2:
+                    raise Malformed(f"{nt23} tagged fields are longer than the frame")
                 for _ in range(nt23):
                     tg24 = buf[pos]
                     pos += 1
@@ -265,6 +269,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
     if nt29 > 127:
         nt29, pos = read_uvarint(buf, pos - 1)
     if nt29:
+        if nt29 > (blen - pos) // 2:
+            raise Malformed(f"{nt29} tagged fields are longer than the frame")
         for _ in range(nt29):
             tg30 = buf[pos]
             pos += 1
@@ -292,7 +298,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[AlterConfigsResource] = []
             for _ in range(n2):
@@ -316,7 +322,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 4:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[AlterableConfig] = []
                     for _ in range(n9):
@@ -372,7 +378,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 4:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[AlterConfigsResource] = []
             for _ in range(n2):
@@ -402,7 +408,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 3:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[AlterableConfig] = []
                     for _ in range(n9):
@@ -441,6 +447,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
                         if nt18 > 127:
                             nt18, pos = read_uvarint(buf, pos - 1)
                         if nt18:
+                            if nt18 > (blen - pos) // 2:
+                                raise Malformed(f"{nt18} tagged fields are longer than the frame")
                             for _ in range(nt18):
                                 tg19 = buf[pos]
                                 pos += 1
@@ -462,6 +470,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
                 if nt23 > 127:
                     nt23, pos = read_uvarint(buf, pos - 1)
                 if nt23:
+                    if nt23 > (blen - pos) // 2:
+                        raise Malformed(f"{nt23} tagged fields are longer than the frame")
                     for _ in range(nt23):
                         tg24 = buf[pos]
                         pos += 1
@@ -486,6 +496,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
         if nt29 > 127:
             nt29, pos = read_uvarint(buf, pos - 1)
         if nt29:
+            if nt29 > (blen - pos) // 2:
+                raise Malformed(f"{nt29} tagged fields are longer than the frame")
             for _ in range(nt29):
                 tg30 = buf[pos]
                 pos += 1

@@ -94,7 +94,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 10:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[CreatePartitionsTopic] = []
         for _ in range(n2):
@@ -116,7 +116,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
             if n9 < 0:
                 v8 = None
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 4:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8 = []
                 for _ in range(n9):
@@ -125,7 +125,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
                     if n11 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n11 > blen - pos:
+                        if n11 > (blen - pos) // 4:
                             raise Malformed(f"array of {n11} elements is longer than the frame")
                         v10 = list(unpack_from(f">{n11}i", buf, pos))
                         pos += n11 * 4
@@ -152,7 +152,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[CreatePartitionsTopic] = []
         for _ in range(n2):
@@ -180,7 +180,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
             if n9 < 0:
                 v8 = None
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 2:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8 = []
                 for _ in range(n9):
@@ -192,7 +192,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
                     if n11 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n11 > blen - pos:
+                        if n11 > (blen - pos) // 4:
                             raise Malformed(f"array of {n11} elements is longer than the frame")
                         v10 = list(unpack_from(f">{n11}i", buf, pos))
                         pos += n11 * 4
@@ -201,6 +201,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
                     if nt12 > 127:
                         nt12, pos = read_uvarint(buf, pos - 1)
                     if nt12:
+                        if nt12 > (blen - pos) // 2:
+                            raise Malformed(f"{nt12} tagged fields are longer than the frame")
                         for _ in range(nt12):
                             tg13 = buf[pos]
                             pos += 1
@@ -221,6 +223,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
             if nt17 > 127:
                 nt17, pos = read_uvarint(buf, pos - 1)
             if nt17:
+                if nt17 > (blen - pos) // 2:
+                    raise Malformed(f"{nt17} tagged fields are longer than the frame")
                 for _ in range(nt17):
                     tg18 = buf[pos]
                     pos += 1
@@ -243,6 +247,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     if nt24 > 127:
         nt24, pos = read_uvarint(buf, pos - 1)
     if nt24:
+        if nt24 > (blen - pos) // 2:
+            raise Malformed(f"{nt24} tagged fields are longer than the frame")
         for _ in range(nt24):
             tg25 = buf[pos]
             pos += 1
@@ -273,7 +279,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 10:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[CreatePartitionsTopic] = []
             for _ in range(n2):
@@ -298,7 +304,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                 if n9 < 0:
                     v8 = None
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 4:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8 = []
                     for _ in range(n9):
@@ -308,7 +314,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                         if n11 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n11 > blen - pos:
+                            if n11 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n11} elements is longer than the frame")
                             v10 = list(unpack_from(f">{n11}i", buf, pos))
                             pos += n11 * 4
@@ -341,7 +347,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[CreatePartitionsTopic] = []
             for _ in range(n2):
@@ -372,7 +378,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                 if n9 < 0:
                     v8 = None
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 2:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8 = []
                     for _ in range(n9):
@@ -385,7 +391,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                         if n11 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n11 > blen - pos:
+                            if n11 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n11} elements is longer than the frame")
                             v10 = list(unpack_from(f">{n11}i", buf, pos))
                             pos += n11 * 4
@@ -395,6 +401,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                         if nt12 > 127:
                             nt12, pos = read_uvarint(buf, pos - 1)
                         if nt12:
+                            if nt12 > (blen - pos) // 2:
+                                raise Malformed(f"{nt12} tagged fields are longer than the frame")
                             for _ in range(nt12):
                                 tg13 = buf[pos]
                                 pos += 1
@@ -416,6 +424,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                 if nt17 > 127:
                     nt17, pos = read_uvarint(buf, pos - 1)
                 if nt17:
+                    if nt17 > (blen - pos) // 2:
+                        raise Malformed(f"{nt17} tagged fields are longer than the frame")
                     for _ in range(nt17):
                         tg18 = buf[pos]
                         pos += 1
@@ -440,6 +450,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
         if nt24 > 127:
             nt24, pos = read_uvarint(buf, pos - 1)
         if nt24:
+            if nt24 > (blen - pos) // 2:
+                raise Malformed(f"{nt24} tagged fields are longer than the frame")
             for _ in range(nt24):
                 tg25 = buf[pos]
                 pos += 1

@@ -118,7 +118,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 16:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[CreatableTopic] = []
         for _ in range(n2):
@@ -139,7 +139,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 8:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
                 v9: list[CreatableReplicaAssignment] = []
                 for _ in range(n10):
@@ -150,7 +150,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
                     if n13 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n13 > blen - pos:
+                        if n13 > (blen - pos) // 4:
                             raise Malformed(f"array of {n13} elements is longer than the frame")
                         v12 = list(unpack_from(f">{n13}i", buf, pos))
                         pos += n13 * 4
@@ -161,7 +161,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             if n16 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n16 > blen - pos:
+                if n16 > (blen - pos) // 4:
                     raise Malformed(f"array of {n16} elements is longer than the frame")
                 v15: list[CreatableTopicConfig] = []
                 for _ in range(n16):
@@ -203,7 +203,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 16:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[CreatableTopic] = []
         for _ in range(n2):
@@ -224,7 +224,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 8:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
                 v9: list[CreatableReplicaAssignment] = []
                 for _ in range(n10):
@@ -235,7 +235,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
                     if n13 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n13 > blen - pos:
+                        if n13 > (blen - pos) // 4:
                             raise Malformed(f"array of {n13} elements is longer than the frame")
                         v12 = list(unpack_from(f">{n13}i", buf, pos))
                         pos += n13 * 4
@@ -246,7 +246,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             if n16 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n16 > blen - pos:
+                if n16 > (blen - pos) // 4:
                     raise Malformed(f"array of {n16} elements is longer than the frame")
                 v15: list[CreatableTopicConfig] = []
                 for _ in range(n16):
@@ -300,7 +300,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 10:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[CreatableTopic] = []
         for _ in range(n2):
@@ -327,7 +327,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 6:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
                 v9: list[CreatableReplicaAssignment] = []
                 for _ in range(n10):
@@ -341,7 +341,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
                     if n13 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n13 > blen - pos:
+                        if n13 > (blen - pos) // 4:
                             raise Malformed(f"array of {n13} elements is longer than the frame")
                         v12 = list(unpack_from(f">{n13}i", buf, pos))
                         pos += n13 * 4
@@ -350,6 +350,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
                     if nt14 > 127:
                         nt14, pos = read_uvarint(buf, pos - 1)
                     if nt14:
+                        if nt14 > (blen - pos) // 2:
+                            raise Malformed(f"{nt14} tagged fields are longer than the frame")
                         for _ in range(nt14):
                             tg15 = buf[pos]
                             pos += 1
@@ -373,7 +375,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             if n20 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n20 > blen - pos:
+                if n20 > (blen - pos) // 3:
                     raise Malformed(f"array of {n20} elements is longer than the frame")
                 v19: list[CreatableTopicConfig] = []
                 for _ in range(n20):
@@ -409,6 +411,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
                     if nt29 > 127:
                         nt29, pos = read_uvarint(buf, pos - 1)
                     if nt29:
+                        if nt29 > (blen - pos) // 2:
+                            raise Malformed(f"{nt29} tagged fields are longer than the frame")
                         for _ in range(nt29):
                             tg30 = buf[pos]
                             pos += 1
@@ -429,6 +433,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             if nt34 > 127:
                 nt34, pos = read_uvarint(buf, pos - 1)
             if nt34:
+                if nt34 > (blen - pos) // 2:
+                    raise Malformed(f"{nt34} tagged fields are longer than the frame")
                 for _ in range(nt34):
                     tg35 = buf[pos]
                     pos += 1
@@ -451,6 +457,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     if nt41 > 127:
         nt41, pos = read_uvarint(buf, pos - 1)
     if nt41:
+        if nt41 > (blen - pos) // 2:
+            raise Malformed(f"{nt41} tagged fields are longer than the frame")
         for _ in range(nt41):
             tg42 = buf[pos]
             pos += 1
@@ -484,7 +492,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 16:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[CreatableTopic] = []
             for _ in range(n2):
@@ -508,7 +516,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 8:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
                     v9: list[CreatableReplicaAssignment] = []
                     for _ in range(n10):
@@ -521,7 +529,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                         if n13 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n13 > blen - pos:
+                            if n13 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n13} elements is longer than the frame")
                             v12 = list(unpack_from(f">{n13}i", buf, pos))
                             pos += n13 * 4
@@ -533,7 +541,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 if n16 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n16 > blen - pos:
+                    if n16 > (blen - pos) // 4:
                         raise Malformed(f"array of {n16} elements is longer than the frame")
                     v15: list[CreatableTopicConfig] = []
                     for _ in range(n16):
@@ -583,7 +591,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 16:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[CreatableTopic] = []
             for _ in range(n2):
@@ -607,7 +615,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 8:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
                     v9: list[CreatableReplicaAssignment] = []
                     for _ in range(n10):
@@ -620,7 +628,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                         if n13 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n13 > blen - pos:
+                            if n13 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n13} elements is longer than the frame")
                             v12 = list(unpack_from(f">{n13}i", buf, pos))
                             pos += n13 * 4
@@ -632,7 +640,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 if n16 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n16 > blen - pos:
+                    if n16 > (blen - pos) // 4:
                         raise Malformed(f"array of {n16} elements is longer than the frame")
                     v15: list[CreatableTopicConfig] = []
                     for _ in range(n16):
@@ -694,7 +702,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 10:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[CreatableTopic] = []
             for _ in range(n2):
@@ -724,7 +732,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 6:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
                     v9: list[CreatableReplicaAssignment] = []
                     for _ in range(n10):
@@ -740,7 +748,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                         if n13 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n13 > blen - pos:
+                            if n13 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n13} elements is longer than the frame")
                             v12 = list(unpack_from(f">{n13}i", buf, pos))
                             pos += n13 * 4
@@ -750,6 +758,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                         if nt14 > 127:
                             nt14, pos = read_uvarint(buf, pos - 1)
                         if nt14:
+                            if nt14 > (blen - pos) // 2:
+                                raise Malformed(f"{nt14} tagged fields are longer than the frame")
                             for _ in range(nt14):
                                 tg15 = buf[pos]
                                 pos += 1
@@ -774,7 +784,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 if n20 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n20 > blen - pos:
+                    if n20 > (blen - pos) // 3:
                         raise Malformed(f"array of {n20} elements is longer than the frame")
                     v19: list[CreatableTopicConfig] = []
                     for _ in range(n20):
@@ -813,6 +823,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                         if nt29 > 127:
                             nt29, pos = read_uvarint(buf, pos - 1)
                         if nt29:
+                            if nt29 > (blen - pos) // 2:
+                                raise Malformed(f"{nt29} tagged fields are longer than the frame")
                             for _ in range(nt29):
                                 tg30 = buf[pos]
                                 pos += 1
@@ -834,6 +846,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 if nt34 > 127:
                     nt34, pos = read_uvarint(buf, pos - 1)
                 if nt34:
+                    if nt34 > (blen - pos) // 2:
+                        raise Malformed(f"{nt34} tagged fields are longer than the frame")
                     for _ in range(nt34):
                         tg35 = buf[pos]
                         pos += 1
@@ -858,6 +872,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
         if nt41 > 127:
             nt41, pos = read_uvarint(buf, pos - 1)
         if nt41:
+            if nt41 > (blen - pos) // 2:
+                raise Malformed(f"{nt41} tagged fields are longer than the frame")
             for _ in range(nt41):
                 tg42 = buf[pos]
                 pos += 1

@@ -44,7 +44,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[str] = []
         for _ in range(n2):
@@ -99,6 +99,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
     if nt6 > 127:
         nt6, pos = read_uvarint(buf, pos - 1)
     if nt6:
+        if nt6 > (blen - pos) // 2:
+            raise Malformed(f"{nt6} tagged fields are longer than the frame")
         for _ in range(nt6):
             tg7 = buf[pos]
             pos += 1
@@ -126,7 +128,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, 
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[str] = []
             for _ in range(n2):
@@ -187,6 +189,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, 
         if nt6 > 127:
             nt6, pos = read_uvarint(buf, pos - 1)
         if nt6:
+            if nt6 > (blen - pos) // 2:
+                raise Malformed(f"{nt6} tagged fields are longer than the frame")
             for _ in range(nt6):
                 tg7 = buf[pos]
                 pos += 1

@@ -80,7 +80,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[DeleteRecordsTopic] = []
         for _ in range(n2):
@@ -99,7 +99,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 12:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[DeleteRecordsPartition] = []
                 for _ in range(n8):
@@ -128,7 +128,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 3:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[DeleteRecordsTopic] = []
         for _ in range(n2):
@@ -153,7 +153,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 13:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[DeleteRecordsPartition] = []
                 for _ in range(n8):
@@ -164,6 +164,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
                     if nt11 > 127:
                         nt11, pos = read_uvarint(buf, pos - 1)
                     if nt11:
+                        if nt11 > (blen - pos) // 2:
+                            raise Malformed(f"{nt11} tagged fields are longer than the frame")
                         for _ in range(nt11):
                             tg12 = buf[pos]
                             pos += 1
@@ -184,6 +186,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
             if nt16 > 127:
                 nt16, pos = read_uvarint(buf, pos - 1)
             if nt16:
+                if nt16 > (blen - pos) // 2:
+                    raise Malformed(f"{nt16} tagged fields are longer than the frame")
                 for _ in range(nt16):
                     tg17 = buf[pos]
                     pos += 1
@@ -206,6 +210,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     if nt22 > 127:
         nt22, pos = read_uvarint(buf, pos - 1)
     if nt22:
+        if nt22 > (blen - pos) // 2:
+            raise Malformed(f"{nt22} tagged fields are longer than the frame")
         for _ in range(nt22):
             tg23 = buf[pos]
             pos += 1
@@ -233,7 +239,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[DeleteRecordsTopic] = []
             for _ in range(n2):
@@ -254,7 +260,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 12:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[DeleteRecordsPartition] = []
                     for _ in range(n8):
@@ -290,7 +296,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 3:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[DeleteRecordsTopic] = []
             for _ in range(n2):
@@ -317,7 +323,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 13:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[DeleteRecordsPartition] = []
                     for _ in range(n8):
@@ -330,6 +336,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
                         if nt11 > 127:
                             nt11, pos = read_uvarint(buf, pos - 1)
                         if nt11:
+                            if nt11 > (blen - pos) // 2:
+                                raise Malformed(f"{nt11} tagged fields are longer than the frame")
                             for _ in range(nt11):
                                 tg12 = buf[pos]
                                 pos += 1
@@ -351,6 +359,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
                 if nt16 > 127:
                     nt16, pos = read_uvarint(buf, pos - 1)
                 if nt16:
+                    if nt16 > (blen - pos) // 2:
+                        raise Malformed(f"{nt16} tagged fields are longer than the frame")
                     for _ in range(nt16):
                         tg17 = buf[pos]
                         pos += 1
@@ -375,6 +385,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
         if nt22 > 127:
             nt22, pos = read_uvarint(buf, pos - 1)
         if nt22:
+            if nt22 > (blen - pos) // 2:
+                raise Malformed(f"{nt22} tagged fields are longer than the frame")
             for _ in range(nt22):
                 tg23 = buf[pos]
                 pos += 1

@@ -75,7 +75,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[str] = []
         for _ in range(n2):
@@ -140,6 +140,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     if nt7 > 127:
         nt7, pos = read_uvarint(buf, pos - 1)
     if nt7:
+        if nt7 > (blen - pos) // 2:
+            raise Malformed(f"{nt7} tagged fields are longer than the frame")
         for _ in range(nt7):
             tg8 = buf[pos]
             pos += 1
@@ -170,7 +172,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 18:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[DeleteTopicState] = []
         for _ in range(n2):
@@ -196,6 +198,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
             if nt8 > 127:
                 nt8, pos = read_uvarint(buf, pos - 1)
             if nt8:
+                if nt8 > (blen - pos) // 2:
+                    raise Malformed(f"{nt8} tagged fields are longer than the frame")
                 for _ in range(nt8):
                     tg9 = buf[pos]
                     pos += 1
@@ -218,6 +222,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     if nt14 > 127:
         nt14, pos = read_uvarint(buf, pos - 1)
     if nt14:
+        if nt14 > (blen - pos) // 2:
+            raise Malformed(f"{nt14} tagged fields are longer than the frame")
         for _ in range(nt14):
             tg15 = buf[pos]
             pos += 1
@@ -245,7 +251,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[str] = []
             for _ in range(n2):
@@ -318,6 +324,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
         if nt7 > 127:
             nt7, pos = read_uvarint(buf, pos - 1)
         if nt7:
+            if nt7 > (blen - pos) // 2:
+                raise Malformed(f"{nt7} tagged fields are longer than the frame")
             for _ in range(nt7):
                 tg8 = buf[pos]
                 pos += 1
@@ -353,7 +361,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 18:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[DeleteTopicState] = []
             for _ in range(n2):
@@ -382,6 +390,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
                 if nt8 > 127:
                     nt8, pos = read_uvarint(buf, pos - 1)
                 if nt8:
+                    if nt8 > (blen - pos) // 2:
+                        raise Malformed(f"{nt8} tagged fields are longer than the frame")
                     for _ in range(nt8):
                         tg9 = buf[pos]
                         pos += 1
@@ -406,6 +416,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
         if nt14 > 127:
             nt14, pos = read_uvarint(buf, pos - 1)
         if nt14:
+            if nt14 > (blen - pos) // 2:
+                raise Malformed(f"{nt14} tagged fields are longer than the frame")
             for _ in range(nt14):
                 tg15 = buf[pos]
                 pos += 1

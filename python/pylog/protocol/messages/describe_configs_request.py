@@ -82,7 +82,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[DescribeConfigsResource] = []
         for _ in range(n2):
@@ -104,7 +104,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
             if n9 < 0:
                 v8 = None
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 2:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8 = []
                 for _ in range(n9):
@@ -132,7 +132,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[DescribeConfigsResource] = []
         for _ in range(n2):
@@ -154,7 +154,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
             if n9 < 0:
                 v8 = None
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 2:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8 = []
                 for _ in range(n9):
@@ -187,7 +187,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[DescribeConfigsResource] = []
         for _ in range(n2):
@@ -209,7 +209,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
             if n9 < 0:
                 v8 = None
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 2:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8 = []
                 for _ in range(n9):
@@ -242,7 +242,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 4:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[DescribeConfigsResource] = []
         for _ in range(n2):
@@ -293,6 +293,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
             if nt13 > 127:
                 nt13, pos = read_uvarint(buf, pos - 1)
             if nt13:
+                if nt13 > (blen - pos) // 2:
+                    raise Malformed(f"{nt13} tagged fields are longer than the frame")
                 for _ in range(nt13):
                     tg14 = buf[pos]
                     pos += 1
@@ -315,6 +317,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     if nt20 > 127:
         nt20, pos = read_uvarint(buf, pos - 1)
     if nt20:
+        if nt20 > (blen - pos) // 2:
+            raise Malformed(f"{nt20} tagged fields are longer than the frame")
         for _ in range(nt20):
             tg21 = buf[pos]
             pos += 1
@@ -342,7 +346,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[DescribeConfigsResource] = []
             for _ in range(n2):
@@ -367,7 +371,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
                 if n9 < 0:
                     v8 = None
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 2:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8 = []
                     for _ in range(n9):
@@ -400,7 +404,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[DescribeConfigsResource] = []
             for _ in range(n2):
@@ -425,7 +429,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
                 if n9 < 0:
                     v8 = None
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 2:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8 = []
                     for _ in range(n9):
@@ -464,7 +468,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[DescribeConfigsResource] = []
             for _ in range(n2):
@@ -489,7 +493,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
                 if n9 < 0:
                     v8 = None
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 2:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8 = []
                     for _ in range(n9):
@@ -528,7 +532,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 4:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[DescribeConfigsResource] = []
             for _ in range(n2):
@@ -583,6 +587,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
                 if nt13 > 127:
                     nt13, pos = read_uvarint(buf, pos - 1)
                 if nt13:
+                    if nt13 > (blen - pos) // 2:
+                        raise Malformed(f"{nt13} tagged fields are longer than the frame")
                     for _ in range(nt13):
                         tg14 = buf[pos]
                         pos += 1
@@ -607,6 +613,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
         if nt20 > 127:
             nt20, pos = read_uvarint(buf, pos - 1)
         if nt20:
+            if nt20 > (blen - pos) // 2:
+                raise Malformed(f"{nt20} tagged fields are longer than the frame")
             for _ in range(nt20):
                 tg21 = buf[pos]
                 pos += 1

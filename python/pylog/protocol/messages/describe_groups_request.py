@@ -54,7 +54,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[str] = []
         for _ in range(n2):
@@ -86,7 +86,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[str] = []
         for _ in range(n2):
@@ -145,6 +145,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     if nt7 > 127:
         nt7, pos = read_uvarint(buf, pos - 1)
     if nt7:
+        if nt7 > (blen - pos) // 2:
+            raise Malformed(f"{nt7} tagged fields are longer than the frame")
         for _ in range(nt7):
             tg8 = buf[pos]
             pos += 1
@@ -172,7 +174,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[str] = []
             for _ in range(n2):
@@ -209,7 +211,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[str] = []
             for _ in range(n2):
@@ -276,6 +278,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest
         if nt7 > 127:
             nt7, pos = read_uvarint(buf, pos - 1)
         if nt7:
+            if nt7 > (blen - pos) // 2:
+                raise Malformed(f"{nt7} tagged fields are longer than the frame")
             for _ in range(nt7):
                 tg8 = buf[pos]
                 pos += 1

@@ -61,7 +61,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1 = []
         for _ in range(n2):
@@ -80,7 +80,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 4:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7 = list(unpack_from(f">{n8}i", buf, pos))
                 pos += n8 * 4
@@ -104,7 +104,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 3:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1 = []
         for _ in range(n2):
@@ -129,7 +129,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 4:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7 = list(unpack_from(f">{n8}i", buf, pos))
                 pos += n8 * 4
@@ -138,6 +138,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
             if nt9 > 127:
                 nt9, pos = read_uvarint(buf, pos - 1)
             if nt9:
+                if nt9 > (blen - pos) // 2:
+                    raise Malformed(f"{nt9} tagged fields are longer than the frame")
                 for _ in range(nt9):
                     tg10 = buf[pos]
                     pos += 1
@@ -158,6 +160,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     if nt14 > 127:
         nt14, pos = read_uvarint(buf, pos - 1)
     if nt14:
+        if nt14 > (blen - pos) // 2:
+            raise Malformed(f"{nt14} tagged fields are longer than the frame")
         for _ in range(nt14):
             tg15 = buf[pos]
             pos += 1
@@ -192,7 +196,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1 = []
             for _ in range(n2):
@@ -213,7 +217,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 4:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7 = list(unpack_from(f">{n8}i", buf, pos))
                     pos += n8 * 4
@@ -242,7 +246,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 3:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1 = []
             for _ in range(n2):
@@ -269,7 +273,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 4:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7 = list(unpack_from(f">{n8}i", buf, pos))
                     pos += n8 * 4
@@ -279,6 +283,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
                 if nt9 > 127:
                     nt9, pos = read_uvarint(buf, pos - 1)
                 if nt9:
+                    if nt9 > (blen - pos) // 2:
+                        raise Malformed(f"{nt9} tagged fields are longer than the frame")
                     for _ in range(nt9):
                         tg10 = buf[pos]
                         pos += 1
@@ -300,6 +306,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
         if nt14 > 127:
             nt14, pos = read_uvarint(buf, pos - 1)
         if nt14:
+            if nt14 > (blen - pos) // 2:
+                raise Malformed(f"{nt14} tagged fields are longer than the frame")
             for _ in range(nt14):
                 tg15 = buf[pos]
                 pos += 1

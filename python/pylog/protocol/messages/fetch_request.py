@@ -220,7 +220,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n5 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n5 > blen - pos:
+        if n5 > (blen - pos) // 6:
             raise Malformed(f"array of {n5} elements is longer than the frame")
         v4: list[FetchTopic] = []
         for _ in range(n5):
@@ -239,7 +239,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n11 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n11 > blen - pos:
+                if n11 > (blen - pos) // 16:
                     raise Malformed(f"array of {n11} elements is longer than the frame")
                 v10: list[FetchPartition] = []
                 for _ in range(n11):
@@ -268,7 +268,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n6 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 6:
             raise Malformed(f"array of {n6} elements is longer than the frame")
         v5: list[FetchTopic] = []
         for _ in range(n6):
@@ -287,7 +287,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 16:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
                 v11: list[FetchPartition] = []
                 for _ in range(n12):
@@ -310,7 +310,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n7 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n7 > blen - pos:
+        if n7 > (blen - pos) // 6:
             raise Malformed(f"array of {n7} elements is longer than the frame")
         v6: list[FetchTopic] = []
         for _ in range(n7):
@@ -329,7 +329,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n13 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n13 > blen - pos:
+                if n13 > (blen - pos) // 16:
                     raise Malformed(f"array of {n13} elements is longer than the frame")
                 v12: list[FetchPartition] = []
                 for _ in range(n13):
@@ -352,7 +352,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n7 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n7 > blen - pos:
+        if n7 > (blen - pos) // 6:
             raise Malformed(f"array of {n7} elements is longer than the frame")
         v6: list[FetchTopic] = []
         for _ in range(n7):
@@ -371,7 +371,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n13 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n13 > blen - pos:
+                if n13 > (blen - pos) // 24:
                     raise Malformed(f"array of {n13} elements is longer than the frame")
                 v12: list[FetchPartition] = []
                 for _ in range(n13):
@@ -397,7 +397,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n9 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n9 > blen - pos:
+        if n9 > (blen - pos) // 6:
             raise Malformed(f"array of {n9} elements is longer than the frame")
         v8: list[FetchTopic] = []
         for _ in range(n9):
@@ -416,7 +416,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n15 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n15 > blen - pos:
+                if n15 > (blen - pos) // 24:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
                 v14: list[FetchPartition] = []
                 for _ in range(n15):
@@ -431,7 +431,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n23 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n23 > blen - pos:
+        if n23 > (blen - pos) // 6:
             raise Malformed(f"array of {n23} elements is longer than the frame")
         v22: list[ForgottenTopic] = []
         for _ in range(n23):
@@ -450,7 +450,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n29 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n29 > blen - pos:
+                if n29 > (blen - pos) // 4:
                     raise Malformed(f"array of {n29} elements is longer than the frame")
                 v28 = list(unpack_from(f">{n29}i", buf, pos))
                 pos += n29 * 4
@@ -472,7 +472,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n9 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n9 > blen - pos:
+        if n9 > (blen - pos) // 6:
             raise Malformed(f"array of {n9} elements is longer than the frame")
         v8: list[FetchTopic] = []
         for _ in range(n9):
@@ -491,7 +491,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n15 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n15 > blen - pos:
+                if n15 > (blen - pos) // 28:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
                 v14: list[FetchPartition] = []
                 for _ in range(n15):
@@ -506,7 +506,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n24 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n24 > blen - pos:
+        if n24 > (blen - pos) // 6:
             raise Malformed(f"array of {n24} elements is longer than the frame")
         v23: list[ForgottenTopic] = []
         for _ in range(n24):
@@ -525,7 +525,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n30 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n30 > blen - pos:
+                if n30 > (blen - pos) // 4:
                     raise Malformed(f"array of {n30} elements is longer than the frame")
                 v29 = list(unpack_from(f">{n30}i", buf, pos))
                 pos += n30 * 4
@@ -547,7 +547,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n9 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n9 > blen - pos:
+        if n9 > (blen - pos) // 6:
             raise Malformed(f"array of {n9} elements is longer than the frame")
         v8: list[FetchTopic] = []
         for _ in range(n9):
@@ -566,7 +566,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n15 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n15 > blen - pos:
+                if n15 > (blen - pos) // 28:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
                 v14: list[FetchPartition] = []
                 for _ in range(n15):
@@ -581,7 +581,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n24 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n24 > blen - pos:
+        if n24 > (blen - pos) // 6:
             raise Malformed(f"array of {n24} elements is longer than the frame")
         v23: list[ForgottenTopic] = []
         for _ in range(n24):
@@ -600,7 +600,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n30 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n30 > blen - pos:
+                if n30 > (blen - pos) // 4:
                     raise Malformed(f"array of {n30} elements is longer than the frame")
                 v29 = list(unpack_from(f">{n30}i", buf, pos))
                 pos += n30 * 4
@@ -632,7 +632,7 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n9 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n9 > blen - pos:
+        if n9 > (blen - pos) // 3:
             raise Malformed(f"array of {n9} elements is longer than the frame")
         v8: list[FetchTopic] = []
         for _ in range(n9):
@@ -657,7 +657,7 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n15 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n15 > blen - pos:
+                if n15 > (blen - pos) // 33:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
                 v14: list[FetchPartition] = []
                 for _ in range(n15):
@@ -668,6 +668,8 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                     if nt22 > 127:
                         nt22, pos = read_uvarint(buf, pos - 1)
                     if nt22:
+                        if nt22 > (blen - pos) // 2:
+                            raise Malformed(f"{nt22} tagged fields are longer than the frame")
                         for _ in range(nt22):
                             tg23 = buf[pos]
                             pos += 1
@@ -688,6 +690,8 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt27 > 127:
                 nt27, pos = read_uvarint(buf, pos - 1)
             if nt27:
+                if nt27 > (blen - pos) // 2:
+                    raise Malformed(f"{nt27} tagged fields are longer than the frame")
                 for _ in range(nt27):
                     tg28 = buf[pos]
                     pos += 1
@@ -711,7 +715,7 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n33 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n33 > blen - pos:
+        if n33 > (blen - pos) // 3:
             raise Malformed(f"array of {n33} elements is longer than the frame")
         v32: list[ForgottenTopic] = []
         for _ in range(n33):
@@ -736,7 +740,7 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n39 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n39 > blen - pos:
+                if n39 > (blen - pos) // 4:
                     raise Malformed(f"array of {n39} elements is longer than the frame")
                 v38 = list(unpack_from(f">{n39}i", buf, pos))
                 pos += n39 * 4
@@ -745,6 +749,8 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt40 > 127:
                 nt40, pos = read_uvarint(buf, pos - 1)
             if nt40:
+                if nt40 > (blen - pos) // 2:
+                    raise Malformed(f"{nt40} tagged fields are longer than the frame")
                 for _ in range(nt40):
                     tg41 = buf[pos]
                     pos += 1
@@ -779,6 +785,8 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if nt50 > 127:
         nt50, pos = read_uvarint(buf, pos - 1)
     if nt50:
+        if nt50 > (blen - pos) // 2:
+            raise Malformed(f"{nt50} tagged fields are longer than the frame")
         for _ in range(nt50):
             tg51 = buf[pos]
             pos += 1
@@ -824,7 +832,7 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n9 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n9 > blen - pos:
+        if n9 > (blen - pos) // 18:
             raise Malformed(f"array of {n9} elements is longer than the frame")
         v8: list[FetchTopic] = []
         for _ in range(n9):
@@ -839,7 +847,7 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 33:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
                 v11: list[FetchPartition] = []
                 for _ in range(n12):
@@ -850,6 +858,8 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                     if nt19 > 127:
                         nt19, pos = read_uvarint(buf, pos - 1)
                     if nt19:
+                        if nt19 > (blen - pos) // 2:
+                            raise Malformed(f"{nt19} tagged fields are longer than the frame")
                         for _ in range(nt19):
                             tg20 = buf[pos]
                             pos += 1
@@ -870,6 +880,8 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt24 > 127:
                 nt24, pos = read_uvarint(buf, pos - 1)
             if nt24:
+                if nt24 > (blen - pos) // 2:
+                    raise Malformed(f"{nt24} tagged fields are longer than the frame")
                 for _ in range(nt24):
                     tg25 = buf[pos]
                     pos += 1
@@ -893,7 +905,7 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n30 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n30 > blen - pos:
+        if n30 > (blen - pos) // 18:
             raise Malformed(f"array of {n30} elements is longer than the frame")
         v29: list[ForgottenTopic] = []
         for _ in range(n30):
@@ -908,7 +920,7 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n33 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n33 > blen - pos:
+                if n33 > (blen - pos) // 4:
                     raise Malformed(f"array of {n33} elements is longer than the frame")
                 v32 = list(unpack_from(f">{n33}i", buf, pos))
                 pos += n33 * 4
@@ -917,6 +929,8 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt34 > 127:
                 nt34, pos = read_uvarint(buf, pos - 1)
             if nt34:
+                if nt34 > (blen - pos) // 2:
+                    raise Malformed(f"{nt34} tagged fields are longer than the frame")
                 for _ in range(nt34):
                     tg35 = buf[pos]
                     pos += 1
@@ -951,6 +965,8 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if nt44 > 127:
         nt44, pos = read_uvarint(buf, pos - 1)
     if nt44:
+        if nt44 > (blen - pos) // 2:
+            raise Malformed(f"{nt44} tagged fields are longer than the frame")
         for _ in range(nt44):
             tg45 = buf[pos]
             pos += 1
@@ -999,7 +1015,7 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n8 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n8 > blen - pos:
+        if n8 > (blen - pos) // 18:
             raise Malformed(f"array of {n8} elements is longer than the frame")
         v7: list[FetchTopic] = []
         for _ in range(n8):
@@ -1014,7 +1030,7 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n11 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n11 > blen - pos:
+                if n11 > (blen - pos) // 33:
                     raise Malformed(f"array of {n11} elements is longer than the frame")
                 v10: list[FetchPartition] = []
                 for _ in range(n11):
@@ -1025,6 +1041,8 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                     if nt18 > 127:
                         nt18, pos = read_uvarint(buf, pos - 1)
                     if nt18:
+                        if nt18 > (blen - pos) // 2:
+                            raise Malformed(f"{nt18} tagged fields are longer than the frame")
                         for _ in range(nt18):
                             tg19 = buf[pos]
                             pos += 1
@@ -1045,6 +1063,8 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt23 > 127:
                 nt23, pos = read_uvarint(buf, pos - 1)
             if nt23:
+                if nt23 > (blen - pos) // 2:
+                    raise Malformed(f"{nt23} tagged fields are longer than the frame")
                 for _ in range(nt23):
                     tg24 = buf[pos]
                     pos += 1
@@ -1068,7 +1088,7 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n29 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n29 > blen - pos:
+        if n29 > (blen - pos) // 18:
             raise Malformed(f"array of {n29} elements is longer than the frame")
         v28: list[ForgottenTopic] = []
         for _ in range(n29):
@@ -1083,7 +1103,7 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n32 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n32 > blen - pos:
+                if n32 > (blen - pos) // 4:
                     raise Malformed(f"array of {n32} elements is longer than the frame")
                 v31 = list(unpack_from(f">{n32}i", buf, pos))
                 pos += n32 * 4
@@ -1092,6 +1112,8 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt33 > 127:
                 nt33, pos = read_uvarint(buf, pos - 1)
             if nt33:
+                if nt33 > (blen - pos) // 2:
+                    raise Malformed(f"{nt33} tagged fields are longer than the frame")
                 for _ in range(nt33):
                     tg34 = buf[pos]
                     pos += 1
@@ -1127,6 +1149,8 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if nt44 > 127:
         nt44, pos = read_uvarint(buf, pos - 1)
     if nt44:
+        if nt44 > (blen - pos) // 2:
+            raise Malformed(f"{nt44} tagged fields are longer than the frame")
         for _ in range(nt44):
             tg45 = buf[pos]
             pos += 1
@@ -1163,6 +1187,8 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt55 > 127:
                     nt55, pos = read_uvarint(buf, pos - 1)
                 if nt55:
+                    if nt55 > (blen - pos) // 2:
+                        raise Malformed(f"{nt55} tagged fields are longer than the frame")
                     for _ in range(nt55):
                         tg56 = buf[pos]
                         pos += 1
@@ -1198,7 +1224,7 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n8 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n8 > blen - pos:
+        if n8 > (blen - pos) // 18:
             raise Malformed(f"array of {n8} elements is longer than the frame")
         v7: list[FetchTopic] = []
         for _ in range(n8):
@@ -1213,7 +1239,7 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n11 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n11 > blen - pos:
+                if n11 > (blen - pos) // 33:
                     raise Malformed(f"array of {n11} elements is longer than the frame")
                 v10: list[FetchPartition] = []
                 for _ in range(n11):
@@ -1225,6 +1251,8 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                     if nt19 > 127:
                         nt19, pos = read_uvarint(buf, pos - 1)
                     if nt19:
+                        if nt19 > (blen - pos) // 2:
+                            raise Malformed(f"{nt19} tagged fields are longer than the frame")
                         for _ in range(nt19):
                             tg20 = buf[pos]
                             pos += 1
@@ -1250,6 +1278,8 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt26 > 127:
                 nt26, pos = read_uvarint(buf, pos - 1)
             if nt26:
+                if nt26 > (blen - pos) // 2:
+                    raise Malformed(f"{nt26} tagged fields are longer than the frame")
                 for _ in range(nt26):
                     tg27 = buf[pos]
                     pos += 1
@@ -1273,7 +1303,7 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n32 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n32 > blen - pos:
+        if n32 > (blen - pos) // 18:
             raise Malformed(f"array of {n32} elements is longer than the frame")
         v31: list[ForgottenTopic] = []
         for _ in range(n32):
@@ -1288,7 +1318,7 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n35 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n35 > blen - pos:
+                if n35 > (blen - pos) // 4:
                     raise Malformed(f"array of {n35} elements is longer than the frame")
                 v34 = list(unpack_from(f">{n35}i", buf, pos))
                 pos += n35 * 4
@@ -1297,6 +1327,8 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt36 > 127:
                 nt36, pos = read_uvarint(buf, pos - 1)
             if nt36:
+                if nt36 > (blen - pos) // 2:
+                    raise Malformed(f"{nt36} tagged fields are longer than the frame")
                 for _ in range(nt36):
                     tg37 = buf[pos]
                     pos += 1
@@ -1332,6 +1364,8 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if nt47 > 127:
         nt47, pos = read_uvarint(buf, pos - 1)
     if nt47:
+        if nt47 > (blen - pos) // 2:
+            raise Malformed(f"{nt47} tagged fields are longer than the frame")
         for _ in range(nt47):
             tg48 = buf[pos]
             pos += 1
@@ -1368,6 +1402,8 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt58 > 127:
                     nt58, pos = read_uvarint(buf, pos - 1)
                 if nt58:
+                    if nt58 > (blen - pos) // 2:
+                        raise Malformed(f"{nt58} tagged fields are longer than the frame")
                     for _ in range(nt58):
                         tg59 = buf[pos]
                         pos += 1
@@ -1401,7 +1437,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n5 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n5 > blen - pos:
+            if n5 > (blen - pos) // 6:
                 raise Malformed(f"array of {n5} elements is longer than the frame")
             v4: list[FetchTopic] = []
             for _ in range(n5):
@@ -1422,7 +1458,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n11 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n11 > blen - pos:
+                    if n11 > (blen - pos) // 16:
                         raise Malformed(f"array of {n11} elements is longer than the frame")
                     v10: list[FetchPartition] = []
                     for _ in range(n11):
@@ -1458,7 +1494,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n6 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 6:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
             v5: list[FetchTopic] = []
             for _ in range(n6):
@@ -1479,7 +1515,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 16:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
                     v11: list[FetchPartition] = []
                     for _ in range(n12):
@@ -1509,7 +1545,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n7 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n7 > blen - pos:
+            if n7 > (blen - pos) // 6:
                 raise Malformed(f"array of {n7} elements is longer than the frame")
             v6: list[FetchTopic] = []
             for _ in range(n7):
@@ -1530,7 +1566,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n13 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n13 > blen - pos:
+                    if n13 > (blen - pos) // 16:
                         raise Malformed(f"array of {n13} elements is longer than the frame")
                     v12: list[FetchPartition] = []
                     for _ in range(n13):
@@ -1560,7 +1596,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n7 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n7 > blen - pos:
+            if n7 > (blen - pos) // 6:
                 raise Malformed(f"array of {n7} elements is longer than the frame")
             v6: list[FetchTopic] = []
             for _ in range(n7):
@@ -1581,7 +1617,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n13 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n13 > blen - pos:
+                    if n13 > (blen - pos) // 24:
                         raise Malformed(f"array of {n13} elements is longer than the frame")
                     v12: list[FetchPartition] = []
                     for _ in range(n13):
@@ -1614,7 +1650,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n9 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n9 > blen - pos:
+            if n9 > (blen - pos) // 6:
                 raise Malformed(f"array of {n9} elements is longer than the frame")
             v8: list[FetchTopic] = []
             for _ in range(n9):
@@ -1635,7 +1671,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n15 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n15 > blen - pos:
+                    if n15 > (blen - pos) // 24:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
                     v14: list[FetchPartition] = []
                     for _ in range(n15):
@@ -1652,7 +1688,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n23 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n23 > blen - pos:
+            if n23 > (blen - pos) // 6:
                 raise Malformed(f"array of {n23} elements is longer than the frame")
             v22: list[ForgottenTopic] = []
             for _ in range(n23):
@@ -1673,7 +1709,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n29 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n29 > blen - pos:
+                    if n29 > (blen - pos) // 4:
                         raise Malformed(f"array of {n29} elements is longer than the frame")
                     v28 = list(unpack_from(f">{n29}i", buf, pos))
                     pos += n29 * 4
@@ -1701,7 +1737,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n9 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n9 > blen - pos:
+            if n9 > (blen - pos) // 6:
                 raise Malformed(f"array of {n9} elements is longer than the frame")
             v8: list[FetchTopic] = []
             for _ in range(n9):
@@ -1722,7 +1758,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n15 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n15 > blen - pos:
+                    if n15 > (blen - pos) // 28:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
                     v14: list[FetchPartition] = []
                     for _ in range(n15):
@@ -1739,7 +1775,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n24 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n24 > blen - pos:
+            if n24 > (blen - pos) // 6:
                 raise Malformed(f"array of {n24} elements is longer than the frame")
             v23: list[ForgottenTopic] = []
             for _ in range(n24):
@@ -1760,7 +1796,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n30 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n30 > blen - pos:
+                    if n30 > (blen - pos) // 4:
                         raise Malformed(f"array of {n30} elements is longer than the frame")
                     v29 = list(unpack_from(f">{n30}i", buf, pos))
                     pos += n30 * 4
@@ -1788,7 +1824,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n9 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n9 > blen - pos:
+            if n9 > (blen - pos) // 6:
                 raise Malformed(f"array of {n9} elements is longer than the frame")
             v8: list[FetchTopic] = []
             for _ in range(n9):
@@ -1809,7 +1845,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n15 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n15 > blen - pos:
+                    if n15 > (blen - pos) // 28:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
                     v14: list[FetchPartition] = []
                     for _ in range(n15):
@@ -1826,7 +1862,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n24 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n24 > blen - pos:
+            if n24 > (blen - pos) // 6:
                 raise Malformed(f"array of {n24} elements is longer than the frame")
             v23: list[ForgottenTopic] = []
             for _ in range(n24):
@@ -1847,7 +1883,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n30 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n30 > blen - pos:
+                    if n30 > (blen - pos) // 4:
                         raise Malformed(f"array of {n30} elements is longer than the frame")
                     v29 = list(unpack_from(f">{n30}i", buf, pos))
                     pos += n30 * 4
@@ -1886,7 +1922,7 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n9 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n9 > blen - pos:
+            if n9 > (blen - pos) // 3:
                 raise Malformed(f"array of {n9} elements is longer than the frame")
             v8: list[FetchTopic] = []
             for _ in range(n9):
@@ -1913,7 +1949,7 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n15 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n15 > blen - pos:
+                    if n15 > (blen - pos) // 33:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
                     v14: list[FetchPartition] = []
                     for _ in range(n15):
@@ -1926,6 +1962,8 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                         if nt22 > 127:
                             nt22, pos = read_uvarint(buf, pos - 1)
                         if nt22:
+                            if nt22 > (blen - pos) // 2:
+                                raise Malformed(f"{nt22} tagged fields are longer than the frame")
                             for _ in range(nt22):
                                 tg23 = buf[pos]
                                 pos += 1
@@ -1947,6 +1985,8 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt27 > 127:
                     nt27, pos = read_uvarint(buf, pos - 1)
                 if nt27:
+                    if nt27 > (blen - pos) // 2:
+                        raise Malformed(f"{nt27} tagged fields are longer than the frame")
                     for _ in range(nt27):
                         tg28 = buf[pos]
                         pos += 1
@@ -1971,7 +2011,7 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n33 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n33 > blen - pos:
+            if n33 > (blen - pos) // 3:
                 raise Malformed(f"array of {n33} elements is longer than the frame")
             v32: list[ForgottenTopic] = []
             for _ in range(n33):
@@ -1998,7 +2038,7 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n39 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n39 > blen - pos:
+                    if n39 > (blen - pos) // 4:
                         raise Malformed(f"array of {n39} elements is longer than the frame")
                     v38 = list(unpack_from(f">{n39}i", buf, pos))
                     pos += n39 * 4
@@ -2008,6 +2048,8 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt40 > 127:
                     nt40, pos = read_uvarint(buf, pos - 1)
                 if nt40:
+                    if nt40 > (blen - pos) // 2:
+                        raise Malformed(f"{nt40} tagged fields are longer than the frame")
                     for _ in range(nt40):
                         tg41 = buf[pos]
                         pos += 1
@@ -2044,6 +2086,8 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if nt50 > 127:
             nt50, pos = read_uvarint(buf, pos - 1)
         if nt50:
+            if nt50 > (blen - pos) // 2:
+                raise Malformed(f"{nt50} tagged fields are longer than the frame")
             for _ in range(nt50):
                 tg51 = buf[pos]
                 pos += 1
@@ -2096,7 +2140,7 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n9 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n9 > blen - pos:
+            if n9 > (blen - pos) // 18:
                 raise Malformed(f"array of {n9} elements is longer than the frame")
             v8: list[FetchTopic] = []
             for _ in range(n9):
@@ -2113,7 +2157,7 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 33:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
                     v11: list[FetchPartition] = []
                     for _ in range(n12):
@@ -2126,6 +2170,8 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                         if nt19 > 127:
                             nt19, pos = read_uvarint(buf, pos - 1)
                         if nt19:
+                            if nt19 > (blen - pos) // 2:
+                                raise Malformed(f"{nt19} tagged fields are longer than the frame")
                             for _ in range(nt19):
                                 tg20 = buf[pos]
                                 pos += 1
@@ -2147,6 +2193,8 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt24 > 127:
                     nt24, pos = read_uvarint(buf, pos - 1)
                 if nt24:
+                    if nt24 > (blen - pos) // 2:
+                        raise Malformed(f"{nt24} tagged fields are longer than the frame")
                     for _ in range(nt24):
                         tg25 = buf[pos]
                         pos += 1
@@ -2171,7 +2219,7 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n30 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n30 > blen - pos:
+            if n30 > (blen - pos) // 18:
                 raise Malformed(f"array of {n30} elements is longer than the frame")
             v29: list[ForgottenTopic] = []
             for _ in range(n30):
@@ -2188,7 +2236,7 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n33 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n33 > blen - pos:
+                    if n33 > (blen - pos) // 4:
                         raise Malformed(f"array of {n33} elements is longer than the frame")
                     v32 = list(unpack_from(f">{n33}i", buf, pos))
                     pos += n33 * 4
@@ -2198,6 +2246,8 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt34 > 127:
                     nt34, pos = read_uvarint(buf, pos - 1)
                 if nt34:
+                    if nt34 > (blen - pos) // 2:
+                        raise Malformed(f"{nt34} tagged fields are longer than the frame")
                     for _ in range(nt34):
                         tg35 = buf[pos]
                         pos += 1
@@ -2234,6 +2284,8 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if nt44 > 127:
             nt44, pos = read_uvarint(buf, pos - 1)
         if nt44:
+            if nt44 > (blen - pos) // 2:
+                raise Malformed(f"{nt44} tagged fields are longer than the frame")
             for _ in range(nt44):
                 tg45 = buf[pos]
                 pos += 1
@@ -2289,7 +2341,7 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n8 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n8 > blen - pos:
+            if n8 > (blen - pos) // 18:
                 raise Malformed(f"array of {n8} elements is longer than the frame")
             v7: list[FetchTopic] = []
             for _ in range(n8):
@@ -2306,7 +2358,7 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n11 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n11 > blen - pos:
+                    if n11 > (blen - pos) // 33:
                         raise Malformed(f"array of {n11} elements is longer than the frame")
                     v10: list[FetchPartition] = []
                     for _ in range(n11):
@@ -2319,6 +2371,8 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                         if nt18 > 127:
                             nt18, pos = read_uvarint(buf, pos - 1)
                         if nt18:
+                            if nt18 > (blen - pos) // 2:
+                                raise Malformed(f"{nt18} tagged fields are longer than the frame")
                             for _ in range(nt18):
                                 tg19 = buf[pos]
                                 pos += 1
@@ -2340,6 +2394,8 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt23 > 127:
                     nt23, pos = read_uvarint(buf, pos - 1)
                 if nt23:
+                    if nt23 > (blen - pos) // 2:
+                        raise Malformed(f"{nt23} tagged fields are longer than the frame")
                     for _ in range(nt23):
                         tg24 = buf[pos]
                         pos += 1
@@ -2364,7 +2420,7 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n29 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n29 > blen - pos:
+            if n29 > (blen - pos) // 18:
                 raise Malformed(f"array of {n29} elements is longer than the frame")
             v28: list[ForgottenTopic] = []
             for _ in range(n29):
@@ -2381,7 +2437,7 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n32 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n32 > blen - pos:
+                    if n32 > (blen - pos) // 4:
                         raise Malformed(f"array of {n32} elements is longer than the frame")
                     v31 = list(unpack_from(f">{n32}i", buf, pos))
                     pos += n32 * 4
@@ -2391,6 +2447,8 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt33 > 127:
                     nt33, pos = read_uvarint(buf, pos - 1)
                 if nt33:
+                    if nt33 > (blen - pos) // 2:
+                        raise Malformed(f"{nt33} tagged fields are longer than the frame")
                     for _ in range(nt33):
                         tg34 = buf[pos]
                         pos += 1
@@ -2428,6 +2486,8 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if nt44 > 127:
             nt44, pos = read_uvarint(buf, pos - 1)
         if nt44:
+            if nt44 > (blen - pos) // 2:
+                raise Malformed(f"{nt44} tagged fields are longer than the frame")
             for _ in range(nt44):
                 tg45 = buf[pos]
                 pos += 1
@@ -2468,6 +2528,8 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                     if nt55 > 127:
                         nt55, pos = read_uvarint(buf, pos - 1)
                     if nt55:
+                        if nt55 > (blen - pos) // 2:
+                            raise Malformed(f"{nt55} tagged fields are longer than the frame")
                         for _ in range(nt55):
                             tg56 = buf[pos]
                             pos += 1
@@ -2509,7 +2571,7 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n8 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n8 > blen - pos:
+            if n8 > (blen - pos) // 18:
                 raise Malformed(f"array of {n8} elements is longer than the frame")
             v7: list[FetchTopic] = []
             for _ in range(n8):
@@ -2526,7 +2588,7 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n11 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n11 > blen - pos:
+                    if n11 > (blen - pos) // 33:
                         raise Malformed(f"array of {n11} elements is longer than the frame")
                     v10: list[FetchPartition] = []
                     for _ in range(n11):
@@ -2540,6 +2602,8 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                         if nt19 > 127:
                             nt19, pos = read_uvarint(buf, pos - 1)
                         if nt19:
+                            if nt19 > (blen - pos) // 2:
+                                raise Malformed(f"{nt19} tagged fields are longer than the frame")
                             for _ in range(nt19):
                                 tg20 = buf[pos]
                                 pos += 1
@@ -2567,6 +2631,8 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt26 > 127:
                     nt26, pos = read_uvarint(buf, pos - 1)
                 if nt26:
+                    if nt26 > (blen - pos) // 2:
+                        raise Malformed(f"{nt26} tagged fields are longer than the frame")
                     for _ in range(nt26):
                         tg27 = buf[pos]
                         pos += 1
@@ -2591,7 +2657,7 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n32 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n32 > blen - pos:
+            if n32 > (blen - pos) // 18:
                 raise Malformed(f"array of {n32} elements is longer than the frame")
             v31: list[ForgottenTopic] = []
             for _ in range(n32):
@@ -2608,7 +2674,7 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n35 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n35 > blen - pos:
+                    if n35 > (blen - pos) // 4:
                         raise Malformed(f"array of {n35} elements is longer than the frame")
                     v34 = list(unpack_from(f">{n35}i", buf, pos))
                     pos += n35 * 4
@@ -2618,6 +2684,8 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt36 > 127:
                     nt36, pos = read_uvarint(buf, pos - 1)
                 if nt36:
+                    if nt36 > (blen - pos) // 2:
+                        raise Malformed(f"{nt36} tagged fields are longer than the frame")
                     for _ in range(nt36):
                         tg37 = buf[pos]
                         pos += 1
@@ -2655,6 +2723,8 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if nt47 > 127:
             nt47, pos = read_uvarint(buf, pos - 1)
         if nt47:
+            if nt47 > (blen - pos) // 2:
+                raise Malformed(f"{nt47} tagged fields are longer than the frame")
             for _ in range(nt47):
                 tg48 = buf[pos]
                 pos += 1
@@ -2695,6 +2765,8 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                     if nt58 > 127:
                         nt58, pos = read_uvarint(buf, pos - 1)
                     if nt58:
+                        if nt58 > (blen - pos) // 2:
+                            raise Malformed(f"{nt58} tagged fields are longer than the frame")
                         for _ in range(nt58):
                             tg59 = buf[pos]
                             pos += 1

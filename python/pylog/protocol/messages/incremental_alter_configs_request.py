@@ -93,7 +93,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[AlterConfigsResource] = []
         for _ in range(n2):
@@ -114,7 +114,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 5:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[AlterableConfig] = []
                 for _ in range(n9):
@@ -161,7 +161,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 4:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[AlterConfigsResource] = []
         for _ in range(n2):
@@ -188,7 +188,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 4:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[AlterableConfig] = []
                 for _ in range(n9):
@@ -226,6 +226,8 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
                     if nt19 > 127:
                         nt19, pos = read_uvarint(buf, pos - 1)
                     if nt19:
+                        if nt19 > (blen - pos) // 2:
+                            raise Malformed(f"{nt19} tagged fields are longer than the frame")
                         for _ in range(nt19):
                             tg20 = buf[pos]
                             pos += 1
@@ -246,6 +248,8 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
             if nt24 > 127:
                 nt24, pos = read_uvarint(buf, pos - 1)
             if nt24:
+                if nt24 > (blen - pos) // 2:
+                    raise Malformed(f"{nt24} tagged fields are longer than the frame")
                 for _ in range(nt24):
                     tg25 = buf[pos]
                     pos += 1
@@ -268,6 +272,8 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
     if nt30 > 127:
         nt30, pos = read_uvarint(buf, pos - 1)
     if nt30:
+        if nt30 > (blen - pos) // 2:
+            raise Malformed(f"{nt30} tagged fields are longer than the frame")
         for _ in range(nt30):
             tg31 = buf[pos]
             pos += 1
@@ -295,7 +301,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[AlterConfigsResource] = []
             for _ in range(n2):
@@ -319,7 +325,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 5:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[AlterableConfig] = []
                     for _ in range(n9):
@@ -375,7 +381,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 4:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[AlterConfigsResource] = []
             for _ in range(n2):
@@ -405,7 +411,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 4:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[AlterableConfig] = []
                     for _ in range(n9):
@@ -447,6 +453,8 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
                         if nt19 > 127:
                             nt19, pos = read_uvarint(buf, pos - 1)
                         if nt19:
+                            if nt19 > (blen - pos) // 2:
+                                raise Malformed(f"{nt19} tagged fields are longer than the frame")
                             for _ in range(nt19):
                                 tg20 = buf[pos]
                                 pos += 1
@@ -468,6 +476,8 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
                 if nt24 > 127:
                     nt24, pos = read_uvarint(buf, pos - 1)
                 if nt24:
+                    if nt24 > (blen - pos) // 2:
+                        raise Malformed(f"{nt24} tagged fields are longer than the frame")
                     for _ in range(nt24):
                         tg25 = buf[pos]
                         pos += 1
@@ -492,6 +502,8 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
         if nt30 > 127:
             nt30, pos = read_uvarint(buf, pos - 1)
         if nt30:
+            if nt30 > (blen - pos) // 2:
+                raise Malformed(f"{nt30} tagged fields are longer than the frame")
             for _ in range(nt30):
                 tg31 = buf[pos]
                 pos += 1

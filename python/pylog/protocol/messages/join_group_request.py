@@ -130,7 +130,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     if n15 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n15 > blen - pos:
+        if n15 > (blen - pos) // 6:
             raise Malformed(f"array of {n15} elements is longer than the frame")
         v14: list[JoinGroupRequestProtocol] = []
         for _ in range(n15):
@@ -199,7 +199,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     if n16 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n16 > blen - pos:
+        if n16 > (blen - pos) // 6:
             raise Malformed(f"array of {n16} elements is longer than the frame")
         v15: list[JoinGroupRequestProtocol] = []
         for _ in range(n16):
@@ -288,7 +288,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     if n20 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n20 > blen - pos:
+        if n20 > (blen - pos) // 6:
             raise Malformed(f"array of {n20} elements is longer than the frame")
         v19: list[JoinGroupRequestProtocol] = []
         for _ in range(n20):
@@ -383,7 +383,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     if n20 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n20 > blen - pos:
+        if n20 > (blen - pos) // 3:
             raise Malformed(f"array of {n20} elements is longer than the frame")
         v19: list[JoinGroupRequestProtocol] = []
         for _ in range(n20):
@@ -418,6 +418,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
             if nt29 > 127:
                 nt29, pos = read_uvarint(buf, pos - 1)
             if nt29:
+                if nt29 > (blen - pos) // 2:
+                    raise Malformed(f"{nt29} tagged fields are longer than the frame")
                 for _ in range(nt29):
                     tg30 = buf[pos]
                     pos += 1
@@ -438,6 +440,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     if nt34 > 127:
         nt34, pos = read_uvarint(buf, pos - 1)
     if nt34:
+        if nt34 > (blen - pos) // 2:
+            raise Malformed(f"{nt34} tagged fields are longer than the frame")
         for _ in range(nt34):
             tg35 = buf[pos]
             pos += 1
@@ -523,7 +527,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     if n20 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n20 > blen - pos:
+        if n20 > (blen - pos) // 3:
             raise Malformed(f"array of {n20} elements is longer than the frame")
         v19: list[JoinGroupRequestProtocol] = []
         for _ in range(n20):
@@ -558,6 +562,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
             if nt29 > 127:
                 nt29, pos = read_uvarint(buf, pos - 1)
             if nt29:
+                if nt29 > (blen - pos) // 2:
+                    raise Malformed(f"{nt29} tagged fields are longer than the frame")
                 for _ in range(nt29):
                     tg30 = buf[pos]
                     pos += 1
@@ -592,6 +598,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     if nt38 > 127:
         nt38, pos = read_uvarint(buf, pos - 1)
     if nt38:
+        if nt38 > (blen - pos) // 2:
+            raise Malformed(f"{nt38} tagged fields are longer than the frame")
         for _ in range(nt38):
             tg39 = buf[pos]
             pos += 1
@@ -658,7 +666,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         if n15 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n15 > blen - pos:
+            if n15 > (blen - pos) // 6:
                 raise Malformed(f"array of {n15} elements is longer than the frame")
             v14: list[JoinGroupRequestProtocol] = []
             for _ in range(n15):
@@ -738,7 +746,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         if n16 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n16 > blen - pos:
+            if n16 > (blen - pos) // 6:
                 raise Malformed(f"array of {n16} elements is longer than the frame")
             v15: list[JoinGroupRequestProtocol] = []
             for _ in range(n16):
@@ -839,7 +847,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         if n20 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n20 > blen - pos:
+            if n20 > (blen - pos) // 6:
                 raise Malformed(f"array of {n20} elements is longer than the frame")
             v19: list[JoinGroupRequestProtocol] = []
             for _ in range(n20):
@@ -946,7 +954,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         if n20 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n20 > blen - pos:
+            if n20 > (blen - pos) // 3:
                 raise Malformed(f"array of {n20} elements is longer than the frame")
             v19: list[JoinGroupRequestProtocol] = []
             for _ in range(n20):
@@ -984,6 +992,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
                 if nt29 > 127:
                     nt29, pos = read_uvarint(buf, pos - 1)
                 if nt29:
+                    if nt29 > (blen - pos) // 2:
+                        raise Malformed(f"{nt29} tagged fields are longer than the frame")
                     for _ in range(nt29):
                         tg30 = buf[pos]
                         pos += 1
@@ -1005,6 +1015,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         if nt34 > 127:
             nt34, pos = read_uvarint(buf, pos - 1)
         if nt34:
+            if nt34 > (blen - pos) // 2:
+                raise Malformed(f"{nt34} tagged fields are longer than the frame")
             for _ in range(nt34):
                 tg35 = buf[pos]
                 pos += 1
@@ -1100,7 +1112,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         if n20 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n20 > blen - pos:
+            if n20 > (blen - pos) // 3:
                 raise Malformed(f"array of {n20} elements is longer than the frame")
             v19: list[JoinGroupRequestProtocol] = []
             for _ in range(n20):
@@ -1138,6 +1150,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
                 if nt29 > 127:
                     nt29, pos = read_uvarint(buf, pos - 1)
                 if nt29:
+                    if nt29 > (blen - pos) // 2:
+                        raise Malformed(f"{nt29} tagged fields are longer than the frame")
                     for _ in range(nt29):
                         tg30 = buf[pos]
                         pos += 1
@@ -1174,6 +1188,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         if nt38 > 127:
             nt38, pos = read_uvarint(buf, pos - 1)
         if nt38:
+            if nt38 > (blen - pos) // 2:
+                raise Malformed(f"{nt38} tagged fields are longer than the frame")
             for _ in range(nt38):
                 tg39 = buf[pos]
                 pos += 1

@@ -116,7 +116,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     if n6 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 4:
             raise Malformed(f"array of {n6} elements is longer than the frame")
         v5: list[MemberIdentity] = []
         for _ in range(n6):
@@ -170,7 +170,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     if n6 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 3:
             raise Malformed(f"array of {n6} elements is longer than the frame")
         v5: list[MemberIdentity] = []
         for _ in range(n6):
@@ -206,6 +206,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
             if nt15 > 127:
                 nt15, pos = read_uvarint(buf, pos - 1)
             if nt15:
+                if nt15 > (blen - pos) // 2:
+                    raise Malformed(f"{nt15} tagged fields are longer than the frame")
                 for _ in range(nt15):
                     tg16 = buf[pos]
                     pos += 1
@@ -226,6 +228,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     if nt20 > 127:
         nt20, pos = read_uvarint(buf, pos - 1)
     if nt20:
+        if nt20 > (blen - pos) // 2:
+            raise Malformed(f"{nt20} tagged fields are longer than the frame")
         for _ in range(nt20):
             tg21 = buf[pos]
             pos += 1
@@ -266,7 +270,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     if n6 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 4:
             raise Malformed(f"array of {n6} elements is longer than the frame")
         v5: list[MemberIdentity] = []
         for _ in range(n6):
@@ -316,6 +320,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
             if nt19 > 127:
                 nt19, pos = read_uvarint(buf, pos - 1)
             if nt19:
+                if nt19 > (blen - pos) // 2:
+                    raise Malformed(f"{nt19} tagged fields are longer than the frame")
                 for _ in range(nt19):
                     tg20 = buf[pos]
                     pos += 1
@@ -336,6 +342,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     if nt24 > 127:
         nt24, pos = read_uvarint(buf, pos - 1)
     if nt24:
+        if nt24 > (blen - pos) // 2:
+            raise Malformed(f"{nt24} tagged fields are longer than the frame")
         for _ in range(nt24):
             tg25 = buf[pos]
             pos += 1
@@ -412,7 +420,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
         if n6 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 4:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
             v5: list[MemberIdentity] = []
             for _ in range(n6):
@@ -474,7 +482,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
         if n6 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 3:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
             v5: list[MemberIdentity] = []
             for _ in range(n6):
@@ -513,6 +521,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
                 if nt15 > 127:
                     nt15, pos = read_uvarint(buf, pos - 1)
                 if nt15:
+                    if nt15 > (blen - pos) // 2:
+                        raise Malformed(f"{nt15} tagged fields are longer than the frame")
                     for _ in range(nt15):
                         tg16 = buf[pos]
                         pos += 1
@@ -534,6 +544,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
         if nt20 > 127:
             nt20, pos = read_uvarint(buf, pos - 1)
         if nt20:
+            if nt20 > (blen - pos) // 2:
+                raise Malformed(f"{nt20} tagged fields are longer than the frame")
             for _ in range(nt20):
                 tg21 = buf[pos]
                 pos += 1
@@ -580,7 +592,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
         if n6 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 4:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
             v5: list[MemberIdentity] = []
             for _ in range(n6):
@@ -634,6 +646,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
                 if nt19 > 127:
                     nt19, pos = read_uvarint(buf, pos - 1)
                 if nt19:
+                    if nt19 > (blen - pos) // 2:
+                        raise Malformed(f"{nt19} tagged fields are longer than the frame")
                     for _ in range(nt19):
                         tg20 = buf[pos]
                         pos += 1
@@ -655,6 +669,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
         if nt24 > 127:
             nt24, pos = read_uvarint(buf, pos - 1)
         if nt24:
+            if nt24 > (blen - pos) // 2:
+                raise Malformed(f"{nt24} tagged fields are longer than the frame")
             for _ in range(nt24):
                 tg25 = buf[pos]
                 pos += 1

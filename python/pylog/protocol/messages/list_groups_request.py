@@ -53,6 +53,8 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     if nt1 > 127:
         nt1, pos = read_uvarint(buf, pos - 1)
     if nt1:
+        if nt1 > (blen - pos) // 2:
+            raise Malformed(f"{nt1} tagged fields are longer than the frame")
         for _ in range(nt1):
             tg2 = buf[pos]
             pos += 1
@@ -103,6 +105,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     if nt6 > 127:
         nt6, pos = read_uvarint(buf, pos - 1)
     if nt6:
+        if nt6 > (blen - pos) // 2:
+            raise Malformed(f"{nt6} tagged fields are longer than the frame")
         for _ in range(nt6):
             tg7 = buf[pos]
             pos += 1
@@ -179,6 +183,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     if nt11 > 127:
         nt11, pos = read_uvarint(buf, pos - 1)
     if nt11:
+        if nt11 > (blen - pos) // 2:
+            raise Malformed(f"{nt11} tagged fields are longer than the frame")
         for _ in range(nt11):
             tg12 = buf[pos]
             pos += 1
@@ -221,6 +227,8 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
         if nt1 > 127:
             nt1, pos = read_uvarint(buf, pos - 1)
         if nt1:
+            if nt1 > (blen - pos) // 2:
+                raise Malformed(f"{nt1} tagged fields are longer than the frame")
             for _ in range(nt1):
                 tg2 = buf[pos]
                 pos += 1
@@ -277,6 +285,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
         if nt6 > 127:
             nt6, pos = read_uvarint(buf, pos - 1)
         if nt6:
+            if nt6 > (blen - pos) // 2:
+                raise Malformed(f"{nt6} tagged fields are longer than the frame")
             for _ in range(nt6):
                 tg7 = buf[pos]
                 pos += 1
@@ -360,6 +370,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
         if nt11 > 127:
             nt11, pos = read_uvarint(buf, pos - 1)
         if nt11:
+            if nt11 > (blen - pos) // 2:
+                raise Malformed(f"{nt11} tagged fields are longer than the frame")
             for _ in range(nt11):
                 tg12 = buf[pos]
                 pos += 1

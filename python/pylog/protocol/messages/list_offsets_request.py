@@ -108,7 +108,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[ListOffsetsTopic] = []
         for _ in range(n3):
@@ -127,7 +127,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 16:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[ListOffsetsPartition] = []
                 for _ in range(n9):
@@ -150,7 +150,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[ListOffsetsTopic] = []
         for _ in range(n3):
@@ -169,7 +169,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 12:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[ListOffsetsPartition] = []
                 for _ in range(n9):
@@ -192,7 +192,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 6:
             raise Malformed(f"array of {n4} elements is longer than the frame")
         v3: list[ListOffsetsTopic] = []
         for _ in range(n4):
@@ -211,7 +211,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 12:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
                 v9: list[ListOffsetsPartition] = []
                 for _ in range(n10):
@@ -237,7 +237,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 6:
             raise Malformed(f"array of {n4} elements is longer than the frame")
         v3: list[ListOffsetsTopic] = []
         for _ in range(n4):
@@ -256,7 +256,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 16:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
                 v9: list[ListOffsetsPartition] = []
                 for _ in range(n10):
@@ -285,7 +285,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 3:
             raise Malformed(f"array of {n4} elements is longer than the frame")
         v3: list[ListOffsetsTopic] = []
         for _ in range(n4):
@@ -310,7 +310,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 17:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
                 v9: list[ListOffsetsPartition] = []
                 for _ in range(n10):
@@ -321,6 +321,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
                     if nt14 > 127:
                         nt14, pos = read_uvarint(buf, pos - 1)
                     if nt14:
+                        if nt14 > (blen - pos) // 2:
+                            raise Malformed(f"{nt14} tagged fields are longer than the frame")
                         for _ in range(nt14):
                             tg15 = buf[pos]
                             pos += 1
@@ -341,6 +343,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if nt19 > 127:
                 nt19, pos = read_uvarint(buf, pos - 1)
             if nt19:
+                if nt19 > (blen - pos) // 2:
+                    raise Malformed(f"{nt19} tagged fields are longer than the frame")
                 for _ in range(nt19):
                     tg20 = buf[pos]
                     pos += 1
@@ -361,6 +365,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if nt24 > 127:
         nt24, pos = read_uvarint(buf, pos - 1)
     if nt24:
+        if nt24 > (blen - pos) // 2:
+            raise Malformed(f"{nt24} tagged fields are longer than the frame")
         for _ in range(nt24):
             tg25 = buf[pos]
             pos += 1
@@ -399,7 +405,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 3:
             raise Malformed(f"array of {n4} elements is longer than the frame")
         v3: list[ListOffsetsTopic] = []
         for _ in range(n4):
@@ -424,7 +430,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 17:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
                 v9: list[ListOffsetsPartition] = []
                 for _ in range(n10):
@@ -435,6 +441,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
                     if nt14 > 127:
                         nt14, pos = read_uvarint(buf, pos - 1)
                     if nt14:
+                        if nt14 > (blen - pos) // 2:
+                            raise Malformed(f"{nt14} tagged fields are longer than the frame")
                         for _ in range(nt14):
                             tg15 = buf[pos]
                             pos += 1
@@ -455,6 +463,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if nt19 > 127:
                 nt19, pos = read_uvarint(buf, pos - 1)
             if nt19:
+                if nt19 > (blen - pos) // 2:
+                    raise Malformed(f"{nt19} tagged fields are longer than the frame")
                 for _ in range(nt19):
                     tg20 = buf[pos]
                     pos += 1
@@ -477,6 +487,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if nt25 > 127:
         nt25, pos = read_uvarint(buf, pos - 1)
     if nt25:
+        if nt25 > (blen - pos) // 2:
+            raise Malformed(f"{nt25} tagged fields are longer than the frame")
         for _ in range(nt25):
             tg26 = buf[pos]
             pos += 1
@@ -507,7 +519,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[ListOffsetsTopic] = []
             for _ in range(n3):
@@ -528,7 +540,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 16:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[ListOffsetsPartition] = []
                     for _ in range(n9):
@@ -558,7 +570,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[ListOffsetsTopic] = []
             for _ in range(n3):
@@ -579,7 +591,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 12:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[ListOffsetsPartition] = []
                     for _ in range(n9):
@@ -609,7 +621,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 6:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
             v3: list[ListOffsetsTopic] = []
             for _ in range(n4):
@@ -630,7 +642,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 12:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
                     v9: list[ListOffsetsPartition] = []
                     for _ in range(n10):
@@ -663,7 +675,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 6:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
             v3: list[ListOffsetsTopic] = []
             for _ in range(n4):
@@ -684,7 +696,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 16:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
                     v9: list[ListOffsetsPartition] = []
                     for _ in range(n10):
@@ -720,7 +732,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 3:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
             v3: list[ListOffsetsTopic] = []
             for _ in range(n4):
@@ -747,7 +759,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 17:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
                     v9: list[ListOffsetsPartition] = []
                     for _ in range(n10):
@@ -760,6 +772,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                         if nt14 > 127:
                             nt14, pos = read_uvarint(buf, pos - 1)
                         if nt14:
+                            if nt14 > (blen - pos) // 2:
+                                raise Malformed(f"{nt14} tagged fields are longer than the frame")
                             for _ in range(nt14):
                                 tg15 = buf[pos]
                                 pos += 1
@@ -781,6 +795,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 if nt19 > 127:
                     nt19, pos = read_uvarint(buf, pos - 1)
                 if nt19:
+                    if nt19 > (blen - pos) // 2:
+                        raise Malformed(f"{nt19} tagged fields are longer than the frame")
                     for _ in range(nt19):
                         tg20 = buf[pos]
                         pos += 1
@@ -802,6 +818,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         if nt24 > 127:
             nt24, pos = read_uvarint(buf, pos - 1)
         if nt24:
+            if nt24 > (blen - pos) // 2:
+                raise Malformed(f"{nt24} tagged fields are longer than the frame")
             for _ in range(nt24):
                 tg25 = buf[pos]
                 pos += 1
@@ -846,7 +864,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, 
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 3:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
             v3: list[ListOffsetsTopic] = []
             for _ in range(n4):
@@ -873,7 +891,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, 
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 17:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
                     v9: list[ListOffsetsPartition] = []
                     for _ in range(n10):
@@ -886,6 +904,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, 
                         if nt14 > 127:
                             nt14, pos = read_uvarint(buf, pos - 1)
                         if nt14:
+                            if nt14 > (blen - pos) // 2:
+                                raise Malformed(f"{nt14} tagged fields are longer than the frame")
                             for _ in range(nt14):
                                 tg15 = buf[pos]
                                 pos += 1
@@ -907,6 +927,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, 
                 if nt19 > 127:
                     nt19, pos = read_uvarint(buf, pos - 1)
                 if nt19:
+                    if nt19 > (blen - pos) // 2:
+                        raise Malformed(f"{nt19} tagged fields are longer than the frame")
                     for _ in range(nt19):
                         tg20 = buf[pos]
                         pos += 1
@@ -931,6 +953,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, 
         if nt25 > 127:
             nt25, pos = read_uvarint(buf, pos - 1)
         if nt25:
+            if nt25 > (blen - pos) // 2:
+                raise Malformed(f"{nt25} tagged fields are longer than the frame")
             for _ in range(nt25):
                 tg26 = buf[pos]
                 pos += 1

@@ -87,7 +87,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[MetadataRequestTopic] = []
         for _ in range(n2):
@@ -115,7 +115,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1 = []
         for _ in range(n2):
@@ -149,7 +149,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1 = []
         for _ in range(n2):
@@ -188,7 +188,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1 = []
         for _ in range(n2):
@@ -221,7 +221,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1 = []
         for _ in range(n2):
@@ -243,6 +243,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
             if nt7 > 127:
                 nt7, pos = read_uvarint(buf, pos - 1)
             if nt7:
+                if nt7 > (blen - pos) // 2:
+                    raise Malformed(f"{nt7} tagged fields are longer than the frame")
                 for _ in range(nt7):
                     tg8 = buf[pos]
                     pos += 1
@@ -265,6 +267,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if nt15 > 127:
         nt15, pos = read_uvarint(buf, pos - 1)
     if nt15:
+        if nt15 > (blen - pos) // 2:
+            raise Malformed(f"{nt15} tagged fields are longer than the frame")
         for _ in range(nt15):
             tg16 = buf[pos]
             pos += 1
@@ -293,7 +297,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 18:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1 = []
         for _ in range(n2):
@@ -319,6 +323,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
             if nt8 > 127:
                 nt8, pos = read_uvarint(buf, pos - 1)
             if nt8:
+                if nt8 > (blen - pos) // 2:
+                    raise Malformed(f"{nt8} tagged fields are longer than the frame")
                 for _ in range(nt8):
                     tg9 = buf[pos]
                     pos += 1
@@ -341,6 +347,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if nt16 > 127:
         nt16, pos = read_uvarint(buf, pos - 1)
     if nt16:
+        if nt16 > (blen - pos) // 2:
+            raise Malformed(f"{nt16} tagged fields are longer than the frame")
         for _ in range(nt16):
             tg17 = buf[pos]
             pos += 1
@@ -369,7 +377,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 18:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1 = []
         for _ in range(n2):
@@ -395,6 +403,8 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
             if nt8 > 127:
                 nt8, pos = read_uvarint(buf, pos - 1)
             if nt8:
+                if nt8 > (blen - pos) // 2:
+                    raise Malformed(f"{nt8} tagged fields are longer than the frame")
                 for _ in range(nt8):
                     tg9 = buf[pos]
                     pos += 1
@@ -417,6 +427,8 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if nt15 > 127:
         nt15, pos = read_uvarint(buf, pos - 1)
     if nt15:
+        if nt15 > (blen - pos) // 2:
+            raise Malformed(f"{nt15} tagged fields are longer than the frame")
         for _ in range(nt15):
             tg16 = buf[pos]
             pos += 1
@@ -447,7 +459,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[MetadataRequestTopic] = []
             for _ in range(n2):
@@ -481,7 +493,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1 = []
             for _ in range(n2):
@@ -521,7 +533,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1 = []
             for _ in range(n2):
@@ -567,7 +579,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1 = []
             for _ in range(n2):
@@ -607,7 +619,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1 = []
             for _ in range(n2):
@@ -631,6 +643,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
                 if nt7 > 127:
                     nt7, pos = read_uvarint(buf, pos - 1)
                 if nt7:
+                    if nt7 > (blen - pos) // 2:
+                        raise Malformed(f"{nt7} tagged fields are longer than the frame")
                     for _ in range(nt7):
                         tg8 = buf[pos]
                         pos += 1
@@ -655,6 +669,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         if nt15 > 127:
             nt15, pos = read_uvarint(buf, pos - 1)
         if nt15:
+            if nt15 > (blen - pos) // 2:
+                raise Malformed(f"{nt15} tagged fields are longer than the frame")
             for _ in range(nt15):
                 tg16 = buf[pos]
                 pos += 1
@@ -688,7 +704,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 18:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1 = []
             for _ in range(n2):
@@ -717,6 +733,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
                 if nt8 > 127:
                     nt8, pos = read_uvarint(buf, pos - 1)
                 if nt8:
+                    if nt8 > (blen - pos) // 2:
+                        raise Malformed(f"{nt8} tagged fields are longer than the frame")
                     for _ in range(nt8):
                         tg9 = buf[pos]
                         pos += 1
@@ -741,6 +759,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
         if nt16 > 127:
             nt16, pos = read_uvarint(buf, pos - 1)
         if nt16:
+            if nt16 > (blen - pos) // 2:
+                raise Malformed(f"{nt16} tagged fields are longer than the frame")
             for _ in range(nt16):
                 tg17 = buf[pos]
                 pos += 1
@@ -774,7 +794,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 18:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1 = []
             for _ in range(n2):
@@ -803,6 +823,8 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
                 if nt8 > 127:
                     nt8, pos = read_uvarint(buf, pos - 1)
                 if nt8:
+                    if nt8 > (blen - pos) // 2:
+                        raise Malformed(f"{nt8} tagged fields are longer than the frame")
                     for _ in range(nt8):
                         tg9 = buf[pos]
                         pos += 1
@@ -827,6 +849,8 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
         if nt15 > 127:
             nt15, pos = read_uvarint(buf, pos - 1)
         if nt15:
+            if nt15 > (blen - pos) // 2:
+                raise Malformed(f"{nt15} tagged fields are longer than the frame")
             for _ in range(nt15):
                 tg16 = buf[pos]
                 pos += 1

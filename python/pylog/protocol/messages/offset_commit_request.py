@@ -142,7 +142,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n6 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 6:
             raise Malformed(f"array of {n6} elements is longer than the frame")
         v5: list[OffsetCommitRequestTopic] = []
         for _ in range(n6):
@@ -161,7 +161,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 14:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
                 v11: list[OffsetCommitRequestPartition] = []
                 for _ in range(n12):
@@ -215,7 +215,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n11 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n11 > blen - pos:
+        if n11 > (blen - pos) // 6:
             raise Malformed(f"array of {n11} elements is longer than the frame")
         v10: list[OffsetCommitRequestTopic] = []
         for _ in range(n11):
@@ -234,7 +234,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if n17 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n17 > blen - pos:
+                if n17 > (blen - pos) // 22:
                     raise Malformed(f"array of {n17} elements is longer than the frame")
                 v16: list[OffsetCommitRequestPartition] = []
                 for _ in range(n17):
@@ -290,7 +290,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n12 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n12 > blen - pos:
+        if n12 > (blen - pos) // 6:
             raise Malformed(f"array of {n12} elements is longer than the frame")
         v11: list[OffsetCommitRequestTopic] = []
         for _ in range(n12):
@@ -309,7 +309,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if n18 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n18 > blen - pos:
+                if n18 > (blen - pos) // 14:
                     raise Malformed(f"array of {n18} elements is longer than the frame")
                 v17: list[OffsetCommitRequestPartition] = []
                 for _ in range(n18):
@@ -369,7 +369,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n11 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n11 > blen - pos:
+        if n11 > (blen - pos) // 6:
             raise Malformed(f"array of {n11} elements is longer than the frame")
         v10: list[OffsetCommitRequestTopic] = []
         for _ in range(n11):
@@ -388,7 +388,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if n17 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n17 > blen - pos:
+                if n17 > (blen - pos) // 14:
                     raise Malformed(f"array of {n17} elements is longer than the frame")
                 v16: list[OffsetCommitRequestPartition] = []
                 for _ in range(n17):
@@ -442,7 +442,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n11 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n11 > blen - pos:
+        if n11 > (blen - pos) // 6:
             raise Malformed(f"array of {n11} elements is longer than the frame")
         v10: list[OffsetCommitRequestTopic] = []
         for _ in range(n11):
@@ -461,7 +461,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if n17 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n17 > blen - pos:
+                if n17 > (blen - pos) // 18:
                     raise Malformed(f"array of {n17} elements is longer than the frame")
                 v16: list[OffsetCommitRequestPartition] = []
                 for _ in range(n17):
@@ -526,7 +526,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n15 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n15 > blen - pos:
+        if n15 > (blen - pos) // 6:
             raise Malformed(f"array of {n15} elements is longer than the frame")
         v14: list[OffsetCommitRequestTopic] = []
         for _ in range(n15):
@@ -545,7 +545,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if n21 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n21 > blen - pos:
+                if n21 > (blen - pos) // 18:
                     raise Malformed(f"array of {n21} elements is longer than the frame")
                 v20: list[OffsetCommitRequestPartition] = []
                 for _ in range(n21):
@@ -622,7 +622,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n15 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n15 > blen - pos:
+        if n15 > (blen - pos) // 3:
             raise Malformed(f"array of {n15} elements is longer than the frame")
         v14: list[OffsetCommitRequestTopic] = []
         for _ in range(n15):
@@ -647,7 +647,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if n21 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n21 > blen - pos:
+                if n21 > (blen - pos) // 18:
                     raise Malformed(f"array of {n21} elements is longer than the frame")
                 v20: list[OffsetCommitRequestPartition] = []
                 for _ in range(n21):
@@ -672,6 +672,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
                     if nt29 > 127:
                         nt29, pos = read_uvarint(buf, pos - 1)
                     if nt29:
+                        if nt29 > (blen - pos) // 2:
+                            raise Malformed(f"{nt29} tagged fields are longer than the frame")
                         for _ in range(nt29):
                             tg30 = buf[pos]
                             pos += 1
@@ -692,6 +694,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if nt34 > 127:
                 nt34, pos = read_uvarint(buf, pos - 1)
             if nt34:
+                if nt34 > (blen - pos) // 2:
+                    raise Malformed(f"{nt34} tagged fields are longer than the frame")
                 for _ in range(nt34):
                     tg35 = buf[pos]
                     pos += 1
@@ -712,6 +716,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if nt39 > 127:
         nt39, pos = read_uvarint(buf, pos - 1)
     if nt39:
+        if nt39 > (blen - pos) // 2:
+            raise Malformed(f"{nt39} tagged fields are longer than the frame")
         for _ in range(nt39):
             tg40 = buf[pos]
             pos += 1
@@ -753,7 +759,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if n6 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 6:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
             v5: list[OffsetCommitRequestTopic] = []
             for _ in range(n6):
@@ -774,7 +780,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 14:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
                     v11: list[OffsetCommitRequestPartition] = []
                     for _ in range(n12):
@@ -838,7 +844,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if n11 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n11 > blen - pos:
+            if n11 > (blen - pos) // 6:
                 raise Malformed(f"array of {n11} elements is longer than the frame")
             v10: list[OffsetCommitRequestTopic] = []
             for _ in range(n11):
@@ -859,7 +865,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if n17 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n17 > blen - pos:
+                    if n17 > (blen - pos) // 22:
                         raise Malformed(f"array of {n17} elements is longer than the frame")
                     v16: list[OffsetCommitRequestPartition] = []
                     for _ in range(n17):
@@ -926,7 +932,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if n12 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n12 > blen - pos:
+            if n12 > (blen - pos) // 6:
                 raise Malformed(f"array of {n12} elements is longer than the frame")
             v11: list[OffsetCommitRequestTopic] = []
             for _ in range(n12):
@@ -947,7 +953,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if n18 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n18 > blen - pos:
+                    if n18 > (blen - pos) // 14:
                         raise Malformed(f"array of {n18} elements is longer than the frame")
                     v17: list[OffsetCommitRequestPartition] = []
                     for _ in range(n18):
@@ -1017,7 +1023,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if n11 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n11 > blen - pos:
+            if n11 > (blen - pos) // 6:
                 raise Malformed(f"array of {n11} elements is longer than the frame")
             v10: list[OffsetCommitRequestTopic] = []
             for _ in range(n11):
@@ -1038,7 +1044,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if n17 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n17 > blen - pos:
+                    if n17 > (blen - pos) // 14:
                         raise Malformed(f"array of {n17} elements is longer than the frame")
                     v16: list[OffsetCommitRequestPartition] = []
                     for _ in range(n17):
@@ -1102,7 +1108,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if n11 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n11 > blen - pos:
+            if n11 > (blen - pos) // 6:
                 raise Malformed(f"array of {n11} elements is longer than the frame")
             v10: list[OffsetCommitRequestTopic] = []
             for _ in range(n11):
@@ -1123,7 +1129,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if n17 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n17 > blen - pos:
+                    if n17 > (blen - pos) // 18:
                         raise Malformed(f"array of {n17} elements is longer than the frame")
                     v16: list[OffsetCommitRequestPartition] = []
                     for _ in range(n17):
@@ -1199,7 +1205,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if n15 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n15 > blen - pos:
+            if n15 > (blen - pos) // 6:
                 raise Malformed(f"array of {n15} elements is longer than the frame")
             v14: list[OffsetCommitRequestTopic] = []
             for _ in range(n15):
@@ -1220,7 +1226,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if n21 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n21 > blen - pos:
+                    if n21 > (blen - pos) // 18:
                         raise Malformed(f"array of {n21} elements is longer than the frame")
                     v20: list[OffsetCommitRequestPartition] = []
                     for _ in range(n21):
@@ -1308,7 +1314,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if n15 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n15 > blen - pos:
+            if n15 > (blen - pos) // 3:
                 raise Malformed(f"array of {n15} elements is longer than the frame")
             v14: list[OffsetCommitRequestTopic] = []
             for _ in range(n15):
@@ -1335,7 +1341,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if n21 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n21 > blen - pos:
+                    if n21 > (blen - pos) // 18:
                         raise Malformed(f"array of {n21} elements is longer than the frame")
                     v20: list[OffsetCommitRequestPartition] = []
                     for _ in range(n21):
@@ -1363,6 +1369,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                         if nt29 > 127:
                             nt29, pos = read_uvarint(buf, pos - 1)
                         if nt29:
+                            if nt29 > (blen - pos) // 2:
+                                raise Malformed(f"{nt29} tagged fields are longer than the frame")
                             for _ in range(nt29):
                                 tg30 = buf[pos]
                                 pos += 1
@@ -1384,6 +1392,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if nt34 > 127:
                     nt34, pos = read_uvarint(buf, pos - 1)
                 if nt34:
+                    if nt34 > (blen - pos) // 2:
+                        raise Malformed(f"{nt34} tagged fields are longer than the frame")
                     for _ in range(nt34):
                         tg35 = buf[pos]
                         pos += 1
@@ -1405,6 +1415,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if nt39 > 127:
             nt39, pos = read_uvarint(buf, pos - 1)
         if nt39:
+            if nt39 > (blen - pos) // 2:
+                raise Malformed(f"{nt39} tagged fields are longer than the frame")
             for _ in range(nt39):
                 tg40 = buf[pos]
                 pos += 1

@@ -87,7 +87,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest, int]:
     if n6 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 6:
             raise Malformed(f"array of {n6} elements is longer than the frame")
         v5: list[OffsetDeleteRequestTopic] = []
         for _ in range(n6):
@@ -106,7 +106,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 4:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
                 v11: list[OffsetDeleteRequestPartition] = []
                 for _ in range(n12):
@@ -141,7 +141,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest, 
         if n6 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 6:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
             v5: list[OffsetDeleteRequestTopic] = []
             for _ in range(n6):
@@ -162,7 +162,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest, 
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 4:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
                     v11: list[OffsetDeleteRequestPartition] = []
                     for _ in range(n12):

@@ -126,7 +126,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if n6 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 6:
             raise Malformed(f"array of {n6} elements is longer than the frame")
         v5: list[OffsetFetchRequestTopic] = []
         for _ in range(n6):
@@ -145,7 +145,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 4:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
                 v11 = list(unpack_from(f">{n12}i", buf, pos))
                 pos += n12 * 4
@@ -176,7 +176,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if n6 < 0:
         v5 = None
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 6:
             raise Malformed(f"array of {n6} elements is longer than the frame")
         v5 = []
         for _ in range(n6):
@@ -195,7 +195,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 4:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
                 v11 = list(unpack_from(f">{n12}i", buf, pos))
                 pos += n12 * 4
@@ -238,7 +238,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if n6 < 0:
         v5 = None
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 3:
             raise Malformed(f"array of {n6} elements is longer than the frame")
         v5 = []
         for _ in range(n6):
@@ -263,7 +263,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 4:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
                 v11 = list(unpack_from(f">{n12}i", buf, pos))
                 pos += n12 * 4
@@ -272,6 +272,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if nt13 > 127:
                 nt13, pos = read_uvarint(buf, pos - 1)
             if nt13:
+                if nt13 > (blen - pos) // 2:
+                    raise Malformed(f"{nt13} tagged fields are longer than the frame")
                 for _ in range(nt13):
                     tg14 = buf[pos]
                     pos += 1
@@ -292,6 +294,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if nt18 > 127:
         nt18, pos = read_uvarint(buf, pos - 1)
     if nt18:
+        if nt18 > (blen - pos) // 2:
+            raise Malformed(f"{nt18} tagged fields are longer than the frame")
         for _ in range(nt18):
             tg19 = buf[pos]
             pos += 1
@@ -333,7 +337,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if n6 < 0:
         v5 = None
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 3:
             raise Malformed(f"array of {n6} elements is longer than the frame")
         v5 = []
         for _ in range(n6):
@@ -358,7 +362,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 4:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
                 v11 = list(unpack_from(f">{n12}i", buf, pos))
                 pos += n12 * 4
@@ -367,6 +371,8 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if nt13 > 127:
                 nt13, pos = read_uvarint(buf, pos - 1)
             if nt13:
+                if nt13 > (blen - pos) // 2:
+                    raise Malformed(f"{nt13} tagged fields are longer than the frame")
                 for _ in range(nt13):
                     tg14 = buf[pos]
                     pos += 1
@@ -389,6 +395,8 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if nt19 > 127:
         nt19, pos = read_uvarint(buf, pos - 1)
     if nt19:
+        if nt19 > (blen - pos) // 2:
+            raise Malformed(f"{nt19} tagged fields are longer than the frame")
         for _ in range(nt19):
             tg20 = buf[pos]
             pos += 1
@@ -416,7 +424,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 3:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[OffsetFetchRequestGroup] = []
         for _ in range(n2):
@@ -442,7 +450,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if n8 < 0:
                 v7 = None
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 3:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7 = []
                 for _ in range(n8):
@@ -467,7 +475,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
                     if n14 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n14 > blen - pos:
+                        if n14 > (blen - pos) // 4:
                             raise Malformed(f"array of {n14} elements is longer than the frame")
                         v13 = list(unpack_from(f">{n14}i", buf, pos))
                         pos += n14 * 4
@@ -476,6 +484,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
                     if nt15 > 127:
                         nt15, pos = read_uvarint(buf, pos - 1)
                     if nt15:
+                        if nt15 > (blen - pos) // 2:
+                            raise Malformed(f"{nt15} tagged fields are longer than the frame")
                         for _ in range(nt15):
                             tg16 = buf[pos]
                             pos += 1
@@ -496,6 +506,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if nt20 > 127:
                 nt20, pos = read_uvarint(buf, pos - 1)
             if nt20:
+                if nt20 > (blen - pos) // 2:
+                    raise Malformed(f"{nt20} tagged fields are longer than the frame")
                 for _ in range(nt20):
                     tg21 = buf[pos]
                     pos += 1
@@ -518,6 +530,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if nt26 > 127:
         nt26, pos = read_uvarint(buf, pos - 1)
     if nt26:
+        if nt26 > (blen - pos) // 2:
+            raise Malformed(f"{nt26} tagged fields are longer than the frame")
         for _ in range(nt26):
             tg27 = buf[pos]
             pos += 1
@@ -545,7 +559,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 8:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[OffsetFetchRequestGroup] = []
         for _ in range(n2):
@@ -587,7 +601,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if n13 < 0:
                 v12 = None
             else:
-                if n13 > blen - pos:
+                if n13 > (blen - pos) // 3:
                     raise Malformed(f"array of {n13} elements is longer than the frame")
                 v12 = []
                 for _ in range(n13):
@@ -612,7 +626,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
                     if n19 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n19 > blen - pos:
+                        if n19 > (blen - pos) // 4:
                             raise Malformed(f"array of {n19} elements is longer than the frame")
                         v18 = list(unpack_from(f">{n19}i", buf, pos))
                         pos += n19 * 4
@@ -621,6 +635,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
                     if nt20 > 127:
                         nt20, pos = read_uvarint(buf, pos - 1)
                     if nt20:
+                        if nt20 > (blen - pos) // 2:
+                            raise Malformed(f"{nt20} tagged fields are longer than the frame")
                         for _ in range(nt20):
                             tg21 = buf[pos]
                             pos += 1
@@ -641,6 +657,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if nt25 > 127:
                 nt25, pos = read_uvarint(buf, pos - 1)
             if nt25:
+                if nt25 > (blen - pos) // 2:
+                    raise Malformed(f"{nt25} tagged fields are longer than the frame")
                 for _ in range(nt25):
                     tg26 = buf[pos]
                     pos += 1
@@ -663,6 +681,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if nt31 > 127:
         nt31, pos = read_uvarint(buf, pos - 1)
     if nt31:
+        if nt31 > (blen - pos) // 2:
+            raise Malformed(f"{nt31} tagged fields are longer than the frame")
         for _ in range(nt31):
             tg32 = buf[pos]
             pos += 1
@@ -701,7 +721,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if n6 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 6:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
             v5: list[OffsetFetchRequestTopic] = []
             for _ in range(n6):
@@ -722,7 +742,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 4:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
                     v11 = list(unpack_from(f">{n12}i", buf, pos))
                     pos += n12 * 4
@@ -759,7 +779,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if n6 < 0:
             v5 = None
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 6:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
             v5 = []
             for _ in range(n6):
@@ -780,7 +800,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 4:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
                     v11 = list(unpack_from(f">{n12}i", buf, pos))
                     pos += n12 * 4
@@ -829,7 +849,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if n6 < 0:
             v5 = None
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 3:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
             v5 = []
             for _ in range(n6):
@@ -856,7 +876,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 4:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
                     v11 = list(unpack_from(f">{n12}i", buf, pos))
                     pos += n12 * 4
@@ -866,6 +886,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if nt13 > 127:
                     nt13, pos = read_uvarint(buf, pos - 1)
                 if nt13:
+                    if nt13 > (blen - pos) // 2:
+                        raise Malformed(f"{nt13} tagged fields are longer than the frame")
                     for _ in range(nt13):
                         tg14 = buf[pos]
                         pos += 1
@@ -887,6 +909,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if nt18 > 127:
             nt18, pos = read_uvarint(buf, pos - 1)
         if nt18:
+            if nt18 > (blen - pos) // 2:
+                raise Malformed(f"{nt18} tagged fields are longer than the frame")
             for _ in range(nt18):
                 tg19 = buf[pos]
                 pos += 1
@@ -934,7 +958,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if n6 < 0:
             v5 = None
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 3:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
             v5 = []
             for _ in range(n6):
@@ -961,7 +985,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 4:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
                     v11 = list(unpack_from(f">{n12}i", buf, pos))
                     pos += n12 * 4
@@ -971,6 +995,8 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if nt13 > 127:
                     nt13, pos = read_uvarint(buf, pos - 1)
                 if nt13:
+                    if nt13 > (blen - pos) // 2:
+                        raise Malformed(f"{nt13} tagged fields are longer than the frame")
                     for _ in range(nt13):
                         tg14 = buf[pos]
                         pos += 1
@@ -995,6 +1021,8 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if nt19 > 127:
             nt19, pos = read_uvarint(buf, pos - 1)
         if nt19:
+            if nt19 > (blen - pos) // 2:
+                raise Malformed(f"{nt19} tagged fields are longer than the frame")
             for _ in range(nt19):
                 tg20 = buf[pos]
                 pos += 1
@@ -1027,7 +1055,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 3:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[OffsetFetchRequestGroup] = []
             for _ in range(n2):
@@ -1055,7 +1083,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if n8 < 0:
                     v7 = None
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 3:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7 = []
                     for _ in range(n8):
@@ -1082,7 +1110,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                         if n14 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n14 > blen - pos:
+                            if n14 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n14} elements is longer than the frame")
                             v13 = list(unpack_from(f">{n14}i", buf, pos))
                             pos += n14 * 4
@@ -1092,6 +1120,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                         if nt15 > 127:
                             nt15, pos = read_uvarint(buf, pos - 1)
                         if nt15:
+                            if nt15 > (blen - pos) // 2:
+                                raise Malformed(f"{nt15} tagged fields are longer than the frame")
                             for _ in range(nt15):
                                 tg16 = buf[pos]
                                 pos += 1
@@ -1113,6 +1143,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if nt20 > 127:
                     nt20, pos = read_uvarint(buf, pos - 1)
                 if nt20:
+                    if nt20 > (blen - pos) // 2:
+                        raise Malformed(f"{nt20} tagged fields are longer than the frame")
                     for _ in range(nt20):
                         tg21 = buf[pos]
                         pos += 1
@@ -1137,6 +1169,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if nt26 > 127:
             nt26, pos = read_uvarint(buf, pos - 1)
         if nt26:
+            if nt26 > (blen - pos) // 2:
+                raise Malformed(f"{nt26} tagged fields are longer than the frame")
             for _ in range(nt26):
                 tg27 = buf[pos]
                 pos += 1
@@ -1169,7 +1203,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 8:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[OffsetFetchRequestGroup] = []
             for _ in range(n2):
@@ -1215,7 +1249,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if n13 < 0:
                     v12 = None
                 else:
-                    if n13 > blen - pos:
+                    if n13 > (blen - pos) // 3:
                         raise Malformed(f"array of {n13} elements is longer than the frame")
                     v12 = []
                     for _ in range(n13):
@@ -1242,7 +1276,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                         if n19 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n19 > blen - pos:
+                            if n19 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n19} elements is longer than the frame")
                             v18 = list(unpack_from(f">{n19}i", buf, pos))
                             pos += n19 * 4
@@ -1252,6 +1286,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                         if nt20 > 127:
                             nt20, pos = read_uvarint(buf, pos - 1)
                         if nt20:
+                            if nt20 > (blen - pos) // 2:
+                                raise Malformed(f"{nt20} tagged fields are longer than the frame")
                             for _ in range(nt20):
                                 tg21 = buf[pos]
                                 pos += 1
@@ -1273,6 +1309,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if nt25 > 127:
                     nt25, pos = read_uvarint(buf, pos - 1)
                 if nt25:
+                    if nt25 > (blen - pos) // 2:
+                        raise Malformed(f"{nt25} tagged fields are longer than the frame")
                     for _ in range(nt25):
                         tg26 = buf[pos]
                         pos += 1
@@ -1297,6 +1335,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if nt31 > 127:
             nt31, pos = read_uvarint(buf, pos - 1)
         if nt31:
+            if nt31 > (blen - pos) // 2:
+                raise Malformed(f"{nt31} tagged fields are longer than the frame")
             for _ in range(nt31):
                 tg32 = buf[pos]
                 pos += 1

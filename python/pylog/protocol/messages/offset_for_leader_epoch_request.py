@@ -89,7 +89,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[OffsetForLeaderTopic] = []
         for _ in range(n2):
@@ -108,7 +108,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 8:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[OffsetForLeaderPartition] = []
                 for _ in range(n8):
@@ -132,7 +132,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[OffsetForLeaderTopic] = []
         for _ in range(n2):
@@ -151,7 +151,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 12:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[OffsetForLeaderPartition] = []
                 for _ in range(n8):
@@ -174,7 +174,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[OffsetForLeaderTopic] = []
         for _ in range(n3):
@@ -193,7 +193,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 12:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[OffsetForLeaderPartition] = []
                 for _ in range(n9):
@@ -219,7 +219,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 3:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[OffsetForLeaderTopic] = []
         for _ in range(n3):
@@ -244,7 +244,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 13:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[OffsetForLeaderPartition] = []
                 for _ in range(n9):
@@ -255,6 +255,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
                     if nt13 > 127:
                         nt13, pos = read_uvarint(buf, pos - 1)
                     if nt13:
+                        if nt13 > (blen - pos) // 2:
+                            raise Malformed(f"{nt13} tagged fields are longer than the frame")
                         for _ in range(nt13):
                             tg14 = buf[pos]
                             pos += 1
@@ -275,6 +277,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
             if nt18 > 127:
                 nt18, pos = read_uvarint(buf, pos - 1)
             if nt18:
+                if nt18 > (blen - pos) // 2:
+                    raise Malformed(f"{nt18} tagged fields are longer than the frame")
                 for _ in range(nt18):
                     tg19 = buf[pos]
                     pos += 1
@@ -295,6 +299,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
     if nt23 > 127:
         nt23, pos = read_uvarint(buf, pos - 1)
     if nt23:
+        if nt23 > (blen - pos) // 2:
+            raise Malformed(f"{nt23} tagged fields are longer than the frame")
         for _ in range(nt23):
             tg24 = buf[pos]
             pos += 1
@@ -322,7 +328,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[OffsetForLeaderTopic] = []
             for _ in range(n2):
@@ -343,7 +349,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 8:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[OffsetForLeaderPartition] = []
                     for _ in range(n8):
@@ -373,7 +379,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[OffsetForLeaderTopic] = []
             for _ in range(n2):
@@ -394,7 +400,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 12:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[OffsetForLeaderPartition] = []
                     for _ in range(n8):
@@ -424,7 +430,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[OffsetForLeaderTopic] = []
             for _ in range(n3):
@@ -445,7 +451,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 12:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[OffsetForLeaderPartition] = []
                     for _ in range(n9):
@@ -478,7 +484,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 3:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[OffsetForLeaderTopic] = []
             for _ in range(n3):
@@ -505,7 +511,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 13:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[OffsetForLeaderPartition] = []
                     for _ in range(n9):
@@ -518,6 +524,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                         if nt13 > 127:
                             nt13, pos = read_uvarint(buf, pos - 1)
                         if nt13:
+                            if nt13 > (blen - pos) // 2:
+                                raise Malformed(f"{nt13} tagged fields are longer than the frame")
                             for _ in range(nt13):
                                 tg14 = buf[pos]
                                 pos += 1
@@ -539,6 +547,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 if nt18 > 127:
                     nt18, pos = read_uvarint(buf, pos - 1)
                 if nt18:
+                    if nt18 > (blen - pos) // 2:
+                        raise Malformed(f"{nt18} tagged fields are longer than the frame")
                     for _ in range(nt18):
                         tg19 = buf[pos]
                         pos += 1
@@ -560,6 +570,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         if nt23 > 127:
             nt23, pos = read_uvarint(buf, pos - 1)
         if nt23:
+            if nt23 > (blen - pos) // 2:
+                raise Malformed(f"{nt23} tagged fields are longer than the frame")
             for _ in range(nt23):
                 tg24 = buf[pos]
                 pos += 1

@@ -93,7 +93,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 6:
             raise Malformed(f"array of {n4} elements is longer than the frame")
         v3: list[TopicProduceData] = []
         for _ in range(n4):
@@ -112,7 +112,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 8:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
                 v9: list[PartitionProduceData] = []
                 for _ in range(n10):
@@ -163,7 +163,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     if n8 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n8 > blen - pos:
+        if n8 > (blen - pos) // 6:
             raise Malformed(f"array of {n8} elements is longer than the frame")
         v7: list[TopicProduceData] = []
         for _ in range(n8):
@@ -182,7 +182,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
             if n14 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n14 > blen - pos:
+                if n14 > (blen - pos) // 8:
                     raise Malformed(f"array of {n14} elements is longer than the frame")
                 v13: list[PartitionProduceData] = []
                 for _ in range(n14):
@@ -248,7 +248,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     if n8 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n8 > blen - pos:
+        if n8 > (blen - pos) // 3:
             raise Malformed(f"array of {n8} elements is longer than the frame")
         v7: list[TopicProduceData] = []
         for _ in range(n8):
@@ -273,7 +273,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
             if n14 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n14 > blen - pos:
+                if n14 > (blen - pos) // 6:
                     raise Malformed(f"array of {n14} elements is longer than the frame")
                 v13: list[PartitionProduceData] = []
                 for _ in range(n14):
@@ -298,6 +298,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                     if nt20 > 127:
                         nt20, pos = read_uvarint(buf, pos - 1)
                     if nt20:
+                        if nt20 > (blen - pos) // 2:
+                            raise Malformed(f"{nt20} tagged fields are longer than the frame")
                         for _ in range(nt20):
                             tg21 = buf[pos]
                             pos += 1
@@ -318,6 +320,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
             if nt25 > 127:
                 nt25, pos = read_uvarint(buf, pos - 1)
             if nt25:
+                if nt25 > (blen - pos) // 2:
+                    raise Malformed(f"{nt25} tagged fields are longer than the frame")
                 for _ in range(nt25):
                     tg26 = buf[pos]
                     pos += 1
@@ -338,6 +342,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     if nt30 > 127:
         nt30, pos = read_uvarint(buf, pos - 1)
     if nt30:
+        if nt30 > (blen - pos) // 2:
+            raise Malformed(f"{nt30} tagged fields are longer than the frame")
         for _ in range(nt30):
             tg31 = buf[pos]
             pos += 1
@@ -374,7 +380,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 6:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
             v3: list[TopicProduceData] = []
             for _ in range(n4):
@@ -395,7 +401,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 8:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
                     v9: list[PartitionProduceData] = []
                     for _ in range(n10):
@@ -455,7 +461,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
         if n8 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n8 > blen - pos:
+            if n8 > (blen - pos) // 6:
                 raise Malformed(f"array of {n8} elements is longer than the frame")
             v7: list[TopicProduceData] = []
             for _ in range(n8):
@@ -476,7 +482,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                 if n14 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n14 > blen - pos:
+                    if n14 > (blen - pos) // 8:
                         raise Malformed(f"array of {n14} elements is longer than the frame")
                     v13: list[PartitionProduceData] = []
                     for _ in range(n14):
@@ -551,7 +557,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
         if n8 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n8 > blen - pos:
+            if n8 > (blen - pos) // 3:
                 raise Malformed(f"array of {n8} elements is longer than the frame")
             v7: list[TopicProduceData] = []
             for _ in range(n8):
@@ -578,7 +584,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                 if n14 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n14 > blen - pos:
+                    if n14 > (blen - pos) // 6:
                         raise Malformed(f"array of {n14} elements is longer than the frame")
                     v13: list[PartitionProduceData] = []
                     for _ in range(n14):
@@ -606,6 +612,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                         if nt20 > 127:
                             nt20, pos = read_uvarint(buf, pos - 1)
                         if nt20:
+                            if nt20 > (blen - pos) // 2:
+                                raise Malformed(f"{nt20} tagged fields are longer than the frame")
                             for _ in range(nt20):
                                 tg21 = buf[pos]
                                 pos += 1
@@ -627,6 +635,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                 if nt25 > 127:
                     nt25, pos = read_uvarint(buf, pos - 1)
                 if nt25:
+                    if nt25 > (blen - pos) // 2:
+                        raise Malformed(f"{nt25} tagged fields are longer than the frame")
                     for _ in range(nt25):
                         tg26 = buf[pos]
                         pos += 1
@@ -648,6 +658,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
         if nt30 > 127:
             nt30, pos = read_uvarint(buf, pos - 1)
         if nt30:
+            if nt30 > (blen - pos) // 2:
+                raise Malformed(f"{nt30} tagged fields are longer than the frame")
             for _ in range(nt30):
                 tg31 = buf[pos]
                 pos += 1

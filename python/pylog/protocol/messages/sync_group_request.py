@@ -114,7 +114,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     if n11 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n11 > blen - pos:
+        if n11 > (blen - pos) // 6:
             raise Malformed(f"array of {n11} elements is longer than the frame")
         v10: list[SyncGroupRequestAssignment] = []
         for _ in range(n11):
@@ -190,7 +190,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     if n15 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n15 > blen - pos:
+        if n15 > (blen - pos) // 6:
             raise Malformed(f"array of {n15} elements is longer than the frame")
         v14: list[SyncGroupRequestAssignment] = []
         for _ in range(n15):
@@ -272,7 +272,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     if n15 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n15 > blen - pos:
+        if n15 > (blen - pos) // 3:
             raise Malformed(f"array of {n15} elements is longer than the frame")
         v14: list[SyncGroupRequestAssignment] = []
         for _ in range(n15):
@@ -307,6 +307,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
             if nt24 > 127:
                 nt24, pos = read_uvarint(buf, pos - 1)
             if nt24:
+                if nt24 > (blen - pos) // 2:
+                    raise Malformed(f"{nt24} tagged fields are longer than the frame")
                 for _ in range(nt24):
                     tg25 = buf[pos]
                     pos += 1
@@ -327,6 +329,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     if nt29 > 127:
         nt29, pos = read_uvarint(buf, pos - 1)
     if nt29:
+        if nt29 > (blen - pos) // 2:
+            raise Malformed(f"{nt29} tagged fields are longer than the frame")
         for _ in range(nt29):
             tg30 = buf[pos]
             pos += 1
@@ -424,7 +428,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     if n23 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n23 > blen - pos:
+        if n23 > (blen - pos) // 3:
             raise Malformed(f"array of {n23} elements is longer than the frame")
         v22: list[SyncGroupRequestAssignment] = []
         for _ in range(n23):
@@ -459,6 +463,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
             if nt32 > 127:
                 nt32, pos = read_uvarint(buf, pos - 1)
             if nt32:
+                if nt32 > (blen - pos) // 2:
+                    raise Malformed(f"{nt32} tagged fields are longer than the frame")
                 for _ in range(nt32):
                     tg33 = buf[pos]
                     pos += 1
@@ -479,6 +485,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     if nt37 > 127:
         nt37, pos = read_uvarint(buf, pos - 1)
     if nt37:
+        if nt37 > (blen - pos) // 2:
+            raise Malformed(f"{nt37} tagged fields are longer than the frame")
         for _ in range(nt37):
             tg38 = buf[pos]
             pos += 1
@@ -531,7 +539,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         if n11 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n11 > blen - pos:
+            if n11 > (blen - pos) // 6:
                 raise Malformed(f"array of {n11} elements is longer than the frame")
             v10: list[SyncGroupRequestAssignment] = []
             for _ in range(n11):
@@ -618,7 +626,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         if n15 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n15 > blen - pos:
+            if n15 > (blen - pos) // 6:
                 raise Malformed(f"array of {n15} elements is longer than the frame")
             v14: list[SyncGroupRequestAssignment] = []
             for _ in range(n15):
@@ -711,7 +719,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         if n15 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n15 > blen - pos:
+            if n15 > (blen - pos) // 3:
                 raise Malformed(f"array of {n15} elements is longer than the frame")
             v14: list[SyncGroupRequestAssignment] = []
             for _ in range(n15):
@@ -749,6 +757,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
                 if nt24 > 127:
                     nt24, pos = read_uvarint(buf, pos - 1)
                 if nt24:
+                    if nt24 > (blen - pos) // 2:
+                        raise Malformed(f"{nt24} tagged fields are longer than the frame")
                     for _ in range(nt24):
                         tg25 = buf[pos]
                         pos += 1
@@ -770,6 +780,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         if nt29 > 127:
             nt29, pos = read_uvarint(buf, pos - 1)
         if nt29:
+            if nt29 > (blen - pos) // 2:
+                raise Malformed(f"{nt29} tagged fields are longer than the frame")
             for _ in range(nt29):
                 tg30 = buf[pos]
                 pos += 1
@@ -878,7 +890,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         if n23 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n23 > blen - pos:
+            if n23 > (blen - pos) // 3:
                 raise Malformed(f"array of {n23} elements is longer than the frame")
             v22: list[SyncGroupRequestAssignment] = []
             for _ in range(n23):
@@ -916,6 +928,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
                 if nt32 > 127:
                     nt32, pos = read_uvarint(buf, pos - 1)
                 if nt32:
+                    if nt32 > (blen - pos) // 2:
+                        raise Malformed(f"{nt32} tagged fields are longer than the frame")
                     for _ in range(nt32):
                         tg33 = buf[pos]
                         pos += 1
@@ -937,6 +951,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         if nt37 > 127:
             nt37, pos = read_uvarint(buf, pos - 1)
         if nt37:
+            if nt37 > (blen - pos) // 2:
+                raise Malformed(f"{nt37} tagged fields are longer than the frame")
             for _ in range(nt37):
                 tg38 = buf[pos]
                 pos += 1
