@@ -34,6 +34,7 @@ from pylog.protocol import (
     parse_request_header,
     response_correlation_id,
 )
+from pylog.protocol._runtime import MAX_REQUEST_ELEMENTS
 from pylog.protocol._spec import FieldSpec
 
 ALL_VERSIONS = {**SUPPORTED_VERSIONS, **GROUP_API_VERSIONS}
@@ -695,11 +696,11 @@ def test_arrays_of_smallest_elements_still_decode(api: int, version: int, kind: 
 def test_array_counts_beyond_the_frame_are_refused_before_decoding() -> None:
     # Metadata v1: int32 count, then topics of at least 2 bytes (an int16 length).
     head = encode_request(ApiKey.METADATA, 1, 1, "c", {"topics": []})[4:-4]
-    for count, ok in ((500_000, True), (500_001, False), (0x7FFFFFFF, False)):
-        frame = memoryview(head + struct.pack(">i", count) + bytes(1_000_000))
+    for count, ok in ((50_000, True), (50_001, False), (0x7FFFFFFF, False)):
+        frame = memoryview(head + struct.pack(">i", count) + bytes(100_000))
         header = parse_request_header(frame)
         if ok:
-            assert len(decode_request(header, frame).topics or ()) == 500_000
+            assert len(decode_request(header, frame).topics or ()) == 50_000
             continue
         with pytest.raises(InvalidRequestError, match=f"topics: array of {count} elements"):
             decode_request(header, frame)
@@ -733,6 +734,34 @@ def test_array_counts_beyond_the_frame_are_refused_before_decoding() -> None:
     header = parse_request_header(memoryview(frame))
     with pytest.raises(InvalidRequestError, match="partition_indexes: array of 3 elements"):
         decode_request(header, memoryview(frame))
+
+
+def test_a_request_holds_at_most_max_request_elements() -> None:
+    # The frame could hold more (a 10 MB Metadata v1 request names 5 M empty topics),
+    # but decoding them would cost gigabytes: the arrays of one request share a budget.
+    assert MAX_REQUEST_ELEMENTS == 100_000
+    head = encode_request(ApiKey.METADATA, 1, 1, "c", {"topics": []})[4:-4]
+    for count in (MAX_REQUEST_ELEMENTS, MAX_REQUEST_ELEMENTS + 1, 5_000_000):
+        frame = memoryview(head + struct.pack(">i", count) + bytes(2 * count))
+        header = parse_request_header(frame)
+        if count == MAX_REQUEST_ELEMENTS:
+            assert len(decode_request(header, frame).topics or ()) == count
+            continue
+        with pytest.raises(InvalidRequestError, match="more than 100000 array elements"):
+            decode_request(header, frame)
+    # the budget is the whole request's: 2 topics of 60,000 partitions each exceed it
+    topics = [{"name": f"t{i}", "partition_data": [{"index": 0}] * 60_000} for i in range(2)]
+    frame = frame_of(encode_request(ApiKey.PRODUCE, 9, 1, "c", {"topic_data": topics[:1]}))
+    assert len(decode_request(parse_request_header(frame), frame).topic_data) == 1
+    frame = frame_of(encode_request(ApiKey.PRODUCE, 9, 1, "c", {"topic_data": topics}))
+    with pytest.raises(InvalidRequestError, match="partition_data: more than 100000"):
+        decode_request(parse_request_header(frame), frame)
+    # responses (decoded by clients from their broker) have no such budget
+    big = {
+        "topics": [{"name": "t", "partitions": [{"partition_index": i} for i in range(150_000)]}]
+    }
+    data = encode_body(ApiKey.METADATA, 9, "response", big)
+    assert len(decode_body(ApiKey.METADATA, 9, "response", data)[0].topics[0].partitions) == 150_000
 
 
 def test_truncated_and_malformed_responses() -> None:

@@ -28,6 +28,7 @@ import keyword
 import struct
 from typing import Any
 
+from ._runtime import MAX_REQUEST_ELEMENTS
 from ._spec import FIXED_SIZES, OPEN_END, FieldSpec, MessageSpec, Versions, snake_case
 
 LINE = 100  # the project's line length
@@ -275,8 +276,14 @@ class _Fn:
 class _Decode(_Fn):
     def build(self) -> list[str]:
         self.emit(1, "blen = len(buf)")
+        # a request's arrays share one budget of elements (see MAX_REQUEST_ELEMENTS)
+        self.budget = self.m.kind == "request"
+        if self.budget:
+            self.emit(1, f"left = {MAX_REQUEST_ELEMENTS}")
         res = self.struct(self.m.spec.name, self.m.spec.fields, 1, "")
         self.emit(1, f"return {res}, pos")
+        if self.budget and not any("left -=" in line for line in self.lines[2:]):
+            del self.lines[1]
         if not any("blen" in line for line in self.lines[1:]):
             del self.lines[0]
         return self.body()
@@ -415,6 +422,11 @@ class _Decode(_Fn):
             self.emit(ind + 1, f"if {n} > {room}:")
             msg = f"array of {{{n}}} elements is longer than the frame"
             self.string(ind + 2, f"raise {bad}(", msg, fstring=True)
+            if self.budget:
+                self.emit(ind + 1, f"left -= {n}")
+                self.emit(ind + 1, "if left < 0:")
+                msg = f"more than {MAX_REQUEST_ELEMENTS} array elements in one request"
+                self.string(ind + 2, f"raise {bad}(", msg)
             if f.fields is None and f.type in FIXED_SIZES and f.type != "uuid":
                 code = _FMT[f.type]
                 unpack = self.m.use("unpack_from")

@@ -86,6 +86,7 @@ class AlterableConfig(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
@@ -93,6 +94,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
     else:
         if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[AlterConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -114,6 +118,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
             else:
                 if n9 > (blen - pos) // 4:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[AlterableConfig] = []
                 for _ in range(n9):
                     n12 = rd16(buf, pos)[0]
@@ -152,6 +159,7 @@ decode_v1 = decode_v0
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -162,6 +170,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
     else:
         if n2 > (blen - pos) // 4:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[AlterConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -189,6 +200,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
             else:
                 if n9 > (blen - pos) // 3:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[AlterableConfig] = []
                 for _ in range(n9):
                     n12 = buf[pos]
@@ -292,6 +306,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -300,6 +315,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
         else:
             if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[AlterConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -324,6 +342,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
                 else:
                     if n9 > (blen - pos) // 4:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[AlterableConfig] = []
                     for _ in range(n9):
                         fld = "resources[].configs[].name"
@@ -369,6 +390,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = buf[pos]
         pos += 1
@@ -380,6 +402,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
         else:
             if n2 > (blen - pos) // 4:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[AlterConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -410,6 +435,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
                 else:
                     if n9 > (blen - pos) // 3:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[AlterableConfig] = []
                     for _ in range(n9):
                         fld = "resources[].configs[].name"

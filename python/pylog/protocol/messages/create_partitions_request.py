@@ -89,6 +89,7 @@ class CreatePartitionsAssignment(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
@@ -96,6 +97,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     else:
         if n2 > (blen - pos) // 10:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[CreatePartitionsTopic] = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -118,6 +122,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
             else:
                 if n9 > (blen - pos) // 4:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8 = []
                 for _ in range(n9):
                     n11 = rd32(buf, pos)[0]
@@ -127,6 +134,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
                     else:
                         if n11 > (blen - pos) // 4:
                             raise Malformed(f"array of {n11} elements is longer than the frame")
+                        left -= n11
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
                         v10 = list(unpack_from(f">{n11}i", buf, pos))
                         pos += n11 * 4
                     s12 = CreatePartitionsAssignment(v10)
@@ -144,6 +154,7 @@ decode_v1 = decode_v0
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -154,6 +165,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     else:
         if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[CreatePartitionsTopic] = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -182,6 +196,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
             else:
                 if n9 > (blen - pos) // 2:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8 = []
                 for _ in range(n9):
                     n11 = buf[pos]
@@ -194,6 +211,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
                     else:
                         if n11 > (blen - pos) // 4:
                             raise Malformed(f"array of {n11} elements is longer than the frame")
+                        left -= n11
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
                         v10 = list(unpack_from(f">{n11}i", buf, pos))
                         pos += n11 * 4
                     nt12 = buf[pos]
@@ -273,6 +293,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -281,6 +302,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
         else:
             if n2 > (blen - pos) // 10:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[CreatePartitionsTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -306,6 +330,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                 else:
                     if n9 > (blen - pos) // 4:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8 = []
                     for _ in range(n9):
                         fld = "topics[].assignments[].broker_ids"
@@ -316,6 +343,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                         else:
                             if n11 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n11} elements is longer than the frame")
+                            left -= n11
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
                             v10 = list(unpack_from(f">{n11}i", buf, pos))
                             pos += n11 * 4
                         s12 = CreatePartitionsAssignment(v10)
@@ -338,6 +368,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -349,6 +380,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
         else:
             if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[CreatePartitionsTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -380,6 +414,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                 else:
                     if n9 > (blen - pos) // 2:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8 = []
                     for _ in range(n9):
                         fld = "topics[].assignments[].broker_ids"
@@ -393,6 +430,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                         else:
                             if n11 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n11} elements is longer than the frame")
+                            left -= n11
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
                             v10 = list(unpack_from(f">{n11}i", buf, pos))
                             pos += n11 * 4
                         fld = "topics[].assignments[].(tagged fields)"

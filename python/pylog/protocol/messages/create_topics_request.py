@@ -113,6 +113,7 @@ class CreatableTopicConfig(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
@@ -120,6 +121,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     else:
         if n2 > (blen - pos) // 16:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[CreatableTopic] = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -141,6 +145,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             else:
                 if n10 > (blen - pos) // 8:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[CreatableReplicaAssignment] = []
                 for _ in range(n10):
                     (f11,) = _unpack_i(buf, pos)
@@ -152,6 +159,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
                     else:
                         if n13 > (blen - pos) // 4:
                             raise Malformed(f"array of {n13} elements is longer than the frame")
+                        left -= n13
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
                         v12 = list(unpack_from(f">{n13}i", buf, pos))
                         pos += n13 * 4
                     s14 = CreatableReplicaAssignment(f11, v12)
@@ -163,6 +173,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             else:
                 if n16 > (blen - pos) // 4:
                     raise Malformed(f"array of {n16} elements is longer than the frame")
+                left -= n16
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v15: list[CreatableTopicConfig] = []
                 for _ in range(n16):
                     n19 = rd16(buf, pos)[0]
@@ -198,6 +211,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
 
 def decode_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
@@ -205,6 +219,9 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     else:
         if n2 > (blen - pos) // 16:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[CreatableTopic] = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -226,6 +243,9 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             else:
                 if n10 > (blen - pos) // 8:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[CreatableReplicaAssignment] = []
                 for _ in range(n10):
                     (f11,) = _unpack_i(buf, pos)
@@ -237,6 +257,9 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
                     else:
                         if n13 > (blen - pos) // 4:
                             raise Malformed(f"array of {n13} elements is longer than the frame")
+                        left -= n13
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
                         v12 = list(unpack_from(f">{n13}i", buf, pos))
                         pos += n13 * 4
                     s14 = CreatableReplicaAssignment(f11, v12)
@@ -248,6 +271,9 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             else:
                 if n16 > (blen - pos) // 4:
                     raise Malformed(f"array of {n16} elements is longer than the frame")
+                left -= n16
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v15: list[CreatableTopicConfig] = []
                 for _ in range(n16):
                     n19 = rd16(buf, pos)[0]
@@ -292,6 +318,7 @@ decode_v4 = decode_v1
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -302,6 +329,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     else:
         if n2 > (blen - pos) // 10:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[CreatableTopic] = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -329,6 +359,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             else:
                 if n10 > (blen - pos) // 6:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[CreatableReplicaAssignment] = []
                 for _ in range(n10):
                     (f11,) = _unpack_i(buf, pos)
@@ -343,6 +376,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
                     else:
                         if n13 > (blen - pos) // 4:
                             raise Malformed(f"array of {n13} elements is longer than the frame")
+                        left -= n13
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
                         v12 = list(unpack_from(f">{n13}i", buf, pos))
                         pos += n13 * 4
                     nt14 = buf[pos]
@@ -377,6 +413,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             else:
                 if n20 > (blen - pos) // 3:
                     raise Malformed(f"array of {n20} elements is longer than the frame")
+                left -= n20
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v19: list[CreatableTopicConfig] = []
                 for _ in range(n20):
                     n23 = buf[pos]
@@ -486,6 +525,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -494,6 +534,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
         else:
             if n2 > (blen - pos) // 16:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[CreatableTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -518,6 +561,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 else:
                     if n10 > (blen - pos) // 8:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[CreatableReplicaAssignment] = []
                     for _ in range(n10):
                         fld = "topics[].assignments[].partition_index"
@@ -531,6 +577,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                         else:
                             if n13 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n13} elements is longer than the frame")
+                            left -= n13
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
                             v12 = list(unpack_from(f">{n13}i", buf, pos))
                             pos += n13 * 4
                         s14 = CreatableReplicaAssignment(f11, v12)
@@ -543,6 +592,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 else:
                     if n16 > (blen - pos) // 4:
                         raise Malformed(f"array of {n16} elements is longer than the frame")
+                    left -= n16
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v15: list[CreatableTopicConfig] = []
                     for _ in range(n16):
                         fld = "topics[].configs[].name"
@@ -585,6 +637,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -593,6 +646,9 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
         else:
             if n2 > (blen - pos) // 16:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[CreatableTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -617,6 +673,9 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 else:
                     if n10 > (blen - pos) // 8:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[CreatableReplicaAssignment] = []
                     for _ in range(n10):
                         fld = "topics[].assignments[].partition_index"
@@ -630,6 +689,9 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                         else:
                             if n13 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n13} elements is longer than the frame")
+                            left -= n13
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
                             v12 = list(unpack_from(f">{n13}i", buf, pos))
                             pos += n13 * 4
                         s14 = CreatableReplicaAssignment(f11, v12)
@@ -642,6 +704,9 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 else:
                     if n16 > (blen - pos) // 4:
                         raise Malformed(f"array of {n16} elements is longer than the frame")
+                    left -= n16
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v15: list[CreatableTopicConfig] = []
                     for _ in range(n16):
                         fld = "topics[].configs[].name"
@@ -693,6 +758,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -704,6 +770,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
         else:
             if n2 > (blen - pos) // 10:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[CreatableTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -734,6 +803,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 else:
                     if n10 > (blen - pos) // 6:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[CreatableReplicaAssignment] = []
                     for _ in range(n10):
                         fld = "topics[].assignments[].partition_index"
@@ -750,6 +822,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                         else:
                             if n13 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n13} elements is longer than the frame")
+                            left -= n13
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
                             v12 = list(unpack_from(f">{n13}i", buf, pos))
                             pos += n13 * 4
                         fld = "topics[].assignments[].(tagged fields)"
@@ -786,6 +861,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 else:
                     if n20 > (blen - pos) // 3:
                         raise Malformed(f"array of {n20} elements is longer than the frame")
+                    left -= n20
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v19: list[CreatableTopicConfig] = []
                     for _ in range(n20):
                         fld = "topics[].configs[].name"

@@ -75,6 +75,7 @@ class DeleteRecordsPartition(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
@@ -82,6 +83,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     else:
         if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[DeleteRecordsTopic] = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -101,6 +105,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
             else:
                 if n8 > (blen - pos) // 12:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
+                left -= n8
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v7: list[DeleteRecordsPartition] = []
                 for _ in range(n8):
                     f9, f10 = _unpack_iq(buf, pos)
@@ -120,6 +127,7 @@ decode_v1 = decode_v0
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -130,6 +138,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     else:
         if n2 > (blen - pos) // 3:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[DeleteRecordsTopic] = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -155,6 +166,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
             else:
                 if n8 > (blen - pos) // 13:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
+                left -= n8
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v7: list[DeleteRecordsPartition] = []
                 for _ in range(n8):
                     f9, f10 = _unpack_iq(buf, pos)
@@ -233,6 +247,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -241,6 +256,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
         else:
             if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[DeleteRecordsTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -262,6 +280,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
                 else:
                     if n8 > (blen - pos) // 12:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
+                    left -= n8
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v7: list[DeleteRecordsPartition] = []
                     for _ in range(n8):
                         fld = "topics[].partitions[].partition_index"
@@ -287,6 +308,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -298,6 +320,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
         else:
             if n2 > (blen - pos) // 3:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[DeleteRecordsTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -325,6 +350,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
                 else:
                     if n8 > (blen - pos) // 13:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
+                    left -= n8
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v7: list[DeleteRecordsPartition] = []
                     for _ in range(n8):
                         fld = "topics[].partitions[].partition_index"

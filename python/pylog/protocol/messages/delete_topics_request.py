@@ -70,6 +70,7 @@ class DeleteTopicState(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
@@ -77,6 +78,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     else:
         if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = rd16(buf, pos)[0]
@@ -107,6 +111,7 @@ decode_v3 = decode_v0
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -117,6 +122,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     else:
         if n2 > blen - pos:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = buf[pos]
@@ -164,6 +172,7 @@ decode_v5 = decode_v4
 
 def decode_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -174,6 +183,9 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     else:
         if n2 > (blen - pos) // 18:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[DeleteTopicState] = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -245,6 +257,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topic_names"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -253,6 +266,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
         else:
             if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = rd16(buf, pos)[0]
@@ -288,6 +304,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topic_names"
         n2 = buf[pos]
         pos += 1
@@ -299,6 +316,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
         else:
             if n2 > blen - pos:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = buf[pos]
@@ -352,6 +372,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -363,6 +384,9 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
         else:
             if n2 > (blen - pos) // 18:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[DeleteTopicState] = []
             for _ in range(n2):
                 fld = "topics[].name"

@@ -77,6 +77,7 @@ class DescribeConfigsResource(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
@@ -84,6 +85,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     else:
         if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[DescribeConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -106,6 +110,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
             else:
                 if n9 > (blen - pos) // 2:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8 = []
                 for _ in range(n9):
                     n11 = rd16(buf, pos)[0]
@@ -127,6 +134,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
 
 def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
@@ -134,6 +142,9 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     else:
         if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[DescribeConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -156,6 +167,9 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
             else:
                 if n9 > (blen - pos) // 2:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8 = []
                 for _ in range(n9):
                     n11 = rd16(buf, pos)[0]
@@ -182,6 +196,7 @@ decode_v2 = decode_v1
 
 def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
@@ -189,6 +204,9 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     else:
         if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[DescribeConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -211,6 +229,9 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
             else:
                 if n9 > (blen - pos) // 2:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8 = []
                 for _ in range(n9):
                     n11 = rd16(buf, pos)[0]
@@ -234,6 +255,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -244,6 +266,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     else:
         if n2 > (blen - pos) // 4:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[DescribeConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -272,6 +297,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
             else:
                 if n9 > blen - pos:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8 = []
                 for _ in range(n9):
                     n11 = buf[pos]
@@ -340,6 +368,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -348,6 +377,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
         else:
             if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[DescribeConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -373,6 +405,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
                 else:
                     if n9 > (blen - pos) // 2:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8 = []
                     for _ in range(n9):
                         n11 = rd16(buf, pos)[0]
@@ -398,6 +433,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -406,6 +442,9 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
         else:
             if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[DescribeConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -431,6 +470,9 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
                 else:
                     if n9 > (blen - pos) // 2:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8 = []
                     for _ in range(n9):
                         n11 = rd16(buf, pos)[0]
@@ -462,6 +504,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -470,6 +513,9 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
         else:
             if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[DescribeConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -495,6 +541,9 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
                 else:
                     if n9 > (blen - pos) // 2:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8 = []
                     for _ in range(n9):
                         n11 = rd16(buf, pos)[0]
@@ -523,6 +572,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = buf[pos]
         pos += 1
@@ -534,6 +584,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
         else:
             if n2 > (blen - pos) // 4:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[DescribeConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -565,6 +618,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
                 else:
                     if n9 > blen - pos:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8 = []
                     for _ in range(n9):
                         n11 = buf[pos]

@@ -49,6 +49,7 @@ class DescribeGroupsRequest(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
@@ -56,6 +57,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     else:
         if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = rd16(buf, pos)[0]
@@ -81,6 +85,7 @@ decode_v2 = decode_v0
 
 def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
@@ -88,6 +93,9 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     else:
         if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = rd16(buf, pos)[0]
@@ -112,6 +120,7 @@ decode_v4 = decode_v3
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -122,6 +131,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     else:
         if n2 > blen - pos:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = buf[pos]
@@ -168,6 +180,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "groups"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -176,6 +189,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest
         else:
             if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = rd16(buf, pos)[0]
@@ -205,6 +221,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "groups"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -213,6 +230,9 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest
         else:
             if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = rd16(buf, pos)[0]
@@ -242,6 +262,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "groups"
         n2 = buf[pos]
         pos += 1
@@ -253,6 +274,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest
         else:
             if n2 > blen - pos:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = buf[pos]

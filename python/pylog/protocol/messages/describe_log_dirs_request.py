@@ -55,6 +55,7 @@ class DescribableLogDirTopic(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     v1: list[DescribableLogDirTopic] | None
@@ -63,6 +64,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     else:
         if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -82,6 +86,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
             else:
                 if n8 > (blen - pos) // 4:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
+                left -= n8
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v7 = list(unpack_from(f">{n8}i", buf, pos))
                 pos += n8 * 4
             s9 = DescribableLogDirTopic(v4, v7)
@@ -95,6 +102,7 @@ decode_v1 = decode_v0
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -106,6 +114,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     else:
         if n2 > (blen - pos) // 3:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -131,6 +142,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
             else:
                 if n8 > (blen - pos) // 4:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
+                left -= n8
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v7 = list(unpack_from(f">{n8}i", buf, pos))
                 pos += n8 * 4
             nt9 = buf[pos]
@@ -189,6 +203,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -198,6 +213,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
         else:
             if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].topic"
@@ -219,6 +237,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
                 else:
                     if n8 > (blen - pos) // 4:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
+                    left -= n8
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v7 = list(unpack_from(f">{n8}i", buf, pos))
                     pos += n8 * 4
                 s9 = DescribableLogDirTopic(v4, v7)
@@ -236,6 +257,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -248,6 +270,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
         else:
             if n2 > (blen - pos) // 3:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].topic"
@@ -275,6 +300,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
                 else:
                     if n8 > (blen - pos) // 4:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
+                    left -= n8
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v7 = list(unpack_from(f">{n8}i", buf, pos))
                     pos += n8 * 4
                 fld = "topics[].(tagged fields)"

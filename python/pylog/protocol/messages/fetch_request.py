@@ -213,6 +213,7 @@ class ForgottenTopic(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3 = _unpack_iii(buf, pos)
     pos += 12
     n5 = rd32(buf, pos)[0]
@@ -222,6 +223,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n5 > (blen - pos) // 6:
             raise Malformed(f"array of {n5} elements is longer than the frame")
+        left -= n5
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v4: list[FetchTopic] = []
         for _ in range(n5):
             n8 = rd16(buf, pos)[0]
@@ -241,6 +245,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n11 > (blen - pos) // 16:
                     raise Malformed(f"array of {n11} elements is longer than the frame")
+                left -= n11
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v10: list[FetchPartition] = []
                 for _ in range(n11):
                     f12, f13, f14 = _unpack_iqi(buf, pos)
@@ -261,6 +268,7 @@ decode_v2 = decode_v0
 
 def decode_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4 = _unpack_iiii(buf, pos)
     pos += 16
     n6 = rd32(buf, pos)[0]
@@ -270,6 +278,9 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n6 > (blen - pos) // 6:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5: list[FetchTopic] = []
         for _ in range(n6):
             n9 = rd16(buf, pos)[0]
@@ -289,6 +300,9 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n12 > (blen - pos) // 16:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
+                left -= n12
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v11: list[FetchPartition] = []
                 for _ in range(n12):
                     f13, f14, f15 = _unpack_iqi(buf, pos)
@@ -303,6 +317,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5 = _unpack_iiiib(buf, pos)
     pos += 17
     n7 = rd32(buf, pos)[0]
@@ -312,6 +327,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n7 > (blen - pos) // 6:
             raise Malformed(f"array of {n7} elements is longer than the frame")
+        left -= n7
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v6: list[FetchTopic] = []
         for _ in range(n7):
             n10 = rd16(buf, pos)[0]
@@ -331,6 +349,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n13 > (blen - pos) // 16:
                     raise Malformed(f"array of {n13} elements is longer than the frame")
+                left -= n13
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v12: list[FetchPartition] = []
                 for _ in range(n13):
                     f14, f15, f16 = _unpack_iqi(buf, pos)
@@ -345,6 +366,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5 = _unpack_iiiib(buf, pos)
     pos += 17
     n7 = rd32(buf, pos)[0]
@@ -354,6 +376,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n7 > (blen - pos) // 6:
             raise Malformed(f"array of {n7} elements is longer than the frame")
+        left -= n7
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v6: list[FetchTopic] = []
         for _ in range(n7):
             n10 = rd16(buf, pos)[0]
@@ -373,6 +398,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n13 > (blen - pos) // 24:
                     raise Malformed(f"array of {n13} elements is longer than the frame")
+                left -= n13
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v12: list[FetchPartition] = []
                 for _ in range(n13):
                     f14, f15, f16, f17 = _unpack_iqqi(buf, pos)
@@ -390,6 +418,7 @@ decode_v6 = decode_v5
 
 def decode_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
     pos += 25
     n9 = rd32(buf, pos)[0]
@@ -399,6 +428,9 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n9 > (blen - pos) // 6:
             raise Malformed(f"array of {n9} elements is longer than the frame")
+        left -= n9
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v8: list[FetchTopic] = []
         for _ in range(n9):
             n12 = rd16(buf, pos)[0]
@@ -418,6 +450,9 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n15 > (blen - pos) // 24:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
+                left -= n15
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v14: list[FetchPartition] = []
                 for _ in range(n15):
                     f16, f17, f18, f19 = _unpack_iqqi(buf, pos)
@@ -433,6 +468,9 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n23 > (blen - pos) // 6:
             raise Malformed(f"array of {n23} elements is longer than the frame")
+        left -= n23
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v22: list[ForgottenTopic] = []
         for _ in range(n23):
             n26 = rd16(buf, pos)[0]
@@ -452,6 +490,9 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n29 > (blen - pos) // 4:
                     raise Malformed(f"array of {n29} elements is longer than the frame")
+                left -= n29
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v28 = list(unpack_from(f">{n29}i", buf, pos))
                 pos += n29 * 4
             s30 = ForgottenTopic(v25, "AAAAAAAAAAAAAAAAAAAAAA", v28)
@@ -465,6 +506,7 @@ decode_v8 = decode_v7
 
 def decode_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
     pos += 25
     n9 = rd32(buf, pos)[0]
@@ -474,6 +516,9 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n9 > (blen - pos) // 6:
             raise Malformed(f"array of {n9} elements is longer than the frame")
+        left -= n9
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v8: list[FetchTopic] = []
         for _ in range(n9):
             n12 = rd16(buf, pos)[0]
@@ -493,6 +538,9 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n15 > (blen - pos) // 28:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
+                left -= n15
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v14: list[FetchPartition] = []
                 for _ in range(n15):
                     f16, f17, f18, f19, f20 = _unpack_iiqqi(buf, pos)
@@ -508,6 +556,9 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n24 > (blen - pos) // 6:
             raise Malformed(f"array of {n24} elements is longer than the frame")
+        left -= n24
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v23: list[ForgottenTopic] = []
         for _ in range(n24):
             n27 = rd16(buf, pos)[0]
@@ -527,6 +578,9 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n30 > (blen - pos) // 4:
                     raise Malformed(f"array of {n30} elements is longer than the frame")
+                left -= n30
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v29 = list(unpack_from(f">{n30}i", buf, pos))
                 pos += n30 * 4
             s31 = ForgottenTopic(v26, "AAAAAAAAAAAAAAAAAAAAAA", v29)
@@ -540,6 +594,7 @@ decode_v10 = decode_v9
 
 def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
     pos += 25
     n9 = rd32(buf, pos)[0]
@@ -549,6 +604,9 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n9 > (blen - pos) // 6:
             raise Malformed(f"array of {n9} elements is longer than the frame")
+        left -= n9
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v8: list[FetchTopic] = []
         for _ in range(n9):
             n12 = rd16(buf, pos)[0]
@@ -568,6 +626,9 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n15 > (blen - pos) // 28:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
+                left -= n15
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v14: list[FetchPartition] = []
                 for _ in range(n15):
                     f16, f17, f18, f19, f20 = _unpack_iiqqi(buf, pos)
@@ -583,6 +644,9 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n24 > (blen - pos) // 6:
             raise Malformed(f"array of {n24} elements is longer than the frame")
+        left -= n24
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v23: list[ForgottenTopic] = []
         for _ in range(n24):
             n27 = rd16(buf, pos)[0]
@@ -602,6 +666,9 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n30 > (blen - pos) // 4:
                     raise Malformed(f"array of {n30} elements is longer than the frame")
+                left -= n30
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v29 = list(unpack_from(f">{n30}i", buf, pos))
                 pos += n30 * 4
             s31 = ForgottenTopic(v26, "AAAAAAAAAAAAAAAAAAAAAA", v29)
@@ -622,6 +689,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
 
 def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
     pos += 25
     n9 = buf[pos]
@@ -634,6 +702,9 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n9 > (blen - pos) // 3:
             raise Malformed(f"array of {n9} elements is longer than the frame")
+        left -= n9
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v8: list[FetchTopic] = []
         for _ in range(n9):
             n12 = buf[pos]
@@ -659,6 +730,9 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n15 > (blen - pos) // 33:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
+                left -= n15
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v14: list[FetchPartition] = []
                 for _ in range(n15):
                     f16, f17, f18, f19, f20, f21 = _unpack_iiqiqi(buf, pos)
@@ -717,6 +791,9 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n33 > (blen - pos) // 3:
             raise Malformed(f"array of {n33} elements is longer than the frame")
+        left -= n33
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v32: list[ForgottenTopic] = []
         for _ in range(n33):
             n36 = buf[pos]
@@ -742,6 +819,9 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n39 > (blen - pos) // 4:
                     raise Malformed(f"array of {n39} elements is longer than the frame")
+                left -= n39
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v38 = list(unpack_from(f">{n39}i", buf, pos))
                 pos += n39 * 4
             nt40 = buf[pos]
@@ -822,6 +902,7 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
 
 def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
     pos += 25
     n9 = buf[pos]
@@ -834,6 +915,9 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n9 > (blen - pos) // 18:
             raise Malformed(f"array of {n9} elements is longer than the frame")
+        left -= n9
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v8: list[FetchTopic] = []
         for _ in range(n9):
             (f10,) = _unpack_16s(buf, pos)
@@ -849,6 +933,9 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n12 > (blen - pos) // 33:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
+                left -= n12
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v11: list[FetchPartition] = []
                 for _ in range(n12):
                     f13, f14, f15, f16, f17, f18 = _unpack_iiqiqi(buf, pos)
@@ -907,6 +994,9 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n30 > (blen - pos) // 18:
             raise Malformed(f"array of {n30} elements is longer than the frame")
+        left -= n30
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v29: list[ForgottenTopic] = []
         for _ in range(n30):
             (f31,) = _unpack_16s(buf, pos)
@@ -922,6 +1012,9 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n33 > (blen - pos) // 4:
                     raise Malformed(f"array of {n33} elements is longer than the frame")
+                left -= n33
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v32 = list(unpack_from(f">{n33}i", buf, pos))
                 pos += n33 * 4
             nt34 = buf[pos]
@@ -1005,6 +1098,7 @@ decode_v14 = decode_v13
 
 def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5, f6 = _unpack_iiibii(buf, pos)
     pos += 21
     n8 = buf[pos]
@@ -1017,6 +1111,9 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n8 > (blen - pos) // 18:
             raise Malformed(f"array of {n8} elements is longer than the frame")
+        left -= n8
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v7: list[FetchTopic] = []
         for _ in range(n8):
             (f9,) = _unpack_16s(buf, pos)
@@ -1032,6 +1129,9 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n11 > (blen - pos) // 33:
                     raise Malformed(f"array of {n11} elements is longer than the frame")
+                left -= n11
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v10: list[FetchPartition] = []
                 for _ in range(n11):
                     f12, f13, f14, f15, f16, f17 = _unpack_iiqiqi(buf, pos)
@@ -1090,6 +1190,9 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n29 > (blen - pos) // 18:
             raise Malformed(f"array of {n29} elements is longer than the frame")
+        left -= n29
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v28: list[ForgottenTopic] = []
         for _ in range(n29):
             (f30,) = _unpack_16s(buf, pos)
@@ -1105,6 +1208,9 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n32 > (blen - pos) // 4:
                     raise Malformed(f"array of {n32} elements is longer than the frame")
+                left -= n32
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v31 = list(unpack_from(f">{n32}i", buf, pos))
                 pos += n32 * 4
             nt33 = buf[pos]
@@ -1214,6 +1320,7 @@ decode_v16 = decode_v15
 
 def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5, f6 = _unpack_iiibii(buf, pos)
     pos += 21
     n8 = buf[pos]
@@ -1226,6 +1333,9 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n8 > (blen - pos) // 18:
             raise Malformed(f"array of {n8} elements is longer than the frame")
+        left -= n8
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v7: list[FetchTopic] = []
         for _ in range(n8):
             (f9,) = _unpack_16s(buf, pos)
@@ -1241,6 +1351,9 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n11 > (blen - pos) // 33:
                     raise Malformed(f"array of {n11} elements is longer than the frame")
+                left -= n11
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v10: list[FetchPartition] = []
                 for _ in range(n11):
                     f12, f13, f14, f15, f16, f17 = _unpack_iiqiqi(buf, pos)
@@ -1305,6 +1418,9 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     else:
         if n32 > (blen - pos) // 18:
             raise Malformed(f"array of {n32} elements is longer than the frame")
+        left -= n32
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v31: list[ForgottenTopic] = []
         for _ in range(n32):
             (f33,) = _unpack_16s(buf, pos)
@@ -1320,6 +1436,9 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             else:
                 if n35 > (blen - pos) // 4:
                     raise Malformed(f"array of {n35} elements is longer than the frame")
+                left -= n35
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v34 = list(unpack_from(f">{n35}i", buf, pos))
                 pos += n35 * 4
             nt36 = buf[pos]
@@ -1428,6 +1547,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3 = _unpack_iii(buf, pos)
         pos += 12
@@ -1439,6 +1559,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n5 > (blen - pos) // 6:
                 raise Malformed(f"array of {n5} elements is longer than the frame")
+            left -= n5
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v4: list[FetchTopic] = []
             for _ in range(n5):
                 fld = "topics[].topic"
@@ -1460,6 +1583,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n11 > (blen - pos) // 16:
                         raise Malformed(f"array of {n11} elements is longer than the frame")
+                    left -= n11
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v10: list[FetchPartition] = []
                     for _ in range(n11):
                         fld = "topics[].partitions[].partition"
@@ -1485,6 +1611,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4 = _unpack_iiii(buf, pos)
         pos += 16
@@ -1496,6 +1623,9 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n6 > (blen - pos) // 6:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5: list[FetchTopic] = []
             for _ in range(n6):
                 fld = "topics[].topic"
@@ -1517,6 +1647,9 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n12 > (blen - pos) // 16:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
+                    left -= n12
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v11: list[FetchPartition] = []
                     for _ in range(n12):
                         fld = "topics[].partitions[].partition"
@@ -1536,6 +1669,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4, f5 = _unpack_iiiib(buf, pos)
         pos += 17
@@ -1547,6 +1681,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n7 > (blen - pos) // 6:
                 raise Malformed(f"array of {n7} elements is longer than the frame")
+            left -= n7
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v6: list[FetchTopic] = []
             for _ in range(n7):
                 fld = "topics[].topic"
@@ -1568,6 +1705,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n13 > (blen - pos) // 16:
                         raise Malformed(f"array of {n13} elements is longer than the frame")
+                    left -= n13
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v12: list[FetchPartition] = []
                     for _ in range(n13):
                         fld = "topics[].partitions[].partition"
@@ -1587,6 +1727,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4, f5 = _unpack_iiiib(buf, pos)
         pos += 17
@@ -1598,6 +1739,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n7 > (blen - pos) // 6:
                 raise Malformed(f"array of {n7} elements is longer than the frame")
+            left -= n7
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v6: list[FetchTopic] = []
             for _ in range(n7):
                 fld = "topics[].topic"
@@ -1619,6 +1763,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n13 > (blen - pos) // 24:
                         raise Malformed(f"array of {n13} elements is longer than the frame")
+                    left -= n13
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v12: list[FetchPartition] = []
                     for _ in range(n13):
                         fld = "topics[].partitions[].partition"
@@ -1641,6 +1788,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
         pos += 25
@@ -1652,6 +1800,9 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n9 > (blen - pos) // 6:
                 raise Malformed(f"array of {n9} elements is longer than the frame")
+            left -= n9
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v8: list[FetchTopic] = []
             for _ in range(n9):
                 fld = "topics[].topic"
@@ -1673,6 +1824,9 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n15 > (blen - pos) // 24:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
+                    left -= n15
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v14: list[FetchPartition] = []
                     for _ in range(n15):
                         fld = "topics[].partitions[].partition"
@@ -1690,6 +1844,9 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n23 > (blen - pos) // 6:
                 raise Malformed(f"array of {n23} elements is longer than the frame")
+            left -= n23
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v22: list[ForgottenTopic] = []
             for _ in range(n23):
                 fld = "forgotten_topics_data[].topic"
@@ -1711,6 +1868,9 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n29 > (blen - pos) // 4:
                         raise Malformed(f"array of {n29} elements is longer than the frame")
+                    left -= n29
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v28 = list(unpack_from(f">{n29}i", buf, pos))
                     pos += n29 * 4
                 s30 = ForgottenTopic(v25, "AAAAAAAAAAAAAAAAAAAAAA", v28)
@@ -1728,6 +1888,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
         pos += 25
@@ -1739,6 +1900,9 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n9 > (blen - pos) // 6:
                 raise Malformed(f"array of {n9} elements is longer than the frame")
+            left -= n9
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v8: list[FetchTopic] = []
             for _ in range(n9):
                 fld = "topics[].topic"
@@ -1760,6 +1924,9 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n15 > (blen - pos) // 28:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
+                    left -= n15
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v14: list[FetchPartition] = []
                     for _ in range(n15):
                         fld = "topics[].partitions[].partition"
@@ -1777,6 +1944,9 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n24 > (blen - pos) // 6:
                 raise Malformed(f"array of {n24} elements is longer than the frame")
+            left -= n24
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v23: list[ForgottenTopic] = []
             for _ in range(n24):
                 fld = "forgotten_topics_data[].topic"
@@ -1798,6 +1968,9 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n30 > (blen - pos) // 4:
                         raise Malformed(f"array of {n30} elements is longer than the frame")
+                    left -= n30
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v29 = list(unpack_from(f">{n30}i", buf, pos))
                     pos += n30 * 4
                 s31 = ForgottenTopic(v26, "AAAAAAAAAAAAAAAAAAAAAA", v29)
@@ -1815,6 +1988,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
         pos += 25
@@ -1826,6 +2000,9 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n9 > (blen - pos) // 6:
                 raise Malformed(f"array of {n9} elements is longer than the frame")
+            left -= n9
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v8: list[FetchTopic] = []
             for _ in range(n9):
                 fld = "topics[].topic"
@@ -1847,6 +2024,9 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n15 > (blen - pos) // 28:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
+                    left -= n15
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v14: list[FetchPartition] = []
                     for _ in range(n15):
                         fld = "topics[].partitions[].partition"
@@ -1864,6 +2044,9 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n24 > (blen - pos) // 6:
                 raise Malformed(f"array of {n24} elements is longer than the frame")
+            left -= n24
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v23: list[ForgottenTopic] = []
             for _ in range(n24):
                 fld = "forgotten_topics_data[].topic"
@@ -1885,6 +2068,9 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n30 > (blen - pos) // 4:
                         raise Malformed(f"array of {n30} elements is longer than the frame")
+                    left -= n30
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v29 = list(unpack_from(f">{n30}i", buf, pos))
                     pos += n30 * 4
                 s31 = ForgottenTopic(v26, "AAAAAAAAAAAAAAAAAAAAAA", v29)
@@ -1910,6 +2096,7 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
         pos += 25
@@ -1924,6 +2111,9 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n9 > (blen - pos) // 3:
                 raise Malformed(f"array of {n9} elements is longer than the frame")
+            left -= n9
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v8: list[FetchTopic] = []
             for _ in range(n9):
                 fld = "topics[].topic"
@@ -1951,6 +2141,9 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n15 > (blen - pos) // 33:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
+                    left -= n15
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v14: list[FetchPartition] = []
                     for _ in range(n15):
                         fld = "topics[].partitions[].partition"
@@ -2013,6 +2206,9 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n33 > (blen - pos) // 3:
                 raise Malformed(f"array of {n33} elements is longer than the frame")
+            left -= n33
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v32: list[ForgottenTopic] = []
             for _ in range(n33):
                 fld = "forgotten_topics_data[].topic"
@@ -2040,6 +2236,9 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n39 > (blen - pos) // 4:
                         raise Malformed(f"array of {n39} elements is longer than the frame")
+                    left -= n39
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v38 = list(unpack_from(f">{n39}i", buf, pos))
                     pos += n39 * 4
                 fld = "forgotten_topics_data[].(tagged fields)"
@@ -2128,6 +2327,7 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
         pos += 25
@@ -2142,6 +2342,9 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n9 > (blen - pos) // 18:
                 raise Malformed(f"array of {n9} elements is longer than the frame")
+            left -= n9
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v8: list[FetchTopic] = []
             for _ in range(n9):
                 fld = "topics[].topic_id"
@@ -2159,6 +2362,9 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n12 > (blen - pos) // 33:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
+                    left -= n12
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v11: list[FetchPartition] = []
                     for _ in range(n12):
                         fld = "topics[].partitions[].partition"
@@ -2221,6 +2427,9 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n30 > (blen - pos) // 18:
                 raise Malformed(f"array of {n30} elements is longer than the frame")
+            left -= n30
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v29: list[ForgottenTopic] = []
             for _ in range(n30):
                 fld = "forgotten_topics_data[].topic_id"
@@ -2238,6 +2447,9 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n33 > (blen - pos) // 4:
                         raise Malformed(f"array of {n33} elements is longer than the frame")
+                    left -= n33
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v32 = list(unpack_from(f">{n33}i", buf, pos))
                     pos += n33 * 4
                 fld = "forgotten_topics_data[].(tagged fields)"
@@ -2329,6 +2541,7 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "max_wait_ms"
         f1, f2, f3, f4, f5, f6 = _unpack_iiibii(buf, pos)
         pos += 21
@@ -2343,6 +2556,9 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n8 > (blen - pos) // 18:
                 raise Malformed(f"array of {n8} elements is longer than the frame")
+            left -= n8
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v7: list[FetchTopic] = []
             for _ in range(n8):
                 fld = "topics[].topic_id"
@@ -2360,6 +2576,9 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n11 > (blen - pos) // 33:
                         raise Malformed(f"array of {n11} elements is longer than the frame")
+                    left -= n11
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v10: list[FetchPartition] = []
                     for _ in range(n11):
                         fld = "topics[].partitions[].partition"
@@ -2422,6 +2641,9 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n29 > (blen - pos) // 18:
                 raise Malformed(f"array of {n29} elements is longer than the frame")
+            left -= n29
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v28: list[ForgottenTopic] = []
             for _ in range(n29):
                 fld = "forgotten_topics_data[].topic_id"
@@ -2439,6 +2661,9 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n32 > (blen - pos) // 4:
                         raise Malformed(f"array of {n32} elements is longer than the frame")
+                    left -= n32
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v31 = list(unpack_from(f">{n32}i", buf, pos))
                     pos += n32 * 4
                 fld = "forgotten_topics_data[].(tagged fields)"
@@ -2559,6 +2784,7 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "max_wait_ms"
         f1, f2, f3, f4, f5, f6 = _unpack_iiibii(buf, pos)
         pos += 21
@@ -2573,6 +2799,9 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n8 > (blen - pos) // 18:
                 raise Malformed(f"array of {n8} elements is longer than the frame")
+            left -= n8
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v7: list[FetchTopic] = []
             for _ in range(n8):
                 fld = "topics[].topic_id"
@@ -2590,6 +2819,9 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n11 > (blen - pos) // 33:
                         raise Malformed(f"array of {n11} elements is longer than the frame")
+                    left -= n11
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v10: list[FetchPartition] = []
                     for _ in range(n11):
                         fld = "topics[].partitions[].partition"
@@ -2659,6 +2891,9 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         else:
             if n32 > (blen - pos) // 18:
                 raise Malformed(f"array of {n32} elements is longer than the frame")
+            left -= n32
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v31: list[ForgottenTopic] = []
             for _ in range(n32):
                 fld = "forgotten_topics_data[].topic_id"
@@ -2676,6 +2911,9 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 else:
                     if n35 > (blen - pos) // 4:
                         raise Malformed(f"array of {n35} elements is longer than the frame")
+                    left -= n35
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v34 = list(unpack_from(f">{n35}i", buf, pos))
                     pos += n35 * 4
                 fld = "forgotten_topics_data[].(tagged fields)"

@@ -128,6 +128,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     blen = len(buf)
+    left = 100000
     (f1,) = _unpack_b(buf, pos)
     pos += 1
     n3 = buf[pos]
@@ -140,6 +141,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     else:
         if n3 > blen - pos:
             raise Malformed(f"array of {n3} elements is longer than the frame")
+        left -= n3
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v2: list[str] = []
         for _ in range(n3):
             n5 = buf[pos]
@@ -286,6 +290,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FindCoordinatorReques
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "key_type"
         (f1,) = _unpack_b(buf, pos)
         pos += 1
@@ -300,6 +305,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FindCoordinatorReques
         else:
             if n3 > blen - pos:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
+            left -= n3
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v2: list[str] = []
             for _ in range(n3):
                 n5 = buf[pos]

@@ -88,6 +88,7 @@ class AlterableConfig(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
@@ -95,6 +96,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
     else:
         if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[AlterConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -116,6 +120,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
             else:
                 if n9 > (blen - pos) // 5:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[AlterableConfig] = []
                 for _ in range(n9):
                     n12 = rd16(buf, pos)[0]
@@ -153,6 +160,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
 
 def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -163,6 +171,9 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
     else:
         if n2 > (blen - pos) // 4:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[AlterConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -190,6 +201,9 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
             else:
                 if n9 > (blen - pos) // 4:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[AlterableConfig] = []
                 for _ in range(n9):
                     n12 = buf[pos]
@@ -295,6 +309,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -303,6 +318,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
         else:
             if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[AlterConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -327,6 +345,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
                 else:
                     if n9 > (blen - pos) // 5:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[AlterableConfig] = []
                     for _ in range(n9):
                         fld = "resources[].configs[].name"
@@ -372,6 +393,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = buf[pos]
         pos += 1
@@ -383,6 +405,9 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
         else:
             if n2 > (blen - pos) // 4:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[AlterConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -413,6 +438,9 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
                 else:
                     if n9 > (blen - pos) // 4:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[AlterableConfig] = []
                     for _ in range(n9):
                         fld = "resources[].configs[].name"

@@ -93,6 +93,7 @@ class JoinGroupRequestProtocol(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -132,6 +133,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     else:
         if n15 > (blen - pos) // 6:
             raise Malformed(f"array of {n15} elements is longer than the frame")
+        left -= n15
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v14: list[JoinGroupRequestProtocol] = []
         for _ in range(n15):
             n18 = rd16(buf, pos)[0]
@@ -162,6 +166,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
 
 def decode_v1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -201,6 +206,9 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     else:
         if n16 > (blen - pos) // 6:
             raise Malformed(f"array of {n16} elements is longer than the frame")
+        left -= n16
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v15: list[JoinGroupRequestProtocol] = []
         for _ in range(n16):
             n19 = rd16(buf, pos)[0]
@@ -240,6 +248,7 @@ decode_v4 = decode_v1
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -290,6 +299,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     else:
         if n20 > (blen - pos) // 6:
             raise Malformed(f"array of {n20} elements is longer than the frame")
+        left -= n20
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v19: list[JoinGroupRequestProtocol] = []
         for _ in range(n20):
             n23 = rd16(buf, pos)[0]
@@ -320,6 +332,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
 
 def decode_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -385,6 +398,9 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     else:
         if n20 > (blen - pos) // 3:
             raise Malformed(f"array of {n20} elements is longer than the frame")
+        left -= n20
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v19: list[JoinGroupRequestProtocol] = []
         for _ in range(n20):
             n23 = buf[pos]
@@ -464,6 +480,7 @@ decode_v7 = decode_v6
 
 def decode_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -529,6 +546,9 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     else:
         if n20 > (blen - pos) // 3:
             raise Malformed(f"array of {n20} elements is longer than the frame")
+        left -= n20
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v19: list[JoinGroupRequestProtocol] = []
         for _ in range(n20):
             n23 = buf[pos]
@@ -624,6 +644,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -668,6 +689,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         else:
             if n15 > (blen - pos) // 6:
                 raise Malformed(f"array of {n15} elements is longer than the frame")
+            left -= n15
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v14: list[JoinGroupRequestProtocol] = []
             for _ in range(n15):
                 fld = "protocols[].name"
@@ -704,6 +728,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -748,6 +773,9 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         else:
             if n16 > (blen - pos) // 6:
                 raise Malformed(f"array of {n16} elements is longer than the frame")
+            left -= n16
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v15: list[JoinGroupRequestProtocol] = []
             for _ in range(n16):
                 fld = "protocols[].name"
@@ -793,6 +821,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -849,6 +878,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         else:
             if n20 > (blen - pos) // 6:
                 raise Malformed(f"array of {n20} elements is longer than the frame")
+            left -= n20
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v19: list[JoinGroupRequestProtocol] = []
             for _ in range(n20):
                 fld = "protocols[].name"
@@ -885,6 +917,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -956,6 +989,9 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         else:
             if n20 > (blen - pos) // 3:
                 raise Malformed(f"array of {n20} elements is longer than the frame")
+            left -= n20
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v19: list[JoinGroupRequestProtocol] = []
             for _ in range(n20):
                 fld = "protocols[].name"
@@ -1043,6 +1079,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -1114,6 +1151,9 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         else:
             if n20 > (blen - pos) // 3:
                 raise Malformed(f"array of {n20} elements is longer than the frame")
+            left -= n20
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v19: list[JoinGroupRequestProtocol] = []
             for _ in range(n20):
                 fld = "protocols[].name"

@@ -101,6 +101,7 @@ decode_v2 = decode_v0
 
 def decode_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -118,6 +119,9 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     else:
         if n6 > (blen - pos) // 4:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5: list[MemberIdentity] = []
         for _ in range(n6):
             n9 = rd16(buf, pos)[0]
@@ -149,6 +153,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -172,6 +177,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     else:
         if n6 > (blen - pos) // 3:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5: list[MemberIdentity] = []
         for _ in range(n6):
             n9 = buf[pos]
@@ -249,6 +257,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -272,6 +281,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     else:
         if n6 > (blen - pos) // 4:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5: list[MemberIdentity] = []
         for _ in range(n6):
             n9 = buf[pos]
@@ -403,6 +415,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -422,6 +435,9 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
         else:
             if n6 > (blen - pos) // 4:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5: list[MemberIdentity] = []
             for _ in range(n6):
                 fld = "members[].member_id"
@@ -459,6 +475,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -484,6 +501,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
         else:
             if n6 > (blen - pos) // 3:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5: list[MemberIdentity] = []
             for _ in range(n6):
                 fld = "members[].member_id"
@@ -569,6 +589,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -594,6 +615,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
         else:
             if n6 > (blen - pos) // 4:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5: list[MemberIdentity] = []
             for _ in range(n6):
                 fld = "members[].member_id"

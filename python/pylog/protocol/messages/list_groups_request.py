@@ -74,6 +74,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -84,6 +85,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     else:
         if n2 > blen - pos:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = buf[pos]
@@ -126,6 +130,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -136,6 +141,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     else:
         if n2 > blen - pos:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = buf[pos]
@@ -162,6 +170,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     else:
         if n7 > blen - pos:
             raise Malformed(f"array of {n7} elements is longer than the frame")
+        left -= n7
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v6: list[str] = []
         for _ in range(n7):
             n9 = buf[pos]
@@ -252,6 +263,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "states_filter"
         n2 = buf[pos]
         pos += 1
@@ -263,6 +275,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
         else:
             if n2 > blen - pos:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = buf[pos]
@@ -310,6 +325,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "states_filter"
         n2 = buf[pos]
         pos += 1
@@ -321,6 +337,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
         else:
             if n2 > blen - pos:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = buf[pos]
@@ -348,6 +367,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
         else:
             if n7 > blen - pos:
                 raise Malformed(f"array of {n7} elements is longer than the frame")
+            left -= n7
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v6: list[str] = []
             for _ in range(n7):
                 n9 = buf[pos]

@@ -101,6 +101,7 @@ class ListOffsetsPartition(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
+    left = 100000
     (f1,) = _unpack_i(buf, pos)
     pos += 4
     n3 = rd32(buf, pos)[0]
@@ -110,6 +111,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     else:
         if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
+        left -= n3
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v2: list[ListOffsetsTopic] = []
         for _ in range(n3):
             n6 = rd16(buf, pos)[0]
@@ -129,6 +133,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             else:
                 if n9 > (blen - pos) // 16:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[ListOffsetsPartition] = []
                 for _ in range(n9):
                     f10, f11, f12 = _unpack_iqi(buf, pos)
@@ -143,6 +150,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
 
 def decode_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
+    left = 100000
     (f1,) = _unpack_i(buf, pos)
     pos += 4
     n3 = rd32(buf, pos)[0]
@@ -152,6 +160,9 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     else:
         if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
+        left -= n3
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v2: list[ListOffsetsTopic] = []
         for _ in range(n3):
             n6 = rd16(buf, pos)[0]
@@ -171,6 +182,9 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             else:
                 if n9 > (blen - pos) // 12:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[ListOffsetsPartition] = []
                 for _ in range(n9):
                     f10, f11 = _unpack_iq(buf, pos)
@@ -185,6 +199,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2 = _unpack_ib(buf, pos)
     pos += 5
     n4 = rd32(buf, pos)[0]
@@ -194,6 +209,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     else:
         if n4 > (blen - pos) // 6:
             raise Malformed(f"array of {n4} elements is longer than the frame")
+        left -= n4
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v3: list[ListOffsetsTopic] = []
         for _ in range(n4):
             n7 = rd16(buf, pos)[0]
@@ -213,6 +231,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             else:
                 if n10 > (blen - pos) // 12:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[ListOffsetsPartition] = []
                 for _ in range(n10):
                     f11, f12 = _unpack_iq(buf, pos)
@@ -230,6 +251,7 @@ decode_v3 = decode_v2
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2 = _unpack_ib(buf, pos)
     pos += 5
     n4 = rd32(buf, pos)[0]
@@ -239,6 +261,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     else:
         if n4 > (blen - pos) // 6:
             raise Malformed(f"array of {n4} elements is longer than the frame")
+        left -= n4
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v3: list[ListOffsetsTopic] = []
         for _ in range(n4):
             n7 = rd16(buf, pos)[0]
@@ -258,6 +283,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             else:
                 if n10 > (blen - pos) // 16:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[ListOffsetsPartition] = []
                 for _ in range(n10):
                     f11, f12, f13 = _unpack_iiq(buf, pos)
@@ -275,6 +303,7 @@ decode_v5 = decode_v4
 
 def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2 = _unpack_ib(buf, pos)
     pos += 5
     n4 = buf[pos]
@@ -287,6 +316,9 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     else:
         if n4 > (blen - pos) // 3:
             raise Malformed(f"array of {n4} elements is longer than the frame")
+        left -= n4
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v3: list[ListOffsetsTopic] = []
         for _ in range(n4):
             n7 = buf[pos]
@@ -312,6 +344,9 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             else:
                 if n10 > (blen - pos) // 17:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[ListOffsetsPartition] = []
                 for _ in range(n10):
                     f11, f12, f13 = _unpack_iiq(buf, pos)
@@ -395,6 +430,7 @@ decode_v9 = decode_v6
 
 def decode_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2 = _unpack_ib(buf, pos)
     pos += 5
     n4 = buf[pos]
@@ -407,6 +443,9 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     else:
         if n4 > (blen - pos) // 3:
             raise Malformed(f"array of {n4} elements is longer than the frame")
+        left -= n4
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v3: list[ListOffsetsTopic] = []
         for _ in range(n4):
             n7 = buf[pos]
@@ -432,6 +471,9 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             else:
                 if n10 > (blen - pos) // 17:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[ListOffsetsPartition] = []
                 for _ in range(n10):
                     f11, f12, f13 = _unpack_iiq(buf, pos)
@@ -510,6 +552,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         (f1,) = _unpack_i(buf, pos)
         pos += 4
@@ -521,6 +564,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         else:
             if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
+            left -= n3
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v2: list[ListOffsetsTopic] = []
             for _ in range(n3):
                 fld = "topics[].name"
@@ -542,6 +588,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 else:
                     if n9 > (blen - pos) // 16:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[ListOffsetsPartition] = []
                     for _ in range(n9):
                         fld = "topics[].partitions[].partition_index"
@@ -561,6 +610,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         (f1,) = _unpack_i(buf, pos)
         pos += 4
@@ -572,6 +622,9 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         else:
             if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
+            left -= n3
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v2: list[ListOffsetsTopic] = []
             for _ in range(n3):
                 fld = "topics[].name"
@@ -593,6 +646,9 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 else:
                     if n9 > (blen - pos) // 12:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[ListOffsetsPartition] = []
                     for _ in range(n9):
                         fld = "topics[].partitions[].partition_index"
@@ -612,6 +668,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2 = _unpack_ib(buf, pos)
         pos += 5
@@ -623,6 +680,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         else:
             if n4 > (blen - pos) // 6:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
+            left -= n4
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v3: list[ListOffsetsTopic] = []
             for _ in range(n4):
                 fld = "topics[].name"
@@ -644,6 +704,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 else:
                     if n10 > (blen - pos) // 12:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[ListOffsetsPartition] = []
                     for _ in range(n10):
                         fld = "topics[].partitions[].partition_index"
@@ -666,6 +729,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2 = _unpack_ib(buf, pos)
         pos += 5
@@ -677,6 +741,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         else:
             if n4 > (blen - pos) // 6:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
+            left -= n4
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v3: list[ListOffsetsTopic] = []
             for _ in range(n4):
                 fld = "topics[].name"
@@ -698,6 +765,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 else:
                     if n10 > (blen - pos) // 16:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[ListOffsetsPartition] = []
                     for _ in range(n10):
                         fld = "topics[].partitions[].partition_index"
@@ -720,6 +790,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2 = _unpack_ib(buf, pos)
         pos += 5
@@ -734,6 +805,9 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         else:
             if n4 > (blen - pos) // 3:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
+            left -= n4
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v3: list[ListOffsetsTopic] = []
             for _ in range(n4):
                 fld = "topics[].name"
@@ -761,6 +835,9 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 else:
                     if n10 > (blen - pos) // 17:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[ListOffsetsPartition] = []
                     for _ in range(n10):
                         fld = "topics[].partitions[].partition_index"
@@ -852,6 +929,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2 = _unpack_ib(buf, pos)
         pos += 5
@@ -866,6 +944,9 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, 
         else:
             if n4 > (blen - pos) // 3:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
+            left -= n4
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v3: list[ListOffsetsTopic] = []
             for _ in range(n4):
                 fld = "topics[].name"
@@ -893,6 +974,9 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, 
                 else:
                     if n10 > (blen - pos) // 17:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[ListOffsetsPartition] = []
                     for _ in range(n10):
                         fld = "topics[].partitions[].partition_index"

@@ -82,6 +82,7 @@ class MetadataRequestTopic(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
@@ -89,6 +90,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     else:
         if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[MetadataRequestTopic] = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -109,6 +113,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
 
 def decode_v1(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     v1: list[MetadataRequestTopic] | None
@@ -117,6 +122,9 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     else:
         if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -143,6 +151,7 @@ decode_v3 = decode_v1
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     v1: list[MetadataRequestTopic] | None
@@ -151,6 +160,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     else:
         if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -182,6 +194,7 @@ decode_v7 = decode_v4
 
 def decode_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     v1: list[MetadataRequestTopic] | None
@@ -190,6 +203,9 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     else:
         if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -212,6 +228,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
 
 def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -223,6 +240,9 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     else:
         if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -288,6 +308,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
 
 def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -299,6 +320,9 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     else:
         if n2 > (blen - pos) // 18:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             (f3,) = _unpack_16s(buf, pos)
@@ -368,6 +392,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
 
 def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -379,6 +404,9 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     else:
         if n2 > (blen - pos) // 18:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             (f3,) = _unpack_16s(buf, pos)
@@ -453,6 +481,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -461,6 +490,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         else:
             if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[MetadataRequestTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -486,6 +518,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -495,6 +528,9 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         else:
             if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -526,6 +562,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -535,6 +572,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         else:
             if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -572,6 +612,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -581,6 +622,9 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         else:
             if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -609,6 +653,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -621,6 +666,9 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         else:
             if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -694,6 +742,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -706,6 +755,9 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
         else:
             if n2 > (blen - pos) // 18:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].topic_id"
@@ -784,6 +836,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -796,6 +849,9 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
         else:
             if n2 > (blen - pos) // 18:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].topic_id"

@@ -127,6 +127,7 @@ class OffsetCommitRequestPartition(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -144,6 +145,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     else:
         if n6 > (blen - pos) // 6:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5: list[OffsetCommitRequestTopic] = []
         for _ in range(n6):
             n9 = rd16(buf, pos)[0]
@@ -163,6 +167,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             else:
                 if n12 > (blen - pos) // 14:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
+                left -= n12
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v11: list[OffsetCommitRequestPartition] = []
                 for _ in range(n12):
                     f13, f14 = _unpack_iq(buf, pos)
@@ -188,6 +195,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
 
 def decode_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -217,6 +225,9 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     else:
         if n11 > (blen - pos) // 6:
             raise Malformed(f"array of {n11} elements is longer than the frame")
+        left -= n11
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v10: list[OffsetCommitRequestTopic] = []
         for _ in range(n11):
             n14 = rd16(buf, pos)[0]
@@ -236,6 +247,9 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             else:
                 if n17 > (blen - pos) // 22:
                     raise Malformed(f"array of {n17} elements is longer than the frame")
+                left -= n17
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v16: list[OffsetCommitRequestPartition] = []
                 for _ in range(n17):
                     f18, f19, f20 = _unpack_iqq(buf, pos)
@@ -261,6 +275,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -292,6 +307,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     else:
         if n12 > (blen - pos) // 6:
             raise Malformed(f"array of {n12} elements is longer than the frame")
+        left -= n12
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v11: list[OffsetCommitRequestTopic] = []
         for _ in range(n12):
             n15 = rd16(buf, pos)[0]
@@ -311,6 +329,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             else:
                 if n18 > (blen - pos) // 14:
                     raise Malformed(f"array of {n18} elements is longer than the frame")
+                left -= n18
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v17: list[OffsetCommitRequestPartition] = []
                 for _ in range(n18):
                     f19, f20 = _unpack_iq(buf, pos)
@@ -342,6 +363,7 @@ decode_v4 = decode_v2
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -371,6 +393,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     else:
         if n11 > (blen - pos) // 6:
             raise Malformed(f"array of {n11} elements is longer than the frame")
+        left -= n11
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v10: list[OffsetCommitRequestTopic] = []
         for _ in range(n11):
             n14 = rd16(buf, pos)[0]
@@ -390,6 +415,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             else:
                 if n17 > (blen - pos) // 14:
                     raise Malformed(f"array of {n17} elements is longer than the frame")
+                left -= n17
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v16: list[OffsetCommitRequestPartition] = []
                 for _ in range(n17):
                     f18, f19 = _unpack_iq(buf, pos)
@@ -415,6 +443,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
 
 def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -444,6 +473,9 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     else:
         if n11 > (blen - pos) // 6:
             raise Malformed(f"array of {n11} elements is longer than the frame")
+        left -= n11
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v10: list[OffsetCommitRequestTopic] = []
         for _ in range(n11):
             n14 = rd16(buf, pos)[0]
@@ -463,6 +495,9 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             else:
                 if n17 > (blen - pos) // 18:
                     raise Malformed(f"array of {n17} elements is longer than the frame")
+                left -= n17
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v16: list[OffsetCommitRequestPartition] = []
                 for _ in range(n17):
                     f18, f19, f20 = _unpack_iqi(buf, pos)
@@ -488,6 +523,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
 
 def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -528,6 +564,9 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     else:
         if n15 > (blen - pos) // 6:
             raise Malformed(f"array of {n15} elements is longer than the frame")
+        left -= n15
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v14: list[OffsetCommitRequestTopic] = []
         for _ in range(n15):
             n18 = rd16(buf, pos)[0]
@@ -547,6 +586,9 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             else:
                 if n21 > (blen - pos) // 18:
                     raise Malformed(f"array of {n21} elements is longer than the frame")
+                left -= n21
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v20: list[OffsetCommitRequestPartition] = []
                 for _ in range(n21):
                     f22, f23, f24 = _unpack_iqi(buf, pos)
@@ -572,6 +614,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
 
 def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -624,6 +667,9 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     else:
         if n15 > (blen - pos) // 3:
             raise Malformed(f"array of {n15} elements is longer than the frame")
+        left -= n15
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v14: list[OffsetCommitRequestTopic] = []
         for _ in range(n15):
             n18 = buf[pos]
@@ -649,6 +695,9 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             else:
                 if n21 > (blen - pos) // 18:
                     raise Malformed(f"array of {n21} elements is longer than the frame")
+                left -= n21
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v20: list[OffsetCommitRequestPartition] = []
                 for _ in range(n21):
                     f22, f23, f24 = _unpack_iqi(buf, pos)
@@ -742,6 +791,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -761,6 +811,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         else:
             if n6 > (blen - pos) // 6:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5: list[OffsetCommitRequestTopic] = []
             for _ in range(n6):
                 fld = "topics[].name"
@@ -782,6 +835,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 else:
                     if n12 > (blen - pos) // 14:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
+                    left -= n12
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v11: list[OffsetCommitRequestPartition] = []
                     for _ in range(n12):
                         fld = "topics[].partitions[].partition_index"
@@ -813,6 +869,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -846,6 +903,9 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         else:
             if n11 > (blen - pos) // 6:
                 raise Malformed(f"array of {n11} elements is longer than the frame")
+            left -= n11
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v10: list[OffsetCommitRequestTopic] = []
             for _ in range(n11):
                 fld = "topics[].name"
@@ -867,6 +927,9 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 else:
                     if n17 > (blen - pos) // 22:
                         raise Malformed(f"array of {n17} elements is longer than the frame")
+                    left -= n17
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v16: list[OffsetCommitRequestPartition] = []
                     for _ in range(n17):
                         fld = "topics[].partitions[].partition_index"
@@ -898,6 +961,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -934,6 +998,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         else:
             if n12 > (blen - pos) // 6:
                 raise Malformed(f"array of {n12} elements is longer than the frame")
+            left -= n12
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v11: list[OffsetCommitRequestTopic] = []
             for _ in range(n12):
                 fld = "topics[].name"
@@ -955,6 +1022,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 else:
                     if n18 > (blen - pos) // 14:
                         raise Malformed(f"array of {n18} elements is longer than the frame")
+                    left -= n18
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v17: list[OffsetCommitRequestPartition] = []
                     for _ in range(n18):
                         fld = "topics[].partitions[].partition_index"
@@ -992,6 +1062,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -1025,6 +1096,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         else:
             if n11 > (blen - pos) // 6:
                 raise Malformed(f"array of {n11} elements is longer than the frame")
+            left -= n11
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v10: list[OffsetCommitRequestTopic] = []
             for _ in range(n11):
                 fld = "topics[].name"
@@ -1046,6 +1120,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 else:
                     if n17 > (blen - pos) // 14:
                         raise Malformed(f"array of {n17} elements is longer than the frame")
+                    left -= n17
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v16: list[OffsetCommitRequestPartition] = []
                     for _ in range(n17):
                         fld = "topics[].partitions[].partition_index"
@@ -1077,6 +1154,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -1110,6 +1188,9 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         else:
             if n11 > (blen - pos) // 6:
                 raise Malformed(f"array of {n11} elements is longer than the frame")
+            left -= n11
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v10: list[OffsetCommitRequestTopic] = []
             for _ in range(n11):
                 fld = "topics[].name"
@@ -1131,6 +1212,9 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 else:
                     if n17 > (blen - pos) // 18:
                         raise Malformed(f"array of {n17} elements is longer than the frame")
+                    left -= n17
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v16: list[OffsetCommitRequestPartition] = []
                     for _ in range(n17):
                         fld = "topics[].partitions[].partition_index"
@@ -1162,6 +1246,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -1207,6 +1292,9 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         else:
             if n15 > (blen - pos) // 6:
                 raise Malformed(f"array of {n15} elements is longer than the frame")
+            left -= n15
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v14: list[OffsetCommitRequestTopic] = []
             for _ in range(n15):
                 fld = "topics[].name"
@@ -1228,6 +1316,9 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 else:
                     if n21 > (blen - pos) // 18:
                         raise Malformed(f"array of {n21} elements is longer than the frame")
+                    left -= n21
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v20: list[OffsetCommitRequestPartition] = []
                     for _ in range(n21):
                         fld = "topics[].partitions[].partition_index"
@@ -1259,6 +1350,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -1316,6 +1408,9 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         else:
             if n15 > (blen - pos) // 3:
                 raise Malformed(f"array of {n15} elements is longer than the frame")
+            left -= n15
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v14: list[OffsetCommitRequestTopic] = []
             for _ in range(n15):
                 fld = "topics[].name"
@@ -1343,6 +1438,9 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 else:
                     if n21 > (blen - pos) // 18:
                         raise Malformed(f"array of {n21} elements is longer than the frame")
+                    left -= n21
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v20: list[OffsetCommitRequestPartition] = []
                     for _ in range(n21):
                         fld = "topics[].partitions[].partition_index"

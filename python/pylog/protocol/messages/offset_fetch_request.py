@@ -111,6 +111,7 @@ class OffsetFetchRequestTopics(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -128,6 +129,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     else:
         if n6 > (blen - pos) // 6:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5: list[OffsetFetchRequestTopic] = []
         for _ in range(n6):
             n9 = rd16(buf, pos)[0]
@@ -147,6 +151,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             else:
                 if n12 > (blen - pos) // 4:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
+                left -= n12
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v11 = list(unpack_from(f">{n12}i", buf, pos))
                 pos += n12 * 4
             s13 = OffsetFetchRequestTopic(v8, v11)
@@ -160,6 +167,7 @@ decode_v1 = decode_v0
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -178,6 +186,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     else:
         if n6 > (blen - pos) // 6:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5 = []
         for _ in range(n6):
             n9 = rd16(buf, pos)[0]
@@ -197,6 +208,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             else:
                 if n12 > (blen - pos) // 4:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
+                left -= n12
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v11 = list(unpack_from(f">{n12}i", buf, pos))
                 pos += n12 * 4
             s13 = OffsetFetchRequestTopic(v8, v11)
@@ -216,6 +230,7 @@ decode_v5 = decode_v2
 
 def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -240,6 +255,9 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     else:
         if n6 > (blen - pos) // 3:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5 = []
         for _ in range(n6):
             n9 = buf[pos]
@@ -265,6 +283,9 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             else:
                 if n12 > (blen - pos) // 4:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
+                left -= n12
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v11 = list(unpack_from(f">{n12}i", buf, pos))
                 pos += n12 * 4
             nt13 = buf[pos]
@@ -315,6 +336,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
 
 def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -339,6 +361,9 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     else:
         if n6 > (blen - pos) // 3:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5 = []
         for _ in range(n6):
             n9 = buf[pos]
@@ -364,6 +389,9 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             else:
                 if n12 > (blen - pos) // 4:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
+                left -= n12
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v11 = list(unpack_from(f">{n12}i", buf, pos))
                 pos += n12 * 4
             nt13 = buf[pos]
@@ -416,6 +444,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
 
 def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -426,6 +455,9 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     else:
         if n2 > (blen - pos) // 3:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[OffsetFetchRequestGroup] = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -452,6 +484,9 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             else:
                 if n8 > (blen - pos) // 3:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
+                left -= n8
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v7 = []
                 for _ in range(n8):
                     n11 = buf[pos]
@@ -477,6 +512,9 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
                     else:
                         if n14 > (blen - pos) // 4:
                             raise Malformed(f"array of {n14} elements is longer than the frame")
+                        left -= n14
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
                         v13 = list(unpack_from(f">{n14}i", buf, pos))
                         pos += n14 * 4
                     nt15 = buf[pos]
@@ -551,6 +589,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
 
 def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -561,6 +600,9 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     else:
         if n2 > (blen - pos) // 8:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[OffsetFetchRequestGroup] = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -603,6 +645,9 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             else:
                 if n13 > (blen - pos) // 3:
                     raise Malformed(f"array of {n13} elements is longer than the frame")
+                left -= n13
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v12 = []
                 for _ in range(n13):
                     n16 = buf[pos]
@@ -628,6 +673,9 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
                     else:
                         if n19 > (blen - pos) // 4:
                             raise Malformed(f"array of {n19} elements is longer than the frame")
+                        left -= n19
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
                         v18 = list(unpack_from(f">{n19}i", buf, pos))
                         pos += n19 * 4
                     nt20 = buf[pos]
@@ -704,6 +752,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -723,6 +772,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         else:
             if n6 > (blen - pos) // 6:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5: list[OffsetFetchRequestTopic] = []
             for _ in range(n6):
                 fld = "topics[].name"
@@ -744,6 +796,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 else:
                     if n12 > (blen - pos) // 4:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
+                    left -= n12
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v11 = list(unpack_from(f">{n12}i", buf, pos))
                     pos += n12 * 4
                 s13 = OffsetFetchRequestTopic(v8, v11)
@@ -761,6 +816,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -781,6 +837,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         else:
             if n6 > (blen - pos) // 6:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5 = []
             for _ in range(n6):
                 fld = "topics[].name"
@@ -802,6 +861,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 else:
                     if n12 > (blen - pos) // 4:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
+                    left -= n12
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v11 = list(unpack_from(f">{n12}i", buf, pos))
                     pos += n12 * 4
                 s13 = OffsetFetchRequestTopic(v8, v11)
@@ -825,6 +887,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -851,6 +914,9 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         else:
             if n6 > (blen - pos) // 3:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5 = []
             for _ in range(n6):
                 fld = "topics[].name"
@@ -878,6 +944,9 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 else:
                     if n12 > (blen - pos) // 4:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
+                    left -= n12
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v11 = list(unpack_from(f">{n12}i", buf, pos))
                     pos += n12 * 4
                 fld = "topics[].(tagged fields)"
@@ -934,6 +1003,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -960,6 +1030,9 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         else:
             if n6 > (blen - pos) // 3:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5 = []
             for _ in range(n6):
                 fld = "topics[].name"
@@ -987,6 +1060,9 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 else:
                     if n12 > (blen - pos) // 4:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
+                    left -= n12
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v11 = list(unpack_from(f">{n12}i", buf, pos))
                     pos += n12 * 4
                 fld = "topics[].(tagged fields)"
@@ -1046,6 +1122,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "groups"
         n2 = buf[pos]
         pos += 1
@@ -1057,6 +1134,9 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         else:
             if n2 > (blen - pos) // 3:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[OffsetFetchRequestGroup] = []
             for _ in range(n2):
                 fld = "groups[].group_id"
@@ -1085,6 +1165,9 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 else:
                     if n8 > (blen - pos) // 3:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
+                    left -= n8
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v7 = []
                     for _ in range(n8):
                         fld = "groups[].topics[].name"
@@ -1112,6 +1195,9 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                         else:
                             if n14 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n14} elements is longer than the frame")
+                            left -= n14
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
                             v13 = list(unpack_from(f">{n14}i", buf, pos))
                             pos += n14 * 4
                         fld = "groups[].topics[].(tagged fields)"
@@ -1194,6 +1280,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "groups"
         n2 = buf[pos]
         pos += 1
@@ -1205,6 +1292,9 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         else:
             if n2 > (blen - pos) // 8:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[OffsetFetchRequestGroup] = []
             for _ in range(n2):
                 fld = "groups[].group_id"
@@ -1251,6 +1341,9 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 else:
                     if n13 > (blen - pos) // 3:
                         raise Malformed(f"array of {n13} elements is longer than the frame")
+                    left -= n13
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v12 = []
                     for _ in range(n13):
                         fld = "groups[].topics[].name"
@@ -1278,6 +1371,9 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                         else:
                             if n19 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n19} elements is longer than the frame")
+                            left -= n19
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
                             v18 = list(unpack_from(f">{n19}i", buf, pos))
                             pos += n19 * 4
                         fld = "groups[].topics[].(tagged fields)"

@@ -84,6 +84,7 @@ class OffsetForLeaderPartition(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
@@ -91,6 +92,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
     else:
         if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[OffsetForLeaderTopic] = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -110,6 +114,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
             else:
                 if n8 > (blen - pos) // 8:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
+                left -= n8
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v7: list[OffsetForLeaderPartition] = []
                 for _ in range(n8):
                     f9, f10 = _unpack_ii(buf, pos)
@@ -127,6 +134,7 @@ decode_v1 = decode_v0
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
@@ -134,6 +142,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
     else:
         if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[OffsetForLeaderTopic] = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -153,6 +164,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
             else:
                 if n8 > (blen - pos) // 12:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
+                left -= n8
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v7: list[OffsetForLeaderPartition] = []
                 for _ in range(n8):
                     f9, f10, f11 = _unpack_iii(buf, pos)
@@ -167,6 +181,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
 
 def decode_v3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     blen = len(buf)
+    left = 100000
     (f1,) = _unpack_i(buf, pos)
     pos += 4
     n3 = rd32(buf, pos)[0]
@@ -176,6 +191,9 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
     else:
         if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
+        left -= n3
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v2: list[OffsetForLeaderTopic] = []
         for _ in range(n3):
             n6 = rd16(buf, pos)[0]
@@ -195,6 +213,9 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
             else:
                 if n9 > (blen - pos) // 12:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[OffsetForLeaderPartition] = []
                 for _ in range(n9):
                     f10, f11, f12 = _unpack_iii(buf, pos)
@@ -209,6 +230,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     blen = len(buf)
+    left = 100000
     (f1,) = _unpack_i(buf, pos)
     pos += 4
     n3 = buf[pos]
@@ -221,6 +243,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
     else:
         if n3 > (blen - pos) // 3:
             raise Malformed(f"array of {n3} elements is longer than the frame")
+        left -= n3
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v2: list[OffsetForLeaderTopic] = []
         for _ in range(n3):
             n6 = buf[pos]
@@ -246,6 +271,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
             else:
                 if n9 > (blen - pos) // 13:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[OffsetForLeaderPartition] = []
                 for _ in range(n9):
                     f10, f11, f12 = _unpack_iii(buf, pos)
@@ -322,6 +350,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -330,6 +359,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         else:
             if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[OffsetForLeaderTopic] = []
             for _ in range(n2):
                 fld = "topics[].topic"
@@ -351,6 +383,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 else:
                     if n8 > (blen - pos) // 8:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
+                    left -= n8
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v7: list[OffsetForLeaderPartition] = []
                     for _ in range(n8):
                         fld = "topics[].partitions[].partition"
@@ -373,6 +408,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -381,6 +417,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         else:
             if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[OffsetForLeaderTopic] = []
             for _ in range(n2):
                 fld = "topics[].topic"
@@ -402,6 +441,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 else:
                     if n8 > (blen - pos) // 12:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
+                    left -= n8
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v7: list[OffsetForLeaderPartition] = []
                     for _ in range(n8):
                         fld = "topics[].partitions[].partition"
@@ -421,6 +463,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         (f1,) = _unpack_i(buf, pos)
         pos += 4
@@ -432,6 +475,9 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         else:
             if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
+            left -= n3
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v2: list[OffsetForLeaderTopic] = []
             for _ in range(n3):
                 fld = "topics[].topic"
@@ -453,6 +499,9 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 else:
                     if n9 > (blen - pos) // 12:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[OffsetForLeaderPartition] = []
                     for _ in range(n9):
                         fld = "topics[].partitions[].partition"
@@ -472,6 +521,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         (f1,) = _unpack_i(buf, pos)
         pos += 4
@@ -486,6 +536,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         else:
             if n3 > (blen - pos) // 3:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
+            left -= n3
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v2: list[OffsetForLeaderTopic] = []
             for _ in range(n3):
                 fld = "topics[].topic"
@@ -513,6 +566,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 else:
                     if n9 > (blen - pos) // 13:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[OffsetForLeaderPartition] = []
                     for _ in range(n9):
                         fld = "topics[].partitions[].partition"

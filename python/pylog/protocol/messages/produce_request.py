@@ -86,6 +86,7 @@ class PartitionProduceData(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2 = _unpack_hi(buf, pos)
     pos += 6
     n4 = rd32(buf, pos)[0]
@@ -95,6 +96,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     else:
         if n4 > (blen - pos) // 6:
             raise Malformed(f"array of {n4} elements is longer than the frame")
+        left -= n4
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v3: list[TopicProduceData] = []
         for _ in range(n4):
             n7 = rd16(buf, pos)[0]
@@ -114,6 +118,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
             else:
                 if n10 > (blen - pos) // 8:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[PartitionProduceData] = []
                 for _ in range(n10):
                     (f11,) = _unpack_i(buf, pos)
@@ -145,6 +152,7 @@ decode_v2 = decode_v0
 
 def decode_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     v2: str | None
@@ -165,6 +173,9 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     else:
         if n8 > (blen - pos) // 6:
             raise Malformed(f"array of {n8} elements is longer than the frame")
+        left -= n8
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v7: list[TopicProduceData] = []
         for _ in range(n8):
             n11 = rd16(buf, pos)[0]
@@ -184,6 +195,9 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
             else:
                 if n14 > (blen - pos) // 8:
                     raise Malformed(f"array of {n14} elements is longer than the frame")
+                left -= n14
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v13: list[PartitionProduceData] = []
                 for _ in range(n14):
                     (f15,) = _unpack_i(buf, pos)
@@ -224,6 +238,7 @@ decode_v8 = decode_v3
 
 def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -250,6 +265,9 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     else:
         if n8 > (blen - pos) // 3:
             raise Malformed(f"array of {n8} elements is longer than the frame")
+        left -= n8
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v7: list[TopicProduceData] = []
         for _ in range(n8):
             n11 = buf[pos]
@@ -275,6 +293,9 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
             else:
                 if n14 > (blen - pos) // 6:
                     raise Malformed(f"array of {n14} elements is longer than the frame")
+                left -= n14
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v13: list[PartitionProduceData] = []
                 for _ in range(n14):
                     (f15,) = _unpack_i(buf, pos)
@@ -371,6 +392,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "acks"
         f1, f2 = _unpack_hi(buf, pos)
         pos += 6
@@ -382,6 +404,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
         else:
             if n4 > (blen - pos) // 6:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
+            left -= n4
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v3: list[TopicProduceData] = []
             for _ in range(n4):
                 fld = "topic_data[].name"
@@ -403,6 +428,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                 else:
                     if n10 > (blen - pos) // 8:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[PartitionProduceData] = []
                     for _ in range(n10):
                         fld = "topic_data[].partition_data[].index"
@@ -440,6 +468,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "transactional_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -463,6 +492,9 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
         else:
             if n8 > (blen - pos) // 6:
                 raise Malformed(f"array of {n8} elements is longer than the frame")
+            left -= n8
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v7: list[TopicProduceData] = []
             for _ in range(n8):
                 fld = "topic_data[].name"
@@ -484,6 +516,9 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                 else:
                     if n14 > (blen - pos) // 8:
                         raise Malformed(f"array of {n14} elements is longer than the frame")
+                    left -= n14
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v13: list[PartitionProduceData] = []
                     for _ in range(n14):
                         fld = "topic_data[].partition_data[].index"
@@ -530,6 +565,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "transactional_id"
         n3 = buf[pos]
         pos += 1
@@ -559,6 +595,9 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
         else:
             if n8 > (blen - pos) // 3:
                 raise Malformed(f"array of {n8} elements is longer than the frame")
+            left -= n8
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v7: list[TopicProduceData] = []
             for _ in range(n8):
                 fld = "topic_data[].name"
@@ -586,6 +625,9 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                 else:
                     if n14 > (blen - pos) // 6:
                         raise Malformed(f"array of {n14} elements is longer than the frame")
+                    left -= n14
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v13: list[PartitionProduceData] = []
                     for _ in range(n14):
                         fld = "topic_data[].partition_data[].index"

@@ -87,6 +87,7 @@ class SyncGroupRequestAssignment(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -116,6 +117,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     else:
         if n11 > (blen - pos) // 6:
             raise Malformed(f"array of {n11} elements is longer than the frame")
+        left -= n11
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v10: list[SyncGroupRequestAssignment] = []
         for _ in range(n11):
             n14 = rd16(buf, pos)[0]
@@ -152,6 +156,7 @@ decode_v2 = decode_v0
 
 def decode_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -192,6 +197,9 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     else:
         if n15 > (blen - pos) // 6:
             raise Malformed(f"array of {n15} elements is longer than the frame")
+        left -= n15
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v14: list[SyncGroupRequestAssignment] = []
         for _ in range(n15):
             n18 = rd16(buf, pos)[0]
@@ -222,6 +230,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -274,6 +283,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     else:
         if n15 > (blen - pos) // 3:
             raise Malformed(f"array of {n15} elements is longer than the frame")
+        left -= n15
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v14: list[SyncGroupRequestAssignment] = []
         for _ in range(n15):
             n18 = buf[pos]
@@ -350,6 +362,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -430,6 +443,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     else:
         if n23 > (blen - pos) // 3:
             raise Malformed(f"array of {n23} elements is longer than the frame")
+        left -= n23
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v22: list[SyncGroupRequestAssignment] = []
         for _ in range(n23):
             n26 = buf[pos]
@@ -508,6 +524,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -541,6 +558,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         else:
             if n11 > (blen - pos) // 6:
                 raise Malformed(f"array of {n11} elements is longer than the frame")
+            left -= n11
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v10: list[SyncGroupRequestAssignment] = []
             for _ in range(n11):
                 fld = "assignments[].member_id"
@@ -583,6 +603,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -628,6 +649,9 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         else:
             if n15 > (blen - pos) // 6:
                 raise Malformed(f"array of {n15} elements is longer than the frame")
+            left -= n15
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v14: list[SyncGroupRequestAssignment] = []
             for _ in range(n15):
                 fld = "assignments[].member_id"
@@ -664,6 +688,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -721,6 +746,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         else:
             if n15 > (blen - pos) // 3:
                 raise Malformed(f"array of {n15} elements is longer than the frame")
+            left -= n15
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v14: list[SyncGroupRequestAssignment] = []
             for _ in range(n15):
                 fld = "assignments[].member_id"
@@ -805,6 +833,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -892,6 +921,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         else:
             if n23 > (blen - pos) // 3:
                 raise Malformed(f"array of {n23} elements is longer than the frame")
+            left -= n23
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v22: list[SyncGroupRequestAssignment] = []
             for _ in range(n23):
                 fld = "assignments[].member_id"
