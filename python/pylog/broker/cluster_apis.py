@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from pylog.broker.request_helpers import paced
 from pylog.errors import (
     ErrorCode,
     InvalidReplicationFactorError,
@@ -140,9 +141,14 @@ class ClusterApis:
         if requested is None or (version == 0 and not requested):
             topics = [self._topic_entry(m, with_ops) for m in store.topics()]
         else:
-            for t in requested:
+            seen: set[tuple[str | None, str | None]] = set()
+            async for t in paced(requested):
                 name = t.get("name")
                 topic_id = t.get("topic_id")
+                key = (name, None if name is not None else topic_id)
+                if key in seen:  # each topic is answered once, however often it is named
+                    continue
+                seen.add(key)
                 if name is None and topic_id not in (None, ZERO_UUID):
                     meta = store.topic_by_id(topic_id)
                     if meta is None:

@@ -21,8 +21,10 @@ start while this one waits in the purgatory.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import Any
 
@@ -57,6 +59,10 @@ __all__ = ["Handler", "KafkaApis"]
 
 Handler = Callable[[Request, Any], Awaitable[Mapping[str, Any] | None]]
 
+#: Frames from this size on are decoded off the event loop (``_decode_off_loop``):
+#: below it a request holds at most some 30,000 elements, milliseconds of decoding.
+OFF_LOOP_DECODE_BYTES = 32 * 1024
+
 _SOFTWARE_NAME = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
@@ -77,6 +83,8 @@ class KafkaApis:
         self.group_coordinator = group_coordinator
         self.producer_ids = producer_id_manager or ProducerIdManager(metadata_store)
         self.broker_id = config.broker_id
+        self._codec_executor: ThreadPoolExecutor | None = None
+        self._decoding: dict[str, asyncio.Future[Any]] = {}  # connection -> its last decode
 
         data = ProduceFetchApis(config, replica_manager, metadata_store, self.producer_ids)
         cluster = ClusterApis(config, replica_manager, metadata_store)
@@ -130,6 +138,8 @@ class KafkaApis:
         the event loop, where the purgatories live."""
         self.replica_manager.delayed_fetch_purgatory.shutdown()
         self.replica_manager.delayed_produce_purgatory.shutdown()
+        if self._codec_executor is not None:
+            self._codec_executor.shutdown(wait=False)
 
     async def handle(self, request: Request) -> list[Chunk] | None:
         header = request.header
@@ -138,7 +148,10 @@ class KafkaApis:
         if handler is None:
             raise CloseConnection(f"api key {key} is not served by this broker")
         try:
-            body = decode_request(header, request.frame)
+            if len(request.frame) < OFF_LOOP_DECODE_BYTES and not self._decoding:
+                body = decode_request(header, request.frame)
+            else:
+                body = await self._decode_off_loop(request)
         except UnsupportedVersionError as e:
             if key == ApiKey.API_VERSIONS:
                 return self._api_versions_too_high(header)
@@ -149,6 +162,31 @@ class KafkaApis:
         if response is None:
             return None
         return list(encode_response(header, response))
+
+    async def _decode_off_loop(self, request: Request) -> Any:
+        """Decode a large frame on the codec's worker thread: a request's arrays may hold
+        up to MAX_REQUEST_ELEMENTS elements, a few tenths of a second of decoding that
+        would stall every connection. One thread: big decodes (and their transient
+        objects) take turns; the event loop keeps its share of the GIL meanwhile.
+
+        A connection's requests reach their handlers in the order they came: one that
+        starts while an earlier one of its connection is still decoding there (a
+        handler let it start early) is decoded behind it, on the same thread."""
+        conn = request.connection_id
+        if len(request.frame) < OFF_LOOP_DECODE_BYTES and conn not in self._decoding:
+            return decode_request(request.header, request.frame)
+        if self._codec_executor is None:
+            self._codec_executor = ThreadPoolExecutor(1, thread_name_prefix="pylog-decode")
+        loop = asyncio.get_running_loop()
+        decoding = loop.run_in_executor(
+            self._codec_executor, decode_request, request.header, request.frame
+        )
+        self._decoding[conn] = decoding
+        try:
+            return await decoding
+        finally:
+            if self._decoding.get(conn) is decoding:
+                del self._decoding[conn]
 
     # ------------------------------------------------------------------ ApiVersions
 
