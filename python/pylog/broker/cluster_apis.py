@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from pylog.broker.request_helpers import paced
+from pylog.broker.request_helpers import Pacer
 from pylog.errors import (
     ErrorCode,
     InvalidReplicationFactorError,
@@ -142,7 +142,9 @@ class ClusterApis:
             topics = [self._topic_entry(m, with_ops) for m in store.topics()]
         else:
             seen: set[tuple[str | None, str | None]] = set()
-            async for t in paced(requested):
+            pace = Pacer()
+            for t in requested:
+                await pace()
                 name = t.get("name")
                 topic_id = t.get("topic_id")
                 key = (name, None if name is not None else topic_id)

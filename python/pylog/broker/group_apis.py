@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pylog.broker.request_helpers import Pacer
 from pylog.coordinator.group import GroupState
 from pylog.coordinator.group_coordinator import GroupCoordinator, JoinRequest
 from pylog.errors import ErrorCode
@@ -274,7 +275,9 @@ class GroupApis:
         with_ops = bool(body.get("include_authorized_operations"))
         version = request.header.api_version
         out = []
+        pace = Pacer()
         for gid in body.groups:
+            await pace()
             code, group = self.coordinator.describe_group(gid)
             entry: dict[str, Any] = {
                 "error_code": code,

@@ -26,7 +26,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from pylog.broker.cluster_apis import ClusterApis
 from pylog.broker.config_apis import ConfigApis
@@ -57,9 +57,11 @@ from pylog.server.replica_manager import ReplicaManager
 
 __all__ = ["Handler", "KafkaApis"]
 
+_T = TypeVar("_T")
+
 Handler = Callable[[Request, Any], Awaitable[Mapping[str, Any] | None]]
 
-#: Frames from this size on are decoded off the event loop (``_decode_off_loop``):
+#: Frames from this size on are decoded, and answered, off the event loop (``_decode_off_loop``):
 #: below it a request holds at most some 30,000 elements, milliseconds of decoding.
 OFF_LOOP_DECODE_BYTES = 32 * 1024
 
@@ -161,13 +163,17 @@ class KafkaApis:
         response = await handler(request, body)
         if response is None:
             return None
-        return list(encode_response(header, response))
+        if len(request.frame) < OFF_LOOP_DECODE_BYTES:
+            return list(encode_response(header, response))
+        # a large request may have asked for a large answer (one entry per element)
+        return list(await self._on_codec_thread(encode_response, header, response))
 
     async def _decode_off_loop(self, request: Request) -> Any:
-        """Decode a large frame on the codec's worker thread: a request's arrays may hold
-        up to MAX_REQUEST_ELEMENTS elements, a few tenths of a second of decoding that
-        would stall every connection. One thread: big decodes (and their transient
-        objects) take turns; the event loop keeps its share of the GIL meanwhile.
+        """Decode a large frame on the codec's worker thread (its answer is encoded
+        there too): a request's arrays may hold up to MAX_REQUEST_ELEMENTS elements,
+        a few tenths of a second of decoding that would stall every connection. One
+        thread: big decodes (and their transient objects) take turns; the event loop
+        keeps its share of the GIL meanwhile.
 
         A connection's requests reach their handlers in the order they came: one that
         starts while an earlier one of its connection is still decoding there (a
@@ -175,18 +181,18 @@ class KafkaApis:
         conn = request.connection_id
         if len(request.frame) < OFF_LOOP_DECODE_BYTES and conn not in self._decoding:
             return decode_request(request.header, request.frame)
-        if self._codec_executor is None:
-            self._codec_executor = ThreadPoolExecutor(1, thread_name_prefix="pylog-decode")
-        loop = asyncio.get_running_loop()
-        decoding = loop.run_in_executor(
-            self._codec_executor, decode_request, request.header, request.frame
-        )
+        decoding = self._on_codec_thread(decode_request, request.header, request.frame)
         self._decoding[conn] = decoding
         try:
             return await decoding
         finally:
             if self._decoding.get(conn) is decoding:
                 del self._decoding[conn]
+
+    def _on_codec_thread(self, fn: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
+        if self._codec_executor is None:
+            self._codec_executor = ThreadPoolExecutor(1, thread_name_prefix="pylog-codec")
+        return asyncio.get_running_loop().run_in_executor(self._codec_executor, fn, *args)
 
     # ------------------------------------------------------------------ ApiVersions
 

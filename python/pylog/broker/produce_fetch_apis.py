@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pylog.broker.request_helpers import Pacer
 from pylog.errors import CloseConnection, ErrorCode, KafkaError
 from pylog.log.checkpoint import TopicPartition
 from pylog.log.log import FetchIsolation
@@ -55,9 +56,11 @@ class ProduceFetchApis:
         acks = body.acks
         entries: dict[TopicPartition, Any] = {}
         order: list[tuple[str, list[int]]] = []
+        pace = Pacer()
         for t in body.topic_data:
             indexes = []
             for p in t.partition_data:
+                await pace()
                 tp = TopicPartition(t.name, p.index)
                 entries[tp] = p.records
                 indexes.append(p.index)
@@ -159,6 +162,7 @@ class ProduceFetchApis:
         # (topic key, topic id, [(partition, index into reqs or an error code)])
         layout: list[tuple[str | None, str | None, list[tuple[int, int, bool]]]] = []
         reqs: list[FetchPartitionRequest] = []
+        pace = Pacer()
         for t in body.topics:
             if by_id:
                 topic_id = t.topic_id
@@ -168,6 +172,7 @@ class ProduceFetchApis:
                 name, topic_id = t.topic, None
             slots: list[tuple[int, int, bool]] = []
             for p in t.partitions:
+                await pace()
                 if name is None:
                     slots.append((p.partition, ErrorCode.UNKNOWN_TOPIC_ID, False))
                     continue
@@ -237,9 +242,11 @@ class ProduceFetchApis:
             isolation = FetchIsolation.HIGH_WATERMARK
         rm = self.replica_manager
         topics = []
+        pace = Pacer()
         for t in body.topics:
             parts = []
             for p in t.partitions:
+                await pace()
                 tp = TopicPartition(t.name, p.partition_index)
                 out: dict[str, Any] = {
                     "partition_index": p.partition_index,
@@ -275,9 +282,11 @@ class ProduceFetchApis:
     ) -> Mapping[str, Any]:
         rm = self.replica_manager
         topics = []
+        pace = Pacer()
         for t in body.topics:
             parts = []
             for p in t.partitions:
+                await pace()
                 r = rm.last_offset_for_leader_epoch(
                     TopicPartition(t.topic, p.partition),
                     p.get("current_leader_epoch", -1),
