@@ -77,7 +77,7 @@ class ProduceFetchApis:
             }
             if acks == 0:
                 raise CloseConnection("transactional produce with acks=0")
-            return self._produce_response(order, results)
+            return await self._produce_response(order, results)
         appended = await self.replica_manager.append_records(
             body.timeout_ms,
             acks,
@@ -102,16 +102,18 @@ class ProduceFetchApis:
             }
             for tp, r in appended.items()
         }
-        return self._produce_response(order, as_dicts)
+        return await self._produce_response(order, as_dicts)
 
     @staticmethod
-    def _produce_response(
+    async def _produce_response(
         order: list[tuple[str, list[int]]], results: Mapping[TopicPartition, dict[str, Any]]
     ) -> Mapping[str, Any]:
         responses = []
+        pace = Pacer()
         for name, indexes in order:
             parts = []
             for i in indexes:
+                await pace()
                 r = {
                     "index": i,
                     "base_offset": -1,
@@ -196,6 +198,7 @@ class ProduceFetchApis:
         for name, topic_id, slots in layout:
             parts = []
             for index, ref, ok in slots:
+                await pace()
                 r = results[ref] if ok else FetchPartitionResult(ref)
                 parts.append(self._fetch_partition(index, r, committed))
             entry: dict[str, Any] = {"partitions": parts}
