@@ -356,7 +356,7 @@ def test_mutated_frames_do_not_sink_the_broker(broker: Broker) -> None:
     for _ in range(FRAMES):
         api, frame = rng.choice(bases)
         kind, mutated = mutate(rng, api, frame)
-        if creates_many_partitions(mutated):
+        while creates_many_partitions(mutated):  # shorter each time: ends as a bare header
             kind, mutated = "truncate", mutated[: rng.randrange(4, len(mutated))]
             mutated = struct.pack(">i", len(mutated) - 4) + mutated[4:]
         kinds[kind] = kinds.get(kind, 0) + 1
