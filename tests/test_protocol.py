@@ -15,6 +15,7 @@ import pytest
 from pylog.errors import InvalidRequestError, UnsupportedVersionError
 from pylog.protocol import (
     GROUP_API_VERSIONS,
+    MAX_REQUEST_ELEMENTS,
     SUPPORTED_VERSIONS,
     ZERO_UUID,
     ApiKey,
@@ -34,7 +35,6 @@ from pylog.protocol import (
     parse_request_header,
     response_correlation_id,
 )
-from pylog.protocol._runtime import MAX_REQUEST_ELEMENTS
 from pylog.protocol._spec import FieldSpec
 
 ALL_VERSIONS = {**SUPPORTED_VERSIONS, **GROUP_API_VERSIONS}
