@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 
+from pylog.broker.request_helpers import Pacer
 from pylog.broker.response_dicts import (
     DescribeClusterResponseDict,
     DescribeLogDirsPartitionDict,
@@ -157,9 +158,16 @@ class ClusterApis:
         if requested is None or (version == 0 and not requested):
             topics = [self._topic_entry(m, with_ops) for m in store.topics()]
         else:
+            seen: set[tuple[str | None, str | None]] = set()
+            pace = Pacer()
             for t in requested:
+                await pace()
                 name = t.name
                 topic_id = t.topic_id
+                key = (name, None if name is not None else topic_id)
+                if key in seen:  # each topic is answered once, however often it is named
+                    continue
+                seen.add(key)
                 if name is None and topic_id not in (None, ZERO_UUID):
                     meta = store.topic_by_id(topic_id)
                     if meta is None:
@@ -172,7 +180,10 @@ class ClusterApis:
                         topics.append(self._topic_entry(meta, with_ops))
                     continue
                 if name is None:
-                    topics.append(self._topic_error(ErrorCode.INVALID_REQUEST, None, None))
+                    # Neither a name nor an id. The name is nullable in the
+                    # response from v12; before, an empty name.
+                    unnamed = None if version >= 12 else ""
+                    topics.append(self._topic_error(ErrorCode.INVALID_REQUEST, unnamed, None))
                     continue
                 meta = store.topic(name)
                 if meta is None:

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from pylog.broker.request_helpers import duplicates, error_of
+from pylog.broker.request_helpers import Pacer, duplicates, error_of
 from pylog.config import ConfigKey, ConfigType
 from pylog.errors import (
     ErrorCode,
@@ -276,7 +276,9 @@ class ConfigApis:
         documentation = bool(body.include_documentation)
         typed = request.header.api_version >= 3
         results = []
+        pace = Pacer()
         for r in body.resources:
+            await pace()
             rtype, rname = r.resource_type, r.resource_name
             keys = r.configuration_keys
             out = DescribeConfigsResult(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pylog.broker.request_helpers import Pacer
 from pylog.coordinator.group import GroupState
 from pylog.coordinator.group_coordinator import GroupCoordinator, JoinRequest
 from pylog.errors import ErrorCode
@@ -382,7 +383,9 @@ class GroupApis:
         with_ops = bool(body.include_authorized_operations)
         version = request.header.api_version
         out = []
+        pace = Pacer()
         for gid in body.groups:
+            await pace()
             code, group = self.coordinator.describe_group(gid)
             entry = DescribedGroup(
                 error_code=code,

@@ -21,8 +21,10 @@ start while this one waits in the purgatory.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import TypeAlias, TypeVar
 
@@ -121,6 +123,14 @@ class Route:
         self.decode = decode
 
 
+_T = TypeVar("_T")
+#: A decoded request bound to its handler, to await (what Route.decode returns).
+_Call: TypeAlias = Callable[[], Awaitable[Body | None]]
+
+#: Frames from this size on are decoded, and answered, off the event loop (``_decode_off_loop``):
+#: below it a request holds at most some 30,000 elements, milliseconds of decoding.
+OFF_LOOP_DECODE_BYTES = 32 * 1024
+
 _SOFTWARE_NAME = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
@@ -141,6 +151,8 @@ class KafkaApis:
         self.group_coordinator = group_coordinator
         self.producer_ids = producer_id_manager or ProducerIdManager(metadata_store)
         self.broker_id = config.broker_id
+        self._codec_executor: ThreadPoolExecutor | None = None
+        self._decoding: dict[str, asyncio.Future[_Call]] = {}  # connection -> its last decode
 
         data = ProduceFetchApis(config, replica_manager, metadata_store, self.producer_ids)
         cluster = ClusterApis(config, replica_manager, metadata_store)
@@ -222,6 +234,8 @@ class KafkaApis:
         the event loop, where the purgatories live."""
         self.replica_manager.delayed_fetch_purgatory.shutdown()
         self.replica_manager.delayed_produce_purgatory.shutdown()
+        if self._codec_executor is not None:
+            self._codec_executor.shutdown(wait=False)
 
     async def handle(self, request: Request) -> list[Chunk] | None:
         header = request.header
@@ -230,7 +244,10 @@ class KafkaApis:
         if route is None:
             raise CloseConnection(f"api key {key} is not served by this broker")
         try:
-            call = route.decode(request)
+            if len(request.frame) < OFF_LOOP_DECODE_BYTES and not self._decoding:
+                call = route.decode(request)
+            else:
+                call = await self._decode_off_loop(request, route)
         except UnsupportedVersionError as e:
             if key == ApiKey.API_VERSIONS:
                 return self._api_versions_too_high(header)
@@ -240,7 +257,36 @@ class KafkaApis:
         response = await call()
         if response is None:
             return None
-        return list(encode_response(header, response))
+        if len(request.frame) < OFF_LOOP_DECODE_BYTES:
+            return list(encode_response(header, response))
+        # a large request may have asked for a large answer (one entry per element)
+        return list(await self._on_codec_thread(encode_response, header, response))
+
+    async def _decode_off_loop(self, request: Request, route: Route) -> _Call:
+        """Decode a large frame on the codec's worker thread (its answer is encoded
+        there too): a request's arrays may hold up to MAX_REQUEST_ELEMENTS elements,
+        a few tenths of a second of decoding that would stall every connection. One
+        thread: big decodes (and their transient objects) take turns; the event loop
+        keeps its share of the GIL meanwhile.
+
+        A connection's requests reach their handlers in the order they came: one that
+        starts while an earlier one of its connection is still decoding there (a
+        handler let it start early) is decoded behind it, on the same thread."""
+        conn = request.connection_id
+        if len(request.frame) < OFF_LOOP_DECODE_BYTES and conn not in self._decoding:
+            return route.decode(request)
+        decoding = self._on_codec_thread(route.decode, request)
+        self._decoding[conn] = decoding
+        try:
+            return await decoding
+        finally:
+            if self._decoding.get(conn) is decoding:
+                del self._decoding[conn]
+
+    def _on_codec_thread(self, fn: Callable[..., _T], *args: object) -> asyncio.Future[_T]:
+        if self._codec_executor is None:
+            self._codec_executor = ThreadPoolExecutor(1, thread_name_prefix="pylog-codec")
+        return asyncio.get_running_loop().run_in_executor(self._codec_executor, fn, *args)
 
     # ------------------------------------------------------------------ ApiVersions
 

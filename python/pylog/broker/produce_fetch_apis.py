@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pylog.broker.request_helpers import Pacer
 from pylog.broker.response_dicts import (
     FetchableTopicResponseDict,
     FetchResponseDict,
@@ -86,9 +87,11 @@ class ProduceFetchApis:
         acks = body.acks
         entries: dict[TopicPartition, memoryview | None] = {}
         order: list[tuple[str, list[int]]] = []
+        pace = Pacer()
         for t in body.topic_data:
             indexes = []
             for p in t.partition_data:
+                await pace()
                 tp = TopicPartition(t.name, p.index)
                 entries[tp] = p.records
                 indexes.append(p.index)
@@ -105,7 +108,7 @@ class ProduceFetchApis:
             }
             if acks == 0:
                 raise CloseConnection("transactional produce with acks=0")
-            return self._produce_response(order, results)
+            return await self._produce_response(order, results)
         appended = await self.replica_manager.append_records(
             body.timeout_ms,
             acks,
@@ -130,17 +133,19 @@ class ProduceFetchApis:
             }
             for tp, r in appended.items()
         }
-        return self._produce_response(order, as_dicts)
+        return await self._produce_response(order, as_dicts)
 
     @staticmethod
-    def _produce_response(
+    async def _produce_response(
         order: list[tuple[str, list[int]]],
         results: Mapping[TopicPartition, PartitionProduceResponseDict],
     ) -> ProduceResponseDict:
         responses: list[TopicProduceResponseDict] = []
+        pace = Pacer()
         for name, indexes in order:
             parts: list[PartitionProduceResponseDict] = []
             for i in indexes:
+                await pace()
                 r: PartitionProduceResponseDict = {
                     "index": i,
                     "base_offset": -1,
@@ -189,6 +194,7 @@ class ProduceFetchApis:
         # (topic key, topic id, [(partition, index into reqs or an error code)])
         layout: list[tuple[str | None, str | None, list[tuple[int, int, bool]]]] = []
         reqs: list[FetchPartitionRequest] = []
+        pace = Pacer()
         for t in body.topics:
             topic_id: str | None
             name: str | None
@@ -200,6 +206,7 @@ class ProduceFetchApis:
                 name, topic_id = t.topic, None
             slots: list[tuple[int, int, bool]] = []
             for p in t.partitions:
+                await pace()
                 if name is None:
                     slots.append((p.partition, ErrorCode.UNKNOWN_TOPIC_ID, False))
                     continue
@@ -223,6 +230,7 @@ class ProduceFetchApis:
         for topic_name, topic_uuid, slots in layout:
             parts = []
             for index, ref, ok in slots:
+                await pace()
                 r = results[ref] if ok else FetchPartitionResult(ref)
                 parts.append(self._fetch_partition(index, r, committed))
             entry: FetchableTopicResponseDict = {"partitions": parts}
@@ -271,9 +279,11 @@ class ProduceFetchApis:
             isolation = FetchIsolation.HIGH_WATERMARK
         rm = self.replica_manager
         topics = []
+        pace = Pacer()
         for t in body.topics:
             parts = []
             for p in t.partitions:
+                await pace()
                 tp = TopicPartition(t.name, p.partition_index)
                 out = ListOffsetsPartitionResponse(
                     partition_index=p.partition_index, error_code=ErrorCode.NONE
@@ -309,9 +319,11 @@ class ProduceFetchApis:
     ) -> OffsetForLeaderEpochResponse:
         rm = self.replica_manager
         topics = []
+        pace = Pacer()
         for t in body.topics:
             parts = []
             for p in t.partitions:
+                await pace()
                 r = rm.last_offset_for_leader_epoch(
                     TopicPartition(t.topic, p.partition),
                     p.current_leader_epoch,

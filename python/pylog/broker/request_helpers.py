@@ -4,6 +4,7 @@ RequestHandlerHelper and the duplicate checks of its admin APIs)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from collections.abc import Hashable, Iterable
@@ -11,11 +12,39 @@ from typing import TypeVar
 
 from pylog.errors import ErrorCode, KafkaError
 
-__all__ = ["duplicates", "error_of"]
+__all__ = ["YIELD_EVERY", "Pacer", "duplicates", "error_of"]
 
 _log = logging.getLogger("pylog.broker")
 
 _K = TypeVar("_K", bound=Hashable)
+
+#: A handler working through a request's arrays gives the event loop a turn this
+#: often (a request holds up to MAX_REQUEST_ELEMENTS elements: without a turn, up to
+#: a second of work for the other connections to wait out).
+YIELD_EVERY = 1000
+
+
+class Pacer:
+    """Counts the elements a handler works through, nested loops together, and
+    gives the event loop a turn after every ``every`` of them::
+
+        pace = Pacer()
+        for t in body.topics:
+            for p in t.partitions:
+                await pace()
+    """
+
+    __slots__ = ("every", "n")
+
+    def __init__(self, every: int = YIELD_EVERY) -> None:
+        self.every = every
+        self.n = 0
+
+    async def __call__(self) -> None:
+        self.n += 1
+        if self.n >= self.every:
+            self.n = 0
+            await asyncio.sleep(0)
 
 
 def error_of(e: BaseException) -> tuple[int, str]:

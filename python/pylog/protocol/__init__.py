@@ -32,7 +32,7 @@ default, and a non-ignorable field the version lacks must keep its default.
 """
 
 from . import messages
-from ._runtime import Body, Chunk, Records
+from ._runtime import MAX_REQUEST_ELEMENTS, Body, Chunk, Records
 from ._spec import ZERO_UUID
 from ._struct import Struct
 from ._versions import GROUP_API_VERSIONS, SUPPORTED_VERSIONS, ApiKey
@@ -60,6 +60,7 @@ from .messages import REQUEST_CLASSES, RESPONSE_CLASSES, Request, Response
 
 __all__ = [
     "GROUP_API_VERSIONS",
+    "MAX_REQUEST_ELEMENTS",
     "REQUEST_CLASSES",
     "RESPONSE_CLASSES",
     "SUPPORTED_VERSIONS",

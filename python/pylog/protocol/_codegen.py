@@ -28,6 +28,7 @@ import keyword
 import struct
 from typing import Any
 
+from ._runtime import MAX_REQUEST_ELEMENTS
 from ._spec import FIXED_SIZES, OPEN_END, FieldSpec, MessageSpec, Versions, snake_case
 
 LINE = 100  # the project's line length
@@ -275,8 +276,14 @@ class _Fn:
 class _Decode(_Fn):
     def build(self) -> list[str]:
         self.emit(1, "blen = len(buf)")
+        # a request's arrays share one budget of elements (see MAX_REQUEST_ELEMENTS)
+        self.budget = self.m.kind == "request"
+        if self.budget:
+            self.emit(1, f"left = {MAX_REQUEST_ELEMENTS}")
         res = self.struct(self.m.spec.name, self.m.spec.fields, 1, "")
         self.emit(1, f"return {res}, pos")
+        if self.budget and not any("left -=" in line for line in self.lines[2:]):
+            del self.lines[1]
         if not any("blen" in line for line in self.lines[1:]):
             del self.lines[0]
         return self.body()
@@ -346,6 +353,10 @@ class _Decode(_Fn):
         self.uvarint(ind, count)
         self.emit(ind, f"if {count}:")  # almost always 0: skip building the loop
         ind += 1
+        # each tagged field is at least a tag and a size, one byte each
+        self.emit(ind, f"if {count} > (blen - pos) // 2:")
+        msg = f"{{{count}}} tagged fields are longer than the frame"
+        self.string(ind + 1, f"raise {self.m.use('Malformed')}(", msg, fstring=True)
         self.emit(ind, f"for _ in range({count}):")
         self.uvarint(ind + 1, tag)
         self.uvarint(ind + 1, size)
@@ -357,6 +368,27 @@ class _Decode(_Fn):
             got = self.field(f, ind + 2, path)
             self.emit(ind + 2, f"{locals_[f.name]} = {got}")
         self.emit(ind + 1, f"pos = {end}")
+
+    def min_size(self, f: FieldSpec, elem: bool = False) -> int:
+        """The fewest bytes ``f`` (with ``elem``: one element of the array ``f``) takes
+        in this version: a null, an empty string or array, a struct of such fields."""
+        compact = self.compact(f)
+        if f.is_array and not elem:
+            return 1 if compact else 4
+        if f.fields is not None:
+            if not elem and _in(self.version, f.nullable):
+                return 1  # the null marker
+            return self.struct_min_size(f.fields)
+        if f.type in FIXED_SIZES:
+            return FIXED_SIZES[f.type]
+        if compact:
+            return 1  # a varint length
+        return 2 if f.type == "string" else 4
+
+    def struct_min_size(self, fields: list[FieldSpec]) -> int:
+        v = self.version
+        size = sum(self.min_size(f) for f in fields if _in(v, f.versions) and not _in(v, f.tagged))
+        return size + 1 if self.flexible else size  # the count of tagged fields
 
     def field(self, f: FieldSpec, ind: int, path: str) -> str:
         """Emit code decoding one field; return the variable holding its value."""
@@ -383,9 +415,18 @@ class _Decode(_Fn):
             else:
                 self.string(ind + 1, f"raise {bad}(", "null array for a non-nullable field")
             self.emit(ind, "else:")
-            self.emit(ind + 1, f"if {n} > blen - pos:")
+            # Every element takes at least `least` bytes of the frame: a count the bytes
+            # left cannot hold is refused before anything is allocated or looped over.
+            least = max(1, self.min_size(f, elem=True))
+            room = "blen - pos" if least == 1 else f"(blen - pos) // {least}"
+            self.emit(ind + 1, f"if {n} > {room}:")
             msg = f"array of {{{n}}} elements is longer than the frame"
             self.string(ind + 2, f"raise {bad}(", msg, fstring=True)
+            if self.budget:
+                self.emit(ind + 1, f"left -= {n}")
+                self.emit(ind + 1, "if left < 0:")
+                msg = f"more than {MAX_REQUEST_ELEMENTS} array elements in one request"
+                self.string(ind + 2, f"raise {bad}(", msg)
             if f.fields is None and f.type in FIXED_SIZES and f.type != "uuid":
                 code = _FMT[f.type]
                 unpack = self.m.use("unpack_from")

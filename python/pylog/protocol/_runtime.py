@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EMPTY",
+    "MAX_REQUEST_ELEMENTS",
     "UV",
     "Body",
     "Chunk",
@@ -62,6 +63,16 @@ Encoder = Callable[[Any, bytearray, "list[Chunk]"], bytearray]
 #: The default of an array field in a message class's constructor: each instance
 #: gets a fresh empty list in its place (``None`` is a null array).
 EMPTY: Final[list[Any]] = []
+
+
+#: The most array elements one request may hold, all its arrays together; a request
+#: claiming more is Malformed. A decoded element costs some 50-100 bytes of Python
+#: objects (and its handler's answer as much again) where the frame spends as little
+#: as one or two bytes on it, so the frame's size alone lets a 10 MB request cost
+#: gigabytes and seconds of the event loop. 100,000 is far above what a client sends
+#: (topics or partitions named in one Produce, Fetch, Metadata, OffsetCommit, ...).
+#: The generator writes the figure into each request decoder: regenerate after a change.
+MAX_REQUEST_ELEMENTS: Final = 100_000
 
 
 class Malformed(ValueError):

@@ -607,3 +607,56 @@ def test_pipelined_appends_keep_order(tmp_path: Any, size: int) -> None:
         assert [part(r).base_offset for r in results] == list(range(6))
 
     run(str(tmp_path), body)
+
+
+# ---------------------------------------------------------------- large requests
+
+
+def test_metadata_answers_each_named_topic_once(tmp_path: Any) -> None:
+    async def body(core: Core) -> None:
+        await create(core, "once")
+        names = [{"name": n} for n in ("once", "once", "!bad", "!bad", "once")]
+        resp = await core.call(3, 1, {"topics": names})
+        assert [(t.name, t.error_code) for t in resp.topics] == [
+            ("once", E.NONE),
+            ("!bad", E.INVALID_TOPIC_EXCEPTION),
+        ]
+
+    run(str(tmp_path), body)
+
+
+def test_metadata_topic_without_name_or_id(tmp_path: Any) -> None:
+    # v10 and v11 carry ids but their response names are not nullable (from v12 they are)
+    async def body(core: Core) -> None:
+        for version, name in ((10, ""), (11, ""), (12, None)):
+            resp = await core.call(3, version, {"topics": [{"name": None}]})
+            assert [(t.name, t.error_code) for t in resp.topics] == [(name, E.INVALID_REQUEST)]
+
+    run(str(tmp_path), body)
+
+
+def test_a_large_request_leaves_the_event_loop_turns(tmp_path: Any) -> None:
+    # 30,000 topic entries (a 200 KB frame): decoded and answered on the codec thread,
+    # the handler's loop paced; another task keeps getting turns all along.
+    async def body(core: Core) -> None:
+        await create(core, "t")
+        turns = 0
+        done = False
+
+        async def other() -> None:
+            nonlocal turns
+            while not done:
+                turns += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(other())
+        await asyncio.sleep(0)
+        names = [{"name": f"!x{i}"} for i in range(30_000)]
+        start = turns
+        resp = await core.call(3, 4, {"topics": names, "allow_auto_topic_creation": False})
+        done = True
+        await task
+        assert len(resp.topics) == 30_000
+        assert turns - start >= 30  # at least one turn every 1,000 entries
+
+    run(str(tmp_path), body)

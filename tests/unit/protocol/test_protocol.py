@@ -15,6 +15,7 @@ import pytest
 from pylog.errors import InvalidRequestError, UnsupportedVersionError
 from pylog.protocol import (
     GROUP_API_VERSIONS,
+    MAX_REQUEST_ELEMENTS,
     SUPPORTED_VERSIONS,
     ZERO_UUID,
     ApiKey,
@@ -640,6 +641,127 @@ def test_malformed_fields_are_named() -> None:
     flex[h.header_size : h.header_size + 1] = b"\xff\xff\xff\xff\xff\xff"
     with pytest.raises(InvalidRequestError, match="MetadataRequest v12: field topics: unsigned"):
         decode_request(h, memoryview(flex))
+
+
+def _array_paths(
+    fields: list[FieldSpec], version: int, path: tuple[str, ...] = ()
+) -> Iterator[Any]:
+    for f in fields:
+        if version not in f.versions:
+            continue
+        if f.is_array:
+            yield (*path, f.name), f
+        if f.fields is not None:
+            yield from _array_paths(f.fields, version, (*path, f.name))
+
+
+def _smallest(f: FieldSpec) -> Any:
+    """An element of the array ``f`` in its fewest bytes: every field at its default."""
+    if f.fields is not None:
+        return {}
+    return {"string": "", "uuid": ZERO_UUID, "float64": 0.0, "bool": False}.get(f.type, 0)
+
+
+def _with_array(fields: list[FieldSpec], path: tuple[str, ...], items: list[Any]) -> dict[str, Any]:
+    """A body whose array at ``path`` holds ``items``, inside one element of each parent."""
+    head, rest = path[0], path[1:]
+    if not rest:
+        return {head: items}
+    f = next(f for f in fields if f.name == head)
+    assert f.fields is not None
+    inner = _with_array(f.fields, rest, items)
+    return {head: [inner] if f.is_array else inner}
+
+
+@pytest.mark.parametrize(("api", "version", "kind"), list(every_version()))
+def test_arrays_of_smallest_elements_still_decode(api: int, version: int, kind: str) -> None:
+    # The decoders refuse an array count the bytes left in the frame cannot hold at
+    # the element's smallest encoding; that smallest encoding itself must still pass,
+    # also at the very end of the frame, where the bound is tight.
+    spec = message_spec(api, kind)
+    for path, f in _array_paths(spec.fields, version):
+        items = [_smallest(f)] * 40
+        body = _with_array(spec.fields, path, items)
+        data = encode_body(api, version, kind, body)
+        decoded, end = decode_body(api, version, kind, data)
+        assert end == len(data)
+        value: Any = decoded
+        for name in path:
+            value = value[name]
+            if isinstance(value, list) and name != path[-1]:
+                value = value[0]
+        assert len(value) == 40, (path, version)
+
+
+def test_array_counts_beyond_the_frame_are_refused_before_decoding() -> None:
+    # Metadata v1: int32 count, then topics of at least 2 bytes (an int16 length).
+    head = encode_request(ApiKey.METADATA, 1, 1, "c", {"topics": []})[4:-4]
+    for count, ok in ((50_000, True), (50_001, False), (0x7FFFFFFF, False)):
+        frame = memoryview(head + struct.pack(">i", count) + bytes(100_000))
+        header = parse_request_header(frame)
+        if ok:
+            assert len(decode_request(header, frame).topics or ()) == 50_000
+            continue
+        with pytest.raises(InvalidRequestError, match=f"topics: array of {count} elements"):
+            decode_request(header, frame)
+    # Metadata v12: a compact count; a topic is at least 18 bytes (topic id, an empty
+    # compact name, no tagged fields), so 100 bytes hold 5 of them and not 6.
+    head = encode_request(ApiKey.METADATA, 12, 1, "c", {"topics": []})[4:-4]
+    for count, ok in ((5, True), (6, False)):
+        body = bytes([count + 1]) + (bytes(16) + b"\x01\x00") * 5 + bytes(10)
+        frame = memoryview(head + body)
+        header = parse_request_header(frame)
+        if ok:
+            decoded = decode_request(header, frame)
+            assert decoded.topics is not None and len(decoded.topics) == 5
+            continue
+        with pytest.raises(InvalidRequestError, match="topics: array of 6 elements"):
+            decode_request(header, frame)
+    # a tagged-field count no frame could hold (each is at least two bytes)
+    head = encode_request(ApiKey.METADATA, 12, 1, "c", {"topics": []})[4:-4]
+    frame = memoryview(head + b"\x01\x00\x00\xf0\xff\xff\xff\x0f" + bytes(8))
+    header = parse_request_header(frame)
+    with pytest.raises(InvalidRequestError, match="tagged fields are longer than the frame"):
+        decode_request(header, frame)
+    # int32 elements (OffsetFetch v7 partition indexes): 4 bytes each
+    good = encode_request(
+        ApiKey.OFFSET_FETCH, 7, 1, "c",
+        {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [1, 2]}]},
+    )  # fmt: skip
+    frame = bytearray(frame_of(good))
+    at = frame.rindex(b"\x03\x00\x00\x00\x01")  # the compact count 2 of [1, 2]
+    frame[at] = 4  # claims 3 indexes, 9 bytes left
+    header = parse_request_header(memoryview(frame))
+    with pytest.raises(InvalidRequestError, match="partition_indexes: array of 3 elements"):
+        decode_request(header, memoryview(frame))
+
+
+def test_a_request_holds_at_most_max_request_elements() -> None:
+    # The frame could hold more (a 10 MB Metadata v1 request names 5 M empty topics),
+    # but decoding them would cost gigabytes: the arrays of one request share a budget.
+    assert MAX_REQUEST_ELEMENTS == 100_000
+    head = encode_request(ApiKey.METADATA, 1, 1, "c", {"topics": []})[4:-4]
+    for count in (MAX_REQUEST_ELEMENTS, MAX_REQUEST_ELEMENTS + 1, 5_000_000):
+        frame = memoryview(head + struct.pack(">i", count) + bytes(2 * count))
+        header = parse_request_header(frame)
+        if count == MAX_REQUEST_ELEMENTS:
+            assert len(decode_request(header, frame).topics or ()) == count
+            continue
+        with pytest.raises(InvalidRequestError, match="more than 100000 array elements"):
+            decode_request(header, frame)
+    # the budget is the whole request's: 2 topics of 60,000 partitions each exceed it
+    topics = [{"name": f"t{i}", "partition_data": [{"index": 0}] * 60_000} for i in range(2)]
+    frame = frame_of(encode_request(ApiKey.PRODUCE, 9, 1, "c", {"topic_data": topics[:1]}))
+    assert len(decode_request(parse_request_header(frame), frame).topic_data) == 1
+    frame = frame_of(encode_request(ApiKey.PRODUCE, 9, 1, "c", {"topic_data": topics}))
+    with pytest.raises(InvalidRequestError, match="partition_data: more than 100000"):
+        decode_request(parse_request_header(frame), frame)
+    # responses (decoded by clients from their broker) have no such budget
+    big = {
+        "topics": [{"name": "t", "partitions": [{"partition_index": i} for i in range(150_000)]}]
+    }
+    data = encode_body(ApiKey.METADATA, 9, "response", big)
+    assert len(decode_body(ApiKey.METADATA, 9, "response", data)[0].topics[0].partitions) == 150_000
 
 
 def test_truncated_and_malformed_responses() -> None:

@@ -86,13 +86,17 @@ class AlterableConfig(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[AlterConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -112,8 +116,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 4:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[AlterableConfig] = []
                 for _ in range(n9):
                     n12 = rd16(buf, pos)[0]
@@ -152,6 +159,7 @@ decode_v1 = decode_v0
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -160,8 +168,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 4:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[AlterConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -187,8 +198,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 3:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[AlterableConfig] = []
                 for _ in range(n9):
                     n12 = buf[pos]
@@ -223,6 +237,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
                     if nt18 > 127:
                         nt18, pos = read_uvarint(buf, pos - 1)
                     if nt18:
+                        if nt18 > (blen - pos) // 2:
+                            raise Malformed(f"{nt18} tagged fields are longer than the frame")
                         for _ in range(nt18):
                             tg19 = buf[pos]
                             pos += 1
@@ -243,6 +259,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
             if nt23 > 127:
                 nt23, pos = read_uvarint(buf, pos - 1)
             if nt23:
+                if nt23 > (blen - pos) // 2:
+                    raise Malformed(f"{nt23} tagged fields are longer than the frame")
                 for _ in range(nt23):
                     tg24 = buf[pos]
                     pos += 1
@@ -265,6 +283,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, int]:
     if nt29 > 127:
         nt29, pos = read_uvarint(buf, pos - 1)
     if nt29:
+        if nt29 > (blen - pos) // 2:
+            raise Malformed(f"{nt29} tagged fields are longer than the frame")
         for _ in range(nt29):
             tg30 = buf[pos]
             pos += 1
@@ -286,14 +306,18 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[AlterConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -316,8 +340,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 4:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[AlterableConfig] = []
                     for _ in range(n9):
                         fld = "resources[].configs[].name"
@@ -363,6 +390,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = buf[pos]
         pos += 1
@@ -372,8 +400,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 4:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[AlterConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -402,8 +433,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 3:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[AlterableConfig] = []
                     for _ in range(n9):
                         fld = "resources[].configs[].name"
@@ -441,6 +475,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
                         if nt18 > 127:
                             nt18, pos = read_uvarint(buf, pos - 1)
                         if nt18:
+                            if nt18 > (blen - pos) // 2:
+                                raise Malformed(f"{nt18} tagged fields are longer than the frame")
                             for _ in range(nt18):
                                 tg19 = buf[pos]
                                 pos += 1
@@ -462,6 +498,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
                 if nt23 > 127:
                     nt23, pos = read_uvarint(buf, pos - 1)
                 if nt23:
+                    if nt23 > (blen - pos) // 2:
+                        raise Malformed(f"{nt23} tagged fields are longer than the frame")
                     for _ in range(nt23):
                         tg24 = buf[pos]
                         pos += 1
@@ -486,6 +524,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest, 
         if nt29 > 127:
             nt29, pos = read_uvarint(buf, pos - 1)
         if nt29:
+            if nt29 > (blen - pos) // 2:
+                raise Malformed(f"{nt29} tagged fields are longer than the frame")
             for _ in range(nt29):
                 tg30 = buf[pos]
                 pos += 1

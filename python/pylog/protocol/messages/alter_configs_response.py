@@ -84,7 +84,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 7:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[AlterConfigsResourceResponse] = []
         for _ in range(n3):
@@ -134,7 +134,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[AlterConfigsResourceResponse] = []
         for _ in range(n3):
@@ -174,6 +174,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse, int]:
             if nt14 > 127:
                 nt14, pos = read_uvarint(buf, pos - 1)
             if nt14:
+                if nt14 > (blen - pos) // 2:
+                    raise Malformed(f"{nt14} tagged fields are longer than the frame")
                 for _ in range(nt14):
                     tg15 = buf[pos]
                     pos += 1
@@ -194,6 +196,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse, int]:
     if nt19 > 127:
         nt19, pos = read_uvarint(buf, pos - 1)
     if nt19:
+        if nt19 > (blen - pos) // 2:
+            raise Malformed(f"{nt19} tagged fields are longer than the frame")
         for _ in range(nt19):
             tg20 = buf[pos]
             pos += 1
@@ -224,7 +228,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse,
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 7:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[AlterConfigsResourceResponse] = []
             for _ in range(n3):
@@ -284,7 +288,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse,
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[AlterConfigsResourceResponse] = []
             for _ in range(n3):
@@ -329,6 +333,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse,
                 if nt14 > 127:
                     nt14, pos = read_uvarint(buf, pos - 1)
                 if nt14:
+                    if nt14 > (blen - pos) // 2:
+                        raise Malformed(f"{nt14} tagged fields are longer than the frame")
                     for _ in range(nt14):
                         tg15 = buf[pos]
                         pos += 1
@@ -350,6 +356,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[AlterConfigsResponse,
         if nt19 > 127:
             nt19, pos = read_uvarint(buf, pos - 1)
         if nt19:
+            if nt19 > (blen - pos) // 2:
+                raise Malformed(f"{nt19} tagged fields are longer than the frame")
             for _ in range(nt19):
                 tg20 = buf[pos]
                 pos += 1

@@ -78,6 +78,8 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:
     if nt9 > 127:
         nt9, pos = read_uvarint(buf, pos - 1)
     if nt9:
+        if nt9 > (blen - pos) // 2:
+            raise Malformed(f"{nt9} tagged fields are longer than the frame")
         for _ in range(nt9):
             tg10 = buf[pos]
             pos += 1
@@ -151,6 +153,8 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ApiVersionsRequest, i
         if nt9 > 127:
             nt9, pos = read_uvarint(buf, pos - 1)
         if nt9:
+            if nt9 > (blen - pos) // 2:
+                raise Malformed(f"{nt9} tagged fields are longer than the frame")
             for _ in range(nt9):
                 tg10 = buf[pos]
                 pos += 1

@@ -140,7 +140,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[ApiVersion] = []
         for _ in range(n3):
@@ -161,7 +161,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[ApiVersion] = []
         for _ in range(n3):
@@ -190,7 +190,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 7:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[ApiVersion] = []
         for _ in range(n3):
@@ -201,6 +201,8 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
             if nt7 > 127:
                 nt7, pos = read_uvarint(buf, pos - 1)
             if nt7:
+                if nt7 > (blen - pos) // 2:
+                    raise Malformed(f"{nt7} tagged fields are longer than the frame")
                 for _ in range(nt7):
                     tg8 = buf[pos]
                     pos += 1
@@ -227,6 +229,8 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
     if nt17 > 127:
         nt17, pos = read_uvarint(buf, pos - 1)
     if nt17:
+        if nt17 > (blen - pos) // 2:
+            raise Malformed(f"{nt17} tagged fields are longer than the frame")
         for _ in range(nt17):
             tg18 = buf[pos]
             pos += 1
@@ -248,7 +252,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
                 if n22 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n22 > blen - pos:
+                    if n22 > (blen - pos) // 6:
                         raise Malformed(f"array of {n22} elements is longer than the frame")
                     v21: list[SupportedFeatureKey] = []
                     for _ in range(n22):
@@ -272,6 +276,8 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
                         if nt29 > 127:
                             nt29, pos = read_uvarint(buf, pos - 1)
                         if nt29:
+                            if nt29 > (blen - pos) // 2:
+                                raise Malformed(f"{nt29} tagged fields are longer than the frame")
                             for _ in range(nt29):
                                 tg30 = buf[pos]
                                 pos += 1
@@ -301,7 +307,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
                 if n37 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n37 > blen - pos:
+                    if n37 > (blen - pos) // 6:
                         raise Malformed(f"array of {n37} elements is longer than the frame")
                     v36: list[FinalizedFeatureKey] = []
                     for _ in range(n37):
@@ -325,6 +331,8 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
                         if nt44 > 127:
                             nt44, pos = read_uvarint(buf, pos - 1)
                         if nt44:
+                            if nt44 > (blen - pos) // 2:
+                                raise Malformed(f"{nt44} tagged fields are longer than the frame")
                             for _ in range(nt44):
                                 tg45 = buf[pos]
                                 pos += 1
@@ -366,7 +374,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, 
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[ApiVersion] = []
             for _ in range(n3):
@@ -394,7 +402,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, 
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[ApiVersion] = []
             for _ in range(n3):
@@ -431,7 +439,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, 
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 7:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[ApiVersion] = []
             for _ in range(n3):
@@ -444,6 +452,8 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, 
                 if nt7 > 127:
                     nt7, pos = read_uvarint(buf, pos - 1)
                 if nt7:
+                    if nt7 > (blen - pos) // 2:
+                        raise Malformed(f"{nt7} tagged fields are longer than the frame")
                     for _ in range(nt7):
                         tg8 = buf[pos]
                         pos += 1
@@ -472,6 +482,8 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, 
         if nt17 > 127:
             nt17, pos = read_uvarint(buf, pos - 1)
         if nt17:
+            if nt17 > (blen - pos) // 2:
+                raise Malformed(f"{nt17} tagged fields are longer than the frame")
             for _ in range(nt17):
                 tg18 = buf[pos]
                 pos += 1
@@ -494,7 +506,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, 
                     if n22 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n22 > blen - pos:
+                        if n22 > (blen - pos) // 6:
                             raise Malformed(f"array of {n22} elements is longer than the frame")
                         v21: list[SupportedFeatureKey] = []
                         for _ in range(n22):
@@ -523,6 +535,10 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, 
                             if nt29 > 127:
                                 nt29, pos = read_uvarint(buf, pos - 1)
                             if nt29:
+                                if nt29 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt29} tagged fields are longer than the frame"
+                                    )
                                 for _ in range(nt29):
                                     tg30 = buf[pos]
                                     pos += 1
@@ -554,7 +570,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, 
                     if n37 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n37 > blen - pos:
+                        if n37 > (blen - pos) // 6:
                             raise Malformed(f"array of {n37} elements is longer than the frame")
                         v36: list[FinalizedFeatureKey] = []
                         for _ in range(n37):
@@ -583,6 +599,10 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ApiVersionsResponse, 
                             if nt44 > 127:
                                 nt44, pos = read_uvarint(buf, pos - 1)
                             if nt44:
+                                if nt44 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt44} tagged fields are longer than the frame"
+                                    )
                                 for _ in range(nt44):
                                     tg45 = buf[pos]
                                     pos += 1

@@ -89,13 +89,17 @@ class CreatePartitionsAssignment(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 10:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[CreatePartitionsTopic] = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -116,8 +120,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
             if n9 < 0:
                 v8 = None
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 4:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8 = []
                 for _ in range(n9):
                     n11 = rd32(buf, pos)[0]
@@ -125,8 +132,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
                     if n11 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n11 > blen - pos:
+                        if n11 > (blen - pos) // 4:
                             raise Malformed(f"array of {n11} elements is longer than the frame")
+                        left -= n11
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
                         v10 = list(unpack_from(f">{n11}i", buf, pos))
                         pos += n11 * 4
                     s12 = CreatePartitionsAssignment(v10)
@@ -144,6 +154,7 @@ decode_v1 = decode_v0
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -152,8 +163,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[CreatePartitionsTopic] = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -180,8 +194,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
             if n9 < 0:
                 v8 = None
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 2:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8 = []
                 for _ in range(n9):
                     n11 = buf[pos]
@@ -192,8 +209,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
                     if n11 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n11 > blen - pos:
+                        if n11 > (blen - pos) // 4:
                             raise Malformed(f"array of {n11} elements is longer than the frame")
+                        left -= n11
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
                         v10 = list(unpack_from(f">{n11}i", buf, pos))
                         pos += n11 * 4
                     nt12 = buf[pos]
@@ -201,6 +221,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
                     if nt12 > 127:
                         nt12, pos = read_uvarint(buf, pos - 1)
                     if nt12:
+                        if nt12 > (blen - pos) // 2:
+                            raise Malformed(f"{nt12} tagged fields are longer than the frame")
                         for _ in range(nt12):
                             tg13 = buf[pos]
                             pos += 1
@@ -221,6 +243,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
             if nt17 > 127:
                 nt17, pos = read_uvarint(buf, pos - 1)
             if nt17:
+                if nt17 > (blen - pos) // 2:
+                    raise Malformed(f"{nt17} tagged fields are longer than the frame")
                 for _ in range(nt17):
                     tg18 = buf[pos]
                     pos += 1
@@ -243,6 +267,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     if nt24 > 127:
         nt24, pos = read_uvarint(buf, pos - 1)
     if nt24:
+        if nt24 > (blen - pos) // 2:
+            raise Malformed(f"{nt24} tagged fields are longer than the frame")
         for _ in range(nt24):
             tg25 = buf[pos]
             pos += 1
@@ -267,14 +293,18 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 10:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[CreatePartitionsTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -298,8 +328,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                 if n9 < 0:
                     v8 = None
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 4:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8 = []
                     for _ in range(n9):
                         fld = "topics[].assignments[].broker_ids"
@@ -308,8 +341,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                         if n11 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n11 > blen - pos:
+                            if n11 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n11} elements is longer than the frame")
+                            left -= n11
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
                             v10 = list(unpack_from(f">{n11}i", buf, pos))
                             pos += n11 * 4
                         s12 = CreatePartitionsAssignment(v10)
@@ -332,6 +368,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -341,8 +378,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[CreatePartitionsTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -372,8 +412,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                 if n9 < 0:
                     v8 = None
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 2:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8 = []
                     for _ in range(n9):
                         fld = "topics[].assignments[].broker_ids"
@@ -385,8 +428,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                         if n11 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n11 > blen - pos:
+                            if n11 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n11} elements is longer than the frame")
+                            left -= n11
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
                             v10 = list(unpack_from(f">{n11}i", buf, pos))
                             pos += n11 * 4
                         fld = "topics[].assignments[].(tagged fields)"
@@ -395,6 +441,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                         if nt12 > 127:
                             nt12, pos = read_uvarint(buf, pos - 1)
                         if nt12:
+                            if nt12 > (blen - pos) // 2:
+                                raise Malformed(f"{nt12} tagged fields are longer than the frame")
                             for _ in range(nt12):
                                 tg13 = buf[pos]
                                 pos += 1
@@ -416,6 +464,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
                 if nt17 > 127:
                     nt17, pos = read_uvarint(buf, pos - 1)
                 if nt17:
+                    if nt17 > (blen - pos) // 2:
+                        raise Malformed(f"{nt17} tagged fields are longer than the frame")
                     for _ in range(nt17):
                         tg18 = buf[pos]
                         pos += 1
@@ -440,6 +490,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsReque
         if nt24 > 127:
             nt24, pos = read_uvarint(buf, pos - 1)
         if nt24:
+            if nt24 > (blen - pos) // 2:
+                raise Malformed(f"{nt24} tagged fields are longer than the frame")
             for _ in range(nt24):
                 tg25 = buf[pos]
                 pos += 1

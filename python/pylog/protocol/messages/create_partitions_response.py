@@ -79,7 +79,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsResponse, int]
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[CreatePartitionsTopicResult] = []
         for _ in range(n3):
@@ -127,7 +127,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsResponse, int]
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 5:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[CreatePartitionsTopicResult] = []
         for _ in range(n3):
@@ -165,6 +165,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsResponse, int]
             if nt13 > 127:
                 nt13, pos = read_uvarint(buf, pos - 1)
             if nt13:
+                if nt13 > (blen - pos) // 2:
+                    raise Malformed(f"{nt13} tagged fields are longer than the frame")
                 for _ in range(nt13):
                     tg14 = buf[pos]
                     pos += 1
@@ -185,6 +187,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreatePartitionsResponse, int]
     if nt18 > 127:
         nt18, pos = read_uvarint(buf, pos - 1)
     if nt18:
+        if nt18 > (blen - pos) // 2:
+            raise Malformed(f"{nt18} tagged fields are longer than the frame")
         for _ in range(nt18):
             tg19 = buf[pos]
             pos += 1
@@ -218,7 +222,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsRespo
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[CreatePartitionsTopicResult] = []
             for _ in range(n3):
@@ -275,7 +279,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsRespo
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 5:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[CreatePartitionsTopicResult] = []
             for _ in range(n3):
@@ -317,6 +321,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsRespo
                 if nt13 > 127:
                     nt13, pos = read_uvarint(buf, pos - 1)
                 if nt13:
+                    if nt13 > (blen - pos) // 2:
+                        raise Malformed(f"{nt13} tagged fields are longer than the frame")
                     for _ in range(nt13):
                         tg14 = buf[pos]
                         pos += 1
@@ -338,6 +344,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreatePartitionsRespo
         if nt18 > 127:
             nt18, pos = read_uvarint(buf, pos - 1)
         if nt18:
+            if nt18 > (blen - pos) // 2:
+                raise Malformed(f"{nt18} tagged fields are longer than the frame")
             for _ in range(nt18):
                 tg19 = buf[pos]
                 pos += 1

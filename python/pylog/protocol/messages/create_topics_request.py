@@ -113,13 +113,17 @@ class CreatableTopicConfig(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 16:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[CreatableTopic] = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -139,8 +143,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 8:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[CreatableReplicaAssignment] = []
                 for _ in range(n10):
                     (f11,) = _unpack_i(buf, pos)
@@ -150,8 +157,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
                     if n13 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n13 > blen - pos:
+                        if n13 > (blen - pos) // 4:
                             raise Malformed(f"array of {n13} elements is longer than the frame")
+                        left -= n13
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
                         v12 = list(unpack_from(f">{n13}i", buf, pos))
                         pos += n13 * 4
                     s14 = CreatableReplicaAssignment(f11, v12)
@@ -161,8 +171,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             if n16 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n16 > blen - pos:
+                if n16 > (blen - pos) // 4:
                     raise Malformed(f"array of {n16} elements is longer than the frame")
+                left -= n16
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v15: list[CreatableTopicConfig] = []
                 for _ in range(n16):
                     n19 = rd16(buf, pos)[0]
@@ -198,13 +211,17 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
 
 def decode_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 16:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[CreatableTopic] = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -224,8 +241,11 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 8:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[CreatableReplicaAssignment] = []
                 for _ in range(n10):
                     (f11,) = _unpack_i(buf, pos)
@@ -235,8 +255,11 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
                     if n13 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n13 > blen - pos:
+                        if n13 > (blen - pos) // 4:
                             raise Malformed(f"array of {n13} elements is longer than the frame")
+                        left -= n13
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
                         v12 = list(unpack_from(f">{n13}i", buf, pos))
                         pos += n13 * 4
                     s14 = CreatableReplicaAssignment(f11, v12)
@@ -246,8 +269,11 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             if n16 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n16 > blen - pos:
+                if n16 > (blen - pos) // 4:
                     raise Malformed(f"array of {n16} elements is longer than the frame")
+                left -= n16
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v15: list[CreatableTopicConfig] = []
                 for _ in range(n16):
                     n19 = rd16(buf, pos)[0]
@@ -292,6 +318,7 @@ decode_v4 = decode_v1
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -300,8 +327,11 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 10:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[CreatableTopic] = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -327,8 +357,11 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 6:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[CreatableReplicaAssignment] = []
                 for _ in range(n10):
                     (f11,) = _unpack_i(buf, pos)
@@ -341,8 +374,11 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
                     if n13 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n13 > blen - pos:
+                        if n13 > (blen - pos) // 4:
                             raise Malformed(f"array of {n13} elements is longer than the frame")
+                        left -= n13
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
                         v12 = list(unpack_from(f">{n13}i", buf, pos))
                         pos += n13 * 4
                     nt14 = buf[pos]
@@ -350,6 +386,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
                     if nt14 > 127:
                         nt14, pos = read_uvarint(buf, pos - 1)
                     if nt14:
+                        if nt14 > (blen - pos) // 2:
+                            raise Malformed(f"{nt14} tagged fields are longer than the frame")
                         for _ in range(nt14):
                             tg15 = buf[pos]
                             pos += 1
@@ -373,8 +411,11 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             if n20 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n20 > blen - pos:
+                if n20 > (blen - pos) // 3:
                     raise Malformed(f"array of {n20} elements is longer than the frame")
+                left -= n20
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v19: list[CreatableTopicConfig] = []
                 for _ in range(n20):
                     n23 = buf[pos]
@@ -409,6 +450,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
                     if nt29 > 127:
                         nt29, pos = read_uvarint(buf, pos - 1)
                     if nt29:
+                        if nt29 > (blen - pos) // 2:
+                            raise Malformed(f"{nt29} tagged fields are longer than the frame")
                         for _ in range(nt29):
                             tg30 = buf[pos]
                             pos += 1
@@ -429,6 +472,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
             if nt34 > 127:
                 nt34, pos = read_uvarint(buf, pos - 1)
             if nt34:
+                if nt34 > (blen - pos) // 2:
+                    raise Malformed(f"{nt34} tagged fields are longer than the frame")
                 for _ in range(nt34):
                     tg35 = buf[pos]
                     pos += 1
@@ -451,6 +496,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     if nt41 > 127:
         nt41, pos = read_uvarint(buf, pos - 1)
     if nt41:
+        if nt41 > (blen - pos) // 2:
+            raise Malformed(f"{nt41} tagged fields are longer than the frame")
         for _ in range(nt41):
             tg42 = buf[pos]
             pos += 1
@@ -478,14 +525,18 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 16:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[CreatableTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -508,8 +559,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 8:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[CreatableReplicaAssignment] = []
                     for _ in range(n10):
                         fld = "topics[].assignments[].partition_index"
@@ -521,8 +575,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                         if n13 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n13 > blen - pos:
+                            if n13 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n13} elements is longer than the frame")
+                            left -= n13
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
                             v12 = list(unpack_from(f">{n13}i", buf, pos))
                             pos += n13 * 4
                         s14 = CreatableReplicaAssignment(f11, v12)
@@ -533,8 +590,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 if n16 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n16 > blen - pos:
+                    if n16 > (blen - pos) // 4:
                         raise Malformed(f"array of {n16} elements is longer than the frame")
+                    left -= n16
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v15: list[CreatableTopicConfig] = []
                     for _ in range(n16):
                         fld = "topics[].configs[].name"
@@ -577,14 +637,18 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 16:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[CreatableTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -607,8 +671,11 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 8:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[CreatableReplicaAssignment] = []
                     for _ in range(n10):
                         fld = "topics[].assignments[].partition_index"
@@ -620,8 +687,11 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                         if n13 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n13 > blen - pos:
+                            if n13 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n13} elements is longer than the frame")
+                            left -= n13
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
                             v12 = list(unpack_from(f">{n13}i", buf, pos))
                             pos += n13 * 4
                         s14 = CreatableReplicaAssignment(f11, v12)
@@ -632,8 +702,11 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 if n16 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n16 > blen - pos:
+                    if n16 > (blen - pos) // 4:
                         raise Malformed(f"array of {n16} elements is longer than the frame")
+                    left -= n16
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v15: list[CreatableTopicConfig] = []
                     for _ in range(n16):
                         fld = "topics[].configs[].name"
@@ -685,6 +758,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -694,8 +768,11 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 10:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[CreatableTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -724,8 +801,11 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 6:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[CreatableReplicaAssignment] = []
                     for _ in range(n10):
                         fld = "topics[].assignments[].partition_index"
@@ -740,8 +820,11 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                         if n13 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n13 > blen - pos:
+                            if n13 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n13} elements is longer than the frame")
+                            left -= n13
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
                             v12 = list(unpack_from(f">{n13}i", buf, pos))
                             pos += n13 * 4
                         fld = "topics[].assignments[].(tagged fields)"
@@ -750,6 +833,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                         if nt14 > 127:
                             nt14, pos = read_uvarint(buf, pos - 1)
                         if nt14:
+                            if nt14 > (blen - pos) // 2:
+                                raise Malformed(f"{nt14} tagged fields are longer than the frame")
                             for _ in range(nt14):
                                 tg15 = buf[pos]
                                 pos += 1
@@ -774,8 +859,11 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 if n20 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n20 > blen - pos:
+                    if n20 > (blen - pos) // 3:
                         raise Malformed(f"array of {n20} elements is longer than the frame")
+                    left -= n20
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v19: list[CreatableTopicConfig] = []
                     for _ in range(n20):
                         fld = "topics[].configs[].name"
@@ -813,6 +901,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                         if nt29 > 127:
                             nt29, pos = read_uvarint(buf, pos - 1)
                         if nt29:
+                            if nt29 > (blen - pos) // 2:
+                                raise Malformed(f"{nt29} tagged fields are longer than the frame")
                             for _ in range(nt29):
                                 tg30 = buf[pos]
                                 pos += 1
@@ -834,6 +924,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
                 if nt34 > 127:
                     nt34, pos = read_uvarint(buf, pos - 1)
                 if nt34:
+                    if nt34 > (blen - pos) // 2:
+                        raise Malformed(f"{nt34} tagged fields are longer than the frame")
                     for _ in range(nt34):
                         tg35 = buf[pos]
                         pos += 1
@@ -858,6 +950,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, 
         if nt41 > 127:
             nt41, pos = read_uvarint(buf, pos - 1)
         if nt41:
+            if nt41 > (blen - pos) // 2:
+                raise Malformed(f"{nt41} tagged fields are longer than the frame")
             for _ in range(nt41):
                 tg42 = buf[pos]
                 pos += 1

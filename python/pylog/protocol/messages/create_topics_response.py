@@ -136,7 +136,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 4:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[CreatableTopicResult] = []
         for _ in range(n2):
@@ -165,7 +165,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[CreatableTopicResult] = []
         for _ in range(n2):
@@ -207,7 +207,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[CreatableTopicResult] = []
         for _ in range(n3):
@@ -258,7 +258,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 12:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[CreatableTopicResult] = []
         for _ in range(n3):
@@ -302,7 +302,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
             if n16 < 0:
                 v15 = None
             else:
-                if n16 > blen - pos:
+                if n16 > (blen - pos) // 6:
                     raise Malformed(f"array of {n16} elements is longer than the frame")
                 v15 = []
                 for _ in range(n16):
@@ -340,6 +340,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
                     if nt28 > 127:
                         nt28, pos = read_uvarint(buf, pos - 1)
                     if nt28:
+                        if nt28 > (blen - pos) // 2:
+                            raise Malformed(f"{nt28} tagged fields are longer than the frame")
                         for _ in range(nt28):
                             tg29 = buf[pos]
                             pos += 1
@@ -361,6 +363,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
             if nt34 > 127:
                 nt34, pos = read_uvarint(buf, pos - 1)
             if nt34:
+                if nt34 > (blen - pos) // 2:
+                    raise Malformed(f"{nt34} tagged fields are longer than the frame")
                 for _ in range(nt34):
                     tg35 = buf[pos]
                     pos += 1
@@ -385,6 +389,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     if nt41 > 127:
         nt41, pos = read_uvarint(buf, pos - 1)
     if nt41:
+        if nt41 > (blen - pos) // 2:
+            raise Malformed(f"{nt41} tagged fields are longer than the frame")
         for _ in range(nt41):
             tg42 = buf[pos]
             pos += 1
@@ -417,7 +423,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 28:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[CreatableTopicResult] = []
         for _ in range(n3):
@@ -462,7 +468,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
             if n17 < 0:
                 v16 = None
             else:
-                if n17 > blen - pos:
+                if n17 > (blen - pos) // 6:
                     raise Malformed(f"array of {n17} elements is longer than the frame")
                 v16 = []
                 for _ in range(n17):
@@ -500,6 +506,8 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
                     if nt29 > 127:
                         nt29, pos = read_uvarint(buf, pos - 1)
                     if nt29:
+                        if nt29 > (blen - pos) // 2:
+                            raise Malformed(f"{nt29} tagged fields are longer than the frame")
                         for _ in range(nt29):
                             tg30 = buf[pos]
                             pos += 1
@@ -521,6 +529,8 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
             if nt35 > 127:
                 nt35, pos = read_uvarint(buf, pos - 1)
             if nt35:
+                if nt35 > (blen - pos) // 2:
+                    raise Malformed(f"{nt35} tagged fields are longer than the frame")
                 for _ in range(nt35):
                     tg36 = buf[pos]
                     pos += 1
@@ -545,6 +555,8 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     if nt42 > 127:
         nt42, pos = read_uvarint(buf, pos - 1)
     if nt42:
+        if nt42 > (blen - pos) // 2:
+            raise Malformed(f"{nt42} tagged fields are longer than the frame")
         for _ in range(nt42):
             tg43 = buf[pos]
             pos += 1
@@ -572,7 +584,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse,
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 4:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[CreatableTopicResult] = []
             for _ in range(n2):
@@ -608,7 +620,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse,
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[CreatableTopicResult] = []
             for _ in range(n2):
@@ -659,7 +671,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse,
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[CreatableTopicResult] = []
             for _ in range(n3):
@@ -719,7 +731,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse,
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 12:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[CreatableTopicResult] = []
             for _ in range(n3):
@@ -768,7 +780,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse,
                 if n16 < 0:
                     v15 = None
                 else:
-                    if n16 > blen - pos:
+                    if n16 > (blen - pos) // 6:
                         raise Malformed(f"array of {n16} elements is longer than the frame")
                     v15 = []
                     for _ in range(n16):
@@ -810,6 +822,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse,
                         if nt28 > 127:
                             nt28, pos = read_uvarint(buf, pos - 1)
                         if nt28:
+                            if nt28 > (blen - pos) // 2:
+                                raise Malformed(f"{nt28} tagged fields are longer than the frame")
                             for _ in range(nt28):
                                 tg29 = buf[pos]
                                 pos += 1
@@ -832,6 +846,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse,
                 if nt34 > 127:
                     nt34, pos = read_uvarint(buf, pos - 1)
                 if nt34:
+                    if nt34 > (blen - pos) // 2:
+                        raise Malformed(f"{nt34} tagged fields are longer than the frame")
                     for _ in range(nt34):
                         tg35 = buf[pos]
                         pos += 1
@@ -867,6 +883,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse,
         if nt41 > 127:
             nt41, pos = read_uvarint(buf, pos - 1)
         if nt41:
+            if nt41 > (blen - pos) // 2:
+                raise Malformed(f"{nt41} tagged fields are longer than the frame")
             for _ in range(nt41):
                 tg42 = buf[pos]
                 pos += 1
@@ -905,7 +923,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse,
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 28:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[CreatableTopicResult] = []
             for _ in range(n3):
@@ -955,7 +973,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse,
                 if n17 < 0:
                     v16 = None
                 else:
-                    if n17 > blen - pos:
+                    if n17 > (blen - pos) // 6:
                         raise Malformed(f"array of {n17} elements is longer than the frame")
                     v16 = []
                     for _ in range(n17):
@@ -997,6 +1015,8 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse,
                         if nt29 > 127:
                             nt29, pos = read_uvarint(buf, pos - 1)
                         if nt29:
+                            if nt29 > (blen - pos) // 2:
+                                raise Malformed(f"{nt29} tagged fields are longer than the frame")
                             for _ in range(nt29):
                                 tg30 = buf[pos]
                                 pos += 1
@@ -1019,6 +1039,8 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse,
                 if nt35 > 127:
                     nt35, pos = read_uvarint(buf, pos - 1)
                 if nt35:
+                    if nt35 > (blen - pos) // 2:
+                        raise Malformed(f"{nt35} tagged fields are longer than the frame")
                     for _ in range(nt35):
                         tg36 = buf[pos]
                         pos += 1
@@ -1045,6 +1067,8 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse,
         if nt42 > 127:
             nt42, pos = read_uvarint(buf, pos - 1)
         if nt42:
+            if nt42 > (blen - pos) // 2:
+                raise Malformed(f"{nt42} tagged fields are longer than the frame")
             for _ in range(nt42):
                 tg43 = buf[pos]
                 pos += 1

@@ -39,13 +39,17 @@ class DeleteGroupsRequest(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = rd16(buf, pos)[0]
@@ -68,6 +72,7 @@ decode_v1 = decode_v0
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -78,6 +83,9 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
     else:
         if n2 > blen - pos:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = buf[pos]
@@ -99,6 +107,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
     if nt6 > 127:
         nt6, pos = read_uvarint(buf, pos - 1)
     if nt6:
+        if nt6 > (blen - pos) // 2:
+            raise Malformed(f"{nt6} tagged fields are longer than the frame")
         for _ in range(nt6):
             tg7 = buf[pos]
             pos += 1
@@ -120,14 +130,18 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "groups_names"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = rd16(buf, pos)[0]
@@ -154,6 +168,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "groups_names"
         n2 = buf[pos]
         pos += 1
@@ -165,6 +180,9 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, 
         else:
             if n2 > blen - pos:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = buf[pos]
@@ -187,6 +205,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, 
         if nt6 > 127:
             nt6, pos = read_uvarint(buf, pos - 1)
         if nt6:
+            if nt6 > (blen - pos) // 2:
+                raise Malformed(f"{nt6} tagged fields are longer than the frame")
             for _ in range(nt6):
                 tg7 = buf[pos]
                 pos += 1

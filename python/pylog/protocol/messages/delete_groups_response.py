@@ -72,7 +72,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 4:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DeletableGroupResult] = []
         for _ in range(n3):
@@ -109,7 +109,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 4:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DeletableGroupResult] = []
         for _ in range(n3):
@@ -133,6 +133,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
             if nt9 > 127:
                 nt9, pos = read_uvarint(buf, pos - 1)
             if nt9:
+                if nt9 > (blen - pos) // 2:
+                    raise Malformed(f"{nt9} tagged fields are longer than the frame")
                 for _ in range(nt9):
                     tg10 = buf[pos]
                     pos += 1
@@ -153,6 +155,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
     if nt14 > 127:
         nt14, pos = read_uvarint(buf, pos - 1)
     if nt14:
+        if nt14 > (blen - pos) // 2:
+            raise Malformed(f"{nt14} tagged fields are longer than the frame")
         for _ in range(nt14):
             tg15 = buf[pos]
             pos += 1
@@ -183,7 +187,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse,
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 4:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DeletableGroupResult] = []
             for _ in range(n3):
@@ -228,7 +232,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse,
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 4:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DeletableGroupResult] = []
             for _ in range(n3):
@@ -255,6 +259,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse,
                 if nt9 > 127:
                     nt9, pos = read_uvarint(buf, pos - 1)
                 if nt9:
+                    if nt9 > (blen - pos) // 2:
+                        raise Malformed(f"{nt9} tagged fields are longer than the frame")
                     for _ in range(nt9):
                         tg10 = buf[pos]
                         pos += 1
@@ -276,6 +282,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse,
         if nt14 > 127:
             nt14, pos = read_uvarint(buf, pos - 1)
         if nt14:
+            if nt14 > (blen - pos) // 2:
+                raise Malformed(f"{nt14} tagged fields are longer than the frame")
             for _ in range(nt14):
                 tg15 = buf[pos]
                 pos += 1

@@ -75,13 +75,17 @@ class DeleteRecordsPartition(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[DeleteRecordsTopic] = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -99,8 +103,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 12:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
+                left -= n8
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v7: list[DeleteRecordsPartition] = []
                 for _ in range(n8):
                     f9, f10 = _unpack_iq(buf, pos)
@@ -120,6 +127,7 @@ decode_v1 = decode_v0
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -128,8 +136,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 3:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[DeleteRecordsTopic] = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -153,8 +164,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 13:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
+                left -= n8
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v7: list[DeleteRecordsPartition] = []
                 for _ in range(n8):
                     f9, f10 = _unpack_iq(buf, pos)
@@ -164,6 +178,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
                     if nt11 > 127:
                         nt11, pos = read_uvarint(buf, pos - 1)
                     if nt11:
+                        if nt11 > (blen - pos) // 2:
+                            raise Malformed(f"{nt11} tagged fields are longer than the frame")
                         for _ in range(nt11):
                             tg12 = buf[pos]
                             pos += 1
@@ -184,6 +200,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
             if nt16 > 127:
                 nt16, pos = read_uvarint(buf, pos - 1)
             if nt16:
+                if nt16 > (blen - pos) // 2:
+                    raise Malformed(f"{nt16} tagged fields are longer than the frame")
                 for _ in range(nt16):
                     tg17 = buf[pos]
                     pos += 1
@@ -206,6 +224,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     if nt22 > 127:
         nt22, pos = read_uvarint(buf, pos - 1)
     if nt22:
+        if nt22 > (blen - pos) // 2:
+            raise Malformed(f"{nt22} tagged fields are longer than the frame")
         for _ in range(nt22):
             tg23 = buf[pos]
             pos += 1
@@ -227,14 +247,18 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[DeleteRecordsTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -254,8 +278,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 12:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
+                    left -= n8
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v7: list[DeleteRecordsPartition] = []
                     for _ in range(n8):
                         fld = "topics[].partitions[].partition_index"
@@ -281,6 +308,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -290,8 +318,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 3:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[DeleteRecordsTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -317,8 +348,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 13:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
+                    left -= n8
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v7: list[DeleteRecordsPartition] = []
                     for _ in range(n8):
                         fld = "topics[].partitions[].partition_index"
@@ -330,6 +364,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
                         if nt11 > 127:
                             nt11, pos = read_uvarint(buf, pos - 1)
                         if nt11:
+                            if nt11 > (blen - pos) // 2:
+                                raise Malformed(f"{nt11} tagged fields are longer than the frame")
                             for _ in range(nt11):
                                 tg12 = buf[pos]
                                 pos += 1
@@ -351,6 +387,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
                 if nt16 > 127:
                     nt16, pos = read_uvarint(buf, pos - 1)
                 if nt16:
+                    if nt16 > (blen - pos) // 2:
+                        raise Malformed(f"{nt16} tagged fields are longer than the frame")
                     for _ in range(nt16):
                         tg17 = buf[pos]
                         pos += 1
@@ -375,6 +413,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest,
         if nt22 > 127:
             nt22, pos = read_uvarint(buf, pos - 1)
         if nt22:
+            if nt22 > (blen - pos) // 2:
+                raise Malformed(f"{nt22} tagged fields are longer than the frame")
             for _ in range(nt22):
                 tg23 = buf[pos]
                 pos += 1

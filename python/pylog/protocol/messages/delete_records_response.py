@@ -97,7 +97,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DeleteRecordsTopicResult] = []
         for _ in range(n3):
@@ -116,7 +116,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 14:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[DeleteRecordsPartitionResult] = []
                 for _ in range(n9):
@@ -145,7 +145,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 3:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DeleteRecordsTopicResult] = []
         for _ in range(n3):
@@ -170,7 +170,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 15:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[DeleteRecordsPartitionResult] = []
                 for _ in range(n9):
@@ -181,6 +181,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
                     if nt13 > 127:
                         nt13, pos = read_uvarint(buf, pos - 1)
                     if nt13:
+                        if nt13 > (blen - pos) // 2:
+                            raise Malformed(f"{nt13} tagged fields are longer than the frame")
                         for _ in range(nt13):
                             tg14 = buf[pos]
                             pos += 1
@@ -201,6 +203,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
             if nt18 > 127:
                 nt18, pos = read_uvarint(buf, pos - 1)
             if nt18:
+                if nt18 > (blen - pos) // 2:
+                    raise Malformed(f"{nt18} tagged fields are longer than the frame")
                 for _ in range(nt18):
                     tg19 = buf[pos]
                     pos += 1
@@ -221,6 +225,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
     if nt23 > 127:
         nt23, pos = read_uvarint(buf, pos - 1)
     if nt23:
+        if nt23 > (blen - pos) // 2:
+            raise Malformed(f"{nt23} tagged fields are longer than the frame")
         for _ in range(nt23):
             tg24 = buf[pos]
             pos += 1
@@ -251,7 +257,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DeleteRecordsTopicResult] = []
             for _ in range(n3):
@@ -272,7 +278,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 14:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[DeleteRecordsPartitionResult] = []
                     for _ in range(n9):
@@ -308,7 +314,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 3:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DeleteRecordsTopicResult] = []
             for _ in range(n3):
@@ -335,7 +341,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 15:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[DeleteRecordsPartitionResult] = []
                     for _ in range(n9):
@@ -348,6 +354,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse
                         if nt13 > 127:
                             nt13, pos = read_uvarint(buf, pos - 1)
                         if nt13:
+                            if nt13 > (blen - pos) // 2:
+                                raise Malformed(f"{nt13} tagged fields are longer than the frame")
                             for _ in range(nt13):
                                 tg14 = buf[pos]
                                 pos += 1
@@ -369,6 +377,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse
                 if nt18 > 127:
                     nt18, pos = read_uvarint(buf, pos - 1)
                 if nt18:
+                    if nt18 > (blen - pos) // 2:
+                        raise Malformed(f"{nt18} tagged fields are longer than the frame")
                     for _ in range(nt18):
                         tg19 = buf[pos]
                         pos += 1
@@ -390,6 +400,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse
         if nt23 > 127:
             nt23, pos = read_uvarint(buf, pos - 1)
         if nt23:
+            if nt23 > (blen - pos) // 2:
+                raise Malformed(f"{nt23} tagged fields are longer than the frame")
             for _ in range(nt23):
                 tg24 = buf[pos]
                 pos += 1

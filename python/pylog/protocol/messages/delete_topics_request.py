@@ -70,13 +70,17 @@ class DeleteTopicState(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = rd16(buf, pos)[0]
@@ -107,6 +111,7 @@ decode_v3 = decode_v0
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -117,6 +122,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     else:
         if n2 > blen - pos:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = buf[pos]
@@ -140,6 +148,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     if nt7 > 127:
         nt7, pos = read_uvarint(buf, pos - 1)
     if nt7:
+        if nt7 > (blen - pos) // 2:
+            raise Malformed(f"{nt7} tagged fields are longer than the frame")
         for _ in range(nt7):
             tg8 = buf[pos]
             pos += 1
@@ -162,6 +172,7 @@ decode_v5 = decode_v4
 
 def decode_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -170,8 +181,11 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 18:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[DeleteTopicState] = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -196,6 +210,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
             if nt8 > 127:
                 nt8, pos = read_uvarint(buf, pos - 1)
             if nt8:
+                if nt8 > (blen - pos) // 2:
+                    raise Malformed(f"{nt8} tagged fields are longer than the frame")
                 for _ in range(nt8):
                     tg9 = buf[pos]
                     pos += 1
@@ -218,6 +234,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     if nt14 > 127:
         nt14, pos = read_uvarint(buf, pos - 1)
     if nt14:
+        if nt14 > (blen - pos) // 2:
+            raise Malformed(f"{nt14} tagged fields are longer than the frame")
         for _ in range(nt14):
             tg15 = buf[pos]
             pos += 1
@@ -239,14 +257,18 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topic_names"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = rd16(buf, pos)[0]
@@ -282,6 +304,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topic_names"
         n2 = buf[pos]
         pos += 1
@@ -293,6 +316,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
         else:
             if n2 > blen - pos:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = buf[pos]
@@ -318,6 +344,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
         if nt7 > 127:
             nt7, pos = read_uvarint(buf, pos - 1)
         if nt7:
+            if nt7 > (blen - pos) // 2:
+                raise Malformed(f"{nt7} tagged fields are longer than the frame")
             for _ in range(nt7):
                 tg8 = buf[pos]
                 pos += 1
@@ -344,6 +372,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -353,8 +382,11 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 18:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[DeleteTopicState] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -382,6 +414,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
                 if nt8 > 127:
                     nt8, pos = read_uvarint(buf, pos - 1)
                 if nt8:
+                    if nt8 > (blen - pos) // 2:
+                        raise Malformed(f"{nt8} tagged fields are longer than the frame")
                     for _ in range(nt8):
                         tg9 = buf[pos]
                         pos += 1
@@ -406,6 +440,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, 
         if nt14 > 127:
             nt14, pos = read_uvarint(buf, pos - 1)
         if nt14:
+            if nt14 > (blen - pos) // 2:
+                raise Malformed(f"{nt14} tagged fields are longer than the frame")
             for _ in range(nt14):
                 tg15 = buf[pos]
                 pos += 1

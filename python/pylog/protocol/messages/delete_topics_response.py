@@ -84,7 +84,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 4:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[DeletableTopicResult] = []
         for _ in range(n2):
@@ -115,7 +115,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 4:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DeletableTopicResult] = []
         for _ in range(n3):
@@ -155,7 +155,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 4:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DeletableTopicResult] = []
         for _ in range(n3):
@@ -179,6 +179,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
             if nt9 > 127:
                 nt9, pos = read_uvarint(buf, pos - 1)
             if nt9:
+                if nt9 > (blen - pos) // 2:
+                    raise Malformed(f"{nt9} tagged fields are longer than the frame")
                 for _ in range(nt9):
                     tg10 = buf[pos]
                     pos += 1
@@ -199,6 +201,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     if nt14 > 127:
         nt14, pos = read_uvarint(buf, pos - 1)
     if nt14:
+        if nt14 > (blen - pos) // 2:
+            raise Malformed(f"{nt14} tagged fields are longer than the frame")
         for _ in range(nt14):
             tg15 = buf[pos]
             pos += 1
@@ -228,7 +232,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 5:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DeletableTopicResult] = []
         for _ in range(n3):
@@ -266,6 +270,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
             if nt13 > 127:
                 nt13, pos = read_uvarint(buf, pos - 1)
             if nt13:
+                if nt13 > (blen - pos) // 2:
+                    raise Malformed(f"{nt13} tagged fields are longer than the frame")
                 for _ in range(nt13):
                     tg14 = buf[pos]
                     pos += 1
@@ -286,6 +292,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     if nt18 > 127:
         nt18, pos = read_uvarint(buf, pos - 1)
     if nt18:
+        if nt18 > (blen - pos) // 2:
+            raise Malformed(f"{nt18} tagged fields are longer than the frame")
         for _ in range(nt18):
             tg19 = buf[pos]
             pos += 1
@@ -315,7 +323,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 21:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DeletableTopicResult] = []
         for _ in range(n3):
@@ -355,6 +363,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
             if nt14 > 127:
                 nt14, pos = read_uvarint(buf, pos - 1)
             if nt14:
+                if nt14 > (blen - pos) // 2:
+                    raise Malformed(f"{nt14} tagged fields are longer than the frame")
                 for _ in range(nt14):
                     tg15 = buf[pos]
                     pos += 1
@@ -375,6 +385,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     if nt19 > 127:
         nt19, pos = read_uvarint(buf, pos - 1)
     if nt19:
+        if nt19 > (blen - pos) // 2:
+            raise Malformed(f"{nt19} tagged fields are longer than the frame")
         for _ in range(nt19):
             tg20 = buf[pos]
             pos += 1
@@ -402,7 +414,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse,
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 4:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[DeletableTopicResult] = []
             for _ in range(n2):
@@ -441,7 +453,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse,
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 4:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DeletableTopicResult] = []
             for _ in range(n3):
@@ -489,7 +501,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse,
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 4:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DeletableTopicResult] = []
             for _ in range(n3):
@@ -516,6 +528,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse,
                 if nt9 > 127:
                     nt9, pos = read_uvarint(buf, pos - 1)
                 if nt9:
+                    if nt9 > (blen - pos) // 2:
+                        raise Malformed(f"{nt9} tagged fields are longer than the frame")
                     for _ in range(nt9):
                         tg10 = buf[pos]
                         pos += 1
@@ -537,6 +551,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse,
         if nt14 > 127:
             nt14, pos = read_uvarint(buf, pos - 1)
         if nt14:
+            if nt14 > (blen - pos) // 2:
+                raise Malformed(f"{nt14} tagged fields are longer than the frame")
             for _ in range(nt14):
                 tg15 = buf[pos]
                 pos += 1
@@ -572,7 +588,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse,
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 5:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DeletableTopicResult] = []
             for _ in range(n3):
@@ -614,6 +630,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse,
                 if nt13 > 127:
                     nt13, pos = read_uvarint(buf, pos - 1)
                 if nt13:
+                    if nt13 > (blen - pos) // 2:
+                        raise Malformed(f"{nt13} tagged fields are longer than the frame")
                     for _ in range(nt13):
                         tg14 = buf[pos]
                         pos += 1
@@ -635,6 +653,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse,
         if nt18 > 127:
             nt18, pos = read_uvarint(buf, pos - 1)
         if nt18:
+            if nt18 > (blen - pos) // 2:
+                raise Malformed(f"{nt18} tagged fields are longer than the frame")
             for _ in range(nt18):
                 tg19 = buf[pos]
                 pos += 1
@@ -670,7 +690,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse,
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 21:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DeletableTopicResult] = []
             for _ in range(n3):
@@ -714,6 +734,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse,
                 if nt14 > 127:
                     nt14, pos = read_uvarint(buf, pos - 1)
                 if nt14:
+                    if nt14 > (blen - pos) // 2:
+                        raise Malformed(f"{nt14} tagged fields are longer than the frame")
                     for _ in range(nt14):
                         tg15 = buf[pos]
                         pos += 1
@@ -735,6 +757,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse,
         if nt19 > 127:
             nt19, pos = read_uvarint(buf, pos - 1)
         if nt19:
+            if nt19 > (blen - pos) // 2:
+                raise Malformed(f"{nt19} tagged fields are longer than the frame")
             for _ in range(nt19):
                 tg20 = buf[pos]
                 pos += 1

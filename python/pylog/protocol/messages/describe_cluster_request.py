@@ -44,6 +44,8 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
     if nt2 > 127:
         nt2, pos = read_uvarint(buf, pos - 1)
     if nt2:
+        if nt2 > (blen - pos) // 2:
+            raise Malformed(f"{nt2} tagged fields are longer than the frame")
         for _ in range(nt2):
             tg3 = buf[pos]
             pos += 1
@@ -70,6 +72,8 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
     if nt3 > 127:
         nt3, pos = read_uvarint(buf, pos - 1)
     if nt3:
+        if nt3 > (blen - pos) // 2:
+            raise Malformed(f"{nt3} tagged fields are longer than the frame")
         for _ in range(nt3):
             tg4 = buf[pos]
             pos += 1
@@ -100,6 +104,8 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterReques
         if nt2 > 127:
             nt2, pos = read_uvarint(buf, pos - 1)
         if nt2:
+            if nt2 > (blen - pos) // 2:
+                raise Malformed(f"{nt2} tagged fields are longer than the frame")
             for _ in range(nt2):
                 tg3 = buf[pos]
                 pos += 1
@@ -132,6 +138,8 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterReques
         if nt3 > 127:
             nt3, pos = read_uvarint(buf, pos - 1)
         if nt3:
+            if nt3 > (blen - pos) // 2:
+                raise Malformed(f"{nt3} tagged fields are longer than the frame")
             for _ in range(nt3):
                 tg4 = buf[pos]
                 pos += 1

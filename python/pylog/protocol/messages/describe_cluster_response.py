@@ -139,7 +139,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
     if n13 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n13 > blen - pos:
+        if n13 > (blen - pos) // 11:
             raise Malformed(f"array of {n13} elements is longer than the frame")
         v12: list[DescribeClusterBroker] = []
         for _ in range(n13):
@@ -179,6 +179,8 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
             if nt24 > 127:
                 nt24, pos = read_uvarint(buf, pos - 1)
             if nt24:
+                if nt24 > (blen - pos) // 2:
+                    raise Malformed(f"{nt24} tagged fields are longer than the frame")
                 for _ in range(nt24):
                     tg25 = buf[pos]
                     pos += 1
@@ -201,6 +203,8 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
     if nt30 > 127:
         nt30, pos = read_uvarint(buf, pos - 1)
     if nt30:
+        if nt30 > (blen - pos) // 2:
+            raise Malformed(f"{nt30} tagged fields are longer than the frame")
         for _ in range(nt30):
             tg31 = buf[pos]
             pos += 1
@@ -261,7 +265,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
     if n14 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n14 > blen - pos:
+        if n14 > (blen - pos) // 11:
             raise Malformed(f"array of {n14} elements is longer than the frame")
         v13: list[DescribeClusterBroker] = []
         for _ in range(n14):
@@ -301,6 +305,8 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
             if nt25 > 127:
                 nt25, pos = read_uvarint(buf, pos - 1)
             if nt25:
+                if nt25 > (blen - pos) // 2:
+                    raise Malformed(f"{nt25} tagged fields are longer than the frame")
                 for _ in range(nt25):
                     tg26 = buf[pos]
                     pos += 1
@@ -323,6 +329,8 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
     if nt31 > 127:
         nt31, pos = read_uvarint(buf, pos - 1)
     if nt31:
+        if nt31 > (blen - pos) // 2:
+            raise Malformed(f"{nt31} tagged fields are longer than the frame")
         for _ in range(nt31):
             tg32 = buf[pos]
             pos += 1
@@ -388,7 +396,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterRespon
         if n13 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n13 > blen - pos:
+            if n13 > (blen - pos) // 11:
                 raise Malformed(f"array of {n13} elements is longer than the frame")
             v12: list[DescribeClusterBroker] = []
             for _ in range(n13):
@@ -433,6 +441,8 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterRespon
                 if nt24 > 127:
                     nt24, pos = read_uvarint(buf, pos - 1)
                 if nt24:
+                    if nt24 > (blen - pos) // 2:
+                        raise Malformed(f"{nt24} tagged fields are longer than the frame")
                     for _ in range(nt24):
                         tg25 = buf[pos]
                         pos += 1
@@ -457,6 +467,8 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterRespon
         if nt30 > 127:
             nt30, pos = read_uvarint(buf, pos - 1)
         if nt30:
+            if nt30 > (blen - pos) // 2:
+                raise Malformed(f"{nt30} tagged fields are longer than the frame")
             for _ in range(nt30):
                 tg31 = buf[pos]
                 pos += 1
@@ -527,7 +539,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterRespon
         if n14 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n14 > blen - pos:
+            if n14 > (blen - pos) // 11:
                 raise Malformed(f"array of {n14} elements is longer than the frame")
             v13: list[DescribeClusterBroker] = []
             for _ in range(n14):
@@ -572,6 +584,8 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterRespon
                 if nt25 > 127:
                     nt25, pos = read_uvarint(buf, pos - 1)
                 if nt25:
+                    if nt25 > (blen - pos) // 2:
+                        raise Malformed(f"{nt25} tagged fields are longer than the frame")
                     for _ in range(nt25):
                         tg26 = buf[pos]
                         pos += 1
@@ -596,6 +610,8 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterRespon
         if nt31 > 127:
             nt31, pos = read_uvarint(buf, pos - 1)
         if nt31:
+            if nt31 > (blen - pos) // 2:
+                raise Malformed(f"{nt31} tagged fields are longer than the frame")
             for _ in range(nt31):
                 tg32 = buf[pos]
                 pos += 1

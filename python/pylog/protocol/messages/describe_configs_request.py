@@ -77,13 +77,17 @@ class DescribeConfigsResource(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[DescribeConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -104,8 +108,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
             if n9 < 0:
                 v8 = None
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 2:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8 = []
                 for _ in range(n9):
                     n11 = rd16(buf, pos)[0]
@@ -127,13 +134,17 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
 
 def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[DescribeConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -154,8 +165,11 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
             if n9 < 0:
                 v8 = None
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 2:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8 = []
                 for _ in range(n9):
                     n11 = rd16(buf, pos)[0]
@@ -182,13 +196,17 @@ decode_v2 = decode_v1
 
 def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[DescribeConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -209,8 +227,11 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
             if n9 < 0:
                 v8 = None
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 2:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8 = []
                 for _ in range(n9):
                     n11 = rd16(buf, pos)[0]
@@ -234,6 +255,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -242,8 +264,11 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 4:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[DescribeConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -272,6 +297,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
             else:
                 if n9 > blen - pos:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8 = []
                 for _ in range(n9):
                     n11 = buf[pos]
@@ -293,6 +321,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
             if nt13 > 127:
                 nt13, pos = read_uvarint(buf, pos - 1)
             if nt13:
+                if nt13 > (blen - pos) // 2:
+                    raise Malformed(f"{nt13} tagged fields are longer than the frame")
                 for _ in range(nt13):
                     tg14 = buf[pos]
                     pos += 1
@@ -315,6 +345,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     if nt20 > 127:
         nt20, pos = read_uvarint(buf, pos - 1)
     if nt20:
+        if nt20 > (blen - pos) // 2:
+            raise Malformed(f"{nt20} tagged fields are longer than the frame")
         for _ in range(nt20):
             tg21 = buf[pos]
             pos += 1
@@ -336,14 +368,18 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[DescribeConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -367,8 +403,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
                 if n9 < 0:
                     v8 = None
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 2:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8 = []
                     for _ in range(n9):
                         n11 = rd16(buf, pos)[0]
@@ -394,14 +433,18 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[DescribeConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -425,8 +468,11 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
                 if n9 < 0:
                     v8 = None
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 2:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8 = []
                     for _ in range(n9):
                         n11 = rd16(buf, pos)[0]
@@ -458,14 +504,18 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[DescribeConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -489,8 +539,11 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
                 if n9 < 0:
                     v8 = None
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 2:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8 = []
                     for _ in range(n9):
                         n11 = rd16(buf, pos)[0]
@@ -519,6 +572,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = buf[pos]
         pos += 1
@@ -528,8 +582,11 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 4:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[DescribeConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -561,6 +618,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
                 else:
                     if n9 > blen - pos:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8 = []
                     for _ in range(n9):
                         n11 = buf[pos]
@@ -583,6 +643,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
                 if nt13 > 127:
                     nt13, pos = read_uvarint(buf, pos - 1)
                 if nt13:
+                    if nt13 > (blen - pos) // 2:
+                        raise Malformed(f"{nt13} tagged fields are longer than the frame")
                     for _ in range(nt13):
                         tg14 = buf[pos]
                         pos += 1
@@ -607,6 +669,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsReques
         if nt20 > 127:
             nt20, pos = read_uvarint(buf, pos - 1)
         if nt20:
+            if nt20 > (blen - pos) // 2:
+                raise Malformed(f"{nt20} tagged fields are longer than the frame")
             for _ in range(nt20):
                 tg21 = buf[pos]
                 pos += 1

@@ -156,7 +156,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 11:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DescribeConfigsResult] = []
         for _ in range(n3):
@@ -190,7 +190,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
             if n15 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n15 > blen - pos:
+                if n15 > (blen - pos) // 7:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
                 v14: list[DescribeConfigsResourceResult] = []
                 for _ in range(n15):
@@ -234,7 +234,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 11:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DescribeConfigsResult] = []
         for _ in range(n3):
@@ -268,7 +268,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
             if n15 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n15 > blen - pos:
+                if n15 > (blen - pos) // 11:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
                 v14: list[DescribeConfigsResourceResult] = []
                 for _ in range(n15):
@@ -300,7 +300,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
                     if n28 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n28 > blen - pos:
+                        if n28 > (blen - pos) // 5:
                             raise Malformed(f"array of {n28} elements is longer than the frame")
                         v27: list[DescribeConfigsSynonym] = []
                         for _ in range(n28):
@@ -353,7 +353,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 11:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DescribeConfigsResult] = []
         for _ in range(n3):
@@ -387,7 +387,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
             if n15 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n15 > blen - pos:
+                if n15 > (blen - pos) // 14:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
                 v14: list[DescribeConfigsResourceResult] = []
                 for _ in range(n15):
@@ -419,7 +419,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
                     if n28 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n28 > blen - pos:
+                        if n28 > (blen - pos) // 5:
                             raise Malformed(f"array of {n28} elements is longer than the frame")
                         v27: list[DescribeConfigsSynonym] = []
                         for _ in range(n28):
@@ -495,7 +495,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 7:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DescribeConfigsResult] = []
         for _ in range(n3):
@@ -538,7 +538,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
             if n15 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n15 > blen - pos:
+                if n15 > (blen - pos) // 9:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
                 v14: list[DescribeConfigsResourceResult] = []
                 for _ in range(n15):
@@ -579,7 +579,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
                     if n28 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n28 > blen - pos:
+                        if n28 > (blen - pos) // 4:
                             raise Malformed(f"array of {n28} elements is longer than the frame")
                         v27: list[DescribeConfigsSynonym] = []
                         for _ in range(n28):
@@ -621,6 +621,10 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
                             if nt38 > 127:
                                 nt38, pos = read_uvarint(buf, pos - 1)
                             if nt38:
+                                if nt38 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt38} tagged fields are longer than the frame"
+                                    )
                                 for _ in range(nt38):
                                     tg39 = buf[pos]
                                     pos += 1
@@ -657,6 +661,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
                     if nt48 > 127:
                         nt48, pos = read_uvarint(buf, pos - 1)
                     if nt48:
+                        if nt48 > (blen - pos) // 2:
+                            raise Malformed(f"{nt48} tagged fields are longer than the frame")
                         for _ in range(nt48):
                             tg49 = buf[pos]
                             pos += 1
@@ -687,6 +693,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
             if nt53 > 127:
                 nt53, pos = read_uvarint(buf, pos - 1)
             if nt53:
+                if nt53 > (blen - pos) // 2:
+                    raise Malformed(f"{nt53} tagged fields are longer than the frame")
                 for _ in range(nt53):
                     tg54 = buf[pos]
                     pos += 1
@@ -707,6 +715,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse, int]:
     if nt58 > 127:
         nt58, pos = read_uvarint(buf, pos - 1)
     if nt58:
+        if nt58 > (blen - pos) // 2:
+            raise Malformed(f"{nt58} tagged fields are longer than the frame")
         for _ in range(nt58):
             tg59 = buf[pos]
             pos += 1
@@ -737,7 +747,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsRespon
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 11:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DescribeConfigsResult] = []
             for _ in range(n3):
@@ -776,7 +786,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsRespon
                 if n15 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n15 > blen - pos:
+                    if n15 > (blen - pos) // 7:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
                     v14: list[DescribeConfigsResourceResult] = []
                     for _ in range(n15):
@@ -829,7 +839,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsRespon
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 11:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DescribeConfigsResult] = []
             for _ in range(n3):
@@ -868,7 +878,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsRespon
                 if n15 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n15 > blen - pos:
+                    if n15 > (blen - pos) // 11:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
                     v14: list[DescribeConfigsResourceResult] = []
                     for _ in range(n15):
@@ -904,7 +914,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsRespon
                         if n28 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n28 > blen - pos:
+                            if n28 > (blen - pos) // 5:
                                 raise Malformed(f"array of {n28} elements is longer than the frame")
                             v27: list[DescribeConfigsSynonym] = []
                             for _ in range(n28):
@@ -978,7 +988,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsRespon
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 11:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DescribeConfigsResult] = []
             for _ in range(n3):
@@ -1017,7 +1027,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsRespon
                 if n15 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n15 > blen - pos:
+                    if n15 > (blen - pos) // 14:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
                     v14: list[DescribeConfigsResourceResult] = []
                     for _ in range(n15):
@@ -1053,7 +1063,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsRespon
                         if n28 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n28 > blen - pos:
+                            if n28 > (blen - pos) // 5:
                                 raise Malformed(f"array of {n28} elements is longer than the frame")
                             v27: list[DescribeConfigsSynonym] = []
                             for _ in range(n28):
@@ -1142,7 +1152,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsRespon
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 7:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DescribeConfigsResult] = []
             for _ in range(n3):
@@ -1190,7 +1200,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsRespon
                 if n15 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n15 > blen - pos:
+                    if n15 > (blen - pos) // 9:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
                     v14: list[DescribeConfigsResourceResult] = []
                     for _ in range(n15):
@@ -1235,7 +1245,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsRespon
                         if n28 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n28 > blen - pos:
+                            if n28 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n28} elements is longer than the frame")
                             v27: list[DescribeConfigsSynonym] = []
                             for _ in range(n28):
@@ -1283,6 +1293,10 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsRespon
                                 if nt38 > 127:
                                     nt38, pos = read_uvarint(buf, pos - 1)
                                 if nt38:
+                                    if nt38 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt38} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt38):
                                         tg39 = buf[pos]
                                         pos += 1
@@ -1322,6 +1336,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsRespon
                         if nt48 > 127:
                             nt48, pos = read_uvarint(buf, pos - 1)
                         if nt48:
+                            if nt48 > (blen - pos) // 2:
+                                raise Malformed(f"{nt48} tagged fields are longer than the frame")
                             for _ in range(nt48):
                                 tg49 = buf[pos]
                                 pos += 1
@@ -1353,6 +1369,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsRespon
                 if nt53 > 127:
                     nt53, pos = read_uvarint(buf, pos - 1)
                 if nt53:
+                    if nt53 > (blen - pos) // 2:
+                        raise Malformed(f"{nt53} tagged fields are longer than the frame")
                     for _ in range(nt53):
                         tg54 = buf[pos]
                         pos += 1
@@ -1374,6 +1392,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeConfigsRespon
         if nt58 > 127:
             nt58, pos = read_uvarint(buf, pos - 1)
         if nt58:
+            if nt58 > (blen - pos) // 2:
+                raise Malformed(f"{nt58} tagged fields are longer than the frame")
             for _ in range(nt58):
                 tg59 = buf[pos]
                 pos += 1

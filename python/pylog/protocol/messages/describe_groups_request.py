@@ -49,13 +49,17 @@ class DescribeGroupsRequest(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = rd16(buf, pos)[0]
@@ -81,13 +85,17 @@ decode_v2 = decode_v0
 
 def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = rd16(buf, pos)[0]
@@ -112,6 +120,7 @@ decode_v4 = decode_v3
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -122,6 +131,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     else:
         if n2 > blen - pos:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = buf[pos]
@@ -145,6 +157,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     if nt7 > 127:
         nt7, pos = read_uvarint(buf, pos - 1)
     if nt7:
+        if nt7 > (blen - pos) // 2:
+            raise Malformed(f"{nt7} tagged fields are longer than the frame")
         for _ in range(nt7):
             tg8 = buf[pos]
             pos += 1
@@ -166,14 +180,18 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "groups"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = rd16(buf, pos)[0]
@@ -203,14 +221,18 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "groups"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = rd16(buf, pos)[0]
@@ -240,6 +262,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "groups"
         n2 = buf[pos]
         pos += 1
@@ -251,6 +274,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest
         else:
             if n2 > blen - pos:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = buf[pos]
@@ -276,6 +302,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest
         if nt7 > 127:
             nt7, pos = read_uvarint(buf, pos - 1)
         if nt7:
+            if nt7 > (blen - pos) // 2:
+                raise Malformed(f"{nt7} tagged fields are longer than the frame")
             for _ in range(nt7):
                 tg8 = buf[pos]
                 pos += 1

@@ -131,7 +131,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 14:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[DescribedGroup] = []
         for _ in range(n2):
@@ -182,7 +182,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
             if n21 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n21 > blen - pos:
+                if n21 > (blen - pos) // 14:
                     raise Malformed(f"array of {n21} elements is longer than the frame")
                 v20: list[DescribedGroupMember] = []
                 for _ in range(n21):
@@ -253,7 +253,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 14:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DescribedGroup] = []
         for _ in range(n3):
@@ -304,7 +304,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
             if n22 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n22 > blen - pos:
+                if n22 > (blen - pos) // 14:
                     raise Malformed(f"array of {n22} elements is longer than the frame")
                 v21: list[DescribedGroupMember] = []
                 for _ in range(n22):
@@ -378,7 +378,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 18:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DescribedGroup] = []
         for _ in range(n3):
@@ -429,7 +429,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
             if n22 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n22 > blen - pos:
+                if n22 > (blen - pos) // 14:
                     raise Malformed(f"array of {n22} elements is longer than the frame")
                 v21: list[DescribedGroupMember] = []
                 for _ in range(n22):
@@ -502,7 +502,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 18:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DescribedGroup] = []
         for _ in range(n3):
@@ -553,7 +553,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
             if n22 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n22 > blen - pos:
+                if n22 > (blen - pos) // 16:
                     raise Malformed(f"array of {n22} elements is longer than the frame")
                 v21: list[DescribedGroupMember] = []
                 for _ in range(n22):
@@ -640,7 +640,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 12:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DescribedGroup] = []
         for _ in range(n3):
@@ -706,7 +706,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
             if n22 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n22 > blen - pos:
+                if n22 > (blen - pos) // 7:
                     raise Malformed(f"array of {n22} elements is longer than the frame")
                 v21: list[DescribedGroupMember] = []
                 for _ in range(n22):
@@ -794,6 +794,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
                     if nt47 > 127:
                         nt47, pos = read_uvarint(buf, pos - 1)
                     if nt47:
+                        if nt47 > (blen - pos) // 2:
+                            raise Malformed(f"{nt47} tagged fields are longer than the frame")
                         for _ in range(nt47):
                             tg48 = buf[pos]
                             pos += 1
@@ -816,6 +818,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
             if nt53 > 127:
                 nt53, pos = read_uvarint(buf, pos - 1)
             if nt53:
+                if nt53 > (blen - pos) // 2:
+                    raise Malformed(f"{nt53} tagged fields are longer than the frame")
                 for _ in range(nt53):
                     tg54 = buf[pos]
                     pos += 1
@@ -836,6 +840,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     if nt58 > 127:
         nt58, pos = read_uvarint(buf, pos - 1)
     if nt58:
+        if nt58 > (blen - pos) // 2:
+            raise Malformed(f"{nt58} tagged fields are longer than the frame")
         for _ in range(nt58):
             tg59 = buf[pos]
             pos += 1
@@ -863,7 +869,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 14:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[DescribedGroup] = []
             for _ in range(n2):
@@ -920,7 +926,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
                 if n21 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n21 > blen - pos:
+                    if n21 > (blen - pos) // 14:
                         raise Malformed(f"array of {n21} elements is longer than the frame")
                     v20: list[DescribedGroupMember] = []
                     for _ in range(n21):
@@ -1002,7 +1008,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 14:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DescribedGroup] = []
             for _ in range(n3):
@@ -1059,7 +1065,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
                 if n22 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n22 > blen - pos:
+                    if n22 > (blen - pos) // 14:
                         raise Malformed(f"array of {n22} elements is longer than the frame")
                     v21: list[DescribedGroupMember] = []
                     for _ in range(n22):
@@ -1144,7 +1150,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 18:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DescribedGroup] = []
             for _ in range(n3):
@@ -1201,7 +1207,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
                 if n22 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n22 > blen - pos:
+                    if n22 > (blen - pos) // 14:
                         raise Malformed(f"array of {n22} elements is longer than the frame")
                     v21: list[DescribedGroupMember] = []
                     for _ in range(n22):
@@ -1286,7 +1292,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 18:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DescribedGroup] = []
             for _ in range(n3):
@@ -1343,7 +1349,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
                 if n22 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n22 > blen - pos:
+                    if n22 > (blen - pos) // 16:
                         raise Malformed(f"array of {n22} elements is longer than the frame")
                     v21: list[DescribedGroupMember] = []
                     for _ in range(n22):
@@ -1443,7 +1449,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 12:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DescribedGroup] = []
             for _ in range(n3):
@@ -1515,7 +1521,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
                 if n22 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n22 > blen - pos:
+                    if n22 > (blen - pos) // 7:
                         raise Malformed(f"array of {n22} elements is longer than the frame")
                     v21: list[DescribedGroupMember] = []
                     for _ in range(n22):
@@ -1610,6 +1616,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
                         if nt47 > 127:
                             nt47, pos = read_uvarint(buf, pos - 1)
                         if nt47:
+                            if nt47 > (blen - pos) // 2:
+                                raise Malformed(f"{nt47} tagged fields are longer than the frame")
                             for _ in range(nt47):
                                 tg48 = buf[pos]
                                 pos += 1
@@ -1634,6 +1642,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
                 if nt53 > 127:
                     nt53, pos = read_uvarint(buf, pos - 1)
                 if nt53:
+                    if nt53 > (blen - pos) // 2:
+                        raise Malformed(f"{nt53} tagged fields are longer than the frame")
                     for _ in range(nt53):
                         tg54 = buf[pos]
                         pos += 1
@@ -1655,6 +1665,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
         if nt58 > 127:
             nt58, pos = read_uvarint(buf, pos - 1)
         if nt58:
+            if nt58 > (blen - pos) // 2:
+                raise Malformed(f"{nt58} tagged fields are longer than the frame")
             for _ in range(nt58):
                 tg59 = buf[pos]
                 pos += 1

@@ -55,14 +55,18 @@ class DescribableLogDirTopic(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     v1: list[DescribableLogDirTopic] | None
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -80,8 +84,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 4:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
+                left -= n8
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v7 = list(unpack_from(f">{n8}i", buf, pos))
                 pos += n8 * 4
             s9 = DescribableLogDirTopic(v4, v7)
@@ -95,6 +102,7 @@ decode_v1 = decode_v0
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -104,8 +112,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 3:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -129,8 +140,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 4:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
+                left -= n8
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v7 = list(unpack_from(f">{n8}i", buf, pos))
                 pos += n8 * 4
             nt9 = buf[pos]
@@ -138,6 +152,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
             if nt9 > 127:
                 nt9, pos = read_uvarint(buf, pos - 1)
             if nt9:
+                if nt9 > (blen - pos) // 2:
+                    raise Malformed(f"{nt9} tagged fields are longer than the frame")
                 for _ in range(nt9):
                     tg10 = buf[pos]
                     pos += 1
@@ -158,6 +174,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     if nt14 > 127:
         nt14, pos = read_uvarint(buf, pos - 1)
     if nt14:
+        if nt14 > (blen - pos) // 2:
+            raise Malformed(f"{nt14} tagged fields are longer than the frame")
         for _ in range(nt14):
             tg15 = buf[pos]
             pos += 1
@@ -185,6 +203,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -192,8 +211,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].topic"
@@ -213,8 +235,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 4:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
+                    left -= n8
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v7 = list(unpack_from(f">{n8}i", buf, pos))
                     pos += n8 * 4
                 s9 = DescribableLogDirTopic(v4, v7)
@@ -232,6 +257,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -242,8 +268,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 3:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].topic"
@@ -269,8 +298,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 4:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
+                    left -= n8
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v7 = list(unpack_from(f">{n8}i", buf, pos))
                     pos += n8 * 4
                 fld = "topics[].(tagged fields)"
@@ -279,6 +311,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
                 if nt9 > 127:
                     nt9, pos = read_uvarint(buf, pos - 1)
                 if nt9:
+                    if nt9 > (blen - pos) // 2:
+                        raise Malformed(f"{nt9} tagged fields are longer than the frame")
                     for _ in range(nt9):
                         tg10 = buf[pos]
                         pos += 1
@@ -300,6 +334,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsReques
         if nt14 > 127:
             nt14, pos = read_uvarint(buf, pos - 1)
         if nt14:
+            if nt14 > (blen - pos) // 2:
+                raise Malformed(f"{nt14} tagged fields are longer than the frame")
             for _ in range(nt14):
                 tg15 = buf[pos]
                 pos += 1

@@ -132,7 +132,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 8:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DescribeLogDirsResult] = []
         for _ in range(n3):
@@ -153,7 +153,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 6:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
                 v9: list[DescribeLogDirsTopic] = []
                 for _ in range(n10):
@@ -172,7 +172,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
                     if n16 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n16 > blen - pos:
+                        if n16 > (blen - pos) // 21:
                             raise Malformed(f"array of {n16} elements is longer than the frame")
                         v15: list[DescribeLogDirsPartition] = []
                         for _ in range(n16):
@@ -203,7 +203,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 5:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[DescribeLogDirsResult] = []
         for _ in range(n3):
@@ -230,7 +230,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 3:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
                 v9: list[DescribeLogDirsTopic] = []
                 for _ in range(n10):
@@ -255,7 +255,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
                     if n16 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n16 > blen - pos:
+                        if n16 > (blen - pos) // 22:
                             raise Malformed(f"array of {n16} elements is longer than the frame")
                         v15: list[DescribeLogDirsPartition] = []
                         for _ in range(n16):
@@ -266,6 +266,10 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
                             if nt21 > 127:
                                 nt21, pos = read_uvarint(buf, pos - 1)
                             if nt21:
+                                if nt21 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt21} tagged fields are longer than the frame"
+                                    )
                                 for _ in range(nt21):
                                     tg22 = buf[pos]
                                     pos += 1
@@ -286,6 +290,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
                     if nt26 > 127:
                         nt26, pos = read_uvarint(buf, pos - 1)
                     if nt26:
+                        if nt26 > (blen - pos) // 2:
+                            raise Malformed(f"{nt26} tagged fields are longer than the frame")
                         for _ in range(nt26):
                             tg27 = buf[pos]
                             pos += 1
@@ -306,6 +312,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
             if nt31 > 127:
                 nt31, pos = read_uvarint(buf, pos - 1)
             if nt31:
+                if nt31 > (blen - pos) // 2:
+                    raise Malformed(f"{nt31} tagged fields are longer than the frame")
                 for _ in range(nt31):
                     tg32 = buf[pos]
                     pos += 1
@@ -326,6 +334,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     if nt36 > 127:
         nt36, pos = read_uvarint(buf, pos - 1)
     if nt36:
+        if nt36 > (blen - pos) // 2:
+            raise Malformed(f"{nt36} tagged fields are longer than the frame")
         for _ in range(nt36):
             tg37 = buf[pos]
             pos += 1
@@ -355,7 +365,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 5:
             raise Malformed(f"array of {n4} elements is longer than the frame")
         v3: list[DescribeLogDirsResult] = []
         for _ in range(n4):
@@ -382,7 +392,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
             if n11 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n11 > blen - pos:
+                if n11 > (blen - pos) // 3:
                     raise Malformed(f"array of {n11} elements is longer than the frame")
                 v10: list[DescribeLogDirsTopic] = []
                 for _ in range(n11):
@@ -407,7 +417,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
                     if n17 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n17 > blen - pos:
+                        if n17 > (blen - pos) // 22:
                             raise Malformed(f"array of {n17} elements is longer than the frame")
                         v16: list[DescribeLogDirsPartition] = []
                         for _ in range(n17):
@@ -418,6 +428,10 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
                             if nt22 > 127:
                                 nt22, pos = read_uvarint(buf, pos - 1)
                             if nt22:
+                                if nt22 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt22} tagged fields are longer than the frame"
+                                    )
                                 for _ in range(nt22):
                                     tg23 = buf[pos]
                                     pos += 1
@@ -438,6 +452,8 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
                     if nt27 > 127:
                         nt27, pos = read_uvarint(buf, pos - 1)
                     if nt27:
+                        if nt27 > (blen - pos) // 2:
+                            raise Malformed(f"{nt27} tagged fields are longer than the frame")
                         for _ in range(nt27):
                             tg28 = buf[pos]
                             pos += 1
@@ -458,6 +474,8 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
             if nt32 > 127:
                 nt32, pos = read_uvarint(buf, pos - 1)
             if nt32:
+                if nt32 > (blen - pos) // 2:
+                    raise Malformed(f"{nt32} tagged fields are longer than the frame")
                 for _ in range(nt32):
                     tg33 = buf[pos]
                     pos += 1
@@ -478,6 +496,8 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     if nt37 > 127:
         nt37, pos = read_uvarint(buf, pos - 1)
     if nt37:
+        if nt37 > (blen - pos) // 2:
+            raise Malformed(f"{nt37} tagged fields are longer than the frame")
         for _ in range(nt37):
             tg38 = buf[pos]
             pos += 1
@@ -507,7 +527,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 21:
             raise Malformed(f"array of {n4} elements is longer than the frame")
         v3: list[DescribeLogDirsResult] = []
         for _ in range(n4):
@@ -534,7 +554,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
             if n11 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n11 > blen - pos:
+                if n11 > (blen - pos) // 3:
                     raise Malformed(f"array of {n11} elements is longer than the frame")
                 v10: list[DescribeLogDirsTopic] = []
                 for _ in range(n11):
@@ -559,7 +579,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
                     if n17 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n17 > blen - pos:
+                        if n17 > (blen - pos) // 22:
                             raise Malformed(f"array of {n17} elements is longer than the frame")
                         v16: list[DescribeLogDirsPartition] = []
                         for _ in range(n17):
@@ -570,6 +590,10 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
                             if nt22 > 127:
                                 nt22, pos = read_uvarint(buf, pos - 1)
                             if nt22:
+                                if nt22 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt22} tagged fields are longer than the frame"
+                                    )
                                 for _ in range(nt22):
                                     tg23 = buf[pos]
                                     pos += 1
@@ -590,6 +614,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
                     if nt27 > 127:
                         nt27, pos = read_uvarint(buf, pos - 1)
                     if nt27:
+                        if nt27 > (blen - pos) // 2:
+                            raise Malformed(f"{nt27} tagged fields are longer than the frame")
                         for _ in range(nt27):
                             tg28 = buf[pos]
                             pos += 1
@@ -612,6 +638,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
             if nt34 > 127:
                 nt34, pos = read_uvarint(buf, pos - 1)
             if nt34:
+                if nt34 > (blen - pos) // 2:
+                    raise Malformed(f"{nt34} tagged fields are longer than the frame")
                 for _ in range(nt34):
                     tg35 = buf[pos]
                     pos += 1
@@ -632,6 +660,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     if nt39 > 127:
         nt39, pos = read_uvarint(buf, pos - 1)
     if nt39:
+        if nt39 > (blen - pos) // 2:
+            raise Malformed(f"{nt39} tagged fields are longer than the frame")
         for _ in range(nt39):
             tg40 = buf[pos]
             pos += 1
@@ -662,7 +692,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 8:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DescribeLogDirsResult] = []
             for _ in range(n3):
@@ -686,7 +716,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 6:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
                     v9: list[DescribeLogDirsTopic] = []
                     for _ in range(n10):
@@ -707,7 +737,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                         if n16 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n16 > blen - pos:
+                            if n16 > (blen - pos) // 21:
                                 raise Malformed(f"array of {n16} elements is longer than the frame")
                             v15: list[DescribeLogDirsPartition] = []
                             for _ in range(n16):
@@ -745,7 +775,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 5:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[DescribeLogDirsResult] = []
             for _ in range(n3):
@@ -775,7 +805,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 3:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
                     v9: list[DescribeLogDirsTopic] = []
                     for _ in range(n10):
@@ -802,7 +832,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                         if n16 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n16 > blen - pos:
+                            if n16 > (blen - pos) // 22:
                                 raise Malformed(f"array of {n16} elements is longer than the frame")
                             v15: list[DescribeLogDirsPartition] = []
                             for _ in range(n16):
@@ -815,6 +845,10 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                                 if nt21 > 127:
                                     nt21, pos = read_uvarint(buf, pos - 1)
                                 if nt21:
+                                    if nt21 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt21} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt21):
                                         tg22 = buf[pos]
                                         pos += 1
@@ -836,6 +870,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                         if nt26 > 127:
                             nt26, pos = read_uvarint(buf, pos - 1)
                         if nt26:
+                            if nt26 > (blen - pos) // 2:
+                                raise Malformed(f"{nt26} tagged fields are longer than the frame")
                             for _ in range(nt26):
                                 tg27 = buf[pos]
                                 pos += 1
@@ -857,6 +893,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                 if nt31 > 127:
                     nt31, pos = read_uvarint(buf, pos - 1)
                 if nt31:
+                    if nt31 > (blen - pos) // 2:
+                        raise Malformed(f"{nt31} tagged fields are longer than the frame")
                     for _ in range(nt31):
                         tg32 = buf[pos]
                         pos += 1
@@ -878,6 +916,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
         if nt36 > 127:
             nt36, pos = read_uvarint(buf, pos - 1)
         if nt36:
+            if nt36 > (blen - pos) // 2:
+                raise Malformed(f"{nt36} tagged fields are longer than the frame")
             for _ in range(nt36):
                 tg37 = buf[pos]
                 pos += 1
@@ -913,7 +953,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 5:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
             v3: list[DescribeLogDirsResult] = []
             for _ in range(n4):
@@ -943,7 +983,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                 if n11 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n11 > blen - pos:
+                    if n11 > (blen - pos) // 3:
                         raise Malformed(f"array of {n11} elements is longer than the frame")
                     v10: list[DescribeLogDirsTopic] = []
                     for _ in range(n11):
@@ -970,7 +1010,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                         if n17 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n17 > blen - pos:
+                            if n17 > (blen - pos) // 22:
                                 raise Malformed(f"array of {n17} elements is longer than the frame")
                             v16: list[DescribeLogDirsPartition] = []
                             for _ in range(n17):
@@ -983,6 +1023,10 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                                 if nt22 > 127:
                                     nt22, pos = read_uvarint(buf, pos - 1)
                                 if nt22:
+                                    if nt22 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt22} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt22):
                                         tg23 = buf[pos]
                                         pos += 1
@@ -1004,6 +1048,8 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                         if nt27 > 127:
                             nt27, pos = read_uvarint(buf, pos - 1)
                         if nt27:
+                            if nt27 > (blen - pos) // 2:
+                                raise Malformed(f"{nt27} tagged fields are longer than the frame")
                             for _ in range(nt27):
                                 tg28 = buf[pos]
                                 pos += 1
@@ -1025,6 +1071,8 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                 if nt32 > 127:
                     nt32, pos = read_uvarint(buf, pos - 1)
                 if nt32:
+                    if nt32 > (blen - pos) // 2:
+                        raise Malformed(f"{nt32} tagged fields are longer than the frame")
                     for _ in range(nt32):
                         tg33 = buf[pos]
                         pos += 1
@@ -1046,6 +1094,8 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
         if nt37 > 127:
             nt37, pos = read_uvarint(buf, pos - 1)
         if nt37:
+            if nt37 > (blen - pos) // 2:
+                raise Malformed(f"{nt37} tagged fields are longer than the frame")
             for _ in range(nt37):
                 tg38 = buf[pos]
                 pos += 1
@@ -1081,7 +1131,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 21:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
             v3: list[DescribeLogDirsResult] = []
             for _ in range(n4):
@@ -1111,7 +1161,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                 if n11 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n11 > blen - pos:
+                    if n11 > (blen - pos) // 3:
                         raise Malformed(f"array of {n11} elements is longer than the frame")
                     v10: list[DescribeLogDirsTopic] = []
                     for _ in range(n11):
@@ -1138,7 +1188,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                         if n17 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n17 > blen - pos:
+                            if n17 > (blen - pos) // 22:
                                 raise Malformed(f"array of {n17} elements is longer than the frame")
                             v16: list[DescribeLogDirsPartition] = []
                             for _ in range(n17):
@@ -1151,6 +1201,10 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                                 if nt22 > 127:
                                     nt22, pos = read_uvarint(buf, pos - 1)
                                 if nt22:
+                                    if nt22 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt22} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt22):
                                         tg23 = buf[pos]
                                         pos += 1
@@ -1172,6 +1226,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                         if nt27 > 127:
                             nt27, pos = read_uvarint(buf, pos - 1)
                         if nt27:
+                            if nt27 > (blen - pos) // 2:
+                                raise Malformed(f"{nt27} tagged fields are longer than the frame")
                             for _ in range(nt27):
                                 tg28 = buf[pos]
                                 pos += 1
@@ -1196,6 +1252,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                 if nt34 > 127:
                     nt34, pos = read_uvarint(buf, pos - 1)
                 if nt34:
+                    if nt34 > (blen - pos) // 2:
+                        raise Malformed(f"{nt34} tagged fields are longer than the frame")
                     for _ in range(nt34):
                         tg35 = buf[pos]
                         pos += 1
@@ -1217,6 +1275,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
         if nt39 > 127:
             nt39, pos = read_uvarint(buf, pos - 1)
         if nt39:
+            if nt39 > (blen - pos) // 2:
+                raise Malformed(f"{nt39} tagged fields are longer than the frame")
             for _ in range(nt39):
                 tg40 = buf[pos]
                 pos += 1

@@ -213,6 +213,7 @@ class ForgottenTopic(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3 = _unpack_iii(buf, pos)
     pos += 12
     n5 = rd32(buf, pos)[0]
@@ -220,8 +221,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n5 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n5 > blen - pos:
+        if n5 > (blen - pos) // 6:
             raise Malformed(f"array of {n5} elements is longer than the frame")
+        left -= n5
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v4: list[FetchTopic] = []
         for _ in range(n5):
             n8 = rd16(buf, pos)[0]
@@ -239,8 +243,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n11 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n11 > blen - pos:
+                if n11 > (blen - pos) // 16:
                     raise Malformed(f"array of {n11} elements is longer than the frame")
+                left -= n11
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v10: list[FetchPartition] = []
                 for _ in range(n11):
                     f12, f13, f14 = _unpack_iqi(buf, pos)
@@ -261,6 +268,7 @@ decode_v2 = decode_v0
 
 def decode_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4 = _unpack_iiii(buf, pos)
     pos += 16
     n6 = rd32(buf, pos)[0]
@@ -268,8 +276,11 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n6 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 6:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5: list[FetchTopic] = []
         for _ in range(n6):
             n9 = rd16(buf, pos)[0]
@@ -287,8 +298,11 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 16:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
+                left -= n12
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v11: list[FetchPartition] = []
                 for _ in range(n12):
                     f13, f14, f15 = _unpack_iqi(buf, pos)
@@ -303,6 +317,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5 = _unpack_iiiib(buf, pos)
     pos += 17
     n7 = rd32(buf, pos)[0]
@@ -310,8 +325,11 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n7 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n7 > blen - pos:
+        if n7 > (blen - pos) // 6:
             raise Malformed(f"array of {n7} elements is longer than the frame")
+        left -= n7
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v6: list[FetchTopic] = []
         for _ in range(n7):
             n10 = rd16(buf, pos)[0]
@@ -329,8 +347,11 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n13 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n13 > blen - pos:
+                if n13 > (blen - pos) // 16:
                     raise Malformed(f"array of {n13} elements is longer than the frame")
+                left -= n13
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v12: list[FetchPartition] = []
                 for _ in range(n13):
                     f14, f15, f16 = _unpack_iqi(buf, pos)
@@ -345,6 +366,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5 = _unpack_iiiib(buf, pos)
     pos += 17
     n7 = rd32(buf, pos)[0]
@@ -352,8 +374,11 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n7 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n7 > blen - pos:
+        if n7 > (blen - pos) // 6:
             raise Malformed(f"array of {n7} elements is longer than the frame")
+        left -= n7
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v6: list[FetchTopic] = []
         for _ in range(n7):
             n10 = rd16(buf, pos)[0]
@@ -371,8 +396,11 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n13 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n13 > blen - pos:
+                if n13 > (blen - pos) // 24:
                     raise Malformed(f"array of {n13} elements is longer than the frame")
+                left -= n13
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v12: list[FetchPartition] = []
                 for _ in range(n13):
                     f14, f15, f16, f17 = _unpack_iqqi(buf, pos)
@@ -390,6 +418,7 @@ decode_v6 = decode_v5
 
 def decode_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
     pos += 25
     n9 = rd32(buf, pos)[0]
@@ -397,8 +426,11 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n9 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n9 > blen - pos:
+        if n9 > (blen - pos) // 6:
             raise Malformed(f"array of {n9} elements is longer than the frame")
+        left -= n9
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v8: list[FetchTopic] = []
         for _ in range(n9):
             n12 = rd16(buf, pos)[0]
@@ -416,8 +448,11 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n15 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n15 > blen - pos:
+                if n15 > (blen - pos) // 24:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
+                left -= n15
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v14: list[FetchPartition] = []
                 for _ in range(n15):
                     f16, f17, f18, f19 = _unpack_iqqi(buf, pos)
@@ -431,8 +466,11 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n23 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n23 > blen - pos:
+        if n23 > (blen - pos) // 6:
             raise Malformed(f"array of {n23} elements is longer than the frame")
+        left -= n23
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v22: list[ForgottenTopic] = []
         for _ in range(n23):
             n26 = rd16(buf, pos)[0]
@@ -450,8 +488,11 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n29 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n29 > blen - pos:
+                if n29 > (blen - pos) // 4:
                     raise Malformed(f"array of {n29} elements is longer than the frame")
+                left -= n29
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v28 = list(unpack_from(f">{n29}i", buf, pos))
                 pos += n29 * 4
             s30 = ForgottenTopic(v25, "AAAAAAAAAAAAAAAAAAAAAA", v28)
@@ -465,6 +506,7 @@ decode_v8 = decode_v7
 
 def decode_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
     pos += 25
     n9 = rd32(buf, pos)[0]
@@ -472,8 +514,11 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n9 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n9 > blen - pos:
+        if n9 > (blen - pos) // 6:
             raise Malformed(f"array of {n9} elements is longer than the frame")
+        left -= n9
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v8: list[FetchTopic] = []
         for _ in range(n9):
             n12 = rd16(buf, pos)[0]
@@ -491,8 +536,11 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n15 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n15 > blen - pos:
+                if n15 > (blen - pos) // 28:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
+                left -= n15
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v14: list[FetchPartition] = []
                 for _ in range(n15):
                     f16, f17, f18, f19, f20 = _unpack_iiqqi(buf, pos)
@@ -506,8 +554,11 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n24 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n24 > blen - pos:
+        if n24 > (blen - pos) // 6:
             raise Malformed(f"array of {n24} elements is longer than the frame")
+        left -= n24
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v23: list[ForgottenTopic] = []
         for _ in range(n24):
             n27 = rd16(buf, pos)[0]
@@ -525,8 +576,11 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n30 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n30 > blen - pos:
+                if n30 > (blen - pos) // 4:
                     raise Malformed(f"array of {n30} elements is longer than the frame")
+                left -= n30
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v29 = list(unpack_from(f">{n30}i", buf, pos))
                 pos += n30 * 4
             s31 = ForgottenTopic(v26, "AAAAAAAAAAAAAAAAAAAAAA", v29)
@@ -540,6 +594,7 @@ decode_v10 = decode_v9
 
 def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
     pos += 25
     n9 = rd32(buf, pos)[0]
@@ -547,8 +602,11 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n9 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n9 > blen - pos:
+        if n9 > (blen - pos) // 6:
             raise Malformed(f"array of {n9} elements is longer than the frame")
+        left -= n9
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v8: list[FetchTopic] = []
         for _ in range(n9):
             n12 = rd16(buf, pos)[0]
@@ -566,8 +624,11 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n15 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n15 > blen - pos:
+                if n15 > (blen - pos) // 28:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
+                left -= n15
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v14: list[FetchPartition] = []
                 for _ in range(n15):
                     f16, f17, f18, f19, f20 = _unpack_iiqqi(buf, pos)
@@ -581,8 +642,11 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n24 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n24 > blen - pos:
+        if n24 > (blen - pos) // 6:
             raise Malformed(f"array of {n24} elements is longer than the frame")
+        left -= n24
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v23: list[ForgottenTopic] = []
         for _ in range(n24):
             n27 = rd16(buf, pos)[0]
@@ -600,8 +664,11 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n30 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n30 > blen - pos:
+                if n30 > (blen - pos) // 4:
                     raise Malformed(f"array of {n30} elements is longer than the frame")
+                left -= n30
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v29 = list(unpack_from(f">{n30}i", buf, pos))
                 pos += n30 * 4
             s31 = ForgottenTopic(v26, "AAAAAAAAAAAAAAAAAAAAAA", v29)
@@ -622,6 +689,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
 
 def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
     pos += 25
     n9 = buf[pos]
@@ -632,8 +700,11 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n9 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n9 > blen - pos:
+        if n9 > (blen - pos) // 3:
             raise Malformed(f"array of {n9} elements is longer than the frame")
+        left -= n9
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v8: list[FetchTopic] = []
         for _ in range(n9):
             n12 = buf[pos]
@@ -657,8 +728,11 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n15 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n15 > blen - pos:
+                if n15 > (blen - pos) // 33:
                     raise Malformed(f"array of {n15} elements is longer than the frame")
+                left -= n15
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v14: list[FetchPartition] = []
                 for _ in range(n15):
                     f16, f17, f18, f19, f20, f21 = _unpack_iiqiqi(buf, pos)
@@ -668,6 +742,8 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                     if nt22 > 127:
                         nt22, pos = read_uvarint(buf, pos - 1)
                     if nt22:
+                        if nt22 > (blen - pos) // 2:
+                            raise Malformed(f"{nt22} tagged fields are longer than the frame")
                         for _ in range(nt22):
                             tg23 = buf[pos]
                             pos += 1
@@ -688,6 +764,8 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt27 > 127:
                 nt27, pos = read_uvarint(buf, pos - 1)
             if nt27:
+                if nt27 > (blen - pos) // 2:
+                    raise Malformed(f"{nt27} tagged fields are longer than the frame")
                 for _ in range(nt27):
                     tg28 = buf[pos]
                     pos += 1
@@ -711,8 +789,11 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n33 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n33 > blen - pos:
+        if n33 > (blen - pos) // 3:
             raise Malformed(f"array of {n33} elements is longer than the frame")
+        left -= n33
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v32: list[ForgottenTopic] = []
         for _ in range(n33):
             n36 = buf[pos]
@@ -736,8 +817,11 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n39 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n39 > blen - pos:
+                if n39 > (blen - pos) // 4:
                     raise Malformed(f"array of {n39} elements is longer than the frame")
+                left -= n39
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v38 = list(unpack_from(f">{n39}i", buf, pos))
                 pos += n39 * 4
             nt40 = buf[pos]
@@ -745,6 +829,8 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt40 > 127:
                 nt40, pos = read_uvarint(buf, pos - 1)
             if nt40:
+                if nt40 > (blen - pos) // 2:
+                    raise Malformed(f"{nt40} tagged fields are longer than the frame")
                 for _ in range(nt40):
                     tg41 = buf[pos]
                     pos += 1
@@ -779,6 +865,8 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if nt50 > 127:
         nt50, pos = read_uvarint(buf, pos - 1)
     if nt50:
+        if nt50 > (blen - pos) // 2:
+            raise Malformed(f"{nt50} tagged fields are longer than the frame")
         for _ in range(nt50):
             tg51 = buf[pos]
             pos += 1
@@ -814,6 +902,7 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
 
 def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
     pos += 25
     n9 = buf[pos]
@@ -824,8 +913,11 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n9 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n9 > blen - pos:
+        if n9 > (blen - pos) // 18:
             raise Malformed(f"array of {n9} elements is longer than the frame")
+        left -= n9
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v8: list[FetchTopic] = []
         for _ in range(n9):
             (f10,) = _unpack_16s(buf, pos)
@@ -839,8 +931,11 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 33:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
+                left -= n12
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v11: list[FetchPartition] = []
                 for _ in range(n12):
                     f13, f14, f15, f16, f17, f18 = _unpack_iiqiqi(buf, pos)
@@ -850,6 +945,8 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                     if nt19 > 127:
                         nt19, pos = read_uvarint(buf, pos - 1)
                     if nt19:
+                        if nt19 > (blen - pos) // 2:
+                            raise Malformed(f"{nt19} tagged fields are longer than the frame")
                         for _ in range(nt19):
                             tg20 = buf[pos]
                             pos += 1
@@ -870,6 +967,8 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt24 > 127:
                 nt24, pos = read_uvarint(buf, pos - 1)
             if nt24:
+                if nt24 > (blen - pos) // 2:
+                    raise Malformed(f"{nt24} tagged fields are longer than the frame")
                 for _ in range(nt24):
                     tg25 = buf[pos]
                     pos += 1
@@ -893,8 +992,11 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n30 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n30 > blen - pos:
+        if n30 > (blen - pos) // 18:
             raise Malformed(f"array of {n30} elements is longer than the frame")
+        left -= n30
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v29: list[ForgottenTopic] = []
         for _ in range(n30):
             (f31,) = _unpack_16s(buf, pos)
@@ -908,8 +1010,11 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n33 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n33 > blen - pos:
+                if n33 > (blen - pos) // 4:
                     raise Malformed(f"array of {n33} elements is longer than the frame")
+                left -= n33
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v32 = list(unpack_from(f">{n33}i", buf, pos))
                 pos += n33 * 4
             nt34 = buf[pos]
@@ -917,6 +1022,8 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt34 > 127:
                 nt34, pos = read_uvarint(buf, pos - 1)
             if nt34:
+                if nt34 > (blen - pos) // 2:
+                    raise Malformed(f"{nt34} tagged fields are longer than the frame")
                 for _ in range(nt34):
                     tg35 = buf[pos]
                     pos += 1
@@ -951,6 +1058,8 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if nt44 > 127:
         nt44, pos = read_uvarint(buf, pos - 1)
     if nt44:
+        if nt44 > (blen - pos) // 2:
+            raise Malformed(f"{nt44} tagged fields are longer than the frame")
         for _ in range(nt44):
             tg45 = buf[pos]
             pos += 1
@@ -989,6 +1098,7 @@ decode_v14 = decode_v13
 
 def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5, f6 = _unpack_iiibii(buf, pos)
     pos += 21
     n8 = buf[pos]
@@ -999,8 +1109,11 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n8 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n8 > blen - pos:
+        if n8 > (blen - pos) // 18:
             raise Malformed(f"array of {n8} elements is longer than the frame")
+        left -= n8
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v7: list[FetchTopic] = []
         for _ in range(n8):
             (f9,) = _unpack_16s(buf, pos)
@@ -1014,8 +1127,11 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n11 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n11 > blen - pos:
+                if n11 > (blen - pos) // 33:
                     raise Malformed(f"array of {n11} elements is longer than the frame")
+                left -= n11
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v10: list[FetchPartition] = []
                 for _ in range(n11):
                     f12, f13, f14, f15, f16, f17 = _unpack_iiqiqi(buf, pos)
@@ -1025,6 +1141,8 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                     if nt18 > 127:
                         nt18, pos = read_uvarint(buf, pos - 1)
                     if nt18:
+                        if nt18 > (blen - pos) // 2:
+                            raise Malformed(f"{nt18} tagged fields are longer than the frame")
                         for _ in range(nt18):
                             tg19 = buf[pos]
                             pos += 1
@@ -1045,6 +1163,8 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt23 > 127:
                 nt23, pos = read_uvarint(buf, pos - 1)
             if nt23:
+                if nt23 > (blen - pos) // 2:
+                    raise Malformed(f"{nt23} tagged fields are longer than the frame")
                 for _ in range(nt23):
                     tg24 = buf[pos]
                     pos += 1
@@ -1068,8 +1188,11 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n29 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n29 > blen - pos:
+        if n29 > (blen - pos) // 18:
             raise Malformed(f"array of {n29} elements is longer than the frame")
+        left -= n29
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v28: list[ForgottenTopic] = []
         for _ in range(n29):
             (f30,) = _unpack_16s(buf, pos)
@@ -1083,8 +1206,11 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n32 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n32 > blen - pos:
+                if n32 > (blen - pos) // 4:
                     raise Malformed(f"array of {n32} elements is longer than the frame")
+                left -= n32
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v31 = list(unpack_from(f">{n32}i", buf, pos))
                 pos += n32 * 4
             nt33 = buf[pos]
@@ -1092,6 +1218,8 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt33 > 127:
                 nt33, pos = read_uvarint(buf, pos - 1)
             if nt33:
+                if nt33 > (blen - pos) // 2:
+                    raise Malformed(f"{nt33} tagged fields are longer than the frame")
                 for _ in range(nt33):
                     tg34 = buf[pos]
                     pos += 1
@@ -1127,6 +1255,8 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if nt44 > 127:
         nt44, pos = read_uvarint(buf, pos - 1)
     if nt44:
+        if nt44 > (blen - pos) // 2:
+            raise Malformed(f"{nt44} tagged fields are longer than the frame")
         for _ in range(nt44):
             tg45 = buf[pos]
             pos += 1
@@ -1163,6 +1293,8 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt55 > 127:
                     nt55, pos = read_uvarint(buf, pos - 1)
                 if nt55:
+                    if nt55 > (blen - pos) // 2:
+                        raise Malformed(f"{nt55} tagged fields are longer than the frame")
                     for _ in range(nt55):
                         tg56 = buf[pos]
                         pos += 1
@@ -1188,6 +1320,7 @@ decode_v16 = decode_v15
 
 def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2, f3, f4, f5, f6 = _unpack_iiibii(buf, pos)
     pos += 21
     n8 = buf[pos]
@@ -1198,8 +1331,11 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n8 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n8 > blen - pos:
+        if n8 > (blen - pos) // 18:
             raise Malformed(f"array of {n8} elements is longer than the frame")
+        left -= n8
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v7: list[FetchTopic] = []
         for _ in range(n8):
             (f9,) = _unpack_16s(buf, pos)
@@ -1213,8 +1349,11 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n11 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n11 > blen - pos:
+                if n11 > (blen - pos) // 33:
                     raise Malformed(f"array of {n11} elements is longer than the frame")
+                left -= n11
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v10: list[FetchPartition] = []
                 for _ in range(n11):
                     f12, f13, f14, f15, f16, f17 = _unpack_iiqiqi(buf, pos)
@@ -1225,6 +1364,8 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                     if nt19 > 127:
                         nt19, pos = read_uvarint(buf, pos - 1)
                     if nt19:
+                        if nt19 > (blen - pos) // 2:
+                            raise Malformed(f"{nt19} tagged fields are longer than the frame")
                         for _ in range(nt19):
                             tg20 = buf[pos]
                             pos += 1
@@ -1250,6 +1391,8 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt26 > 127:
                 nt26, pos = read_uvarint(buf, pos - 1)
             if nt26:
+                if nt26 > (blen - pos) // 2:
+                    raise Malformed(f"{nt26} tagged fields are longer than the frame")
                 for _ in range(nt26):
                     tg27 = buf[pos]
                     pos += 1
@@ -1273,8 +1416,11 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if n32 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n32 > blen - pos:
+        if n32 > (blen - pos) // 18:
             raise Malformed(f"array of {n32} elements is longer than the frame")
+        left -= n32
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v31: list[ForgottenTopic] = []
         for _ in range(n32):
             (f33,) = _unpack_16s(buf, pos)
@@ -1288,8 +1434,11 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if n35 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n35 > blen - pos:
+                if n35 > (blen - pos) // 4:
                     raise Malformed(f"array of {n35} elements is longer than the frame")
+                left -= n35
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v34 = list(unpack_from(f">{n35}i", buf, pos))
                 pos += n35 * 4
             nt36 = buf[pos]
@@ -1297,6 +1446,8 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
             if nt36 > 127:
                 nt36, pos = read_uvarint(buf, pos - 1)
             if nt36:
+                if nt36 > (blen - pos) // 2:
+                    raise Malformed(f"{nt36} tagged fields are longer than the frame")
                 for _ in range(nt36):
                     tg37 = buf[pos]
                     pos += 1
@@ -1332,6 +1483,8 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     if nt47 > 127:
         nt47, pos = read_uvarint(buf, pos - 1)
     if nt47:
+        if nt47 > (blen - pos) // 2:
+            raise Malformed(f"{nt47} tagged fields are longer than the frame")
         for _ in range(nt47):
             tg48 = buf[pos]
             pos += 1
@@ -1368,6 +1521,8 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt58 > 127:
                     nt58, pos = read_uvarint(buf, pos - 1)
                 if nt58:
+                    if nt58 > (blen - pos) // 2:
+                        raise Malformed(f"{nt58} tagged fields are longer than the frame")
                     for _ in range(nt58):
                         tg59 = buf[pos]
                         pos += 1
@@ -1392,6 +1547,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3 = _unpack_iii(buf, pos)
         pos += 12
@@ -1401,8 +1557,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n5 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n5 > blen - pos:
+            if n5 > (blen - pos) // 6:
                 raise Malformed(f"array of {n5} elements is longer than the frame")
+            left -= n5
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v4: list[FetchTopic] = []
             for _ in range(n5):
                 fld = "topics[].topic"
@@ -1422,8 +1581,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n11 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n11 > blen - pos:
+                    if n11 > (blen - pos) // 16:
                         raise Malformed(f"array of {n11} elements is longer than the frame")
+                    left -= n11
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v10: list[FetchPartition] = []
                     for _ in range(n11):
                         fld = "topics[].partitions[].partition"
@@ -1449,6 +1611,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4 = _unpack_iiii(buf, pos)
         pos += 16
@@ -1458,8 +1621,11 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n6 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 6:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5: list[FetchTopic] = []
             for _ in range(n6):
                 fld = "topics[].topic"
@@ -1479,8 +1645,11 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 16:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
+                    left -= n12
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v11: list[FetchPartition] = []
                     for _ in range(n12):
                         fld = "topics[].partitions[].partition"
@@ -1500,6 +1669,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4, f5 = _unpack_iiiib(buf, pos)
         pos += 17
@@ -1509,8 +1679,11 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n7 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n7 > blen - pos:
+            if n7 > (blen - pos) // 6:
                 raise Malformed(f"array of {n7} elements is longer than the frame")
+            left -= n7
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v6: list[FetchTopic] = []
             for _ in range(n7):
                 fld = "topics[].topic"
@@ -1530,8 +1703,11 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n13 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n13 > blen - pos:
+                    if n13 > (blen - pos) // 16:
                         raise Malformed(f"array of {n13} elements is longer than the frame")
+                    left -= n13
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v12: list[FetchPartition] = []
                     for _ in range(n13):
                         fld = "topics[].partitions[].partition"
@@ -1551,6 +1727,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4, f5 = _unpack_iiiib(buf, pos)
         pos += 17
@@ -1560,8 +1737,11 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n7 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n7 > blen - pos:
+            if n7 > (blen - pos) // 6:
                 raise Malformed(f"array of {n7} elements is longer than the frame")
+            left -= n7
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v6: list[FetchTopic] = []
             for _ in range(n7):
                 fld = "topics[].topic"
@@ -1581,8 +1761,11 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n13 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n13 > blen - pos:
+                    if n13 > (blen - pos) // 24:
                         raise Malformed(f"array of {n13} elements is longer than the frame")
+                    left -= n13
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v12: list[FetchPartition] = []
                     for _ in range(n13):
                         fld = "topics[].partitions[].partition"
@@ -1605,6 +1788,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
         pos += 25
@@ -1614,8 +1798,11 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n9 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n9 > blen - pos:
+            if n9 > (blen - pos) // 6:
                 raise Malformed(f"array of {n9} elements is longer than the frame")
+            left -= n9
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v8: list[FetchTopic] = []
             for _ in range(n9):
                 fld = "topics[].topic"
@@ -1635,8 +1822,11 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n15 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n15 > blen - pos:
+                    if n15 > (blen - pos) // 24:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
+                    left -= n15
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v14: list[FetchPartition] = []
                     for _ in range(n15):
                         fld = "topics[].partitions[].partition"
@@ -1652,8 +1842,11 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n23 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n23 > blen - pos:
+            if n23 > (blen - pos) // 6:
                 raise Malformed(f"array of {n23} elements is longer than the frame")
+            left -= n23
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v22: list[ForgottenTopic] = []
             for _ in range(n23):
                 fld = "forgotten_topics_data[].topic"
@@ -1673,8 +1866,11 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n29 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n29 > blen - pos:
+                    if n29 > (blen - pos) // 4:
                         raise Malformed(f"array of {n29} elements is longer than the frame")
+                    left -= n29
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v28 = list(unpack_from(f">{n29}i", buf, pos))
                     pos += n29 * 4
                 s30 = ForgottenTopic(v25, "AAAAAAAAAAAAAAAAAAAAAA", v28)
@@ -1692,6 +1888,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
         pos += 25
@@ -1701,8 +1898,11 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n9 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n9 > blen - pos:
+            if n9 > (blen - pos) // 6:
                 raise Malformed(f"array of {n9} elements is longer than the frame")
+            left -= n9
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v8: list[FetchTopic] = []
             for _ in range(n9):
                 fld = "topics[].topic"
@@ -1722,8 +1922,11 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n15 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n15 > blen - pos:
+                    if n15 > (blen - pos) // 28:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
+                    left -= n15
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v14: list[FetchPartition] = []
                     for _ in range(n15):
                         fld = "topics[].partitions[].partition"
@@ -1739,8 +1942,11 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n24 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n24 > blen - pos:
+            if n24 > (blen - pos) // 6:
                 raise Malformed(f"array of {n24} elements is longer than the frame")
+            left -= n24
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v23: list[ForgottenTopic] = []
             for _ in range(n24):
                 fld = "forgotten_topics_data[].topic"
@@ -1760,8 +1966,11 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n30 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n30 > blen - pos:
+                    if n30 > (blen - pos) // 4:
                         raise Malformed(f"array of {n30} elements is longer than the frame")
+                    left -= n30
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v29 = list(unpack_from(f">{n30}i", buf, pos))
                     pos += n30 * 4
                 s31 = ForgottenTopic(v26, "AAAAAAAAAAAAAAAAAAAAAA", v29)
@@ -1779,6 +1988,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
         pos += 25
@@ -1788,8 +1998,11 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n9 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n9 > blen - pos:
+            if n9 > (blen - pos) // 6:
                 raise Malformed(f"array of {n9} elements is longer than the frame")
+            left -= n9
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v8: list[FetchTopic] = []
             for _ in range(n9):
                 fld = "topics[].topic"
@@ -1809,8 +2022,11 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n15 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n15 > blen - pos:
+                    if n15 > (blen - pos) // 28:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
+                    left -= n15
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v14: list[FetchPartition] = []
                     for _ in range(n15):
                         fld = "topics[].partitions[].partition"
@@ -1826,8 +2042,11 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n24 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n24 > blen - pos:
+            if n24 > (blen - pos) // 6:
                 raise Malformed(f"array of {n24} elements is longer than the frame")
+            left -= n24
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v23: list[ForgottenTopic] = []
             for _ in range(n24):
                 fld = "forgotten_topics_data[].topic"
@@ -1847,8 +2066,11 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n30 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n30 > blen - pos:
+                    if n30 > (blen - pos) // 4:
                         raise Malformed(f"array of {n30} elements is longer than the frame")
+                    left -= n30
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v29 = list(unpack_from(f">{n30}i", buf, pos))
                     pos += n30 * 4
                 s31 = ForgottenTopic(v26, "AAAAAAAAAAAAAAAAAAAAAA", v29)
@@ -1874,6 +2096,7 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
         pos += 25
@@ -1886,8 +2109,11 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n9 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n9 > blen - pos:
+            if n9 > (blen - pos) // 3:
                 raise Malformed(f"array of {n9} elements is longer than the frame")
+            left -= n9
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v8: list[FetchTopic] = []
             for _ in range(n9):
                 fld = "topics[].topic"
@@ -1913,8 +2139,11 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n15 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n15 > blen - pos:
+                    if n15 > (blen - pos) // 33:
                         raise Malformed(f"array of {n15} elements is longer than the frame")
+                    left -= n15
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v14: list[FetchPartition] = []
                     for _ in range(n15):
                         fld = "topics[].partitions[].partition"
@@ -1926,6 +2155,8 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                         if nt22 > 127:
                             nt22, pos = read_uvarint(buf, pos - 1)
                         if nt22:
+                            if nt22 > (blen - pos) // 2:
+                                raise Malformed(f"{nt22} tagged fields are longer than the frame")
                             for _ in range(nt22):
                                 tg23 = buf[pos]
                                 pos += 1
@@ -1947,6 +2178,8 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt27 > 127:
                     nt27, pos = read_uvarint(buf, pos - 1)
                 if nt27:
+                    if nt27 > (blen - pos) // 2:
+                        raise Malformed(f"{nt27} tagged fields are longer than the frame")
                     for _ in range(nt27):
                         tg28 = buf[pos]
                         pos += 1
@@ -1971,8 +2204,11 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n33 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n33 > blen - pos:
+            if n33 > (blen - pos) // 3:
                 raise Malformed(f"array of {n33} elements is longer than the frame")
+            left -= n33
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v32: list[ForgottenTopic] = []
             for _ in range(n33):
                 fld = "forgotten_topics_data[].topic"
@@ -1998,8 +2234,11 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n39 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n39 > blen - pos:
+                    if n39 > (blen - pos) // 4:
                         raise Malformed(f"array of {n39} elements is longer than the frame")
+                    left -= n39
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v38 = list(unpack_from(f">{n39}i", buf, pos))
                     pos += n39 * 4
                 fld = "forgotten_topics_data[].(tagged fields)"
@@ -2008,6 +2247,8 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt40 > 127:
                     nt40, pos = read_uvarint(buf, pos - 1)
                 if nt40:
+                    if nt40 > (blen - pos) // 2:
+                        raise Malformed(f"{nt40} tagged fields are longer than the frame")
                     for _ in range(nt40):
                         tg41 = buf[pos]
                         pos += 1
@@ -2044,6 +2285,8 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if nt50 > 127:
             nt50, pos = read_uvarint(buf, pos - 1)
         if nt50:
+            if nt50 > (blen - pos) // 2:
+                raise Malformed(f"{nt50} tagged fields are longer than the frame")
             for _ in range(nt50):
                 tg51 = buf[pos]
                 pos += 1
@@ -2084,6 +2327,7 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2, f3, f4, f5, f6, f7 = _unpack_iiiibii(buf, pos)
         pos += 25
@@ -2096,8 +2340,11 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n9 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n9 > blen - pos:
+            if n9 > (blen - pos) // 18:
                 raise Malformed(f"array of {n9} elements is longer than the frame")
+            left -= n9
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v8: list[FetchTopic] = []
             for _ in range(n9):
                 fld = "topics[].topic_id"
@@ -2113,8 +2360,11 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 33:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
+                    left -= n12
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v11: list[FetchPartition] = []
                     for _ in range(n12):
                         fld = "topics[].partitions[].partition"
@@ -2126,6 +2376,8 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                         if nt19 > 127:
                             nt19, pos = read_uvarint(buf, pos - 1)
                         if nt19:
+                            if nt19 > (blen - pos) // 2:
+                                raise Malformed(f"{nt19} tagged fields are longer than the frame")
                             for _ in range(nt19):
                                 tg20 = buf[pos]
                                 pos += 1
@@ -2147,6 +2399,8 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt24 > 127:
                     nt24, pos = read_uvarint(buf, pos - 1)
                 if nt24:
+                    if nt24 > (blen - pos) // 2:
+                        raise Malformed(f"{nt24} tagged fields are longer than the frame")
                     for _ in range(nt24):
                         tg25 = buf[pos]
                         pos += 1
@@ -2171,8 +2425,11 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n30 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n30 > blen - pos:
+            if n30 > (blen - pos) // 18:
                 raise Malformed(f"array of {n30} elements is longer than the frame")
+            left -= n30
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v29: list[ForgottenTopic] = []
             for _ in range(n30):
                 fld = "forgotten_topics_data[].topic_id"
@@ -2188,8 +2445,11 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n33 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n33 > blen - pos:
+                    if n33 > (blen - pos) // 4:
                         raise Malformed(f"array of {n33} elements is longer than the frame")
+                    left -= n33
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v32 = list(unpack_from(f">{n33}i", buf, pos))
                     pos += n33 * 4
                 fld = "forgotten_topics_data[].(tagged fields)"
@@ -2198,6 +2458,8 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt34 > 127:
                     nt34, pos = read_uvarint(buf, pos - 1)
                 if nt34:
+                    if nt34 > (blen - pos) // 2:
+                        raise Malformed(f"{nt34} tagged fields are longer than the frame")
                     for _ in range(nt34):
                         tg35 = buf[pos]
                         pos += 1
@@ -2234,6 +2496,8 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if nt44 > 127:
             nt44, pos = read_uvarint(buf, pos - 1)
         if nt44:
+            if nt44 > (blen - pos) // 2:
+                raise Malformed(f"{nt44} tagged fields are longer than the frame")
             for _ in range(nt44):
                 tg45 = buf[pos]
                 pos += 1
@@ -2277,6 +2541,7 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "max_wait_ms"
         f1, f2, f3, f4, f5, f6 = _unpack_iiibii(buf, pos)
         pos += 21
@@ -2289,8 +2554,11 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n8 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n8 > blen - pos:
+            if n8 > (blen - pos) // 18:
                 raise Malformed(f"array of {n8} elements is longer than the frame")
+            left -= n8
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v7: list[FetchTopic] = []
             for _ in range(n8):
                 fld = "topics[].topic_id"
@@ -2306,8 +2574,11 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n11 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n11 > blen - pos:
+                    if n11 > (blen - pos) // 33:
                         raise Malformed(f"array of {n11} elements is longer than the frame")
+                    left -= n11
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v10: list[FetchPartition] = []
                     for _ in range(n11):
                         fld = "topics[].partitions[].partition"
@@ -2319,6 +2590,8 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                         if nt18 > 127:
                             nt18, pos = read_uvarint(buf, pos - 1)
                         if nt18:
+                            if nt18 > (blen - pos) // 2:
+                                raise Malformed(f"{nt18} tagged fields are longer than the frame")
                             for _ in range(nt18):
                                 tg19 = buf[pos]
                                 pos += 1
@@ -2340,6 +2613,8 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt23 > 127:
                     nt23, pos = read_uvarint(buf, pos - 1)
                 if nt23:
+                    if nt23 > (blen - pos) // 2:
+                        raise Malformed(f"{nt23} tagged fields are longer than the frame")
                     for _ in range(nt23):
                         tg24 = buf[pos]
                         pos += 1
@@ -2364,8 +2639,11 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n29 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n29 > blen - pos:
+            if n29 > (blen - pos) // 18:
                 raise Malformed(f"array of {n29} elements is longer than the frame")
+            left -= n29
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v28: list[ForgottenTopic] = []
             for _ in range(n29):
                 fld = "forgotten_topics_data[].topic_id"
@@ -2381,8 +2659,11 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n32 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n32 > blen - pos:
+                    if n32 > (blen - pos) // 4:
                         raise Malformed(f"array of {n32} elements is longer than the frame")
+                    left -= n32
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v31 = list(unpack_from(f">{n32}i", buf, pos))
                     pos += n32 * 4
                 fld = "forgotten_topics_data[].(tagged fields)"
@@ -2391,6 +2672,8 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt33 > 127:
                     nt33, pos = read_uvarint(buf, pos - 1)
                 if nt33:
+                    if nt33 > (blen - pos) // 2:
+                        raise Malformed(f"{nt33} tagged fields are longer than the frame")
                     for _ in range(nt33):
                         tg34 = buf[pos]
                         pos += 1
@@ -2428,6 +2711,8 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if nt44 > 127:
             nt44, pos = read_uvarint(buf, pos - 1)
         if nt44:
+            if nt44 > (blen - pos) // 2:
+                raise Malformed(f"{nt44} tagged fields are longer than the frame")
             for _ in range(nt44):
                 tg45 = buf[pos]
                 pos += 1
@@ -2468,6 +2753,8 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                     if nt55 > 127:
                         nt55, pos = read_uvarint(buf, pos - 1)
                     if nt55:
+                        if nt55 > (blen - pos) // 2:
+                            raise Malformed(f"{nt55} tagged fields are longer than the frame")
                         for _ in range(nt55):
                             tg56 = buf[pos]
                             pos += 1
@@ -2497,6 +2784,7 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "max_wait_ms"
         f1, f2, f3, f4, f5, f6 = _unpack_iiibii(buf, pos)
         pos += 21
@@ -2509,8 +2797,11 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n8 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n8 > blen - pos:
+            if n8 > (blen - pos) // 18:
                 raise Malformed(f"array of {n8} elements is longer than the frame")
+            left -= n8
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v7: list[FetchTopic] = []
             for _ in range(n8):
                 fld = "topics[].topic_id"
@@ -2526,8 +2817,11 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n11 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n11 > blen - pos:
+                    if n11 > (blen - pos) // 33:
                         raise Malformed(f"array of {n11} elements is longer than the frame")
+                    left -= n11
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v10: list[FetchPartition] = []
                     for _ in range(n11):
                         fld = "topics[].partitions[].partition"
@@ -2540,6 +2834,8 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                         if nt19 > 127:
                             nt19, pos = read_uvarint(buf, pos - 1)
                         if nt19:
+                            if nt19 > (blen - pos) // 2:
+                                raise Malformed(f"{nt19} tagged fields are longer than the frame")
                             for _ in range(nt19):
                                 tg20 = buf[pos]
                                 pos += 1
@@ -2567,6 +2863,8 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt26 > 127:
                     nt26, pos = read_uvarint(buf, pos - 1)
                 if nt26:
+                    if nt26 > (blen - pos) // 2:
+                        raise Malformed(f"{nt26} tagged fields are longer than the frame")
                     for _ in range(nt26):
                         tg27 = buf[pos]
                         pos += 1
@@ -2591,8 +2889,11 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if n32 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n32 > blen - pos:
+            if n32 > (blen - pos) // 18:
                 raise Malformed(f"array of {n32} elements is longer than the frame")
+            left -= n32
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v31: list[ForgottenTopic] = []
             for _ in range(n32):
                 fld = "forgotten_topics_data[].topic_id"
@@ -2608,8 +2909,11 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if n35 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n35 > blen - pos:
+                    if n35 > (blen - pos) // 4:
                         raise Malformed(f"array of {n35} elements is longer than the frame")
+                    left -= n35
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v34 = list(unpack_from(f">{n35}i", buf, pos))
                     pos += n35 * 4
                 fld = "forgotten_topics_data[].(tagged fields)"
@@ -2618,6 +2922,8 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 if nt36 > 127:
                     nt36, pos = read_uvarint(buf, pos - 1)
                 if nt36:
+                    if nt36 > (blen - pos) // 2:
+                        raise Malformed(f"{nt36} tagged fields are longer than the frame")
                     for _ in range(nt36):
                         tg37 = buf[pos]
                         pos += 1
@@ -2655,6 +2961,8 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
         if nt47 > 127:
             nt47, pos = read_uvarint(buf, pos - 1)
         if nt47:
+            if nt47 > (blen - pos) // 2:
+                raise Malformed(f"{nt47} tagged fields are longer than the frame")
             for _ in range(nt47):
                 tg48 = buf[pos]
                 pos += 1
@@ -2695,6 +3003,8 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                     if nt58 > 127:
                         nt58, pos = read_uvarint(buf, pos - 1)
                     if nt58:
+                        if nt58 > (blen - pos) // 2:
+                            raise Malformed(f"{nt58} tagged fields are longer than the frame")
                         for _ in range(nt58):
                             tg59 = buf[pos]
                             pos += 1

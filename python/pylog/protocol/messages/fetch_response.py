@@ -243,7 +243,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[FetchableTopicResponse] = []
         for _ in range(n2):
@@ -262,7 +262,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 18:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[PartitionData] = []
                 for _ in range(n8):
@@ -296,7 +296,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[FetchableTopicResponse] = []
         for _ in range(n3):
@@ -315,7 +315,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 18:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[PartitionData] = []
                 for _ in range(n9):
@@ -355,7 +355,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[FetchableTopicResponse] = []
         for _ in range(n3):
@@ -374,7 +374,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 30:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[PartitionData] = []
                 for _ in range(n9):
@@ -386,7 +386,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                     if n15 < 0:
                         v14 = None
                     else:
-                        if n15 > blen - pos:
+                        if n15 > (blen - pos) // 16:
                             raise Malformed(f"array of {n15} elements is longer than the frame")
                         v14 = []
                         for _ in range(n15):
@@ -422,7 +422,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[FetchableTopicResponse] = []
         for _ in range(n3):
@@ -441,7 +441,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 38:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[PartitionData] = []
                 for _ in range(n9):
@@ -453,7 +453,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                     if n16 < 0:
                         v15 = None
                     else:
-                        if n16 > blen - pos:
+                        if n16 > (blen - pos) // 16:
                             raise Malformed(f"array of {n16} elements is longer than the frame")
                         v15 = []
                         for _ in range(n16):
@@ -492,7 +492,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if n5 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n5 > blen - pos:
+        if n5 > (blen - pos) // 6:
             raise Malformed(f"array of {n5} elements is longer than the frame")
         v4: list[FetchableTopicResponse] = []
         for _ in range(n5):
@@ -511,7 +511,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             if n11 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n11 > blen - pos:
+                if n11 > (blen - pos) // 38:
                     raise Malformed(f"array of {n11} elements is longer than the frame")
                 v10: list[PartitionData] = []
                 for _ in range(n11):
@@ -523,7 +523,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                     if n18 < 0:
                         v17 = None
                     else:
-                        if n18 > blen - pos:
+                        if n18 > (blen - pos) // 16:
                             raise Malformed(f"array of {n18} elements is longer than the frame")
                         v17 = []
                         for _ in range(n18):
@@ -568,7 +568,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if n5 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n5 > blen - pos:
+        if n5 > (blen - pos) // 6:
             raise Malformed(f"array of {n5} elements is longer than the frame")
         v4: list[FetchableTopicResponse] = []
         for _ in range(n5):
@@ -587,7 +587,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             if n11 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n11 > blen - pos:
+                if n11 > (blen - pos) // 42:
                     raise Malformed(f"array of {n11} elements is longer than the frame")
                 v10: list[PartitionData] = []
                 for _ in range(n11):
@@ -599,7 +599,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                     if n18 < 0:
                         v17 = None
                     else:
-                        if n18 > blen - pos:
+                        if n18 > (blen - pos) // 16:
                             raise Malformed(f"array of {n18} elements is longer than the frame")
                         v17 = []
                         for _ in range(n18):
@@ -640,7 +640,7 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if n5 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n5 > blen - pos:
+        if n5 > (blen - pos) // 3:
             raise Malformed(f"array of {n5} elements is longer than the frame")
         v4: list[FetchableTopicResponse] = []
         for _ in range(n5):
@@ -665,7 +665,7 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             if n11 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n11 > blen - pos:
+                if n11 > (blen - pos) // 37:
                     raise Malformed(f"array of {n11} elements is longer than the frame")
                 v10: list[PartitionData] = []
                 for _ in range(n11):
@@ -680,7 +680,7 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                     if n18 < 0:
                         v17 = None
                     else:
-                        if n18 > blen - pos:
+                        if n18 > (blen - pos) // 17:
                             raise Malformed(f"array of {n18} elements is longer than the frame")
                         v17 = []
                         for _ in range(n18):
@@ -691,6 +691,10 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                             if nt21 > 127:
                                 nt21, pos = read_uvarint(buf, pos - 1)
                             if nt21:
+                                if nt21 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt21} tagged fields are longer than the frame"
+                                    )
                                 for _ in range(nt21):
                                     tg22 = buf[pos]
                                     pos += 1
@@ -730,6 +734,8 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                     if nt34 > 127:
                         nt34, pos = read_uvarint(buf, pos - 1)
                     if nt34:
+                        if nt34 > (blen - pos) // 2:
+                            raise Malformed(f"{nt34} tagged fields are longer than the frame")
                         for _ in range(nt34):
                             tg35 = buf[pos]
                             pos += 1
@@ -750,6 +756,10 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                 if nt41 > 127:
                                     nt41, pos = read_uvarint(buf, pos - 1)
                                 if nt41:
+                                    if nt41 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt41} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt41):
                                         tg42 = buf[pos]
                                         pos += 1
@@ -773,6 +783,10 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                 if nt49 > 127:
                                     nt49, pos = read_uvarint(buf, pos - 1)
                                 if nt49:
+                                    if nt49 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt49} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt49):
                                         tg50 = buf[pos]
                                         pos += 1
@@ -796,6 +810,10 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                 if nt57 > 127:
                                     nt57, pos = read_uvarint(buf, pos - 1)
                                 if nt57:
+                                    if nt57 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt57} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt57):
                                         tg58 = buf[pos]
                                         pos += 1
@@ -819,6 +837,8 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             if nt63 > 127:
                 nt63, pos = read_uvarint(buf, pos - 1)
             if nt63:
+                if nt63 > (blen - pos) // 2:
+                    raise Malformed(f"{nt63} tagged fields are longer than the frame")
                 for _ in range(nt63):
                     tg64 = buf[pos]
                     pos += 1
@@ -839,6 +859,8 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if nt68 > 127:
         nt68, pos = read_uvarint(buf, pos - 1)
     if nt68:
+        if nt68 > (blen - pos) // 2:
+            raise Malformed(f"{nt68} tagged fields are longer than the frame")
         for _ in range(nt68):
             tg69 = buf[pos]
             pos += 1
@@ -868,7 +890,7 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if n5 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n5 > blen - pos:
+        if n5 > (blen - pos) // 18:
             raise Malformed(f"array of {n5} elements is longer than the frame")
         v4: list[FetchableTopicResponse] = []
         for _ in range(n5):
@@ -883,7 +905,7 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 37:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[PartitionData] = []
                 for _ in range(n8):
@@ -898,7 +920,7 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                     if n15 < 0:
                         v14 = None
                     else:
-                        if n15 > blen - pos:
+                        if n15 > (blen - pos) // 17:
                             raise Malformed(f"array of {n15} elements is longer than the frame")
                         v14 = []
                         for _ in range(n15):
@@ -909,6 +931,10 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                             if nt18 > 127:
                                 nt18, pos = read_uvarint(buf, pos - 1)
                             if nt18:
+                                if nt18 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt18} tagged fields are longer than the frame"
+                                    )
                                 for _ in range(nt18):
                                     tg19 = buf[pos]
                                     pos += 1
@@ -948,6 +974,8 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                     if nt31 > 127:
                         nt31, pos = read_uvarint(buf, pos - 1)
                     if nt31:
+                        if nt31 > (blen - pos) // 2:
+                            raise Malformed(f"{nt31} tagged fields are longer than the frame")
                         for _ in range(nt31):
                             tg32 = buf[pos]
                             pos += 1
@@ -968,6 +996,10 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                 if nt38 > 127:
                                     nt38, pos = read_uvarint(buf, pos - 1)
                                 if nt38:
+                                    if nt38 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt38} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt38):
                                         tg39 = buf[pos]
                                         pos += 1
@@ -991,6 +1023,10 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                 if nt46 > 127:
                                     nt46, pos = read_uvarint(buf, pos - 1)
                                 if nt46:
+                                    if nt46 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt46} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt46):
                                         tg47 = buf[pos]
                                         pos += 1
@@ -1014,6 +1050,10 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                 if nt54 > 127:
                                     nt54, pos = read_uvarint(buf, pos - 1)
                                 if nt54:
+                                    if nt54 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt54} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt54):
                                         tg55 = buf[pos]
                                         pos += 1
@@ -1037,6 +1077,8 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             if nt60 > 127:
                 nt60, pos = read_uvarint(buf, pos - 1)
             if nt60:
+                if nt60 > (blen - pos) // 2:
+                    raise Malformed(f"{nt60} tagged fields are longer than the frame")
                 for _ in range(nt60):
                     tg61 = buf[pos]
                     pos += 1
@@ -1057,6 +1099,8 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if nt65 > 127:
         nt65, pos = read_uvarint(buf, pos - 1)
     if nt65:
+        if nt65 > (blen - pos) // 2:
+            raise Malformed(f"{nt65} tagged fields are longer than the frame")
         for _ in range(nt65):
             tg66 = buf[pos]
             pos += 1
@@ -1092,7 +1136,7 @@ def decode_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if n5 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n5 > blen - pos:
+        if n5 > (blen - pos) // 18:
             raise Malformed(f"array of {n5} elements is longer than the frame")
         v4: list[FetchableTopicResponse] = []
         for _ in range(n5):
@@ -1107,7 +1151,7 @@ def decode_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 37:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[PartitionData] = []
                 for _ in range(n8):
@@ -1122,7 +1166,7 @@ def decode_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                     if n15 < 0:
                         v14 = None
                     else:
-                        if n15 > blen - pos:
+                        if n15 > (blen - pos) // 17:
                             raise Malformed(f"array of {n15} elements is longer than the frame")
                         v14 = []
                         for _ in range(n15):
@@ -1133,6 +1177,10 @@ def decode_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                             if nt18 > 127:
                                 nt18, pos = read_uvarint(buf, pos - 1)
                             if nt18:
+                                if nt18 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt18} tagged fields are longer than the frame"
+                                    )
                                 for _ in range(nt18):
                                     tg19 = buf[pos]
                                     pos += 1
@@ -1172,6 +1220,8 @@ def decode_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                     if nt31 > 127:
                         nt31, pos = read_uvarint(buf, pos - 1)
                     if nt31:
+                        if nt31 > (blen - pos) // 2:
+                            raise Malformed(f"{nt31} tagged fields are longer than the frame")
                         for _ in range(nt31):
                             tg32 = buf[pos]
                             pos += 1
@@ -1192,6 +1242,10 @@ def decode_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                 if nt38 > 127:
                                     nt38, pos = read_uvarint(buf, pos - 1)
                                 if nt38:
+                                    if nt38 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt38} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt38):
                                         tg39 = buf[pos]
                                         pos += 1
@@ -1215,6 +1269,10 @@ def decode_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                 if nt46 > 127:
                                     nt46, pos = read_uvarint(buf, pos - 1)
                                 if nt46:
+                                    if nt46 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt46} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt46):
                                         tg47 = buf[pos]
                                         pos += 1
@@ -1238,6 +1296,10 @@ def decode_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                 if nt54 > 127:
                                     nt54, pos = read_uvarint(buf, pos - 1)
                                 if nt54:
+                                    if nt54 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt54} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt54):
                                         tg55 = buf[pos]
                                         pos += 1
@@ -1261,6 +1323,8 @@ def decode_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
             if nt60 > 127:
                 nt60, pos = read_uvarint(buf, pos - 1)
             if nt60:
+                if nt60 > (blen - pos) // 2:
+                    raise Malformed(f"{nt60} tagged fields are longer than the frame")
                 for _ in range(nt60):
                     tg61 = buf[pos]
                     pos += 1
@@ -1282,6 +1346,8 @@ def decode_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     if nt66 > 127:
         nt66, pos = read_uvarint(buf, pos - 1)
     if nt66:
+        if nt66 > (blen - pos) // 2:
+            raise Malformed(f"{nt66} tagged fields are longer than the frame")
         for _ in range(nt66):
             tg67 = buf[pos]
             pos += 1
@@ -1303,7 +1369,7 @@ def decode_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 if n71 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n71 > blen - pos:
+                    if n71 > (blen - pos) // 11:
                         raise Malformed(f"array of {n71} elements is longer than the frame")
                     v70: list[NodeEndpoint] = []
                     for _ in range(n71):
@@ -1343,6 +1409,8 @@ def decode_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                         if nt82 > 127:
                             nt82, pos = read_uvarint(buf, pos - 1)
                         if nt82:
+                            if nt82 > (blen - pos) // 2:
+                                raise Malformed(f"{nt82} tagged fields are longer than the frame")
                             for _ in range(nt82):
                                 tg83 = buf[pos]
                                 pos += 1
@@ -1377,7 +1445,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[FetchableTopicResponse] = []
             for _ in range(n2):
@@ -1398,7 +1466,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 18:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[PartitionData] = []
                     for _ in range(n8):
@@ -1440,7 +1508,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[FetchableTopicResponse] = []
             for _ in range(n3):
@@ -1461,7 +1529,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 18:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[PartitionData] = []
                     for _ in range(n9):
@@ -1509,7 +1577,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[FetchableTopicResponse] = []
             for _ in range(n3):
@@ -1530,7 +1598,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 30:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[PartitionData] = []
                     for _ in range(n9):
@@ -1544,7 +1612,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                         if n15 < 0:
                             v14 = None
                         else:
-                            if n15 > blen - pos:
+                            if n15 > (blen - pos) // 16:
                                 raise Malformed(f"array of {n15} elements is longer than the frame")
                             v14 = []
                             for _ in range(n15):
@@ -1588,7 +1656,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[FetchableTopicResponse] = []
             for _ in range(n3):
@@ -1609,7 +1677,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 38:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[PartitionData] = []
                     for _ in range(n9):
@@ -1623,7 +1691,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                         if n16 < 0:
                             v15 = None
                         else:
-                            if n16 > blen - pos:
+                            if n16 > (blen - pos) // 16:
                                 raise Malformed(f"array of {n16} elements is longer than the frame")
                             v15 = []
                             for _ in range(n16):
@@ -1670,7 +1738,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         if n5 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n5 > blen - pos:
+            if n5 > (blen - pos) // 6:
                 raise Malformed(f"array of {n5} elements is longer than the frame")
             v4: list[FetchableTopicResponse] = []
             for _ in range(n5):
@@ -1691,7 +1759,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 if n11 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n11 > blen - pos:
+                    if n11 > (blen - pos) // 38:
                         raise Malformed(f"array of {n11} elements is longer than the frame")
                     v10: list[PartitionData] = []
                     for _ in range(n11):
@@ -1705,7 +1773,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                         if n18 < 0:
                             v17 = None
                         else:
-                            if n18 > blen - pos:
+                            if n18 > (blen - pos) // 16:
                                 raise Malformed(f"array of {n18} elements is longer than the frame")
                             v17 = []
                             for _ in range(n18):
@@ -1758,7 +1826,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         if n5 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n5 > blen - pos:
+            if n5 > (blen - pos) // 6:
                 raise Malformed(f"array of {n5} elements is longer than the frame")
             v4: list[FetchableTopicResponse] = []
             for _ in range(n5):
@@ -1779,7 +1847,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 if n11 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n11 > blen - pos:
+                    if n11 > (blen - pos) // 42:
                         raise Malformed(f"array of {n11} elements is longer than the frame")
                     v10: list[PartitionData] = []
                     for _ in range(n11):
@@ -1793,7 +1861,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                         if n18 < 0:
                             v17 = None
                         else:
-                            if n18 > blen - pos:
+                            if n18 > (blen - pos) // 16:
                                 raise Malformed(f"array of {n18} elements is longer than the frame")
                             v17 = []
                             for _ in range(n18):
@@ -1855,7 +1923,7 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         if n5 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n5 > blen - pos:
+            if n5 > (blen - pos) // 3:
                 raise Malformed(f"array of {n5} elements is longer than the frame")
             v4: list[FetchableTopicResponse] = []
             for _ in range(n5):
@@ -1882,7 +1950,7 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 if n11 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n11 > blen - pos:
+                    if n11 > (blen - pos) // 37:
                         raise Malformed(f"array of {n11} elements is longer than the frame")
                     v10: list[PartitionData] = []
                     for _ in range(n11):
@@ -1899,7 +1967,7 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                         if n18 < 0:
                             v17 = None
                         else:
-                            if n18 > blen - pos:
+                            if n18 > (blen - pos) // 17:
                                 raise Malformed(f"array of {n18} elements is longer than the frame")
                             v17 = []
                             for _ in range(n18):
@@ -1915,6 +1983,10 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                 if nt21 > 127:
                                     nt21, pos = read_uvarint(buf, pos - 1)
                                 if nt21:
+                                    if nt21 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt21} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt21):
                                         tg22 = buf[pos]
                                         pos += 1
@@ -1957,6 +2029,8 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                         if nt34 > 127:
                             nt34, pos = read_uvarint(buf, pos - 1)
                         if nt34:
+                            if nt34 > (blen - pos) // 2:
+                                raise Malformed(f"{nt34} tagged fields are longer than the frame")
                             for _ in range(nt34):
                                 tg35 = buf[pos]
                                 pos += 1
@@ -1980,6 +2054,10 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                     if nt41 > 127:
                                         nt41, pos = read_uvarint(buf, pos - 1)
                                     if nt41:
+                                        if nt41 > (blen - pos) // 2:
+                                            raise Malformed(
+                                                f"{nt41} tagged fields are longer than the frame"
+                                            )
                                         for _ in range(nt41):
                                             tg42 = buf[pos]
                                             pos += 1
@@ -2006,6 +2084,10 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                     if nt49 > 127:
                                         nt49, pos = read_uvarint(buf, pos - 1)
                                     if nt49:
+                                        if nt49 > (blen - pos) // 2:
+                                            raise Malformed(
+                                                f"{nt49} tagged fields are longer than the frame"
+                                            )
                                         for _ in range(nt49):
                                             tg50 = buf[pos]
                                             pos += 1
@@ -2032,6 +2114,10 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                     if nt57 > 127:
                                         nt57, pos = read_uvarint(buf, pos - 1)
                                     if nt57:
+                                        if nt57 > (blen - pos) // 2:
+                                            raise Malformed(
+                                                f"{nt57} tagged fields are longer than the frame"
+                                            )
                                         for _ in range(nt57):
                                             tg58 = buf[pos]
                                             pos += 1
@@ -2056,6 +2142,8 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 if nt63 > 127:
                     nt63, pos = read_uvarint(buf, pos - 1)
                 if nt63:
+                    if nt63 > (blen - pos) // 2:
+                        raise Malformed(f"{nt63} tagged fields are longer than the frame")
                     for _ in range(nt63):
                         tg64 = buf[pos]
                         pos += 1
@@ -2077,6 +2165,8 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         if nt68 > 127:
             nt68, pos = read_uvarint(buf, pos - 1)
         if nt68:
+            if nt68 > (blen - pos) // 2:
+                raise Malformed(f"{nt68} tagged fields are longer than the frame")
             for _ in range(nt68):
                 tg69 = buf[pos]
                 pos += 1
@@ -2112,7 +2202,7 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         if n5 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n5 > blen - pos:
+            if n5 > (blen - pos) // 18:
                 raise Malformed(f"array of {n5} elements is longer than the frame")
             v4: list[FetchableTopicResponse] = []
             for _ in range(n5):
@@ -2129,7 +2219,7 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 37:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[PartitionData] = []
                     for _ in range(n8):
@@ -2146,7 +2236,7 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                         if n15 < 0:
                             v14 = None
                         else:
-                            if n15 > blen - pos:
+                            if n15 > (blen - pos) // 17:
                                 raise Malformed(f"array of {n15} elements is longer than the frame")
                             v14 = []
                             for _ in range(n15):
@@ -2162,6 +2252,10 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                 if nt18 > 127:
                                     nt18, pos = read_uvarint(buf, pos - 1)
                                 if nt18:
+                                    if nt18 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt18} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt18):
                                         tg19 = buf[pos]
                                         pos += 1
@@ -2204,6 +2298,8 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                         if nt31 > 127:
                             nt31, pos = read_uvarint(buf, pos - 1)
                         if nt31:
+                            if nt31 > (blen - pos) // 2:
+                                raise Malformed(f"{nt31} tagged fields are longer than the frame")
                             for _ in range(nt31):
                                 tg32 = buf[pos]
                                 pos += 1
@@ -2227,6 +2323,10 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                     if nt38 > 127:
                                         nt38, pos = read_uvarint(buf, pos - 1)
                                     if nt38:
+                                        if nt38 > (blen - pos) // 2:
+                                            raise Malformed(
+                                                f"{nt38} tagged fields are longer than the frame"
+                                            )
                                         for _ in range(nt38):
                                             tg39 = buf[pos]
                                             pos += 1
@@ -2253,6 +2353,10 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                     if nt46 > 127:
                                         nt46, pos = read_uvarint(buf, pos - 1)
                                     if nt46:
+                                        if nt46 > (blen - pos) // 2:
+                                            raise Malformed(
+                                                f"{nt46} tagged fields are longer than the frame"
+                                            )
                                         for _ in range(nt46):
                                             tg47 = buf[pos]
                                             pos += 1
@@ -2279,6 +2383,10 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                     if nt54 > 127:
                                         nt54, pos = read_uvarint(buf, pos - 1)
                                     if nt54:
+                                        if nt54 > (blen - pos) // 2:
+                                            raise Malformed(
+                                                f"{nt54} tagged fields are longer than the frame"
+                                            )
                                         for _ in range(nt54):
                                             tg55 = buf[pos]
                                             pos += 1
@@ -2303,6 +2411,8 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 if nt60 > 127:
                     nt60, pos = read_uvarint(buf, pos - 1)
                 if nt60:
+                    if nt60 > (blen - pos) // 2:
+                        raise Malformed(f"{nt60} tagged fields are longer than the frame")
                     for _ in range(nt60):
                         tg61 = buf[pos]
                         pos += 1
@@ -2324,6 +2434,8 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         if nt65 > 127:
             nt65, pos = read_uvarint(buf, pos - 1)
         if nt65:
+            if nt65 > (blen - pos) // 2:
+                raise Malformed(f"{nt65} tagged fields are longer than the frame")
             for _ in range(nt65):
                 tg66 = buf[pos]
                 pos += 1
@@ -2365,7 +2477,7 @@ def decode_v16_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         if n5 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n5 > blen - pos:
+            if n5 > (blen - pos) // 18:
                 raise Malformed(f"array of {n5} elements is longer than the frame")
             v4: list[FetchableTopicResponse] = []
             for _ in range(n5):
@@ -2382,7 +2494,7 @@ def decode_v16_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 37:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[PartitionData] = []
                     for _ in range(n8):
@@ -2399,7 +2511,7 @@ def decode_v16_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                         if n15 < 0:
                             v14 = None
                         else:
-                            if n15 > blen - pos:
+                            if n15 > (blen - pos) // 17:
                                 raise Malformed(f"array of {n15} elements is longer than the frame")
                             v14 = []
                             for _ in range(n15):
@@ -2415,6 +2527,10 @@ def decode_v16_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                 if nt18 > 127:
                                     nt18, pos = read_uvarint(buf, pos - 1)
                                 if nt18:
+                                    if nt18 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt18} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt18):
                                         tg19 = buf[pos]
                                         pos += 1
@@ -2457,6 +2573,8 @@ def decode_v16_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                         if nt31 > 127:
                             nt31, pos = read_uvarint(buf, pos - 1)
                         if nt31:
+                            if nt31 > (blen - pos) // 2:
+                                raise Malformed(f"{nt31} tagged fields are longer than the frame")
                             for _ in range(nt31):
                                 tg32 = buf[pos]
                                 pos += 1
@@ -2480,6 +2598,10 @@ def decode_v16_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                     if nt38 > 127:
                                         nt38, pos = read_uvarint(buf, pos - 1)
                                     if nt38:
+                                        if nt38 > (blen - pos) // 2:
+                                            raise Malformed(
+                                                f"{nt38} tagged fields are longer than the frame"
+                                            )
                                         for _ in range(nt38):
                                             tg39 = buf[pos]
                                             pos += 1
@@ -2506,6 +2628,10 @@ def decode_v16_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                     if nt46 > 127:
                                         nt46, pos = read_uvarint(buf, pos - 1)
                                     if nt46:
+                                        if nt46 > (blen - pos) // 2:
+                                            raise Malformed(
+                                                f"{nt46} tagged fields are longer than the frame"
+                                            )
                                         for _ in range(nt46):
                                             tg47 = buf[pos]
                                             pos += 1
@@ -2532,6 +2658,10 @@ def decode_v16_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                                     if nt54 > 127:
                                         nt54, pos = read_uvarint(buf, pos - 1)
                                     if nt54:
+                                        if nt54 > (blen - pos) // 2:
+                                            raise Malformed(
+                                                f"{nt54} tagged fields are longer than the frame"
+                                            )
                                         for _ in range(nt54):
                                             tg55 = buf[pos]
                                             pos += 1
@@ -2556,6 +2686,8 @@ def decode_v16_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                 if nt60 > 127:
                     nt60, pos = read_uvarint(buf, pos - 1)
                 if nt60:
+                    if nt60 > (blen - pos) // 2:
+                        raise Malformed(f"{nt60} tagged fields are longer than the frame")
                     for _ in range(nt60):
                         tg61 = buf[pos]
                         pos += 1
@@ -2578,6 +2710,8 @@ def decode_v16_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
         if nt66 > 127:
             nt66, pos = read_uvarint(buf, pos - 1)
         if nt66:
+            if nt66 > (blen - pos) // 2:
+                raise Malformed(f"{nt66} tagged fields are longer than the frame")
             for _ in range(nt66):
                 tg67 = buf[pos]
                 pos += 1
@@ -2600,7 +2734,7 @@ def decode_v16_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                     if n71 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n71 > blen - pos:
+                        if n71 > (blen - pos) // 11:
                             raise Malformed(f"array of {n71} elements is longer than the frame")
                         v70: list[NodeEndpoint] = []
                         for _ in range(n71):
@@ -2649,6 +2783,10 @@ def decode_v16_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
                             if nt82 > 127:
                                 nt82, pos = read_uvarint(buf, pos - 1)
                             if nt82:
+                                if nt82 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt82} tagged fields are longer than the frame"
+                                    )
                                 for _ in range(nt82):
                                     tg83 = buf[pos]
                                     pos += 1

@@ -107,6 +107,8 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     if nt6 > 127:
         nt6, pos = read_uvarint(buf, pos - 1)
     if nt6:
+        if nt6 > (blen - pos) // 2:
+            raise Malformed(f"{nt6} tagged fields are longer than the frame")
         for _ in range(nt6):
             tg7 = buf[pos]
             pos += 1
@@ -126,6 +128,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     blen = len(buf)
+    left = 100000
     (f1,) = _unpack_b(buf, pos)
     pos += 1
     n3 = buf[pos]
@@ -138,6 +141,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     else:
         if n3 > blen - pos:
             raise Malformed(f"array of {n3} elements is longer than the frame")
+        left -= n3
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v2: list[str] = []
         for _ in range(n3):
             n5 = buf[pos]
@@ -159,6 +165,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     if nt7 > 127:
         nt7, pos = read_uvarint(buf, pos - 1)
     if nt7:
+        if nt7 > (blen - pos) // 2:
+            raise Malformed(f"{nt7} tagged fields are longer than the frame")
         for _ in range(nt7):
             tg8 = buf[pos]
             pos += 1
@@ -257,6 +265,8 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[FindCoordinatorReques
         if nt6 > 127:
             nt6, pos = read_uvarint(buf, pos - 1)
         if nt6:
+            if nt6 > (blen - pos) // 2:
+                raise Malformed(f"{nt6} tagged fields are longer than the frame")
             for _ in range(nt6):
                 tg7 = buf[pos]
                 pos += 1
@@ -280,6 +290,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FindCoordinatorReques
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "key_type"
         (f1,) = _unpack_b(buf, pos)
         pos += 1
@@ -294,6 +305,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FindCoordinatorReques
         else:
             if n3 > blen - pos:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
+            left -= n3
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v2: list[str] = []
             for _ in range(n3):
                 n5 = buf[pos]
@@ -316,6 +330,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FindCoordinatorReques
         if nt7 > 127:
             nt7, pos = read_uvarint(buf, pos - 1)
         if nt7:
+            if nt7 > (blen - pos) // 2:
+                raise Malformed(f"{nt7} tagged fields are longer than the frame")
             for _ in range(nt7):
                 tg8 = buf[pos]
                 pos += 1

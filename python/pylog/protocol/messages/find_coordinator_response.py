@@ -198,6 +198,8 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
     if nt13 > 127:
         nt13, pos = read_uvarint(buf, pos - 1)
     if nt13:
+        if nt13 > (blen - pos) // 2:
+            raise Malformed(f"{nt13} tagged fields are longer than the frame")
         for _ in range(nt13):
             tg14 = buf[pos]
             pos += 1
@@ -227,7 +229,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 14:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[Coordinator] = []
         for _ in range(n3):
@@ -280,6 +282,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
             if nt19 > 127:
                 nt19, pos = read_uvarint(buf, pos - 1)
             if nt19:
+                if nt19 > (blen - pos) // 2:
+                    raise Malformed(f"{nt19} tagged fields are longer than the frame")
                 for _ in range(nt19):
                     tg20 = buf[pos]
                     pos += 1
@@ -300,6 +304,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FindCoordinatorResponse, int]:
     if nt24 > 127:
         nt24, pos = read_uvarint(buf, pos - 1)
     if nt24:
+        if nt24 > (blen - pos) // 2:
+            raise Malformed(f"{nt24} tagged fields are longer than the frame")
         for _ in range(nt24):
             tg25 = buf[pos]
             pos += 1
@@ -443,6 +449,8 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[FindCoordinatorRespon
         if nt13 > 127:
             nt13, pos = read_uvarint(buf, pos - 1)
         if nt13:
+            if nt13 > (blen - pos) // 2:
+                raise Malformed(f"{nt13} tagged fields are longer than the frame")
             for _ in range(nt13):
                 tg14 = buf[pos]
                 pos += 1
@@ -478,7 +486,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FindCoordinatorRespon
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 14:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[Coordinator] = []
             for _ in range(n3):
@@ -537,6 +545,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FindCoordinatorRespon
                 if nt19 > 127:
                     nt19, pos = read_uvarint(buf, pos - 1)
                 if nt19:
+                    if nt19 > (blen - pos) // 2:
+                        raise Malformed(f"{nt19} tagged fields are longer than the frame")
                     for _ in range(nt19):
                         tg20 = buf[pos]
                         pos += 1
@@ -558,6 +568,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FindCoordinatorRespon
         if nt24 > 127:
             nt24, pos = read_uvarint(buf, pos - 1)
         if nt24:
+            if nt24 > (blen - pos) // 2:
+                raise Malformed(f"{nt24} tagged fields are longer than the frame")
             for _ in range(nt24):
                 tg25 = buf[pos]
                 pos += 1

@@ -172,6 +172,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[HeartbeatRequest, int]:
     if nt14 > 127:
         nt14, pos = read_uvarint(buf, pos - 1)
     if nt14:
+        if nt14 > (blen - pos) // 2:
+            raise Malformed(f"{nt14} tagged fields are longer than the frame")
         for _ in range(nt14):
             tg15 = buf[pos]
             pos += 1
@@ -333,6 +335,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[HeartbeatRequest, int
         if nt14 > 127:
             nt14, pos = read_uvarint(buf, pos - 1)
         if nt14:
+            if nt14 > (blen - pos) // 2:
+                raise Malformed(f"{nt14} tagged fields are longer than the frame")
             for _ in range(nt14):
                 tg15 = buf[pos]
                 pos += 1

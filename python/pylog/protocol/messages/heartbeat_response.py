@@ -60,6 +60,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[HeartbeatResponse, int]:
     if nt3 > 127:
         nt3, pos = read_uvarint(buf, pos - 1)
     if nt3:
+        if nt3 > (blen - pos) // 2:
+            raise Malformed(f"{nt3} tagged fields are longer than the frame")
         for _ in range(nt3):
             tg4 = buf[pos]
             pos += 1
@@ -120,6 +122,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[HeartbeatResponse, in
         if nt3 > 127:
             nt3, pos = read_uvarint(buf, pos - 1)
         if nt3:
+            if nt3 > (blen - pos) // 2:
+                raise Malformed(f"{nt3} tagged fields are longer than the frame")
             for _ in range(nt3):
                 tg4 = buf[pos]
                 pos += 1

@@ -88,13 +88,17 @@ class AlterableConfig(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 7:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[AlterConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -114,8 +118,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 5:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[AlterableConfig] = []
                 for _ in range(n9):
                     n12 = rd16(buf, pos)[0]
@@ -153,6 +160,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
 
 def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -161,8 +169,11 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 4:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[AlterConfigsResource] = []
         for _ in range(n2):
             (f3,) = _unpack_b(buf, pos)
@@ -188,8 +199,11 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 4:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[AlterableConfig] = []
                 for _ in range(n9):
                     n12 = buf[pos]
@@ -226,6 +240,8 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
                     if nt19 > 127:
                         nt19, pos = read_uvarint(buf, pos - 1)
                     if nt19:
+                        if nt19 > (blen - pos) // 2:
+                            raise Malformed(f"{nt19} tagged fields are longer than the frame")
                         for _ in range(nt19):
                             tg20 = buf[pos]
                             pos += 1
@@ -246,6 +262,8 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
             if nt24 > 127:
                 nt24, pos = read_uvarint(buf, pos - 1)
             if nt24:
+                if nt24 > (blen - pos) // 2:
+                    raise Malformed(f"{nt24} tagged fields are longer than the frame")
                 for _ in range(nt24):
                     tg25 = buf[pos]
                     pos += 1
@@ -268,6 +286,8 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest
     if nt30 > 127:
         nt30, pos = read_uvarint(buf, pos - 1)
     if nt30:
+        if nt30 > (blen - pos) // 2:
+            raise Malformed(f"{nt30} tagged fields are longer than the frame")
         for _ in range(nt30):
             tg31 = buf[pos]
             pos += 1
@@ -289,14 +309,18 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 7:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[AlterConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -319,8 +343,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 5:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[AlterableConfig] = []
                     for _ in range(n9):
                         fld = "resources[].configs[].name"
@@ -366,6 +393,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "resources"
         n2 = buf[pos]
         pos += 1
@@ -375,8 +403,11 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 4:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[AlterConfigsResource] = []
             for _ in range(n2):
                 fld = "resources[].resource_type"
@@ -405,8 +436,11 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 4:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[AlterableConfig] = []
                     for _ in range(n9):
                         fld = "resources[].configs[].name"
@@ -447,6 +481,8 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
                         if nt19 > 127:
                             nt19, pos = read_uvarint(buf, pos - 1)
                         if nt19:
+                            if nt19 > (blen - pos) // 2:
+                                raise Malformed(f"{nt19} tagged fields are longer than the frame")
                             for _ in range(nt19):
                                 tg20 = buf[pos]
                                 pos += 1
@@ -468,6 +504,8 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
                 if nt24 > 127:
                     nt24, pos = read_uvarint(buf, pos - 1)
                 if nt24:
+                    if nt24 > (blen - pos) // 2:
+                        raise Malformed(f"{nt24} tagged fields are longer than the frame")
                     for _ in range(nt24):
                         tg25 = buf[pos]
                         pos += 1
@@ -492,6 +530,8 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
         if nt30 > 127:
             nt30, pos = read_uvarint(buf, pos - 1)
         if nt30:
+            if nt30 > (blen - pos) // 2:
+                raise Malformed(f"{nt30} tagged fields are longer than the frame")
             for _ in range(nt30):
                 tg31 = buf[pos]
                 pos += 1

@@ -84,7 +84,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRespons
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 7:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[AlterConfigsResourceResponse] = []
         for _ in range(n3):
@@ -131,7 +131,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRespons
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[AlterConfigsResourceResponse] = []
         for _ in range(n3):
@@ -171,6 +171,8 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRespons
             if nt14 > 127:
                 nt14, pos = read_uvarint(buf, pos - 1)
             if nt14:
+                if nt14 > (blen - pos) // 2:
+                    raise Malformed(f"{nt14} tagged fields are longer than the frame")
                 for _ in range(nt14):
                     tg15 = buf[pos]
                     pos += 1
@@ -191,6 +193,8 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRespons
     if nt19 > 127:
         nt19, pos = read_uvarint(buf, pos - 1)
     if nt19:
+        if nt19 > (blen - pos) // 2:
+            raise Malformed(f"{nt19} tagged fields are longer than the frame")
         for _ in range(nt19):
             tg20 = buf[pos]
             pos += 1
@@ -221,7 +225,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 7:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[AlterConfigsResourceResponse] = []
             for _ in range(n3):
@@ -278,7 +282,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[AlterConfigsResourceResponse] = []
             for _ in range(n3):
@@ -323,6 +327,8 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
                 if nt14 > 127:
                     nt14, pos = read_uvarint(buf, pos - 1)
                 if nt14:
+                    if nt14 > (blen - pos) // 2:
+                        raise Malformed(f"{nt14} tagged fields are longer than the frame")
                     for _ in range(nt14):
                         tg15 = buf[pos]
                         pos += 1
@@ -344,6 +350,8 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfi
         if nt19 > 127:
             nt19, pos = read_uvarint(buf, pos - 1)
         if nt19:
+            if nt19 > (blen - pos) // 2:
+                raise Malformed(f"{nt19} tagged fields are longer than the frame")
             for _ in range(nt19):
                 tg20 = buf[pos]
                 pos += 1

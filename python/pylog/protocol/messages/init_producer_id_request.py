@@ -97,6 +97,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
     if nt6 > 127:
         nt6, pos = read_uvarint(buf, pos - 1)
     if nt6:
+        if nt6 > (blen - pos) // 2:
+            raise Malformed(f"{nt6} tagged fields are longer than the frame")
         for _ in range(nt6):
             tg7 = buf[pos]
             pos += 1
@@ -137,6 +139,8 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
     if nt8 > 127:
         nt8, pos = read_uvarint(buf, pos - 1)
     if nt8:
+        if nt8 > (blen - pos) // 2:
+            raise Malformed(f"{nt8} tagged fields are longer than the frame")
         for _ in range(nt8):
             tg9 = buf[pos]
             pos += 1
@@ -216,6 +220,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[InitProducerIdRequest
         if nt6 > 127:
             nt6, pos = read_uvarint(buf, pos - 1)
         if nt6:
+            if nt6 > (blen - pos) // 2:
+                raise Malformed(f"{nt6} tagged fields are longer than the frame")
             for _ in range(nt6):
                 tg7 = buf[pos]
                 pos += 1
@@ -263,6 +269,8 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[InitProducerIdRequest
         if nt8 > 127:
             nt8, pos = read_uvarint(buf, pos - 1)
         if nt8:
+            if nt8 > (blen - pos) // 2:
+                raise Malformed(f"{nt8} tagged fields are longer than the frame")
             for _ in range(nt8):
                 tg9 = buf[pos]
                 pos += 1

@@ -58,6 +58,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[InitProducerIdResponse, int]:
     if nt5 > 127:
         nt5, pos = read_uvarint(buf, pos - 1)
     if nt5:
+        if nt5 > (blen - pos) // 2:
+            raise Malformed(f"{nt5} tagged fields are longer than the frame")
         for _ in range(nt5):
             tg6 = buf[pos]
             pos += 1
@@ -112,6 +114,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[InitProducerIdRespons
         if nt5 > 127:
             nt5, pos = read_uvarint(buf, pos - 1)
         if nt5:
+            if nt5 > (blen - pos) // 2:
+                raise Malformed(f"{nt5} tagged fields are longer than the frame")
             for _ in range(nt5):
                 tg6 = buf[pos]
                 pos += 1

@@ -93,6 +93,7 @@ class JoinGroupRequestProtocol(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -130,8 +131,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     if n15 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n15 > blen - pos:
+        if n15 > (blen - pos) // 6:
             raise Malformed(f"array of {n15} elements is longer than the frame")
+        left -= n15
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v14: list[JoinGroupRequestProtocol] = []
         for _ in range(n15):
             n18 = rd16(buf, pos)[0]
@@ -162,6 +166,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
 
 def decode_v1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -199,8 +204,11 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     if n16 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n16 > blen - pos:
+        if n16 > (blen - pos) // 6:
             raise Malformed(f"array of {n16} elements is longer than the frame")
+        left -= n16
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v15: list[JoinGroupRequestProtocol] = []
         for _ in range(n16):
             n19 = rd16(buf, pos)[0]
@@ -240,6 +248,7 @@ decode_v4 = decode_v1
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -288,8 +297,11 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     if n20 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n20 > blen - pos:
+        if n20 > (blen - pos) // 6:
             raise Malformed(f"array of {n20} elements is longer than the frame")
+        left -= n20
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v19: list[JoinGroupRequestProtocol] = []
         for _ in range(n20):
             n23 = rd16(buf, pos)[0]
@@ -320,6 +332,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
 
 def decode_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -383,8 +396,11 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     if n20 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n20 > blen - pos:
+        if n20 > (blen - pos) // 3:
             raise Malformed(f"array of {n20} elements is longer than the frame")
+        left -= n20
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v19: list[JoinGroupRequestProtocol] = []
         for _ in range(n20):
             n23 = buf[pos]
@@ -418,6 +434,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
             if nt29 > 127:
                 nt29, pos = read_uvarint(buf, pos - 1)
             if nt29:
+                if nt29 > (blen - pos) // 2:
+                    raise Malformed(f"{nt29} tagged fields are longer than the frame")
                 for _ in range(nt29):
                     tg30 = buf[pos]
                     pos += 1
@@ -438,6 +456,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     if nt34 > 127:
         nt34, pos = read_uvarint(buf, pos - 1)
     if nt34:
+        if nt34 > (blen - pos) // 2:
+            raise Malformed(f"{nt34} tagged fields are longer than the frame")
         for _ in range(nt34):
             tg35 = buf[pos]
             pos += 1
@@ -460,6 +480,7 @@ decode_v7 = decode_v6
 
 def decode_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -523,8 +544,11 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     if n20 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n20 > blen - pos:
+        if n20 > (blen - pos) // 3:
             raise Malformed(f"array of {n20} elements is longer than the frame")
+        left -= n20
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v19: list[JoinGroupRequestProtocol] = []
         for _ in range(n20):
             n23 = buf[pos]
@@ -558,6 +582,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
             if nt29 > 127:
                 nt29, pos = read_uvarint(buf, pos - 1)
             if nt29:
+                if nt29 > (blen - pos) // 2:
+                    raise Malformed(f"{nt29} tagged fields are longer than the frame")
                 for _ in range(nt29):
                     tg30 = buf[pos]
                     pos += 1
@@ -592,6 +618,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int]:
     if nt38 > 127:
         nt38, pos = read_uvarint(buf, pos - 1)
     if nt38:
+        if nt38 > (blen - pos) // 2:
+            raise Malformed(f"{nt38} tagged fields are longer than the frame")
         for _ in range(nt38):
             tg39 = buf[pos]
             pos += 1
@@ -616,6 +644,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -658,8 +687,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         if n15 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n15 > blen - pos:
+            if n15 > (blen - pos) // 6:
                 raise Malformed(f"array of {n15} elements is longer than the frame")
+            left -= n15
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v14: list[JoinGroupRequestProtocol] = []
             for _ in range(n15):
                 fld = "protocols[].name"
@@ -696,6 +728,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -738,8 +771,11 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         if n16 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n16 > blen - pos:
+            if n16 > (blen - pos) // 6:
                 raise Malformed(f"array of {n16} elements is longer than the frame")
+            left -= n16
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v15: list[JoinGroupRequestProtocol] = []
             for _ in range(n16):
                 fld = "protocols[].name"
@@ -785,6 +821,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -839,8 +876,11 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         if n20 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n20 > blen - pos:
+            if n20 > (blen - pos) // 6:
                 raise Malformed(f"array of {n20} elements is longer than the frame")
+            left -= n20
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v19: list[JoinGroupRequestProtocol] = []
             for _ in range(n20):
                 fld = "protocols[].name"
@@ -877,6 +917,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -946,8 +987,11 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         if n20 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n20 > blen - pos:
+            if n20 > (blen - pos) // 3:
                 raise Malformed(f"array of {n20} elements is longer than the frame")
+            left -= n20
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v19: list[JoinGroupRequestProtocol] = []
             for _ in range(n20):
                 fld = "protocols[].name"
@@ -984,6 +1028,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
                 if nt29 > 127:
                     nt29, pos = read_uvarint(buf, pos - 1)
                 if nt29:
+                    if nt29 > (blen - pos) // 2:
+                        raise Malformed(f"{nt29} tagged fields are longer than the frame")
                     for _ in range(nt29):
                         tg30 = buf[pos]
                         pos += 1
@@ -1005,6 +1051,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         if nt34 > 127:
             nt34, pos = read_uvarint(buf, pos - 1)
         if nt34:
+            if nt34 > (blen - pos) // 2:
+                raise Malformed(f"{nt34} tagged fields are longer than the frame")
             for _ in range(nt34):
                 tg35 = buf[pos]
                 pos += 1
@@ -1031,6 +1079,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -1100,8 +1149,11 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         if n20 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n20 > blen - pos:
+            if n20 > (blen - pos) // 3:
                 raise Malformed(f"array of {n20} elements is longer than the frame")
+            left -= n20
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v19: list[JoinGroupRequestProtocol] = []
             for _ in range(n20):
                 fld = "protocols[].name"
@@ -1138,6 +1190,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
                 if nt29 > 127:
                     nt29, pos = read_uvarint(buf, pos - 1)
                 if nt29:
+                    if nt29 > (blen - pos) // 2:
+                        raise Malformed(f"{nt29} tagged fields are longer than the frame")
                     for _ in range(nt29):
                         tg30 = buf[pos]
                         pos += 1
@@ -1174,6 +1228,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupRequest, int
         if nt38 > 127:
             nt38, pos = read_uvarint(buf, pos - 1)
         if nt38:
+            if nt38 > (blen - pos) // 2:
+                raise Malformed(f"{nt38} tagged fields are longer than the frame")
             for _ in range(nt38):
                 tg39 = buf[pos]
                 pos += 1

@@ -143,7 +143,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     if n16 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n16 > blen - pos:
+        if n16 > (blen - pos) // 6:
             raise Malformed(f"array of {n16} elements is longer than the frame")
         v15: list[JoinGroupResponseMember] = []
         for _ in range(n16):
@@ -215,7 +215,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     if n17 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n17 > blen - pos:
+        if n17 > (blen - pos) // 6:
             raise Malformed(f"array of {n17} elements is longer than the frame")
         v16: list[JoinGroupResponseMember] = []
         for _ in range(n17):
@@ -290,7 +290,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     if n17 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n17 > blen - pos:
+        if n17 > (blen - pos) // 8:
             raise Malformed(f"array of {n17} elements is longer than the frame")
         v16: list[JoinGroupResponseMember] = []
         for _ in range(n17):
@@ -382,7 +382,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     if n17 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n17 > blen - pos:
+        if n17 > (blen - pos) // 4:
             raise Malformed(f"array of {n17} elements is longer than the frame")
         v16: list[JoinGroupResponseMember] = []
         for _ in range(n17):
@@ -431,6 +431,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
             if nt30 > 127:
                 nt30, pos = read_uvarint(buf, pos - 1)
             if nt30:
+                if nt30 > (blen - pos) // 2:
+                    raise Malformed(f"{nt30} tagged fields are longer than the frame")
                 for _ in range(nt30):
                     tg31 = buf[pos]
                     pos += 1
@@ -451,6 +453,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     if nt35 > 127:
         nt35, pos = read_uvarint(buf, pos - 1)
     if nt35:
+        if nt35 > (blen - pos) // 2:
+            raise Malformed(f"{nt35} tagged fields are longer than the frame")
         for _ in range(nt35):
             tg36 = buf[pos]
             pos += 1
@@ -534,7 +538,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     if n21 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n21 > blen - pos:
+        if n21 > (blen - pos) // 4:
             raise Malformed(f"array of {n21} elements is longer than the frame")
         v20: list[JoinGroupResponseMember] = []
         for _ in range(n21):
@@ -583,6 +587,8 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
             if nt34 > 127:
                 nt34, pos = read_uvarint(buf, pos - 1)
             if nt34:
+                if nt34 > (blen - pos) // 2:
+                    raise Malformed(f"{nt34} tagged fields are longer than the frame")
                 for _ in range(nt34):
                     tg35 = buf[pos]
                     pos += 1
@@ -603,6 +609,8 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     if nt39 > 127:
         nt39, pos = read_uvarint(buf, pos - 1)
     if nt39:
+        if nt39 > (blen - pos) // 2:
+            raise Malformed(f"{nt39} tagged fields are longer than the frame")
         for _ in range(nt39):
             tg40 = buf[pos]
             pos += 1
@@ -691,7 +699,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     if n22 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n22 > blen - pos:
+        if n22 > (blen - pos) // 4:
             raise Malformed(f"array of {n22} elements is longer than the frame")
         v21: list[JoinGroupResponseMember] = []
         for _ in range(n22):
@@ -740,6 +748,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
             if nt35 > 127:
                 nt35, pos = read_uvarint(buf, pos - 1)
             if nt35:
+                if nt35 > (blen - pos) // 2:
+                    raise Malformed(f"{nt35} tagged fields are longer than the frame")
                 for _ in range(nt35):
                     tg36 = buf[pos]
                     pos += 1
@@ -760,6 +770,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, int]:
     if nt40 > 127:
         nt40, pos = read_uvarint(buf, pos - 1)
     if nt40:
+        if nt40 > (blen - pos) // 2:
+            raise Malformed(f"{nt40} tagged fields are longer than the frame")
         for _ in range(nt40):
             tg41 = buf[pos]
             pos += 1
@@ -823,7 +835,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, in
         if n16 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n16 > blen - pos:
+            if n16 > (blen - pos) // 6:
                 raise Malformed(f"array of {n16} elements is longer than the frame")
             v15: list[JoinGroupResponseMember] = []
             for _ in range(n16):
@@ -906,7 +918,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, in
         if n17 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n17 > blen - pos:
+            if n17 > (blen - pos) // 6:
                 raise Malformed(f"array of {n17} elements is longer than the frame")
             v16: list[JoinGroupResponseMember] = []
             for _ in range(n17):
@@ -992,7 +1004,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, in
         if n17 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n17 > blen - pos:
+            if n17 > (blen - pos) // 8:
                 raise Malformed(f"array of {n17} elements is longer than the frame")
             v16: list[JoinGroupResponseMember] = []
             for _ in range(n17):
@@ -1096,7 +1108,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, in
         if n17 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n17 > blen - pos:
+            if n17 > (blen - pos) // 4:
                 raise Malformed(f"array of {n17} elements is longer than the frame")
             v16: list[JoinGroupResponseMember] = []
             for _ in range(n17):
@@ -1149,6 +1161,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, in
                 if nt30 > 127:
                     nt30, pos = read_uvarint(buf, pos - 1)
                 if nt30:
+                    if nt30 > (blen - pos) // 2:
+                        raise Malformed(f"{nt30} tagged fields are longer than the frame")
                     for _ in range(nt30):
                         tg31 = buf[pos]
                         pos += 1
@@ -1170,6 +1184,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, in
         if nt35 > 127:
             nt35, pos = read_uvarint(buf, pos - 1)
         if nt35:
+            if nt35 > (blen - pos) // 2:
+                raise Malformed(f"{nt35} tagged fields are longer than the frame")
             for _ in range(nt35):
                 tg36 = buf[pos]
                 pos += 1
@@ -1263,7 +1279,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, in
         if n21 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n21 > blen - pos:
+            if n21 > (blen - pos) // 4:
                 raise Malformed(f"array of {n21} elements is longer than the frame")
             v20: list[JoinGroupResponseMember] = []
             for _ in range(n21):
@@ -1316,6 +1332,8 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, in
                 if nt34 > 127:
                     nt34, pos = read_uvarint(buf, pos - 1)
                 if nt34:
+                    if nt34 > (blen - pos) // 2:
+                        raise Malformed(f"{nt34} tagged fields are longer than the frame")
                     for _ in range(nt34):
                         tg35 = buf[pos]
                         pos += 1
@@ -1337,6 +1355,8 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, in
         if nt39 > 127:
             nt39, pos = read_uvarint(buf, pos - 1)
         if nt39:
+            if nt39 > (blen - pos) // 2:
+                raise Malformed(f"{nt39} tagged fields are longer than the frame")
             for _ in range(nt39):
                 tg40 = buf[pos]
                 pos += 1
@@ -1436,7 +1456,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, in
         if n22 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n22 > blen - pos:
+            if n22 > (blen - pos) // 4:
                 raise Malformed(f"array of {n22} elements is longer than the frame")
             v21: list[JoinGroupResponseMember] = []
             for _ in range(n22):
@@ -1489,6 +1509,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, in
                 if nt35 > 127:
                     nt35, pos = read_uvarint(buf, pos - 1)
                 if nt35:
+                    if nt35 > (blen - pos) // 2:
+                        raise Malformed(f"{nt35} tagged fields are longer than the frame")
                     for _ in range(nt35):
                         tg36 = buf[pos]
                         pos += 1
@@ -1510,6 +1532,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[JoinGroupResponse, in
         if nt40 > 127:
             nt40, pos = read_uvarint(buf, pos - 1)
         if nt40:
+            if nt40 > (blen - pos) // 2:
+                raise Malformed(f"{nt40} tagged fields are longer than the frame")
             for _ in range(nt40):
                 tg41 = buf[pos]
                 pos += 1

@@ -101,6 +101,7 @@ decode_v2 = decode_v0
 
 def decode_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -116,8 +117,11 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     if n6 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 4:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5: list[MemberIdentity] = []
         for _ in range(n6):
             n9 = rd16(buf, pos)[0]
@@ -149,6 +153,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -170,8 +175,11 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     if n6 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 3:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5: list[MemberIdentity] = []
         for _ in range(n6):
             n9 = buf[pos]
@@ -206,6 +214,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
             if nt15 > 127:
                 nt15, pos = read_uvarint(buf, pos - 1)
             if nt15:
+                if nt15 > (blen - pos) // 2:
+                    raise Malformed(f"{nt15} tagged fields are longer than the frame")
                 for _ in range(nt15):
                     tg16 = buf[pos]
                     pos += 1
@@ -226,6 +236,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     if nt20 > 127:
         nt20, pos = read_uvarint(buf, pos - 1)
     if nt20:
+        if nt20 > (blen - pos) // 2:
+            raise Malformed(f"{nt20} tagged fields are longer than the frame")
         for _ in range(nt20):
             tg21 = buf[pos]
             pos += 1
@@ -245,6 +257,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -266,8 +279,11 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     if n6 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 4:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5: list[MemberIdentity] = []
         for _ in range(n6):
             n9 = buf[pos]
@@ -316,6 +332,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
             if nt19 > 127:
                 nt19, pos = read_uvarint(buf, pos - 1)
             if nt19:
+                if nt19 > (blen - pos) // 2:
+                    raise Malformed(f"{nt19} tagged fields are longer than the frame")
                 for _ in range(nt19):
                     tg20 = buf[pos]
                     pos += 1
@@ -336,6 +354,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:
     if nt24 > 127:
         nt24, pos = read_uvarint(buf, pos - 1)
     if nt24:
+        if nt24 > (blen - pos) // 2:
+            raise Malformed(f"{nt24} tagged fields are longer than the frame")
         for _ in range(nt24):
             tg25 = buf[pos]
             pos += 1
@@ -395,6 +415,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -412,8 +433,11 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
         if n6 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 4:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5: list[MemberIdentity] = []
             for _ in range(n6):
                 fld = "members[].member_id"
@@ -451,6 +475,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -474,8 +499,11 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
         if n6 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 3:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5: list[MemberIdentity] = []
             for _ in range(n6):
                 fld = "members[].member_id"
@@ -513,6 +541,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
                 if nt15 > 127:
                     nt15, pos = read_uvarint(buf, pos - 1)
                 if nt15:
+                    if nt15 > (blen - pos) // 2:
+                        raise Malformed(f"{nt15} tagged fields are longer than the frame")
                     for _ in range(nt15):
                         tg16 = buf[pos]
                         pos += 1
@@ -534,6 +564,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
         if nt20 > 127:
             nt20, pos = read_uvarint(buf, pos - 1)
         if nt20:
+            if nt20 > (blen - pos) // 2:
+                raise Malformed(f"{nt20} tagged fields are longer than the frame")
             for _ in range(nt20):
                 tg21 = buf[pos]
                 pos += 1
@@ -557,6 +589,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -580,8 +613,11 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
         if n6 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 4:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5: list[MemberIdentity] = []
             for _ in range(n6):
                 fld = "members[].member_id"
@@ -634,6 +670,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
                 if nt19 > 127:
                     nt19, pos = read_uvarint(buf, pos - 1)
                 if nt19:
+                    if nt19 > (blen - pos) // 2:
+                        raise Malformed(f"{nt19} tagged fields are longer than the frame")
                     for _ in range(nt19):
                         tg20 = buf[pos]
                         pos += 1
@@ -655,6 +693,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, in
         if nt24 > 127:
             nt24, pos = read_uvarint(buf, pos - 1)
         if nt24:
+            if nt24 > (blen - pos) // 2:
+                raise Malformed(f"{nt24} tagged fields are longer than the frame")
             for _ in range(nt24):
                 tg25 = buf[pos]
                 pos += 1

@@ -99,7 +99,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 6:
             raise Malformed(f"array of {n4} elements is longer than the frame")
         v3: list[MemberResponse] = []
         for _ in range(n4):
@@ -144,7 +144,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 5:
             raise Malformed(f"array of {n4} elements is longer than the frame")
         v3: list[MemberResponse] = []
         for _ in range(n4):
@@ -182,6 +182,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
             if nt14 > 127:
                 nt14, pos = read_uvarint(buf, pos - 1)
             if nt14:
+                if nt14 > (blen - pos) // 2:
+                    raise Malformed(f"{nt14} tagged fields are longer than the frame")
                 for _ in range(nt14):
                     tg15 = buf[pos]
                     pos += 1
@@ -202,6 +204,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, int]:
     if nt19 > 127:
         nt19, pos = read_uvarint(buf, pos - 1)
     if nt19:
+        if nt19 > (blen - pos) // 2:
+            raise Malformed(f"{nt19} tagged fields are longer than the frame")
         for _ in range(nt19):
             tg20 = buf[pos]
             pos += 1
@@ -262,7 +266,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, i
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 6:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
             v3: list[MemberResponse] = []
             for _ in range(n4):
@@ -316,7 +320,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, i
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 5:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
             v3: list[MemberResponse] = []
             for _ in range(n4):
@@ -358,6 +362,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, i
                 if nt14 > 127:
                     nt14, pos = read_uvarint(buf, pos - 1)
                 if nt14:
+                    if nt14 > (blen - pos) // 2:
+                        raise Malformed(f"{nt14} tagged fields are longer than the frame")
                     for _ in range(nt14):
                         tg15 = buf[pos]
                         pos += 1
@@ -379,6 +385,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[LeaveGroupResponse, i
         if nt19 > 127:
             nt19, pos = read_uvarint(buf, pos - 1)
         if nt19:
+            if nt19 > (blen - pos) // 2:
+                raise Malformed(f"{nt19} tagged fields are longer than the frame")
             for _ in range(nt19):
                 tg20 = buf[pos]
                 pos += 1

@@ -53,6 +53,8 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     if nt1 > 127:
         nt1, pos = read_uvarint(buf, pos - 1)
     if nt1:
+        if nt1 > (blen - pos) // 2:
+            raise Malformed(f"{nt1} tagged fields are longer than the frame")
         for _ in range(nt1):
             tg2 = buf[pos]
             pos += 1
@@ -72,6 +74,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -82,6 +85,9 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     else:
         if n2 > blen - pos:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = buf[pos]
@@ -103,6 +109,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     if nt6 > 127:
         nt6, pos = read_uvarint(buf, pos - 1)
     if nt6:
+        if nt6 > (blen - pos) // 2:
+            raise Malformed(f"{nt6} tagged fields are longer than the frame")
         for _ in range(nt6):
             tg7 = buf[pos]
             pos += 1
@@ -122,6 +130,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -132,6 +141,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     else:
         if n2 > blen - pos:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[str] = []
         for _ in range(n2):
             n4 = buf[pos]
@@ -158,6 +170,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     else:
         if n7 > blen - pos:
             raise Malformed(f"array of {n7} elements is longer than the frame")
+        left -= n7
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v6: list[str] = []
         for _ in range(n7):
             n9 = buf[pos]
@@ -179,6 +194,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     if nt11 > 127:
         nt11, pos = read_uvarint(buf, pos - 1)
     if nt11:
+        if nt11 > (blen - pos) // 2:
+            raise Malformed(f"{nt11} tagged fields are longer than the frame")
         for _ in range(nt11):
             tg12 = buf[pos]
             pos += 1
@@ -221,6 +238,8 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
         if nt1 > 127:
             nt1, pos = read_uvarint(buf, pos - 1)
         if nt1:
+            if nt1 > (blen - pos) // 2:
+                raise Malformed(f"{nt1} tagged fields are longer than the frame")
             for _ in range(nt1):
                 tg2 = buf[pos]
                 pos += 1
@@ -244,6 +263,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "states_filter"
         n2 = buf[pos]
         pos += 1
@@ -255,6 +275,9 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
         else:
             if n2 > blen - pos:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = buf[pos]
@@ -277,6 +300,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
         if nt6 > 127:
             nt6, pos = read_uvarint(buf, pos - 1)
         if nt6:
+            if nt6 > (blen - pos) // 2:
+                raise Malformed(f"{nt6} tagged fields are longer than the frame")
             for _ in range(nt6):
                 tg7 = buf[pos]
                 pos += 1
@@ -300,6 +325,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "states_filter"
         n2 = buf[pos]
         pos += 1
@@ -311,6 +337,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
         else:
             if n2 > blen - pos:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[str] = []
             for _ in range(n2):
                 n4 = buf[pos]
@@ -338,6 +367,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
         else:
             if n7 > blen - pos:
                 raise Malformed(f"array of {n7} elements is longer than the frame")
+            left -= n7
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v6: list[str] = []
             for _ in range(n7):
                 n9 = buf[pos]
@@ -360,6 +392,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsRequest, in
         if nt11 > 127:
             nt11, pos = read_uvarint(buf, pos - 1)
         if nt11:
+            if nt11 > (blen - pos) // 2:
+                raise Malformed(f"{nt11} tagged fields are longer than the frame")
             for _ in range(nt11):
                 tg12 = buf[pos]
                 pos += 1

@@ -85,7 +85,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 4:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[ListedGroup] = []
         for _ in range(n3):
@@ -124,7 +124,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 4:
             raise Malformed(f"array of {n4} elements is longer than the frame")
         v3: list[ListedGroup] = []
         for _ in range(n4):
@@ -169,7 +169,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 3:
             raise Malformed(f"array of {n4} elements is longer than the frame")
         v3: list[ListedGroup] = []
         for _ in range(n4):
@@ -204,6 +204,8 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
             if nt13 > 127:
                 nt13, pos = read_uvarint(buf, pos - 1)
             if nt13:
+                if nt13 > (blen - pos) // 2:
+                    raise Malformed(f"{nt13} tagged fields are longer than the frame")
                 for _ in range(nt13):
                     tg14 = buf[pos]
                     pos += 1
@@ -224,6 +226,8 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     if nt18 > 127:
         nt18, pos = read_uvarint(buf, pos - 1)
     if nt18:
+        if nt18 > (blen - pos) // 2:
+            raise Malformed(f"{nt18} tagged fields are longer than the frame")
         for _ in range(nt18):
             tg19 = buf[pos]
             pos += 1
@@ -253,7 +257,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 4:
             raise Malformed(f"array of {n4} elements is longer than the frame")
         v3: list[ListedGroup] = []
         for _ in range(n4):
@@ -301,6 +305,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
             if nt17 > 127:
                 nt17, pos = read_uvarint(buf, pos - 1)
             if nt17:
+                if nt17 > (blen - pos) // 2:
+                    raise Malformed(f"{nt17} tagged fields are longer than the frame")
                 for _ in range(nt17):
                     tg18 = buf[pos]
                     pos += 1
@@ -321,6 +327,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     if nt22 > 127:
         nt22, pos = read_uvarint(buf, pos - 1)
     if nt22:
+        if nt22 > (blen - pos) // 2:
+            raise Malformed(f"{nt22} tagged fields are longer than the frame")
         for _ in range(nt22):
             tg23 = buf[pos]
             pos += 1
@@ -350,7 +358,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 5:
             raise Malformed(f"array of {n4} elements is longer than the frame")
         v3: list[ListedGroup] = []
         for _ in range(n4):
@@ -411,6 +419,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
             if nt21 > 127:
                 nt21, pos = read_uvarint(buf, pos - 1)
             if nt21:
+                if nt21 > (blen - pos) // 2:
+                    raise Malformed(f"{nt21} tagged fields are longer than the frame")
                 for _ in range(nt21):
                     tg22 = buf[pos]
                     pos += 1
@@ -431,6 +441,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, int]:
     if nt26 > 127:
         nt26, pos = read_uvarint(buf, pos - 1)
     if nt26:
+        if nt26 > (blen - pos) // 2:
+            raise Malformed(f"{nt26} tagged fields are longer than the frame")
         for _ in range(nt26):
             tg27 = buf[pos]
             pos += 1
@@ -461,7 +473,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, i
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 4:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[ListedGroup] = []
             for _ in range(n3):
@@ -508,7 +520,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, i
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 4:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
             v3: list[ListedGroup] = []
             for _ in range(n4):
@@ -561,7 +573,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, i
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 3:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
             v3: list[ListedGroup] = []
             for _ in range(n4):
@@ -599,6 +611,8 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, i
                 if nt13 > 127:
                     nt13, pos = read_uvarint(buf, pos - 1)
                 if nt13:
+                    if nt13 > (blen - pos) // 2:
+                        raise Malformed(f"{nt13} tagged fields are longer than the frame")
                     for _ in range(nt13):
                         tg14 = buf[pos]
                         pos += 1
@@ -620,6 +634,8 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, i
         if nt18 > 127:
             nt18, pos = read_uvarint(buf, pos - 1)
         if nt18:
+            if nt18 > (blen - pos) // 2:
+                raise Malformed(f"{nt18} tagged fields are longer than the frame")
             for _ in range(nt18):
                 tg19 = buf[pos]
                 pos += 1
@@ -655,7 +671,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, i
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 4:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
             v3: list[ListedGroup] = []
             for _ in range(n4):
@@ -707,6 +723,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, i
                 if nt17 > 127:
                     nt17, pos = read_uvarint(buf, pos - 1)
                 if nt17:
+                    if nt17 > (blen - pos) // 2:
+                        raise Malformed(f"{nt17} tagged fields are longer than the frame")
                     for _ in range(nt17):
                         tg18 = buf[pos]
                         pos += 1
@@ -728,6 +746,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, i
         if nt22 > 127:
             nt22, pos = read_uvarint(buf, pos - 1)
         if nt22:
+            if nt22 > (blen - pos) // 2:
+                raise Malformed(f"{nt22} tagged fields are longer than the frame")
             for _ in range(nt22):
                 tg23 = buf[pos]
                 pos += 1
@@ -763,7 +783,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, i
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 5:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
             v3: list[ListedGroup] = []
             for _ in range(n4):
@@ -829,6 +849,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, i
                 if nt21 > 127:
                     nt21, pos = read_uvarint(buf, pos - 1)
                 if nt21:
+                    if nt21 > (blen - pos) // 2:
+                        raise Malformed(f"{nt21} tagged fields are longer than the frame")
                     for _ in range(nt21):
                         tg22 = buf[pos]
                         pos += 1
@@ -850,6 +872,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[ListGroupsResponse, i
         if nt26 > 127:
             nt26, pos = read_uvarint(buf, pos - 1)
         if nt26:
+            if nt26 > (blen - pos) // 2:
+                raise Malformed(f"{nt26} tagged fields are longer than the frame")
             for _ in range(nt26):
                 tg27 = buf[pos]
                 pos += 1

@@ -101,6 +101,7 @@ class ListOffsetsPartition(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
+    left = 100000
     (f1,) = _unpack_i(buf, pos)
     pos += 4
     n3 = rd32(buf, pos)[0]
@@ -108,8 +109,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
+        left -= n3
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v2: list[ListOffsetsTopic] = []
         for _ in range(n3):
             n6 = rd16(buf, pos)[0]
@@ -127,8 +131,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 16:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[ListOffsetsPartition] = []
                 for _ in range(n9):
                     f10, f11, f12 = _unpack_iqi(buf, pos)
@@ -143,6 +150,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
 
 def decode_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
+    left = 100000
     (f1,) = _unpack_i(buf, pos)
     pos += 4
     n3 = rd32(buf, pos)[0]
@@ -150,8 +158,11 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
+        left -= n3
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v2: list[ListOffsetsTopic] = []
         for _ in range(n3):
             n6 = rd16(buf, pos)[0]
@@ -169,8 +180,11 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 12:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[ListOffsetsPartition] = []
                 for _ in range(n9):
                     f10, f11 = _unpack_iq(buf, pos)
@@ -185,6 +199,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2 = _unpack_ib(buf, pos)
     pos += 5
     n4 = rd32(buf, pos)[0]
@@ -192,8 +207,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 6:
             raise Malformed(f"array of {n4} elements is longer than the frame")
+        left -= n4
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v3: list[ListOffsetsTopic] = []
         for _ in range(n4):
             n7 = rd16(buf, pos)[0]
@@ -211,8 +229,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 12:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[ListOffsetsPartition] = []
                 for _ in range(n10):
                     f11, f12 = _unpack_iq(buf, pos)
@@ -230,6 +251,7 @@ decode_v3 = decode_v2
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2 = _unpack_ib(buf, pos)
     pos += 5
     n4 = rd32(buf, pos)[0]
@@ -237,8 +259,11 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 6:
             raise Malformed(f"array of {n4} elements is longer than the frame")
+        left -= n4
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v3: list[ListOffsetsTopic] = []
         for _ in range(n4):
             n7 = rd16(buf, pos)[0]
@@ -256,8 +281,11 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 16:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[ListOffsetsPartition] = []
                 for _ in range(n10):
                     f11, f12, f13 = _unpack_iiq(buf, pos)
@@ -275,6 +303,7 @@ decode_v5 = decode_v4
 
 def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2 = _unpack_ib(buf, pos)
     pos += 5
     n4 = buf[pos]
@@ -285,8 +314,11 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 3:
             raise Malformed(f"array of {n4} elements is longer than the frame")
+        left -= n4
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v3: list[ListOffsetsTopic] = []
         for _ in range(n4):
             n7 = buf[pos]
@@ -310,8 +342,11 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 17:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[ListOffsetsPartition] = []
                 for _ in range(n10):
                     f11, f12, f13 = _unpack_iiq(buf, pos)
@@ -321,6 +356,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
                     if nt14 > 127:
                         nt14, pos = read_uvarint(buf, pos - 1)
                     if nt14:
+                        if nt14 > (blen - pos) // 2:
+                            raise Malformed(f"{nt14} tagged fields are longer than the frame")
                         for _ in range(nt14):
                             tg15 = buf[pos]
                             pos += 1
@@ -341,6 +378,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if nt19 > 127:
                 nt19, pos = read_uvarint(buf, pos - 1)
             if nt19:
+                if nt19 > (blen - pos) // 2:
+                    raise Malformed(f"{nt19} tagged fields are longer than the frame")
                 for _ in range(nt19):
                     tg20 = buf[pos]
                     pos += 1
@@ -361,6 +400,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if nt24 > 127:
         nt24, pos = read_uvarint(buf, pos - 1)
     if nt24:
+        if nt24 > (blen - pos) // 2:
+            raise Malformed(f"{nt24} tagged fields are longer than the frame")
         for _ in range(nt24):
             tg25 = buf[pos]
             pos += 1
@@ -389,6 +430,7 @@ decode_v9 = decode_v6
 
 def decode_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2 = _unpack_ib(buf, pos)
     pos += 5
     n4 = buf[pos]
@@ -399,8 +441,11 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 3:
             raise Malformed(f"array of {n4} elements is longer than the frame")
+        left -= n4
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v3: list[ListOffsetsTopic] = []
         for _ in range(n4):
             n7 = buf[pos]
@@ -424,8 +469,11 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 17:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[ListOffsetsPartition] = []
                 for _ in range(n10):
                     f11, f12, f13 = _unpack_iiq(buf, pos)
@@ -435,6 +483,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
                     if nt14 > 127:
                         nt14, pos = read_uvarint(buf, pos - 1)
                     if nt14:
+                        if nt14 > (blen - pos) // 2:
+                            raise Malformed(f"{nt14} tagged fields are longer than the frame")
                         for _ in range(nt14):
                             tg15 = buf[pos]
                             pos += 1
@@ -455,6 +505,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             if nt19 > 127:
                 nt19, pos = read_uvarint(buf, pos - 1)
             if nt19:
+                if nt19 > (blen - pos) // 2:
+                    raise Malformed(f"{nt19} tagged fields are longer than the frame")
                 for _ in range(nt19):
                     tg20 = buf[pos]
                     pos += 1
@@ -477,6 +529,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
     if nt25 > 127:
         nt25, pos = read_uvarint(buf, pos - 1)
     if nt25:
+        if nt25 > (blen - pos) // 2:
+            raise Malformed(f"{nt25} tagged fields are longer than the frame")
         for _ in range(nt25):
             tg26 = buf[pos]
             pos += 1
@@ -498,6 +552,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         (f1,) = _unpack_i(buf, pos)
         pos += 4
@@ -507,8 +562,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
+            left -= n3
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v2: list[ListOffsetsTopic] = []
             for _ in range(n3):
                 fld = "topics[].name"
@@ -528,8 +586,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 16:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[ListOffsetsPartition] = []
                     for _ in range(n9):
                         fld = "topics[].partitions[].partition_index"
@@ -549,6 +610,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         (f1,) = _unpack_i(buf, pos)
         pos += 4
@@ -558,8 +620,11 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
+            left -= n3
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v2: list[ListOffsetsTopic] = []
             for _ in range(n3):
                 fld = "topics[].name"
@@ -579,8 +644,11 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 12:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[ListOffsetsPartition] = []
                     for _ in range(n9):
                         fld = "topics[].partitions[].partition_index"
@@ -600,6 +668,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2 = _unpack_ib(buf, pos)
         pos += 5
@@ -609,8 +678,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 6:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
+            left -= n4
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v3: list[ListOffsetsTopic] = []
             for _ in range(n4):
                 fld = "topics[].name"
@@ -630,8 +702,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 12:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[ListOffsetsPartition] = []
                     for _ in range(n10):
                         fld = "topics[].partitions[].partition_index"
@@ -654,6 +729,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2 = _unpack_ib(buf, pos)
         pos += 5
@@ -663,8 +739,11 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 6:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
+            left -= n4
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v3: list[ListOffsetsTopic] = []
             for _ in range(n4):
                 fld = "topics[].name"
@@ -684,8 +763,11 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 16:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[ListOffsetsPartition] = []
                     for _ in range(n10):
                         fld = "topics[].partitions[].partition_index"
@@ -708,6 +790,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2 = _unpack_ib(buf, pos)
         pos += 5
@@ -720,8 +803,11 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 3:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
+            left -= n4
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v3: list[ListOffsetsTopic] = []
             for _ in range(n4):
                 fld = "topics[].name"
@@ -747,8 +833,11 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 17:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[ListOffsetsPartition] = []
                     for _ in range(n10):
                         fld = "topics[].partitions[].partition_index"
@@ -760,6 +849,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                         if nt14 > 127:
                             nt14, pos = read_uvarint(buf, pos - 1)
                         if nt14:
+                            if nt14 > (blen - pos) // 2:
+                                raise Malformed(f"{nt14} tagged fields are longer than the frame")
                             for _ in range(nt14):
                                 tg15 = buf[pos]
                                 pos += 1
@@ -781,6 +872,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
                 if nt19 > 127:
                     nt19, pos = read_uvarint(buf, pos - 1)
                 if nt19:
+                    if nt19 > (blen - pos) // 2:
+                        raise Malformed(f"{nt19} tagged fields are longer than the frame")
                     for _ in range(nt19):
                         tg20 = buf[pos]
                         pos += 1
@@ -802,6 +895,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, i
         if nt24 > 127:
             nt24, pos = read_uvarint(buf, pos - 1)
         if nt24:
+            if nt24 > (blen - pos) // 2:
+                raise Malformed(f"{nt24} tagged fields are longer than the frame")
             for _ in range(nt24):
                 tg25 = buf[pos]
                 pos += 1
@@ -834,6 +929,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         f1, f2 = _unpack_ib(buf, pos)
         pos += 5
@@ -846,8 +942,11 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, 
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 3:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
+            left -= n4
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v3: list[ListOffsetsTopic] = []
             for _ in range(n4):
                 fld = "topics[].name"
@@ -873,8 +972,11 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, 
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 17:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[ListOffsetsPartition] = []
                     for _ in range(n10):
                         fld = "topics[].partitions[].partition_index"
@@ -886,6 +988,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, 
                         if nt14 > 127:
                             nt14, pos = read_uvarint(buf, pos - 1)
                         if nt14:
+                            if nt14 > (blen - pos) // 2:
+                                raise Malformed(f"{nt14} tagged fields are longer than the frame")
                             for _ in range(nt14):
                                 tg15 = buf[pos]
                                 pos += 1
@@ -907,6 +1011,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, 
                 if nt19 > 127:
                     nt19, pos = read_uvarint(buf, pos - 1)
                 if nt19:
+                    if nt19 > (blen - pos) // 2:
+                        raise Malformed(f"{nt19} tagged fields are longer than the frame")
                     for _ in range(nt19):
                         tg20 = buf[pos]
                         pos += 1
@@ -931,6 +1037,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, 
         if nt25 > 127:
             nt25, pos = read_uvarint(buf, pos - 1)
         if nt25:
+            if nt25 > (blen - pos) // 2:
+                raise Malformed(f"{nt25} tagged fields are longer than the frame")
             for _ in range(nt25):
                 tg26 = buf[pos]
                 pos += 1

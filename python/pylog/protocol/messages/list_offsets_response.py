@@ -117,7 +117,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[ListOffsetsTopicResponse] = []
         for _ in range(n2):
@@ -136,7 +136,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 10:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[ListOffsetsPartitionResponse] = []
                 for _ in range(n8):
@@ -147,7 +147,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
                     if n12 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n12 > blen - pos:
+                        if n12 > (blen - pos) // 8:
                             raise Malformed(f"array of {n12} elements is longer than the frame")
                         v11 = list(unpack_from(f">{n12}q", buf, pos))
                         pos += n12 * 8
@@ -166,7 +166,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[ListOffsetsTopicResponse] = []
         for _ in range(n2):
@@ -185,7 +185,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 22:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[ListOffsetsPartitionResponse] = []
                 for _ in range(n8):
@@ -208,7 +208,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[ListOffsetsTopicResponse] = []
         for _ in range(n3):
@@ -227,7 +227,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 22:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[ListOffsetsPartitionResponse] = []
                 for _ in range(n9):
@@ -253,7 +253,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[ListOffsetsTopicResponse] = []
         for _ in range(n3):
@@ -272,7 +272,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 26:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[ListOffsetsPartitionResponse] = []
                 for _ in range(n9):
@@ -301,7 +301,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 3:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[ListOffsetsTopicResponse] = []
         for _ in range(n3):
@@ -326,7 +326,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 27:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[ListOffsetsPartitionResponse] = []
                 for _ in range(n9):
@@ -337,6 +337,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
                     if nt15 > 127:
                         nt15, pos = read_uvarint(buf, pos - 1)
                     if nt15:
+                        if nt15 > (blen - pos) // 2:
+                            raise Malformed(f"{nt15} tagged fields are longer than the frame")
                         for _ in range(nt15):
                             tg16 = buf[pos]
                             pos += 1
@@ -357,6 +359,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
             if nt20 > 127:
                 nt20, pos = read_uvarint(buf, pos - 1)
             if nt20:
+                if nt20 > (blen - pos) // 2:
+                    raise Malformed(f"{nt20} tagged fields are longer than the frame")
                 for _ in range(nt20):
                     tg21 = buf[pos]
                     pos += 1
@@ -377,6 +381,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     if nt25 > 127:
         nt25, pos = read_uvarint(buf, pos - 1)
     if nt25:
+        if nt25 > (blen - pos) // 2:
+            raise Malformed(f"{nt25} tagged fields are longer than the frame")
         for _ in range(nt25):
             tg26 = buf[pos]
             pos += 1
@@ -416,7 +422,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, 
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[ListOffsetsTopicResponse] = []
             for _ in range(n2):
@@ -437,7 +443,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, 
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 10:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[ListOffsetsPartitionResponse] = []
                     for _ in range(n8):
@@ -450,7 +456,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, 
                         if n12 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n12 > blen - pos:
+                            if n12 > (blen - pos) // 8:
                                 raise Malformed(f"array of {n12} elements is longer than the frame")
                             v11 = list(unpack_from(f">{n12}q", buf, pos))
                             pos += n12 * 8
@@ -474,7 +480,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, 
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[ListOffsetsTopicResponse] = []
             for _ in range(n2):
@@ -495,7 +501,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, 
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 22:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[ListOffsetsPartitionResponse] = []
                     for _ in range(n8):
@@ -525,7 +531,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, 
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[ListOffsetsTopicResponse] = []
             for _ in range(n3):
@@ -546,7 +552,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, 
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 22:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[ListOffsetsPartitionResponse] = []
                     for _ in range(n9):
@@ -579,7 +585,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, 
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[ListOffsetsTopicResponse] = []
             for _ in range(n3):
@@ -600,7 +606,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, 
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 26:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[ListOffsetsPartitionResponse] = []
                     for _ in range(n9):
@@ -636,7 +642,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, 
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 3:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[ListOffsetsTopicResponse] = []
             for _ in range(n3):
@@ -663,7 +669,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, 
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 27:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[ListOffsetsPartitionResponse] = []
                     for _ in range(n9):
@@ -676,6 +682,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, 
                         if nt15 > 127:
                             nt15, pos = read_uvarint(buf, pos - 1)
                         if nt15:
+                            if nt15 > (blen - pos) // 2:
+                                raise Malformed(f"{nt15} tagged fields are longer than the frame")
                             for _ in range(nt15):
                                 tg16 = buf[pos]
                                 pos += 1
@@ -697,6 +705,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, 
                 if nt20 > 127:
                     nt20, pos = read_uvarint(buf, pos - 1)
                 if nt20:
+                    if nt20 > (blen - pos) // 2:
+                        raise Malformed(f"{nt20} tagged fields are longer than the frame")
                     for _ in range(nt20):
                         tg21 = buf[pos]
                         pos += 1
@@ -718,6 +728,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, 
         if nt25 > 127:
             nt25, pos = read_uvarint(buf, pos - 1)
         if nt25:
+            if nt25 > (blen - pos) // 2:
+                raise Malformed(f"{nt25} tagged fields are longer than the frame")
             for _ in range(nt25):
                 tg26 = buf[pos]
                 pos += 1

@@ -82,13 +82,17 @@ class MetadataRequestTopic(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[MetadataRequestTopic] = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -109,14 +113,18 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
 
 def decode_v1(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     v1: list[MetadataRequestTopic] | None
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -143,14 +151,18 @@ decode_v3 = decode_v1
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     v1: list[MetadataRequestTopic] | None
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -182,14 +194,18 @@ decode_v7 = decode_v4
 
 def decode_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     v1: list[MetadataRequestTopic] | None
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -212,6 +228,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
 
 def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -221,8 +238,11 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 2:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -243,6 +263,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
             if nt7 > 127:
                 nt7, pos = read_uvarint(buf, pos - 1)
             if nt7:
+                if nt7 > (blen - pos) // 2:
+                    raise Malformed(f"{nt7} tagged fields are longer than the frame")
                 for _ in range(nt7):
                     tg8 = buf[pos]
                     pos += 1
@@ -265,6 +287,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if nt15 > 127:
         nt15, pos = read_uvarint(buf, pos - 1)
     if nt15:
+        if nt15 > (blen - pos) // 2:
+            raise Malformed(f"{nt15} tagged fields are longer than the frame")
         for _ in range(nt15):
             tg16 = buf[pos]
             pos += 1
@@ -284,6 +308,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
 
 def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -293,8 +318,11 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 18:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             (f3,) = _unpack_16s(buf, pos)
@@ -319,6 +347,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
             if nt8 > 127:
                 nt8, pos = read_uvarint(buf, pos - 1)
             if nt8:
+                if nt8 > (blen - pos) // 2:
+                    raise Malformed(f"{nt8} tagged fields are longer than the frame")
                 for _ in range(nt8):
                     tg9 = buf[pos]
                     pos += 1
@@ -341,6 +371,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if nt16 > 127:
         nt16, pos = read_uvarint(buf, pos - 1)
     if nt16:
+        if nt16 > (blen - pos) // 2:
+            raise Malformed(f"{nt16} tagged fields are longer than the frame")
         for _ in range(nt16):
             tg17 = buf[pos]
             pos += 1
@@ -360,6 +392,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
 
 def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -369,8 +402,11 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if n2 < 0:
         v1 = None
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 18:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1 = []
         for _ in range(n2):
             (f3,) = _unpack_16s(buf, pos)
@@ -395,6 +431,8 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
             if nt8 > 127:
                 nt8, pos = read_uvarint(buf, pos - 1)
             if nt8:
+                if nt8 > (blen - pos) // 2:
+                    raise Malformed(f"{nt8} tagged fields are longer than the frame")
                 for _ in range(nt8):
                     tg9 = buf[pos]
                     pos += 1
@@ -417,6 +455,8 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
     if nt15 > 127:
         nt15, pos = read_uvarint(buf, pos - 1)
     if nt15:
+        if nt15 > (blen - pos) // 2:
+            raise Malformed(f"{nt15} tagged fields are longer than the frame")
         for _ in range(nt15):
             tg16 = buf[pos]
             pos += 1
@@ -441,14 +481,18 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[MetadataRequestTopic] = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -474,6 +518,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -481,8 +526,11 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -514,6 +562,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -521,8 +570,11 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -560,6 +612,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
@@ -567,8 +620,11 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -597,6 +653,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -607,8 +664,11 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 2:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].name"
@@ -631,6 +691,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
                 if nt7 > 127:
                     nt7, pos = read_uvarint(buf, pos - 1)
                 if nt7:
+                    if nt7 > (blen - pos) // 2:
+                        raise Malformed(f"{nt7} tagged fields are longer than the frame")
                     for _ in range(nt7):
                         tg8 = buf[pos]
                         pos += 1
@@ -655,6 +717,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]
         if nt15 > 127:
             nt15, pos = read_uvarint(buf, pos - 1)
         if nt15:
+            if nt15 > (blen - pos) // 2:
+                raise Malformed(f"{nt15} tagged fields are longer than the frame")
             for _ in range(nt15):
                 tg16 = buf[pos]
                 pos += 1
@@ -678,6 +742,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -688,8 +753,11 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 18:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].topic_id"
@@ -717,6 +785,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
                 if nt8 > 127:
                     nt8, pos = read_uvarint(buf, pos - 1)
                 if nt8:
+                    if nt8 > (blen - pos) // 2:
+                        raise Malformed(f"{nt8} tagged fields are longer than the frame")
                     for _ in range(nt8):
                         tg9 = buf[pos]
                         pos += 1
@@ -741,6 +811,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
         if nt16 > 127:
             nt16, pos = read_uvarint(buf, pos - 1)
         if nt16:
+            if nt16 > (blen - pos) // 2:
+                raise Malformed(f"{nt16} tagged fields are longer than the frame")
             for _ in range(nt16):
                 tg17 = buf[pos]
                 pos += 1
@@ -764,6 +836,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = buf[pos]
         pos += 1
@@ -774,8 +847,11 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
         if n2 < 0:
             v1 = None
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 18:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1 = []
             for _ in range(n2):
                 fld = "topics[].topic_id"
@@ -803,6 +879,8 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
                 if nt8 > 127:
                     nt8, pos = read_uvarint(buf, pos - 1)
                 if nt8:
+                    if nt8 > (blen - pos) // 2:
+                        raise Malformed(f"{nt8} tagged fields are longer than the frame")
                     for _ in range(nt8):
                         tg9 = buf[pos]
                         pos += 1
@@ -827,6 +905,8 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
         if nt15 > 127:
             nt15, pos = read_uvarint(buf, pos - 1)
         if nt15:
+            if nt15 > (blen - pos) // 2:
+                raise Malformed(f"{nt15} tagged fields are longer than the frame")
             for _ in range(nt15):
                 tg16 = buf[pos]
                 pos += 1

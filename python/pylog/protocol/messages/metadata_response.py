@@ -189,7 +189,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 10:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[MetadataResponseBroker] = []
         for _ in range(n2):
@@ -214,7 +214,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n11 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n11 > blen - pos:
+        if n11 > (blen - pos) // 8:
             raise Malformed(f"array of {n11} elements is longer than the frame")
         v10: list[MetadataResponseTopic] = []
         for _ in range(n11):
@@ -235,7 +235,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if n18 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n18 > blen - pos:
+                if n18 > (blen - pos) // 18:
                     raise Malformed(f"array of {n18} elements is longer than the frame")
                 v17: list[MetadataResponsePartition] = []
                 for _ in range(n18):
@@ -246,7 +246,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n23 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n23 > blen - pos:
+                        if n23 > (blen - pos) // 4:
                             raise Malformed(f"array of {n23} elements is longer than the frame")
                         v22 = list(unpack_from(f">{n23}i", buf, pos))
                         pos += n23 * 4
@@ -255,7 +255,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n25 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n25 > blen - pos:
+                        if n25 > (blen - pos) // 4:
                             raise Malformed(f"array of {n25} elements is longer than the frame")
                         v24 = list(unpack_from(f">{n25}i", buf, pos))
                         pos += n25 * 4
@@ -274,7 +274,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 12:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[MetadataResponseBroker] = []
         for _ in range(n2):
@@ -312,7 +312,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n16 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n16 > blen - pos:
+        if n16 > (blen - pos) // 9:
             raise Malformed(f"array of {n16} elements is longer than the frame")
         v15: list[MetadataResponseTopic] = []
         for _ in range(n16):
@@ -335,7 +335,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if n24 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n24 > blen - pos:
+                if n24 > (blen - pos) // 18:
                     raise Malformed(f"array of {n24} elements is longer than the frame")
                 v23: list[MetadataResponsePartition] = []
                 for _ in range(n24):
@@ -346,7 +346,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n29 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n29 > blen - pos:
+                        if n29 > (blen - pos) // 4:
                             raise Malformed(f"array of {n29} elements is longer than the frame")
                         v28 = list(unpack_from(f">{n29}i", buf, pos))
                         pos += n29 * 4
@@ -355,7 +355,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n31 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n31 > blen - pos:
+                        if n31 > (blen - pos) // 4:
                             raise Malformed(f"array of {n31} elements is longer than the frame")
                         v30 = list(unpack_from(f">{n31}i", buf, pos))
                         pos += n31 * 4
@@ -374,7 +374,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 12:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[MetadataResponseBroker] = []
         for _ in range(n2):
@@ -423,7 +423,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n20 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n20 > blen - pos:
+        if n20 > (blen - pos) // 9:
             raise Malformed(f"array of {n20} elements is longer than the frame")
         v19: list[MetadataResponseTopic] = []
         for _ in range(n20):
@@ -446,7 +446,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if n28 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n28 > blen - pos:
+                if n28 > (blen - pos) // 18:
                     raise Malformed(f"array of {n28} elements is longer than the frame")
                 v27: list[MetadataResponsePartition] = []
                 for _ in range(n28):
@@ -457,7 +457,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n33 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n33 > blen - pos:
+                        if n33 > (blen - pos) // 4:
                             raise Malformed(f"array of {n33} elements is longer than the frame")
                         v32 = list(unpack_from(f">{n33}i", buf, pos))
                         pos += n33 * 4
@@ -466,7 +466,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n35 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n35 > blen - pos:
+                        if n35 > (blen - pos) // 4:
                             raise Malformed(f"array of {n35} elements is longer than the frame")
                         v34 = list(unpack_from(f">{n35}i", buf, pos))
                         pos += n35 * 4
@@ -487,7 +487,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 12:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[MetadataResponseBroker] = []
         for _ in range(n3):
@@ -536,7 +536,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n21 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n21 > blen - pos:
+        if n21 > (blen - pos) // 9:
             raise Malformed(f"array of {n21} elements is longer than the frame")
         v20: list[MetadataResponseTopic] = []
         for _ in range(n21):
@@ -559,7 +559,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if n29 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n29 > blen - pos:
+                if n29 > (blen - pos) // 18:
                     raise Malformed(f"array of {n29} elements is longer than the frame")
                 v28: list[MetadataResponsePartition] = []
                 for _ in range(n29):
@@ -570,7 +570,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n34 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n34 > blen - pos:
+                        if n34 > (blen - pos) // 4:
                             raise Malformed(f"array of {n34} elements is longer than the frame")
                         v33 = list(unpack_from(f">{n34}i", buf, pos))
                         pos += n34 * 4
@@ -579,7 +579,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n36 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n36 > blen - pos:
+                        if n36 > (blen - pos) // 4:
                             raise Malformed(f"array of {n36} elements is longer than the frame")
                         v35 = list(unpack_from(f">{n36}i", buf, pos))
                         pos += n36 * 4
@@ -603,7 +603,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 12:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[MetadataResponseBroker] = []
         for _ in range(n3):
@@ -652,7 +652,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n21 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n21 > blen - pos:
+        if n21 > (blen - pos) // 9:
             raise Malformed(f"array of {n21} elements is longer than the frame")
         v20: list[MetadataResponseTopic] = []
         for _ in range(n21):
@@ -675,7 +675,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if n29 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n29 > blen - pos:
+                if n29 > (blen - pos) // 22:
                     raise Malformed(f"array of {n29} elements is longer than the frame")
                 v28: list[MetadataResponsePartition] = []
                 for _ in range(n29):
@@ -686,7 +686,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n34 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n34 > blen - pos:
+                        if n34 > (blen - pos) // 4:
                             raise Malformed(f"array of {n34} elements is longer than the frame")
                         v33 = list(unpack_from(f">{n34}i", buf, pos))
                         pos += n34 * 4
@@ -695,7 +695,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n36 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n36 > blen - pos:
+                        if n36 > (blen - pos) // 4:
                             raise Malformed(f"array of {n36} elements is longer than the frame")
                         v35 = list(unpack_from(f">{n36}i", buf, pos))
                         pos += n36 * 4
@@ -704,7 +704,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n38 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n38 > blen - pos:
+                        if n38 > (blen - pos) // 4:
                             raise Malformed(f"array of {n38} elements is longer than the frame")
                         v37 = list(unpack_from(f">{n38}i", buf, pos))
                         pos += n38 * 4
@@ -728,7 +728,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 12:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[MetadataResponseBroker] = []
         for _ in range(n3):
@@ -777,7 +777,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n21 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n21 > blen - pos:
+        if n21 > (blen - pos) // 9:
             raise Malformed(f"array of {n21} elements is longer than the frame")
         v20: list[MetadataResponseTopic] = []
         for _ in range(n21):
@@ -800,7 +800,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if n29 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n29 > blen - pos:
+                if n29 > (blen - pos) // 26:
                     raise Malformed(f"array of {n29} elements is longer than the frame")
                 v28: list[MetadataResponsePartition] = []
                 for _ in range(n29):
@@ -811,7 +811,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n35 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n35 > blen - pos:
+                        if n35 > (blen - pos) // 4:
                             raise Malformed(f"array of {n35} elements is longer than the frame")
                         v34 = list(unpack_from(f">{n35}i", buf, pos))
                         pos += n35 * 4
@@ -820,7 +820,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n37 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n37 > blen - pos:
+                        if n37 > (blen - pos) // 4:
                             raise Malformed(f"array of {n37} elements is longer than the frame")
                         v36 = list(unpack_from(f">{n37}i", buf, pos))
                         pos += n37 * 4
@@ -829,7 +829,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n39 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n39 > blen - pos:
+                        if n39 > (blen - pos) // 4:
                             raise Malformed(f"array of {n39} elements is longer than the frame")
                         v38 = list(unpack_from(f">{n39}i", buf, pos))
                         pos += n39 * 4
@@ -850,7 +850,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 12:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[MetadataResponseBroker] = []
         for _ in range(n3):
@@ -899,7 +899,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n21 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n21 > blen - pos:
+        if n21 > (blen - pos) // 13:
             raise Malformed(f"array of {n21} elements is longer than the frame")
         v20: list[MetadataResponseTopic] = []
         for _ in range(n21):
@@ -922,7 +922,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if n29 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n29 > blen - pos:
+                if n29 > (blen - pos) // 26:
                     raise Malformed(f"array of {n29} elements is longer than the frame")
                 v28: list[MetadataResponsePartition] = []
                 for _ in range(n29):
@@ -933,7 +933,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n35 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n35 > blen - pos:
+                        if n35 > (blen - pos) // 4:
                             raise Malformed(f"array of {n35} elements is longer than the frame")
                         v34 = list(unpack_from(f">{n35}i", buf, pos))
                         pos += n35 * 4
@@ -942,7 +942,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n37 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n37 > blen - pos:
+                        if n37 > (blen - pos) // 4:
                             raise Malformed(f"array of {n37} elements is longer than the frame")
                         v36 = list(unpack_from(f">{n37}i", buf, pos))
                         pos += n37 * 4
@@ -951,7 +951,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n39 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n39 > blen - pos:
+                        if n39 > (blen - pos) // 4:
                             raise Malformed(f"array of {n39} elements is longer than the frame")
                         v38 = list(unpack_from(f">{n39}i", buf, pos))
                         pos += n39 * 4
@@ -979,7 +979,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 11:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[MetadataResponseBroker] = []
         for _ in range(n3):
@@ -1019,6 +1019,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if nt14 > 127:
                 nt14, pos = read_uvarint(buf, pos - 1)
             if nt14:
+                if nt14 > (blen - pos) // 2:
+                    raise Malformed(f"{nt14} tagged fields are longer than the frame")
                 for _ in range(nt14):
                     tg15 = buf[pos]
                     pos += 1
@@ -1058,7 +1060,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n25 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n25 > blen - pos:
+        if n25 > (blen - pos) // 10:
             raise Malformed(f"array of {n25} elements is longer than the frame")
         v24: list[MetadataResponseTopic] = []
         for _ in range(n25):
@@ -1087,7 +1089,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if n33 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n33 > blen - pos:
+                if n33 > (blen - pos) // 18:
                     raise Malformed(f"array of {n33} elements is longer than the frame")
                 v32: list[MetadataResponsePartition] = []
                 for _ in range(n33):
@@ -1101,7 +1103,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n39 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n39 > blen - pos:
+                        if n39 > (blen - pos) // 4:
                             raise Malformed(f"array of {n39} elements is longer than the frame")
                         v38 = list(unpack_from(f">{n39}i", buf, pos))
                         pos += n39 * 4
@@ -1113,7 +1115,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n41 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n41 > blen - pos:
+                        if n41 > (blen - pos) // 4:
                             raise Malformed(f"array of {n41} elements is longer than the frame")
                         v40 = list(unpack_from(f">{n41}i", buf, pos))
                         pos += n41 * 4
@@ -1125,7 +1127,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n43 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n43 > blen - pos:
+                        if n43 > (blen - pos) // 4:
                             raise Malformed(f"array of {n43} elements is longer than the frame")
                         v42 = list(unpack_from(f">{n43}i", buf, pos))
                         pos += n43 * 4
@@ -1134,6 +1136,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if nt44 > 127:
                         nt44, pos = read_uvarint(buf, pos - 1)
                     if nt44:
+                        if nt44 > (blen - pos) // 2:
+                            raise Malformed(f"{nt44} tagged fields are longer than the frame")
                         for _ in range(nt44):
                             tg45 = buf[pos]
                             pos += 1
@@ -1156,6 +1160,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if nt50 > 127:
                 nt50, pos = read_uvarint(buf, pos - 1)
             if nt50:
+                if nt50 > (blen - pos) // 2:
+                    raise Malformed(f"{nt50} tagged fields are longer than the frame")
                 for _ in range(nt50):
                     tg51 = buf[pos]
                     pos += 1
@@ -1178,6 +1184,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if nt56 > 127:
         nt56, pos = read_uvarint(buf, pos - 1)
     if nt56:
+        if nt56 > (blen - pos) // 2:
+            raise Malformed(f"{nt56} tagged fields are longer than the frame")
         for _ in range(nt56):
             tg57 = buf[pos]
             pos += 1
@@ -1207,7 +1215,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 11:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[MetadataResponseBroker] = []
         for _ in range(n3):
@@ -1247,6 +1255,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if nt14 > 127:
                 nt14, pos = read_uvarint(buf, pos - 1)
             if nt14:
+                if nt14 > (blen - pos) // 2:
+                    raise Malformed(f"{nt14} tagged fields are longer than the frame")
                 for _ in range(nt14):
                     tg15 = buf[pos]
                     pos += 1
@@ -1286,7 +1296,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n25 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n25 > blen - pos:
+        if n25 > (blen - pos) // 26:
             raise Malformed(f"array of {n25} elements is longer than the frame")
         v24: list[MetadataResponseTopic] = []
         for _ in range(n25):
@@ -1316,7 +1326,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if n34 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n34 > blen - pos:
+                if n34 > (blen - pos) // 18:
                     raise Malformed(f"array of {n34} elements is longer than the frame")
                 v33: list[MetadataResponsePartition] = []
                 for _ in range(n34):
@@ -1330,7 +1340,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n40 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n40 > blen - pos:
+                        if n40 > (blen - pos) // 4:
                             raise Malformed(f"array of {n40} elements is longer than the frame")
                         v39 = list(unpack_from(f">{n40}i", buf, pos))
                         pos += n40 * 4
@@ -1342,7 +1352,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n42 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n42 > blen - pos:
+                        if n42 > (blen - pos) // 4:
                             raise Malformed(f"array of {n42} elements is longer than the frame")
                         v41 = list(unpack_from(f">{n42}i", buf, pos))
                         pos += n42 * 4
@@ -1354,7 +1364,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n44 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n44 > blen - pos:
+                        if n44 > (blen - pos) // 4:
                             raise Malformed(f"array of {n44} elements is longer than the frame")
                         v43 = list(unpack_from(f">{n44}i", buf, pos))
                         pos += n44 * 4
@@ -1363,6 +1373,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if nt45 > 127:
                         nt45, pos = read_uvarint(buf, pos - 1)
                     if nt45:
+                        if nt45 > (blen - pos) // 2:
+                            raise Malformed(f"{nt45} tagged fields are longer than the frame")
                         for _ in range(nt45):
                             tg46 = buf[pos]
                             pos += 1
@@ -1385,6 +1397,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if nt51 > 127:
                 nt51, pos = read_uvarint(buf, pos - 1)
             if nt51:
+                if nt51 > (blen - pos) // 2:
+                    raise Malformed(f"{nt51} tagged fields are longer than the frame")
                 for _ in range(nt51):
                     tg52 = buf[pos]
                     pos += 1
@@ -1407,6 +1421,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if nt57 > 127:
         nt57, pos = read_uvarint(buf, pos - 1)
     if nt57:
+        if nt57 > (blen - pos) // 2:
+            raise Malformed(f"{nt57} tagged fields are longer than the frame")
         for _ in range(nt57):
             tg58 = buf[pos]
             pos += 1
@@ -1436,7 +1452,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 11:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[MetadataResponseBroker] = []
         for _ in range(n3):
@@ -1476,6 +1492,8 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if nt14 > 127:
                 nt14, pos = read_uvarint(buf, pos - 1)
             if nt14:
+                if nt14 > (blen - pos) // 2:
+                    raise Malformed(f"{nt14} tagged fields are longer than the frame")
                 for _ in range(nt14):
                     tg15 = buf[pos]
                     pos += 1
@@ -1515,7 +1533,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n25 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n25 > blen - pos:
+        if n25 > (blen - pos) // 26:
             raise Malformed(f"array of {n25} elements is longer than the frame")
         v24: list[MetadataResponseTopic] = []
         for _ in range(n25):
@@ -1545,7 +1563,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if n34 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n34 > blen - pos:
+                if n34 > (blen - pos) // 18:
                     raise Malformed(f"array of {n34} elements is longer than the frame")
                 v33: list[MetadataResponsePartition] = []
                 for _ in range(n34):
@@ -1559,7 +1577,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n40 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n40 > blen - pos:
+                        if n40 > (blen - pos) // 4:
                             raise Malformed(f"array of {n40} elements is longer than the frame")
                         v39 = list(unpack_from(f">{n40}i", buf, pos))
                         pos += n40 * 4
@@ -1571,7 +1589,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n42 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n42 > blen - pos:
+                        if n42 > (blen - pos) // 4:
                             raise Malformed(f"array of {n42} elements is longer than the frame")
                         v41 = list(unpack_from(f">{n42}i", buf, pos))
                         pos += n42 * 4
@@ -1583,7 +1601,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n44 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n44 > blen - pos:
+                        if n44 > (blen - pos) // 4:
                             raise Malformed(f"array of {n44} elements is longer than the frame")
                         v43 = list(unpack_from(f">{n44}i", buf, pos))
                         pos += n44 * 4
@@ -1592,6 +1610,8 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if nt45 > 127:
                         nt45, pos = read_uvarint(buf, pos - 1)
                     if nt45:
+                        if nt45 > (blen - pos) // 2:
+                            raise Malformed(f"{nt45} tagged fields are longer than the frame")
                         for _ in range(nt45):
                             tg46 = buf[pos]
                             pos += 1
@@ -1614,6 +1634,8 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if nt51 > 127:
                 nt51, pos = read_uvarint(buf, pos - 1)
             if nt51:
+                if nt51 > (blen - pos) // 2:
+                    raise Malformed(f"{nt51} tagged fields are longer than the frame")
                 for _ in range(nt51):
                     tg52 = buf[pos]
                     pos += 1
@@ -1634,6 +1656,8 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if nt56 > 127:
         nt56, pos = read_uvarint(buf, pos - 1)
     if nt56:
+        if nt56 > (blen - pos) // 2:
+            raise Malformed(f"{nt56} tagged fields are longer than the frame")
         for _ in range(nt56):
             tg57 = buf[pos]
             pos += 1
@@ -1663,7 +1687,7 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 11:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[MetadataResponseBroker] = []
         for _ in range(n3):
@@ -1703,6 +1727,8 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if nt14 > 127:
                 nt14, pos = read_uvarint(buf, pos - 1)
             if nt14:
+                if nt14 > (blen - pos) // 2:
+                    raise Malformed(f"{nt14} tagged fields are longer than the frame")
                 for _ in range(nt14):
                     tg15 = buf[pos]
                     pos += 1
@@ -1742,7 +1768,7 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if n25 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n25 > blen - pos:
+        if n25 > (blen - pos) // 26:
             raise Malformed(f"array of {n25} elements is longer than the frame")
         v24: list[MetadataResponseTopic] = []
         for _ in range(n25):
@@ -1773,7 +1799,7 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if n34 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n34 > blen - pos:
+                if n34 > (blen - pos) // 18:
                     raise Malformed(f"array of {n34} elements is longer than the frame")
                 v33: list[MetadataResponsePartition] = []
                 for _ in range(n34):
@@ -1787,7 +1813,7 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n40 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n40 > blen - pos:
+                        if n40 > (blen - pos) // 4:
                             raise Malformed(f"array of {n40} elements is longer than the frame")
                         v39 = list(unpack_from(f">{n40}i", buf, pos))
                         pos += n40 * 4
@@ -1799,7 +1825,7 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n42 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n42 > blen - pos:
+                        if n42 > (blen - pos) // 4:
                             raise Malformed(f"array of {n42} elements is longer than the frame")
                         v41 = list(unpack_from(f">{n42}i", buf, pos))
                         pos += n42 * 4
@@ -1811,7 +1837,7 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if n44 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n44 > blen - pos:
+                        if n44 > (blen - pos) // 4:
                             raise Malformed(f"array of {n44} elements is longer than the frame")
                         v43 = list(unpack_from(f">{n44}i", buf, pos))
                         pos += n44 * 4
@@ -1820,6 +1846,8 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     if nt45 > 127:
                         nt45, pos = read_uvarint(buf, pos - 1)
                     if nt45:
+                        if nt45 > (blen - pos) // 2:
+                            raise Malformed(f"{nt45} tagged fields are longer than the frame")
                         for _ in range(nt45):
                             tg46 = buf[pos]
                             pos += 1
@@ -1842,6 +1870,8 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if nt51 > 127:
                 nt51, pos = read_uvarint(buf, pos - 1)
             if nt51:
+                if nt51 > (blen - pos) // 2:
+                    raise Malformed(f"{nt51} tagged fields are longer than the frame")
                 for _ in range(nt51):
                     tg52 = buf[pos]
                     pos += 1
@@ -1862,6 +1892,8 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
     if nt56 > 127:
         nt56, pos = read_uvarint(buf, pos - 1)
     if nt56:
+        if nt56 > (blen - pos) // 2:
+            raise Malformed(f"{nt56} tagged fields are longer than the frame")
         for _ in range(nt56):
             tg57 = buf[pos]
             pos += 1
@@ -1889,7 +1921,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 10:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[MetadataResponseBroker] = []
             for _ in range(n2):
@@ -1918,7 +1950,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n11 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n11 > blen - pos:
+            if n11 > (blen - pos) // 8:
                 raise Malformed(f"array of {n11} elements is longer than the frame")
             v10: list[MetadataResponseTopic] = []
             for _ in range(n11):
@@ -1942,7 +1974,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                 if n18 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n18 > blen - pos:
+                    if n18 > (blen - pos) // 18:
                         raise Malformed(f"array of {n18} elements is longer than the frame")
                     v17: list[MetadataResponsePartition] = []
                     for _ in range(n18):
@@ -1955,7 +1987,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n23 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n23 > blen - pos:
+                            if n23 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n23} elements is longer than the frame")
                             v22 = list(unpack_from(f">{n23}i", buf, pos))
                             pos += n23 * 4
@@ -1965,7 +1997,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n25 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n25 > blen - pos:
+                            if n25 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n25} elements is longer than the frame")
                             v24 = list(unpack_from(f">{n25}i", buf, pos))
                             pos += n25 * 4
@@ -1996,7 +2028,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 12:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[MetadataResponseBroker] = []
             for _ in range(n2):
@@ -2040,7 +2072,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n16 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n16 > blen - pos:
+            if n16 > (blen - pos) // 9:
                 raise Malformed(f"array of {n16} elements is longer than the frame")
             v15: list[MetadataResponseTopic] = []
             for _ in range(n16):
@@ -2067,7 +2099,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                 if n24 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n24 > blen - pos:
+                    if n24 > (blen - pos) // 18:
                         raise Malformed(f"array of {n24} elements is longer than the frame")
                     v23: list[MetadataResponsePartition] = []
                     for _ in range(n24):
@@ -2080,7 +2112,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n29 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n29 > blen - pos:
+                            if n29 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n29} elements is longer than the frame")
                             v28 = list(unpack_from(f">{n29}i", buf, pos))
                             pos += n29 * 4
@@ -2090,7 +2122,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n31 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n31 > blen - pos:
+                            if n31 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n31} elements is longer than the frame")
                             v30 = list(unpack_from(f">{n31}i", buf, pos))
                             pos += n31 * 4
@@ -2121,7 +2153,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 12:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[MetadataResponseBroker] = []
             for _ in range(n2):
@@ -2177,7 +2209,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n20 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n20 > blen - pos:
+            if n20 > (blen - pos) // 9:
                 raise Malformed(f"array of {n20} elements is longer than the frame")
             v19: list[MetadataResponseTopic] = []
             for _ in range(n20):
@@ -2204,7 +2236,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                 if n28 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n28 > blen - pos:
+                    if n28 > (blen - pos) // 18:
                         raise Malformed(f"array of {n28} elements is longer than the frame")
                     v27: list[MetadataResponsePartition] = []
                     for _ in range(n28):
@@ -2217,7 +2249,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n33 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n33 > blen - pos:
+                            if n33 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n33} elements is longer than the frame")
                             v32 = list(unpack_from(f">{n33}i", buf, pos))
                             pos += n33 * 4
@@ -2227,7 +2259,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n35 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n35 > blen - pos:
+                            if n35 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n35} elements is longer than the frame")
                             v34 = list(unpack_from(f">{n35}i", buf, pos))
                             pos += n35 * 4
@@ -2261,7 +2293,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 12:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[MetadataResponseBroker] = []
             for _ in range(n3):
@@ -2317,7 +2349,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n21 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n21 > blen - pos:
+            if n21 > (blen - pos) // 9:
                 raise Malformed(f"array of {n21} elements is longer than the frame")
             v20: list[MetadataResponseTopic] = []
             for _ in range(n21):
@@ -2344,7 +2376,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                 if n29 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n29 > blen - pos:
+                    if n29 > (blen - pos) // 18:
                         raise Malformed(f"array of {n29} elements is longer than the frame")
                     v28: list[MetadataResponsePartition] = []
                     for _ in range(n29):
@@ -2357,7 +2389,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n34 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n34 > blen - pos:
+                            if n34 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n34} elements is longer than the frame")
                             v33 = list(unpack_from(f">{n34}i", buf, pos))
                             pos += n34 * 4
@@ -2367,7 +2399,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n36 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n36 > blen - pos:
+                            if n36 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n36} elements is longer than the frame")
                             v35 = list(unpack_from(f">{n36}i", buf, pos))
                             pos += n36 * 4
@@ -2404,7 +2436,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 12:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[MetadataResponseBroker] = []
             for _ in range(n3):
@@ -2460,7 +2492,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n21 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n21 > blen - pos:
+            if n21 > (blen - pos) // 9:
                 raise Malformed(f"array of {n21} elements is longer than the frame")
             v20: list[MetadataResponseTopic] = []
             for _ in range(n21):
@@ -2487,7 +2519,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                 if n29 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n29 > blen - pos:
+                    if n29 > (blen - pos) // 22:
                         raise Malformed(f"array of {n29} elements is longer than the frame")
                     v28: list[MetadataResponsePartition] = []
                     for _ in range(n29):
@@ -2500,7 +2532,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n34 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n34 > blen - pos:
+                            if n34 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n34} elements is longer than the frame")
                             v33 = list(unpack_from(f">{n34}i", buf, pos))
                             pos += n34 * 4
@@ -2510,7 +2542,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n36 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n36 > blen - pos:
+                            if n36 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n36} elements is longer than the frame")
                             v35 = list(unpack_from(f">{n36}i", buf, pos))
                             pos += n36 * 4
@@ -2520,7 +2552,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n38 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n38 > blen - pos:
+                            if n38 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n38} elements is longer than the frame")
                             v37 = list(unpack_from(f">{n38}i", buf, pos))
                             pos += n38 * 4
@@ -2557,7 +2589,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 12:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[MetadataResponseBroker] = []
             for _ in range(n3):
@@ -2613,7 +2645,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n21 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n21 > blen - pos:
+            if n21 > (blen - pos) // 9:
                 raise Malformed(f"array of {n21} elements is longer than the frame")
             v20: list[MetadataResponseTopic] = []
             for _ in range(n21):
@@ -2640,7 +2672,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                 if n29 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n29 > blen - pos:
+                    if n29 > (blen - pos) // 26:
                         raise Malformed(f"array of {n29} elements is longer than the frame")
                     v28: list[MetadataResponsePartition] = []
                     for _ in range(n29):
@@ -2653,7 +2685,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n35 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n35 > blen - pos:
+                            if n35 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n35} elements is longer than the frame")
                             v34 = list(unpack_from(f">{n35}i", buf, pos))
                             pos += n35 * 4
@@ -2663,7 +2695,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n37 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n37 > blen - pos:
+                            if n37 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n37} elements is longer than the frame")
                             v36 = list(unpack_from(f">{n37}i", buf, pos))
                             pos += n37 * 4
@@ -2673,7 +2705,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n39 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n39 > blen - pos:
+                            if n39 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n39} elements is longer than the frame")
                             v38 = list(unpack_from(f">{n39}i", buf, pos))
                             pos += n39 * 4
@@ -2707,7 +2739,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 12:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[MetadataResponseBroker] = []
             for _ in range(n3):
@@ -2763,7 +2795,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n21 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n21 > blen - pos:
+            if n21 > (blen - pos) // 13:
                 raise Malformed(f"array of {n21} elements is longer than the frame")
             v20: list[MetadataResponseTopic] = []
             for _ in range(n21):
@@ -2790,7 +2822,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                 if n29 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n29 > blen - pos:
+                    if n29 > (blen - pos) // 26:
                         raise Malformed(f"array of {n29} elements is longer than the frame")
                     v28: list[MetadataResponsePartition] = []
                     for _ in range(n29):
@@ -2803,7 +2835,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n35 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n35 > blen - pos:
+                            if n35 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n35} elements is longer than the frame")
                             v34 = list(unpack_from(f">{n35}i", buf, pos))
                             pos += n35 * 4
@@ -2813,7 +2845,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n37 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n37 > blen - pos:
+                            if n37 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n37} elements is longer than the frame")
                             v36 = list(unpack_from(f">{n37}i", buf, pos))
                             pos += n37 * 4
@@ -2823,7 +2855,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n39 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n39 > blen - pos:
+                            if n39 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n39} elements is longer than the frame")
                             v38 = list(unpack_from(f">{n39}i", buf, pos))
                             pos += n39 * 4
@@ -2859,7 +2891,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 11:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[MetadataResponseBroker] = []
             for _ in range(n3):
@@ -2904,6 +2936,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                 if nt14 > 127:
                     nt14, pos = read_uvarint(buf, pos - 1)
                 if nt14:
+                    if nt14 > (blen - pos) // 2:
+                        raise Malformed(f"{nt14} tagged fields are longer than the frame")
                     for _ in range(nt14):
                         tg15 = buf[pos]
                         pos += 1
@@ -2946,7 +2980,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if n25 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n25 > blen - pos:
+            if n25 > (blen - pos) // 10:
                 raise Malformed(f"array of {n25} elements is longer than the frame")
             v24: list[MetadataResponseTopic] = []
             for _ in range(n25):
@@ -2979,7 +3013,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                 if n33 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n33 > blen - pos:
+                    if n33 > (blen - pos) // 18:
                         raise Malformed(f"array of {n33} elements is longer than the frame")
                     v32: list[MetadataResponsePartition] = []
                     for _ in range(n33):
@@ -2995,7 +3029,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n39 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n39 > blen - pos:
+                            if n39 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n39} elements is longer than the frame")
                             v38 = list(unpack_from(f">{n39}i", buf, pos))
                             pos += n39 * 4
@@ -3008,7 +3042,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n41 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n41 > blen - pos:
+                            if n41 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n41} elements is longer than the frame")
                             v40 = list(unpack_from(f">{n41}i", buf, pos))
                             pos += n41 * 4
@@ -3021,7 +3055,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if n43 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n43 > blen - pos:
+                            if n43 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n43} elements is longer than the frame")
                             v42 = list(unpack_from(f">{n43}i", buf, pos))
                             pos += n43 * 4
@@ -3031,6 +3065,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                         if nt44 > 127:
                             nt44, pos = read_uvarint(buf, pos - 1)
                         if nt44:
+                            if nt44 > (blen - pos) // 2:
+                                raise Malformed(f"{nt44} tagged fields are longer than the frame")
                             for _ in range(nt44):
                                 tg45 = buf[pos]
                                 pos += 1
@@ -3055,6 +3091,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                 if nt50 > 127:
                     nt50, pos = read_uvarint(buf, pos - 1)
                 if nt50:
+                    if nt50 > (blen - pos) // 2:
+                        raise Malformed(f"{nt50} tagged fields are longer than the frame")
                     for _ in range(nt50):
                         tg51 = buf[pos]
                         pos += 1
@@ -3079,6 +3117,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         if nt56 > 127:
             nt56, pos = read_uvarint(buf, pos - 1)
         if nt56:
+            if nt56 > (blen - pos) // 2:
+                raise Malformed(f"{nt56} tagged fields are longer than the frame")
             for _ in range(nt56):
                 tg57 = buf[pos]
                 pos += 1
@@ -3114,7 +3154,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 11:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[MetadataResponseBroker] = []
             for _ in range(n3):
@@ -3159,6 +3199,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                 if nt14 > 127:
                     nt14, pos = read_uvarint(buf, pos - 1)
                 if nt14:
+                    if nt14 > (blen - pos) // 2:
+                        raise Malformed(f"{nt14} tagged fields are longer than the frame")
                     for _ in range(nt14):
                         tg15 = buf[pos]
                         pos += 1
@@ -3201,7 +3243,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
         if n25 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n25 > blen - pos:
+            if n25 > (blen - pos) // 26:
                 raise Malformed(f"array of {n25} elements is longer than the frame")
             v24: list[MetadataResponseTopic] = []
             for _ in range(n25):
@@ -3235,7 +3277,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                 if n34 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n34 > blen - pos:
+                    if n34 > (blen - pos) // 18:
                         raise Malformed(f"array of {n34} elements is longer than the frame")
                     v33: list[MetadataResponsePartition] = []
                     for _ in range(n34):
@@ -3251,7 +3293,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                         if n40 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n40 > blen - pos:
+                            if n40 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n40} elements is longer than the frame")
                             v39 = list(unpack_from(f">{n40}i", buf, pos))
                             pos += n40 * 4
@@ -3264,7 +3306,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                         if n42 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n42 > blen - pos:
+                            if n42 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n42} elements is longer than the frame")
                             v41 = list(unpack_from(f">{n42}i", buf, pos))
                             pos += n42 * 4
@@ -3277,7 +3319,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                         if n44 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n44 > blen - pos:
+                            if n44 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n44} elements is longer than the frame")
                             v43 = list(unpack_from(f">{n44}i", buf, pos))
                             pos += n44 * 4
@@ -3287,6 +3329,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                         if nt45 > 127:
                             nt45, pos = read_uvarint(buf, pos - 1)
                         if nt45:
+                            if nt45 > (blen - pos) // 2:
+                                raise Malformed(f"{nt45} tagged fields are longer than the frame")
                             for _ in range(nt45):
                                 tg46 = buf[pos]
                                 pos += 1
@@ -3311,6 +3355,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                 if nt51 > 127:
                     nt51, pos = read_uvarint(buf, pos - 1)
                 if nt51:
+                    if nt51 > (blen - pos) // 2:
+                        raise Malformed(f"{nt51} tagged fields are longer than the frame")
                     for _ in range(nt51):
                         tg52 = buf[pos]
                         pos += 1
@@ -3335,6 +3381,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
         if nt57 > 127:
             nt57, pos = read_uvarint(buf, pos - 1)
         if nt57:
+            if nt57 > (blen - pos) // 2:
+                raise Malformed(f"{nt57} tagged fields are longer than the frame")
             for _ in range(nt57):
                 tg58 = buf[pos]
                 pos += 1
@@ -3370,7 +3418,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 11:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[MetadataResponseBroker] = []
             for _ in range(n3):
@@ -3415,6 +3463,8 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                 if nt14 > 127:
                     nt14, pos = read_uvarint(buf, pos - 1)
                 if nt14:
+                    if nt14 > (blen - pos) // 2:
+                        raise Malformed(f"{nt14} tagged fields are longer than the frame")
                     for _ in range(nt14):
                         tg15 = buf[pos]
                         pos += 1
@@ -3457,7 +3507,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
         if n25 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n25 > blen - pos:
+            if n25 > (blen - pos) // 26:
                 raise Malformed(f"array of {n25} elements is longer than the frame")
             v24: list[MetadataResponseTopic] = []
             for _ in range(n25):
@@ -3491,7 +3541,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                 if n34 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n34 > blen - pos:
+                    if n34 > (blen - pos) // 18:
                         raise Malformed(f"array of {n34} elements is longer than the frame")
                     v33: list[MetadataResponsePartition] = []
                     for _ in range(n34):
@@ -3507,7 +3557,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                         if n40 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n40 > blen - pos:
+                            if n40 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n40} elements is longer than the frame")
                             v39 = list(unpack_from(f">{n40}i", buf, pos))
                             pos += n40 * 4
@@ -3520,7 +3570,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                         if n42 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n42 > blen - pos:
+                            if n42 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n42} elements is longer than the frame")
                             v41 = list(unpack_from(f">{n42}i", buf, pos))
                             pos += n42 * 4
@@ -3533,7 +3583,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                         if n44 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n44 > blen - pos:
+                            if n44 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n44} elements is longer than the frame")
                             v43 = list(unpack_from(f">{n44}i", buf, pos))
                             pos += n44 * 4
@@ -3543,6 +3593,8 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                         if nt45 > 127:
                             nt45, pos = read_uvarint(buf, pos - 1)
                         if nt45:
+                            if nt45 > (blen - pos) // 2:
+                                raise Malformed(f"{nt45} tagged fields are longer than the frame")
                             for _ in range(nt45):
                                 tg46 = buf[pos]
                                 pos += 1
@@ -3567,6 +3619,8 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                 if nt51 > 127:
                     nt51, pos = read_uvarint(buf, pos - 1)
                 if nt51:
+                    if nt51 > (blen - pos) // 2:
+                        raise Malformed(f"{nt51} tagged fields are longer than the frame")
                     for _ in range(nt51):
                         tg52 = buf[pos]
                         pos += 1
@@ -3588,6 +3642,8 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
         if nt56 > 127:
             nt56, pos = read_uvarint(buf, pos - 1)
         if nt56:
+            if nt56 > (blen - pos) // 2:
+                raise Malformed(f"{nt56} tagged fields are longer than the frame")
             for _ in range(nt56):
                 tg57 = buf[pos]
                 pos += 1
@@ -3623,7 +3679,7 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 11:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[MetadataResponseBroker] = []
             for _ in range(n3):
@@ -3668,6 +3724,8 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                 if nt14 > 127:
                     nt14, pos = read_uvarint(buf, pos - 1)
                 if nt14:
+                    if nt14 > (blen - pos) // 2:
+                        raise Malformed(f"{nt14} tagged fields are longer than the frame")
                     for _ in range(nt14):
                         tg15 = buf[pos]
                         pos += 1
@@ -3710,7 +3768,7 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
         if n25 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n25 > blen - pos:
+            if n25 > (blen - pos) // 26:
                 raise Malformed(f"array of {n25} elements is longer than the frame")
             v24: list[MetadataResponseTopic] = []
             for _ in range(n25):
@@ -3745,7 +3803,7 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                 if n34 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n34 > blen - pos:
+                    if n34 > (blen - pos) // 18:
                         raise Malformed(f"array of {n34} elements is longer than the frame")
                     v33: list[MetadataResponsePartition] = []
                     for _ in range(n34):
@@ -3761,7 +3819,7 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                         if n40 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n40 > blen - pos:
+                            if n40 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n40} elements is longer than the frame")
                             v39 = list(unpack_from(f">{n40}i", buf, pos))
                             pos += n40 * 4
@@ -3774,7 +3832,7 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                         if n42 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n42 > blen - pos:
+                            if n42 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n42} elements is longer than the frame")
                             v41 = list(unpack_from(f">{n42}i", buf, pos))
                             pos += n42 * 4
@@ -3787,7 +3845,7 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                         if n44 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n44 > blen - pos:
+                            if n44 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n44} elements is longer than the frame")
                             v43 = list(unpack_from(f">{n44}i", buf, pos))
                             pos += n44 * 4
@@ -3797,6 +3855,8 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                         if nt45 > 127:
                             nt45, pos = read_uvarint(buf, pos - 1)
                         if nt45:
+                            if nt45 > (blen - pos) // 2:
+                                raise Malformed(f"{nt45} tagged fields are longer than the frame")
                             for _ in range(nt45):
                                 tg46 = buf[pos]
                                 pos += 1
@@ -3821,6 +3881,8 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                 if nt51 > 127:
                     nt51, pos = read_uvarint(buf, pos - 1)
                 if nt51:
+                    if nt51 > (blen - pos) // 2:
+                        raise Malformed(f"{nt51} tagged fields are longer than the frame")
                     for _ in range(nt51):
                         tg52 = buf[pos]
                         pos += 1
@@ -3842,6 +3904,8 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
         if nt56 > 127:
             nt56, pos = read_uvarint(buf, pos - 1)
         if nt56:
+            if nt56 > (blen - pos) // 2:
+                raise Malformed(f"{nt56} tagged fields are longer than the frame")
             for _ in range(nt56):
                 tg57 = buf[pos]
                 pos += 1

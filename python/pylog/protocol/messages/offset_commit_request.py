@@ -127,6 +127,7 @@ class OffsetCommitRequestPartition(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -142,8 +143,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n6 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 6:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5: list[OffsetCommitRequestTopic] = []
         for _ in range(n6):
             n9 = rd16(buf, pos)[0]
@@ -161,8 +165,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 14:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
+                left -= n12
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v11: list[OffsetCommitRequestPartition] = []
                 for _ in range(n12):
                     f13, f14 = _unpack_iq(buf, pos)
@@ -188,6 +195,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
 
 def decode_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -215,8 +223,11 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n11 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n11 > blen - pos:
+        if n11 > (blen - pos) // 6:
             raise Malformed(f"array of {n11} elements is longer than the frame")
+        left -= n11
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v10: list[OffsetCommitRequestTopic] = []
         for _ in range(n11):
             n14 = rd16(buf, pos)[0]
@@ -234,8 +245,11 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if n17 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n17 > blen - pos:
+                if n17 > (blen - pos) // 22:
                     raise Malformed(f"array of {n17} elements is longer than the frame")
+                left -= n17
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v16: list[OffsetCommitRequestPartition] = []
                 for _ in range(n17):
                     f18, f19, f20 = _unpack_iqq(buf, pos)
@@ -261,6 +275,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -290,8 +305,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n12 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n12 > blen - pos:
+        if n12 > (blen - pos) // 6:
             raise Malformed(f"array of {n12} elements is longer than the frame")
+        left -= n12
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v11: list[OffsetCommitRequestTopic] = []
         for _ in range(n12):
             n15 = rd16(buf, pos)[0]
@@ -309,8 +327,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if n18 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n18 > blen - pos:
+                if n18 > (blen - pos) // 14:
                     raise Malformed(f"array of {n18} elements is longer than the frame")
+                left -= n18
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v17: list[OffsetCommitRequestPartition] = []
                 for _ in range(n18):
                     f19, f20 = _unpack_iq(buf, pos)
@@ -342,6 +363,7 @@ decode_v4 = decode_v2
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -369,8 +391,11 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n11 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n11 > blen - pos:
+        if n11 > (blen - pos) // 6:
             raise Malformed(f"array of {n11} elements is longer than the frame")
+        left -= n11
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v10: list[OffsetCommitRequestTopic] = []
         for _ in range(n11):
             n14 = rd16(buf, pos)[0]
@@ -388,8 +413,11 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if n17 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n17 > blen - pos:
+                if n17 > (blen - pos) // 14:
                     raise Malformed(f"array of {n17} elements is longer than the frame")
+                left -= n17
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v16: list[OffsetCommitRequestPartition] = []
                 for _ in range(n17):
                     f18, f19 = _unpack_iq(buf, pos)
@@ -415,6 +443,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
 
 def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -442,8 +471,11 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n11 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n11 > blen - pos:
+        if n11 > (blen - pos) // 6:
             raise Malformed(f"array of {n11} elements is longer than the frame")
+        left -= n11
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v10: list[OffsetCommitRequestTopic] = []
         for _ in range(n11):
             n14 = rd16(buf, pos)[0]
@@ -461,8 +493,11 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if n17 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n17 > blen - pos:
+                if n17 > (blen - pos) // 18:
                     raise Malformed(f"array of {n17} elements is longer than the frame")
+                left -= n17
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v16: list[OffsetCommitRequestPartition] = []
                 for _ in range(n17):
                     f18, f19, f20 = _unpack_iqi(buf, pos)
@@ -488,6 +523,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
 
 def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -526,8 +562,11 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n15 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n15 > blen - pos:
+        if n15 > (blen - pos) // 6:
             raise Malformed(f"array of {n15} elements is longer than the frame")
+        left -= n15
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v14: list[OffsetCommitRequestTopic] = []
         for _ in range(n15):
             n18 = rd16(buf, pos)[0]
@@ -545,8 +584,11 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if n21 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n21 > blen - pos:
+                if n21 > (blen - pos) // 18:
                     raise Malformed(f"array of {n21} elements is longer than the frame")
+                left -= n21
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v20: list[OffsetCommitRequestPartition] = []
                 for _ in range(n21):
                     f22, f23, f24 = _unpack_iqi(buf, pos)
@@ -572,6 +614,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
 
 def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -622,8 +665,11 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if n15 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n15 > blen - pos:
+        if n15 > (blen - pos) // 3:
             raise Malformed(f"array of {n15} elements is longer than the frame")
+        left -= n15
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v14: list[OffsetCommitRequestTopic] = []
         for _ in range(n15):
             n18 = buf[pos]
@@ -647,8 +693,11 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if n21 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n21 > blen - pos:
+                if n21 > (blen - pos) // 18:
                     raise Malformed(f"array of {n21} elements is longer than the frame")
+                left -= n21
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v20: list[OffsetCommitRequestPartition] = []
                 for _ in range(n21):
                     f22, f23, f24 = _unpack_iqi(buf, pos)
@@ -672,6 +721,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
                     if nt29 > 127:
                         nt29, pos = read_uvarint(buf, pos - 1)
                     if nt29:
+                        if nt29 > (blen - pos) // 2:
+                            raise Malformed(f"{nt29} tagged fields are longer than the frame")
                         for _ in range(nt29):
                             tg30 = buf[pos]
                             pos += 1
@@ -692,6 +743,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
             if nt34 > 127:
                 nt34, pos = read_uvarint(buf, pos - 1)
             if nt34:
+                if nt34 > (blen - pos) // 2:
+                    raise Malformed(f"{nt34} tagged fields are longer than the frame")
                 for _ in range(nt34):
                     tg35 = buf[pos]
                     pos += 1
@@ -712,6 +765,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
     if nt39 > 127:
         nt39, pos = read_uvarint(buf, pos - 1)
     if nt39:
+        if nt39 > (blen - pos) // 2:
+            raise Malformed(f"{nt39} tagged fields are longer than the frame")
         for _ in range(nt39):
             tg40 = buf[pos]
             pos += 1
@@ -736,6 +791,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -753,8 +809,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if n6 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 6:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5: list[OffsetCommitRequestTopic] = []
             for _ in range(n6):
                 fld = "topics[].name"
@@ -774,8 +833,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 14:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
+                    left -= n12
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v11: list[OffsetCommitRequestPartition] = []
                     for _ in range(n12):
                         fld = "topics[].partitions[].partition_index"
@@ -807,6 +869,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -838,8 +901,11 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if n11 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n11 > blen - pos:
+            if n11 > (blen - pos) // 6:
                 raise Malformed(f"array of {n11} elements is longer than the frame")
+            left -= n11
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v10: list[OffsetCommitRequestTopic] = []
             for _ in range(n11):
                 fld = "topics[].name"
@@ -859,8 +925,11 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if n17 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n17 > blen - pos:
+                    if n17 > (blen - pos) // 22:
                         raise Malformed(f"array of {n17} elements is longer than the frame")
+                    left -= n17
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v16: list[OffsetCommitRequestPartition] = []
                     for _ in range(n17):
                         fld = "topics[].partitions[].partition_index"
@@ -892,6 +961,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -926,8 +996,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if n12 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n12 > blen - pos:
+            if n12 > (blen - pos) // 6:
                 raise Malformed(f"array of {n12} elements is longer than the frame")
+            left -= n12
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v11: list[OffsetCommitRequestTopic] = []
             for _ in range(n12):
                 fld = "topics[].name"
@@ -947,8 +1020,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if n18 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n18 > blen - pos:
+                    if n18 > (blen - pos) // 14:
                         raise Malformed(f"array of {n18} elements is longer than the frame")
+                    left -= n18
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v17: list[OffsetCommitRequestPartition] = []
                     for _ in range(n18):
                         fld = "topics[].partitions[].partition_index"
@@ -986,6 +1062,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -1017,8 +1094,11 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if n11 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n11 > blen - pos:
+            if n11 > (blen - pos) // 6:
                 raise Malformed(f"array of {n11} elements is longer than the frame")
+            left -= n11
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v10: list[OffsetCommitRequestTopic] = []
             for _ in range(n11):
                 fld = "topics[].name"
@@ -1038,8 +1118,11 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if n17 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n17 > blen - pos:
+                    if n17 > (blen - pos) // 14:
                         raise Malformed(f"array of {n17} elements is longer than the frame")
+                    left -= n17
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v16: list[OffsetCommitRequestPartition] = []
                     for _ in range(n17):
                         fld = "topics[].partitions[].partition_index"
@@ -1071,6 +1154,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -1102,8 +1186,11 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if n11 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n11 > blen - pos:
+            if n11 > (blen - pos) // 6:
                 raise Malformed(f"array of {n11} elements is longer than the frame")
+            left -= n11
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v10: list[OffsetCommitRequestTopic] = []
             for _ in range(n11):
                 fld = "topics[].name"
@@ -1123,8 +1210,11 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if n17 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n17 > blen - pos:
+                    if n17 > (blen - pos) // 18:
                         raise Malformed(f"array of {n17} elements is longer than the frame")
+                    left -= n17
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v16: list[OffsetCommitRequestPartition] = []
                     for _ in range(n17):
                         fld = "topics[].partitions[].partition_index"
@@ -1156,6 +1246,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -1199,8 +1290,11 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if n15 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n15 > blen - pos:
+            if n15 > (blen - pos) // 6:
                 raise Malformed(f"array of {n15} elements is longer than the frame")
+            left -= n15
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v14: list[OffsetCommitRequestTopic] = []
             for _ in range(n15):
                 fld = "topics[].name"
@@ -1220,8 +1314,11 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if n21 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n21 > blen - pos:
+                    if n21 > (blen - pos) // 18:
                         raise Malformed(f"array of {n21} elements is longer than the frame")
+                    left -= n21
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v20: list[OffsetCommitRequestPartition] = []
                     for _ in range(n21):
                         fld = "topics[].partitions[].partition_index"
@@ -1253,6 +1350,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -1308,8 +1406,11 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if n15 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n15 > blen - pos:
+            if n15 > (blen - pos) // 3:
                 raise Malformed(f"array of {n15} elements is longer than the frame")
+            left -= n15
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v14: list[OffsetCommitRequestTopic] = []
             for _ in range(n15):
                 fld = "topics[].name"
@@ -1335,8 +1436,11 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if n21 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n21 > blen - pos:
+                    if n21 > (blen - pos) // 18:
                         raise Malformed(f"array of {n21} elements is longer than the frame")
+                    left -= n21
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v20: list[OffsetCommitRequestPartition] = []
                     for _ in range(n21):
                         fld = "topics[].partitions[].partition_index"
@@ -1363,6 +1467,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                         if nt29 > 127:
                             nt29, pos = read_uvarint(buf, pos - 1)
                         if nt29:
+                            if nt29 > (blen - pos) // 2:
+                                raise Malformed(f"{nt29} tagged fields are longer than the frame")
                             for _ in range(nt29):
                                 tg30 = buf[pos]
                                 pos += 1
@@ -1384,6 +1490,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                 if nt34 > 127:
                     nt34, pos = read_uvarint(buf, pos - 1)
                 if nt34:
+                    if nt34 > (blen - pos) // 2:
+                        raise Malformed(f"{nt34} tagged fields are longer than the frame")
                     for _ in range(nt34):
                         tg35 = buf[pos]
                         pos += 1
@@ -1405,6 +1513,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
         if nt39 > 127:
             nt39, pos = read_uvarint(buf, pos - 1)
         if nt39:
+            if nt39 > (blen - pos) // 2:
+                raise Malformed(f"{nt39} tagged fields are longer than the frame")
             for _ in range(nt39):
                 tg40 = buf[pos]
                 pos += 1

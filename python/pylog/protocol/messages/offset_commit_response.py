@@ -88,7 +88,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[OffsetCommitResponseTopic] = []
         for _ in range(n2):
@@ -107,7 +107,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 6:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[OffsetCommitResponsePartition] = []
                 for _ in range(n8):
@@ -136,7 +136,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[OffsetCommitResponseTopic] = []
         for _ in range(n3):
@@ -155,7 +155,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 6:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[OffsetCommitResponsePartition] = []
                 for _ in range(n9):
@@ -193,7 +193,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 3:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[OffsetCommitResponseTopic] = []
         for _ in range(n3):
@@ -218,7 +218,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 7:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[OffsetCommitResponsePartition] = []
                 for _ in range(n9):
@@ -229,6 +229,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
                     if nt12 > 127:
                         nt12, pos = read_uvarint(buf, pos - 1)
                     if nt12:
+                        if nt12 > (blen - pos) // 2:
+                            raise Malformed(f"{nt12} tagged fields are longer than the frame")
                         for _ in range(nt12):
                             tg13 = buf[pos]
                             pos += 1
@@ -249,6 +251,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
             if nt17 > 127:
                 nt17, pos = read_uvarint(buf, pos - 1)
             if nt17:
+                if nt17 > (blen - pos) // 2:
+                    raise Malformed(f"{nt17} tagged fields are longer than the frame")
                 for _ in range(nt17):
                     tg18 = buf[pos]
                     pos += 1
@@ -269,6 +273,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     if nt22 > 127:
         nt22, pos = read_uvarint(buf, pos - 1)
     if nt22:
+        if nt22 > (blen - pos) // 2:
+            raise Malformed(f"{nt22} tagged fields are longer than the frame")
         for _ in range(nt22):
             tg23 = buf[pos]
             pos += 1
@@ -299,7 +305,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse,
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[OffsetCommitResponseTopic] = []
             for _ in range(n2):
@@ -320,7 +326,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse,
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 6:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[OffsetCommitResponsePartition] = []
                     for _ in range(n8):
@@ -356,7 +362,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse,
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[OffsetCommitResponseTopic] = []
             for _ in range(n3):
@@ -377,7 +383,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse,
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 6:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[OffsetCommitResponsePartition] = []
                     for _ in range(n9):
@@ -422,7 +428,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse,
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 3:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[OffsetCommitResponseTopic] = []
             for _ in range(n3):
@@ -449,7 +455,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse,
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 7:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[OffsetCommitResponsePartition] = []
                     for _ in range(n9):
@@ -462,6 +468,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse,
                         if nt12 > 127:
                             nt12, pos = read_uvarint(buf, pos - 1)
                         if nt12:
+                            if nt12 > (blen - pos) // 2:
+                                raise Malformed(f"{nt12} tagged fields are longer than the frame")
                             for _ in range(nt12):
                                 tg13 = buf[pos]
                                 pos += 1
@@ -483,6 +491,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse,
                 if nt17 > 127:
                     nt17, pos = read_uvarint(buf, pos - 1)
                 if nt17:
+                    if nt17 > (blen - pos) // 2:
+                        raise Malformed(f"{nt17} tagged fields are longer than the frame")
                     for _ in range(nt17):
                         tg18 = buf[pos]
                         pos += 1
@@ -504,6 +514,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse,
         if nt22 > 127:
             nt22, pos = read_uvarint(buf, pos - 1)
         if nt22:
+            if nt22 > (blen - pos) // 2:
+                raise Malformed(f"{nt22} tagged fields are longer than the frame")
             for _ in range(nt22):
                 tg23 = buf[pos]
                 pos += 1

@@ -72,6 +72,7 @@ class OffsetDeleteRequestPartition(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -87,8 +88,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest, int]:
     if n6 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 6:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5: list[OffsetDeleteRequestTopic] = []
         for _ in range(n6):
             n9 = rd16(buf, pos)[0]
@@ -106,8 +110,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 4:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
+                left -= n12
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v11: list[OffsetDeleteRequestPartition] = []
                 for _ in range(n12):
                     (f13,) = _unpack_i(buf, pos)
@@ -124,6 +131,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest, 
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -141,8 +149,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest, 
         if n6 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 6:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5: list[OffsetDeleteRequestTopic] = []
             for _ in range(n6):
                 fld = "topics[].name"
@@ -162,8 +173,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest, 
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 4:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
+                    left -= n12
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v11: list[OffsetDeleteRequestPartition] = []
                     for _ in range(n12):
                         fld = "topics[].partitions[].partition_index"

@@ -90,7 +90,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponse, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 6:
             raise Malformed(f"array of {n4} elements is longer than the frame")
         v3: list[OffsetDeleteResponseTopic] = []
         for _ in range(n4):
@@ -109,7 +109,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponse, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 6:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
                 v9: list[OffsetDeleteResponsePartition] = []
                 for _ in range(n10):
@@ -136,7 +136,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponse,
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 6:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
             v3: list[OffsetDeleteResponseTopic] = []
             for _ in range(n4):
@@ -157,7 +157,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetDeleteResponse,
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 6:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
                     v9: list[OffsetDeleteResponsePartition] = []
                     for _ in range(n10):

@@ -111,6 +111,7 @@ class OffsetFetchRequestTopics(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -126,8 +127,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if n6 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 6:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5: list[OffsetFetchRequestTopic] = []
         for _ in range(n6):
             n9 = rd16(buf, pos)[0]
@@ -145,8 +149,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 4:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
+                left -= n12
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v11 = list(unpack_from(f">{n12}i", buf, pos))
                 pos += n12 * 4
             s13 = OffsetFetchRequestTopic(v8, v11)
@@ -160,6 +167,7 @@ decode_v1 = decode_v0
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -176,8 +184,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if n6 < 0:
         v5 = None
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 6:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5 = []
         for _ in range(n6):
             n9 = rd16(buf, pos)[0]
@@ -195,8 +206,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 4:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
+                left -= n12
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v11 = list(unpack_from(f">{n12}i", buf, pos))
                 pos += n12 * 4
             s13 = OffsetFetchRequestTopic(v8, v11)
@@ -216,6 +230,7 @@ decode_v5 = decode_v2
 
 def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -238,8 +253,11 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if n6 < 0:
         v5 = None
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 3:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5 = []
         for _ in range(n6):
             n9 = buf[pos]
@@ -263,8 +281,11 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 4:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
+                left -= n12
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v11 = list(unpack_from(f">{n12}i", buf, pos))
                 pos += n12 * 4
             nt13 = buf[pos]
@@ -272,6 +293,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if nt13 > 127:
                 nt13, pos = read_uvarint(buf, pos - 1)
             if nt13:
+                if nt13 > (blen - pos) // 2:
+                    raise Malformed(f"{nt13} tagged fields are longer than the frame")
                 for _ in range(nt13):
                     tg14 = buf[pos]
                     pos += 1
@@ -292,6 +315,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if nt18 > 127:
         nt18, pos = read_uvarint(buf, pos - 1)
     if nt18:
+        if nt18 > (blen - pos) // 2:
+            raise Malformed(f"{nt18} tagged fields are longer than the frame")
         for _ in range(nt18):
             tg19 = buf[pos]
             pos += 1
@@ -311,6 +336,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
 
 def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -333,8 +359,11 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if n6 < 0:
         v5 = None
     else:
-        if n6 > blen - pos:
+        if n6 > (blen - pos) // 3:
             raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v5 = []
         for _ in range(n6):
             n9 = buf[pos]
@@ -358,8 +387,11 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n12 > blen - pos:
+                if n12 > (blen - pos) // 4:
                     raise Malformed(f"array of {n12} elements is longer than the frame")
+                left -= n12
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v11 = list(unpack_from(f">{n12}i", buf, pos))
                 pos += n12 * 4
             nt13 = buf[pos]
@@ -367,6 +399,8 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if nt13 > 127:
                 nt13, pos = read_uvarint(buf, pos - 1)
             if nt13:
+                if nt13 > (blen - pos) // 2:
+                    raise Malformed(f"{nt13} tagged fields are longer than the frame")
                 for _ in range(nt13):
                     tg14 = buf[pos]
                     pos += 1
@@ -389,6 +423,8 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if nt19 > 127:
         nt19, pos = read_uvarint(buf, pos - 1)
     if nt19:
+        if nt19 > (blen - pos) // 2:
+            raise Malformed(f"{nt19} tagged fields are longer than the frame")
         for _ in range(nt19):
             tg20 = buf[pos]
             pos += 1
@@ -408,6 +444,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
 
 def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -416,8 +453,11 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 3:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[OffsetFetchRequestGroup] = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -442,8 +482,11 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if n8 < 0:
                 v7 = None
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 3:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
+                left -= n8
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v7 = []
                 for _ in range(n8):
                     n11 = buf[pos]
@@ -467,8 +510,11 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
                     if n14 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n14 > blen - pos:
+                        if n14 > (blen - pos) // 4:
                             raise Malformed(f"array of {n14} elements is longer than the frame")
+                        left -= n14
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
                         v13 = list(unpack_from(f">{n14}i", buf, pos))
                         pos += n14 * 4
                     nt15 = buf[pos]
@@ -476,6 +522,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
                     if nt15 > 127:
                         nt15, pos = read_uvarint(buf, pos - 1)
                     if nt15:
+                        if nt15 > (blen - pos) // 2:
+                            raise Malformed(f"{nt15} tagged fields are longer than the frame")
                         for _ in range(nt15):
                             tg16 = buf[pos]
                             pos += 1
@@ -496,6 +544,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if nt20 > 127:
                 nt20, pos = read_uvarint(buf, pos - 1)
             if nt20:
+                if nt20 > (blen - pos) // 2:
+                    raise Malformed(f"{nt20} tagged fields are longer than the frame")
                 for _ in range(nt20):
                     tg21 = buf[pos]
                     pos += 1
@@ -518,6 +568,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if nt26 > 127:
         nt26, pos = read_uvarint(buf, pos - 1)
     if nt26:
+        if nt26 > (blen - pos) // 2:
+            raise Malformed(f"{nt26} tagged fields are longer than the frame")
         for _ in range(nt26):
             tg27 = buf[pos]
             pos += 1
@@ -537,6 +589,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
 
 def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = buf[pos]
     pos += 1
     if n2 > 127:
@@ -545,8 +598,11 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 8:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[OffsetFetchRequestGroup] = []
         for _ in range(n2):
             n5 = buf[pos]
@@ -587,8 +643,11 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if n13 < 0:
                 v12 = None
             else:
-                if n13 > blen - pos:
+                if n13 > (blen - pos) // 3:
                     raise Malformed(f"array of {n13} elements is longer than the frame")
+                left -= n13
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v12 = []
                 for _ in range(n13):
                     n16 = buf[pos]
@@ -612,8 +671,11 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
                     if n19 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n19 > blen - pos:
+                        if n19 > (blen - pos) // 4:
                             raise Malformed(f"array of {n19} elements is longer than the frame")
+                        left -= n19
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
                         v18 = list(unpack_from(f">{n19}i", buf, pos))
                         pos += n19 * 4
                     nt20 = buf[pos]
@@ -621,6 +683,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
                     if nt20 > 127:
                         nt20, pos = read_uvarint(buf, pos - 1)
                     if nt20:
+                        if nt20 > (blen - pos) // 2:
+                            raise Malformed(f"{nt20} tagged fields are longer than the frame")
                         for _ in range(nt20):
                             tg21 = buf[pos]
                             pos += 1
@@ -641,6 +705,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             if nt25 > 127:
                 nt25, pos = read_uvarint(buf, pos - 1)
             if nt25:
+                if nt25 > (blen - pos) // 2:
+                    raise Malformed(f"{nt25} tagged fields are longer than the frame")
                 for _ in range(nt25):
                     tg26 = buf[pos]
                     pos += 1
@@ -663,6 +729,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     if nt31 > 127:
         nt31, pos = read_uvarint(buf, pos - 1)
     if nt31:
+        if nt31 > (blen - pos) // 2:
+            raise Malformed(f"{nt31} tagged fields are longer than the frame")
         for _ in range(nt31):
             tg32 = buf[pos]
             pos += 1
@@ -684,6 +752,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -701,8 +770,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if n6 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 6:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5: list[OffsetFetchRequestTopic] = []
             for _ in range(n6):
                 fld = "topics[].name"
@@ -722,8 +794,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 4:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
+                    left -= n12
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v11 = list(unpack_from(f">{n12}i", buf, pos))
                     pos += n12 * 4
                 s13 = OffsetFetchRequestTopic(v8, v11)
@@ -741,6 +816,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -759,8 +835,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if n6 < 0:
             v5 = None
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 6:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5 = []
             for _ in range(n6):
                 fld = "topics[].name"
@@ -780,8 +859,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 4:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
+                    left -= n12
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v11 = list(unpack_from(f">{n12}i", buf, pos))
                     pos += n12 * 4
                 s13 = OffsetFetchRequestTopic(v8, v11)
@@ -805,6 +887,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -829,8 +912,11 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if n6 < 0:
             v5 = None
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 3:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5 = []
             for _ in range(n6):
                 fld = "topics[].name"
@@ -856,8 +942,11 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 4:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
+                    left -= n12
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v11 = list(unpack_from(f">{n12}i", buf, pos))
                     pos += n12 * 4
                 fld = "topics[].(tagged fields)"
@@ -866,6 +955,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if nt13 > 127:
                     nt13, pos = read_uvarint(buf, pos - 1)
                 if nt13:
+                    if nt13 > (blen - pos) // 2:
+                        raise Malformed(f"{nt13} tagged fields are longer than the frame")
                     for _ in range(nt13):
                         tg14 = buf[pos]
                         pos += 1
@@ -887,6 +978,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if nt18 > 127:
             nt18, pos = read_uvarint(buf, pos - 1)
         if nt18:
+            if nt18 > (blen - pos) // 2:
+                raise Malformed(f"{nt18} tagged fields are longer than the frame")
             for _ in range(nt18):
                 tg19 = buf[pos]
                 pos += 1
@@ -910,6 +1003,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -934,8 +1028,11 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if n6 < 0:
             v5 = None
         else:
-            if n6 > blen - pos:
+            if n6 > (blen - pos) // 3:
                 raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v5 = []
             for _ in range(n6):
                 fld = "topics[].name"
@@ -961,8 +1058,11 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n12 > blen - pos:
+                    if n12 > (blen - pos) // 4:
                         raise Malformed(f"array of {n12} elements is longer than the frame")
+                    left -= n12
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v11 = list(unpack_from(f">{n12}i", buf, pos))
                     pos += n12 * 4
                 fld = "topics[].(tagged fields)"
@@ -971,6 +1071,8 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if nt13 > 127:
                     nt13, pos = read_uvarint(buf, pos - 1)
                 if nt13:
+                    if nt13 > (blen - pos) // 2:
+                        raise Malformed(f"{nt13} tagged fields are longer than the frame")
                     for _ in range(nt13):
                         tg14 = buf[pos]
                         pos += 1
@@ -995,6 +1097,8 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if nt19 > 127:
             nt19, pos = read_uvarint(buf, pos - 1)
         if nt19:
+            if nt19 > (blen - pos) // 2:
+                raise Malformed(f"{nt19} tagged fields are longer than the frame")
             for _ in range(nt19):
                 tg20 = buf[pos]
                 pos += 1
@@ -1018,6 +1122,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "groups"
         n2 = buf[pos]
         pos += 1
@@ -1027,8 +1132,11 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 3:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[OffsetFetchRequestGroup] = []
             for _ in range(n2):
                 fld = "groups[].group_id"
@@ -1055,8 +1163,11 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if n8 < 0:
                     v7 = None
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 3:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
+                    left -= n8
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v7 = []
                     for _ in range(n8):
                         fld = "groups[].topics[].name"
@@ -1082,8 +1193,11 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                         if n14 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n14 > blen - pos:
+                            if n14 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n14} elements is longer than the frame")
+                            left -= n14
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
                             v13 = list(unpack_from(f">{n14}i", buf, pos))
                             pos += n14 * 4
                         fld = "groups[].topics[].(tagged fields)"
@@ -1092,6 +1206,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                         if nt15 > 127:
                             nt15, pos = read_uvarint(buf, pos - 1)
                         if nt15:
+                            if nt15 > (blen - pos) // 2:
+                                raise Malformed(f"{nt15} tagged fields are longer than the frame")
                             for _ in range(nt15):
                                 tg16 = buf[pos]
                                 pos += 1
@@ -1113,6 +1229,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if nt20 > 127:
                     nt20, pos = read_uvarint(buf, pos - 1)
                 if nt20:
+                    if nt20 > (blen - pos) // 2:
+                        raise Malformed(f"{nt20} tagged fields are longer than the frame")
                     for _ in range(nt20):
                         tg21 = buf[pos]
                         pos += 1
@@ -1137,6 +1255,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if nt26 > 127:
             nt26, pos = read_uvarint(buf, pos - 1)
         if nt26:
+            if nt26 > (blen - pos) // 2:
+                raise Malformed(f"{nt26} tagged fields are longer than the frame")
             for _ in range(nt26):
                 tg27 = buf[pos]
                 pos += 1
@@ -1160,6 +1280,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "groups"
         n2 = buf[pos]
         pos += 1
@@ -1169,8 +1290,11 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 8:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[OffsetFetchRequestGroup] = []
             for _ in range(n2):
                 fld = "groups[].group_id"
@@ -1215,8 +1339,11 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if n13 < 0:
                     v12 = None
                 else:
-                    if n13 > blen - pos:
+                    if n13 > (blen - pos) // 3:
                         raise Malformed(f"array of {n13} elements is longer than the frame")
+                    left -= n13
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v12 = []
                     for _ in range(n13):
                         fld = "groups[].topics[].name"
@@ -1242,8 +1369,11 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                         if n19 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n19 > blen - pos:
+                            if n19 > (blen - pos) // 4:
                                 raise Malformed(f"array of {n19} elements is longer than the frame")
+                            left -= n19
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
                             v18 = list(unpack_from(f">{n19}i", buf, pos))
                             pos += n19 * 4
                         fld = "groups[].topics[].(tagged fields)"
@@ -1252,6 +1382,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                         if nt20 > 127:
                             nt20, pos = read_uvarint(buf, pos - 1)
                         if nt20:
+                            if nt20 > (blen - pos) // 2:
+                                raise Malformed(f"{nt20} tagged fields are longer than the frame")
                             for _ in range(nt20):
                                 tg21 = buf[pos]
                                 pos += 1
@@ -1273,6 +1405,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 if nt25 > 127:
                     nt25, pos = read_uvarint(buf, pos - 1)
                 if nt25:
+                    if nt25 > (blen - pos) // 2:
+                        raise Malformed(f"{nt25} tagged fields are longer than the frame")
                     for _ in range(nt25):
                         tg26 = buf[pos]
                         pos += 1
@@ -1297,6 +1431,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
         if nt31 > 127:
             nt31, pos = read_uvarint(buf, pos - 1)
         if nt31:
+            if nt31 > (blen - pos) // 2:
+                raise Malformed(f"{nt31} tagged fields are longer than the frame")
             for _ in range(nt31):
                 tg32 = buf[pos]
                 pos += 1

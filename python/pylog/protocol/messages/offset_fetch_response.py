@@ -189,7 +189,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[OffsetFetchResponseTopic] = []
         for _ in range(n2):
@@ -208,7 +208,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 16:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[OffsetFetchResponsePartition] = []
                 for _ in range(n8):
@@ -245,7 +245,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[OffsetFetchResponseTopic] = []
         for _ in range(n2):
@@ -264,7 +264,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 16:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[OffsetFetchResponsePartition] = []
                 for _ in range(n8):
@@ -302,7 +302,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[OffsetFetchResponseTopic] = []
         for _ in range(n3):
@@ -321,7 +321,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 16:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[OffsetFetchResponsePartition] = []
                 for _ in range(n9):
@@ -362,7 +362,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[OffsetFetchResponseTopic] = []
         for _ in range(n3):
@@ -381,7 +381,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 20:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[OffsetFetchResponsePartition] = []
                 for _ in range(n9):
@@ -422,7 +422,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 3:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[OffsetFetchResponseTopic] = []
         for _ in range(n3):
@@ -447,7 +447,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 20:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[OffsetFetchResponsePartition] = []
                 for _ in range(n9):
@@ -474,6 +474,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
                     if nt18 > 127:
                         nt18, pos = read_uvarint(buf, pos - 1)
                     if nt18:
+                        if nt18 > (blen - pos) // 2:
+                            raise Malformed(f"{nt18} tagged fields are longer than the frame")
                         for _ in range(nt18):
                             tg19 = buf[pos]
                             pos += 1
@@ -494,6 +496,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
             if nt23 > 127:
                 nt23, pos = read_uvarint(buf, pos - 1)
             if nt23:
+                if nt23 > (blen - pos) // 2:
+                    raise Malformed(f"{nt23} tagged fields are longer than the frame")
                 for _ in range(nt23):
                     tg24 = buf[pos]
                     pos += 1
@@ -516,6 +520,8 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     if nt29 > 127:
         nt29, pos = read_uvarint(buf, pos - 1)
     if nt29:
+        if nt29 > (blen - pos) // 2:
+            raise Malformed(f"{nt29} tagged fields are longer than the frame")
         for _ in range(nt29):
             tg30 = buf[pos]
             pos += 1
@@ -548,7 +554,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 5:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[OffsetFetchResponseGroup] = []
         for _ in range(n3):
@@ -573,7 +579,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 3:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[OffsetFetchResponseTopics] = []
                 for _ in range(n9):
@@ -598,7 +604,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
                     if n15 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n15 > blen - pos:
+                        if n15 > (blen - pos) // 20:
                             raise Malformed(f"array of {n15} elements is longer than the frame")
                         v14: list[OffsetFetchResponsePartitions] = []
                         for _ in range(n15):
@@ -627,6 +633,10 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
                             if nt24 > 127:
                                 nt24, pos = read_uvarint(buf, pos - 1)
                             if nt24:
+                                if nt24 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt24} tagged fields are longer than the frame"
+                                    )
                                 for _ in range(nt24):
                                     tg25 = buf[pos]
                                     pos += 1
@@ -647,6 +657,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
                     if nt29 > 127:
                         nt29, pos = read_uvarint(buf, pos - 1)
                     if nt29:
+                        if nt29 > (blen - pos) // 2:
+                            raise Malformed(f"{nt29} tagged fields are longer than the frame")
                         for _ in range(nt29):
                             tg30 = buf[pos]
                             pos += 1
@@ -669,6 +681,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
             if nt35 > 127:
                 nt35, pos = read_uvarint(buf, pos - 1)
             if nt35:
+                if nt35 > (blen - pos) // 2:
+                    raise Malformed(f"{nt35} tagged fields are longer than the frame")
                 for _ in range(nt35):
                     tg36 = buf[pos]
                     pos += 1
@@ -689,6 +703,8 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     if nt40 > 127:
         nt40, pos = read_uvarint(buf, pos - 1)
     if nt40:
+        if nt40 > (blen - pos) // 2:
+            raise Malformed(f"{nt40} tagged fields are longer than the frame")
         for _ in range(nt40):
             tg41 = buf[pos]
             pos += 1
@@ -719,7 +735,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[OffsetFetchResponseTopic] = []
             for _ in range(n2):
@@ -740,7 +756,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 16:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[OffsetFetchResponsePartition] = []
                     for _ in range(n8):
@@ -785,7 +801,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[OffsetFetchResponseTopic] = []
             for _ in range(n2):
@@ -806,7 +822,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 16:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[OffsetFetchResponsePartition] = []
                     for _ in range(n8):
@@ -854,7 +870,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[OffsetFetchResponseTopic] = []
             for _ in range(n3):
@@ -875,7 +891,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 16:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[OffsetFetchResponsePartition] = []
                     for _ in range(n9):
@@ -926,7 +942,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[OffsetFetchResponseTopic] = []
             for _ in range(n3):
@@ -947,7 +963,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 20:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[OffsetFetchResponsePartition] = []
                     for _ in range(n9):
@@ -998,7 +1014,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 3:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[OffsetFetchResponseTopic] = []
             for _ in range(n3):
@@ -1025,7 +1041,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 20:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[OffsetFetchResponsePartition] = []
                     for _ in range(n9):
@@ -1056,6 +1072,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
                         if nt18 > 127:
                             nt18, pos = read_uvarint(buf, pos - 1)
                         if nt18:
+                            if nt18 > (blen - pos) // 2:
+                                raise Malformed(f"{nt18} tagged fields are longer than the frame")
                             for _ in range(nt18):
                                 tg19 = buf[pos]
                                 pos += 1
@@ -1077,6 +1095,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
                 if nt23 > 127:
                     nt23, pos = read_uvarint(buf, pos - 1)
                 if nt23:
+                    if nt23 > (blen - pos) // 2:
+                        raise Malformed(f"{nt23} tagged fields are longer than the frame")
                     for _ in range(nt23):
                         tg24 = buf[pos]
                         pos += 1
@@ -1101,6 +1121,8 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
         if nt29 > 127:
             nt29, pos = read_uvarint(buf, pos - 1)
         if nt29:
+            if nt29 > (blen - pos) // 2:
+                raise Malformed(f"{nt29} tagged fields are longer than the frame")
             for _ in range(nt29):
                 tg30 = buf[pos]
                 pos += 1
@@ -1139,7 +1161,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 5:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[OffsetFetchResponseGroup] = []
             for _ in range(n3):
@@ -1166,7 +1188,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 3:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[OffsetFetchResponseTopics] = []
                     for _ in range(n9):
@@ -1193,7 +1215,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
                         if n15 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n15 > blen - pos:
+                            if n15 > (blen - pos) // 20:
                                 raise Malformed(f"array of {n15} elements is longer than the frame")
                             v14: list[OffsetFetchResponsePartitions] = []
                             for _ in range(n15):
@@ -1226,6 +1248,10 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
                                 if nt24 > 127:
                                     nt24, pos = read_uvarint(buf, pos - 1)
                                 if nt24:
+                                    if nt24 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt24} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt24):
                                         tg25 = buf[pos]
                                         pos += 1
@@ -1247,6 +1273,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
                         if nt29 > 127:
                             nt29, pos = read_uvarint(buf, pos - 1)
                         if nt29:
+                            if nt29 > (blen - pos) // 2:
+                                raise Malformed(f"{nt29} tagged fields are longer than the frame")
                             for _ in range(nt29):
                                 tg30 = buf[pos]
                                 pos += 1
@@ -1271,6 +1299,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
                 if nt35 > 127:
                     nt35, pos = read_uvarint(buf, pos - 1)
                 if nt35:
+                    if nt35 > (blen - pos) // 2:
+                        raise Malformed(f"{nt35} tagged fields are longer than the frame")
                     for _ in range(nt35):
                         tg36 = buf[pos]
                         pos += 1
@@ -1292,6 +1322,8 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
         if nt40 > 127:
             nt40, pos = read_uvarint(buf, pos - 1)
         if nt40:
+            if nt40 > (blen - pos) // 2:
+                raise Malformed(f"{nt40} tagged fields are longer than the frame")
             for _ in range(nt40):
                 tg41 = buf[pos]
                 pos += 1

@@ -84,13 +84,17 @@ class OffsetForLeaderPartition(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[OffsetForLeaderTopic] = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -108,8 +112,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 8:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
+                left -= n8
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v7: list[OffsetForLeaderPartition] = []
                 for _ in range(n8):
                     f9, f10 = _unpack_ii(buf, pos)
@@ -127,13 +134,17 @@ decode_v1 = decode_v0
 
 def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     blen = len(buf)
+    left = 100000
     n2 = rd32(buf, pos)[0]
     pos += 4
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v1: list[OffsetForLeaderTopic] = []
         for _ in range(n2):
             n5 = rd16(buf, pos)[0]
@@ -151,8 +162,11 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 12:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
+                left -= n8
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v7: list[OffsetForLeaderPartition] = []
                 for _ in range(n8):
                     f9, f10, f11 = _unpack_iii(buf, pos)
@@ -167,6 +181,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
 
 def decode_v3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     blen = len(buf)
+    left = 100000
     (f1,) = _unpack_i(buf, pos)
     pos += 4
     n3 = rd32(buf, pos)[0]
@@ -174,8 +189,11 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
+        left -= n3
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v2: list[OffsetForLeaderTopic] = []
         for _ in range(n3):
             n6 = rd16(buf, pos)[0]
@@ -193,8 +211,11 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 12:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[OffsetForLeaderPartition] = []
                 for _ in range(n9):
                     f10, f11, f12 = _unpack_iii(buf, pos)
@@ -209,6 +230,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     blen = len(buf)
+    left = 100000
     (f1,) = _unpack_i(buf, pos)
     pos += 4
     n3 = buf[pos]
@@ -219,8 +241,11 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 3:
             raise Malformed(f"array of {n3} elements is longer than the frame")
+        left -= n3
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v2: list[OffsetForLeaderTopic] = []
         for _ in range(n3):
             n6 = buf[pos]
@@ -244,8 +269,11 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 13:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v8: list[OffsetForLeaderPartition] = []
                 for _ in range(n9):
                     f10, f11, f12 = _unpack_iii(buf, pos)
@@ -255,6 +283,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
                     if nt13 > 127:
                         nt13, pos = read_uvarint(buf, pos - 1)
                     if nt13:
+                        if nt13 > (blen - pos) // 2:
+                            raise Malformed(f"{nt13} tagged fields are longer than the frame")
                         for _ in range(nt13):
                             tg14 = buf[pos]
                             pos += 1
@@ -275,6 +305,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
             if nt18 > 127:
                 nt18, pos = read_uvarint(buf, pos - 1)
             if nt18:
+                if nt18 > (blen - pos) // 2:
+                    raise Malformed(f"{nt18} tagged fields are longer than the frame")
                 for _ in range(nt18):
                     tg19 = buf[pos]
                     pos += 1
@@ -295,6 +327,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, i
     if nt23 > 127:
         nt23, pos = read_uvarint(buf, pos - 1)
     if nt23:
+        if nt23 > (blen - pos) // 2:
+            raise Malformed(f"{nt23} tagged fields are longer than the frame")
         for _ in range(nt23):
             tg24 = buf[pos]
             pos += 1
@@ -316,14 +350,18 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[OffsetForLeaderTopic] = []
             for _ in range(n2):
                 fld = "topics[].topic"
@@ -343,8 +381,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 8:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
+                    left -= n8
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v7: list[OffsetForLeaderPartition] = []
                     for _ in range(n8):
                         fld = "topics[].partitions[].partition"
@@ -367,14 +408,18 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "topics"
         n2 = rd32(buf, pos)[0]
         pos += 4
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v1: list[OffsetForLeaderTopic] = []
             for _ in range(n2):
                 fld = "topics[].topic"
@@ -394,8 +439,11 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 12:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
+                    left -= n8
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v7: list[OffsetForLeaderPartition] = []
                     for _ in range(n8):
                         fld = "topics[].partitions[].partition"
@@ -415,6 +463,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         (f1,) = _unpack_i(buf, pos)
         pos += 4
@@ -424,8 +473,11 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
+            left -= n3
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v2: list[OffsetForLeaderTopic] = []
             for _ in range(n3):
                 fld = "topics[].topic"
@@ -445,8 +497,11 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 12:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[OffsetForLeaderPartition] = []
                     for _ in range(n9):
                         fld = "topics[].partitions[].partition"
@@ -466,6 +521,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "replica_id"
         (f1,) = _unpack_i(buf, pos)
         pos += 4
@@ -478,8 +534,11 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 3:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
+            left -= n3
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v2: list[OffsetForLeaderTopic] = []
             for _ in range(n3):
                 fld = "topics[].topic"
@@ -505,8 +564,11 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 13:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v8: list[OffsetForLeaderPartition] = []
                     for _ in range(n9):
                         fld = "topics[].partitions[].partition"
@@ -518,6 +580,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                         if nt13 > 127:
                             nt13, pos = read_uvarint(buf, pos - 1)
                         if nt13:
+                            if nt13 > (blen - pos) // 2:
+                                raise Malformed(f"{nt13} tagged fields are longer than the frame")
                             for _ in range(nt13):
                                 tg14 = buf[pos]
                                 pos += 1
@@ -539,6 +603,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 if nt18 > 127:
                     nt18, pos = read_uvarint(buf, pos - 1)
                 if nt18:
+                    if nt18 > (blen - pos) // 2:
+                        raise Malformed(f"{nt18} tagged fields are longer than the frame")
                     for _ in range(nt18):
                         tg19 = buf[pos]
                         pos += 1
@@ -560,6 +626,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         if nt23 > 127:
             nt23, pos = read_uvarint(buf, pos - 1)
         if nt23:
+            if nt23 > (blen - pos) // 2:
+                raise Malformed(f"{nt23} tagged fields are longer than the frame")
             for _ in range(nt23):
                 tg24 = buf[pos]
                 pos += 1

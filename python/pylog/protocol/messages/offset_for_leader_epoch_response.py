@@ -96,7 +96,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, 
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[OffsetForLeaderTopicResult] = []
         for _ in range(n2):
@@ -115,7 +115,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, 
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 14:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[EpochEndOffset] = []
                 for _ in range(n8):
@@ -136,7 +136,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, 
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[OffsetForLeaderTopicResult] = []
         for _ in range(n2):
@@ -155,7 +155,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, 
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 18:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[EpochEndOffset] = []
                 for _ in range(n8):
@@ -178,7 +178,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, 
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 6:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[OffsetForLeaderTopicResult] = []
         for _ in range(n3):
@@ -197,7 +197,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, 
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 18:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[EpochEndOffset] = []
                 for _ in range(n9):
@@ -226,7 +226,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, 
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 3:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[OffsetForLeaderTopicResult] = []
         for _ in range(n3):
@@ -251,7 +251,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, 
             if n9 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n9 > blen - pos:
+                if n9 > (blen - pos) // 19:
                     raise Malformed(f"array of {n9} elements is longer than the frame")
                 v8: list[EpochEndOffset] = []
                 for _ in range(n9):
@@ -262,6 +262,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, 
                     if nt14 > 127:
                         nt14, pos = read_uvarint(buf, pos - 1)
                     if nt14:
+                        if nt14 > (blen - pos) // 2:
+                            raise Malformed(f"{nt14} tagged fields are longer than the frame")
                         for _ in range(nt14):
                             tg15 = buf[pos]
                             pos += 1
@@ -282,6 +284,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, 
             if nt19 > 127:
                 nt19, pos = read_uvarint(buf, pos - 1)
             if nt19:
+                if nt19 > (blen - pos) // 2:
+                    raise Malformed(f"{nt19} tagged fields are longer than the frame")
                 for _ in range(nt19):
                     tg20 = buf[pos]
                     pos += 1
@@ -302,6 +306,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, 
     if nt24 > 127:
         nt24, pos = read_uvarint(buf, pos - 1)
     if nt24:
+        if nt24 > (blen - pos) // 2:
+            raise Malformed(f"{nt24} tagged fields are longer than the frame")
         for _ in range(nt24):
             tg25 = buf[pos]
             pos += 1
@@ -329,7 +335,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[OffsetForLeaderTopicResult] = []
             for _ in range(n2):
@@ -350,7 +356,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 14:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[EpochEndOffset] = []
                     for _ in range(n8):
@@ -377,7 +383,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[OffsetForLeaderTopicResult] = []
             for _ in range(n2):
@@ -398,7 +404,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 18:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[EpochEndOffset] = []
                     for _ in range(n8):
@@ -428,7 +434,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 6:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[OffsetForLeaderTopicResult] = []
             for _ in range(n3):
@@ -449,7 +455,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 18:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[EpochEndOffset] = []
                     for _ in range(n9):
@@ -485,7 +491,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 3:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[OffsetForLeaderTopicResult] = []
             for _ in range(n3):
@@ -512,7 +518,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 if n9 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n9 > blen - pos:
+                    if n9 > (blen - pos) // 19:
                         raise Malformed(f"array of {n9} elements is longer than the frame")
                     v8: list[EpochEndOffset] = []
                     for _ in range(n9):
@@ -525,6 +531,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                         if nt14 > 127:
                             nt14, pos = read_uvarint(buf, pos - 1)
                         if nt14:
+                            if nt14 > (blen - pos) // 2:
+                                raise Malformed(f"{nt14} tagged fields are longer than the frame")
                             for _ in range(nt14):
                                 tg15 = buf[pos]
                                 pos += 1
@@ -546,6 +554,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
                 if nt19 > 127:
                     nt19, pos = read_uvarint(buf, pos - 1)
                 if nt19:
+                    if nt19 > (blen - pos) // 2:
+                        raise Malformed(f"{nt19} tagged fields are longer than the frame")
                     for _ in range(nt19):
                         tg20 = buf[pos]
                         pos += 1
@@ -567,6 +577,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochR
         if nt24 > 127:
             nt24, pos = read_uvarint(buf, pos - 1)
         if nt24:
+            if nt24 > (blen - pos) // 2:
+                raise Malformed(f"{nt24} tagged fields are longer than the frame")
             for _ in range(nt24):
                 tg25 = buf[pos]
                 pos += 1

@@ -86,6 +86,7 @@ class PartitionProduceData(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     blen = len(buf)
+    left = 100000
     f1, f2 = _unpack_hi(buf, pos)
     pos += 6
     n4 = rd32(buf, pos)[0]
@@ -93,8 +94,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     if n4 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n4 > blen - pos:
+        if n4 > (blen - pos) // 6:
             raise Malformed(f"array of {n4} elements is longer than the frame")
+        left -= n4
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v3: list[TopicProduceData] = []
         for _ in range(n4):
             n7 = rd16(buf, pos)[0]
@@ -112,8 +116,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
             if n10 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n10 > blen - pos:
+                if n10 > (blen - pos) // 8:
                     raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v9: list[PartitionProduceData] = []
                 for _ in range(n10):
                     (f11,) = _unpack_i(buf, pos)
@@ -145,6 +152,7 @@ decode_v2 = decode_v0
 
 def decode_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     v2: str | None
@@ -163,8 +171,11 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     if n8 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n8 > blen - pos:
+        if n8 > (blen - pos) // 6:
             raise Malformed(f"array of {n8} elements is longer than the frame")
+        left -= n8
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v7: list[TopicProduceData] = []
         for _ in range(n8):
             n11 = rd16(buf, pos)[0]
@@ -182,8 +193,11 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
             if n14 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n14 > blen - pos:
+                if n14 > (blen - pos) // 8:
                     raise Malformed(f"array of {n14} elements is longer than the frame")
+                left -= n14
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v13: list[PartitionProduceData] = []
                 for _ in range(n14):
                     (f15,) = _unpack_i(buf, pos)
@@ -224,6 +238,7 @@ decode_v8 = decode_v3
 
 def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -248,8 +263,11 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     if n8 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n8 > blen - pos:
+        if n8 > (blen - pos) // 3:
             raise Malformed(f"array of {n8} elements is longer than the frame")
+        left -= n8
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v7: list[TopicProduceData] = []
         for _ in range(n8):
             n11 = buf[pos]
@@ -273,8 +291,11 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
             if n14 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n14 > blen - pos:
+                if n14 > (blen - pos) // 6:
                     raise Malformed(f"array of {n14} elements is longer than the frame")
+                left -= n14
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
                 v13: list[PartitionProduceData] = []
                 for _ in range(n14):
                     (f15,) = _unpack_i(buf, pos)
@@ -298,6 +319,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                     if nt20 > 127:
                         nt20, pos = read_uvarint(buf, pos - 1)
                     if nt20:
+                        if nt20 > (blen - pos) // 2:
+                            raise Malformed(f"{nt20} tagged fields are longer than the frame")
                         for _ in range(nt20):
                             tg21 = buf[pos]
                             pos += 1
@@ -318,6 +341,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
             if nt25 > 127:
                 nt25, pos = read_uvarint(buf, pos - 1)
             if nt25:
+                if nt25 > (blen - pos) // 2:
+                    raise Malformed(f"{nt25} tagged fields are longer than the frame")
                 for _ in range(nt25):
                     tg26 = buf[pos]
                     pos += 1
@@ -338,6 +363,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     if nt30 > 127:
         nt30, pos = read_uvarint(buf, pos - 1)
     if nt30:
+        if nt30 > (blen - pos) // 2:
+            raise Malformed(f"{nt30} tagged fields are longer than the frame")
         for _ in range(nt30):
             tg31 = buf[pos]
             pos += 1
@@ -365,6 +392,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "acks"
         f1, f2 = _unpack_hi(buf, pos)
         pos += 6
@@ -374,8 +402,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
         if n4 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n4 > blen - pos:
+            if n4 > (blen - pos) // 6:
                 raise Malformed(f"array of {n4} elements is longer than the frame")
+            left -= n4
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v3: list[TopicProduceData] = []
             for _ in range(n4):
                 fld = "topic_data[].name"
@@ -395,8 +426,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                 if n10 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n10 > blen - pos:
+                    if n10 > (blen - pos) // 8:
                         raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v9: list[PartitionProduceData] = []
                     for _ in range(n10):
                         fld = "topic_data[].partition_data[].index"
@@ -434,6 +468,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "transactional_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -455,8 +490,11 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
         if n8 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n8 > blen - pos:
+            if n8 > (blen - pos) // 6:
                 raise Malformed(f"array of {n8} elements is longer than the frame")
+            left -= n8
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v7: list[TopicProduceData] = []
             for _ in range(n8):
                 fld = "topic_data[].name"
@@ -476,8 +514,11 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                 if n14 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n14 > blen - pos:
+                    if n14 > (blen - pos) // 8:
                         raise Malformed(f"array of {n14} elements is longer than the frame")
+                    left -= n14
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v13: list[PartitionProduceData] = []
                     for _ in range(n14):
                         fld = "topic_data[].partition_data[].index"
@@ -524,6 +565,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "transactional_id"
         n3 = buf[pos]
         pos += 1
@@ -551,8 +593,11 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
         if n8 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n8 > blen - pos:
+            if n8 > (blen - pos) // 3:
                 raise Malformed(f"array of {n8} elements is longer than the frame")
+            left -= n8
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v7: list[TopicProduceData] = []
             for _ in range(n8):
                 fld = "topic_data[].name"
@@ -578,8 +623,11 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                 if n14 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n14 > blen - pos:
+                    if n14 > (blen - pos) // 6:
                         raise Malformed(f"array of {n14} elements is longer than the frame")
+                    left -= n14
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
                     v13: list[PartitionProduceData] = []
                     for _ in range(n14):
                         fld = "topic_data[].partition_data[].index"
@@ -606,6 +654,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                         if nt20 > 127:
                             nt20, pos = read_uvarint(buf, pos - 1)
                         if nt20:
+                            if nt20 > (blen - pos) // 2:
+                                raise Malformed(f"{nt20} tagged fields are longer than the frame")
                             for _ in range(nt20):
                                 tg21 = buf[pos]
                                 pos += 1
@@ -627,6 +677,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                 if nt25 > 127:
                     nt25, pos = read_uvarint(buf, pos - 1)
                 if nt25:
+                    if nt25 > (blen - pos) // 2:
+                        raise Malformed(f"{nt25} tagged fields are longer than the frame")
                     for _ in range(nt25):
                         tg26 = buf[pos]
                         pos += 1
@@ -648,6 +700,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
         if nt30 > 127:
             nt30, pos = read_uvarint(buf, pos - 1)
         if nt30:
+            if nt30 > (blen - pos) // 2:
+                raise Malformed(f"{nt30} tagged fields are longer than the frame")
             for _ in range(nt30):
                 tg31 = buf[pos]
                 pos += 1

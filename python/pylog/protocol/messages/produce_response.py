@@ -180,7 +180,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[TopicProduceResponse] = []
         for _ in range(n2):
@@ -199,7 +199,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 14:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[PartitionProduceResponse] = []
                 for _ in range(n8):
@@ -220,7 +220,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[TopicProduceResponse] = []
         for _ in range(n2):
@@ -239,7 +239,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 14:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[PartitionProduceResponse] = []
                 for _ in range(n8):
@@ -262,7 +262,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[TopicProduceResponse] = []
         for _ in range(n2):
@@ -281,7 +281,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 22:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[PartitionProduceResponse] = []
                 for _ in range(n8):
@@ -310,7 +310,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[TopicProduceResponse] = []
         for _ in range(n2):
@@ -329,7 +329,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 30:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[PartitionProduceResponse] = []
                 for _ in range(n8):
@@ -358,7 +358,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 6:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[TopicProduceResponse] = []
         for _ in range(n2):
@@ -377,7 +377,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 36:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[PartitionProduceResponse] = []
                 for _ in range(n8):
@@ -388,7 +388,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                     if n15 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n15 > blen - pos:
+                        if n15 > (blen - pos) // 6:
                             raise Malformed(f"array of {n15} elements is longer than the frame")
                         v14: list[BatchIndexAndErrorMessage] = []
                         for _ in range(n15):
@@ -440,7 +440,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 3:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[TopicProduceResponse] = []
         for _ in range(n2):
@@ -465,7 +465,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 33:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[PartitionProduceResponse] = []
                 for _ in range(n8):
@@ -479,7 +479,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                     if n15 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n15 > blen - pos:
+                        if n15 > (blen - pos) // 6:
                             raise Malformed(f"array of {n15} elements is longer than the frame")
                         v14: list[BatchIndexAndErrorMessage] = []
                         for _ in range(n15):
@@ -506,6 +506,10 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                             if nt21 > 127:
                                 nt21, pos = read_uvarint(buf, pos - 1)
                             if nt21:
+                                if nt21 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt21} tagged fields are longer than the frame"
+                                    )
                                 for _ in range(nt21):
                                     tg22 = buf[pos]
                                     pos += 1
@@ -540,6 +544,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                     if nt30 > 127:
                         nt30, pos = read_uvarint(buf, pos - 1)
                     if nt30:
+                        if nt30 > (blen - pos) // 2:
+                            raise Malformed(f"{nt30} tagged fields are longer than the frame")
                         for _ in range(nt30):
                             tg31 = buf[pos]
                             pos += 1
@@ -560,6 +566,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
             if nt35 > 127:
                 nt35, pos = read_uvarint(buf, pos - 1)
             if nt35:
+                if nt35 > (blen - pos) // 2:
+                    raise Malformed(f"{nt35} tagged fields are longer than the frame")
                 for _ in range(nt35):
                     tg36 = buf[pos]
                     pos += 1
@@ -582,6 +590,8 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     if nt41 > 127:
         nt41, pos = read_uvarint(buf, pos - 1)
     if nt41:
+        if nt41 > (blen - pos) // 2:
+            raise Malformed(f"{nt41} tagged fields are longer than the frame")
         for _ in range(nt41):
             tg42 = buf[pos]
             pos += 1
@@ -609,7 +619,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     if n2 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n2 > blen - pos:
+        if n2 > (blen - pos) // 3:
             raise Malformed(f"array of {n2} elements is longer than the frame")
         v1: list[TopicProduceResponse] = []
         for _ in range(n2):
@@ -634,7 +644,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
             if n8 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n8 > blen - pos:
+                if n8 > (blen - pos) // 33:
                     raise Malformed(f"array of {n8} elements is longer than the frame")
                 v7: list[PartitionProduceResponse] = []
                 for _ in range(n8):
@@ -648,7 +658,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                     if n15 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n15 > blen - pos:
+                        if n15 > (blen - pos) // 6:
                             raise Malformed(f"array of {n15} elements is longer than the frame")
                         v14: list[BatchIndexAndErrorMessage] = []
                         for _ in range(n15):
@@ -675,6 +685,10 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                             if nt21 > 127:
                                 nt21, pos = read_uvarint(buf, pos - 1)
                             if nt21:
+                                if nt21 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt21} tagged fields are longer than the frame"
+                                    )
                                 for _ in range(nt21):
                                     tg22 = buf[pos]
                                     pos += 1
@@ -710,6 +724,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                     if nt31 > 127:
                         nt31, pos = read_uvarint(buf, pos - 1)
                     if nt31:
+                        if nt31 > (blen - pos) // 2:
+                            raise Malformed(f"{nt31} tagged fields are longer than the frame")
                         for _ in range(nt31):
                             tg32 = buf[pos]
                             pos += 1
@@ -730,6 +746,10 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                                 if nt38 > 127:
                                     nt38, pos = read_uvarint(buf, pos - 1)
                                 if nt38:
+                                    if nt38 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt38} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt38):
                                         tg39 = buf[pos]
                                         pos += 1
@@ -753,6 +773,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
             if nt44 > 127:
                 nt44, pos = read_uvarint(buf, pos - 1)
             if nt44:
+                if nt44 > (blen - pos) // 2:
+                    raise Malformed(f"{nt44} tagged fields are longer than the frame")
                 for _ in range(nt44):
                     tg45 = buf[pos]
                     pos += 1
@@ -776,6 +798,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     if nt51 > 127:
         nt51, pos = read_uvarint(buf, pos - 1)
     if nt51:
+        if nt51 > (blen - pos) // 2:
+            raise Malformed(f"{nt51} tagged fields are longer than the frame")
         for _ in range(nt51):
             tg52 = buf[pos]
             pos += 1
@@ -797,7 +821,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                 if n56 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n56 > blen - pos:
+                    if n56 > (blen - pos) // 11:
                         raise Malformed(f"array of {n56} elements is longer than the frame")
                     v55: list[NodeEndpoint] = []
                     for _ in range(n56):
@@ -837,6 +861,8 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                         if nt67 > 127:
                             nt67, pos = read_uvarint(buf, pos - 1)
                         if nt67:
+                            if nt67 > (blen - pos) // 2:
+                                raise Malformed(f"{nt67} tagged fields are longer than the frame")
                             for _ in range(nt67):
                                 tg68 = buf[pos]
                                 pos += 1
@@ -871,7 +897,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[TopicProduceResponse] = []
             for _ in range(n2):
@@ -892,7 +918,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 14:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[PartitionProduceResponse] = []
                     for _ in range(n8):
@@ -919,7 +945,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[TopicProduceResponse] = []
             for _ in range(n2):
@@ -940,7 +966,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 14:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[PartitionProduceResponse] = []
                     for _ in range(n8):
@@ -970,7 +996,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[TopicProduceResponse] = []
             for _ in range(n2):
@@ -991,7 +1017,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 22:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[PartitionProduceResponse] = []
                     for _ in range(n8):
@@ -1027,7 +1053,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[TopicProduceResponse] = []
             for _ in range(n2):
@@ -1048,7 +1074,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 30:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[PartitionProduceResponse] = []
                     for _ in range(n8):
@@ -1084,7 +1110,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 6:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[TopicProduceResponse] = []
             for _ in range(n2):
@@ -1105,7 +1131,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 36:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[PartitionProduceResponse] = []
                     for _ in range(n8):
@@ -1118,7 +1144,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                         if n15 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n15 > blen - pos:
+                            if n15 > (blen - pos) // 6:
                                 raise Malformed(f"array of {n15} elements is longer than the frame")
                             v14: list[BatchIndexAndErrorMessage] = []
                             for _ in range(n15):
@@ -1184,7 +1210,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 3:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[TopicProduceResponse] = []
             for _ in range(n2):
@@ -1211,7 +1237,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 33:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[PartitionProduceResponse] = []
                     for _ in range(n8):
@@ -1227,7 +1253,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                         if n15 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n15 > blen - pos:
+                            if n15 > (blen - pos) // 6:
                                 raise Malformed(f"array of {n15} elements is longer than the frame")
                             v14: list[BatchIndexAndErrorMessage] = []
                             for _ in range(n15):
@@ -1265,6 +1291,10 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                                 if nt21 > 127:
                                     nt21, pos = read_uvarint(buf, pos - 1)
                                 if nt21:
+                                    if nt21 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt21} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt21):
                                         tg22 = buf[pos]
                                         pos += 1
@@ -1301,6 +1331,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                         if nt30 > 127:
                             nt30, pos = read_uvarint(buf, pos - 1)
                         if nt30:
+                            if nt30 > (blen - pos) // 2:
+                                raise Malformed(f"{nt30} tagged fields are longer than the frame")
                             for _ in range(nt30):
                                 tg31 = buf[pos]
                                 pos += 1
@@ -1322,6 +1354,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                 if nt35 > 127:
                     nt35, pos = read_uvarint(buf, pos - 1)
                 if nt35:
+                    if nt35 > (blen - pos) // 2:
+                        raise Malformed(f"{nt35} tagged fields are longer than the frame")
                     for _ in range(nt35):
                         tg36 = buf[pos]
                         pos += 1
@@ -1346,6 +1380,8 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
         if nt41 > 127:
             nt41, pos = read_uvarint(buf, pos - 1)
         if nt41:
+            if nt41 > (blen - pos) // 2:
+                raise Malformed(f"{nt41} tagged fields are longer than the frame")
             for _ in range(nt41):
                 tg42 = buf[pos]
                 pos += 1
@@ -1378,7 +1414,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int
         if n2 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n2 > blen - pos:
+            if n2 > (blen - pos) // 3:
                 raise Malformed(f"array of {n2} elements is longer than the frame")
             v1: list[TopicProduceResponse] = []
             for _ in range(n2):
@@ -1405,7 +1441,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int
                 if n8 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n8 > blen - pos:
+                    if n8 > (blen - pos) // 33:
                         raise Malformed(f"array of {n8} elements is longer than the frame")
                     v7: list[PartitionProduceResponse] = []
                     for _ in range(n8):
@@ -1421,7 +1457,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int
                         if n15 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n15 > blen - pos:
+                            if n15 > (blen - pos) // 6:
                                 raise Malformed(f"array of {n15} elements is longer than the frame")
                             v14: list[BatchIndexAndErrorMessage] = []
                             for _ in range(n15):
@@ -1459,6 +1495,10 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int
                                 if nt21 > 127:
                                     nt21, pos = read_uvarint(buf, pos - 1)
                                 if nt21:
+                                    if nt21 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt21} tagged fields are longer than the frame"
+                                        )
                                     for _ in range(nt21):
                                         tg22 = buf[pos]
                                         pos += 1
@@ -1496,6 +1536,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int
                         if nt31 > 127:
                             nt31, pos = read_uvarint(buf, pos - 1)
                         if nt31:
+                            if nt31 > (blen - pos) // 2:
+                                raise Malformed(f"{nt31} tagged fields are longer than the frame")
                             for _ in range(nt31):
                                 tg32 = buf[pos]
                                 pos += 1
@@ -1524,6 +1566,10 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int
                                     if nt38 > 127:
                                         nt38, pos = read_uvarint(buf, pos - 1)
                                     if nt38:
+                                        if nt38 > (blen - pos) // 2:
+                                            raise Malformed(
+                                                f"{nt38} tagged fields are longer than the frame"
+                                            )
                                         for _ in range(nt38):
                                             tg39 = buf[pos]
                                             pos += 1
@@ -1548,6 +1594,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int
                 if nt44 > 127:
                     nt44, pos = read_uvarint(buf, pos - 1)
                 if nt44:
+                    if nt44 > (blen - pos) // 2:
+                        raise Malformed(f"{nt44} tagged fields are longer than the frame")
                     for _ in range(nt44):
                         tg45 = buf[pos]
                         pos += 1
@@ -1573,6 +1621,8 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int
         if nt51 > 127:
             nt51, pos = read_uvarint(buf, pos - 1)
         if nt51:
+            if nt51 > (blen - pos) // 2:
+                raise Malformed(f"{nt51} tagged fields are longer than the frame")
             for _ in range(nt51):
                 tg52 = buf[pos]
                 pos += 1
@@ -1595,7 +1645,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int
                     if n56 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n56 > blen - pos:
+                        if n56 > (blen - pos) // 11:
                             raise Malformed(f"array of {n56} elements is longer than the frame")
                         v55: list[NodeEndpoint] = []
                         for _ in range(n56):
@@ -1644,6 +1694,10 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int
                             if nt67 > 127:
                                 nt67, pos = read_uvarint(buf, pos - 1)
                             if nt67:
+                                if nt67 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt67} tagged fields are longer than the frame"
+                                    )
                                 for _ in range(nt67):
                                     tg68 = buf[pos]
                                     pos += 1

@@ -94,6 +94,8 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
     if nt8 > 127:
         nt8, pos = read_uvarint(buf, pos - 1)
     if nt8:
+        if nt8 > (blen - pos) // 2:
+            raise Malformed(f"{nt8} tagged fields are longer than the frame")
         for _ in range(nt8):
             tg9 = buf[pos]
             pos += 1
@@ -173,6 +175,8 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[RequestHeader, int]:
         if nt8 > 127:
             nt8, pos = read_uvarint(buf, pos - 1)
         if nt8:
+            if nt8 > (blen - pos) // 2:
+                raise Malformed(f"{nt8} tagged fields are longer than the frame")
             for _ in range(nt8):
                 tg9 = buf[pos]
                 pos += 1

@@ -43,6 +43,8 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ResponseHeader, int]:
     if nt2 > 127:
         nt2, pos = read_uvarint(buf, pos - 1)
     if nt2:
+        if nt2 > (blen - pos) // 2:
+            raise Malformed(f"{nt2} tagged fields are longer than the frame")
         for _ in range(nt2):
             tg3 = buf[pos]
             pos += 1
@@ -85,6 +87,8 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ResponseHeader, int]:
         if nt2 > 127:
             nt2, pos = read_uvarint(buf, pos - 1)
         if nt2:
+            if nt2 > (blen - pos) // 2:
+                raise Malformed(f"{nt2} tagged fields are longer than the frame")
             for _ in range(nt2):
                 tg3 = buf[pos]
                 pos += 1

@@ -49,7 +49,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[SaslHandshakeResponse, int]:
     if n3 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n3 > blen - pos:
+        if n3 > (blen - pos) // 2:
             raise Malformed(f"array of {n3} elements is longer than the frame")
         v2: list[str] = []
         for _ in range(n3):
@@ -84,7 +84,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[SaslHandshakeResponse
         if n3 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n3 > blen - pos:
+            if n3 > (blen - pos) // 2:
                 raise Malformed(f"array of {n3} elements is longer than the frame")
             v2: list[str] = []
             for _ in range(n3):

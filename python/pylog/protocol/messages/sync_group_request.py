@@ -87,6 +87,7 @@ class SyncGroupRequestAssignment(Struct):
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -114,8 +115,11 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     if n11 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n11 > blen - pos:
+        if n11 > (blen - pos) // 6:
             raise Malformed(f"array of {n11} elements is longer than the frame")
+        left -= n11
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v10: list[SyncGroupRequestAssignment] = []
         for _ in range(n11):
             n14 = rd16(buf, pos)[0]
@@ -152,6 +156,7 @@ decode_v2 = decode_v0
 
 def decode_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = rd16(buf, pos)[0]
     pos += 2
     if n3 < 0:
@@ -190,8 +195,11 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     if n15 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n15 > blen - pos:
+        if n15 > (blen - pos) // 6:
             raise Malformed(f"array of {n15} elements is longer than the frame")
+        left -= n15
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v14: list[SyncGroupRequestAssignment] = []
         for _ in range(n15):
             n18 = rd16(buf, pos)[0]
@@ -222,6 +230,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
 
 def decode_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -272,8 +281,11 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     if n15 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n15 > blen - pos:
+        if n15 > (blen - pos) // 3:
             raise Malformed(f"array of {n15} elements is longer than the frame")
+        left -= n15
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v14: list[SyncGroupRequestAssignment] = []
         for _ in range(n15):
             n18 = buf[pos]
@@ -307,6 +319,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
             if nt24 > 127:
                 nt24, pos = read_uvarint(buf, pos - 1)
             if nt24:
+                if nt24 > (blen - pos) // 2:
+                    raise Malformed(f"{nt24} tagged fields are longer than the frame")
                 for _ in range(nt24):
                     tg25 = buf[pos]
                     pos += 1
@@ -327,6 +341,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     if nt29 > 127:
         nt29, pos = read_uvarint(buf, pos - 1)
     if nt29:
+        if nt29 > (blen - pos) // 2:
+            raise Malformed(f"{nt29} tagged fields are longer than the frame")
         for _ in range(nt29):
             tg30 = buf[pos]
             pos += 1
@@ -346,6 +362,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
 
 def decode_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     blen = len(buf)
+    left = 100000
     n3 = buf[pos]
     pos += 1
     if n3 > 127:
@@ -424,8 +441,11 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     if n23 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n23 > blen - pos:
+        if n23 > (blen - pos) // 3:
             raise Malformed(f"array of {n23} elements is longer than the frame")
+        left -= n23
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
         v22: list[SyncGroupRequestAssignment] = []
         for _ in range(n23):
             n26 = buf[pos]
@@ -459,6 +479,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
             if nt32 > 127:
                 nt32, pos = read_uvarint(buf, pos - 1)
             if nt32:
+                if nt32 > (blen - pos) // 2:
+                    raise Malformed(f"{nt32} tagged fields are longer than the frame")
                 for _ in range(nt32):
                     tg33 = buf[pos]
                     pos += 1
@@ -479,6 +501,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int]:
     if nt37 > 127:
         nt37, pos = read_uvarint(buf, pos - 1)
     if nt37:
+        if nt37 > (blen - pos) // 2:
+            raise Malformed(f"{nt37} tagged fields are longer than the frame")
         for _ in range(nt37):
             tg38 = buf[pos]
             pos += 1
@@ -500,6 +524,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -531,8 +556,11 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         if n11 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n11 > blen - pos:
+            if n11 > (blen - pos) // 6:
                 raise Malformed(f"array of {n11} elements is longer than the frame")
+            left -= n11
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v10: list[SyncGroupRequestAssignment] = []
             for _ in range(n11):
                 fld = "assignments[].member_id"
@@ -575,6 +603,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = rd16(buf, pos)[0]
         pos += 2
@@ -618,8 +647,11 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         if n15 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n15 > blen - pos:
+            if n15 > (blen - pos) // 6:
                 raise Malformed(f"array of {n15} elements is longer than the frame")
+            left -= n15
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v14: list[SyncGroupRequestAssignment] = []
             for _ in range(n15):
                 fld = "assignments[].member_id"
@@ -656,6 +688,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -711,8 +744,11 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         if n15 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n15 > blen - pos:
+            if n15 > (blen - pos) // 3:
                 raise Malformed(f"array of {n15} elements is longer than the frame")
+            left -= n15
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v14: list[SyncGroupRequestAssignment] = []
             for _ in range(n15):
                 fld = "assignments[].member_id"
@@ -749,6 +785,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
                 if nt24 > 127:
                     nt24, pos = read_uvarint(buf, pos - 1)
                 if nt24:
+                    if nt24 > (blen - pos) // 2:
+                        raise Malformed(f"{nt24} tagged fields are longer than the frame")
                     for _ in range(nt24):
                         tg25 = buf[pos]
                         pos += 1
@@ -770,6 +808,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         if nt29 > 127:
             nt29, pos = read_uvarint(buf, pos - 1)
         if nt29:
+            if nt29 > (blen - pos) // 2:
+                raise Malformed(f"{nt29} tagged fields are longer than the frame")
             for _ in range(nt29):
                 tg30 = buf[pos]
                 pos += 1
@@ -793,6 +833,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
     fld = "(start)"
     try:
         blen = len(buf)
+        left = 100000
         fld = "group_id"
         n3 = buf[pos]
         pos += 1
@@ -878,8 +919,11 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         if n23 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n23 > blen - pos:
+            if n23 > (blen - pos) // 3:
                 raise Malformed(f"array of {n23} elements is longer than the frame")
+            left -= n23
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
             v22: list[SyncGroupRequestAssignment] = []
             for _ in range(n23):
                 fld = "assignments[].member_id"
@@ -916,6 +960,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
                 if nt32 > 127:
                     nt32, pos = read_uvarint(buf, pos - 1)
                 if nt32:
+                    if nt32 > (blen - pos) // 2:
+                        raise Malformed(f"{nt32} tagged fields are longer than the frame")
                     for _ in range(nt32):
                         tg33 = buf[pos]
                         pos += 1
@@ -937,6 +983,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupRequest, int
         if nt37 > 127:
             nt37, pos = read_uvarint(buf, pos - 1)
         if nt37:
+            if nt37 > (blen - pos) // 2:
+                raise Malformed(f"{nt37} tagged fields are longer than the frame")
             for _ in range(nt37):
                 tg38 = buf[pos]
                 pos += 1

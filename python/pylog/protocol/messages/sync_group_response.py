@@ -120,6 +120,8 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
     if nt7 > 127:
         nt7, pos = read_uvarint(buf, pos - 1)
     if nt7:
+        if nt7 > (blen - pos) // 2:
+            raise Malformed(f"{nt7} tagged fields are longer than the frame")
         for _ in range(nt7):
             tg8 = buf[pos]
             pos += 1
@@ -187,6 +189,8 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, int]:
     if nt15 > 127:
         nt15, pos = read_uvarint(buf, pos - 1)
     if nt15:
+        if nt15 > (blen - pos) // 2:
+            raise Malformed(f"{nt15} tagged fields are longer than the frame")
         for _ in range(nt15):
             tg16 = buf[pos]
             pos += 1
@@ -285,6 +289,8 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, in
         if nt7 > 127:
             nt7, pos = read_uvarint(buf, pos - 1)
         if nt7:
+            if nt7 > (blen - pos) // 2:
+                raise Malformed(f"{nt7} tagged fields are longer than the frame")
             for _ in range(nt7):
                 tg8 = buf[pos]
                 pos += 1
@@ -361,6 +367,8 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[SyncGroupResponse, in
         if nt15 > 127:
             nt15, pos = read_uvarint(buf, pos - 1)
         if nt15:
+            if nt15 > (blen - pos) // 2:
+                raise Malformed(f"{nt15} tagged fields are longer than the frame")
             for _ in range(nt15):
                 tg16 = buf[pos]
                 pos += 1
