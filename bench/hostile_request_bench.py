@@ -1,5 +1,5 @@
 """What one oversized request costs a broker process: its peak RSS and how long
-other clients wait meanwhile (issue 6 of "no request that can sink the broker").
+other clients wait meanwhile (the hardening of oversized arrays: the protocol element budget and the paced handlers).
 
 A real `pylog broker start` subprocess (Kafka's default socket.request.max.bytes,
 100 MiB); a canary connection sends ApiVersions every 5 ms and times each
