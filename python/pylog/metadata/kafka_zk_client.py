@@ -56,6 +56,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from pylog.errors import KafkaError
 from pylog.metadata.zk_data import (
     PERSISTENT_ZK_PATHS,
     BrokerIdsZNode,
@@ -99,12 +100,16 @@ T = TypeVar("T")
 MATCH_ANY_VERSION = -1
 
 
-class ZkError(Exception):
-    """A ZooKeeper operation failed (connection, session, server error)."""
+class ZkError(KafkaError):
+    """A ZooKeeper operation failed (connection, session, server error). A
+    KafkaError, so a request it fails is answered (UNKNOWN_SERVER_ERROR with
+    the message) and a start-up it fails says why."""
 
 
 class ZkConnectionError(ZkError):
     """No ZooKeeper session: the server is unreachable or the session expired."""
+
+    retriable = True
 
 
 class ZkVersionMismatch(ZkError):
