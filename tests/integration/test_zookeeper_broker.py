@@ -73,7 +73,13 @@ def test_broker_keeps_its_metadata_in_kafkas_znodes(
 ) -> None:
     connect = f"{pylog_zookeeper.connect}/pylog-{uuid.uuid4().hex[:8]}"
     b = BrokerProcess(
-        tmp_path / "b1", {"zookeeper.connect": connect, "broker.id": 7, "broker.rack": "r1"}
+        tmp_path / "b1",
+        {
+            "zookeeper.connect": connect,
+            "broker.id": 7,
+            "broker.rack": "r1",
+            "offsets.topic.num.partitions": 2,
+        },
     ).start()
     brokers.append(b)
     topic = topic_name("zk")
@@ -117,6 +123,26 @@ def test_broker_keeps_its_metadata_in_kafkas_znodes(
     assert changes and all(c.startswith("config_change_") for c in changes)
     last = max(changes)
     assert _json(k, f"/config/changes/{last}") == {"version": 2, "entity_path": f"topics/{topic}"}
+
+    # a consumer group: the first FindCoordinator creates __consumer_offsets in ZooKeeper
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "g1",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+    try:
+        c.subscribe([topic])
+        got_one = None
+        for _ in range(int(WAIT / 0.5)):
+            got_one = c.poll(0.5)
+            if got_one is not None:
+                break
+        assert got_one is not None and got_one.error() is None
+        c.commit(message=got_one, asynchronous=False)
+    finally:
+        c.close()
+    offsets = _json(k, "/brokers/topics/__consumer_offsets")
+    assert offsets["partitions"] == {"0": [7], "1": [7]}
+    assert _json(k, "/config/topics/__consumer_offsets")["config"]["cleanup.policy"] == "compact"
 
     # a clean shutdown deregisters at once; a restart reads the topic back from ZooKeeper
     assert b.stop() == 0
