@@ -253,6 +253,7 @@ def test_zk_store_follows_another_brokers_changes(clients: Callable[..., KafkaZk
         loop = asyncio.get_running_loop()
         one = await asyncio.to_thread(ZkMetadataStore, clients(), 1, loop=loop)
         two = await asyncio.to_thread(ZkMetadataStore, clients(), 2, loop=loop)
+        one.start_watching()
         two.start_watching()
         assert one.cluster_id == two.cluster_id
         heard: list[tuple[str, str, bool]] = []
@@ -288,6 +289,8 @@ def test_zk_store_follows_another_brokers_changes(clients: Callable[..., KafkaZk
 
         grown = await asyncio.to_thread(one.add_partitions, "orders", 5)
         assert grown.partitions == 5
+        await until(lambda: ("partitions", "orders", True) in heard)
+        assert two.topic("orders").partitions == 5  # type: ignore[union-attr]
         assert one.zk.get_partition_state("orders", 4) == LeaderAndIsr(1, 0, [1], 0, zk_version=0)
 
         assert await asyncio.to_thread(one.reserve_producer_id_block, 10) == 0
@@ -296,6 +299,18 @@ def test_zk_store_follows_another_brokers_changes(clients: Callable[..., KafkaZk
         await asyncio.to_thread(one.delete_topic, "orders")
         await until(lambda: ("delete", "orders", True) in heard)
         assert two.topic("orders") is None and one.topics() == []
+
+        # two brokers create one topic at once: one wins, the other is told it exists
+        async def create(store: ZkMetadataStore) -> str:
+            try:
+                await asyncio.to_thread(store.create_topic, "race", 2)
+                return "created"
+            except TopicAlreadyExistsError:
+                return "exists"
+
+        assert sorted(await asyncio.gather(create(one), create(two))) == ["created", "exists"]
+        await until(lambda: one.topic("race") is not None and two.topic("race") is not None)
+        assert one.topic("race") == two.topic("race")
         one.close()
         two.close()
 

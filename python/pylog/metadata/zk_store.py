@@ -7,10 +7,11 @@ tools, see the same metadata.
 Reads come from an in-memory view (the broker reads metadata on every
 Metadata request; a ZooKeeper round trip each time would be absurd). The view
 is loaded at start-up and kept current two ways: this broker's own changes
-update it when ZooKeeper has accepted them, and watches on
-``/brokers/topics`` (topics created or deleted by another broker or a tool)
-and ``/config/changes`` (config change notifications, Kafka's
-ConfigChangeListener) re-read what changed.
+update it when ZooKeeper has accepted them, and watches re-read what others
+(other brokers, tools) changed: ``/brokers/topics``' children (topics created
+or deleted), each ``/brokers/topics/<topic>`` (partitions added) and
+``/config/changes`` (config change notifications, Kafka's
+ConfigChangeListener).
 
 Threads. Every change makes ZooKeeper round trips and blocks its caller, so
 :attr:`blocking` is True and callers on the event loop run changes in a thread
@@ -69,6 +70,7 @@ from pylog.metadata.zk_data import (
     LeaderAndIsr,
     TopicReplicaAssignment,
     TopicsZNode,
+    TopicZNode,
     ZkDataError,
 )
 
@@ -115,6 +117,8 @@ class ZkMetadataStore(MetadataStore):
         self._topics: dict[str, TopicMetadata] = {}
         self._by_id: dict[str, TopicMetadata] = {}
         self._stop_watches: list[Callable[[], None]] = []
+        self._topic_watches: dict[str, Callable[[], None]] = {}
+        self._watching = False
         # Watch events are re-read here, one at a time, never on kazoo's thread.
         self._reader = concurrent.futures.ThreadPoolExecutor(1, "pylog-zk-metadata")
         self._last_change_seq = -1
@@ -138,7 +142,10 @@ class ZkMetadataStore(MetadataStore):
 
     def start_watching(self) -> None:
         """Follow changes made by others (other brokers, tools)."""
-        with _zk_errors("watching ZooKeeper"):
+        with self._lock, _zk_errors("watching ZooKeeper"):
+            self._watching = True
+            for name in list(self._topics):
+                self._watch_topic(name)
             self._stop_watches.append(
                 self.zk.watch_children(TopicsZNode.path(), self._on_topics_changed)
             )
@@ -148,9 +155,10 @@ class ZkMetadataStore(MetadataStore):
 
     def close(self) -> None:
         self._closed = True
-        for stop in self._stop_watches:
+        for stop in [*self._stop_watches, *self._topic_watches.values()]:
             stop()
         self._stop_watches.clear()
+        self._topic_watches.clear()
         self._reader.shutdown(wait=False, cancel_futures=True)
 
     # ------------------------------------------------------------------ view
@@ -164,6 +172,8 @@ class ZkMetadataStore(MetadataStore):
         return _topic_metadata(name, assignment, configs)
 
     def _put(self, meta: TopicMetadata) -> None:
+        if self._watching and meta.name not in self._topic_watches:
+            self._watch_topic(meta.name)
         old = self._topics.get(meta.name)
         if old is not None and old.topic_id != meta.topic_id:
             self._by_id.pop(old.topic_id, None)
@@ -171,6 +181,9 @@ class ZkMetadataStore(MetadataStore):
         self._by_id[meta.topic_id] = meta
 
     def _drop(self, name: str) -> TopicMetadata | None:
+        stop = self._topic_watches.pop(name, None)
+        if stop is not None:
+            stop()
         meta = self._topics.pop(name, None)
         if meta is not None:
             self._by_id.pop(meta.topic_id, None)
@@ -227,6 +240,31 @@ class ZkMetadataStore(MetadataStore):
                     self._notify(event)
         except (ZkError, ZkDataError):
             _log.exception("reading the topics from ZooKeeper failed")
+
+    def _watch_topic(self, name: str) -> None:
+        def on_assignment(data: bytes | None, version: int) -> None:
+            if data is not None and not self._closed:
+                with contextlib.suppress(RuntimeError):
+                    self._reader.submit(self._reassess_topic, name, data)
+
+        self._topic_watches[name] = self.zk.watch_data(TopicZNode.path(name), on_assignment)
+
+    def _reassess_topic(self, name: str, data: bytes) -> None:
+        """A topic's assignment changed: partitions added by another broker."""
+        try:
+            assignment = TopicZNode.decode(name, data)
+        except ZkDataError:
+            _log.exception("unreadable assignment of topic %s", name)
+            return
+        with self._lock:
+            meta = self._topics.get(name)
+            count = len(assignment.partitions)
+            if meta is None or count <= meta.partitions:
+                return
+            new = _replace(meta, partitions=count)
+            self._put(new)
+            _log.info("topic %s grew to %d partitions elsewhere", name, count)
+            self._notify(MetadataEvent("partitions", new, meta))
 
     def _on_config_changes(self, children: list[str]) -> None:
         if not self._closed:
