@@ -287,6 +287,17 @@ def test_zk_store_follows_another_brokers_changes(clients: Callable[..., KafkaZk
         await until(lambda: ("config", "orders", True) in heard)
         assert two.topic("orders").configs == {"retention.ms": "1000"}  # type: ignore[union-attr]
 
+        # brokers altering different keys at once: each merges into what ZooKeeper has
+        await asyncio.gather(
+            *(
+                asyncio.to_thread(store.alter_topic_config, "orders", {key: "1"})
+                for store, key in [(one, "a.1"), (two, "b.2"), (one, "c.3"), (two, "d.4")]
+            )
+        )
+        want = {"retention.ms": "1000", "a.1": "1", "b.2": "1", "c.3": "1", "d.4": "1"}
+        assert one.zk.get_entity_config("topics", "orders") == want
+        await until(lambda: one.topic("orders").configs == two.topic("orders").configs == want)  # type: ignore[union-attr]
+
         grown = await asyncio.to_thread(one.add_partitions, "orders", 5)
         assert grown.partitions == 5
         await until(lambda: ("partitions", "orders", True) in heard)

@@ -354,6 +354,8 @@ class ZkMetadataStore(MetadataStore):
         with self._lock, _zk_errors(f"creating topic {name}"):
             if name in self._topics or self.zk.get_topic_assignment(name) is not None:
                 raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+            if self.zk.is_topic_marked_for_deletion(name):
+                raise TopicAlreadyExistsError(f"topic {name!r} is marked for deletion")
             colliding = name.replace(".", "_")
             for other in self._topics:
                 if other.replace(".", "_") == colliding:
@@ -431,30 +433,48 @@ class ZkMetadataStore(MetadataStore):
             raise ZkMetadataError(f"topic {name!r} kept changing while adding partitions")
 
     def alter_topic_config(self, name: str, configs: Mapping[str, str | None]) -> None:
-        with self._lock:
-            meta = self._topics.get(name)
-            if meta is None:
-                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
-            merged = dict(meta.configs)
+        """Merge into the overrides as ZooKeeper has them now (not as this
+        broker last saw them), written conditional on the znode version: two
+        brokers altering different keys at once both keep their change."""
+
+        def merge(current: Mapping[str, str]) -> dict[str, str]:
+            merged = dict(current)
             for k, v in configs.items():
                 if v is None:
                     merged.pop(k, None)
                 else:
                     merged[k] = str(v)
-            self.set_topic_config(name, merged)
+            return merged
+
+        self._write_topic_config(name, merge)
 
     def set_topic_config(self, name: str, configs: Mapping[str, str]) -> None:
+        clean = {k: str(v) for k, v in configs.items()}
+        self._write_topic_config(name, lambda _current: clean)
+
+    def _write_topic_config(
+        self, name: str, compute: Callable[[Mapping[str, str]], dict[str, str]]
+    ) -> None:
         with self._lock, _zk_errors(f"setting the config of {name}"):
-            meta = self._topics.get(name)
-            if meta is None:
-                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
-            clean = {k: str(v) for k, v in configs.items()}
-            change = self.zk.set_entity_config("topics", name, clean)
-            # our own notification: already applied here
-            self._last_change_seq = max(self._last_change_seq, _Changes.sequence_number(change))
-            new = _replace(meta, configs=clean)
-            self._put(new)
-            self._notify(MetadataEvent("config", new, meta))
+            for _ in range(10):
+                meta = self._topics.get(name)
+                if meta is None:
+                    raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+                got = self.zk.get_entity_config_versioned("topics", name)
+                current, version = got if got is not None else ({}, -1)
+                wanted = compute(current)
+                try:
+                    change = self.zk.set_entity_config("topics", name, wanted, version)
+                except (ZkVersionMismatch, ZkNodeExists):
+                    continue  # another broker changed it: merge again
+                # our own notification: applied here already
+                seq = _Changes.sequence_number(change)
+                self._last_change_seq = max(self._last_change_seq, seq)
+                new = _replace(meta, configs=wanted)
+                self._put(new)
+                self._notify(MetadataEvent("config", new, meta))
+                return
+            raise ZkMetadataError(f"the config of topic {name!r} kept changing")
 
     def reserve_producer_id_block(self, size: int) -> int:
         with _zk_errors("allocating producer ids"):
