@@ -90,6 +90,7 @@ __all__ = [
     "ZkError",
     "ZkNodeExists",
     "ZkVersionMismatch",
+    "ZnodeStat",
 ]
 
 _log = logging.getLogger("pylog.zookeeper")
@@ -128,6 +129,21 @@ class BrokerIdInUseError(ZkError):
 class ControllerMovedError(ZkError):
     """Another broker is (or became) the controller, or the controller epoch
     moved past the one this write was fenced with."""
+
+
+class ZnodeStat(NamedTuple):
+    """The parts of a znode's stat pylog reads (kazoo's ZnodeStat, typed)."""
+
+    czxid: int  # the transaction that created it: a broker epoch for /brokers/ids/<id>
+    version: int  # data version, the condition of a conditional write
+    ephemeral_owner: int  # the owning session of an ephemeral znode, else 0
+    num_children: int
+
+    @classmethod
+    def of(cls, stat: Any) -> ZnodeStat:
+        return cls(
+            int(stat.czxid), int(stat.version), int(stat.ephemeralOwner), int(stat.numChildren)
+        )
 
 
 class ConditionalUpdate(NamedTuple):
@@ -316,13 +332,13 @@ class KafkaZkClient:
         except (KazooException, KazooTimeoutError) as e:
             raise _translate(e, what) from e
 
-    def get_data(self, path: str) -> tuple[bytes, Any] | None:
-        """(data, stat) or None; the stat has ``version``, ``czxid``, ``ephemeralOwner``."""
+    def get_data(self, path: str) -> tuple[bytes, ZnodeStat] | None:
+        """(data, stat) or None."""
         try:
             data, stat = self._call(f"get {path}", lambda: self._zk.get(path))
         except NoNodeError:
             return None
-        return bytes(data or b""), stat
+        return bytes(data or b""), ZnodeStat.of(stat)
 
     def get_children(self, path: str) -> list[str]:
         try:
@@ -423,13 +439,13 @@ class KafkaZkClient:
             if got is None:  # gone between the two calls: try once more
                 return self.register_broker(info)
             stat = got[1]
-            if int(stat.ephemeralOwner) == self.session_id:
-                return int(stat.czxid)
+            if stat.ephemeral_owner == self.session_id:
+                return stat.czxid
             existing = got[0].decode("utf-8", "replace")
             raise BrokerIdInUseError(
                 f"broker.id {info.id} is already registered in ZooKeeper at "
                 f"{self.connect_string} by another live broker (session "
-                f"0x{int(stat.ephemeralOwner):x}): {existing}. Give each broker its own "
+                f"0x{stat.ephemeral_owner:x}): {existing}. Give each broker its own "
                 "broker.id, or wait for the other session to end."
             ) from None
 
@@ -437,15 +453,15 @@ class KafkaZkClient:
         """Delete our own ``/brokers/ids/<id>`` (never another session's)."""
         path = BrokerIdZNode.path(broker_id)
         got = self.get_data(path)
-        if got is None or int(got[1].ephemeralOwner) != self.session_id:
+        if got is None or got[1].ephemeral_owner != self.session_id:
             return False
-        return self.delete_recursive(path, int(got[1].version))
+        return self.delete_recursive(path, got[1].version)
 
     def get_broker(self, broker_id: int) -> BrokerInfo | None:
         got = self.get_data(BrokerIdZNode.path(broker_id))
         if got is None:
             return None
-        return BrokerIdZNode.decode(broker_id, got[0], int(got[1].czxid))
+        return BrokerIdZNode.decode(broker_id, got[0], got[1].czxid)
 
     def get_sorted_broker_list(self) -> list[int]:
         return sorted(int(c) for c in self.get_children(BrokerIdsZNode.path()) if c.isdigit())
@@ -469,7 +485,7 @@ class KafkaZkClient:
         got = self.get_data(TopicZNode.path(topic))
         if got is None:
             return None
-        return TopicZNode.decode(topic, got[0]), int(got[1].version)
+        return TopicZNode.decode(topic, got[0]), got[1].version
 
     def create_topic(
         self,
@@ -543,7 +559,7 @@ class KafkaZkClient:
         got = self.get_data(TopicPartitionStateZNode.path(topic, partition))
         if got is None:
             return None
-        return TopicPartitionStateZNode.decode(topic, partition, got[0], int(got[1].version))
+        return TopicPartitionStateZNode.decode(topic, partition, got[0], got[1].version)
 
     def create_partition_state(self, topic: str, partition: int, state: LeaderAndIsr) -> int:
         """Create the state znode (and its parents); ZkNodeExists if it is there.
@@ -606,7 +622,7 @@ class KafkaZkClient:
         got = self.get_data(ControllerEpochZNode.path())
         if got is None:
             return None
-        return ControllerEpochZNode.decode(got[0]), int(got[1].version)
+        return ControllerEpochZNode.decode(got[0]), got[1].version
 
     def create_controller_epoch_if_missing(self) -> None:
         """``/controller_epoch`` starts at 0 (Kafka's initial epoch)."""
@@ -642,7 +658,7 @@ class KafkaZkClient:
                 return new_epoch, int(results[1].version)
             except ZkNodeExists:
                 got = self.get_data(ControllerZNode.path())
-                if got is not None and int(got[1].ephemeralOwner) == self.session_id:
+                if got is not None and got[1].ephemeral_owner == self.session_id:
                     # our own earlier attempt (a retried call): we hold the office
                     again = self.get_controller_epoch()
                     if again is not None:
@@ -652,12 +668,12 @@ class KafkaZkClient:
             except ZkVersionMismatch:
                 continue  # the epoch moved under us: re-read and retry
 
-    def delete_controller(self, expected_controller_epoch_zk_version: int | None = None) -> None:
+    def delete_controller(self) -> None:
         """Resign: delete ``/controller`` if it is our session's."""
         got = self.get_data(ControllerZNode.path())
-        if got is None or int(got[1].ephemeralOwner) != self.session_id:
+        if got is None or got[1].ephemeral_owner != self.session_id:
             return
-        self.delete_recursive(ControllerZNode.path(), int(got[1].version))
+        self.delete_recursive(ControllerZNode.path(), got[1].version)
 
     # ------------------------------------------------------------------ delete topics
 
@@ -723,7 +739,7 @@ class KafkaZkClient:
         self, entity_type: str, entity_name: str
     ) -> tuple[dict[str, str], int] | None:
         got = self.get_data(ConfigEntityZNode.path(entity_type, entity_name))
-        return (ConfigEntityZNode.decode(got[0]), int(got[1].version)) if got else None
+        return (ConfigEntityZNode.decode(got[0]), got[1].version) if got else None
 
     def set_entity_config(
         self,
@@ -800,7 +816,7 @@ class KafkaZkClient:
             else:  # the persistent path, created empty at start-up
                 block = ProducerIdBlock(broker_id, 0, size)
             if self.conditional_set(
-                path, ProducerIdBlockZNode.encode(block), int(stat.version)
+                path, ProducerIdBlockZNode.encode(block), stat.version
             ).succeeded:
                 return block
 
