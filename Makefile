@@ -33,15 +33,17 @@ run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./
 
 test: install tools test-rust test-python ## install everything the tests need, then run all tests
 
-tools: ## system tools the tests drive (kcat; a Java runtime for Spark), from Debian — needs root or sudo
+tools: ## system tools the tests drive (kcat; a Java runtime for Spark; ZooKeeper for the cluster), from Debian — needs root or sudo
 	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \
 	  command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
+	  [ -f /usr/share/java/zookeeper.jar ] || missing="$$missing zookeeper"; \
 	  if [ -n "$$missing" ]; then \
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	  fi
 	@kcat -V | head -1
 	@java -version 2>&1 | head -1
+	@ls /usr/share/java/zookeeper-3*.jar | sed 's|.*/||'
 
 test-rust: ## cargo test of the native core
 	cargo test -q --workspace --exclude pylog-py

@@ -1,5 +1,6 @@
 """What one oversized request costs a broker process: its peak RSS and how long
-other clients wait meanwhile (the hardening of oversized arrays: the protocol element budget and the paced handlers).
+other clients wait meanwhile (what the protocol's element budget and the paced
+handlers bound).
 
 A real `pylog broker start` subprocess (Kafka's default socket.request.max.bytes,
 100 MiB); a canary connection sends ApiVersions every 5 ms and times each

@@ -57,7 +57,7 @@ def test_properties_file_with_overrides(tmp_path: Path) -> None:
         "advertised.listeners=PLAINTEXT://broker3.example:9093,INTERNAL://127.0.0.1:0\n"
         "log.dirs=/data/a,/data/b\n"
         "num.partitions=4\n"
-        "zookeeper.connect=localhost:2181\n"
+        "host.name=localhost\n"  # retired in Kafka 3.0: kept, logged, ignored
     )
     c = KafkaConfig.from_properties(props, {"num.partitions": "6", "log.segment.bytes": "2097152"})
     assert c.broker_id == 3
@@ -67,7 +67,7 @@ def test_properties_file_with_overrides(tmp_path: Path) -> None:
     assert c.log_dirs == ("/data/a", "/data/b")
     assert c.num_partitions == 6
     assert c.log.default_log_config.segment_bytes == 2097152
-    assert c.unknown == ("zookeeper.connect",)
+    assert c.unknown == ("host.name",)
     bound = c.with_bound_ports({"INTERNAL": 40000, "PLAINTEXT": 9093})
     assert bound.listener("internal") == EndPoint("INTERNAL", "127.0.0.1", 40000)
     assert bound.advertised_listeners[1].port == 40000

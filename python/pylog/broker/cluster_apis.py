@@ -10,7 +10,7 @@ import contextlib
 import logging
 import os
 
-from pylog.broker.request_helpers import Pacer
+from pylog.broker.request_helpers import Pacer, store_change
 from pylog.broker.response_dicts import (
     DescribeClusterResponseDict,
     DescribeLogDirsPartitionDict,
@@ -193,7 +193,7 @@ class ClusterApis:
                         topics.append(self._topic_error(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
                         continue
                     if allow_auto:
-                        code, meta = self._auto_create(name)
+                        code, meta = await store_change(store, self._auto_create, name)
                         if meta is None:
                             topics.append(self._topic_error(code, name))
                             continue

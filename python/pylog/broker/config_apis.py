@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from pylog.broker.request_helpers import Pacer, duplicates, error_of
+from pylog.broker.request_helpers import Pacer, duplicates, error_of, store_change
 from pylog.config import ConfigKey, ConfigType
 from pylog.errors import (
     ErrorCode,
@@ -323,7 +323,9 @@ class ConfigApis:
     ) -> AlterConfigsResponse:
         # Replace semantics: the request's keys become the topic's whole
         # override set (a null value is the same as absent).
-        results = self._alter_config_resources(
+        results = await store_change(
+            self.metadata_store,
+            self._alter_config_resources,
             body.resources,
             bool(body.validate_only),
             "AlterConfigs",
@@ -352,7 +354,9 @@ class ConfigApis:
                         f"Unknown config operation {c.config_operation} for {c.name}"
                     )
 
-        results = self._alter_config_resources(
+        results = await store_change(
+            self.metadata_store,
+            self._alter_config_resources,
             body.resources,
             bool(body.validate_only),
             "IncrementalAlterConfigs",

@@ -8,11 +8,13 @@ coordinator.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
-from pylog.broker.request_helpers import Pacer
+from pylog.broker.request_helpers import Pacer, store_change
 from pylog.coordinator.group import GroupState
 from pylog.coordinator.group_coordinator import GroupCoordinator, JoinRequest
+from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
 from pylog.errors import ErrorCode
 from pylog.network import Request
 from pylog.protocol.messages import (
@@ -113,6 +115,18 @@ class GroupApis:
     ) -> FindCoordinatorResponse:
         version = request.header.api_version
         key_type = body.key_type
+        manager = self.coordinator.manager
+        store = manager.metadata_store
+        if (
+            store.blocking
+            and key_type == _KEY_TYPE_GROUP
+            and store.topic(GROUP_METADATA_TOPIC) is None
+        ):
+            # The first FindCoordinator creates the offsets topic: with the
+            # ZooKeeper store that is a network round trip, made off the loop.
+            # A failure is answered below (find_coordinator tries again).
+            with contextlib.suppress(Exception):
+                await store_change(store, manager.ensure_topic)
         if version >= 4:
             return FindCoordinatorResponse(
                 throttle_time_ms=0,

@@ -13,12 +13,22 @@ it); the MetadataStore, ReplicaManager and KafkaApis are built; the
 SocketServer starts accepting; the metrics endpoint starts if ``metrics.port``
 is set. A failure on the way undoes what was started.
 
-Shutdown (SIGTERM, SIGINT, or :meth:`KafkaServer.shutdown`): stop accepting,
+With ``zookeeper.connect`` (docs/cluster.md) the broker connects to ZooKeeper
+once its listeners are bound, keeps its metadata there (ZkMetadataStore) and
+registers ``/brokers/ids/<broker.id>`` with its bound endpoints
+(KafkaHealthcheck), before it serves a request; another live broker with the
+same id fails the start-up. Without it nothing of this runs: a lone broker
+keeps its metadata in its first log directory (JsonMetadataStore).
+
+Shutdown (SIGTERM, SIGINT, or :meth:`KafkaServer.shutdown`): deregister from
+ZooKeeper (a cluster member), stop accepting,
 stop reading requests, answer every request already received (bounded by
 ``shutdown.timeout.ms``), close connections, shut the request handlers and the
 purgatory down, then the LogManager flushes every log and writes the
-checkpoints and the clean-shutdown marker, so the next start skips recovery.
-After ``kill -9`` there is no marker and the next start recovers.
+checkpoints and the clean-shutdown marker, so the next start skips recovery;
+last, the ZooKeeper session is closed. After ``kill -9`` there is no marker and
+the next start recovers (and ZooKeeper drops the registration when the session
+times out).
 """
 
 from __future__ import annotations
@@ -34,10 +44,13 @@ import time
 from collections.abc import Awaitable, Callable
 
 from pylog.broker.kafka_apis import KafkaApis
+from pylog.broker.kafka_healthcheck import KafkaHealthcheck
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.errors import InvalidConfigurationError
 from pylog.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from pylog.metadata import JsonMetadataStore, MetadataStore
+from pylog.metadata.kafka_zk_client import KafkaZkClient
+from pylog.metadata.zk_store import ZkMetadataStore
 from pylog.network.metrics import MetricsRegistry, MetricsServer
 from pylog.network.request_channel import RequestHandler
 from pylog.network.socket_server import ListenerSpec, SocketServer
@@ -91,8 +104,10 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     """MetadataStore → ReplicaManager → GroupCoordinator → KafkaApis, the
     broker's request handler."""
     assert server.log_manager is not None
-    store = JsonMetadataStore(server.log_manager.log_dirs[0])
-    server.metadata_store = store
+    store = server.metadata_store  # the ZooKeeper store, when zookeeper.connect is set
+    if store is None:
+        store = JsonMetadataStore(server.log_manager.log_dirs[0])
+        server.metadata_store = store
     replica_manager = ReplicaManager(
         server.log_manager,
         store,
@@ -134,6 +149,8 @@ class KafkaServer:
         self.metrics = MetricsRegistry()
         self.log_manager: LogManager | None = None
         self.metadata_store: MetadataStore | None = None
+        self.zk_client: KafkaZkClient | None = None
+        self.healthcheck: KafkaHealthcheck | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.handler: RequestHandler | None = None
@@ -204,9 +221,13 @@ class KafkaServer:
             )
             ports = await self.socket_server.bind()
             self.config = c.with_bound_ports(ports)
+            if c.get("zookeeper.connect"):
+                await self._start_zookeeper()
 
             made = self.handler_factory(self)
             self.handler = await made if inspect.isawaitable(made) else made
+            if isinstance(self.metadata_store, ZkMetadataStore):
+                self.metadata_store.start_watching()
             await _maybe_await(getattr(self.handler, "startup", None))
             await self.socket_server.start_processing(self.handler)
 
@@ -232,6 +253,29 @@ class KafkaServer:
             self.startup_ms,
             ", ".join(str(ep) for ep in self.config.listeners),
         )
+
+    async def _start_zookeeper(self) -> None:
+        """Connect, load the metadata, register this broker (all off the loop)."""
+        c = self.config
+        session_ms = int(c.get("zookeeper.session.timeout.ms"))
+        zk = KafkaZkClient(
+            str(c.get("zookeeper.connect")),
+            session_timeout_ms=session_ms,
+            connection_timeout_ms=c.get("zookeeper.connection.timeout.ms") or session_ms,
+            max_in_flight_requests=int(c.get("zookeeper.max.in.flight.requests")),
+        )
+        self.zk_client = zk
+        await asyncio.to_thread(zk.start)
+        self.metadata_store = await zk.run(
+            ZkMetadataStore,
+            zk,
+            c.broker_id,
+            cluster_id=c.get("cluster.id"),
+            loop=asyncio.get_running_loop(),
+        )
+        healthcheck = KafkaHealthcheck(zk, self.config)
+        await zk.run(healthcheck.startup)
+        self.healthcheck = healthcheck
 
     def _unclean_dirs(self) -> list[str]:
         """Log directories holding data but no clean-shutdown marker."""
@@ -270,6 +314,13 @@ class KafkaServer:
                   (time.perf_counter() - t0) * 1000)  # fmt: skip
 
     async def _stop_components(self, timeout: float) -> None:
+        if self.healthcheck is not None and self.zk_client is not None:
+            # First: the cluster stops sending this broker work.
+            try:
+                await self.zk_client.run(self.healthcheck.shutdown)
+            except Exception:
+                _log.exception("deregistering from ZooKeeper failed")
+            self.healthcheck = None
         if self.group_coordinator is not None:
             # First: a JoinGroup may wait minutes for a rebalance; answered
             # now, it does not hold up the socket server's drain.
@@ -306,6 +357,13 @@ class KafkaServer:
         if self.metrics_server is not None:
             await self.metrics_server.stop()
             self.metrics_server = None
+        if self.zk_client is not None:
+            try:
+                await asyncio.to_thread(self.zk_client.close)
+            except Exception:
+                _log.exception("closing the ZooKeeper session failed")
+            self.zk_client = None
+            self.metadata_store = None  # a restart reconnects and reloads
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

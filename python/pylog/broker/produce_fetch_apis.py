@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pylog.broker.request_helpers import Pacer
+from pylog.broker.request_helpers import Pacer, store_change
 from pylog.broker.response_dicts import (
     FetchableTopicResponseDict,
     FetchResponseDict,
@@ -352,7 +352,9 @@ class ProduceFetchApis:
             return InitProducerIdResponse(
                 throttle_time_ms=0,
                 error_code=ErrorCode.NONE,
-                producer_id=self.producer_ids.generate_producer_id(),
+                producer_id=await store_change(
+                    self.metadata_store, self.producer_ids.generate_producer_id
+                ),
                 producer_epoch=0,
             )
         # No transaction coordinator runs here: a transactional id is answered

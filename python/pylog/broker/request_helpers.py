@@ -1,22 +1,38 @@
 """What several request handlers share: a failure as the (error code, message)
-pair a response carries, and the names a request repeats (Kafka's
-RequestHandlerHelper and the duplicate checks of its admin APIs)."""
+pair a response carries, the names a request repeats (Kafka's
+RequestHandlerHelper and the duplicate checks of its admin APIs), and a
+metadata change made off the event loop when the store waits on the network."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Hashable, Iterable
-from typing import TypeVar
+from collections.abc import Callable, Hashable, Iterable
+from typing import ParamSpec, TypeVar
 
 from pylog.errors import ErrorCode, KafkaError
+from pylog.metadata.store import MetadataStore
 
-__all__ = ["YIELD_EVERY", "Pacer", "duplicates", "error_of"]
+__all__ = ["YIELD_EVERY", "Pacer", "duplicates", "error_of", "store_change"]
 
 _log = logging.getLogger("pylog.broker")
 
 _K = TypeVar("_K", bound=Hashable)
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
+
+
+async def store_change(
+    store: MetadataStore, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs
+) -> _T:
+    """``fn(*args)``, a change of ``store``'s metadata: in a thread when the
+    store blocks on the network (ZooKeeper), so the event loop never waits on
+    it; directly otherwise (the JSON store's write is a local fsync)."""
+    if store.blocking:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    return fn(*args, **kwargs)
+
 
 #: A handler working through a request's arrays gives the event loop a turn this
 #: often (a request holds up to MAX_REQUEST_ELEMENTS elements: without a turn, up to

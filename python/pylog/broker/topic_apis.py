@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from pylog.broker.config_apis import ConfigApis
-from pylog.broker.request_helpers import duplicates, error_of
+from pylog.broker.request_helpers import duplicates, error_of, store_change
 from pylog.broker.response_dicts import (
     CreatableTopicResultDict,
     CreatePartitionsResponseDict,
@@ -99,7 +99,9 @@ class TopicApis:
                 )
                 continue
             try:
-                meta, effective = self._create_topic(t, validate_only)
+                meta, effective = await store_change(
+                    self.metadata_store, self._create_topic, t, validate_only
+                )
             except Exception as e:
                 code, msg = error_of(e)
                 results.append(self._create_result(t.name, code, msg, version))
@@ -274,7 +276,9 @@ class TopicApis:
                 else:
                     out["name"], out["topic_id"] = meta.name, meta.topic_id
                     try:
-                        self.metadata_store.delete_topic(meta.name)
+                        await store_change(
+                            self.metadata_store, self.metadata_store.delete_topic, meta.name
+                        )
                         _log.info("deleted topic %s", meta.name)
                     except Exception as e:
                         code, msg = error_of(e)
@@ -304,7 +308,7 @@ class TopicApis:
             code: int = ErrorCode.NONE
             msg: str | None = None
             try:
-                self._create_partitions(t, validate_only)
+                await store_change(self.metadata_store, self._create_partitions, t, validate_only)
             except Exception as e:
                 code, msg = error_of(e)
             results.append({"name": t.name, "error_code": int(code), "error_message": msg})

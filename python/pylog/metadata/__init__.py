@@ -3,8 +3,11 @@ which config overrides, the cluster id and the producer-id blocks.
 
 :class:`MetadataStore` (``pylog.metadata.store``) is the interface the broker
 uses; :class:`JsonMetadataStore` (``pylog.metadata.json_store``) is today's
-implementation, one JSON document in the first log directory of a single
-broker. A ZooKeeper-backed store goes beside it.
+implementation for a lone broker, one JSON document in its first log directory;
+:class:`ZkMetadataStore` (``pylog.metadata.zk_store``) keeps the same data in
+ZooKeeper in Kafka's layout (``pylog.metadata.zk_data``) through
+:class:`KafkaZkClient` (``pylog.metadata.kafka_zk_client``), for a broker
+started with ``zookeeper.connect``.
 
 The MetadataCache — each broker's view of the cluster (live brokers and their
 endpoints, partition leaders and ISRs), fed by the controller's UpdateMetadata

@@ -97,6 +97,10 @@ class MetadataStore(abc.ABC):
     """The operations the broker uses on the cluster metadata. Implementations
     are thread-safe, and every change is durable when it returns."""
 
+    #: True when a change waits on the network (the ZooKeeper store): callers
+    #: on the event loop then make changes in a thread. Reads never block.
+    blocking: bool = False
+
     # ------------------------------------------------------------------ listeners
 
     @abc.abstractmethod

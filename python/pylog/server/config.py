@@ -15,8 +15,14 @@ Deliberate differences from Kafka, each because pylog is a one-command broker:
 * ``offsets.topic.replication.factor`` defaults to 1 (Kafka: 3), which one
   broker can satisfy.
 
-Unknown keys (``zookeeper.connect`` in an old ``server.properties``…) are kept
-and logged once, as Kafka does, rather than refused.
+Unknown keys (an old ``server.properties``' retired keys…) are kept and logged
+once, as Kafka does, rather than refused.
+
+``zookeeper.connect`` makes the broker a member of a ZooKeeper-mode cluster
+(docs/cluster.md): its metadata lives in ZooKeeper's znodes and it registers
+under ``/brokers/ids/<broker.id>``. Brokers of one cluster need distinct ids, so
+a broker with ``zookeeper.connect`` must set ``broker.id`` (or ``node.id``):
+pylog does not generate ids (Kafka's ``broker.id.generation.enable``).
 """
 
 from __future__ import annotations
@@ -91,6 +97,17 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               "medium"),
     ConfigKey("cluster.id", S, None, "Cluster id reported to clients; generated and kept in "
               "the metadata store when unset.", None, "low"),
+    # ---- ZooKeeper (a cluster: docs/cluster.md)
+    ConfigKey("zookeeper.connect", S, None, "ZooKeeper connection string, "
+              "host:port[,host:port...][/chroot]; unset: a lone broker keeping its metadata "
+              "beside its logs.", None, "high"),
+    ConfigKey("zookeeper.session.timeout.ms", I, 18_000, "ZooKeeper session timeout: a "
+              "broker silent this long loses its registration.", AtLeast(1), "high"),
+    ConfigKey("zookeeper.connection.timeout.ms", I, None, "Longest wait for the ZooKeeper "
+              "connection at start-up; zookeeper.session.timeout.ms when unset.", AtLeast(1),
+              "high"),
+    ConfigKey("zookeeper.max.in.flight.requests", I, 10, "ZooKeeper requests the broker has "
+              "in flight at once.", AtLeast(1), "high"),
     # ---- listeners
     ConfigKey("listeners", LS, ("PLAINTEXT://127.0.0.1:9092",),
               "Comma-separated NAME://host:port the broker listens on; an empty host binds "
@@ -318,6 +335,12 @@ class KafkaConfig:
             raise InvalidConfigurationError(
                 f"Invalid value {broker_id} for configuration broker.id: it must equal "
                 f"node.id ({node_id}) when both are set"
+            )
+        if get("zookeeper.connect") and node_id < 0 and broker_id < 0:
+            raise InvalidConfigurationError(
+                "broker.id must be set (0 or more) when zookeeper.connect is set: the brokers "
+                "of a cluster need distinct ids, and pylog does not generate them "
+                "(broker.id.generation.enable)"
             )
         resolved_id = node_id if node_id >= 0 else broker_id if broker_id >= 0 else 0
 

@@ -1,0 +1,513 @@
+"""ZkMetadataStore: the MetadataStore of a broker started with ``zookeeper.connect``
+— topics, partition counts, topic ids and config overrides, the cluster id and
+the producer-id blocks kept in ZooKeeper in Kafka's layout
+(:mod:`pylog.metadata.zk_data`), so every broker of the cluster, and Kafka's
+tools, see the same metadata.
+
+Reads come from an in-memory view (the broker reads metadata on every
+Metadata request; a ZooKeeper round trip each time would be absurd). The view
+is loaded at start-up and kept current two ways: this broker's own changes
+update it when ZooKeeper has accepted them, and watches re-read what others
+(other brokers, tools) changed: ``/brokers/topics``' children (topics created
+or deleted), each ``/brokers/topics/<topic>`` (partitions added) and
+``/config/changes`` (config change notifications, Kafka's
+ConfigChangeListener).
+
+Threads. Every change makes ZooKeeper round trips and blocks its caller, so
+:attr:`blocking` is True and callers on the event loop run changes in a thread
+(the broker's handlers do). Listeners always run on the event loop thread
+(``loop``): a change made on another thread, or one learnt from a watch, is
+handed to the loop with ``call_soon_threadsafe`` — queued before the caller's
+``await asyncio.to_thread(...)`` resumes, so the caller sees the partitions the
+listener made.
+
+Until the controller exists (the next part of the cluster issue), this store
+does the controller's share of a topic's life itself, for replication factor 1
+on this broker only: it writes the assignment (every partition on this broker)
+and each partition's initial state znode (this broker leader, ISR [it]) on
+creation, and deletes the znodes directly on deletion instead of leaving a
+``/admin/delete_topics`` marker for the controller. The controller issue moves
+both to the controller, where Kafka has them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+
+from pylog.errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    KafkaError,
+    RequestTimedOutError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from pylog.metadata.kafka_zk_client import (
+    KafkaZkClient,
+    ZkConnectionError,
+    ZkError,
+    ZkNodeExists,
+    ZkVersionMismatch,
+)
+from pylog.metadata.store import (
+    Listener,
+    MetadataEvent,
+    MetadataStore,
+    TopicMetadata,
+    new_uuid,
+    validate_topic_name,
+)
+from pylog.metadata.zk_data import (
+    ConfigEntityChangeNotificationZNode as _Changes,
+)
+from pylog.metadata.zk_data import (
+    LeaderAndIsr,
+    TopicReplicaAssignment,
+    TopicsZNode,
+    TopicZNode,
+    ZkDataError,
+)
+
+__all__ = ["ZkMetadataStore"]
+
+_log = logging.getLogger("pylog.metadata")
+
+
+class ZkMetadataError(KafkaError):
+    """ZooKeeper refused or failed a metadata change (the client sees
+    UNKNOWN_SERVER_ERROR with this message)."""
+
+
+@contextlib.contextmanager
+def _zk_errors(what: str) -> Iterator[None]:
+    try:
+        yield
+    except ZkConnectionError as e:
+        raise RequestTimedOutError(f"{what}: {e}") from e
+    except (ZkError, ZkDataError) as e:
+        raise ZkMetadataError(f"{what}: {e}") from e
+
+
+class ZkMetadataStore(MetadataStore):
+    """The ZooKeeper-backed store. Construct it off the event loop (it loads
+    every topic); ``loop`` is where listeners run."""
+
+    #: Changes make ZooKeeper round trips: run them off the event loop.
+    blocking = True
+
+    def __init__(
+        self,
+        zk: KafkaZkClient,
+        broker_id: int,
+        *,
+        cluster_id: str | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self._loop = loop
+        self._lock = threading.RLock()
+        self._listeners: list[Listener] = []
+        self._topics: dict[str, TopicMetadata] = {}
+        self._by_id: dict[str, TopicMetadata] = {}
+        self._stop_watches: list[Callable[[], None]] = []
+        self._topic_watches: dict[str, Callable[[], None]] = {}
+        self._watching = False
+        # Watch events are re-read here, one at a time, never on kazoo's thread.
+        self._reader = concurrent.futures.ThreadPoolExecutor(1, "pylog-zk-metadata")
+        self._last_change_seq = -1
+        self._closed = False
+        with _zk_errors("loading the metadata from ZooKeeper"):
+            zk.create_top_level_paths()
+            self._cluster_id = zk.get_or_create_cluster_id(cluster_id or new_uuid())
+            if cluster_id is not None and cluster_id != self._cluster_id:
+                _log.warning(
+                    "cluster.id %s is set, but ZooKeeper holds cluster id %s: using ZooKeeper's",
+                    cluster_id,
+                    self._cluster_id,
+                )
+            changes = zk.get_config_change_notifications()
+            if changes:
+                self._last_change_seq = _Changes.sequence_number(changes[-1])
+            for name in zk.get_all_topics():
+                meta = self._read_topic(name)
+                if meta is not None:
+                    self._put(meta)
+
+    def start_watching(self) -> None:
+        """Follow changes made by others (other brokers, tools)."""
+        with self._lock, _zk_errors("watching ZooKeeper"):
+            self._watching = True
+            for name in list(self._topics):
+                self._watch_topic(name)
+            self._stop_watches.append(
+                self.zk.watch_children(TopicsZNode.path(), self._on_topics_changed)
+            )
+            self._stop_watches.append(
+                self.zk.watch_children(_Changes.parent(), self._on_config_changes)
+            )
+
+    def close(self) -> None:
+        self._closed = True
+        for stop in [*self._stop_watches, *self._topic_watches.values()]:
+            stop()
+        self._stop_watches.clear()
+        self._topic_watches.clear()
+        self._reader.shutdown(wait=False, cancel_futures=True)
+
+    # ------------------------------------------------------------------ view
+
+    def _read_topic(self, name: str) -> TopicMetadata | None:
+        got = self.zk.get_topic_assignment(name)
+        if got is None:
+            return None
+        assignment, _ = got
+        configs = self.zk.get_entity_config("topics", name)
+        return _topic_metadata(name, assignment, configs)
+
+    def _put(self, meta: TopicMetadata) -> None:
+        if self._watching and meta.name not in self._topic_watches:
+            self._watch_topic(meta.name)
+        old = self._topics.get(meta.name)
+        if old is not None and old.topic_id != meta.topic_id:
+            self._by_id.pop(old.topic_id, None)
+        self._topics[meta.name] = meta
+        self._by_id[meta.topic_id] = meta
+
+    def _drop(self, name: str) -> TopicMetadata | None:
+        stop = self._topic_watches.pop(name, None)
+        if stop is not None:
+            stop()
+        meta = self._topics.pop(name, None)
+        if meta is not None:
+            self._by_id.pop(meta.topic_id, None)
+        return meta
+
+    # ------------------------------------------------------------------ listeners
+
+    def add_listener(self, listener: Listener) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def _notify(self, event: MetadataEvent) -> None:
+        listeners = list(self._listeners)
+        loop = self._loop
+        on_loop = False
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):
+                on_loop = asyncio.get_running_loop() is loop
+        if loop is None or on_loop:
+            for listener in listeners:
+                listener(event)
+            return
+        if loop.is_closed():
+            return
+        for listener in listeners:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(listener, event)
+
+    # ------------------------------------------------------------------ watches
+
+    def _on_topics_changed(self, children: list[str]) -> None:
+        # kazoo's thread: hand the reading to our own.
+        if not self._closed:
+            with contextlib.suppress(RuntimeError):
+                self._reader.submit(self._reconcile_topics, set(children))
+
+    def _reconcile_topics(self, children: set[str]) -> None:
+        try:
+            with self._lock:
+                events = []
+                for name in sorted(children - set(self._topics)):
+                    meta = self._read_topic(name)
+                    if meta is not None and name not in self._topics:
+                        self._put(meta)
+                        events.append(MetadataEvent("create", meta))
+                        _log.info("topic %s created elsewhere", name)
+                for name in sorted(set(self._topics) - children):
+                    if self.zk.get_topic_assignment(name) is None:
+                        gone = self._drop(name)
+                        if gone is not None:
+                            events.append(MetadataEvent("delete", gone, gone))
+                            _log.info("topic %s deleted elsewhere", name)
+                for event in events:
+                    self._notify(event)
+        except (ZkError, ZkDataError):
+            _log.exception("reading the topics from ZooKeeper failed")
+
+    def _watch_topic(self, name: str) -> None:
+        def on_assignment(data: bytes | None, version: int) -> None:
+            if data is not None and not self._closed:
+                with contextlib.suppress(RuntimeError):
+                    self._reader.submit(self._reassess_topic, name, data)
+
+        self._topic_watches[name] = self.zk.watch_data(TopicZNode.path(name), on_assignment)
+
+    def _reassess_topic(self, name: str, data: bytes) -> None:
+        """A topic's assignment changed: partitions added by another broker."""
+        try:
+            assignment = TopicZNode.decode(name, data)
+        except ZkDataError:
+            _log.exception("unreadable assignment of topic %s", name)
+            return
+        with self._lock:
+            meta = self._topics.get(name)
+            count = len(assignment.partitions)
+            if meta is None or count <= meta.partitions:
+                return
+            new = _replace(meta, partitions=count)
+            self._put(new)
+            _log.info("topic %s grew to %d partitions elsewhere", name, count)
+            self._notify(MetadataEvent("partitions", new, meta))
+
+    def _on_config_changes(self, children: list[str]) -> None:
+        if not self._closed:
+            with contextlib.suppress(RuntimeError):
+                self._reader.submit(self._apply_config_changes, children)
+
+    def _apply_config_changes(self, children: list[str]) -> None:
+        try:
+            names = sorted(
+                (c for c in children if c.startswith(_Changes.PREFIX)),
+                key=_Changes.sequence_number,
+            )
+            with self._lock:
+                for name in names:
+                    seq = _Changes.sequence_number(name)
+                    if seq <= self._last_change_seq:
+                        continue
+                    self._last_change_seq = seq
+                    entity = self.zk.get_config_change_notification(name)
+                    if entity is None or entity[0] != "topics":
+                        continue  # broker, client and user configs: not kept here yet
+                    meta = self._topics.get(entity[1])
+                    if meta is None:
+                        continue
+                    configs = self.zk.get_entity_config("topics", meta.name)
+                    if configs != meta.configs:
+                        new = _replace(meta, configs=configs)
+                        self._put(new)
+                        self._notify(MetadataEvent("config", new, meta))
+        except (ZkError, ZkDataError):
+            _log.exception("reading the config changes from ZooKeeper failed")
+
+    # ------------------------------------------------------------------ reads
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        with self._lock:
+            return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: str) -> TopicMetadata | None:
+        with self._lock:
+            return self._by_id.get(topic_id)
+
+    def topics(self) -> list[TopicMetadata]:
+        with self._lock:
+            return [self._topics[n] for n in sorted(self._topics)]
+
+    # ------------------------------------------------------------------ changes
+
+    def _initial_state(self) -> LeaderAndIsr:
+        epoch = self.zk.get_controller_epoch()
+        return LeaderAndIsr(
+            leader=self.broker_id,
+            leader_epoch=0,
+            isr=[self.broker_id],
+            controller_epoch=epoch[0] if epoch else 0,
+        )
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int = 1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        topic_id: str | None = None,
+        validate_only: bool = False,
+    ) -> TopicMetadata:
+        validate_topic_name(name)
+        if num_partitions < 1:
+            raise InvalidPartitionsError(
+                f"number of partitions must be at least 1, not {num_partitions}"
+            )
+        if replication_factor < 1:
+            raise InvalidReplicationFactorError(
+                f"replication factor must be at least 1, not {replication_factor}"
+            )
+        if replication_factor > 1:
+            # The controller (not built yet) places replicas on other brokers.
+            raise InvalidReplicationFactorError(
+                f"replication factor {replication_factor} needs the controller, which pylog "
+                "does not have yet: topics are created with replication factor 1"
+            )
+        with self._lock, _zk_errors(f"creating topic {name}"):
+            if name in self._topics or self.zk.get_topic_assignment(name) is not None:
+                raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+            if self.zk.is_topic_marked_for_deletion(name):
+                raise TopicAlreadyExistsError(f"topic {name!r} is marked for deletion")
+            colliding = name.replace(".", "_")
+            for other in self._topics:
+                if other.replace(".", "_") == colliding:
+                    raise InvalidTopicError(
+                        f"topic {name!r} collides with existing topic {other!r} "
+                        "('.' and '_' are the same in metric names)"
+                    )
+            assignment = TopicReplicaAssignment(
+                topic_id=topic_id or new_uuid(),
+                partitions={p: [self.broker_id] for p in range(num_partitions)},
+            )
+            clean = {k: str(v) for k, v in (configs or {}).items() if v is not None}
+            meta = _topic_metadata(name, assignment, clean)
+            if validate_only:
+                return meta
+            state = self._initial_state()
+            try:
+                self.zk.create_topic(
+                    name, assignment, clean, {p: state for p in range(num_partitions)}
+                )
+            except ZkNodeExists:
+                raise TopicAlreadyExistsError(f"topic {name!r} already exists") from None
+            self._put(meta)
+            self._notify(MetadataEvent("create", meta))
+            return meta
+
+    def delete_topic(self, name: str) -> None:
+        with self._lock, _zk_errors(f"deleting topic {name}"):
+            meta = self._topics.get(name)
+            if meta is None:
+                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+            # The controller's job in Kafka (after a /admin/delete_topics marker).
+            self.zk.delete_topic_znodes(name)
+            self._drop(name)
+            self._notify(MetadataEvent("delete", meta, meta))
+
+    def add_partitions(
+        self, name: str, new_total: int, *, validate_only: bool = False
+    ) -> TopicMetadata:
+        with self._lock, _zk_errors(f"adding partitions to {name}"):
+            for _ in range(10):
+                meta = self._topics.get(name)
+                got = self.zk.get_topic_assignment(name)
+                if meta is None or got is None:
+                    raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+                assignment, version = got
+                count = len(assignment.partitions)
+                if new_total <= count:
+                    raise InvalidPartitionsError(
+                        f"topic {name!r} has {count} partitions; the new count "
+                        f"{new_total} must be larger"
+                    )
+                grown = TopicReplicaAssignment(
+                    assignment.topic_id,
+                    {
+                        **assignment.partitions,
+                        **{p: [self.broker_id] for p in range(count, new_total)},
+                    },
+                    assignment.adding_replicas,
+                    assignment.removing_replicas,
+                )
+                new = _replace(meta, partitions=new_total)
+                if validate_only:
+                    return new
+                state = self._initial_state()
+                try:
+                    self.zk.set_topic_assignment(
+                        name, grown, version, {p: state for p in range(count, new_total)}
+                    )
+                except (ZkVersionMismatch, ZkNodeExists):
+                    continue  # changed under us: read again
+                self._put(new)
+                self._notify(MetadataEvent("partitions", new, meta))
+                return new
+            raise ZkMetadataError(f"topic {name!r} kept changing while adding partitions")
+
+    def alter_topic_config(self, name: str, configs: Mapping[str, str | None]) -> None:
+        """Merge into the overrides as ZooKeeper has them now (not as this
+        broker last saw them), written conditional on the znode version: two
+        brokers altering different keys at once both keep their change."""
+
+        def merge(current: Mapping[str, str]) -> dict[str, str]:
+            merged = dict(current)
+            for k, v in configs.items():
+                if v is None:
+                    merged.pop(k, None)
+                else:
+                    merged[k] = str(v)
+            return merged
+
+        self._write_topic_config(name, merge)
+
+    def set_topic_config(self, name: str, configs: Mapping[str, str]) -> None:
+        clean = {k: str(v) for k, v in configs.items()}
+        self._write_topic_config(name, lambda _current: clean)
+
+    def _write_topic_config(
+        self, name: str, compute: Callable[[Mapping[str, str]], dict[str, str]]
+    ) -> None:
+        with self._lock, _zk_errors(f"setting the config of {name}"):
+            for _ in range(10):
+                meta = self._topics.get(name)
+                if meta is None:
+                    raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+                got = self.zk.get_entity_config_versioned("topics", name)
+                current, version = got if got is not None else ({}, -1)
+                wanted = compute(current)
+                try:
+                    change = self.zk.set_entity_config("topics", name, wanted, version)
+                except (ZkVersionMismatch, ZkNodeExists):
+                    continue  # another broker changed it: merge again
+                # our own notification: applied here already
+                seq = _Changes.sequence_number(change)
+                self._last_change_seq = max(self._last_change_seq, seq)
+                new = _replace(meta, configs=wanted)
+                self._put(new)
+                self._notify(MetadataEvent("config", new, meta))
+                return
+            raise ZkMetadataError(f"the config of topic {name!r} kept changing")
+
+    def reserve_producer_id_block(self, size: int) -> int:
+        with _zk_errors("allocating producer ids"):
+            return self.zk.allocate_producer_id_block(self.broker_id, size).first
+
+    def __repr__(self) -> str:
+        return f"ZkMetadataStore({self.zk.connect_string!r}, topics={len(self._topics)})"
+
+
+def _topic_metadata(
+    name: str, assignment: TopicReplicaAssignment, configs: Mapping[str, str]
+) -> TopicMetadata:
+    return TopicMetadata(
+        name=name,
+        # A topic written by a Kafka older than 2.8 has no id: give it one here
+        # (Kafka's controller would write one back).
+        topic_id=assignment.topic_id or new_uuid(),
+        partitions=len(assignment.partitions),
+        configs=dict(configs),
+        replication_factor=assignment.replication_factor or 1,
+    )
+
+
+def _replace(
+    meta: TopicMetadata,
+    *,
+    partitions: int | None = None,
+    configs: Mapping[str, str] | None = None,
+) -> TopicMetadata:
+    return TopicMetadata(
+        meta.name,
+        meta.topic_id,
+        meta.partitions if partitions is None else partitions,
+        dict(meta.configs if configs is None else configs),
+        meta.replication_factor,
+    )

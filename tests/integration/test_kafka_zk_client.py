@@ -1,0 +1,338 @@
+"""KafkaZkClient and ZkMetadataStore against a real ZooKeeper server (Debian's
+package, started by pylog.testing): registration and broker epochs, conditional
+writes that lose races with a version error, controller election between two
+clients, session expiry and re-registration, notifications, and the store's
+view following another broker's changes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from kazoo.client import KazooClient
+
+from pylog.broker.kafka_healthcheck import KafkaHealthcheck
+from pylog.errors import InvalidReplicationFactorError, TopicAlreadyExistsError
+from pylog.metadata.kafka_zk_client import (
+    BrokerIdInUseError,
+    ControllerMovedError,
+    KafkaZkClient,
+    ZkNodeExists,
+)
+from pylog.metadata.store import MetadataEvent
+from pylog.metadata.zk_data import (
+    BrokerInfo,
+    EndPointInfo,
+    LeaderAndIsr,
+    TopicReplicaAssignment,
+)
+from pylog.metadata.zk_store import ZkMetadataStore
+from pylog.server.config import KafkaConfig
+from pylog.testing import ZooKeeperServer
+
+WAIT = 30.0  # upper bound for anything that waits: only catches hangs
+
+
+@pytest.fixture
+def chroot(pylog_zookeeper: ZooKeeperServer) -> str:
+    """A connect string of the test's own (a chroot on the shared server)."""
+    return f"{pylog_zookeeper.connect}/t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def clients(chroot: str) -> Iterator[Callable[..., KafkaZkClient]]:
+    made: list[KafkaZkClient] = []
+
+    def make(**kw: int) -> KafkaZkClient:
+        c = KafkaZkClient(chroot, session_timeout_ms=kw.pop("session_timeout_ms", 4000), **kw)
+        c.start()
+        c.create_top_level_paths()
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+def _info(broker_id: int, port: int = 9092) -> BrokerInfo:
+    return BrokerInfo(broker_id, (EndPointInfo("PLAINTEXT", "127.0.0.1", port, "PLAINTEXT"),))
+
+
+def _expire(zk: ZooKeeperServer, client: KafkaZkClient) -> None:
+    """Expire ``client``'s session: a second connection with the same session id
+    and password closes it (ZooKeeper's own tests do this)."""
+    sid, password = client.session_id, client.session_password
+    assert sid is not None and password is not None
+    k = KazooClient(hosts=zk.connect, client_id=(sid, password))
+    k.start(timeout=WAIT)
+    k.stop()
+    k.close()
+
+
+def _wait_for(pred: Callable[[], object], what: str) -> None:
+    done = threading.Event()
+    for _ in range(int(WAIT / 0.05)):
+        if pred():
+            return
+        done.wait(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_broker_registration_epoch_and_duplicate_id(clients: Callable[..., KafkaZkClient]) -> None:
+    a, b = clients(), clients()
+    epoch = a.register_broker(_info(1, 9092))
+    assert epoch > 0
+    assert a.register_broker(_info(1, 9092)) == epoch  # our own znode: reused
+    with pytest.raises(BrokerIdInUseError, match=r"broker\.id 1 is already registered"):
+        b.register_broker(_info(1, 9093))
+    b.register_broker(_info(2, 9093))
+    brokers = b.get_all_brokers()
+    assert [x.id for x in brokers] == [1, 2]
+    assert brokers[0].epoch == epoch and brokers[0].endpoints[0].port == 9092
+    assert not b.deregister_broker(1)  # not b's to delete
+    assert a.deregister_broker(1)
+    assert b.register_broker(_info(1, 9093)) > epoch  # a new registration, a larger epoch
+    assert a.get_sorted_broker_list() == [1, 2]
+
+
+def test_cluster_id_first_writer_wins(clients: Callable[..., KafkaZkClient]) -> None:
+    a, b = clients(), clients()
+    assert a.get_cluster_id() is None
+    assert a.get_or_create_cluster_id("first") == "first"
+    assert b.get_or_create_cluster_id("second") == "first"
+
+
+def test_partition_state_conditional_write_race(clients: Callable[..., KafkaZkClient]) -> None:
+    a, b = clients(), clients()
+    a.create_topic(
+        "t", TopicReplicaAssignment("id", {0: [1, 2]}), {}, {0: LeaderAndIsr(1, 0, [1, 2], 1)}
+    )
+    seen_a = a.get_partition_state("t", 0)
+    seen_b = b.get_partition_state("t", 0)
+    assert seen_a is not None and seen_b is not None and seen_a.zk_version == 0
+    # the leader shrinks the ISR; the controller, having read the same version, loses
+    won = a.update_leader_and_isr("t", 0, LeaderAndIsr(1, 0, [1], 1), seen_a.zk_version)
+    assert won.succeeded and won.version == 1
+    lost = b.update_leader_and_isr("t", 0, LeaderAndIsr(2, 1, [2], 1), seen_b.zk_version)
+    assert not lost.succeeded and lost.version == -1
+    now = b.get_partition_state("t", 0)
+    assert now is not None and now.isr == [1] and now.leader == 1 and now.zk_version == 1
+
+    # many writers at one version: exactly one wins
+    def attempt(leader: int) -> bool:
+        c = a if leader % 2 else b
+        return c.update_leader_and_isr("t", 0, LeaderAndIsr(leader, 2, [leader], 1), 1).succeeded
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(attempt, range(1, 17)))
+    assert results.count(True) == 1
+    with pytest.raises(ZkNodeExists):
+        b.create_topic("t", TopicReplicaAssignment("id2", {0: [2]}), {})
+
+
+def test_controller_election_between_two_clients(clients: Callable[..., KafkaZkClient]) -> None:
+    a, b = clients(), clients()
+    epoch_a, version_a = a.register_controller_and_increment_epoch(1)
+    assert epoch_a == 1
+    with pytest.raises(ControllerMovedError, match="broker 1 is the controller"):
+        b.register_controller_and_increment_epoch(2)
+    assert b.get_controller_id() == 1
+    assert b.get_controller_epoch() == (1, version_a)
+
+    loop = asyncio.new_event_loop()
+    try:
+        events: list[tuple[bytes | None, int, bool]] = []
+        loop_thread: list[int] = []
+
+        def on_controller(data: bytes | None, version: int) -> None:
+            events.append((data, version, threading.get_ident() == loop_thread[0]))
+
+        async def follow() -> None:
+            loop_thread.append(threading.get_ident())
+            stop = b.watch_data("/controller", on_controller, loop)
+            while not any(d is None for d, _, _ in events):
+                await asyncio.sleep(0.02)
+            stop()
+
+        async def scenario() -> None:
+            task = asyncio.ensure_future(follow())
+            while not events:
+                await asyncio.sleep(0.02)
+            a.delete_controller()  # the controller resigns (or its session dies)
+            await asyncio.wait_for(task, WAIT)
+
+        loop.run_until_complete(scenario())
+    finally:
+        loop.close()
+    assert events[0][0] is not None and b'"brokerid":1' in events[0][0]
+    assert events[-1][:2] == (None, -1)
+    assert all(on_loop for _, _, on_loop in events)  # delivered on the event loop thread
+
+    epoch_b, version_b = b.register_controller_and_increment_epoch(2)
+    assert (epoch_b, b.get_controller_id()) == (2, 2)
+    # the old controller is fenced: its writes carry the old epoch's znode version
+    a.create_topic("f", TopicReplicaAssignment("id", {0: [1]}), {}, {0: LeaderAndIsr(1, 0, [1], 1)})
+    with pytest.raises(ControllerMovedError):
+        a.update_leader_and_isr(
+            "f", 0, LeaderAndIsr(1, 1, [1], 1), 0, controller_epoch_zk_version=version_a
+        )
+    ok = b.update_leader_and_isr(
+        "f", 0, LeaderAndIsr(2, 1, [2], 2), 0, controller_epoch_zk_version=version_b
+    )
+    assert ok.succeeded
+
+
+def test_session_expiry_reregisters_with_a_new_epoch(
+    pylog_zookeeper: ZooKeeperServer, chroot: str, clients: Callable[..., KafkaZkClient]
+) -> None:
+    zk = clients(session_timeout_ms=2000)
+    observer = clients()
+    config = KafkaConfig.from_props(
+        {
+            "broker.id": 5,
+            "listeners": "PLAINTEXT://127.0.0.1:9099",
+            "broker.rack": "r2",
+            "zookeeper.connect": chroot,
+        }
+    )
+    health = KafkaHealthcheck(zk, config)
+    first = health.startup()
+    info = observer.get_broker(5)
+    assert info is not None and info.epoch == first and info.rack == "r2"
+    old_session = zk.session_id
+    _expire(pylog_zookeeper, zk)
+
+    def reregistered() -> bool:
+        now = observer.get_broker(5)
+        return now is not None and now.epoch > first
+
+    _wait_for(reregistered, "the broker to register again")
+    assert zk.session_id != old_session
+    assert health.broker_epoch == observer.get_broker(5).epoch  # type: ignore[union-attr]
+    health.shutdown()
+    assert observer.get_broker(5) is None
+
+
+def test_notifications_and_producer_id_blocks(clients: Callable[..., KafkaZkClient]) -> None:
+    a, b = clients(), clients()
+    first = a.create_isr_change_notification([("t", 0)])
+    second = b.create_isr_change_notification([("t", 1), ("u", 0)])
+    assert a.get_isr_change_notifications() == [first, second]
+    assert a.get_isr_change_notification(second) == [("t", 1), ("u", 0)]
+    a.delete_isr_change_notifications([first, second])
+    assert a.get_isr_change_notifications() == []
+
+    assert a.create_delete_topic_marker("gone")
+    assert not b.create_delete_topic_marker("gone")
+    assert b.get_delete_topic_markers() == ["gone"] and b.is_topic_marked_for_deletion("gone")
+    b.delete_delete_topic_marker("gone")
+    assert a.get_delete_topic_markers() == []
+
+    change = a.set_entity_config("topics", "t", {"retention.ms": "5"})
+    assert b.get_config_change_notifications() == [change]
+    assert b.get_config_change_notification(change) == ("topics", "t")
+    assert b.get_entity_config("topics", "t") == {"retention.ms": "5"}
+
+    # producer-id blocks from two brokers at once never overlap
+    def allocate(i: int) -> tuple[int, int]:
+        block = (a if i % 2 else b).allocate_producer_id_block(i % 2, 100)
+        return block.first, block.last
+
+    with ThreadPoolExecutor(6) as pool:
+        blocks = sorted(pool.map(allocate, range(24)))
+    assert blocks == [(i * 100, i * 100 + 99) for i in range(24)]
+
+
+def test_zk_store_follows_another_brokers_changes(clients: Callable[..., KafkaZkClient]) -> None:
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        one = await asyncio.to_thread(ZkMetadataStore, clients(), 1, loop=loop)
+        two = await asyncio.to_thread(ZkMetadataStore, clients(), 2, loop=loop)
+        one.start_watching()
+        two.start_watching()
+        assert one.cluster_id == two.cluster_id
+        heard: list[tuple[str, str, bool]] = []
+        on_loop = threading.get_ident()
+        two.add_listener(
+            lambda e: heard.append((e.kind, e.topic.name, threading.get_ident() == on_loop))
+        )
+        mine: list[MetadataEvent] = []
+        one.add_listener(mine.append)
+
+        async def until(pred: Callable[[], bool]) -> None:
+            deadline = loop.time() + WAIT
+            while not pred():
+                assert loop.time() < deadline, "timed out"
+                await asyncio.sleep(0.02)
+
+        # a change made in a thread: the listener runs on the loop before the await returns
+        meta = await asyncio.to_thread(one.create_topic, "orders", 3, 1, {"retention.ms": "60000"})
+        assert [e.kind for e in mine] == ["create"]
+        with pytest.raises(TopicAlreadyExistsError):
+            one.create_topic("orders", 1)
+        with pytest.raises(InvalidReplicationFactorError, match="controller"):
+            one.create_topic("rf3", 1, 3)
+        await until(lambda: ("create", "orders", True) in heard)
+        seen = two.topic("orders")
+        assert seen is not None and seen.topic_id == meta.topic_id and seen.partitions == 3
+        assert seen.configs == {"retention.ms": "60000"}
+        assert two.topic_by_id(meta.topic_id) == seen
+
+        await asyncio.to_thread(one.alter_topic_config, "orders", {"retention.ms": "1000"})
+        await until(lambda: ("config", "orders", True) in heard)
+        assert two.topic("orders").configs == {"retention.ms": "1000"}  # type: ignore[union-attr]
+
+        # brokers altering different keys at once: each merges into what ZooKeeper has
+        await asyncio.gather(
+            *(
+                asyncio.to_thread(store.alter_topic_config, "orders", {key: "1"})
+                for store, key in [(one, "a.1"), (two, "b.2"), (one, "c.3"), (two, "d.4")]
+            )
+        )
+        want = {"retention.ms": "1000", "a.1": "1", "b.2": "1", "c.3": "1", "d.4": "1"}
+        assert one.zk.get_entity_config("topics", "orders") == want
+        await until(lambda: one.topic("orders").configs == two.topic("orders").configs == want)  # type: ignore[union-attr]
+
+        grown = await asyncio.to_thread(one.add_partitions, "orders", 5)
+        assert grown.partitions == 5
+        await until(lambda: ("partitions", "orders", True) in heard)
+        assert two.topic("orders").partitions == 5  # type: ignore[union-attr]
+        assert one.zk.get_partition_state("orders", 4) == LeaderAndIsr(1, 0, [1], 0, zk_version=0)
+
+        assert await asyncio.to_thread(one.reserve_producer_id_block, 10) == 0
+        assert await asyncio.to_thread(two.reserve_producer_id_block, 10) == 10
+
+        await asyncio.to_thread(one.delete_topic, "orders")
+        await until(lambda: ("delete", "orders", True) in heard)
+        assert two.topic("orders") is None and one.topics() == []
+
+        # two brokers create one topic at once: one wins, the other is told it exists
+        async def create(store: ZkMetadataStore) -> str:
+            try:
+                await asyncio.to_thread(store.create_topic, "race", 2)
+                return "created"
+            except TopicAlreadyExistsError:
+                return "exists"
+
+        assert sorted(await asyncio.gather(create(one), create(two))) == ["created", "exists"]
+        await until(lambda: one.topic("race") is not None and two.topic("race") is not None)
+        assert one.topic("race") == two.topic("race")
+        one.close()
+        two.close()
+
+    asyncio.run(scenario())
+
+
+def test_missing_zookeeper_fails_with_the_way_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pylog.testing import ZooKeeperUnavailable
+
+    monkeypatch.setenv("PYLOG_ZOOKEEPER_CLASSPATH", "/nonexistent/zookeeper.jar")
+    with pytest.raises(ZooKeeperUnavailable, match="make tools"):
+        ZooKeeperServer().start()
