@@ -155,7 +155,10 @@ class ClusterApis:
                         topics.append(self._topic_entry(meta, with_ops))
                     continue
                 if name is None:
-                    topics.append(self._topic_error(ErrorCode.INVALID_REQUEST, None, None))
+                    # Neither a name nor an id. The name is nullable in the
+                    # response from v12; before, an empty name.
+                    unnamed = None if version >= 12 else ""
+                    topics.append(self._topic_error(ErrorCode.INVALID_REQUEST, unnamed, None))
                     continue
                 meta = store.topic(name)
                 if meta is None:

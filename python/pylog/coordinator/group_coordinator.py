@@ -41,6 +41,8 @@ __all__ = ["GroupCoordinator", "JoinRequest"]
 
 _log = logging.getLogger("pylog.coordinator")
 
+_MAX_TIMESTAMP = 2**63 - 1  # an OffsetCommitValue's expire timestamp is an int64
+
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
 
@@ -865,7 +867,9 @@ class GroupCoordinator:
             if len(meta.encode()) > self.metadata_max_bytes:
                 out[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
-                expire = now + retention_ms if retention_ms > 0 else -1
+                # Any retention is accepted; the expiry saturates at the
+                # largest timestamp the record's int64 field holds.
+                expire = min(now + retention_ms, _MAX_TIMESTAMP) if retention_ms > 0 else -1
                 accepted[tp] = OffsetAndMetadata(offset, epoch, meta, now, expire)
         if accepted:
             code = await self.manager.store_offsets(group, accepted)
