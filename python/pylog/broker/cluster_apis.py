@@ -6,21 +6,23 @@ UpdateMetadata, the broker list and the leaders come from it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 from collections.abc import Mapping
 from typing import Any
 
+from pylog.broker.request_helpers import MAX_PARTITIONS_PER_REQUEST
 from pylog.errors import (
     ErrorCode,
     InvalidReplicationFactorError,
     InvalidTopicError,
-    KafkaError,
     TopicAlreadyExistsError,
 )
 from pylog.log.checkpoint import TopicPartition
-from pylog.metadata.store import MetadataStore, TopicMetadata, validate_topic_name
+from pylog.logsafe import quoted
+from pylog.metadata.store import MetadataStore, NewTopic, TopicMetadata, validate_topic_name
 from pylog.network import Request
 from pylog.protocol import ZERO_UUID
 from pylog.server.config import EndPoint, KafkaConfig
@@ -56,6 +58,7 @@ class ClusterApis:
         self.metadata_store = metadata_store
         self.log_manager = replica_manager.log_manager
         self.broker_id = config.broker_id
+        self.max_partitions = int(config.get("max.broker.partitions"))
         self._endpoints: tuple[EndPoint, ...] = config.advertised_listeners
 
     # ------------------------------------------------------------------ endpoints
@@ -72,21 +75,44 @@ class ClusterApis:
 
     # ------------------------------------------------------------------ Metadata
 
-    def _auto_create(self, name: str) -> tuple[int, TopicMetadata | None]:
+    async def _auto_create(self, names: list[str]) -> dict[str, tuple[int, TopicMetadata | None]]:
+        """Create the topics a Metadata request named and lacks, all in one
+        store change (one fsync) on a worker thread: (error code, metadata) per
+        name. At most MAX_PARTITIONS_PER_REQUEST partitions are made per
+        request; the names past that are answered LEADER_NOT_AVAILABLE (the
+        client asks again, and the next request makes the next share)."""
         cfg = self.config
-        try:
-            meta = self.metadata_store.create_topic(
-                name, cfg.num_partitions, cfg.default_replication_factor
+        per_topic = cfg.num_partitions
+        budget = max(1, MAX_PARTITIONS_PER_REQUEST // per_topic)
+        now, later = names[:budget], names[budget:]
+        made = await asyncio.to_thread(
+            self.metadata_store.create_topics,
+            [NewTopic(n, per_topic, cfg.default_replication_factor) for n in now],
+            max_partitions=self.max_partitions,
+        )
+        out: dict[str, tuple[int, TopicMetadata | None]] = {
+            n: (ErrorCode.LEADER_NOT_AVAILABLE, None) for n in later
+        }
+        created = 0
+        for name, meta in zip(now, made, strict=True):
+            if isinstance(meta, TopicMetadata):
+                created += 1
+                out[name] = (ErrorCode.NONE, meta)
+            elif isinstance(meta, TopicAlreadyExistsError):
+                out[name] = (ErrorCode.NONE, self.metadata_store.topic(name))
+            elif isinstance(meta, (InvalidTopicError, InvalidReplicationFactorError)):
+                out[name] = (meta.code, None)
+            else:
+                _log.warning("auto-creating topic %s failed: %s", quoted(name), meta)
+                out[name] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+        if created:
+            _log.info(
+                "auto-created %d topic(s) with %d partition(s) each%s",
+                created,
+                per_topic,
+                f", {quoted(now[0])} first" if created > 1 else f": {quoted(now[0])}",
             )
-            _log.info("auto-created topic %s with %d partition(s)", name, meta.partitions)
-            return ErrorCode.NONE, meta
-        except TopicAlreadyExistsError:
-            return ErrorCode.NONE, self.metadata_store.topic(name)
-        except (InvalidTopicError, InvalidReplicationFactorError) as e:
-            return e.code, None
-        except KafkaError as e:
-            _log.warning("auto-creating topic %s failed: %s", name, e)
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        return out
 
     def _topic_entry(self, meta: TopicMetadata, with_ops: bool) -> dict[str, Any]:
         b = self.broker_id
@@ -140,6 +166,10 @@ class ClusterApis:
         if requested is None or (version == 0 and not requested):
             topics = [self._topic_entry(m, with_ops) for m in store.topics()]
         else:
+            # One entry per requested topic, in order; the names to auto-create
+            # are filled in once they are made, all together.
+            entries: list[dict[str, Any] | str] = []
+            missing: dict[str, None] = {}
             for t in requested:
                 name = t.get("name")
                 topic_id = t.get("topic_id")
@@ -148,34 +178,42 @@ class ClusterApis:
                     if meta is None:
                         # The name is nullable from v12; before, an empty name.
                         unnamed = None if version >= 12 else ""
-                        topics.append(
+                        entries.append(
                             self._topic_error(ErrorCode.UNKNOWN_TOPIC_ID, unnamed, topic_id)
                         )
                     else:
-                        topics.append(self._topic_entry(meta, with_ops))
+                        entries.append(self._topic_entry(meta, with_ops))
                     continue
                 if name is None:
                     # Neither a name nor an id. The name is nullable in the
                     # response from v12; before, an empty name.
                     unnamed = None if version >= 12 else ""
-                    topics.append(self._topic_error(ErrorCode.INVALID_REQUEST, unnamed, None))
+                    entries.append(self._topic_error(ErrorCode.INVALID_REQUEST, unnamed, None))
                     continue
                 meta = store.topic(name)
+                if meta is not None:
+                    entries.append(self._topic_entry(meta, with_ops))
+                    continue
+                try:
+                    validate_topic_name(name)
+                except InvalidTopicError:
+                    entries.append(self._topic_error(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
+                    continue
+                if not allow_auto:
+                    entries.append(self._topic_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+                    continue
+                entries.append(name)
+                missing[name] = None
+            made = await self._auto_create(list(missing)) if missing else {}
+            for entry in entries:
+                if not isinstance(entry, str):
+                    topics.append(entry)
+                    continue
+                code, meta = made[entry]
                 if meta is None:
-                    try:
-                        validate_topic_name(name)
-                    except InvalidTopicError:
-                        topics.append(self._topic_error(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
-                        continue
-                    if allow_auto:
-                        code, meta = self._auto_create(name)
-                        if meta is None:
-                            topics.append(self._topic_error(code, name))
-                            continue
-                    else:
-                        topics.append(self._topic_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
-                        continue
-                topics.append(self._topic_entry(meta, with_ops))
+                    topics.append(self._topic_error(code, entry))
+                else:
+                    topics.append(self._topic_entry(meta, with_ops))
         host, port = self.broker_endpoint(request.listener)
         response: dict[str, Any] = {
             "throttle_time_ms": 0,

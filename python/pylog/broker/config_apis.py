@@ -21,6 +21,7 @@ other than this broker's is INVALID_REQUEST, as in Kafka.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -285,7 +286,9 @@ class ConfigApis:
     async def handle_alter_configs_request(self, request: Request, body: Any) -> Mapping[str, Any]:
         # Replace semantics: the request's keys become the topic's whole
         # override set (a null value is the same as absent).
-        return self._alter_config_resources(
+        # The store's write (an fsync) may wait behind a topic creation.
+        return await asyncio.to_thread(
+            self._alter_config_resources,
             body,
             "AlterConfigs",
             lambda meta, r: {c.name: c.value for c in r.configs if c.value is not None},
@@ -301,7 +304,8 @@ class ConfigApis:
                         f"Unknown config operation {c.config_operation} for {c.name}"
                     )
 
-        return self._alter_config_resources(
+        return await asyncio.to_thread(
+            self._alter_config_resources,
             body,
             "IncrementalAlterConfigs",
             lambda meta, r: self._apply_incremental(meta.configs, r.configs),

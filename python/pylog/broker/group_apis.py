@@ -8,6 +8,8 @@ coordinator.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -64,6 +66,13 @@ class GroupApis:
     ) -> Mapping[str, Any]:
         version = request.header.api_version
         key_type = body.get("key_type", 0)
+        if key_type == _KEY_TYPE_GROUP:
+            # The first FindCoordinator creates the offsets topic: its logs
+            # are made on a worker thread, and a store busy creating another
+            # request's topics is waited for there, not on the event loop.
+            # A failure here is met again, and answered, by find_coordinator.
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.coordinator.manager.ensure_topic)
         if version >= 4:
             return {
                 "throttle_time_ms": 0,

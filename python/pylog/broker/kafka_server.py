@@ -101,6 +101,7 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
         hw_checkpoint_interval_ms=int(
             server.config.get("replica.high.watermark.checkpoint.interval.ms")
         ),
+        max_partitions=int(server.config.get("max.broker.partitions")),
     )
     replica_manager.startup()
     server.replica_manager = replica_manager

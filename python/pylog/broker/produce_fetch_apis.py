@@ -9,6 +9,7 @@ start while this one waits in the purgatory.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -306,7 +307,8 @@ class ProduceFetchApis:
             return {
                 "throttle_time_ms": 0,
                 "error_code": ErrorCode.NONE,
-                "producer_id": self.producer_ids.generate_producer_id(),
+                # Now and then a new block is reserved in the store (an fsync).
+                "producer_id": await asyncio.to_thread(self.producer_ids.generate_producer_id),
                 "producer_epoch": 0,
             }
         # No transaction coordinator runs here: a transactional id is answered

@@ -11,7 +11,14 @@ from typing import TypeVar
 
 from pylog.errors import ErrorCode, KafkaError
 
-__all__ = ["duplicates", "error_of"]
+__all__ = ["MAX_PARTITIONS_PER_REQUEST", "TOO_MANY_PARTITIONS", "duplicates", "error_of"]
+
+#: The most partitions one CreateTopics or CreatePartitions request (or one
+#: Metadata request's auto-creations) may add: Kafka's controller refuses a
+#: larger request whole (MAX_PARTITIONS_PER_BATCH, POLICY_VIOLATION).
+MAX_PARTITIONS_PER_REQUEST = 10_000
+#: Kafka's message for that refusal.
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 
 _log = logging.getLogger("pylog.broker")
 

@@ -9,23 +9,31 @@ except to move a log start offset (DeleteRecords, through the ReplicaManager).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 from pylog.broker.config_apis import ConfigApis
-from pylog.broker.request_helpers import duplicates, error_of
+from pylog.broker.request_helpers import (
+    MAX_PARTITIONS_PER_REQUEST,
+    TOO_MANY_PARTITIONS,
+    duplicates,
+    error_of,
+)
 from pylog.errors import (
     ErrorCode,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
+    KafkaError,
     UnknownTopicOrPartitionError,
 )
 from pylog.log.checkpoint import TopicPartition
 from pylog.log.config import LogConfig
-from pylog.metadata.store import MetadataStore, TopicMetadata, validate_topic_name
+from pylog.logsafe import quoted
+from pylog.metadata.store import MetadataStore, NewTopic, TopicMetadata, validate_topic_name
 from pylog.network import Request
 from pylog.protocol import ZERO_UUID
 from pylog.server.config import KafkaConfig
@@ -53,6 +61,7 @@ class TopicApis:
         self.metadata_store = metadata_store
         self.config_apis = config_apis
         self.broker_id = config.broker_id
+        self.max_partitions = int(config.get("max.broker.partitions"))
 
     # ------------------------------------------------------------------ CreateTopics
 
@@ -60,7 +69,10 @@ class TopicApis:
         version = request.header.api_version
         validate_only = bool(body.get("validate_only", False))
         dupes = duplicates(t.name for t in body.topics)
-        results = []
+        results: list[dict[str, Any]] = []
+        # (result entry, topic to create, its effective config) of the topics
+        # that pass the checks made here; the store makes the rest.
+        pending: list[tuple[dict[str, Any], NewTopic, LogConfig]] = []
         seen: set[str] = set()
         for t in body.topics:
             if t.name in dupes:
@@ -73,31 +85,79 @@ class TopicApis:
                     )
                 )
                 continue
-            try:
-                meta, effective = self._create_topic(t, validate_only)
-            except Exception as e:
-                code, msg = error_of(e)
-                results.append(self._create_result(t.name, code, msg, version))
-                continue
             result = self._create_result(t.name, ErrorCode.NONE, None, version)
-            result["topic_id"] = meta.topic_id
-            if version >= 5:
-                result["num_partitions"] = meta.partitions
-                result["replication_factor"] = meta.replication_factor
-                result["configs"] = [
-                    {
-                        "name": e["name"],
-                        "value": e["value"],
-                        "read_only": e["read_only"],
-                        "config_source": e["config_source"],
-                        "is_sensitive": e["is_sensitive"],
-                    }
-                    for e in self.config_apis.topic_config_entries(
-                        meta.configs, effective, None, synonyms=False, documentation=False
-                    )
-                ]
             results.append(result)
+            try:
+                new, effective = self._new_topic(t)
+            except Exception as e:
+                result["error_code"], result["error_message"] = error_of(e)
+                continue
+            pending.append((result, new, effective))
+        if self._requested_partitions(body.topics) > MAX_PARTITIONS_PER_REQUEST:
+            # Refused whole, as Kafka's controller does.
+            for result in results:
+                result["error_code"] = ErrorCode.POLICY_VIOLATION
+                result["error_message"] = TOO_MANY_PARTITIONS
+            return {"throttle_time_ms": 0, "topics": results}
+        if pending:
+            # Making thousands of logs takes seconds: not on the event loop.
+            made = await asyncio.to_thread(
+                self.metadata_store.create_topics,
+                [new for _, new, _ in pending],
+                validate_only=validate_only,
+                max_partitions=self.max_partitions,
+            )
+            for (result, _, effective), meta in zip(pending, made, strict=True):
+                if isinstance(meta, KafkaError):
+                    result["error_code"], result["error_message"] = error_of(meta)
+                    continue
+                self._created(result, meta, effective, version, validate_only)
         return {"throttle_time_ms": 0, "topics": results}
+
+    def _requested_partitions(self, topics: Any) -> int:
+        """The partitions a CreateTopics request asks for in all (Kafka's
+        count: the default for -1, the assignments when given)."""
+        total = 0
+        for t in topics:
+            if t.assignments:
+                total += len(t.assignments)
+            elif t.num_partitions == -1:
+                total += self.config.num_partitions
+            elif t.num_partitions > 0:
+                total += t.num_partitions
+        return total
+
+    def _created(
+        self,
+        result: dict[str, Any],
+        meta: TopicMetadata,
+        effective: LogConfig,
+        version: int,
+        validate_only: bool,
+    ) -> None:
+        if not validate_only:
+            _log.info(
+                "created topic %s (%d partitions, configs %s)",
+                quoted(meta.name),
+                meta.partitions,
+                meta.configs,
+            )
+        result["topic_id"] = meta.topic_id
+        if version >= 5:
+            result["num_partitions"] = meta.partitions
+            result["replication_factor"] = meta.replication_factor
+            result["configs"] = [
+                {
+                    "name": e["name"],
+                    "value": e["value"],
+                    "read_only": e["read_only"],
+                    "config_source": e["config_source"],
+                    "is_sensitive": e["is_sensitive"],
+                }
+                for e in self.config_apis.topic_config_entries(
+                    meta.configs, effective, None, synonyms=False, documentation=False
+                )
+            ]
 
     @staticmethod
     def _create_result(name: str, code: int, message: str | None, version: int) -> dict[str, Any]:
@@ -111,7 +171,9 @@ class TopicApis:
             "configs": None,
         }
 
-    def _create_topic(self, t: Any, validate_only: bool) -> tuple[TopicMetadata, LogConfig]:
+    def _new_topic(self, t: Any) -> tuple[NewTopic, LogConfig]:
+        """The checks of one CreateTopics entry that need no store: name,
+        partitions, replication factor, assignment, configs."""
         name: str = t.name
         validate_topic_name(name)
         num_partitions: int = t.num_partitions
@@ -147,18 +209,13 @@ class TopicApis:
         for c in t.configs or []:
             configs[c.name] = c.value
         effective = self.config_apis.validate_topic_configs(configs)
-        meta = self.metadata_store.create_topic(
+        new = NewTopic(
             name,
             num_partitions,
             replication_factor,
             {k: v for k, v in configs.items() if v is not None},
-            validate_only=validate_only,
         )
-        if not validate_only:
-            _log.info(
-                "created topic %s (%d partitions, configs %s)", name, num_partitions, meta.configs
-            )
-        return meta, effective
+        return new, effective
 
     def _check_assignments(self, assignments: list[Any]) -> tuple[int, int]:
         """(partitions, replication factor) of an explicit replica assignment."""
@@ -242,8 +299,9 @@ class TopicApis:
                 else:
                     out["name"], out["topic_id"] = meta.name, meta.topic_id
                     try:
-                        self.metadata_store.delete_topic(meta.name)
-                        _log.info("deleted topic %s", meta.name)
+                        # Closing and renaming every log: not on the event loop.
+                        await asyncio.to_thread(self.metadata_store.delete_topic, meta.name)
+                        _log.info("deleted topic %s", quoted(meta.name))
                     except Exception as e:
                         code, msg = error_of(e)
             out["error_code"], out["error_message"] = int(code), msg
@@ -258,7 +316,8 @@ class TopicApis:
     ) -> Mapping[str, Any]:
         validate_only = bool(body.validate_only)
         dupes = duplicates(t.name for t in body.topics)
-        results = []
+        results: list[dict[str, Any]] = []
+        wanted: list[tuple[dict[str, Any], Any]] = []
         seen: set[str] = set()
         for t in body.topics:
             if t.name in dupes:
@@ -269,14 +328,33 @@ class TopicApis:
                          "error_message": "Duplicate topic in request."}
                     )  # fmt: skip
                 continue
-            code: int = ErrorCode.NONE
-            msg: str | None = None
+            result: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
+            results.append(result)
+            wanted.append((result, t))
+        added = 0
+        for _, t in wanted:
+            meta = self.metadata_store.topic(t.name)
+            if meta is not None and t.count > meta.partitions:
+                added += t.count - meta.partitions
+        if added > MAX_PARTITIONS_PER_REQUEST:
+            # Refused whole, as Kafka's controller does (KAFKA-19673).
+            for result in results:
+                result["error_code"] = ErrorCode.POLICY_VIOLATION
+                result["error_message"] = TOO_MANY_PARTITIONS
+            return {"throttle_time_ms": 0, "results": results}
+        if wanted:
+            # Making the new logs takes a while: not on the event loop.
+            await asyncio.to_thread(self._create_all_partitions, wanted, validate_only)
+        return {"throttle_time_ms": 0, "results": results}
+
+    def _create_all_partitions(
+        self, wanted: list[tuple[dict[str, Any], Any]], validate_only: bool
+    ) -> None:
+        for result, t in wanted:
             try:
                 self._create_partitions(t, validate_only)
             except Exception as e:
-                code, msg = error_of(e)
-            results.append({"name": t.name, "error_code": int(code), "error_message": msg})
-        return {"throttle_time_ms": 0, "results": results}
+                result["error_code"], result["error_message"] = error_of(e)
 
     def _create_partitions(self, t: Any, validate_only: bool) -> None:
         meta = self.metadata_store.topic(t.name)
@@ -310,9 +388,11 @@ class TopicApis:
                         f"{meta.replication_factor} while partition {meta.partitions + i} has "
                         f"{len(a.broker_ids)}."
                     )
-        self.metadata_store.add_partitions(t.name, count, validate_only=validate_only)
+        self.metadata_store.add_partitions(
+            t.name, count, validate_only=validate_only, max_partitions=self.max_partitions
+        )
         if not validate_only:
-            _log.info("topic %s now has %d partitions", t.name, count)
+            _log.info("topic %s now has %d partitions", quoted(t.name), count)
 
     # ------------------------------------------------------------------ DeleteRecords
 
