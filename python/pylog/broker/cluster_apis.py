@@ -83,7 +83,16 @@ class ClusterApis:
         client asks again, and the next request makes the next share)."""
         cfg = self.config
         per_topic = cfg.num_partitions
-        budget = max(1, MAX_PARTITIONS_PER_REQUEST // per_topic)
+        budget = MAX_PARTITIONS_PER_REQUEST // per_topic
+        if budget == 0:  # num.partitions alone is past what a request may add
+            _log.warning(
+                "not auto-creating %d topic(s): num.partitions=%d is more than one request "
+                "may create (%d)",
+                len(names),
+                per_topic,
+                MAX_PARTITIONS_PER_REQUEST,
+            )
+            return {n: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None) for n in names}
         now, later = names[:budget], names[budget:]
         made = await asyncio.to_thread(
             self.metadata_store.create_topics,
@@ -94,6 +103,7 @@ class ClusterApis:
             n: (ErrorCode.LEADER_NOT_AVAILABLE, None) for n in later
         }
         created = 0
+        failed: list[tuple[str, Exception]] = []
         for name, meta in zip(now, made, strict=True):
             if isinstance(meta, TopicMetadata):
                 created += 1
@@ -103,8 +113,15 @@ class ClusterApis:
             elif isinstance(meta, (InvalidTopicError, InvalidReplicationFactorError)):
                 out[name] = (meta.code, None)
             else:
-                _log.warning("auto-creating topic %s failed: %s", quoted(name), meta)
+                failed.append((name, meta))
                 out[name] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+        if failed:  # one line, however many topics
+            _log.warning(
+                "auto-creating %d topic(s) failed, %s first: %s",
+                len(failed),
+                quoted(failed[0][0]),
+                failed[0][1],
+            )
         if created:
             _log.info(
                 "auto-created %d topic(s) with %d partition(s) each%s",

@@ -55,6 +55,7 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 from pylog.log.checkpoint import fsync_dir
+from pylog.logsafe import quoted
 from pylog.metadata.store import (
     Listener,
     MetadataEvent,
@@ -442,24 +443,42 @@ class JsonMetadataStore(MetadataStore):
                     try:
                         self._notify(MetadataEvent("create", result))
                     except Exception as e:
-                        out[i] = self._undo_create(result, e)
+                        # The rest would most likely fail alike (a full disk,
+                        # no file descriptors left, the broker stopping).
+                        self._undo_creates(out, i, e)
+                        break
             return out
 
-    def _undo_create(self, meta: TopicMetadata, cause: Exception) -> KafkaError:
-        """A listener failed to make ``meta``'s partitions: remove the topic
-        again (durably, and its partial logs through the listeners)."""
-        _log.error("creating the partitions of topic %r failed, removing it: %s", meta.name, cause)
+    def _undo_creates(
+        self, out: list[TopicMetadata | KafkaError], failed: int, cause: Exception
+    ) -> None:
+        """A listener failed to make the partitions of ``out[failed]``: remove
+        it and the topics after it (not made yet) again, durably and in one
+        entry, and its partial logs through the listeners. Their results
+        become the error."""
+        meta = out[failed]
+        assert isinstance(meta, TopicMetadata)
+        doomed = [m for m in out[failed:] if isinstance(m, TopicMetadata)]
+        _log.error(
+            "creating the partitions of topic %s failed; removing it and %d topic(s) after "
+            "it in the same request: %s",
+            quoted(meta.name),
+            len(doomed) - 1,
+            cause,
+        )
         error = cause if isinstance(cause, KafkaError) else KafkaStorageError(str(cause))
+        for i in range(failed, len(out)):
+            if isinstance(out[i], TopicMetadata):
+                out[i] = error
         try:
-            self._commit([{"del": meta.name}], (), (meta.name,))
+            self._commit([{"del": m.name} for m in doomed], (), [m.name for m in doomed])
         except KafkaError as e:
-            _log.error("cannot remove topic %r after its creation failed: %s", meta.name, e)
-            return error
+            _log.error("cannot remove the topics whose creation failed: %s", e)
+            return
         try:
             self._notify(MetadataEvent("delete", meta, meta))
         except Exception as e:
-            _log.error("cannot remove the partial logs of topic %r: %s", meta.name, e)
-        return error
+            _log.error("cannot remove the partial logs of topic %s: %s", quoted(meta.name), e)
 
     def delete_topic(self, name: str) -> None:
         with self._lock:

@@ -31,6 +31,7 @@ from pylog.errors import (
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
+    KafkaStorageError,
     UnknownTopicOrPartitionError,
 )
 from pylog.log.checkpoint import (
@@ -105,6 +106,7 @@ class ReplicaManager:
         )
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = False
         metadata_store.add_listener(self._on_metadata_event)
 
     # ------------------------------------------------------------------ lifecycle
@@ -157,7 +159,14 @@ class ReplicaManager:
             self.hw_checkpoint_interval_ms,
         )
 
+    def stop_creating(self) -> None:
+        """The broker is stopping: a topic creation under way on a worker
+        thread stops at its next partition (and is undone), so the shutdown
+        does not wait for thousands of logs to be made."""
+        self._stopping = True
+
     def shutdown(self) -> None:
+        self._stopping = True
         self.log_manager.scheduler.cancel("highwatermark-checkpoint")
         self.delayed_fetch_purgatory.shutdown()
         self.delayed_produce_purgatory.shutdown()
@@ -221,6 +230,10 @@ class ReplicaManager:
         made: dict[TopicPartition, Partition] = {}
         try:
             for i in range(meta.partitions):
+                if self._stopping:
+                    raise KafkaStorageError(
+                        f"the broker is shutting down: partitions of {meta.name!r} not made"
+                    )
                 tp = TopicPartition(meta.name, i)
                 if tp in self._partitions:
                     continue
