@@ -327,3 +327,82 @@ def test_sigterm_during_a_huge_auto_create_stops_the_broker(tmp_path: Path) -> N
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
+
+
+# ---------------------------------------------------------------- 9: internal topics
+
+
+def commit(c: KafkaConnection, group: str, offset: int) -> int:
+    """Commit (as a group that manages its own partitions), looking the
+    coordinator up again while it answers a retriable error."""
+    deadline = time.monotonic() + 20
+    while True:
+        c.request(K.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        r = c.request(
+            K.OFFSET_COMMIT,
+            8,
+            {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+             "group_instance_id": None,
+             "topics": [{"name": "t", "partitions": [
+                 {"partition_index": 0, "committed_offset": offset,
+                  "committed_leader_epoch": -1, "committed_metadata": ""}]}]},
+        )  # fmt: skip
+        code = int(r.topics[0].partitions[0].error_code)
+        retriable = (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR)
+        if code not in retriable or time.monotonic() > deadline:
+            return code
+        time.sleep(0.05)
+
+
+def committed(c: KafkaConnection, group: str) -> int:
+    deadline = time.monotonic() + 20
+    while True:
+        r = c.request(
+            K.OFFSET_FETCH,
+            5,
+            {"group_id": group, "topics": [{"name": "t", "partition_indexes": [0]}]},
+        )
+        if r.error_code != E.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+            assert r.error_code == E.NONE
+            return int(r.topics[0].partitions[0].committed_offset)
+        time.sleep(0.05)
+
+
+def test_partitions_cannot_be_added_to_the_offsets_topic(b: EmbeddedBroker) -> None:
+    """Adding partitions to __consumer_offsets moved every group to another
+    partition (its id's hash modulo the count): their committed offsets were
+    gone, at once and after a restart. Kafka's tools refuse it; so does the
+    broker now."""
+    with conn(b) as c:
+        groups = [f"g{i}" for i in range(8)]
+        for i, g in enumerate(groups):
+            assert commit(c, g, 100 + i) == E.NONE
+        assert create_partitions(c, ("__consumer_offsets", 4)) == [
+            ("__consumer_offsets", E.POLICY_VIOLATION)
+        ]
+        assert [committed(c, g) for g in groups] == [100 + i for i in range(8)]
+    b.restart()
+    with conn(b) as c:
+        assert [committed(c, g) for g in groups] == [100 + i for i in range(8)]
+
+
+def test_deleting_the_offsets_topic_drops_the_offsets_and_commits_work_again(
+    b: EmbeddedBroker,
+) -> None:
+    """Kafka lets an admin delete __consumer_offsets (only its tools refuse):
+    the committed offsets are gone. Commits then failed until a restart; now
+    the coordinator drops its groups with the topic, and the next
+    FindCoordinator makes a new one."""
+    with conn(b) as c:
+        assert commit(c, "g", 5) == E.NONE
+        r = c.request(
+            K.DELETE_TOPICS, 4, {"topic_names": ["__consumer_offsets"], "timeout_ms": 5000}
+        )
+        assert [(t.name, t.error_code) for t in r.responses] == [("__consumer_offsets", E.NONE)]
+        assert commit(c, "g", 7) == E.NONE
+        assert committed(c, "g") == 7
+        assert commit(c, "h", 9) == E.NONE
+    b.restart()
+    with conn(b) as c:
+        assert committed(c, "g") == 7
+        assert committed(c, "h") == 9

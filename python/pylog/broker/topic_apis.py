@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pylog.broker.config_apis import ConfigApis
@@ -28,6 +28,7 @@ from pylog.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
     KafkaError,
+    PolicyViolationError,
     UnknownTopicOrPartitionError,
 )
 from pylog.log.checkpoint import TopicPartition
@@ -55,8 +56,10 @@ class TopicApis:
         replica_manager: ReplicaManager,
         metadata_store: MetadataStore,
         config_apis: ConfigApis,
+        on_topic_deleted: Callable[[TopicMetadata], None] | None = None,
     ) -> None:
         self.config = config
+        self.on_topic_deleted = on_topic_deleted
         self.replica_manager = replica_manager
         self.metadata_store = metadata_store
         self.config_apis = config_apis
@@ -302,6 +305,8 @@ class TopicApis:
                         # Closing and renaming every log: not on the event loop.
                         await asyncio.to_thread(self.metadata_store.delete_topic, meta.name)
                         _log.info("deleted topic %s", quoted(meta.name))
+                        if self.on_topic_deleted is not None:
+                            self.on_topic_deleted(meta)
                     except Exception as e:
                         code, msg = error_of(e)
             out["error_code"], out["error_message"] = int(code), msg
@@ -360,6 +365,14 @@ class TopicApis:
         meta = self.metadata_store.topic(t.name)
         if meta is None:
             raise UnknownTopicOrPartitionError(f"The topic '{t.name}' does not exist.")
+        if meta.is_internal:
+            # A group's partition of __consumer_offsets is its id's hash modulo
+            # the partition count: more partitions would move groups away from
+            # their committed offsets. Kafka's tools refuse this; so does pylog.
+            raise PolicyViolationError(
+                f"The number of partitions of the internal topic {meta.name} cannot be "
+                "changed: groups would move to other partitions and lose their offsets."
+            )
         count: int = t.count
         if count < meta.partitions:
             raise InvalidPartitionsError(
