@@ -8,6 +8,7 @@ requests by topic id and extreme retention, client strings in log lines."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -406,3 +407,44 @@ def test_deleting_the_offsets_topic_drops_the_offsets_and_commits_work_again(
     with conn(b) as c:
         assert committed(c, "g") == 7
         assert committed(c, "h") == 9
+
+
+# ---------------------------------------------------------------- 11: log lines
+
+
+def test_client_strings_cannot_forge_log_lines(
+    b: EmbeddedBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A group id (or member id, protocol name, topic name) holding a newline
+    wrote a second, forged line into the broker log. Client strings are now
+    shown quoted and escaped: one record stays one line."""
+    forged = "g\n2026-01-01 00:00:00,000 ERROR pylog.broker: forged"
+    caplog.set_level(logging.DEBUG, logger="pylog")
+    with conn(b) as c:
+        assert c.request(K.FIND_COORDINATOR, 3, {"key": forged, "key_type": 0}).error_code == 0
+        join = {
+            "group_id": forged,
+            "session_timeout_ms": 10_000,
+            "rebalance_timeout_ms": 10_000,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range\nforged", "metadata": b""}],
+        }
+        deadline = time.monotonic() + 20
+        while True:
+            r = c.request(K.JOIN_GROUP, 5, join)
+            if r.error_code == E.MEMBER_ID_REQUIRED:
+                join["member_id"] = r.member_id
+                continue
+            if r.error_code != E.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert r.error_code == E.NONE
+        assert commit(c, "h\rforged", 1) == E.NONE
+    lines = [rec.getMessage() for rec in caplog.records if rec.name.startswith("pylog")]
+    about_group = [m for m in lines if "forged" in m]
+    assert about_group, lines  # the group was logged about ...
+    for m in about_group:  # ... on one line each, the id escaped
+        assert "\n" not in m and "\r" not in m, m
+    assert any(repr(forged) in m for m in about_group)

@@ -35,6 +35,7 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 from pylog.log.config import TOPIC_CONFIG, LogConfig
+from pylog.logsafe import quoted
 from pylog.metadata.store import MetadataStore, TopicMetadata, validate_topic_name
 from pylog.network import Request
 from pylog.server.config import ALL_BROKER_CONFIG, KafkaConfig
@@ -338,7 +339,9 @@ class ConfigApis:
                     self.validate_topic_configs(wanted)
                     if not validate_only:
                         self.metadata_store.set_topic_config(meta.name, wanted)
-                        _log.info("topic %s configs set to %s", meta.name, wanted)
+                        _log.info(
+                            "topic %s configs set to %s", quoted(meta.name), quoted(wanted, 2048)
+                        )
                 elif r.resource_type == ResourceType.BROKER:
                     self._broker_resource_check(r.resource_name, allow_default=True)
                     self._refuse_broker_changes(names)

@@ -31,6 +31,7 @@ from pylog.coordinator.group_metadata_manager import (
     now_ms,
 )
 from pylog.errors import ErrorCode
+from pylog.logsafe import quoted
 from pylog.metadata.store import MetadataStore
 from pylog.network.metrics import MetricsRegistry
 from pylog.server.config import KafkaConfig
@@ -377,7 +378,7 @@ class GroupCoordinator:
             and group.select_protocol() == group.protocol_name
         ):
             if protocols_before != req.protocols:
-                _log.debug("static member %s rejoined with new metadata", new_id)
+                _log.debug("static member %s rejoined with new metadata", quoted(new_id))
             is_leader = group.leader_id == new_id
             self._spawn(self.manager.store_group(group, self._assignments(group)))
             return self._join_response(group, new_id, with_members=is_leader, skip=is_leader)
@@ -489,9 +490,9 @@ class GroupCoordinator:
         group.join_op = op
         _log.info(
             "preparing to rebalance group %s (generation %d): %s",
-            group.group_id,
+            quoted(group.group_id),
             group.generation_id,
-            reason,
+            quoted(reason),
         )
         self.join_purgatory.try_complete_else_watch(op, [self._join_key(group)])
 
@@ -533,7 +534,9 @@ class GroupCoordinator:
             group.protocol_name = None
             group.leader_id = None
             group.transition_to(GroupState.EMPTY, now)
-            _log.info("group %s is empty at generation %d", group.group_id, group.generation_id)
+            _log.info(
+                "group %s is empty at generation %d", quoted(group.group_id), group.generation_id
+            )
             self._spawn(self.manager.store_group(group, {}))
             return
         group.protocol_name = group.select_protocol()
@@ -546,10 +549,10 @@ class GroupCoordinator:
         self._schedule_pending_sync(group)
         _log.info(
             "group %s: generation %d with %d members, protocol %s",
-            group.group_id,
+            quoted(group.group_id),
             group.generation_id,
             group.size,
-            group.protocol_name,
+            quoted(group.protocol_name),
         )
         for m in list(group.members.values()):
             fut = m.await_join
@@ -605,8 +608,8 @@ class GroupCoordinator:
             return
         _log.info(
             "member %s of group %s: session timed out after %d ms",
-            member_id,
-            group.group_id,
+            quoted(member_id),
+            quoted(group.group_id),
             member.session_timeout_ms,
         )
         self._remove_member_and_update_group(group, member, "session timeout")
@@ -665,9 +668,9 @@ class GroupCoordinator:
             return
         _log.info(
             "group %s generation %d: %s sent no SyncGroup within the rebalance timeout",
-            group.group_id,
+            quoted(group.group_id),
             group.generation_id,
-            ", ".join(m.member_id for m in pending),
+            ", ".join(quoted(m.member_id) for m in pending),
         )
         for m in pending:
             self._remove_member(group, m)

@@ -41,6 +41,7 @@ from pylog.log.checkpoint import (
 )
 from pylog.log.log import AppendOrigin, FetchIsolation, LogAppendInfo
 from pylog.log.manager import LogManager
+from pylog.logsafe import quoted
 from pylog.metadata.store import MetadataEvent, MetadataStore, TopicMetadata
 from pylog.server.delayed_fetch import (
     DelayedFetch,
@@ -127,11 +128,13 @@ class ReplicaManager:
         for topic, count in sorted(on_disk.items()):
             meta = store.topic(topic)
             if meta is None:
-                _log.warning("adopting topic %s (%d partitions) found on disk", topic, count)
+                _log.warning(
+                    "adopting topic %s (%d partitions) found on disk", quoted(topic), count
+                )
                 try:
                     store.create_topic(topic, count, 1, topic_id=self.log_manager.topic_id(topic))
                 except KafkaError as e:
-                    _log.error("cannot adopt %s found on disk: %s", topic, e)
+                    _log.error("cannot adopt %s found on disk: %s", quoted(topic), e)
             elif meta.partitions < count:
                 store.add_partitions(topic, count)
         self._restore_high_watermarks()
@@ -142,9 +145,9 @@ class ReplicaManager:
                 # A store written before the limit existed (one CreateTopics
                 # once asked for 2^31-1 partitions): start without it.
                 _log.error(
-                    "not opening topic %r: its %d partitions would take this broker past "
+                    "not opening topic %s: its %d partitions would take this broker past "
                     "max.broker.partitions=%d (%d open); delete the topic or raise the limit",
-                    meta.name,
+                    quoted(meta.name),
                     meta.partitions,
                     limit,
                     opened,
