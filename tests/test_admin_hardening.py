@@ -158,6 +158,16 @@ def test_create_topics_asking_for_2_billion_partitions_is_refused_whole(
         assert got == [("huge", E.POLICY_VIOLATION), ("small", E.POLICY_VIOLATION)]
         got = create_topics(c, ("a", 6000), ("b", 4001))  # 10,001 together
         assert got == [("a", E.POLICY_VIOLATION), ("b", E.POLICY_VIOLATION)]
+        r = c.request(
+            K.CREATE_TOPICS,
+            5,
+            {"topics": [{"name": "assigned", "num_partitions": -1, "replication_factor": -1,
+                         "assignments": [{"partition_index": i, "broker_ids": [0]}
+                                         for i in range(10_001)],
+                         "configs": []}],
+             "timeout_ms": 5000},
+        )  # fmt: skip
+        assert [(t.name, t.error_code) for t in r.topics] == [("assigned", E.POLICY_VIOLATION)]
         assert create_topics(c, ("small", 2)) == [("small", E.NONE)]
         assert create_partitions(c, ("small", 2**31 - 1)) == [("small", E.POLICY_VIOLATION)]
     assert partition_dirs(b.log_dir, "huge") == 0

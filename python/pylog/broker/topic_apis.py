@@ -72,6 +72,9 @@ class TopicApis:
         version = request.header.api_version
         validate_only = bool(body.get("validate_only", False))
         dupes = duplicates(t.name for t in body.topics)
+        # Checked first: a request may carry millions of assignments, which
+        # are not worth checking one by one when the request is refused whole.
+        too_many = self._requested_partitions(body.topics) > MAX_PARTITIONS_PER_REQUEST
         results: list[dict[str, Any]] = []
         # (result entry, topic to create, its effective config) of the topics
         # that pass the checks made here; the store makes the rest.
@@ -90,13 +93,15 @@ class TopicApis:
                 continue
             result = self._create_result(t.name, ErrorCode.NONE, None, version)
             results.append(result)
+            if too_many:
+                continue
             try:
                 new, effective = self._new_topic(t)
             except Exception as e:
                 result["error_code"], result["error_message"] = error_of(e)
                 continue
             pending.append((result, new, effective))
-        if self._requested_partitions(body.topics) > MAX_PARTITIONS_PER_REQUEST:
+        if too_many:
             # Refused whole, as Kafka's controller does.
             for result in results:
                 result["error_code"] = ErrorCode.POLICY_VIOLATION
