@@ -15,6 +15,7 @@ from typing import Any
 
 from pylog.coordinator.group import GroupState
 from pylog.coordinator.group_coordinator import GroupCoordinator, JoinRequest
+from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
 from pylog.errors import ErrorCode
 from pylog.network import Request
 
@@ -66,13 +67,17 @@ class GroupApis:
     ) -> Mapping[str, Any]:
         version = request.header.api_version
         key_type = body.get("key_type", 0)
-        if key_type == _KEY_TYPE_GROUP:
+        manager = self.coordinator.manager
+        if (
+            key_type == _KEY_TYPE_GROUP
+            and manager.metadata_store.topic(GROUP_METADATA_TOPIC) is None
+        ):
             # The first FindCoordinator creates the offsets topic: its logs
             # are made on a worker thread, and a store busy creating another
             # request's topics is waited for there, not on the event loop.
             # A failure here is met again, and answered, by find_coordinator.
             with contextlib.suppress(Exception):
-                await asyncio.to_thread(self.coordinator.manager.ensure_topic)
+                await asyncio.to_thread(manager.ensure_topic)
         if version >= 4:
             return {
                 "throttle_time_ms": 0,
