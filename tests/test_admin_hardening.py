@@ -397,6 +397,26 @@ def test_partitions_cannot_be_added_to_the_offsets_topic(b: EmbeddedBroker) -> N
         assert [committed(c, g) for g in groups] == [100 + i for i in range(8)]
 
 
+def test_metadata_does_not_auto_create_the_offsets_topic_as_a_plain_topic(
+    b: EmbeddedBroker,
+) -> None:
+    """Auto-created by a Metadata request, __consumer_offsets had
+    num.partitions partitions and no compaction; the coordinator then used it.
+    It is made by the first FindCoordinator, with offsets.topic.* settings."""
+    with conn(b) as c:
+        r = auto_create(c, ["__consumer_offsets", "__transaction_state"])
+        assert [t.error_code for t in r.topics] == [E.UNKNOWN_TOPIC_OR_PARTITION] * 2
+        assert commit(c, "g", 3) == E.NONE
+        r = c.request(
+            K.DESCRIBE_CONFIGS,
+            1,
+            {"resources": [{"resource_type": 2, "resource_name": "__consumer_offsets",
+                            "configuration_keys": ["cleanup.policy"]}],
+             "include_synonyms": False},
+        )  # fmt: skip
+        assert [e.value for e in r.results[0].configs] == ["compact"]
+
+
 def test_deleting_the_offsets_topic_drops_the_offsets_and_commits_work_again(
     b: EmbeddedBroker,
 ) -> None:

@@ -22,7 +22,13 @@ from pylog.errors import (
 )
 from pylog.log.checkpoint import TopicPartition
 from pylog.logsafe import quoted
-from pylog.metadata.store import MetadataStore, NewTopic, TopicMetadata, validate_topic_name
+from pylog.metadata.store import (
+    INTERNAL_TOPICS,
+    MetadataStore,
+    NewTopic,
+    TopicMetadata,
+    validate_topic_name,
+)
 from pylog.network import Request
 from pylog.protocol import ZERO_UUID
 from pylog.server.config import EndPoint, KafkaConfig
@@ -216,7 +222,10 @@ class ClusterApis:
                 except InvalidTopicError:
                     entries.append(self._topic_error(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
                     continue
-                if not allow_auto:
+                if not allow_auto or name in INTERNAL_TOPICS:
+                    # An internal topic is made by its coordinator, with its
+                    # own partition count and configs (__consumer_offsets by
+                    # the first FindCoordinator), never as a plain topic.
                     entries.append(self._topic_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
                     continue
                 entries.append(name)
