@@ -17,6 +17,7 @@ LAYERS: dict[str, int] = {
     "config": 0,
     "clock": 0,
     "records": 0,
+    "logsafe": 0,
     "protocol": 1,
     "log": 2,
     "network": 3,

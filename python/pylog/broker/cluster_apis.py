@@ -6,45 +6,37 @@ UpdateMetadata, the broker list and the leaders come from it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Mapping
+from typing import Any
 
-from pylog.broker.request_helpers import Pacer, store_change
-from pylog.broker.response_dicts import (
-    DescribeClusterResponseDict,
-    DescribeLogDirsPartitionDict,
-    DescribeLogDirsResponseDict,
-    DescribeLogDirsResultDict,
-    MetadataResponseDict,
-    MetadataResponsePartitionDict,
-    MetadataResponseTopicDict,
-)
+from pylog.broker.request_helpers import MAX_PARTITIONS_PER_REQUEST, Pacer
 from pylog.errors import (
     ErrorCode,
     InvalidReplicationFactorError,
     InvalidTopicError,
-    KafkaError,
     TopicAlreadyExistsError,
 )
 from pylog.log.checkpoint import TopicPartition
-from pylog.metadata.store import MetadataStore, TopicMetadata, validate_topic_name
+from pylog.logsafe import quoted
+from pylog.metadata.store import (
+    INTERNAL_TOPICS,
+    MetadataStore,
+    NewTopic,
+    TopicMetadata,
+    validate_topic_name,
+)
 from pylog.network import Request
 from pylog.protocol import ZERO_UUID
-from pylog.protocol.messages import (
-    DescribeClusterRequest,
-    DescribeLogDirsRequest,
-    MetadataRequest,
-)
 from pylog.server.config import EndPoint, KafkaConfig
 from pylog.server.replica_manager import ReplicaManager
 
 __all__ = ["ClusterApis"]
 
 _log = logging.getLogger("pylog.broker.cluster_apis")
-
-# The responses are still dicts, typed by response_dicts: moving them to the
-# response classes waits for the hardening changes in this module to land.
 
 _AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
 # Without an authorizer every operation is allowed: READ..DESCRIBE, DESCRIBE_CONFIGS,
@@ -72,6 +64,7 @@ class ClusterApis:
         self.metadata_store = metadata_store
         self.log_manager = replica_manager.log_manager
         self.broker_id = config.broker_id
+        self.max_partitions = int(config.get("max.broker.partitions"))
         self._endpoints: tuple[EndPoint, ...] = config.advertised_listeners
 
     # ------------------------------------------------------------------ endpoints
@@ -88,26 +81,66 @@ class ClusterApis:
 
     # ------------------------------------------------------------------ Metadata
 
-    def _auto_create(self, name: str) -> tuple[int, TopicMetadata | None]:
+    async def _auto_create(self, names: list[str]) -> dict[str, tuple[int, TopicMetadata | None]]:
+        """Create the topics a Metadata request named and lacks, all in one
+        store change (one fsync) on a worker thread: (error code, metadata) per
+        name. At most MAX_PARTITIONS_PER_REQUEST partitions are made per
+        request; the names past that are answered LEADER_NOT_AVAILABLE (the
+        client asks again, and the next request makes the next share)."""
         cfg = self.config
-        try:
-            meta = self.metadata_store.create_topic(
-                name, cfg.num_partitions, cfg.default_replication_factor
+        per_topic = cfg.num_partitions
+        budget = MAX_PARTITIONS_PER_REQUEST // per_topic
+        if budget == 0:  # num.partitions alone is past what a request may add
+            _log.warning(
+                "not auto-creating %d topic(s): num.partitions=%d is more than one request "
+                "may create (%d)",
+                len(names),
+                per_topic,
+                MAX_PARTITIONS_PER_REQUEST,
             )
-            _log.info("auto-created topic %s with %d partition(s)", name, meta.partitions)
-            return ErrorCode.NONE, meta
-        except TopicAlreadyExistsError:
-            return ErrorCode.NONE, self.metadata_store.topic(name)
-        except (InvalidTopicError, InvalidReplicationFactorError) as e:
-            return e.code, None
-        except KafkaError as e:
-            _log.warning("auto-creating topic %s failed: %s", name, e)
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+            return {n: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None) for n in names}
+        now, later = names[:budget], names[budget:]
+        made = await asyncio.to_thread(
+            self.metadata_store.create_topics,
+            [NewTopic(n, per_topic, cfg.default_replication_factor) for n in now],
+            max_partitions=self.max_partitions,
+        )
+        out: dict[str, tuple[int, TopicMetadata | None]] = {
+            n: (ErrorCode.LEADER_NOT_AVAILABLE, None) for n in later
+        }
+        created = 0
+        failed: list[tuple[str, Exception]] = []
+        for name, meta in zip(now, made, strict=True):
+            if isinstance(meta, TopicMetadata):
+                created += 1
+                out[name] = (ErrorCode.NONE, meta)
+            elif isinstance(meta, TopicAlreadyExistsError):
+                out[name] = (ErrorCode.NONE, self.metadata_store.topic(name))
+            elif isinstance(meta, (InvalidTopicError, InvalidReplicationFactorError)):
+                out[name] = (meta.code, None)
+            else:
+                failed.append((name, meta))
+                out[name] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+        if failed:  # one line, however many topics
+            _log.warning(
+                "auto-creating %d topic(s) failed, %s first: %s",
+                len(failed),
+                quoted(failed[0][0]),
+                failed[0][1],
+            )
+        if created:
+            _log.info(
+                "auto-created %d topic(s) with %d partition(s) each%s",
+                created,
+                per_topic,
+                f", {quoted(now[0])} first" if created > 1 else f": {quoted(now[0])}",
+            )
+        return out
 
-    def _topic_entry(self, meta: TopicMetadata, with_ops: bool) -> MetadataResponseTopicDict:
+    def _topic_entry(self, meta: TopicMetadata, with_ops: bool) -> dict[str, Any]:
         b = self.broker_id
         rm = self.replica_manager
-        partitions: list[MetadataResponsePartitionDict] = []
+        partitions = []
         for i in range(meta.partitions):
             p = rm.partition(TopicPartition(meta.name, i))
             if p is None:
@@ -145,25 +178,27 @@ class ClusterApis:
             else _AUTHORIZED_OPS_NOT_REQUESTED,
         }
 
-    async def handle_topic_metadata_request(
-        self, request: Request, body: MetadataRequest
-    ) -> MetadataResponseDict:
+    async def handle_topic_metadata_request(self, request: Request, body: Any) -> Mapping[str, Any]:
         version = request.header.api_version
         store = self.metadata_store
-        with_ops = bool(body.include_topic_authorized_operations)
-        allow_auto = bool(body.allow_auto_topic_creation) if version >= 4 else True
+        with_ops = bool(body.get("include_topic_authorized_operations"))
+        allow_auto = bool(body.get("allow_auto_topic_creation", True)) if version >= 4 else True
         allow_auto = allow_auto and self.config.auto_create_topics_enable
         requested = body.topics
-        topics: list[MetadataResponseTopicDict] = []
+        topics: list[dict[str, Any]] = []
         if requested is None or (version == 0 and not requested):
             topics = [self._topic_entry(m, with_ops) for m in store.topics()]
         else:
+            # One entry per requested topic, in order; the names to auto-create
+            # are filled in once they are made, all together.
+            entries: list[dict[str, Any] | str] = []
+            missing: dict[str, None] = {}
             seen: set[tuple[str | None, str | None]] = set()
             pace = Pacer()
             for t in requested:
                 await pace()
-                name = t.name
-                topic_id = t.topic_id
+                name = t.get("name")
+                topic_id = t.get("topic_id")
                 key = (name, None if name is not None else topic_id)
                 if key in seen:  # each topic is answered once, however often it is named
                     continue
@@ -173,50 +208,59 @@ class ClusterApis:
                     if meta is None:
                         # The name is nullable from v12; before, an empty name.
                         unnamed = None if version >= 12 else ""
-                        topics.append(
+                        entries.append(
                             self._topic_error(ErrorCode.UNKNOWN_TOPIC_ID, unnamed, topic_id)
                         )
                     else:
-                        topics.append(self._topic_entry(meta, with_ops))
+                        entries.append(self._topic_entry(meta, with_ops))
                     continue
                 if name is None:
                     # Neither a name nor an id. The name is nullable in the
                     # response from v12; before, an empty name.
                     unnamed = None if version >= 12 else ""
-                    topics.append(self._topic_error(ErrorCode.INVALID_REQUEST, unnamed, None))
+                    entries.append(self._topic_error(ErrorCode.INVALID_REQUEST, unnamed, None))
                     continue
                 meta = store.topic(name)
+                if meta is not None:
+                    entries.append(self._topic_entry(meta, with_ops))
+                    continue
+                try:
+                    validate_topic_name(name)
+                except InvalidTopicError:
+                    entries.append(self._topic_error(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
+                    continue
+                if not allow_auto or name in INTERNAL_TOPICS:
+                    # An internal topic is made by its coordinator, with its
+                    # own partition count and configs (__consumer_offsets by
+                    # the first FindCoordinator), never as a plain topic.
+                    entries.append(self._topic_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+                    continue
+                entries.append(name)
+                missing[name] = None
+            made = await self._auto_create(list(missing)) if missing else {}
+            for entry in entries:
+                if not isinstance(entry, str):
+                    topics.append(entry)
+                    continue
+                code, meta = made[entry]
                 if meta is None:
-                    try:
-                        validate_topic_name(name)
-                    except InvalidTopicError:
-                        topics.append(self._topic_error(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
-                        continue
-                    if allow_auto:
-                        code, meta = await store_change(store, self._auto_create, name)
-                        if meta is None:
-                            topics.append(self._topic_error(code, name))
-                            continue
-                    else:
-                        topics.append(self._topic_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
-                        continue
-                topics.append(self._topic_entry(meta, with_ops))
+                    topics.append(self._topic_error(code, entry))
+                else:
+                    topics.append(self._topic_entry(meta, with_ops))
         host, port = self.broker_endpoint(request.listener)
-        response: MetadataResponseDict = {
+        response: dict[str, Any] = {
             "throttle_time_ms": 0,
             "brokers": [{"node_id": self.broker_id, "host": host, "port": port, "rack": None}],
             "cluster_id": store.cluster_id,
             "controller_id": self.broker_id,
             "topics": topics,
         }
-        if body.include_cluster_authorized_operations:
+        if body.get("include_cluster_authorized_operations"):
             response["cluster_authorized_operations"] = _CLUSTER_OPS
         return response
 
     @staticmethod
-    def _topic_error(
-        code: int, name: str | None, topic_id: str | None = None
-    ) -> MetadataResponseTopicDict:
+    def _topic_error(code: int, name: str | None, topic_id: str | None = None) -> dict[str, Any]:
         return {
             "error_code": code,
             "name": name,
@@ -228,10 +272,10 @@ class ClusterApis:
     # ------------------------------------------------------------------ DescribeCluster
 
     async def handle_describe_cluster_request(
-        self, request: Request, body: DescribeClusterRequest
-    ) -> DescribeClusterResponseDict:
-        endpoint_type = body.endpoint_type
-        response: DescribeClusterResponseDict = {
+        self, request: Request, body: Any
+    ) -> Mapping[str, Any]:
+        endpoint_type = body.get("endpoint_type", 1)
+        response: dict[str, Any] = {
             "throttle_time_ms": 0,
             "error_code": ErrorCode.NONE,
             "error_message": None,
@@ -240,7 +284,7 @@ class ClusterApis:
             "controller_id": self.broker_id,
             "brokers": [],
             "cluster_authorized_operations": _CLUSTER_OPS
-            if body.include_cluster_authorized_operations
+            if body.get("include_cluster_authorized_operations")
             else _AUTHORIZED_OPS_NOT_REQUESTED,
         }
         if endpoint_type != 1:
@@ -268,15 +312,15 @@ class ClusterApis:
     # ------------------------------------------------------------------ DescribeLogDirs
 
     async def handle_describe_log_dirs_request(
-        self, request: Request, body: DescribeLogDirsRequest
-    ) -> DescribeLogDirsResponseDict:
+        self, request: Request, body: Any
+    ) -> Mapping[str, Any]:
         wanted: set[TopicPartition] | None = None
         if body.topics is not None:
             wanted = {TopicPartition(t.topic, p) for t in body.topics for p in t.partitions}
-        results: list[DescribeLogDirsResultDict] = []
+        results = []
         for path in self.log_manager.log_dirs:
             logs = self.log_manager.logs_in_dir(path)
-            by_topic: dict[str, list[DescribeLogDirsPartitionDict]] = {}
+            by_topic: dict[str, list[dict[str, Any]]] = {}
             for tp in sorted(logs):
                 if wanted is not None and tp not in wanted:
                     continue

@@ -21,11 +21,12 @@ other than this broker's is INVALID_REQUEST, as in Kafka.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from pylog.broker.request_helpers import Pacer, duplicates, error_of, store_change
+from pylog.broker.request_helpers import Pacer, duplicates, error_of
 from pylog.config import ConfigKey, ConfigType
 from pylog.errors import (
     ErrorCode,
@@ -34,6 +35,7 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 from pylog.log.config import TOPIC_CONFIG, LogConfig
+from pylog.logsafe import quoted
 from pylog.metadata.store import MetadataStore, TopicMetadata, validate_topic_name
 from pylog.network import Request
 from pylog.protocol.messages import (
@@ -323,8 +325,9 @@ class ConfigApis:
     ) -> AlterConfigsResponse:
         # Replace semantics: the request's keys become the topic's whole
         # override set (a null value is the same as absent).
-        results = await store_change(
-            self.metadata_store,
+        # The store's write (an fsync, or ZooKeeper's) may wait behind a topic
+        # creation: on a worker thread.
+        results = await asyncio.to_thread(
             self._alter_config_resources,
             body.resources,
             bool(body.validate_only),
@@ -354,8 +357,7 @@ class ConfigApis:
                         f"Unknown config operation {c.config_operation} for {c.name}"
                     )
 
-        results = await store_change(
-            self.metadata_store,
+        results = await asyncio.to_thread(
             self._alter_config_resources,
             body.resources,
             bool(body.validate_only),
@@ -402,7 +404,9 @@ class ConfigApis:
                     self.validate_topic_configs(wanted)
                     if not validate_only:
                         self.metadata_store.set_topic_config(meta.name, wanted)
-                        _log.info("topic %s configs set to %s", meta.name, wanted)
+                        _log.info(
+                            "topic %s configs set to %s", quoted(meta.name), quoted(wanted, 2048)
+                        )
                 elif r.resource_type == ResourceType.BROKER:
                     self._broker_resource_check(r.resource_name, allow_default=True)
                     self._refuse_broker_changes(names)

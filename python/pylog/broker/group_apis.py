@@ -8,10 +8,11 @@ coordinator.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable
 
-from pylog.broker.request_helpers import Pacer, store_change
+from pylog.broker.request_helpers import Pacer
 from pylog.coordinator.group import GroupState
 from pylog.coordinator.group_coordinator import GroupCoordinator, JoinRequest
 from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
@@ -117,16 +118,13 @@ class GroupApis:
         key_type = body.key_type
         manager = self.coordinator.manager
         store = manager.metadata_store
-        if (
-            store.blocking
-            and key_type == _KEY_TYPE_GROUP
-            and store.topic(GROUP_METADATA_TOPIC) is None
-        ):
-            # The first FindCoordinator creates the offsets topic: with the
-            # ZooKeeper store that is a network round trip, made off the loop.
+        if key_type == _KEY_TYPE_GROUP and store.topic(GROUP_METADATA_TOPIC) is None:
+            # The first FindCoordinator creates the offsets topic: its logs are
+            # made (and, on ZooKeeper, its znodes written) on a worker thread,
+            # where a store busy with another request's topics is waited for.
             # A failure is answered below (find_coordinator tries again).
             with contextlib.suppress(Exception):
-                await store_change(store, manager.ensure_topic)
+                await asyncio.to_thread(manager.ensure_topic)
         if version >= 4:
             return FindCoordinatorResponse(
                 throttle_time_ms=0,

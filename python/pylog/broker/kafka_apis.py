@@ -35,13 +35,14 @@ from pylog.broker.produce_fetch_apis import ProduceFetchApis
 from pylog.broker.sasl_apis import SaslApis
 from pylog.broker.topic_apis import TopicApis
 from pylog.coordinator.group_coordinator import GroupCoordinator
+from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
 from pylog.errors import (
     CloseConnection,
     ErrorCode,
     InvalidRequestError,
     UnsupportedVersionError,
 )
-from pylog.metadata.store import MetadataStore
+from pylog.metadata.store import MetadataStore, TopicMetadata
 from pylog.network import Chunk, Request
 from pylog.protocol import (
     ApiKey,
@@ -157,7 +158,9 @@ class KafkaApis:
         data = ProduceFetchApis(config, replica_manager, metadata_store, self.producer_ids)
         cluster = ClusterApis(config, replica_manager, metadata_store)
         configs = ConfigApis(config, metadata_store)
-        topics = TopicApis(config, replica_manager, metadata_store, configs)
+        topics = TopicApis(
+            config, replica_manager, metadata_store, configs, on_topic_deleted=self._topic_deleted
+        )
         sasl = SaslApis()
         handlers: dict[int, Route] = {
             ApiKey.PRODUCE: Route(ProduceRequest, data.handle_produce_request),
@@ -226,6 +229,18 @@ class KafkaApis:
         self.handlers: Mapping[int, Route] = MappingProxyType(
             {int(k): h for k, h in sorted(handlers.items())}
         )
+
+    def _topic_deleted(self, meta: TopicMetadata) -> None:
+        """DeleteTopics removed ``meta`` (Kafka allows deleting the offsets
+        topic; only its tools refuse). With __consumer_offsets go its groups:
+        the coordinator resigns every partition, so no group, member session
+        or rebalance of the old topic lives on to write into the topic the
+        next FindCoordinator makes."""
+        coordinator = self.group_coordinator
+        if coordinator is None or meta.name != GROUP_METADATA_TOPIC:
+            return
+        for partition in sorted(coordinator.manager.shards):
+            coordinator.on_resignation(partition)
 
     # ------------------------------------------------------------------ routing
 

@@ -115,6 +115,7 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
         hw_checkpoint_interval_ms=int(
             server.config.get("replica.high.watermark.checkpoint.interval.ms")
         ),
+        max_partitions=int(server.config.get("max.broker.partitions")),
     )
     replica_manager.startup()
     server.replica_manager = replica_manager
@@ -304,6 +305,10 @@ class KafkaServer:
             self._transition(BrokerState.PendingControlledShutdown)
         t0 = time.perf_counter()
         self._transition(BrokerState.BrokerShuttingDown)
+        if self.replica_manager is not None:
+            # A topic creation on a worker thread stops now, so the in-flight
+            # request it belongs to is answered before the drain times out.
+            self.replica_manager.stop_creating()
         timeout = int(self.config.get("shutdown.timeout.ms")) / 1000
         try:
             await self._stop_components(timeout)

@@ -13,9 +13,10 @@ start while this one waits in the purgatory.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
-from pylog.broker.request_helpers import Pacer, store_change
+from pylog.broker.request_helpers import Pacer
 from pylog.broker.response_dicts import (
     FetchableTopicResponseDict,
     FetchResponseDict,
@@ -352,9 +353,9 @@ class ProduceFetchApis:
             return InitProducerIdResponse(
                 throttle_time_ms=0,
                 error_code=ErrorCode.NONE,
-                producer_id=await store_change(
-                    self.metadata_store, self.producer_ids.generate_producer_id
-                ),
+                # Now and then a new block is reserved in the store (an fsync, or
+                # a ZooKeeper write): on a worker thread.
+                producer_id=await asyncio.to_thread(self.producer_ids.generate_producer_id),
                 producer_epoch=0,
             )
         # No transaction coordinator runs here: a transactional id is answered

@@ -8,30 +8,32 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from typing import ParamSpec, TypeVar
 
 from pylog.errors import ErrorCode, KafkaError
-from pylog.metadata.store import MetadataStore
 
-__all__ = ["YIELD_EVERY", "Pacer", "duplicates", "error_of", "store_change"]
+__all__ = [
+    "MAX_PARTITIONS_PER_REQUEST",
+    "TOO_MANY_PARTITIONS",
+    "YIELD_EVERY",
+    "Pacer",
+    "duplicates",
+    "error_of",
+]
+
+#: The most partitions one CreateTopics or CreatePartitions request (or one
+#: Metadata request's auto-creations) may add: Kafka's controller refuses a
+#: larger request whole (MAX_PARTITIONS_PER_BATCH, POLICY_VIOLATION).
+MAX_PARTITIONS_PER_REQUEST = 10_000
+#: Kafka's message for that refusal.
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 
 _log = logging.getLogger("pylog.broker")
 
 _K = TypeVar("_K", bound=Hashable)
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
-
-
-async def store_change(
-    store: MetadataStore, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs
-) -> _T:
-    """``fn(*args)``, a change of ``store``'s metadata: in a thread when the
-    store blocks on the network (ZooKeeper), so the event loop never waits on
-    it; directly otherwise (the JSON store's write is a local fsync)."""
-    if store.blocking:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-    return fn(*args, **kwargs)
 
 
 #: A handler working through a request's arrays gives the event loop a turn this

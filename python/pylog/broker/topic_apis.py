@@ -9,20 +9,17 @@ except to move a log start offset (DeleteRecords, through the ReplicaManager).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from pylog.broker.config_apis import ConfigApis
-from pylog.broker.request_helpers import duplicates, error_of, store_change
-from pylog.broker.response_dicts import (
-    CreatableTopicResultDict,
-    CreatePartitionsResponseDict,
-    CreatePartitionsTopicResultDict,
-    CreateTopicsResponseDict,
-    DeletableTopicResultDict,
-    DeleteRecordsPartitionResultDict,
-    DeleteRecordsResponseDict,
-    DeleteRecordsTopicResultDict,
-    DeleteTopicsResponseDict,
+from pylog.broker.request_helpers import (
+    MAX_PARTITIONS_PER_REQUEST,
+    TOO_MANY_PARTITIONS,
+    duplicates,
+    error_of,
 )
 from pylog.errors import (
     ErrorCode,
@@ -30,33 +27,22 @@ from pylog.errors import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
+    KafkaError,
+    PolicyViolationError,
     UnknownTopicOrPartitionError,
 )
 from pylog.log.checkpoint import TopicPartition
 from pylog.log.config import LogConfig
-from pylog.metadata.store import MetadataStore, TopicMetadata, validate_topic_name
+from pylog.logsafe import quoted
+from pylog.metadata.store import MetadataStore, NewTopic, TopicMetadata, validate_topic_name
 from pylog.network import Request
 from pylog.protocol import ZERO_UUID
-from pylog.protocol.messages import (
-    CreatePartitionsRequest,
-    CreateTopicsRequest,
-    DeleteRecordsRequest,
-    DeleteTopicsRequest,
-)
-from pylog.protocol.messages.create_partitions_request import CreatePartitionsTopic
-from pylog.protocol.messages.create_topics_request import (
-    CreatableReplicaAssignment,
-    CreatableTopic,
-)
 from pylog.server.config import KafkaConfig
 from pylog.server.replica_manager import ReplicaManager
 
 __all__ = ["TopicApis"]
 
 _log = logging.getLogger("pylog.broker.topic_apis")
-
-# The responses are still dicts, typed by response_dicts: moving them to the
-# response classes waits for the hardening changes in this module to land.
 
 
 class TopicApis:
@@ -70,22 +56,29 @@ class TopicApis:
         replica_manager: ReplicaManager,
         metadata_store: MetadataStore,
         config_apis: ConfigApis,
+        on_topic_deleted: Callable[[TopicMetadata], None] | None = None,
     ) -> None:
         self.config = config
+        self.on_topic_deleted = on_topic_deleted
         self.replica_manager = replica_manager
         self.metadata_store = metadata_store
         self.config_apis = config_apis
         self.broker_id = config.broker_id
+        self.max_partitions = int(config.get("max.broker.partitions"))
 
     # ------------------------------------------------------------------ CreateTopics
 
-    async def handle_create_topics_request(
-        self, request: Request, body: CreateTopicsRequest
-    ) -> CreateTopicsResponseDict:
+    async def handle_create_topics_request(self, request: Request, body: Any) -> Mapping[str, Any]:
         version = request.header.api_version
-        validate_only = bool(body.validate_only)
+        validate_only = bool(body.get("validate_only", False))
         dupes = duplicates(t.name for t in body.topics)
-        results: list[CreatableTopicResultDict] = []
+        # Checked first: a request may carry millions of assignments, which
+        # are not worth checking one by one when the request is refused whole.
+        too_many = self._requested_partitions(body.topics) > MAX_PARTITIONS_PER_REQUEST
+        results: list[dict[str, Any]] = []
+        # (result entry, topic to create, its effective config) of the topics
+        # that pass the checks made here; the store makes the rest.
+        pending: list[tuple[dict[str, Any], NewTopic, LogConfig]] = []
         seen: set[str] = set()
         for t in body.topics:
             if t.name in dupes:
@@ -98,38 +91,84 @@ class TopicApis:
                     )
                 )
                 continue
-            try:
-                meta, effective = await store_change(
-                    self.metadata_store, self._create_topic, t, validate_only
-                )
-            except Exception as e:
-                code, msg = error_of(e)
-                results.append(self._create_result(t.name, code, msg, version))
-                continue
             result = self._create_result(t.name, ErrorCode.NONE, None, version)
-            result["topic_id"] = meta.topic_id
-            if version >= 5:
-                result["num_partitions"] = meta.partitions
-                result["replication_factor"] = meta.replication_factor
-                result["configs"] = [
-                    {
-                        "name": e["name"],
-                        "value": e["value"],
-                        "read_only": e["read_only"],
-                        "config_source": e["config_source"],
-                        "is_sensitive": e["is_sensitive"],
-                    }
-                    for e in self.config_apis.topic_config_entries(
-                        meta.configs, effective, None, synonyms=False, documentation=False
-                    )
-                ]
             results.append(result)
+            if too_many:
+                continue
+            try:
+                new, effective = self._new_topic(t)
+            except Exception as e:
+                result["error_code"], result["error_message"] = error_of(e)
+                continue
+            pending.append((result, new, effective))
+        if too_many:
+            # Refused whole, as Kafka's controller does.
+            for result in results:
+                result["error_code"] = ErrorCode.POLICY_VIOLATION
+                result["error_message"] = TOO_MANY_PARTITIONS
+            return {"throttle_time_ms": 0, "topics": results}
+        if pending:
+            # Making thousands of logs takes seconds: not on the event loop.
+            made = await asyncio.to_thread(
+                self.metadata_store.create_topics,
+                [new for _, new, _ in pending],
+                validate_only=validate_only,
+                max_partitions=self.max_partitions,
+            )
+            for (result, _, effective), meta in zip(pending, made, strict=True):
+                if isinstance(meta, KafkaError):
+                    result["error_code"], result["error_message"] = error_of(meta)
+                    continue
+                self._created(result, meta, effective, version, validate_only)
         return {"throttle_time_ms": 0, "topics": results}
 
+    def _requested_partitions(self, topics: Any) -> int:
+        """The partitions a CreateTopics request asks for in all (Kafka's
+        count: the default for -1, the assignments when given)."""
+        total = 0
+        for t in topics:
+            if t.assignments:
+                total += len(t.assignments)
+            elif t.num_partitions == -1:
+                total += self.config.num_partitions
+            elif t.num_partitions > 0:
+                total += t.num_partitions
+        return total
+
+    def _created(
+        self,
+        result: dict[str, Any],
+        meta: TopicMetadata,
+        effective: LogConfig,
+        version: int,
+        validate_only: bool,
+    ) -> None:
+        if not validate_only:
+            _log.info(
+                "created topic %s (%d partitions, configs %s)",
+                quoted(meta.name),
+                meta.partitions,
+                meta.configs,
+            )
+        result["topic_id"] = meta.topic_id
+        if version >= 5:
+            result["num_partitions"] = meta.partitions
+            result["replication_factor"] = meta.replication_factor
+            result["configs"] = [
+                {
+                    "name": e["name"],
+                    "value": e["value"],
+                    "read_only": e["read_only"],
+                    "config_source": e["config_source"],
+                    "is_sensitive": e["is_sensitive"],
+                }
+                for e in self.config_apis.topic_config_entries(
+                    meta.configs, effective, None, synonyms=False, documentation=False
+                )
+            ]
+
     @staticmethod
-    def _create_result(
-        name: str, code: int, message: str | None, version: int
-    ) -> CreatableTopicResultDict:
+    def _create_result(name: str, code: int, message: str | None, version: int) -> dict[str, Any]:
         return {
             "name": name,
             "topic_id": ZERO_UUID,
@@ -140,9 +179,9 @@ class TopicApis:
             "configs": None,
         }
 
-    def _create_topic(
-        self, t: CreatableTopic, validate_only: bool
-    ) -> tuple[TopicMetadata, LogConfig]:
+    def _new_topic(self, t: Any) -> tuple[NewTopic, LogConfig]:
+        """The checks of one CreateTopics entry that need no store: name,
+        partitions, replication factor, assignment, configs."""
         name: str = t.name
         validate_topic_name(name)
         num_partitions: int = t.num_partitions
@@ -178,20 +217,15 @@ class TopicApis:
         for c in t.configs or []:
             configs[c.name] = c.value
         effective = self.config_apis.validate_topic_configs(configs)
-        meta = self.metadata_store.create_topic(
+        new = NewTopic(
             name,
             num_partitions,
             replication_factor,
             {k: v for k, v in configs.items() if v is not None},
-            validate_only=validate_only,
         )
-        if not validate_only:
-            _log.info(
-                "created topic %s (%d partitions, configs %s)", name, num_partitions, meta.configs
-            )
-        return meta, effective
+        return new, effective
 
-    def _check_assignments(self, assignments: list[CreatableReplicaAssignment]) -> tuple[int, int]:
+    def _check_assignments(self, assignments: list[Any]) -> tuple[int, int]:
         """(partitions, replication factor) of an explicit replica assignment."""
         indexes = sorted(a.partition_index for a in assignments)
         if indexes != list(range(len(indexes))):
@@ -222,21 +256,18 @@ class TopicApis:
 
     # ------------------------------------------------------------------ DeleteTopics
 
-    async def handle_delete_topics_request(
-        self, request: Request, body: DeleteTopicsRequest
-    ) -> DeleteTopicsResponseDict:
+    async def handle_delete_topics_request(self, request: Request, body: Any) -> Mapping[str, Any]:
         version = request.header.api_version
-        wanted: list[tuple[str | None, str]]
         if version >= 6:
-            wanted = [(t.name, t.topic_id or ZERO_UUID) for t in body.topics]
+            wanted = [(t.get("name"), t.get("topic_id") or ZERO_UUID) for t in body.topics]
         else:
             wanted = [(n, ZERO_UUID) for n in body.topic_names]
         dup_names = duplicates(n for n, i in wanted if n is not None and i == ZERO_UUID)
         dup_ids = duplicates(i for n, i in wanted if i != ZERO_UUID)
         enabled = bool(self.config.delete_topic_enable)
-        responses: list[DeletableTopicResultDict] = []
+        responses = []
         for name, topic_id in wanted:
-            out: DeletableTopicResultDict = {
+            out: dict[str, Any] = {
                 "name": name,
                 "topic_id": topic_id,
                 "error_code": ErrorCode.NONE,
@@ -276,10 +307,11 @@ class TopicApis:
                 else:
                     out["name"], out["topic_id"] = meta.name, meta.topic_id
                     try:
-                        await store_change(
-                            self.metadata_store, self.metadata_store.delete_topic, meta.name
-                        )
-                        _log.info("deleted topic %s", meta.name)
+                        # Closing and renaming every log: not on the event loop.
+                        await asyncio.to_thread(self.metadata_store.delete_topic, meta.name)
+                        _log.info("deleted topic %s", quoted(meta.name))
+                        if self.on_topic_deleted is not None:
+                            self.on_topic_deleted(meta)
                     except Exception as e:
                         code, msg = error_of(e)
             out["error_code"], out["error_message"] = int(code), msg
@@ -290,11 +322,12 @@ class TopicApis:
     # ------------------------------------------------------------------ CreatePartitions
 
     async def handle_create_partitions_request(
-        self, request: Request, body: CreatePartitionsRequest
-    ) -> CreatePartitionsResponseDict:
+        self, request: Request, body: Any
+    ) -> Mapping[str, Any]:
         validate_only = bool(body.validate_only)
         dupes = duplicates(t.name for t in body.topics)
-        results: list[CreatePartitionsTopicResultDict] = []
+        results: list[dict[str, Any]] = []
+        wanted: list[tuple[dict[str, Any], Any]] = []
         seen: set[str] = set()
         for t in body.topics:
             if t.name in dupes:
@@ -305,19 +338,46 @@ class TopicApis:
                          "error_message": "Duplicate topic in request."}
                     )  # fmt: skip
                 continue
-            code: int = ErrorCode.NONE
-            msg: str | None = None
-            try:
-                await store_change(self.metadata_store, self._create_partitions, t, validate_only)
-            except Exception as e:
-                code, msg = error_of(e)
-            results.append({"name": t.name, "error_code": int(code), "error_message": msg})
+            result: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
+            results.append(result)
+            wanted.append((result, t))
+        added = 0
+        for _, t in wanted:
+            meta = self.metadata_store.topic(t.name)
+            if meta is not None and t.count > meta.partitions:
+                added += t.count - meta.partitions
+        if added > MAX_PARTITIONS_PER_REQUEST:
+            # Refused whole, as Kafka's controller does (KAFKA-19673).
+            for result in results:
+                result["error_code"] = ErrorCode.POLICY_VIOLATION
+                result["error_message"] = TOO_MANY_PARTITIONS
+            return {"throttle_time_ms": 0, "results": results}
+        if wanted:
+            # Making the new logs takes a while: not on the event loop.
+            await asyncio.to_thread(self._create_all_partitions, wanted, validate_only)
         return {"throttle_time_ms": 0, "results": results}
 
-    def _create_partitions(self, t: CreatePartitionsTopic, validate_only: bool) -> None:
+    def _create_all_partitions(
+        self, wanted: list[tuple[dict[str, Any], Any]], validate_only: bool
+    ) -> None:
+        for result, t in wanted:
+            try:
+                self._create_partitions(t, validate_only)
+            except Exception as e:
+                result["error_code"], result["error_message"] = error_of(e)
+
+    def _create_partitions(self, t: Any, validate_only: bool) -> None:
         meta = self.metadata_store.topic(t.name)
         if meta is None:
             raise UnknownTopicOrPartitionError(f"The topic '{t.name}' does not exist.")
+        if meta.is_internal:
+            # A group's partition of __consumer_offsets is its id's hash modulo
+            # the partition count: more partitions would move groups away from
+            # their committed offsets. Kafka's tools refuse this; so does pylog.
+            raise PolicyViolationError(
+                f"The number of partitions of the internal topic {meta.name} cannot be "
+                "changed: groups would move to other partitions and lose their offsets."
+            )
         count: int = t.count
         if count < meta.partitions:
             raise InvalidPartitionsError(
@@ -346,23 +406,23 @@ class TopicApis:
                         f"{meta.replication_factor} while partition {meta.partitions + i} has "
                         f"{len(a.broker_ids)}."
                     )
-        self.metadata_store.add_partitions(t.name, count, validate_only=validate_only)
+        self.metadata_store.add_partitions(
+            t.name, count, validate_only=validate_only, max_partitions=self.max_partitions
+        )
         if not validate_only:
-            _log.info("topic %s now has %d partitions", t.name, count)
+            _log.info("topic %s now has %d partitions", quoted(t.name), count)
 
     # ------------------------------------------------------------------ DeleteRecords
 
-    async def handle_delete_records_request(
-        self, request: Request, body: DeleteRecordsRequest
-    ) -> DeleteRecordsResponseDict:
+    async def handle_delete_records_request(self, request: Request, body: Any) -> Mapping[str, Any]:
         offsets: dict[TopicPartition, int] = {}
         for t in body.topics:
             for p in t.partitions:
                 offsets[TopicPartition(t.name, p.partition_index)] = p.offset
         done = self.replica_manager.delete_records(offsets)
-        topics: list[DeleteRecordsTopicResultDict] = []
+        topics = []
         for t in body.topics:
-            parts: list[DeleteRecordsPartitionResultDict] = []
+            parts = []
             for p in t.partitions:
                 code, low = done[TopicPartition(t.name, p.partition_index)]
                 parts.append(

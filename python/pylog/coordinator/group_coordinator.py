@@ -37,6 +37,7 @@ from pylog.coordinator.group import (
 )
 from pylog.coordinator.group_metadata_manager import CoordinatorError, GroupMetadataManager
 from pylog.errors import ErrorCode
+from pylog.logsafe import quoted
 from pylog.metadata.store import MetadataStore
 from pylog.network.metrics import MetricsRegistry
 from pylog.server.config import KafkaConfig
@@ -46,6 +47,8 @@ from pylog.server.replica_manager import ReplicaManager
 __all__ = ["GroupCoordinator", "JoinGroupResult", "JoinRequest", "SyncGroupResult"]
 
 _log = logging.getLogger("pylog.coordinator")
+
+_MAX_TIMESTAMP = 2**63 - 1  # an OffsetCommitValue's expire timestamp is an int64
 
 
 class JoinRequest:
@@ -372,7 +375,7 @@ class GroupCoordinator:
             and group.select_protocol() == group.protocol_name
         ):
             if protocols_before != req.protocols:
-                _log.debug("static member %s rejoined with new metadata", new_id)
+                _log.debug("static member %s rejoined with new metadata", quoted(new_id))
             is_leader = group.leader_id == new_id
             self._spawn(self.manager.store_group(group, self._assignments(group)))
             return self._join_response(group, new_id, with_members=is_leader, skip=is_leader)
@@ -478,9 +481,9 @@ class GroupCoordinator:
         group.join_op = op
         _log.info(
             "preparing to rebalance group %s (generation %d): %s",
-            group.group_id,
+            quoted(group.group_id),
             group.generation_id,
-            reason,
+            quoted(reason),
         )
         self.join_purgatory.try_complete_else_watch(op, [self._join_key(group)])
 
@@ -522,7 +525,9 @@ class GroupCoordinator:
             group.protocol_name = None
             group.leader_id = None
             group.transition_to(GroupState.EMPTY, now)
-            _log.info("group %s is empty at generation %d", group.group_id, group.generation_id)
+            _log.info(
+                "group %s is empty at generation %d", quoted(group.group_id), group.generation_id
+            )
             self._spawn(self.manager.store_group(group, {}))
             return
         group.protocol_name = group.select_protocol()
@@ -535,10 +540,10 @@ class GroupCoordinator:
         self._schedule_pending_sync(group)
         _log.info(
             "group %s: generation %d with %d members, protocol %s",
-            group.group_id,
+            quoted(group.group_id),
             group.generation_id,
             group.size,
-            group.protocol_name,
+            quoted(group.protocol_name),
         )
         for m in list(group.members.values()):
             fut = m.await_join
@@ -594,8 +599,8 @@ class GroupCoordinator:
             return
         _log.info(
             "member %s of group %s: session timed out after %d ms",
-            member_id,
-            group.group_id,
+            quoted(member_id),
+            quoted(group.group_id),
             member.session_timeout_ms,
         )
         self._remove_member_and_update_group(group, member, "session timeout")
@@ -651,9 +656,9 @@ class GroupCoordinator:
             return
         _log.info(
             "group %s generation %d: %s sent no SyncGroup within the rebalance timeout",
-            group.group_id,
+            quoted(group.group_id),
             group.generation_id,
-            ", ".join(m.member_id for m in pending),
+            ", ".join(quoted(m.member_id) for m in pending),
         )
         for m in pending:
             self._remove_member(group, m)
@@ -852,7 +857,9 @@ class GroupCoordinator:
             if len(meta.encode()) > self.metadata_max_bytes:
                 out[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
-                expire = now + retention_ms if retention_ms > 0 else -1
+                # Any retention is accepted; the expiry saturates at the
+                # largest timestamp the record's int64 field holds.
+                expire = min(now + retention_ms, _MAX_TIMESTAMP) if retention_ms > 0 else -1
                 accepted[tp] = OffsetAndMetadata(offset, epoch, meta, now, expire)
         if accepted:
             code = await self.manager.store_offsets(group, accepted)

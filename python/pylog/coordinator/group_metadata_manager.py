@@ -49,6 +49,7 @@ from pylog.coordinator.records import (
 from pylog.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
 from pylog.log.checkpoint import TopicPartition
 from pylog.log.log import AppendOrigin, FetchIsolation
+from pylog.logsafe import quoted
 from pylog.metadata.store import MetadataStore
 from pylog.server.config import KafkaConfig
 from pylog.server.replica_manager import ReplicaManager
@@ -391,7 +392,7 @@ class GroupMetadataManager:
             return _append_error(e.code)
         code = _append_error(results[tp].error_code)
         if code:
-            _log.warning("append to %s for group %s failed: %s", tp, group_id,
+            _log.warning("append to %s for group %s failed: %s", tp, quoted(group_id),
                          ErrorCode(results[tp].error_code).name)  # fmt: skip
         return code
 

@@ -21,17 +21,19 @@ import abc
 import base64
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pylog.errors import InvalidTopicError
+from pylog.errors import InvalidTopicError, KafkaError, PolicyViolationError
 
 __all__ = [
     "INTERNAL_TOPICS",
     "Listener",
     "MetadataEvent",
     "MetadataStore",
+    "NewTopic",
     "TopicMetadata",
+    "check_partition_limit",
     "new_uuid",
     "validate_topic_name",
 ]
@@ -81,6 +83,27 @@ class TopicMetadata:
 
 
 @dataclass(frozen=True)
+class NewTopic:
+    """A topic to create (:meth:`MetadataStore.create_topics`)."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int = 1
+    configs: Mapping[str, str] = field(default_factory=dict)
+    topic_id: str | None = None
+
+
+def check_partition_limit(current: int, adding: int, limit: int | None) -> None:
+    """PolicyViolationError when ``adding`` partitions to the ``current`` ones
+    would pass ``limit`` (``max.broker.partitions``; None: no limit)."""
+    if limit is not None and current + adding > limit:
+        raise PolicyViolationError(
+            f"Adding {adding} partition(s) would exceed this broker's limit of {limit} "
+            f"partitions (max.broker.partitions); it has {current}."
+        )
+
+
+@dataclass(frozen=True)
 class MetadataEvent:
     """A durable change: ``kind`` is "create", "delete", "partitions" or "config".
     ``previous`` is the topic before the change (None for "create")."""
@@ -95,11 +118,9 @@ Listener = Callable[[MetadataEvent], None]
 
 class MetadataStore(abc.ABC):
     """The operations the broker uses on the cluster metadata. Implementations
-    are thread-safe, and every change is durable when it returns."""
-
-    #: True when a change waits on the network (the ZooKeeper store): callers
-    #: on the event loop then make changes in a thread. Reads never block.
-    blocking: bool = False
+    are thread-safe, and every change is durable when it returns: a change may
+    fsync or wait on ZooKeeper, so callers on the event loop make changes in a
+    thread. Reads never block."""
 
     # ------------------------------------------------------------------ listeners
 
@@ -130,7 +151,40 @@ class MetadataStore(abc.ABC):
         """Every topic's overrides (for LogManager's ``topic_configs``)."""
         return {t.name: dict(t.configs) for t in self.topics() if t.configs}
 
+    def total_partitions(self) -> int:
+        """The partitions of every topic together."""
+        return sum(t.partitions for t in self.topics())
+
     # ------------------------------------------------------------------ changes
+
+    def create_topics(
+        self,
+        topics: Sequence[NewTopic],
+        *,
+        validate_only: bool = False,
+        max_partitions: int | None = None,
+    ) -> list[TopicMetadata | KafkaError]:
+        """Create several topics at once: per topic, its metadata or the
+        KafkaError that refused it. ``max_partitions`` caps the partitions of
+        all topics together (PolicyViolationError past it). A store that can
+        make them durable together overrides this one-by-one default."""
+        out: list[TopicMetadata | KafkaError] = []
+        for t in topics:
+            try:
+                out.append(
+                    self.create_topic(
+                        t.name,
+                        t.num_partitions,
+                        t.replication_factor,
+                        t.configs,
+                        topic_id=t.topic_id,
+                        validate_only=validate_only,
+                        max_partitions=max_partitions,
+                    )
+                )
+            except KafkaError as e:
+                out.append(e)
+        return out
 
     @abc.abstractmethod
     def create_topic(
@@ -142,10 +196,14 @@ class MetadataStore(abc.ABC):
         *,
         topic_id: str | None = None,
         validate_only: bool = False,
+        max_partitions: int | None = None,
     ) -> TopicMetadata:
         """Add a topic (or, ``validate_only``, check that it could be added).
         TopicAlreadyExistsError, InvalidTopicError, InvalidPartitionsError,
-        InvalidReplicationFactorError."""
+        InvalidReplicationFactorError, PolicyViolationError (past
+        ``max_partitions`` in all). When a listener cannot make the topic (its
+        logs), the topic is removed again and that error raised: the store
+        never keeps a topic the broker could not create."""
 
     @abc.abstractmethod
     def delete_topic(self, name: str) -> None:
@@ -153,10 +211,16 @@ class MetadataStore(abc.ABC):
 
     @abc.abstractmethod
     def add_partitions(
-        self, name: str, new_total: int, *, validate_only: bool = False
+        self,
+        name: str,
+        new_total: int,
+        *,
+        validate_only: bool = False,
+        max_partitions: int | None = None,
     ) -> TopicMetadata:
         """Grow a topic to ``new_total`` partitions; InvalidPartitionsError
-        unless that is more than it has."""
+        unless that is more than it has, PolicyViolationError past
+        ``max_partitions`` in all."""
 
     @abc.abstractmethod
     def set_topic_config(self, name: str, configs: Mapping[str, str]) -> None:

@@ -14,8 +14,8 @@ or deleted), each ``/brokers/topics/<topic>`` (partitions added) and
 ConfigChangeListener).
 
 Threads. Every change makes ZooKeeper round trips and blocks its caller, so
-:attr:`blocking` is True and callers on the event loop run changes in a thread
-(the broker's handlers do). Listeners always run on the event loop thread
+callers on the event loop run changes in a thread (the broker's handlers do,
+whatever the store). Listeners always run on the event loop thread
 (``loop``): a change made on another thread, or one learnt from a watch, is
 handed to the loop with ``call_soon_threadsafe`` — queued before the caller's
 ``await asyncio.to_thread(...)`` resumes, so the caller sees the partitions the
@@ -60,6 +60,7 @@ from pylog.metadata.store import (
     MetadataEvent,
     MetadataStore,
     TopicMetadata,
+    check_partition_limit,
     new_uuid,
     validate_topic_name,
 )
@@ -97,9 +98,6 @@ def _zk_errors(what: str) -> Iterator[None]:
 class ZkMetadataStore(MetadataStore):
     """The ZooKeeper-backed store. Construct it off the event loop (it loads
     every topic); ``loop`` is where listeners run."""
-
-    #: Changes make ZooKeeper round trips: run them off the event loop.
-    blocking = True
 
     def __init__(
         self,
@@ -335,6 +333,7 @@ class ZkMetadataStore(MetadataStore):
         *,
         topic_id: str | None = None,
         validate_only: bool = False,
+        max_partitions: int | None = None,
     ) -> TopicMetadata:
         validate_topic_name(name)
         if num_partitions < 1:
@@ -363,6 +362,7 @@ class ZkMetadataStore(MetadataStore):
                         f"topic {name!r} collides with existing topic {other!r} "
                         "('.' and '_' are the same in metric names)"
                     )
+            check_partition_limit(self.total_partitions(), num_partitions, max_partitions)
             assignment = TopicReplicaAssignment(
                 topic_id=topic_id or new_uuid(),
                 partitions={p: [self.broker_id] for p in range(num_partitions)},
@@ -393,7 +393,12 @@ class ZkMetadataStore(MetadataStore):
             self._notify(MetadataEvent("delete", meta, meta))
 
     def add_partitions(
-        self, name: str, new_total: int, *, validate_only: bool = False
+        self,
+        name: str,
+        new_total: int,
+        *,
+        validate_only: bool = False,
+        max_partitions: int | None = None,
     ) -> TopicMetadata:
         with self._lock, _zk_errors(f"adding partitions to {name}"):
             for _ in range(10):
@@ -408,6 +413,7 @@ class ZkMetadataStore(MetadataStore):
                         f"topic {name!r} has {count} partitions; the new count "
                         f"{new_total} must be larger"
                     )
+                check_partition_limit(self.total_partitions(), new_total - count, max_partitions)
                 grown = TopicReplicaAssignment(
                     assignment.topic_id,
                     {

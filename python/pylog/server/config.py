@@ -153,6 +153,11 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
     ConfigKey("auto.create.topics.enable", B, True, "Create a topic when Metadata names one "
               "that does not exist.", None, "high"),
     ConfigKey("delete.topic.enable", B, True, "Allow DeleteTopics.", None, "high"),
+    ConfigKey("max.broker.partitions", I, 10_000, "Most partitions this broker holds, "
+              "internal topics included (KIP-578's name); CreateTopics, CreatePartitions "
+              "and auto-creation past it are refused with POLICY_VIOLATION. Independently, "
+              "one request may add at most 10,000 partitions, as Kafka's controller.",
+              AtLeast(1), "medium"),
     ConfigKey("replica.lag.time.max.ms", L, 30_000, "Time a follower may lag before it "
               "leaves the ISR.", AtLeast(0), "high"),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", L, 5_000, "How often each "

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import errno
 import logging
 import os
@@ -45,6 +46,7 @@ from pylog.log.checkpoint import (
 )
 from pylog.log.log import AppendOrigin, FetchIsolation, LogAppendInfo
 from pylog.log.manager import LogManager
+from pylog.logsafe import quoted
 from pylog.metadata.store import MetadataEvent, MetadataStore, TopicMetadata
 from pylog.server.delayed_fetch import (
     DelayedFetch,
@@ -90,8 +92,10 @@ class ReplicaManager:
         append_offload_bytes: int = DEFAULT_APPEND_OFFLOAD_BYTES,
         executor: concurrent.futures.Executor | None = None,
         hw_checkpoint_interval_ms: int = 5_000,
+        max_partitions: int | None = None,
     ) -> None:
         self.log_manager = log_manager
+        self.max_partitions = max_partitions
         self.hw_checkpoint_interval_ms = hw_checkpoint_interval_ms
         self.metadata_store = metadata_store
         self.broker_id = broker_id
@@ -111,6 +115,8 @@ class ReplicaManager:
             DelayedOperationPurgatory("Fetch")
         )
         self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = False
         metadata_store.add_listener(self._on_metadata_event)
 
     # ------------------------------------------------------------------ lifecycle
@@ -122,6 +128,8 @@ class ReplicaManager:
         if self._started:
             return
         self._started = True
+        with contextlib.suppress(RuntimeError):
+            self._loop = asyncio.get_running_loop()
         store = self.metadata_store
         on_disk: dict[str, int] = {}
         for tp in self.log_manager.all_logs():
@@ -129,16 +137,33 @@ class ReplicaManager:
         for topic, count in sorted(on_disk.items()):
             meta = store.topic(topic)
             if meta is None:
-                _log.warning("adopting topic %s (%d partitions) found on disk", topic, count)
+                _log.warning(
+                    "adopting topic %s (%d partitions) found on disk", quoted(topic), count
+                )
                 try:
                     store.create_topic(topic, count, 1, topic_id=self.log_manager.topic_id(topic))
                 except KafkaError as e:
-                    _log.error("cannot adopt %s found on disk: %s", topic, e)
+                    _log.error("cannot adopt %s found on disk: %s", quoted(topic), e)
             elif meta.partitions < count:
                 store.add_partitions(topic, count)
         self._restore_high_watermarks()
+        opened = 0
         for meta in store.topics():
+            limit = self.max_partitions
+            if limit is not None and opened + meta.partitions > limit:
+                # A store written before the limit existed (one CreateTopics
+                # once asked for 2^31-1 partitions): start without it.
+                _log.error(
+                    "not opening topic %s: its %d partitions would take this broker past "
+                    "max.broker.partitions=%d (%d open); delete the topic or raise the limit",
+                    quoted(meta.name),
+                    meta.partitions,
+                    limit,
+                    opened,
+                )
+                continue
             self._ensure_partitions(meta)
+            opened += meta.partitions
         self.log_manager.scheduler.schedule(
             "highwatermark-checkpoint",
             self.checkpoint_high_watermarks,
@@ -146,7 +171,14 @@ class ReplicaManager:
             self.hw_checkpoint_interval_ms,
         )
 
+    def stop_creating(self) -> None:
+        """The broker is stopping: a topic creation under way on a worker
+        thread stops at its next partition (and is undone), so the shutdown
+        does not wait for thousands of logs to be made."""
+        self._stopping = True
+
     def shutdown(self) -> None:
+        self._stopping = True
         self.log_manager.scheduler.cancel("highwatermark-checkpoint")
         self.delayed_fetch_purgatory.shutdown()
         self.delayed_produce_purgatory.shutdown()
@@ -200,28 +232,67 @@ class ReplicaManager:
         elif event.kind == "delete":
             self._remove_topic(meta)
 
+    # The partition map is replaced, never changed in place: topics are
+    # created and deleted on worker threads (thousands of logs take seconds)
+    # while the event loop iterates the map.
+
     def _ensure_partitions(self, meta: TopicMetadata) -> None:
         if meta.configs:
             self.log_manager.update_topic_config(meta.name, meta.configs)
-        for i in range(meta.partitions):
-            tp = TopicPartition(meta.name, i)
-            if tp in self._partitions:
-                continue
-            log = self.log_manager.get_or_create_log(
-                tp, topic_id=meta.topic_id, config=self.log_manager.config_for(meta.name)
-            )
-            self._partitions[tp] = Partition(
-                tp, log, topic_id=meta.topic_id, local_broker_id=self.broker_id
-            )
+        made: dict[TopicPartition, Partition] = {}
+        try:
+            for i in range(meta.partitions):
+                if self._stopping:
+                    raise KafkaStorageError(
+                        f"the broker is shutting down: partitions of {meta.name!r} not made"
+                    )
+                tp = TopicPartition(meta.name, i)
+                if tp in self._partitions:
+                    continue
+                log = self.log_manager.get_or_create_log(
+                    tp, topic_id=meta.topic_id, config=self.log_manager.config_for(meta.name)
+                )
+                made[tp] = Partition(
+                    tp, log, topic_id=meta.topic_id, local_broker_id=self.broker_id
+                )
+        finally:
+            if made:  # those made before a failure too, so a removal finds them
+                self._partitions = {**self._partitions, **made}
 
     def _remove_topic(self, meta: TopicMetadata) -> None:
         doomed = [tp for tp in self._partitions if tp.topic == meta.name]
+        if not doomed:
+            return
+        gone = set(doomed)
+        self._partitions = {tp: p for tp, p in self._partitions.items() if tp not in gone}
+        self._on_loop(self._complete_waiting, doomed)
         for tp in doomed:
-            del self._partitions[tp]
+            self.log_manager.async_delete(tp)
+
+    def _complete_waiting(self, tps: list[TopicPartition]) -> None:
+        """Answer the fetches and produces waiting on partitions now gone."""
+        for tp in tps:
             for op in self.delayed_fetch_purgatory.cancel_for_key(tp):
                 op.force_complete()
             self.delayed_produce_purgatory.check_and_complete(tp)
-            self.log_manager.async_delete(tp)
+
+    def _on_loop(
+        self, fn: Callable[[list[TopicPartition]], None], arg: list[TopicPartition]
+    ) -> None:
+        """Run ``fn(arg)`` on the event loop (where the purgatories live): now
+        when called there or when there is no loop, else as soon as it can."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            fn(arg)
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            fn(arg)
+        else:
+            loop.call_soon_threadsafe(fn, arg)
 
     def partition(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
@@ -331,7 +402,7 @@ class ReplicaManager:
             if not fut.done():
                 fut.set_result(res)
 
-        op = DelayedProduce(timeout_ms, statuses, self._partitions.get, respond)
+        op = DelayedProduce(timeout_ms, statuses, self.partition, respond)
         waiting = not self.delayed_produce_purgatory.try_complete_else_watch(op, list(infos))
         if waiting and before_wait is not None:
             before_wait()
