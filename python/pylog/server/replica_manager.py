@@ -696,9 +696,9 @@ class ReplicaManager:
         store = self.metadata_store
         meta = store.topic(tp.topic)
         if meta is None:
-            meta = store.create_topic(
-                tp.topic, tp.partition + 1, len(state.replicas), topic_id=topic_id
-            )
+            # The one-broker store places nothing on other brokers (RF 1 is its
+            # only value); the replicas are the controller's, in the Partition.
+            meta = store.create_topic(tp.topic, tp.partition + 1, 1, topic_id=topic_id)
         elif meta.partitions <= tp.partition:
             meta = store.add_partitions(tp.topic, tp.partition + 1)
         log = self.log_manager.get_or_create_log(
