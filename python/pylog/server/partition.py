@@ -498,8 +498,10 @@ class Partition:
         min_one_message: bool = True,
     ) -> LogReadInfo:
         """Read from ``fetch_offset``. OffsetOutOfRangeError outside
-        [log start, LEO]; leader-epoch errors as check_current_leader_epoch."""
+        [log start, LEO]; leader-epoch errors as check_current_leader_epoch;
+        NOT_LEADER_OR_FOLLOWER on a follower (no fetching from followers)."""
         self.check_current_leader_epoch(current_leader_epoch)
+        self._check_leader()
         log = self.log
         hw = log.high_watermark
         log_start = log.log_start_offset

@@ -6,12 +6,13 @@ Each partition is either truncating or fetching:
 
 * **Truncating** (its start, and after a diverging epoch): the follower asks
   the leader, by OffsetForLeaderEpoch, where its own latest leader epoch ends
-  on the leader (KIP-101, KIP-279): when the leader knows that epoch, the log
-  is cut at the lesser of that end offset and the local LEO; when the leader
-  answers an older epoch, the log is cut at where the local log's copy of
-  that epoch ends and the question is asked again, so the log converges
-  epoch by epoch. Only a log without any epoch (or a leader answering none)
-  falls back to the high watermark.
+  on the leader (KIP-101, KIP-279). The leader answers the greatest epoch it
+  has up to ours, with its end: when the local log has that epoch too, the
+  log is cut where the shorter of the two copies of the epoch ends; when it
+  does not, the log is cut where the local epoch below it ends and the
+  question is asked again, so the log converges epoch by epoch. Only a log
+  without any epoch (or a leader answering none) falls back to the high
+  watermark.
 * **Fetching**: Fetch (v12: replica id, current leader epoch, last fetched
   epoch) from the LEO; the batches are appended as they are (offsets, leader
   epochs and bytes of the leader: ``Log.append_as_follower``; the records stay
@@ -330,7 +331,8 @@ class ReplicaFetcherThread:
             else (_UNDEFINED, _UNDEFINED)
         )
         if local_epoch == leader_epoch:
-            self._truncate_local(tp, p, s, min(leader_end, leo))
+            # Both have the epoch: it ends where the shorter copy of it ends.
+            self._truncate_local(tp, p, s, min(local_end, leader_end, leo))
         elif local_end == _UNDEFINED:
             self._truncate_local(tp, p, s, p.high_watermark)
         else:

@@ -145,6 +145,7 @@ class ReplicaManager:
         replica_lag_time_max_ms: int = 30_000,
         broker_epoch: Callable[[], int] | None = None,
         inter_broker_listener: str = "PLAINTEXT",
+        isr_expiration_interval_ms: int | None = None,
     ) -> None:
         self.log_manager = log_manager
         self.hw_checkpoint_interval_ms = hw_checkpoint_interval_ms
@@ -170,6 +171,8 @@ class ReplicaManager:
         self.metadata_cache = metadata_cache or MetadataCache(broker_id)
         self.alter_isr_manager: AlterIsrManager = alter_isr_manager or InProcessAlterIsrManager()
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        # Kafka checks every half of replica.lag.time.max.ms.
+        self.isr_expiration_interval_ms = isr_expiration_interval_ms
         self.inter_broker_listener = inter_broker_listener
         #: This broker's registration epoch (the czxid of its /brokers/ids znode,
         #: set by KafkaServer once registered); -1: unknown, requests are not checked.
@@ -894,13 +897,18 @@ class ReplicaManager:
 
     def _ensure_isr_expiration(self) -> None:
         if self._isr_task is None or self._isr_task.done():
-            self._isr_task = asyncio.get_running_loop().create_task(
-                self._isr_expiration(), name="isr-expiration"
-            )
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # called off the loop (a test): the caller shrinks
+                return
+            self._isr_task = loop.create_task(self._isr_expiration(), name="isr-expiration")
 
     async def _isr_expiration(self) -> None:
         """Kafka's isr-expiration task: every half of replica.lag.time.max.ms."""
-        period = max(self.replica_lag_time_max_ms / 2, 10) / 1000
+        interval = self.isr_expiration_interval_ms
+        if interval is None:
+            interval = self.replica_lag_time_max_ms // 2
+        period = max(interval, 10) / 1000
         while True:
             await asyncio.sleep(period)
             self.maybe_shrink_isr()
