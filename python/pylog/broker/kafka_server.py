@@ -108,6 +108,9 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
         replica_lag_time_max_ms=int(config.get("replica.lag.time.max.ms")),
         broker_epoch=lambda: server.broker_epoch,
         inter_broker_listener=config.inter_broker_listener_name,
+        # With ZooKeeper, partitions exist only where the controller's
+        # LeaderAndIsr puts them (a restarted broker must not lead from its store).
+        controller_managed=bool(config.originals.get("zookeeper.connect")),
     )
     replica_manager.startup()
     replica_manager.register_metrics(server.metrics)

@@ -146,6 +146,7 @@ class ReplicaManager:
         broker_epoch: Callable[[], int] | None = None,
         inter_broker_listener: str = "PLAINTEXT",
         isr_expiration_interval_ms: int | None = None,
+        controller_managed: bool = False,
     ) -> None:
         self.log_manager = log_manager
         self.hw_checkpoint_interval_ms = hw_checkpoint_interval_ms
@@ -179,8 +180,10 @@ class ReplicaManager:
         self._broker_epoch = broker_epoch or (lambda: -1)
         #: The newest controller epoch seen in an accepted request.
         self.controller_epoch = 0
-        #: True once a controller placed partitions: the store no longer does.
-        self.controller_managed = False
+        #: True in a cluster (ZooKeeper mode: set from the start, so a restarted
+        #: broker leads nothing until the controller says so), or once a
+        #: controller placed partitions: then the store no longer makes them.
+        self.controller_managed = controller_managed
         self.replica_fetcher_manager = ReplicaFetcherManager(
             fetcher_config or ReplicaFetcherConfig(broker_id=broker_id), self
         )

@@ -441,3 +441,15 @@ def test_fetcher_id_spreads_partitions_like_kafka(tmp_path: Any) -> None:
     # abs(31 * hash + partition) in Java's 32-bit arithmetic: 31 * 110546223 wraps.
     assert mgr.fetcher_id(TopicPartition("topic", 0)) == abs(31 * 110546223 - (1 << 32)) % 3
     close(lm, rm)
+
+
+def test_controller_managed_broker_makes_no_partition_from_its_store(tmp_path: Any) -> None:
+    lm = LogManager({"log.dirs": str(tmp_path)})
+    store = JsonMetadataStore(str(tmp_path))
+    store.create_topic("t", 2)
+    rm = ReplicaManager(lm, store, broker_id=1, controller_managed=True)
+    rm.startup()
+    store.create_topic("u", 1)
+    # A restarted cluster broker leads nothing until a LeaderAndIsr says so.
+    assert rm.partitions() == {}
+    close(lm, rm)
