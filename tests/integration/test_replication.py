@@ -21,6 +21,8 @@ from conftest import build_batch
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
 from pylog.protocol.messages import (
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     MetadataRequest,
@@ -29,6 +31,10 @@ from pylog.protocol.messages import (
     ProduceResponse,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
+)
+from pylog.protocol.messages.delete_records_request import (
+    DeleteRecordsPartition,
+    DeleteRecordsTopic,
 )
 from pylog.protocol.messages.leader_and_isr_request import (
     LeaderAndIsrLiveLeader,
@@ -426,5 +432,64 @@ def test_deposed_leader_truncates_by_leader_epoch(cluster: dict[int, BrokerProce
         # The deposed leader refuses produce; the new leader's ISR takes broker 1 back.
         assert produce_raw(cluster[1], topic, [b"x"], acks=1) == 6
         wait_for("broker 1 back in the ISR", lambda: isr_of(cluster[2], topic) == [1, 2, 3])
+    finally:
+        ctl.close()
+
+
+def delete_records(broker: BrokerProcess, topic: str, offset: int) -> int:
+    body = DeleteRecordsRequest(
+        topics=[
+            DeleteRecordsTopic(
+                name=topic, partitions=[DeleteRecordsPartition(partition_index=0, offset=offset)]
+            )
+        ],
+        timeout_ms=10_000,
+    )
+    with KafkaConnection(broker.bootstrap) as c:
+        r = c.request(ApiKey.DELETE_RECORDS, 2, body, DeleteRecordsResponse)
+    return r.topics[0].partitions[0].error_code
+
+
+def test_restarted_follower_behind_the_log_start_restarts_there(
+    cluster: dict[int, BrokerProcess],
+) -> None:
+    topic, topic_id = topic_name("restart"), uuid.uuid4()
+    ctl = Controller(cluster)
+    try:
+        ctl.place(topic, topic_id, leader=1, leader_epoch=0, isr=[1, 2, 3])
+        # Batches of 10 records: offsets 0-49 everywhere.
+        for i in range(5):
+            assert produce_raw(cluster[1], topic, [b"a%d-%d" % (i, j) for j in range(10)], -1) == 0
+        wait_identical(cluster, topic)
+        cluster[3].stop()
+        ctl.conns.pop(3).close()
+        # Offsets 50-99 while broker 3 is down (the first waits for the ISR shrink).
+        for i in range(5):
+            assert produce_raw(cluster[1], topic, [b"b%d-%d" % (i, j) for j in range(10)], -1) == 0
+        assert isr_of(cluster[1], topic) == [1, 2]
+        # The leader's log now starts inside the batch 80-89.
+        assert delete_records(cluster[1], topic, 85) == 0
+        cluster[3].start()
+        # The controller tells the restarted broker its role again.
+        r = ctl.leader_and_isr(
+            3, topic, topic_id, leader=1, leader_epoch=0, isr=[1, 2], replicas=[1, 2, 3],
+            partition_epoch=1,
+        )  # fmt: skip
+        assert [p.error_code for t in r.topics for p in t.partition_errors] == [0]
+        # Broker 3 fetches from 50, is told OFFSET_OUT_OF_RANGE, restarts its log
+        # at the batch holding the leader's log start (80), and catches up.
+        restarted = cluster[3].data / f"{topic}-0" / "00000000000000000080.log"
+        leader_segment = segment(cluster[1], topic)
+        wait_for(
+            "broker 3 to restart at offset 80 and catch up",
+            lambda: (
+                restarted.exists()
+                and len(restarted.read_bytes()) > 0
+                and leader_segment.read_bytes().endswith(restarted.read_bytes())
+                and b"b4-9" in restarted.read_bytes()
+            ),
+        )
+        assert b"b2-9" not in restarted.read_bytes()  # offsets before 80 are not fetched
+        wait_for("broker 3 back in the ISR", lambda: isr_of(cluster[1], topic) == [1, 2, 3])
     finally:
         ctl.close()

@@ -38,6 +38,7 @@ from pylog.errors import (
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
+    UnexpectedAppendOffsetError,
 )
 from pylog.log.checkpoint import TopicPartition
 from pylog.log.fetch import FetchDataInfo
@@ -308,13 +309,30 @@ class Partition:
             raise NotLeaderOrFollowerError(
                 f"{self.tp}: this broker leads; it takes no fetched data"
             )
-        info = self.log.append_as_follower(records)
-        self._replicas[self.local_broker_id].log_end_offset = self.log.log_end_offset
+        log = self.log
+        try:
+            info = log.append_as_follower(records)
+        except UnexpectedAppendOffsetError as e:
+            leo = log.log_end_offset
+            if not (leo == log.log_start_offset and e.first_offset < leo <= e.last_offset):
+                raise
+            # An empty log restarted at the leader's log start, which DeleteRecords
+            # put inside a batch: the log starts over at the batch's first offset.
+            # (The leader's log start comes back with the next fetch response.)
+            log.truncate_fully_and_start_at(e.first_offset)
+            info = log.append_as_follower(records)
+        self._replicas[self.local_broker_id].log_end_offset = log.log_end_offset
         return info
 
     def update_follower_high_watermark(self, leader_hw: int) -> None:
         """A follower's HW: the leader's, never past the local LEO."""
         self.log.update_high_watermark(min(leader_hw, self.log.log_end_offset))
+
+    def update_follower_log_start_offset(self, leader_log_start: int) -> None:
+        """A follower's log start follows the leader's (DeleteRecords), up to its HW."""
+        target = min(leader_log_start, self.log.high_watermark)
+        if target > self.log.log_start_offset:
+            self.log.maybe_increment_log_start_offset(target)
 
     def truncate_to(self, offset: int) -> None:
         """Follower truncation (the leader-epoch protocol decided the offset)."""

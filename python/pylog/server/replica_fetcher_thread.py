@@ -439,6 +439,7 @@ class ReplicaFetcherThread:
                     return
             s.fetch_offset = p.log_end_offset
             p.update_follower_high_watermark(r.high_watermark)
+            p.update_follower_log_start_offset(r.log_start_offset)
             s.lag = max(0, r.high_watermark - s.fetch_offset)
             return
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
