@@ -272,7 +272,8 @@ class Partition:
                 leo = self.log.log_end_offset
                 self.leader_epoch_start_offset = leo
                 cache = self.log.leader_epoch_cache
-                if cache is not None and (cache.latest_epoch or -1) < state.leader_epoch:
+                latest = cache.latest_epoch if cache is not None else None
+                if cache is not None and (latest is None or latest < state.leader_epoch):
                     cache.assign(state.leader_epoch, leo)
                 for b, r in self._replicas.items():
                     if b == self.local_broker_id:
@@ -377,11 +378,15 @@ class Partition:
             if not self.is_leader or self._isr_pending:
                 return False
             t = now_ms() if now is None else now
+            leo = self.log.log_end_offset
+            # Out of sync: not caught up within the lag time, unless it holds
+            # everything (no new data since: Kafka's Replica.isCaughtUp).
             out = {
                 b
                 for b in self.isr
                 if b != self.local_broker_id
                 and (r := self._replicas.get(b)) is not None
+                and r.log_end_offset != leo
                 and t - r.last_caught_up_time_ms > lag_time_max_ms
             }
             if not out:

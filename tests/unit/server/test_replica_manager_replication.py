@@ -453,3 +453,21 @@ def test_controller_managed_broker_makes_no_partition_from_its_store(tmp_path: A
     # A restarted cluster broker leads nothing until a LeaderAndIsr says so.
     assert rm.partitions() == {}
     close(lm, rm)
+
+
+def test_silent_follower_holding_everything_stays_in_sync(tmp_path: Any) -> None:
+    lm, rm = make(str(tmp_path), 0, lag_ms=10)
+
+    async def main() -> None:
+        lead(rm, isr=[0, 1, 2])
+        p = rm.partition(TP)
+        assert p is not None
+        await rm.append_records(1000, 1, {TP: build_batch([b"a"])})
+        assert follower_fetch(rm, 1, 1) == 0 and follower_fetch(rm, 2, 0) == 0
+        await asyncio.sleep(0.03)
+        rm.maybe_shrink_isr()
+        # Broker 1 has offset 0 (the LEO): no new data since, it stays.
+        assert p.in_sync_replicas == [0, 1]
+
+    asyncio.run(main())
+    close(lm, rm)
