@@ -266,7 +266,7 @@ def produce_raw(broker: BrokerProcess, topic: str, values: list[bytes], acks: in
     body = ProduceRequest(
         transactional_id=None,
         acks=acks,
-        timeout_ms=10_000,
+        timeout_ms=DEADLINE_S * 1000,
         topic_data=[
             TopicProduceData(
                 name=topic,
@@ -276,7 +276,7 @@ def produce_raw(broker: BrokerProcess, topic: str, values: list[bytes], acks: in
             )
         ],
     )
-    with KafkaConnection(broker.bootstrap) as c:
+    with KafkaConnection(broker.bootstrap, timeout=2 * DEADLINE_S) as c:
         r = c.request(ApiKey.PRODUCE, 8, body, ProduceResponse)
     return r.responses[0].partition_responses[0].error_code
 
@@ -315,7 +315,7 @@ def test_followers_replicate_byte_for_byte(cluster: dict[int, BrokerProcess]) ->
         data = wait_identical(cluster, topic)
         print(f"3000 acks=all records replicated to 3 brokers in {time.monotonic() - t0:.2f}s")
         assert data.count(b"v-02999") == 1
-        assert isr_of(cluster[1], topic) == [1, 2, 3]
+        wait_for("a full ISR", lambda: isr_of(cluster[1], topic) == [1, 2, 3])
         # A follower takes no produce.
         assert produce_raw(cluster[2], topic, [b"x"], acks=1) == 6  # NOT_LEADER_OR_FOLLOWER
     finally:
@@ -466,7 +466,7 @@ def test_restarted_follower_behind_the_log_start_restarts_there(
         # Offsets 50-99 while broker 3 is down (the first waits for the ISR shrink).
         for i in range(5):
             assert produce_raw(cluster[1], topic, [b"b%d-%d" % (i, j) for j in range(10)], -1) == 0
-        assert isr_of(cluster[1], topic) == [1, 2]
+        wait_for("ISR without broker 3", lambda: isr_of(cluster[1], topic) == [1, 2])
         # The leader's log now starts inside the batch 80-89.
         assert delete_records(cluster[1], topic, 85) == 0
         cluster[3].start()
