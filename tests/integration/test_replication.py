@@ -214,6 +214,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, Brok
                     "replica.fetch.wait.max.ms": 100,
                     "replica.fetch.backoff.ms": 100,
                     "auto.create.topics.enable": "false",
+                    # Small segments: followers must roll where the leader rolls.
+                    "log.segment.bytes": 1024 * 1024,
                 },
             ).start()
         yield brokers
@@ -237,17 +239,23 @@ def wait_for(what: str, check: object) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def segments(broker: BrokerProcess, topic: str) -> list[tuple[str, bytes]]:
+    d = broker.data / f"{topic}-0"
+    return [(p.name, p.read_bytes()) for p in sorted(d.glob("*.log"))]
+
+
 def wait_identical(brokers: dict[int, BrokerProcess], topic: str) -> bytes:
-    """Every replica's segment equal to the leader's, byte for byte."""
-    found: list[bytes] = []
+    """Every replica's segment files equal to the leader's, names and bytes;
+    returns their bytes end to end."""
+    found: list[list[tuple[str, bytes]]] = []
 
     def same() -> bool:
-        datas = [segment(b, topic).read_bytes() for b in brokers.values()]
-        found[:] = [datas[0]]
-        return len(datas[0]) > 0 and all(d == datas[0] for d in datas)
+        each = [segments(b, topic) for b in brokers.values()]
+        found[:] = [each[0]]
+        return any(data for _, data in each[0]) and all(s == each[0] for s in each)
 
     wait_for(f"identical segments of {topic}", same)
-    return found[0]
+    return b"".join(data for _, data in found[0])
 
 
 def isr_of(broker: BrokerProcess, topic: str) -> list[int]:
@@ -281,7 +289,7 @@ def produce_raw(broker: BrokerProcess, topic: str, values: list[bytes], acks: in
     return r.responses[0].partition_responses[0].error_code
 
 
-def ck_produce_all(bootstrap: str, topic: str, n: int, prefix: bytes) -> None:
+def ck_produce_all(bootstrap: str, topic: str, n: int, prefix: bytes, pad: int = 0) -> None:
     from confluent_kafka import Producer
 
     p = Producer(
@@ -297,7 +305,7 @@ def ck_produce_all(bootstrap: str, topic: str, n: int, prefix: bytes) -> None:
     for i in range(n):
         p.produce(
             topic,
-            value=prefix + b"-%05d" % i,
+            value=prefix + b"-%05d" % i + b"." * pad,
             key=b"k%d" % (i % 7),
             on_delivery=lambda err, msg: errors.append(err) if err else None,
         )
@@ -311,10 +319,11 @@ def test_followers_replicate_byte_for_byte(cluster: dict[int, BrokerProcess]) ->
     try:
         ctl.place(topic, topic_id, leader=1, leader_epoch=0, isr=[1, 2, 3])
         t0 = time.monotonic()
-        ck_produce_all(cluster[1].bootstrap, topic, 3000, b"v")
+        ck_produce_all(cluster[1].bootstrap, topic, 3000, b"v", pad=500)  # 1.5 MB: 2 segments
         data = wait_identical(cluster, topic)
         print(f"3000 acks=all records replicated to 3 brokers in {time.monotonic() - t0:.2f}s")
         assert data.count(b"v-02999") == 1
+        assert len(segments(cluster[2], topic)) > 1
         wait_for("a full ISR", lambda: isr_of(cluster[1], topic) == [1, 2, 3])
         # A follower takes no produce.
         assert produce_raw(cluster[2], topic, [b"x"], acks=1) == 6  # NOT_LEADER_OR_FOLLOWER
