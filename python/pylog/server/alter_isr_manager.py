@@ -46,8 +46,10 @@ class LeaderAndIsr:
     partition_epoch: int  # the ZooKeeper version of the partition state znode
 
 
-#: Called with the state as written, or a Kafka error code (INVALID_UPDATE_VERSION-like
-#: conflicts are reported as NOT_CONTROLLER / FENCED_LEADER_EPOCH codes).
+#: Called with the state as written, or a Kafka error code: INVALID_UPDATE_VERSION
+#: when the stored partition epoch moved on, FENCED_LEADER_EPOCH when the leader
+#: epoch did. Until it is called the leader proposes no other ISR change, so an
+#: implementation must call it exactly once per submit (retrying inside if it must).
 AlterIsrCallback = Callable[[LeaderAndIsr | int], None]
 
 

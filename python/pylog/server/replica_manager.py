@@ -640,8 +640,9 @@ class ReplicaManager:
             self.isr_expands += 1
         _log.info("ISR of %s %ss to %s (partition epoch %d)", partition.tp, kind,
                   partition.in_sync_replicas, partition.partition_epoch)  # fmt: skip
-        # A shrink may move the HW, or leave fewer replicas than min.insync.replicas.
-        self.delayed_produce_purgatory.check_and_complete(partition.tp)
+        # A shrink may move the HW (waiting produces and consumer fetches), or
+        # leave fewer replicas than min.insync.replicas.
+        self._hw_moved(partition.tp)
 
     def _fence(self, controller_epoch: int, broker_epoch: int, what: str) -> int:
         """STALE_BROKER_EPOCH when the request was meant for an older
