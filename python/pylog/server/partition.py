@@ -415,7 +415,12 @@ class Partition:
                     return
                 self._apply_isr(result, kind)
 
-        manager.submit(self.tp, proposed, self.controller_epoch, written)
+        try:
+            manager.submit(self.tp, proposed, self.controller_epoch, written)
+        except Exception:
+            # Not submitted: the next fetch or expiration check proposes again.
+            self._isr_pending = False
+            raise
 
     def _apply_isr(self, state: LeaderAndIsr, kind: str) -> None:
         with self._lock:
