@@ -12,6 +12,8 @@ from the handlers of each concern, as Kafka splits them:
 * ``group_apis`` — the group APIs, when there is a GroupCoordinator (the
   broker always has one; the data-path tests drive KafkaApis without);
 * ``sasl_apis`` — SaslHandshake;
+* ``controller_apis`` — the controller's LeaderAndIsr, UpdateMetadata and
+  StopReplica (replication between brokers);
 * ApiVersions here, which advertises exactly the table's keys.
 
 A handler that must wait (acks=-1, a Fetch below min_bytes) calls
@@ -30,6 +32,7 @@ from typing import TypeAlias, TypeVar
 
 from pylog.broker.cluster_apis import ClusterApis
 from pylog.broker.config_apis import ConfigApis
+from pylog.broker.controller_apis import ControllerApis
 from pylog.broker.group_apis import GroupApis
 from pylog.broker.produce_fetch_apis import ProduceFetchApis
 from pylog.broker.sasl_apis import SaslApis
@@ -74,6 +77,7 @@ from pylog.protocol.messages import (
     IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
     JoinGroupRequest,
+    LeaderAndIsrRequest,
     LeaveGroupRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
@@ -84,7 +88,9 @@ from pylog.protocol.messages import (
     OffsetForLeaderEpochRequest,
     ProduceRequest,
     SaslHandshakeRequest,
+    StopReplicaRequest,
     SyncGroupRequest,
+    UpdateMetadataRequest,
 )
 from pylog.protocol.messages.api_versions_response import ApiVersion
 from pylog.server.config import KafkaConfig
@@ -162,6 +168,7 @@ class KafkaApis:
             config, replica_manager, metadata_store, configs, on_topic_deleted=self._topic_deleted
         )
         sasl = SaslApis()
+        controller = ControllerApis(replica_manager, group_coordinator)
         handlers: dict[int, Route] = {
             ApiKey.PRODUCE: Route(ProduceRequest, data.handle_produce_request),
             ApiKey.FETCH: Route(FetchRequest, data.handle_fetch_request),
@@ -196,6 +203,13 @@ class KafkaApis:
             ApiKey.DESCRIBE_CLUSTER: Route(
                 DescribeClusterRequest, cluster.handle_describe_cluster_request
             ),
+            ApiKey.LEADER_AND_ISR: Route(
+                LeaderAndIsrRequest, controller.handle_leader_and_isr_request
+            ),
+            ApiKey.UPDATE_METADATA: Route(
+                UpdateMetadataRequest, controller.handle_update_metadata_request
+            ),
+            ApiKey.STOP_REPLICA: Route(StopReplicaRequest, controller.handle_stop_replica_request),
         }
         if group_coordinator is not None:
             groups = GroupApis(group_coordinator, self.broker_id, cluster.broker_endpoint)
@@ -246,7 +260,8 @@ class KafkaApis:
 
     async def shutdown(self) -> None:
         """Answer every waiting request now (the broker is stopping); runs on
-        the event loop, where the purgatories live."""
+        the event loop, where the purgatories live); the replica fetchers stop."""
+        await self.replica_manager.shutdown_replica_fetchers()
         self.replica_manager.delayed_fetch_purgatory.shutdown()
         self.replica_manager.delayed_produce_purgatory.shutdown()
         if self._codec_executor is not None:

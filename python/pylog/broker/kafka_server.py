@@ -50,11 +50,14 @@ from pylog.errors import InvalidConfigurationError
 from pylog.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from pylog.metadata import JsonMetadataStore, MetadataStore
 from pylog.metadata.kafka_zk_client import KafkaZkClient
+from pylog.metadata.metadata_cache import MetadataCache
 from pylog.metadata.zk_store import ZkMetadataStore
 from pylog.network.metrics import MetricsRegistry, MetricsServer
 from pylog.network.request_channel import RequestHandler
 from pylog.network.socket_server import ListenerSpec, SocketServer
+from pylog.server.alter_isr_manager import AlterIsrManager, InProcessAlterIsrManager
 from pylog.server.config import SUPPORTED_SECURITY_PROTOCOLS, KafkaConfig
+from pylog.server.replica_fetcher_thread import ReplicaFetcherConfig
 from pylog.server.replica_manager import ReplicaManager
 
 __all__ = ["BrokerState", "IllegalBrokerStateTransition", "KafkaServer"]
@@ -108,16 +111,27 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     if store is None:
         store = JsonMetadataStore(server.log_manager.log_dirs[0])
         server.metadata_store = store
+    config = server.config
     replica_manager = ReplicaManager(
         server.log_manager,
         store,
-        broker_id=server.config.broker_id,
-        hw_checkpoint_interval_ms=int(
-            server.config.get("replica.high.watermark.checkpoint.interval.ms")
-        ),
-        max_partitions=int(server.config.get("max.broker.partitions")),
+        broker_id=config.broker_id,
+        hw_checkpoint_interval_ms=int(config.get("replica.high.watermark.checkpoint.interval.ms")),
+        max_partitions=int(config.get("max.broker.partitions")),
+        metadata_cache=server.metadata_cache,
+        alter_isr_manager=server.alter_isr_manager,
+        fetcher_config=replica_fetcher_config(config),
+        replica_lag_time_max_ms=int(config.get("replica.lag.time.max.ms")),
+        broker_epoch=lambda: server.broker_epoch,
+        inter_broker_listener=config.inter_broker_listener_name,
+        # Partitions come from the store until a controller's LeaderAndIsr
+        # places them. Once KafkaController exists, a broker on ZooKeeper
+        # starts controller-managed (a restarted broker must not lead from
+        # its store); until then it makes its RF-1 topics from the store.
+        controller_managed=False,
     )
     replica_manager.startup()
+    replica_manager.register_metrics(server.metrics)
     server.replica_manager = replica_manager
     coordinator = GroupCoordinator(server.config, replica_manager, store)
     apis = KafkaApis(server.config, replica_manager, store, coordinator)
@@ -125,6 +139,20 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     coordinator.startup()
     server.group_coordinator = coordinator
     return apis
+
+
+def replica_fetcher_config(config: KafkaConfig) -> ReplicaFetcherConfig:
+    """The ``replica.*`` keys the follower's fetchers work by."""
+    return ReplicaFetcherConfig(
+        broker_id=config.broker_id,
+        num_fetchers=int(config.get("num.replica.fetchers")),
+        fetch_max_bytes=int(config.get("replica.fetch.max.bytes")),
+        fetch_min_bytes=int(config.get("replica.fetch.min.bytes")),
+        fetch_wait_max_ms=int(config.get("replica.fetch.wait.max.ms")),
+        fetch_response_max_bytes=int(config.get("replica.fetch.response.max.bytes")),
+        fetch_backoff_ms=int(config.get("replica.fetch.backoff.ms")),
+        socket_timeout_ms=int(config.get("replica.socket.timeout.ms")),
+    )
 
 
 class KafkaServer:
@@ -154,6 +182,15 @@ class KafkaServer:
         self.healthcheck: KafkaHealthcheck | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        #: This broker's registration epoch in ZooKeeper (the czxid of its
+        #: /brokers/ids/<id> znode), set once registered; -1 until then:
+        #: controller requests are checked against it (STALE_BROKER_EPOCH).
+        self.broker_epoch = -1
+        #: The cluster as the controller's UpdateMetadata describes it.
+        self.metadata_cache = MetadataCache(config.broker_id)
+        #: Where leaders write ISR changes: in memory until the ZooKeeper
+        #: client replaces it with a conditional write of the partition state.
+        self.alter_isr_manager: AlterIsrManager = InProcessAlterIsrManager()
         self.handler: RequestHandler | None = None
         self.socket_server: SocketServer | None = None
         self.metrics_server: MetricsServer | None = None

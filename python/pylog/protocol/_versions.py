@@ -121,6 +121,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    # The ZooKeeper controller's requests to brokers, at every version the
+    # Kafka 3.x ZooKeeper-mode brokers served (v7 / v8 / v4 are 3.4+'s).
+    ApiKey.LEADER_AND_ISR: (0, 7),
+    ApiKey.STOP_REPLICA: (0, 4),
+    ApiKey.UPDATE_METADATA: (0, 8),
 }
 
 #: The consumer-group APIs: the codec handles them; the broker merges this table
@@ -145,6 +150,9 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.FETCH: "Fetch",
     ApiKey.LIST_OFFSETS: "ListOffsets",
     ApiKey.METADATA: "Metadata",
+    ApiKey.LEADER_AND_ISR: "LeaderAndIsr",
+    ApiKey.STOP_REPLICA: "StopReplica",
+    ApiKey.UPDATE_METADATA: "UpdateMetadata",
     ApiKey.OFFSET_COMMIT: "OffsetCommit",
     ApiKey.OFFSET_FETCH: "OffsetFetch",
     ApiKey.FIND_COORDINATOR: "FindCoordinator",

@@ -160,6 +160,20 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               AtLeast(1), "medium"),
     ConfigKey("replica.lag.time.max.ms", L, 30_000, "Time a follower may lag before it "
               "leaves the ISR.", AtLeast(0), "high"),
+    ConfigKey("num.replica.fetchers", I, 1, "Fetchers per source broker that replicate "
+              "its partitions to this one.", AtLeast(1), "high"),
+    ConfigKey("replica.fetch.max.bytes", I, _MIB, "Bytes a follower asks per partition in "
+              "a Fetch (a larger first batch still comes whole).", AtLeast(0), "medium"),
+    ConfigKey("replica.fetch.min.bytes", I, 1, "Bytes a follower's Fetch waits for.",
+              AtLeast(0), "high"),
+    ConfigKey("replica.fetch.wait.max.ms", I, 500, "Longest wait of a follower's Fetch on "
+              "the leader; below replica.lag.time.max.ms.", AtLeast(0), "medium"),
+    ConfigKey("replica.fetch.response.max.bytes", I, 10 * _MIB, "Bytes a follower asks for "
+              "in one Fetch over all partitions.", AtLeast(0), "medium"),
+    ConfigKey("replica.fetch.backoff.ms", I, 1_000, "Pause of a follower after a fetch "
+              "error.", AtLeast(0), "medium"),
+    ConfigKey("replica.socket.timeout.ms", I, 30_000, "Socket timeout of a follower's "
+              "requests to its leader.", None, "high"),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", L, 5_000, "How often each "
               "partition's high watermark is saved to replication-offset-checkpoint.",
               AtLeast(1), "high"),

@@ -3,18 +3,32 @@
 A Partition has a Replica per assigned broker, each with its log end offset
 (LEO) and the last time it was caught up; the local replica's LEO is its Log's.
 The partition's leader keeps the high watermark at the minimum LEO over the
-in-sync replicas (ISR). Today the ISR is this broker alone, so the HW follows
-the LEO on every append; the shape is the one followers will plug into
-(``update_follower_fetch_state`` moves a follower's LEO and may move the HW).
+in-sync replicas (ISR).
 
-Leader epochs start at 0 when a topic is created and are recorded in the log's
-leader-epoch cache on the first append of each epoch (the Log does that), so
-OffsetForLeaderEpoch and the fetch truncation checks have their answers.
+Roles come from the controller's LeaderAndIsr (``make_leader`` /
+``make_follower``, Kafka's Partition.makeLeader / makeFollower); a partition
+made from the metadata store alone (the single broker) leads with an ISR of
+itself. As leader, each follower Fetch moves that follower's LEO
+(``update_follower_fetch_state``), may expand the ISR (the follower reached
+the HW and the current leader epoch's start) and may move the HW; the
+ReplicaManager's ISR-expiration task shrinks the ISR of followers not caught
+up within ``replica.lag.time.max.ms`` (``maybe_shrink_isr``). An ISR change
+goes through the AlterIsrManager (a conditional write of the partition state
+in ZooKeeper) and is applied only once written. Only the leader takes
+appends and answers reads: a follower answers NOT_LEADER_OR_FOLLOWER, and its
+log grows by ``append_records_to_follower`` (the leader's batches, byte for
+byte).
+
+Leader epochs start at 0 when a topic is created and are recorded in the
+log's leader-epoch cache when a broker becomes leader and on the first append
+of each epoch, so OffsetForLeaderEpoch and the fetch truncation checks have
+their answers.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pylog.clock import now_ms
@@ -22,7 +36,9 @@ from pylog.errors import (
     ErrorCode,
     KafkaError,
     NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
+    UnexpectedAppendOffsetError,
 )
 from pylog.log.checkpoint import TopicPartition
 from pylog.log.fetch import FetchDataInfo
@@ -30,11 +46,13 @@ from pylog.log.leader_epoch import LeaderEpochFileCache
 from pylog.log.log import AppendOrigin, FetchIsolation, Log, LogAppendInfo
 from pylog.log.offset_metadata import LogOffsetMetadata
 from pylog.metadata.store import INTERNAL_TOPICS
+from pylog.server.alter_isr_manager import AlterIsrManager, LeaderAndIsr
 
 __all__ = [
     "EpochEndOffset",
     "LogReadInfo",
     "Partition",
+    "PartitionState",
     "Replica",
     "TimestampAndOffset",
 ]
@@ -63,6 +81,28 @@ class Replica:
     log_end_offset: int = UNDEFINED_OFFSET
     last_caught_up_time_ms: int = 0
     log_start_offset: int = UNDEFINED_OFFSET
+    # The leader's LEO and the time at this follower's previous fetch: a fetch
+    # reaching that LEO shows the follower was caught up then (Kafka's
+    # lastFetchLeaderLogEndOffset / lastFetchTimeMs).
+    last_fetch_leader_leo: int = UNDEFINED_OFFSET
+    last_fetch_time_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """One partition of a LeaderAndIsr request (Kafka's LeaderAndIsrPartitionState)."""
+
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    is_new: bool = False
+
+
+#: ISR changes a partition reports to its owner: "shrink" or "expand".
+IsrListener = Callable[["Partition", str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +144,7 @@ class Partition:
         replicas: list[int] | None = None,
         leader_epoch: int = 0,
         min_insync_replicas: int | None = None,
+        as_leader: bool = True,
     ) -> None:
         self.tp = tp
         self.topic_id = topic_id
@@ -119,9 +160,22 @@ class Partition:
         self.isr: set[int] = {local_broker_id}
         self._min_isr_override = min_insync_replicas
         self._lock = threading.RLock()
+        self.controller_epoch = 0
+        # Set by the ReplicaManager: where ISR changes are written, who hears of them.
+        self.alter_isr_manager: AlterIsrManager | None = None
+        self.isr_listener: IsrListener | None = None
+        self._isr_pending = False
+        # Where the current leader epoch began on this leader's log.
+        self.leader_epoch_start_offset: int | None = log.log_end_offset
+        self.from_controller = False  # set once a LeaderAndIsr placed it
         local = self._replicas[local_broker_id]
         local.log_end_offset = log.log_end_offset
         local.last_caught_up_time_ms = now_ms()
+        if not as_leader:
+            # Made for a LeaderAndIsr, which sets the role: the HW stays as restored.
+            self.leader_id = None
+            self.isr = set()
+            return
         # The ISR is just this broker, so everything on its log is committed.
         self._maybe_increment_leader_hw()
 
@@ -191,6 +245,192 @@ class Partition:
             new_hw = min(leos, key=lambda m: m.message_offset)
             return self.log.maybe_increment_high_watermark(new_hw) is not None
 
+    # ------------------------------------------------------------------ roles
+
+    def _set_assignment(self, state: PartitionState) -> None:
+        self.from_controller = True
+        replicas = {b: self._replicas.get(b) or Replica(b) for b in state.replicas}
+        replicas.setdefault(self.local_broker_id, self._replicas[self.local_broker_id])
+        self._replicas = replicas
+        self.controller_epoch = state.controller_epoch
+        self.partition_epoch = state.partition_epoch
+
+    def make_leader(self, state: PartitionState) -> bool:
+        """Lead the partition as ``state`` says. True when this is a new
+        leadership (a newer leader epoch, or this broker was not leading):
+        the epoch starts at the LEO in the epoch cache and every follower's
+        fetch state starts over."""
+        with self._lock:
+            now = now_ms()
+            new = not self.is_leader or state.leader_epoch != self.leader_epoch
+            self._set_assignment(state)
+            self.isr = set(state.isr)
+            self._isr_pending = False
+            self.leader_id = self.local_broker_id
+            if new:
+                self.leader_epoch = state.leader_epoch
+                leo = self.log.log_end_offset
+                self.leader_epoch_start_offset = leo
+                cache = self.log.leader_epoch_cache
+                latest = cache.latest_epoch if cache is not None else None
+                if cache is not None and (latest is None or latest < state.leader_epoch):
+                    cache.assign(state.leader_epoch, leo)
+                for b, r in self._replicas.items():
+                    if b == self.local_broker_id:
+                        continue
+                    r.log_end_offset = UNDEFINED_OFFSET
+                    r.last_fetch_leader_leo = UNDEFINED_OFFSET
+                    r.last_fetch_time_ms = 0
+                    r.last_caught_up_time_ms = now if b in self.isr else 0
+            local = self._replicas[self.local_broker_id]
+            local.log_end_offset = self.log.log_end_offset
+            local.last_caught_up_time_ms = now
+            self._maybe_increment_leader_hw()
+            return new
+
+    def make_follower(self, state: PartitionState) -> bool:
+        """Follow ``state.leader``. True when the leader or the leader epoch
+        changed (the fetcher must start over: truncate, then fetch)."""
+        with self._lock:
+            changed = self.leader_id != state.leader or self.leader_epoch != state.leader_epoch
+            self._set_assignment(state)
+            self.isr = set(state.isr)
+            self._isr_pending = False
+            self.leader_id = state.leader if state.leader >= 0 else None
+            self.leader_epoch = state.leader_epoch
+            self.leader_epoch_start_offset = None
+            for b, r in self._replicas.items():
+                if b != self.local_broker_id:
+                    r.log_end_offset = UNDEFINED_OFFSET
+            return changed
+
+    def append_records_to_follower(self, records: memoryview) -> LogAppendInfo:
+        """Append batches fetched from the leader, offsets and bytes as they are."""
+        if self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"{self.tp}: this broker leads; it takes no fetched data"
+            )
+        log = self.log
+        try:
+            info = log.append_as_follower(records)
+        except UnexpectedAppendOffsetError as e:
+            leo = log.log_end_offset
+            if not (leo == log.log_start_offset and e.first_offset < leo <= e.last_offset):
+                raise
+            # An empty log restarted at the leader's log start, which DeleteRecords
+            # put inside a batch: the log starts over at the batch's first offset.
+            # (The leader's log start comes back with the next fetch response.)
+            log.truncate_fully_and_start_at(e.first_offset)
+            info = log.append_as_follower(records)
+        self._replicas[self.local_broker_id].log_end_offset = log.log_end_offset
+        return info
+
+    def update_follower_high_watermark(self, leader_hw: int) -> None:
+        """A follower's HW: the leader's, never past the local LEO."""
+        self.log.update_high_watermark(min(leader_hw, self.log.log_end_offset))
+
+    def update_follower_log_start_offset(self, leader_log_start: int) -> None:
+        """A follower's log start follows the leader's (DeleteRecords), up to its HW."""
+        target = min(leader_log_start, self.log.high_watermark)
+        if target > self.log.log_start_offset:
+            self.log.maybe_increment_log_start_offset(target)
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower truncation (the leader-epoch protocol decided the offset)."""
+        self.log.truncate_to(offset)
+        self._replicas[self.local_broker_id].log_end_offset = self.log.log_end_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self._replicas[self.local_broker_id].log_end_offset = self.log.log_end_offset
+
+    def _check_leader(self) -> None:
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {self.tp} "
+                f"(leader: {self.leader_id})"
+            )
+
+    # ------------------------------------------------------------------ ISR
+
+    @property
+    def is_under_replicated(self) -> bool:
+        return self.is_leader and len(self.isr) < len(self._replicas)
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        return self.is_leader and len(self.isr) < self.min_insync_replicas
+
+    def _is_follower_in_sync(self, r: Replica) -> bool:
+        start = self.leader_epoch_start_offset
+        leo = r.log_end_offset
+        return leo >= self.log.high_watermark and start is not None and leo >= start
+
+    def _maybe_expand_isr(self, r: Replica) -> None:
+        if r.broker_id in self.isr or not self._is_follower_in_sync(r):
+            return
+        self._alter_isr(self.isr | {r.broker_id}, "expand")
+
+    def maybe_shrink_isr(self, lag_time_max_ms: int, now: int | None = None) -> bool:
+        """Leave out of the ISR each follower not caught up within
+        ``lag_time_max_ms``. True if the HW moved (after a synchronous write)."""
+        with self._lock:
+            if not self.is_leader or self._isr_pending:
+                return False
+            t = now_ms() if now is None else now
+            leo = self.log.log_end_offset
+            # Out of sync: not caught up within the lag time, unless it holds
+            # everything (no new data since: Kafka's Replica.isCaughtUp).
+            out = {
+                b
+                for b in self.isr
+                if b != self.local_broker_id
+                and (r := self._replicas.get(b)) is not None
+                and r.log_end_offset != leo
+                and t - r.last_caught_up_time_ms > lag_time_max_ms
+            }
+            if not out:
+                return False
+            hw = self.log.high_watermark
+            self._alter_isr(self.isr - out, "shrink")
+            return self.log.high_watermark != hw
+
+    def _alter_isr(self, new_isr: set[int], kind: str) -> None:
+        """Propose ``new_isr``; apply it once the AlterIsrManager wrote it.
+        Without a manager (the single broker) it applies at once."""
+        proposed = LeaderAndIsr(
+            self.local_broker_id, self.leader_epoch, tuple(sorted(new_isr)), self.partition_epoch
+        )
+        manager = self.alter_isr_manager
+        if manager is None:
+            self._apply_isr(proposed, kind)
+            return
+        self._isr_pending = True
+        epoch = self.leader_epoch
+
+        def written(result: LeaderAndIsr | int) -> None:
+            with self._lock:
+                self._isr_pending = False
+                if isinstance(result, int) or not self.is_leader or self.leader_epoch != epoch:
+                    return
+                self._apply_isr(result, kind)
+
+        try:
+            manager.submit(self.tp, proposed, self.controller_epoch, written)
+        except Exception:
+            # Not submitted: the next fetch or expiration check proposes again.
+            self._isr_pending = False
+            raise
+
+    def _apply_isr(self, state: LeaderAndIsr, kind: str) -> None:
+        with self._lock:
+            self.isr = set(state.isr)
+            self.partition_epoch = state.partition_epoch
+            self._maybe_increment_leader_hw()
+        listener = self.isr_listener
+        if listener is not None:
+            listener(self, kind)
+
     def check_current_leader_epoch(self, current_leader_epoch: int) -> None:
         """FENCED_LEADER_EPOCH for an older epoch, UNKNOWN_LEADER_EPOCH for a newer
         one; -1 (the client does not know) always passes."""
@@ -219,6 +459,7 @@ class Partition:
         NOT_ENOUGH_REPLICAS when acks=-1 and the ISR is smaller than
         min.insync.replicas (checked before writing, as Kafka does)."""
         with self._lock:
+            self._check_leader()
             isr_size = len(self.isr)
             min_isr = self.min_insync_replicas
             if required_acks == -1 and isr_size < min_isr:
@@ -248,17 +489,29 @@ class Partition:
     def update_follower_fetch_state(
         self, broker_id: int, log_end_offset: int, log_start_offset: int
     ) -> bool:
-        """A follower fetched from ``log_end_offset``: record it as the follower's
-        LEO; True if the HW moved. (Used once brokers replicate.)"""
+        """A follower fetched from ``log_end_offset``: record it as the
+        follower's LEO, note whether it was caught up (with the leader's LEO
+        now, or with the LEO of its previous fetch), maybe expand the ISR.
+        True if the HW moved."""
         with self._lock:
             r = self._replicas.get(broker_id)
-            if r is None:
+            if r is None or not self.is_leader:
                 return False
+            now = now_ms()
+            leader_leo = self.log.log_end_offset
+            if log_end_offset >= leader_leo:
+                r.last_caught_up_time_ms = max(r.last_caught_up_time_ms, now)
+            elif log_end_offset >= r.last_fetch_leader_leo >= 0:
+                r.last_caught_up_time_ms = max(r.last_caught_up_time_ms, r.last_fetch_time_ms)
+            r.last_fetch_leader_leo = leader_leo
+            r.last_fetch_time_ms = now
             r.log_end_offset = log_end_offset
             r.log_start_offset = log_start_offset
-            if log_end_offset >= self.log.log_end_offset:
-                r.last_caught_up_time_ms = now_ms()
-            return self._maybe_increment_leader_hw()
+            hw = self.log.high_watermark
+            if not self._isr_pending:
+                self._maybe_expand_isr(r)
+            moved = self._maybe_increment_leader_hw()
+            return moved or self.log.high_watermark != hw
 
     # ------------------------------------------------------------------ read
 
@@ -273,8 +526,10 @@ class Partition:
         min_one_message: bool = True,
     ) -> LogReadInfo:
         """Read from ``fetch_offset``. OffsetOutOfRangeError outside
-        [log start, LEO]; leader-epoch errors as check_current_leader_epoch."""
+        [log start, LEO]; leader-epoch errors as check_current_leader_epoch;
+        NOT_LEADER_OR_FOLLOWER on a follower (no fetching from followers)."""
         self.check_current_leader_epoch(current_leader_epoch)
+        self._check_leader()
         log = self.log
         hw = log.high_watermark
         log_start = log.log_start_offset
@@ -310,6 +565,7 @@ class Partition:
         is at least ``timestamp``. ``isolation`` None (a replica asking) bounds
         by the LEO, else by the HW."""
         self.check_current_leader_epoch(current_leader_epoch)
+        self._check_leader()
         log = self.log
         if isolation is None:
             last_fetchable = log.log_end_offset
@@ -367,6 +623,7 @@ class Partition:
         the next higher epoch; the LEO for the latest)."""
         try:
             self.check_current_leader_epoch(current_leader_epoch)
+            self._check_leader()
         except KafkaError as e:
             return EpochEndOffset(e.code, UNDEFINED_EPOCH, UNDEFINED_OFFSET)
         cache = self.log.leader_epoch_cache

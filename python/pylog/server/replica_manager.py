@@ -16,6 +16,16 @@ stall the loop; appends to one partition still happen in the order requests
 arrived: each partition has a chain of in-flight appends, joined before the
 first ``await``.
 
+In a cluster the controller places partitions (``become_leader_or_follower``,
+Kafka's ReplicaManager.becomeLeaderOrFollower, for LeaderAndIsr;
+``stop_replicas`` for StopReplica; ``maybe_update_metadata_cache`` for
+UpdateMetadata), each request fenced by the controller epoch and this broker's
+registration epoch. From the first LeaderAndIsr on, the metadata store no
+longer makes partitions: the controller does. Followers fetch through the
+ReplicaFetcherManager; leaders shrink the ISR of followers that stopped
+catching up (``replica.lag.time.max.ms``, checked every half of it) and
+expand it when they catch up, through the AlterIsrManager.
+
 A log dir that runs out of space is logged once per episode: one WARNING when
 appends to it start failing for lack of space (answered KAFKA_STORAGE_ERROR),
 one INFO when an append to it succeeds again.
@@ -30,6 +40,7 @@ import errno
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from pylog.errors import (
     ErrorCode,
@@ -47,7 +58,14 @@ from pylog.log.checkpoint import (
 from pylog.log.log import AppendOrigin, FetchIsolation, LogAppendInfo
 from pylog.log.manager import LogManager
 from pylog.logsafe import quoted
+from pylog.metadata.metadata_cache import MetadataBroker, MetadataCache, PartitionInfo
 from pylog.metadata.store import MetadataEvent, MetadataStore, TopicMetadata
+from pylog.network.metrics import MetricsRegistry
+from pylog.server.alter_isr_manager import (
+    AlterIsrManager,
+    InProcessAlterIsrManager,
+    LeaderAndIsr,
+)
 from pylog.server.delayed_fetch import (
     DelayedFetch,
     FetchParams,
@@ -58,11 +76,20 @@ from pylog.server.delayed_produce import DelayedProduce, ProducePartitionStatus,
 from pylog.server.partition import (
     EpochEndOffset,
     Partition,
+    PartitionState,
     TimestampAndOffset,
 )
 from pylog.server.purgatory import DelayedOperationPurgatory
+from pylog.server.replica_fetcher_blocking_send import BrokerEndPoint
+from pylog.server.replica_fetcher_manager import ReplicaFetcherManager
+from pylog.server.replica_fetcher_thread import InitialFetchState, ReplicaFetcherConfig
 
-__all__ = ["DEFAULT_APPEND_OFFLOAD_BYTES", "ReplicaManager"]
+__all__ = [
+    "DEFAULT_APPEND_OFFLOAD_BYTES",
+    "ControllerResult",
+    "ReplicaManager",
+    "StopReplicaState",
+]
 
 _log = logging.getLogger("pylog.server.replica_manager")
 
@@ -82,6 +109,28 @@ def _error_result(e: BaseException) -> ProduceResult:
     return ProduceResult(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e) or None)
 
 
+@dataclass(frozen=True, slots=True)
+class StopReplicaState:
+    """One partition of a StopReplica: the leader epoch the controller knew
+    (-2: the topic is being deleted, -1: none) and whether to delete the log."""
+
+    leader_epoch: int = -1
+    delete: bool = False
+
+
+@dataclass(slots=True)
+class ControllerResult:
+    """The answer to a controller request: a request-level error code, and a
+    code per partition (empty when the whole request was refused)."""
+
+    error_code: int = ErrorCode.NONE
+    partition_errors: dict[TopicPartition, int] | None = None
+
+
+_EPOCH_DURING_DELETE = -2
+_NO_EPOCH = -1
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -93,6 +142,14 @@ class ReplicaManager:
         executor: concurrent.futures.Executor | None = None,
         hw_checkpoint_interval_ms: int = 5_000,
         max_partitions: int | None = None,
+        metadata_cache: MetadataCache | None = None,
+        alter_isr_manager: AlterIsrManager | None = None,
+        fetcher_config: ReplicaFetcherConfig | None = None,
+        replica_lag_time_max_ms: int = 30_000,
+        broker_epoch: Callable[[], int] | None = None,
+        inter_broker_listener: str = "PLAINTEXT",
+        isr_expiration_interval_ms: int | None = None,
+        controller_managed: bool = False,
     ) -> None:
         self.log_manager = log_manager
         self.max_partitions = max_partitions
@@ -117,6 +174,28 @@ class ReplicaManager:
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
+        # --- replication (the cluster)
+        self.metadata_cache = metadata_cache or MetadataCache(broker_id)
+        self.alter_isr_manager: AlterIsrManager = alter_isr_manager or InProcessAlterIsrManager()
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        # Kafka checks every half of replica.lag.time.max.ms.
+        self.isr_expiration_interval_ms = isr_expiration_interval_ms
+        self.inter_broker_listener = inter_broker_listener
+        #: This broker's registration epoch (the czxid of its /brokers/ids znode,
+        #: set by KafkaServer once registered); -1: unknown, requests are not checked.
+        self._broker_epoch = broker_epoch or (lambda: -1)
+        #: The newest controller epoch seen in an accepted request.
+        self.controller_epoch = 0
+        #: True in a cluster (ZooKeeper mode: set from the start, so a restarted
+        #: broker leads nothing until the controller says so), or once a
+        #: controller placed partitions: then the store no longer makes them.
+        self.controller_managed = controller_managed
+        self.replica_fetcher_manager = ReplicaFetcherManager(
+            fetcher_config or ReplicaFetcherConfig(broker_id=broker_id), self
+        )
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self._isr_task: asyncio.Task[None] | None = None
         metadata_store.add_listener(self._on_metadata_event)
 
     # ------------------------------------------------------------------ lifecycle
@@ -148,7 +227,8 @@ class ReplicaManager:
                 store.add_partitions(topic, count)
         self._restore_high_watermarks()
         opened = 0
-        for meta in store.topics():
+        # In a cluster, partitions come only from the controller's LeaderAndIsr.
+        for meta in [] if self.controller_managed else store.topics():
             limit = self.max_partitions
             if limit is not None and opened + meta.partitions > limit:
                 # A store written before the limit existed (one CreateTopics
@@ -179,6 +259,9 @@ class ReplicaManager:
 
     def shutdown(self) -> None:
         self._stopping = True
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            self._isr_task = None
         self.log_manager.scheduler.cancel("highwatermark-checkpoint")
         self.delayed_fetch_purgatory.shutdown()
         self.delayed_produce_purgatory.shutdown()
@@ -226,7 +309,8 @@ class ReplicaManager:
             return
         meta = event.topic
         if event.kind in ("create", "partitions"):
-            self._ensure_partitions(meta)
+            if not self.controller_managed:
+                self._ensure_partitions(meta)
         elif event.kind == "config":
             self.log_manager.update_topic_config(meta.name, meta.configs)
         elif event.kind == "delete":
@@ -252,12 +336,17 @@ class ReplicaManager:
                 log = self.log_manager.get_or_create_log(
                     tp, topic_id=meta.topic_id, config=self.log_manager.config_for(meta.name)
                 )
-                made[tp] = Partition(
-                    tp, log, topic_id=meta.topic_id, local_broker_id=self.broker_id
+                made[tp] = self._wire(
+                    Partition(tp, log, topic_id=meta.topic_id, local_broker_id=self.broker_id)
                 )
         finally:
             if made:  # those made before a failure too, so a removal finds them
                 self._partitions = {**self._partitions, **made}
+
+    def _wire(self, partition: Partition) -> Partition:
+        partition.alter_isr_manager = self.alter_isr_manager
+        partition.isr_listener = self._on_isr_change
+        return partition
 
     def _remove_topic(self, meta: TopicMetadata) -> None:
         doomed = [tp for tp in self._partitions if tp.topic == meta.name]
@@ -510,7 +599,7 @@ class ReplicaManager:
             if params.is_from_follower and partition.update_follower_fetch_state(
                 params.replica_id, req.fetch_offset, req.log_start_offset
             ):
-                self.delayed_produce_purgatory.check_and_complete(req.tp)
+                self._hw_moved(req.tp)
             out.append(
                 FetchPartitionResult(
                     error_code=ErrorCode.NONE,
@@ -603,3 +692,351 @@ class ReplicaManager:
     def topic_partitions(self, topics: Iterable[str]) -> list[TopicPartition]:
         wanted = set(topics)
         return sorted(tp for tp in self._partitions if tp.topic in wanted)
+
+    # ------------------------------------------------------------------ replication
+
+    @property
+    def broker_epoch(self) -> int:
+        return self._broker_epoch()
+
+    def _hw_moved(self, tp: TopicPartition) -> None:
+        # acks=-1 produces wait for the HW, consumers' fetches read up to it.
+        self.delayed_produce_purgatory.check_and_complete(tp)
+        self.delayed_fetch_purgatory.check_and_complete(tp)
+
+    def _on_isr_change(self, partition: Partition, kind: str) -> None:
+        if kind == "shrink":
+            self.isr_shrinks += 1
+        else:
+            self.isr_expands += 1
+        _log.info("ISR of %s %ss to %s (partition epoch %d)", partition.tp, kind,
+                  partition.in_sync_replicas, partition.partition_epoch)  # fmt: skip
+        # A shrink may move the HW (waiting produces and consumer fetches), or
+        # leave fewer replicas than min.insync.replicas.
+        self._hw_moved(partition.tp)
+
+    def _fence(self, controller_epoch: int, broker_epoch: int, what: str) -> int:
+        """STALE_BROKER_EPOCH when the request was meant for an older
+        registration of this broker, STALE_CONTROLLER_EPOCH when it comes
+        from an older controller; NONE otherwise (and the epoch is noted)."""
+        mine = self.broker_epoch
+        if broker_epoch != -1 and mine != -1 and broker_epoch < mine:
+            _log.warning("ignoring %s for broker epoch %d: this broker's is %d",
+                         what, broker_epoch, mine)  # fmt: skip
+            return ErrorCode.STALE_BROKER_EPOCH
+        if controller_epoch < self.controller_epoch:
+            _log.warning("ignoring %s from controller epoch %d: the latest is %d",
+                         what, controller_epoch, self.controller_epoch)  # fmt: skip
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        self.controller_epoch = controller_epoch
+        return ErrorCode.NONE
+
+    def maybe_update_metadata_cache(
+        self,
+        *,
+        controller_id: int,
+        controller_epoch: int,
+        broker_epoch: int,
+        brokers: list[MetadataBroker],
+        partitions: list[PartitionInfo],
+        topic_ids: Mapping[str, str] | None = None,
+    ) -> int:
+        """UpdateMetadata: the error code to answer."""
+        code = self._fence(controller_epoch, broker_epoch, "UpdateMetadata")
+        if code != ErrorCode.NONE:
+            return code
+        self.metadata_cache.update(
+            controller_id=controller_id,
+            brokers=brokers,
+            partitions=partitions,
+            topic_ids=dict(topic_ids or {}),
+        )
+        return ErrorCode.NONE
+
+    def _leader_endpoint(
+        self, leader: int, live_leaders: Mapping[int, BrokerEndPoint]
+    ) -> BrokerEndPoint | None:
+        ep = live_leaders.get(leader)
+        if ep is not None:
+            return ep
+        found = self.metadata_cache.broker_endpoint(leader, self.inter_broker_listener)
+        return BrokerEndPoint(leader, found.host, found.port) if found is not None else None
+
+    def _partition_for_controller(
+        self, tp: TopicPartition, topic_id: str | None, state: PartitionState
+    ) -> Partition:
+        """The partition, made (log included) for a LeaderAndIsr if new. The
+        topic is registered in the metadata store when it lacks it (a store of
+        one broker; a ZooKeeper store already has it), under the controller's id."""
+        partition = self._partitions.get(tp)
+        if partition is not None:
+            return partition
+        store = self.metadata_store
+        meta = store.topic(tp.topic)
+        if meta is None:
+            # The one-broker store places nothing on other brokers (RF 1 is its
+            # only value); the replicas are the controller's, in the Partition.
+            meta = store.create_topic(tp.topic, tp.partition + 1, 1, topic_id=topic_id)
+        elif meta.partitions <= tp.partition:
+            meta = store.add_partitions(tp.topic, tp.partition + 1)
+        log = self.log_manager.get_or_create_log(
+            tp, topic_id=meta.topic_id, config=self.log_manager.config_for(tp.topic)
+        )
+        partition = self._wire(
+            Partition(
+                tp,
+                log,
+                topic_id=meta.topic_id,
+                local_broker_id=self.broker_id,
+                replicas=list(state.replicas),
+                leader_epoch=-1,
+                as_leader=False,
+            )
+        )
+        # Copy on write, as everywhere: readers on other threads see a whole map.
+        self._partitions = {**self._partitions, tp: partition}
+        return partition
+
+    def become_leader_or_follower(
+        self,
+        *,
+        controller_id: int,
+        controller_epoch: int,
+        broker_epoch: int,
+        partition_states: Mapping[TopicPartition, PartitionState],
+        topic_ids: Mapping[str, str] | None = None,
+        live_leaders: Mapping[int, BrokerEndPoint] | None = None,
+    ) -> ControllerResult:
+        """LeaderAndIsr: make this broker leader or follower of each partition
+        whose leader epoch is newer than the one it has (or equal with a newer
+        partition epoch: an ISR or assignment change). Per partition:
+        STALE_CONTROLLER_EPOCH for an older leader epoch (or a repeated one),
+        INCONSISTENT_TOPIC_ID when the topic id differs from the local log's,
+        UNKNOWN_TOPIC_OR_PARTITION when this broker is not a replica."""
+        code = self._fence(controller_epoch, broker_epoch, "LeaderAndIsr")
+        if code != ErrorCode.NONE:
+            return ControllerResult(code, {tp: code for tp in partition_states})
+        self.controller_managed = True
+        ids = dict(topic_ids or {})
+        leaders = dict(live_leaders or {})
+        errors: dict[TopicPartition, int] = {}
+        to_lead: dict[Partition, PartitionState] = {}
+        to_follow: dict[Partition, PartitionState] = {}
+        for tp, state in partition_states.items():
+            if self.broker_id not in state.replicas:
+                _log.warning("LeaderAndIsr for %s leaves this broker out of %s",
+                             tp, list(state.replicas))  # fmt: skip
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            topic_id = ids.get(tp.topic)
+            existing = self._partitions.get(tp)
+            if existing is not None and topic_id and existing.topic_id != topic_id:
+                errors[tp] = ErrorCode.INCONSISTENT_TOPIC_ID
+                continue
+            if existing is not None and existing.from_controller:
+                stale = state.leader_epoch < existing.leader_epoch or (
+                    state.leader_epoch == existing.leader_epoch
+                    and state.partition_epoch <= existing.partition_epoch
+                )
+                if stale:
+                    _log.info("ignoring LeaderAndIsr for %s at leader epoch %d (partition "
+                              "epoch %d): it has %d (%d)", tp, state.leader_epoch,
+                              state.partition_epoch, existing.leader_epoch,
+                              existing.partition_epoch)  # fmt: skip
+                    errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+                    continue
+            elif existing is not None and state.leader_epoch < existing.leader_epoch:
+                errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+                continue
+            try:
+                partition = self._partition_for_controller(tp, topic_id, state)
+            except KafkaError as e:
+                _log.error("cannot make %s for LeaderAndIsr: %s", tp, e)
+                errors[tp] = e.code
+                continue
+            errors[tp] = ErrorCode.NONE
+            if state.leader == self.broker_id:
+                to_lead[partition] = state
+            else:
+                to_follow[partition] = state
+        self._make_leaders(to_lead)
+        self._make_followers(to_follow, leaders)
+        self.replica_fetcher_manager.shutdown_idle_fetcher_threads()
+        self._ensure_isr_expiration()
+        return ControllerResult(ErrorCode.NONE, errors)
+
+    def _seed_isr_state(self, partition: Partition, state: PartitionState) -> None:
+        manager = self.alter_isr_manager
+        if isinstance(manager, InProcessAlterIsrManager):
+            manager.seed(
+                partition.tp,
+                LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.partition_epoch),
+            )
+
+    def _make_leaders(self, states: Mapping[Partition, PartitionState]) -> None:
+        if not states:
+            return
+        self.replica_fetcher_manager.remove_fetcher_for_partitions(p.tp for p in states)
+        for partition, state in states.items():
+            self._seed_isr_state(partition, state)
+            if partition.make_leader(state):
+                _log.info("leading %s at epoch %d, ISR %s", partition.tp, state.leader_epoch,
+                          list(state.isr))  # fmt: skip
+            self._hw_moved(partition.tp)
+
+    def _make_followers(
+        self, states: Mapping[Partition, PartitionState], live_leaders: Mapping[int, BrokerEndPoint]
+    ) -> None:
+        if not states:
+            return
+        restart: dict[TopicPartition, InitialFetchState] = {}
+        stop: list[TopicPartition] = []
+        for partition, state in states.items():
+            self._seed_isr_state(partition, state)
+            changed = partition.make_follower(state)
+            tp = partition.tp
+            # Waiting produces and fetches answer NOT_LEADER_OR_FOLLOWER now.
+            self.delayed_produce_purgatory.check_and_complete(tp)
+            for op in self.delayed_fetch_purgatory.cancel_for_key(tp):
+                op.force_complete()
+            leader = self._leader_endpoint(state.leader, live_leaders)
+            if leader is None:
+                # Kafka: a follower of an unavailable leader waits for the next LeaderAndIsr.
+                _log.warning("%s: leader %d is unknown; not fetching", tp, state.leader)
+                stop.append(tp)
+                continue
+            fetching = self.replica_fetcher_manager.partition_fetcher(tp)
+            if changed or fetching is None or fetching.source != leader:
+                restart[tp] = InitialFetchState(
+                    leader, state.leader_epoch, partition.log_end_offset
+                )
+                _log.info("following broker %d for %s at epoch %d", state.leader, tp,
+                          state.leader_epoch)  # fmt: skip
+        self.replica_fetcher_manager.remove_fetcher_for_partitions(stop)
+        if restart:
+            self.replica_fetcher_manager.add_fetcher_for_partitions(restart)
+
+    def stop_replicas(
+        self,
+        *,
+        controller_id: int,
+        controller_epoch: int,
+        broker_epoch: int,
+        partitions: Mapping[TopicPartition, StopReplicaState],
+    ) -> ControllerResult:
+        """StopReplica: stop fetching each partition and, with ``delete``,
+        drop it and delete its log. FENCED_LEADER_EPOCH for a partition whose
+        leader epoch moved past the request's."""
+        code = self._fence(controller_epoch, broker_epoch, "StopReplica")
+        if code != ErrorCode.NONE:
+            return ControllerResult(code, {tp: code for tp in partitions})
+        errors: dict[TopicPartition, int] = {}
+        stopping: list[TopicPartition] = []
+        for tp, st in partitions.items():
+            partition = self._partitions.get(tp)
+            if (
+                partition is not None
+                and st.leader_epoch not in (_EPOCH_DURING_DELETE, _NO_EPOCH)
+                and st.leader_epoch < partition.leader_epoch
+            ):
+                errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            errors[tp] = ErrorCode.NONE
+            stopping.append(tp)
+        self.replica_fetcher_manager.remove_fetcher_for_partitions(stopping)
+        for tp in stopping:
+            if not partitions[tp].delete:
+                continue
+            partition = self._partitions.get(tp)
+            if partition is not None:
+                self._partitions = {k: v for k, v in self._partitions.items() if k != tp}
+                partition.leader_id = None
+            for op in self.delayed_fetch_purgatory.cancel_for_key(tp):
+                op.force_complete()
+            self.delayed_produce_purgatory.check_and_complete(tp)
+            if self.log_manager.get_log(tp) is not None:
+                self.log_manager.async_delete(tp)
+        self.replica_fetcher_manager.shutdown_idle_fetcher_threads()
+        return ControllerResult(ErrorCode.NONE, errors)
+
+    async def append_to_follower(self, partition: Partition, records: memoryview) -> None:
+        """A fetcher's append; large ones on the append executor (the native
+        append drops the GIL), so the loop keeps serving."""
+        if len(records) < self.append_offload_bytes:
+            partition.append_records_to_follower(records)
+        else:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(
+                self._executor, partition.append_records_to_follower, records
+            )
+
+    # ------------------------------------------------------------------ ISR expiration
+
+    def _ensure_isr_expiration(self) -> None:
+        if self._isr_task is None or self._isr_task.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # called off the loop (a test): the caller shrinks
+                return
+            self._isr_task = loop.create_task(self._isr_expiration(), name="isr-expiration")
+
+    async def _isr_expiration(self) -> None:
+        """Kafka's isr-expiration task: every half of replica.lag.time.max.ms."""
+        interval = self.isr_expiration_interval_ms
+        if interval is None:
+            interval = self.replica_lag_time_max_ms // 2
+        period = max(interval, 10) / 1000
+        while True:
+            await asyncio.sleep(period)
+            self.maybe_shrink_isr()
+
+    def maybe_shrink_isr(self) -> None:
+        for tp, partition in list(self._partitions.items()):
+            if partition.is_leader and len(partition.isr) > 1:
+                try:
+                    if partition.maybe_shrink_isr(self.replica_lag_time_max_ms):
+                        self._hw_moved(tp)
+                except Exception:
+                    _log.exception("ISR expiration of %s failed", tp)
+
+    async def shutdown_replica_fetchers(self) -> None:
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            self._isr_task = None
+        await self.replica_fetcher_manager.shutdown()
+
+    # ------------------------------------------------------------------ metrics
+
+    def register_metrics(self, metrics: MetricsRegistry) -> None:
+        """Kafka's ReplicaManager and ReplicaFetcherManager metrics."""
+        # The map is replaced, never changed in place: read the current one.
+        def parts() -> list[Partition]:
+            return list(self._partitions.values())
+
+        metrics.gauge(
+            "kafka_server_replicamanager_underreplicatedpartitions",
+            "Partitions this broker leads whose ISR is smaller than their replicas.",
+            lambda: float(sum(1 for p in parts() if p.is_under_replicated)),
+        )
+        metrics.gauge(
+            "kafka_server_replicamanager_underminisrpartitioncount",
+            "Partitions this broker leads whose ISR is below min.insync.replicas.",
+            lambda: float(sum(1 for p in parts() if p.is_under_min_isr)),
+        )
+        metrics.gauge(
+            "kafka_server_replicamanager_isrshrinks_total",
+            "ISR shrinks of partitions this broker leads (Kafka's IsrShrinksPerSec).",
+            lambda: float(self.isr_shrinks),
+            kind="counter",
+        )
+        metrics.gauge(
+            "kafka_server_replicamanager_isrexpands_total",
+            "ISR expansions of partitions this broker leads (Kafka's IsrExpandsPerSec).",
+            lambda: float(self.isr_expands),
+            kind="counter",
+        )
+        metrics.gauge(
+            "kafka_server_replicafetchermanager_maxlag",
+            "Largest lag, in messages, of a partition this broker follows.",
+            lambda: [({"clientId": "Replica"}, float(self.replica_fetcher_manager.max_lag))],
+        )

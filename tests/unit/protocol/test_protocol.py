@@ -574,7 +574,7 @@ def test_unknown_api_key_and_versions() -> None:
     assert (header.api_key, header.client_id, header.header_size) == (999, None, 10)
     with pytest.raises(UnsupportedVersionError):
         decode_request(header, memoryview(raw))
-    for api, version in ((ApiKey.FETCH, 3), (ApiKey.FETCH, 18), (ApiKey.LEADER_AND_ISR, 0)):
+    for api, version in ((ApiKey.FETCH, 3), (ApiKey.FETCH, 18), (ApiKey.VOTE, 0)):
         raw = struct.pack(">hhih", api, version, 1, -1) + b"\x00" * 64
         header = parse_request_header(memoryview(raw))
         with pytest.raises(UnsupportedVersionError) as err:

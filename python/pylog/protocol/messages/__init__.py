@@ -47,6 +47,8 @@ from pylog.protocol.messages.init_producer_id_request import InitProducerIdReque
 from pylog.protocol.messages.init_producer_id_response import InitProducerIdResponse
 from pylog.protocol.messages.join_group_request import JoinGroupRequest
 from pylog.protocol.messages.join_group_response import JoinGroupResponse
+from pylog.protocol.messages.leader_and_isr_request import LeaderAndIsrRequest
+from pylog.protocol.messages.leader_and_isr_response import LeaderAndIsrResponse
 from pylog.protocol.messages.leave_group_request import LeaveGroupRequest
 from pylog.protocol.messages.leave_group_response import LeaveGroupResponse
 from pylog.protocol.messages.list_groups_request import ListGroupsRequest
@@ -67,8 +69,12 @@ from pylog.protocol.messages.produce_request import ProduceRequest
 from pylog.protocol.messages.produce_response import ProduceResponse
 from pylog.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
 from pylog.protocol.messages.sasl_handshake_response import SaslHandshakeResponse
+from pylog.protocol.messages.stop_replica_request import StopReplicaRequest
+from pylog.protocol.messages.stop_replica_response import StopReplicaResponse
 from pylog.protocol.messages.sync_group_request import SyncGroupRequest
 from pylog.protocol.messages.sync_group_response import SyncGroupResponse
+from pylog.protocol.messages.update_metadata_request import UpdateMetadataRequest
+from pylog.protocol.messages.update_metadata_response import UpdateMetadataResponse
 
 #: Any request class.
 Request: TypeAlias = (
@@ -89,6 +95,7 @@ Request: TypeAlias = (
     | IncrementalAlterConfigsRequest
     | InitProducerIdRequest
     | JoinGroupRequest
+    | LeaderAndIsrRequest
     | LeaveGroupRequest
     | ListGroupsRequest
     | ListOffsetsRequest
@@ -99,7 +106,9 @@ Request: TypeAlias = (
     | OffsetForLeaderEpochRequest
     | ProduceRequest
     | SaslHandshakeRequest
+    | StopReplicaRequest
     | SyncGroupRequest
+    | UpdateMetadataRequest
 )
 
 #: Any response class.
@@ -121,6 +130,7 @@ Response: TypeAlias = (
     | IncrementalAlterConfigsResponse
     | InitProducerIdResponse
     | JoinGroupResponse
+    | LeaderAndIsrResponse
     | LeaveGroupResponse
     | ListGroupsResponse
     | ListOffsetsResponse
@@ -131,7 +141,9 @@ Response: TypeAlias = (
     | OffsetForLeaderEpochResponse
     | ProduceResponse
     | SaslHandshakeResponse
+    | StopReplicaResponse
     | SyncGroupResponse
+    | UpdateMetadataResponse
 )
 
 #: The request class of each api key.
@@ -140,6 +152,9 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     1: FetchRequest,
     2: ListOffsetsRequest,
     3: MetadataRequest,
+    4: LeaderAndIsrRequest,
+    5: StopReplicaRequest,
+    6: UpdateMetadataRequest,
     8: OffsetCommitRequest,
     9: OffsetFetchRequest,
     10: FindCoordinatorRequest,
@@ -172,6 +187,9 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     1: FetchResponse,
     2: ListOffsetsResponse,
     3: MetadataResponse,
+    4: LeaderAndIsrResponse,
+    5: StopReplicaResponse,
+    6: UpdateMetadataResponse,
     8: OffsetCommitResponse,
     9: OffsetFetchResponse,
     10: FindCoordinatorResponse,
@@ -235,6 +253,8 @@ __all__ = [
     "InitProducerIdResponse",
     "JoinGroupRequest",
     "JoinGroupResponse",
+    "LeaderAndIsrRequest",
+    "LeaderAndIsrResponse",
     "LeaveGroupRequest",
     "LeaveGroupResponse",
     "ListGroupsRequest",
@@ -257,6 +277,10 @@ __all__ = [
     "Response",
     "SaslHandshakeRequest",
     "SaslHandshakeResponse",
+    "StopReplicaRequest",
+    "StopReplicaResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "UpdateMetadataRequest",
+    "UpdateMetadataResponse",
 ]

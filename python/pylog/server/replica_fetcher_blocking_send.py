@@ -1,0 +1,107 @@
+"""ReplicaFetcherBlockingSend: one connection from a follower to a leader,
+one request at a time (Kafka's ``ReplicaFetcherBlockingSend``), on asyncio.
+
+Requests are encoded and responses decoded with pylog's own codec; a Fetch
+response's records stay memoryviews into the response frame, which the
+follower hands to the native append. Any I/O error or timeout closes the
+connection; the next request reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from typing import TypeVar
+
+from pylog.protocol import Struct, decode_response, encode_request
+from pylog.protocol.messages import Response
+
+__all__ = ["BrokerEndPoint", "ReplicaFetcherBlockingSend"]
+
+_R = TypeVar("_R", bound=Response)
+_SIZE = struct.Struct(">i")
+
+
+class BrokerEndPoint:
+    """A leader to fetch from: its id and inter-broker address."""
+
+    __slots__ = ("host", "id", "port")
+
+    def __init__(self, id: int, host: str, port: int) -> None:
+        self.id = id
+        self.host = host
+        self.port = port
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BrokerEndPoint) and (self.id, self.host, self.port) == (
+            other.id,
+            other.host,
+            other.port,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.host, self.port))
+
+    def __repr__(self) -> str:
+        return f"BrokerEndPoint({self.id}, {self.host}:{self.port})"
+
+
+class ReplicaFetcherBlockingSend:
+    def __init__(
+        self,
+        source: BrokerEndPoint,
+        *,
+        client_id: str,
+        socket_timeout_ms: int,
+        max_response_bytes: int,
+    ) -> None:
+        self.source = source
+        self.client_id = client_id
+        self.timeout_s = socket_timeout_ms / 1000
+        # A frame larger than this is a broken peer: the connection closes.
+        self.max_response_bytes = max_response_bytes
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation_id = 0
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self._reader is not None and self._writer is not None:
+            return self._reader, self._writer
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(self.source.host, self.source.port), self.timeout_s
+        )
+        self._reader, self._writer = reader, writer
+        return reader, writer
+
+    async def send_request(self, api_key: int, version: int, body: Struct, expect: type[_R]) -> _R:
+        """Send one request and return its decoded response; OSError (a
+        TimeoutError included) or the codec's error closes the connection."""
+        try:
+            reader, writer = await self._connect()
+            self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+            writer.write(
+                encode_request(api_key, version, self._correlation_id, self.client_id, body)
+            )
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readexactly(4), self.timeout_s)
+            size = _SIZE.unpack(head)[0]
+            if size < 4 or size > self.max_response_bytes:
+                raise ConnectionError(f"response frame of {size} bytes from {self.source}")
+            frame = await asyncio.wait_for(reader.readexactly(size), self.timeout_s)
+            if _SIZE.unpack_from(frame, 0)[0] != self._correlation_id:
+                raise ConnectionError(f"correlation id mismatch from {self.source}")
+            return decode_response(api_key, version, memoryview(frame), expect=expect)
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
+            await self.close()
+            raise ConnectionError(f"{self.source}: {e!r}") from e
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        writer, self._reader, self._writer = self._writer, None, None
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
