@@ -726,7 +726,11 @@ def _class_source(m: _Module, name: str, fields: list[FieldSpec]) -> list[str]:
         if f.is_array and f.default is not None:
             # each instance gets its own empty list
             params.append(f"{f.name}: {t} = {m.use('EMPTY')}")
-            assigns.append(f"self.{f.name} = [] if {f.name} is EMPTY else {f.name}")
+            value = f"[] if {f.name} is EMPTY else {f.name}"
+            if len(f"        self.{f.name} = {value}") <= LINE:
+                assigns.append(f"self.{f.name} = {value}")
+            else:  # wrapped as ruff format wraps it
+                assigns.append(f"self.{f.name} = (\n            {value}\n        )")
         else:
             default = "None" if f.is_array else _default_expr(f)
             params.append(f"{f.name}: {t} = {default}")

@@ -89,7 +89,9 @@ class LeaderAndIsrRequest(Struct):
         self.controller_epoch = controller_epoch
         self.broker_epoch = broker_epoch
         self.type = type
-        self.ungrouped_partition_states = [] if ungrouped_partition_states is EMPTY else ungrouped_partition_states
+        self.ungrouped_partition_states = (
+            [] if ungrouped_partition_states is EMPTY else ungrouped_partition_states
+        )
         self.topic_states = [] if topic_states is EMPTY else topic_states
         self.live_leaders = [] if live_leaders is EMPTY else live_leaders
 

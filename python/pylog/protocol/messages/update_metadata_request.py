@@ -87,7 +87,9 @@ class UpdateMetadataRequest(Struct):
         self.type = type
         self.controller_epoch = controller_epoch
         self.broker_epoch = broker_epoch
-        self.ungrouped_partition_states = [] if ungrouped_partition_states is EMPTY else ungrouped_partition_states
+        self.ungrouped_partition_states = (
+            [] if ungrouped_partition_states is EMPTY else ungrouped_partition_states
+        )
         self.topic_states = [] if topic_states is EMPTY else topic_states
         self.live_brokers = [] if live_brokers is EMPTY else live_brokers
 
