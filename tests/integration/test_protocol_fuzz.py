@@ -53,7 +53,16 @@ RSS_BOUND_MB = 512
 ANSWER_WAIT_S = 0.05
 
 TOPICS = ["fuzz-a", "fuzz-b", "__consumer_offsets", "", "fuzz.c_9"]
-SERVED = {**SUPPORTED_VERSIONS, **GROUP_API_VERSIONS}
+#: The controller's requests (LeaderAndIsr, UpdateMetadata, StopReplica) are left
+#: out, as are mutated frames that still decode as one: a decodable one changes
+#: which partitions the broker leads, by design, and telling the controller from a
+#: client is CLUSTER_ACTION authorization's job (the security work), not a codec's.
+CONTROLLER_APIS = {ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA}
+SERVED = {
+    k: v
+    for k, v in {**SUPPORTED_VERSIONS, **GROUP_API_VERSIONS}.items()
+    if k not in CONTROLLER_APIS
+}
 #: These create partitions from a count in the request. Their frames are sent with
 #: validate_only and never bit-flipped, and a mutated frame that would still create
 #: more than a few partitions (a count made hostile, validate_only cleared, another
@@ -167,14 +176,18 @@ def mutate(rng: random.Random, api: int, frame: bytes) -> tuple[str, bytes]:
 
 
 def creates_many_partitions(frame: bytes) -> bool:
+    """Whether ``frame`` would create many partitions, or is a controller's request
+    a handler would act on (see CONTROLLER_APIS): such frames are cut shorter."""
     view = memoryview(frame)[4:]
     try:
         header = parse_request_header(view)
-        if header.api_key not in CREATING:
+        if header.api_key not in CREATING and header.api_key not in CONTROLLER_APIS:
             return False
         body = decode_request(header, view)
     except (KafkaError, ValueError, TypeError):
         return False  # refused before any handler runs
+    if header.api_key in CONTROLLER_APIS:
+        return True
     if body.get("validate_only"):
         return False
     total = 0
