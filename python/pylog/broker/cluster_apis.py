@@ -189,13 +189,20 @@ class ClusterApis:
             code, leader = ErrorCode.LEADER_NOT_AVAILABLE, -1
         elif leader_broker.endpoint(listener) is None:
             code, leader = ErrorCode.LISTENER_NOT_FOUND, -1
+        isr = list(info.isr)
+        if info.leader == self.broker_id:
+            # The leader's own ISR is newer than the cache's until the
+            # controller propagates an ISR change it wrote (UpdateMetadata).
+            local = self.replica_manager.partition(TopicPartition(topic, i))
+            if local is not None and local.is_leader and local.leader_epoch == info.leader_epoch:
+                isr = local.in_sync_replicas
         return {
             "error_code": code,
             "partition_index": i,
             "leader_id": leader,
             "leader_epoch": info.leader_epoch,
             "replica_nodes": list(info.replicas),
-            "isr_nodes": list(info.isr),
+            "isr_nodes": isr,
             "offline_replicas": list(info.offline_replicas),
         }
 
