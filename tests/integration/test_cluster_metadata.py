@@ -232,6 +232,7 @@ def test_clients_bootstrapped_elsewhere_reach_the_leader(cluster: Cluster) -> No
         prod.produce(cluster.topic, value=b"ck-%d" % i,
                      on_delivery=lambda err, _m: errors.append(err) if err else None)  # fmt: skip
     assert prod.flush(DEADLINE_S) == 0 and errors == []
+    del prod
 
     cons = Consumer(
         {"bootstrap.servers": at2, "group.id": "cm-unused", "enable.auto.commit": False}
@@ -257,7 +258,7 @@ def test_clients_bootstrapped_elsewhere_reach_the_leader(cluster: Cluster) -> No
     try:
         for i in range(5):
             kp.send(cluster.topic, b"kp-%d" % i).get(timeout=DEADLINE_S)
-        assert {b.nodeId for b in kp._metadata.brokers()} == set(REPLICAS)
+        assert {b.node_id for b in kp._metadata.brokers()} == set(REPLICAS)
         assert kp._metadata.leader_for_partition(KTP(cluster.topic, 0)) == LEADER
     finally:
         kp.close()
@@ -303,6 +304,13 @@ def test_isr_changes_land_in_zookeeper(cluster: Cluster) -> None:
     assert follower.proc is not None
     follower.proc.send_signal(signal.SIGSTOP)
     try:
+        # New data the stopped follower cannot fetch: it falls behind.
+        from confluent_kafka import Producer
+
+        prod = Producer({"bootstrap.servers": cluster.brokers[2].bootstrap, "acks": 1})
+        prod.produce(cluster.topic, value=b"while-stopped")
+        assert prod.flush(DEADLINE_S) == 0
+        del prod
         wait_for("the ISR shrink in ZooKeeper", lambda: sorted(cluster.state().isr) == [1, 2])
         shrunk = cluster.state()
         assert shrunk.zk_version == before.zk_version + 1
@@ -310,9 +318,7 @@ def test_isr_changes_land_in_zookeeper(cluster: Cluster) -> None:
         assert shrunk.controller_epoch == CONTROLLER_EPOCH
         notes = set(cluster.zk.get_isr_change_notifications()) - notes_before
         assert notes, "no isr_change notification"
-        assert any(
-            (cluster.topic, 0) in cluster.zk.get_isr_change_notification(n) for n in notes
-        )
+        assert any((cluster.topic, 0) in cluster.zk.get_isr_change_notification(n) for n in notes)
         # The leader's Metadata shows its ISR; cluster describe lists the partition.
         out = pylog_cli("cluster", "describe", "--bootstrap-server", cluster.brokers[1].bootstrap)
         assert "UnderReplicatedPartitions: 1" in out and "Isr: 1,2" in out, out

@@ -1,6 +1,7 @@
 """``pylog cluster describe``: the cluster as its brokers' Metadata describes
-it — the brokers (id, host:port, rack), the active controller, and the
-partitions whose in-sync replicas are fewer than their replicas."""
+it — the brokers (id, host:port, rack), the active controller, the
+partitions whose in-sync replicas are fewer than their replicas, and those
+without a leader."""
 
 from __future__ import annotations
 
@@ -33,22 +34,27 @@ def format_cluster(meta: ClusterMetadata) -> str:
         if b == controller:
             line += "\t(controller)"
         lines.append(line)
-    under = [
+    parts = [
         (t.name, p)
         for t in sorted(meta.topics.values(), key=lambda t: t.name)
         for _, p in sorted(t.partitions.items())
-        if len(p.isr) < len(p.replicas) or p.leader < 0
     ]
-    lines.append(f"UnderReplicatedPartitions: {len(under)}")
-    for name, p in under:
-        line = (
-            f"\tTopic: {name}\tPartition: {p.partition}\t"
-            f"Leader: {'none' if p.leader < 0 else p.leader}\t"
-            f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
-        )
-        if p.offline:
-            line += f"\tOffline: {_ids(p.offline)}"
-        lines.append(line)
+    under = [(n, p) for n, p in parts if p.leader >= 0 and len(p.isr) < len(p.replicas)]
+    unavailable = [(n, p) for n, p in parts if p.leader < 0]
+    for title, found in (
+        ("UnderReplicatedPartitions", under),
+        ("UnavailablePartitions", unavailable),
+    ):
+        lines.append(f"{title}: {len(found)}")
+        for name, p in found:
+            line = (
+                f"\tTopic: {name}\tPartition: {p.partition}\t"
+                f"Leader: {'none' if p.leader < 0 else p.leader}\t"
+                f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
+            )
+            if p.offline:
+                line += f"\tOffline: {_ids(p.offline)}"
+            lines.append(line)
     return "\n".join(lines)
 
 
@@ -56,8 +62,9 @@ def format_cluster(meta: ClusterMetadata) -> str:
 @bootstrap_option
 @timeout_option
 def describe(bootstrap_server: str, request_timeout_ms: int) -> None:
-    """Print the brokers (id, host:port, rack), the controller and the
-    under-replicated partitions (ISR smaller than the replicas, or no leader)."""
+    """Print the brokers (id, host:port, rack), the controller, the
+    under-replicated partitions (ISR smaller than the replicas) and the
+    unavailable ones (no leader)."""
     with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
         meta = admin.metadata(None)
     click.echo(format_cluster(meta))
