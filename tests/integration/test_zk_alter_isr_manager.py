@@ -8,17 +8,19 @@ broker epoch."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
 from pylog.broker.kafka_server import KafkaServer
 from pylog.errors import ErrorCode
 from pylog.log.checkpoint import TopicPartition
-from pylog.metadata.kafka_zk_client import KafkaZkClient
+from pylog.metadata.kafka_zk_client import KafkaZkClient, ZkError
 from pylog.metadata.zk_data import LeaderAndIsr as ZkLeaderAndIsr
 from pylog.metadata.zk_data import TopicReplicaAssignment
 from pylog.server.alter_isr_manager import INVALID_UPDATE_VERSION, LeaderAndIsr
@@ -105,6 +107,27 @@ def test_kafka_server_uses_it(pylog_zookeeper: ZooKeeperServer, tmp_path: Path) 
             assert info is not None and info.epoch > 0
             assert server.broker_epoch == info.epoch
             assert server.replica_manager.broker_epoch == info.epoch
+            # A new session re-registers: the broker epoch follows it.
+            sid, password = zk.session_id, zk.session_password
+            assert sid is not None and password is not None
+            k = KazooClient(hosts=pylog_zookeeper.connect, client_id=(sid, password))
+            await asyncio.to_thread(k.start, 20)
+            await asyncio.to_thread(k.stop)
+            k.close()
+            now = None
+            for _ in range(400):
+                with contextlib.suppress(ZkError):  # while the session is replaced
+                    now = await zk.run(zk.get_broker, 4)
+                if now is not None and now.epoch > info.epoch:
+                    break
+                await asyncio.sleep(0.05)
+            assert now is not None and now.epoch > info.epoch
+            for _ in range(100):  # the healthcheck sets it just after writing
+                if server.broker_epoch == now.epoch:
+                    break
+                await asyncio.sleep(0.05)
+            assert server.broker_epoch == now.epoch
+            assert server.replica_manager.broker_epoch == now.epoch
         finally:
             await server.shutdown()
 
