@@ -22,6 +22,7 @@ from pylog.errors import (
 )
 from pylog.log.checkpoint import TopicPartition
 from pylog.logsafe import quoted
+from pylog.metadata.metadata_cache import MetadataCache
 from pylog.metadata.store import (
     INTERNAL_TOPICS,
     MetadataStore,
@@ -137,7 +138,97 @@ class ClusterApis:
             )
         return out
 
-    def _topic_entry(self, meta: TopicMetadata, with_ops: bool) -> dict[str, Any]:
+    # ------------------------------------------------------------------ the cluster view
+
+    @property
+    def metadata_cache(self) -> MetadataCache:
+        return self.replica_manager.metadata_cache
+
+    def in_cluster(self) -> bool:
+        """Whether a controller's UpdateMetadata has filled the MetadataCache:
+        then Metadata, DescribeCluster and FindCoordinator answer from it; a
+        lone broker answers with itself, as before."""
+        return bool(self.metadata_cache.alive_brokers())
+
+    def cluster_brokers(self, listener: str) -> list[tuple[int, str, int, str | None]]:
+        """(id, host, port, rack) of every live broker with an endpoint on
+        ``listener`` (Kafka leaves out the brokers without one)."""
+        out = []
+        for b in self.metadata_cache.alive_brokers():
+            ep = b.endpoint(listener)
+            if ep is not None:
+                out.append((b.id, ep.host, ep.port, b.rack))
+        return out
+
+    def controller_id(self) -> int:
+        if not self.in_cluster():
+            return self.broker_id
+        found = self.metadata_cache.controller_id
+        return found if found is not None else -1
+
+    def _cached_partition(self, topic: str, i: int, listener: str) -> dict[str, Any]:
+        """One partition as the MetadataCache has it: its leader, or
+        LEADER_NOT_AVAILABLE / -1 when the leader is not a live broker
+        (LISTENER_NOT_FOUND when it is, without the request's listener)."""
+        cache = self.metadata_cache
+        info = cache.partition_info(topic, i)
+        if info is None:
+            return {
+                "error_code": ErrorCode.LEADER_NOT_AVAILABLE,
+                "partition_index": i,
+                "leader_id": -1,
+                "leader_epoch": -1,
+                "replica_nodes": [],
+                "isr_nodes": [],
+                "offline_replicas": [],
+            }
+        code: int = ErrorCode.NONE
+        leader = info.leader
+        leader_broker = cache.alive_broker(leader) if leader >= 0 else None
+        if leader_broker is None:
+            code, leader = ErrorCode.LEADER_NOT_AVAILABLE, -1
+        elif leader_broker.endpoint(listener) is None:
+            code, leader = ErrorCode.LISTENER_NOT_FOUND, -1
+        isr = list(info.isr)
+        if info.leader == self.broker_id:
+            # The leader's own ISR is newer than the cache's until the
+            # controller propagates an ISR change it wrote (UpdateMetadata).
+            local = self.replica_manager.partition(TopicPartition(topic, i))
+            if local is not None and local.is_leader and local.leader_epoch == info.leader_epoch:
+                isr = local.in_sync_replicas
+        return {
+            "error_code": code,
+            "partition_index": i,
+            "leader_id": leader,
+            "leader_epoch": info.leader_epoch,
+            "replica_nodes": list(info.replicas),
+            "isr_nodes": isr,
+            "offline_replicas": list(info.offline_replicas),
+        }
+
+    def _cached_topic_entry(
+        self, name: str, meta: TopicMetadata | None, with_ops: bool, listener: str
+    ) -> dict[str, Any]:
+        cache = self.metadata_cache
+        cached = {p.partition for p in cache.partitions_of(name)}
+        count = max(meta.partitions if meta is not None else 0, max(cached, default=-1) + 1)
+        topic_id = meta.topic_id if meta is not None else cache.topic_id(name)
+        return {
+            "error_code": ErrorCode.NONE,
+            "name": name,
+            "topic_id": _uuid_out(topic_id),
+            "is_internal": name in INTERNAL_TOPICS,
+            "partitions": [self._cached_partition(name, i, listener) for i in range(count)],
+            "topic_authorized_operations": _TOPIC_OPS
+            if with_ops
+            else _AUTHORIZED_OPS_NOT_REQUESTED,
+        }
+
+    def _topic_entry(
+        self, meta: TopicMetadata, with_ops: bool, listener: str | None = None
+    ) -> dict[str, Any]:
+        if listener is not None and self.in_cluster():
+            return self._cached_topic_entry(meta.name, meta, with_ops, listener)
         b = self.broker_id
         rm = self.replica_manager
         partitions = []
@@ -185,9 +276,18 @@ class ClusterApis:
         allow_auto = bool(body.get("allow_auto_topic_creation", True)) if version >= 4 else True
         allow_auto = allow_auto and self.config.auto_create_topics_enable
         requested = body.topics
+        listener = request.listener
+        cluster = self.in_cluster()
         topics: list[dict[str, Any]] = []
         if requested is None or (version == 0 and not requested):
-            topics = [self._topic_entry(m, with_ops) for m in store.topics()]
+            topics = [self._topic_entry(m, with_ops, listener) for m in store.topics()]
+            if cluster:  # and the topics only the controller has told of
+                known = {m.name for m in store.topics()}
+                topics += [
+                    self._cached_topic_entry(t, None, with_ops, listener)
+                    for t in self.metadata_cache.topics()
+                    if t not in known
+                ]
         else:
             # One entry per requested topic, in order; the names to auto-create
             # are filled in once they are made, all together.
@@ -212,7 +312,7 @@ class ClusterApis:
                             self._topic_error(ErrorCode.UNKNOWN_TOPIC_ID, unnamed, topic_id)
                         )
                     else:
-                        entries.append(self._topic_entry(meta, with_ops))
+                        entries.append(self._topic_entry(meta, with_ops, listener))
                     continue
                 if name is None:
                     # Neither a name nor an id. The name is nullable in the
@@ -222,7 +322,10 @@ class ClusterApis:
                     continue
                 meta = store.topic(name)
                 if meta is not None:
-                    entries.append(self._topic_entry(meta, with_ops))
+                    entries.append(self._topic_entry(meta, with_ops, listener))
+                    continue
+                if cluster and self.metadata_cache.contains_topic(name):
+                    entries.append(self._cached_topic_entry(name, None, with_ops, listener))
                     continue
                 try:
                     validate_topic_name(name)
@@ -246,13 +349,20 @@ class ClusterApis:
                 if meta is None:
                     topics.append(self._topic_error(code, entry))
                 else:
-                    topics.append(self._topic_entry(meta, with_ops))
-        host, port = self.broker_endpoint(request.listener)
+                    topics.append(self._topic_entry(meta, with_ops, listener))
+        if cluster:
+            brokers = [
+                {"node_id": i, "host": h, "port": p, "rack": r}
+                for i, h, p, r in self.cluster_brokers(listener)
+            ]
+        else:
+            host, port = self.broker_endpoint(listener)
+            brokers = [{"node_id": self.broker_id, "host": host, "port": port, "rack": None}]
         response: dict[str, Any] = {
             "throttle_time_ms": 0,
-            "brokers": [{"node_id": self.broker_id, "host": host, "port": port, "rack": None}],
+            "brokers": brokers,
             "cluster_id": store.cluster_id,
-            "controller_id": self.broker_id,
+            "controller_id": self.controller_id(),
             "topics": topics,
         }
         if body.get("include_cluster_authorized_operations"):
@@ -301,6 +411,13 @@ class ClusterApis:
                 else f"Unsupported endpoint type {endpoint_type}"
             )
             response["controller_id"] = -1
+            return response
+        if self.in_cluster():
+            response["controller_id"] = self.controller_id()
+            response["brokers"] = [
+                {"broker_id": i, "host": h, "port": p, "rack": r}
+                for i, h, p, r in self.cluster_brokers(request.listener)
+            ]
             return response
         host, port = self.broker_endpoint(request.listener)
         response["brokers"] = [

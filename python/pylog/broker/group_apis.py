@@ -17,6 +17,7 @@ from pylog.coordinator.group import GroupState
 from pylog.coordinator.group_coordinator import GroupCoordinator, JoinRequest
 from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
 from pylog.errors import ErrorCode
+from pylog.metadata.metadata_cache import MetadataCache
 from pylog.network import Request
 from pylog.protocol.messages import (
     DeleteGroupsRequest,
@@ -85,14 +86,42 @@ class GroupApis:
         coordinator: GroupCoordinator,
         broker_id: int,
         broker_endpoint: Callable[[str], tuple[str, int]],
+        metadata_cache: MetadataCache | None = None,
     ) -> None:
         self.coordinator = coordinator
         self.broker_id = broker_id
         self.broker_endpoint = broker_endpoint
+        #: the cluster as UpdateMetadata describes it: once filled, a group's
+        #: coordinator is the leader of its offsets partition, wherever it is
+        self.metadata_cache = metadata_cache
 
     # ------------------------------------------------------------ FindCoordinator
 
+    def _cluster_coordinator(self, request: Request, key: str) -> Coordinator:
+        """The leader of ``key``'s offsets partition, as the MetadataCache has
+        it; COORDINATOR_NOT_AVAILABLE while it has no live leader (or none on
+        the request's listener)."""
+        cache = self.metadata_cache
+        assert cache is not None
+        partition = self.coordinator.manager.partition_for(key)
+        leader = cache.leader_of(GROUP_METADATA_TOPIC, partition)
+        ep = cache.broker_endpoint(leader, request.listener) if leader is not None else None
+        code: int = ErrorCode.NONE
+        if leader is None or ep is None:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif leader == self.broker_id:
+            code = self.coordinator.find_coordinator(key)
+        if code or ep is None or leader is None:
+            code = code or ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code,
+                               error_message=ErrorCode(code).name)  # fmt: skip
+        return Coordinator(key=key, node_id=leader, host=ep.host, port=ep.port,
+                           error_code=0, error_message=None)  # fmt: skip
+
     def _coordinator_for(self, request: Request, key: str, key_type: int) -> Coordinator:
+        cache = self.metadata_cache
+        if key_type == _KEY_TYPE_GROUP and cache is not None and cache.alive_brokers():
+            return self._cluster_coordinator(request, key)
         host, port = self.broker_endpoint(request.listener)
         node = self.broker_id
         if key_type != _KEY_TYPE_GROUP:

@@ -212,7 +212,12 @@ class KafkaApis:
             ApiKey.STOP_REPLICA: Route(StopReplicaRequest, controller.handle_stop_replica_request),
         }
         if group_coordinator is not None:
-            groups = GroupApis(group_coordinator, self.broker_id, cluster.broker_endpoint)
+            groups = GroupApis(
+                group_coordinator,
+                self.broker_id,
+                cluster.broker_endpoint,
+                metadata_cache=replica_manager.metadata_cache,
+            )
             handlers.update(
                 {
                     ApiKey.OFFSET_COMMIT: Route(

@@ -59,6 +59,7 @@ from pylog.server.alter_isr_manager import AlterIsrManager, InProcessAlterIsrMan
 from pylog.server.config import SUPPORTED_SECURITY_PROTOCOLS, KafkaConfig
 from pylog.server.replica_fetcher_thread import ReplicaFetcherConfig
 from pylog.server.replica_manager import ReplicaManager
+from pylog.server.zk_alter_isr_manager import ZkAlterIsrManager
 
 __all__ = ["BrokerState", "IllegalBrokerStateTransition", "KafkaServer"]
 
@@ -182,10 +183,7 @@ class KafkaServer:
         self.healthcheck: KafkaHealthcheck | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
-        #: This broker's registration epoch in ZooKeeper (the czxid of its
-        #: /brokers/ids/<id> znode), set once registered; -1 until then:
-        #: controller requests are checked against it (STALE_BROKER_EPOCH).
-        self.broker_epoch = -1
+        self._broker_epoch = -1
         #: The cluster as the controller's UpdateMetadata describes it.
         self.metadata_cache = MetadataCache(config.broker_id)
         #: Where leaders write ISR changes: in memory until the ZooKeeper
@@ -292,6 +290,21 @@ class KafkaServer:
             ", ".join(str(ep) for ep in self.config.listeners),
         )
 
+    @property
+    def broker_epoch(self) -> int:
+        """This broker's registration epoch in ZooKeeper (the czxid of its
+        /brokers/ids/<id> znode), read from the registration so it follows a
+        re-registration after a session expiry; -1 before registering (and
+        without ZooKeeper). Controller requests are checked against it
+        (STALE_BROKER_EPOCH)."""
+        if self.healthcheck is not None:
+            return self.healthcheck.broker_epoch
+        return self._broker_epoch
+
+    @broker_epoch.setter
+    def broker_epoch(self, epoch: int) -> None:
+        self._broker_epoch = epoch
+
     async def _start_zookeeper(self) -> None:
         """Connect, load the metadata, register this broker (all off the loop)."""
         c = self.config
@@ -311,8 +324,10 @@ class KafkaServer:
             cluster_id=c.get("cluster.id"),
             loop=asyncio.get_running_loop(),
         )
+        # Leaders write ISR changes to the partition state znodes.
+        self.alter_isr_manager = ZkAlterIsrManager(zk)
         healthcheck = KafkaHealthcheck(zk, self.config)
-        await zk.run(healthcheck.startup)
+        self._broker_epoch = await zk.run(healthcheck.startup)
         self.healthcheck = healthcheck
 
     def _unclean_dirs(self) -> list[str]:
@@ -358,6 +373,7 @@ class KafkaServer:
     async def _stop_components(self, timeout: float) -> None:
         if self.healthcheck is not None and self.zk_client is not None:
             # First: the cluster stops sending this broker work.
+            self._broker_epoch = self.healthcheck.broker_epoch
             try:
                 await self.zk_client.run(self.healthcheck.shutdown)
             except Exception:
@@ -388,6 +404,14 @@ class KafkaServer:
             except Exception:
                 _log.exception("stopping the replica manager failed")
             self.replica_manager = None
+        if isinstance(self.alter_isr_manager, ZkAlterIsrManager):
+            # After the replica manager: no leader proposes any more.
+            manager = self.alter_isr_manager
+            try:
+                await asyncio.to_thread(manager.shutdown)
+            except Exception:
+                _log.exception("stopping the AlterIsrManager failed")
+            self.alter_isr_manager = InProcessAlterIsrManager()
         if self.metadata_store is not None:
             with contextlib.suppress(Exception):
                 self.metadata_store.close()

@@ -4,8 +4,9 @@
 Kafka's dump-log-segments tool does, reading them with the native core;
 ``pylog broker start`` (:mod:`.broker`) runs a broker. ``pylog topics``
 (:mod:`.topics`), ``produce`` and ``consume`` (:mod:`.console`), ``configs``
-(:mod:`.configs`) and ``groups`` (:mod:`.groups`) are Kafka-protocol clients
-that work against any Kafka cluster; what they share is in :mod:`.common`.
+(:mod:`.configs`), ``groups`` (:mod:`.groups`) and ``cluster`` (:mod:`.cluster`)
+are Kafka-protocol clients that work against any Kafka cluster; what they share
+is in :mod:`.common`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import click
 
 from pylog.cli.broker import broker
+from pylog.cli.cluster import cluster
 from pylog.cli.configs import configs
 from pylog.cli.console import consume, produce
 from pylog.cli.dump_log import dump_log
@@ -28,5 +30,5 @@ def main() -> None:
     """pylog: a Kafka-compatible message broker."""
 
 
-for _command in (broker, dump_log, topics, produce, consume, configs, groups):
+for _command in (broker, dump_log, topics, produce, consume, configs, groups, cluster):
     main.add_command(_command)

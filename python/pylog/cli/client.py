@@ -237,6 +237,8 @@ class ClusterMetadata:
     brokers: dict[int, tuple[str, int]]
     controller_id: int
     topics: dict[str, TopicMetadata] = field(default_factory=dict)
+    racks: dict[int, str | None] = field(default_factory=dict)
+    cluster_id: str | None = None
 
 
 # ---------------------------------------------------------------- the client
@@ -414,7 +416,12 @@ class ClusterClient:
 
         resp = self.request(ApiKey.METADATA, body, self.any_node())
         self._brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
-        cluster = ClusterMetadata(dict(self._brokers), resp.controller_id)
+        cluster = ClusterMetadata(
+            dict(self._brokers),
+            resp.controller_id,
+            racks={b.node_id: b.get("rack") for b in resp.brokers},
+            cluster_id=resp.get("cluster_id"),
+        )
         for t in resp.topics:
             topic_id = t.topic_id if isinstance(t.topic_id, str) else None
             cluster.topics[t.name] = TopicMetadata(
@@ -438,6 +445,8 @@ class ClusterClient:
             self.cluster.topics.update(cluster.topics)
             self.cluster.brokers = cluster.brokers
             self.cluster.controller_id = cluster.controller_id
+            self.cluster.racks = cluster.racks
+            self.cluster.cluster_id = cluster.cluster_id
         else:
             self.cluster = cluster
         return cluster
