@@ -1009,6 +1009,7 @@ class ReplicaManager:
 
     def register_metrics(self, metrics: MetricsRegistry) -> None:
         """Kafka's ReplicaManager and ReplicaFetcherManager metrics."""
+
         # The map is replaced, never changed in place: read the current one.
         def parts() -> list[Partition]:
             return list(self._partitions.values())
