@@ -321,3 +321,57 @@ def test_leader_and_controller_failover(cluster: Cluster) -> None:
     missing = [v for v in acked if data.count(v) != 1]
     assert missing == [], f"{len(missing)} acknowledged records lost or doubled: {missing[:5]}"
     print(f"failover test took {time.monotonic() - t0:.1f}s")
+
+
+def test_partitions_added_deleted_topic_and_isr_notifications(cluster: Cluster) -> None:
+    for b in (1, 2, 3):
+        cluster.start(b)
+    _wait_for(lambda: cluster.controller() is not None, "a controller")
+    topic = topic_name("grow")
+    _create_topic(cluster.bootstrap, topic, 1, 2)
+    _wait_for(lambda: cluster.state(topic, 0) is not None, "partition 0")
+
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_partitions([NewPartitions(topic, 4)], operation_timeout=20)[topic].result(30)
+    for p in (1, 2, 3):
+        _wait_for(lambda p=p: cluster.state(topic, p) is not None, f"partition {p}")
+    assignment = cluster.json(f"/brokers/topics/{topic}")
+    assert assignment is not None
+    parts = assignment["partitions"]
+    assert isinstance(parts, dict) and len(parts) == 4
+    assert all(len(set(r)) == 2 for r in parts.values())
+    for p in range(4):
+        state = cluster.state(topic, p)
+        assert state is not None and state["leader"] == parts[str(p)][0]
+        # every replica made the partition's log
+        for r in parts[str(p)]:
+            d = cluster.brokers[r].data / f"{topic}-{p}"
+            _wait_for(d.exists, f"the log of {topic}-{p} on broker {r}")
+
+    # An ISR change notification is consumed by the controller.
+    cluster.zk.create(
+        "/isr_change_notification/isr_change_",
+        json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0}]}).encode(),
+        sequence=True,
+        makepath=True,
+    )
+    _wait_for(
+        lambda: cluster.zk.get_children("/isr_change_notification") == [],
+        "the ISR change notification consumed",
+    )
+
+    # Deletion: the broker leaves a marker, the controller stops and deletes
+    # the replicas, removes the znodes, then the marker.
+    admin.delete_topics([topic], operation_timeout=20)[topic].result(30)
+    _wait_for(lambda: cluster.zk.exists(f"/brokers/topics/{topic}") is None, "topic znode gone")
+    _wait_for(lambda: cluster.zk.exists(f"/admin/delete_topics/{topic}") is None, "marker gone")
+    for b in cluster.brokers.values():
+        # deleted logs are renamed "<dir>.<uuid>-delete" first, as Kafka's
+        _wait_for(
+            lambda b=b: (
+                not [d for d in b.data.glob(f"{topic}-*") if not d.name.endswith("-delete")]
+            ),
+            f"logs deleted on broker {b.overrides['broker.id']}",
+        )
