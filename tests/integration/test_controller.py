@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,7 +45,7 @@ class Cluster:
         self.tmp = tmp
         self.brokers: dict[int, BrokerProcess] = {}
 
-    def start(self, broker_id: int) -> BrokerProcess:
+    def start(self, broker_id: int, **extra: object) -> BrokerProcess:
         b = self.brokers.get(broker_id)
         if b is None:
             b = BrokerProcess(
@@ -54,6 +56,7 @@ class Cluster:
                     "zookeeper.session.timeout.ms": SESSION_MS,
                     "replica.lag.time.max.ms": 3000,
                     "replica.fetch.wait.max.ms": 100,
+                    **extra,
                 },
             )
             self.brokers[broker_id] = b
@@ -121,9 +124,24 @@ def _create_topic(bootstrap: str, topic: str, partitions: int, rf: int, **config
     futures[topic].result(30)
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _metric(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"no metric {name}")
+
+
 def test_one_controller_and_an_rf3_topic_on_every_broker(cluster: Cluster) -> None:
+    metrics_ports = {b: _free_port() for b in (1, 2, 3)}
     for b in (1, 2, 3):
-        cluster.start(b)
+        cluster.start(b, **{"metrics.port": metrics_ports[b]})
     _wait_for(lambda: cluster.controller() is not None, "a controller")
     doc = cluster.json("/controller")
     assert doc is not None and doc["version"] == 1 and isinstance(doc["timestamp"], str)
@@ -148,6 +166,15 @@ def test_one_controller_and_an_rf3_topic_on_every_broker(cluster: Cluster) -> No
         assert sorted(state["isr"]) == [1, 2, 3]  # type: ignore[arg-type]
         assert state["leader_epoch"] == 0
     assert cluster.controller() == first  # still one controller, the same
+    for b, port in metrics_ports.items():
+        active = 1.0 if b == first else 0.0
+        state = 4.0 if b == first else 3.0  # RunningAsController, RunningAsBroker
+        assert _metric(port, "kafka_controller_kafkacontroller_activecontrollercount") == active
+        assert _metric(port, "kafka_server_kafkaserver_brokerstate") == state
+    assert (
+        _metric(metrics_ports[first], "kafka_controller_kafkacontroller_offlinepartitionscount")
+        == 0
+    )
 
 
 class IdempotentProducer(threading.Thread):
