@@ -5,7 +5,8 @@ reported by the ``kafka.server:type=KafkaServer,name=BrokerState`` gauge), with
 Kafka's numbers:
 
     NotRunning → Starting → [RecoveringFromUncleanShutdown →] RunningAsBroker
-    RunningAsBroker → PendingControlledShutdown → BrokerShuttingDown → NotRunning
+    RunningAsBroker ⇄ RunningAsController   (while it holds the controller's office)
+    RunningAs… → PendingControlledShutdown → BrokerShuttingDown → NotRunning
 
 Start-up: the LogManager loads (and, after a crash, recovers) every log; the
 listeners are bound (so an advertised port 0 is known before anything reports
@@ -17,8 +18,10 @@ With ``zookeeper.connect`` (docs/cluster.md) the broker connects to ZooKeeper
 once its listeners are bound, keeps its metadata there (ZkMetadataStore) and
 registers ``/brokers/ids/<broker.id>`` with its bound endpoints
 (KafkaHealthcheck), before it serves a request; another live broker with the
-same id fails the start-up. Without it nothing of this runs: a lone broker
-keeps its metadata in its first log directory (JsonMetadataStore).
+same id fails the start-up. It then joins the controller election
+(KafkaController); its partitions come from the controller's LeaderAndIsr.
+Without it nothing of this runs: a lone broker keeps its metadata in its
+first log directory (JsonMetadataStore).
 
 Shutdown (SIGTERM, SIGINT, or :meth:`KafkaServer.shutdown`): deregister from
 ZooKeeper (a cluster member), stop accepting,
