@@ -154,9 +154,15 @@ class KafkaController:
         async def run() -> None:
             if not self.is_active:
                 return
-            result = process()
-            if asyncio.iscoroutine(result):
-                await result
+            try:
+                result = process()
+                if asyncio.iscoroutine(result):
+                    await result
+            except ControllerMovedError:
+                # A fenced write: another broker took the office meanwhile.
+                _log.info("controller epoch %d was fenced; re-reading /controller",
+                          self.context.epoch)  # fmt: skip
+                await self._elect()
 
         self._put(name, run)
 
