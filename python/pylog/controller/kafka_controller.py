@@ -203,7 +203,14 @@ class KafkaController:
         if self.is_active:  # our session lost the office and won it again
             await self._on_resignation()
         self.active_controller_id = self.broker_id
-        await self._on_failover(epoch, version)
+        try:
+            await self._on_failover(epoch, version)
+        except Exception:
+            # Half a failover is no controller: give the office back (the
+            # /controller watch then runs a new election).
+            _log.exception("controller failover failed; resigning")
+            await self._on_resignation()
+            await self.zk.run(self.zk.delete_controller)
 
     async def _on_failover(self, epoch: int, epoch_zk_version: int) -> None:
         _log.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
