@@ -98,9 +98,12 @@ def test_broker_keeps_its_metadata_in_kafkas_znodes(
     assert assignment["version"] == 3
     assert assignment["partitions"] == {"0": [7]}
     assert isinstance(assignment["topic_id"], str) and len(assignment["topic_id"]) == 22
+    # The broker is the cluster's controller (epoch 1), which placed the partition.
+    assert _json(k, "/controller")["brokerid"] == 7
+    assert k.get("/controller_epoch")[0] == b"1"
     state = _json(k, f"/brokers/topics/{topic}/partitions/0/state")
     assert state == {
-        "controller_epoch": 0,
+        "controller_epoch": 1,
         "leader": 7,
         "version": 1,
         "leader_epoch": 0,

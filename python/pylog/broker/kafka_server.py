@@ -5,7 +5,8 @@ reported by the ``kafka.server:type=KafkaServer,name=BrokerState`` gauge), with
 Kafka's numbers:
 
     NotRunning → Starting → [RecoveringFromUncleanShutdown →] RunningAsBroker
-    RunningAsBroker → PendingControlledShutdown → BrokerShuttingDown → NotRunning
+    RunningAsBroker ⇄ RunningAsController   (while it holds the controller's office)
+    RunningAs… → PendingControlledShutdown → BrokerShuttingDown → NotRunning
 
 Start-up: the LogManager loads (and, after a crash, recovers) every log; the
 listeners are bound (so an advertised port 0 is known before anything reports
@@ -17,8 +18,10 @@ With ``zookeeper.connect`` (docs/cluster.md) the broker connects to ZooKeeper
 once its listeners are bound, keeps its metadata there (ZkMetadataStore) and
 registers ``/brokers/ids/<broker.id>`` with its bound endpoints
 (KafkaHealthcheck), before it serves a request; another live broker with the
-same id fails the start-up. Without it nothing of this runs: a lone broker
-keeps its metadata in its first log directory (JsonMetadataStore).
+same id fails the start-up. It then joins the controller election
+(KafkaController); its partitions come from the controller's LeaderAndIsr.
+Without it nothing of this runs: a lone broker keeps its metadata in its
+first log directory (JsonMetadataStore).
 
 Shutdown (SIGTERM, SIGINT, or :meth:`KafkaServer.shutdown`): deregister from
 ZooKeeper (a cluster member), stop accepting,
@@ -45,6 +48,7 @@ from collections.abc import Awaitable, Callable
 
 from pylog.broker.kafka_apis import KafkaApis
 from pylog.broker.kafka_healthcheck import KafkaHealthcheck
+from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.errors import InvalidConfigurationError
 from pylog.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
@@ -73,6 +77,7 @@ class BrokerState(enum.IntEnum):
     Starting = 1
     RecoveringFromUncleanShutdown = 2
     RunningAsBroker = 3
+    RunningAsController = 4
     PendingControlledShutdown = 6
     BrokerShuttingDown = 7
 
@@ -90,7 +95,18 @@ _LEGAL: dict[BrokerState, frozenset[BrokerState]] = {
         {BrokerState.RunningAsBroker, BrokerState.BrokerShuttingDown}
     ),
     BrokerState.RunningAsBroker: frozenset(
-        {BrokerState.PendingControlledShutdown, BrokerState.BrokerShuttingDown}
+        {
+            BrokerState.RunningAsController,
+            BrokerState.PendingControlledShutdown,
+            BrokerState.BrokerShuttingDown,
+        }
+    ),
+    BrokerState.RunningAsController: frozenset(
+        {
+            BrokerState.RunningAsBroker,
+            BrokerState.PendingControlledShutdown,
+            BrokerState.BrokerShuttingDown,
+        }
     ),
     BrokerState.PendingControlledShutdown: frozenset({BrokerState.BrokerShuttingDown}),
     BrokerState.BrokerShuttingDown: frozenset({BrokerState.NotRunning}),
@@ -125,11 +141,10 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
         replica_lag_time_max_ms=int(config.get("replica.lag.time.max.ms")),
         broker_epoch=lambda: server.broker_epoch,
         inter_broker_listener=config.inter_broker_listener_name,
-        # Partitions come from the store until a controller's LeaderAndIsr
-        # places them. Once KafkaController exists, a broker on ZooKeeper
-        # starts controller-managed (a restarted broker must not lead from
-        # its store); until then it makes its RF-1 topics from the store.
-        controller_managed=False,
+        # On ZooKeeper the KafkaController places partitions (LeaderAndIsr):
+        # a restarted broker must not lead from its store. A lone broker
+        # makes its partitions from the store.
+        controller_managed=server.zk_client is not None,
     )
     replica_manager.startup()
     replica_manager.register_metrics(server.metrics)
@@ -181,6 +196,8 @@ class KafkaServer:
         self.metadata_store: MetadataStore | None = None
         self.zk_client: KafkaZkClient | None = None
         self.healthcheck: KafkaHealthcheck | None = None
+        #: The controller election this broker takes part in (ZooKeeper mode).
+        self.controller: KafkaController | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self._broker_epoch = -1
@@ -208,7 +225,7 @@ class KafkaServer:
 
     @property
     def is_running(self) -> bool:
-        return self.state is BrokerState.RunningAsBroker
+        return self.state in (BrokerState.RunningAsBroker, BrokerState.RunningAsController)
 
     @property
     def bound_ports(self) -> dict[str, int]:
@@ -264,6 +281,8 @@ class KafkaServer:
             self.handler = await made if inspect.isawaitable(made) else made
             if isinstance(self.metadata_store, ZkMetadataStore):
                 self.metadata_store.start_watching()
+            if self.zk_client is not None:
+                await self._start_controller(self.zk_client)
             await _maybe_await(getattr(self.handler, "startup", None))
             await self.socket_server.start_processing(self.handler)
 
@@ -273,6 +292,8 @@ class KafkaServer:
                 await self.metrics_server.start()
 
             self._transition(BrokerState.RunningAsBroker)
+            if self.controller is not None and self.controller.is_active:
+                self._transition(BrokerState.RunningAsController)
         except BaseException:
             _log.exception("broker start-up failed")
             with contextlib.suppress(IllegalBrokerStateTransition):
@@ -323,12 +344,36 @@ class KafkaServer:
             c.broker_id,
             cluster_id=c.get("cluster.id"),
             loop=asyncio.get_running_loop(),
+            controller_managed=True,
         )
         # Leaders write ISR changes to the partition state znodes.
         self.alter_isr_manager = ZkAlterIsrManager(zk)
         healthcheck = KafkaHealthcheck(zk, self.config)
         self._broker_epoch = await zk.run(healthcheck.startup)
         self.healthcheck = healthcheck
+
+    async def _start_controller(self, zk: KafkaZkClient) -> None:
+        """Join the controller election (after registering: the controller
+        counts this broker among the live ones)."""
+        c = self.config
+        controller = KafkaController(
+            zk,
+            c.broker_id,
+            inter_broker_listener=c.inter_broker_listener_name,
+            unclean_leader_election_default=str(c.get("unclean.leader.election.enable")).lower()
+            == "true",
+            on_active_change=self._on_controller_change,
+        )
+        controller.register_metrics(self.metrics)
+        self.controller = controller
+        await controller.startup()
+
+    def _on_controller_change(self, active: bool) -> None:
+        """BrokerState follows the controller's office once the broker runs."""
+        if active and self.state is BrokerState.RunningAsBroker:
+            self._transition(BrokerState.RunningAsController)
+        elif not active and self.state is BrokerState.RunningAsController:
+            self._transition(BrokerState.RunningAsBroker)
 
     def _unclean_dirs(self) -> list[str]:
         """Log directories holding data but no clean-shutdown marker."""
@@ -353,7 +398,7 @@ class KafkaServer:
         if self.state in (BrokerState.NotRunning, BrokerState.BrokerShuttingDown):
             await self._stopped.wait()
             return
-        if self.state is BrokerState.RunningAsBroker:
+        if self.state in (BrokerState.RunningAsBroker, BrokerState.RunningAsController):
             self._transition(BrokerState.PendingControlledShutdown)
         t0 = time.perf_counter()
         self._transition(BrokerState.BrokerShuttingDown)
@@ -371,6 +416,13 @@ class KafkaServer:
                   (time.perf_counter() - t0) * 1000)  # fmt: skip
 
     async def _stop_components(self, timeout: float) -> None:
+        if self.controller is not None:
+            # First: another broker takes the controller's office at once.
+            try:
+                await self.controller.shutdown()
+            except Exception:
+                _log.exception("stopping the controller failed")
+            self.controller = None
         if self.healthcheck is not None and self.zk_client is not None:
             # First: the cluster stops sending this broker work.
             self._broker_epoch = self.healthcheck.broker_epoch
@@ -471,7 +523,8 @@ class KafkaServer:
         m.gauge(
             "kafka_server_kafkaserver_brokerstate",
             "Broker state (Kafka's values: 0 NotRunning, 1 Starting, 2 Recovering, "
-            "3 RunningAsBroker, 6 PendingControlledShutdown, 7 BrokerShuttingDown).",
+            "3 RunningAsBroker, 4 RunningAsController, 6 PendingControlledShutdown, "
+            "7 BrokerShuttingDown).",
             lambda: int(self.state),
         )
         m.gauge(

@@ -207,7 +207,11 @@ class TopicApis:
                 raise InvalidReplicationFactorError(
                     "Replication factor must be larger than 0, or -1 to use the default value."
                 )
-            if replication_factor > 1:
+            # On ZooKeeper with a controller the store assigns replicas over
+            # the registered brokers (and refuses a factor above their count).
+            if replication_factor > 1 and not getattr(
+                self.metadata_store, "controller_managed", False
+            ):
                 raise InvalidReplicationFactorError(
                     f"Unable to replicate the partition {replication_factor} time(s): the "
                     f"target replication factor of {replication_factor} cannot be reached "

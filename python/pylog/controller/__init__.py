@@ -1,11 +1,17 @@
-"""The controller: one broker of the cluster, elected through the metadata
-store, that decides partition leadership and tells the other brokers.
+"""The controller: one broker of the cluster, elected through ZooKeeper, that
+decides partition leadership and tells the other brokers (ZooKeeper mode).
 
-KafkaController will live here, with the partition state machine
-(NewPartition, OnlinePartition, OfflinePartition, NonExistentPartition) and the
-replica state machine (NewReplica, OnlineReplica, OfflineReplica,
-ReplicaDeletionStarted, …) it drives, and the ControllerChannelManager that
-sends LeaderAndIsr, UpdateMetadata and StopReplica to each broker. Until then a
-single pylog broker is its own controller: the admin APIs change the metadata
-store directly and its listeners bring the ReplicaManager in line.
+- ``kafka_controller``: KafkaController — election through ``/controller`` and
+  ``/controller_epoch``, failover, broker start-up and failure, topic
+  creation, partition increase and deletion, ISR change notifications.
+- ``controller_event_manager``: the single event queue its work runs on.
+- ``controller_context``: what the controller knows of the cluster.
+- ``controller_channel_manager``: a request queue and sender per live broker
+  (LeaderAndIsr, UpdateMetadata, StopReplica), and the request batch.
+- ``partition_state_machine`` / ``replica_state_machine``: Kafka's states and
+  the leader election for an offline partition.
+
+A broker without ``zookeeper.connect`` has no controller: the admin APIs
+change its JSON store directly and the store's listeners bring the
+ReplicaManager in line.
 """

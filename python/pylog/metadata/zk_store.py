@@ -37,6 +37,7 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 
 from pylog.errors import (
@@ -48,6 +49,7 @@ from pylog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from pylog.metadata.admin_utils import assign_replicas_to_brokers
 from pylog.metadata.kafka_zk_client import (
     KafkaZkClient,
     ZkConnectionError,
@@ -78,6 +80,7 @@ from pylog.metadata.zk_data import (
 __all__ = ["ZkMetadataStore"]
 
 _log = logging.getLogger("pylog.metadata")
+_DELETE_WAIT_S = 30.0
 
 
 class ZkMetadataError(KafkaError):
@@ -106,9 +109,15 @@ class ZkMetadataStore(MetadataStore):
         *,
         cluster_id: str | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
+        controller_managed: bool = False,
     ) -> None:
         self.zk = zk
         self.broker_id = broker_id
+        #: A KafkaController runs in the cluster: new topics and partitions are
+        #: assigned over every registered broker (any replication factor) and
+        #: their partition states left to the controller; deletion leaves an
+        #: /admin/delete_topics marker for it.
+        self.controller_managed = controller_managed
         self._loop = loop
         self._lock = threading.RLock()
         self._listeners: list[Listener] = []
@@ -344,8 +353,8 @@ class ZkMetadataStore(MetadataStore):
             raise InvalidReplicationFactorError(
                 f"replication factor must be at least 1, not {replication_factor}"
             )
-        if replication_factor > 1:
-            # The controller (not built yet) places replicas on other brokers.
+        if replication_factor > 1 and not self.controller_managed:
+            # Only a controller places replicas on other brokers.
             raise InvalidReplicationFactorError(
                 f"replication factor {replication_factor} needs the controller, which pylog "
                 "does not have yet: topics are created with replication factor 1"
@@ -365,17 +374,18 @@ class ZkMetadataStore(MetadataStore):
             check_partition_limit(self.total_partitions(), num_partitions, max_partitions)
             assignment = TopicReplicaAssignment(
                 topic_id=topic_id or new_uuid(),
-                partitions={p: [self.broker_id] for p in range(num_partitions)},
+                partitions=self._assign(num_partitions, replication_factor),
             )
             clean = {k: str(v) for k, v in (configs or {}).items() if v is not None}
             meta = _topic_metadata(name, assignment, clean)
             if validate_only:
                 return meta
-            state = self._initial_state()
+            states = None
+            if not self.controller_managed:
+                state = self._initial_state()
+                states = {p: state for p in range(num_partitions)}
             try:
-                self.zk.create_topic(
-                    name, assignment, clean, {p: state for p in range(num_partitions)}
-                )
+                self.zk.create_topic(name, assignment, clean, states)
             except ZkNodeExists:
                 raise TopicAlreadyExistsError(f"topic {name!r} already exists") from None
             self._put(meta)
@@ -387,10 +397,47 @@ class ZkMetadataStore(MetadataStore):
             meta = self._topics.get(name)
             if meta is None:
                 raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
-            # The controller's job in Kafka (after a /admin/delete_topics marker).
-            self.zk.delete_topic_znodes(name)
+            if self.controller_managed:
+                self._delete_through_controller(name)
+            else:
+                self.zk.delete_topic_znodes(name)
             self._drop(name)
             self._notify(MetadataEvent("delete", meta, meta))
+
+    def _delete_through_controller(self, name: str) -> None:
+        """Leave the /admin/delete_topics marker and wait (bounded) for the
+        controller to remove the topic's znodes."""
+        self.zk.create_delete_topic_marker(name)
+        deadline = time.monotonic() + _DELETE_WAIT_S
+        while time.monotonic() < deadline:
+            if self.zk.get_topic_assignment(name) is None:
+                return
+            time.sleep(0.05)
+        _log.warning("topic %s: the controller has not deleted it yet", name)
+
+    def _live_brokers(self) -> dict[int, str | None]:
+        return {b.id: b.rack for b in self.zk.get_all_brokers()}
+
+    def _assign(self, num_partitions: int, replication_factor: int) -> dict[int, list[int]]:
+        if not self.controller_managed:
+            return {p: [self.broker_id] for p in range(num_partitions)}
+        return assign_replicas_to_brokers(self._live_brokers(), num_partitions, replication_factor)
+
+    def _assign_more(self, current: TopicReplicaAssignment, new_total: int) -> dict[int, list[int]]:
+        count = len(current.partitions)
+        if not self.controller_managed:
+            return {p: [self.broker_id] for p in range(count, new_total)}
+        brokers = self._live_brokers()
+        ids = sorted(brokers)
+        first = current.partitions.get(0, [])
+        start = ids.index(first[0]) if first and first[0] in ids else -1
+        return assign_replicas_to_brokers(
+            brokers,
+            new_total - count,
+            current.replication_factor,
+            fixed_start_index=start,
+            start_partition_id=count,
+        )
 
     def add_partitions(
         self,
@@ -416,21 +463,19 @@ class ZkMetadataStore(MetadataStore):
                 check_partition_limit(self.total_partitions(), new_total - count, max_partitions)
                 grown = TopicReplicaAssignment(
                     assignment.topic_id,
-                    {
-                        **assignment.partitions,
-                        **{p: [self.broker_id] for p in range(count, new_total)},
-                    },
+                    {**assignment.partitions, **self._assign_more(assignment, new_total)},
                     assignment.adding_replicas,
                     assignment.removing_replicas,
                 )
                 new = _replace(meta, partitions=new_total)
                 if validate_only:
                     return new
-                state = self._initial_state()
+                states = None
+                if not self.controller_managed:
+                    state = self._initial_state()
+                    states = {p: state for p in range(count, new_total)}
                 try:
-                    self.zk.set_topic_assignment(
-                        name, grown, version, {p: state for p in range(count, new_total)}
-                    )
+                    self.zk.set_topic_assignment(name, grown, version, states)
                 except (ZkVersionMismatch, ZkNodeExists):
                     continue  # changed under us: read again
                 self._put(new)

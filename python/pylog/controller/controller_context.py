@@ -1,0 +1,98 @@
+"""ControllerContext: what the active controller knows of the cluster — the
+live brokers with their epochs, every topic's replica assignment and id, each
+partition's leadership as last written to ZooKeeper (LeaderAndIsr with its
+controller epoch and znode version), and the states of the partition and
+replica state machines. Only the controller's event task touches it."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from pylog.log.checkpoint import TopicPartition
+from pylog.metadata.zk_data import BrokerInfo, LeaderAndIsr
+
+__all__ = ["ControllerContext", "PartitionState", "ReplicaState"]
+
+
+class PartitionState(enum.Enum):
+    """Kafka's PartitionState names."""
+
+    NonExistentPartition = 0
+    NewPartition = 1
+    OnlinePartition = 2
+    OfflinePartition = 3
+
+
+class ReplicaState(enum.Enum):
+    """Kafka's ReplicaState names (the deletion states as far as pylog uses them)."""
+
+    NewReplica = 1
+    OnlineReplica = 2
+    OfflineReplica = 3
+    ReplicaDeletionStarted = 4
+    ReplicaDeletionSuccessful = 5
+    NonExistentReplica = 7
+
+
+@dataclass
+class ControllerContext:
+    epoch: int = 0
+    epoch_zk_version: int = -1
+    live_brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    #: topic -> partition -> replicas (assignment order: the first is preferred)
+    assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    topic_ids: dict[str, str] = field(default_factory=dict)
+    leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    partition_states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+    replica_states: dict[tuple[TopicPartition, int], ReplicaState] = field(default_factory=dict)
+    topics_being_deleted: set[str] = field(default_factory=set)
+
+    def live_broker_ids(self) -> set[int]:
+        return set(self.live_brokers)
+
+    def broker_epoch(self, broker_id: int) -> int:
+        b = self.live_brokers.get(broker_id)
+        return b.epoch if b is not None else -1
+
+    def replicas(self, tp: TopicPartition) -> list[int]:
+        return list(self.assignments.get(tp.topic, {}).get(tp.partition, []))
+
+    def all_partitions(self) -> list[TopicPartition]:
+        return [
+            TopicPartition(t, p)
+            for t in sorted(self.assignments)
+            for p in sorted(self.assignments[t])
+        ]
+
+    def partitions_of_topic(self, topic: str) -> list[TopicPartition]:
+        return [TopicPartition(topic, p) for p in sorted(self.assignments.get(topic, {}))]
+
+    def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
+        return [tp for tp in self.all_partitions() if broker_id in self.replicas(tp)]
+
+    def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
+        return [tp for tp, s in self.leadership.items() if s.leader == broker_id]
+
+    def partitions_led_by_any(self, brokers: set[int]) -> list[TopicPartition]:
+        return sorted(tp for tp, s in self.leadership.items() if s.leader in brokers)
+
+    def offline_partition_count(self) -> int:
+        return sum(
+            1
+            for tp, s in self.partition_states.items()
+            if s is PartitionState.OfflinePartition and tp.topic not in self.topics_being_deleted
+        )
+
+    def remove_topic(self, topic: str) -> None:
+        for tp in self.partitions_of_topic(topic):
+            self.leadership.pop(tp, None)
+            self.partition_states.pop(tp, None)
+            for r in self.replicas(tp):
+                self.replica_states.pop((tp, r), None)
+        self.assignments.pop(topic, None)
+        self.topic_ids.pop(topic, None)
+        self.topics_being_deleted.discard(topic)
+
+    def reset(self) -> None:
+        self.__init__()  # type: ignore[misc]

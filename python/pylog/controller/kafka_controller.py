@@ -1,0 +1,497 @@
+"""KafkaController: the broker elected through ZooKeeper to decide partition
+leadership and tell the other brokers (Kafka's ZooKeeper-mode controller).
+
+Election: every broker watches the ephemeral ``/controller``; when it is
+missing, each tries to create it in one transaction with a conditional raise
+of ``/controller_epoch`` (KafkaZkClient.register_controller_and_increment_epoch):
+one wins and its epoch is unique. The winner loads the cluster into its
+ControllerContext, watches ``/brokers/ids``, ``/brokers/topics`` (and each
+topic's assignment), ``/admin/delete_topics`` and ``/isr_change_notification``,
+sends every live broker UpdateMetadata and every replica its LeaderAndIsr, and
+brings offline and new partitions online. When ``/controller`` then names
+another broker (or disappears with this broker's session), it resigns: its
+watches, channels and context go.
+
+Every watch and every piece of work is a ControllerEvent run one at a time
+by the ControllerEventManager, on the event loop; ZooKeeper calls run on the
+client's executor (``zk.run``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from pylog.controller.controller_channel_manager import (
+    ControllerBrokerRequestBatch,
+    ControllerChannelManager,
+)
+from pylog.controller.controller_context import ControllerContext, PartitionState, ReplicaState
+from pylog.controller.controller_event_manager import ControllerEvent, ControllerEventManager
+from pylog.controller.partition_state_machine import ElectionStats, PartitionStateMachine
+from pylog.controller.replica_state_machine import ReplicaStateMachine
+from pylog.log.checkpoint import TopicPartition
+from pylog.metadata.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from pylog.metadata.zk_data import (
+    ControllerZNode,
+    DeleteTopicsZNode,
+    IsrChangeNotificationZNode,
+    TopicsZNode,
+    TopicZNode,
+)
+from pylog.network.metrics import MetricsRegistry
+
+__all__ = ["KafkaController"]
+
+_log = logging.getLogger("pylog.controller")
+
+_TRUE = ("true", "1", "yes")
+
+
+class KafkaController:
+    def __init__(
+        self,
+        zk: KafkaZkClient,
+        broker_id: int,
+        *,
+        inter_broker_listener: str,
+        unclean_leader_election_default: bool = False,
+        on_active_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self.unclean_default = unclean_leader_election_default
+        self.on_active_change = on_active_change
+        self.context = ControllerContext()
+        self.events = ControllerEventManager()
+        self.channel = ControllerChannelManager(inter_broker_listener)
+        self.stats = ElectionStats()
+        self.partition_state_machine = PartitionStateMachine(
+            zk, self.context, self._unclean_enabled, self.stats
+        )
+        self.replica_state_machine = ReplicaStateMachine(zk, self.context)
+        #: the broker ``/controller`` names (-1: none known)
+        self.active_controller_id = -1
+        self.is_active = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_controller_watch: Callable[[], None] | None = None
+        self._stop_watches: list[Callable[[], None]] = []
+        self._topic_watches: dict[str, Callable[[], None]] = {}
+        #: topic → brokers whose StopReplica(delete) has not been answered
+        self._deletion_pending: dict[str, set[int]] = {}
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def startup(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.events.start()
+        self._stop_controller_watch = await self.zk.run(
+            self.zk.watch_data, ControllerZNode.path(), self._on_controller_znode, self._loop
+        )
+
+    async def shutdown(self) -> None:
+        """Stop; an active controller resigns (deletes ``/controller``) so
+        another broker takes over at once."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._stop_controller_watch is not None:
+            self._stop_controller_watch()
+        await self.events.close()
+        if self.is_active:
+            await self._on_resignation()
+            try:
+                await self.zk.run(self.zk.delete_controller)
+            except Exception:
+                _log.exception("deleting /controller failed")
+        await self.channel.close()
+
+    def register_metrics(self, metrics: MetricsRegistry) -> None:
+        metrics.gauge(
+            "kafka_controller_kafkacontroller_activecontrollercount",
+            "1 on the broker that is the active controller, else 0.",
+            lambda: 1.0 if self.is_active else 0.0,
+        )
+        metrics.gauge(
+            "kafka_controller_kafkacontroller_offlinepartitionscount",
+            "Partitions without a live leader (on the active controller).",
+            lambda: float(self.context.offline_partition_count()) if self.is_active else 0.0,
+        )
+        metrics.gauge(
+            "kafka_controller_controllerstats_leaderelectionrateandtimems_count",
+            "Leader elections by this controller (LeaderElectionRateAndTimeMs count).",
+            lambda: float(self.stats.elections),
+            kind="counter",
+        )
+        metrics.gauge(
+            "kafka_controller_controllerstats_leaderelectionrateandtimems_sum",
+            "Milliseconds spent electing leaders (LeaderElectionRateAndTimeMs total).",
+            lambda: self.stats.election_ms_total,
+            kind="counter",
+        )
+        metrics.gauge(
+            "kafka_controller_controllerstats_uncleanleaderelectionspersec",
+            "Leaders elected from outside the ISR (UncleanLeaderElectionsPerSec count).",
+            lambda: float(self.stats.unclean_elections),
+            kind="counter",
+        )
+
+    def _put(self, name: str, process: Callable[[], object]) -> None:
+        if self._closed:
+            return
+
+        async def run() -> None:
+            result = process()
+            if asyncio.iscoroutine(result):
+                await result
+
+        self.events.put(ControllerEvent(name, run))
+
+    def _put_active(self, name: str, process: Callable[[], object]) -> None:
+        """An event that only the active controller processes."""
+
+        async def run() -> None:
+            if not self.is_active:
+                return
+            try:
+                result = process()
+                if asyncio.iscoroutine(result):
+                    await result
+            except ControllerMovedError:
+                # A fenced write: another broker took the office meanwhile.
+                _log.info("controller epoch %d was fenced; re-reading /controller",
+                          self.context.epoch)  # fmt: skip
+                await self._elect()
+
+        self._put(name, run)
+
+    def _batch(self) -> ControllerBrokerRequestBatch:
+        return ControllerBrokerRequestBatch(self.broker_id, self.context, self.channel)
+
+    def _unclean_enabled(self, topic: str) -> bool:
+        """``unclean.leader.election.enable`` of the topic, else the broker's (blocking)."""
+        value = self.zk.get_entity_config("topics", topic).get("unclean.leader.election.enable")
+        if value is None:
+            return self.unclean_default
+        return value.strip().lower() in _TRUE
+
+    # ------------------------------------------------------------------ election
+
+    def _on_controller_znode(self, data: bytes | None, version: int) -> None:
+        self._put("ControllerChange", self._elect)
+
+    async def _elect(self) -> None:
+        holder = await self.zk.run(self.zk.get_controller_id)
+        if holder is not None:
+            self.active_controller_id = holder
+            if holder != self.broker_id and self.is_active:
+                await self._on_resignation()
+            return
+        if self._closed:
+            return
+        try:
+            epoch, version = await self.zk.run(
+                self.zk.register_controller_and_increment_epoch, self.broker_id
+            )
+        except ControllerMovedError:
+            holder = await self.zk.run(self.zk.get_controller_id)
+            self.active_controller_id = holder if holder is not None else -1
+            if self.is_active:
+                await self._on_resignation()
+            return
+        if self.is_active:  # our session lost the office and won it again
+            await self._on_resignation()
+        self.active_controller_id = self.broker_id
+        try:
+            await self._on_failover(epoch, version)
+        except Exception:
+            # Half a failover is no controller: give the office back (the
+            # /controller watch then runs a new election).
+            _log.exception("controller failover failed; resigning")
+            await self._on_resignation()
+            await self.zk.run(self.zk.delete_controller)
+
+    async def _on_failover(self, epoch: int, epoch_zk_version: int) -> None:
+        _log.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
+        ctx = self.context
+        ctx.reset()
+        ctx.epoch = epoch
+        ctx.epoch_zk_version = epoch_zk_version
+        self.is_active = True
+        if self.on_active_change is not None:
+            self.on_active_change(True)
+        zk = self.zk
+        for info in await zk.run(zk.get_all_brokers):
+            ctx.live_brokers[info.id] = info
+            self.channel.add_broker(info)
+        for topic in await zk.run(zk.get_all_topics):
+            await self._load_topic(topic)
+        for tp in ctx.all_partitions():
+            state = ctx.leadership.get(tp)
+            if state is None:
+                ctx.partition_states[tp] = PartitionState.NewPartition
+            elif state.leader in ctx.live_brokers:
+                ctx.partition_states[tp] = PartitionState.OnlinePartition
+            else:
+                ctx.partition_states[tp] = PartitionState.OfflinePartition
+            for r in ctx.replicas(tp):
+                ctx.replica_states[(tp, r)] = (
+                    ReplicaState.OnlineReplica
+                    if r in ctx.live_brokers
+                    else ReplicaState.OfflineReplica
+                )
+        batch = self._batch()
+        batch.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
+        for tp in ctx.all_partitions():
+            if ctx.partition_states[tp] is PartitionState.OnlinePartition:
+                batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r in ctx.live_brokers], tp)
+        await self.partition_state_machine.trigger_online_partition_state_change(batch)
+        batch.send()
+        loop = self._loop
+        self._stop_watches = [
+            await zk.run(zk.watch_children, path, cb, loop)
+            for path, cb in (
+                ("/brokers/ids", self._on_broker_change),
+                (TopicsZNode.path(), self._on_topic_change),
+                (DeleteTopicsZNode.path(), self._on_delete_topics),
+                (IsrChangeNotificationZNode.parent(), self._on_isr_change),
+            )
+        ]
+
+    async def _load_topic(self, topic: str) -> list[TopicPartition]:
+        """Read a topic's assignment (and its partitions' states) into the
+        context; returns the partitions it did not know. Watches the topic's
+        assignment for added partitions."""
+        ctx = self.context
+        got = await self.zk.run(self.zk.get_topic_assignment, topic)
+        if got is None:
+            return []
+        assignment, _ = got
+        known = ctx.assignments.get(topic, {})
+        added = [p for p in assignment.partitions if p not in known]
+        ctx.assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
+        if assignment.topic_id:
+            ctx.topic_ids[topic] = assignment.topic_id
+        for p in added:
+            state = await self.zk.run(self.zk.get_partition_state, topic, p)
+            if state is not None:
+                ctx.leadership[TopicPartition(topic, p)] = state
+        if topic not in self._topic_watches and self._loop is not None:
+            self._topic_watches[topic] = await self.zk.run(
+                self.zk.watch_data,
+                TopicZNode.path(topic),
+                lambda data, version, t=topic: self._put_active(
+                    f"PartitionModifications({t})", lambda: self._on_partition_modification(t)
+                ),
+                self._loop,
+            )
+        return [TopicPartition(topic, p) for p in sorted(added)]
+
+    async def _on_resignation(self) -> None:
+        _log.info("broker %d is no longer the controller", self.broker_id)
+        self.is_active = False
+        for stop in [*self._stop_watches, *self._topic_watches.values()]:
+            stop()
+        self._stop_watches.clear()
+        self._topic_watches.clear()
+        self._deletion_pending.clear()
+        await self.channel.close()
+        self.context.reset()
+        if self.on_active_change is not None:
+            self.on_active_change(False)
+
+    # ------------------------------------------------------------------ brokers
+
+    def _on_broker_change(self, children: list[str]) -> None:
+        self._put_active("BrokerChange", self._process_broker_change)
+
+    async def _process_broker_change(self) -> None:
+        ctx = self.context
+        infos = {b.id: b for b in await self.zk.run(self.zk.get_all_brokers)}
+        dead = sorted(b for b in ctx.live_brokers if b not in infos)
+        bounced = sorted(
+            b for b, info in infos.items() if b in ctx.live_brokers and
+            info.epoch != ctx.live_brokers[b].epoch
+        )  # fmt: skip
+        new = sorted(b for b in infos if b not in ctx.live_brokers)
+        if dead or bounced:
+            for b in [*dead, *bounced]:
+                ctx.live_brokers.pop(b, None)
+                self.channel.remove_broker(b)
+            await self._on_broker_failure([*dead, *bounced])
+        if new or bounced:
+            for b in [*new, *bounced]:
+                ctx.live_brokers[b] = infos[b]
+                self.channel.add_broker(infos[b])
+            await self._on_broker_startup([*new, *bounced])
+
+    async def _on_broker_failure(self, dead: list[int]) -> None:
+        _log.info("brokers %s are gone", dead)
+        ctx = self.context
+        batch = self._batch()
+        gone = set(dead)
+        led = [
+            tp for tp in ctx.partitions_led_by_any(gone) if tp.topic not in ctx.topics_being_deleted
+        ]
+        await self.partition_state_machine.handle_state_changes(
+            led, PartitionState.OfflinePartition, batch
+        )
+        await self.partition_state_machine.trigger_online_partition_state_change(batch)
+        replicas = [
+            (tp, b)
+            for b in dead
+            for tp in ctx.partitions_on_broker(b)
+            if tp.topic not in ctx.topics_being_deleted
+        ]
+        await self.replica_state_machine.handle_state_changes(
+            replicas, ReplicaState.OfflineReplica, batch
+        )
+        batch.add_update_metadata(ctx.live_brokers, [tp for tp, _ in replicas])
+        batch.send()
+        for topic, pending in list(self._deletion_pending.items()):
+            pending -= gone
+            if not pending:
+                self._queue_deletion_completion(topic)
+
+    async def _on_broker_startup(self, new: list[int]) -> None:
+        _log.info("brokers %s joined", new)
+        ctx = self.context
+        batch = self._batch()
+        batch.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
+        await self.partition_state_machine.trigger_online_partition_state_change(batch)
+        replicas = [
+            (tp, b)
+            for b in new
+            for tp in ctx.partitions_on_broker(b)
+            if tp.topic not in ctx.topics_being_deleted
+        ]
+        await self.replica_state_machine.handle_state_changes(
+            replicas, ReplicaState.OnlineReplica, batch
+        )
+        batch.send()
+
+    # ------------------------------------------------------------------ topics
+
+    def _on_topic_change(self, children: list[str]) -> None:
+        self._put_active("TopicChange", self._process_topic_change)
+
+    async def _process_topic_change(self) -> None:
+        ctx = self.context
+        names = set(await self.zk.run(self.zk.get_all_topics))
+        for topic in sorted(set(ctx.assignments) - names):
+            if topic not in ctx.topics_being_deleted:
+                self._forget_topic(topic)
+        added: list[TopicPartition] = []
+        for topic in sorted(names - set(ctx.assignments)):
+            added += await self._load_topic(topic)
+        if added:
+            await self._on_new_partitions(added)
+
+    async def _on_partition_modification(self, topic: str) -> None:
+        if topic not in self.context.assignments or topic in self.context.topics_being_deleted:
+            return
+        added = await self._load_topic(topic)
+        if added:
+            await self._on_new_partitions(added)
+
+    async def _on_new_partitions(self, partitions: list[TopicPartition]) -> None:
+        ctx = self.context
+        batch = self._batch()
+        fresh = [tp for tp in partitions if tp not in ctx.leadership]
+        existing = [tp for tp in partitions if tp in ctx.leadership]
+        replicas = [(tp, r) for tp in fresh for r in ctx.replicas(tp)]
+        psm, rsm = self.partition_state_machine, self.replica_state_machine
+        await psm.handle_state_changes(fresh, PartitionState.NewPartition, batch)
+        await rsm.handle_state_changes(replicas, ReplicaState.NewReplica, batch)
+        await psm.handle_state_changes(fresh, PartitionState.OnlinePartition, batch)
+        await rsm.handle_state_changes(replicas, ReplicaState.OnlineReplica, batch)
+        for tp in existing:  # state written already (an earlier controller)
+            ctx.partition_states[tp] = PartitionState.OfflinePartition
+        await psm.handle_state_changes(existing, PartitionState.OnlinePartition, batch)
+        batch.send()
+
+    def _forget_topic(self, topic: str) -> None:
+        stop = self._topic_watches.pop(topic, None)
+        if stop is not None:
+            stop()
+        self._deletion_pending.pop(topic, None)
+        self.context.remove_topic(topic)
+
+    # ------------------------------------------------------------------ deletion
+
+    def _on_delete_topics(self, children: list[str]) -> None:
+        self._put_active("TopicDeletion", self._process_delete_topics)
+
+    async def _process_delete_topics(self) -> None:
+        ctx = self.context
+        for topic in await self.zk.run(self.zk.get_delete_topic_markers):
+            if topic in ctx.topics_being_deleted:
+                continue
+            if topic not in ctx.assignments:
+                if await self.zk.run(self.zk.get_topic_assignment, topic) is None:
+                    await self.zk.run(self.zk.delete_delete_topic_marker, topic)
+                    continue
+                await self._load_topic(topic)
+            _log.info("deleting topic %s", topic)
+            ctx.topics_being_deleted.add(topic)
+            partitions = ctx.partitions_of_topic(topic)
+            batch = self._batch()
+            batch.add_update_metadata(ctx.live_brokers, partitions)
+            replicas = [
+                (tp, r) for tp in partitions for r in ctx.replicas(tp) if r in ctx.live_brokers
+            ]
+            pending = {r for _, r in replicas}
+            self._deletion_pending[topic] = pending
+            await self.replica_state_machine.handle_state_changes(
+                replicas, ReplicaState.ReplicaDeletionStarted, batch
+            )
+
+            def answered(broker: int, response: object, t: str = topic) -> None:
+                waiting = self._deletion_pending.get(t)
+                if waiting is None:
+                    return
+                waiting.discard(broker)
+                if not waiting:
+                    self._queue_deletion_completion(t)
+
+            batch.send(answered)
+            if not pending:
+                await self._complete_deletion(topic)
+
+    def _queue_deletion_completion(self, topic: str) -> None:
+        self._put_active(f"TopicDeletion({topic})", lambda: self._complete_deletion(topic))
+
+    async def _complete_deletion(self, topic: str) -> None:
+        if topic not in self.context.topics_being_deleted:
+            return
+        await self.zk.run(self.zk.delete_topic_znodes, topic)
+        await self.zk.run(self.zk.delete_delete_topic_marker, topic)
+        self._forget_topic(topic)
+        _log.info("topic %s deleted", topic)
+
+    # ------------------------------------------------------------------ ISR changes
+
+    def _on_isr_change(self, children: list[str]) -> None:
+        if children:
+            self._put_active("IsrChangeNotification", self._process_isr_change)
+
+    async def _process_isr_change(self) -> None:
+        ctx = self.context
+        names = await self.zk.run(self.zk.get_isr_change_notifications)
+        if not names:
+            return
+        changed: set[TopicPartition] = set()
+        for name in names:
+            for topic, p in await self.zk.run(self.zk.get_isr_change_notification, name):
+                changed.add(TopicPartition(topic, p))
+        known = sorted(tp for tp in changed if tp.topic in ctx.assignments)
+        for tp in known:
+            state = await self.zk.run(self.zk.get_partition_state, tp.topic, tp.partition)
+            if state is not None:
+                ctx.leadership[tp] = state
+        if known:
+            batch = self._batch()
+            batch.add_update_metadata(ctx.live_brokers, known)
+            batch.send()
+        await self.zk.run(self.zk.delete_isr_change_notifications, names)
