@@ -1,17 +1,15 @@
-"""Three broker processes on a real ZooKeeper, the test acting as Kafka's
-controller (as tests/integration/test_replication.py does): it writes the
-topic's assignment and partition state znodes with KafkaZkClient, then sends
-LeaderAndIsr and UpdateMetadata to every broker with pylog's codec. Checked:
-clients bootstrapped at one broker see the whole cluster and produce and
-consume through the leader on another; ``pylog topics describe`` and ``pylog
-cluster describe`` show the leader, replicas and ISR; a stopped follower's ISR
-shrink, and its expansion once it runs again, land in the partition state
-znode (written conditionally, its version bumped) with an ISR change
-notification each."""
+"""Three broker processes on a real ZooKeeper with their KafkaController. A
+topic created with AdminClient (replicas 1, 2, 3: broker 1 leads) is placed by
+the controller. Checked: clients bootstrapped at one broker see the whole
+cluster and produce and consume through the leader on another; ``pylog topics
+describe`` and ``pylog cluster describe`` show the leader, replicas, ISR and
+controller; a stopped follower's ISR shrink, and its expansion once it runs
+again, land in the partition state znode (written conditionally by the leader,
+its version bumped) and, through the controller's UpdateMetadata, in every
+broker's Metadata."""
 
 from __future__ import annotations
 
-import base64
 import signal
 import subprocess
 import time
@@ -22,36 +20,16 @@ import pytest
 from broker_process import PYLOG, BrokerProcess, topic_name
 
 from pylog.metadata.kafka_zk_client import KafkaZkClient
-from pylog.metadata.zk_data import LeaderAndIsr, TopicReplicaAssignment
+from pylog.metadata.zk_data import LeaderAndIsr
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
-from pylog.protocol.messages import (
-    LeaderAndIsrRequest,
-    LeaderAndIsrResponse,
-    UpdateMetadataRequest,
-    UpdateMetadataResponse,
-)
-from pylog.protocol.messages.leader_and_isr_request import (
-    LeaderAndIsrLiveLeader,
-    LeaderAndIsrPartitionState,
-    LeaderAndIsrTopicState,
-)
-from pylog.protocol.messages.update_metadata_request import (
-    UpdateMetadataBroker,
-    UpdateMetadataEndpoint,
-    UpdateMetadataPartitionState,
-    UpdateMetadataTopicState,
-)
+from pylog.protocol.messages import MetadataRequest, MetadataResponse
+from pylog.protocol.messages.metadata_request import MetadataRequestTopic
 from pylog.testing import ZooKeeperServer
 
 LAG_MS = 1500
 DEADLINE_S = 30  # only catches hangs
-CONTROLLER_EPOCH = 3
-LEADER = 1
 REPLICAS = [1, 2, 3]
-# Newer than the epoch a broker gives a partition it made from the store
-# before the controller's LeaderAndIsr (it is a lone broker until then).
-LEADER_EPOCH = 1
 
 
 def wait_for(what: str, check: object) -> None:
@@ -68,103 +46,41 @@ class Cluster:
         self.zk = zk
         self.brokers = brokers
         self.topic = topic_name("cm")
-        self.topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-    def live(self) -> list[UpdateMetadataBroker]:
-        return [
-            UpdateMetadataBroker(
-                id=b,
-                endpoints=[
-                    UpdateMetadataEndpoint(
-                        port=p.port, host="127.0.0.1", listener="PLAINTEXT", security_protocol=0
-                    )
-                ],
-                rack=f"rack-{b}",
-            )
-            for b, p in self.brokers.items()
-        ]
+        # Set by place(), from the controller's choices: the leader, the
+        # assignment's order, a follower the ISR test stops and the third broker.
+        self.leader = -1
+        self.replicas: list[int] = []
+        self.stopped = -1
+        self.observer = -1
 
     def place(self) -> None:
-        """What the controller does for a new topic: the znodes, then
-        LeaderAndIsr to the replicas and UpdateMetadata to every broker."""
-        t = self.topic
-        self.zk.create_topic(
-            t,
-            TopicReplicaAssignment(self.topic_id, {0: list(REPLICAS)}),
-            {},
-            {0: LeaderAndIsr(LEADER, LEADER_EPOCH, list(REPLICAS), CONTROLLER_EPOCH)},
+        """CreateTopics with replication factor 3 (the broker assigns it with
+        Kafka's algorithm), then wait until every broker's Metadata shows the
+        first replica leading with the whole ISR (the controller's LeaderAndIsr
+        and UpdateMetadata have landed)."""
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        wait_for(
+            "every broker registered",
+            lambda: sorted(self.zk.get_sorted_broker_list()) == REPLICAS,
         )
-        # Each broker's store learns of the topic through its watch first (a
-        # LeaderAndIsr for a topic its store lacks would create it).
+        admin = AdminClient({"bootstrap.servers": self.brokers[2].bootstrap})
+        futures = admin.create_topics([NewTopic(self.topic, 1, 3)])
+        futures[self.topic].result(DEADLINE_S)
+        wait_for("the partition's state", lambda: self.zk.get_partition_state(self.topic, 0))
+        got = self.zk.get_topic_assignment(self.topic)
+        assert got is not None
+        self.replicas = list(got[0].partitions[0])
+        assert sorted(self.replicas) == REPLICAS
+        self.leader, self.observer, self.stopped = self.replicas
+        assert self.state().leader == self.leader  # the first live replica leads
         for b in self.brokers.values():
-            wait_for(f"broker {b.port} to see {t}", lambda b=b: self._knows(b))
-        for b in self.brokers:
-            body = LeaderAndIsrRequest(
-                controller_id=LEADER,
-                controller_epoch=CONTROLLER_EPOCH,
-                broker_epoch=-1,
-                type=0,
-                topic_states=[
-                    LeaderAndIsrTopicState(
-                        topic_name=t,
-                        topic_id=self.topic_id,
-                        partition_states=[
-                            LeaderAndIsrPartitionState(
-                                partition_index=0,
-                                controller_epoch=CONTROLLER_EPOCH,
-                                leader=LEADER,
-                                leader_epoch=LEADER_EPOCH,
-                                isr=list(REPLICAS),
-                                partition_epoch=0,
-                                replicas=list(REPLICAS),
-                                is_new=True,
-                            )
-                        ],
-                    )
-                ],
-                live_leaders=[
-                    LeaderAndIsrLiveLeader(
-                        broker_id=LEADER, host_name="127.0.0.1", port=self.brokers[LEADER].port
-                    )
-                ],
+            wait_for(
+                f"broker {b.port} to see the leader and ISR",
+                lambda b=b: self.leader_and_isr(b) == (self.leader, REPLICAS),
             )
-            with KafkaConnection(self.brokers[b].bootstrap, timeout=20) as c:
-                r = c.request(ApiKey.LEADER_AND_ISR, 6, body, LeaderAndIsrResponse)
-            assert r.error_code == 0
-            assert [p.error_code for x in r.topics for p in x.partition_errors] == [0]
-        for b in self.brokers:
-            um = UpdateMetadataRequest(
-                controller_id=LEADER,
-                controller_epoch=CONTROLLER_EPOCH,
-                broker_epoch=-1,
-                topic_states=[
-                    UpdateMetadataTopicState(
-                        topic_name=t,
-                        topic_id=self.topic_id,
-                        partition_states=[
-                            UpdateMetadataPartitionState(
-                                partition_index=0,
-                                controller_epoch=CONTROLLER_EPOCH,
-                                leader=LEADER,
-                                leader_epoch=LEADER_EPOCH,
-                                isr=list(REPLICAS),
-                                zk_version=0,
-                                replicas=list(REPLICAS),
-                                offline_replicas=[],
-                            )
-                        ],
-                    )
-                ],
-                live_brokers=self.live(),
-            )
-            with KafkaConnection(self.brokers[b].bootstrap, timeout=20) as c:
-                r2 = c.request(ApiKey.UPDATE_METADATA, 7, um, UpdateMetadataResponse)
-            assert r2.error_code == 0
 
-    def _knows(self, b: BrokerProcess) -> bool:
-        from pylog.protocol.messages import MetadataRequest, MetadataResponse
-        from pylog.protocol.messages.metadata_request import MetadataRequestTopic
-
+    def leader_and_isr(self, b: BrokerProcess) -> tuple[int, list[int]]:
         with KafkaConnection(b.bootstrap, timeout=10) as c:
             r = c.request(
                 ApiKey.METADATA,
@@ -174,7 +90,16 @@ class Cluster:
                 ),
                 MetadataResponse,
             )
-        return bool(r.topics[0].error_code == 0)
+        t = r.topics[0]
+        if t.error_code != 0 or not t.partitions:
+            return -1, []
+        p = t.partitions[0]
+        return p.leader_id, sorted(p.isr_nodes)
+
+    def controller(self) -> int:
+        c = self.zk.get_controller_id()
+        assert c is not None
+        return c
 
     def state(self) -> LeaderAndIsr:
         s = self.zk.get_partition_state(self.topic, 0)
@@ -219,12 +144,16 @@ def test_clients_bootstrapped_elsewhere_reach_the_leader(cluster: Cluster) -> No
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    at2 = cluster.brokers[2].bootstrap
+    at2 = cluster.brokers[cluster.observer].bootstrap  # not the leader
     md = AdminClient({"bootstrap.servers": at2}).list_topics(cluster.topic, timeout=10)
     assert sorted(md.brokers) == REPLICAS
-    assert md.controller_id == LEADER
+    assert md.controller_id == cluster.controller()
     p0 = md.topics[cluster.topic].partitions[0]
-    assert p0.leader == LEADER and sorted(p0.replicas) == REPLICAS and sorted(p0.isrs) == REPLICAS
+    assert (
+        p0.leader == cluster.leader
+        and sorted(p0.replicas) == REPLICAS
+        and sorted(p0.isrs) == REPLICAS
+    )
 
     prod = Producer({"bootstrap.servers": at2, "acks": "all", "linger.ms": 5})
     errors: list[object] = []
@@ -254,16 +183,16 @@ def test_clients_bootstrapped_elsewhere_reach_the_leader(cluster: Cluster) -> No
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTP
 
-    kp = KafkaProducer(bootstrap_servers=cluster.brokers[3].bootstrap, acks="all")
+    kp = KafkaProducer(bootstrap_servers=cluster.brokers[cluster.stopped].bootstrap, acks="all")
     try:
         for i in range(5):
             kp.send(cluster.topic, b"kp-%d" % i).get(timeout=DEADLINE_S)
         assert {b.node_id for b in kp._metadata.brokers()} == set(REPLICAS)
-        assert kp._metadata.leader_for_partition(KTP(cluster.topic, 0)) == LEADER
+        assert kp._metadata.leader_for_partition(KTP(cluster.topic, 0)) == cluster.leader
     finally:
         kp.close()
     kc = KafkaConsumer(
-        bootstrap_servers=cluster.brokers[3].bootstrap,
+        bootstrap_servers=cluster.brokers[cluster.stopped].bootstrap,
         enable_auto_commit=False,
         consumer_timeout_ms=DEADLINE_S * 1000,
     )
@@ -286,11 +215,14 @@ def pylog_cli(*args: str) -> str:
 
 
 def test_tools_describe_the_cluster(cluster: Cluster) -> None:
-    at2 = cluster.brokers[2].bootstrap
+    at2 = cluster.brokers[cluster.observer].bootstrap
     out = pylog_cli("topics", "describe", "--bootstrap-server", at2, "--topic", cluster.topic)
-    assert f"Partition: 0\tLeader: {LEADER}\tReplicas: 1,2,3\tIsr: 1,2,3" in out, out
+    replicas = ",".join(map(str, cluster.replicas))
+    assert f"Partition: 0\tLeader: {cluster.leader}\tReplicas: {replicas}\tIsr: " in out, out
+    isr = out.split("\tIsr: ")[1].split()[0]
+    assert sorted(int(b) for b in isr.split(",")) == REPLICAS, out
     out = pylog_cli("cluster", "describe", "--bootstrap-server", at2)
-    assert f"Controller: {LEADER}" in out, out
+    assert f"Controller: {cluster.controller()}" in out, out
     for b, p in cluster.brokers.items():
         assert f"Id: {b}\tEndpoint: 127.0.0.1:{p.port}\tRack: rack-{b}" in out, out
     assert "UnderReplicatedPartitions: 0" in out, out
@@ -299,33 +231,48 @@ def test_tools_describe_the_cluster(cluster: Cluster) -> None:
 def test_isr_changes_land_in_zookeeper(cluster: Cluster) -> None:
     before = cluster.state()
     assert sorted(before.isr) == REPLICAS
-    notes_before = set(cluster.zk.get_isr_change_notifications())
-    follower = cluster.brokers[3]
+    follower = cluster.brokers[cluster.stopped]
+    remaining = sorted([cluster.leader, cluster.observer])
     assert follower.proc is not None
     follower.proc.send_signal(signal.SIGSTOP)
     try:
         # New data the stopped follower cannot fetch: it falls behind.
         from confluent_kafka import Producer
 
-        prod = Producer({"bootstrap.servers": cluster.brokers[2].bootstrap, "acks": 1})
+        prod = Producer(
+            {"bootstrap.servers": cluster.brokers[cluster.observer].bootstrap, "acks": 1}
+        )
         prod.produce(cluster.topic, value=b"while-stopped")
         assert prod.flush(DEADLINE_S) == 0
         del prod
-        wait_for("the ISR shrink in ZooKeeper", lambda: sorted(cluster.state().isr) == [1, 2])
+        wait_for("the ISR shrink in ZooKeeper", lambda: sorted(cluster.state().isr) == remaining)
         shrunk = cluster.state()
         assert shrunk.zk_version == before.zk_version + 1
-        assert (shrunk.leader, shrunk.leader_epoch) == (LEADER, LEADER_EPOCH)
-        assert shrunk.controller_epoch == CONTROLLER_EPOCH
-        notes = set(cluster.zk.get_isr_change_notifications()) - notes_before
-        assert notes, "no isr_change notification"
-        assert any((cluster.topic, 0) in cluster.zk.get_isr_change_notification(n) for n in notes)
+        assert (shrunk.leader, shrunk.leader_epoch) == (cluster.leader, before.leader_epoch)
+        assert shrunk.controller_epoch == before.controller_epoch
+        # The leader's notification reached the controller, whose UpdateMetadata
+        # reached the other brokers (it deletes the notification once read).
+        wait_for(
+            "the third broker's Metadata to show the shrunk ISR",
+            lambda: (
+                cluster.leader_and_isr(cluster.brokers[cluster.observer])
+                == (cluster.leader, remaining)
+            ),
+        )
         # The leader's Metadata shows its ISR; cluster describe lists the partition.
-        out = pylog_cli("cluster", "describe", "--bootstrap-server", cluster.brokers[1].bootstrap)
-        assert "UnderReplicatedPartitions: 1" in out and "Isr: 1,2" in out, out
+        out = pylog_cli(
+            "cluster", "describe", "--bootstrap-server", cluster.brokers[cluster.leader].bootstrap
+        )
+        assert "UnderReplicatedPartitions: 1" in out, out
+        assert "Isr: " + ",".join(map(str, shrunk.isr)) in out, out
     finally:
         follower.proc.send_signal(signal.SIGCONT)
     wait_for("the ISR expansion in ZooKeeper", lambda: sorted(cluster.state().isr) == REPLICAS)
     expanded = cluster.state()
     assert expanded.zk_version == before.zk_version + 2
-    notes = set(cluster.zk.get_isr_change_notifications()) - notes_before
-    assert len(notes) >= 2
+    wait_for(
+        "the third broker's Metadata to show the whole ISR again",
+        lambda: (
+            cluster.leader_and_isr(cluster.brokers[cluster.observer]) == (cluster.leader, REPLICAS)
+        ),
+    )
