@@ -1,5 +1,5 @@
 """Three broker processes on a real ZooKeeper with their KafkaController. A
-topic created with AdminClient (replicas 1, 2, 3: broker 1 leads) is placed by
+topic created with AdminClient (replication factor 3, assigned with Kafka's algorithm) is
 the controller. Checked: clients bootstrapped at one broker see the whole
 cluster and produce and consume through the leader on another; ``pylog topics
 describe`` and ``pylog cluster describe`` show the leader, replicas, ISR and
