@@ -1,7 +1,7 @@
 """Three broker processes on a real ZooKeeper with their KafkaController. A
 topic created with AdminClient (replication factor 3, assigned with Kafka's
-algorithm) is placed by the controller. Checked: clients bootstrapped at one broker see the whole
-cluster and produce and consume through the leader on another; ``pylog topics
+algorithm) is placed by the controller. Checked: clients bootstrapped at one
+broker see the whole cluster and produce and consume through the leader on another; ``pylog topics
 describe`` and ``pylog cluster describe`` show the leader, replicas, ISR and
 controller; a stopped follower's ISR shrink, and its expansion once it runs
 again, land in the partition state znode (written conditionally by the leader,
