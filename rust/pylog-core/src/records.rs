@@ -461,13 +461,16 @@ impl Window<'_> {
     }
 }
 
-/// Kafka's sequence arithmetic: wraps from i32::MAX to 0.
+/// Kafka's sequence arithmetic: wraps from i32::MAX to 0 (Java's int
+/// arithmetic, so a corrupt negative increment wraps instead of panicking).
 #[inline]
 pub fn increment_sequence(sequence: i32, increment: i32) -> i32 {
-    if sequence > i32::MAX - increment {
-        increment - (i32::MAX - sequence) - 1
+    if sequence > i32::MAX.wrapping_sub(increment) {
+        increment
+            .wrapping_sub(i32::MAX.wrapping_sub(sequence))
+            .wrapping_sub(1)
     } else {
-        sequence + increment
+        sequence.wrapping_add(increment)
     }
 }
 

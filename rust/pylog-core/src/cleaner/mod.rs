@@ -363,10 +363,35 @@ pub fn clean_batches(
     Ok(c)
 }
 
+/// Copy batch `b` as it is — except an empty one with codec bits (a control
+/// batch, or one older cleaners wrote), which goes out as its bare header
+/// uncompressed, with a fresh CRC.
 fn copy_whole(c: &mut CleanedChunk, b: &[u8], h: &BatchHeader) {
-    let out_pos = c.out.len() as u64;
+    let out_pos = c.out.len();
+    if h.records_count == 0 && h.compression_codec() != compression::NONE {
+        c.out.extend_from_slice(&b[..HEADER_SIZE]);
+        let nb = &mut c.out[out_pos..];
+        batch::write_i32(
+            nb,
+            batch::LENGTH_OFFSET,
+            (HEADER_SIZE - LOG_OVERHEAD) as i32,
+        );
+        let attributes = h.attributes & !batch::COMPRESSION_CODEC_MASK;
+        nb[batch::ATTRIBUTES_OFFSET..batch::ATTRIBUTES_OFFSET + 2]
+            .copy_from_slice(&attributes.to_be_bytes());
+        let crc = batch::compute_crc(nb);
+        batch::write_u32(nb, batch::CRC_OFFSET, crc);
+        let nh = BatchHeader {
+            batch_length: (HEADER_SIZE - LOG_OVERHEAD) as i32,
+            attributes,
+            crc,
+            ..*h
+        };
+        c.batches.push(BatchMeta::from_header(&nh, out_pos as u64));
+        return;
+    }
     c.out.extend_from_slice(b);
-    c.batches.push(BatchMeta::from_header(h, out_pos));
+    c.batches.push(BatchMeta::from_header(h, out_pos as u64));
 }
 
 #[cfg(test)]
