@@ -127,9 +127,7 @@ def validate_and_assign_offsets(
     INVALID_RECORD. Nothing is modified if anything fails.
     """
 
-def convert_legacy_to_v2(
-    records: _Bytes, *, max_decompressed_size: int | None = None
-) -> bytearray:
+def convert_legacy_to_v2(records: _Bytes, *, max_decompressed_size: int | None = None) -> bytearray:
     """Validate a legacy magic 0/1 message set (CRC32 of every message, wrapper
     and inner) and return the same records as v2 batches (one per wrapper or
     run of uncompressed messages, same codec), ready for
