@@ -69,6 +69,32 @@ pub fn batch(data: &[u8]) {
     fix_batch(&mut b);
     check(&b);
     check(data);
+    legacy(data);
+}
+
+/// `data` as a legacy message (size and CRC32 made right, magic 0 or 1)
+/// through the conversion to v2: whatever converts validates deeply.
+pub fn legacy(data: &[u8]) {
+    let mut m = data.to_vec();
+    if m.len() >= LOG_OVERHEAD + crate::legacy::MIN_SIZE_V0 {
+        let size = (m.len() - LOG_OVERHEAD) as i32;
+        batch::write_i32(&mut m, batch::LENGTH_OFFSET, size);
+        m[MAGIC_OFFSET] %= 2;
+        let crc = crc32fast::hash(&m[MAGIC_OFFSET..]);
+        batch::write_u32(&mut m, crate::legacy::CRC_OFFSET, crc);
+    }
+    let deep = ValidationOptions {
+        max_batch_size: usize::MAX,
+        deep: true,
+        max_decompressed_size: LIMIT,
+    };
+    for input in [&m[..], data] {
+        let _ = analyze_records(input, &deep);
+        if let Ok(v2) = crate::legacy::convert_legacy_to_v2_bounded(input, LIMIT) {
+            analyze_records(&v2, &deep)
+                .unwrap_or_else(|e| panic!("a converted legacy set fails validation: {e}"));
+        }
+    }
 }
 
 /// Every reader over `b`, and the invariants between them.

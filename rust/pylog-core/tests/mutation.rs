@@ -63,6 +63,21 @@ fn seeds() -> Vec<Vec<u8>> {
             out.push(b);
         }
     }
+    // legacy messages and a compressed wrapper
+    let m = pylog_core::legacy::build_message(0, 1, 0, 5, Some(b"k"), Some(b"v"));
+    let mut set = m.clone();
+    set.extend_from_slice(&pylog_core::legacy::build_message(
+        1,
+        1,
+        0,
+        6,
+        None,
+        Some(b"w"),
+    ));
+    out.push(m);
+    for codec in 1..=4u8 {
+        out.push(pylog_core::legacy::build_wrapper(1, 1, codec, 7, &set).unwrap());
+    }
     out
 }
 
