@@ -199,19 +199,23 @@ pub fn records(data: &[u8]) {
         in_place.push(s);
         Ok(())
     });
-    let mut streamed = Vec::new();
-    let mut scratch = Vec::new();
-    let mut dec = Decoder::new(compression::NONE, section, LIMIT).unwrap();
-    let b = walk_records_stream(&mut dec, count, 0, &mut scratch, |_, s| {
-        streamed.push(s);
-        Ok(())
-    });
-    assert_eq!(
-        a.is_ok(),
-        b.is_ok(),
-        "in place {a:?}, streamed {b:?} ({count} records)"
-    );
-    assert_eq!(in_place, streamed);
+    // the 64 KiB window, and a small one: records larger than the window
+    // are framed as they stream by
+    for window in [0, 16 + data.len() % 48] {
+        let mut streamed = Vec::new();
+        let mut scratch = vec![0u8; window];
+        let mut dec = Decoder::new(compression::NONE, section, LIMIT).unwrap();
+        let b = walk_records_stream(&mut dec, count, 0, &mut scratch, |_, s| {
+            streamed.push(s);
+            Ok(())
+        });
+        assert_eq!(
+            a.is_ok(),
+            b.is_ok(),
+            "in place {a:?}, streamed {b:?} ({count} records, window {window})"
+        );
+        assert_eq!(in_place, streamed);
+    }
 }
 
 /// `data[0] % 5` names a codec, the rest is its input: decoding is bounded,

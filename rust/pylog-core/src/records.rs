@@ -204,7 +204,8 @@ where
 /// walked: a window of the stream (one chunk, or one record when a record is
 /// larger) is held at a time, never the whole section. Checks the same
 /// framing, the count against the header's, and that the stream ends with
-/// the last record. `scratch` is reused between calls.
+/// the last record. `scratch` is reused between calls; its length is the
+/// window's (64 KiB when empty; tests pass small ones, at least 16 bytes).
 pub fn walk_records_stream<F>(
     dec: &mut compression::Decoder<'_>,
     count: usize,
@@ -222,7 +223,7 @@ where
         base: 0,
         eof: false,
     };
-    if w.buf.len() < compression::CHUNK {
+    if w.buf.is_empty() {
         w.buf.resize(compression::CHUNK, 0);
     }
     for index in 0..count {
