@@ -126,6 +126,15 @@ pub struct Decoder<'a> {
     inner: Inner<'a>,
     limit: usize,
     produced: usize,
+    /// Bytes a stream decoder produced beyond what the caller took:
+    /// `stage[stage_at..stage_end]`. Stream decoders are always asked for
+    /// exactly [`CHUNK`] bytes (into the caller's buffer when it has room,
+    /// else into this one), so that what they accept does not depend on how
+    /// the caller reads: zstd, for one, checks a frame against its declared
+    /// size differently when the output has room for the whole frame.
+    stage: Vec<u8>,
+    stage_at: usize,
+    stage_end: usize,
 }
 
 enum Inner<'a> {
@@ -164,6 +173,9 @@ impl<'a> Decoder<'a> {
             inner,
             limit,
             produced: 0,
+            stage: Vec::new(),
+            stage_at: 0,
+            stage_end: 0,
         })
     }
 
@@ -177,39 +189,67 @@ impl<'a> Decoder<'a> {
         if buf.is_empty() {
             return Ok(0);
         }
-        // one byte past the limit is enough to know it is exceeded
-        let room = (self.limit - self.produced).saturating_add(1);
-        let want = buf.len().min(room);
-        let buf = &mut buf[..want];
+        let limit = self.limit;
+        match &mut self.inner {
+            Inner::Plain(data) => {
+                let n = data.len().min(buf.len());
+                buf[..n].copy_from_slice(&data[..n]);
+                *data = &data[n..];
+                return self.count(n);
+            }
+            Inner::SnappyBlocks(s) => {
+                let n = s.read(buf, limit - self.produced).map_err(|e| match e {
+                    Error::RecordsTooLarge { .. } => too_large(limit),
+                    other => other,
+                })?;
+                return self.count(n);
+            }
+            _ => {}
+        }
+        if self.stage_at < self.stage_end {
+            let n = (self.stage_end - self.stage_at).min(buf.len());
+            buf[..n].copy_from_slice(&self.stage[self.stage_at..self.stage_at + n]);
+            self.stage_at += n;
+            return self.count(n);
+        }
+        if buf.len() >= CHUNK {
+            let n = self.stream_read(Some(buf))?;
+            return self.count(n);
+        }
+        if self.stage.len() < CHUNK {
+            self.stage.resize(CHUNK, 0);
+        }
+        let got = self.stream_read(None)?;
+        self.stage_at = 0;
+        self.stage_end = got;
+        let n = got.min(buf.len());
+        buf[..n].copy_from_slice(&self.stage[..n]);
+        self.stage_at = n;
+        self.count(n)
+    }
+
+    /// One read of exactly [`CHUNK`] bytes from a stream decoder, into
+    /// `buf` (at least that long) or the stage.
+    fn stream_read(&mut self, buf: Option<&mut [u8]>) -> Result<usize> {
         let codec = self.codec;
-        let n = loop {
+        let out = match buf {
+            Some(b) => &mut b[..CHUNK],
+            None => &mut self.stage[..CHUNK],
+        };
+        loop {
             let r = match &mut self.inner {
-                Inner::Plain(data) => {
-                    let n = data.len().min(buf.len());
-                    buf[..n].copy_from_slice(&data[..n]);
-                    *data = &data[n..];
-                    return self.count(n);
-                }
-                Inner::SnappyBlocks(s) => {
-                    let limit = self.limit;
-                    let n = s.read(buf, limit - self.produced).map_err(|e| match e {
-                        Error::RecordsTooLarge { .. } => too_large(limit),
-                        other => other,
-                    })?;
-                    return self.count(n);
-                }
-                Inner::Gzip(d) => d.read(buf),
-                Inner::SnappyFramed(d) => d.read(buf),
-                Inner::Lz4(d) => d.read(buf),
-                Inner::Zstd(d) => d.read(buf),
+                Inner::Gzip(d) => d.read(out),
+                Inner::SnappyFramed(d) => d.read(out),
+                Inner::Lz4(d) => d.read(out),
+                Inner::Zstd(d) => d.read(out),
+                Inner::Plain(_) | Inner::SnappyBlocks(_) => unreachable!("read in place"),
             };
             match r {
-                Ok(n) => break n,
+                Ok(n) => return Ok(n),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(corrupt(codec, e)),
             }
-        };
-        self.count(n)
+        }
     }
 
     #[inline]
@@ -529,6 +569,33 @@ pub(crate) mod tests {
             }
             assert_eq!(got, data);
             assert_eq!(d.produced(), data.len());
+        }
+    }
+
+    /// Found by the fuzzer: a zstd frame declaring a 35 675-byte content size
+    /// that streams out 32 bytes when read in small pieces but is corrupt when
+    /// the output has room for the whole frame. The decoder asks zstd for the
+    /// same 64 KiB whatever the caller reads, so the answer does not change.
+    #[test]
+    fn a_stream_decoder_answers_the_same_whatever_the_read_size() {
+        let frame: &[u8] = &[
+            40, 181, 47, 253, 96, 91, 138, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 4, 40, 181, 47, 253, 96, 91, 138, 0, 0,
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            1, 0, 0,
+        ];
+        let whole = decompress_bounded(ZSTD, frame, 1 << 20);
+        for size in [1usize, 7, 4096, CHUNK, 2 * CHUNK] {
+            let mut d = Decoder::new(ZSTD, frame, 1 << 20).unwrap();
+            let mut buf = vec![0u8; size];
+            let r = loop {
+                match d.read(&mut buf) {
+                    Ok(0) => break Ok(()),
+                    Ok(_) => {}
+                    Err(e) => break Err(e),
+                }
+            };
+            assert_eq!(r.is_ok(), whole.is_ok(), "read size {size}");
         }
     }
 }
