@@ -247,9 +247,11 @@ where
                 FrameError::NegativeLength(length),
             ));
         }
-        let need = (p - w.start) + length as usize;
+        let length_size = p - w.start;
+        let need = length_size + length as usize;
         let shape = if need <= w.buf.len() {
-            // the whole record fits the window: framed in place
+            // the whole record fits the window: framed in place (the fill may
+            // slide the window: `p` is stale after it)
             w.fill(dec, need)?;
             if w.end - w.start < need {
                 return Err(frame_error(
@@ -258,7 +260,7 @@ where
                     at,
                     FrameError::Overrun {
                         length: length as usize,
-                        left: w.end - p,
+                        left: w.end - w.start - length_size,
                     },
                 ));
             }
@@ -941,5 +943,25 @@ pub(crate) mod tests {
             Err(Error::CorruptRecord { position: 5, .. })
         ));
         assert!(walk_records(section, 3, 5, |_, _| Ok(())).is_err());
+    }
+
+    /// Found by the fuzzer: a record cut by the stream's end after the window
+    /// slid while filling (its error message used a stale position).
+    #[test]
+    fn a_record_cut_after_the_window_slides_is_corrupt() {
+        let input: &[u8] = &[
+            2, 150, 150, 128, 0, 0, 128, 128, 0, 0, 128, 128, 128, 0, 0, 0, 150, 128, 128, 0, 0,
+            128, 128, 0, 0, 128, 128, 128, 0, 0, 0, 150, 128, 128, 0, 0, 128, 128, 0, 0, 128, 128,
+            128, 0, 0, 0, 150, 128, 128, 0, 255, 255, 0, 0, 61, 12, 0, 0, 120,
+        ];
+        let count = usize::from(u16::from_be_bytes([input[0], input[1]]) % 4096);
+        let section = &input[2..];
+        let in_place = walk_records(section, count, 0, |_, _| Ok(()));
+        for window in [0usize, 16 + input.len() % 48] {
+            let mut scratch = vec![0u8; window];
+            let mut dec = compression::Decoder::new(compression::NONE, section, 1 << 20).unwrap();
+            let streamed = walk_records_stream(&mut dec, count, 0, &mut scratch, |_, _| Ok(()));
+            assert_eq!(streamed.is_ok(), in_place.is_ok(), "window {window}");
+        }
     }
 }
