@@ -7,8 +7,8 @@ real broker process against stock clients and raw Produce requests.
 * A compressed batch with a right CRC and a junk payload: CORRUPT_MESSAGE in
   every codec, nothing stored.
 * Decompression bombs (snappy claiming 4 GiB, a zstd frame of RLE zeros, a
-  gzip of zeros): an error code, the broker's peak RSS stays small, and it
-  keeps serving.
+  gzip of zeros, a gzip of one well-framed record of 1000 MiB): an error
+  code, the broker's peak RSS stays small, and it keeps serving.
 """
 
 from __future__ import annotations
@@ -237,6 +237,21 @@ def gzip_bomb(mb: int = 1000) -> bytes:
     return b"".join(out)
 
 
+def framed_gzip_bomb(mb: int = 1000) -> bytes:
+    """A gzip of one well-framed record whose value is ``mb`` MiB of zeros:
+    it passes every framing check until the decompression limit."""
+    value = mb << 20
+    zz = lambda v: _varint((v << 1) ^ (v >> 63))  # noqa: E731 (zigzag varint)
+    body = b"\x00" + zz(0) + zz(0) + zz(1) + b"k" + zz(value)
+    length = len(body) + value + 1  # + the header count after the value
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    out = [c.compress(zz(length) + body)]
+    zeros = bytes(1 << 20)
+    out += [c.compress(zeros) for _ in range(mb)]
+    out += [c.compress(zz(0)), c.flush()]
+    return b"".join(out)
+
+
 def _peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -281,7 +296,12 @@ def test_compressed_junk_with_a_right_crc_is_corrupt_in_every_codec(
     assert high == 2 + 3 * len(CODECS)  # nothing of the junk stored
 
 
-BOMBS = {"snappy": (2, snappy_bomb), "zstd": (4, zstd_bomb), "gzip": (1, gzip_bomb)}
+BOMBS = {
+    "snappy": (2, snappy_bomb),
+    "zstd": (4, zstd_bomb),
+    "gzip": (1, gzip_bomb),
+    "gzip-framed": (1, framed_gzip_bomb),
+}
 
 
 @pytest.mark.parametrize("compact", [False, True])
