@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build protocol tools run test test-rust test-python bench lint format clean pipeline
+.PHONY: help install build protocol tools run test test-rust test-python bench fuzz lint format clean pipeline
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -60,6 +60,16 @@ bench: install ## print the performance figures and their ratios against same-ru
 	$(PY) bench/hostile_request_bench.py
 	$(PY) bench/cleaner_bench.py
 	$(PY) bench/spark_bench.py
+
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := batch records decompress
+
+fuzz: ## run each cargo-fuzz target of the native core for FUZZ_SECONDS (60) each; needs `cargo install cargo-fuzz` and a nightly toolchain (not part of make test)
+	cd rust/pylog-core && for t in $(FUZZ_TARGETS); do \
+	  mkdir -p fuzz/corpus/$$t && \
+	  cargo +nightly fuzz run $$t fuzz/corpus/$$t fuzz/seeds/$$t -- \
+	    -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 || exit 1; \
+	done
 
 lint: install ## rustfmt, clippy, ruff, mypy, stubtest
 	cargo fmt --all -- --check

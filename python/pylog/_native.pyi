@@ -26,6 +26,9 @@ COMPRESSION_GZIP: int  # 1
 COMPRESSION_SNAPPY: int  # 2 (Kafka's xerial framing on write; raw snappy also read)
 COMPRESSION_LZ4: int  # 3 (LZ4 frame format)
 COMPRESSION_ZSTD: int  # 4
+# The most bytes one batch's records decompress to in any native reader,
+# whatever limit is passed (256 MiB); past the limit: MessageTooLargeError.
+MAX_DECOMPRESSED_SIZE: int
 
 TIMESTAMP_TYPE_CREATE_TIME: int  # 0
 TIMESTAMP_TYPE_LOG_APPEND_TIME: int  # 1
@@ -76,14 +79,22 @@ class AppendInfo:
     is_control: bool
     batches: list[BatchInfo]
 
-def analyze_records(records: _Bytes, *, max_batch_size: int, deep: bool = False) -> AppendInfo:
+def analyze_records(
+    records: _Bytes,
+    *,
+    max_batch_size: int,
+    deep: bool = False,
+    max_decompressed_size: int | None = None,
+) -> AppendInfo:
     """Validate every v2 batch of ``records`` without changing a byte (follower appends).
 
     Checks each header, batch length against the buffer, CRC32C, records count
     against last offset delta (count <= delta + 1: compaction may remove records),
     and for uncompressed batches the varint framing of every record. With
-    ``deep=True`` compressed batches are decompressed and their records framed too.
-    Raises CorruptRecordError (position set) or MessageTooLargeError.
+    ``deep=True`` compressed batches are decompressed (streaming, at most
+    ``max_decompressed_size`` bytes each; None: ``MAX_DECOMPRESSED_SIZE``) and
+    their records framed too. Raises CorruptRecordError (position set) or
+    MessageTooLargeError.
     """
 
 def validate_and_assign_offsets(
@@ -97,6 +108,7 @@ def validate_and_assign_offsets(
     timestamp_before_max_ms: int,
     timestamp_after_max_ms: int,
     require_keys: bool,
+    max_decompressed_size: int | None = None,
 ) -> AppendInfo:
     """The leader append: validate v2 ``records`` (a writable buffer) and rewrite
     them in place with consecutive offsets from ``base_offset``, the partition
@@ -106,19 +118,27 @@ def validate_and_assign_offsets(
     Client rules as Kafka applies them: records count == last offset delta + 1,
     record offset deltas 0..n-1, no control batches, producer id with a
     sequence; record timestamps within ``[now - before_max, now + after_max]``
-    (CreateTime); keys present when ``require_keys``. A compressed batch is
-    decompressed only when a check needs its records. More than one batch in a
-    compressed set is INVALID_RECORD. Nothing is modified if anything fails.
+    (CreateTime); keys present when ``require_keys``. Every record of a
+    compressed batch is read (streaming, never held whole): a stream that does
+    not decode, records that do not frame or whose number is not the header's
+    count are CorruptRecordError; records decompressing past
+    ``max_decompressed_size`` bytes (None: ``MAX_DECOMPRESSED_SIZE``) are
+    MessageTooLargeError. More than one batch in a compressed set is
+    INVALID_RECORD. Nothing is modified if anything fails.
     """
 
-def convert_legacy_to_v2(records: _Bytes) -> bytearray:
+def convert_legacy_to_v2(records: _Bytes, *, max_decompressed_size: int | None = None) -> bytearray:
     """Validate a legacy magic 0/1 message set (CRC32 of every message, wrapper
     and inner) and return the same records as v2 batches (one per wrapper or
     run of uncompressed messages, same codec), ready for
-    ``validate_and_assign_offsets``. Raises CorruptRecordError."""
+    ``validate_and_assign_offsets``. Each wrapper decompresses to at most
+    ``max_decompressed_size`` bytes (None: ``MAX_DECOMPRESSED_SIZE``).
+    Raises CorruptRecordError or MessageTooLargeError."""
 
 def compress(codec: int, data: _Bytes) -> bytes: ...
-def decompress(codec: int, data: _Bytes) -> bytes: ...
+def decompress(codec: int, data: _Bytes, *, max_size: int | None = None) -> bytes:
+    """``data`` decompressed; more than ``max_size`` bytes (None:
+    ``MAX_DECOMPRESSED_SIZE``) is MessageTooLargeError."""
 
 @final
 class Record:
@@ -372,7 +392,13 @@ class OffsetMap:
     def is_full(self) -> bool: ...
 
 def build_offset_map(
-    map: OffsetMap, buf: _Bytes, start_offset: int, end_offset: int, position: int = 0
+    map: OffsetMap,
+    buf: _Bytes,
+    start_offset: int,
+    end_offset: int,
+    position: int = 0,
+    *,
+    max_decompressed_size: int | None = None,
 ) -> tuple[int, int, bool, bool, int]:
     """Map the keys of the records in ``buf`` (whole batches read at
     ``position`` of a segment) with offsets in ``[start_offset, end_offset)``.
@@ -386,10 +412,14 @@ def clean_batches(
     retain_deletes: bool,
     active_producers: dict[int, int],
     position: int = 0,
+    max_decompressed_size: int | None = None,
 ) -> tuple[int, int, bytes, list[BatchInfo], int, int]:
     """Compact the batches in ``buf``: keep each key's latest record (and
     tombstones if ``retain_deletes``), an active producer's last batch at least
-    as an empty header (``active_producers``: id → last data offset). Returns
+    as an empty header, uncompressed (``active_producers``: id → last data
+    offset); an empty batch with codec bits (older cleaners') is rewritten
+    uncompressed. A batch decompresses to at most ``max_decompressed_size``
+    bytes (None: ``MAX_DECOMPRESSED_SIZE``). Returns
     (bytes consumed, size of a cut batch or 0, retained batches, their infos
     with positions in them, records read, records kept)."""
 

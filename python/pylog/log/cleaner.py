@@ -475,6 +475,7 @@ class Cleaner:
         m = self.offset_map
         m.clear()
         segments = to_clean.log.segments
+        limit = to_clean.log.config.max_decompressed_bytes
         full = False
         for i, seg in enumerate(segments):
             nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
@@ -490,7 +491,7 @@ class Cleaner:
             ) -> tuple[int, int, bool]:
                 self.check_done(to_clean.tp)
                 consumed, needed, is_full, done, records = _native.build_offset_map(
-                    m, data, start, end, pos
+                    m, data, start, end, pos, max_decompressed_size=limit
                 )
                 stats.map_bytes_read += consumed
                 stats.map_records += records
@@ -557,6 +558,7 @@ class Cleaner:
                 os.unlink(name(log.dir, base, CLEANED_FILE_SUFFIX))  # an earlier failed clean's
         cleaned = LogSegment.open(log.dir, base, log.config, file_suffix=CLEANED_FILE_SUFFIX)
         m = self.offset_map
+        limit = log.config.max_decompressed_bytes
         try:
             mtime_ns = 0
             for seg in group:
@@ -570,7 +572,7 @@ class Cleaner:
                     self.check_done(to_clean.tp)
                     consumed, needed, out, batches, read, kept = _native.clean_batches(
                         m, data, retain_deletes=retain, active_producers=active_producers,
-                        position=pos,
+                        position=pos, max_decompressed_size=limit,
                     )  # fmt: skip
                     stats.bytes_read += consumed
                     stats.records_read += read

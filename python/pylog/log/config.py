@@ -367,6 +367,14 @@ class LogConfig:
         return self.message_timestamp_type == "LogAppendTime"
 
     @property
+    def max_decompressed_bytes(self) -> int:
+        """Most bytes one batch's records may decompress to (MESSAGE_TOO_LARGE
+        beyond): 128 times ``max.message.bytes``, at least 64 MiB. The native core
+        caps it at ``_native.MAX_DECOMPRESSED_SIZE`` (256 MiB) whatever is
+        passed, so no batch can make the broker decode (or hold) more."""
+        return max(128 * self.max_message_bytes, 64 * _MIB)
+
+    @property
     def max_index_size(self) -> int:
         return self.segment_index_bytes
 

@@ -209,11 +209,17 @@ def _complete_prefix(records: bytes | bytearray | memoryview) -> int:
 _TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
-def _recompress(buf: bytearray | memoryview, codec: int, max_batch_size: int) -> bytearray:
+def _recompress(
+    buf: bytearray | memoryview, codec: int, max_batch_size: int, max_decompressed: int
+) -> bytearray:
     """The batches of ``buf`` rebuilt with ``codec`` when any uses another
     (a topic whose compression.type is not ``producer``). The slow path by
-    design: only topics that ask for broker-side compression take it."""
-    info = _native.analyze_records(buf, max_batch_size=max_batch_size)
+    design: only topics that ask for broker-side compression take it. Every
+    record is framed first (streaming, bounded) so that no junk or bomb is
+    decoded into memory."""
+    info = _native.analyze_records(
+        buf, max_batch_size=max_batch_size, deep=True, max_decompressed_size=max_decompressed
+    )
     if all(b.compression == codec for b in info.batches):
         return buf if isinstance(buf, bytearray) else bytearray(buf)
     view = memoryview(buf).cast("B")
@@ -513,10 +519,17 @@ class Log:
         if len(buf) == 0:
             return self._empty_append_info()
         if len(buf) > _MAGIC_POSITION and buf[_MAGIC_POSITION] < 2:
-            buf = _native.convert_legacy_to_v2(buf)
+            buf = _native.convert_legacy_to_v2(
+                buf, max_decompressed_size=self._config.max_decompressed_bytes
+            )
         target_codec = _TOPIC_CODECS.get(self._config.compression_type)
         if target_codec is not None:
-            buf = _recompress(buf, target_codec, self._config.max_message_bytes)
+            buf = _recompress(
+                buf,
+                target_codec,
+                self._config.max_message_bytes,
+                self._config.max_decompressed_bytes,
+            )
         with self._lock:
             self._check_open()
             config = self._config
@@ -531,6 +544,7 @@ class Log:
                 timestamp_before_max_ms=config.message_timestamp_before_max_ms,
                 timestamp_after_max_ms=config.message_timestamp_after_max_ms,
                 require_keys=config.compact,
+                max_decompressed_size=config.max_decompressed_bytes,
             )
             if info.num_batches == 0:
                 return self._empty_append_info()

@@ -33,7 +33,15 @@ fn bench(c: &mut Criterion) {
     g.bench_function("build_offset_map", |b| {
         b.iter(|| {
             map.clear();
-            build_offset_map(&mut map, &log, 0, i64::MAX, 0).unwrap()
+            build_offset_map(
+                &mut map,
+                &log,
+                0,
+                i64::MAX,
+                0,
+                pylog_core::compression::MAX_DECOMPRESSED_SIZE,
+            )
+            .unwrap()
         })
     });
     g.bench_function("clean_batches", |b| {

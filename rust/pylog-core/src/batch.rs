@@ -192,6 +192,9 @@ pub struct ValidationOptions {
     /// Also decompress compressed batches (and legacy wrappers) and check the
     /// framing of their records; uncompressed records are always checked.
     pub deep: bool,
+    /// Most bytes one batch's records may decompress to (RecordsTooLarge
+    /// beyond); capped by `compression::MAX_DECOMPRESSED_SIZE`.
+    pub max_decompressed_size: usize,
 }
 
 impl Default for ValidationOptions {
@@ -199,6 +202,7 @@ impl Default for ValidationOptions {
         ValidationOptions {
             max_batch_size: i32::MAX as usize,
             deep: false,
+            max_decompressed_size: crate::compression::MAX_DECOMPRESSED_SIZE,
         }
     }
 }

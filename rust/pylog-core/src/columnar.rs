@@ -296,6 +296,10 @@ fn push_v2(
     let decompressed;
     let data = if codec == compression::NONE {
         section
+    } else if h.records_count == 0 {
+        // an empty batch (a producer's header kept by the cleaner): no
+        // records whatever its codec bits say
+        &[]
     } else {
         decompressed = compression::decompress(codec, section)
             .map_err(|e| compression::at_position(e, position))?;
@@ -606,6 +610,28 @@ mod tests {
             assert_eq!(value(&c.header_values, 3), None);
             assert_eq!(d.next_offset, 15);
             assert_eq!(d.consumed, buf.len());
+        }
+    }
+
+    #[test]
+    fn an_empty_batch_with_codec_bits_reads_as_no_rows() {
+        for codec in 1..=4u8 {
+            let mut buf = log(codec, 1, 5);
+            let mut empty = build_batch(
+                &[],
+                &BuildOptions {
+                    base_offset: 5,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            batch::write_i32(&mut empty, batch::LAST_OFFSET_DELTA_OFFSET, 2);
+            empty[batch::ATTRIBUTES_OFFSET + 1] |= codec;
+            let crc = batch::compute_crc(&empty);
+            batch::write_u32(&mut empty, batch::CRC_OFFSET, crc);
+            buf.extend_from_slice(&empty);
+            let d = decode_batches(&buf, 0, &all(), false, false).unwrap();
+            assert_eq!((d.columns.rows(), d.consumed), (5, buf.len()));
         }
     }
 

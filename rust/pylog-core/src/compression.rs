@@ -96,49 +96,277 @@ pub fn compress(codec: u8, data: &[u8]) -> Result<Vec<u8>> {
     }
 }
 
-/// Decompress `data` compressed with `codec` (0 returns a copy).
-pub fn decompress(codec: u8, data: &[u8]) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(data.len().saturating_mul(3).min(1 << 24));
-    match codec {
-        NONE => out.extend_from_slice(data),
-        GZIP => {
-            flate2::read::MultiGzDecoder::new(data)
-                .read_to_end(&mut out)
-                .map_err(|e| corrupt(codec, e))?;
-        }
-        SNAPPY => snappy_decompress(data, &mut out)?,
-        LZ4 => {
-            read_all(lz4_flex::frame::FrameDecoder::new(data), &mut out)
-                .map_err(|e| corrupt(codec, e))?;
-        }
-        ZSTD => {
-            zstd::stream::read::Decoder::new(data)
-                .and_then(|mut d| d.read_to_end(&mut out))
-                .map_err(|e| corrupt(codec, e))?;
-        }
-        other => return Err(unsupported(other)),
-    }
-    Ok(out)
+/// The most bytes any batch's records may decompress to, whatever the
+/// caller's limit: a safety ceiling of the decoders (not a Kafka setting), so
+/// that no input makes a reader hold more than this. Callers that know the
+/// log's `max.message.bytes` pass a smaller limit (see
+/// [`decompress_bounded`]).
+pub const MAX_DECOMPRESSED_SIZE: usize = 256 << 20;
+
+/// Snappy's densest element (a 2- or 3-byte copy op) yields at most 64 bytes
+/// per 3 bytes of input: a block claiming more than this many bytes per input
+/// byte cannot be valid, and is refused before any allocation.
+const SNAPPY_MAX_RATIO: u64 = 22;
+
+/// Read granularity of the streaming decoders.
+pub const CHUNK: usize = 64 * 1024;
+
+#[cold]
+fn too_large(limit: usize) -> Error {
+    Error::RecordsTooLarge { max: limit as u64 }
 }
 
-/// Read `r` to its end into `out`, 64 KiB at a time. (`lz4_flex`'s own
-/// `read_to_end` zero-fills far more than it reads: most of its time.)
-fn read_all<R: Read>(mut r: R, out: &mut Vec<u8>) -> std::io::Result<()> {
-    const CHUNK: usize = 64 * 1024;
+/// A streaming decoder of one compressed records section: [`Decoder::read`]
+/// hands out the decompressed bytes a chunk at a time, never allocating from
+/// a length the input claims, and fails with `RecordsTooLarge` as soon as
+/// more than `limit` bytes come out (`CorruptRecord` at position 0 when the
+/// input does not decode).
+pub struct Decoder<'a> {
+    codec: u8,
+    inner: Inner<'a>,
+    limit: usize,
+    produced: usize,
+    /// Bytes a stream decoder produced beyond what the caller took:
+    /// `stage[stage_at..stage_end]`. Stream decoders are always asked for
+    /// exactly [`CHUNK`] bytes (into the caller's buffer when it has room,
+    /// else into this one), so that what they accept does not depend on how
+    /// the caller reads: zstd, for one, checks a frame against its declared
+    /// size differently when the output has room for the whole frame.
+    stage: Vec<u8>,
+    stage_at: usize,
+    stage_end: usize,
+}
+
+enum Inner<'a> {
+    Plain(&'a [u8]),
+    Gzip(Box<flate2::bufread::MultiGzDecoder<&'a [u8]>>),
+    SnappyBlocks(SnappyBlocks<'a>),
+    SnappyFramed(Box<snap::read::FrameDecoder<&'a [u8]>>),
+    Lz4(Box<lz4_flex::frame::FrameDecoder<&'a [u8]>>),
+    Zstd(Box<zstd::stream::read::Decoder<'static, &'a [u8]>>),
+}
+
+impl<'a> Decoder<'a> {
+    /// A decoder of `data` compressed with `codec` (0: the bytes as they are),
+    /// producing at most `limit` bytes.
+    pub fn new(codec: u8, data: &'a [u8], limit: usize) -> Result<Decoder<'a>> {
+        let inner = match codec {
+            NONE => Inner::Plain(data),
+            GZIP => Inner::Gzip(Box::new(flate2::bufread::MultiGzDecoder::new(data))),
+            SNAPPY => {
+                if data.len() >= XERIAL_HEADER_LEN && data[..8] == XERIAL_MAGIC {
+                    Inner::SnappyBlocks(SnappyBlocks::new(&data[XERIAL_HEADER_LEN..], true))
+                } else if data.starts_with(&SNAPPY_FRAMED_MAGIC) {
+                    Inner::SnappyFramed(Box::new(snap::read::FrameDecoder::new(data)))
+                } else {
+                    Inner::SnappyBlocks(SnappyBlocks::new(data, false))
+                }
+            }
+            LZ4 => Inner::Lz4(Box::new(lz4_flex::frame::FrameDecoder::new(data))),
+            ZSTD => Inner::Zstd(Box::new(
+                zstd::stream::read::Decoder::with_buffer(data).map_err(|e| corrupt(codec, e))?,
+            )),
+            other => return Err(unsupported(other)),
+        };
+        Ok(Decoder {
+            codec,
+            inner,
+            limit,
+            produced: 0,
+            stage: Vec::new(),
+            stage_at: 0,
+            stage_end: 0,
+        })
+    }
+
+    /// Bytes handed out so far.
+    pub fn produced(&self) -> usize {
+        self.produced
+    }
+
+    /// Fill `buf` with the next decompressed bytes; 0 at the end of the stream.
+    pub fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let limit = self.limit;
+        match &mut self.inner {
+            Inner::Plain(data) => {
+                let n = data.len().min(buf.len());
+                buf[..n].copy_from_slice(&data[..n]);
+                *data = &data[n..];
+                return self.count(n);
+            }
+            Inner::SnappyBlocks(s) => {
+                let n = s.read(buf, limit - self.produced).map_err(|e| match e {
+                    Error::RecordsTooLarge { .. } => too_large(limit),
+                    other => other,
+                })?;
+                return self.count(n);
+            }
+            _ => {}
+        }
+        if self.stage_at < self.stage_end {
+            let n = (self.stage_end - self.stage_at).min(buf.len());
+            buf[..n].copy_from_slice(&self.stage[self.stage_at..self.stage_at + n]);
+            self.stage_at += n;
+            return self.count(n);
+        }
+        if buf.len() >= CHUNK {
+            let n = self.stream_read(Some(buf))?;
+            return self.count(n);
+        }
+        if self.stage.len() < CHUNK {
+            self.stage.resize(CHUNK, 0);
+        }
+        let got = self.stream_read(None)?;
+        self.stage_at = 0;
+        self.stage_end = got;
+        let n = got.min(buf.len());
+        buf[..n].copy_from_slice(&self.stage[..n]);
+        self.stage_at = n;
+        self.count(n)
+    }
+
+    /// One read of exactly [`CHUNK`] bytes from a stream decoder, into
+    /// `buf` (at least that long) or the stage.
+    fn stream_read(&mut self, buf: Option<&mut [u8]>) -> Result<usize> {
+        let codec = self.codec;
+        let out = match buf {
+            Some(b) => &mut b[..CHUNK],
+            None => &mut self.stage[..CHUNK],
+        };
+        loop {
+            let r = match &mut self.inner {
+                Inner::Gzip(d) => d.read(out),
+                Inner::SnappyFramed(d) => d.read(out),
+                Inner::Lz4(d) => d.read(out),
+                Inner::Zstd(d) => d.read(out),
+                Inner::Plain(_) | Inner::SnappyBlocks(_) => unreachable!("read in place"),
+            };
+            match r {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(corrupt(codec, e)),
+            }
+        }
+    }
+
+    #[inline]
+    fn count(&mut self, n: usize) -> Result<usize> {
+        self.produced += n;
+        if self.produced > self.limit {
+            return Err(too_large(self.limit));
+        }
+        Ok(n)
+    }
+}
+
+/// Snappy blocks: xerial's (a big-endian i32 length, then a raw block) or a
+/// single raw block. Each block's claimed length is checked against what its
+/// input could possibly encode and against the room left before it is
+/// decoded into a reused buffer.
+struct SnappyBlocks<'a> {
+    data: &'a [u8],
+    xerial: bool,
+    block: Vec<u8>,
+    at: usize,
+    dec: snap::raw::Decoder,
+}
+
+impl<'a> SnappyBlocks<'a> {
+    fn new(data: &'a [u8], xerial: bool) -> SnappyBlocks<'a> {
+        SnappyBlocks {
+            data,
+            xerial,
+            block: Vec::new(),
+            at: 0,
+            dec: snap::raw::Decoder::new(),
+        }
+    }
+
+    fn read(&mut self, buf: &mut [u8], room: usize) -> Result<usize> {
+        while self.at == self.block.len() {
+            if self.data.is_empty() {
+                return Ok(0);
+            }
+            let raw = if self.xerial {
+                if self.data.len() < 4 {
+                    return Err(corrupt(SNAPPY, "xerial block length torn"));
+                }
+                let len = i32::from_be_bytes(self.data[..4].try_into().unwrap());
+                let rest = &self.data[4..];
+                if len < 0 || len as usize > rest.len() {
+                    return Err(corrupt(
+                        SNAPPY,
+                        format!("xerial block of {len} bytes overruns the input"),
+                    ));
+                }
+                self.data = &rest[len as usize..];
+                &rest[..len as usize]
+            } else {
+                std::mem::take(&mut self.data)
+            };
+            let n = snap::raw::decompress_len(raw).map_err(|e| corrupt(SNAPPY, e))?;
+            if n as u64 > raw.len() as u64 * SNAPPY_MAX_RATIO {
+                return Err(corrupt(
+                    SNAPPY,
+                    format!(
+                        "a block of {} bytes claims {n} bytes, more than snappy can encode",
+                        raw.len()
+                    ),
+                ));
+            }
+            if n > room {
+                return Err(too_large(room));
+            }
+            self.block.clear();
+            self.block.resize(n, 0);
+            self.dec
+                .decompress(raw, &mut self.block)
+                .map_err(|e| corrupt(SNAPPY, e))?;
+            self.at = 0;
+        }
+        let n = (self.block.len() - self.at).min(buf.len());
+        buf[..n].copy_from_slice(&self.block[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+/// Decompress `data` compressed with `codec` (0 returns a copy), at most
+/// [`MAX_DECOMPRESSED_SIZE`] bytes.
+pub fn decompress(codec: u8, data: &[u8]) -> Result<Vec<u8>> {
+    decompress_bounded(codec, data, MAX_DECOMPRESSED_SIZE)
+}
+
+/// Decompress `data` compressed with `codec` into memory, failing with
+/// `RecordsTooLarge` past `limit` bytes (never more than
+/// [`MAX_DECOMPRESSED_SIZE`]). The output grows with what is decoded, never
+/// with a length the input claims.
+pub fn decompress_bounded(codec: u8, data: &[u8], limit: usize) -> Result<Vec<u8>> {
+    let limit = limit.min(MAX_DECOMPRESSED_SIZE);
+    let mut dec = Decoder::new(codec, data, limit)?;
+    let mut out = Vec::with_capacity(
+        data.len()
+            .saturating_mul(3)
+            .clamp(CHUNK, 1 << 22)
+            .min(limit + 1),
+    );
     loop {
         let len = out.len();
-        out.resize(len + CHUNK, 0);
-        match r.read(&mut out[len..]) {
+        if out.capacity() - len < CHUNK / 4 {
+            out.reserve(CHUNK.max(len / 2));
+        }
+        let window = (out.capacity() - len).min(CHUNK);
+        out.resize(len + window, 0);
+        match dec.read(&mut out[len..]) {
             Ok(0) => {
                 out.truncate(len);
-                return Ok(());
+                return Ok(out);
             }
             Ok(n) => out.truncate(len + n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => out.truncate(len),
-            Err(e) => {
-                out.truncate(len);
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         }
     }
 }
@@ -164,48 +392,8 @@ pub fn xerial_compress(data: &[u8]) -> Vec<u8> {
     out
 }
 
-fn snappy_decompress(data: &[u8], out: &mut Vec<u8>) -> Result<()> {
-    if data.len() >= XERIAL_HEADER_LEN && data[..8] == XERIAL_MAGIC {
-        let mut dec = snap::raw::Decoder::new();
-        let mut at = XERIAL_HEADER_LEN;
-        while at < data.len() {
-            if data.len() - at < 4 {
-                return Err(corrupt(SNAPPY, "xerial block length torn"));
-            }
-            let len = i32::from_be_bytes(data[at..at + 4].try_into().unwrap());
-            at += 4;
-            if len < 0 || len as usize > data.len() - at {
-                return Err(corrupt(
-                    SNAPPY,
-                    format!("xerial block of {len} bytes overruns the input"),
-                ));
-            }
-            let block = &data[at..at + len as usize];
-            at += len as usize;
-            let n = snap::raw::decompress_len(block).map_err(|e| corrupt(SNAPPY, e))?;
-            let start = out.len();
-            out.resize(start + n, 0);
-            dec.decompress(block, &mut out[start..])
-                .map_err(|e| corrupt(SNAPPY, e))?;
-        }
-        Ok(())
-    } else if data.starts_with(&SNAPPY_FRAMED_MAGIC) {
-        snap::read::FrameDecoder::new(data)
-            .read_to_end(out)
-            .map_err(|e| corrupt(SNAPPY, e))?;
-        Ok(())
-    } else {
-        let n = snap::raw::decompress_len(data).map_err(|e| corrupt(SNAPPY, e))?;
-        out.resize(n, 0);
-        snap::raw::Decoder::new()
-            .decompress(data, out)
-            .map_err(|e| corrupt(SNAPPY, e))?;
-        Ok(())
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn sample(n: usize) -> Vec<u8> {
@@ -288,5 +476,126 @@ mod tests {
             at_position(corrupt(GZIP, "x"), 99),
             Error::CorruptRecord { position: 99, .. }
         ));
+    }
+
+    /// A varint as snappy's preamble writes it.
+    fn uvarint(mut n: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        loop {
+            let b = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(b);
+                return out;
+            }
+            out.push(b | 0x80);
+        }
+    }
+
+    /// A zstd frame of `blocks` RLE blocks of 128 KiB of `byte`.
+    pub(crate) fn zstd_rle_bomb(blocks: usize, byte: u8) -> Vec<u8> {
+        let mut f = 0xFD2F_B528u32.to_le_bytes().to_vec();
+        f.extend_from_slice(&[0x00, 0x38]); // no content size, 2 MiB window
+        for i in 0..blocks {
+            let last = u32::from(i + 1 == blocks);
+            let h = last | (1 << 1) | ((128 * 1024) << 3);
+            f.extend_from_slice(&h.to_le_bytes()[..3]);
+            f.push(byte);
+        }
+        f
+    }
+
+    #[test]
+    fn bombs_are_refused_without_allocating_what_they_claim() {
+        // xerial: one block claiming 4 GiB - 1
+        let mut block = uvarint(u32::MAX as u64);
+        block.extend_from_slice(&[0; 8]);
+        let mut x = XERIAL_MAGIC.to_vec();
+        x.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]);
+        x.extend_from_slice(&(block.len() as i32).to_be_bytes());
+        x.extend_from_slice(&block);
+        assert!(matches!(
+            decompress(SNAPPY, &x),
+            Err(Error::CorruptRecord { .. })
+        ));
+        // a raw block claiming 4 GiB - 1
+        assert!(matches!(
+            decompress(SNAPPY, &block),
+            Err(Error::CorruptRecord { .. })
+        ));
+        // zstd: 32 KB of RLE blocks → 1 GiB
+        let z = zstd_rle_bomb(8192, 0);
+        assert!(matches!(
+            decompress_bounded(ZSTD, &z, 1 << 20),
+            Err(Error::RecordsTooLarge { max }) if max == 1 << 20
+        ));
+        // gzip of 8 MiB of zeros, limit 1 MiB; and the ceiling whatever asked
+        let zeros = compress(GZIP, &vec![0u8; 8 << 20]).unwrap();
+        assert!(matches!(
+            decompress_bounded(GZIP, &zeros, 1 << 20),
+            Err(Error::RecordsTooLarge { .. })
+        ));
+        let huge = zstd_rle_bomb(2100, 0); // 262.5 MiB
+        assert!(matches!(
+            decompress_bounded(ZSTD, &huge, usize::MAX),
+            Err(Error::RecordsTooLarge { max }) if max == MAX_DECOMPRESSED_SIZE as u64
+        ));
+    }
+
+    #[test]
+    fn bounded_decompression_keeps_exact_limits_in_every_codec() {
+        let data = sample(200_000);
+        for codec in [NONE, GZIP, SNAPPY, LZ4, ZSTD] {
+            let c = compress(codec, &data).unwrap();
+            assert_eq!(decompress_bounded(codec, &c, data.len()).unwrap(), data);
+            assert!(
+                matches!(
+                    decompress_bounded(codec, &c, data.len() - 1),
+                    Err(Error::RecordsTooLarge { .. })
+                ),
+                "{}",
+                codec_name(codec)
+            );
+            // the streaming decoder hands out the same bytes in small reads
+            let mut d = Decoder::new(codec, &c, data.len()).unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 1000];
+            loop {
+                let n = d.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            assert_eq!(got, data);
+            assert_eq!(d.produced(), data.len());
+        }
+    }
+
+    /// Found by the fuzzer: a zstd frame declaring a 35 675-byte content size
+    /// that streams out 32 bytes when read in small pieces but is corrupt when
+    /// the output has room for the whole frame. The decoder asks zstd for the
+    /// same 64 KiB whatever the caller reads, so the answer does not change.
+    #[test]
+    fn a_stream_decoder_answers_the_same_whatever_the_read_size() {
+        let frame: &[u8] = &[
+            40, 181, 47, 253, 96, 91, 138, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 4, 40, 181, 47, 253, 96, 91, 138, 0, 0,
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            1, 0, 0,
+        ];
+        let whole = decompress_bounded(ZSTD, frame, 1 << 20);
+        for size in [1usize, 7, 4096, CHUNK, 2 * CHUNK] {
+            let mut d = Decoder::new(ZSTD, frame, 1 << 20).unwrap();
+            let mut buf = vec![0u8; size];
+            let r = loop {
+                match d.read(&mut buf) {
+                    Ok(0) => break Ok(()),
+                    Ok(_) => {}
+                    Err(e) => break Err(e),
+                }
+            };
+            assert_eq!(r.is_ok(), whole.is_ok(), "read size {size}");
+        }
     }
 }

@@ -16,6 +16,10 @@ pub enum Error {
     /// MESSAGE_TOO_LARGE (10)
     #[error("batch of {size} bytes exceeds the maximum of {max} bytes")]
     MessageTooLarge { size: u64, max: u64 },
+    /// MESSAGE_TOO_LARGE (10): a batch whose records decompress to more than
+    /// the caller's limit (Kafka's RecordTooLargeException answers with 10 too).
+    #[error("records decompress to more than the maximum of {max} bytes")]
+    RecordsTooLarge { max: u64 },
     /// INVALID_TIMESTAMP (32)
     #[error("invalid timestamp: {0}")]
     InvalidTimestamp(String),

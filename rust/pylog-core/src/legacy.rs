@@ -162,8 +162,14 @@ pub fn parse_message(buf: &[u8], position: u64) -> Result<Message<'_>> {
 }
 
 /// The records of one message: itself, or a wrapper's inner messages with
-/// absolute offsets and (under LogAppendTime) the wrapper's timestamp.
-fn message_records(m: &Message<'_>, position: u64, out: &mut Vec<Record>) -> Result<()> {
+/// absolute offsets and (under LogAppendTime) the wrapper's timestamp. A
+/// wrapper's payload decompresses to at most `limit` bytes.
+fn message_records(
+    m: &Message<'_>,
+    position: u64,
+    out: &mut Vec<Record>,
+    limit: usize,
+) -> Result<()> {
     let codec = m.codec();
     if codec == compression::NONE {
         out.push(Record {
@@ -182,7 +188,7 @@ fn message_records(m: &Message<'_>, position: u64, out: &mut Vec<Record>) -> Res
             "compressed legacy wrapper with a null value",
         ));
     };
-    let data = compression::decompress(codec, payload)
+    let data = compression::decompress_bounded(codec, payload, limit)
         .map_err(|e| compression::at_position(e, position))?;
     let first = out.len();
     let mut at = 0;
@@ -273,7 +279,7 @@ pub fn validate_legacy(buf: &[u8], position: u64, opts: &ValidationOptions) -> R
         (m.offset, m.timestamp, 1)
     } else {
         let mut inner = Vec::new();
-        message_records(&m, position, &mut inner)?;
+        message_records(&m, position, &mut inner, opts.max_decompressed_size)?;
         (inner[0].offset, inner[0].timestamp, inner.len() as i32)
     };
     Ok(BatchMeta {
@@ -305,7 +311,7 @@ pub fn decode_message_set(buf: &[u8], first_only: bool) -> Result<Vec<Record>> {
     let mut at = 0usize;
     while at < buf.len() {
         let m = parse_message(&buf[at..], at as u64)?;
-        message_records(&m, at as u64, &mut out)?;
+        message_records(&m, at as u64, &mut out, compression::MAX_DECOMPRESSED_SIZE)?;
         at += m.size;
         if first_only {
             break;
@@ -331,8 +337,15 @@ fn to_build(records: Vec<Record>) -> Vec<BuildRecord> {
 /// and one per run of uncompressed messages. Keys, values and timestamps are
 /// kept (magic 0 has none: -1); each batch has base offset 0 and offset
 /// deltas 0..n-1, as a client writes them, ready for the leader's offset
-/// assignment.
+/// assignment. Each wrapper decompresses to at most
+/// [`compression::MAX_DECOMPRESSED_SIZE`] bytes.
 pub fn convert_legacy_to_v2(buf: &[u8]) -> Result<Vec<u8>> {
+    convert_legacy_to_v2_bounded(buf, compression::MAX_DECOMPRESSED_SIZE)
+}
+
+/// [`convert_legacy_to_v2`] with each wrapper decompressing to at most
+/// `max_decompressed_size` bytes (RecordsTooLarge beyond).
+pub fn convert_legacy_to_v2_bounded(buf: &[u8], max_decompressed_size: usize) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(buf.len() + buf.len() / 4 + 64);
     let mut run: Vec<Record> = Vec::new();
     let flush = |records: Vec<Record>, codec: u8, out: &mut Vec<u8>| -> Result<()> {
@@ -356,11 +369,11 @@ pub fn convert_legacy_to_v2(buf: &[u8]) -> Result<Vec<u8>> {
         }
         let m = parse_message(&buf[at..], at as u64)?;
         if m.codec() == compression::NONE {
-            message_records(&m, at as u64, &mut run)?;
+            message_records(&m, at as u64, &mut run, max_decompressed_size)?;
         } else {
             flush(std::mem::take(&mut run), compression::NONE, &mut out)?;
             let mut inner = Vec::new();
-            message_records(&m, at as u64, &mut inner)?;
+            message_records(&m, at as u64, &mut inner, max_decompressed_size)?;
             flush(inner, m.codec(), &mut out)?;
         }
         at += m.size;

@@ -10,6 +10,8 @@ pub mod columnar;
 pub mod compression;
 pub mod crc;
 pub mod error;
+#[doc(hidden)]
+pub mod harness;
 pub mod index;
 pub mod legacy;
 pub mod records;

@@ -5,8 +5,10 @@
 //!
 //! Full scans map the file read-only and walk it in place (CRC32C runs on the
 //! mapped pages, no copy); short header walks use positioned reads through a
-//! small window buffer. Nothing here writes to the `.log`: the caller truncates
-//! it to `valid_bytes` after a recovery.
+//! small window buffer. Nothing here writes to the `.log` but one repair in
+//! recovery (an empty batch written with codec bits by older cleaners loses
+//! them, see [`recover_segment`]); the caller truncates it to `valid_bytes`
+//! after a recovery.
 //!
 //! A scan stops at the first batch that does not validate — torn (the file
 //! ends inside it), corrupt (bad framing, CRC, magic), too large, or whose
@@ -164,6 +166,11 @@ where
 /// resizes the active segment's indexes back up and truncates the `.log` to
 /// `valid_bytes`.
 ///
+/// An empty v2 batch (no records) whose attributes name a codec — what older
+/// cleaners kept of a producer's superseded last batch, which no consumer
+/// can decompress — is rewritten in place uncompressed (codec bits cleared,
+/// CRC32C recomputed; same size).
+///
 /// IndexOffsetOverflow when a valid batch's last offset does not fit the
 /// segment's 32-bit relative offsets (the caller splits the segment, as Kafka).
 pub fn recover_segment(
@@ -183,7 +190,11 @@ pub fn recover_segment(
     };
     let mut result = ScanResult::default();
     let mut last_index_entry = 0u64;
+    let mut compressed_empty: Vec<u64> = Vec::new();
     walk_valid(data, 0, data.len(), &opts, &mut result, |meta, so_far| {
+        if is_compressed_empty(meta) {
+            compressed_empty.push(meta.position);
+        }
         offset_index.relative(meta.last_offset)?;
         if meta.position - last_index_entry > index_interval_bytes {
             offset_index.append(meta.last_offset, meta.position as i64)?;
@@ -192,10 +203,46 @@ pub fn recover_segment(
         }
         Ok(())
     })?;
+    if !compressed_empty.is_empty() {
+        uncompress_empty_batches(log_path.as_ref(), data, &compressed_empty)?;
+    }
     time_index.maybe_append(result.max_timestamp, result.offset_of_max_timestamp, true)?;
     offset_index.trim_to_valid_size()?;
     time_index.trim_to_valid_size()?;
     Ok(result)
+}
+
+/// A v2 batch with no records whose attributes name a codec: what older
+/// cleaners wrote for a producer's last batch. Consumers fail to decompress
+/// its 0-byte payload.
+fn is_compressed_empty(meta: &BatchMeta) -> bool {
+    meta.magic == MAGIC_V2
+        && meta.records_count == 0
+        && meta.compression != 0
+        && meta.size == HEADER_SIZE
+}
+
+/// Rewrite each empty batch at `positions` of the `.log` (whose bytes are
+/// `data`) uncompressed: codec bits cleared, CRC32C recomputed, in place
+/// (same size), synced.
+fn uncompress_empty_batches(path: &Path, data: &[u8], positions: &[u64]) -> Result<()> {
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    for &pos in positions {
+        let mut header = [0u8; HEADER_SIZE];
+        header.copy_from_slice(&data[pos as usize..pos as usize + HEADER_SIZE]);
+        let attributes =
+            batch::read_i16(&header, batch::ATTRIBUTES_OFFSET) & !batch::COMPRESSION_CODEC_MASK;
+        header[batch::ATTRIBUTES_OFFSET..batch::ATTRIBUTES_OFFSET + 2]
+            .copy_from_slice(&attributes.to_be_bytes());
+        let crc = batch::compute_crc(&header);
+        batch::write_u32(&mut header, batch::CRC_OFFSET, crc);
+        file.write_all_at(
+            &header[batch::CRC_OFFSET..batch::RECORDS_OFFSET],
+            pos + batch::CRC_OFFSET as u64,
+        )?;
+    }
+    file.sync_data()?;
+    Ok(())
 }
 
 /// Validate the batches of `[start_position, end_position)` (end defaults to,
@@ -214,6 +261,7 @@ pub fn scan_segment(
     let opts = ValidationOptions {
         max_batch_size,
         deep,
+        ..Default::default()
     };
     let mut result = ScanResult::default();
     walk_valid(data, start, end, &opts, &mut result, |_, _| Ok(()))?;
@@ -855,5 +903,74 @@ mod tests {
             find_offset_by_timestamp(&path, 1_004, 0, valid as u64).unwrap(),
             Some((1_004, 4))
         );
+    }
+
+    #[test]
+    fn recovery_rewrites_empty_batches_with_codec_bits_uncompressed() {
+        use crate::records::{build_batch, BuildOptions, BuildRecord};
+        let dir = TempDir::new().unwrap();
+        let path = dir.path().join("0.log");
+        let rec = BuildRecord {
+            key: Some(b"k".to_vec()),
+            value: Some(b"v".to_vec()),
+            headers: vec![],
+            timestamp: 5,
+        };
+        let first = build_batch(
+            &[rec.clone(), rec.clone()],
+            &BuildOptions {
+                base_offset: 1000,
+                compression: 3,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        // an empty header with the lz4 bit, as older cleaners kept a
+        // producer's superseded last batch
+        let mut empty = build_batch(
+            &[],
+            &BuildOptions {
+                base_offset: 1002,
+                producer_id: 9,
+                producer_epoch: 0,
+                base_sequence: 0,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        batch::write_i32(&mut empty, batch::LAST_OFFSET_DELTA_OFFSET, 3);
+        empty[batch::ATTRIBUTES_OFFSET + 1] |= 3;
+        let crc = batch::compute_crc(&empty);
+        batch::write_u32(&mut empty, batch::CRC_OFFSET, crc);
+        let last = build_batch(
+            &[rec],
+            &BuildOptions {
+                base_offset: 1006,
+                compression: 3,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut log = first.clone();
+        log.extend_from_slice(&empty);
+        log.extend_from_slice(&last);
+        fs::write(&path, &log).unwrap();
+        let (mut oi, mut ti) = indexes(&dir, 1000);
+        let r = recover_segment(&path, &mut oi, &mut ti, 1024, usize::MAX).unwrap();
+        assert_eq!(
+            (r.batches, r.valid_bytes, r.error),
+            (3, log.len() as u64, None)
+        );
+        let after = fs::read(&path).unwrap();
+        assert_eq!(after.len(), log.len());
+        assert_eq!(&after[..first.len()], &first[..]);
+        assert_eq!(&after[first.len() + HEADER_SIZE..], &last[..]);
+        let h = validate::validate_batch(&after[first.len()..], 0, &Default::default()).unwrap();
+        assert_eq!((h.compression_codec(), h.records_count), (0, 0));
+        assert_eq!((h.producer_id, h.last_offset()), (9, 1005));
+        // a second recovery has nothing to repair
+        let r = recover_segment(&path, &mut oi, &mut ti, 1024, usize::MAX).unwrap();
+        assert_eq!(r.batches, 3);
+        assert_eq!(fs::read(&path).unwrap(), after);
     }
 }

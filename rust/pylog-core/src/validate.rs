@@ -18,7 +18,7 @@ use crate::compression;
 use crate::crc;
 use crate::error::{Error, Result};
 use crate::legacy;
-use crate::records::{decode_v2_records, walk_records, Record};
+use crate::records::{decode_v2_records, walk_records, walk_records_stream, Record};
 
 pub use crate::batch::ValidationOptions;
 
@@ -139,27 +139,19 @@ pub struct RecordStats {
 }
 
 /// Walk the records of a checked v2 batch. Uncompressed records are walked in
-/// place; compressed ones are decompressed first, and only if `decompress`.
-/// `None` when the records were not looked at.
+/// place; compressed ones only if `decompress`, streaming (at most
+/// `max_decompressed` bytes, `scratch` holding the window). An empty batch
+/// (count 0) has no records to read whatever its codec bits. `None` when the
+/// records were not looked at.
 fn record_stats(
     buf: &[u8],
     c: &CheckedHeader,
     position: u64,
-    decompress: bool,
+    decompress: Option<(usize, &mut Vec<u8>)>,
 ) -> Result<Option<RecordStats>> {
     let h = &c.header;
     let section = &buf[RECORDS_OFFSET..c.size];
     let codec = h.compression_codec();
-    let decompressed;
-    let data = if codec == compression::NONE {
-        section
-    } else if decompress {
-        decompressed = compression::decompress(codec, section)
-            .map_err(|e| compression::at_position(e, position))?;
-        &decompressed[..]
-    } else {
-        return Ok(None);
-    };
     let base_ts = h.base_timestamp;
     let mut st = RecordStats {
         count: h.records_count as usize,
@@ -172,7 +164,7 @@ fn record_stats(
         first_keyless: None,
     };
     let mut prev_delta: i64 = -1;
-    walk_records(data, h.records_count as usize, position, |i, s| {
+    let visit = |i: usize, s: crate::records::RecordShape| {
         let ts = base_ts.wrapping_add(s.timestamp_delta);
         if ts > st.max_timestamp {
             st.max_timestamp = ts;
@@ -189,7 +181,20 @@ fn record_stats(
             st.first_keyless = Some(i);
         }
         Ok(())
-    })?;
+    };
+    let count = h.records_count as usize;
+    if codec == compression::NONE {
+        walk_records(section, count, position, visit)?;
+    } else if count == 0 {
+        // nothing to decompress
+    } else if let Some((limit, scratch)) = decompress {
+        let mut dec = compression::Decoder::new(codec, section, limit)
+            .map_err(|e| compression::at_position(e, position))?;
+        walk_records_stream(&mut dec, count, position, scratch, visit)
+            .map_err(|e| compression::at_position(e, position))?;
+    } else {
+        return Ok(None);
+    }
     st.max_offset_delta = prev_delta as i32;
     Ok(Some(st))
 }
@@ -226,7 +231,12 @@ fn check_stats_general(h: &BatchHeader, st: &RecordStats, position: u64) -> Resu
 pub fn validate_batch(buf: &[u8], position: u64, opts: &ValidationOptions) -> Result<BatchHeader> {
     let c = check_v2_header(buf, position, opts.max_batch_size)?;
     check_count_general(&c.header, position)?;
-    if let Some(st) = record_stats(buf, &c, position, opts.deep)? {
+    let mut scratch = Vec::new();
+    let limit = opts
+        .max_decompressed_size
+        .min(compression::MAX_DECOMPRESSED_SIZE);
+    let decompress = opts.deep.then_some((limit, &mut scratch));
+    if let Some(st) = record_stats(buf, &c, position, decompress)? {
         check_stats_general(&c.header, &st, position)?;
     }
     Ok(c.header)
@@ -387,6 +397,9 @@ pub struct AssignOptions {
     pub timestamp_before_max_ms: i64,
     pub timestamp_after_max_ms: i64,
     pub require_keys: bool,
+    /// Most bytes a compressed batch's records may decompress to
+    /// (RecordsTooLarge beyond); capped by `compression::MAX_DECOMPRESSED_SIZE`.
+    pub max_decompressed_size: usize,
 }
 
 impl Default for AssignOptions {
@@ -400,6 +413,7 @@ impl Default for AssignOptions {
             timestamp_before_max_ms: i64::MAX,
             timestamp_after_max_ms: i64::MAX,
             require_keys: false,
+            max_decompressed_size: compression::MAX_DECOMPRESSED_SIZE,
         }
     }
 }
@@ -468,15 +482,17 @@ fn check_client_header(h: &BatchHeader, position: u64) -> Result<()> {
 /// compressed, record timestamps within `[now - before_max, now + after_max]`
 /// under CreateTime (INVALID_TIMESTAMP), keys when `require_keys`.
 ///
-/// A compressed batch is decompressed only when a check needs its records:
-/// `require_keys`, a finite `timestamp_before_max_ms` (its smallest timestamp
-/// is unknown from the header), or a finite `timestamp_after_max_ms` the
-/// header's max timestamp exceeds. Otherwise its header max timestamp is kept.
+/// Every record of a compressed batch is read too (Kafka's LogValidator),
+/// streaming: the stream must decode, each record frame, their number match
+/// the header's count, and the stream end with the last record — junk with a
+/// right CRC is CORRUPT_MESSAGE, not stored; records decompressing past
+/// `max_decompressed_size` are RecordsTooLarge (MESSAGE_TOO_LARGE). Under
+/// CreateTime the batch's max timestamp is the records'.
 ///
 /// The offset of the max timestamp follows Kafka's LogValidator: the last
 /// offset for uncompressed records; for a compressed batch, the first offset
 /// under LogAppendTime and the first record holding the max timestamp under
-/// CreateTime (the last offset when the records were not decompressed).
+/// CreateTime.
 pub fn validate_and_assign_offsets(buf: &mut [u8], opts: &AssignOptions) -> Result<AppendInfo> {
     let plans = plan_assignment(buf, opts)?;
     let mut info = AppendInfo::empty();
@@ -558,6 +574,12 @@ fn plan_assignment(buf: &[u8], opts: &AssignOptions) -> Result<Vec<Plan>> {
     let upper = opts.now_ms.saturating_add(opts.timestamp_after_max_ms);
     let check_timestamps = !opts.log_append_time && (lower_finite || upper_finite);
 
+    // every record of a client's compressed batch is read (Kafka's
+    // LogValidator): junk with a right CRC is refused, not stored
+    let limit = opts
+        .max_decompressed_size
+        .min(compression::MAX_DECOMPRESSED_SIZE);
+    let mut scratch = Vec::new();
     let mut plans: Vec<Plan> = Vec::with_capacity(1);
     let mut at = 0usize;
     while at < buf.len() {
@@ -588,9 +610,7 @@ fn plan_assignment(buf: &[u8], opts: &AssignOptions) -> Result<Vec<Plan>> {
             ));
         }
         check_client_header(h, position)?;
-        let needs_records = opts.require_keys
-            || (check_timestamps && (lower_finite || (upper_finite && h.max_timestamp > upper)));
-        let stats = record_stats(rest, &c, position, needs_records)?;
+        let stats = record_stats(rest, &c, position, Some((limit, &mut scratch)))?;
         if let Some(st) = &stats {
             if !st.sequential_offsets {
                 return Err(Error::InvalidRecord(format!(
@@ -918,10 +938,10 @@ mod tests {
             if codec == 0 {
                 assert_eq!(info.offset_of_max_timestamp, 529);
             } else {
-                assert_eq!(
-                    info.offset_of_max_timestamp, 529,
-                    "not decompressed: shallow"
-                );
+                // every compressed batch from a client is read: the first
+                // record holding the max timestamp, as Kafka's LogValidator
+                let first = input.iter().position(|r| r.timestamp == max).unwrap();
+                assert_eq!(info.offset_of_max_timestamp, 500 + first as i64);
             }
             assert_eq!(info.batches[0].crc, h.crc);
         }
@@ -1174,5 +1194,155 @@ mod tests {
             ..leader()
         };
         validate_and_assign_offsets(&mut b, &near).unwrap();
+    }
+
+    /// `section` as the records of a one-batch client request of `count`
+    /// records compressed with `codec`, CRC right.
+    fn with_section(codec: u8, section: &[u8], count: i32) -> Vec<u8> {
+        let mut b = batch_with(1, 0);
+        b.truncate(RECORDS_OFFSET);
+        b.extend_from_slice(section);
+        let len = (b.len() - LOG_OVERHEAD) as i32;
+        batch::write_i32(&mut b, batch::LENGTH_OFFSET, len);
+        b[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&(codec as i16).to_be_bytes());
+        batch::write_i32(&mut b, batch::LAST_OFFSET_DELTA_OFFSET, count - 1);
+        batch::write_i32(&mut b, batch::RECORDS_COUNT_OFFSET, count);
+        fix_crc(&mut b);
+        b
+    }
+
+    fn records_section(n: usize, value_len: usize) -> Vec<u8> {
+        let b = build_batch(&sample_records(n, value_len), &BuildOptions::default()).unwrap();
+        b[RECORDS_OFFSET..].to_vec()
+    }
+
+    #[test]
+    fn compressed_junk_with_a_right_crc_is_refused_in_every_codec() {
+        let junk: Vec<u8> = (0..300).map(|i| ((i * 37 + 11) % 251) as u8).collect();
+        for codec in 1..=4u8 {
+            for section in [junk.clone(), compression::compress(codec, &junk).unwrap()] {
+                let b = with_section(codec, &section, 3);
+                corrupt_at(validate_and_assign_offsets(&mut b.clone(), &leader()), 0);
+                corrupt_at(
+                    validate_batch(
+                        &b,
+                        9,
+                        &ValidationOptions {
+                            deep: true,
+                            ..opts()
+                        },
+                    ),
+                    9,
+                );
+            }
+            let good = records_section(3, 10);
+            let c = compression::compress(codec, &good).unwrap();
+            // the header's count must be the records'
+            for wrong in [2, 4] {
+                let b = with_section(codec, &c, wrong);
+                corrupt_at(validate_and_assign_offsets(&mut b.clone(), &leader()), 0);
+            }
+            let mut ok = with_section(codec, &c, 3);
+            validate_and_assign_offsets(&mut ok, &leader()).unwrap();
+            // a record cut by the stream's end, and bytes after the last record
+            let c = compression::compress(codec, &good[..good.len() - 1]).unwrap();
+            corrupt_at(
+                validate_and_assign_offsets(&mut with_section(codec, &c, 3), &leader()),
+                0,
+            );
+            let mut trailing = good.clone();
+            trailing.push(0);
+            let c = compression::compress(codec, &trailing).unwrap();
+            corrupt_at(
+                validate_and_assign_offsets(&mut with_section(codec, &c, 3), &leader()),
+                0,
+            );
+        }
+    }
+
+    #[test]
+    fn streaming_walk_handles_records_larger_than_a_chunk() {
+        // records of 150 KiB and of a few bytes: the window grows and slides
+        let mut input = sample_records(6, 150 * 1024);
+        input.extend(sample_records(2000, 3));
+        for codec in 1..=4u8 {
+            let mut b = build_batch(
+                &input,
+                &BuildOptions {
+                    compression: codec,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            let info = validate_and_assign_offsets(&mut b, &leader()).unwrap();
+            assert_eq!(info.num_records, input.len() as i64);
+            assert_eq!(decode_batch_records(&b).unwrap().len(), input.len());
+        }
+    }
+
+    #[test]
+    fn records_decompressing_past_the_limit_are_too_large() {
+        // one record of 4 MiB of zeros: well framed, but past a 1 MiB limit
+        let rec = BuildRecord {
+            key: Some(b"k".to_vec()),
+            value: Some(vec![0; 4 << 20]),
+            headers: vec![],
+            timestamp: 1_700_000_000_000,
+        };
+        for codec in 1..=4u8 {
+            let b = build_batch(
+                std::slice::from_ref(&rec),
+                &BuildOptions {
+                    compression: codec,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            let small = AssignOptions {
+                max_decompressed_size: 1 << 20,
+                ..leader()
+            };
+            assert!(matches!(
+                refused(&b, &small),
+                Error::RecordsTooLarge { max } if max == 1 << 20
+            ));
+            validate_and_assign_offsets(&mut b.clone(), &leader()).unwrap();
+        }
+        // a zstd frame of RLE zeros claiming 1 GiB: refused at its first record
+        let bomb = crate::compression::tests::zstd_rle_bomb(8192, 0);
+        corrupt_at(
+            validate_and_assign_offsets(&mut with_section(4, &bomb, 1), &leader()),
+            0,
+        );
+        // the same of 0x02 bytes: records of length 1 that never frame
+        let bomb = crate::compression::tests::zstd_rle_bomb(8192, 2);
+        corrupt_at(
+            validate_and_assign_offsets(&mut with_section(4, &bomb, 1), &leader()),
+            0,
+        );
+    }
+
+    #[test]
+    fn an_empty_batch_with_codec_bits_reads_as_empty() {
+        for codec in 1..=4u8 {
+            let mut b = batch_with(1, 0);
+            b.truncate(RECORDS_OFFSET);
+            let len = (b.len() - LOG_OVERHEAD) as i32;
+            batch::write_i32(&mut b, batch::LENGTH_OFFSET, len);
+            b[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2]
+                .copy_from_slice(&(codec as i16).to_be_bytes());
+            batch::write_i32(&mut b, batch::RECORDS_COUNT_OFFSET, 0);
+            fix_crc(&mut b);
+            validate_batch(
+                &b,
+                0,
+                &ValidationOptions {
+                    deep: true,
+                    ..opts()
+                },
+            )
+            .unwrap();
+            assert!(decode_batch_records(&b).unwrap().is_empty());
+        }
     }
 }

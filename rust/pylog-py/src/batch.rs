@@ -270,16 +270,18 @@ impl Record {
 }
 
 #[pyfunction]
-#[pyo3(signature = (records, *, max_batch_size, deep = false))]
+#[pyo3(signature = (records, *, max_batch_size, deep = false, max_decompressed_size = None))]
 fn analyze_records(
     py: Python<'_>,
     records: &Bound<'_, PyAny>,
     max_batch_size: usize,
     deep: bool,
+    max_decompressed_size: Option<usize>,
 ) -> PyResult<AppendInfo> {
     let opts = ValidationOptions {
         max_batch_size,
         deep,
+        max_decompressed_size: max_decompressed_size.unwrap_or(compression::MAX_DECOMPRESSED_SIZE),
     };
     let inner = with_bytes(py, records, |data| {
         core_validate::analyze_records(data, &opts)
@@ -290,7 +292,8 @@ fn analyze_records(
 #[pyfunction]
 #[pyo3(signature = (
     records, *, base_offset, partition_leader_epoch, now_ms, log_append_time,
-    max_batch_size, timestamp_before_max_ms, timestamp_after_max_ms, require_keys
+    max_batch_size, timestamp_before_max_ms, timestamp_after_max_ms, require_keys,
+    max_decompressed_size = None
 ))]
 #[allow(clippy::too_many_arguments)]
 fn validate_and_assign_offsets(
@@ -304,6 +307,7 @@ fn validate_and_assign_offsets(
     timestamp_before_max_ms: i64,
     timestamp_after_max_ms: i64,
     require_keys: bool,
+    max_decompressed_size: Option<usize>,
 ) -> PyResult<AppendInfo> {
     let mut b = Bytes::get(records)?;
     let data = b.as_mut_slice()?;
@@ -316,6 +320,7 @@ fn validate_and_assign_offsets(
         timestamp_before_max_ms,
         timestamp_after_max_ms,
         require_keys,
+        max_decompressed_size: max_decompressed_size.unwrap_or(compression::MAX_DECOMPRESSED_SIZE),
     };
     let len = data.len();
     let inner = maybe_allow_threads(py, len, || {
@@ -326,11 +331,16 @@ fn validate_and_assign_offsets(
 }
 
 #[pyfunction]
+#[pyo3(signature = (records, *, max_decompressed_size = None))]
 fn convert_legacy_to_v2<'py>(
     py: Python<'py>,
     records: &Bound<'py, PyAny>,
+    max_decompressed_size: Option<usize>,
 ) -> PyResult<Bound<'py, PyByteArray>> {
-    let out = with_bytes(py, records, legacy::convert_legacy_to_v2)?;
+    let limit = max_decompressed_size.unwrap_or(compression::MAX_DECOMPRESSED_SIZE);
+    let out = with_bytes(py, records, |data| {
+        legacy::convert_legacy_to_v2_bounded(data, limit)
+    })?;
     Ok(PyByteArray::new(py, &out))
 }
 
@@ -345,12 +355,17 @@ fn compress<'py>(
 }
 
 #[pyfunction]
+#[pyo3(signature = (codec, data, *, max_size = None))]
 fn decompress<'py>(
     py: Python<'py>,
     codec: u8,
     data: &Bound<'py, PyAny>,
+    max_size: Option<usize>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let out = with_bytes(py, data, |data| compression::decompress(codec, data))?;
+    let limit = max_size.unwrap_or(compression::MAX_DECOMPRESSED_SIZE);
+    let out = with_bytes(py, data, |data| {
+        compression::decompress_bounded(codec, data, limit)
+    })?;
     Ok(PyBytes::new(py, &out))
 }
 
@@ -459,6 +474,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("COMPRESSION_SNAPPY", compression::SNAPPY)?;
     m.add("COMPRESSION_LZ4", compression::LZ4)?;
     m.add("COMPRESSION_ZSTD", compression::ZSTD)?;
+    m.add("MAX_DECOMPRESSED_SIZE", compression::MAX_DECOMPRESSED_SIZE)?;
     m.add("TIMESTAMP_TYPE_CREATE_TIME", 0u8)?;
     m.add("TIMESTAMP_TYPE_LOG_APPEND_TIME", 1u8)?;
     m.add_class::<BatchInfo>()?;

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use pylog_core::cleaner::{self as core_cleaner, CleanOptions};
+use pylog_core::compression;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
@@ -70,7 +71,7 @@ impl OffsetMap {
 
 /// Returns (consumed, needed, full, done, records).
 #[pyfunction]
-#[pyo3(signature = (map, buf, start_offset, end_offset, position = 0))]
+#[pyo3(signature = (map, buf, start_offset, end_offset, position = 0, *, max_decompressed_size = None))]
 fn build_offset_map(
     py: Python<'_>,
     mut map: PyRefMut<'_, OffsetMap>,
@@ -78,17 +79,21 @@ fn build_offset_map(
     start_offset: i64,
     end_offset: i64,
     position: u64,
+    max_decompressed_size: Option<usize>,
 ) -> PyResult<(usize, usize, bool, bool, u64)> {
     let m = &mut map.inner;
+    let limit = max_decompressed_size.unwrap_or(compression::MAX_DECOMPRESSED_SIZE);
     let r = with_bytes(py, buf, |data| {
-        core_cleaner::build_offset_map(m, data, start_offset, end_offset, position)
+        core_cleaner::build_offset_map(m, data, start_offset, end_offset, position, limit)
     })?;
     Ok((r.consumed, r.needed, r.full, r.done, r.records))
 }
 
 /// Returns (consumed, needed, out, batches, records_read, records_retained).
 #[pyfunction]
-#[pyo3(signature = (map, buf, *, retain_deletes, active_producers, position = 0))]
+#[pyo3(signature = (
+    map, buf, *, retain_deletes, active_producers, position = 0, max_decompressed_size = None
+))]
 #[allow(clippy::type_complexity)]
 fn clean_batches<'py>(
     py: Python<'py>,
@@ -97,6 +102,7 @@ fn clean_batches<'py>(
     retain_deletes: bool,
     active_producers: HashMap<i64, i64>,
     position: u64,
+    max_decompressed_size: Option<usize>,
 ) -> PyResult<(
     usize,
     usize,
@@ -108,6 +114,7 @@ fn clean_batches<'py>(
     let opts = CleanOptions {
         retain_deletes,
         active_producers,
+        max_decompressed_size: max_decompressed_size.unwrap_or(compression::MAX_DECOMPRESSED_SIZE),
     };
     let m = &mut map.inner;
     let c = with_bytes(py, buf, |data| {

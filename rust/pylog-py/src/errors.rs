@@ -76,7 +76,9 @@ pub fn to_py(err: Error) -> PyErr {
                 raise(py, Class::CorruptRecord, (msg, position))
             }
             Error::InvalidRecord(_) => raise(py, Class::InvalidRecord, (msg,)),
-            Error::MessageTooLarge { .. } => raise(py, Class::MessageTooLarge, (msg,)),
+            Error::MessageTooLarge { .. } | Error::RecordsTooLarge { .. } => {
+                raise(py, Class::MessageTooLarge, (msg,))
+            }
             Error::InvalidTimestamp(_) => raise(py, Class::InvalidTimestamp, (msg,)),
             Error::UnsupportedCompression(_) => raise(py, Class::UnsupportedCompression, (msg,)),
             Error::InvalidOffset(_) => raise(py, Class::InvalidOffset, (msg,)),

@@ -233,7 +233,10 @@ def test_assignment_rewrites_the_header_in_place(codec: int) -> None:
         1,
     )
     assert info.max_timestamp == max(r[3] for r in records) == h["max_timestamp"]
-    assert info.offset_of_max_timestamp == 1039  # Kafka: last offset unless records decoded
+    # Kafka's LogValidator: the last offset for uncompressed records; every record
+    # of a compressed batch is read, so the first record holding the max timestamp
+    first_max = 1000 + [r[3] for r in records].index(max(r[3] for r in records))
+    assert info.offset_of_max_timestamp == (1039 if codec == 0 else first_max)
     assert info.valid_bytes == len(buf)
     assert (info.source_magic, info.source_compression) == (2, codec)
     assert (info.producer_id, info.first_sequence, info.last_sequence) == (3, 0, 39)
@@ -577,3 +580,39 @@ def test_codec_errors() -> None:
         n.decompress(n.COMPRESSION_GZIP, b"not gzip at all")
     with pytest.raises(TypeError):
         n.compress(1, "text")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ compressed payloads, bombs
+
+
+def _with_section(batch: bytes, section: bytes) -> bytearray:
+    """``batch`` with its records section replaced, length and CRC right."""
+    b = bytearray(batch[:61]) + section
+    struct.pack_into(">i", b, 8, len(b) - 12)
+    struct.pack_into(">I", b, 17, n.crc32c(bytes(b[21:])))
+    return b
+
+
+@pytest.mark.parametrize("codec", CODECS[1:])
+def test_compressed_junk_with_a_right_crc_is_corrupt(codec: int) -> None:
+    good = kafka_python_batch(sample(5), codec)
+    junk = bytes((i * 37 + 11) % 251 for i in range(len(good) - 61))
+    for section in (junk, n.compress(codec, junk)):
+        buf = _with_section(good, section)
+        before = bytes(buf)
+        with pytest.raises(CorruptRecordError):
+            assign(buf)
+        assert buf == before, "nothing written"
+    assign(bytearray(good))
+
+
+@pytest.mark.parametrize("codec", CODECS[1:])
+def test_records_decompressing_past_the_limit_are_message_too_large(codec: int) -> None:
+    big = n.build_batch([(b"k", bytes(2 << 20), [], NOW)], compression=codec)
+    with pytest.raises(MessageTooLargeError):
+        assign(bytearray(big), max_decompressed_size=1 << 20)
+    assert assign(bytearray(big)).num_records == 1
+    with pytest.raises(MessageTooLargeError):
+        n.decompress(codec, big[61:], max_size=1 << 20)
+    assert len(n.decompress(codec, big[61:])) > 2 << 20
+    assert n.MAX_DECOMPRESSED_SIZE == 256 << 20

@@ -85,17 +85,21 @@ fn view_record(data: &[u8], at: usize, index: usize, position: u64) -> Result<Re
     })
 }
 
-/// The records section of a v2 batch, decompressed when needed.
+/// The records section of a v2 batch, decompressed when needed (at most
+/// `limit` bytes). An empty batch has none, whatever its codec bits say.
 fn records_of<'a>(
     b: &'a [u8],
     h: &BatchHeader,
     position: u64,
+    limit: usize,
 ) -> Result<std::borrow::Cow<'a, [u8]>> {
     let section = &b[RECORDS_OFFSET..h.size_in_bytes()];
     if h.compression_codec() == compression::NONE {
         Ok(std::borrow::Cow::Borrowed(section))
+    } else if h.records_count == 0 {
+        Ok(std::borrow::Cow::Borrowed(&[]))
     } else {
-        compression::decompress(h.compression_codec(), section)
+        compression::decompress_bounded(h.compression_codec(), section, limit)
             .map(std::borrow::Cow::Owned)
             .map_err(|e| compression::at_position(e, position))
     }
@@ -118,13 +122,15 @@ pub struct MapBuild {
 /// Add the keys of the records in `buf` (batches from `position` of a
 /// segment) with offsets in `[start_offset, end_offset)` to `map`, a later
 /// offset replacing an earlier one. Control batches and keyless records are
-/// skipped.
+/// skipped. A batch's records decompress to at most `max_decompressed_size`
+/// bytes (RecordsTooLarge beyond).
 pub fn build_offset_map(
     map: &mut OffsetMap,
     buf: &[u8],
     start_offset: i64,
     end_offset: i64,
     position: u64,
+    max_decompressed_size: usize,
 ) -> Result<MapBuild> {
     let mut r = MapBuild::default();
     let mut at = 0usize;
@@ -146,7 +152,7 @@ pub fn build_offset_map(
                 break;
             }
             if h.last_offset() >= start_offset && !h.is_control() {
-                let data = records_of(b, &h, pos)?;
+                let data = records_of(b, &h, pos, max_decompressed_size)?;
                 let mut p = 0usize;
                 keys.clear();
                 for index in 0..h.records_count.max(0) as usize {
@@ -182,13 +188,25 @@ pub fn build_offset_map(
 }
 
 /// How a segment is cleaned.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CleanOptions {
     /// Keep tombstones (null values): the segment is newer than the delete horizon.
     pub retain_deletes: bool,
     /// Producer id → last data offset of each active producer: a batch ending
     /// there keeps at least its (empty) header, so the producer's state survives.
     pub active_producers: HashMap<i64, i64>,
+    /// Most bytes a batch's records may decompress to (RecordsTooLarge beyond).
+    pub max_decompressed_size: usize,
+}
+
+impl Default for CleanOptions {
+    fn default() -> Self {
+        CleanOptions {
+            retain_deletes: false,
+            active_producers: HashMap::new(),
+            max_decompressed_size: compression::MAX_DECOMPRESSED_SIZE,
+        }
+    }
 }
 
 /// The output of one [`clean_batches`] call.
@@ -211,8 +229,11 @@ pub struct CleanedChunk {
 /// (same base offset, last offset delta, producer fields, flags and codec;
 /// retained records byte for byte; new max timestamp, count, length, CRC32C);
 /// one keeping none is dropped, unless it is an active producer's last batch,
-/// which keeps its header with no records. Control batches and legacy
-/// messages are kept.
+/// which keeps its header with no records, uncompressed (codec bits cleared,
+/// as Kafka writes empty batches: a consumer cannot decompress 0 bytes).
+/// An empty batch with codec bits already on disk (older cleaners wrote
+/// them) is rewritten that way too. Control batches and legacy messages are
+/// kept.
 pub fn clean_batches(
     map: &mut OffsetMap,
     buf: &[u8],
@@ -257,7 +278,7 @@ pub fn clean_batches(
             copy_whole(&mut c, b, &h);
             continue;
         }
-        let data = records_of(b, &h, pos)?;
+        let data = records_of(b, &h, pos, opts.max_decompressed_size)?;
         kept.clear();
         seen.clear();
         let mut p = 0usize;
@@ -291,7 +312,7 @@ pub fn clean_batches(
             kept.push((start, end));
         }
         c.records_retained += kept.len() as u64;
-        if kept.len() == count {
+        if kept.len() == count && !(count == 0 && h.compression_codec() != compression::NONE) {
             copy_whole(&mut c, b, &h);
             continue;
         }
@@ -309,6 +330,11 @@ pub fn clean_batches(
         } else {
             compression::compress(h.compression_codec(), &section)?
         };
+        let attributes = if kept.is_empty() {
+            h.attributes & !batch::COMPRESSION_CODEC_MASK
+        } else {
+            h.attributes
+        };
         let max_timestamp = if log_append_time || kept.is_empty() {
             h.max_timestamp
         } else {
@@ -322,6 +348,8 @@ pub fn clean_batches(
         batch::write_i32(nb, batch::LENGTH_OFFSET, length);
         batch::write_i64(nb, batch::MAX_TIMESTAMP_OFFSET, max_timestamp);
         batch::write_i32(nb, batch::RECORDS_COUNT_OFFSET, kept.len() as i32);
+        nb[batch::ATTRIBUTES_OFFSET..batch::ATTRIBUTES_OFFSET + 2]
+            .copy_from_slice(&attributes.to_be_bytes());
         if kept.is_empty() {
             // Kafka's empty header: the base timestamp is the max timestamp.
             batch::write_i64(nb, batch::BASE_TIMESTAMP_OFFSET, max_timestamp);
@@ -335,15 +363,41 @@ pub fn clean_batches(
     Ok(c)
 }
 
+/// Copy batch `b` as it is — except an empty one with codec bits (a control
+/// batch, or one older cleaners wrote), which goes out as its bare header
+/// uncompressed, with a fresh CRC.
 fn copy_whole(c: &mut CleanedChunk, b: &[u8], h: &BatchHeader) {
-    let out_pos = c.out.len() as u64;
+    let out_pos = c.out.len();
+    if h.records_count == 0 && h.compression_codec() != compression::NONE {
+        c.out.extend_from_slice(&b[..HEADER_SIZE]);
+        let nb = &mut c.out[out_pos..];
+        batch::write_i32(
+            nb,
+            batch::LENGTH_OFFSET,
+            (HEADER_SIZE - LOG_OVERHEAD) as i32,
+        );
+        let attributes = h.attributes & !batch::COMPRESSION_CODEC_MASK;
+        nb[batch::ATTRIBUTES_OFFSET..batch::ATTRIBUTES_OFFSET + 2]
+            .copy_from_slice(&attributes.to_be_bytes());
+        let crc = batch::compute_crc(nb);
+        batch::write_u32(nb, batch::CRC_OFFSET, crc);
+        let nh = BatchHeader {
+            batch_length: (HEADER_SIZE - LOG_OVERHEAD) as i32,
+            attributes,
+            crc,
+            ..*h
+        };
+        c.batches.push(BatchMeta::from_header(&nh, out_pos as u64));
+        return;
+    }
     c.out.extend_from_slice(b);
-    c.batches.push(BatchMeta::from_header(h, out_pos));
+    c.batches.push(BatchMeta::from_header(h, out_pos as u64));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compression::MAX_DECOMPRESSED_SIZE as MAX;
     use crate::records::{build_batch, BuildOptions, BuildRecord};
     use crate::validate::decode_batch_records;
 
@@ -413,7 +467,7 @@ mod tests {
         for codec in [0u8, 1, 2, 3, 4] {
             let buf = log(codec);
             let mut map = OffsetMap::new(24 * 64, 0.9);
-            let m = build_offset_map(&mut map, &buf, 0, i64::MAX, 0).unwrap();
+            let m = build_offset_map(&mut map, &buf, 0, i64::MAX, 0, MAX).unwrap();
             assert_eq!((m.consumed, m.full, m.records), (buf.len(), false, 6));
             assert_eq!(map.latest_offset(), 5);
             let opts = CleanOptions {
@@ -451,7 +505,7 @@ mod tests {
     fn active_producers_last_batch_keeps_an_empty_header() {
         let buf = log(0);
         let mut map = OffsetMap::new(24 * 64, 0.9);
-        build_offset_map(&mut map, &buf, 0, i64::MAX, 0).unwrap();
+        build_offset_map(&mut map, &buf, 0, i64::MAX, 0, MAX).unwrap();
         // a later "a", "b" and "c" supersede everything
         for (k, o) in [("a", 10), ("b", 11), ("c", 12)] {
             map.put(k.as_bytes(), o);
@@ -480,18 +534,87 @@ mod tests {
     fn full_map_stops_and_cut_batches_are_reported() {
         let buf = log(0);
         let mut map = OffsetMap::new(24 * 3, 1.0);
-        let m = build_offset_map(&mut map, &buf, 0, i64::MAX, 0).unwrap();
+        let m = build_offset_map(&mut map, &buf, 0, i64::MAX, 0, MAX).unwrap();
         assert!(m.full);
         assert_eq!(map.latest_offset(), 2); // a, b, a fit; c does not
         let first = batch::framed_size(&buf).unwrap();
-        let m = build_offset_map(&mut map, &buf[..first + 20], 0, i64::MAX, 0).unwrap();
+        let m = build_offset_map(&mut map, &buf[..first + 20], 0, i64::MAX, 0, MAX).unwrap();
         assert_eq!((m.consumed, m.needed), (first, buf.len() - first));
         let c = clean_batches(&mut map, &buf[..first + 5], &CleanOptions::default(), 0).unwrap();
         assert_eq!((c.consumed, c.needed), (first, 0));
         // end offset bounds the map
         map.clear();
-        let m = build_offset_map(&mut OffsetMap::new(24 * 64, 0.9), &buf, 0, 3, 0).unwrap();
+        let m = build_offset_map(&mut OffsetMap::new(24 * 64, 0.9), &buf, 0, 3, 0, MAX).unwrap();
         assert!(m.done);
         assert_eq!(m.records, 3);
+    }
+
+    #[test]
+    fn an_empty_header_is_written_uncompressed_and_old_ones_are_repaired() {
+        for codec in [1u8, 2, 3, 4] {
+            let buf = log(codec);
+            let mut map = OffsetMap::new(24 * 64, 0.9);
+            build_offset_map(&mut map, &buf, 0, i64::MAX, 0, MAX).unwrap();
+            for (k, o) in [("a", 10), ("b", 11), ("c", 12)] {
+                map.put(k.as_bytes(), o);
+            }
+            let opts = CleanOptions {
+                active_producers: HashMap::from([(7, 5)]),
+                ..Default::default()
+            };
+            let c = clean_batches(&mut map, &buf, &opts, 0).unwrap();
+            assert_eq!(c.out.len(), HEADER_SIZE);
+            let h = crate::validate::validate_batch(&c.out, 0, &Default::default()).unwrap();
+            assert_eq!(
+                (h.records_count, h.compression_codec()),
+                (0, 0),
+                "codec {codec}"
+            );
+            assert_eq!(h.attributes & !batch::COMPRESSION_CODEC_MASK, 0);
+            assert_eq!(c.batches[0].compression, 0);
+
+            // what older cleaners wrote: the same header with the codec bits
+            let mut old = c.out.clone();
+            old[batch::ATTRIBUTES_OFFSET + 1] |= codec;
+            let crc = batch::compute_crc(&old);
+            batch::write_u32(&mut old, batch::CRC_OFFSET, crc);
+            // the map and the cleaner read it as empty, and rewrite it uncompressed
+            let mut map2 = OffsetMap::new(24 * 64, 0.9);
+            let m = build_offset_map(&mut map2, &old, 0, i64::MAX, 0, MAX).unwrap();
+            assert_eq!((m.consumed, m.records), (old.len(), 0));
+            let again = clean_batches(&mut map2, &old, &opts, 0).unwrap();
+            assert_eq!(again.out, c.out);
+            // not the producer's last batch any more: dropped
+            let gone = clean_batches(&mut map2, &old, &CleanOptions::default(), 0).unwrap();
+            assert!(gone.out.is_empty());
+            // and an uncompressed empty header is copied as it is
+            let kept = clean_batches(&mut map2, &c.out, &CleanOptions::default(), 0).unwrap();
+            assert_eq!(kept.out, c.out);
+        }
+    }
+
+    #[test]
+    fn records_decompressing_past_the_limit_stop_the_clean() {
+        let big = build_batch(
+            &[rec(Some("a"), Some(&"z".repeat(1 << 20)), 1)],
+            &BuildOptions {
+                compression: 4,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut map = OffsetMap::new(24 * 64, 0.9);
+        assert!(matches!(
+            build_offset_map(&mut map, &big, 0, i64::MAX, 0, 1000),
+            Err(Error::RecordsTooLarge { .. })
+        ));
+        let opts = CleanOptions {
+            max_decompressed_size: 1000,
+            ..Default::default()
+        };
+        assert!(matches!(
+            clean_batches(&mut map, &big, &opts, 0),
+            Err(Error::RecordsTooLarge { .. })
+        ));
     }
 }

@@ -1,0 +1,6 @@
+//! `pylog_core::harness::decompress` under libFuzzer: see the harness for the invariants.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    pylog_core::harness::decompress(data);
+});
