@@ -10,10 +10,18 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Mapping
-from typing import Any
 
 from pylog.broker.request_helpers import MAX_PARTITIONS_PER_REQUEST, Pacer
+from pylog.broker.response_dicts import (
+    DescribeClusterResponseDict,
+    DescribeLogDirsPartitionDict,
+    DescribeLogDirsResponseDict,
+    DescribeLogDirsResultDict,
+    MetadataResponseBrokerDict,
+    MetadataResponseDict,
+    MetadataResponsePartitionDict,
+    MetadataResponseTopicDict,
+)
 from pylog.errors import (
     ErrorCode,
     InvalidReplicationFactorError,
@@ -32,12 +40,19 @@ from pylog.metadata.store import (
 )
 from pylog.network import Request
 from pylog.protocol import ZERO_UUID
+from pylog.protocol.messages import (
+    DescribeClusterRequest,
+    DescribeLogDirsRequest,
+    MetadataRequest,
+)
 from pylog.server.config import EndPoint, KafkaConfig
 from pylog.server.replica_manager import ReplicaManager
 
 __all__ = ["ClusterApis"]
 
 _log = logging.getLogger("pylog.broker.cluster_apis")
+
+# The responses are dicts typed by response_dicts (its docstring says why).
 
 _AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
 # Without an authorizer every operation is allowed: READ..DESCRIBE, DESCRIBE_CONFIGS,
@@ -166,7 +181,7 @@ class ClusterApis:
         found = self.metadata_cache.controller_id
         return found if found is not None else -1
 
-    def _cached_partition(self, topic: str, i: int, listener: str) -> dict[str, Any]:
+    def _cached_partition(self, topic: str, i: int, listener: str) -> MetadataResponsePartitionDict:
         """One partition as the MetadataCache has it: its leader, or
         LEADER_NOT_AVAILABLE / -1 when the leader is not a live broker
         (LISTENER_NOT_FOUND when it is, without the request's listener)."""
@@ -208,7 +223,7 @@ class ClusterApis:
 
     def _cached_topic_entry(
         self, name: str, meta: TopicMetadata | None, with_ops: bool, listener: str
-    ) -> dict[str, Any]:
+    ) -> MetadataResponseTopicDict:
         cache = self.metadata_cache
         cached = {p.partition for p in cache.partitions_of(name)}
         count = max(meta.partitions if meta is not None else 0, max(cached, default=-1) + 1)
@@ -226,12 +241,12 @@ class ClusterApis:
 
     def _topic_entry(
         self, meta: TopicMetadata, with_ops: bool, listener: str | None = None
-    ) -> dict[str, Any]:
+    ) -> MetadataResponseTopicDict:
         if listener is not None and self.in_cluster():
             return self._cached_topic_entry(meta.name, meta, with_ops, listener)
         b = self.broker_id
         rm = self.replica_manager
-        partitions = []
+        partitions: list[MetadataResponsePartitionDict] = []
         for i in range(meta.partitions):
             p = rm.partition(TopicPartition(meta.name, i))
             if p is None:
@@ -269,16 +284,18 @@ class ClusterApis:
             else _AUTHORIZED_OPS_NOT_REQUESTED,
         }
 
-    async def handle_topic_metadata_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+    async def handle_topic_metadata_request(
+        self, request: Request, body: MetadataRequest
+    ) -> MetadataResponseDict:
         version = request.header.api_version
         store = self.metadata_store
-        with_ops = bool(body.get("include_topic_authorized_operations"))
-        allow_auto = bool(body.get("allow_auto_topic_creation", True)) if version >= 4 else True
+        with_ops = bool(body.include_topic_authorized_operations)
+        allow_auto = bool(body.allow_auto_topic_creation) if version >= 4 else True
         allow_auto = allow_auto and self.config.auto_create_topics_enable
         requested = body.topics
         listener = request.listener
         cluster = self.in_cluster()
-        topics: list[dict[str, Any]] = []
+        topics: list[MetadataResponseTopicDict] = []
         if requested is None or (version == 0 and not requested):
             topics = [self._topic_entry(m, with_ops, listener) for m in store.topics()]
             if cluster:  # and the topics only the controller has told of
@@ -291,14 +308,14 @@ class ClusterApis:
         else:
             # One entry per requested topic, in order; the names to auto-create
             # are filled in once they are made, all together.
-            entries: list[dict[str, Any] | str] = []
+            entries: list[MetadataResponseTopicDict | str] = []
             missing: dict[str, None] = {}
             seen: set[tuple[str | None, str | None]] = set()
             pace = Pacer()
             for t in requested:
                 await pace()
-                name = t.get("name")
-                topic_id = t.get("topic_id")
+                name = t.name
+                topic_id = t.topic_id
                 key = (name, None if name is not None else topic_id)
                 if key in seen:  # each topic is answered once, however often it is named
                     continue
@@ -350,6 +367,7 @@ class ClusterApis:
                     topics.append(self._topic_error(code, entry))
                 else:
                     topics.append(self._topic_entry(meta, with_ops, listener))
+        brokers: list[MetadataResponseBrokerDict]
         if cluster:
             brokers = [
                 {"node_id": i, "host": h, "port": p, "rack": r}
@@ -358,19 +376,21 @@ class ClusterApis:
         else:
             host, port = self.broker_endpoint(listener)
             brokers = [{"node_id": self.broker_id, "host": host, "port": port, "rack": None}]
-        response: dict[str, Any] = {
+        response: MetadataResponseDict = {
             "throttle_time_ms": 0,
             "brokers": brokers,
             "cluster_id": store.cluster_id,
             "controller_id": self.controller_id(),
             "topics": topics,
         }
-        if body.get("include_cluster_authorized_operations"):
+        if body.include_cluster_authorized_operations:
             response["cluster_authorized_operations"] = _CLUSTER_OPS
         return response
 
     @staticmethod
-    def _topic_error(code: int, name: str | None, topic_id: str | None = None) -> dict[str, Any]:
+    def _topic_error(
+        code: int, name: str | None, topic_id: str | None = None
+    ) -> MetadataResponseTopicDict:
         return {
             "error_code": code,
             "name": name,
@@ -382,10 +402,10 @@ class ClusterApis:
     # ------------------------------------------------------------------ DescribeCluster
 
     async def handle_describe_cluster_request(
-        self, request: Request, body: Any
-    ) -> Mapping[str, Any]:
-        endpoint_type = body.get("endpoint_type", 1)
-        response: dict[str, Any] = {
+        self, request: Request, body: DescribeClusterRequest
+    ) -> DescribeClusterResponseDict:
+        endpoint_type = body.endpoint_type
+        response: DescribeClusterResponseDict = {
             "throttle_time_ms": 0,
             "error_code": ErrorCode.NONE,
             "error_message": None,
@@ -394,7 +414,7 @@ class ClusterApis:
             "controller_id": self.broker_id,
             "brokers": [],
             "cluster_authorized_operations": _CLUSTER_OPS
-            if body.get("include_cluster_authorized_operations")
+            if body.include_cluster_authorized_operations
             else _AUTHORIZED_OPS_NOT_REQUESTED,
         }
         if endpoint_type != 1:
@@ -429,15 +449,15 @@ class ClusterApis:
     # ------------------------------------------------------------------ DescribeLogDirs
 
     async def handle_describe_log_dirs_request(
-        self, request: Request, body: Any
-    ) -> Mapping[str, Any]:
+        self, request: Request, body: DescribeLogDirsRequest
+    ) -> DescribeLogDirsResponseDict:
         wanted: set[TopicPartition] | None = None
         if body.topics is not None:
             wanted = {TopicPartition(t.topic, p) for t in body.topics for p in t.partitions}
-        results = []
+        results: list[DescribeLogDirsResultDict] = []
         for path in self.log_manager.log_dirs:
             logs = self.log_manager.logs_in_dir(path)
-            by_topic: dict[str, list[dict[str, Any]]] = {}
+            by_topic: dict[str, list[DescribeLogDirsPartitionDict]] = {}
             for tp in sorted(logs):
                 if wanted is not None and tp not in wanted:
                     continue

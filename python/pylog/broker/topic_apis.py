@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from pylog.broker.config_apis import ConfigApis
 from pylog.broker.request_helpers import (
@@ -20,6 +19,17 @@ from pylog.broker.request_helpers import (
     TOO_MANY_PARTITIONS,
     duplicates,
     error_of,
+)
+from pylog.broker.response_dicts import (
+    CreatableTopicResultDict,
+    CreatePartitionsResponseDict,
+    CreatePartitionsTopicResultDict,
+    CreateTopicsResponseDict,
+    DeletableTopicResultDict,
+    DeleteRecordsPartitionResultDict,
+    DeleteRecordsResponseDict,
+    DeleteRecordsTopicResultDict,
+    DeleteTopicsResponseDict,
 )
 from pylog.errors import (
     ErrorCode,
@@ -37,12 +47,25 @@ from pylog.logsafe import quoted
 from pylog.metadata.store import MetadataStore, NewTopic, TopicMetadata, validate_topic_name
 from pylog.network import Request
 from pylog.protocol import ZERO_UUID
+from pylog.protocol.messages import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteRecordsRequest,
+    DeleteTopicsRequest,
+)
+from pylog.protocol.messages.create_partitions_request import CreatePartitionsTopic
+from pylog.protocol.messages.create_topics_request import (
+    CreatableReplicaAssignment,
+    CreatableTopic,
+)
 from pylog.server.config import KafkaConfig
 from pylog.server.replica_manager import ReplicaManager
 
 __all__ = ["TopicApis"]
 
 _log = logging.getLogger("pylog.broker.topic_apis")
+
+# The responses are dicts typed by response_dicts (its docstring says why).
 
 
 class TopicApis:
@@ -68,17 +91,19 @@ class TopicApis:
 
     # ------------------------------------------------------------------ CreateTopics
 
-    async def handle_create_topics_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+    async def handle_create_topics_request(
+        self, request: Request, body: CreateTopicsRequest
+    ) -> CreateTopicsResponseDict:
         version = request.header.api_version
-        validate_only = bool(body.get("validate_only", False))
+        validate_only = bool(body.validate_only)
         dupes = duplicates(t.name for t in body.topics)
         # Checked first: a request may carry millions of assignments, which
         # are not worth checking one by one when the request is refused whole.
         too_many = self._requested_partitions(body.topics) > MAX_PARTITIONS_PER_REQUEST
-        results: list[dict[str, Any]] = []
+        results: list[CreatableTopicResultDict] = []
         # (result entry, topic to create, its effective config) of the topics
         # that pass the checks made here; the store makes the rest.
-        pending: list[tuple[dict[str, Any], NewTopic, LogConfig]] = []
+        pending: list[tuple[CreatableTopicResultDict, NewTopic, LogConfig]] = []
         seen: set[str] = set()
         for t in body.topics:
             if t.name in dupes:
@@ -122,7 +147,7 @@ class TopicApis:
                 self._created(result, meta, effective, version, validate_only)
         return {"throttle_time_ms": 0, "topics": results}
 
-    def _requested_partitions(self, topics: Any) -> int:
+    def _requested_partitions(self, topics: list[CreatableTopic]) -> int:
         """The partitions a CreateTopics request asks for in all (Kafka's
         count: the default for -1, the assignments when given)."""
         total = 0
@@ -137,7 +162,7 @@ class TopicApis:
 
     def _created(
         self,
-        result: dict[str, Any],
+        result: CreatableTopicResultDict,
         meta: TopicMetadata,
         effective: LogConfig,
         version: int,
@@ -168,7 +193,9 @@ class TopicApis:
             ]
 
     @staticmethod
-    def _create_result(name: str, code: int, message: str | None, version: int) -> dict[str, Any]:
+    def _create_result(
+        name: str, code: int, message: str | None, version: int
+    ) -> CreatableTopicResultDict:
         return {
             "name": name,
             "topic_id": ZERO_UUID,
@@ -179,7 +206,7 @@ class TopicApis:
             "configs": None,
         }
 
-    def _new_topic(self, t: Any) -> tuple[NewTopic, LogConfig]:
+    def _new_topic(self, t: CreatableTopic) -> tuple[NewTopic, LogConfig]:
         """The checks of one CreateTopics entry that need no store: name,
         partitions, replication factor, assignment, configs."""
         name: str = t.name
@@ -229,7 +256,7 @@ class TopicApis:
         )
         return new, effective
 
-    def _check_assignments(self, assignments: list[Any]) -> tuple[int, int]:
+    def _check_assignments(self, assignments: list[CreatableReplicaAssignment]) -> tuple[int, int]:
         """(partitions, replication factor) of an explicit replica assignment."""
         indexes = sorted(a.partition_index for a in assignments)
         if indexes != list(range(len(indexes))):
@@ -260,18 +287,21 @@ class TopicApis:
 
     # ------------------------------------------------------------------ DeleteTopics
 
-    async def handle_delete_topics_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+    async def handle_delete_topics_request(
+        self, request: Request, body: DeleteTopicsRequest
+    ) -> DeleteTopicsResponseDict:
         version = request.header.api_version
+        wanted: list[tuple[str | None, str]]
         if version >= 6:
-            wanted = [(t.get("name"), t.get("topic_id") or ZERO_UUID) for t in body.topics]
+            wanted = [(t.name, t.topic_id or ZERO_UUID) for t in body.topics]
         else:
             wanted = [(n, ZERO_UUID) for n in body.topic_names]
         dup_names = duplicates(n for n, i in wanted if n is not None and i == ZERO_UUID)
         dup_ids = duplicates(i for n, i in wanted if i != ZERO_UUID)
         enabled = bool(self.config.delete_topic_enable)
-        responses = []
+        responses: list[DeletableTopicResultDict] = []
         for name, topic_id in wanted:
-            out: dict[str, Any] = {
+            out: DeletableTopicResultDict = {
                 "name": name,
                 "topic_id": topic_id,
                 "error_code": ErrorCode.NONE,
@@ -326,12 +356,12 @@ class TopicApis:
     # ------------------------------------------------------------------ CreatePartitions
 
     async def handle_create_partitions_request(
-        self, request: Request, body: Any
-    ) -> Mapping[str, Any]:
+        self, request: Request, body: CreatePartitionsRequest
+    ) -> CreatePartitionsResponseDict:
         validate_only = bool(body.validate_only)
         dupes = duplicates(t.name for t in body.topics)
-        results: list[dict[str, Any]] = []
-        wanted: list[tuple[dict[str, Any], Any]] = []
+        results: list[CreatePartitionsTopicResultDict] = []
+        wanted: list[tuple[CreatePartitionsTopicResultDict, CreatePartitionsTopic]] = []
         seen: set[str] = set()
         for t in body.topics:
             if t.name in dupes:
@@ -342,7 +372,11 @@ class TopicApis:
                          "error_message": "Duplicate topic in request."}
                     )  # fmt: skip
                 continue
-            result: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
+            result: CreatePartitionsTopicResultDict = {
+                "name": t.name,
+                "error_code": 0,
+                "error_message": None,
+            }
             results.append(result)
             wanted.append((result, t))
         added = 0
@@ -362,7 +396,9 @@ class TopicApis:
         return {"throttle_time_ms": 0, "results": results}
 
     def _create_all_partitions(
-        self, wanted: list[tuple[dict[str, Any], Any]], validate_only: bool
+        self,
+        wanted: list[tuple[CreatePartitionsTopicResultDict, CreatePartitionsTopic]],
+        validate_only: bool,
     ) -> None:
         for result, t in wanted:
             try:
@@ -370,7 +406,7 @@ class TopicApis:
             except Exception as e:
                 result["error_code"], result["error_message"] = error_of(e)
 
-    def _create_partitions(self, t: Any, validate_only: bool) -> None:
+    def _create_partitions(self, t: CreatePartitionsTopic, validate_only: bool) -> None:
         meta = self.metadata_store.topic(t.name)
         if meta is None:
             raise UnknownTopicOrPartitionError(f"The topic '{t.name}' does not exist.")
@@ -418,15 +454,17 @@ class TopicApis:
 
     # ------------------------------------------------------------------ DeleteRecords
 
-    async def handle_delete_records_request(self, request: Request, body: Any) -> Mapping[str, Any]:
+    async def handle_delete_records_request(
+        self, request: Request, body: DeleteRecordsRequest
+    ) -> DeleteRecordsResponseDict:
         offsets: dict[TopicPartition, int] = {}
         for t in body.topics:
             for p in t.partitions:
                 offsets[TopicPartition(t.name, p.partition_index)] = p.offset
         done = self.replica_manager.delete_records(offsets)
-        topics = []
+        topics: list[DeleteRecordsTopicResultDict] = []
         for t in body.topics:
-            parts = []
+            parts: list[DeleteRecordsPartitionResultDict] = []
             for p in t.partitions:
                 code, low = done[TopicPartition(t.name, p.partition_index)]
                 parts.append(
