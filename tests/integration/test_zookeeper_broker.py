@@ -214,6 +214,9 @@ def test_registration_survives_zookeeper_restart_and_session_expiry(
     # ZooKeeper restarts (same data): the broker reconnects and is registered after it
     zk.restart()
     _wait_for(lambda: k.connected and k.exists("/brokers/ids/1"), "registration after restart")
+    # a new topic is placed by the controller: one must be elected again if the
+    # restart outlasted the session
+    _wait_for(lambda: k.exists("/controller"), "a controller after restart")
     topic = topic_name("after-restart")
     ck_produce(b.bootstrap, topic, [(None, b"x", None)])
     assert k.exists(f"/brokers/topics/{topic}")

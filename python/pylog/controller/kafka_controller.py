@@ -31,7 +31,7 @@ from pylog.controller.controller_event_manager import ControllerEvent, Controlle
 from pylog.controller.partition_state_machine import ElectionStats, PartitionStateMachine
 from pylog.controller.replica_state_machine import ReplicaStateMachine
 from pylog.log.checkpoint import TopicPartition
-from pylog.metadata.kafka_zk_client import ControllerMovedError, KafkaZkClient
+from pylog.metadata.kafka_zk_client import ControllerMovedError, KafkaZkClient, ZkError
 from pylog.metadata.zk_data import (
     ControllerZNode,
     DeleteTopicsZNode,
@@ -42,6 +42,9 @@ from pylog.metadata.zk_data import (
 from pylog.network.metrics import MetricsRegistry
 
 __all__ = ["KafkaController"]
+
+#: Seconds between election attempts while ZooKeeper is unreachable.
+_ELECTION_RETRY_S = 0.5
 
 _log = logging.getLogger("pylog.controller")
 
@@ -182,6 +185,20 @@ class KafkaController:
         self._put("ControllerChange", self._elect)
 
     async def _elect(self) -> None:
+        try:
+            await self._try_elect()
+        except ZkError as e:
+            # ZooKeeper is unreachable (restarting, or the session is being
+            # re-established): the /controller watch will not fire again for
+            # this change, so the election is tried again shortly.
+            if self._closed:
+                return
+            _log.warning("controller election: %s; trying again in %.1f s", e, _ELECTION_RETRY_S)
+            asyncio.get_running_loop().call_later(
+                _ELECTION_RETRY_S, self._put, "ControllerChange", self._elect
+            )
+
+    async def _try_elect(self) -> None:
         holder = await self.zk.run(self.zk.get_controller_id)
         if holder is not None:
             self.active_controller_id = holder
