@@ -264,6 +264,19 @@ class KafkaController:
             if ctx.partition_states[tp] is PartitionState.OnlinePartition:
                 batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r in ctx.live_brokers], tp)
         await self.partition_state_machine.trigger_online_partition_state_change(batch)
+        # Replicas on brokers that died before this controller took office
+        # (the old controller among them, often) leave the ISRs now, as they
+        # would have on the broker failure: otherwise a caught-up dead
+        # follower stays in the ISR and acks=all waits on it.
+        offline = [
+            replica
+            for replica, state in ctx.replica_states.items()
+            if state is ReplicaState.OfflineReplica
+            and replica[0].topic not in ctx.topics_being_deleted
+        ]
+        await self.replica_state_machine.handle_state_changes(
+            offline, ReplicaState.OfflineReplica, batch
+        )
         batch.send()
         loop = self._loop
         self._stop_watches = [
