@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build protocol tools run test test-rust test-python bench fuzz lint format clean pipeline
+.PHONY: help install build protocol tools run cluster test test-rust test-python bench fuzz lint format clean pipeline
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -30,6 +30,9 @@ protocol: ## regenerate python/pylog/protocol/messages/ (typed classes, codecs) 
 
 run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./pylog-data (Ctrl-C stops it cleanly)
 	$(VENV)/bin/pylog broker start
+
+cluster: install tools ## run a local cluster until Ctrl-C: ZooKeeper on 127.0.0.1:2181, brokers 1-3 on 127.0.0.1:9092-9094, data and logs in ./pylog-cluster
+	$(VENV)/bin/pylog cluster local --brokers 3 --dir ./pylog-cluster
 
 test: install tools test-rust test-python ## install everything the tests need, then run all tests
 

@@ -13,7 +13,7 @@ from pylog.cli.common import admin_client, bootstrap_option, client_errors, time
 
 @click.group("cluster")
 def cluster() -> None:
-    """Describe the cluster."""
+    """Describe the cluster, or run one on this machine."""
 
 
 def _ids(nodes: list[int]) -> str:
@@ -68,3 +68,75 @@ def describe(bootstrap_server: str, request_timeout_ms: int) -> None:
     with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
         meta = admin.metadata(None)
     click.echo(format_cluster(meta))
+
+
+@cluster.command("local")
+@click.option("--brokers", default=3, show_default=True, type=click.IntRange(1, 64))
+@click.option(
+    "--dir",
+    "directory",
+    default="./pylog-cluster",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="ZooKeeper's data and each broker's log directory (broker-<id>/data) and log "
+    "(broker-<id>/broker.log); kept, so a second run finds the same cluster.",
+)
+@click.option(
+    "--base-port",
+    default=9092,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Broker i listens on base-port + i - 1 (0: free ports).",
+)
+@click.option("--zookeeper-port", default=2181, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--override",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A broker key for every broker (repeatable).",
+)
+def local(
+    brokers: int, directory: str, base_port: int, zookeeper_port: int, overrides: tuple[str, ...]
+) -> None:
+    """Run a cluster on this machine until Ctrl-C: a ZooKeeper server (Debian's
+    zookeeper package) and BROKERS `pylog broker start` processes on
+    127.0.0.1, for trying replication and failover (kill one, watch
+    `pylog cluster describe`)."""
+    import signal
+    import threading
+
+    from pylog.testing import LocalCluster, ZooKeeperUnavailable
+
+    props: dict[str, object] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--override")
+        props[key.strip()] = value.strip()
+    c = LocalCluster(
+        brokers,
+        props,
+        directory=directory,
+        chroot="/pylog",
+        base_port=base_port,
+        zookeeper_port=zookeeper_port,
+    )
+    try:
+        c.start()
+    except ZooKeeperUnavailable as e:
+        raise click.ClickException(str(e)) from e
+    except (RuntimeError, TimeoutError, OSError) as e:
+        raise click.ClickException(f"the cluster did not start: {e}") from e
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        click.echo(f"zookeeper.connect={c.zookeeper_connect}")
+        for b in c.brokers.values():
+            click.echo(f"broker {b.broker_id}: {b.bootstrap_servers}  (log: {b.log_file})")
+        click.echo(f"bootstrap.servers={c.bootstrap_servers}", nl=True)
+        click.echo("Ctrl-C stops the cluster (its data stays in " + directory + ")")
+        stop.wait()
+    finally:
+        c.close()

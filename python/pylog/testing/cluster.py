@@ -94,7 +94,14 @@ class ClusterBroker:
         log = open(self.log_file, "a")  # noqa: SIM115 - handed to the child
         try:
             proc = subprocess.Popen(
-                self.command(), stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1
+                self.command(),
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                bufsize=1,
+                # Its own session: a Ctrl-C at the terminal reaches the owner,
+                # which stops the brokers in order, not every broker at once.
+                start_new_session=True,
             )
         finally:
             log.close()
@@ -178,7 +185,9 @@ class LocalCluster:
 
     ``zookeeper`` is a running :class:`ZooKeeperServer` or a ``host:port``
     connect string to share (each cluster takes a chroot of its own); without
-    one the cluster starts its own server. ``base_port`` puts broker i on
+    one the cluster starts its own server (on ``zookeeper_port``, or a free
+    one). ``chroot`` is where the brokers' znodes go (a new random one by
+    default; give a fixed one to find a kept cluster again). ``base_port`` puts broker i on
     ``base_port + i - 1`` (ephemeral ports otherwise); ``racks`` sets
     ``broker.rack`` per broker and ``per_broker`` any key per broker id
     (``{1: {"metrics.port": 9404}}``). ``directory`` keeps the data (a temporary
@@ -191,7 +200,9 @@ class LocalCluster:
         *,
         zookeeper: ZooKeeperServer | str | None = None,
         directory: str | None = None,
+        chroot: str | None = None,
         base_port: int = 0,
+        zookeeper_port: int = 0,
         racks: Sequence[str] | None = None,
         per_broker: Mapping[int, Mapping[str, object]] | None = None,
         log_level: str = "INFO",
@@ -208,7 +219,10 @@ class LocalCluster:
             zookeeper if isinstance(zookeeper, ZooKeeperServer) else None
         )
         self._zk_connect = zookeeper if isinstance(zookeeper, str) else None
-        self.chroot = f"/pylog-{uuid.uuid4().hex[:10]}"
+        self.chroot = chroot if chroot is not None else f"/pylog-{uuid.uuid4().hex[:10]}"
+        if not self.chroot.startswith("/") or self.chroot == "/":
+            raise ValueError(f"chroot {self.chroot!r} is not a ZooKeeper path below /")
+        self.zookeeper_port = zookeeper_port
         self.startup_timeout = startup_timeout
         props: dict[str, object] = {
             **CLUSTER_TEST_DEFAULTS,
@@ -255,7 +269,9 @@ class LocalCluster:
 
     def start(self) -> LocalCluster:
         if self._zk_server is None and self._zk_connect is None:
-            self._zk_server = ZooKeeperServer(data_dir=os.path.join(self.dir, "zookeeper"))
+            self._zk_server = ZooKeeperServer(
+                data_dir=os.path.join(self.dir, "zookeeper"), port=self.zookeeper_port
+            )
             self._zk_server.start()
         root = self._zk_server.connect if self._zk_server is not None else self._zk_connect
         boot = KazooClient(hosts=root)

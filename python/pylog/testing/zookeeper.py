@@ -64,13 +64,18 @@ class ZooKeeperServer:
     so tests can use session timeouts of a second or two."""
 
     def __init__(
-        self, *, data_dir: str | None = None, tick_ms: int = 500, startup_timeout: float = 30.0
+        self,
+        *,
+        data_dir: str | None = None,
+        port: int = 0,
+        tick_ms: int = 500,
+        startup_timeout: float = 30.0,
     ) -> None:
         self._own_dir = data_dir is None
         self.dir = data_dir if data_dir is not None else tempfile.mkdtemp(prefix="pylog-zk-")
         self.tick_ms = tick_ms
         self.startup_timeout = startup_timeout
-        self.port = 0
+        self.port = port  # 0: a free port, chosen at the first start
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -121,7 +126,9 @@ class ZooKeeperServer:
         cmd.append(self._write_config())
         log = open(os.path.join(self.dir, "zookeeper.log"), "ab")  # noqa: SIM115
         try:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         finally:
             log.close()
         deadline = time.monotonic() + self.startup_timeout
