@@ -329,3 +329,89 @@ def test_replication_factor_above_the_live_brokers_is_refused(
     topic = topic_name("rf2")
     create_topic(cluster.bootstrap_servers, topic, 1, 2)
     assert sorted(cluster.replicas(topic)) == [1, 2]
+
+
+def _log_bytes(broker: ClusterBroker, topic: str) -> bytes:
+    d = Path(broker.log_dir) / f"{topic}-0"
+    return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
+
+
+def test_a_cut_off_leader_truncates_by_leader_epoch_when_it_returns(
+    pylog_cluster_factory: Factory,
+) -> None:
+    """The leader takes acks=1 writes its followers never see, then goes
+    silent past its ZooKeeper session; an unclean election makes a follower
+    leader, which takes other writes at the same offsets. On its return the
+    old leader truncates its divergent tail by leader epoch
+    (OffsetForLeaderEpoch) and every replica ends up with the same bytes."""
+    from confluent_kafka import Producer
+
+    cluster = pylog_cluster_factory(
+        3,
+        **{
+            "zookeeper.session.timeout.ms": 8000,
+            "replica.lag.time.max.ms": 1000,
+            "unclean.leader.election.enable": "true",
+        },
+    )
+    topic = topic_name("diverge")
+    create_topic(cluster.bootstrap_servers, topic, 1, 3)
+    cluster.wait_for_full_isr(topic)
+    old = cluster.wait_for_leader(topic)
+    followers = [b for b in (1, 2, 3) if b != old]
+
+    def write(to: int, value: bytes) -> None:
+        p = Producer({"bootstrap.servers": cluster.broker(to).bootstrap_servers, "acks": 1})
+        errors: list[object] = []
+        p.produce(topic, value, on_delivery=lambda err, _m: errors.append(err) if err else None)
+        assert p.flush(30) == 0 and errors == []
+
+    write(old, b"everyone-has-this")
+    cluster.wait_for(
+        lambda: all(
+            b"everyone-has-this" in _log_bytes(cluster.broker(b), topic) for b in (1, 2, 3)
+        ),
+        "the first record on every replica",
+    )
+    for b in followers:
+        cluster.broker(b).pause()
+    n = 0
+
+    def alone() -> bool:
+        nonlocal n
+        write(old, f"only-on-the-old-leader-{n}".encode())
+        n += 1
+        return cluster.isr(topic) == [old]
+
+    try:
+        cluster.wait_for(alone, "the old leader alone in the ISR")
+        epoch = cluster.partition_state(topic)["leader_epoch"]  # type: ignore[index]
+        # Silence the old leader before the followers wake, so they cannot
+        # fetch what only it has.
+        cluster.broker(old).pause()
+    finally:
+        for b in followers:
+            cluster.broker(b).resume()
+    try:
+        cluster.wait_for(
+            lambda: cluster.leader(topic) in followers, "an unclean election of a follower"
+        )
+        new = cluster.leader(topic)
+        assert new is not None
+        assert cluster.partition_state(topic)["leader_epoch"] > epoch  # type: ignore[index]
+        for i in range(3):
+            write(new, f"the-new-leader-{i}".encode())
+    finally:
+        cluster.broker(old).resume()
+    cluster.wait_for_full_isr(topic)
+    cluster.wait_for(
+        lambda: len({_log_bytes(b, topic) for b in cluster.brokers.values()}) == 1,
+        "the same bytes on every replica",
+    )
+    data = _log_bytes(cluster.broker(old), topic)
+    assert b"the-new-leader-2" in data and b"everyone-has-this" in data
+    # The old leader's tail is gone, as an unclean election loses it. (The
+    # first of those records may have reached a follower: a fetch sent just
+    # before the SIGSTOP is answered into its socket, and read on SIGCONT.)
+    assert n >= 2
+    assert f"only-on-the-old-leader-{n - 1}".encode() not in data
