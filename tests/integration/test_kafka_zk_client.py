@@ -328,6 +328,42 @@ def test_zk_store_follows_another_brokers_changes(clients: Callable[..., KafkaZk
     asyncio.run(scenario())
 
 
+def test_zk_store_purges_config_changes_once_expired(
+    clients: Callable[..., KafkaZkClient],
+) -> None:
+    """Every broker processing a change deletes notifications older than the
+    expiration (15 minutes by default; 1 s here), so /config/changes does not
+    grow forever; the newest stays until it too is old."""
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        one = await asyncio.to_thread(ZkMetadataStore, clients(), 1, loop=loop)
+        two = await asyncio.to_thread(
+            ZkMetadataStore, clients(), 2, loop=loop, change_expiration_ms=1000
+        )
+        one.start_watching()
+        two.start_watching()
+        await asyncio.to_thread(one.create_topic, "purged", 1, 1)
+        await asyncio.to_thread(one.alter_topic_config, "purged", {"retention.ms": "1"})
+        first = one.zk.get_config_change_notifications()
+        assert len(first) == 1
+        await asyncio.sleep(1.5)
+        await asyncio.to_thread(one.alter_topic_config, "purged", {"retention.ms": "2"})
+        deadline = loop.time() + WAIT
+        while one.zk.get_config_change_notifications() != [] and (
+            one.zk.get_config_change_notifications()[0] == first[0]
+        ):
+            assert loop.time() < deadline, "the old notification was never purged"
+            await asyncio.sleep(0.05)
+        left = one.zk.get_config_change_notifications()
+        assert first[0] not in left and len(left) == 1
+        assert two.topic("purged").configs == {"retention.ms": "2"}  # type: ignore[union-attr]
+        one.close()
+        two.close()
+
+    asyncio.run(scenario())
+
+
 def test_missing_zookeeper_fails_with_the_way_to_install_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

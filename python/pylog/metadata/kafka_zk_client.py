@@ -79,6 +79,7 @@ from pylog.metadata.zk_data import (
     TopicReplicaAssignment,
     TopicsZNode,
     TopicZNode,
+    ZkDataError,
 )
 
 __all__ = [
@@ -138,11 +139,16 @@ class ZnodeStat(NamedTuple):
     version: int  # data version, the condition of a conditional write
     ephemeral_owner: int  # the owning session of an ephemeral znode, else 0
     num_children: int
+    ctime_ms: int = 0  # when it was created (ZooKeeper's clock, epoch milliseconds)
 
     @classmethod
     def of(cls, stat: Any) -> ZnodeStat:
         return cls(
-            int(stat.czxid), int(stat.version), int(stat.ephemeralOwner), int(stat.numChildren)
+            int(stat.czxid),
+            int(stat.version),
+            int(stat.ephemeralOwner),
+            int(stat.numChildren),
+            int(stat.ctime),
         )
 
 
@@ -781,8 +787,22 @@ class KafkaZkClient:
         )
 
     def get_config_change_notification(self, name: str) -> tuple[str, str] | None:
+        got = self.get_config_change_notification_with_stat(name)
+        return got[0] if got else None
+
+    def get_config_change_notification_with_stat(
+        self, name: str
+    ) -> tuple[tuple[str, str] | None, ZnodeStat] | None:
+        """(entity, stat) of a notification (entity None if unreadable), or
+        None if it is gone."""
         got = self.get_data(f"{ConfigEntityChangeNotificationZNode.parent()}/{name}")
-        return ConfigEntityChangeNotificationZNode.decode(got[0]) if got else None
+        if got is None:
+            return None
+        try:
+            entity: tuple[str, str] | None = ConfigEntityChangeNotificationZNode.decode(got[0])
+        except ZkDataError:
+            entity = None
+        return entity, got[1]
 
     def delete_config_change_notifications(self, names: Iterable[str]) -> None:
         for name in names:

@@ -80,6 +80,10 @@ from pylog.metadata.zk_data import (
 __all__ = ["ZkMetadataStore"]
 
 _log = logging.getLogger("pylog.metadata")
+
+#: Config change notifications older than this are deleted by the next broker
+#: that processes a change (Kafka's changeExpirationMs, 15 minutes).
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 _DELETE_WAIT_S = 30.0
 
 
@@ -110,8 +114,10 @@ class ZkMetadataStore(MetadataStore):
         cluster_id: str | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
         controller_managed: bool = False,
+        change_expiration_ms: int = CHANGE_EXPIRATION_MS,
     ) -> None:
         self.zk = zk
+        self.change_expiration_ms = change_expiration_ms
         self.broker_id = broker_id
         #: A KafkaController runs in the cluster: new topics and partitions are
         #: assigned over every registered broker (any replication factor) and
@@ -301,8 +307,26 @@ class ZkMetadataStore(MetadataStore):
                         new = _replace(meta, configs=configs)
                         self._put(new)
                         self._notify(MetadataEvent("config", new, meta))
+            self._purge_obsolete_changes(names)
         except (ZkError, ZkDataError):
             _log.exception("reading the config changes from ZooKeeper failed")
+
+    def _purge_obsolete_changes(self, names: list[str]) -> None:
+        """Delete notifications older than the expiration (Kafka's
+        ZkNodeChangeNotificationListener does the same, at 15 minutes): every
+        broker has read them long since, and /config/changes would otherwise
+        grow by one znode per config change forever."""
+        now_ms = int(time.time() * 1000)
+        old = []
+        for name in names:
+            if _Changes.sequence_number(name) > self._last_change_seq:
+                break
+            got = self.zk.get_config_change_notification_with_stat(name)
+            if got is not None and now_ms - got[1].ctime_ms > self.change_expiration_ms:
+                old.append(name)
+        if old:
+            self.zk.delete_config_change_notifications(old)
+            _log.info("purged %d config change notifications", len(old))
 
     # ------------------------------------------------------------------ reads
 
