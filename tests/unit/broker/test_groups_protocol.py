@@ -593,6 +593,22 @@ def test_resignation_and_election_move_a_partition_s_groups(tmp_path: Any) -> No
     run(tmp_path, body)
 
 
+def test_a_repeated_election_keeps_the_live_groups(tmp_path: Any) -> None:
+    # A LeaderAndIsr that only shrinks or grows the ISR elects the leader
+    # again: the partition it already holds is not read again (Kafka skips
+    # owned partitions), so its groups, sessions and waiting members stay.
+    async def body(g: Groups) -> None:
+        me, gen = await g.one_member_group("g")
+        p = g.coordinator.manager.partition_for("g")
+        group = g.coordinator.manager.get_group("g")
+        await g.coordinator.on_election(p)
+        assert g.coordinator.manager.get_group("g") is group
+        assert await g.heartbeat("g", gen, me) == 0
+        assert await g.commit("g", gen, me, {("t", 0): 9}) == {("t", 0): 0}
+
+    run(tmp_path, body)
+
+
 def test_initial_rebalance_delay_gathers_members_into_one_generation(tmp_path: Any) -> None:
     async def body(g: Groups) -> None:
         await g.find("g")
@@ -630,6 +646,7 @@ def test_group_and_offsets_broker_keys_have_kafka_defaults() -> None:
 
     c = KafkaConfig.from_props({})
     assert c.get("offsets.topic.num.partitions") == 50
+    assert c.get("offsets.topic.replication.factor") == 3
     assert c.get("offsets.topic.segment.bytes") == 104857600
     assert c.get("offsets.retention.minutes") == 10080
     assert c.get("offsets.retention.check.interval.ms") == 600000
