@@ -134,6 +134,18 @@ def find_coordinator(b: BrokerProcess, group: str) -> tuple[int, int, int]:
     return r.error_code, r.node_id, r.port
 
 
+def list_groups(b: BrokerProcess) -> list[str]:
+    """The groups broker ``b`` coordinates (ListGroups v4)."""
+    from pylog.protocol import ApiKey
+    from pylog.protocol.client import KafkaConnection
+    from pylog.protocol.messages import ListGroupsResponse
+
+    with KafkaConnection(b.bootstrap, timeout=10) as c:
+        r = c.request(ApiKey.LIST_GROUPS, 4, {"states_filter": []}, ListGroupsResponse)
+    assert r.error_code == 0
+    return [g.group_id for g in r.groups]
+
+
 def _create_topic(bootstrap: str, topic: str, partitions: int, rf: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -358,6 +370,7 @@ def test_group_follows_its_coordinator_when_its_broker_is_killed(cluster: Cluste
             )
 
         _wait_for(moved, "the coordinator to move")
+        found_s = time.monotonic() - killed_at
         new_coordinator = cluster.offsets_leader(group)
         # Consumption and commits go on through it.
         _wait_for(lambda: ledger.count() >= consumed_before + 200, "consumption to go on")
@@ -424,5 +437,88 @@ def test_group_follows_its_coordinator_when_its_broker_is_killed(cluster: Cluste
          "--state"], capture_output=True, text=True, timeout=WAIT, check=True,
     ).stdout.splitlines()  # fmt: skip
     assert state[1].split()[:2] == [group, "Empty"]
-    print(f"coordinator {coordinator} killed; {new_coordinator} took over; "
-          f"+200 records consumed after {moved_s:.1f} s")  # fmt: skip
+
+    # The killed broker returns as a follower of the offsets partitions: it
+    # holds no group (Kafka's ListGroups lists the groups a broker
+    # coordinates), the new coordinator still does.
+    cluster.start(coordinator)
+    _wait_for(lambda: cluster.registered() == [1, 2, 3], "the killed broker back")
+    _wait_for(
+        lambda: coordinator in (cluster.json(f"/brokers/topics/{OFFSETS}/partitions/"
+                                             f"{partition_for(group, OFFSETS_PARTITIONS)}/state")
+                                or {}).get("isr", []),
+        "the returned broker in the offsets partition's ISR",
+    )  # fmt: skip
+    assert cluster.offsets_leader(group) == new_coordinator
+    for i, b in cluster.brokers.items():
+        assert (group in list_groups(b)) == (i == new_coordinator), i
+    print(f"coordinator {coordinator} killed; FindCoordinator names {new_coordinator} after "
+          f"{found_s:.1f} s (session timeout {SESSION_MS / 1000:.0f} s); +200 records "
+          f"consumed after {moved_s:.1f} s")  # fmt: skip
+
+
+def test_kafka_python_member_follows_the_coordinator(cluster: Cluster) -> None:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+    from kafka.structs import OffsetAndMetadata
+
+    for b in (1, 2, 3):
+        cluster.start(b, **{"offsets.topic.replication.factor": 3})
+    _wait_for(lambda: cluster.registered() == [1, 2, 3], "three registered brokers")
+    topic = topic_name("kp")
+    _create_topic(cluster.bootstrap, topic, 2, 3)
+    group = f"kp-{uuid.uuid4().hex[:6]}"
+
+    from confluent_kafka import Producer as CkProducer
+
+    def produce(n: int) -> None:
+        p = CkProducer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for i in range(n):
+            p.produce(topic, value=b"kp-%d" % i, partition=i % 2)
+        assert p.flush(WAIT) == 0
+
+    produce(100)
+    consumer = KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=45000,
+        heartbeat_interval_ms=500,
+        request_timeout_ms=50000,
+        retry_backoff_ms=100,
+    )
+    consumer.subscribe([topic])
+    seen: dict[int, list[int]] = {0: [], 1: []}
+    acked: dict[int, int] = {}
+
+    def consume_until(total: int) -> None:
+        def step() -> bool:
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                seen[tp.partition].extend(r.offset for r in records)
+                last = records[-1].offset + 1
+                try:
+                    consumer.commit({tp: OffsetAndMetadata(last, None, -1)})
+                except Exception:  # a commit that fails is retried with the next batch
+                    continue
+                acked[tp.partition] = last
+            return all(acked.get(p, 0) >= total // 2 for p in (0, 1))
+
+        _wait_for(step, f"{total} records consumed and committed")
+
+    try:
+        consume_until(100)
+        coordinator = cluster.offsets_leader(group)
+        assert coordinator is not None
+        cluster.kill(coordinator)
+        produce(100)
+        consume_until(200)
+        # Every record once: the commits acknowledged before the kill held.
+        for p in (0, 1):
+            assert seen[p] == list(range(100)), p
+        new = cluster.offsets_leader(group)
+        assert new not in (None, coordinator)
+        got = consumer.committed(KTP(topic, 0)), consumer.committed(KTP(topic, 1))
+        assert got == (100, 100)
+    finally:
+        consumer.close(autocommit=False)

@@ -26,7 +26,7 @@ import asyncio
 import logging
 import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 
 from pylog import _native
@@ -93,6 +93,10 @@ class _Loaded:
     offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
     records: int = 0
+
+
+async def _held() -> None:
+    """The election of a partition already held: nothing to load."""
 
 
 def _append_error(code: int) -> int:
@@ -264,18 +268,23 @@ class GroupMetadataManager:
             self.shards[p] = CoordinatorShard(p)
         self._loads.append(asyncio.get_running_loop().create_task(self.startup()))
 
-    async def on_election(self, partition: int) -> None:
-        """This broker now leads ``partition``: read it into a new shard. A
-        shard already held (loaded or loading) stays as it is: a LeaderAndIsr
-        that only changed the ISR must not throw away the live groups (Kafka
-        skips partitions it already owns)."""
+    def on_election(self, partition: int) -> Coroutine[object, object, None]:
+        """This broker now leads ``partition``: its shard is registered at
+        once (the group's requests answer COORDINATOR_LOAD_IN_PROGRESS from
+        now on, not NOT_COORDINATOR) and the returned coroutine reads the
+        log into it. A shard already held (loaded or loading) stays as it
+        is: a LeaderAndIsr that only changed the ISR must not throw away the
+        live groups (Kafka skips partitions it already owns)."""
         shard = self.shards.get(partition)
         if shard is not None and (shard.loaded or self._loading.get(partition) is shard):
-            return
+            return _held()
         if shard is None:
             shard = CoordinatorShard(partition)
             self.shards[partition] = shard
         self._loading[partition] = shard
+        return self._load(partition, shard)
+
+    async def _load(self, partition: int, shard: CoordinatorShard) -> None:
         t0 = time.perf_counter()
         try:
             loaded = await asyncio.to_thread(self._read_partition, partition)
