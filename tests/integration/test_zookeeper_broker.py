@@ -79,6 +79,8 @@ def test_broker_keeps_its_metadata_in_kafkas_znodes(
             "broker.id": 7,
             "broker.rack": "r1",
             "offsets.topic.num.partitions": 2,
+            # One broker: Kafka's default of 3 would leave groups without a coordinator.
+            "offsets.topic.replication.factor": 1,
         },
     ).start()
     brokers.append(b)

@@ -4,6 +4,13 @@ and DeleteGroups. Each decodes what its version carries, asks the
 GroupCoordinator, and answers in that version's shape; KafkaApis routes them
 (and ApiVersions advertises them, GROUP_API_VERSIONS) when it has a
 coordinator.
+
+FindCoordinator on a cluster answers, as Kafka's does, from the MetadataCache:
+the leader of the group's ``__consumer_offsets`` partition. The first one
+creates the topic (with ``offsets.topic.replication.factor`` replicas, once
+that many brokers are alive) and is answered COORDINATOR_NOT_AVAILABLE, as is
+every one until the controller has placed the topic and elected the
+partition's leader. A lone broker answers with itself.
 """
 
 from __future__ import annotations
@@ -91,36 +98,36 @@ class GroupApis:
         self.coordinator = coordinator
         self.broker_id = broker_id
         self.broker_endpoint = broker_endpoint
-        #: the cluster as UpdateMetadata describes it: once filled, a group's
+        #: the cluster as UpdateMetadata describes it: on a cluster, a group's
         #: coordinator is the leader of its offsets partition, wherever it is
         self.metadata_cache = metadata_cache
+        self._creating: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------------ FindCoordinator
 
     def _cluster_coordinator(self, request: Request, key: str) -> Coordinator:
         """The leader of ``key``'s offsets partition, as the MetadataCache has
-        it; COORDINATOR_NOT_AVAILABLE while it has no live leader (or none on
-        the request's listener)."""
+        it; COORDINATOR_NOT_AVAILABLE while the topic is not placed yet or the
+        partition has no live leader (or none on the request's listener).
+        Whether the leader has loaded the group is its own answer to the
+        group's requests (COORDINATOR_LOAD_IN_PROGRESS), as on Kafka."""
         cache = self.metadata_cache
         assert cache is not None
         partition = self.coordinator.manager.partition_for(key)
         leader = cache.leader_of(GROUP_METADATA_TOPIC, partition)
         ep = cache.broker_endpoint(leader, request.listener) if leader is not None else None
-        code: int = ErrorCode.NONE
         if leader is None or ep is None:
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        elif leader == self.broker_id:
-            code = self.coordinator.find_coordinator(key)
-        if code or ep is None or leader is None:
-            code = code or ErrorCode.COORDINATOR_NOT_AVAILABLE
             return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code,
-                               error_message=ErrorCode(code).name)  # fmt: skip
+                               error_message=code.name)  # fmt: skip
         return Coordinator(key=key, node_id=leader, host=ep.host, port=ep.port,
                            error_code=0, error_message=None)  # fmt: skip
 
+    def _on_cluster(self) -> bool:
+        return self.metadata_cache is not None and self.coordinator.manager.controller_managed
+
     def _coordinator_for(self, request: Request, key: str, key_type: int) -> Coordinator:
-        cache = self.metadata_cache
-        if key_type == _KEY_TYPE_GROUP and cache is not None and cache.alive_brokers():
+        if key_type == _KEY_TYPE_GROUP and self._on_cluster():
             return self._cluster_coordinator(request, key)
         host, port = self.broker_endpoint(request.listener)
         node = self.broker_id
@@ -140,20 +147,40 @@ class GroupApis:
             error_message=None if code == 0 else ErrorCode(code).name,
         )
 
+    async def _create_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` if it is missing: its logs are made
+        (and, on ZooKeeper, its znodes written) on a worker thread, where a
+        store busy with another request's topics is waited for. One creation
+        at a time: concurrent FindCoordinators wait for it rather than race
+        it (Kafka's in-flight set). A failure is the caller's
+        COORDINATOR_NOT_AVAILABLE."""
+        manager = self.coordinator.manager
+        if manager.metadata_store.topic(GROUP_METADATA_TOPIC) is not None:
+            return
+        task = self._creating
+        if task is None or task.done():
+            task = self._creating = asyncio.get_running_loop().create_task(
+                asyncio.to_thread(manager.ensure_topic)
+            )
+            # Read the outcome even when every waiter was cancelled.
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        with contextlib.suppress(Exception):
+            await asyncio.shield(task)
+
     async def handle_find_coordinator_request(
         self, request: Request, body: FindCoordinatorRequest
     ) -> FindCoordinatorResponse:
         version = request.header.api_version
         key_type = body.key_type
-        manager = self.coordinator.manager
-        store = manager.metadata_store
-        if key_type == _KEY_TYPE_GROUP and store.topic(GROUP_METADATA_TOPIC) is None:
-            # The first FindCoordinator creates the offsets topic: its logs are
-            # made (and, on ZooKeeper, its znodes written) on a worker thread,
-            # where a store busy with another request's topics is waited for.
-            # A failure is answered below (find_coordinator tries again).
-            with contextlib.suppress(Exception):
-                await asyncio.to_thread(manager.ensure_topic)
+        if key_type == _KEY_TYPE_GROUP:
+            cache = self.metadata_cache
+            if not (self._on_cluster() and cache is not None and
+                    cache.contains_topic(GROUP_METADATA_TOPIC)):  # fmt: skip
+                # The first FindCoordinator creates the offsets topic. A lone
+                # broker answers with itself at once; on a cluster the answer
+                # stays COORDINATOR_NOT_AVAILABLE until the controller has
+                # placed it and told this broker (UpdateMetadata).
+                await self._create_offsets_topic()
         if version >= 4:
             return FindCoordinatorResponse(
                 throttle_time_ms=0,

@@ -182,10 +182,12 @@ class GroupCoordinator:
         for t in list(self._tasks):
             t.cancel()
 
-    async def on_election(self, partition: int) -> None:
+    def on_election(self, partition: int) -> Coroutine[object, object, None]:
         """This broker became the leader of ``__consumer_offsets`` partition
-        ``partition``: its groups are loaded and served from here."""
-        await self.manager.on_election(partition)
+        ``partition``: its groups are loaded and served from here. The
+        partition is taken at once (its groups answer LOAD_IN_PROGRESS);
+        the returned coroutine loads it."""
+        return self.manager.on_election(partition)
 
     def on_resignation(self, partition: int) -> None:
         """This broker no longer leads ``partition``: its groups' waiting

@@ -7,9 +7,12 @@ State is sharded by ``__consumer_offsets`` partition: a group lives in the
 its log is read from the start, on a worker thread, into the shard) and
 dropped by :meth:`on_resignation`; requests for a group whose shard is still
 loading get COORDINATOR_LOAD_IN_PROGRESS, for a shard this broker does not
-hold NOT_COORDINATOR. With one broker every partition is elected at start-up;
-once partitions move between brokers, the replica manager's leadership
-changes call the same two hooks.
+hold NOT_COORDINATOR. A lone broker elects every partition at start-up. On
+a cluster (a controller-managed replica manager) the topic is placed by the
+controller like any other, and the broker coordinates only the partitions it
+leads: the controller's LeaderAndIsr calls the same two hooks (Kafka's
+onLeadershipChange), and a partition it already holds is not read again when
+only its ISR changed.
 
 Writes go through ``ReplicaManager.append_records`` (internal topics allowed;
 acks ``offsets.commit.required.acks``, -1 by default; batches compressed with
@@ -23,7 +26,7 @@ import asyncio
 import logging
 import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 
 from pylog import _native
@@ -46,7 +49,12 @@ from pylog.coordinator.records import (
     decode_offset_value,
     partition_for,
 )
-from pylog.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
+from pylog.errors import (
+    ErrorCode,
+    InvalidReplicationFactorError,
+    KafkaError,
+    TopicAlreadyExistsError,
+)
 from pylog.log.checkpoint import TopicPartition
 from pylog.log.log import AppendOrigin, FetchIsolation
 from pylog.logsafe import quoted
@@ -87,6 +95,10 @@ class _Loaded:
     records: int = 0
 
 
+async def _held() -> None:
+    """The election of a partition already held: nothing to load."""
+
+
 def _append_error(code: int) -> int:
     """What a coordinator answers when its append failed (as Kafka maps it)."""
     if code in (
@@ -125,6 +137,9 @@ class GroupMetadataManager:
         self.retention_ms = int(config.get("offsets.retention.minutes")) * 60_000
         self.load_buffer_size = int(config.get("offsets.load.buffer.size"))
         self._loads: list[asyncio.Task[None]] = []
+        # The shard each partition's log is being read into (one read at a time).
+        self._loading: dict[int, CoordinatorShard] = {}
+        self._warned_brokers = -1
         self.last_load_ms = 0.0
         self._partition_cache: dict[str, int] = {}  # the hash is per UTF-16 unit in Python
         self._cache_partitions = 0
@@ -134,11 +149,31 @@ class GroupMetadataManager:
     # ------------------------------------------------------------ the topic
 
     @property
+    def controller_managed(self) -> bool:
+        """A cluster member: the controller places ``__consumer_offsets`` and
+        says (LeaderAndIsr) which of its partitions this broker leads."""
+        return self.replica_manager.controller_managed
+
+    @property
     def num_partitions(self) -> int:
         meta = self.metadata_store.topic(GROUP_METADATA_TOPIC)
         if meta is not None:
             return int(meta.partitions)
+        # The controller's view can be ahead of the store's watch.
+        placed = self.replica_manager.metadata_cache.partitions_of(GROUP_METADATA_TOPIC)
+        if placed:
+            return len(placed)
         return int(self.config.get("offsets.topic.num.partitions"))
+
+    @property
+    def replication_factor(self) -> int:
+        """``offsets.topic.replication.factor`` (Kafka's 3 by default) on a
+        cluster; a lone broker, the only replica there can be, uses 1 unless
+        the key is set."""
+        key = "offsets.topic.replication.factor"
+        if self.controller_managed or self.config.is_set(key):
+            return int(self.config.get(key))
+        return 1
 
     def partition_for(self, group_id: str) -> int:
         n = self.num_partitions
@@ -154,10 +189,30 @@ class GroupMetadataManager:
 
     def ensure_topic(self) -> None:
         """Create ``__consumer_offsets`` on first use (as Kafka's FindCoordinator
-        does); its fresh partitions are elected at once, empty."""
+        does). A lone broker elects its fresh partitions at once, empty; on a
+        cluster the controller places them over the live brokers and their
+        leaders load them. CoordinatorError(COORDINATOR_NOT_AVAILABLE) while
+        fewer brokers are alive than the replication factor (Kafka: creation
+        waits until the cluster has grown to it). Blocks on the store: call
+        it off the event loop on a cluster."""
         if self.metadata_store.topic(GROUP_METADATA_TOPIC) is not None:
             return
         c = self.config
+        factor = self.replication_factor
+        if self.controller_managed:
+            alive = len(self.replica_manager.metadata_cache.alive_brokers())
+            if alive < factor:
+                if alive != self._warned_brokers:
+                    self._warned_brokers = alive
+                    _log.error(
+                        "%s not created: %d live broker(s), fewer than its replication factor "
+                        "%d (offsets.topic.replication.factor); groups have no coordinator "
+                        "until enough brokers are up (expected while the cluster starts)",
+                        GROUP_METADATA_TOPIC,
+                        alive,
+                        factor,
+                    )
+                raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "producer",
@@ -167,11 +222,19 @@ class GroupMetadataManager:
             meta = self.metadata_store.create_topic(
                 GROUP_METADATA_TOPIC,
                 int(c.get("offsets.topic.num.partitions")),
-                int(c.get("offsets.topic.replication.factor")),
+                factor,
                 configs,
             )
         except TopicAlreadyExistsError:
             return
+        except InvalidReplicationFactorError as e:
+            # The registered brokers (ZooKeeper's view) are fewer than the cache's.
+            _log.error("%s not created: %s", GROUP_METADATA_TOPIC, e)
+            raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE) from e
+        _log.info("created %s: %d partitions, replication factor %d",
+                  GROUP_METADATA_TOPIC, meta.partitions, factor)  # fmt: skip
+        if self.controller_managed:
+            return  # its leaders are the controller's to name
         for p in range(meta.partitions):
             self.shards[p] = CoordinatorShard(p, loaded=True)
 
@@ -196,31 +259,50 @@ class GroupMetadataManager:
 
     def start_loading(self) -> None:
         """Load in the background: requests are answered LOAD_IN_PROGRESS
-        meanwhile (the broker is serving while the coordinator loads)."""
+        meanwhile (the broker is serving while the coordinator loads). On a
+        cluster nothing is elected here: LeaderAndIsr names the partitions."""
         meta = self.metadata_store.topic(GROUP_METADATA_TOPIC)
-        if meta is None:
+        if meta is None or self.controller_managed:
             return
         for p in range(meta.partitions):
             self.shards[p] = CoordinatorShard(p)
         self._loads.append(asyncio.get_running_loop().create_task(self.startup()))
 
-    async def on_election(self, partition: int) -> None:
-        """This broker now leads ``partition``: read it into a new shard."""
+    def on_election(self, partition: int) -> Coroutine[object, object, None]:
+        """This broker now leads ``partition``: its shard is registered at
+        once (the group's requests answer COORDINATOR_LOAD_IN_PROGRESS from
+        now on, not NOT_COORDINATOR) and the returned coroutine reads the
+        log into it. A shard already held (loaded or loading) stays as it
+        is: a LeaderAndIsr that only changed the ISR must not throw away the
+        live groups (Kafka skips partitions it already owns)."""
         shard = self.shards.get(partition)
-        if shard is None or shard.loaded:
+        if shard is not None and (shard.loaded or self._loading.get(partition) is shard):
+            return _held()
+        if shard is None:
             shard = CoordinatorShard(partition)
             self.shards[partition] = shard
+        self._loading[partition] = shard
+        return self._load(partition, shard)
+
+    async def _load(self, partition: int, shard: CoordinatorShard) -> None:
         t0 = time.perf_counter()
         try:
             loaded = await asyncio.to_thread(self._read_partition, partition)
         except Exception:
             _log.exception("loading %s-%d failed", GROUP_METADATA_TOPIC, partition)
             loaded = _Loaded()
+        finally:
+            if self._loading.get(partition) is shard:
+                del self._loading[partition]
         if self.shards.get(partition) is not shard:
             return  # resigned meanwhile
         self._install(shard, loaded)
         shard.load_ms = (time.perf_counter() - t0) * 1000
         shard.loaded = True
+        if self.controller_managed:
+            _log.info("coordinating the %d group(s) of %s-%d (loaded %d records in %.0f ms)",
+                      len(shard.groups), GROUP_METADATA_TOPIC, partition, loaded.records,
+                      shard.load_ms)  # fmt: skip
 
     def on_resignation(self, partition: int) -> list[GroupMetadata]:
         """This broker no longer leads ``partition``: its groups go Dead here

@@ -12,8 +12,9 @@ Deliberate differences from Kafka, each because pylog is a one-command broker:
 * ``listeners`` defaults to ``PLAINTEXT://127.0.0.1:9092`` (Kafka binds every
   interface) so a broker started by hand is not reachable from the network;
 * ``node.id``/``broker.id`` both unset give broker id 0 (a lone broker);
-* ``offsets.topic.replication.factor`` defaults to 1 (Kafka: 3), which one
-  broker can satisfy.
+* a lone broker (no ``zookeeper.connect``) creates ``__consumer_offsets``
+  with one replica unless ``offsets.topic.replication.factor`` is set (its
+  default is Kafka's 3, which a cluster follows).
 
 Unknown keys (an old ``server.properties``' retired keys…) are kept and logged
 once, as Kafka does, rather than refused.
@@ -184,9 +185,10 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
     # ---- group coordinator and offset manager (Kafka's names and defaults)
     ConfigKey("offsets.topic.num.partitions", I, 50, "Partitions of __consumer_offsets "
               "(fixed once the topic exists).", AtLeast(1), "high"),
-    ConfigKey("offsets.topic.replication.factor", I, 1, "Replication factor of "
-              "__consumer_offsets (Kafka: 3; one broker could never satisfy that).",
-              AtLeast(1), "high"),
+    ConfigKey("offsets.topic.replication.factor", I, 3, "Replication factor of "
+              "__consumer_offsets; on a cluster it is not created (groups have no "
+              "coordinator) until this many brokers are alive. A lone broker uses 1 "
+              "unless it is set.", AtLeast(1), "high"),
     ConfigKey("offsets.topic.segment.bytes", I, 100 * _MIB, "segment.bytes of "
               "__consumer_offsets, small so compaction and loading stay fast.", AtLeast(1),
               "high"),

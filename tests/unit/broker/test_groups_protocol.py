@@ -593,6 +593,72 @@ def test_resignation_and_election_move_a_partition_s_groups(tmp_path: Any) -> No
     run(tmp_path, body)
 
 
+def test_a_repeated_election_keeps_the_live_groups(tmp_path: Any) -> None:
+    # A LeaderAndIsr that only shrinks or grows the ISR elects the leader
+    # again: the partition it already holds is not read again (Kafka skips
+    # owned partitions), so its groups, sessions and waiting members stay.
+    async def body(g: Groups) -> None:
+        me, gen = await g.one_member_group("g")
+        p = g.coordinator.manager.partition_for("g")
+        group = g.coordinator.manager.get_group("g")
+        await g.coordinator.on_election(p)
+        assert g.coordinator.manager.get_group("g") is group
+        assert await g.heartbeat("g", gen, me) == 0
+        assert await g.commit("g", gen, me, {("t", 0): 9}) == {("t", 0): 0}
+
+    run(tmp_path, body)
+
+
+def test_leader_and_isr_moves_coordination_with_leadership(tmp_path: Any) -> None:
+    # The controller's LeaderAndIsr for __consumer_offsets drives the
+    # coordinator: a follower drops the partition's groups, the new leader
+    # loads them (members, generation, offsets) from its replica, and an
+    # ISR-only change leaves the loaded groups alone.
+    async def leader_and_isr(g: Groups, p: int, leader: int, epoch: int, pepoch: int,
+                             isr: list[int]) -> None:  # fmt: skip
+        meta = g.coordinator.manager.metadata_store.topic("__consumer_offsets")
+        assert meta is not None
+        r = await g.call(ApiKey.LEADER_AND_ISR, 5, {
+            "controller_id": 1, "controller_epoch": 1, "broker_epoch": -1, "type": 0,
+            "topic_states": [{"topic_name": "__consumer_offsets", "topic_id": meta.topic_id,
+                              "partition_states": [{
+                "partition_index": p, "controller_epoch": 1, "leader": leader,
+                "leader_epoch": epoch, "isr": isr, "replicas": [0, 1],
+                "partition_epoch": pepoch}]}],
+            "live_leaders": [{"broker_id": 1, "host_name": "127.0.0.1", "port": 1}],
+        })  # fmt: skip
+        assert r.error_code == 0
+        assert [e.error_code for t in r.topics for e in t.partition_errors] == [0]
+
+    async def body(g: Groups) -> None:
+        me, gen = await g.one_member_group("g")
+        assert await g.commit("g", gen, me, {("t", 0): 4}) == {("t", 0): 0}
+        p = g.coordinator.manager.partition_for("g")
+
+        await leader_and_isr(g, p, 1, 1, 0, [1, 0])  # broker 1 leads: we follow
+        assert await g.heartbeat("g", gen, me) == E.NOT_COORDINATOR
+        r = await g.call(FETCH, 7, {"group_id": "g", "topics": None})
+        assert r.error_code == E.NOT_COORDINATOR
+
+        await leader_and_isr(g, p, 0, 2, 0, [0, 1])  # back to us: loaded from the log
+        for _ in range(200):
+            r = await g.call(FETCH, 7, {"group_id": "g", "topics": None})
+            if r.error_code != E.COORDINATOR_LOAD_IN_PROGRESS:
+                break
+            await asyncio.sleep(0.01)
+        assert r.error_code == 0
+        assert await g.fetch("g", None) == {("t", 0): (4, 7, "")}
+        assert await g.heartbeat("g", gen, me) == 0  # the member and its generation came back
+        group = g.coordinator.manager.get_group("g")
+
+        await leader_and_isr(g, p, 0, 2, 1, [0])  # the ISR shrinks: same leader, same groups
+        await asyncio.sleep(0)
+        assert g.coordinator.manager.get_group("g") is group
+        assert await g.heartbeat("g", gen, me) == 0
+
+    run(tmp_path, body)
+
+
 def test_initial_rebalance_delay_gathers_members_into_one_generation(tmp_path: Any) -> None:
     async def body(g: Groups) -> None:
         await g.find("g")
@@ -630,6 +696,7 @@ def test_group_and_offsets_broker_keys_have_kafka_defaults() -> None:
 
     c = KafkaConfig.from_props({})
     assert c.get("offsets.topic.num.partitions") == 50
+    assert c.get("offsets.topic.replication.factor") == 3
     assert c.get("offsets.topic.segment.bytes") == 104857600
     assert c.get("offsets.retention.minutes") == 10080
     assert c.get("offsets.retention.check.interval.ms") == 600000

@@ -174,17 +174,18 @@ def test_produce_fetch_against_the_cluster(tmp_path: Any) -> None:
 
 
 class _Manager:
-    def __init__(self, partition: int) -> None:
+    def __init__(self, partition: int, controller_managed: bool = True) -> None:
         self.partition = partition
         self.metadata_store = None
+        self.controller_managed = controller_managed
 
     def partition_for(self, group_id: str) -> int:
         return self.partition
 
 
 class _Coordinator:
-    def __init__(self, partition: int) -> None:
-        self.manager = _Manager(partition)
+    def __init__(self, partition: int, controller_managed: bool = True) -> None:
+        self.manager = _Manager(partition, controller_managed)
 
     def find_coordinator(self, group_id: str) -> int:
         return ErrorCode.NONE
@@ -219,9 +220,19 @@ def test_find_coordinator_is_the_offsets_partition_leader(tmp_path: Any) -> None
             )
             c = apis._coordinator_for(req, "g", 0)
             assert (c.node_id, c.host, c.port, c.error_code) == want, partition
-        # Before any UpdateMetadata, the lone broker is the coordinator.
-        lone = GroupApis(
+        # A cluster member answers from the cache even before its first
+        # UpdateMetadata: no coordinator yet, never itself by default.
+        empty = GroupApis(
             _Coordinator(0),  # type: ignore[arg-type]
+            0,
+            lambda _listener: ("lone", 1),
+            metadata_cache=MetadataCache(0),
+        )
+        c = empty._coordinator_for(req, "g", 0)
+        assert (c.node_id, c.error_code) == (-1, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        # A lone broker (no controller) is the coordinator itself.
+        lone = GroupApis(
+            _Coordinator(0, controller_managed=False),  # type: ignore[arg-type]
             0,
             lambda _listener: ("lone", 1),
             metadata_cache=MetadataCache(0),
