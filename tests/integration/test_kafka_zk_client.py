@@ -328,6 +328,28 @@ def test_zk_store_follows_another_brokers_changes(clients: Callable[..., KafkaZk
     asyncio.run(scenario())
 
 
+def test_zk_store_reloads_a_topic_before_its_watch_fires(
+    clients: Callable[..., KafkaZkClient],
+) -> None:
+    """A LeaderAndIsr can name a topic (or partition) this broker's watches
+    have not reported yet: reload_topic reads it from ZooKeeper there and
+    then, so the replica is made under the topic's real id instead of the
+    broker creating the topic itself."""
+    one = ZkMetadataStore(clients(), 1)
+    two = ZkMetadataStore(clients(), 2)  # not watching: every change is news to it
+    created = one.create_topic("late", 2, 1)
+    assert two.topic("late") is None
+    seen = two.reload_topic("late")
+    assert seen is not None and seen.topic_id == created.topic_id and seen.partitions == 2
+    assert two.topic("late") == seen
+    one.add_partitions("late", 4)
+    grown = two.reload_topic("late")
+    assert grown is not None and grown.partitions == 4
+    assert two.reload_topic("never-created") is None
+    one.close()
+    two.close()
+
+
 def test_zk_store_purges_config_changes_once_expired(
     clients: Callable[..., KafkaZkClient],
 ) -> None:

@@ -137,6 +137,12 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     def topic(self, name: str) -> TopicMetadata | None: ...
 
+    def reload_topic(self, name: str) -> TopicMetadata | None:
+        """The topic as its source of truth has it now. A store kept current
+        by watches (ZooKeeper's) reads it, since a LeaderAndIsr can arrive
+        before the watch that announces the topic; this one blocks then."""
+        return self.topic(name)
+
     @abc.abstractmethod
     def topic_by_id(self, topic_id: str) -> TopicMetadata | None: ...
 

@@ -254,6 +254,25 @@ class ZkMetadataStore(MetadataStore):
         except (ZkError, ZkDataError):
             _log.exception("reading the topics from ZooKeeper failed")
 
+    def reload_topic(self, name: str) -> TopicMetadata | None:
+        with self._lock, _zk_errors(f"reading topic {name!r} from ZooKeeper"):
+            known = self._topics.get(name)
+            meta = self._read_topic(name)
+            if meta is None:
+                return known
+            if known is None:
+                self._put(meta)
+                _log.info("topic %s created elsewhere", name)
+                self._notify(MetadataEvent("create", meta))
+                return meta
+            if meta.partitions > known.partitions:
+                new = _replace(known, partitions=meta.partitions)
+                self._put(new)
+                _log.info("topic %s grew to %d partitions elsewhere", name, meta.partitions)
+                self._notify(MetadataEvent("partitions", new, known))
+                return new
+            return known
+
     def _watch_topic(self, name: str) -> None:
         def on_assignment(data: bytes | None, version: int) -> None:
             if data is not None and not self._closed:

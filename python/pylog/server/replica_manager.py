@@ -773,6 +773,8 @@ class ReplicaManager:
             return partition
         store = self.metadata_store
         meta = store.topic(tp.topic)
+        if meta is None or meta.partitions <= tp.partition:
+            meta = store.reload_topic(tp.topic)
         if meta is None:
             # The one-broker store places nothing on other brokers (RF 1 is its
             # only value); the replicas are the controller's, in the Partition.
