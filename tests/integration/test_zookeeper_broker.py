@@ -181,10 +181,11 @@ def test_second_broker_with_the_same_id_refuses_to_start(
     assert proc.returncode != 0
     assert "started:" not in proc.stdout
     assert "broker.id 3 is already registered in ZooKeeper" in proc.stderr
-    # and a broker with zookeeper.connect but no broker.id is refused before anything runs
+    # and with generation off, a broker with no broker.id is refused before anything runs
     no_id = [
         PYLOG, "broker", "start",
         "--override", f"zookeeper.connect={connect}",
+        "--override", "broker.id.generation.enable=false",
         "--override", f"log.dirs={tmp_path / 'c'}",
     ]  # fmt: skip
     proc = subprocess.run(
@@ -195,6 +196,61 @@ def test_second_broker_with_the_same_id_refuses_to_start(
     )
     assert proc.returncode == 2
     assert "broker.id must be set" in proc.stderr
+
+
+def _start_fails(*overrides: str) -> str:
+    cmd = [PYLOG, "broker", "start", "--override", "listeners=PLAINTEXT://127.0.0.1:0"]
+    for o in overrides:
+        cmd += ["--override", o]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=WAIT * 2)
+    assert proc.returncode != 0 and "started:" not in proc.stdout
+    return proc.stderr
+
+
+def test_generated_broker_ids_and_meta_properties(
+    pylog_zookeeper: ZooKeeperServer, tmp_path: Path, brokers: list[BrokerProcess]
+) -> None:
+    """Without broker.id a broker takes one from ZooKeeper above
+    reserved.broker.max.id and keeps it in meta.properties, as Kafka's do; a
+    restart keeps it; a log directory of another broker or another cluster
+    refuses to start, saying which."""
+    connect = f"{pylog_zookeeper.connect}/pylog-{uuid.uuid4().hex[:8]}"
+    first = BrokerProcess(tmp_path / "a", {"zookeeper.connect": connect}).start()
+    brokers.append(first)
+    second = BrokerProcess(tmp_path / "b", {"zookeeper.connect": connect}).start()
+    brokers.append(second)
+    props = {}
+    for name in ("a", "b"):
+        text = (tmp_path / name / "meta.properties").read_text()
+        props[name] = dict(
+            line.split("=", 1) for line in text.splitlines() if "=" in line and line[0] != "#"
+        )
+    ids = sorted(int(p["broker.id"]) for p in props.values())
+    assert ids[0] > 1000 and ids[1] > ids[0]
+    assert props["a"]["version"] == "0"
+    assert props["a"]["cluster.id"] == props["b"]["cluster.id"]
+    k = KazooClient(hosts=connect)
+    k.start(timeout=WAIT)
+    try:
+        assert sorted(int(c) for c in k.get_children("/brokers/ids")) == ids
+    finally:
+        k.stop()
+        k.close()
+
+    # a restart finds its id again
+    first.stop()
+    first.start()
+    assert (tmp_path / "a" / "meta.properties").read_text().count(props["a"]["broker.id"]) == 1
+    first_id = int(props["a"]["broker.id"])
+    first.stop()
+
+    # another broker's directory: a configured id that is not the stored one
+    err = _start_fails(f"zookeeper.connect={connect}", f"log.dirs={tmp_path / 'a'}", "broker.id=7")
+    assert f"configured broker.id 7 does not match broker.id {first_id}" in err
+    # another cluster's directory: the wrong chroot
+    other = f"{pylog_zookeeper.connect}/pylog-{uuid.uuid4().hex[:8]}"
+    err = _start_fails(f"zookeeper.connect={other}", f"log.dirs={tmp_path / 'a'}")
+    assert "trying to join the wrong cluster" in err and props["a"]["cluster.id"] in err
 
 
 def test_registration_survives_zookeeper_restart_and_session_expiry(

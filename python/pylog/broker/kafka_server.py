@@ -60,6 +60,12 @@ from pylog.network.metrics import MetricsRegistry, MetricsServer
 from pylog.network.request_channel import RequestHandler
 from pylog.network.socket_server import ListenerSpec, SocketServer
 from pylog.server.alter_isr_manager import AlterIsrManager, InProcessAlterIsrManager
+from pylog.server.broker_metadata_checkpoint import (
+    BrokerMetadata,
+    InconsistentBrokerMetadataError,
+    resolve_broker_metadata,
+    write_broker_metadata,
+)
 from pylog.server.config import SUPPORTED_SECURITY_PROTOCOLS, KafkaConfig
 from pylog.server.replica_fetcher_thread import ReplicaFetcherConfig
 from pylog.server.replica_manager import ReplicaManager
@@ -338,7 +344,12 @@ class KafkaServer:
         )
         self.zk_client = zk
         await asyncio.to_thread(zk.start)
-        self.metadata_store = await zk.run(
+        stored = await asyncio.to_thread(resolve_broker_metadata, c.log_dirs)
+        broker_id = await zk.run(self._resolve_broker_id, zk, stored)
+        if broker_id != c.broker_id:
+            c = self.config = c.with_broker_id(broker_id)
+            self.metadata_cache = MetadataCache(broker_id)
+        store = self.metadata_store = await zk.run(
             ZkMetadataStore,
             zk,
             c.broker_id,
@@ -346,11 +357,38 @@ class KafkaServer:
             loop=asyncio.get_running_loop(),
             controller_managed=True,
         )
+        if stored.cluster_id is not None and stored.cluster_id != store.cluster_id:
+            raise InconsistentBrokerMetadataError(
+                f"the cluster id {store.cluster_id} in ZooKeeper does not match "
+                f"{stored.cluster_id} in meta.properties of {', '.join(c.log_dirs)}: this "
+                "broker is trying to join the wrong cluster (is zookeeper.connect, chroot "
+                "included, right?)"
+            )
+        await asyncio.to_thread(write_broker_metadata, c.log_dirs, c.broker_id, store.cluster_id)
         # Leaders write ISR changes to the partition state znodes.
         self.alter_isr_manager = ZkAlterIsrManager(zk)
         healthcheck = KafkaHealthcheck(zk, self.config)
         self._broker_epoch = await zk.run(healthcheck.startup)
         self.healthcheck = healthcheck
+
+    def _resolve_broker_id(self, zk: KafkaZkClient, stored: BrokerMetadata) -> int:
+        """The configured broker.id, else the one meta.properties keeps, else
+        a new one from ZooKeeper above reserved.broker.max.id (Kafka's order)."""
+        c = self.config
+        if c.broker_id >= 0:
+            if stored.broker_id is not None and stored.broker_id != c.broker_id:
+                raise InconsistentBrokerMetadataError(
+                    f"the configured broker.id {c.broker_id} does not match broker.id "
+                    f"{stored.broker_id} in meta.properties of {', '.join(c.log_dirs)}: these "
+                    "log directories belong to another broker (to reuse them, set broker.id "
+                    f"to {stored.broker_id}, or remove meta.properties)"
+                )
+            return c.broker_id
+        if stored.broker_id is not None:
+            return stored.broker_id
+        broker_id = zk.generate_broker_sequence_id() + int(c.get("reserved.broker.max.id"))
+        _log.info("generated broker.id %d (broker.id.generation.enable)", broker_id)
+        return broker_id
 
     async def _start_controller(self, zk: KafkaZkClient) -> None:
         """Join the controller election (after registering: the controller

@@ -62,6 +62,7 @@ from pylog.metadata.zk_data import (
     BrokerIdsZNode,
     BrokerIdZNode,
     BrokerInfo,
+    BrokerSequenceIdZNode,
     ClusterIdZNode,
     ConfigEntityChangeNotificationZNode,
     ConfigEntityZNode,
@@ -404,6 +405,14 @@ class KafkaZkClient:
     def get_cluster_id(self) -> str | None:
         got = self.get_data(ClusterIdZNode.path())
         return ClusterIdZNode.decode(got[0]) if got else None
+
+    def generate_broker_sequence_id(self) -> int:
+        """A number no other call returns: each call writes ``/brokers/seqid``
+        and returns its new data version (Kafka's generateBrokerSequenceId)."""
+        path = BrokerSequenceIdZNode.path()
+        self.ensure_path(path)
+        stat = self._call(f"set {path}", lambda: self._zk.set(path, b""))
+        return int(stat.version)
 
     def get_or_create_cluster_id(self, proposed: str) -> str:
         """The cluster's id; ``proposed`` becomes it if there is none yet (the

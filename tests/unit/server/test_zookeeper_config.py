@@ -1,5 +1,6 @@
-"""The zookeeper.* keys: Kafka's names and defaults, and broker.id required
-with zookeeper.connect (pylog does not generate broker ids)."""
+"""The zookeeper.* keys: Kafka's names and defaults, and broker.id with
+zookeeper.connect: found at start-up when unset (broker.id.generation.enable),
+required when generation is off, at most reserved.broker.max.id when on."""
 
 from __future__ import annotations
 
@@ -18,11 +19,21 @@ def test_defaults_are_kafkas() -> None:
     assert c.broker_id == 0  # a lone broker without an id is broker 0, as before
 
 
-def test_zookeeper_connect_needs_a_broker_id() -> None:
+def test_zookeeper_connect_and_the_broker_id() -> None:
+    # unset: -1 until start-up finds it (meta.properties, or generated)
+    assert KafkaConfig.from_props({"zookeeper.connect": "127.0.0.1:2181"}).broker_id == -1
+    assert (
+        KafkaConfig.from_props({"zookeeper.connect": "zk:2181"}).get("reserved.broker.max.id")
+        == 1000
+    )
+    off = {"zookeeper.connect": "127.0.0.1:2181", "broker.id.generation.enable": "false"}
     with pytest.raises(InvalidConfigurationError, match=r"broker\.id must be set"):
-        KafkaConfig.from_props({"zookeeper.connect": "127.0.0.1:2181"})
+        KafkaConfig.from_props(off)
     with pytest.raises(InvalidConfigurationError, match=r"broker\.id must be set"):
-        KafkaConfig.from_props({"zookeeper.connect": "127.0.0.1:2181", "broker.id": "-1"})
+        KafkaConfig.from_props({**off, "broker.id": "-1"})
+    assert KafkaConfig.from_props({**off, "broker.id": "5000"}).broker_id == 5000
+    with pytest.raises(InvalidConfigurationError, match=r"reserved\.broker\.max\.id"):
+        KafkaConfig.from_props({"zookeeper.connect": "zk:2181", "broker.id": "1001"})
     c = KafkaConfig.from_props(
         {
             "zookeeper.connect": "zk1:2181,zk2:2181/kafka",
