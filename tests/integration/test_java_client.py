@@ -7,6 +7,7 @@ the cluster. The program is tests/java, built by `make java-client`."""
 
 from __future__ import annotations
 
+import shlex
 import signal
 import struct
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from broker_process import BrokerProcess, ck_consume, topic_name
+from doc_snippets import ADDRESS, ROOT, shell_lines
 from java_client import JavaResult, run_java
 
 
@@ -239,3 +241,21 @@ def test_admin_create_describe_delete(kafka: BrokerProcess) -> None:
     assert twice.last["error"] == "UnknownTopicOrPartitionException"
     (listed,) = _admin(kafka, "list-topics").of("topics")
     assert topic not in listed["names"]
+
+
+def test_the_doc_lines(kafka: BrokerProcess) -> None:
+    """docs/clients.md's Java lines run as written (the jar where this machine has it)."""
+    lines = [line for line in shell_lines(ROOT / "docs" / "clients.md") if line.startswith("java ")]
+    assert len(lines) == 3
+    documented_jar = "~/.cache/pylog/java/build/pylog-java-client.jar"
+    results = []
+    for line in lines:
+        args = shlex.split(line.replace(ADDRESS, kafka.bootstrap))
+        assert args[:3] == ["java", "-jar", documented_jar]
+        results.append(run_java(*args[3:]).check())
+    created, produced, consumed = results
+    assert created.of("created")[0]["partitions"] == 3
+    assert [a["offset"] for a in produced.of("ack")] == [0, 1, 2]
+    records = consumed.of("record")
+    assert [(r["offset"], r["value"]) for r in records] == [(i, f"value-{i}") for i in range(3)]
+    assert consumed.last == {"type": "done", "count": 3, "complete": True}
