@@ -328,6 +328,28 @@ def test_zk_store_follows_another_brokers_changes(clients: Callable[..., KafkaZk
     asyncio.run(scenario())
 
 
+def test_zk_store_reads_a_topic_its_watch_has_not_reported(
+    clients: Callable[..., KafkaZkClient],
+) -> None:
+    """A LeaderAndIsr can name a topic before the topics watch reports it:
+    read_topic takes it from ZooKeeper then, configs and topic id included."""
+    one = ZkMetadataStore(clients(), 1)
+    two = ZkMetadataStore(clients(), 2)  # not watching: its view stays behind
+    heard: list[MetadataEvent] = []
+    two.add_listener(heard.append)
+    meta = one.create_topic("late", 2, 1, {"min.insync.replicas": "2"})
+    assert two.topic("late") is None
+    read = two.read_topic("late")
+    assert read is not None and read.topic_id == meta.topic_id and read.partitions == 2
+    assert read.configs == {"min.insync.replicas": "2"}
+    assert two.topic("late") == read and two.topic_by_id(meta.topic_id) == read
+    assert [(e.kind, e.topic.name) for e in heard] == [("create", "late")]
+    assert two.read_topic("late") == read and len(heard) == 1  # once
+    assert two.read_topic("missing") is None
+    one.close()
+    two.close()
+
+
 def test_missing_zookeeper_fails_with_the_way_to_install_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -137,6 +137,13 @@ class MetadataStore(abc.ABC):
     @abc.abstractmethod
     def topic(self, name: str) -> TopicMetadata | None: ...
 
+    def read_topic(self, name: str) -> TopicMetadata | None:
+        """The topic as the metadata's source holds it now. A store that
+        follows a shared source reads it there when its own view lacks it yet
+        (another broker's creation, its notification still on the way); may
+        block, like a change."""
+        return self.topic(name)
+
     @abc.abstractmethod
     def topic_by_id(self, topic_id: str) -> TopicMetadata | None: ...
 

@@ -314,6 +314,21 @@ class ZkMetadataStore(MetadataStore):
         with self._lock:
             return self._topics.get(name)
 
+    def read_topic(self, name: str) -> TopicMetadata | None:
+        with self._lock:
+            meta = self._topics.get(name)
+            if meta is not None:
+                return meta
+            with _zk_errors(f"reading topic {name}"):
+                meta = self._read_topic(name)
+            if meta is None:
+                return None
+            # Taken in now, as the topics watch would: it finds the topic known.
+            self._put(meta)
+        _log.info("topic %s created elsewhere", name)
+        self._notify(MetadataEvent("create", meta))
+        return meta
+
     def topic_by_id(self, topic_id: str) -> TopicMetadata | None:
         with self._lock:
             return self._by_id.get(topic_id)

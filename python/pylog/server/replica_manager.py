@@ -776,7 +776,9 @@ class ReplicaManager:
         if partition is not None:
             return partition
         store = self.metadata_store
-        meta = store.topic(tp.topic)
+        # A LeaderAndIsr can come before this broker's ZooKeeper watch reports
+        # the topic: read it there rather than create it again (TopicExists).
+        meta = store.read_topic(tp.topic)
         if meta is None:
             # The one-broker store places nothing on other brokers (RF 1 is its
             # only value); the replicas are the controller's, in the Partition.
