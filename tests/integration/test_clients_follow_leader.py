@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from broker_process import BrokerProcess, topic_name
 from java_client import command as java_command
-from java_client import jar_path
+from java_client import jar_path, run_java
 from kazoo.client import KazooClient
 
 from pylog.testing import ZooKeeperServer
@@ -503,6 +503,9 @@ def _produce_through_failover(
         new_leader = int(state["leader"])
         assert new_leader not in (old_leader, -1) and state["leader_epoch"] > first["leader_epoch"]
 
+        if isinstance(client, JavaClient):
+            _java_admin_sees_the_new_leader(cluster, topic, old_leader, new_leader)
+
         # The killed broker returns and catches up, back in the ISR, while the client goes on.
         handed_before_restart = len(sent)
         cluster.start(old_leader)
@@ -533,3 +536,26 @@ def _produce_through_failover(
         f"(by {new_leader} from {old_leader}); the first {t_followed - t_kill:.1f}s after it, "
         f"the test {t_closed - t0:.1f}s"
     )
+
+
+def _java_admin_sees_the_new_leader(
+    cluster: Cluster, topic: str, old_leader: int, new_leader: int
+) -> None:
+    """The Java Admin client describes the cluster as ZooKeeper has it after the kill."""
+    live = sorted({1, 2, 3} - {old_leader})
+    (described,) = (
+        run_java("admin", "--bootstrap", cluster.bootstrap, "describe-topic", "--topic", topic)
+        .check()
+        .of("topic")
+    )
+    (partition,) = described["partitions"]
+    assert partition["leader"] == new_leader
+    assert sorted(partition["replicas"]) == [1, 2, 3]
+    assert sorted(partition["isr"]) == live
+    (described_cluster,) = (
+        run_java("admin", "--bootstrap", cluster.bootstrap, "describe-cluster")
+        .check()
+        .of("cluster")
+    )
+    assert sorted(n["id"] for n in described_cluster["nodes"]) == live
+    assert described_cluster["controller"] in live
