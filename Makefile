@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build protocol tools run cluster test test-rust test-python bench fuzz lint format clean pipeline
+.PHONY: help install build protocol tools java-client run cluster test test-rust test-python bench fuzz lint format clean pipeline
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -34,11 +34,12 @@ run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./
 cluster: install tools ## run a local cluster until Ctrl-C: ZooKeeper on 127.0.0.1:2181, brokers 1-3 on 127.0.0.1:9092-9094, data and logs in ./pylog-cluster
 	$(VENV)/bin/pylog cluster local --brokers 3 --dir ./pylog-cluster
 
-test: install tools test-rust test-python ## install everything the tests need, then run all tests
+test: install tools java-client test-rust test-python ## install everything the tests need, then run all tests
 
-tools: ## system tools the tests drive (kcat; a Java runtime for Spark; ZooKeeper for the cluster), from Debian — needs root or sudo
+tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark and the Java client; ZooKeeper for the cluster), from Debian — needs root or sudo
 	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \
-	  command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
+	  command -v javac >/dev/null 2>&1 || missing="$$missing openjdk-17-jdk-headless"; \
+	  command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
 	  [ -f /usr/share/java/zookeeper.jar ] || missing="$$missing zookeeper"; \
 	  if [ -n "$$missing" ]; then \
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -47,6 +48,21 @@ tools: ## system tools the tests drive (kcat; a Java runtime for Spark; ZooKeepe
 	@kcat -V | head -1
 	@java -version 2>&1 | head -1
 	@ls /usr/share/java/zookeeper-3*.jar | sed 's|.*/||'
+	@mvn -v 2>/dev/null | head -1
+
+# The Java client the tests drive (tests/java: kafka-clients behind a small CLI), built
+# by Maven into a cache outside the repository; tests/java_client.py finds it there.
+JAVA_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pylog/java
+JAVA_CLIENT_JAR := $(JAVA_CACHE)/build/pylog-java-client.jar
+JAVA_CLIENT_SRC := tests/java/pom.xml $(shell find tests/java/src -type f 2>/dev/null)
+
+java-client: $(JAVA_CLIENT_JAR) ## build the Java Kafka client test program (tests/java) with Maven into $(JAVA_CACHE); skipped when up to date
+
+$(JAVA_CLIENT_JAR): $(JAVA_CLIENT_SRC)
+	rm -rf $(JAVA_CACHE)/build
+	cd tests/java && mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(JAVA_CACHE)/m2 \
+	  -Dpylog.build.dir=$(JAVA_CACHE)/build package
+	@echo "java client: $@"
 
 test-rust: ## cargo test of the native core
 	cargo test -q --workspace --exclude pylog-py

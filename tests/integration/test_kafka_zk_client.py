@@ -337,11 +337,16 @@ def test_zk_store_reloads_a_topic_before_its_watch_fires(
     broker creating the topic itself."""
     one = ZkMetadataStore(clients(), 1)
     two = ZkMetadataStore(clients(), 2)  # not watching: every change is news to it
-    created = one.create_topic("late", 2, 1)
+    heard: list[MetadataEvent] = []
+    two.add_listener(heard.append)
+    created = one.create_topic("late", 2, 1, {"min.insync.replicas": "2"})
     assert two.topic("late") is None
     seen = two.reload_topic("late")
     assert seen is not None and seen.topic_id == created.topic_id and seen.partitions == 2
-    assert two.topic("late") == seen
+    assert seen.configs == {"min.insync.replicas": "2"}
+    assert two.topic("late") == seen and two.topic_by_id(created.topic_id) == seen
+    assert [(e.kind, e.topic.name) for e in heard] == [("create", "late")]
+    assert two.reload_topic("late") == seen and len(heard) == 1  # told once
     one.add_partitions("late", 4)
     grown = two.reload_topic("late")
     assert grown is not None and grown.partitions == 4

@@ -200,19 +200,21 @@ class DelayedOperationPurgatory(Generic[T]):
         if not ops:
             return 0
         completed = 0
-        keep: list[T] = []
-        for op in ops:
-            if op.is_completed:
-                continue
-            if op.try_complete():
+        # A completion may come back here for the same key (a follower's fetch
+        # moves the high watermark, which retries the fetches on its
+        # partition) or watch new operations under it: iterate over a copy,
+        # then prune the list as it stands afterwards.
+        for op in list(ops):
+            if not op.is_completed and op.try_complete():
                 completed += 1
+        current = self._watchers.get(key)
+        if current is not None:
+            keep = [op for op in current if not op.is_completed]
+            self._watched_ops -= len(current) - len(keep)
+            if keep:
+                self._watchers[key] = keep
             else:
-                keep.append(op)
-        self._watched_ops -= len(ops) - len(keep)
-        if keep:
-            self._watchers[key] = keep
-        else:
-            del self._watchers[key]
+                del self._watchers[key]
         return completed
 
     def cancel_for_key(self, key: Hashable) -> list[T]:

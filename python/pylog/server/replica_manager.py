@@ -311,6 +311,10 @@ class ReplicaManager:
         if event.kind in ("create", "partitions"):
             if not self.controller_managed:
                 self._ensure_partitions(meta)
+            elif meta.configs:
+                # The controller makes the partitions; the topic's overrides
+                # (min.insync.replicas, max.message.bytes, ...) still apply to them.
+                self.log_manager.update_topic_config(meta.name, meta.configs)
         elif event.kind == "config":
             self.log_manager.update_topic_config(meta.name, meta.configs)
         elif event.kind == "delete":
@@ -781,6 +785,8 @@ class ReplicaManager:
             meta = store.create_topic(tp.topic, tp.partition + 1, 1, topic_id=topic_id)
         elif meta.partitions <= tp.partition:
             meta = store.add_partitions(tp.topic, tp.partition + 1)
+        if meta.configs:  # the log starts with the topic's overrides
+            self.log_manager.update_topic_config(tp.topic, meta.configs)
         log = self.log_manager.get_or_create_log(
             tp, topic_id=meta.topic_id, config=self.log_manager.config_for(tp.topic)
         )

@@ -61,6 +61,48 @@ def test_check_and_complete_by_key_and_once_only(timer: Any) -> None:
     assert p.advance_clock(monotonic_ms() + 20_000) == 0
 
 
+class ReentrantOp(Op):
+    """Completing runs more purgatory work for its own key, as a follower's
+    fetch does: its read moves the high watermark, which retries the fetches
+    watching the same partition."""
+
+    def __init__(self, purgatory: DelayedOperationPurgatory[Op], key: str, then: Op | None) -> None:
+        super().__init__(10_000)
+        self.purgatory, self.key, self.then = purgatory, key, then
+
+    def on_complete(self) -> None:
+        super().on_complete()
+        if self.then is not None:  # a new operation watching the key, then a retry of it
+            self.purgatory.try_complete_else_watch(self.then, [self.key])
+        self.purgatory.check_and_complete(self.key)
+
+
+def test_check_and_complete_reentered_for_the_same_key(timer: Any) -> None:
+    p: DelayedOperationPurgatory[Op] = DelayedOperationPurgatory("t", timer)
+    consumer = Op(10_000)
+    follower = ReentrantOp(p, "tp", None)
+    p.try_complete_else_watch(follower, ["tp"])
+    p.try_complete_else_watch(consumer, ["tp"])
+    follower.ready = consumer.ready = True
+    # The follower's completion completes the consumer's fetch and empties
+    # the key's watchers, inside the outer retry of that key.
+    assert p.check_and_complete("tp") >= 1
+    assert (follower.completions, consumer.completions) == (1, 1)
+    assert p.watched() == 0 and p.watched_keys() == 0 and p.delayed() == 0
+
+    # An operation watched during the outer retry is not dropped by it.
+    late = Op(10_000)
+    follower = ReentrantOp(p, "tp", late)
+    p.try_complete_else_watch(follower, ["tp"])
+    follower.ready = True
+    assert p.check_and_complete("tp") == 1
+    assert follower.completions == 1 and late.completions == 0
+    assert p.watched() == 1 and p.watched_keys() == 1
+    late.ready = True
+    assert p.check_and_complete("tp") == 1 and late.completions == 1
+    assert p.watched() == 0 and p.watched_keys() == 0 and p.delayed() == 0
+
+
 def test_expires_on_advance(timer: Any) -> None:
     p: DelayedOperationPurgatory[Op] = DelayedOperationPurgatory("t", timer)
     ops = [Op(d) for d in (50, 100, 5000)]

@@ -86,6 +86,20 @@ def follower_fetch(rm: ReplicaManager, replica: int, offset: int) -> int:
     return out[0].error_code
 
 
+def test_controller_made_partitions_take_the_topic_configs(tmp_path: Any) -> None:
+    """On a cluster the topic comes from the metadata store and the partition
+    from the controller's LeaderAndIsr: the log still gets the topic's overrides."""
+    lm, rm = make(str(tmp_path), 0, controller_managed=True)
+    overrides = {"max.message.bytes": "200", "min.insync.replicas": "2"}
+    rm.metadata_store.create_topic("t", 1, 1, overrides, topic_id=TOPIC_ID)
+    assert rm.partition(TP) is None  # the controller's to make
+    assert lead(rm) == 0
+    p = rm.partition(TP)
+    assert p is not None
+    assert (p.log.config.max_message_bytes, p.min_insync_replicas) == (200, 2)
+    close(lm, rm)
+
+
 def test_leader_hw_follows_the_isr_and_completes_acks_all(tmp_path: Any) -> None:
     lm, rm = make(str(tmp_path), 0)
 
