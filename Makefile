@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build protocol tools java-client run cluster test test-rust test-python bench fuzz lint format clean pipeline
+.PHONY: help install build protocol tools java-client run cluster test test-rust test-python bench fuzz lint format clean pipeline wheel spark-compat
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -34,7 +34,7 @@ run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./
 cluster: install tools ## run a local cluster until Ctrl-C: ZooKeeper on 127.0.0.1:2181, brokers 1-3 on 127.0.0.1:9092-9094, data and logs in ./pylog-cluster
 	$(VENV)/bin/pylog cluster local --brokers 3 --dir ./pylog-cluster
 
-test: install tools java-client test-rust test-python ## install everything the tests need, then run all tests
+test: install tools java-client test-rust wheel test-python spark-compat ## install everything the tests need, then run all tests
 
 tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark and the Java client; ZooKeeper for the cluster), from Debian — needs root or sudo
 	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \
@@ -67,8 +67,73 @@ $(JAVA_CLIENT_JAR): $(JAVA_CLIENT_SRC)
 test-rust: ## cargo test of the native core
 	cargo test -q --workspace --exclude pylog-py
 
-test-python: ## pytest (real files, real segment bytes)
-	$(PY) -m pytest -q tests
+test-python: wheel ## pytest (real files, real segment bytes; tests/integration/test_wheel_install.py installs the wheel)
+	PYLOG_WHEEL=$$(ls $(abspath $(WHEEL_DIR))/pylog-*.whl) $(PY) -m pytest -q tests
+
+# ---------------------------------------------------------------- the wheel users install
+# abi3 (one wheel for every CPython >= 3.10), linked by zig against glibc 2.17
+# (manylinux2014) so RHEL 8, Ubuntu 20.04 and Debian 11 install it; a plain
+# `maturin build` links against this machine's glibc and tags the wheel with
+# that. WHEEL_TARGET=aarch64-unknown-linux-gnu cross-builds the ARM wheel the
+# same way (the wheels workflow builds both). Cargo builds in ./target.
+WHEEL_TARGET ?= x86_64-unknown-linux-gnu
+WHEEL_DIR    := target/wheels/$(WHEEL_TARGET)
+WHEEL        := $(WHEEL_DIR)/.built
+WHEEL_TOOLS  := $(VENV)/.wheel-tools
+PY_SRC := $(shell find python/pylog -name '*.py' -o -name '*.pyi' -o -name '*.json' -o -name py.typed)
+
+$(WHEEL_TOOLS): $(STAMP)
+	$(PIP) install -q "ziglang>=0.13" "auditwheel>=6"
+	touch $@
+
+# $(WHEEL) stamps the one wheel in $(WHEEL_DIR), so make can tell when it is stale
+$(WHEEL): $(WHEEL_TOOLS) $(NATIVE_SRC) $(PY_SRC) README.md
+	@rustup target list --installed 2>/dev/null | grep -qx $(WHEEL_TARGET) || rustup target add $(WHEEL_TARGET)
+	rm -rf $(WHEEL_DIR)
+	PATH="$(abspath $(VENV))/bin:$$PATH" VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin build -q --release \
+	  --zig --compatibility manylinux2014 --target $(WHEEL_TARGET) --out $(WHEEL_DIR)
+	@# auditwheel reads the symbols the extension needs: none newer than glibc 2.17
+	$(VENV)/bin/auditwheel show $(WHEEL_DIR)/pylog-*.whl | tr -d '\n' | grep -q 'consistent with the following platform tag: *"manylinux_2_17_' \
+	  || { $(VENV)/bin/auditwheel show $(WHEEL_DIR)/pylog-*.whl; echo "not manylinux2014"; exit 1; }
+	@ls $(WHEEL_DIR)/pylog-*.whl
+	touch $@
+
+wheel: $(WHEEL) ## build the abi3 manylinux2014 wheel users install (zig, glibc 2.17) into target/wheels/, checked by auditwheel
+
+# ---------------------------------------------------------------- pylog.spark on other PySparks
+# The oldest and the newest PySpark pylog.spark supports, each in a cached
+# virtualenv outside the repository with the wheel above installed; one whose
+# minor version the main venv runs is left out (test-python covered it).
+# Raise SPARK_NEWEST when PySpark releases a new minor version.
+SPARK_OLDEST ?= 4.0
+SPARK_NEWEST ?= 4.3
+SPARK_CACHE  := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pylog
+SPARK_COMPAT_TESTS := tests/spark/test_spark_options.py \
+  "tests/spark/test_spark_read.py::test_the_arrow_schema_is_the_one_spark_derives" \
+  "tests/spark/test_spark_read.py::test_rows_equal_what_was_produced_for_every_codec[zstd]" \
+  "tests/spark/test_spark_read.py::test_offset_and_timestamp_ranges_and_splits" \
+  "tests/spark/test_spark_stream_write.py::test_streaming_picks_up_new_records_and_resumes_from_a_checkpoint[wire]" \
+  "tests/spark/test_spark_stream_write.py::test_batch_write_round_trips" \
+  "tests/spark/test_spark_stream_write.py::test_streaming_write_copies_a_topic" \
+  "tests/spark/test_spark_stream_write.py::test_udfs_decode_and_validate_segment_bytes"
+
+# dependencies once per venv (pyspark's own pins bring its pandas and pyarrow),
+# again only when the Makefile or pyproject.toml change
+$(SPARK_CACHE)/venv-pyspark-%/.installed: pyproject.toml Makefile | $(WHEEL)
+	$(PYTHON) -m venv $(@D)
+	$(@D)/bin/python -m pip install -q --upgrade pip
+	$(@D)/bin/python -m pip install -q "$$(ls $(abspath $(WHEEL_DIR))/pylog-*.whl)[spark,test]" "pyspark==$*.*"
+	touch $@
+
+spark-compat: $(WHEEL) $(SPARK_CACHE)/venv-pyspark-$(SPARK_OLDEST)/.installed $(SPARK_CACHE)/venv-pyspark-$(SPARK_NEWEST)/.installed ## the Spark tests' read, stream and write parts on the oldest and newest PySpark pylog.spark supports
+	@main=$$($(PY) -c 'import pyspark; print(".".join(pyspark.__version__.split(".")[:2]))' 2>/dev/null); \
+	for v in $(SPARK_OLDEST) $(SPARK_NEWEST); do \
+	  if [ "$$v" = "$$main" ]; then echo "PySpark $$v: the main venv's, run by test-python"; continue; fi; \
+	  venv=$(SPARK_CACHE)/venv-pyspark-$$v; \
+	  $$venv/bin/python -m pip install -q --force-reinstall --no-deps $(WHEEL_DIR)/pylog-*.whl || exit 1; \
+	  echo "PySpark $$($$venv/bin/python -c 'import pyspark; print(pyspark.__version__)'):"; \
+	  env -u PYTHONPATH $$venv/bin/python -m pytest -q -p no:cacheprovider $(SPARK_COMPAT_TESTS) || exit 1; \
+	done
 
 bench: install ## print the performance figures and their ratios against same-run baselines
 	cargo bench -q -p pylog-core -- --warm-up-time 1 --measurement-time 3

@@ -6,6 +6,7 @@ error."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import shutil
 import threading
@@ -16,7 +17,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from broker_process import BrokerProcess
-from pyspark.sql.pandas.types import to_arrow_schema
 from spark_support import (
     T0,
     broker,
@@ -31,6 +31,8 @@ from spark_support import (
 )
 
 from pylog.spark import arrow_schema, kafka_schema
+from pylog.spark._arrow import arrow_type
+from pylog.spark.functions import CHECK_TYPE, RECORDS_TYPE
 
 __all__ = ["broker", "spark"]  # fixtures, imported for pytest
 
@@ -67,9 +69,23 @@ def test_rows_equal_what_was_produced_for_every_codec(
         assert [r[:4] + r[5:] for r in rows_of(df, headers=False)] == [w[:4] + w[5:] for w in want]
 
 
+def sparks_arrow(convert: Any, spark_type: Any) -> Any:
+    """PySpark's own (internal) conversion, as its workers call it: 4.0-4.2
+    take ``timestamp_utc`` (True by default), 4.3 a required ``timezone``."""
+    if "timezone" in inspect.signature(convert).parameters:
+        return convert(spark_type, timezone="UTC")
+    return convert(spark_type)
+
+
 def test_the_arrow_schema_is_the_one_spark_derives() -> None:
+    from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
+
     for h in (False, True):
-        assert arrow_schema(h) == to_arrow_schema(kafka_schema(h))
+        # PySpark 4.3 refuses a batch whose schema is not .equals() to it
+        assert arrow_schema(h).equals(sparks_arrow(to_arrow_schema, kafka_schema(h)))
+    # and the UDFs' result types
+    for t in (RECORDS_TYPE, CHECK_TYPE):
+        assert arrow_type(t).equals(sparks_arrow(to_arrow_type, t)), t
     names = [f.name for f in kafka_schema(True).fields]
     assert names == [
         "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",

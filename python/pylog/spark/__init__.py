@@ -4,7 +4,7 @@ reader (``path``) or fetching from a broker (``kafka.bootstrap.servers``);
 ``df.write.format("pylog")`` producing through a broker; and Arrow UDFs that
 decode or check raw record-batch bytes (:mod:`pylog.spark.functions`).
 
-Needs the ``spark`` extra (pyspark >= 4.1, pyarrow)::
+Needs the ``spark`` extra (any PySpark from 4.0 on, pyarrow)::
 
     import pylog.spark
     pylog.spark.register(spark)

@@ -1,6 +1,11 @@
 """Spark's Kafka schema, as Spark types and as the Arrow schema Spark expects,
 and the assembly of native column buffers into Arrow record batches.
 
+The Arrow types are spelled out here from PySpark's documented type mapping
+rather than taken from ``pyspark.sql.pandas.types``, whose converters are
+internal and change between releases (4.3 made the timezone a required
+keyword); ``tests/spark`` checks them against the running PySpark's own.
+
 The native reader returns whole columns as Arrow-layout buffers; here they are
 wrapped (``Array.from_buffers``) without copying: constant Python work per
 batch, none per record.
@@ -11,10 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    BooleanType,
+    DataType,
     IntegerType,
     LongType,
     StringType,
@@ -26,6 +32,7 @@ from pyspark.sql.types import (
 __all__ = [
     "HEADERS_TYPE",
     "arrow_schema",
+    "arrow_type",
     "binary_array",
     "empty_batch",
     "headers_array",
@@ -56,14 +63,46 @@ def kafka_schema(include_headers: bool) -> StructType:
     return StructType(fields)
 
 
+# Spark's Arrow counterparts of the scalar types used here. Timestamps are
+# microseconds in UTC: what Python data sources and Arrow UDFs exchange with
+# the JVM whatever the session time zone.
+_SCALARS: dict[type, pa.DataType] = {
+    BinaryType: pa.binary(),
+    StringType: pa.string(),
+    BooleanType: pa.bool_(),
+    IntegerType: pa.int32(),
+    LongType: pa.int64(),
+    TimestampType: pa.timestamp("us", tz="UTC"),
+}
+
+
+def arrow_type(dt: DataType) -> pa.DataType:
+    """The Arrow type Spark exchanges for ``dt`` (the types of pylog's schemas only):
+    arrays are lists of a nullable-as-declared ``element``, structs keep their fields."""
+    if isinstance(dt, ArrayType):
+        return pa.list_(pa.field("element", arrow_type(dt.elementType), dt.containsNull))
+    if isinstance(dt, StructType):
+        return pa.struct([_arrow_field(f) for f in dt.fields])
+    found = _SCALARS.get(type(dt))
+    if found is None:
+        raise TypeError(f"no Arrow mapping for {dt!r} in pylog.spark")
+    return found
+
+
+def _arrow_field(f: StructField) -> pa.Field:
+    return pa.field(f.name, arrow_type(f.dataType), f.nullable)
+
+
 _ARROW: dict[bool, pa.Schema] = {}
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
-    """The Arrow schema Spark derives from :func:`kafka_schema` (what it checks batches against)."""
+    """The Arrow schema Spark derives from :func:`kafka_schema` (PySpark 4.3 refuses
+    a data source's batches unless their schema equals it; older ones assume it)."""
     s = _ARROW.get(include_headers)
     if s is None:
-        s = _ARROW[include_headers] = to_arrow_schema(kafka_schema(include_headers))
+        fields = kafka_schema(include_headers).fields
+        s = _ARROW[include_headers] = pa.schema([_arrow_field(f) for f in fields])
     return s
 
 

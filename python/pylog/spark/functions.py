@@ -8,16 +8,18 @@ outside a broker (segment files copied to object storage, read with
     checked = files.select("path", validate_batches("content").alias("check"))
 
 Each input value is whole record batches (a ``.log`` file is); the native
-decoder runs once per value, never once per record.
+decoder runs once per value, never once per record. On PySpark 4.1 and later
+these are Arrow UDFs (``arrow_udf``); PySpark 4.0 has none, so there they are
+Arrow-optimized Python UDFs: same results, but each decoded record passes
+through Python objects on its way back to the JVM.
 """
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.pandas.functions import arrow_udf
-from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -32,7 +34,7 @@ from pyspark.sql.types import (
 
 from pylog import _native
 
-from ._arrow import HEADERS_TYPE, binary_array, headers_array
+from ._arrow import HEADERS_TYPE, arrow_type, binary_array, headers_array
 
 __all__ = [
     "CHECK_TYPE",
@@ -85,7 +87,7 @@ def _record_struct(columns: Any, struct_type: Any) -> pa.StructArray:
 def decode_batches_arrow(blobs: pa.Array) -> pa.Array:
     """list<struct<offset, timestamp, timestampType, key, value, headers>> per blob
     (null for a null blob); CorruptRecordError for bytes that do not decode."""
-    list_type = to_arrow_type(RECORDS_TYPE)
+    list_type = arrow_type(RECORDS_TYPE)
     struct_type = list_type.value_type
     parts = []
     lengths = [0]
@@ -129,9 +131,33 @@ def validate_batches_arrow(blobs: pa.Array) -> pa.Array:
     )
 
 
+def _decode_value(blob: bytes | None) -> list[dict[str, Any]] | None:
+    """decode_batches on one value, as Python objects (PySpark 4.0's row UDFs)."""
+    if blob is None:
+        return None
+    out: list[dict[str, Any]] = decode_batches_arrow(pa.array([blob], pa.binary()))[0].as_py()
+    return out
+
+
+def _validate_value(blob: bytes | None) -> tuple[bool, str | None, int | None] | None:
+    """validate_batches on one value (PySpark 4.0's row UDFs)."""
+    if blob is None:
+        return None
+    found = _native.check_batches(blob)
+    return (True, None, None) if found is None else (False, found[0], found[1])
+
+
+def _column_function(vectorized: Any, per_value: Any, return_type: Any) -> Any:
+    # ``pyspark.sql.functions.arrow_udf`` is public from PySpark 4.1; 4.0 has
+    # only row UDFs, Arrow-optimized ones being the closest
+    arrow_udf = getattr(F, "arrow_udf", None)
+    if arrow_udf is not None:
+        return arrow_udf(vectorized, return_type)
+    return F.udf(per_value, return_type, useArrow=True)
+
+
 # Spark column functions: ``decode_batches(col)`` gives array<struct<offset,
 # timestamp, timestampType, key, value, headers>> per value of a binary column
 # of record batches; ``validate_batches(col)`` gives struct<valid, error, position>.
-# (arrow_udf's overloads do not type a plain function: called through Any.)
-decode_batches: Any = cast(Any, arrow_udf)(decode_batches_arrow, RECORDS_TYPE)
-validate_batches: Any = cast(Any, arrow_udf)(validate_batches_arrow, CHECK_TYPE)
+decode_batches: Any = _column_function(decode_batches_arrow, _decode_value, RECORDS_TYPE)
+validate_batches: Any = _column_function(validate_batches_arrow, _validate_value, CHECK_TYPE)

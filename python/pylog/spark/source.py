@@ -200,20 +200,45 @@ class PylogStreamReader(DataSourceStreamReader):
         start = resolve_offsets(self.o, self.catalog, tps, "start")
         return _offsets_json(start)
 
-    def latestOffset(self) -> dict[str, dict[str, int]]:
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, dict[str, int]]:
         tps = self._refresh()
         latest = self.catalog.latest(tps)
-        limit = self.o.max_offsets_per_trigger
-        # PySpark's stream reader API does not pass the start to latestOffset,
-        # and Spark asks for it before initialOffset (new query) or without a
+        if start is not None:
+            # PySpark >= 4.2 (admission control: a signature taking the start
+            # and the engine's ReadLimit): the limit counts from the start of
+            # this very batch, the first of a run included, as Spark's Kafka
+            # source does; ReadAllAvailable (Trigger.Once...) lifts it
+            rows = getattr(limit, "max_rows", None)
+            if rows is not None:
+                base = _offsets_from_json(start)
+                for tp in tps:
+                    base.setdefault(tp, self.catalog.earliest([tp])[tp])
+                latest = _rate_limit({tp: base[tp] for tp in tps}, latest, rows)
+            return _offsets_json(latest)
+        limit_rows = self.o.max_offsets_per_trigger
+        # PySpark 4.0 and 4.1 do not pass the start to latestOffset, and
+        # Spark asks for it before initialOffset (new query) or without a
         # commit (restart): the first batch of a run cannot know where it
         # starts, so the limit applies from the end of the previous batch on;
         # capping from a guess could go behind a checkpoint
-        if limit is not None and self._planned is not None:
+        if limit_rows is not None and self._planned is not None:
             base = {tp: self._planned.get(tp, self.catalog.earliest([tp])[tp]) for tp in tps}
-            latest = _rate_limit(base, latest, limit)
+            latest = _rate_limit(base, latest, limit_rows)
         self._planned = dict(latest)
         return _offsets_json(latest)
+
+    def getDefaultReadLimit(self) -> Any:
+        """PySpark >= 4.2: ``maxOffsetsPerTrigger`` as the engine's ReadMaxRows."""
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+        limit = self.o.max_offsets_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+
+    def reportLatestOffset(self) -> dict[str, dict[str, int]]:
+        """PySpark >= 4.2: the unlimited latest offsets, for the query's progress."""
+        return _offsets_json(self.catalog.latest(self._refresh()))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         s, e = _offsets_from_json(start), _offsets_from_json(end)
