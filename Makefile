@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build protocol tools java-client run cluster test test-rust test-python bench fuzz lint format clean pipeline wheel spark-compat
+.PHONY: help install build protocol tools java-client run cluster test test-rust test-python bench kafka fuzz lint format clean pipeline wheel spark-compat
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -144,6 +144,26 @@ bench: install ## print the performance figures and their ratios against same-ru
 	$(PY) bench/hostile_request_bench.py
 	$(PY) bench/cleaner_bench.py
 	$(PY) bench/spark_bench.py
+	@$(MAKE) --no-print-directory kafka || echo "kafka_peer: skipped, Apache Kafka could not be fetched with Maven (see above)"
+	$(PY) bench/kafka_peer.py --skip-if-missing
+
+# Apache Kafka, the peer of bench/kafka_peer.py: its broker and its perf tools with their
+# runtime dependencies, copied by Maven into a cache outside the repository (nothing is
+# built, nothing of Kafka is committed). The version is the one bench/kafka/pom.xml names.
+KAFKA_VERSION := $(shell sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' bench/kafka/pom.xml)
+KAFKA_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pylog/kafka-$(KAFKA_VERSION)
+KAFKA_STAMP := $(KAFKA_CACHE)/libs/.complete
+
+kafka: $(KAFKA_STAMP) ## fetch Apache Kafka (broker + perf tools, bench/kafka/pom.xml) with Maven into ~/.cache/pylog/kafka-<version>; skipped when there
+
+$(KAFKA_STAMP): bench/kafka/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "make kafka: needs Maven and a JDK (apt-get install maven)"; exit 1; }
+	rm -rf $(KAFKA_CACHE)/libs $(KAFKA_CACHE)/libs.tmp
+	cd bench/kafka && mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(KAFKA_CACHE)/m2 \
+	  -Dkafka.lib.dir=$(KAFKA_CACHE)/libs.tmp package
+	mv $(KAFKA_CACHE)/libs.tmp $(KAFKA_CACHE)/libs
+	touch $@
+	@echo "Apache Kafka $(KAFKA_VERSION): $(KAFKA_CACHE)/libs"
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := batch records decompress

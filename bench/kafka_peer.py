@@ -1,0 +1,1124 @@
+"""pylog beside Apache Kafka on the same machine, in the same run (issue 14).
+
+    .venv/bin/python bench/kafka_peer.py [--reps 3] [--seconds 1] [--only ROW,...]
+                                         [--dir DIR] [--kafka-libs DIR] [--skip-if-missing]
+    .venv/bin/python bench/kafka_peer.py --profile produce-1024-1-1   # pylog under py-spy
+
+Starts Apache Kafka (the jars `make kafka` copies into
+${XDG_CACHE_HOME:-~/.cache}/pylog/kafka-<version>/libs, nothing of it in the
+repository) in KRaft combined mode (one process is broker and controller) on a
+free loopback port, and a pylog broker the way bench/broker_bench.py starts one,
+both with their data under one scratch directory on the same disk. Then every
+row runs against both, alternating which goes first, ``--reps`` times, and the
+table gives the medians:
+
+- produce with confluent-kafka (librdkafka), a throughput-tuned producer,
+  1 KiB and 100 B records, acks=1 and acks=all, 1 and 6 partitions, for
+  ``--seconds`` each, and 1 KiB from 4 producer processes at once;
+- produce with kcat from a file of records, and with Kafka's own
+  ProducerPerformance (the Java client);
+- consume the same 1 KiB data with confluent-kafka (1 and 6 partitions), kcat
+  and Kafka's ConsumerPerformance (a group member, as the tool is);
+- end-to-end latency (produce -> a consumer sees it) at a fixed 10,000
+  records/s, p50 / p99 / p99.9, acks=1 and acks=all, and Kafka's EndToEndLatency
+  tool (one record at a time, whole milliseconds);
+- broker CPU seconds per GB (user + system from /proc/<pid>/stat) while
+  producing and consuming 1 KiB records, and RSS after start and at its peak;
+  beside every row, the broker's CPU over its measured part (% of one core),
+  which tells whether the broker or the client was the bound.
+
+``--profile ROW`` runs a confluent-kafka produce row against pylog alone with
+py-spy attached to the broker and prints its threads' busy / GIL-wait / idle
+shares and the functions where the busy samples were.
+
+Below the table, the limits of this machine measured in the same run (raw
+loopback TCP into a file; raw sendfile of pylog's segments over loopback; both
+from bench/broker_bench.py) and each broker's best figure as a fraction of them.
+Both brokers stay up for the whole run, so the idle one costs the other a
+little. Nothing here fails on timing; with no Kafka jars and
+``--skip-if-missing`` it prints why and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker_bench import (
+    THROUGHPUT_PRODUCER,
+    Broker,
+    _quiet,
+    raw_sendfile,
+    raw_tcp_to_file,
+)
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+KiB = 1 << 10
+MiB = 1 << 20
+HERE = Path(__file__).resolve().parent
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# Both brokers: a consumer group forms at once (ConsumerPerformance joins one),
+# and deleted topics leave the disk within a second, so reps do not pile up data.
+COMMON_CONFIG = {
+    "num.partitions": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "log.segment.delete.delay.ms": "1000",
+    "offsets.topic.replication.factor": "1",
+}
+
+# What bin/kafka-server-start.sh and bin/kafka-run-class.sh give the JVM.
+KAFKA_JVM = [
+    "-Xmx1G",
+    "-Xms1G",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+]
+# What bin/kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh give theirs.
+TOOL_JVM = ["-Xmx512M", "-server", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
+
+LOG4J2 = """\
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = err
+appender.err.type = Console
+appender.err.name = err
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+"""
+
+
+# ---------------------------------------------------------------- where Kafka is
+
+
+def kafka_version() -> str:
+    """The version bench/kafka/pom.xml fetches: one place names it."""
+    pom = (HERE / "kafka" / "pom.xml").read_text()
+    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", pom)
+    assert m, "bench/kafka/pom.xml names no kafka.version"
+    return m.group(1)
+
+
+def default_libs() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "pylog" / f"kafka-{kafka_version()}" / "libs"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ---------------------------------------------------------------- the two brokers
+
+
+class Peer:
+    """What a row needs of a broker: where it listens, its pid, its topics."""
+
+    name: str
+    bootstrap: str
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the broker process so far."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def status_kib(self, key: str) -> int:
+        """A memory line of /proc/<pid>/status (VmRSS, VmHWM) in KiB."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+        raise KeyError(key)
+
+    _admin: AdminClient | None = None
+
+    def admin(self) -> AdminClient:
+        """One client for the run: a future outlives nothing that has been freed."""
+        if self._admin is None:
+            # Its own log lines would only say, at the end, that the broker went.
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "logger": _quiet()})
+        return self._admin
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        for fut in self.admin().create_topics([NewTopic(name, partitions, 1)]).values():
+            fut.result(timeout=30)
+        # Both brokers answer CreateTopics before every partition has a leader
+        # everywhere; produce only once metadata shows them all.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            md = self.admin().list_topics(name, timeout=10).topics.get(name)
+            ready = md is not None and md.error is None and len(md.partitions) == partitions
+            if ready and all(p.leader >= 0 for p in md.partitions.values()):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.name}: topic {name} has no leaders after 30 s")
+
+    def delete_topic(self, name: str) -> None:
+        for fut in self.admin().delete_topics([name], operation_timeout=30).values():
+            fut.result(timeout=30)
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+
+class PylogPeer(Peer):
+    """`python -m pylog.cli broker start`, as bench/broker_bench.py runs it."""
+
+    def __init__(self, workdir: str) -> None:
+        self.name = "pylog"
+        overrides = [f"{k}={v}" for k, v in COMMON_CONFIG.items()]
+        os.mkdir(os.path.join(workdir, "pylog"))
+        self.broker = Broker(
+            os.path.join(workdir, "pylog"), overrides, [sys.executable, "-m", "pylog.cli"]
+        )
+        self.bootstrap = self.broker.bootstrap
+        self.pid = self.broker.pid
+
+    def stop(self) -> None:
+        self._admin = None  # freed before the broker goes, or it logs the disconnect
+        self.broker.stop()
+
+
+class KafkaPeer(Peer):
+    """Apache Kafka in KRaft combined mode (broker and controller in one JVM)."""
+
+    def __init__(self, workdir: str, libs: Path) -> None:
+        self.name = "Kafka"
+        self.dir = Path(workdir) / "kafka"
+        self.dir.mkdir(parents=True)
+        self.classpath = f"{libs}/*"
+        port, controller = free_port(), free_port()
+        self.bootstrap = f"127.0.0.1:{port}"
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{controller}",
+            "listeners": f"PLAINTEXT://{self.bootstrap},CONTROLLER://127.0.0.1:{controller}",
+            "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.dir / "logs"),
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            **COMMON_CONFIG,
+        }
+        config = self.dir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        (self.dir / "log4j2.properties").write_text(LOG4J2)
+        self.log4j = f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}"
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        self.java(
+            ["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
+            jvm=["-Xmx256M"],
+            timeout=120,
+        )
+        self.stderr = open(self.dir / "kafka.stderr", "w+b")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            ["java", *KAFKA_JVM, self.log4j, "-cp", self.classpath, "kafka.Kafka", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=self.stderr,
+        )
+        self.pid = self.proc.pid
+        self._wait_ready(120)
+
+    def java(
+        self, args: list[str], jvm: list[str] | None = None, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        cmd = ["java", *(jvm or TOOL_JVM), self.log4j, "-cp", self.classpath, *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0:
+            raise RuntimeError(f"{args[0]} exited {done.returncode}: {done.stderr[-1500:]}")
+        return done
+
+    def _wait_ready(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        admin = self.admin()
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.stderr.seek(0)
+                raise RuntimeError(f"Kafka exited: {self.stderr.read()[-2000:]!r}")
+            try:
+                if admin.list_topics(timeout=1).brokers:
+                    return
+            except Exception:
+                time.sleep(0.2)
+        raise RuntimeError(f"Kafka did not answer Metadata within {seconds} s")
+
+    def stop(self) -> None:
+        self._admin = None  # freed before the broker goes, or it logs the disconnect
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr.close()
+
+
+# ---------------------------------------------------------------- the tools every row shares
+
+
+def produce_confluent(
+    bootstrap: str, topic: str, value_size: int, acks: str, seconds: float, partitioned: bool
+) -> tuple[int, float]:
+    """Produce ``value_size``-byte records for ``seconds`` (then flush), at
+    most 64 MiB queued in the client; keyless records go where librdkafka's
+    partitioner puts them when ``partitioned``, else to partition 0."""
+    errors: list[KafkaError] = []
+
+    def on_error(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    config = {**THROUGHPUT_PRODUCER, "acks": acks, "on_delivery": on_error}
+    p = Producer({"bootstrap.servers": bootstrap, **config})
+    messages = [{"value": os.urandom(value_size)} for _ in range(64)] * max(
+        1, 256 * KiB // value_size // 64
+    )
+    part = -1 if partitioned else 0
+    max_queued = max(len(messages), 64 * MiB // value_size)
+    p.produce_batch(topic, messages[:1], partition=0)  # connect + metadata outside the clock
+    p.flush(30)
+    sent = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        if len(p) > max_queued:
+            p.poll(0.001)
+            continue
+        n = p.produce_batch(topic, messages, partition=part)
+        if n != len(messages):
+            raise RuntimeError(f"produce_batch queued {n} of {len(messages)}")
+        sent += n
+        p.poll(0)
+    left = p.flush(120)
+    elapsed = time.perf_counter() - start
+    if left or errors:
+        raise RuntimeError(f"{left} records not delivered, errors: {errors[:3]}")
+    return sent, elapsed
+
+
+def consume_confluent(bootstrap: str, topic: str, partitions: int, expected: int) -> float:
+    """Seconds to read all ``expected`` records of ``topic`` from the beginning
+    (assign, no group commits), a consumer tuned as bench/broker_bench.py's."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kafka-peer-bench",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "fetch.max.bytes": 64 * MiB,
+            "max.partition.fetch.bytes": 16 * MiB,
+            "queued.max.messages.kbytes": 256 * KiB,
+            "queued.min.messages": 1_000_000,
+            "check.crcs": False,
+        }
+    )
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    got = 0
+    start = time.perf_counter()
+    deadline = start + 120
+    try:
+        while got < expected and time.perf_counter() < deadline:
+            msgs = c.consume(num_messages=100_000, timeout=0.5)
+            for m in msgs:
+                if m.error() is not None:
+                    raise RuntimeError(f"consume error: {m.error()}")
+            got += len(msgs)
+        elapsed = time.perf_counter() - start
+    finally:
+        c.close()
+    if got != expected:
+        raise RuntimeError(f"read {got} of {expected} records")
+    return elapsed
+
+
+def record_file(workdir: str, value_size: int, count: int) -> str:
+    """A file of ``count`` newline-separated printable records for kcat -l."""
+    path = os.path.join(workdir, f"records-{value_size}-{count}.txt")
+    if not os.path.exists(path):
+        line = (base64.b64encode(os.urandom(value_size))[:value_size] + b"\n") * 1024
+        with open(path, "wb") as f:
+            for _ in range(count // 1024):
+                f.write(line)
+    return path
+
+
+# ---------------------------------------------------------------- rows
+
+
+@dataclass
+class Row:
+    """One line of the table: a workload, what it measures, lower or higher better."""
+
+    name: str
+    unit: str
+    higher_is_better: bool
+    run: Callable[[Peer, Bench], float | tuple[float, ...]]
+    values: dict[str, list[Any]] = field(default_factory=dict)
+    cpu: dict[str, list[float]] = field(default_factory=dict)  # % of a core, clocked part
+
+
+class Bench:
+    """The state the rows share: scratch dir, the Kafka jars, data already on each broker."""
+
+    def __init__(self, workdir: str, kafka: KafkaPeer, seconds: float) -> None:
+        self.workdir = workdir
+        self.kafka = kafka
+        self.seconds = seconds
+        self.n = 0
+        self.datasets: dict[tuple[str, int], tuple[str, int]] = {}
+        self.cpu: dict[tuple[str, str], list[float]] = {}
+        self._started: dict[str, tuple[float, float]] = {}
+        self.last: dict[str, tuple[float, float]] = {}
+
+    def topic(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}-{self.n}"
+
+    def clock(self, peer: Peer) -> float:
+        """Called before and after the measured part of a row: the second call
+        keeps the broker's CPU seconds and the wall time between the two (and
+        returns the wall time)."""
+        now, cpu = time.perf_counter(), peer.cpu_seconds()
+        if peer.name not in self._started:
+            self._started[peer.name] = (now, cpu)
+            return 0.0
+        t0, c0 = self._started.pop(peer.name)
+        self.last[peer.name] = (now - t0, cpu - c0)
+        return now - t0
+
+    def note_cpu(self, peer: Peer, what: str, nbytes: int) -> None:
+        """Broker CPU seconds per GB over the last clocked part."""
+        _, cpu_s = self.last[peer.name]
+        self.cpu.setdefault((what, peer.name), []).append(cpu_s / (nbytes / 1e9))
+
+    def dataset(self, peer: Peer, partitions: int) -> tuple[str, int]:
+        """A topic of 1 KiB records produced once per broker for the consume rows."""
+        key = (peer.name, partitions)
+        if key not in self.datasets:
+            topic = self.topic(f"consume-{partitions}p")
+            peer.create_topic(topic, partitions)
+            n, _ = produce_confluent(peer.bootstrap, topic, KiB, "1", 1.5, partitions > 1)
+            self.datasets[key] = (topic, n + 1)  # + the record sent before the clock
+        return self.datasets[key]
+
+
+def produce_row(size: int, acks: str, partitions: int) -> Callable[[Peer, Bench], float]:
+    def run(peer: Peer, b: Bench) -> float:
+        topic = b.topic(f"p{size}-{acks}-{partitions}")
+        peer.create_topic(topic, partitions)
+        b.clock(peer)
+        n, t = produce_confluent(peer.bootstrap, topic, size, acks, b.seconds, partitions > 1)
+        b.clock(peer)
+        if size == KiB and acks == "1" and partitions == 1:
+            b.note_cpu(peer, "produce 1 KiB, acks=1, 1 partition", n * size)
+        peer.delete_topic(topic)
+        return n * size / t / 1e6 if size >= KiB else n / t / 1e6
+
+    return run
+
+
+def produce_parallel(producers: int, size: int, partitions: int) -> Callable[[Peer, Bench], float]:
+    """``producers`` processes (this script in --produce-worker mode) at once."""
+
+    def run(peer: Peer, b: Bench) -> float:
+        topic = b.topic(f"par{producers}")
+        peer.create_topic(topic, partitions)
+        start_at = time.time() + 1.5  # all connected before any starts
+        cmd = [
+            sys.executable,
+            __file__,
+            "--produce-worker",
+            json.dumps([peer.bootstrap, topic, size, b.seconds, start_at]),
+        ]
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for _ in range(producers)]
+        results = []
+        for proc in procs:
+            out, _ = proc.communicate(timeout=180)
+            if proc.returncode != 0:
+                raise RuntimeError(f"producer worker exited {proc.returncode}")
+            results.append(json.loads(out))
+        peer.delete_topic(topic)
+        records = sum(r[0] for r in results)
+        return records * size / max(r[1] for r in results) / 1e6
+
+    return run
+
+
+def produce_worker(arg: str) -> None:
+    bootstrap, topic, size, seconds, start_at = json.loads(arg)
+    p = Producer({"bootstrap.servers": bootstrap, **THROUGHPUT_PRODUCER})
+    p.list_topics(topic, timeout=30)
+    p.flush(0)
+    time.sleep(max(0.0, start_at - time.time()))
+    n, t = produce_confluent(bootstrap, topic, size, "1", seconds, True)
+    print(json.dumps([n, t]))
+
+
+def kcat_produce(size: int, count: int) -> Callable[[Peer, Bench], float]:
+    def run(peer: Peer, b: Bench) -> float:
+        path = record_file(b.workdir, size, count)
+        topic = b.topic(f"kcat{size}")
+        peer.create_topic(topic, 1)
+        opts = ["-p", "0", "-l", "-X", "acks=1", "-X", "linger.ms=5", "-X", "batch.size=1000000"]
+        cmd = ["kcat", "-P", "-b", peer.bootstrap, "-t", topic, *opts, path]
+        b.clock(peer)
+        subprocess.run(cmd, check=True, timeout=180)
+        t = b.clock(peer)
+        peer.delete_topic(topic)
+        return count * size / t / 1e6 if size >= KiB else count / t / 1e6
+
+    return run
+
+
+def perf_produce(
+    size: int, acks: str, count: int, props: tuple[str, ...] = ()
+) -> Callable[[Peer, Bench], float]:
+    """Kafka's ProducerPerformance (the Java client) with its defaults but ``props``."""
+
+    def run(peer: Peer, b: Bench) -> float:
+        topic = b.topic(f"pp{size}")
+        peer.create_topic(topic, 1)
+        args = f"--num-records {count} --record-size {size} --throughput -1".split()
+        out = b.kafka.java(
+            [
+                "org.apache.kafka.tools.ProducerPerformance",
+                *("--topic", topic, *args, "--producer-props"),
+                *(f"bootstrap.servers={peer.bootstrap}", f"acks={acks}", *props),
+            ]
+        ).stdout
+        peer.delete_topic(topic)
+        last = [ln for ln in out.splitlines() if f"{count} records sent" in ln]
+        if not last:
+            raise RuntimeError(f"ProducerPerformance printed no summary: {out[-500:]!r}")
+        return float(re.search(r"\(([\d.]+) MB/sec\)", last[-1]).group(1)) * MiB / 1e6  # type: ignore[union-attr]
+
+    return run
+
+
+def consume_row(partitions: int) -> Callable[[Peer, Bench], float]:
+    def run(peer: Peer, b: Bench) -> float:
+        topic, n = b.dataset(peer, partitions)
+        b.clock(peer)
+        t = consume_confluent(peer.bootstrap, topic, partitions, n)
+        b.clock(peer)
+        if partitions == 1:
+            b.note_cpu(peer, "consume 1 KiB, 1 partition", n * KiB)
+        return n * KiB / t / 1e6
+
+    return run
+
+
+def kcat_consume(peer: Peer, b: Bench) -> float:
+    topic, n = b.dataset(peer, 1)
+    opts = ["-o", "beginning", "-e", "-q", "-c", str(n), "-f", "%s"]
+    b.clock(peer)
+    subprocess.run(
+        ["kcat", "-C", "-b", peer.bootstrap, "-t", topic, *opts],
+        check=True,
+        timeout=180,
+        stdout=subprocess.DEVNULL,
+    )
+    return n * KiB / b.clock(peer) / 1e6
+
+
+def perf_consume(peer: Peer, b: Bench) -> float:
+    """Kafka's ConsumerPerformance (a group member); its fetch MB/s, which
+    leaves out the time the group took to form."""
+    topic, n = b.dataset(peer, 1)
+    out = b.kafka.java(
+        [
+            "org.apache.kafka.tools.ConsumerPerformance",
+            "--bootstrap-server",
+            peer.bootstrap,
+            "--topic",
+            topic,
+            "--num-records",
+            str(n),
+            "--timeout",
+            "60000",
+            "--group",
+            b.topic("perf-group"),
+            "--hide-header",
+        ]
+    ).stdout
+    fields = [f.strip() for f in out.strip().splitlines()[-1].split(",")]
+    if int(fields[4]) < n:
+        raise RuntimeError(f"ConsumerPerformance read {fields[4]} of {n}")
+    return float(fields[8]) * MiB / 1e6
+
+
+def e2e_latency(acks: str, rate: int) -> Callable[[Peer, Bench], tuple[float, ...]]:
+    """p50 / p99 / p99.9 (ms) from send to a consumer process seeing the record,
+    100-byte records produced one by one at ``rate``/s (linger.ms=0)."""
+
+    def run(peer: Peer, b: Bench) -> tuple[float, ...]:
+        topic = b.topic(f"e2e-{acks}")
+        peer.create_topic(topic, 1)
+        seconds = max(2.0, b.seconds * 2)
+        total = int(seconds * rate)
+        warm = rate // 2
+        consumer = subprocess.Popen(
+            [sys.executable, __file__, "--e2e-worker", json.dumps([peer.bootstrap, topic])],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert consumer.stdout is not None and consumer.stdin is not None
+        # At most 5 requests in flight, as the Java client: with librdkafka's
+        # default (1M) a broker slower than one request per 2-3 records falls
+        # behind for good, the backlog in its socket and never in bigger batches.
+        p = Producer(
+            {
+                "bootstrap.servers": peer.bootstrap,
+                "acks": acks,
+                "linger.ms": 0,
+                "socket.nagle.disable": True,
+                "enable.idempotence": False,
+                "max.in.flight.requests.per.connection": 5,
+            }
+        )
+        pad = os.urandom(91)
+        # One record the consumer must see before the clock: it is then fetching
+        # at the end of the log, with no backlog from its own start-up.
+        p.produce(topic, struct.pack(">bd", 0, 0.0) + pad, partition=0)
+        p.flush(30)
+        if consumer.stdout.readline().strip() != "ready":
+            raise RuntimeError("latency consumer did not start")
+        # Every record due by now goes out, each stamped as it is handed to the
+        # client; then sleep 0.2 ms. A spin between records 100 us apart would
+        # take a whole core from the brokers and the consumer on 2 cores.
+        start = time.perf_counter()
+        b.clock(peer)
+        i = 0
+        while i < warm + total:
+            due = min(warm + total, int((time.perf_counter() - start) * rate) + 1)
+            while i < due:
+                p.produce(
+                    topic,
+                    struct.pack(">bd", 1 + (i >= warm), time.perf_counter()) + pad,
+                    partition=0,
+                )
+                i += 1
+            p.poll(0)
+            time.sleep(0.0002)
+        p.produce(topic, struct.pack(">bd", 3, 0.0) + pad, partition=0)  # the end
+        p.flush(30)
+        b.clock(peer)
+        out, _ = consumer.communicate(timeout=60)
+        lat = sorted(json.loads(out))
+        peer.delete_topic(topic)
+        if len(lat) != total:
+            raise RuntimeError(f"latency consumer saw {len(lat)} of {total}")
+        return tuple(lat[min(len(lat) - 1, int(q * len(lat)))] for q in (0.5, 0.99, 0.999))
+
+    return run
+
+
+def e2e_worker(arg: str) -> None:
+    """The consumer of e2e_latency: kind 0 = sync, 1 = warm-up, 2 = measured, 3 = end."""
+    bootstrap, topic = json.loads(arg)
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kafka-peer-latency",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    lat: list[float] = []
+    deadline = time.monotonic() + 120
+    end = False
+    while not end and time.monotonic() < deadline:
+        # Wait for one record, then take whatever else has arrived without
+        # waiting: consume(n, timeout) alone would hold records until n came.
+        first = c.poll(0.1)
+        if first is None:
+            continue
+        now = time.perf_counter()
+        for m in [first, *c.consume(num_messages=10_000, timeout=0)]:
+            if m.error() is not None:
+                continue
+            kind, sent = struct.unpack_from(">bd", m.value() or b"")
+            if kind == 0:
+                print("ready", flush=True)
+            elif kind == 2:
+                lat.append((now - sent) * 1000)
+            elif kind == 3:
+                end = True
+    c.close()
+    print(json.dumps(lat))
+
+
+def java_e2e(peer: Peer, b: Bench) -> tuple[float, ...]:
+    """Kafka's EndToEndLatency: send one 100-byte record (acks=1), wait until
+    its consumer has it, repeat; its percentiles are whole milliseconds."""
+    topic = b.topic("java-e2e")
+    peer.create_topic(topic, 1)
+    out = b.kafka.java(
+        ["org.apache.kafka.tools.EndToEndLatency", peer.bootstrap, topic, "1000", "1", "100"]
+    ).stdout
+    peer.delete_topic(topic)
+    avg = re.search(r"Avg latency: ([\d.]+) ms", out)
+    pcts = re.search(r"50th = (\d+), 99th = (\d+), 99.9th = (\d+)", out)
+    if not avg or not pcts:
+        raise RuntimeError(f"EndToEndLatency printed no summary: {out[-500:]!r}")
+    return (float(avg.group(1)), *(float(x) for x in pcts.groups()))
+
+
+ROWS: dict[str, Row] = {}
+
+
+def row(key: str, name: str, unit: str, higher: bool, run: Callable[[Peer, Bench], Any]) -> None:
+    ROWS[key] = Row(name, unit, higher, run)
+
+
+for _size, _sname in ((KiB, "1 KiB"), (100, "100 B")):
+    for _parts in (1, 6):
+        for _acks in ("1", "all"):
+            row(
+                f"produce-{_size}-{_acks}-{_parts}",
+                f"produce {_sname}, acks={_acks}, {_parts} partition{'s' * (_parts > 1)}"
+                " (confluent-kafka)",
+                "MB/s" if _size >= KiB else "M rec/s",
+                True,
+                produce_row(_size, _acks, _parts),
+            )
+row(
+    "produce-4x",
+    "produce 1 KiB, acks=1, 6 partitions, 4 producer processes",
+    "MB/s",
+    True,
+    produce_parallel(4, KiB, 6),
+)
+row(
+    "kcat-1024",
+    "produce 1 KiB, acks=1, 1 partition (kcat -P, 128k records)",
+    "MB/s",
+    True,
+    kcat_produce(KiB, 128 * KiB),
+)
+row(
+    "kcat-100",
+    "produce 100 B, acks=1, 1 partition (kcat -P, 512k records)",
+    "M rec/s",
+    True,
+    kcat_produce(100, 512 * KiB),
+)
+# The Java client's default 16 KiB batches make it a request-rate test: 1 MiB,
+# as the librdkafka producers above are given.
+row(
+    "perf-produce",
+    "produce 1 KiB, acks=1, 1 partition (ProducerPerformance, 200k)",
+    "MB/s",
+    True,
+    perf_produce(KiB, "1", 200_000, ("batch.size=1048576", "linger.ms=5")),
+)
+row(
+    "consume-1",
+    "consume 1 KiB, 1 partition (confluent-kafka, assign)",
+    "MB/s",
+    True,
+    consume_row(1),
+)
+row(
+    "consume-6",
+    "consume 1 KiB, 6 partitions (confluent-kafka, assign)",
+    "MB/s",
+    True,
+    consume_row(6),
+)
+row("kcat-consume", "consume 1 KiB, 1 partition (kcat -C)", "MB/s", True, kcat_consume)
+row(
+    "perf-consume",
+    "consume 1 KiB, 1 partition (ConsumerPerformance, group)",
+    "MB/s",
+    True,
+    perf_consume,
+)
+row(
+    "e2e-1",
+    "end-to-end latency at 10k rec/s, acks=1: p50 / p99 / p99.9",
+    "ms",
+    False,
+    e2e_latency("1", 10_000),
+)
+row(
+    "e2e-all",
+    "end-to-end latency at 10k rec/s, acks=all: p50 / p99 / p99.9",
+    "ms",
+    False,
+    e2e_latency("all", 10_000),
+)
+row(
+    "java-e2e",
+    "EndToEndLatency tool, 1 at a time, acks=1: avg / p50 / p99 / p99.9",
+    "ms",
+    False,
+    java_e2e,
+)
+
+
+# ---------------------------------------------------------------- the table
+
+
+def fmt(v: float) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:.2f}" if v < 10 else f"{v:.1f}"
+
+
+def cell(values: list[Any]) -> tuple[str, tuple[float, ...] | None]:
+    """The median of the reps (per element for a tuple), or the first failure."""
+    good = [v for v in values if not isinstance(v, str)]
+    if not good:
+        return (values[0] if values else "not run"), None
+    if isinstance(good[0], tuple):
+        med = tuple(statistics.median(v[i] for v in good) for i in range(len(good[0])))
+    else:
+        med = (statistics.median(good),)
+    return " / ".join(fmt(v) for v in med), med
+
+
+def print_table(lines: list[tuple[str, ...]]) -> None:
+    headers = ("workload", "pylog", "Kafka", "pylog/Kafka", "goal", "broker CPU % pylog / Kafka")
+    rows = [headers, *lines]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
+    print()
+    for n, r in enumerate(rows):
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def table(
+    rows: list[Row], b: Bench, peers: list[Peer], rss: dict[str, tuple[int, int]]
+) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+    for r in rows:
+        (pv, pm), (kv, km) = (cell(r.values.get(p.name, [])) for p in peers)
+        ratio = "-"
+        if pm and km:
+            ratio = " / ".join(f"{a / c:.2f}" if c else "-" for a, c in zip(pm, km, strict=True))
+        goal = ">= 1.0" if r.higher_is_better else "<= 1.0"
+        cpu = " / ".join(
+            f"{statistics.median(r.cpu[p.name]):.0f}" if r.cpu.get(p.name) else "-" for p in peers
+        )
+        out.append((f"{r.name}, {r.unit}", pv, kv, ratio, goal, cpu))
+    for what in sorted({what for what, _ in b.cpu}):
+        p, k = (statistics.median(b.cpu.get((what, n), [0.0])) for n in ("pylog", "Kafka"))
+        out.append(
+            (
+                f"broker CPU s per GB, {what}",
+                f"{p:.2f}",
+                f"{k:.2f}",
+                f"{p / k:.2f}" if k else "-",
+                "<= 1.0",
+                "",
+            )
+        )
+    (p0, p1), (k0, k1) = rss["pylog"], rss["Kafka"]
+    out.append(
+        (
+            "broker RSS after start, MiB",
+            f"{p0 / 1024:.0f}",
+            f"{k0 / 1024:.0f}",
+            f"{p0 / k0:.2f}",
+            "-",
+            "",
+        )
+    )
+    out.append(
+        (
+            "broker peak RSS (VmHWM) over the run, MiB",
+            f"{p1 / 1024:.0f}",
+            f"{k1 / 1024:.0f}",
+            f"{p1 / k1:.2f}",
+            "<= 1.0",
+            "",
+        )
+    )
+    return out
+
+
+def limits(b: Bench, pylog: PylogPeer) -> list[str]:
+    """The machine's limits in the same run, and each broker's best against them."""
+    lines = []
+    size = 512 * MiB
+    t = min(raw_tcp_to_file(size, os.path.join(b.workdir, "raw.bin")) for _ in range(2))
+    tcp = size / t / 1e6
+    produce = ROWS["produce-1024-1-1"].values
+    lines.append(f"raw loopback TCP -> file (1 MiB writes): {tcp:,.0f} MB/s")
+    for name in ("pylog", "Kafka"):
+        v, m = cell(produce.get(name, []))
+        if m:
+            lines.append(f"  {name} produce 1 KiB acks=1 1 partition: {v} MB/s = {m[0] / tcp:.2f}")
+    topic, _ = b.dataset(pylog, 1)
+    files = pylog.broker.segment_files(topic)
+    nbytes, t = min((raw_sendfile(files) for _ in range(2)), key=lambda r: r[1])
+    sf = nbytes / t / 1e6
+    lines.append(f"raw sendfile of pylog's segment over loopback: {sf:,.0f} MB/s")
+    for name in ("pylog", "Kafka"):
+        v, m = cell(ROWS["consume-1"].values.get(name, []))
+        if m:
+            lines.append(f"  {name} consume 1 KiB (confluent-kafka): {v} MB/s = {m[0] / sf:.2f}")
+    return lines
+
+
+def profile(row_key: str, workdir: str, seconds: float, out: Path) -> None:
+    """Produce as row ``produce-<size>-<acks>-<partitions>`` does, to pylog alone,
+    with py-spy attached to the broker for the produce only (all threads, idle
+    included, native frames), and print where the broker's time went."""
+    m = re.fullmatch(r"produce-(\d+)-(1|all)-(\d+)", row_key)
+    if not m:
+        sys.exit("kafka_peer: --profile takes a confluent-kafka produce row, e.g. produce-1024-1-1")
+    size, acks, partitions = int(m.group(1)), m.group(2), int(m.group(3))
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not os.path.exists(spy):
+        sys.exit("kafka_peer: --profile needs py-spy (pip install py-spy; in the bench extras)")
+    pylog = PylogPeer(workdir)
+    try:
+        warm = "profile-warm-up"
+        pylog.create_topic(warm, partitions)
+        produce_confluent(pylog.bootstrap, warm, size, acks, 1.0, partitions > 1)
+        topic = "profiled"
+        pylog.create_topic(topic, partitions)
+        raw = out.with_suffix(".txt")
+        # --native (Rust frames) pauses the broker for each sample: 100/s keeps
+        # that small.
+        rec = subprocess.Popen(
+            [
+                spy,
+                "record",
+                "--pid",
+                str(pylog.pid),
+                "--rate",
+                "100",
+                "--idle",
+                "--native",
+                "--threads",
+                "--format",
+                "raw",
+                "--output",
+                str(raw),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        time.sleep(1.0)  # py-spy attached
+        cpu = pylog.cpu_seconds()
+        n, t = produce_confluent(pylog.bootstrap, topic, size, acks, seconds, partitions > 1)
+        cpu = pylog.cpu_seconds() - cpu
+        rec.send_signal(signal.SIGINT)
+        _, err = rec.communicate(timeout=60)
+        if not raw.exists():
+            raise RuntimeError(f"py-spy wrote nothing: {err.decode()[-1000:]}")
+        print(
+            f"{ROWS[row_key].name}: {n / t:,.0f} records/s, {n * size / t / 1e6:,.0f} MB/s, "
+            f"broker CPU {cpu / t:.0%} of a core (profiled, so slower than unprofiled)"
+        )
+        summarize(raw)
+        print(f"\ncollapsed stacks: {raw} (flamegraph.pl or speedscope read them)")
+    finally:
+        pylog.stop()
+
+
+# A sample whose stack holds one of these is a thread waiting, not working.
+_WAITING = ("epoll_wait", "lock_PyThread_acquire_lock", "_queue_SimpleQueue_get", "Condition.wait")
+# The event loop's own frames, under nearly every sample of its thread.
+_EVERYWHERE = (
+    "<module>",
+    "broker_start",
+    "run (",
+    "Runner.run",
+    "BaseEventLoop.run_",
+    "BaseEventLoop._run_once",
+    "Handle._run",
+)
+
+
+def summarize(raw: Path, top: int = 20) -> None:
+    """Per thread, the share of samples busy, waiting for the GIL and idle;
+    then, over the busy samples of all threads, the functions on top of the
+    stack (self) and the pylog / pylog_core / asyncio functions anywhere in it
+    (inclusive), line numbers folded into their function."""
+    per_thread: dict[str, list[int]] = {}
+    self_: dict[str, int] = {}
+    incl: dict[str, int] = {}
+    busy_total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit():
+            continue
+        count = int(n)
+        frames = [re.sub(r":\d+\)$", ")", f) for f in stack.split(";")]
+        thread = re.sub(r"\(\d+\)", "", frames[0])
+        slot = per_thread.setdefault(thread, [0, 0, 0])
+        if any(f.startswith(_WAITING) for f in frames):
+            slot[2] += count
+        elif any(f.startswith(("take_gil", "pthread_cond_timedwait")) for f in frames):
+            slot[1] += count  # take_gil is inlined: its condition wait stands for it
+        else:
+            slot[0] += count
+            busy_total += count
+            self_[frames[-1]] = self_.get(frames[-1], 0) + count
+            for f in set(frames[1:]):
+                if ("pylog/" in f or "pylog_core::" in f or "asyncio/" in f) and not f.startswith(
+                    _EVERYWHERE
+                ):
+                    incl[f] = incl.get(f, 0) + count
+    print(
+        "\nthreads: busy / waiting for the GIL / idle, % of each thread's samples"
+        " (busy includes runnable but preempted)"
+    )
+    for t, (b, g, i) in sorted(per_thread.items(), key=lambda kv: -kv[1][0]):
+        n = b + g + i
+        print(f"  {100 * b / n:5.1f} / {100 * g / n:5.1f} / {100 * i / n:5.1f}  {t}")
+    if not busy_total:
+        return
+    gil = sum(g for _, g, _ in per_thread.values())
+    print(f"  samples waiting for the GIL: {100 * gil / (busy_total + gil):.1f}% of busy + GIL")
+    for title, table_ in (("self", self_), ("inclusive", incl)):
+        print(f"\n{title}, % of the {busy_total:,} busy samples of all threads:")
+        for name, n in sorted(table_.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"  {100 * n / busy_total:5.1f}%  {name[:140]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3, help="runs of each row on each broker")
+    parser.add_argument("--seconds", type=float, default=1.0, help="length of a produce row")
+    parser.add_argument("--only", default=",".join(ROWS), help="comma-separated rows")
+    parser.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
+    parser.add_argument("--kafka-libs", type=Path, default=None, help="Kafka's jars")
+    parser.add_argument(
+        "--skip-if-missing",
+        action="store_true",
+        help="exit 0 with a note when Kafka's jars are not there",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="ROW",
+        help="run ROW on pylog alone under py-spy and print where the time went",
+    )
+    parser.add_argument("--produce-worker", help=argparse.SUPPRESS)
+    parser.add_argument("--e2e-worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.produce_worker:
+        return produce_worker(args.produce_worker)
+    if args.e2e_worker:
+        return e2e_worker(args.e2e_worker)
+
+    if args.profile:  # pylog alone: no Kafka needed
+        workdir = tempfile.mkdtemp(prefix="pylog-kafka-peer-", dir=args.dir)
+        try:
+            profile(
+                args.profile,
+                workdir,
+                max(args.seconds, 5.0),
+                Path(tempfile.gettempdir()) / f"pylog-profile-{args.profile}",
+            )
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return
+    libs = args.kafka_libs or default_libs()
+    if not (libs / f"kafka_2.13-{kafka_version()}.jar").exists():
+        msg = f"kafka_peer: skipped, Apache Kafka's jars are not in {libs} (run `make kafka`)"
+        print(msg, file=sys.stderr)
+        sys.exit(0 if args.skip_if_missing else 2)
+    for tool in ("java", "kcat"):
+        if shutil.which(tool) is None:
+            print(f"kafka_peer: skipped, `{tool}` is not on PATH (`make tools`)", file=sys.stderr)
+            sys.exit(0 if args.skip_if_missing else 2)
+
+    workdir = tempfile.mkdtemp(prefix="pylog-kafka-peer-", dir=args.dir)
+    rows = [ROWS[k] for k in args.only.split(",")]
+    peers: list[Peer] = []
+    began = time.monotonic()
+    try:
+        pylog = PylogPeer(workdir)
+        peers.append(pylog)
+        kafka = KafkaPeer(workdir, libs)
+        peers.append(kafka)
+        time.sleep(1.0)  # let both settle before taking their idle RSS
+        rss0 = {p.name: p.status_kib("VmRSS") for p in peers}
+        print(
+            f"  pylog pid {pylog.pid} on {pylog.bootstrap}, Kafka {kafka_version()} pid "
+            f"{kafka.pid} on {kafka.bootstrap}, data in {workdir}",
+            file=sys.stderr,
+            flush=True,
+        )
+        b = Bench(workdir, kafka, args.seconds)
+        # Warm-up, outside every figure: the consume rows' data is produced and
+        # read once on each broker, so Kafka's JIT has compiled its hot paths.
+        for peer in peers:
+            for partitions in (1, 6):
+                topic, n = b.dataset(peer, partitions)
+                consume_confluent(peer.bootstrap, topic, partitions, n)
+        for r in rows:
+            for rep in range(args.reps):
+                for peer in peers if rep % 2 == 0 else peers[::-1]:
+                    b.last.pop(peer.name, None)
+                    try:
+                        v = r.run(peer, b)
+                        if peer.name in b.last:
+                            wall, cpu = b.last[peer.name]
+                            r.cpu.setdefault(peer.name, []).append(100 * cpu / wall)
+                    except Exception as e:  # a failure is a cell, not the end of the run
+                        v = f"failed: {str(e).splitlines()[0][:60]}"
+                        print(f"  {r.name} on {peer.name}: {e}", file=sys.stderr, flush=True)
+                    r.values.setdefault(peer.name, []).append(v)
+            print(
+                f"  {r.name}: " + "; ".join(f"{p.name} {cell(r.values[p.name])[0]}" for p in peers),
+                file=sys.stderr,
+                flush=True,
+            )
+        rss = {p.name: (rss0[p.name], p.status_kib("VmHWM")) for p in peers}
+        extra = limits(b, pylog)
+        lines = table(rows, b, peers, rss)
+    finally:
+        for p in peers:
+            p.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    print_table(lines)
+    print(
+        f"\nmedians of {args.reps} runs per broker, alternating which broker goes first; "
+        f"Apache Kafka {kafka_version()} (KRaft, one JVM, -Xmx1G) and pylog up side by side; "
+        f"{time.monotonic() - began:.0f} s in all"
+    )
+    print("limits of this machine, same run:")
+    for line in extra:
+        print(f"  {line}")
+
+
+if __name__ == "__main__":
+    main()
