@@ -1,5 +1,8 @@
 """The controller's requests to a broker (ZooKeeper mode): LeaderAndIsr,
-UpdateMetadata and StopReplica, answered through the ReplicaManager.
+UpdateMetadata and StopReplica, answered through the ReplicaManager; and the
+requests a broker or a client makes of the controller: ControlledShutdown,
+answered by this broker's KafkaController when it is the active one
+(NOT_CONTROLLER otherwise).
 
 Each version's layout is read here (v0-1 LeaderAndIsr and v0-4 UpdateMetadata
 list partitions ungrouped; later versions group them by topic, with topic ids
@@ -15,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 
+from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.errors import ErrorCode
 from pylog.log.checkpoint import TopicPartition
@@ -24,6 +28,8 @@ from pylog.metadata.metadata_cache import BrokerEndpoint, MetadataBroker, Partit
 from pylog.network import Request
 from pylog.protocol import ZERO_UUID
 from pylog.protocol.messages import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     StopReplicaRequest,
@@ -31,6 +37,7 @@ from pylog.protocol.messages import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from pylog.protocol.messages.controlled_shutdown_response import RemainingPartition
 from pylog.protocol.messages.leader_and_isr_request import LeaderAndIsrPartitionState
 from pylog.protocol.messages.leader_and_isr_response import (
     LeaderAndIsrPartitionError,
@@ -52,15 +59,18 @@ _PROTOCOL_NAMES = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
 
 class ControllerApis:
-    """LeaderAndIsr, UpdateMetadata, StopReplica."""
+    """LeaderAndIsr, UpdateMetadata, StopReplica; ControlledShutdown."""
 
     def __init__(
         self,
         replica_manager: ReplicaManager,
         group_coordinator: GroupCoordinator | None = None,
+        controller: Callable[[], KafkaController | None] | None = None,
     ) -> None:
         self.replica_manager = replica_manager
         self.group_coordinator = group_coordinator
+        #: this broker's KafkaController (None: no cluster, or not started yet)
+        self.controller = controller or (lambda: None)
         self._tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ LeaderAndIsr
@@ -253,5 +263,24 @@ class ControllerApis:
                     topic_name=tp.topic, partition_index=tp.partition, error_code=code
                 )
                 for tp, code in errors.items()
+            ],
+        )
+
+    # ------------------------------------------------------------------ ControlledShutdown
+
+    async def handle_controlled_shutdown_request(
+        self, request: Request, body: ControlledShutdownRequest
+    ) -> ControlledShutdownResponse:
+        controller = self.controller()
+        if controller is None or not controller.is_active:
+            return ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER)
+        # v0-1 carry no broker epoch: -1, which the controller does not check.
+        epoch = body.broker_epoch if request.header.api_version >= 2 else -1
+        result = await controller.controlled_shutdown(body.broker_id, epoch)
+        return ControlledShutdownResponse(
+            error_code=result.error_code,
+            remaining_partitions=[
+                RemainingPartition(topic_name=tp.topic, partition_index=tp.partition)
+                for tp in result.remaining
             ],
         )

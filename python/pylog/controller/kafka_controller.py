@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from pylog.controller.controller_channel_manager import (
     ControllerBrokerRequestBatch,
@@ -28,8 +29,10 @@ from pylog.controller.controller_channel_manager import (
 )
 from pylog.controller.controller_context import ControllerContext, PartitionState, ReplicaState
 from pylog.controller.controller_event_manager import ControllerEvent, ControllerEventManager
+from pylog.controller.election import LeaderElectionStrategy
 from pylog.controller.partition_state_machine import ElectionStats, PartitionStateMachine
 from pylog.controller.replica_state_machine import ReplicaStateMachine
+from pylog.errors import ErrorCode
 from pylog.log.checkpoint import TopicPartition
 from pylog.metadata.kafka_zk_client import ControllerMovedError, KafkaZkClient, ZkError
 from pylog.metadata.zk_data import (
@@ -41,7 +44,7 @@ from pylog.metadata.zk_data import (
 )
 from pylog.network.metrics import MetricsRegistry
 
-__all__ = ["KafkaController"]
+__all__ = ["ControlledShutdownResult", "KafkaController"]
 
 #: Seconds between election attempts while ZooKeeper is unreachable.
 _ELECTION_RETRY_S = 0.5
@@ -49,6 +52,19 @@ _ELECTION_RETRY_S = 0.5
 _log = logging.getLogger("pylog.controller")
 
 _TRUE = ("true", "1", "yes")
+
+#: AbstractControlRequest.UNKNOWN_BROKER_EPOCH: a request without an epoch (v0-1).
+UNKNOWN_BROKER_EPOCH = -1
+
+
+@dataclass
+class ControlledShutdownResult:
+    """The controller's answer to a ControlledShutdown: an error code (and
+    message), or the partitions the broker still leads (none: it may stop)."""
+
+    error_code: int = ErrorCode.NONE
+    message: str | None = None
+    remaining: list[TopicPartition] = field(default_factory=list)
 
 
 class KafkaController:
@@ -140,8 +156,15 @@ class KafkaController:
             kind="counter",
         )
 
-    def _put(self, name: str, process: Callable[[], object]) -> None:
+    def _put(
+        self,
+        name: str,
+        process: Callable[[], object],
+        preempt: Callable[[], None] | None = None,
+    ) -> None:
         if self._closed:
+            if preempt is not None:
+                preempt()
             return
 
         async def run() -> None:
@@ -149,7 +172,7 @@ class KafkaController:
             if asyncio.iscoroutine(result):
                 await result
 
-        self.events.put(ControllerEvent(name, run))
+        self.events.put(ControllerEvent(name, run, preempt))
 
     def _put_active(self, name: str, process: Callable[[], object]) -> None:
         """An event that only the active controller processes."""
@@ -264,6 +287,19 @@ class KafkaController:
             if ctx.partition_states[tp] is PartitionState.OnlinePartition:
                 batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r in ctx.live_brokers], tp)
         await self.partition_state_machine.trigger_online_partition_state_change(batch)
+        # Replicas on brokers that went while no controller was in office
+        # (the last one among them, perhaps) leave the ISRs now, as at a
+        # broker's failure: a leader would otherwise wait replica.lag.time.max.ms
+        # for them before an acks=all produce completes.
+        offline = [
+            (tp, r)
+            for tp in ctx.all_partitions()
+            for r in ctx.replicas(tp)
+            if r not in ctx.live_brokers and tp.topic not in ctx.topics_being_deleted
+        ]
+        await self.replica_state_machine.handle_state_changes(
+            offline, ReplicaState.OfflineReplica, batch
+        )
         batch.send()
         loop = self._loop
         self._stop_watches = [
@@ -346,6 +382,7 @@ class KafkaController:
     async def _on_broker_failure(self, dead: list[int]) -> None:
         _log.info("brokers %s are gone", dead)
         ctx = self.context
+        ctx.shutting_down_brokers.difference_update(dead)
         batch = self._batch()
         gone = set(dead)
         led = [
@@ -512,3 +549,85 @@ class KafkaController:
             batch.add_update_metadata(ctx.live_brokers, known)
             batch.send()
         await self.zk.run(self.zk.delete_isr_change_notifications, names)
+
+    # ------------------------------------------------------------------ controlled shutdown
+
+    async def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> ControlledShutdownResult:
+        """A broker asks to stop (ControlledShutdown; or this broker itself):
+        its leaderships move to other in-sync replicas and it leaves the ISRs.
+        Answered once the controller's event queue has run it."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[ControlledShutdownResult] = loop.create_future()
+
+        def reply(result: ControlledShutdownResult) -> None:
+            if not answer.done():
+                answer.set_result(result)
+
+        async def process() -> None:
+            try:
+                reply(await self._process_controlled_shutdown(broker_id, broker_epoch))
+            except ControllerMovedError:
+                reply(_not_controller())
+                await self._elect()
+            except Exception as e:
+                _log.exception("controlled shutdown of broker %d failed", broker_id)
+                reply(ControlledShutdownResult(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)))
+
+        self._put(f"ControlledShutdown({broker_id})", process, lambda: reply(_not_controller()))
+        return await answer
+
+    async def _process_controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> ControlledShutdownResult:
+        ctx = self.context
+        if not self.is_active:
+            return _not_controller()
+        info = ctx.live_brokers.get(broker_id)
+        if info is None:
+            return ControlledShutdownResult(
+                ErrorCode.BROKER_NOT_AVAILABLE, f"Broker id {broker_id} does not exist."
+            )
+        # An older registration's request (KIP-380); an unknown epoch (v0-1) passes.
+        if broker_epoch != UNKNOWN_BROKER_EPOCH and broker_epoch < info.epoch:
+            message = (
+                f"Received controlled shutdown request from an old broker epoch {broker_epoch} "
+                f"for broker {broker_id}. Current broker epoch is {info.epoch}."
+            )
+            _log.info("%s", message)
+            return ControlledShutdownResult(ErrorCode.STALE_BROKER_EPOCH, message)
+        _log.info("shutting down broker %d", broker_id)
+        ctx.shutting_down_brokers.add(broker_id)
+        acting = [
+            tp
+            for tp in ctx.partitions_on_broker(broker_id)
+            if len(ctx.replicas(tp)) > 1
+            and tp in ctx.leadership
+            and tp.topic not in ctx.topics_being_deleted
+        ]
+        led = [tp for tp in acting if ctx.leadership[tp].leader == broker_id]
+        followed = [tp for tp in acting if ctx.leadership[tp].leader != broker_id]
+        batch = self._batch()
+        await self.partition_state_machine.elect_leaders(
+            led, LeaderElectionStrategy.ControlledShutdown, batch
+        )
+        # As a follower it stops fetching and leaves the ISR; the leaders hear it.
+        await self.replica_state_machine.handle_state_changes(
+            [(tp, broker_id) for tp in followed], ReplicaState.OfflineReplica, batch
+        )
+        batch.send()
+        remaining = ctx.partition_leaders_on_broker(broker_id)
+        _log.info(
+            "controlled shutdown of broker %d: moved %d leaders, %d remain",
+            broker_id,
+            len(led) - len(remaining),
+            len(remaining),
+        )
+        return ControlledShutdownResult(remaining=remaining)
+
+
+def _not_controller() -> ControlledShutdownResult:
+    return ControlledShutdownResult(
+        ErrorCode.NOT_CONTROLLER, "Controller moved to another broker. Aborting controlled shutdown"
+    )

@@ -126,6 +126,10 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LEADER_AND_ISR: (0, 7),
     ApiKey.STOP_REPLICA: (0, 4),
     ApiKey.UPDATE_METADATA: (0, 8),
+    # A stopping broker's request to the controller. Version 0 has a request
+    # header without a client id (a layout of its own), which no 3.x broker
+    # sent any more: served from 1.
+    ApiKey.CONTROLLED_SHUTDOWN: (1, 3),
 }
 
 #: The consumer-group APIs: the codec handles them; the broker merges this table
@@ -153,6 +157,7 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.LEADER_AND_ISR: "LeaderAndIsr",
     ApiKey.STOP_REPLICA: "StopReplica",
     ApiKey.UPDATE_METADATA: "UpdateMetadata",
+    ApiKey.CONTROLLED_SHUTDOWN: "ControlledShutdown",
     ApiKey.OFFSET_COMMIT: "OffsetCommit",
     ApiKey.OFFSET_FETCH: "OffsetFetch",
     ApiKey.FIND_COORDINATOR: "FindCoordinator",

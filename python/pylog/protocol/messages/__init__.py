@@ -15,6 +15,8 @@ from pylog.protocol.messages.alter_configs_request import AlterConfigsRequest
 from pylog.protocol.messages.alter_configs_response import AlterConfigsResponse
 from pylog.protocol.messages.api_versions_request import ApiVersionsRequest
 from pylog.protocol.messages.api_versions_response import ApiVersionsResponse
+from pylog.protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
+from pylog.protocol.messages.controlled_shutdown_response import ControlledShutdownResponse
 from pylog.protocol.messages.create_partitions_request import CreatePartitionsRequest
 from pylog.protocol.messages.create_partitions_response import CreatePartitionsResponse
 from pylog.protocol.messages.create_topics_request import CreateTopicsRequest
@@ -80,6 +82,7 @@ from pylog.protocol.messages.update_metadata_response import UpdateMetadataRespo
 Request: TypeAlias = (
     AlterConfigsRequest
     | ApiVersionsRequest
+    | ControlledShutdownRequest
     | CreatePartitionsRequest
     | CreateTopicsRequest
     | DeleteGroupsRequest
@@ -115,6 +118,7 @@ Request: TypeAlias = (
 Response: TypeAlias = (
     AlterConfigsResponse
     | ApiVersionsResponse
+    | ControlledShutdownResponse
     | CreatePartitionsResponse
     | CreateTopicsResponse
     | DeleteGroupsResponse
@@ -155,6 +159,7 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     4: LeaderAndIsrRequest,
     5: StopReplicaRequest,
     6: UpdateMetadataRequest,
+    7: ControlledShutdownRequest,
     8: OffsetCommitRequest,
     9: OffsetFetchRequest,
     10: FindCoordinatorRequest,
@@ -190,6 +195,7 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     4: LeaderAndIsrResponse,
     5: StopReplicaResponse,
     6: UpdateMetadataResponse,
+    7: ControlledShutdownResponse,
     8: OffsetCommitResponse,
     9: OffsetFetchResponse,
     10: FindCoordinatorResponse,
@@ -223,6 +229,8 @@ __all__ = [
     "AlterConfigsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "ControlledShutdownRequest",
+    "ControlledShutdownResponse",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
     "CreateTopicsRequest",

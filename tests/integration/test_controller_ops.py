@@ -1,0 +1,383 @@
+"""The controller's operations on a real ZooKeeper with real broker processes
+and real clients: controlled shutdown (a SIGTERM'd broker's leaderships move
+to other in-sync replicas while it is still registered; a confluent-kafka
+acks=all producer loses nothing), and ControlledShutdown's errors."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from broker_process import BrokerProcess, topic_name
+from kazoo.client import KazooClient
+from kazoo.recipe.watchers import DataWatch
+
+from pylog.errors import ErrorCode
+from pylog.protocol import ApiKey
+from pylog.protocol.client import KafkaConnection
+from pylog.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
+from pylog.testing import ZooKeeperServer
+
+WAIT = 60.0  # upper bound for waits: only catches hangs
+SESSION_MS = 6000
+LAG_S = 30.0  # replica.lag.time.max.ms of the controlled shutdown test (Kafka's default)
+
+
+def _wait_for(pred: Callable[[], object], what: str, timeout: float = WAIT) -> None:
+    pause = threading.Event()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        pause.wait(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Cluster:
+    """Broker processes sharing one ZooKeeper chroot (the pattern of
+    test_controller.py)."""
+
+    def __init__(self, zk: KazooClient, connect: str, tmp: Path) -> None:
+        self.zk = zk
+        self.connect = connect
+        self.tmp = tmp
+        self.brokers: dict[int, BrokerProcess] = {}
+
+    def start(self, broker_id: int, **extra: object) -> BrokerProcess:
+        b = self.brokers.get(broker_id)
+        if b is None:
+            b = BrokerProcess(
+                self.tmp / f"b{broker_id}",
+                {
+                    "broker.id": broker_id,
+                    "zookeeper.connect": self.connect,
+                    "zookeeper.session.timeout.ms": SESSION_MS,
+                    "replica.lag.time.max.ms": 5000,
+                    "replica.fetch.wait.max.ms": 100,
+                    # The last broker of a cluster has no one to hand its
+                    # leaderships to: its attempts end sooner.
+                    "controlled.shutdown.retry.backoff.ms": 300,
+                    **extra,
+                },
+            )
+            self.brokers[broker_id] = b
+        return b.start()
+
+    def stop(self, broker_id: int) -> int:
+        """SIGTERM: a graceful (controlled) shutdown; the exit code."""
+        return self.brokers[broker_id].stop(signal.SIGTERM)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.proc is not None)
+
+    def json(self, path: str) -> dict[str, Any] | None:
+        if self.zk.exists(path) is None:
+            return None
+        doc = json.loads(self.zk.get(path)[0])
+        assert isinstance(doc, dict)
+        return doc
+
+    def controller(self) -> int | None:
+        doc = self.json("/controller")
+        return int(doc["brokerid"]) if doc else None
+
+    def state_path(self, topic: str, p: int = 0) -> str:
+        return f"/brokers/topics/{topic}/partitions/{p}/state"
+
+    def state(self, topic: str, p: int = 0) -> dict[str, Any] | None:
+        return self.json(self.state_path(topic, p))
+
+    def broker_epoch(self, broker_id: int) -> int:
+        return int(self.zk.exists(f"/brokers/ids/{broker_id}").czxid)
+
+    def registered(self) -> list[int]:
+        return sorted(int(b) for b in self.zk.get_children("/brokers/ids"))
+
+
+@pytest.fixture
+def cluster(pylog_zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[Cluster]:
+    chroot = f"ops-{uuid.uuid4().hex[:8]}"
+    boot = KazooClient(hosts=pylog_zookeeper.connect)
+    boot.start(timeout=WAIT)
+    boot.ensure_path(f"/{chroot}")
+    boot.stop()
+    boot.close()
+    zk = KazooClient(hosts=f"{pylog_zookeeper.connect}/{chroot}")
+    zk.start(timeout=WAIT)
+    c = Cluster(zk, f"{pylog_zookeeper.connect}/{chroot}", tmp_path)
+    try:
+        yield c
+    finally:
+        for b in c.brokers.values():
+            if b.proc is not None:
+                if b.proc.poll() is None:
+                    os.kill(b.proc.pid, signal.SIGCONT)
+                b.stop()
+        zk.stop()
+        zk.close()
+
+
+def _admin(bootstrap: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def _create_topic(bootstrap: str, topic: str, partitions: int, rf: int, **configs: str) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    admin = _admin(bootstrap)  # kept: the futures die with their client
+    futures = admin.create_topics(
+        [NewTopic(topic, partitions, rf, config=configs)], operation_timeout=20
+    )
+    futures[topic].result(30)
+
+
+def _every_broker_knows(cluster: Cluster, count: int) -> bool:
+    """Each running broker's Metadata lists ``count`` brokers (UpdateMetadata arrived)."""
+    for b in cluster.brokers.values():
+        if b.proc is None:
+            continue
+        md = _admin(b.bootstrap).list_topics(timeout=10)
+        if len(md.brokers) != count:
+            return False
+    return True
+
+
+class Producer(threading.Thread):
+    """A confluent-kafka idempotent acks=all producer writing numbered values
+    round-robin to the given partitions until stopped; records what was
+    acknowledged (and when) and any delivery error."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: list[int]) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.acked: dict[int, list[tuple[float, bytes]]] = {p: [] for p in partitions}
+        self.errors: list[str] = []
+        self.unflushed = -1
+        self.sent = 0
+        self.stop_event = threading.Event()
+        self.lock = threading.Lock()
+
+    def count(self, p: int) -> int:
+        with self.lock:
+            return len(self.acked[p])
+
+    def run(self) -> None:
+        from confluent_kafka import Producer as CkProducer
+
+        p = CkProducer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 2,
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+
+        def delivered(err: Any, msg: Any) -> None:
+            with self.lock:
+                if err is not None:
+                    self.errors.append(str(err))
+                else:
+                    self.acked[msg.partition()].append((time.monotonic(), msg.value()))
+
+        n = 0
+        while not self.stop_event.is_set():
+            part = self.partitions[n % len(self.partitions)]
+            try:
+                p.produce(self.topic, value=b"v-%08d" % n, partition=part, on_delivery=delivered)
+                n += 1
+            except BufferError:
+                pass
+            p.poll(0.003)
+        self.unflushed = p.flush(WAIT)
+        self.sent = n
+
+    def longest_pause(self, p: int, since: float) -> float:
+        """The longest gap between acknowledgements of partition ``p`` after ``since``."""
+        with self.lock:
+            times = [t for t, _ in self.acked[p] if t >= since]
+        return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+
+
+class StateRecorder:
+    """Every version of a partition's state znode this client sees, with its
+    mzxid (kazoo's DataWatch re-reads the znode after each change)."""
+
+    def __init__(self, zk: KazooClient, path: str) -> None:
+        self.seen: list[tuple[int, int]] = []  # (leader, mzxid)
+        self.lock = threading.Lock()
+
+        def record(data: bytes | None, stat: Any) -> None:
+            if data is not None:
+                with self.lock:
+                    self.seen.append((int(json.loads(data)["leader"]), int(stat.mzxid)))
+
+        DataWatch(zk, path, record)
+
+    def leaders_before(self, zxid: int) -> set[int]:
+        with self.lock:
+            return {leader for leader, mzxid in self.seen if mzxid < zxid}
+
+
+def _consume_all(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, list[bytes]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
+         "enable.auto.commit": False}
+    )  # fmt: skip
+    out: dict[int, list[bytes]] = {p: [] for p in partitions}
+    try:
+        ends = {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1] for p in partitions
+        }
+        c.assign([TopicPartition(topic, p, 0) for p in partitions])
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            if all(len(out[p]) >= ends[p] for p in partitions):
+                break
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            out[m.partition()].append(m.value())
+    finally:
+        c.close()
+    return out
+
+
+def test_controlled_shutdown_moves_leadership_before_the_broker_goes(cluster: Cluster) -> None:
+    t0 = time.monotonic()
+    for b in (1, 2, 3):
+        cluster.start(b, **{"replica.lag.time.max.ms": int(LAG_S * 1000)})
+    _wait_for(lambda: cluster.controller() is not None, "a controller")
+    topic = topic_name("cs")
+    # Three partitions, each broker the preferred leader of one.
+    _create_topic(cluster.bootstrap, topic, 3, 3, **{"min.insync.replicas": "2"})
+    for p in range(3):
+        _wait_for(lambda p=p: cluster.state(topic, p) is not None, f"state of partition {p}")
+    _wait_for(lambda: _every_broker_knows(cluster, 3), "every broker's metadata")
+    controller = cluster.controller()
+    leaders = {p: int(cluster.state(topic, p)["leader"]) for p in range(3)}  # type: ignore[index]
+    assert sorted(leaders.values()) == [1, 2, 3]
+    # One partition led by a broker that is not the controller (its
+    # ControlledShutdown goes over the network), one by the controller
+    # (handled in-process).
+    plain_p = next(p for p, b in leaders.items() if b != controller)
+    ctrl_p = next(p for p, b in leaders.items() if b == controller)
+    plain = leaders[plain_p]
+    assert controller is not None
+
+    producer = Producer(cluster.bootstrap, topic, [plain_p, ctrl_p])
+    producer.start()
+    try:
+        _wait_for(lambda: producer.count(plain_p) >= 100, "acknowledged records")
+
+        for broker, p in ((plain, plain_p), (controller, ctrl_p)):
+            recorder = StateRecorder(cluster.zk, cluster.state_path(topic, p))
+            epoch_before = int(cluster.state(topic, p)["leader_epoch"])  # type: ignore[index]
+            n, since = producer.count(p), time.monotonic()
+            assert cluster.stop(broker) == 0
+            # Its registration went last: /brokers/ids' pzxid is its deletion.
+            gone_zxid = int(cluster.zk.exists("/brokers/ids").pzxid)
+            assert broker not in cluster.registered()
+            # A state naming another leader was written while it was registered.
+            moved_to = recorder.leaders_before(gone_zxid) - {broker}
+            assert moved_to, (broker, recorder.seen, gone_zxid)
+            _wait_for(
+                lambda b=broker, p=p: b not in cluster.state(topic, p)["isr"],  # type: ignore[index]
+                "the stopped broker out of the ISR",
+            )
+            after = cluster.state(topic, p)
+            assert after is not None and after["leader"] != broker
+            assert after["leader_epoch"] > epoch_before
+            if broker == controller:
+                _wait_for(
+                    lambda b=broker: cluster.controller() not in (None, b), "a new controller"
+                )
+            _wait_for(lambda p=p, n=n: producer.count(p) >= n + 100, "records acknowledged after")
+            pause = producer.longest_pause(p, since)
+            print(
+                f"broker {broker} (partition {p}, leader now {after['leader']}): longest pause "
+                f"between acknowledgements {pause * 1000:.0f} ms"
+            )
+            # Generous, but below replica.lag.time.max.ms: the stopped broker
+            # left the ISRs through the controller, not by lagging out.
+            assert pause < LAG_S * 2 / 3, pause
+            if broker == plain:
+                # Back, and in every ISR again, before the next broker stops
+                # (min.insync.replicas=2 needs two of the three).
+                cluster.start(broker)
+                _wait_for(
+                    lambda: all(
+                        sorted(cluster.state(topic, q)["isr"]) == [1, 2, 3]  # type: ignore[index]
+                        for q in range(3)
+                    ),
+                    "the restarted broker in every ISR",
+                )
+    finally:
+        producer.stop_event.set()
+        producer.join(WAIT)
+    assert producer.errors == [] and producer.unflushed == 0
+    got = _consume_all(cluster.bootstrap, topic, [plain_p, ctrl_p])
+    for p in (plain_p, ctrl_p):
+        acked = [v for _, v in producer.acked[p]]
+        stored = got[p]
+        missing = [v for v in acked if stored.count(v) != 1]
+        assert missing == [], f"partition {p}: {len(missing)} acknowledged records lost or doubled"
+        print(f"partition {p}: {len(acked)} acknowledged, {len(stored)} stored")
+    print(f"controlled shutdown test took {time.monotonic() - t0:.1f}s")
+
+
+def _controlled_shutdown(bootstrap: str, broker_id: int, epoch: int, version: int = 3) -> Any:
+    with KafkaConnection(bootstrap, timeout=30) as conn:
+        return conn.request(
+            ApiKey.CONTROLLED_SHUTDOWN,
+            version,
+            ControlledShutdownRequest(broker_id=broker_id, broker_epoch=epoch),
+            ControlledShutdownResponse,
+        )
+
+
+def test_controlled_shutdown_errors(cluster: Cluster) -> None:
+    for b in (1, 2):
+        cluster.start(b)
+    _wait_for(lambda: cluster.controller() is not None, "a controller")
+    controller = cluster.controller()
+    assert controller is not None
+    other = 3 - controller
+    _wait_for(lambda: cluster.registered() == [1, 2], "both registered")
+    at_controller = cluster.brokers[controller].bootstrap
+    epoch = cluster.broker_epoch(other)
+
+    # Not the controller: NOT_CONTROLLER.
+    r = _controlled_shutdown(cluster.brokers[other].bootstrap, other, epoch)
+    assert r.error_code == ErrorCode.NOT_CONTROLLER
+    # An older registration of the broker: STALE_BROKER_EPOCH.
+    r = _controlled_shutdown(at_controller, other, epoch - 1)
+    assert r.error_code == ErrorCode.STALE_BROKER_EPOCH
+    # No such broker: BROKER_NOT_AVAILABLE.
+    r = _controlled_shutdown(at_controller, 99, -1)
+    assert r.error_code == ErrorCode.BROKER_NOT_AVAILABLE
+    # Nothing was moved by the refused requests, and both still serve.
+    assert cluster.registered() == [1, 2]
+
+    # The right epoch (v1: none, which passes): nothing to move, none remaining.
+    r = _controlled_shutdown(at_controller, other, -1, version=1)
+    assert (r.error_code, r.remaining_partitions) == (0, [])
+    assert cluster.stop(other) == 0
