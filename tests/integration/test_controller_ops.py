@@ -1,7 +1,10 @@
 """The controller's operations on a real ZooKeeper with real broker processes
 and real clients: controlled shutdown (a SIGTERM'd broker's leaderships move
 to other in-sync replicas while it is still registered; a confluent-kafka
-acks=all producer loses nothing), and ControlledShutdown's errors."""
+acks=all producer loses nothing) and ControlledShutdown's errors; preferred
+and unclean leader elections (ElectLeaders from confluent-kafka's
+AdminClient and ``pylog topics elect-leaders``, ``/admin/preferred_replica_election``,
+the automatic leader balance check)."""
 
 from __future__ import annotations
 
@@ -9,8 +12,12 @@ import itertools
 import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -76,6 +83,13 @@ class Cluster:
         """SIGTERM: a graceful (controlled) shutdown; the exit code."""
         return self.brokers[broker_id].stop(signal.SIGTERM)
 
+    def kill(self, broker_id: int) -> None:
+        b = self.brokers[broker_id]
+        assert b.proc is not None
+        b.proc.send_signal(signal.SIGKILL)
+        b.proc.wait(10)
+        b.proc = None
+
     @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers.values() if b.proc is not None)
@@ -102,6 +116,19 @@ class Cluster:
 
     def registered(self) -> list[int]:
         return sorted(int(b) for b in self.zk.get_children("/brokers/ids"))
+
+    def replicas(self, topic: str, p: int = 0) -> list[int]:
+        doc = self.json(f"/brokers/topics/{topic}")
+        assert doc is not None
+        return [int(r) for r in doc["partitions"][str(p)]]
+
+    def leader(self, topic: str, p: int = 0) -> int:
+        state = self.state(topic, p)
+        return int(state["leader"]) if state else -2
+
+    def in_isr(self, topic: str, p: int, broker: int) -> bool:
+        state = self.state(topic, p)
+        return state is not None and broker in state["isr"]
 
 
 @pytest.fixture
@@ -381,3 +408,204 @@ def test_controlled_shutdown_errors(cluster: Cluster) -> None:
     r = _controlled_shutdown(at_controller, other, -1, version=1)
     assert (r.error_code, r.remaining_partitions) == (0, [])
     assert cluster.stop(other) == 0
+
+
+# ---------------------------------------------------------------- leader elections
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _metric(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"no metric {name}")
+
+
+def _elect(
+    bootstrap: str, election: Any, partitions: list[tuple[str, int]] | None
+) -> dict[tuple[str, int], int | None]:
+    """confluent-kafka's AdminClient.elect_leaders: per partition, None or the error code."""
+    from confluent_kafka import TopicPartition
+
+    admin = _admin(bootstrap)
+    tps = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
+    # (operation_timeout trips a bug of confluent-kafka 2.16: its default it is.)
+    got = admin.elect_leaders(election, tps).result(60)
+    out: dict[tuple[str, int], int | None] = {}
+    for tp, err in got.items():
+        if err is not None and not hasattr(err, "code"):
+            err = err.args[0]  # a KafkaException around the KafkaError
+        out[(tp.topic, tp.partition)] = None if err is None else int(err.code())
+    return out
+
+
+def _pylog_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pylog.cli", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_preferred_leader_election(cluster: Cluster) -> None:
+    from confluent_kafka import ElectionType
+
+    ports = {b: _free_port() for b in (1, 2, 3)}
+    for b in (1, 2, 3):
+        cluster.start(b, **{"auto.leader.rebalance.enable": "false", "metrics.port": ports[b]})
+    _wait_for(lambda: cluster.controller() is not None, "a controller")
+    topic = topic_name("pref")
+    _create_topic(cluster.bootstrap, topic, 3, 3)
+    for p in range(3):
+        _wait_for(lambda p=p: cluster.state(topic, p) is not None, f"state of partition {p}")
+    _wait_for(lambda: _every_broker_knows(cluster, 3), "every broker's metadata")
+    preferred = cluster.replicas(topic, 0)[0]
+    assert cluster.leader(topic, 0) == preferred
+
+    def imbalance() -> float:
+        controller = cluster.controller()
+        assert controller is not None
+        return _metric(
+            ports[controller], "kafka_controller_kafkacontroller_preferredreplicaimbalancecount"
+        )
+
+    def bounce() -> None:
+        """Stop the preferred replica's broker and start it again: another
+        broker leads, the preferred one is back in the ISR."""
+        assert cluster.stop(preferred) == 0
+        assert cluster.leader(topic, 0) not in (preferred, -1)
+        cluster.start(preferred)
+        _wait_for(lambda: cluster.in_isr(topic, 0, preferred), "the preferred replica in sync")
+        _wait_for(lambda: _every_broker_knows(cluster, 3), "every broker's metadata")
+        assert cluster.leader(topic, 0) != preferred
+
+    # ElectLeaders (PREFERRED) from confluent-kafka's AdminClient.
+    bounce()
+    _wait_for(lambda: imbalance() == 1, "PreferredReplicaImbalanceCount 1")
+    epoch = int(cluster.state(topic, 0)["leader_epoch"])  # type: ignore[index]
+    assert _elect(cluster.bootstrap, ElectionType.PREFERRED, [(topic, 0)]) == {(topic, 0): None}
+    assert cluster.leader(topic, 0) == preferred
+    assert int(cluster.state(topic, 0)["leader_epoch"]) == epoch + 1  # type: ignore[index]
+    assert imbalance() == 0
+    # Once more: nothing to do. For every partition: only those elected are answered.
+    got = _elect(cluster.bootstrap, ElectionType.PREFERRED, [(topic, 0), (topic, 9)])
+    assert got == {(topic, 0): ErrorCode.ELECTION_NOT_NEEDED,
+                   (topic, 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}  # fmt: skip
+    assert _elect(cluster.bootstrap, ElectionType.PREFERRED, None) == {}
+    # UNCLEAN on a partition with a live leader: not needed either.
+    got = _elect(cluster.bootstrap, ElectionType.UNCLEAN, [(topic, 0)])
+    assert got == {(topic, 0): ErrorCode.ELECTION_NOT_NEEDED}
+
+    # The ZooKeeper-era request: /admin/preferred_replica_election.
+    bounce()
+    cluster.zk.create(
+        "/admin/preferred_replica_election",
+        json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0}]}).encode(),
+        makepath=True,
+    )
+    _wait_for(lambda: cluster.leader(topic, 0) == preferred, "the preferred leader back")
+    _wait_for(
+        lambda: cluster.zk.exists("/admin/preferred_replica_election") is None,
+        "the request consumed",
+    )
+
+    # pylog's tool (kafka-leader-election.sh's options).
+    bounce()
+    done = _pylog_cli("topics", "elect-leaders", "--bootstrap-server", cluster.bootstrap,
+                      "--election-type", "preferred", "--all-topic-partitions")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        f"Successfully completed leader election (PREFERRED) for partitions {topic}-0"
+    )
+    assert cluster.leader(topic, 0) == preferred
+    again = _pylog_cli("topics", "elect-leaders", "--bootstrap-server", cluster.bootstrap,
+                       "--election-type", "preferred", "--topic", topic)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == (
+        f"Valid replica already elected for partitions {topic}-0, {topic}-1, {topic}-2"
+    )
+
+    # The preferred replica gone: PREFERRED_LEADER_NOT_AVAILABLE.
+    cluster.kill(preferred)
+    _wait_for(lambda: cluster.leader(topic, 0) not in (preferred, -1), "another leader")
+    _wait_for(lambda: _every_broker_knows(cluster, 2), "every broker's metadata")
+    got = _elect(cluster.bootstrap, ElectionType.PREFERRED, [(topic, 0)])
+    assert got == {(topic, 0): ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE}
+
+
+def test_unclean_leader_election(cluster: Cluster) -> None:
+    """An offline partition whose only live replica is out of sync: UNCLEAN
+    elects it (ELIGIBLE_LEADERS_NOT_AVAILABLE while no replica lives)."""
+    from confluent_kafka import ElectionType
+    from confluent_kafka.admin import NewTopic
+
+    for b in (1, 2):
+        cluster.start(b)
+    _wait_for(lambda: cluster.controller() is not None, "a controller")
+    _wait_for(lambda: _every_broker_knows(cluster, 2), "every broker's metadata")
+    topic = topic_name("unclean")
+    admin = _admin(cluster.bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 2)], operation_timeout=20)[topic].result(30)
+    _wait_for(lambda: cluster.state(topic) is not None, "the partition state")
+    first, second = cluster.replicas(topic)
+    # The second replica goes: the ISR is the first alone; then the first goes
+    # (no one left to lead: it stays the leader in ZooKeeper), and the second
+    # comes back, out of sync: its controller finds no clean leader.
+    assert cluster.stop(second) == 0
+    _wait_for(lambda: cluster.state(topic)["isr"] == [first], "the ISR without it")  # type: ignore[index]
+    assert cluster.stop(first) == 0
+    cluster.start(second)
+    _wait_for(lambda: cluster.controller() == second, "the out-of-sync replica in office")
+    _wait_for(lambda: cluster.leader(topic) == -1, "the partition offline")
+    assert cluster.state(topic)["isr"] == [first]  # type: ignore[index]
+    bootstrap = cluster.brokers[second].bootstrap
+    got = _elect(bootstrap, ElectionType.PREFERRED, [(topic, 0)])
+    assert got == {(topic, 0): ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE}
+    got = _elect(bootstrap, ElectionType.UNCLEAN, [(topic, 0)])
+    assert got == {(topic, 0): None}
+    state = cluster.state(topic)
+    assert state is not None
+    assert (state["leader"], state["isr"], state.get("leader_recovery_state")) == (
+        second,
+        [second],
+        1,
+    )
+    # Now nothing lives of a second topic's only replica: no eligible leader.
+    lone = topic_name("lone")
+    admin = _admin(bootstrap)
+    admin.create_topics([NewTopic(lone, 1, 1)], operation_timeout=20)[lone].result(30)
+    _wait_for(lambda: cluster.state(lone) is not None, "the lone partition")
+    cluster.start(first)
+    _wait_for(lambda: cluster.registered() == [1, 2], "both registered")
+    _wait_for(lambda: _every_broker_knows(cluster, 2), "every broker's metadata")
+    assert cluster.stop(second) == 0
+    _wait_for(lambda: cluster.registered() == [first], "one broker left")
+    _wait_for(lambda: cluster.leader(lone) == -1, "the lone partition offline")
+    got = _elect(cluster.brokers[first].bootstrap, ElectionType.UNCLEAN, [(lone, 0)])
+    assert got == {(lone, 0): ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE}
+
+
+def test_automatic_leader_rebalance(cluster: Cluster) -> None:
+    for b in (1, 2, 3):
+        cluster.start(b, **{"leader.imbalance.check.interval.seconds": 1})
+    _wait_for(lambda: cluster.controller() is not None, "a controller")
+    topic = topic_name("auto")
+    _create_topic(cluster.bootstrap, topic, 3, 3)
+    for p in range(3):
+        _wait_for(lambda p=p: cluster.state(topic, p) is not None, f"state of partition {p}")
+    preferred = cluster.replicas(topic, 0)[0]
+    epoch = int(cluster.state(topic, 0)["leader_epoch"])  # type: ignore[index]
+    assert cluster.stop(preferred) == 0
+    assert cluster.leader(topic, 0) != preferred
+    cluster.start(preferred)
+    # One of its three partitions led by another broker: 33% > 10%. The
+    # controller's check (every second here; the first 5 s after taking
+    # office) gives the partition back once the broker is in sync.
+    _wait_for(lambda: cluster.leader(topic, 0) == preferred, "the preferred leader back")
+    state = cluster.state(topic, 0)
+    assert state is not None and state["leader_epoch"] >= epoch + 2
+    assert all(cluster.leader(topic, p) == cluster.replicas(topic, p)[0] for p in range(3))

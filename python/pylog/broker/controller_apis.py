@@ -1,8 +1,10 @@
 """The controller's requests to a broker (ZooKeeper mode): LeaderAndIsr,
 UpdateMetadata and StopReplica, answered through the ReplicaManager; and the
-requests a broker or a client makes of the controller: ControlledShutdown,
-answered by this broker's KafkaController when it is the active one
-(NOT_CONTROLLER otherwise).
+requests a broker or a client makes of the controller: ControlledShutdown and
+ElectLeaders, answered by this broker's KafkaController when it is the
+active one (NOT_CONTROLLER otherwise). An election's answer waits (up to the
+request's timeout) until this broker's MetadataCache shows the new leaders,
+as Kafka's DelayedElectLeader.
 
 Each version's layout is read here (v0-1 LeaderAndIsr and v0-4 UpdateMetadata
 list partitions ungrouped; later versions group them by topic, with topic ids
@@ -18,9 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Coroutine
 
-from pylog.controller.kafka_controller import KafkaController
+from pylog.controller.kafka_controller import (
+    ELECTION_PREFERRED,
+    ELECTION_UNCLEAN,
+    ElectionError,
+    KafkaController,
+)
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.errors import ErrorCode
 from pylog.log.checkpoint import TopicPartition
@@ -30,6 +38,8 @@ from pylog.protocol import ZERO_UUID
 from pylog.protocol.messages import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     StopReplicaRequest,
@@ -38,6 +48,10 @@ from pylog.protocol.messages import (
     UpdateMetadataResponse,
 )
 from pylog.protocol.messages.controlled_shutdown_response import RemainingPartition
+from pylog.protocol.messages.elect_leaders_response import (
+    PartitionResult,
+    ReplicaElectionResult,
+)
 from pylog.protocol.messages.leader_and_isr_request import LeaderAndIsrPartitionState
 from pylog.protocol.messages.leader_and_isr_response import (
     LeaderAndIsrPartitionError,
@@ -59,7 +73,7 @@ _PROTOCOL_NAMES = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
 
 class ControllerApis:
-    """LeaderAndIsr, UpdateMetadata, StopReplica; ControlledShutdown."""
+    """LeaderAndIsr, UpdateMetadata, StopReplica; ControlledShutdown, ElectLeaders."""
 
     def __init__(
         self,
@@ -284,3 +298,76 @@ class ControllerApis:
                 for tp in result.remaining
             ],
         )
+
+    # ------------------------------------------------------------------ ElectLeaders
+
+    async def handle_elect_leaders_request(
+        self, request: Request, body: ElectLeadersRequest
+    ) -> ElectLeadersResponse:
+        version = request.header.api_version
+        election_type = body.election_type if version >= 1 else ELECTION_PREFERRED
+        everything = body.topic_partitions is None
+        cache = self.replica_manager.metadata_cache
+        if everything:
+            wanted = {
+                TopicPartition(t, p.partition)
+                for t in cache.topics()
+                for p in cache.partitions_of(t)
+            }
+        else:
+            wanted = {
+                TopicPartition(t.topic, p)
+                for t in body.topic_partitions or []
+                for p in t.partitions
+            }
+        results: dict[TopicPartition, ElectionError] = {}
+        controller = self.controller()
+        if election_type not in (ELECTION_PREFERRED, ELECTION_UNCLEAN):
+            message = f"Unknown election type {election_type}."
+            results = {tp: ElectionError(ErrorCode.INVALID_REQUEST, message) for tp in wanted}
+        elif controller is None or not controller.is_active:
+            results = {tp: ElectionError(ErrorCode.NOT_CONTROLLER) for tp in wanted}
+        else:
+            elected = await controller.elect_leaders(wanted, election_type)
+            expected = {tp: r for tp, r in elected.items() if isinstance(r, int)}
+            results = {tp: r for tp, r in elected.items() if isinstance(r, ElectionError)}
+            await self._await_leaders(expected, body.timeout_ms)
+            for tp, leader in expected.items():
+                shown = cache.partition_info(tp.topic, tp.partition)
+                ok = shown is not None and shown.leader == leader
+                results[tp] = ElectionError(ErrorCode.NONE if ok else ErrorCode.REQUEST_TIMED_OUT)
+        if everything:
+            # Asked for every partition: only those elected, or failed, are answered.
+            results = {
+                tp: r for tp, r in results.items() if r.error_code != ErrorCode.ELECTION_NOT_NEEDED
+            }
+        by_topic: dict[str, list[PartitionResult]] = {}
+        for tp, r in sorted(results.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                PartitionResult(
+                    partition_id=tp.partition, error_code=r.error_code, error_message=r.message
+                )
+            )
+        return ElectLeadersResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.NONE,
+            replica_election_results=[
+                ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in by_topic.items()
+            ],
+        )
+
+    async def _await_leaders(self, expected: dict[TopicPartition, int], timeout_ms: int) -> None:
+        """Until this broker's MetadataCache shows every elected leader (the
+        controller's UpdateMetadata has arrived), or ``timeout_ms`` passes."""
+        cache = self.replica_manager.metadata_cache
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        while expected:
+            pending = [
+                tp
+                for tp, leader in expected.items()
+                if (shown := cache.partition_info(tp.topic, tp.partition)) is None
+                or shown.leader != leader
+            ]
+            if not pending or time.monotonic() >= deadline:
+                return
+            await asyncio.sleep(0.01)

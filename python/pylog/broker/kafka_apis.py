@@ -14,7 +14,7 @@ from the handlers of each concern, as Kafka splits them:
 * ``sasl_apis`` — SaslHandshake;
 * ``controller_apis`` — the controller's LeaderAndIsr, UpdateMetadata and
   StopReplica (replication between brokers), and what is asked of the
-  controller: ControlledShutdown;
+  controller: ControlledShutdown, ElectLeaders;
 * ApiVersions here, which advertises exactly the table's keys.
 
 A handler that must wait (acks=-1, a Fetch below min_bytes) calls
@@ -74,6 +74,7 @@ from pylog.protocol.messages import (
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
+    ElectLeadersRequest,
     FetchRequest,
     FindCoordinatorRequest,
     HeartbeatRequest,
@@ -218,6 +219,9 @@ class KafkaApis:
             ),
             ApiKey.CONTROLLED_SHUTDOWN: Route(
                 ControlledShutdownRequest, controller_apis.handle_controlled_shutdown_request
+            ),
+            ApiKey.ELECT_LEADERS: Route(
+                ElectLeadersRequest, controller_apis.handle_elect_leaders_request
             ),
         }
         if group_coordinator is not None:

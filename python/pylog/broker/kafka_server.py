@@ -373,6 +373,13 @@ class KafkaServer:
             inter_broker_listener=c.inter_broker_listener_name,
             unclean_leader_election_default=str(c.get("unclean.leader.election.enable")).lower()
             == "true",
+            auto_leader_rebalance=bool(c.get("auto.leader.rebalance.enable")),
+            leader_imbalance_check_interval_s=float(
+                c.get("leader.imbalance.check.interval.seconds")
+            ),
+            leader_imbalance_per_broker_percentage=int(
+                c.get("leader.imbalance.per.broker.percentage")
+            ),
             on_active_change=self._on_controller_change,
         )
         controller.register_metrics(self.metrics)
@@ -472,13 +479,18 @@ class KafkaServer:
         if rm is None:
             return
         deadline = time.monotonic() + int(self.config.get("controller.socket.timeout.ms")) / 1000
-        while time.monotonic() < deadline:
-            if not any(
-                p.is_leader and len(p.assigned_replicas) > 1 for p in rm.partitions().values()
-            ):
+        while True:
+            led = [
+                f"{tp.topic}-{tp.partition} (leader epoch {p.leader_epoch})"
+                for tp, p in rm.partitions().items()
+                if p.is_leader and len(p.assigned_replicas) > 1
+            ]
+            if not led:
                 return
+            if time.monotonic() >= deadline:
+                break
             await asyncio.sleep(0.01)
-        _log.warning("still leading partitions after the controlled shutdown")
+        _log.warning("still leading %s after the controlled shutdown", ", ".join(led[:10]))
 
     async def _request_controlled_shutdown(self) -> bool:
         """One attempt: True when the controller has moved every leadership."""

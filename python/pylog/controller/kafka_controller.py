@@ -19,8 +19,9 @@ client's executor (``zk.run``)."""
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from pylog.controller.controller_channel_manager import (
@@ -30,7 +31,11 @@ from pylog.controller.controller_channel_manager import (
 from pylog.controller.controller_context import ControllerContext, PartitionState, ReplicaState
 from pylog.controller.controller_event_manager import ControllerEvent, ControllerEventManager
 from pylog.controller.election import LeaderElectionStrategy
-from pylog.controller.partition_state_machine import ElectionStats, PartitionStateMachine
+from pylog.controller.partition_state_machine import (
+    ElectionStats,
+    PartitionStateMachine,
+    StateChangeFailed,
+)
 from pylog.controller.replica_state_machine import ReplicaStateMachine
 from pylog.errors import ErrorCode
 from pylog.log.checkpoint import TopicPartition
@@ -39,12 +44,22 @@ from pylog.metadata.zk_data import (
     ControllerZNode,
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
+    LeaderAndIsr,
+    PreferredReplicaElectionZNode,
     TopicsZNode,
     TopicZNode,
+    ZkDataError,
 )
 from pylog.network.metrics import MetricsRegistry
 
-__all__ = ["ControlledShutdownResult", "KafkaController"]
+__all__ = [
+    "ELECTION_PREFERRED",
+    "ELECTION_UNCLEAN",
+    "ControlledShutdownResult",
+    "ElectionError",
+    "ElectionTrigger",
+    "KafkaController",
+]
 
 #: Seconds between election attempts while ZooKeeper is unreachable.
 _ELECTION_RETRY_S = 0.5
@@ -55,6 +70,31 @@ _TRUE = ("true", "1", "yes")
 
 #: AbstractControlRequest.UNKNOWN_BROKER_EPOCH: a request without an epoch (v0-1).
 UNKNOWN_BROKER_EPOCH = -1
+#: Kafka's ElectionType values (ElectLeaders v1+).
+ELECTION_PREFERRED = 0
+ELECTION_UNCLEAN = 1
+#: Kafka's first automatic leader balance check after taking office.
+_FIRST_REBALANCE_CHECK_S = 5.0
+
+
+class ElectionTrigger(enum.Enum):
+    """Who asked for a leader election (Kafka's ElectionTrigger)."""
+
+    AdminClientTriggered = "admin client"
+    ZkTriggered = "/admin/preferred_replica_election"
+    AutoTriggered = "the leader balance check"
+
+
+@dataclass(frozen=True)
+class ElectionError:
+    """A partition's failed (or needless) election: Kafka's ApiError."""
+
+    error_code: int
+    message: str | None = None
+
+
+#: Per partition: the leader elected, or why none was.
+ElectionResults = dict[TopicPartition, int | ElectionError]
 
 
 @dataclass
@@ -75,11 +115,18 @@ class KafkaController:
         *,
         inter_broker_listener: str,
         unclean_leader_election_default: bool = False,
+        auto_leader_rebalance: bool = False,
+        leader_imbalance_check_interval_s: float = 300.0,
+        leader_imbalance_per_broker_percentage: int = 10,
         on_active_change: Callable[[bool], None] | None = None,
     ) -> None:
         self.zk = zk
         self.broker_id = broker_id
         self.unclean_default = unclean_leader_election_default
+        #: auto.leader.rebalance.enable and its leader.imbalance.* keys
+        self.auto_leader_rebalance = auto_leader_rebalance
+        self.leader_imbalance_check_interval_s = leader_imbalance_check_interval_s
+        self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
         self.on_active_change = on_active_change
         self.context = ControllerContext()
         self.events = ControllerEventManager()
@@ -98,6 +145,7 @@ class KafkaController:
         self._topic_watches: dict[str, Callable[[], None]] = {}
         #: topic → brokers whose StopReplica(delete) has not been answered
         self._deletion_pending: dict[str, set[int]] = {}
+        self._rebalance_timer: asyncio.TimerHandle | None = None
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -136,6 +184,23 @@ class KafkaController:
             "kafka_controller_kafkacontroller_offlinepartitionscount",
             "Partitions without a live leader (on the active controller).",
             lambda: float(self.context.offline_partition_count()) if self.is_active else 0.0,
+        )
+        metrics.gauge(
+            "kafka_controller_kafkacontroller_preferredreplicaimbalancecount",
+            "Partitions not led by their preferred replica (on the active controller).",
+            lambda: (
+                float(self.context.preferred_replica_imbalance_count()) if self.is_active else 0.0
+            ),
+        )
+        metrics.gauge(
+            "kafka_controller_kafkacontroller_globaltopiccount",
+            "Topics in the cluster (on the active controller).",
+            lambda: float(len(self.context.assignments)) if self.is_active else 0.0,
+        )
+        metrics.gauge(
+            "kafka_controller_kafkacontroller_globalpartitioncount",
+            "Partitions with a leader (on the active controller).",
+            lambda: float(len(self.context.leadership)) if self.is_active else 0.0,
         )
         metrics.gauge(
             "kafka_controller_controllerstats_leaderelectionrateandtimems_count",
@@ -311,6 +376,17 @@ class KafkaController:
                 (IsrChangeNotificationZNode.parent(), self._on_isr_change),
             )
         ]
+        # Fires at once when a request is pending: it is elected then.
+        self._stop_watches.append(
+            await zk.run(
+                zk.watch_data,
+                PreferredReplicaElectionZNode.path(),
+                self._on_preferred_replica_election_znode,
+                loop,
+            )
+        )
+        if self.auto_leader_rebalance:
+            self._schedule_auto_rebalance(_FIRST_REBALANCE_CHECK_S)
 
     async def _load_topic(self, topic: str) -> list[TopicPartition]:
         """Read a topic's assignment (and its partitions' states) into the
@@ -344,6 +420,9 @@ class KafkaController:
     async def _on_resignation(self) -> None:
         _log.info("broker %d is no longer the controller", self.broker_id)
         self.is_active = False
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
         for stop in [*self._stop_watches, *self._topic_watches.values()]:
             stop()
         self._stop_watches.clear()
@@ -625,6 +704,197 @@ class KafkaController:
             len(remaining),
         )
         return ControlledShutdownResult(remaining=remaining)
+
+    # ------------------------------------------------------------------ leader elections
+
+    async def elect_leaders(
+        self, partitions: Iterable[TopicPartition], election_type: int
+    ) -> ElectionResults:
+        """ElectLeaders from a client (Kafka's electLeaders, AdminClientTriggered):
+        per partition, the leader elected or an error. PREFERRED moves
+        leadership to the preferred replica when it is alive and in the ISR;
+        UNCLEAN elects a leader for a partition without a live one, from
+        outside the ISR if need be."""
+        wanted = sorted(set(partitions))
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[ElectionResults] = loop.create_future()
+
+        def not_controller() -> None:
+            if not answer.done():
+                answer.set_result({tp: ElectionError(ErrorCode.NOT_CONTROLLER) for tp in wanted})
+
+        async def process() -> None:
+            try:
+                results = await self._process_replica_leader_election(
+                    wanted, election_type, ElectionTrigger.AdminClientTriggered
+                )
+            except ControllerMovedError:
+                not_controller()
+                await self._elect()
+                return
+            except Exception as e:
+                _log.exception("leader election failed")
+                results = {
+                    tp: ElectionError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) for tp in wanted
+                }
+            if not answer.done():
+                answer.set_result(results)
+
+        self._put("ReplicaLeaderElection", process, not_controller)
+        return await answer
+
+    async def _process_replica_leader_election(
+        self,
+        partitions: list[TopicPartition],
+        election_type: int,
+        trigger: ElectionTrigger,
+    ) -> ElectionResults:
+        ctx = self.context
+        if not self.is_active:
+            return {tp: ElectionError(ErrorCode.NOT_CONTROLLER) for tp in partitions}
+        results: ElectionResults = {}
+        electable: list[TopicPartition] = []
+        live = ctx.live_broker_ids()
+        for tp in partitions:
+            replicas = ctx.replicas(tp)
+            if not replicas:
+                results[tp] = ElectionError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+                )
+                continue
+            if tp.topic in ctx.topics_being_deleted:
+                results[tp] = ElectionError(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted"
+                )
+                continue
+            state = ctx.leadership.get(tp)
+            leader = state.leader if state is not None else -1
+            if election_type == ELECTION_PREFERRED:
+                needed = leader != replicas[0]
+            else:
+                needed = leader == -1 or leader not in live
+            if needed:
+                electable.append(tp)
+            else:
+                results[tp] = ElectionError(ErrorCode.ELECTION_NOT_NEEDED)
+        elected = await self._on_replica_election(electable, election_type, trigger)
+        failed = (
+            ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+            if election_type == ELECTION_PREFERRED
+            else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        )
+        for tp, got in elected.items():
+            if isinstance(got, StateChangeFailed):
+                results[tp] = ElectionError(failed, got.message)
+            else:
+                results[tp] = got.leader
+        return results
+
+    async def _on_replica_election(
+        self,
+        partitions: list[TopicPartition],
+        election_type: int,
+        trigger: ElectionTrigger,
+    ) -> dict[TopicPartition, LeaderAndIsr | StateChangeFailed]:
+        if not partitions:
+            return {}
+        _log.info(
+            "replica leader election (%s) for %s triggered by %s",
+            "PREFERRED" if election_type == ELECTION_PREFERRED else "UNCLEAN",
+            ", ".join(f"{tp.topic}-{tp.partition}" for tp in partitions[:20]),
+            trigger.value,
+        )
+        batch = self._batch()
+        if election_type == ELECTION_PREFERRED:
+            results = await self.partition_state_machine.elect_leaders(
+                partitions, LeaderElectionStrategy.PreferredReplica, batch
+            )
+        else:
+            # Unclean only when an admin asks for it (as Kafka: conservative).
+            results = await self.partition_state_machine.elect_leaders(
+                partitions,
+                LeaderElectionStrategy.OfflinePartition,
+                batch,
+                allow_unclean=True if trigger is ElectionTrigger.AdminClientTriggered else None,
+            )
+        batch.send()
+        return results
+
+    # -- /admin/preferred_replica_election (the ZooKeeper-era tool)
+
+    def _on_preferred_replica_election_znode(self, data: bytes | None, version: int) -> None:
+        if data is not None:
+            self._put_active("PreferredReplicaLeaderElection", self._process_zk_election)
+
+    async def _process_zk_election(self) -> None:
+        path = PreferredReplicaElectionZNode.path()
+        got = await self.zk.run(self.zk.get_data, path)
+        if got is None:
+            return
+        try:
+            wanted = sorted(
+                {TopicPartition(t, p) for t, p in PreferredReplicaElectionZNode.decode(got[0])}
+            )
+        except ZkDataError as e:
+            _log.error("ignoring %s: %s", path, e)
+            wanted = []
+        try:
+            await self._process_replica_leader_election(
+                wanted, ELECTION_PREFERRED, ElectionTrigger.ZkTriggered
+            )
+        finally:
+            await self.zk.run(self.zk.delete_recursive, path)
+
+    # -- auto.leader.rebalance.enable
+
+    def _schedule_auto_rebalance(self, delay_s: float) -> None:
+        if self._loop is None or self._closed:
+            return
+        self._rebalance_timer = self._loop.call_later(
+            delay_s,
+            self._put_active,
+            "AutoPreferredReplicaLeaderElection",
+            self._process_auto_preferred_election,
+        )
+
+    async def _process_auto_preferred_election(self) -> None:
+        try:
+            await self._check_and_trigger_auto_leader_rebalance()
+        finally:
+            if self.is_active:
+                self._schedule_auto_rebalance(self.leader_imbalance_check_interval_s)
+
+    async def _check_and_trigger_auto_leader_rebalance(self) -> None:
+        """Per broker, the share of the partitions it is the preferred replica
+        of that another broker leads; above leader.imbalance.per.broker.percentage,
+        those whose preferred replica is alive and in the ISR are given back."""
+        ctx = self.context
+        by_preferred: dict[int, list[TopicPartition]] = {}
+        for tp in ctx.all_partitions():
+            replicas = ctx.replicas(tp)
+            if replicas and tp.topic not in ctx.topics_being_deleted:
+                by_preferred.setdefault(replicas[0], []).append(tp)
+        live = ctx.live_broker_ids()
+        threshold = self.leader_imbalance_per_broker_percentage / 100
+        for broker, tps in sorted(by_preferred.items()):
+            not_led = [
+                tp for tp in tps if (s := ctx.leadership.get(tp)) is not None and s.leader != broker
+            ]
+            ratio = len(not_led) / len(tps)
+            if ratio <= threshold:
+                continue
+            candidates = [
+                tp for tp in not_led if broker in live and broker in ctx.leadership[tp].isr
+            ]
+            _log.info(
+                "leader imbalance of broker %d is %.0f%%: moving %d partitions back to it",
+                broker,
+                ratio * 100,
+                len(candidates),
+            )
+            await self._on_replica_election(
+                candidates, ELECTION_PREFERRED, ElectionTrigger.AutoTriggered
+            )
 
 
 def _not_controller() -> ControlledShutdownResult:

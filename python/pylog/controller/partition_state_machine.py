@@ -140,13 +140,15 @@ class PartitionStateMachine:
         partitions: Iterable[TopicPartition],
         strategy: LeaderElectionStrategy,
         batch: ControllerBrokerRequestBatch,
+        *,
+        allow_unclean: bool | None = None,
     ) -> dict[TopicPartition, LeaderAndIsr | StateChangeFailed]:
-        """Move online partitions to a new leader by ``strategy`` (Kafka's
-        OnlinePartition → OnlinePartition transition with a strategy): per
-        partition, its new state or why none was elected."""
+        """Move partitions to a new leader by ``strategy`` (Kafka's
+        transition to OnlinePartition with a strategy): per partition, its new
+        state or why none was elected. ``allow_unclean`` as for :meth:`_elect`."""
         results: dict[TopicPartition, LeaderAndIsr | StateChangeFailed] = {}
         for tp in partitions:
-            results[tp] = await self._elect(tp, batch, strategy)
+            results[tp] = await self._elect(tp, batch, strategy, allow_unclean=allow_unclean)
         return results
 
     async def _elect(

@@ -490,9 +490,28 @@ class ReassignPartitionsZNode:
 
 
 class PreferredReplicaElectionZNode:
+    """``/admin/preferred_replica_election``: partitions whose preferred
+    replica should lead (the ZooKeeper-era tool's request); the controller
+    elects them, then deletes the znode."""
+
     @staticmethod
     def path() -> str:
         return "/admin/preferred_replica_election"
+
+    @staticmethod
+    def encode(partitions: Sequence[tuple[str, int]]) -> bytes:
+        return IsrChangeNotificationZNode.encode(partitions)
+
+    @staticmethod
+    def decode(data: bytes) -> list[tuple[str, int]]:
+        path = PreferredReplicaElectionZNode.path()
+        doc = _loads(path, data)
+        out = []
+        for entry in doc.get("partitions") or []:
+            if not isinstance(entry, dict) or "topic" not in entry:
+                raise ZkDataError(f"{path}: bad partition entry {entry!r}")
+            out.append((str(entry["topic"]), _int(path, entry, "partition")))
+        return out
 
 
 # ---------------------------------------------------------------- notifications

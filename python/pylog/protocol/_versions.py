@@ -130,6 +130,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # header without a client id (a layout of its own), which no 3.x broker
     # sent any more: served from 1.
     ApiKey.CONTROLLED_SHUTDOWN: (1, 3),
+    ApiKey.ELECT_LEADERS: (0, 2),
 }
 
 #: The consumer-group APIs: the codec handles them; the broker merges this table
@@ -158,6 +159,7 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.STOP_REPLICA: "StopReplica",
     ApiKey.UPDATE_METADATA: "UpdateMetadata",
     ApiKey.CONTROLLED_SHUTDOWN: "ControlledShutdown",
+    ApiKey.ELECT_LEADERS: "ElectLeaders",
     ApiKey.OFFSET_COMMIT: "OffsetCommit",
     ApiKey.OFFSET_FETCH: "OffsetFetch",
     ApiKey.FIND_COORDINATOR: "FindCoordinator",

@@ -35,6 +35,8 @@ from pylog.protocol.messages.describe_groups_request import DescribeGroupsReques
 from pylog.protocol.messages.describe_groups_response import DescribeGroupsResponse
 from pylog.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from pylog.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
+from pylog.protocol.messages.elect_leaders_request import ElectLeadersRequest
+from pylog.protocol.messages.elect_leaders_response import ElectLeadersResponse
 from pylog.protocol.messages.fetch_request import FetchRequest
 from pylog.protocol.messages.fetch_response import FetchResponse
 from pylog.protocol.messages.find_coordinator_request import FindCoordinatorRequest
@@ -92,6 +94,7 @@ Request: TypeAlias = (
     | DescribeConfigsRequest
     | DescribeGroupsRequest
     | DescribeLogDirsRequest
+    | ElectLeadersRequest
     | FetchRequest
     | FindCoordinatorRequest
     | HeartbeatRequest
@@ -128,6 +131,7 @@ Response: TypeAlias = (
     | DescribeConfigsResponse
     | DescribeGroupsResponse
     | DescribeLogDirsResponse
+    | ElectLeadersResponse
     | FetchResponse
     | FindCoordinatorResponse
     | HeartbeatResponse
@@ -181,6 +185,7 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     35: DescribeLogDirsRequest,
     37: CreatePartitionsRequest,
     42: DeleteGroupsRequest,
+    43: ElectLeadersRequest,
     44: IncrementalAlterConfigsRequest,
     47: OffsetDeleteRequest,
     60: DescribeClusterRequest,
@@ -217,6 +222,7 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     35: DescribeLogDirsResponse,
     37: CreatePartitionsResponse,
     42: DeleteGroupsResponse,
+    43: ElectLeadersResponse,
     44: IncrementalAlterConfigsResponse,
     47: OffsetDeleteResponse,
     60: DescribeClusterResponse,
@@ -249,6 +255,8 @@ __all__ = [
     "DescribeGroupsResponse",
     "DescribeLogDirsRequest",
     "DescribeLogDirsResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
