@@ -609,3 +609,97 @@ def test_automatic_leader_rebalance(cluster: Cluster) -> None:
     state = cluster.state(topic, 0)
     assert state is not None and state["leader_epoch"] >= epoch + 2
     assert all(cluster.leader(topic, p) == cluster.replicas(topic, p)[0] for p in range(3))
+
+
+# ---------------------------------------------------------------- explicit assignments
+
+
+def _refusal(future: Any) -> tuple[int, str]:
+    """The (error code, message) a confluent-kafka admin future failed with."""
+    from confluent_kafka import KafkaException
+
+    with pytest.raises(KafkaException) as e:
+        future.result(30)
+    err = e.value.args[0]
+    return int(err.code()), str(err.str())
+
+
+def test_explicit_replica_assignments(cluster: Cluster) -> None:
+    from confluent_kafka.admin import NewPartitions, NewTopic
+
+    for b in (1, 2, 3):
+        cluster.start(b)
+    _wait_for(lambda: cluster.registered() == [1, 2, 3], "three brokers")
+    _wait_for(lambda: cluster.controller() is not None, "a controller")
+    _wait_for(lambda: _every_broker_knows(cluster, 3), "every broker's metadata")
+    admin = _admin(cluster.bootstrap)
+    topic = topic_name("placed")
+    placed = [[3, 1], [2, 3], [1, 2]]
+    # (confluent-kafka wants the count too; the request carries -1 and the assignment)
+    admin.create_topics([NewTopic(topic, 3, replica_assignment=placed)])[topic].result(30)
+    doc = cluster.json(f"/brokers/topics/{topic}")
+    assert doc is not None and doc["partitions"] == {"0": [3, 1], "1": [2, 3], "2": [1, 2]}
+    for p, replicas in enumerate(placed):
+        _wait_for(lambda p=p: cluster.state(topic, p) is not None, f"partition {p}")
+        assert cluster.leader(topic, p) == replicas[0]
+        for r in replicas:
+            d = cluster.brokers[r].data / f"{topic}-{p}"
+            _wait_for(d.exists, f"the log of {topic}-{p} on broker {r}")
+        others = {1, 2, 3} - set(replicas)
+        assert not any((cluster.brokers[o].data / f"{topic}-{p}").exists() for o in others)
+
+    # Refused as Kafka refuses them; nothing is made.
+    bad = {
+        "unknown": ([[1, 4]], "Unknown broker(s) in replica assignment: 4."),
+        "twice": (
+            [[1, 1]],
+            "Duplicate brokers not allowed in replica assignment: 1, 1 for partition id 0.",
+        ),
+        "uneven": ([[1, 2], [3]], "All partitions should have the same number of replicas"),
+    }
+    for name, (assignment, message) in bad.items():
+        t = topic_name(name)
+        new = NewTopic(t, len(assignment), replica_assignment=assignment)
+        got = _refusal(admin.create_topics([new])[t])
+        assert got == (ErrorCode.INVALID_REPLICA_ASSIGNMENT, message), name
+        assert cluster.zk.exists(f"/brokers/topics/{t}") is None
+    t = topic_name("dry")
+    futures = admin.create_topics([NewTopic(t, 1, replica_assignment=[[2, 3]])], validate_only=True)
+    futures[t].result(30)
+    assert cluster.zk.exists(f"/brokers/topics/{t}") is None
+
+    # CreatePartitions with the new partitions' replicas.
+    admin.create_partitions([NewPartitions(topic, 5, replica_assignment=[[1, 3], [2, 1]])])[
+        topic
+    ].result(30)
+    doc = cluster.json(f"/brokers/topics/{topic}")
+    assert doc is not None and doc["partitions"]["3"] == [1, 3] and doc["partitions"]["4"] == [2, 1]
+    for p, leader in ((3, 1), (4, 2)):
+        _wait_for(lambda p=p: cluster.state(topic, p) is not None, f"partition {p}")
+        assert cluster.leader(topic, p) == leader
+    bad_partitions = {
+        "unknown": ([[1, 7]], 6, "Unknown broker(s) in replica assignment: 7."),
+        "count": (
+            [[1, 2]],
+            7,
+            "Increasing the number of partitions by 2 but 1 assignments provided.",
+        ),
+        "factor": (
+            [[1, 2, 3]],
+            6,
+            "Inconsistent replication factor between partitions, partition 0 has 2 while "
+            "partitions [5] have replication factors [3], respectively.",
+        ),
+        "twice": (
+            [[2, 2]],
+            6,
+            "Duplicate brokers not allowed in replica assignment: 2, 2 for partition id 5.",
+        ),
+    }
+    for name, (assignment, count, message) in bad_partitions.items():
+        future = admin.create_partitions(
+            [NewPartitions(topic, count, replica_assignment=assignment)]
+        )[topic]
+        assert _refusal(future) == (ErrorCode.INVALID_REPLICA_ASSIGNMENT, message), name
+    doc = cluster.json(f"/brokers/topics/{topic}")
+    assert doc is not None and len(doc["partitions"]) == 5
