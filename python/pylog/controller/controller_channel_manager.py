@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -124,6 +125,11 @@ class ControllerChannelManager:
     def _close(ch: _BrokerChannel) -> None:
         conn, ch.conn = ch.conn, None
         if conn is not None:
+            # shutdown() first: a worker thread blocked reading the answer
+            # (close() alone does not wake it) returns now, instead of holding
+            # the executor — and the broker's exit — for the socket timeout.
+            with contextlib.suppress(Exception):
+                conn.sock.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(Exception):
                 conn.close()
 
