@@ -230,6 +230,10 @@ class PolicyViolationError(KafkaError):
     code, error_name = 44, "POLICY_VIOLATION"
 
 
+class ReassignmentInProgressError(KafkaError):
+    code, error_name = 60, "REASSIGNMENT_IN_PROGRESS"
+
+
 class UnknownTopicIdError(KafkaError):
     code, error_name, retriable = 100, "UNKNOWN_TOPIC_ID", True
 

@@ -24,14 +24,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess, topic_name
+from broker_process import BrokerProcess, ck_consume, ck_produce, topic_name
 from kazoo.client import KazooClient
 from kazoo.recipe.watchers import DataWatch
 
 from pylog.errors import ErrorCode
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
-from pylog.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
+from pylog.protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from pylog.testing import ZooKeeperServer
 
 WAIT = 60.0  # upper bound for waits: only catches hangs
@@ -703,3 +710,212 @@ def test_explicit_replica_assignments(cluster: Cluster) -> None:
         assert _refusal(future) == (ErrorCode.INVALID_REPLICA_ASSIGNMENT, message), name
     doc = cluster.json(f"/brokers/topics/{topic}")
     assert doc is not None and len(doc["partitions"]) == 5
+
+
+# ---------------------------------------------------------------- partition reassignment
+
+
+def _kafka_python_admin(bootstrap: str) -> Any:
+    from kafka.admin import KafkaAdminClient
+
+    return KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=30000)
+
+
+def _codes(results: dict[Any, Any]) -> dict[tuple[str, int], int]:
+    """kafka-python's per-partition results (None or an error class) as codes."""
+    return {(tp.topic, tp.partition): 0 if e is None else e.errno for tp, e in results.items()}
+
+
+def _settled(cluster: Cluster, topic: str, replicas: list[int]) -> bool:
+    doc = cluster.json(f"/brokers/topics/{topic}")
+    return (
+        doc is not None
+        and doc["partitions"]["0"] == replicas
+        and not doc.get("adding_replicas")
+        and not doc.get("removing_replicas")
+    )
+
+
+def _live_log(b: BrokerProcess, topic: str) -> bool:
+    return (b.data / f"{topic}-0").exists()
+
+
+def test_partition_reassignment(cluster: Cluster) -> None:
+    from kafka import TopicPartition as KTP
+
+    for b in (1, 2, 3):
+        cluster.start(b)
+    _wait_for(lambda: cluster.registered() == [1, 2, 3], "three brokers")
+    _wait_for(lambda: cluster.controller() is not None, "a controller")
+    _wait_for(lambda: _every_broker_knows(cluster, 3), "every broker's metadata")
+    admin = _admin(cluster.bootstrap)
+    from confluent_kafka.admin import NewTopic
+
+    # Move a replica with data: [x, y] -> [z, y]; z copies the log, joins the
+    # ISR, leads (the leader x is not a target), x's copy is deleted.
+    x, y, z = 1, 2, 3
+    topic = topic_name("move")
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[x, y]])])[topic].result(30)
+    _wait_for(lambda: cluster.state(topic) is not None, "the partition state")
+    records = [(None, b"r-%04d" % i, None) for i in range(300)]
+    ck_produce(cluster.bootstrap, topic, records, acks="all")
+    kp = _kafka_python_admin(cluster.bootstrap)
+    try:
+        got = kp.alter_partition_reassignments({KTP(topic, 0): [z, y]})
+        assert _codes(got) == {(topic, 0): 0}
+        _wait_for(lambda: _settled(cluster, topic, [z, y]), "the reassignment complete")
+        state = cluster.state(topic)
+        assert state is not None and state["leader"] == z and sorted(state["isr"]) == [y, z]
+        _wait_for(lambda: not _live_log(cluster.brokers[x], topic), "the old replica deleted")
+        assert kp.list_partition_reassignments() == {}
+        got_values = [v for _, v, _, _ in ck_consume(cluster.bootstrap, topic, 300)]
+        assert got_values == [v for _, v, _ in records]
+        # The copy on z is the whole log: its bytes match y's.
+        _wait_for(
+            lambda: _log_bytes(cluster.brokers[z], topic) == _log_bytes(cluster.brokers[y], topic),
+            "identical logs",
+        )
+
+        # Refusals (Kafka's codes).
+        got = kp.alter_partition_reassignments({KTP(topic, 0): [y, y], KTP(topic, 7): [x, y]})
+        assert _codes(got) == {
+            (topic, 0): ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            (topic, 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        }
+        got = kp.alter_partition_reassignments({KTP(topic, 0): [9, y]})
+        assert _codes(got) == {(topic, 0): ErrorCode.INVALID_REPLICA_ASSIGNMENT}
+        got = kp.alter_partition_reassignments({KTP(topic, 0): None})
+        assert _codes(got) == {(topic, 0): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS}
+    finally:
+        kp.close()
+
+
+def _at_controller(cluster: Cluster, api_key: int, body: Any, expect: type) -> Any:
+    """One request, on pylog's client, to the broker /controller names (no
+    client metadata that could lead to a paused broker)."""
+    controller = cluster.controller()
+    assert controller is not None
+    with KafkaConnection(cluster.brokers[controller].bootstrap, timeout=30) as conn:
+        return conn.request(api_key, 0, body, expect)
+
+
+def _reassign(cluster: Cluster, topic: str, replicas: list[int] | None) -> tuple[int, int]:
+    """AlterPartitionReassignments of partition 0: (top-level, partition) error codes."""
+    from pylog.protocol.messages.alter_partition_reassignments_request import (
+        ReassignablePartition,
+        ReassignableTopic,
+    )
+
+    body = AlterPartitionReassignmentsRequest(
+        timeout_ms=30000,
+        topics=[
+            ReassignableTopic(
+                name=topic, partitions=[ReassignablePartition(partition_index=0, replicas=replicas)]
+            )
+        ],
+    )
+    r = _at_controller(
+        cluster, ApiKey.ALTER_PARTITION_REASSIGNMENTS, body, AlterPartitionReassignmentsResponse
+    )
+    return r.error_code, r.responses[0].partitions[0].error_code
+
+
+def _ongoing(cluster: Cluster) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+    """ListPartitionReassignments: (replicas, adding, removing) per partition."""
+    r = _at_controller(
+        cluster,
+        ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        ListPartitionReassignmentsRequest(timeout_ms=30000, topics=None),
+        ListPartitionReassignmentsResponse,
+    )
+    assert r.error_code == 0
+    return {
+        (t.name, p.partition_index): (p.replicas, p.adding_replicas, p.removing_replicas)
+        for t in r.topics
+        for p in t.partitions
+    }
+
+
+def test_reassignment_in_flight_cancelled_and_through_zookeeper(cluster: Cluster) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    from pylog.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
+    from pylog.protocol.messages.create_partitions_request import CreatePartitionsTopic
+
+    for b in (1, 2, 3):
+        # A long session: a broker paused below is not taken for dead.
+        cluster.start(b, **{"zookeeper.session.timeout.ms": 60000})
+    _wait_for(lambda: cluster.registered() == [1, 2, 3], "three brokers")
+    _wait_for(lambda: cluster.controller() is not None, "a controller")
+    _wait_for(lambda: _every_broker_knows(cluster, 3), "every broker's metadata")
+    controller = cluster.controller()
+    paused = max(b for b in (1, 2, 3) if b != controller)
+    x, y = sorted({1, 2, 3} - {paused})
+    topic = topic_name("cancel")
+    admin = _admin(cluster.bootstrap)
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[x, y]])])[topic].result(30)
+    _wait_for(lambda: cluster.state(topic) is not None, "the partition state")
+    proc = cluster.brokers[paused].proc
+    assert proc is not None
+    proc.send_signal(signal.SIGSTOP)  # registered, but it cannot catch up
+    try:
+        assert _reassign(cluster, topic, [paused, y]) == (0, 0)
+        in_flight = {(topic, 0): ([paused, y, x], [paused], [x])}
+        assert _ongoing(cluster) == in_flight
+        doc = cluster.json(f"/brokers/topics/{topic}")
+        assert doc is not None and doc["partitions"]["0"] == [paused, y, x]
+        assert doc["adding_replicas"] == {"0": [paused]}
+        assert doc["removing_replicas"] == {"0": [x]}
+        # A new controller (the office taken from the old one) carries it on.
+        epoch = int(cluster.zk.get("/controller_epoch")[0])
+        cluster.zk.delete("/controller")
+        _wait_for(
+            lambda: (
+                cluster.controller() is not None
+                and int(cluster.zk.get("/controller_epoch")[0]) > epoch
+            ),
+            "a new controller",
+        )
+        _wait_for(lambda: _ongoing(cluster) == in_flight, "it listed by the new controller")
+        # No partitions are added while it is in flight.
+        grow = CreatePartitionsRequest(
+            topics=[CreatePartitionsTopic(name=topic, count=2, assignments=None)],
+            timeout_ms=30000,
+            validate_only=False,
+        )
+        r = _at_controller(cluster, ApiKey.CREATE_PARTITIONS, grow, CreatePartitionsResponse)
+        assert r.results[0].error_code == ErrorCode.REASSIGNMENT_IN_PROGRESS
+        # Cancelled: back to the original replicas (in the order they had in
+        # the full set, as Kafka: the original order is not kept).
+        assert _reassign(cluster, topic, None) == (0, 0)
+        assert _ongoing(cluster) == {}
+        assert _settled(cluster, topic, [y, x])
+        assert _reassign(cluster, topic, None) == (0, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    state = cluster.state(topic)
+    assert state is not None and state["leader"] == x and sorted(state["isr"]) == [x, y]
+    # The replica it had begun is stopped and deleted once the broker runs again.
+    _wait_for(lambda: not _live_log(cluster.brokers[paused], topic), "the cancelled replica gone")
+
+    # The ZooKeeper-era request: /admin/reassign_partitions.
+    cluster.zk.create(
+        "/admin/reassign_partitions",
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [{"topic": topic, "partition": 0, "replicas": [y, paused]}],
+            }
+        ).encode(),
+        makepath=True,
+    )
+    _wait_for(lambda: _settled(cluster, topic, [y, paused]), "the reassignment complete")
+    _wait_for(
+        lambda: cluster.zk.exists("/admin/reassign_partitions") is None, "the request consumed"
+    )
+    _wait_for(lambda: not _live_log(cluster.brokers[x], topic), "the old replica deleted")
+
+
+def _log_bytes(b: BrokerProcess, topic: str) -> bytes:
+    d = b.data / f"{topic}-0"
+    return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))

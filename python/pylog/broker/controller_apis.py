@@ -1,8 +1,9 @@
 """The controller's requests to a broker (ZooKeeper mode): LeaderAndIsr,
 UpdateMetadata and StopReplica, answered through the ReplicaManager; and the
-requests a broker or a client makes of the controller: ControlledShutdown and
-ElectLeaders, answered by this broker's KafkaController when it is the
-active one (NOT_CONTROLLER otherwise). An election's answer waits (up to the
+requests a broker or a client makes of the controller: ControlledShutdown,
+ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments,
+answered by this broker's KafkaController when it is the active one
+(NOT_CONTROLLER otherwise). An election's answer waits (up to the
 request's timeout) until this broker's MetadataCache shows the new leaders,
 as Kafka's DelayedElectLeader.
 
@@ -26,7 +27,7 @@ from collections.abc import Callable, Coroutine
 from pylog.controller.kafka_controller import (
     ELECTION_PREFERRED,
     ELECTION_UNCLEAN,
-    ElectionError,
+    ApiError,
     KafkaController,
 )
 from pylog.coordinator.group_coordinator import GroupCoordinator
@@ -36,16 +37,24 @@ from pylog.metadata.metadata_cache import BrokerEndpoint, MetadataBroker, Partit
 from pylog.network import Request
 from pylog.protocol import ZERO_UUID
 from pylog.protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     StopReplicaRequest,
     StopReplicaResponse,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
+)
+from pylog.protocol.messages.alter_partition_reassignments_response import (
+    ReassignablePartitionResponse,
+    ReassignableTopicResponse,
 )
 from pylog.protocol.messages.controlled_shutdown_response import RemainingPartition
 from pylog.protocol.messages.elect_leaders_response import (
@@ -56,6 +65,10 @@ from pylog.protocol.messages.leader_and_isr_request import LeaderAndIsrPartition
 from pylog.protocol.messages.leader_and_isr_response import (
     LeaderAndIsrPartitionError,
     LeaderAndIsrTopicError,
+)
+from pylog.protocol.messages.list_partition_reassignments_response import (
+    OngoingPartitionReassignment,
+    OngoingTopicReassignment,
 )
 from pylog.protocol.messages.stop_replica_response import StopReplicaPartitionError
 from pylog.protocol.messages.update_metadata_request import UpdateMetadataPartitionState
@@ -73,7 +86,8 @@ _PROTOCOL_NAMES = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
 
 class ControllerApis:
-    """LeaderAndIsr, UpdateMetadata, StopReplica; ControlledShutdown, ElectLeaders."""
+    """LeaderAndIsr, UpdateMetadata, StopReplica; ControlledShutdown,
+    ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments."""
 
     def __init__(
         self,
@@ -320,22 +334,22 @@ class ControllerApis:
                 for t in body.topic_partitions or []
                 for p in t.partitions
             }
-        results: dict[TopicPartition, ElectionError] = {}
+        results: dict[TopicPartition, ApiError] = {}
         controller = self.controller()
         if election_type not in (ELECTION_PREFERRED, ELECTION_UNCLEAN):
             message = f"Unknown election type {election_type}."
-            results = {tp: ElectionError(ErrorCode.INVALID_REQUEST, message) for tp in wanted}
+            results = {tp: ApiError(ErrorCode.INVALID_REQUEST, message) for tp in wanted}
         elif controller is None or not controller.is_active:
-            results = {tp: ElectionError(ErrorCode.NOT_CONTROLLER) for tp in wanted}
+            results = {tp: ApiError(ErrorCode.NOT_CONTROLLER) for tp in wanted}
         else:
             elected = await controller.elect_leaders(wanted, election_type)
             expected = {tp: r for tp, r in elected.items() if isinstance(r, int)}
-            results = {tp: r for tp, r in elected.items() if isinstance(r, ElectionError)}
+            results = {tp: r for tp, r in elected.items() if isinstance(r, ApiError)}
             await self._await_leaders(expected, body.timeout_ms)
             for tp, leader in expected.items():
                 shown = cache.partition_info(tp.topic, tp.partition)
                 ok = shown is not None and shown.leader == leader
-                results[tp] = ElectionError(ErrorCode.NONE if ok else ErrorCode.REQUEST_TIMED_OUT)
+                results[tp] = ApiError(ErrorCode.NONE if ok else ErrorCode.REQUEST_TIMED_OUT)
         if everything:
             # Asked for every partition: only those elected, or failed, are answered.
             results = {
@@ -371,3 +385,66 @@ class ControllerApis:
             if not pending or time.monotonic() >= deadline:
                 return
             await asyncio.sleep(0.01)
+
+    # ------------------------------------------------------------------ reassignments
+
+    async def handle_alter_partition_reassignments_request(
+        self, request: Request, body: AlterPartitionReassignmentsRequest
+    ) -> AlterPartitionReassignmentsResponse:
+        controller = self.controller()
+        if controller is None or not controller.is_active:
+            return AlterPartitionReassignmentsResponse(error_code=ErrorCode.NOT_CONTROLLER)
+        wanted: dict[TopicPartition, list[int] | None] = {}
+        for t in body.topics:
+            for p in t.partitions:
+                replicas = p.replicas
+                wanted[TopicPartition(t.name, p.partition_index)] = (
+                    None if replicas is None else list(replicas)  # None: cancel
+                )
+        got = await controller.alter_partition_reassignments(wanted)
+        if isinstance(got, ApiError):
+            return AlterPartitionReassignmentsResponse(
+                error_code=got.error_code, error_message=got.message
+            )
+        by_topic: dict[str, list[ReassignablePartitionResponse]] = {}
+        for tp, e in sorted(got.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                ReassignablePartitionResponse(
+                    partition_index=tp.partition, error_code=e.error_code, error_message=e.message
+                )
+            )
+        return AlterPartitionReassignmentsResponse(
+            error_code=ErrorCode.NONE,
+            responses=[
+                ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()
+            ],
+        )
+
+    async def handle_list_partition_reassignments_request(
+        self, request: Request, body: ListPartitionReassignmentsRequest
+    ) -> ListPartitionReassignmentsResponse:
+        controller = self.controller()
+        if controller is None or not controller.is_active:
+            return ListPartitionReassignmentsResponse(error_code=ErrorCode.NOT_CONTROLLER)
+        wanted = None
+        if body.topics is not None:
+            wanted = [TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes]
+        got = await controller.list_partition_reassignments(wanted)
+        if isinstance(got, ApiError):
+            return ListPartitionReassignmentsResponse(
+                error_code=got.error_code, error_message=got.message
+            )
+        by_topic: dict[str, list[OngoingPartitionReassignment]] = {}
+        for tp, a in sorted(got.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                OngoingPartitionReassignment(
+                    partition_index=tp.partition,
+                    replicas=list(a.replicas),
+                    adding_replicas=list(a.adding),
+                    removing_replicas=list(a.removing),
+                )
+            )
+        return ListPartitionReassignmentsResponse(
+            error_code=ErrorCode.NONE,
+            topics=[OngoingTopicReassignment(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )

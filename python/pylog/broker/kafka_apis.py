@@ -14,7 +14,8 @@ from the handlers of each concern, as Kafka splits them:
 * ``sasl_apis`` — SaslHandshake;
 * ``controller_apis`` — the controller's LeaderAndIsr, UpdateMetadata and
   StopReplica (replication between brokers), and what is asked of the
-  controller: ControlledShutdown, ElectLeaders;
+  controller: ControlledShutdown, ElectLeaders, AlterPartitionReassignments,
+  ListPartitionReassignments;
 * ApiVersions here, which advertises exactly the table's keys.
 
 A handler that must wait (acks=-1, a Fetch below min_bytes) calls
@@ -62,6 +63,7 @@ from pylog.protocol import (
 )
 from pylog.protocol.messages import (
     AlterConfigsRequest,
+    AlterPartitionReassignmentsRequest,
     ApiVersionsRequest,
     ApiVersionsResponse,
     ControlledShutdownRequest,
@@ -85,6 +87,7 @@ from pylog.protocol.messages import (
     LeaveGroupRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
+    ListPartitionReassignmentsRequest,
     MetadataRequest,
     OffsetCommitRequest,
     OffsetDeleteRequest,
@@ -222,6 +225,14 @@ class KafkaApis:
             ),
             ApiKey.ELECT_LEADERS: Route(
                 ElectLeadersRequest, controller_apis.handle_elect_leaders_request
+            ),
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: Route(
+                AlterPartitionReassignmentsRequest,
+                controller_apis.handle_alter_partition_reassignments_request,
+            ),
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: Route(
+                ListPartitionReassignmentsRequest,
+                controller_apis.handle_list_partition_reassignments_request,
             ),
         }
         if group_coordinator is not None:

@@ -190,6 +190,8 @@ class _LeaderAndIsrEntry:
     state: LeaderAndIsr
     replicas: list[int]
     is_new: bool
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
 
 
 class ControllerBrokerRequestBatch:
@@ -213,10 +215,12 @@ class ControllerBrokerRequestBatch:
         if state is None:
             return
         replicas = self.context.replicas(tp)
+        adding = self.context.adding_replicas.get(tp, [])
+        removing = self.context.removing_replicas.get(tp, [])
         for b in brokers:
             if b in self.context.live_brokers:
                 self._leader_and_isr.setdefault(b, {})[tp] = _LeaderAndIsrEntry(
-                    state, replicas, is_new
+                    state, replicas, is_new, list(adding), list(removing)
                 )
         self.add_update_metadata(self.context.live_brokers, [tp])
 
@@ -231,7 +235,7 @@ class ControllerBrokerRequestBatch:
             return
         state = self.context.leadership.get(tp)
         epoch = state.leader_epoch if state is not None else -1
-        if delete:
+        if delete and tp.topic in self.context.topics_being_deleted:
             epoch = LEADER_DURING_DELETE  # any leader epoch: the topic goes
         self._stop_replica.setdefault(broker, {})[tp] = (epoch, delete)
 
@@ -303,6 +307,8 @@ class ControllerBrokerRequestBatch:
                     isr=list(e.state.isr),
                     partition_epoch=max(e.state.zk_version, 0),
                     replicas=list(e.replicas),
+                    adding_replicas=list(e.adding),
+                    removing_replicas=list(e.removing),
                     is_new=e.is_new,
                 )
                 for tp, e in sorted(entries.items())

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pylog.log.checkpoint import TopicPartition
 from pylog.metadata.zk_data import BrokerInfo, LeaderAndIsr
 
-__all__ = ["ControllerContext", "PartitionState", "ReplicaState"]
+__all__ = ["ControllerContext", "PartitionState", "ReplicaAssignment", "ReplicaState"]
 
 
 class PartitionState(enum.Enum):
@@ -34,6 +34,41 @@ class ReplicaState(enum.Enum):
     ReplicaDeletionStarted = 4
     ReplicaDeletionSuccessful = 5
     NonExistentReplica = 7
+
+
+@dataclass(frozen=True)
+class ReplicaAssignment:
+    """A partition's replicas with a reassignment in flight (Kafka's
+    ReplicaAssignment, KIP-455): ``replicas`` is the full set, the target
+    replicas first; ``adding`` are in the target and not the original,
+    ``removing`` in the original and not the target."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def origin_replicas(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.adding]
+
+    @property
+    def target_replicas(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.removing]
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    def reassign_to(self, target: list[int]) -> ReplicaAssignment:
+        """From the original replicas to ``target`` (supplanting a
+        reassignment in flight, whose added replicas are dropped)."""
+        origin = self.origin_replicas
+        full = list(dict.fromkeys([*target, *origin]))
+        return ReplicaAssignment(
+            tuple(full),
+            tuple(r for r in full if r not in origin),
+            tuple(r for r in full if r not in target),
+        )
 
 
 @dataclass
@@ -69,6 +104,27 @@ class ControllerContext:
 
     def replicas(self, tp: TopicPartition) -> list[int]:
         return list(self.assignments.get(tp.topic, {}).get(tp.partition, []))
+
+    def full_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        return ReplicaAssignment(
+            tuple(self.replicas(tp)),
+            tuple(self.adding_replicas.get(tp, ())),
+            tuple(self.removing_replicas.get(tp, ())),
+        )
+
+    def set_full_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        self.assignments.setdefault(tp.topic, {})[tp.partition] = list(assignment.replicas)
+        for held, value in (
+            (self.adding_replicas, assignment.adding),
+            (self.removing_replicas, assignment.removing),
+        ):
+            if value:
+                held[tp] = list(value)
+            else:
+                held.pop(tp, None)
+
+    def partitions_being_reassigned(self) -> list[TopicPartition]:
+        return sorted(set(self.adding_replicas) | set(self.removing_replicas))
 
     def reassignment_target(self, tp: TopicPartition) -> list[int] | None:
         """The replicas a reassignment in flight ends with; None without one."""

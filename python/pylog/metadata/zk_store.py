@@ -46,6 +46,7 @@ from pylog.errors import (
     InvalidReplicationFactorError,
     InvalidTopicError,
     KafkaError,
+    ReassignmentInProgressError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
@@ -477,6 +478,11 @@ class ZkMetadataStore(MetadataStore):
                 if meta is None or got is None:
                     raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
                 assignment, version = got
+                if assignment.adding_replicas or assignment.removing_replicas:
+                    # Kafka refuses too: the controller is rewriting the assignment.
+                    raise ReassignmentInProgressError(
+                        f"A partition reassignment is in progress for the topic '{name}'."
+                    )
                 count = len(assignment.partitions)
                 if new_total <= count:
                     raise InvalidPartitionsError(

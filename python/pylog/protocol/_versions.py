@@ -131,6 +131,8 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # sent any more: served from 1.
     ApiKey.CONTROLLED_SHUTDOWN: (1, 3),
     ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 #: The consumer-group APIs: the codec handles them; the broker merges this table
@@ -160,6 +162,8 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.UPDATE_METADATA: "UpdateMetadata",
     ApiKey.CONTROLLED_SHUTDOWN: "ControlledShutdown",
     ApiKey.ELECT_LEADERS: "ElectLeaders",
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
     ApiKey.OFFSET_COMMIT: "OffsetCommit",
     ApiKey.OFFSET_FETCH: "OffsetFetch",
     ApiKey.FIND_COORDINATOR: "FindCoordinator",

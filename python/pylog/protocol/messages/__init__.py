@@ -13,6 +13,12 @@ from typing import TypeAlias
 
 from pylog.protocol.messages.alter_configs_request import AlterConfigsRequest
 from pylog.protocol.messages.alter_configs_response import AlterConfigsResponse
+from pylog.protocol.messages.alter_partition_reassignments_request import (
+    AlterPartitionReassignmentsRequest,
+)
+from pylog.protocol.messages.alter_partition_reassignments_response import (
+    AlterPartitionReassignmentsResponse,
+)
 from pylog.protocol.messages.api_versions_request import ApiVersionsRequest
 from pylog.protocol.messages.api_versions_response import ApiVersionsResponse
 from pylog.protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
@@ -59,6 +65,12 @@ from pylog.protocol.messages.list_groups_request import ListGroupsRequest
 from pylog.protocol.messages.list_groups_response import ListGroupsResponse
 from pylog.protocol.messages.list_offsets_request import ListOffsetsRequest
 from pylog.protocol.messages.list_offsets_response import ListOffsetsResponse
+from pylog.protocol.messages.list_partition_reassignments_request import (
+    ListPartitionReassignmentsRequest,
+)
+from pylog.protocol.messages.list_partition_reassignments_response import (
+    ListPartitionReassignmentsResponse,
+)
 from pylog.protocol.messages.metadata_request import MetadataRequest
 from pylog.protocol.messages.metadata_response import MetadataResponse
 from pylog.protocol.messages.offset_commit_request import OffsetCommitRequest
@@ -83,6 +95,7 @@ from pylog.protocol.messages.update_metadata_response import UpdateMetadataRespo
 #: Any request class.
 Request: TypeAlias = (
     AlterConfigsRequest
+    | AlterPartitionReassignmentsRequest
     | ApiVersionsRequest
     | ControlledShutdownRequest
     | CreatePartitionsRequest
@@ -105,6 +118,7 @@ Request: TypeAlias = (
     | LeaveGroupRequest
     | ListGroupsRequest
     | ListOffsetsRequest
+    | ListPartitionReassignmentsRequest
     | MetadataRequest
     | OffsetCommitRequest
     | OffsetDeleteRequest
@@ -120,6 +134,7 @@ Request: TypeAlias = (
 #: Any response class.
 Response: TypeAlias = (
     AlterConfigsResponse
+    | AlterPartitionReassignmentsResponse
     | ApiVersionsResponse
     | ControlledShutdownResponse
     | CreatePartitionsResponse
@@ -142,6 +157,7 @@ Response: TypeAlias = (
     | LeaveGroupResponse
     | ListGroupsResponse
     | ListOffsetsResponse
+    | ListPartitionReassignmentsResponse
     | MetadataResponse
     | OffsetCommitResponse
     | OffsetDeleteResponse
@@ -187,6 +203,8 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     42: DeleteGroupsRequest,
     43: ElectLeadersRequest,
     44: IncrementalAlterConfigsRequest,
+    45: AlterPartitionReassignmentsRequest,
+    46: ListPartitionReassignmentsRequest,
     47: OffsetDeleteRequest,
     60: DescribeClusterRequest,
 }
@@ -224,6 +242,8 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     42: DeleteGroupsResponse,
     43: ElectLeadersResponse,
     44: IncrementalAlterConfigsResponse,
+    45: AlterPartitionReassignmentsResponse,
+    46: ListPartitionReassignmentsResponse,
     47: OffsetDeleteResponse,
     60: DescribeClusterResponse,
 }
@@ -233,6 +253,8 @@ __all__ = [
     "RESPONSE_CLASSES",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "ControlledShutdownRequest",
@@ -277,6 +299,8 @@ __all__ = [
     "ListGroupsResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
     "MetadataRequest",
     "MetadataResponse",
     "OffsetCommitRequest",
