@@ -81,8 +81,12 @@ class ErrorCode(enum.IntEnum):
     STALE_BROKER_EPOCH = 77
     OFFSET_NOT_AVAILABLE = 78
     MEMBER_ID_REQUIRED = 79
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    ELECTION_NOT_NEEDED = 84
+    NO_REASSIGNMENT_IN_PROGRESS = 85
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
@@ -224,6 +228,10 @@ class InvalidReplicaAssignmentError(KafkaError):
 
 class PolicyViolationError(KafkaError):
     code, error_name = 44, "POLICY_VIOLATION"
+
+
+class ReassignmentInProgressError(KafkaError):
+    code, error_name = 60, "REASSIGNMENT_IN_PROGRESS"
 
 
 class UnknownTopicIdError(KafkaError):

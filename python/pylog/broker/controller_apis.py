@@ -1,5 +1,11 @@
 """The controller's requests to a broker (ZooKeeper mode): LeaderAndIsr,
-UpdateMetadata and StopReplica, answered through the ReplicaManager.
+UpdateMetadata and StopReplica, answered through the ReplicaManager; and the
+requests a broker or a client makes of the controller: ControlledShutdown,
+ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments,
+answered by this broker's KafkaController when it is the active one
+(NOT_CONTROLLER otherwise). An election's answer waits (up to the
+request's timeout) until this broker's MetadataCache shows the new leaders,
+as Kafka's DelayedElectLeader.
 
 Each version's layout is read here (v0-1 LeaderAndIsr and v0-4 UpdateMetadata
 list partitions ungrouped; later versions group them by topic, with topic ids
@@ -15,8 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+import time
+from collections.abc import Callable, Coroutine
 
+from pylog.controller.kafka_controller import (
+    ELECTION_PREFERRED,
+    ELECTION_UNCLEAN,
+    ApiError,
+    KafkaController,
+)
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.errors import ErrorCode
 from pylog.log.checkpoint import TopicPartition
@@ -24,17 +37,38 @@ from pylog.metadata.metadata_cache import BrokerEndpoint, MetadataBroker, Partit
 from pylog.network import Request
 from pylog.protocol import ZERO_UUID
 from pylog.protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     StopReplicaRequest,
     StopReplicaResponse,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from pylog.protocol.messages.alter_partition_reassignments_response import (
+    ReassignablePartitionResponse,
+    ReassignableTopicResponse,
+)
+from pylog.protocol.messages.controlled_shutdown_response import RemainingPartition
+from pylog.protocol.messages.elect_leaders_response import (
+    PartitionResult,
+    ReplicaElectionResult,
+)
 from pylog.protocol.messages.leader_and_isr_request import LeaderAndIsrPartitionState
 from pylog.protocol.messages.leader_and_isr_response import (
     LeaderAndIsrPartitionError,
     LeaderAndIsrTopicError,
+)
+from pylog.protocol.messages.list_partition_reassignments_response import (
+    OngoingPartitionReassignment,
+    OngoingTopicReassignment,
 )
 from pylog.protocol.messages.stop_replica_response import StopReplicaPartitionError
 from pylog.protocol.messages.update_metadata_request import UpdateMetadataPartitionState
@@ -52,15 +86,19 @@ _PROTOCOL_NAMES = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
 
 class ControllerApis:
-    """LeaderAndIsr, UpdateMetadata, StopReplica."""
+    """LeaderAndIsr, UpdateMetadata, StopReplica; ControlledShutdown,
+    ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments."""
 
     def __init__(
         self,
         replica_manager: ReplicaManager,
         group_coordinator: GroupCoordinator | None = None,
+        controller: Callable[[], KafkaController | None] | None = None,
     ) -> None:
         self.replica_manager = replica_manager
         self.group_coordinator = group_coordinator
+        #: this broker's KafkaController (None: no cluster, or not started yet)
+        self.controller = controller or (lambda: None)
         self._tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ LeaderAndIsr
@@ -254,4 +292,159 @@ class ControllerApis:
                 )
                 for tp, code in errors.items()
             ],
+        )
+
+    # ------------------------------------------------------------------ ControlledShutdown
+
+    async def handle_controlled_shutdown_request(
+        self, request: Request, body: ControlledShutdownRequest
+    ) -> ControlledShutdownResponse:
+        controller = self.controller()
+        if controller is None or not controller.is_active:
+            return ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER)
+        # v0-1 carry no broker epoch: -1, which the controller does not check.
+        epoch = body.broker_epoch if request.header.api_version >= 2 else -1
+        result = await controller.controlled_shutdown(body.broker_id, epoch)
+        return ControlledShutdownResponse(
+            error_code=result.error_code,
+            remaining_partitions=[
+                RemainingPartition(topic_name=tp.topic, partition_index=tp.partition)
+                for tp in result.remaining
+            ],
+        )
+
+    # ------------------------------------------------------------------ ElectLeaders
+
+    async def handle_elect_leaders_request(
+        self, request: Request, body: ElectLeadersRequest
+    ) -> ElectLeadersResponse:
+        version = request.header.api_version
+        election_type = body.election_type if version >= 1 else ELECTION_PREFERRED
+        everything = body.topic_partitions is None
+        cache = self.replica_manager.metadata_cache
+        if everything:
+            wanted = {
+                TopicPartition(t, p.partition)
+                for t in cache.topics()
+                for p in cache.partitions_of(t)
+            }
+        else:
+            wanted = {
+                TopicPartition(t.topic, p)
+                for t in body.topic_partitions or []
+                for p in t.partitions
+            }
+        results: dict[TopicPartition, ApiError] = {}
+        controller = self.controller()
+        if election_type not in (ELECTION_PREFERRED, ELECTION_UNCLEAN):
+            message = f"Unknown election type {election_type}."
+            results = {tp: ApiError(ErrorCode.INVALID_REQUEST, message) for tp in wanted}
+        elif controller is None or not controller.is_active:
+            results = {tp: ApiError(ErrorCode.NOT_CONTROLLER) for tp in wanted}
+        else:
+            elected = await controller.elect_leaders(wanted, election_type)
+            expected = {tp: r for tp, r in elected.items() if isinstance(r, int)}
+            results = {tp: r for tp, r in elected.items() if isinstance(r, ApiError)}
+            await self._await_leaders(expected, body.timeout_ms)
+            for tp, leader in expected.items():
+                shown = cache.partition_info(tp.topic, tp.partition)
+                ok = shown is not None and shown.leader == leader
+                results[tp] = ApiError(ErrorCode.NONE if ok else ErrorCode.REQUEST_TIMED_OUT)
+        if everything:
+            # Asked for every partition: only those elected, or failed, are answered.
+            results = {
+                tp: r for tp, r in results.items() if r.error_code != ErrorCode.ELECTION_NOT_NEEDED
+            }
+        by_topic: dict[str, list[PartitionResult]] = {}
+        for tp, r in sorted(results.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                PartitionResult(
+                    partition_id=tp.partition, error_code=r.error_code, error_message=r.message
+                )
+            )
+        return ElectLeadersResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.NONE,
+            replica_election_results=[
+                ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in by_topic.items()
+            ],
+        )
+
+    async def _await_leaders(self, expected: dict[TopicPartition, int], timeout_ms: int) -> None:
+        """Until this broker's MetadataCache shows every elected leader (the
+        controller's UpdateMetadata has arrived), or ``timeout_ms`` passes."""
+        cache = self.replica_manager.metadata_cache
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        while expected:
+            pending = [
+                tp
+                for tp, leader in expected.items()
+                if (shown := cache.partition_info(tp.topic, tp.partition)) is None
+                or shown.leader != leader
+            ]
+            if not pending or time.monotonic() >= deadline:
+                return
+            await asyncio.sleep(0.01)
+
+    # ------------------------------------------------------------------ reassignments
+
+    async def handle_alter_partition_reassignments_request(
+        self, request: Request, body: AlterPartitionReassignmentsRequest
+    ) -> AlterPartitionReassignmentsResponse:
+        controller = self.controller()
+        if controller is None or not controller.is_active:
+            return AlterPartitionReassignmentsResponse(error_code=ErrorCode.NOT_CONTROLLER)
+        wanted: dict[TopicPartition, list[int] | None] = {}
+        for t in body.topics:
+            for p in t.partitions:
+                replicas = p.replicas
+                wanted[TopicPartition(t.name, p.partition_index)] = (
+                    None if replicas is None else list(replicas)  # None: cancel
+                )
+        got = await controller.alter_partition_reassignments(wanted)
+        if isinstance(got, ApiError):
+            return AlterPartitionReassignmentsResponse(
+                error_code=got.error_code, error_message=got.message
+            )
+        by_topic: dict[str, list[ReassignablePartitionResponse]] = {}
+        for tp, e in sorted(got.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                ReassignablePartitionResponse(
+                    partition_index=tp.partition, error_code=e.error_code, error_message=e.message
+                )
+            )
+        return AlterPartitionReassignmentsResponse(
+            error_code=ErrorCode.NONE,
+            responses=[
+                ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()
+            ],
+        )
+
+    async def handle_list_partition_reassignments_request(
+        self, request: Request, body: ListPartitionReassignmentsRequest
+    ) -> ListPartitionReassignmentsResponse:
+        controller = self.controller()
+        if controller is None or not controller.is_active:
+            return ListPartitionReassignmentsResponse(error_code=ErrorCode.NOT_CONTROLLER)
+        wanted = None
+        if body.topics is not None:
+            wanted = [TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes]
+        got = await controller.list_partition_reassignments(wanted)
+        if isinstance(got, ApiError):
+            return ListPartitionReassignmentsResponse(
+                error_code=got.error_code, error_message=got.message
+            )
+        by_topic: dict[str, list[OngoingPartitionReassignment]] = {}
+        for tp, a in sorted(got.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                OngoingPartitionReassignment(
+                    partition_index=tp.partition,
+                    replicas=list(a.replicas),
+                    adding_replicas=list(a.adding),
+                    removing_replicas=list(a.removing),
+                )
+            )
+        return ListPartitionReassignmentsResponse(
+            error_code=ErrorCode.NONE,
+            topics=[OngoingTopicReassignment(name=t, partitions=ps) for t, ps in by_topic.items()],
         )

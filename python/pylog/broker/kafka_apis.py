@@ -13,7 +13,9 @@ from the handlers of each concern, as Kafka splits them:
   broker always has one; the data-path tests drive KafkaApis without);
 * ``sasl_apis`` — SaslHandshake;
 * ``controller_apis`` — the controller's LeaderAndIsr, UpdateMetadata and
-  StopReplica (replication between brokers);
+  StopReplica (replication between brokers), and what is asked of the
+  controller: ControlledShutdown, ElectLeaders, AlterPartitionReassignments,
+  ListPartitionReassignments;
 * ApiVersions here, which advertises exactly the table's keys.
 
 A handler that must wait (acks=-1, a Fetch below min_bytes) calls
@@ -37,6 +39,7 @@ from pylog.broker.group_apis import GroupApis
 from pylog.broker.produce_fetch_apis import ProduceFetchApis
 from pylog.broker.sasl_apis import SaslApis
 from pylog.broker.topic_apis import TopicApis
+from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
 from pylog.errors import (
@@ -60,8 +63,10 @@ from pylog.protocol import (
 )
 from pylog.protocol.messages import (
     AlterConfigsRequest,
+    AlterPartitionReassignmentsRequest,
     ApiVersionsRequest,
     ApiVersionsResponse,
+    ControlledShutdownRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
@@ -71,6 +76,7 @@ from pylog.protocol.messages import (
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
+    ElectLeadersRequest,
     FetchRequest,
     FindCoordinatorRequest,
     HeartbeatRequest,
@@ -81,6 +87,7 @@ from pylog.protocol.messages import (
     LeaveGroupRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
+    ListPartitionReassignmentsRequest,
     MetadataRequest,
     OffsetCommitRequest,
     OffsetDeleteRequest,
@@ -151,6 +158,7 @@ class KafkaApis:
         metadata_store: MetadataStore,
         group_coordinator: GroupCoordinator | None = None,
         producer_id_manager: ProducerIdManager | None = None,
+        controller: Callable[[], KafkaController | None] | None = None,
     ) -> None:
         self.config = config
         self.replica_manager = replica_manager
@@ -168,7 +176,7 @@ class KafkaApis:
             config, replica_manager, metadata_store, configs, on_topic_deleted=self._topic_deleted
         )
         sasl = SaslApis()
-        controller = ControllerApis(replica_manager, group_coordinator)
+        controller_apis = ControllerApis(replica_manager, group_coordinator, controller)
         handlers: dict[int, Route] = {
             ApiKey.PRODUCE: Route(ProduceRequest, data.handle_produce_request),
             ApiKey.FETCH: Route(FetchRequest, data.handle_fetch_request),
@@ -204,12 +212,28 @@ class KafkaApis:
                 DescribeClusterRequest, cluster.handle_describe_cluster_request
             ),
             ApiKey.LEADER_AND_ISR: Route(
-                LeaderAndIsrRequest, controller.handle_leader_and_isr_request
+                LeaderAndIsrRequest, controller_apis.handle_leader_and_isr_request
             ),
             ApiKey.UPDATE_METADATA: Route(
-                UpdateMetadataRequest, controller.handle_update_metadata_request
+                UpdateMetadataRequest, controller_apis.handle_update_metadata_request
             ),
-            ApiKey.STOP_REPLICA: Route(StopReplicaRequest, controller.handle_stop_replica_request),
+            ApiKey.STOP_REPLICA: Route(
+                StopReplicaRequest, controller_apis.handle_stop_replica_request
+            ),
+            ApiKey.CONTROLLED_SHUTDOWN: Route(
+                ControlledShutdownRequest, controller_apis.handle_controlled_shutdown_request
+            ),
+            ApiKey.ELECT_LEADERS: Route(
+                ElectLeadersRequest, controller_apis.handle_elect_leaders_request
+            ),
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: Route(
+                AlterPartitionReassignmentsRequest,
+                controller_apis.handle_alter_partition_reassignments_request,
+            ),
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: Route(
+                ListPartitionReassignmentsRequest,
+                controller_apis.handle_list_partition_reassignments_request,
+            ),
         }
         if group_coordinator is not None:
             groups = GroupApis(

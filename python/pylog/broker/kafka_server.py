@@ -23,8 +23,11 @@ same id fails the start-up. It then joins the controller election
 Without it nothing of this runs: a lone broker keeps its metadata in its
 first log directory (JsonMetadataStore).
 
-Shutdown (SIGTERM, SIGINT, or :meth:`KafkaServer.shutdown`): deregister from
-ZooKeeper (a cluster member), stop accepting,
+Shutdown (SIGTERM, SIGINT, or :meth:`KafkaServer.shutdown`): on a cluster,
+first a controlled shutdown (PendingControlledShutdown: the controller moves
+this broker's leaderships to other in-sync replicas and takes it out of the
+ISRs while it still serves, ``controlled.shutdown.*``); then deregister from
+ZooKeeper, stop accepting,
 stop reading requests, answer every request already received (bounded by
 ``shutdown.timeout.ms``), close connections, shut the request handlers and the
 purgatory down, then the LogManager flushes every log and writes the
@@ -50,7 +53,7 @@ from pylog.broker.kafka_apis import KafkaApis
 from pylog.broker.kafka_healthcheck import KafkaHealthcheck
 from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
-from pylog.errors import InvalidConfigurationError
+from pylog.errors import ErrorCode, InvalidConfigurationError
 from pylog.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from pylog.metadata import JsonMetadataStore, MetadataStore
 from pylog.metadata.kafka_zk_client import KafkaZkClient
@@ -59,6 +62,9 @@ from pylog.metadata.zk_store import ZkMetadataStore
 from pylog.network.metrics import MetricsRegistry, MetricsServer
 from pylog.network.request_channel import RequestHandler
 from pylog.network.socket_server import ListenerSpec, SocketServer
+from pylog.protocol import ApiKey
+from pylog.protocol.client import KafkaConnection
+from pylog.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
 from pylog.server.alter_isr_manager import AlterIsrManager, InProcessAlterIsrManager
 from pylog.server.broker_metadata_checkpoint import (
     BrokerMetadata,
@@ -74,6 +80,9 @@ from pylog.server.zk_alter_isr_manager import ZkAlterIsrManager
 __all__ = ["BrokerState", "IllegalBrokerStateTransition", "KafkaServer"]
 
 _log = logging.getLogger("pylog.broker")
+
+#: The ControlledShutdown version a broker sends (with its broker epoch, KIP-380).
+CONTROLLED_SHUTDOWN_VERSION = 3
 
 
 class BrokerState(enum.IntEnum):
@@ -156,7 +165,9 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     replica_manager.register_metrics(server.metrics)
     server.replica_manager = replica_manager
     coordinator = GroupCoordinator(server.config, replica_manager, store)
-    apis = KafkaApis(server.config, replica_manager, store, coordinator)
+    apis = KafkaApis(
+        server.config, replica_manager, store, coordinator, controller=lambda: server.controller
+    )
     coordinator.register_metrics(server.metrics)
     coordinator.startup()
     server.group_coordinator = coordinator
@@ -400,6 +411,13 @@ class KafkaServer:
             inter_broker_listener=c.inter_broker_listener_name,
             unclean_leader_election_default=str(c.get("unclean.leader.election.enable")).lower()
             == "true",
+            auto_leader_rebalance=bool(c.get("auto.leader.rebalance.enable")),
+            leader_imbalance_check_interval_s=float(
+                c.get("leader.imbalance.check.interval.seconds")
+            ),
+            leader_imbalance_per_broker_percentage=int(
+                c.get("leader.imbalance.per.broker.percentage")
+            ),
             on_active_change=self._on_controller_change,
         )
         controller.register_metrics(self.metrics)
@@ -433,12 +451,20 @@ class KafkaServer:
 
     async def shutdown(self) -> None:
         """Graceful shutdown (see the module docstring). Idempotent."""
-        if self.state in (BrokerState.NotRunning, BrokerState.BrokerShuttingDown):
+        if self.state in (
+            BrokerState.NotRunning,
+            BrokerState.PendingControlledShutdown,
+            BrokerState.BrokerShuttingDown,
+        ):
             await self._stopped.wait()
             return
+        t0 = time.perf_counter()
         if self.state in (BrokerState.RunningAsBroker, BrokerState.RunningAsController):
             self._transition(BrokerState.PendingControlledShutdown)
-        t0 = time.perf_counter()
+            try:
+                await self._controlled_shutdown()
+            except Exception:
+                _log.exception("controlled shutdown failed")
         self._transition(BrokerState.BrokerShuttingDown)
         if self.replica_manager is not None:
             # A topic creation on a worker thread stops now, so the in-flight
@@ -452,6 +478,105 @@ class KafkaServer:
             self._stopped.set()
         _log.info("broker %d shut down in %.0f ms", self.config.broker_id,
                   (time.perf_counter() - t0) * 1000)  # fmt: skip
+
+    async def _controlled_shutdown(self) -> None:
+        """On a cluster, ask the controller to move this broker's leaderships
+        to other in-sync replicas first (Kafka's controlled shutdown, up to
+        ``controlled.shutdown.max.retries`` attempts ``controlled.shutdown.retry.backoff.ms``
+        apart); when every attempt fails the broker stops anyway."""
+        c = self.config
+        if self.zk_client is None or self.controller is None or self.healthcheck is None:
+            return
+        if not c.get("controlled.shutdown.enable"):
+            return
+        retries = int(c.get("controlled.shutdown.max.retries"))
+        backoff = int(c.get("controlled.shutdown.retry.backoff.ms")) / 1000
+        _log.info("starting controlled shutdown")
+        for remaining in range(retries - 1, -1, -1):
+            try:
+                done = await self._request_controlled_shutdown()
+            except Exception as e:  # an unreachable controller: try again
+                _log.warning("controlled shutdown request failed: %s", e)
+                done = False
+            if done:
+                await self._await_leadership_moved()
+                return
+            if remaining:
+                await asyncio.sleep(backoff)
+                _log.info("retrying controlled shutdown (%d retries remaining)", remaining)
+        _log.warning("proceeding to do an unclean shutdown as all the controlled shutdown "
+                     "attempts failed")  # fmt: skip
+
+    async def _await_leadership_moved(self) -> None:
+        """Wait until the controller's LeaderAndIsr has made this broker a
+        follower of every partition it led with other replicas (bounded by
+        ``controller.socket.timeout.ms``): a produce waiting here for
+        followers that follow another leader now would hold up the drain, and
+        a controller's requests to itself would go with its resignation."""
+        rm = self.replica_manager
+        if rm is None:
+            return
+        deadline = time.monotonic() + int(self.config.get("controller.socket.timeout.ms")) / 1000
+        while True:
+            led = [
+                f"{tp.topic}-{tp.partition} (leader epoch {p.leader_epoch})"
+                for tp, p in rm.partitions().items()
+                if p.is_leader and len(p.assigned_replicas) > 1
+            ]
+            if not led:
+                return
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.01)
+        _log.warning("still leading %s after the controlled shutdown", ", ".join(led[:10]))
+
+    async def _request_controlled_shutdown(self) -> bool:
+        """One attempt: True when the controller has moved every leadership."""
+        controller = self.controller
+        zk = self.zk_client
+        assert controller is not None and zk is not None
+        c = self.config
+        t0 = time.perf_counter()
+        if controller.is_active:  # this broker is the controller: no request to itself
+            result = await controller.controlled_shutdown(c.broker_id, self.broker_epoch)
+            code, message = result.error_code, result.message
+            remaining = [f"{tp.topic}-{tp.partition}" for tp in result.remaining]
+        else:
+            cid = controller.active_controller_id
+            if cid < 0:
+                cid = self.metadata_cache.controller_id or -1
+            if cid < 0:
+                _log.info("no controller known for the controlled shutdown")
+                return False
+            ep = self.metadata_cache.broker_endpoint(cid, c.inter_broker_listener_name)
+            if ep is not None:
+                address = f"{ep.host}:{ep.port}"
+            else:
+                info = await zk.run(zk.get_broker, cid)
+                found = info.endpoint(c.inter_broker_listener_name) if info else None
+                if found is None:
+                    _log.info("controller %d has no registration to reach it at", cid)
+                    return False
+                address = f"{found.host}:{found.port}"
+            timeout = int(c.get("controller.socket.timeout.ms")) / 1000
+            response = await asyncio.to_thread(
+                _send_controlled_shutdown, address, c.broker_id, self.broker_epoch, timeout
+            )
+            code, message = response.error_code, None
+            remaining = [
+                f"{p.topic_name}-{p.partition_index}" for p in response.remaining_partitions
+            ]
+        ms = (time.perf_counter() - t0) * 1000
+        if code != ErrorCode.NONE:
+            _log.info("controlled shutdown request returned after %.0f ms with error %s%s", ms,
+                      _error_name(code), f" ({message})" if message else "")  # fmt: skip
+            return False
+        if remaining:
+            _log.info("controlled shutdown request returned after %.0f ms with %d partitions "
+                      "remaining to move: %s", ms, len(remaining), remaining[:10])  # fmt: skip
+            return False
+        _log.info("controlled shutdown request returned successfully after %.0f ms", ms)
+        return True
 
     async def _stop_components(self, timeout: float) -> None:
         if self.controller is not None:
@@ -612,6 +737,26 @@ _CLEANER_GAUGES = {
     "max_clean_time_secs": "Duration of the last clean.",
     "bytes_cleaned": "Bytes read by cleans since start-up.",
 }
+
+
+def _send_controlled_shutdown(
+    address: str, broker_id: int, broker_epoch: int, timeout: float
+) -> ControlledShutdownResponse:
+    """ControlledShutdown v3 to the controller at ``address`` (blocking)."""
+    with KafkaConnection(address, timeout=timeout, client_id=f"broker-{broker_id}") as conn:
+        return conn.request(
+            ApiKey.CONTROLLED_SHUTDOWN,
+            CONTROLLED_SHUTDOWN_VERSION,
+            ControlledShutdownRequest(broker_id=broker_id, broker_epoch=broker_epoch),
+            ControlledShutdownResponse,
+        )
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
 
 
 async def _maybe_await(method: Callable[[], object] | None) -> None:

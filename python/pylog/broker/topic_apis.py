@@ -214,13 +214,15 @@ class TopicApis:
         num_partitions: int = t.num_partitions
         replication_factor: int = t.replication_factor
         assignments = list(t.assignments or [])
+        placed: dict[int, list[int]] | None = None
         if assignments:
             if num_partitions != -1 or replication_factor != -1:
                 raise InvalidRequestError(
                     "Both numPartitions or replicationFactor and replicasAssignments were set. "
                     "Both cannot be used at the same time."
                 )
-            num_partitions, replication_factor = self._check_assignments(assignments)
+            placed = self._check_assignments(assignments)
+            num_partitions, replication_factor = len(placed), len(placed[0])
         else:
             if num_partitions == -1:
                 num_partitions = self.config.num_partitions
@@ -253,37 +255,57 @@ class TopicApis:
             num_partitions,
             replication_factor,
             {k: v for k, v in configs.items() if v is not None},
+            replica_assignment=placed,
         )
         return new, effective
 
-    def _check_assignments(self, assignments: list[CreatableReplicaAssignment]) -> tuple[int, int]:
-        """(partitions, replication factor) of an explicit replica assignment."""
-        indexes = sorted(a.partition_index for a in assignments)
-        if indexes != list(range(len(indexes))):
+    @property
+    def _cluster(self) -> bool:
+        """A controller places replicas over the registered brokers (ZooKeeper
+        mode): the store checks an assignment's brokers against them."""
+        return bool(getattr(self.metadata_store, "controller_managed", False))
+
+    def _check_replicas(self, partition: int, replicas: list[int]) -> None:
+        """One partition's replicas (Kafka's checks and messages)."""
+        if not replicas:
             raise InvalidReplicaAssignmentError(
-                "Partitions must be numbered consecutively from 0 in the replica assignment."
+                f"Cannot have replication factor of 0 for partition id {partition}."
             )
-        factors = {len(a.broker_ids) for a in assignments}
-        for a in assignments:
-            if not a.broker_ids:
-                raise InvalidReplicaAssignmentError(
-                    f"Partition {a.partition_index} has an empty replica assignment."
-                )
-            if len(set(a.broker_ids)) != len(a.broker_ids):
-                raise InvalidReplicaAssignmentError(
-                    f"Duplicate brokers in the replica assignment of partition "
-                    f"{a.partition_index}: {a.broker_ids}."
-                )
-            unknown = sorted(b for b in a.broker_ids if b != self.broker_id)
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignmentError(
+                "Duplicate brokers not allowed in replica assignment: "
+                f"{', '.join(map(str, replicas))} for partition id {partition}."
+            )
+        if not self._cluster:
+            unknown = sorted({b for b in replicas if b != self.broker_id})
             if unknown:
                 raise InvalidReplicaAssignmentError(
                     f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
                 )
-        if len(factors) != 1:
+
+    def _check_assignments(
+        self, assignments: list[CreatableReplicaAssignment]
+    ) -> dict[int, list[int]]:
+        """An explicit replica assignment of a new topic, checked: partition
+        → replicas. On a cluster the store checks that its brokers are registered."""
+        placed: dict[int, list[int]] = {}
+        for a in assignments:
+            if a.partition_index in placed:
+                raise InvalidReplicaAssignmentError(
+                    "partitions should be a consecutive 0-based integer sequence"
+                )
+            placed[a.partition_index] = list(a.broker_ids)
+        if len({len(r) for r in placed.values()}) != 1:
             raise InvalidReplicaAssignmentError(
-                "All partitions must have the same replication factor in the replica assignment."
+                "All partitions should have the same number of replicas"
             )
-        return len(indexes), factors.pop()
+        for p, replicas in sorted(placed.items()):
+            self._check_replicas(p, replicas)
+        if sorted(placed) != list(range(len(placed))):
+            raise InvalidReplicaAssignmentError(
+                "partitions should be a consecutive 0-based integer sequence"
+            )
+        return placed
 
     # ------------------------------------------------------------------ DeleteTopics
 
@@ -426,28 +448,42 @@ class TopicApis:
             )
         if count == meta.partitions:
             raise InvalidPartitionsError(f"Topic already has {meta.partitions} partitions.")
-        assignments = t.assignments
-        if assignments is not None:
-            added = count - meta.partitions
-            if len(assignments) != added:
-                raise InvalidReplicaAssignmentError(
-                    f"Increasing the number of partitions by {added} but {len(assignments)} "
-                    "assignments provided."
-                )
-            for i, a in enumerate(assignments):
-                unknown = sorted(b for b in a.broker_ids if b != self.broker_id)
+        placed: list[list[int]] | None = None
+        if t.assignments is not None:
+            placed = [list(a.broker_ids) for a in t.assignments]
+            if not self._cluster:
+                unknown = sorted({b for r in placed for b in r if b != self.broker_id})
                 if unknown:
                     raise InvalidReplicaAssignmentError(
                         f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
                     )
-                if len(a.broker_ids) != meta.replication_factor:
-                    raise InvalidReplicaAssignmentError(
-                        f"Inconsistent replication factor between partitions, partition 0 has "
-                        f"{meta.replication_factor} while partition {meta.partitions + i} has "
-                        f"{len(a.broker_ids)}."
-                    )
+            added = count - meta.partitions
+            if len(placed) != added:
+                raise InvalidReplicaAssignmentError(
+                    f"Increasing the number of partitions by {added} but {len(placed)} "
+                    "assignments provided."
+                )
+            for i, replicas in enumerate(placed):
+                self._check_replicas(meta.partitions + i, replicas)
+            bad = [
+                (meta.partitions + i, len(r))
+                for i, r in enumerate(placed)
+                if len(r) != meta.replication_factor
+            ]
+            if bad:
+                ids = ", ".join(str(p) for p, _ in bad)
+                factors = ", ".join(str(n) for _, n in bad)
+                raise InvalidReplicaAssignmentError(
+                    "Inconsistent replication factor between partitions, partition 0 has "
+                    f"{meta.replication_factor} while partitions [{ids}] have replication "
+                    f"factors [{factors}], respectively."
+                )
         self.metadata_store.add_partitions(
-            t.name, count, validate_only=validate_only, max_partitions=self.max_partitions
+            t.name,
+            count,
+            validate_only=validate_only,
+            max_partitions=self.max_partitions,
+            replica_assignment=placed,
         )
         if not validate_only:
             _log.info("topic %s now has %d partitions", quoted(t.name), count)

@@ -62,6 +62,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.CREATE_PARTITIONS: 3,
     ApiKey.DESCRIBE_CONFIGS: 4,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
+    ApiKey.ELECT_LEADERS: 2,
 }
 
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
@@ -670,6 +671,36 @@ class ClusterClient:
         """DeleteTopics at the controller; the per-topic results."""
         body = {"topic_names": names, "timeout_ms": int(self.timeout_s * 1000)}
         return self._at_controller(ApiKey.DELETE_TOPICS, body, "responses")
+
+    def elect_leaders(
+        self, election_type: int, partitions: Mapping[str, list[int]] | None
+    ) -> list[tuple[str, int, int, str | None]]:
+        """ElectLeaders at the controller (None: every partition); per
+        partition (topic, partition, error code, message)."""
+
+        def body(version: int) -> dict[str, Any]:
+            return {
+                "election_type": election_type,
+                "topic_partitions": None
+                if partitions is None
+                else [{"topic": t, "partitions": ps} for t, ps in partitions.items()],
+                "timeout_ms": int(self.timeout_s * 1000),
+            }
+
+        def attempt() -> list[tuple[str, int, int, str | None]]:
+            resp = self.request(ApiKey.ELECT_LEADERS, body, self.controller())
+            check(resp.get("error_code", 0))
+            found = [
+                (t.topic, p.partition_id, p.error_code, p.error_message)
+                for t in resp.replica_election_results
+                for p in t.partition_result
+            ]
+            for _, _, code, message in found:
+                if code == ErrorCode.NOT_CONTROLLER:
+                    raise error_for(code, message)
+            return found
+
+        return list(self.retrying(attempt))
 
     def _at_controller(self, api_key: int, body: Mapping[str, Any], results: str) -> list[Any]:
         def attempt() -> list[Any]:

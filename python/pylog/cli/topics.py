@@ -1,6 +1,7 @@
-"""``pylog topics create|list|describe|alter|delete``: topic administration over
-the Kafka protocol (CreateTopics, Metadata, DescribeConfigs, CreatePartitions,
-DeleteTopics), with output laid out like Kafka's topic tool."""
+"""``pylog topics create|list|describe|alter|delete|elect-leaders``: topic
+administration over the Kafka protocol (CreateTopics, Metadata,
+DescribeConfigs, CreatePartitions, DeleteTopics, ElectLeaders), with output
+laid out like Kafka's topic and leader-election tools."""
 
 from __future__ import annotations
 
@@ -229,3 +230,70 @@ def delete(
             failures.append(f"topic {name}: {error_for_code(code, topic.error_message)}")
     if failures:
         raise CommandError("; ".join(failures))
+
+
+ELECTION_TYPES = {"preferred": 0, "unclean": 1}
+ELECTION_NOT_NEEDED = 84
+
+
+@topics.command("elect-leaders")
+@bootstrap_option
+@timeout_option
+@click.option(
+    "--election-type",
+    type=click.Choice(sorted(ELECTION_TYPES), case_sensitive=False),
+    required=True,
+    help="preferred: give leadership back to each partition's first replica (if in "
+    "sync); unclean: elect a leader for partitions without a live one, from outside "
+    "the ISR if need be.",
+)
+@click.option("--topic", "name", default=None, help="Only this topic's partitions.")
+@click.option(
+    "--partition", "partition", type=click.IntRange(min=0), default=None,
+    help="Only this partition of --topic.",
+)  # fmt: skip
+@click.option(
+    "--all-topic-partitions", "everything", is_flag=True, help="Every partition of every topic."
+)
+def elect_leaders(
+    bootstrap_server: str,
+    request_timeout_ms: int,
+    election_type: str,
+    name: str | None,
+    partition: int | None,
+    everything: bool,
+) -> None:
+    """Elect partition leaders (Kafka's kafka-leader-election.sh)."""
+    if everything == (name is not None):
+        raise click.UsageError("give either --topic or --all-topic-partitions")
+    if partition is not None and name is None:
+        raise click.UsageError("--partition needs --topic")
+    kind = election_type.lower()
+    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+        wanted: dict[str, list[int]] | None = None
+        if name is not None:
+            if partition is not None:
+                wanted = {name: [partition]}
+            else:
+                found = admin.partitions(name)
+                if found is None:
+                    raise CommandError(f"topic '{name}' does not exist")
+                wanted = {name: sorted(found)}
+        results = admin.elect_leaders(ELECTION_TYPES[kind], wanted)
+    done = [f"{t}-{p}" for t, p, code, _ in results if code == 0]
+    needless = [f"{t}-{p}" for t, p, code, _ in results if code == ELECTION_NOT_NEEDED]
+    failed = [
+        f"{t}-{p}: {error_for_code(code, message)}"
+        for t, p, code, message in results
+        if code not in (0, ELECTION_NOT_NEEDED)
+    ]
+    label = kind.upper()
+    if done:
+        click.echo(f"Successfully completed leader election ({label}) for partitions "
+                   f"{', '.join(done)}")  # fmt: skip
+    if needless:
+        click.echo(f"Valid replica already elected for partitions {', '.join(needless)}")
+    if not results:
+        click.echo(f"No partition needed a leader election ({label}).")
+    if failed:
+        raise CommandError(f"leader election ({label}) failed for " + "; ".join(failed))

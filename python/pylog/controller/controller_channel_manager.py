@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -124,6 +125,11 @@ class ControllerChannelManager:
     def _close(ch: _BrokerChannel) -> None:
         conn, ch.conn = ch.conn, None
         if conn is not None:
+            # shutdown() first: a worker thread blocked reading the answer
+            # (close() alone does not wake it) returns now, instead of holding
+            # the executor — and the broker's exit — for the socket timeout.
+            with contextlib.suppress(Exception):
+                conn.sock.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(Exception):
                 conn.close()
 
@@ -184,6 +190,8 @@ class _LeaderAndIsrEntry:
     state: LeaderAndIsr
     replicas: list[int]
     is_new: bool
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
 
 
 class ControllerBrokerRequestBatch:
@@ -207,10 +215,12 @@ class ControllerBrokerRequestBatch:
         if state is None:
             return
         replicas = self.context.replicas(tp)
+        adding = self.context.adding_replicas.get(tp, [])
+        removing = self.context.removing_replicas.get(tp, [])
         for b in brokers:
             if b in self.context.live_brokers:
                 self._leader_and_isr.setdefault(b, {})[tp] = _LeaderAndIsrEntry(
-                    state, replicas, is_new
+                    state, replicas, is_new, list(adding), list(removing)
                 )
         self.add_update_metadata(self.context.live_brokers, [tp])
 
@@ -225,7 +235,7 @@ class ControllerBrokerRequestBatch:
             return
         state = self.context.leadership.get(tp)
         epoch = state.leader_epoch if state is not None else -1
-        if delete:
+        if delete and tp.topic in self.context.topics_being_deleted:
             epoch = LEADER_DURING_DELETE  # any leader epoch: the topic goes
         self._stop_replica.setdefault(broker, {})[tp] = (epoch, delete)
 
@@ -297,6 +307,8 @@ class ControllerBrokerRequestBatch:
                     isr=list(e.state.isr),
                     partition_epoch=max(e.state.zk_version, 0),
                     replicas=list(e.replicas),
+                    adding_replicas=list(e.adding),
+                    removing_replicas=list(e.removing),
                     is_new=e.is_new,
                 )
                 for tp, e in sorted(entries.items())

@@ -16,10 +16,13 @@ _log = logging.getLogger("pylog.controller.events")
 
 @dataclass(frozen=True)
 class ControllerEvent:
-    """A named unit of the controller's work (the name is for the logs)."""
+    """A named unit of the controller's work (the name is for the logs).
+    ``preempt`` answers whoever waits on an event dropped unprocessed (Kafka's
+    ControllerEvent.preempt: a resignation, a shutdown)."""
 
     name: str
     process: Callable[[], Awaitable[None]]
+    preempt: Callable[[], None] | None = None
 
 
 class ControllerEventManager:
@@ -37,7 +40,12 @@ class ControllerEventManager:
     def clear(self) -> None:
         """Drop events not yet started (a resignation makes them moot)."""
         while not self._queue.empty():
-            self._queue.get_nowait()
+            event = self._queue.get_nowait()
+            if event is not None and event.preempt is not None:
+                try:
+                    event.preempt()
+                except Exception:
+                    _log.exception("preempting controller event %s failed", event.name)
 
     @property
     def queue_size(self) -> int:

@@ -8,9 +8,16 @@ one wins and its epoch is unique. The winner loads the cluster into its
 ControllerContext, watches ``/brokers/ids``, ``/brokers/topics`` (and each
 topic's assignment), ``/admin/delete_topics`` and ``/isr_change_notification``,
 sends every live broker UpdateMetadata and every replica its LeaderAndIsr, and
-brings offline and new partitions online. When ``/controller`` then names
-another broker (or disappears with this broker's session), it resigns: its
-watches, channels and context go.
+brings offline and new partitions online, and carries on the reassignments
+in flight. When ``/controller`` then names another broker (or disappears with
+this broker's session), it resigns: its watches, channels and context go.
+
+In office it also answers what brokers and clients ask of the controller: a
+stopping broker's ControlledShutdown (its leaderships move to other in-sync
+replicas), ElectLeaders (preferred or unclean elections, also run by the
+``auto.leader.rebalance.enable`` check and ``/admin/preferred_replica_election``),
+and AlterPartitionReassignments / ListPartitionReassignments (with
+``/admin/reassign_partitions``), each an event on the same queue.
 
 Every watch and every piece of work is a ControllerEvent run one at a time
 by the ControllerEventManager, on the event loop; ZooKeeper calls run on the
@@ -19,29 +26,60 @@ client's executor (``zk.run``)."""
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from pylog.controller.controller_channel_manager import (
     ControllerBrokerRequestBatch,
     ControllerChannelManager,
 )
-from pylog.controller.controller_context import ControllerContext, PartitionState, ReplicaState
+from pylog.controller.controller_context import (
+    ControllerContext,
+    PartitionState,
+    ReplicaAssignment,
+    ReplicaState,
+)
 from pylog.controller.controller_event_manager import ControllerEvent, ControllerEventManager
-from pylog.controller.partition_state_machine import ElectionStats, PartitionStateMachine
+from pylog.controller.election import LeaderElectionStrategy
+from pylog.controller.partition_state_machine import (
+    ElectionStats,
+    PartitionStateMachine,
+    StateChangeFailed,
+)
 from pylog.controller.replica_state_machine import ReplicaStateMachine
+from pylog.errors import ErrorCode
 from pylog.log.checkpoint import TopicPartition
-from pylog.metadata.kafka_zk_client import ControllerMovedError, KafkaZkClient, ZkError
+from pylog.metadata.kafka_zk_client import (
+    ControllerMovedError,
+    KafkaZkClient,
+    ZkError,
+    ZkNodeExists,
+    ZkVersionMismatch,
+)
 from pylog.metadata.zk_data import (
     ControllerZNode,
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
+    LeaderAndIsr,
+    PreferredReplicaElectionZNode,
+    ReassignPartitionsZNode,
+    TopicReplicaAssignment,
     TopicsZNode,
     TopicZNode,
+    ZkDataError,
 )
 from pylog.network.metrics import MetricsRegistry
 
-__all__ = ["KafkaController"]
+__all__ = [
+    "ELECTION_PREFERRED",
+    "ELECTION_UNCLEAN",
+    "ApiError",
+    "ControlledShutdownResult",
+    "ElectionTrigger",
+    "KafkaController",
+]
 
 #: Seconds between election attempts while ZooKeeper is unreachable.
 _ELECTION_RETRY_S = 0.5
@@ -49,6 +87,46 @@ _ELECTION_RETRY_S = 0.5
 _log = logging.getLogger("pylog.controller")
 
 _TRUE = ("true", "1", "yes")
+
+#: AbstractControlRequest.UNKNOWN_BROKER_EPOCH: a request without an epoch (v0-1).
+UNKNOWN_BROKER_EPOCH = -1
+#: Kafka's ElectionType values (ElectLeaders v1+).
+ELECTION_PREFERRED = 0
+ELECTION_UNCLEAN = 1
+#: Kafka's first automatic leader balance check after taking office.
+_FIRST_REBALANCE_CHECK_S = 5.0
+
+
+class ElectionTrigger(enum.Enum):
+    """Who asked for a leader election (Kafka's ElectionTrigger)."""
+
+    AdminClientTriggered = "admin client"
+    ZkTriggered = "/admin/preferred_replica_election"
+    AutoTriggered = "the leader balance check"
+
+
+@dataclass(frozen=True)
+class ApiError:
+    """An error code and message for a partition (or a whole request):
+    Kafka's ApiError."""
+
+    error_code: int
+    message: str | None = None
+
+
+#: Per partition: the leader elected, or why none was.
+ElectionResults = dict[TopicPartition, int | ApiError]
+_NONE = ApiError(ErrorCode.NONE)
+
+
+@dataclass
+class ControlledShutdownResult:
+    """The controller's answer to a ControlledShutdown: an error code (and
+    message), or the partitions the broker still leads (none: it may stop)."""
+
+    error_code: int = ErrorCode.NONE
+    message: str | None = None
+    remaining: list[TopicPartition] = field(default_factory=list)
 
 
 class KafkaController:
@@ -59,11 +137,18 @@ class KafkaController:
         *,
         inter_broker_listener: str,
         unclean_leader_election_default: bool = False,
+        auto_leader_rebalance: bool = False,
+        leader_imbalance_check_interval_s: float = 300.0,
+        leader_imbalance_per_broker_percentage: int = 10,
         on_active_change: Callable[[bool], None] | None = None,
     ) -> None:
         self.zk = zk
         self.broker_id = broker_id
         self.unclean_default = unclean_leader_election_default
+        #: auto.leader.rebalance.enable and its leader.imbalance.* keys
+        self.auto_leader_rebalance = auto_leader_rebalance
+        self.leader_imbalance_check_interval_s = leader_imbalance_check_interval_s
+        self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
         self.on_active_change = on_active_change
         self.context = ControllerContext()
         self.events = ControllerEventManager()
@@ -82,6 +167,9 @@ class KafkaController:
         self._topic_watches: dict[str, Callable[[], None]] = {}
         #: topic → brokers whose StopReplica(delete) has not been answered
         self._deletion_pending: dict[str, set[int]] = {}
+        self._rebalance_timer: asyncio.TimerHandle | None = None
+        #: /admin/reassign_partitions existed at the watch's last call
+        self._reassign_znode_seen = False
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -122,6 +210,23 @@ class KafkaController:
             lambda: float(self.context.offline_partition_count()) if self.is_active else 0.0,
         )
         metrics.gauge(
+            "kafka_controller_kafkacontroller_preferredreplicaimbalancecount",
+            "Partitions not led by their preferred replica (on the active controller).",
+            lambda: (
+                float(self.context.preferred_replica_imbalance_count()) if self.is_active else 0.0
+            ),
+        )
+        metrics.gauge(
+            "kafka_controller_kafkacontroller_globaltopiccount",
+            "Topics in the cluster (on the active controller).",
+            lambda: float(len(self.context.assignments)) if self.is_active else 0.0,
+        )
+        metrics.gauge(
+            "kafka_controller_kafkacontroller_globalpartitioncount",
+            "Partitions with a leader (on the active controller).",
+            lambda: float(len(self.context.leadership)) if self.is_active else 0.0,
+        )
+        metrics.gauge(
             "kafka_controller_controllerstats_leaderelectionrateandtimems_count",
             "Leader elections by this controller (LeaderElectionRateAndTimeMs count).",
             lambda: float(self.stats.elections),
@@ -140,8 +245,15 @@ class KafkaController:
             kind="counter",
         )
 
-    def _put(self, name: str, process: Callable[[], object]) -> None:
+    def _put(
+        self,
+        name: str,
+        process: Callable[[], object],
+        preempt: Callable[[], None] | None = None,
+    ) -> None:
         if self._closed:
+            if preempt is not None:
+                preempt()
             return
 
         async def run() -> None:
@@ -149,7 +261,7 @@ class KafkaController:
             if asyncio.iscoroutine(result):
                 await result
 
-        self.events.put(ControllerEvent(name, run))
+        self.events.put(ControllerEvent(name, run, preempt))
 
     def _put_active(self, name: str, process: Callable[[], object]) -> None:
         """An event that only the active controller processes."""
@@ -264,15 +376,15 @@ class KafkaController:
             if ctx.partition_states[tp] is PartitionState.OnlinePartition:
                 batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r in ctx.live_brokers], tp)
         await self.partition_state_machine.trigger_online_partition_state_change(batch)
-        # Replicas on brokers that died before this controller took office
-        # (the old controller among them, often) leave the ISRs now, as they
-        # would have on the broker failure: otherwise a caught-up dead
-        # follower stays in the ISR and acks=all waits on it.
+        # Replicas on brokers that went while no controller was in office
+        # (the last one among them, perhaps) leave the ISRs now, as at a
+        # broker's failure: a leader would otherwise wait replica.lag.time.max.ms
+        # for them before an acks=all produce completes.
         offline = [
-            replica
-            for replica, state in ctx.replica_states.items()
-            if state is ReplicaState.OfflineReplica
-            and replica[0].topic not in ctx.topics_being_deleted
+            (tp, r)
+            for tp in ctx.all_partitions()
+            for r in ctx.replicas(tp)
+            if r not in ctx.live_brokers and tp.topic not in ctx.topics_being_deleted
         ]
         await self.replica_state_machine.handle_state_changes(
             offline, ReplicaState.OfflineReplica, batch
@@ -288,6 +400,29 @@ class KafkaController:
                 (IsrChangeNotificationZNode.parent(), self._on_isr_change),
             )
         ]
+        # Fires at once when a request is pending: it is elected then.
+        self._stop_watches.append(
+            await zk.run(
+                zk.watch_data,
+                PreferredReplicaElectionZNode.path(),
+                self._on_preferred_replica_election_znode,
+                loop,
+            )
+        )
+        # Reassignments in flight when the last controller went go on.
+        for tp in ctx.partitions_being_reassigned():
+            await self._on_partition_reassignment(tp, ctx.full_assignment(tp))
+        self._reassign_znode_seen = False
+        self._stop_watches.append(
+            await zk.run(
+                zk.watch_data,
+                ReassignPartitionsZNode.path(),
+                self._on_reassign_partitions_znode,
+                loop,
+            )
+        )
+        if self.auto_leader_rebalance:
+            self._schedule_auto_rebalance(_FIRST_REBALANCE_CHECK_S)
 
     async def _load_topic(self, topic: str) -> list[TopicPartition]:
         """Read a topic's assignment (and its partitions' states) into the
@@ -301,6 +436,16 @@ class KafkaController:
         known = ctx.assignments.get(topic, {})
         added = [p for p in assignment.partitions if p not in known]
         ctx.assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
+        for p in assignment.partitions:  # a reassignment in flight (KIP-455)
+            tp = TopicPartition(topic, p)
+            for held, got_replicas in (
+                (ctx.adding_replicas, assignment.adding_replicas.get(p)),
+                (ctx.removing_replicas, assignment.removing_replicas.get(p)),
+            ):
+                if got_replicas:
+                    held[tp] = list(got_replicas)
+                else:
+                    held.pop(tp, None)
         if assignment.topic_id:
             ctx.topic_ids[topic] = assignment.topic_id
         for p in added:
@@ -321,6 +466,9 @@ class KafkaController:
     async def _on_resignation(self) -> None:
         _log.info("broker %d is no longer the controller", self.broker_id)
         self.is_active = False
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
         for stop in [*self._stop_watches, *self._topic_watches.values()]:
             stop()
         self._stop_watches.clear()
@@ -359,6 +507,7 @@ class KafkaController:
     async def _on_broker_failure(self, dead: list[int]) -> None:
         _log.info("brokers %s are gone", dead)
         ctx = self.context
+        ctx.shutting_down_brokers.difference_update(dead)
         batch = self._batch()
         gone = set(dead)
         led = [
@@ -400,6 +549,11 @@ class KafkaController:
             replicas, ReplicaState.OnlineReplica, batch
         )
         batch.send()
+        joined = set(new)
+        for tp in ctx.partitions_being_reassigned():
+            assignment = ctx.full_assignment(tp)
+            if joined & set(assignment.target_replicas):
+                await self._on_partition_reassignment(tp, assignment)
 
     # ------------------------------------------------------------------ topics
 
@@ -525,3 +679,658 @@ class KafkaController:
             batch.add_update_metadata(ctx.live_brokers, known)
             batch.send()
         await self.zk.run(self.zk.delete_isr_change_notifications, names)
+        for tp in known:
+            assignment = ctx.full_assignment(tp)
+            if (
+                assignment.is_being_reassigned
+                and tp.topic not in ctx.topics_being_deleted
+                and await self._is_reassignment_complete(tp, assignment)
+            ):
+                _log.info("target replicas %s of %s are in sync", assignment.target_replicas, tp)
+                await self._on_partition_reassignment(tp, assignment)
+
+    # ------------------------------------------------------------------ controlled shutdown
+
+    async def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> ControlledShutdownResult:
+        """A broker asks to stop (ControlledShutdown; or this broker itself):
+        its leaderships move to other in-sync replicas and it leaves the ISRs.
+        Answered once the controller's event queue has run it."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[ControlledShutdownResult] = loop.create_future()
+
+        def reply(result: ControlledShutdownResult) -> None:
+            if not answer.done():
+                answer.set_result(result)
+
+        async def process() -> None:
+            try:
+                reply(await self._process_controlled_shutdown(broker_id, broker_epoch))
+            except ControllerMovedError:
+                reply(_not_controller())
+                await self._elect()
+            except Exception as e:
+                _log.exception("controlled shutdown of broker %d failed", broker_id)
+                reply(ControlledShutdownResult(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)))
+
+        self._put(f"ControlledShutdown({broker_id})", process, lambda: reply(_not_controller()))
+        return await answer
+
+    async def _process_controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> ControlledShutdownResult:
+        ctx = self.context
+        if not self.is_active:
+            return _not_controller()
+        info = ctx.live_brokers.get(broker_id)
+        if info is None:
+            return ControlledShutdownResult(
+                ErrorCode.BROKER_NOT_AVAILABLE, f"Broker id {broker_id} does not exist."
+            )
+        # An older registration's request (KIP-380); an unknown epoch (v0-1) passes.
+        if broker_epoch != UNKNOWN_BROKER_EPOCH and broker_epoch < info.epoch:
+            message = (
+                f"Received controlled shutdown request from an old broker epoch {broker_epoch} "
+                f"for broker {broker_id}. Current broker epoch is {info.epoch}."
+            )
+            _log.info("%s", message)
+            return ControlledShutdownResult(ErrorCode.STALE_BROKER_EPOCH, message)
+        _log.info("shutting down broker %d", broker_id)
+        ctx.shutting_down_brokers.add(broker_id)
+        acting = [
+            tp
+            for tp in ctx.partitions_on_broker(broker_id)
+            if len(ctx.replicas(tp)) > 1
+            and tp in ctx.leadership
+            and tp.topic not in ctx.topics_being_deleted
+        ]
+        led = [tp for tp in acting if ctx.leadership[tp].leader == broker_id]
+        followed = [tp for tp in acting if ctx.leadership[tp].leader != broker_id]
+        batch = self._batch()
+        await self.partition_state_machine.elect_leaders(
+            led, LeaderElectionStrategy.ControlledShutdown, batch
+        )
+        # As a follower it stops fetching and leaves the ISR; the leaders hear it.
+        await self.replica_state_machine.handle_state_changes(
+            [(tp, broker_id) for tp in followed], ReplicaState.OfflineReplica, batch
+        )
+        batch.send()
+        remaining = ctx.partition_leaders_on_broker(broker_id)
+        _log.info(
+            "controlled shutdown of broker %d: moved %d leaders, %d remain",
+            broker_id,
+            len(led) - len(remaining),
+            len(remaining),
+        )
+        return ControlledShutdownResult(remaining=remaining)
+
+    # ------------------------------------------------------------------ leader elections
+
+    async def elect_leaders(
+        self, partitions: Iterable[TopicPartition], election_type: int
+    ) -> ElectionResults:
+        """ElectLeaders from a client (Kafka's electLeaders, AdminClientTriggered):
+        per partition, the leader elected or an error. PREFERRED moves
+        leadership to the preferred replica when it is alive and in the ISR;
+        UNCLEAN elects a leader for a partition without a live one, from
+        outside the ISR if need be."""
+        wanted = sorted(set(partitions))
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[ElectionResults] = loop.create_future()
+
+        def not_controller() -> None:
+            if not answer.done():
+                answer.set_result({tp: ApiError(ErrorCode.NOT_CONTROLLER) for tp in wanted})
+
+        async def process() -> None:
+            try:
+                results = await self._process_replica_leader_election(
+                    wanted, election_type, ElectionTrigger.AdminClientTriggered
+                )
+            except ControllerMovedError:
+                not_controller()
+                await self._elect()
+                return
+            except Exception as e:
+                _log.exception("leader election failed")
+                results = {tp: ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) for tp in wanted}
+            if not answer.done():
+                answer.set_result(results)
+
+        self._put("ReplicaLeaderElection", process, not_controller)
+        return await answer
+
+    async def _process_replica_leader_election(
+        self,
+        partitions: list[TopicPartition],
+        election_type: int,
+        trigger: ElectionTrigger,
+    ) -> ElectionResults:
+        ctx = self.context
+        if not self.is_active:
+            return {tp: ApiError(ErrorCode.NOT_CONTROLLER) for tp in partitions}
+        results: ElectionResults = {}
+        electable: list[TopicPartition] = []
+        live = ctx.live_broker_ids()
+        for tp in partitions:
+            replicas = ctx.replicas(tp)
+            if not replicas:
+                results[tp] = ApiError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+                )
+                continue
+            if tp.topic in ctx.topics_being_deleted:
+                results[tp] = ApiError(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted"
+                )
+                continue
+            state = ctx.leadership.get(tp)
+            leader = state.leader if state is not None else -1
+            if election_type == ELECTION_PREFERRED:
+                needed = leader != replicas[0]
+            else:
+                needed = leader == -1 or leader not in live
+            if needed:
+                electable.append(tp)
+            else:
+                results[tp] = ApiError(ErrorCode.ELECTION_NOT_NEEDED)
+        elected = await self._on_replica_election(electable, election_type, trigger)
+        failed = (
+            ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+            if election_type == ELECTION_PREFERRED
+            else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        )
+        for tp, got in elected.items():
+            if isinstance(got, StateChangeFailed):
+                results[tp] = ApiError(failed, got.message)
+            else:
+                results[tp] = got.leader
+        return results
+
+    async def _on_replica_election(
+        self,
+        partitions: list[TopicPartition],
+        election_type: int,
+        trigger: ElectionTrigger,
+    ) -> dict[TopicPartition, LeaderAndIsr | StateChangeFailed]:
+        if not partitions:
+            return {}
+        _log.info(
+            "replica leader election (%s) for %s triggered by %s",
+            "PREFERRED" if election_type == ELECTION_PREFERRED else "UNCLEAN",
+            ", ".join(f"{tp.topic}-{tp.partition}" for tp in partitions[:20]),
+            trigger.value,
+        )
+        batch = self._batch()
+        if election_type == ELECTION_PREFERRED:
+            results = await self.partition_state_machine.elect_leaders(
+                partitions, LeaderElectionStrategy.PreferredReplica, batch
+            )
+        else:
+            # Unclean only when an admin asks for it (as Kafka: conservative).
+            results = await self.partition_state_machine.elect_leaders(
+                partitions,
+                LeaderElectionStrategy.OfflinePartition,
+                batch,
+                allow_unclean=True if trigger is ElectionTrigger.AdminClientTriggered else None,
+            )
+        batch.send()
+        return results
+
+    # -- /admin/preferred_replica_election (the ZooKeeper-era tool)
+
+    def _on_preferred_replica_election_znode(self, data: bytes | None, version: int) -> None:
+        if data is not None:
+            self._put_active("PreferredReplicaLeaderElection", self._process_zk_election)
+
+    async def _process_zk_election(self) -> None:
+        path = PreferredReplicaElectionZNode.path()
+        got = await self.zk.run(self.zk.get_data, path)
+        if got is None:
+            return
+        try:
+            wanted = sorted(
+                {TopicPartition(t, p) for t, p in PreferredReplicaElectionZNode.decode(got[0])}
+            )
+        except ZkDataError as e:
+            _log.error("ignoring %s: %s", path, e)
+            wanted = []
+        try:
+            await self._process_replica_leader_election(
+                wanted, ELECTION_PREFERRED, ElectionTrigger.ZkTriggered
+            )
+        finally:
+            await self.zk.run(self.zk.delete_recursive, path)
+
+    # -- auto.leader.rebalance.enable
+
+    def _schedule_auto_rebalance(self, delay_s: float) -> None:
+        if self._loop is None or self._closed:
+            return
+        self._rebalance_timer = self._loop.call_later(
+            delay_s,
+            self._put_active,
+            "AutoPreferredReplicaLeaderElection",
+            self._process_auto_preferred_election,
+        )
+
+    async def _process_auto_preferred_election(self) -> None:
+        try:
+            await self._check_and_trigger_auto_leader_rebalance()
+        finally:
+            if self.is_active:
+                self._schedule_auto_rebalance(self.leader_imbalance_check_interval_s)
+
+    async def _check_and_trigger_auto_leader_rebalance(self) -> None:
+        """Per broker, the share of the partitions it is the preferred replica
+        of that another broker leads; above leader.imbalance.per.broker.percentage,
+        those whose preferred replica is alive and in the ISR are given back."""
+        ctx = self.context
+        by_preferred: dict[int, list[TopicPartition]] = {}
+        for tp in ctx.all_partitions():
+            replicas = ctx.replicas(tp)
+            if replicas and tp.topic not in ctx.topics_being_deleted:
+                by_preferred.setdefault(replicas[0], []).append(tp)
+        live = ctx.live_broker_ids()
+        threshold = self.leader_imbalance_per_broker_percentage / 100
+        for broker, tps in sorted(by_preferred.items()):
+            not_led = [
+                tp for tp in tps if (s := ctx.leadership.get(tp)) is not None and s.leader != broker
+            ]
+            ratio = len(not_led) / len(tps)
+            if ratio <= threshold:
+                continue
+            candidates = [
+                tp for tp in not_led if broker in live and broker in ctx.leadership[tp].isr
+            ]
+            _log.info(
+                "leader imbalance of broker %d is %.0f%%: moving %d partitions back to it",
+                broker,
+                ratio * 100,
+                len(candidates),
+            )
+            await self._on_replica_election(
+                candidates, ELECTION_PREFERRED, ElectionTrigger.AutoTriggered
+            )
+
+    # ------------------------------------------------------------------ partition reassignment
+
+    async def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, ApiError] | ApiError:
+        """AlterPartitionReassignments (KIP-455): per partition, its target
+        replicas, or None to cancel the reassignment in flight. An error for
+        the whole request (NOT_CONTROLLER) or one per partition."""
+        wanted = dict(reassignments)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[dict[TopicPartition, ApiError] | ApiError] = loop.create_future()
+
+        def reply(result: dict[TopicPartition, ApiError] | ApiError) -> None:
+            if not answer.done():
+                answer.set_result(result)
+
+        async def process() -> None:
+            try:
+                reply(await self._process_api_partition_reassignment(wanted))
+            except ControllerMovedError:
+                reply(ApiError(ErrorCode.NOT_CONTROLLER))
+                await self._elect()
+            except Exception as e:
+                _log.exception("partition reassignment failed")
+                reply(ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)))
+
+        self._put(
+            "ApiPartitionReassignment", process, lambda: reply(ApiError(ErrorCode.NOT_CONTROLLER))
+        )
+        return await answer
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None
+    ) -> dict[TopicPartition, ReplicaAssignment] | ApiError:
+        """ListPartitionReassignments: the reassignments in flight among
+        ``partitions`` (None: all of them)."""
+        wanted = None if partitions is None else set(partitions)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[dict[TopicPartition, ReplicaAssignment] | ApiError] = (
+            loop.create_future()
+        )
+
+        def reply(result: dict[TopicPartition, ReplicaAssignment] | ApiError) -> None:
+            if not answer.done():
+                answer.set_result(result)
+
+        async def process() -> None:
+            if not self.is_active:
+                reply(ApiError(ErrorCode.NOT_CONTROLLER))
+                return
+            ctx = self.context
+            tps = ctx.partitions_being_reassigned() if wanted is None else sorted(wanted)
+            found = {tp: ctx.full_assignment(tp) for tp in tps}
+            reply({tp: a for tp, a in found.items() if a.is_being_reassigned})
+
+        self._put(
+            "ListPartitionReassignments", process, lambda: reply(ApiError(ErrorCode.NOT_CONTROLLER))
+        )
+        return await answer
+
+    async def _process_api_partition_reassignment(
+        self, reassignments: dict[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, ApiError] | ApiError:
+        if not self.is_active:
+            return ApiError(ErrorCode.NOT_CONTROLLER)
+        results: dict[TopicPartition, ApiError] = {}
+        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
+        for tp, target in sorted(reassignments.items()):
+            error = self._validate_replicas(tp, target) if target is not None else None
+            if error is not None:
+                results[tp] = error
+                continue
+            built = self._maybe_build_reassignment(tp, target)
+            if built is None:
+                results[tp] = ApiError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+            else:
+                to_reassign[tp] = built
+        # The latest request wins over /admin/reassign_partitions.
+        await self._maybe_remove_from_zk_reassignment(lambda tp, _: tp in to_reassign)
+        results.update(await self._maybe_trigger_partition_reassignment(to_reassign))
+        return results
+
+    def _validate_replicas(self, tp: TopicPartition, replicas: list[int]) -> ApiError | None:
+        """Kafka's checks of a reassignment's target replicas."""
+        if not replicas:
+            return ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "Empty replica list specified in partition reassignment.",
+            )
+        if len(set(replicas)) != len(replicas):
+            return ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Duplicate replica ids in partition reassignment replica list: {replicas}",
+            )
+        if any(r < 0 for r in replicas):
+            message = f"Invalid broker id in replica list: {replicas}"
+            return ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, message)
+        adding = self.context.full_assignment(tp).reassign_to(replicas).adding
+        live = self.context.live_broker_ids()
+        if not set(adding) <= live:
+            return ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "Replica assignment has brokers that are not alive. Replica list: "
+                f"{list(adding)}, live broker list: {sorted(live)}",
+            )
+        return None
+
+    def _maybe_build_reassignment(
+        self, tp: TopicPartition, target: list[int] | None
+    ) -> ReplicaAssignment | None:
+        """The assignment a request makes of the current one; a cancellation
+        (``target`` None) goes back to the original replicas, and is None when
+        no reassignment is in flight."""
+        current = self.context.full_assignment(tp)
+        if current.is_being_reassigned:
+            return current.reassign_to(target if target is not None else current.origin_replicas)
+        return current.reassign_to(target) if target is not None else None
+
+    async def _maybe_trigger_partition_reassignment(
+        self, reassignments: dict[TopicPartition, ReplicaAssignment]
+    ) -> dict[TopicPartition, ApiError]:
+        ctx = self.context
+        results: dict[TopicPartition, ApiError] = {}
+        for tp, assignment in reassignments.items():
+            if tp.topic in ctx.topics_being_deleted or not ctx.replicas(tp):
+                results[tp] = ApiError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+                )
+                continue
+            try:
+                await self._on_partition_reassignment(tp, assignment)
+            except ControllerMovedError:
+                raise
+            except Exception:
+                _log.exception("reassigning %s failed", tp)
+                results[tp] = ApiError(ErrorCode.UNKNOWN_SERVER_ERROR)
+                continue
+            results[tp] = _NONE
+        return results
+
+    async def _on_partition_reassignment(
+        self, tp: TopicPartition, assignment: ReplicaAssignment
+    ) -> None:
+        """Kafka's onPartitionReassignment. With RS the full replica set, ORS
+        the original and TRS the target ones, AR = TRS - ORS, RR = ORS - TRS:
+
+        U. the assignment (RS = ORS + TRS, AR, RR) is written to the topic's
+           znode, then kept in memory; replicas a supplanted reassignment was
+           adding, not wanted now, are stopped and deleted.
+        A. while TRS is not all in the ISR: leader epoch + 1 and LeaderAndIsr
+           to RS (AR as new replicas), so the leader tracks the new replicas
+           and they fetch; their joining the ISR (an ISR change notification)
+           brings the partition back here.
+        B. then: RS = TRS in memory; the leader moves into TRS if it is not in
+           it (or not alive), else leader epoch + 1; RR leave the ISR and are
+           stopped and deleted (StopReplica); the topic's znode gets RS = TRS,
+           the partition leaves /admin/reassign_partitions, and every broker
+           gets UpdateMetadata."""
+        ctx = self.context
+        await self._update_current_reassignment(tp, assignment)
+        rsm = self.replica_state_machine
+        batch = self._batch()
+        if not await self._is_reassignment_complete(tp, assignment):
+            _log.info("reassigning %s: replicas %s, adding %s, removing %s", tp,
+                      list(assignment.replicas), list(assignment.adding),
+                      list(assignment.removing))  # fmt: skip
+            if await self._update_leader_epoch(tp):
+                batch.add_leader_and_isr(assignment.origin_replicas, tp)
+                batch.add_leader_and_isr(assignment.adding, tp, is_new=True)
+            await rsm.handle_state_changes(
+                [(tp, r) for r in assignment.adding], ReplicaState.NewReplica, batch
+            )
+            batch.send()
+            return
+        await rsm.handle_state_changes(
+            [(tp, r) for r in assignment.adding], ReplicaState.OnlineReplica, batch
+        )
+        done = ReplicaAssignment(tuple(assignment.target_replicas))
+        ctx.set_full_assignment(tp, done)
+        await self._move_reassigned_partition_leader_if_required(tp, done, batch)
+        await self._stop_removed_replicas(tp, list(assignment.removing), batch)
+        batch.send()
+        await self._update_replica_assignment_for_partition(tp, done)
+        await self._maybe_remove_from_zk_reassignment(
+            lambda t, replicas: t == tp and replicas == list(done.replicas)
+        )
+        batch = self._batch()
+        batch.add_update_metadata(ctx.live_brokers, [tp])
+        batch.send()
+        _log.info("reassignment of %s complete: replicas %s", tp, list(done.replicas))
+
+    async def _update_current_reassignment(
+        self, tp: TopicPartition, assignment: ReplicaAssignment
+    ) -> None:
+        ctx = self.context
+        current = ctx.full_assignment(tp)
+        if current == assignment:
+            return
+        await self._update_replica_assignment_for_partition(tp, assignment)
+        ctx.set_full_assignment(tp, assignment)
+        unneeded = [r for r in current.replicas if r not in assignment.replicas]
+        if unneeded:
+            batch = self._batch()
+            await self._stop_removed_replicas(tp, unneeded, batch)
+            batch.send()
+
+    async def _is_reassignment_complete(
+        self, tp: TopicPartition, assignment: ReplicaAssignment
+    ) -> bool:
+        """Every target replica is in the ISR (as ZooKeeper has it now)."""
+        if not assignment.is_being_reassigned:
+            return True
+        state = await self.zk.run(self.zk.get_partition_state, tp.topic, tp.partition)
+        return state is not None and set(assignment.target_replicas) <= set(state.isr)
+
+    async def _move_reassigned_partition_leader_if_required(
+        self, tp: TopicPartition, done: ReplicaAssignment, batch: ControllerBrokerRequestBatch
+    ) -> None:
+        state = self.context.leadership.get(tp)
+        leader = state.leader if state is not None else -1
+        if leader in done.replicas and leader in self.context.live_broker_ids():
+            # The leader stays: a new leader epoch carries the smaller replica set.
+            if await self._update_leader_epoch(tp):
+                batch.add_leader_and_isr(list(done.replicas), tp)
+            return
+        await self.partition_state_machine.elect_leaders(
+            [tp], LeaderElectionStrategy.ReassignPartition, batch
+        )
+
+    async def _stop_removed_replicas(
+        self, tp: TopicPartition, removed: list[int], batch: ControllerBrokerRequestBatch
+    ) -> None:
+        """Out of the ISR, stopped, deleted (StopReplica with delete)."""
+        replicas = [(tp, r) for r in removed]
+        rsm = self.replica_state_machine
+        for target in (
+            ReplicaState.OfflineReplica,
+            ReplicaState.ReplicaDeletionStarted,
+            ReplicaState.ReplicaDeletionSuccessful,
+            ReplicaState.NonExistentReplica,
+        ):
+            await rsm.handle_state_changes(replicas, target, batch)
+
+    async def _update_leader_epoch(self, tp: TopicPartition) -> bool:
+        """Leader epoch + 1 (leader and ISR as they are), so the replicas take
+        a LeaderAndIsr with a new replica set; False when the partition has no
+        state."""
+        ctx = self.context
+        for _ in range(10):
+            current = await self.zk.run(self.zk.get_partition_state, tp.topic, tp.partition)
+            if current is None:
+                return False
+            new = LeaderAndIsr(
+                current.leader,
+                current.leader_epoch + 1,
+                list(current.isr),
+                ctx.epoch,
+                current.leader_recovery_state,
+            )
+            done = await self.zk.run(
+                self.zk.update_leader_and_isr,
+                tp.topic,
+                tp.partition,
+                new,
+                current.zk_version,
+                controller_epoch_zk_version=ctx.epoch_zk_version,
+            )
+            if done.succeeded:
+                ctx.leadership[tp] = LeaderAndIsr(
+                    new.leader,
+                    new.leader_epoch,
+                    new.isr,
+                    new.controller_epoch,
+                    new.leader_recovery_state,
+                    done.version,
+                )
+                return True
+        _log.error("could not raise the leader epoch of %s: its state kept changing", tp)
+        return False
+
+    async def _update_replica_assignment_for_partition(
+        self, tp: TopicPartition, assignment: ReplicaAssignment
+    ) -> None:
+        """Write one partition's replicas (and AR, RR) into the topic's znode,
+        conditionally on its version (a broker adding partitions meanwhile is
+        read again)."""
+        zk = self.zk
+        for _ in range(10):
+            got = await zk.run(zk.get_topic_assignment, tp.topic)
+            if got is None:
+                raise ZkError(f"the topic {tp.topic} has no assignment")
+            current, version = got
+            adding = {p: r for p, r in current.adding_replicas.items() if p != tp.partition}
+            removing = {p: r for p, r in current.removing_replicas.items() if p != tp.partition}
+            if assignment.adding:
+                adding[tp.partition] = list(assignment.adding)
+            if assignment.removing:
+                removing[tp.partition] = list(assignment.removing)
+            new = TopicReplicaAssignment(
+                current.topic_id,
+                {**current.partitions, tp.partition: list(assignment.replicas)},
+                adding,
+                removing,
+            )
+            try:
+                await zk.run(zk.set_topic_assignment, tp.topic, new, version)
+                return
+            except (ZkVersionMismatch, ZkNodeExists):
+                continue
+        raise ZkError(f"the assignment of {tp.topic} kept changing")
+
+    # -- /admin/reassign_partitions (the ZooKeeper-era tool)
+
+    def _on_reassign_partitions_znode(self, data: bytes | None, version: int) -> None:
+        # Kafka acts on its creation only: the controller's own rewrites, as
+        # partitions complete, are not new requests.
+        created = data is not None and not self._reassign_znode_seen
+        self._reassign_znode_seen = data is not None
+        if created:
+            self._put_active("ZkPartitionReassignment", self._process_zk_partition_reassignment)
+
+    async def _process_zk_partition_reassignment(self) -> None:
+        got = await self.zk.run(self.zk.get_data, ReassignPartitionsZNode.path())
+        if got is None:
+            return
+        try:
+            wanted = ReassignPartitionsZNode.decode(got[0])
+        except ZkDataError as e:
+            _log.error("ignoring %s: %s", ReassignPartitionsZNode.path(), e)
+            await self.zk.run(self.zk.delete_recursive, ReassignPartitionsZNode.path())
+            return
+        results: dict[TopicPartition, ApiError] = {}
+        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
+        for (topic, p), target in sorted(wanted.items()):
+            tp = TopicPartition(topic, p)
+            built = self._maybe_build_reassignment(tp, target)
+            if built is None:
+                results[tp] = ApiError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+            else:
+                to_reassign[tp] = built
+        results.update(await self._maybe_trigger_partition_reassignment(to_reassign))
+        failed = {tp for tp, e in results.items() if e.error_code != ErrorCode.NONE}
+        if failed:
+            errors = {f"{tp.topic}-{tp.partition}": results[tp] for tp in sorted(failed)}
+            _log.warning(
+                "reassignments through %s failed: %s", ReassignPartitionsZNode.path(), errors
+            )
+            await self._maybe_remove_from_zk_reassignment(lambda tp, _: tp in failed)
+
+    async def _maybe_remove_from_zk_reassignment(
+        self, remove: Callable[[TopicPartition, list[int]], bool]
+    ) -> None:
+        """Take the partitions ``remove`` names out of /admin/reassign_partitions
+        (deleting it with the last)."""
+        zk, path = self.zk, ReassignPartitionsZNode.path()
+        for _ in range(10):
+            got = await zk.run(zk.get_data, path)
+            if got is None:
+                return
+            try:
+                current = ReassignPartitionsZNode.decode(got[0])
+            except ZkDataError:
+                current = {}
+            kept = {k: r for k, r in current.items() if not remove(TopicPartition(*k), r)}
+            if kept == current:
+                return
+            if not kept:
+                await zk.run(zk.delete_recursive, path, got[1].version)
+                return
+            done = await zk.run(
+                zk.conditional_set, path, ReassignPartitionsZNode.encode(kept), got[1].version
+            )
+            if done.succeeded:
+                return
+
+
+def _not_controller() -> ControlledShutdownResult:
+    return ControlledShutdownResult(
+        ErrorCode.NOT_CONTROLLER, "Controller moved to another broker. Aborting controlled shutdown"
+    )

@@ -4,7 +4,9 @@
 Going online writes the partition's state znode: a new partition gets its
 first leader (the first live replica of its assignment) and an ISR of its
 live replicas; an offline one gets a leader elected from its ISR
-(:func:`offline_partition_leader`). Every write is conditional on the state
+(:mod:`pylog.controller.election`), and an online one moves to
+another leader by a strategy: the preferred replica, away from a broker in
+controlled shutdown, or into a reassignment's targets. Every write is conditional on the state
 znode's version and on ``/controller_epoch``'s, so neither a leader changing
 its ISR nor a deposed controller is overwritten; a lost race re-reads and
 tries again. The new state goes to the replicas in LeaderAndIsr and to every
@@ -19,32 +21,28 @@ from dataclasses import dataclass
 
 from pylog.controller.controller_channel_manager import ControllerBrokerRequestBatch
 from pylog.controller.controller_context import ControllerContext, PartitionState
+from pylog.controller.election import LeaderElectionStrategy, elect, offline_partition_leader
 from pylog.log.checkpoint import TopicPartition
 from pylog.metadata.kafka_zk_client import KafkaZkClient, ZkNodeExists
 from pylog.metadata.zk_data import LeaderAndIsr
 
-__all__ = ["ElectionStats", "PartitionStateMachine", "offline_partition_leader"]
+__all__ = [
+    "ElectionStats",
+    "PartitionStateMachine",
+    "StateChangeFailed",
+    "offline_partition_leader",
+]
 
 _log = logging.getLogger("pylog.controller.partitions")
 
-NO_LEADER = -1
 _RETRIES = 10
 
 
-def offline_partition_leader(
-    assignment: list[int], isr: list[int], live: set[int], unclean: bool
-) -> tuple[int | None, bool]:
-    """(leader, unclean?) for a partition whose leader is gone: the first
-    replica in assignment order that is alive and in the ISR; failing that,
-    with unclean election allowed, the first live replica; else None."""
-    for r in assignment:
-        if r in live and r in isr:
-            return r, False
-    if unclean:
-        for r in assignment:
-            if r in live:
-                return r, True
-    return None, False
+@dataclass(frozen=True)
+class StateChangeFailed:
+    """Why a partition's election elected no one (Kafka's StateChangeFailedException)."""
+
+    message: str
 
 
 @dataclass
@@ -110,7 +108,8 @@ class PartitionStateMachine:
     async def _initialize(self, tp: TopicPartition, batch: ControllerBrokerRequestBatch) -> None:
         ctx = self.context
         replicas = ctx.replicas(tp)
-        live = [r for r in replicas if r in ctx.live_brokers]
+        eligible = ctx.live_broker_ids()
+        live = [r for r in replicas if r in eligible]
         if not live:
             _log.warning("new partition %s has no live replica: it stays new", tp)
             return
@@ -136,48 +135,93 @@ class PartitionStateMachine:
         ctx.partition_states[tp] = PartitionState.OnlinePartition
         batch.add_leader_and_isr(replicas, tp, is_new=True)
 
-    async def _elect(self, tp: TopicPartition, batch: ControllerBrokerRequestBatch) -> None:
-        """Elect a leader for a partition whose leader is gone (or was never
-        known): leaves it offline when no eligible replica is alive."""
+    async def elect_leaders(
+        self,
+        partitions: Iterable[TopicPartition],
+        strategy: LeaderElectionStrategy,
+        batch: ControllerBrokerRequestBatch,
+        *,
+        allow_unclean: bool | None = None,
+    ) -> dict[TopicPartition, LeaderAndIsr | StateChangeFailed]:
+        """Move partitions to a new leader by ``strategy`` (Kafka's
+        transition to OnlinePartition with a strategy): per partition, its new
+        state or why none was elected. ``allow_unclean`` as for :meth:`_elect`."""
+        results: dict[TopicPartition, LeaderAndIsr | StateChangeFailed] = {}
+        for tp in partitions:
+            results[tp] = await self._elect(tp, batch, strategy, allow_unclean=allow_unclean)
+        return results
+
+    async def _elect(
+        self,
+        tp: TopicPartition,
+        batch: ControllerBrokerRequestBatch,
+        strategy: LeaderElectionStrategy = LeaderElectionStrategy.OfflinePartition,
+        *,
+        allow_unclean: bool | None = None,
+    ) -> LeaderAndIsr | StateChangeFailed:
+        """Elect a leader by ``strategy``. For an offline partition (its leader
+        gone, or never known) no eligible replica leaves it offline; an
+        election by another strategy that finds none leaves the partition as
+        it is. ``allow_unclean`` forces the unclean choice for an offline
+        partition (else the topic's config decides)."""
         ctx = self.context
         replicas = ctx.replicas(tp)
+        offline = strategy is LeaderElectionStrategy.OfflinePartition
         t0 = time.perf_counter()
         for _ in range(_RETRIES):
             current = await self.zk.run(self.zk.get_partition_state, tp.topic, tp.partition)
             if current is None:
+                if not offline:
+                    return StateChangeFailed(
+                        f"LeaderAndIsr information doesn't exist for partition {tp}"
+                    )
                 ctx.partition_states[tp] = PartitionState.NewPartition
                 await self._initialize(tp, batch)
-                return
-            live = set(ctx.live_brokers)
-            if current.leader in live and current.leader in replicas:
+                got = ctx.leadership.get(tp)
+                return got if got is not None else StateChangeFailed(f"{tp} stays new")
+            if current.controller_epoch > ctx.epoch:
+                return StateChangeFailed(
+                    f"the state of {tp} was written by a newer controller (epoch "
+                    f"{current.controller_epoch})"
+                )
+            live = ctx.live_broker_ids()
+            if offline and current.leader in live and current.leader in replicas:
                 # Still led by a live broker (a stale view): take it as it is.
                 ctx.leadership[tp] = current
                 ctx.partition_states[tp] = PartitionState.OnlinePartition
                 batch.add_leader_and_isr(replicas, tp)
-                return
-            allow_unclean = False
-            if not any(r in live for r in current.isr):
-                allow_unclean = await self.zk.run(self.unclean_enabled, tp.topic)
-            leader, unclean = offline_partition_leader(replicas, current.isr, live, allow_unclean)
-            if leader is None:
-                ctx.leadership[tp] = current
-                ctx.partition_states[tp] = PartitionState.OfflinePartition
-                _log.error(
-                    "no live in-sync replica of %s (ISR %s, live %s): it stays offline",
-                    tp,
-                    current.isr,
-                    sorted(live),
-                )
-                batch.add_update_metadata(ctx.live_brokers, [tp])
-                return
-            isr = [leader] if unclean else [r for r in current.isr if r in live]
-            new = LeaderAndIsr(
-                leader=leader,
-                leader_epoch=current.leader_epoch + 1,
-                isr=isr,
+                return current
+            unclean_ok = False
+            if offline:
+                if allow_unclean is not None:
+                    unclean_ok = allow_unclean
+                elif not any(r in live for r in current.isr):
+                    unclean_ok = await self.zk.run(self.unclean_enabled, tp.topic)
+            new, unclean = elect(
+                strategy,
+                current,
+                replicas,
+                live=live,
+                shutting_down=ctx.shutting_down_brokers,
                 controller_epoch=ctx.epoch,
-                leader_recovery_state=1 if unclean else 0,
+                allow_unclean=unclean_ok,
+                target=ctx.reassignment_target(tp),
             )
+            if new is None:
+                ctx.leadership[tp] = current
+                if offline:
+                    ctx.partition_states[tp] = PartitionState.OfflinePartition
+                    _log.error(
+                        "no live in-sync replica of %s (ISR %s, live %s): it stays offline",
+                        tp,
+                        current.isr,
+                        sorted(live),
+                    )
+                    batch.add_update_metadata(ctx.live_brokers, [tp])
+                return StateChangeFailed(
+                    f"Failed to elect leader for partition {tp} under strategy "
+                    f"{strategy.name}LeaderElectionStrategy"
+                )
             done = await self.zk.run(
                 self.zk.update_leader_and_isr,
                 tp.topic,
@@ -188,7 +232,7 @@ class PartitionStateMachine:
             )
             if not done.succeeded:
                 continue  # the leader changed the ISR meanwhile: read again
-            ctx.leadership[tp] = LeaderAndIsr(
+            written = LeaderAndIsr(
                 new.leader,
                 new.leader_epoch,
                 new.isr,
@@ -196,19 +240,23 @@ class PartitionStateMachine:
                 new.leader_recovery_state,
                 done.version,
             )
+            ctx.leadership[tp] = written
             ctx.partition_states[tp] = PartitionState.OnlinePartition
             self.stats.elections += 1
             self.stats.election_ms_total += (time.perf_counter() - t0) * 1000
             if unclean:
                 self.stats.unclean_elections += 1
             _log.info(
-                "elected broker %d leader of %s (leader epoch %d, ISR %s%s)",
-                leader,
+                "elected broker %d leader of %s (%s; leader epoch %d, ISR %s%s)",
+                new.leader,
                 tp,
+                strategy.value,
                 new.leader_epoch,
-                isr,
+                new.isr,
                 ", unclean" if unclean else "",
             )
+            # The stopping broker too hears it is no longer the leader.
             batch.add_leader_and_isr(replicas, tp)
-            return
+            return written
         _log.error("could not write the new leader of %s: its state kept changing", tp)
+        return StateChangeFailed(f"the state of {tp} kept changing")

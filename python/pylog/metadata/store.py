@@ -84,13 +84,17 @@ class TopicMetadata:
 
 @dataclass(frozen=True)
 class NewTopic:
-    """A topic to create (:meth:`MetadataStore.create_topics`)."""
+    """A topic to create (:meth:`MetadataStore.create_topics`).
+    ``replica_assignment``: partition → replicas, given by the client instead
+    of the store's placement (checked already: partitions 0..n-1, one
+    replication factor, no broker twice)."""
 
     name: str
     num_partitions: int
     replication_factor: int = 1
     configs: Mapping[str, str] = field(default_factory=dict)
     topic_id: str | None = None
+    replica_assignment: Mapping[int, Sequence[int]] | None = None
 
 
 def check_partition_limit(current: int, adding: int, limit: int | None) -> None:
@@ -186,6 +190,7 @@ class MetadataStore(abc.ABC):
                         topic_id=t.topic_id,
                         validate_only=validate_only,
                         max_partitions=max_partitions,
+                        replica_assignment=t.replica_assignment,
                     )
                 )
             except KafkaError as e:
@@ -203,13 +208,16 @@ class MetadataStore(abc.ABC):
         topic_id: str | None = None,
         validate_only: bool = False,
         max_partitions: int | None = None,
+        replica_assignment: Mapping[int, Sequence[int]] | None = None,
     ) -> TopicMetadata:
         """Add a topic (or, ``validate_only``, check that it could be added).
         TopicAlreadyExistsError, InvalidTopicError, InvalidPartitionsError,
         InvalidReplicationFactorError, PolicyViolationError (past
-        ``max_partitions`` in all). When a listener cannot make the topic (its
-        logs), the topic is removed again and that error raised: the store
-        never keeps a topic the broker could not create."""
+        ``max_partitions`` in all), InvalidReplicaAssignmentError (a
+        ``replica_assignment`` naming a broker that is not registered). When a
+        listener cannot make the topic (its logs), the topic is removed again
+        and that error raised: the store never keeps a topic the broker could
+        not create."""
 
     @abc.abstractmethod
     def delete_topic(self, name: str) -> None:
@@ -223,10 +231,13 @@ class MetadataStore(abc.ABC):
         *,
         validate_only: bool = False,
         max_partitions: int | None = None,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
     ) -> TopicMetadata:
         """Grow a topic to ``new_total`` partitions; InvalidPartitionsError
         unless that is more than it has, PolicyViolationError past
-        ``max_partitions`` in all."""
+        ``max_partitions`` in all. ``replica_assignment``: the new partitions'
+        replicas, in order (InvalidReplicaAssignmentError for a broker that
+        is not registered)."""
 
     @abc.abstractmethod
     def set_topic_config(self, name: str, configs: Mapping[str, str]) -> None:

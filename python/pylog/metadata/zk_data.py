@@ -484,15 +484,64 @@ class DeleteTopicsTopicZNode:
 
 
 class ReassignPartitionsZNode:
+    """``/admin/reassign_partitions``: target replicas per partition, the
+    ZooKeeper-era reassignment request; the controller starts them and takes
+    each partition out as it completes (the znode goes with the last)."""
+
+    VERSION = 1
+
     @staticmethod
     def path() -> str:
         return "/admin/reassign_partitions"
 
+    @staticmethod
+    def encode(reassignments: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+        return _dumps(
+            {
+                "version": ReassignPartitionsZNode.VERSION,
+                "partitions": [
+                    {"topic": t, "partition": p, "replicas": list(r)}
+                    for (t, p), r in sorted(reassignments.items())
+                ],
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> dict[tuple[str, int], list[int]]:
+        path = ReassignPartitionsZNode.path()
+        doc = _loads(path, data)
+        out: dict[tuple[str, int], list[int]] = {}
+        for entry in doc.get("partitions") or []:
+            if not isinstance(entry, dict) or "topic" not in entry:
+                raise ZkDataError(f"{path}: bad partition entry {entry!r}")
+            key = (str(entry["topic"]), _int(path, entry, "partition"))
+            out[key] = _int_list(path, entry.get("replicas"))
+        return out
+
 
 class PreferredReplicaElectionZNode:
+    """``/admin/preferred_replica_election``: partitions whose preferred
+    replica should lead (the ZooKeeper-era tool's request); the controller
+    elects them, then deletes the znode."""
+
     @staticmethod
     def path() -> str:
         return "/admin/preferred_replica_election"
+
+    @staticmethod
+    def encode(partitions: Sequence[tuple[str, int]]) -> bytes:
+        return IsrChangeNotificationZNode.encode(partitions)
+
+    @staticmethod
+    def decode(data: bytes) -> list[tuple[str, int]]:
+        path = PreferredReplicaElectionZNode.path()
+        doc = _loads(path, data)
+        out = []
+        for entry in doc.get("partitions") or []:
+            if not isinstance(entry, dict) or "topic" not in entry:
+                raise ZkDataError(f"{path}: bad partition entry {entry!r}")
+            out.append((str(entry["topic"]), _int(path, entry, "partition")))
+        return out
 
 
 # ---------------------------------------------------------------- notifications

@@ -38,13 +38,15 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from pylog.errors import (
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidTopicError,
     KafkaError,
+    ReassignmentInProgressError,
     RequestTimedOutError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
@@ -386,6 +388,7 @@ class ZkMetadataStore(MetadataStore):
         topic_id: str | None = None,
         validate_only: bool = False,
         max_partitions: int | None = None,
+        replica_assignment: Mapping[int, Sequence[int]] | None = None,
     ) -> TopicMetadata:
         validate_topic_name(name)
         if num_partitions < 1:
@@ -415,9 +418,14 @@ class ZkMetadataStore(MetadataStore):
                         "('.' and '_' are the same in metric names)"
                     )
             check_partition_limit(self.total_partitions(), num_partitions, max_partitions)
+            if replica_assignment is not None:
+                self._check_registered(replica_assignment.values())
+                placed = {p: list(r) for p, r in sorted(replica_assignment.items())}
+            else:
+                placed = self._assign(num_partitions, replication_factor)
             assignment = TopicReplicaAssignment(
                 topic_id=topic_id or new_uuid(),
-                partitions=self._assign(num_partitions, replication_factor),
+                partitions=placed,
             )
             clean = {k: str(v) for k, v in (configs or {}).items() if v is not None}
             meta = _topic_metadata(name, assignment, clean)
@@ -461,6 +469,19 @@ class ZkMetadataStore(MetadataStore):
     def _live_brokers(self) -> dict[int, str | None]:
         return {b.id: b.rack for b in self.zk.get_all_brokers()}
 
+    def _check_registered(self, replicas: Iterable[Sequence[int]]) -> None:
+        """InvalidReplicaAssignmentError (Kafka's message) when an explicit
+        assignment names a broker without a registration."""
+        if self.controller_managed:
+            registered = set(self.zk.get_sorted_broker_list())
+        else:
+            registered = {self.broker_id}
+        unknown = sorted({b for r in replicas for b in r} - registered)
+        if unknown:
+            raise InvalidReplicaAssignmentError(
+                f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
+            )
+
     def _assign(self, num_partitions: int, replication_factor: int) -> dict[int, list[int]]:
         if not self.controller_managed:
             return {p: [self.broker_id] for p in range(num_partitions)}
@@ -489,14 +510,22 @@ class ZkMetadataStore(MetadataStore):
         *,
         validate_only: bool = False,
         max_partitions: int | None = None,
+        replica_assignment: Sequence[Sequence[int]] | None = None,
     ) -> TopicMetadata:
         with self._lock, _zk_errors(f"adding partitions to {name}"):
+            if replica_assignment is not None:
+                self._check_registered(replica_assignment)
             for _ in range(10):
                 meta = self._topics.get(name)
                 got = self.zk.get_topic_assignment(name)
                 if meta is None or got is None:
                     raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
                 assignment, version = got
+                if assignment.adding_replicas or assignment.removing_replicas:
+                    # Kafka refuses too: the controller is rewriting the assignment.
+                    raise ReassignmentInProgressError(
+                        f"A partition reassignment is in progress for the topic '{name}'."
+                    )
                 count = len(assignment.partitions)
                 if new_total <= count:
                     raise InvalidPartitionsError(
@@ -504,9 +533,18 @@ class ZkMetadataStore(MetadataStore):
                         f"{new_total} must be larger"
                     )
                 check_partition_limit(self.total_partitions(), new_total - count, max_partitions)
+                if replica_assignment is not None:
+                    if len(replica_assignment) != new_total - count:
+                        raise InvalidReplicaAssignmentError(
+                            f"Increasing the number of partitions by {new_total - count} but "
+                            f"{len(replica_assignment)} assignments provided."
+                        )
+                    added = {count + i: list(r) for i, r in enumerate(replica_assignment)}
+                else:
+                    added = self._assign_more(assignment, new_total)
                 grown = TopicReplicaAssignment(
                     assignment.topic_id,
-                    {**assignment.partitions, **self._assign_more(assignment, new_total)},
+                    {**assignment.partitions, **added},
                     assignment.adding_replicas,
                     assignment.removing_replicas,
                 )

@@ -126,6 +126,13 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LEADER_AND_ISR: (0, 7),
     ApiKey.STOP_REPLICA: (0, 4),
     ApiKey.UPDATE_METADATA: (0, 8),
+    # A stopping broker's request to the controller. Version 0 has a request
+    # header without a client id (a layout of its own), which no 3.x broker
+    # sent any more: served from 1.
+    ApiKey.CONTROLLED_SHUTDOWN: (1, 3),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 #: The consumer-group APIs: the codec handles them; the broker merges this table
@@ -153,6 +160,10 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.LEADER_AND_ISR: "LeaderAndIsr",
     ApiKey.STOP_REPLICA: "StopReplica",
     ApiKey.UPDATE_METADATA: "UpdateMetadata",
+    ApiKey.CONTROLLED_SHUTDOWN: "ControlledShutdown",
+    ApiKey.ELECT_LEADERS: "ElectLeaders",
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
     ApiKey.OFFSET_COMMIT: "OffsetCommit",
     ApiKey.OFFSET_FETCH: "OffsetFetch",
     ApiKey.FIND_COORDINATOR: "FindCoordinator",

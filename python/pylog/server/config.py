@@ -226,8 +226,25 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
     ConfigKey("transactional.id.expiration.ms", I, 7 * 24 * 3_600_000, "Idle time after "
               "which a transactional id is forgotten.", AtLeast(1), "high"),
     # ---- lifecycle
-    ConfigKey("controlled.shutdown.enable", B, True, "Finish in-flight requests before "
-              "shutting down.", None, "medium"),
+    ConfigKey("controlled.shutdown.enable", B, True, "On a cluster, ask the controller to "
+              "move this broker's leaderships to other in-sync replicas before it stops.",
+              None, "medium"),
+    ConfigKey("controlled.shutdown.max.retries", I, 3, "Attempts at a controlled shutdown "
+              "(an error, or leaderships that could not move) before the broker stops "
+              "anyway.", None, "medium"),
+    ConfigKey("controlled.shutdown.retry.backoff.ms", L, 5_000, "Pause between controlled "
+              "shutdown attempts.", None, "medium"),
+    ConfigKey("controller.socket.timeout.ms", I, 30_000, "Socket timeout of the requests "
+              "between the controller and the brokers.", None, "medium"),
+    # ---- the controller's leader balancing
+    ConfigKey("auto.leader.rebalance.enable", B, True, "The controller moves leadership "
+              "back to each partition's preferred (first) replica when a broker leads too "
+              "few of the partitions it prefers.", None, "high"),
+    ConfigKey("leader.imbalance.check.interval.seconds", L, 300, "How often the controller "
+              "checks the leader balance.", AtLeast(1), "high"),
+    ConfigKey("leader.imbalance.per.broker.percentage", I, 10, "Share (percent) of a "
+              "broker's preferred partitions led by others above which the controller "
+              "rebalances them.", None, "high"),
     ConfigKey("shutdown.timeout.ms", L, 30_000, "pylog: longest wait for in-flight "
               "requests during a graceful shutdown.", AtLeast(0), "low"),
     # ---- metrics

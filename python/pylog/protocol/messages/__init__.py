@@ -13,8 +13,16 @@ from typing import TypeAlias
 
 from pylog.protocol.messages.alter_configs_request import AlterConfigsRequest
 from pylog.protocol.messages.alter_configs_response import AlterConfigsResponse
+from pylog.protocol.messages.alter_partition_reassignments_request import (
+    AlterPartitionReassignmentsRequest,
+)
+from pylog.protocol.messages.alter_partition_reassignments_response import (
+    AlterPartitionReassignmentsResponse,
+)
 from pylog.protocol.messages.api_versions_request import ApiVersionsRequest
 from pylog.protocol.messages.api_versions_response import ApiVersionsResponse
+from pylog.protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
+from pylog.protocol.messages.controlled_shutdown_response import ControlledShutdownResponse
 from pylog.protocol.messages.create_partitions_request import CreatePartitionsRequest
 from pylog.protocol.messages.create_partitions_response import CreatePartitionsResponse
 from pylog.protocol.messages.create_topics_request import CreateTopicsRequest
@@ -33,6 +41,8 @@ from pylog.protocol.messages.describe_groups_request import DescribeGroupsReques
 from pylog.protocol.messages.describe_groups_response import DescribeGroupsResponse
 from pylog.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from pylog.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
+from pylog.protocol.messages.elect_leaders_request import ElectLeadersRequest
+from pylog.protocol.messages.elect_leaders_response import ElectLeadersResponse
 from pylog.protocol.messages.fetch_request import FetchRequest
 from pylog.protocol.messages.fetch_response import FetchResponse
 from pylog.protocol.messages.find_coordinator_request import FindCoordinatorRequest
@@ -55,6 +65,12 @@ from pylog.protocol.messages.list_groups_request import ListGroupsRequest
 from pylog.protocol.messages.list_groups_response import ListGroupsResponse
 from pylog.protocol.messages.list_offsets_request import ListOffsetsRequest
 from pylog.protocol.messages.list_offsets_response import ListOffsetsResponse
+from pylog.protocol.messages.list_partition_reassignments_request import (
+    ListPartitionReassignmentsRequest,
+)
+from pylog.protocol.messages.list_partition_reassignments_response import (
+    ListPartitionReassignmentsResponse,
+)
 from pylog.protocol.messages.metadata_request import MetadataRequest
 from pylog.protocol.messages.metadata_response import MetadataResponse
 from pylog.protocol.messages.offset_commit_request import OffsetCommitRequest
@@ -79,7 +95,9 @@ from pylog.protocol.messages.update_metadata_response import UpdateMetadataRespo
 #: Any request class.
 Request: TypeAlias = (
     AlterConfigsRequest
+    | AlterPartitionReassignmentsRequest
     | ApiVersionsRequest
+    | ControlledShutdownRequest
     | CreatePartitionsRequest
     | CreateTopicsRequest
     | DeleteGroupsRequest
@@ -89,6 +107,7 @@ Request: TypeAlias = (
     | DescribeConfigsRequest
     | DescribeGroupsRequest
     | DescribeLogDirsRequest
+    | ElectLeadersRequest
     | FetchRequest
     | FindCoordinatorRequest
     | HeartbeatRequest
@@ -99,6 +118,7 @@ Request: TypeAlias = (
     | LeaveGroupRequest
     | ListGroupsRequest
     | ListOffsetsRequest
+    | ListPartitionReassignmentsRequest
     | MetadataRequest
     | OffsetCommitRequest
     | OffsetDeleteRequest
@@ -114,7 +134,9 @@ Request: TypeAlias = (
 #: Any response class.
 Response: TypeAlias = (
     AlterConfigsResponse
+    | AlterPartitionReassignmentsResponse
     | ApiVersionsResponse
+    | ControlledShutdownResponse
     | CreatePartitionsResponse
     | CreateTopicsResponse
     | DeleteGroupsResponse
@@ -124,6 +146,7 @@ Response: TypeAlias = (
     | DescribeConfigsResponse
     | DescribeGroupsResponse
     | DescribeLogDirsResponse
+    | ElectLeadersResponse
     | FetchResponse
     | FindCoordinatorResponse
     | HeartbeatResponse
@@ -134,6 +157,7 @@ Response: TypeAlias = (
     | LeaveGroupResponse
     | ListGroupsResponse
     | ListOffsetsResponse
+    | ListPartitionReassignmentsResponse
     | MetadataResponse
     | OffsetCommitResponse
     | OffsetDeleteResponse
@@ -155,6 +179,7 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     4: LeaderAndIsrRequest,
     5: StopReplicaRequest,
     6: UpdateMetadataRequest,
+    7: ControlledShutdownRequest,
     8: OffsetCommitRequest,
     9: OffsetFetchRequest,
     10: FindCoordinatorRequest,
@@ -176,7 +201,10 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     35: DescribeLogDirsRequest,
     37: CreatePartitionsRequest,
     42: DeleteGroupsRequest,
+    43: ElectLeadersRequest,
     44: IncrementalAlterConfigsRequest,
+    45: AlterPartitionReassignmentsRequest,
+    46: ListPartitionReassignmentsRequest,
     47: OffsetDeleteRequest,
     60: DescribeClusterRequest,
 }
@@ -190,6 +218,7 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     4: LeaderAndIsrResponse,
     5: StopReplicaResponse,
     6: UpdateMetadataResponse,
+    7: ControlledShutdownResponse,
     8: OffsetCommitResponse,
     9: OffsetFetchResponse,
     10: FindCoordinatorResponse,
@@ -211,7 +240,10 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     35: DescribeLogDirsResponse,
     37: CreatePartitionsResponse,
     42: DeleteGroupsResponse,
+    43: ElectLeadersResponse,
     44: IncrementalAlterConfigsResponse,
+    45: AlterPartitionReassignmentsResponse,
+    46: ListPartitionReassignmentsResponse,
     47: OffsetDeleteResponse,
     60: DescribeClusterResponse,
 }
@@ -221,8 +253,12 @@ __all__ = [
     "RESPONSE_CLASSES",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "ControlledShutdownRequest",
+    "ControlledShutdownResponse",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
     "CreateTopicsRequest",
@@ -241,6 +277,8 @@ __all__ = [
     "DescribeGroupsResponse",
     "DescribeLogDirsRequest",
     "DescribeLogDirsResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
@@ -261,6 +299,8 @@ __all__ = [
     "ListGroupsResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
     "MetadataRequest",
     "MetadataResponse",
     "OffsetCommitRequest",
