@@ -13,6 +13,12 @@ from typing import TypeAlias
 
 from pylog.protocol.messages.alter_configs_request import AlterConfigsRequest
 from pylog.protocol.messages.alter_configs_response import AlterConfigsResponse
+from pylog.protocol.messages.alter_user_scram_credentials_request import (
+    AlterUserScramCredentialsRequest,
+)
+from pylog.protocol.messages.alter_user_scram_credentials_response import (
+    AlterUserScramCredentialsResponse,
+)
 from pylog.protocol.messages.api_versions_request import ApiVersionsRequest
 from pylog.protocol.messages.api_versions_response import ApiVersionsResponse
 from pylog.protocol.messages.create_partitions_request import CreatePartitionsRequest
@@ -33,6 +39,12 @@ from pylog.protocol.messages.describe_groups_request import DescribeGroupsReques
 from pylog.protocol.messages.describe_groups_response import DescribeGroupsResponse
 from pylog.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from pylog.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
+from pylog.protocol.messages.describe_user_scram_credentials_request import (
+    DescribeUserScramCredentialsRequest,
+)
+from pylog.protocol.messages.describe_user_scram_credentials_response import (
+    DescribeUserScramCredentialsResponse,
+)
 from pylog.protocol.messages.fetch_request import FetchRequest
 from pylog.protocol.messages.fetch_response import FetchResponse
 from pylog.protocol.messages.find_coordinator_request import FindCoordinatorRequest
@@ -67,6 +79,8 @@ from pylog.protocol.messages.offset_for_leader_epoch_request import OffsetForLea
 from pylog.protocol.messages.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
 from pylog.protocol.messages.produce_request import ProduceRequest
 from pylog.protocol.messages.produce_response import ProduceResponse
+from pylog.protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
+from pylog.protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from pylog.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
 from pylog.protocol.messages.sasl_handshake_response import SaslHandshakeResponse
 from pylog.protocol.messages.stop_replica_request import StopReplicaRequest
@@ -79,6 +93,7 @@ from pylog.protocol.messages.update_metadata_response import UpdateMetadataRespo
 #: Any request class.
 Request: TypeAlias = (
     AlterConfigsRequest
+    | AlterUserScramCredentialsRequest
     | ApiVersionsRequest
     | CreatePartitionsRequest
     | CreateTopicsRequest
@@ -89,6 +104,7 @@ Request: TypeAlias = (
     | DescribeConfigsRequest
     | DescribeGroupsRequest
     | DescribeLogDirsRequest
+    | DescribeUserScramCredentialsRequest
     | FetchRequest
     | FindCoordinatorRequest
     | HeartbeatRequest
@@ -105,6 +121,7 @@ Request: TypeAlias = (
     | OffsetFetchRequest
     | OffsetForLeaderEpochRequest
     | ProduceRequest
+    | SaslAuthenticateRequest
     | SaslHandshakeRequest
     | StopReplicaRequest
     | SyncGroupRequest
@@ -114,6 +131,7 @@ Request: TypeAlias = (
 #: Any response class.
 Response: TypeAlias = (
     AlterConfigsResponse
+    | AlterUserScramCredentialsResponse
     | ApiVersionsResponse
     | CreatePartitionsResponse
     | CreateTopicsResponse
@@ -124,6 +142,7 @@ Response: TypeAlias = (
     | DescribeConfigsResponse
     | DescribeGroupsResponse
     | DescribeLogDirsResponse
+    | DescribeUserScramCredentialsResponse
     | FetchResponse
     | FindCoordinatorResponse
     | HeartbeatResponse
@@ -140,6 +159,7 @@ Response: TypeAlias = (
     | OffsetFetchResponse
     | OffsetForLeaderEpochResponse
     | ProduceResponse
+    | SaslAuthenticateResponse
     | SaslHandshakeResponse
     | StopReplicaResponse
     | SyncGroupResponse
@@ -174,10 +194,13 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     32: DescribeConfigsRequest,
     33: AlterConfigsRequest,
     35: DescribeLogDirsRequest,
+    36: SaslAuthenticateRequest,
     37: CreatePartitionsRequest,
     42: DeleteGroupsRequest,
     44: IncrementalAlterConfigsRequest,
     47: OffsetDeleteRequest,
+    50: DescribeUserScramCredentialsRequest,
+    51: AlterUserScramCredentialsRequest,
     60: DescribeClusterRequest,
 }
 
@@ -209,10 +232,13 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     32: DescribeConfigsResponse,
     33: AlterConfigsResponse,
     35: DescribeLogDirsResponse,
+    36: SaslAuthenticateResponse,
     37: CreatePartitionsResponse,
     42: DeleteGroupsResponse,
     44: IncrementalAlterConfigsResponse,
     47: OffsetDeleteResponse,
+    50: DescribeUserScramCredentialsResponse,
+    51: AlterUserScramCredentialsResponse,
     60: DescribeClusterResponse,
 }
 
@@ -221,6 +247,8 @@ __all__ = [
     "RESPONSE_CLASSES",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "CreatePartitionsRequest",
@@ -241,6 +269,8 @@ __all__ = [
     "DescribeGroupsResponse",
     "DescribeLogDirsRequest",
     "DescribeLogDirsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
@@ -275,6 +305,8 @@ __all__ = [
     "ProduceResponse",
     "Request",
     "Response",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
     "SaslHandshakeRequest",
     "SaslHandshakeResponse",
     "StopReplicaRequest",
