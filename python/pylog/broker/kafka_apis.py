@@ -11,7 +11,9 @@ from the handlers of each concern, as Kafka splits them:
 * ``cluster_apis`` — Metadata, DescribeCluster, DescribeLogDirs;
 * ``group_apis`` — the group APIs, when there is a GroupCoordinator (the
   broker always has one; the data-path tests drive KafkaApis without);
-* ``sasl_apis`` — SaslHandshake;
+* ``sasl_apis`` — SaslHandshake, SaslAuthenticate (off SASL listeners: on
+  them the network layer's authenticator answers);
+* ``scram_apis`` — DescribeUserScramCredentials, AlterUserScramCredentials;
 * ``controller_apis`` — the controller's LeaderAndIsr, UpdateMetadata and
   StopReplica (replication between brokers);
 * ApiVersions here, which advertises exactly the table's keys.
@@ -36,6 +38,7 @@ from pylog.broker.controller_apis import ControllerApis
 from pylog.broker.group_apis import GroupApis
 from pylog.broker.produce_fetch_apis import ProduceFetchApis
 from pylog.broker.sasl_apis import SaslApis
+from pylog.broker.scram_apis import ScramApis
 from pylog.broker.topic_apis import TopicApis
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
@@ -60,6 +63,7 @@ from pylog.protocol import (
 )
 from pylog.protocol.messages import (
     AlterConfigsRequest,
+    AlterUserScramCredentialsRequest,
     ApiVersionsRequest,
     ApiVersionsResponse,
     CreatePartitionsRequest,
@@ -71,6 +75,7 @@ from pylog.protocol.messages import (
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
+    DescribeUserScramCredentialsRequest,
     FetchRequest,
     FindCoordinatorRequest,
     HeartbeatRequest,
@@ -87,6 +92,7 @@ from pylog.protocol.messages import (
     OffsetFetchRequest,
     OffsetForLeaderEpochRequest,
     ProduceRequest,
+    SaslAuthenticateRequest,
     SaslHandshakeRequest,
     StopReplicaRequest,
     SyncGroupRequest,
@@ -151,6 +157,7 @@ class KafkaApis:
         metadata_store: MetadataStore,
         group_coordinator: GroupCoordinator | None = None,
         producer_id_manager: ProducerIdManager | None = None,
+        is_controller: Callable[[], bool] = lambda: True,
     ) -> None:
         self.config = config
         self.replica_manager = replica_manager
@@ -168,6 +175,7 @@ class KafkaApis:
             config, replica_manager, metadata_store, configs, on_topic_deleted=self._topic_deleted
         )
         sasl = SaslApis()
+        scram = ScramApis(metadata_store, is_controller)
         controller = ControllerApis(replica_manager, group_coordinator)
         handlers: dict[int, Route] = {
             ApiKey.PRODUCE: Route(ProduceRequest, data.handle_produce_request),
@@ -175,6 +183,17 @@ class KafkaApis:
             ApiKey.LIST_OFFSETS: Route(ListOffsetsRequest, data.handle_list_offset_request),
             ApiKey.METADATA: Route(MetadataRequest, cluster.handle_topic_metadata_request),
             ApiKey.SASL_HANDSHAKE: Route(SaslHandshakeRequest, sasl.handle_sasl_handshake_request),
+            ApiKey.SASL_AUTHENTICATE: Route(
+                SaslAuthenticateRequest, sasl.handle_sasl_authenticate_request
+            ),
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Route(
+                DescribeUserScramCredentialsRequest,
+                scram.handle_describe_user_scram_credentials_request,
+            ),
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Route(
+                AlterUserScramCredentialsRequest,
+                scram.handle_alter_user_scram_credentials_request,
+            ),
             ApiKey.API_VERSIONS: Route(ApiVersionsRequest, self.handle_api_versions_request),
             ApiKey.CREATE_TOPICS: Route(CreateTopicsRequest, topics.handle_create_topics_request),
             ApiKey.DELETE_TOPICS: Route(DeleteTopicsRequest, topics.handle_delete_topics_request),
