@@ -79,6 +79,9 @@ SENDFILE_MIN = 4096
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 # Record bytes read at a time for a TLS connection (no sendfile through TLS).
 TLS_COPY_CHUNK = 256 * 1024
+# How long a connection whose last answer ends it (a failed login) stays open
+# for the client to read that answer, unless the client closes first.
+CLOSE_AFTER_ANSWER_S = 1.0
 
 
 def _as_bytes(chunks: list[Chunk]) -> list[bytes | bytearray | memoryview]:
@@ -564,7 +567,7 @@ class Processor(asyncio.BufferedProtocol):
                 transport.writelines(_as_bytes(chunks))
             self._finish(response, start)
             if response.request.close_after_response:
-                self.close()
+                self._close_after_answer()
                 return
         self._maybe_idle()
 
@@ -574,6 +577,15 @@ class Processor(asyncio.BufferedProtocol):
         self.bytes_out += response.size
         self.last_active_ns = sent = time.monotonic_ns()
         self.channel.record_sent(response, send_start_ns, sent)
+
+    def _close_after_answer(self) -> None:
+        """The answer that ends the connection (a failed login) is written:
+        read nothing more, and close once the client has had time to read it
+        (a client that sees the answer and the close in one read may report
+        only the close) — sooner if the client closes first."""
+        self._pause_reading("closing")
+        self._closing = True
+        asyncio.get_running_loop().call_later(CLOSE_AFTER_ANSWER_S, self.close)
 
     def _maybe_idle(self) -> None:
         if not self.in_flight:
@@ -615,7 +627,7 @@ class Processor(asyncio.BufferedProtocol):
                     transport.writelines(pending)
                 self._finish(response, start)
                 if response.request.close_after_response:
-                    self.close()
+                    self._close_after_answer()
                     return
         except (ConnectionError, OSError) as e:
             self.close(f"sending a response failed: {e}", abort=True)

@@ -1,51 +1,67 @@
 """ScramSaslServer: SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, RFC 7677) on the
-broker, over the ``scramp`` library's server.
+broker, as Kafka's ScramSaslServer speaks it.
 
-scramp (PyPI, MIT-0; also pg8000's SCRAM) parses the messages and checks
-them: the GS2 header (no channel binding: Kafka has none), the client-first
-message, the client-final message's channel-binding field, that its nonce is
-the client's nonce followed by the server's (a mismatch fails), and the
-client's proof against the stored key; it writes server-first
-(``r=<nonce>,s=<salt>,i=<iterations>``) and server-final (``v=<signature>``).
-It also refuses credentials of fewer than 4096 iterations, as Kafka does.
+Two exchanges. The client-first message ``n,[a=<authzid>],n=<user>,r=<nonce>``
+(no channel binding: only the ``n`` GS2 flag; user names escape ``,`` and
+``=`` as ``=2C`` and ``=3D``; extensions after the nonce are ignored) is
+answered with server-first, ``r=<client nonce><server nonce>,s=<salt>,i=<iterations>``
+from the user's stored credential. The client-final message
+``c=<base64 GS2 header>,r=<nonce>,p=<proof>`` must repeat the GS2 header, carry
+a nonce ending with the one server-first gave (Kafka's check; librdkafka 2.0,
+which Debian's kcat uses, sends the client nonce before it), and prove the
+password: H(proof XOR HMAC(StoredKey, AuthMessage)) = StoredKey. The answer is
+server-final, ``v=<HMAC(ServerKey, AuthMessage)>``, so the client knows the
+broker holds the credential too.
 
-What this class adds is Kafka's behaviour around it: the credentials come
-from the broker's store (:class:`~pylog.security.credential_cache.CredentialCache`),
-and a failure answers the client with Kafka's messages — the generic
-"invalid credentials" one for everything (unknown user, wrong proof, nonce
-mismatch, malformed message) except an authorization id other than the user
-name, which Kafka names. The log line says which it was.
+Every failure — unknown user, wrong proof, nonce mismatch, malformed message,
+a credential below 4096 iterations, delegation tokens (``tokenauth``, not
+served) — gives the client Kafka's generic "invalid credentials" message;
+only an authorization id other than the user name is named, as Kafka names
+it. The log line says which it was, never a secret.
 
-Differences from Kafka's ScramSaslServer, each in what clients never send:
-an authorization id equal to the user name (``n,a=alice,``) is refused like
-any other (scramp allows none); SCRAM extensions (Kafka's ``tokenauth`` for
-delegation tokens) are not supported; user names pass through SASLprep.
+Why not the ``scramp`` library here (it does serve SCRAM, and pylog uses its
+client for inter-broker logins): its server requires the client-final nonce
+to equal server-first's, which refuses librdkafka 2.0's logins that Kafka
+accepts, refuses an authorization id even when it is the user name, and
+SASLprep-normalises user names, which Kafka does not.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import hmac
+import re
+import secrets
 from collections.abc import Callable
-
-from scramp import ScramException
-from scramp import ScramMechanism as _ScrampMechanism
 
 from pylog.logsafe import quoted
 from pylog.security.sasl_server import SaslAuthenticationError
 from pylog.security.scram_credential import ScramCredential
 from pylog.security.scram_mechanism import ScramMechanism
 
-__all__ = ["ScramSaslServer"]
+__all__ = ["ScramSaslServer", "sasl_name_to_user"]
 
-#: scramp's server-error names, as the log says them.
-_REASONS = {
-    "unknown-user": "unknown user",
-    "invalid-proof": "wrong password (invalid client proof)",
-    "invalid-encoding": "a malformed message",
-    "channel-bindings-dont-match": "a channel-binding mismatch",
-    "extensions-not-supported": "an unsupported extension",
-    "invalid-username-encoding": "a malformed user name",
-    "no-resources": "its credential could not be read",
-}
+# RFC 5802's grammar as Kafka's ScramMessages reads it (ASCII; ``,`` ends a field).
+_SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"
+_VALUE = r"[\x01-\x2b\x2d-\x7f]+"
+_PRINTABLE = r"[\x21-\x2b\x2d-\x7e]+"
+_BASE64 = r"(?:[A-Za-z0-9/+]{4})*(?:[A-Za-z0-9/+]{3}=|[A-Za-z0-9/+]{2}==)?"
+_EXTENSIONS = rf"(?:,[A-Za-z]+={_VALUE})*"
+_CLIENT_FIRST = re.compile(
+    rf"(?P<gs2>n,(?:a=(?P<authzid>{_SASLNAME}))?,)(?P<bare>(?:m={_VALUE},)?"
+    rf"n=(?P<name>{_SASLNAME}),r=(?P<nonce>{_PRINTABLE})(?P<ext>{_EXTENSIONS}))"
+)
+_CLIENT_FINAL = re.compile(
+    rf"(?P<without_proof>c=(?P<channel>{_BASE64}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS})"
+    rf",p=(?P<proof>{_BASE64})"
+)
+
+
+def sasl_name_to_user(name: str) -> str:
+    """A SCRAM ``saslname`` as the user name (``=2C`` → ``,``, ``=3D`` → ``=``)."""
+    return name.replace("=2C", ",").replace("=3D", "=")
 
 
 class ScramSaslServer:
@@ -57,8 +73,12 @@ class ScramSaslServer:
         self.mechanism = mechanism.mechanism_name
         self._mech = mechanism
         self._credential = credential
-        self._server = _ScrampMechanism(mechanism.mechanism_name).make_server(self._auth_info)
         self._user: str | None = None
+        self._gs2 = ""
+        self._first_bare = ""
+        self._server_first = ""
+        self._nonce = ""
+        self._cred: ScramCredential | None = None
         self._step = 0
         self._complete = False
 
@@ -72,52 +92,84 @@ class ScramSaslServer:
             raise RuntimeError("the SCRAM exchange is not complete")
         return self._user
 
-    def _auth_info(self, username: str) -> tuple[bytes, bytes, bytes, int] | None:
-        self._user = username
-        cred = self._credential(username, self._mech)
-        if cred is None:
-            return None
-        return cred.salt, cred.stored_key, cred.server_key, cred.iterations
-
-    def _failed(self, e: ScramException, step: str) -> SaslAuthenticationError:
-        code = e.server_error.value if e.server_error is not None else ""
-        reason = _REASONS.get(code)
-        text = str(e.args[0]) if e.args else ""
-        if reason is None:
-            if "nonce" in text.lower():
-                reason = "a nonce mismatch"
-            elif "iteration" in text.lower():
-                reason = f"a stored credential below {self._mech.min_iterations} iterations"
-            else:
-                reason = f"a malformed {step} message"
-        user = f" for user {quoted(self._user)}" if self._user is not None else ""
-        if "authzid" in text:
-            return SaslAuthenticationError(
-                f"an authorization id in the client-first message{user}",
-                "Authentication failed: Client requested an authorization id that is "
-                "different from username",
-            )
-        return SaslAuthenticationError(f"{reason}{user}")
+    def _fail(self, reason: str) -> SaslAuthenticationError:
+        who = f" for user {quoted(self._user)}" if self._user is not None else ""
+        self._cred = None
+        return SaslAuthenticationError(f"{reason}{who}")
 
     def evaluate(self, token: bytes) -> bytes:
         try:
-            text = token.decode("utf-8")
+            text = token.decode("ascii")
         except UnicodeDecodeError:
-            raise SaslAuthenticationError("a SCRAM message that is not UTF-8") from None
+            raise self._fail("a SCRAM message that is not ASCII") from None
         if self._step == 0:
             self._step = 1
-            try:
-                self._server.set_client_first(text)
-                return str(self._server.get_server_first()).encode("utf-8")
-            except ScramException as e:
-                raise self._failed(e, "client-first") from None
+            return self._client_first(text)
         if self._step == 1:
             self._step = 2
-            try:
-                self._server.set_client_final(text)
-                final = str(self._server.get_server_final()).encode("utf-8")
-            except ScramException as e:
-                raise self._failed(e, "client-final") from None
-            self._complete = True
-            return final
-        raise SaslAuthenticationError("a SCRAM message after the exchange completed")
+            return self._client_final(text)
+        raise self._fail("a SCRAM message after the exchange ended")
+
+    def _client_first(self, text: str) -> bytes:
+        m = _CLIENT_FIRST.fullmatch(text)
+        if m is None:
+            raise self._fail("a malformed client-first message")
+        self._user = user = sasl_name_to_user(m["name"])
+        if "=" in m["name"].replace("=2C", "").replace("=3D", ""):
+            raise self._fail("a malformed user name")
+        extensions = dict(part.split("=", 1) for part in m["ext"].split(",")[1:])
+        if extensions.get("tokenauth", "").lower() == "true":
+            raise self._fail("a delegation-token login (not supported)")
+        cred = self._credential(user, self._mech)
+        if cred is None:
+            raise self._fail("unknown user")
+        authzid = m["authzid"]
+        if authzid and sasl_name_to_user(authzid) != user:
+            raise SaslAuthenticationError(
+                f"user {quoted(user)} asked to act as {quoted(sasl_name_to_user(authzid))}",
+                "Authentication failed: Client requested an authorization id that is "
+                "different from username",
+            )
+        if cred.iterations < self._mech.min_iterations:
+            raise self._fail(
+                f"a stored credential of {cred.iterations} iterations "
+                f"(below {self._mech.min_iterations})"
+            )
+        self._cred = cred
+        self._gs2 = m["gs2"]
+        self._first_bare = m["bare"]
+        self._nonce = m["nonce"] + secrets.token_urlsafe(24)
+        salt = base64.b64encode(cred.salt).decode("ascii")
+        self._server_first = f"r={self._nonce},s={salt},i={cred.iterations}"
+        return self._server_first.encode("ascii")
+
+    def _client_final(self, text: str) -> bytes:
+        cred = self._cred
+        if cred is None:
+            raise self._fail("a client-final message before client-first")
+        m = _CLIENT_FINAL.fullmatch(text)
+        if m is None:
+            raise self._fail("a malformed client-final message")
+        try:
+            channel = base64.b64decode(m["channel"], validate=True)
+            proof = base64.b64decode(m["proof"], validate=True)
+        except (binascii.Error, ValueError):
+            raise self._fail("a malformed client-final message") from None
+        if channel != self._gs2.encode("ascii"):
+            raise self._fail("a channel-binding field that does not repeat the GS2 header")
+        if not m["nonce"].endswith(self._nonce):
+            raise self._fail("a nonce mismatch")
+        auth_message = f"{self._first_bare},{self._server_first},{m['without_proof']}".encode(
+            "ascii"
+        )
+        name = self._mech.hash_name
+        signature = hmac.digest(cred.stored_key, auth_message, name)
+        if len(proof) != len(signature):
+            raise self._fail("wrong password (a client proof of the wrong length)")
+        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
+        if not hmac.compare_digest(hashlib.new(name, client_key).digest(), cred.stored_key):
+            raise self._fail("wrong password (invalid client proof)")
+        server_signature = hmac.digest(cred.server_key, auth_message, name)
+        self._complete = True
+        self._cred = None
+        return b"v=" + base64.b64encode(server_signature)
