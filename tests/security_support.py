@@ -116,7 +116,7 @@ def make_certs(directory: Path) -> Certs:
             broker,
             [ca],
             serialization.BestAvailableEncryption(STORE_PASSWORD.encode()),
-        )  # fmt: skip
+        )
     )
     (directory / "client.pem").write_bytes(_pem(client) + _pem(ca))
     (directory / "client.key").write_bytes(
@@ -133,7 +133,7 @@ def make_certs(directory: Path) -> Certs:
             client,
             [ca],
             serialization.BestAvailableEncryption(STORE_PASSWORD.encode()),
-        )  # fmt: skip
+        )
     )
     return Certs(
         dir=directory,
