@@ -119,9 +119,7 @@ def _check_authenticate(resp: SaslAuthenticateResponse) -> bytes:
     return bytes(resp.auth_bytes)
 
 
-def authenticate_blocking(
-    request: Callable[[int, int, object, type], object], security: ClientSecurity
-) -> None:
+def authenticate_blocking(request: Callable[..., object], security: ClientSecurity) -> None:
     """Run the exchange over ``request(api_key, version, body, expect)``, which
     sends one request and returns its decoded response. KafkaError on failure."""
     client = security.sasl_client()
@@ -147,7 +145,7 @@ def authenticate_blocking(
 
 
 async def authenticate_async(
-    request: Callable[[int, int, object, type], Awaitable[object]], security: ClientSecurity
+    request: Callable[..., Awaitable[object]], security: ClientSecurity
 ) -> None:
     """:func:`authenticate_blocking` over an awaitable ``request``."""
     client = security.sasl_client()
