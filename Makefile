@@ -61,6 +61,7 @@ bench: install ## print the performance figures and their ratios against same-ru
 	$(PY) bench/broker_bench.py
 	$(PY) bench/group_bench.py
 	$(PY) bench/hostile_request_bench.py
+	$(PY) bench/tls_bench.py
 	$(PY) bench/cleaner_bench.py
 	$(PY) bench/spark_bench.py
 
