@@ -12,11 +12,17 @@ Without ``--password`` the password is read from the terminal (or
 ``$PYLOG_SCRAM_PASSWORD``), so it does not land in the shell history or in
 ``ps``. To run these against a secured listener, give ``--command-config``
 (a Kafka client properties file).
+
+``add --zookeeper HOST:PORT/chroot`` writes ``/config/users/<user>`` in
+ZooKeeper directly, as Kafka's ``kafka-configs --zookeeper`` does: how the
+brokers' own inter-broker SCRAM user is made before a SASL cluster starts
+(no broker can answer until it exists).
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import click
 
@@ -85,6 +91,12 @@ def _alter(client: ClusterClient, body: dict[str, object]) -> None:
     confirmation_prompt=True,
     help="The password (prompted for when not given; also $PYLOG_SCRAM_PASSWORD).",
 )
+@click.option(
+    "--zookeeper",
+    metavar="HOST:PORT[/CHROOT]",
+    help="Write the credential to ZooKeeper directly instead (before a SASL cluster's "
+    "brokers start).",
+)
 def add(
     bootstrap_server: str,
     command_config: str | None,
@@ -93,9 +105,10 @@ def add(
     mechanism: tuple[str, ...],
     iterations: int,
     password: str,
+    zookeeper: str | None,
 ) -> None:
     """Add a user, or change its password (upsert)."""
-    upsertions = []
+    upsertions: list[dict[str, Any]] = []
     for name in dict.fromkeys(m.upper() for m in mechanism):
         m = _mechanism(name)
         salt = os.urandom(32)
@@ -108,13 +121,42 @@ def add(
                 "salted_password": salted_password(m, password, salt, iterations),
             }
         )
-    with (
-        client_errors(),
-        admin_client(bootstrap_server, request_timeout_ms, command_config=command_config) as c,
-    ):
-        _alter(c, {"deletions": [], "upsertions": upsertions})
+    if zookeeper:
+        _write_to_zookeeper(zookeeper, user, upsertions, request_timeout_ms)
+    else:
+        with (
+            client_errors(),
+            admin_client(bootstrap_server, request_timeout_ms, command_config=command_config) as c,
+        ):
+            _alter(c, {"deletions": [], "upsertions": upsertions})
     names = ", ".join(dict.fromkeys(m.upper() for m in mechanism))
     click.echo(f"SCRAM credentials of {user}: {names} set ({iterations} iterations)")
+
+
+def _write_to_zookeeper(
+    connect: str, user: str, upsertions: list[dict[str, Any]], timeout_ms: int
+) -> None:
+    from pylog.metadata.kafka_zk_client import KafkaZkClient, ZkError
+    from pylog.metadata.zk_store import sanitize
+    from pylog.security.scram_credential import ScramCredential
+
+    zk = KafkaZkClient(connect, connection_timeout_ms=timeout_ms)
+    try:
+        zk.start()
+        zk.create_top_level_paths()
+        config = zk.get_entity_config("users", sanitize(user))
+        for u in upsertions:
+            m = ScramMechanism.by_type(u["mechanism"])
+            assert m is not None
+            cred = ScramCredential.from_salted_password(
+                m, u["salt"], u["salted_password"], u["iterations"]
+            )
+            config[m.mechanism_name] = cred.to_string()
+        zk.set_entity_config("users", sanitize(user), config)
+    except (ZkError, OSError) as e:
+        raise CommandError(f"ZooKeeper {connect}: {e}") from None
+    finally:
+        zk.close()
 
 
 @user_scram.command("delete")
