@@ -398,3 +398,28 @@ def test_a_broker_login_from_pylogs_own_client(hardened: Hardened) -> None:
     login(SCRAM_PASSWORD)
     with pytest.raises(KafkaError, match="SASL_AUTHENTICATION_FAILED"):
         login("wrong")
+
+
+def test_librdkafka_reauthenticates_before_its_session_ends(hardened: Hardened) -> None:
+    """confluent-kafka producing for three sessions' time on the listener
+    whose PLAIN sessions last 1.5 s: every record is delivered and no
+    connection is closed for an expired session (the client re-authenticated
+    in time each time, KIP-368)."""
+    from confluent_kafka import Producer
+
+    before = hardened.log.read_text().count("expired")
+    p = Producer({
+        "bootstrap.servers": hardened.address("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice", "sasl.password": PLAIN_USERS["alice"], "linger.ms": 5,
+    })  # fmt: skip
+    errors: list[object] = []
+    sent = 0
+    deadline = time.monotonic() + 3 * REAUTH_MS / 1000 + 0.5
+    while time.monotonic() < deadline:
+        p.produce("reauth", value=b"x", on_delivery=lambda e, m: errors.append(e) if e else None)
+        sent += 1
+        p.poll(0.05)
+    assert p.flush(20) == 0 and errors == []
+    assert sent > 20
+    assert hardened.log.read_text().count("expired") == before

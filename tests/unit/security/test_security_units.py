@@ -482,3 +482,14 @@ def test_sasl_listener_configuration_errors() -> None:
     )
     with pytest.raises(InvalidConfigurationError, match="username and password"):
         inter_broker_security(config)
+
+
+def test_a_broker_with_no_config_is_plaintext_on_loopback_only() -> None:
+    from pylog.broker.channel_builders import listener_specs
+
+    c = KafkaConfig.from_props({})
+    (spec,) = listener_specs(c, lambda user, mechanism: None)
+    assert (spec.name, spec.host, spec.port, spec.security_protocol) == (
+        "PLAINTEXT", "127.0.0.1", 9092, "PLAINTEXT",
+    )  # fmt: skip
+    assert spec.ssl_context is None and spec.sasl is None
