@@ -405,3 +405,20 @@ def test_the_certificate_names_the_principal(secured: Secured) -> None:
     while "TLS handshake failed" not in secured.log_text() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert "TLS handshake failed" in secured.log_text()
+
+
+def test_describe_configs_hides_the_secrets(secured: Secured) -> None:
+    """The broker's passwords are PASSWORD keys: DescribeConfigs marks them
+    sensitive with no value (Kafka's behaviour); the JAAS text (listener
+    keys) is never described."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": secured.address("PLAINTEXT")})
+    resource = ConfigResource(ResourceType.BROKER, "0")
+    entries = admin.describe_configs([resource])[resource].result(timeout=20)
+    key = entries["ssl.key.password"]
+    assert key.is_sensitive and key.value is None
+    assert entries["ssl.keystore.location"].value == str(secured.certs.broker_keystore)
+    assert not entries["ssl.keystore.location"].is_sensitive
+    assert not any(name.startswith("listener.name.") for name in entries)
+    assert all("secret" not in (e.value or "") for e in entries.values())
