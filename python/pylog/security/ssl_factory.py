@@ -133,7 +133,7 @@ def _kind(data: bytes) -> str:
 def _store_kind(cfg: SslConfig, key: str, declared: str | None, data: bytes) -> str:
     found = _kind(data)
     declared = (declared or "JKS").upper()
-    if found == "JKS" or (declared in ("JKS", "JCEKS") and found not in ("PEM", "PKCS12")):
+    if found == "JKS":
         raise _error(
             cfg,
             f"{key} is a Java KeyStore (JKS), which pylog cannot read: use PEM "
