@@ -142,6 +142,7 @@ bench: install ## print the performance figures and their ratios against same-ru
 	$(PY) bench/broker_bench.py
 	$(PY) bench/group_bench.py
 	$(PY) bench/hostile_request_bench.py
+	$(PY) bench/tls_bench.py
 	$(PY) bench/cleaner_bench.py
 	$(PY) bench/spark_bench.py
 	@$(MAKE) --no-print-directory kafka || echo "kafka_peer: skipped, Apache Kafka could not be fetched with Maven (see above)"

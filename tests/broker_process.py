@@ -18,11 +18,23 @@ PYLOG = str(Path(sys.executable).with_name("pylog"))
 class BrokerProcess:
     """`pylog broker start` on an ephemeral port; restartable on the same port and data."""
 
-    def __init__(self, data: Path, overrides: dict[str, object] | None = None) -> None:
+    def __init__(
+        self,
+        data: Path,
+        overrides: dict[str, object] | None = None,
+        *,
+        log_path: Path | None = None,
+        log_level: str | None = None,
+    ) -> None:
         self.data = data
         self.overrides = dict(overrides or {})
+        #: Where the broker's log (stderr) goes; inherited when None.
+        self.log_path = log_path
+        self.log_level = log_level or os.environ.get("PYLOG_TEST_BROKER_LOG_LEVEL", "WARNING")
         self.port = 0
         self.proc: subprocess.Popen[str] | None = None
+        #: The broker's "started: <listeners>" line (every bound port).
+        self.start_line = ""
 
     @property
     def bootstrap(self) -> str:
@@ -31,7 +43,7 @@ class BrokerProcess:
     def start(self, env: dict[str, str] | None = None) -> BrokerProcess:
         cmd = [
             PYLOG, "broker", "start",
-            "--log-level", os.environ.get("PYLOG_TEST_BROKER_LOG_LEVEL", "WARNING"),
+            "--log-level", self.log_level,
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
             "--override", f"log.dirs={self.data}",
             "--override", "socket.request.max.bytes=10000000",
@@ -39,13 +51,23 @@ class BrokerProcess:
         ]  # fmt: skip
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
-        )
+        log = open(self.log_path, "a") if self.log_path is not None else None  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env={**os.environ, **(env or {})},
+            )
+        finally:
+            if log is not None:
+                log.close()
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         assert "started: PLAINTEXT://127.0.0.1:" in line, f"broker did not start: {line!r}"
-        self.port = int(line.split("127.0.0.1:")[1].split()[0])
+        self.start_line = line
+        self.port = int(line.split("127.0.0.1:")[1].split()[0].rstrip(","))
         return self
 
     def stop(self, sig: int = signal.SIGTERM) -> int:

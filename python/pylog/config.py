@@ -54,6 +54,9 @@ class ConfigType(enum.Enum):
     DOUBLE = "double"
     STRING = "string"
     LIST = "list"
+    #: A secret (Kafka's PASSWORD): a string never shown by DescribeConfigs,
+    #: the config tools or the log.
+    PASSWORD = "password"
 
 
 # ---------------------------------------------------------------- validators
@@ -197,6 +200,8 @@ def _parse(key: ConfigKey, value: Any) -> Any:
         text = value.strip()
         if t is ConfigType.STRING:
             return text
+        if t is ConfigType.PASSWORD:
+            return value  # as given: a password's spaces are its own
         if t is ConfigType.LIST:
             return tuple(p.strip() for p in text.split(",") if p.strip()) if text else ()
         if t is ConfigType.BOOLEAN:

@@ -99,9 +99,14 @@ def test_invalid_values_name_the_key(props: dict[str, str], message: str) -> Non
         KafkaConfig.from_props(props)
 
 
-def test_unsupported_security_protocol_is_refused_at_start() -> None:
+def test_a_secured_listener_without_its_settings_is_refused_at_start() -> None:
+    # docs/security.md: an SSL listener needs a keystore; a SASL listener needs
+    # sasl.enabled.mechanisms (Kafka's default, GSSAPI, is not served).
     c = KafkaConfig.from_props({"listeners": "SSL://127.0.0.1:0"})
-    with pytest.raises(InvalidConfigurationError, match="PLAINTEXT"):
+    with pytest.raises(InvalidConfigurationError, match="needs a keystore"):
+        KafkaServer(c)
+    c = KafkaConfig.from_props({"listeners": "SASL_PLAINTEXT://127.0.0.1:0"})
+    with pytest.raises(InvalidConfigurationError, match="GSSAPI"):
         KafkaServer(c)
 
 

@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
     "records": 0,
     "logsafe": 0,
     "protocol": 1,
+    "security": 2,
     "log": 2,
     "network": 3,
     "metadata": 4,

@@ -92,6 +92,7 @@ _CONFIG_TYPE_ID = {
     ConfigType.LONG: 5,
     ConfigType.DOUBLE: 6,
     ConfigType.LIST: 7,
+    ConfigType.PASSWORD: 9,
 }
 
 # Broker keys whose value comes from the first of several keys that is set.
@@ -112,6 +113,14 @@ _Resource = TypeVar(
     alter_configs_request.AlterConfigsResource,
     incremental_alter_configs_request.AlterConfigsResource,
 )
+
+
+def _sensitive(name: str) -> bool:
+    """A broker key whose value is a secret (PASSWORD; listener-prefixed ones too)."""
+    key = ALL_BROKER_CONFIG.get(name)
+    if key is not None:
+        return key.type is ConfigType.PASSWORD
+    return name.endswith((".sasl.jaas.config", ".password", ".ssl.keystore.key"))
 
 
 def _show(value: object) -> str | None:
@@ -161,7 +170,10 @@ class ConfigApis:
         originals = self.config.originals
         out = [
             DescribeConfigsSynonym(
-                name=n, value=originals[n], source=ConfigSource.STATIC_BROKER_CONFIG
+                name=n,
+                # a secret is never shown (Kafka answers null for a PASSWORD)
+                value=None if _sensitive(n) else originals[n],
+                source=ConfigSource.STATIC_BROKER_CONFIG,
             )
             for n in names
             if n in originals
@@ -225,14 +237,15 @@ class ConfigApis:
         for name in wanted:
             key: ConfigKey = ALL_BROKER_CONFIG[name]
             syn = self._broker_synonyms(name)
-            value = described[name] if self.config.get(name) is not None else None
+            sensitive = key.type is ConfigType.PASSWORD
+            value = described[name] if self.config.get(name) is not None and not sensitive else None
             out.append(
                 DescribeConfigsResourceResult(
                     name=name,
                     value=value,
                     read_only=True,
                     config_source=syn[0].source if syn else ConfigSource.DEFAULT_CONFIG,
-                    is_sensitive=False,
+                    is_sensitive=sensitive,
                     synonyms=syn if synonyms else [],
                     config_type=_CONFIG_TYPE_ID.get(key.type, 0) if typed else 0,
                     documentation=key.doc if documentation and typed else None,

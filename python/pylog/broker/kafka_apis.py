@@ -11,7 +11,9 @@ from the handlers of each concern, as Kafka splits them:
 * ``cluster_apis`` — Metadata, DescribeCluster, DescribeLogDirs;
 * ``group_apis`` — the group APIs, when there is a GroupCoordinator (the
   broker always has one; the data-path tests drive KafkaApis without);
-* ``sasl_apis`` — SaslHandshake;
+* ``sasl_apis`` — SaslHandshake, SaslAuthenticate (off SASL listeners: on
+  them the network layer's authenticator answers);
+* ``scram_apis`` — DescribeUserScramCredentials, AlterUserScramCredentials;
 * ``controller_apis`` — the controller's LeaderAndIsr, UpdateMetadata and
   StopReplica (replication between brokers), and what is asked of the
   controller: ControlledShutdown, ElectLeaders, AlterPartitionReassignments,
@@ -38,6 +40,7 @@ from pylog.broker.controller_apis import ControllerApis
 from pylog.broker.group_apis import GroupApis
 from pylog.broker.produce_fetch_apis import ProduceFetchApis
 from pylog.broker.sasl_apis import SaslApis
+from pylog.broker.scram_apis import ScramApis
 from pylog.broker.topic_apis import TopicApis
 from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
@@ -64,6 +67,7 @@ from pylog.protocol import (
 from pylog.protocol.messages import (
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
+    AlterUserScramCredentialsRequest,
     ApiVersionsRequest,
     ApiVersionsResponse,
     ControlledShutdownRequest,
@@ -76,6 +80,7 @@ from pylog.protocol.messages import (
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
+    DescribeUserScramCredentialsRequest,
     ElectLeadersRequest,
     FetchRequest,
     FindCoordinatorRequest,
@@ -94,6 +99,7 @@ from pylog.protocol.messages import (
     OffsetFetchRequest,
     OffsetForLeaderEpochRequest,
     ProduceRequest,
+    SaslAuthenticateRequest,
     SaslHandshakeRequest,
     StopReplicaRequest,
     SyncGroupRequest,
@@ -159,6 +165,7 @@ class KafkaApis:
         group_coordinator: GroupCoordinator | None = None,
         producer_id_manager: ProducerIdManager | None = None,
         controller: Callable[[], KafkaController | None] | None = None,
+        is_controller: Callable[[], bool] = lambda: True,
     ) -> None:
         self.config = config
         self.replica_manager = replica_manager
@@ -177,12 +184,24 @@ class KafkaApis:
         )
         sasl = SaslApis()
         controller_apis = ControllerApis(replica_manager, group_coordinator, controller)
+        scram = ScramApis(metadata_store, is_controller)
         handlers: dict[int, Route] = {
             ApiKey.PRODUCE: Route(ProduceRequest, data.handle_produce_request),
             ApiKey.FETCH: Route(FetchRequest, data.handle_fetch_request),
             ApiKey.LIST_OFFSETS: Route(ListOffsetsRequest, data.handle_list_offset_request),
             ApiKey.METADATA: Route(MetadataRequest, cluster.handle_topic_metadata_request),
             ApiKey.SASL_HANDSHAKE: Route(SaslHandshakeRequest, sasl.handle_sasl_handshake_request),
+            ApiKey.SASL_AUTHENTICATE: Route(
+                SaslAuthenticateRequest, sasl.handle_sasl_authenticate_request
+            ),
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Route(
+                DescribeUserScramCredentialsRequest,
+                scram.handle_describe_user_scram_credentials_request,
+            ),
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Route(
+                AlterUserScramCredentialsRequest,
+                scram.handle_alter_user_scram_credentials_request,
+            ),
             ApiKey.API_VERSIONS: Route(ApiVersionsRequest, self.handle_api_versions_request),
             ApiKey.CREATE_TOPICS: Route(CreateTopicsRequest, topics.handle_create_topics_request),
             ApiKey.DELETE_TOPICS: Route(DeleteTopicsRequest, topics.handle_delete_topics_request),

@@ -49,11 +49,12 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 
+from pylog.broker.channel_builders import inter_broker_security, listener_specs
 from pylog.broker.kafka_apis import KafkaApis
 from pylog.broker.kafka_healthcheck import KafkaHealthcheck
 from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
-from pylog.errors import ErrorCode, InvalidConfigurationError
+from pylog.errors import ErrorCode
 from pylog.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from pylog.metadata import JsonMetadataStore, MetadataStore
 from pylog.metadata.kafka_zk_client import KafkaZkClient
@@ -61,10 +62,13 @@ from pylog.metadata.metadata_cache import MetadataCache
 from pylog.metadata.zk_store import ZkMetadataStore
 from pylog.network.metrics import MetricsRegistry, MetricsServer
 from pylog.network.request_channel import RequestHandler
-from pylog.network.socket_server import ListenerSpec, SocketServer
+from pylog.network.socket_server import SocketServer
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
 from pylog.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
+from pylog.security.sasl_client_authenticator import ClientSecurity, authenticate_blocking
+from pylog.security.scram_credential import ScramCredential
+from pylog.security.scram_mechanism import ScramMechanism
 from pylog.server.alter_isr_manager import AlterIsrManager, InProcessAlterIsrManager
 from pylog.server.broker_metadata_checkpoint import (
     BrokerMetadata,
@@ -72,7 +76,7 @@ from pylog.server.broker_metadata_checkpoint import (
     resolve_broker_metadata,
     write_broker_metadata,
 )
-from pylog.server.config import SUPPORTED_SECURITY_PROTOCOLS, KafkaConfig
+from pylog.server.config import KafkaConfig
 from pylog.server.replica_fetcher_thread import ReplicaFetcherConfig
 from pylog.server.replica_manager import ReplicaManager
 from pylog.server.zk_alter_isr_manager import ZkAlterIsrManager
@@ -152,7 +156,7 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
         max_partitions=int(config.get("max.broker.partitions")),
         metadata_cache=server.metadata_cache,
         alter_isr_manager=server.alter_isr_manager,
-        fetcher_config=replica_fetcher_config(config),
+        fetcher_config=replica_fetcher_config(config, server.inter_broker_security),
         replica_lag_time_max_ms=int(config.get("replica.lag.time.max.ms")),
         broker_epoch=lambda: server.broker_epoch,
         inter_broker_listener=config.inter_broker_listener_name,
@@ -166,7 +170,16 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     server.replica_manager = replica_manager
     coordinator = GroupCoordinator(server.config, replica_manager, store)
     apis = KafkaApis(
-        server.config, replica_manager, store, coordinator, controller=lambda: server.controller
+        server.config,
+        replica_manager,
+        store,
+        coordinator,
+        controller=lambda: server.controller,
+        # On ZooKeeper only the active controller alters SCRAM credentials.
+        is_controller=lambda: (
+            server.zk_client is None
+            or (server.controller is not None and server.controller.is_active)
+        ),
     )
     coordinator.register_metrics(server.metrics)
     coordinator.startup()
@@ -174,9 +187,13 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     return apis
 
 
-def replica_fetcher_config(config: KafkaConfig) -> ReplicaFetcherConfig:
-    """The ``replica.*`` keys the follower's fetchers work by."""
+def replica_fetcher_config(
+    config: KafkaConfig, security: ClientSecurity | None = None
+) -> ReplicaFetcherConfig:
+    """The ``replica.*`` keys the follower's fetchers work by, and how they
+    reach the leaders' inter-broker listener."""
     return ReplicaFetcherConfig(
+        security=security or ClientSecurity(),
         broker_id=config.broker_id,
         num_fetchers=int(config.get("num.replica.fetchers")),
         fetch_max_bytes=int(config.get("replica.fetch.max.bytes")),
@@ -199,13 +216,14 @@ class KafkaServer:
     def __init__(
         self, config: KafkaConfig, *, handler_factory: HandlerFactory | None = None
     ) -> None:
-        for ep in config.listeners:
-            if ep.security_protocol not in SUPPORTED_SECURITY_PROTOCOLS:
-                raise InvalidConfigurationError(
-                    f"listener {ep} uses {ep.security_protocol}; pylog serves only "
-                    f"{', '.join(SUPPORTED_SECURITY_PROTOCOLS)} so far"
-                )
         self.config = config
+        # Every listener's TLS context and SASL settings, built now so that a
+        # bad keystore or JAAS text stops the start before anything is opened.
+        self.listener_specs = listener_specs(config, self._scram_credential)
+        #: How this broker reaches the others' inter-broker listener.
+        self.inter_broker_security = (
+            inter_broker_security(config) if config.get("zookeeper.connect") else ClientSecurity()
+        )
         self.handler_factory = handler_factory or _default_handler
         self.state = BrokerState.NotRunning
         self.metrics = MetricsRegistry()
@@ -273,10 +291,7 @@ class KafkaServer:
 
             c = self.config
             self.socket_server = SocketServer(
-                [
-                    ListenerSpec(ep.listener_name, ep.bind_host, ep.port, ep.security_protocol)
-                    for ep in c.listeners
-                ],
+                self.listener_specs,
                 None,
                 queued_max_requests=c.queued_max_requests,
                 queued_max_request_bytes=int(c.get("queued.max.request.bytes")),
@@ -327,6 +342,12 @@ class KafkaServer:
             self.startup_ms,
             ", ".join(str(ep) for ep in self.config.listeners),
         )
+
+    def _scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        """A SCRAM login's credential lookup: the metadata store's cache (none
+        before the store is open: no login succeeds that early)."""
+        store = self.metadata_store
+        return None if store is None else store.scram_credentials.get(user, mechanism)
 
     @property
     def broker_epoch(self) -> int:
@@ -420,6 +441,13 @@ class KafkaServer:
             ),
             on_active_change=self._on_controller_change,
         )
+        security = self.inter_broker_security
+        if security.ssl_context is not None:
+            controller.channel.connection_options["ssl_context"] = security.ssl_context
+        if security.uses_sasl:
+            controller.channel.connection_options["authenticate"] = lambda conn: (
+                authenticate_blocking(conn.request, security)
+            )
         controller.register_metrics(self.metrics)
         self.controller = controller
         await controller.startup()

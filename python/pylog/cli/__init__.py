@@ -4,9 +4,9 @@
 Kafka's dump-log-segments tool does, reading them with the native core;
 ``pylog broker start`` (:mod:`.broker`) runs a broker. ``pylog topics``
 (:mod:`.topics`), ``produce`` and ``consume`` (:mod:`.console`), ``configs``
-(:mod:`.configs`), ``groups`` (:mod:`.groups`) and ``cluster`` (:mod:`.cluster`)
-are Kafka-protocol clients that work against any Kafka cluster; what they share
-is in :mod:`.common`.
+(:mod:`.configs`), ``groups`` (:mod:`.groups`), ``cluster`` (:mod:`.cluster`)
+and ``user-scram`` (:mod:`.user_scram`) are Kafka-protocol clients that work
+against any Kafka cluster; what they share is in :mod:`.common`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pylog.cli.console import consume, produce
 from pylog.cli.dump_log import dump_log
 from pylog.cli.groups import groups
 from pylog.cli.topics import topics
+from pylog.cli.user_scram import user_scram
 
 __all__ = ["main"]
 
@@ -30,5 +31,7 @@ def main() -> None:
     """pylog: a Kafka-compatible message broker."""
 
 
-for _command in (broker, dump_log, topics, produce, consume, configs, groups, cluster):
+for _command in (
+    broker, dump_log, topics, produce, consume, configs, groups, cluster, user_scram,
+):  # fmt: skip
     main.add_command(_command)

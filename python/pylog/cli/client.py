@@ -26,6 +26,7 @@ from pylog.errors import ErrorCode, KafkaError
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
 from pylog.protocol.messages import ApiVersionsResponse
+from pylog.security.sasl_client_authenticator import ClientSecurity, authenticate_blocking
 
 __all__ = [
     "BrokerError",
@@ -63,6 +64,8 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.DESCRIBE_CONFIGS: 4,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
     ApiKey.ELECT_LEADERS: 2,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
 }
 
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
@@ -260,9 +263,16 @@ class ClusterClient:
     """Connections to a cluster's brokers, opened as requests need them."""
 
     def __init__(
-        self, bootstrap_servers: str, *, timeout_ms: int = 30_000, client_id: str = "pylog-cli"
+        self,
+        bootstrap_servers: str,
+        *,
+        timeout_ms: int = 30_000,
+        client_id: str = "pylog-cli",
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
+        #: TLS and SASL of every connection (``--command-config``).
+        self.security = security or ClientSecurity()
         self.timeout_s = timeout_ms / 1000
         self.client_id = client_id
         self._nodes: dict[int, _Node] = {}  # -1: the bootstrap connection
@@ -286,7 +296,18 @@ class ClusterClient:
 
     def _connect(self, servers: str) -> _Node:
         try:
-            conn = KafkaConnection(servers, timeout=self.timeout_s, client_id=self.client_id)
+            security = self.security
+            conn = KafkaConnection(
+                servers,
+                timeout=self.timeout_s,
+                client_id=self.client_id,
+                ssl_context=security.ssl_context,
+                authenticate=(
+                    (lambda c: authenticate_blocking(c.request, security))
+                    if security.uses_sasl
+                    else None
+                ),
+            )
         except KafkaError as e:
             raise BrokerUnreachableError(str(e)) from None
         try:

@@ -24,6 +24,7 @@ from pylog.cli.client import (
     error_name,
 )
 from pylog.errors import KafkaError, RequestTimedOutError
+from pylog.security.sasl_client_authenticator import ClientSecurity
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 # How long a command waits for the cluster before giving up.
@@ -96,14 +97,95 @@ def admin_client(
     bootstrap_server: str,
     request_timeout_ms: int = DEFAULT_TIMEOUT_MS,
     client_id: str = "pylog-cli",
+    command_config: str | None = None,
 ) -> ClusterClient:
-    """A :class:`ClusterClient` connected to the first reachable bootstrap server."""
+    """A :class:`ClusterClient` connected to the first reachable bootstrap
+    server, secured as the ``--command-config`` file says."""
+    security = client_security(command_config) if command_config else None
     with client_errors():
         return ClusterClient(
             ",".join(bootstrap_list(bootstrap_server)),
             timeout_ms=request_timeout_ms,
             client_id=client_id,
+            security=security,
         )
+
+
+def command_config_option(f: F) -> F:
+    return click.option(
+        "--command-config",
+        "command_config",
+        type=click.Path(exists=True, dir_okay=False),
+        envvar="PYLOG_COMMAND_CONFIG",
+        help="A client properties file, as Kafka's tools take: security.protocol, "
+        "sasl.mechanism, sasl.jaas.config (or sasl.username / sasl.password), "
+        "ssl.truststore.location (or ssl.ca.location), ssl.keystore.location / "
+        "ssl.key.password (or ssl.certificate.location / ssl.key.location) "
+        "(also $PYLOG_COMMAND_CONFIG).",
+    )(f)
+
+
+def client_security(path: str) -> ClientSecurity:
+    """The TLS and SASL settings of a Kafka client properties file (Java's
+    keys, and librdkafka's where they differ)."""
+    from pylog.config import parse_properties
+    from pylog.security.jaas_config import JaasConfig
+    from pylog.security.ssl_factory import SslConfig, client_context
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            props = parse_properties(f.read())
+    except OSError as e:
+        raise CommandError(f"cannot read --command-config {path}: {e}") from None
+    protocol = props.get("security.protocol", "PLAINTEXT").upper()
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise CommandError(f"{path}: security.protocol {protocol} is not known")
+    context = None
+    if protocol.endswith("SSL"):
+        keystore = props.get("ssl.keystore.location")
+        cert, key = props.get("ssl.certificate.location"), props.get("ssl.key.location")
+        pem_chain = None
+        if cert and key and not keystore:
+            with open(key, encoding="ascii") as k, open(cert, encoding="ascii") as c:
+                pem_chain = (k.read(), c.read())
+        try:
+            context = client_context(
+                SslConfig(
+                    where=path,
+                    keystore_type=props.get("ssl.keystore.type"),
+                    keystore_location=keystore,
+                    keystore_password=props.get("ssl.keystore.password"),
+                    keystore_key=pem_chain[0] if pem_chain else None,
+                    keystore_certificate_chain=pem_chain[1] if pem_chain else None,
+                    key_password=props.get("ssl.key.password"),
+                    truststore_type=props.get("ssl.truststore.type"),
+                    truststore_location=props.get("ssl.truststore.location")
+                    or props.get("ssl.ca.location"),
+                    truststore_password=props.get("ssl.truststore.password"),
+                    endpoint_identification_algorithm=props.get(
+                        "ssl.endpoint.identification.algorithm", "https"
+                    ),
+                )
+            )
+        except KafkaError as e:
+            raise CommandError(str(e)) from None
+    if not protocol.startswith("SASL_"):
+        return ClientSecurity(protocol, context)
+    mechanism = props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "PLAIN"
+    username, password = props.get("sasl.username"), props.get("sasl.password")
+    if "sasl.jaas.config" in props:
+        try:
+            jaas = JaasConfig.parse(props["sasl.jaas.config"])
+        except ValueError as e:
+            raise CommandError(f"{path}: {e}") from None
+        username = jaas.options.get("username", username)
+        password = jaas.options.get("password", password)
+    if username is None or password is None:
+        raise CommandError(
+            f"{path}: {protocol} needs a username and password (sasl.jaas.config, or "
+            "sasl.username and sasl.password)"
+        )
+    return ClientSecurity(protocol, context, mechanism.upper(), username, password)
 
 
 def split_top_level(text: str, sep: str = ",") -> list[str]:

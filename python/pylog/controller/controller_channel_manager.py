@@ -16,6 +16,7 @@ import logging
 import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from pylog.controller.controller_context import ControllerContext
 from pylog.log.checkpoint import TopicPartition
@@ -81,6 +82,9 @@ class ControllerChannelManager:
         self.listener_name = listener_name
         self.socket_timeout_s = socket_timeout_s
         self.backoff_s = backoff_s
+        #: Extra KafkaConnection arguments: the inter-broker listener's TLS
+        #: context and SASL login (set by the broker; docs/security.md).
+        self.connection_options: dict[str, Any] = {}
         self._channels: dict[int, _BrokerChannel] = {}
 
     def add_broker(self, info: BrokerInfo) -> None:
@@ -151,6 +155,7 @@ class ControllerChannelManager:
                             address,
                             timeout=self.socket_timeout_s,
                             client_id="pylog-controller",
+                            **self.connection_options,
                         )
                     conn = ch.conn
                     response = await asyncio.to_thread(

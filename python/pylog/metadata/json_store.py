@@ -5,7 +5,10 @@ producer-id block.
 Two files in the first log directory:
 
 * ``pylog-metadata.json``, the snapshot: one JSON document holding everything
-  (the format pylog has always written, so an older store loads unchanged).
+  (the format pylog has always written, so an older store loads unchanged),
+  the SCRAM users' credentials too (``scram_users``: user → mechanism →
+  Kafka's credential string — salt, stored key, server key, iterations; never
+  a password). Both files are created readable by the broker's user only.
   It is only ever replaced whole: written to a temporary file, fsynced,
   renamed over the old one, the directory fsynced.
 * ``pylog-metadata.journal``, the changes since that snapshot: one line per
@@ -66,6 +69,8 @@ from pylog.metadata.store import (
     new_uuid,
     validate_topic_name,
 )
+from pylog.security.scram_credential import ScramCredential
+from pylog.security.scram_mechanism import ScramMechanism
 
 __all__ = ["COMPACT_BYTES", "JOURNAL_FILE", "METADATA_FILE", "JsonMetadataStore"]
 
@@ -162,6 +167,8 @@ class JsonMetadataStore(MetadataStore):
             topics = {name: _topic_of(name, t) for name, t in doc.get("topics", {}).items()}
             self._publish(topics)
             self._producer_id_block_end = int(doc.get("producer_id_block_end", 0))
+            for user, creds in (doc.get("scram_users") or {}).items():
+                self._apply_scram(str(user), creds)
             return str(doc["cluster_id"])
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise KafkaStorageError(f"{self._path} is not a pylog metadata document: {e}") from e
@@ -221,14 +228,28 @@ class JsonMetadataStore(MetadataStore):
             topics.pop(str(op["del"]), None)
         elif "pid" in op:
             self._producer_id_block_end = max(self._producer_id_block_end, int(op["pid"]))
+        elif "scram" in op:
+            self._apply_scram(str(op["scram"]), op["creds"])
         else:
             raise ValueError(f"unknown journal entry {op!r}")
+
+    def _apply_scram(self, user: str, creds: Mapping[str, str]) -> None:
+        """A user's credentials as the document holds them (all of them)."""
+        parsed = {}
+        for name, text in creds.items():
+            mechanism = ScramMechanism.by_name(str(name))
+            if mechanism is None:
+                raise ValueError(f"unknown SCRAM mechanism {name!r}")
+            parsed[mechanism] = ScramCredential.from_string(str(text))
+        self.scram_credentials.set_user(user, parsed)
 
     def _open_journal(self) -> None:
         try:
             self._journal_fd = os.open(
-                self._journal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
+                self._journal_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
             )
+            with contextlib.suppress(OSError):  # one written before it held credentials
+                os.fchmod(self._journal_fd, 0o600)
             fsync_dir(self._dir)
         except OSError as e:
             raise KafkaStorageError(f"cannot open {self._journal_path}: {e}", e.errno) from e
@@ -240,10 +261,17 @@ class JsonMetadataStore(MetadataStore):
             "producer_id_block_end": self._producer_id_block_end,
             "topics": {name: _topic_doc(t) for name, t in sorted(self._topics.items())},
         }
+        cache = self.scram_credentials
+        users = {
+            user: {m.mechanism_name: c.to_string() for m, c in cache.credentials(user).items()}
+            for user in cache.users()
+        }
+        if users:
+            doc["scram_users"] = users
         data = json.dumps(doc, indent=1, sort_keys=True).encode()
         tmp = self._path + ".tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
                 view = memoryview(data)
                 while view:
@@ -312,6 +340,36 @@ class JsonMetadataStore(MetadataStore):
                 with contextlib.suppress(OSError):
                     os.close(self._journal_fd)
                 self._journal_fd = -1
+
+    # ------------------------------------------------------------------ SCRAM users
+
+    def alter_user_scram_credentials(
+        self, changes: Mapping[str, Mapping[ScramMechanism, ScramCredential | None]]
+    ) -> None:
+        with self._lock:
+            cache = self.scram_credentials
+            ops: list[Op] = []
+            updated: dict[str, dict[ScramMechanism, ScramCredential]] = {}
+            for user, per_mechanism in changes.items():
+                creds = cache.credentials(user)
+                for mechanism, cred in per_mechanism.items():
+                    if cred is None:
+                        creds.pop(mechanism, None)
+                    else:
+                        creds[mechanism] = cred
+                updated[user] = creds
+                ops.append(
+                    {
+                        "scram": user,
+                        "creds": {m.mechanism_name: c.to_string() for m, c in creds.items()},
+                    }
+                )
+            if not ops:
+                return
+            self._append(ops)
+            for user, creds in updated.items():
+                cache.set_user(user, creds)
+            self._maybe_compact()
 
     # ------------------------------------------------------------------ listeners
 

@@ -25,6 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pylog.errors import InvalidTopicError, KafkaError, PolicyViolationError
+from pylog.security.credential_cache import CredentialCache
+from pylog.security.scram_credential import ScramCredential
+from pylog.security.scram_mechanism import ScramMechanism
 
 __all__ = [
     "INTERNAL_TOPICS",
@@ -252,6 +255,25 @@ class MetadataStore(abc.ABC):
         """Persist a new block of ``size`` producer ids; returns its first id.
         The block is durable before any of its ids is used, so ids never repeat
         across restarts."""
+
+    # ------------------------------------------------------------------ SCRAM users
+
+    @property
+    def scram_credentials(self) -> CredentialCache:
+        """Every user's SCRAM credentials, as logins read them: in memory,
+        current with the store (Kafka's CredentialCache)."""
+        cache: CredentialCache | None = getattr(self, "_scram_cache", None)
+        if cache is None:
+            cache = self._scram_cache = CredentialCache()
+        return cache
+
+    def alter_user_scram_credentials(
+        self, changes: Mapping[str, Mapping[ScramMechanism, ScramCredential | None]]
+    ) -> None:
+        """Durably set (a credential) or delete (None) SCRAM credentials: user →
+        mechanism → credential. Kafka's AlterUserScramCredentials, validated by
+        the caller; :attr:`scram_credentials` follows once this returns."""
+        raise KafkaError("this metadata store keeps no SCRAM credentials")
 
     def close(self) -> None:  # noqa: B027 - a store with a connection overrides it
         """Release what the store holds (a connection); nothing for a file."""

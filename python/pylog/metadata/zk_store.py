@@ -13,6 +13,13 @@ or deleted), each ``/brokers/topics/<topic>`` (partitions added) and
 ``/config/changes`` (config change notifications, Kafka's
 ConfigChangeListener).
 
+SCRAM credentials live where Kafka keeps them, ``/config/users/<user>`` (the
+user name URL-encoded as Kafka's Sanitizer does), one key per mechanism with
+Kafka's credential string; they are loaded at start-up into
+:attr:`scram_credentials` and re-read on a ``users/<user>`` change
+notification, so every broker of the cluster accepts a user as soon as
+AlterUserScramCredentials (on any broker, or Kafka's tools) has stored it.
+
 Threads. Every change makes ZooKeeper round trips and blocks its caller, so
 callers on the event loop run changes in a thread (the broker's handlers do,
 whatever the store). Listeners always run on the event loop thread
@@ -38,6 +45,7 @@ import contextlib
 import logging
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from pylog.errors import (
@@ -72,14 +80,17 @@ from pylog.metadata.zk_data import (
     ConfigEntityChangeNotificationZNode as _Changes,
 )
 from pylog.metadata.zk_data import (
+    ConfigEntityTypeZNode,
     LeaderAndIsr,
     TopicReplicaAssignment,
     TopicsZNode,
     TopicZNode,
     ZkDataError,
 )
+from pylog.security.scram_credential import ScramCredential
+from pylog.security.scram_mechanism import ScramMechanism
 
-__all__ = ["ZkMetadataStore"]
+__all__ = ["ZkMetadataStore", "sanitize"]
 
 _log = logging.getLogger("pylog.metadata")
 
@@ -87,6 +98,12 @@ _log = logging.getLogger("pylog.metadata")
 #: that processes a change (Kafka's changeExpirationMs, 15 minutes).
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 _DELETE_WAIT_S = 30.0
+
+
+def sanitize(name: str) -> str:
+    """A user name as a znode name: Kafka's Sanitizer (URL-encoding; letters,
+    digits and ``._-~`` stay)."""
+    return urllib.parse.quote(name, safe="")
 
 
 class ZkMetadataError(KafkaError):
@@ -154,6 +171,8 @@ class ZkMetadataStore(MetadataStore):
                 meta = self._read_topic(name)
                 if meta is not None:
                     self._put(meta)
+            for sanitized in zk.get_children(ConfigEntityTypeZNode.path("users")):
+                self._load_user(sanitized)
 
     def start_watching(self) -> None:
         """Follow changes made by others (other brokers, tools)."""
@@ -318,8 +337,11 @@ class ZkMetadataStore(MetadataStore):
                         continue
                     self._last_change_seq = seq
                     entity = self.zk.get_config_change_notification(name)
+                    if entity is not None and entity[0] == "users" and "/" not in entity[1]:
+                        self._load_user(entity[1])
+                        continue
                     if entity is None or entity[0] != "topics":
-                        continue  # broker, client and user configs: not kept here yet
+                        continue  # broker, client and quota configs: not kept here yet
                     meta = self._topics.get(entity[1])
                     if meta is None:
                         continue
@@ -348,6 +370,50 @@ class ZkMetadataStore(MetadataStore):
         if old:
             self.zk.delete_config_change_notifications(old)
             _log.info("purged %d config change notifications", len(old))
+
+    # ------------------------------------------------------------------ SCRAM users
+
+    def _load_user(self, sanitized: str) -> None:
+        """(Re-)read ``/config/users/<sanitized>``'s SCRAM credentials."""
+        user = urllib.parse.unquote(sanitized)
+        creds = {}
+        for key, text in self.zk.get_entity_config("users", sanitized).items():
+            mechanism = ScramMechanism.by_name(key)
+            if mechanism is None:
+                continue  # a quota (producer_byte_rate, ...)
+            try:
+                creds[mechanism] = ScramCredential.from_string(text)
+            except ValueError as e:
+                _log.warning("/config/users/%s: %s is not a SCRAM credential (%s)",
+                             sanitized, key, e)  # fmt: skip
+        self.scram_credentials.set_user(user, creds)
+
+    def alter_user_scram_credentials(
+        self, changes: Mapping[str, Mapping[ScramMechanism, ScramCredential | None]]
+    ) -> None:
+        """Per user, a conditional write of ``/config/users/<user>`` (quota keys
+        kept) with its change notification, so every broker re-reads it."""
+        for user, per_mechanism in changes.items():
+            sanitized = sanitize(user)
+            with _zk_errors(f"storing the SCRAM credentials of {user!r}"):
+                while True:
+                    got = self.zk.get_entity_config_versioned("users", sanitized)
+                    config, version = got if got is not None else ({}, -1)
+                    for mechanism, cred in per_mechanism.items():
+                        if cred is None:
+                            config.pop(mechanism.mechanism_name, None)
+                        else:
+                            config[mechanism.mechanism_name] = cred.to_string()
+                    try:
+                        if version < 0:
+                            self.zk.set_entity_config("users", sanitized, config)
+                        else:
+                            self.zk.set_entity_config("users", sanitized, config, version)
+                        break
+                    except (ZkVersionMismatch, ZkNodeExists):
+                        continue  # someone else changed the user meanwhile: redo on theirs
+            with self._lock:
+                self._load_user(sanitized)
 
     # ------------------------------------------------------------------ reads
 

@@ -23,6 +23,20 @@ is one connection, an ``asyncio.BufferedProtocol`` that
   enter Python);
 * keeps the time of its last traffic, which the SocketServer's reaper compares
   with ``connections.max.idle.ms``.
+
+Security (docs/security.md). On an SSL or SASL_SSL listener the connection
+first completes a TLS handshake (``loop.start_tls``; a failed one closes the
+connection with one log line), and a client certificate, when the listener
+asks for one, names the principal. TLS cannot use sendfile: record bytes are
+read from the segment and written through the TLS transport. On a SASL
+listener a :class:`~pylog.security.SaslServerAuthenticator` sees every request
+as it arrives: until the client has authenticated only ApiVersions,
+SaslHandshake and SaslAuthenticate pass (anything else closes the connection),
+frames are held to ``sasl.server.max.receive.size``, and the SASL requests
+(and the bare tokens after a v0 SaslHandshake) are answered by the
+authenticator rather than the broker. A failed login is answered after
+``connection.failed.authentication.delay.ms`` and the connection closed.
+Each request carries the connection's principal.
 """
 
 from __future__ import annotations
@@ -31,13 +45,19 @@ import asyncio
 import errno
 import logging
 import os
+import ssl
 import time
 from collections import deque
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from pylog.errors import KafkaError
+from pylog.errors import CloseConnection, KafkaError
+from pylog.logsafe import quoted
 from pylog.network.request_channel import Chunk, Request, Response
+from pylog.protocol import ApiKey, RequestHeader
 from pylog.records import FileRecords
+from pylog.security.kafka_principal import ANONYMOUS, KafkaPrincipal
+from pylog.security.sasl_server_authenticator import SaslServerAuthenticator
+from pylog.security.ssl_principal_mapper import NoMatchingRule, rfc2253_name
 
 if TYPE_CHECKING:
     from pylog.network.socket_server import Acceptor, SocketServer
@@ -57,6 +77,11 @@ _HOLD_BACK = frozenset({"queue", "connection", "memory"})
 # the event-loop round trips of a sendfile that has to wait for the socket.
 SENDFILE_MIN = 4096
 WRITE_HIGH_WATER = 4 * 1024 * 1024
+# Record bytes read at a time for a TLS connection (no sendfile through TLS).
+TLS_COPY_CHUNK = 256 * 1024
+# How long a connection whose last answer ends it (a failed login) stays open
+# for the client to read that answer, unless the client closes first.
+CLOSE_AFTER_ANSWER_S = 1.0
 
 
 def _as_bytes(chunks: list[Chunk]) -> list[bytes | bytearray | memoryview]:
@@ -128,6 +153,14 @@ class Processor(asyncio.BufferedProtocol):
         self.last_active_ns = time.monotonic_ns()
         self.bytes_in = 0
         self.bytes_out = 0
+        spec = acceptor.spec
+        #: TLS is up (an SSL / SASL_SSL listener, once the handshake is done).
+        self.tls = False
+        #: The principal of the client certificate (SSL), else ANONYMOUS.
+        self._tls_principal: KafkaPrincipal = ANONYMOUS
+        #: SASL listeners: the connection's authentication.
+        self.authenticator = SaslServerAuthenticator(spec.sasl) if spec.sasl is not None else None
+        self._sasl_handler = _SaslHandler(self) if self.authenticator is not None else None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -148,7 +181,59 @@ class Processor(asyncio.BufferedProtocol):
         if sock is not None:
             self.server.tune_socket(sock)
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
-        self._handler_task = asyncio.get_running_loop().create_task(self._handle_loop())
+        loop = asyncio.get_running_loop()
+        self._handler_task = loop.create_task(self._handle_loop())
+        context = self.acceptor.spec.ssl_context
+        if context is not None:
+            # Nothing is read as a request until the TLS handshake is done.
+            transport.pause_reading()
+            task = loop.create_task(self._start_tls(transport, context))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """Who the connection is: its SASL user, else its certificate's name."""
+        auth = self.authenticator
+        if auth is not None and auth.principal is not None:
+            return auth.principal
+        return self._tls_principal
+
+    async def _start_tls(self, transport: asyncio.Transport, context: ssl.SSLContext) -> None:
+        loop = asyncio.get_running_loop()
+        timeout = max(1.0, self.server.connections_max_idle_ms / 1000)
+        try:
+            tls = await loop.start_tls(
+                transport, self, context, server_side=True, ssl_handshake_timeout=timeout
+            )
+        except asyncio.CancelledError:
+            raise
+        except (OSError, ssl.SSLError, asyncio.TimeoutError, ConnectionError) as e:
+            self.server.tls_handshake_failures += 1
+            if not self._closing:
+                self.close(f"TLS handshake failed: {_tls_reason(e)}", abort=True)
+            return
+        if tls is None or self._closing:
+            return
+        self.transport = tls
+        self.tls = True
+        self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        ssl_object = tls.get_extra_info("ssl_object")
+        cert = ssl_object.getpeercert() if ssl_object is not None else None
+        if cert:
+            mapper = self.acceptor.spec.principal_mapper
+            dn = rfc2253_name(cert.get("subject", ()))
+            try:
+                name = mapper.name(dn) if mapper is not None else dn
+            except NoMatchingRule as e:
+                self.server.failed_authentications += 1
+                self.close(f"client certificate refused: {e}", abort=True)
+                return
+            self._tls_principal = KafkaPrincipal.user(name)
+            _log.debug("connection %s: TLS client certificate %s is %s",
+                       self.connection_id, dn, self._tls_principal)  # fmt: skip
+        if self._reading_paused_for:  # paused during the handshake (shutdown, back-pressure)
+            self.transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -171,8 +256,8 @@ class Processor(asyncio.BufferedProtocol):
     def close(self, reason: str | None = None, *, abort: bool = False) -> None:
         """Close the connection (buffered writes flushed unless ``abort``)."""
         if reason:
-            _log.info("closing connection %s (%s:%s): %s", self.connection_id,
-                      self.client_host, self.client_port, reason)  # fmt: skip
+            _log.info("closing connection %s (%s:%s, %s): %s", self.connection_id,
+                      self.client_host, self.client_port, self.principal, reason)  # fmt: skip
         self._closing = True
         if self.transport is not None and not self.transport.is_closing():
             if abort:
@@ -248,6 +333,11 @@ class Processor(asyncio.BufferedProtocol):
     def _split_frames(self, now: int) -> None:
         buf = self._buf
         limit = self.server.max_request_size
+        auth = self.authenticator
+        if auth is not None and not auth.complete:
+            # Kafka's sasl.server.max.receive.size: small until the client is known.
+            assert self.acceptor.spec.sasl is not None
+            limit = min(limit, self.acceptor.spec.sasl.max_receive_size)
         # While reading is held back, frames already read stay in the buffer too.
         while not self._closing and not self._reading_paused_for & _HOLD_BACK:
             available = self._end - self._start
@@ -256,10 +346,12 @@ class Processor(asyncio.BufferedProtocol):
             size = int.from_bytes(buf[self._start : self._start + 4], "big", signed=True)
             if size < 0 or size > limit:
                 self.server.bad_frames += 1
-                self.close(
-                    f"frame size {size} outside 0..{limit} (socket.request.max.bytes)",
-                    abort=True,
+                key = (
+                    "socket.request.max.bytes"
+                    if limit == self.server.max_request_size
+                    else "sasl.server.max.receive.size, before authentication"
                 )
+                self.close(f"frame size {size} outside 0..{limit} ({key})", abort=True)
                 return
             if not self._may_start_frame():
                 break
@@ -338,6 +430,11 @@ class Processor(asyncio.BufferedProtocol):
     def _frame_received(self, frame: memoryview, now: int) -> None:
         if self._closing:
             return
+        auth = self.authenticator
+        if auth is not None and auth.unframed:
+            # After SaslHandshake v0 the client's tokens come as bare frames.
+            self._request_received(_UNFRAMED_TOKEN, frame, now)
+            return
         try:
             header = self.server.parse_header(frame)
         except (KafkaError, ValueError, IndexError, UnicodeDecodeError) as e:
@@ -350,6 +447,15 @@ class Processor(asyncio.BufferedProtocol):
                            self.connection_id)  # fmt: skip
             self.close(abort=True)
             return
+        if auth is not None:
+            refused = auth.admit(header.api_key, now)
+            if refused is not None:
+                self.close(f"{refused} (correlation id {header.correlation_id}, client id "
+                           f"{quoted(header.client_id)})", abort=True)  # fmt: skip
+                return
+        self._request_received(header, frame, now)
+
+    def _request_received(self, header: RequestHeader, frame: memoryview, now: int) -> None:
         request = Request(
             header=header,
             frame=frame,
@@ -360,6 +466,7 @@ class Processor(asyncio.BufferedProtocol):
             client_port=self.client_port,
             security_protocol=self.acceptor.spec.security_protocol,
             api_name=self.server.api_name(header.api_key),
+            principal=self.principal,
         )
         self._pending.append(request)
         self._wakeup.set()
@@ -386,9 +493,9 @@ class Processor(asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool | None:
         # The client half-closed: answer what it sent (a partial frame never
-        # completes), then close.
+        # completes), then close. TLS has no half-close: asyncio closes it.
         self._drop_large()
-        if self.in_flight:
+        if self.in_flight and not self.tls:
             self._pause_reading("eof")
             return True
         return None
@@ -422,7 +529,13 @@ class Processor(asyncio.BufferedProtocol):
             pass
 
     async def _run(self, request: Request, response: Response) -> None:
-        await self.channel.handle(request, response)
+        handler = self._sasl_handler
+        auth = self.authenticator
+        if handler is not None and auth is not None:
+            header = request.header
+            if header.api_version >= 0 and not auth.handles(header.api_key):
+                handler = None
+        await self.channel.handle(request, response, handler)
         self._send_responses()
 
     # ------------------------------------------------------------ writing
@@ -453,6 +566,9 @@ class Processor(asyncio.BufferedProtocol):
             if chunks:
                 transport.writelines(_as_bytes(chunks))
             self._finish(response, start)
+            if response.request.close_after_response:
+                self._close_after_answer()
+                return
         self._maybe_idle()
 
     def _finish(self, response: Response, send_start_ns: int) -> None:
@@ -461,6 +577,15 @@ class Processor(asyncio.BufferedProtocol):
         self.bytes_out += response.size
         self.last_active_ns = sent = time.monotonic_ns()
         self.channel.record_sent(response, send_start_ns, sent)
+
+    def _close_after_answer(self) -> None:
+        """The answer that ends the connection (a failed login) is written:
+        read nothing more, and close once the client has had time to read it
+        (a client that sees the answer and the close in one read may report
+        only the close) — sooner if the client closes first."""
+        self._pause_reading("closing")
+        self._closing = True
+        asyncio.get_running_loop().call_later(CLOSE_AFTER_ANSWER_S, self.close)
 
     def _maybe_idle(self) -> None:
         if not self.in_flight:
@@ -501,6 +626,9 @@ class Processor(asyncio.BufferedProtocol):
                 if pending:
                     transport.writelines(pending)
                 self._finish(response, start)
+                if response.request.close_after_response:
+                    self._close_after_answer()
+                    return
         except (ConnectionError, OSError) as e:
             self.close(f"sending a response failed: {e}", abort=True)
         except asyncio.CancelledError:
@@ -519,6 +647,12 @@ class Processor(asyncio.BufferedProtocol):
     ) -> None:
         fd = records.fileno()
         position, remaining = records.position, records.size
+        if self.tls:
+            # sendfile would put the file's bytes on the socket unencrypted
+            # (the TLS transport's "socket" is the raw one): copy through TLS.
+            await self._copy_file(transport, records, position, remaining, TLS_COPY_CHUNK)
+            self.server.tls_copied_bytes += remaining
+            return
         sock = transport.get_extra_info("socket")
         if (
             transport.get_write_buffer_size() == 0
@@ -554,11 +688,24 @@ class Processor(asyncio.BufferedProtocol):
                     )
                 return
         # Copying fallback: pread and write, 256 KiB at a time, with flow control.
+        await self._copy_file(transport, records, position, remaining, 256 * 1024)
+
+    async def _copy_file(
+        self,
+        transport: asyncio.Transport,
+        records: FileRecords,
+        position: int,
+        remaining: int,
+        chunk: int,
+    ) -> None:
+        """Write ``remaining`` bytes of the segment from ``position`` through the
+        transport: pread and write, ``chunk`` at a time, with flow control."""
+        fd = records.fileno()
         while remaining > 0:
             await self._write_resumed.wait()
             if self._closing:
                 raise ConnectionError("connection closed while sending")
-            data = os.pread(fd, min(remaining, 256 * 1024), position)
+            data = os.pread(fd, min(remaining, chunk), position)
             if not data:
                 raise ConnectionError(f"segment {records.path} shorter than the slice being sent")
             transport.write(data)
@@ -574,3 +721,64 @@ class Processor(asyncio.BufferedProtocol):
         self._write_resumed.set()
         if not self._closing:
             self._send_responses()
+
+
+# The header an unframed SASL token (after SaslHandshake v0) travels under:
+# api version -1 tells the authenticator the frame is the bare token.
+_UNFRAMED_TOKEN = RequestHeader(
+    api_key=ApiKey.SASL_AUTHENTICATE, api_version=-1, correlation_id=-1, client_id=None,
+    header_size=0,
+)  # fmt: skip
+
+
+def _tls_reason(e: BaseException) -> str:
+    if isinstance(e, ssl.SSLError):
+        return e.reason or str(e)
+    if isinstance(e, asyncio.TimeoutError):
+        return "timed out"
+    return str(e) or type(e).__name__
+
+
+class _SaslHandler:
+    """The RequestHandler of a connection's SASL requests: its authenticator.
+    A failed login is logged (one line, no secret), answered after
+    ``connection.failed.authentication.delay.ms``, and the connection closed
+    once the answer is written."""
+
+    def __init__(self, processor: Processor) -> None:
+        self.processor = processor
+
+    async def handle(self, request: Request) -> list[Chunk] | None:
+        p = self.processor
+        auth = p.authenticator
+        assert auth is not None and p.acceptor.spec.sasl is not None
+        was_complete = auth.complete
+        reauths = auth.reauthentications
+        try:
+            result = auth.handle(request.header, request.frame)
+        except (KafkaError, ValueError, IndexError, UnicodeDecodeError) as e:
+            raise CloseConnection(f"malformed {request.api_name} request: {e}") from e
+        server = p.server
+        if result.failure is not None:
+            server.failed_authentications += 1
+            _log.warning(
+                "authentication failed on connection %s (%s:%s, listener %s, mechanism %s): %s",
+                p.connection_id,
+                p.client_host,
+                p.client_port,
+                p.acceptor.spec.name,
+                auth.mechanism or "-",
+                result.failure,
+            )
+            delay_ms = p.acceptor.spec.sasl.failed_authentication_delay_ms
+            if delay_ms > 0:
+                await asyncio.sleep(delay_ms / 1000)
+            request.close_after_response = True
+        elif auth.reauthentications > reauths:
+            server.successful_reauthentications += 1
+            _log.debug("connection %s re-authenticated as %s", p.connection_id, auth.principal)
+        elif auth.complete and not was_complete:
+            server.successful_authentications += 1
+            _log.debug("connection %s authenticated as %s (%s)",
+                       p.connection_id, auth.principal, auth.mechanism)  # fmt: skip
+        return result.chunks or None

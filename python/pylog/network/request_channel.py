@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from pylog.errors import CloseConnection
 from pylog.protocol import RequestHeader
+from pylog.security.kafka_principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from pylog.network.metrics import MetricsRegistry
@@ -59,6 +60,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger("pylog.network")
+# One line per answered request at DEBUG (Kafka's kafka.request.logger):
+# who asked what, on which listener, and how long it took.
+_request_log = logging.getLogger("pylog.request")
 
 Chunk: TypeAlias = "bytes | bytearray | memoryview | FileRecords"
 
@@ -76,6 +80,12 @@ class Request:
     client_port: int = 0
     security_protocol: str = "PLAINTEXT"
     api_name: str = ""
+    #: Who sent it (Kafka's RequestContext.principal): User:ANONYMOUS unless the
+    #: connection authenticated (SASL, or a TLS client certificate).
+    principal: KafkaPrincipal = ANONYMOUS
+    #: Close the connection once this request's response is written (a failed
+    #: authentication: the answer goes out, then the connection closes).
+    close_after_response: bool = False
     dequeued_ns: int = 0
     local_complete_ns: int = 0
     response_ready_ns: int = 0
@@ -223,12 +233,16 @@ class RequestChannel:
 
     # -- handling
 
-    async def handle(self, request: Request, response: Response) -> None:
-        """Run the handler for ``request`` and fill ``response`` (never raises)."""
+    async def handle(
+        self, request: Request, response: Response, handler: RequestHandler | None = None
+    ) -> None:
+        """Run the handler for ``request`` (``handler``, else the channel's)
+        and fill ``response`` (never raises)."""
         try:
-            if self.handler is None:
+            handler = handler or self.handler
+            if handler is None:
                 raise CloseConnection("the broker is not serving requests yet")
-            chunks = await self.handler.handle(request)
+            chunks = await handler.handle(request)
         except CloseConnection as e:
             _log.info(
                 "closing connection %s: %s (api %s v%s, correlation id %s)",
@@ -264,9 +278,25 @@ class RequestChannel:
     def record_sent(self, response: Response, send_start_ns: int, sent_ns: int) -> None:
         """Metrics for a response written (or dropped, or never due)."""
         self.bytes_out += response.size
+        r = response.request
+        if _request_log.isEnabledFor(logging.DEBUG):
+            _request_log.debug(
+                "Completed request %s v%d correlation id %d from %s:%d (connection %s, "
+                "listener %s) principal %s: %d bytes in, %d out, %.2f ms",
+                r.api_name or r.header.api_key,
+                r.header.api_version,
+                r.header.correlation_id,
+                r.client_host,
+                r.client_port,
+                r.connection_id,
+                r.listener,
+                r.principal,
+                len(r.frame) + 4,
+                response.size,
+                (sent_ns - r.received_ns) / 1e6,
+            )
         if self.metrics is None:
             return
-        r = response.request
         m = self.metrics.request(r.api_name or f"Api{r.header.api_key}")
         m.bytes_in.inc(len(r.frame) + 4)
         if response.close:

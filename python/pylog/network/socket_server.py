@@ -35,6 +35,7 @@ import contextlib
 import itertools
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ from pylog.network.metrics import MetricsRegistry, api_display_name
 from pylog.network.processor import Processor
 from pylog.network.request_channel import RequestChannel, RequestHandler
 from pylog.protocol import RequestHeader, parse_request_header
+from pylog.security.sasl_server_authenticator import SaslServerConfig
+from pylog.security.ssl_principal_mapper import SslPrincipalMapper
 
 __all__ = [
     "CONNECTION_MAX_REQUEST_BYTES",
@@ -70,12 +73,18 @@ def default_header_parser() -> HeaderParser:
 
 @dataclass(frozen=True, slots=True)
 class ListenerSpec:
-    """What to bind: listener name, host ("" or None = every interface), port (0 = any)."""
+    """What to bind: listener name, host ("" or None = every interface), port
+    (0 = any); and its security: the TLS context of an SSL / SASL_SSL listener
+    (with the mapping of client certificates to principals), the SASL settings
+    of a SASL_PLAINTEXT / SASL_SSL one."""
 
     name: str
     host: str | None
     port: int
     security_protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    principal_mapper: SslPrincipalMapper | None = None
+    sasl: SaslServerConfig | None = None
 
 
 class Acceptor:
@@ -168,6 +177,13 @@ class SocketServer:
         self.connections_refused = 0
         self.bad_frames = 0
         self.sendfile_bytes = 0
+        #: TLS: handshakes that failed; record bytes written through TLS (no sendfile).
+        self.tls_handshake_failures = 0
+        self.tls_copied_bytes = 0
+        #: SASL: logins that succeeded, failed, and re-authentications (KIP-368).
+        self.successful_authentications = 0
+        self.failed_authentications = 0
+        self.successful_reauthentications = 0
         # loop.sendfile exists (asyncio); uvloop raises NotImplementedError.
         self.loop_sendfile = True
         if metrics is not None:
@@ -362,6 +378,24 @@ class SocketServer:
             "kafka_server_brokertopicmetrics_bytesout_total",
             "Response bytes sent (BytesOutPerSec).",
             lambda: self.channel.bytes_out,
+            kind="counter",
+        )
+        for name, doc, read in (
+            ("successful_authentication_total", "SASL logins that succeeded.",
+             lambda: self.successful_authentications),
+            ("failed_authentication_total", "SASL logins that failed (and TLS handshakes "
+             "refused a client certificate).", lambda: self.failed_authentications),
+            ("successful_reauthentication_total", "SASL re-authentications (KIP-368).",
+             lambda: self.successful_reauthentications),
+            ("tls_handshake_failures_total", "TLS handshakes that failed.",
+             lambda: self.tls_handshake_failures),
+        ):  # fmt: skip
+            m.gauge(f"kafka_server_socketservermetrics_{name}", doc, read, kind="counter")
+        m.gauge(
+            "kafka_network_socketserver_tls_copied_bytes_total",
+            "Record bytes read from segment files and written through TLS (sendfile "
+            "cannot encrypt).",
+            lambda: self.tls_copied_bytes,
             kind="counter",
         )
         m.gauge(

@@ -121,6 +121,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     # The ZooKeeper controller's requests to brokers, at every version the
     # Kafka 3.x ZooKeeper-mode brokers served (v7 / v8 / v4 are 3.4+'s).
     ApiKey.LEADER_AND_ISR: (0, 7),
@@ -188,4 +191,7 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
     ApiKey.OFFSET_DELETE: "OffsetDelete",
     ApiKey.DESCRIBE_CLUSTER: "DescribeCluster",
+    ApiKey.SASL_AUTHENTICATE: "SaslAuthenticate",
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
 }

@@ -1,12 +1,19 @@
 """A blocking connection to one broker on pylog's codec: what the Spark
 source's executors and the benchmarks use to speak Kafka without a client
 library. Requests may be pipelined: ``send`` several, then ``recv`` their
-responses in the same order."""
+responses in the same order.
+
+On an SSL or SASL_SSL listener pass ``ssl_context`` (the socket is wrapped,
+the server's name checked as the context says); on a SASL listener
+``authenticate`` is called with the connection once it is open, to log in
+(pylog.security's ``authenticate_blocking``: this layer knows no SASL)."""
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
+from collections.abc import Callable
 from typing import TypeVar, overload
 
 from pylog.errors import KafkaError
@@ -28,7 +35,13 @@ class KafkaConnection:
     ``servers``; KafkaError (naming every address tried) when none is."""
 
     def __init__(
-        self, servers: str, *, timeout: float | None = 30.0, client_id: str = "pylog"
+        self,
+        servers: str,
+        *,
+        timeout: float | None = 30.0,
+        client_id: str = "pylog",
+        ssl_context: ssl.SSLContext | None = None,
+        authenticate: Callable[[KafkaConnection], None] | None = None,
     ) -> None:
         self.client_id = client_id
         self._correlation_id = 0
@@ -36,14 +49,29 @@ class KafkaConnection:
         for server in (s.strip() for s in servers.split(",") if s.strip()):
             host, _, port = server.rpartition(":")
             try:
-                self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-                break
+                sock = socket.create_connection((host, int(port)), timeout=timeout)
             except (OSError, ValueError) as e:
                 errors.append(f"{server}: {e}")
+                continue
+            try:
+                # Small requests answered one by one: no Nagle delay.
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if ssl_context is not None:
+                    sock = ssl_context.wrap_socket(sock, server_hostname=host.strip("[]"))
+            except (OSError, ValueError) as e:
+                sock.close()
+                errors.append(f"{server}: TLS: {e}")
+                continue
+            self.sock = sock
+            break
         else:
             raise KafkaError(f"cannot connect to any of {servers!r}: {errors}")
-        # Small requests answered one by one: no Nagle delay.
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if authenticate is not None:
+            try:
+                authenticate(self)
+            except BaseException:
+                self.sock.close()
+                raise
 
     def close(self) -> None:
         self.sock.close()

@@ -45,6 +45,8 @@ from pylog.config import (
     Between,
     ConfigKey,
     ConfigType,
+    ListOf,
+    OneOf,
     config_table,
     parse_properties,
 )
@@ -69,12 +71,13 @@ __all__ = [
 
 _log = logging.getLogger("pylog.server")
 
-B, I, L, S, LS = (  # noqa: E741  (short type names keep the table one key per line)
+B, I, L, S, LS, P = (  # noqa: E741  (short type names keep the table one key per line)
     ConfigType.BOOLEAN,
     ConfigType.INT,
     ConfigType.LONG,
     ConfigType.STRING,
     ConfigType.LIST,
+    ConfigType.PASSWORD,
 )
 _MIB = 1024 * 1024
 _DEFAULT_PROTOCOL_MAP = (
@@ -85,8 +88,6 @@ _DEFAULT_PROTOCOL_MAP = (
     "CONTROLLER:PLAINTEXT",
 )
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-# What the SocketServer speaks today; the others are refused at start-up.
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
 
 
 # fmt: off
@@ -126,6 +127,64 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               "Listener name to security protocol, NAME:PROTOCOL pairs.", None, "low"),
     ConfigKey("inter.broker.listener.name", S, None, "Listener brokers use between "
               "themselves; the first listener when unset.", None, "medium"),
+    ConfigKey("security.inter.broker.protocol", S, "PLAINTEXT", "Security protocol between "
+              "brokers when inter.broker.listener.name is unset: the listener of that name "
+              "(set at most one of the two). Both unset: the first listener.",
+              OneOf(*SECURITY_PROTOCOLS), "medium"),
+    # ---- TLS (docs/security.md); each may be set per listener as
+    # listener.name.<listener>.<key>
+    ConfigKey("ssl.keystore.type", S, "JKS", "Format of the keystore: PEM or PKCS12 (Java's "
+              "JKS is refused). At the default the keystore file's content decides.", None,
+              "medium"),
+    ConfigKey("ssl.keystore.location", S, None, "The keystore file: for PEM the private key "
+              "and the certificate chain in one file.", None, "high"),
+    ConfigKey("ssl.keystore.password", P, None, "Password of a PKCS12 keystore file.", None,
+              "high"),
+    ConfigKey("ssl.keystore.key", P, None, "The private key in PEM (PKCS#8), inline, with "
+              "ssl.keystore.certificate.chain.", None, "high"),
+    ConfigKey("ssl.keystore.certificate.chain", P, None, "The certificate chain in PEM, "
+              "inline, with ssl.keystore.key.", None, "high"),
+    ConfigKey("ssl.key.password", P, None, "Password of an encrypted private key.", None,
+              "high"),
+    ConfigKey("ssl.truststore.type", S, "JKS", "Format of the truststore: PEM or PKCS12 (as "
+              "ssl.keystore.type).", None, "medium"),
+    ConfigKey("ssl.truststore.location", S, None, "The truststore file: the CA certificates "
+              "client certificates are checked against (the system's CAs when unset).", None,
+              "high"),
+    ConfigKey("ssl.truststore.password", P, None, "Password of a PKCS12 truststore.", None,
+              "high"),
+    ConfigKey("ssl.truststore.certificates", P, None, "The trusted certificates in PEM, "
+              "inline.", None, "high"),
+    ConfigKey("ssl.enabled.protocols", LS, ("TLSv1.2", "TLSv1.3"), "TLS versions accepted.",
+              ListOf("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"), "medium"),
+    ConfigKey("ssl.protocol", S, "TLSv1.3", "Accepted for compatibility: "
+              "ssl.enabled.protocols bounds the versions.", None, "medium"),
+    ConfigKey("ssl.client.auth", S, "none", "Client certificates: none, requested (checked "
+              "when given) or required (mutual TLS).", OneOf("none", "requested", "required"),
+              "medium"),
+    ConfigKey("ssl.principal.mapping.rules", S, "DEFAULT", "Rules mapping a client "
+              "certificate's DN to the principal name: DEFAULT, RULE:pattern/replacement/[LU].",
+              None, "low"),
+    ConfigKey("ssl.cipher.suites", LS, (), "Not supported: OpenSSL's defaults for the "
+              "enabled protocols are used; setting it is an error.", None, "low"),
+    ConfigKey("ssl.endpoint.identification.algorithm", S, "https", "https: this broker checks "
+              "the host name of the brokers it connects to against their certificates; empty "
+              "turns that off.", None, "low"),
+    # ---- SASL (docs/security.md)
+    ConfigKey("sasl.enabled.mechanisms", LS, ("GSSAPI",), "SASL mechanisms of the SASL "
+              "listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default GSSAPI, "
+              "Kerberos, is not served: a SASL listener needs this set).", None, "medium"),
+    ConfigKey("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", "SASL mechanism brokers "
+              "log in to each other with on a SASL inter-broker listener.", None, "medium"),
+    ConfigKey("sasl.server.max.receive.size", I, 524_288, "Largest request frame before a "
+              "SASL connection has authenticated.", AtLeast(1), "low"),
+    ConfigKey("connections.max.reauth.ms", L, 0, "Longest SASL session before the client "
+              "must re-authenticate (KIP-368); 0: unbounded. Also per listener and "
+              "mechanism: listener.name.<l>.<mechanism>.connections.max.reauth.ms.",
+              AtLeast(0), "medium"),
+    ConfigKey("connection.failed.authentication.delay.ms", I, 100, "Delay before answering "
+              "a failed authentication (and closing), which slows password guessing.",
+              AtLeast(0), "low"),
     # ---- network: the keys Kafka's SocketServer reads (kafka.network.SocketServer)
     ConfigKey("num.network.threads", I, 3, "Accepted for compatibility: pylog's processors "
               "are asyncio protocol objects on one event loop.", AtLeast(1), "high"),
@@ -258,6 +317,46 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
 ALL_BROKER_CONFIG: dict[str, ConfigKey] = {**BROKER_CONFIG, **BROKER_LOG_CONFIG}
 
 
+# ---------------------------------------------------------------- per-listener keys
+
+#: Keys a listener may set for itself as ``listener.name.<listener>.<key>``
+#: (the listener name lower-cased, as Kafka writes it).
+LISTENER_KEYS = frozenset(
+    [k for k in BROKER_CONFIG if k.startswith("ssl.")]
+    + ["sasl.enabled.mechanisms", "sasl.server.max.receive.size", "connections.max.reauth.ms"]
+)
+#: Keys set per listener and SASL mechanism:
+#: ``listener.name.<listener>.<mechanism>.<key>`` (mechanism lower-cased).
+MECHANISM_KEYS: dict[str, ConfigKey] = {
+    "sasl.jaas.config": ConfigKey(
+        "sasl.jaas.config",
+        P,
+        None,
+        "JAAS login module of a listener's SASL mechanism.",
+        None,
+        "medium",
+    ),
+    "connections.max.reauth.ms": BROKER_CONFIG["connections.max.reauth.ms"],
+}
+
+
+def _listener_key(name: str) -> tuple[str, str, ConfigKey] | None:
+    """(LISTENER, key suffix, its ConfigKey) of a ``listener.name.<l>.<key>``, or None."""
+    if not name.startswith("listener.name."):
+        return None
+    rest = name[len("listener.name.") :]
+    for suffix in sorted(LISTENER_KEYS | set(MECHANISM_KEYS), key=len, reverse=True):
+        if not rest.endswith("." + suffix):
+            continue
+        head = rest[: -len(suffix) - 1]
+        if suffix in LISTENER_KEYS and head and "." not in head:
+            return head.upper(), suffix, BROKER_CONFIG[suffix]
+        listener, dot, mechanism = head.rpartition(".")
+        if suffix in MECHANISM_KEYS and dot and listener and mechanism:
+            return listener.upper(), f"{mechanism.lower()}.{suffix}", MECHANISM_KEYS[suffix]
+    return None
+
+
 # ---------------------------------------------------------------- listeners
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_.\-]+)://(\[[0-9A-Fa-f:.]*\]|[^:\[\]]*):(-?\d+)$")
@@ -352,6 +451,11 @@ class KafkaConfig:
     values: Mapping[str, ConfigValue] = field(repr=False)
     originals: Mapping[str, str] = field(repr=False, default_factory=dict)
     unknown: tuple[str, ...] = ()
+    #: ``listener.name.<l>.<key>`` values: LISTENER → key (``ssl.keystore.location``,
+    #: ``plain.sasl.jaas.config``) → parsed value.
+    listener_values: Mapping[str, Mapping[str, ConfigValue]] = field(
+        repr=False, default_factory=dict
+    )
 
     # -- construction
 
@@ -360,10 +464,19 @@ class KafkaConfig:
         """Validate and resolve ``props`` (strings or Python values, Kafka's names)."""
         values: dict[str, ConfigValue] = {}
         unknown: list[str] = []
+        per_listener: dict[str, dict[str, ConfigValue]] = {}
         for name, raw in props.items():
             key = ALL_BROKER_CONFIG.get(name)
             if key is None:
-                unknown.append(name)
+                scoped = _listener_key(name)
+                if scoped is None:
+                    unknown.append(name)
+                    continue
+                listener, suffix, key = scoped
+                try:
+                    per_listener.setdefault(listener, {})[suffix] = key.parse(raw)
+                except InvalidConfigurationError as e:
+                    raise InvalidConfigurationError(str(e).replace(key.name, name, 1)) from None
                 continue
             values[name] = key.parse(raw)
         if unknown:
@@ -442,6 +555,24 @@ class KafkaConfig:
                 f"Invalid value {ibl!r} for configuration inter.broker.listener.name: "
                 "not a listener name"
             )
+        sibp = values.get("security.inter.broker.protocol")
+        if ibl is not None and sibp is not None:
+            raise InvalidConfigurationError(
+                "Only one of inter.broker.listener.name and security.inter.broker.protocol "
+                "should be set"
+            )
+        if sibp is not None and sibp not in names:
+            raise InvalidConfigurationError(
+                f"Invalid value {sibp!r} for configuration security.inter.broker.protocol: "
+                f"no listener is named {sibp}"
+            )
+        for listener in per_listener:
+            if listener not in names:
+                _log.warning(
+                    "listener.name.%s.* keys are set but no listener is named %s",
+                    listener.lower(),
+                    listener,
+                )
         return cls(
             broker_id=resolved_id,
             listeners=listeners,
@@ -450,6 +581,7 @@ class KafkaConfig:
             values=values,
             originals={k: str(v) for k, v in props.items()},
             unknown=tuple(unknown),
+            listener_values=per_listener,
         )
 
     @classmethod
@@ -513,8 +645,28 @@ class KafkaConfig:
 
     @property
     def inter_broker_listener_name(self) -> str:
+        """inter.broker.listener.name, else the listener named by
+        security.inter.broker.protocol when set, else the first listener."""
         name = self.values.get("inter.broker.listener.name")
-        return name.upper() if name else self.listeners[0].listener_name
+        if name:
+            return str(name).upper()
+        protocol = self.values.get("security.inter.broker.protocol")
+        return str(protocol) if protocol else self.listeners[0].listener_name
+
+    def listener_get(self, listener: str, name: str) -> ConfigValue:
+        """``name`` as ``listener`` sees it: ``listener.name.<listener>.<name>``
+        when set, else the broker-wide key (``name`` may be mechanism-scoped,
+        ``plain.sasl.jaas.config``: then there is no broker-wide fallback but
+        the unscoped key's)."""
+        scoped = self.listener_values.get(listener.upper(), {})
+        if name in scoped:
+            return scoped[name]
+        if name in ALL_BROKER_CONFIG:
+            return self.get(name)
+        base = name.partition(".")[2]  # <mechanism>.<key>: the listener's, then the broker's
+        if base in scoped:
+            return scoped[base]
+        return self.get(base) if base in ALL_BROKER_CONFIG else None
 
     # Typed shortcuts for the keys read on the request path.
 

@@ -5,6 +5,12 @@ Requests are encoded and responses decoded with pylog's own codec; a Fetch
 response's records stay memoryviews into the response frame, which the
 follower hands to the native append. Any I/O error or timeout closes the
 connection; the next request reconnects.
+
+The connection speaks the inter-broker listener's security protocol
+(:class:`~pylog.security.ClientSecurity`): TLS with the broker's client
+context on SSL / SASL_SSL, and on SASL_* a login (SaslHandshake,
+SaslAuthenticate) with ``sasl.mechanism.inter.broker.protocol`` and the
+broker's own credentials before the first request.
 """
 
 from __future__ import annotations
@@ -12,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from pylog.errors import KafkaError
 from pylog.protocol import Struct, decode_response, encode_request
 from pylog.protocol.messages import Response
+from pylog.security.sasl_client_authenticator import ClientSecurity, authenticate_async
 
 __all__ = ["BrokerEndPoint", "ReplicaFetcherBlockingSend"]
 
@@ -55,8 +63,10 @@ class ReplicaFetcherBlockingSend:
         client_id: str,
         socket_timeout_ms: int,
         max_response_bytes: int,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.source = source
+        self.security = security or ClientSecurity()
         self.client_id = client_id
         self.timeout_s = socket_timeout_ms / 1000
         # A frame larger than this is a broken peer: the connection closes.
@@ -68,36 +78,51 @@ class ReplicaFetcherBlockingSend:
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._reader is not None and self._writer is not None:
             return self._reader, self._writer
+        context = self.security.ssl_context
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(self.source.host, self.source.port), self.timeout_s
+            asyncio.open_connection(
+                self.source.host,
+                self.source.port,
+                ssl=context,
+                server_hostname=self.source.host if context is not None else None,
+            ),
+            self.timeout_s,
         )
         self._reader, self._writer = reader, writer
+        if self.security.uses_sasl:
+            try:
+                await authenticate_async(self._roundtrip, self.security)
+            except KafkaError as e:
+                raise ConnectionError(f"logging in to {self.source} failed: {e}") from e
         return reader, writer
 
     async def send_request(self, api_key: int, version: int, body: Struct, expect: type[_R]) -> _R:
         """Send one request and return its decoded response; OSError (a
         TimeoutError included) or the codec's error closes the connection."""
         try:
-            reader, writer = await self._connect()
-            self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
-            writer.write(
-                encode_request(api_key, version, self._correlation_id, self.client_id, body)
-            )
-            await writer.drain()
-            head = await asyncio.wait_for(reader.readexactly(4), self.timeout_s)
-            size = _SIZE.unpack(head)[0]
-            if size < 4 or size > self.max_response_bytes:
-                raise ConnectionError(f"response frame of {size} bytes from {self.source}")
-            frame = await asyncio.wait_for(reader.readexactly(size), self.timeout_s)
-            if _SIZE.unpack_from(frame, 0)[0] != self._correlation_id:
-                raise ConnectionError(f"correlation id mismatch from {self.source}")
-            return decode_response(api_key, version, memoryview(frame), expect=expect)
+            await self._connect()
+            return await self._roundtrip(api_key, version, body, expect)
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
             await self.close()
             raise ConnectionError(f"{self.source}: {e!r}") from e
         except BaseException:
             await self.close()
             raise
+
+    async def _roundtrip(self, api_key: int, version: int, body: Any, expect: type[_R]) -> _R:
+        reader, writer = self._reader, self._writer
+        assert reader is not None and writer is not None
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        writer.write(encode_request(api_key, version, self._correlation_id, self.client_id, body))
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readexactly(4), self.timeout_s)
+        size = _SIZE.unpack(head)[0]
+        if size < 4 or size > self.max_response_bytes:
+            raise ConnectionError(f"response frame of {size} bytes from {self.source}")
+        frame = await asyncio.wait_for(reader.readexactly(size), self.timeout_s)
+        if _SIZE.unpack_from(frame, 0)[0] != self._correlation_id:
+            raise ConnectionError(f"correlation id mismatch from {self.source}")
+        return decode_response(api_key, version, memoryview(frame), expect=expect)
 
     async def close(self) -> None:
         writer, self._reader, self._writer = self._writer, None, None

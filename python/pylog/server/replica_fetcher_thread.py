@@ -37,7 +37,7 @@ import enum
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pylog.errors import ErrorCode, KafkaError
@@ -59,6 +59,7 @@ from pylog.protocol.messages.offset_for_leader_epoch_request import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
+from pylog.security.sasl_client_authenticator import ClientSecurity
 from pylog.server.replica_fetcher_blocking_send import (
     BrokerEndPoint,
     ReplicaFetcherBlockingSend,
@@ -108,6 +109,8 @@ class ReplicaFetcherConfig:
     fetch_response_max_bytes: int = 10_485_760  # replica.fetch.response.max.bytes
     fetch_backoff_ms: int = 1_000  # replica.fetch.backoff.ms
     socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms
+    #: How to reach the leader's inter-broker listener (TLS, SASL login).
+    security: ClientSecurity = field(default_factory=ClientSecurity)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +162,7 @@ class ReplicaFetcherThread:
             client_id=f"broker-{config.broker_id}-fetcher-{fetcher_id}",
             socket_timeout_ms=max(config.socket_timeout_ms, config.fetch_wait_max_ms + 1000),
             max_response_bytes=config.fetch_response_max_bytes + config.fetch_max_bytes + (1 << 20),
+            security=config.security,
         )
 
     # ------------------------------------------------------------------ control

@@ -115,7 +115,7 @@ class ClusterBroker:
                 f"broker {self.broker_id} did not start ({line.strip() or 'no output'}); "
                 f"see {self.log_file}"
             )
-        self.port = int(line.split(_STARTED, 1)[1].split(":", 1)[1].split()[0])
+        self.port = int(line.split(_STARTED, 1)[1].split(":", 1)[1].split()[0].rstrip(","))
         # Drain stdout so the broker never blocks on a full pipe.
         threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
         self.proc = proc

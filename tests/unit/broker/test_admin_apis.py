@@ -618,11 +618,19 @@ def test_describe_log_dirs(tmp_path: Any) -> None:
     run(str(tmp_path), body)
 
 
-def test_sasl_handshake_has_no_mechanisms_yet(tmp_path: Any) -> None:
+def test_sasl_requests_off_a_sasl_listener_are_illegal(tmp_path: Any) -> None:
+    # Kafka's KafkaApis: on a listener that does not authenticate by SASL
+    # (here PLAINTEXT) both SASL requests answer ILLEGAL_SASL_STATE.
     async def body(core: Core) -> None:
         for v in (0, 1):
             r = await core.call(K.SASL_HANDSHAKE, v, {"mechanism": "PLAIN"})
-            assert (r.error_code, r.mechanisms) == (E.UNSUPPORTED_SASL_MECHANISM, [])
+            assert (r.error_code, r.mechanisms) == (E.ILLEGAL_SASL_STATE, [])
+        for v in (0, 1, 2):
+            r = await core.call(K.SASL_AUTHENTICATE, v, {"auth_bytes": b"\0u\0p"})
+            assert r.error_code == E.ILLEGAL_SASL_STATE
+            assert r.error_message == (
+                "SaslAuthenticate request received after successful authentication"
+            )
 
     run(str(tmp_path), body)
 

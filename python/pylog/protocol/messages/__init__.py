@@ -19,6 +19,12 @@ from pylog.protocol.messages.alter_partition_reassignments_request import (
 from pylog.protocol.messages.alter_partition_reassignments_response import (
     AlterPartitionReassignmentsResponse,
 )
+from pylog.protocol.messages.alter_user_scram_credentials_request import (
+    AlterUserScramCredentialsRequest,
+)
+from pylog.protocol.messages.alter_user_scram_credentials_response import (
+    AlterUserScramCredentialsResponse,
+)
 from pylog.protocol.messages.api_versions_request import ApiVersionsRequest
 from pylog.protocol.messages.api_versions_response import ApiVersionsResponse
 from pylog.protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
@@ -41,6 +47,12 @@ from pylog.protocol.messages.describe_groups_request import DescribeGroupsReques
 from pylog.protocol.messages.describe_groups_response import DescribeGroupsResponse
 from pylog.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from pylog.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
+from pylog.protocol.messages.describe_user_scram_credentials_request import (
+    DescribeUserScramCredentialsRequest,
+)
+from pylog.protocol.messages.describe_user_scram_credentials_response import (
+    DescribeUserScramCredentialsResponse,
+)
 from pylog.protocol.messages.elect_leaders_request import ElectLeadersRequest
 from pylog.protocol.messages.elect_leaders_response import ElectLeadersResponse
 from pylog.protocol.messages.fetch_request import FetchRequest
@@ -83,6 +95,8 @@ from pylog.protocol.messages.offset_for_leader_epoch_request import OffsetForLea
 from pylog.protocol.messages.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
 from pylog.protocol.messages.produce_request import ProduceRequest
 from pylog.protocol.messages.produce_response import ProduceResponse
+from pylog.protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
+from pylog.protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from pylog.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
 from pylog.protocol.messages.sasl_handshake_response import SaslHandshakeResponse
 from pylog.protocol.messages.stop_replica_request import StopReplicaRequest
@@ -96,6 +110,7 @@ from pylog.protocol.messages.update_metadata_response import UpdateMetadataRespo
 Request: TypeAlias = (
     AlterConfigsRequest
     | AlterPartitionReassignmentsRequest
+    | AlterUserScramCredentialsRequest
     | ApiVersionsRequest
     | ControlledShutdownRequest
     | CreatePartitionsRequest
@@ -107,6 +122,7 @@ Request: TypeAlias = (
     | DescribeConfigsRequest
     | DescribeGroupsRequest
     | DescribeLogDirsRequest
+    | DescribeUserScramCredentialsRequest
     | ElectLeadersRequest
     | FetchRequest
     | FindCoordinatorRequest
@@ -125,6 +141,7 @@ Request: TypeAlias = (
     | OffsetFetchRequest
     | OffsetForLeaderEpochRequest
     | ProduceRequest
+    | SaslAuthenticateRequest
     | SaslHandshakeRequest
     | StopReplicaRequest
     | SyncGroupRequest
@@ -135,6 +152,7 @@ Request: TypeAlias = (
 Response: TypeAlias = (
     AlterConfigsResponse
     | AlterPartitionReassignmentsResponse
+    | AlterUserScramCredentialsResponse
     | ApiVersionsResponse
     | ControlledShutdownResponse
     | CreatePartitionsResponse
@@ -146,6 +164,7 @@ Response: TypeAlias = (
     | DescribeConfigsResponse
     | DescribeGroupsResponse
     | DescribeLogDirsResponse
+    | DescribeUserScramCredentialsResponse
     | ElectLeadersResponse
     | FetchResponse
     | FindCoordinatorResponse
@@ -164,6 +183,7 @@ Response: TypeAlias = (
     | OffsetFetchResponse
     | OffsetForLeaderEpochResponse
     | ProduceResponse
+    | SaslAuthenticateResponse
     | SaslHandshakeResponse
     | StopReplicaResponse
     | SyncGroupResponse
@@ -199,6 +219,7 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     32: DescribeConfigsRequest,
     33: AlterConfigsRequest,
     35: DescribeLogDirsRequest,
+    36: SaslAuthenticateRequest,
     37: CreatePartitionsRequest,
     42: DeleteGroupsRequest,
     43: ElectLeadersRequest,
@@ -206,6 +227,8 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     45: AlterPartitionReassignmentsRequest,
     46: ListPartitionReassignmentsRequest,
     47: OffsetDeleteRequest,
+    50: DescribeUserScramCredentialsRequest,
+    51: AlterUserScramCredentialsRequest,
     60: DescribeClusterRequest,
 }
 
@@ -238,6 +261,7 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     32: DescribeConfigsResponse,
     33: AlterConfigsResponse,
     35: DescribeLogDirsResponse,
+    36: SaslAuthenticateResponse,
     37: CreatePartitionsResponse,
     42: DeleteGroupsResponse,
     43: ElectLeadersResponse,
@@ -245,6 +269,8 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     45: AlterPartitionReassignmentsResponse,
     46: ListPartitionReassignmentsResponse,
     47: OffsetDeleteResponse,
+    50: DescribeUserScramCredentialsResponse,
+    51: AlterUserScramCredentialsResponse,
     60: DescribeClusterResponse,
 }
 
@@ -255,6 +281,8 @@ __all__ = [
     "AlterConfigsResponse",
     "AlterPartitionReassignmentsRequest",
     "AlterPartitionReassignmentsResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "ControlledShutdownRequest",
@@ -277,6 +305,8 @@ __all__ = [
     "DescribeGroupsResponse",
     "DescribeLogDirsRequest",
     "DescribeLogDirsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "ElectLeadersRequest",
     "ElectLeadersResponse",
     "FetchRequest",
@@ -315,6 +345,8 @@ __all__ = [
     "ProduceResponse",
     "Request",
     "Response",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
     "SaslHandshakeRequest",
     "SaslHandshakeResponse",
     "StopReplicaRequest",
