@@ -55,7 +55,9 @@ def _watermarks(kafka: BrokerProcess, topic: str, partition: int = 0) -> tuple[i
 
 
 def _topics(kafka: BrokerProcess, work: Path, *args: str) -> str:
-    return run_tool("kafka-topics", "--bootstrap-server", kafka.bootstrap, *args, workdir=work).stdout
+    return run_tool(
+        "kafka-topics", "--bootstrap-server", kafka.bootstrap, *args, workdir=work
+    ).stdout
 
 
 def test_kafka_topics_create_describe_alter_list_delete(kafka: BrokerProcess, work: Path) -> None:
@@ -70,7 +72,9 @@ def test_kafka_topics_create_describe_alter_list_delete(kafka: BrokerProcess, wo
     out = _topics(kafka, work, "--describe", "--topic", topic)
     assert re.search(rf"Topic: {topic}\tTopicId: \S+\tPartitionCount: 2\tReplicationFactor: 1", out)
     assert "retention.ms=86400000" in out
-    rows = re.findall(rf"Topic: {topic}\tPartition: (\d+)\tLeader: (\d+)\tReplicas: (\d+)\tIsr: (\d+)", out)
+    rows = re.findall(
+        rf"Topic: {topic}\tPartition: (\d+)\tLeader: (\d+)\tReplicas: (\d+)\tIsr: (\d+)", out
+    )
     assert sorted(r[0] for r in rows) == ["0", "1"]
     assert all(r[1] == r[2] == r[3] for r in rows), rows
 
@@ -162,9 +166,10 @@ def test_kafka_consumer_groups_list_describe_reset(kafka: BrokerProcess, work: P
         c.close()  # leaves the group: it is empty (inactive) from here
 
     def groups(*args: str) -> str:
-        return run_tool(
+        done = run_tool(
             "kafka-consumer-groups", "--bootstrap-server", kafka.bootstrap, *args, workdir=work
-        ).stdout
+        )
+        return done.stdout + done.stderr
 
     assert group in groups("--list").split()
     out = groups("--describe", "--group", group)
@@ -177,7 +182,9 @@ def test_kafka_consumer_groups_list_describe_reset(kafka: BrokerProcess, work: P
     }
     assert rows == {0: (hw[0], hw[0], 0), 1: (hw[1], hw[1], 0)}, out
 
-    out = groups("--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute")
+    out = groups(
+        "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute"
+    )
     reset = re.findall(rf"{group}\s+{topic}\s+(\d+)\s+(\d+)", out)
     assert sorted(reset) == [("0", "0"), ("1", "0")], out
     # pylog's committed offsets, through another client.
@@ -214,7 +221,8 @@ def test_kafka_configs_describe_alter_topic(kafka: BrokerProcess, work: Path) ->
     assert "retention.ms=123456789 sensitive=false" in out
     assert "cleanup.policy=compact sensitive=false" in out
     res = ConfigResource(ResourceType.TOPIC, topic)
-    entries = _admin(kafka).describe_configs([res])[res].result(timeout=10)
+    admin = _admin(kafka)  # kept: a freed client fails its futures
+    entries = admin.describe_configs([res])[res].result(timeout=10)
     assert entries["retention.ms"].value == "123456789"
     assert entries["cleanup.policy"].value == "compact"
 
@@ -222,7 +230,7 @@ def test_kafka_configs_describe_alter_topic(kafka: BrokerProcess, work: Path) ->
     out = configs("--describe")
     assert "cleanup.policy" not in out
     assert "retention.ms=123456789" in out
-    entries = _admin(kafka).describe_configs([res])[res].result(timeout=10)
+    entries = admin.describe_configs([res])[res].result(timeout=10)
     assert entries["cleanup.policy"].value == "delete"
 
 
@@ -245,9 +253,7 @@ def test_kafka_get_offsets_and_delete_records(kafka: BrokerProcess, work: Path) 
 
     spec = work / f"{topic}-delete.json"
     spec.write_text(
-        json.dumps(
-            {"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 12}]}
-        )
+        json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 12}]})
     )
     out = run_tool(
         "kafka-delete-records", "--bootstrap-server", kafka.bootstrap,
@@ -265,8 +271,7 @@ def test_kafka_producer_perf_test(kafka: BrokerProcess, work: Path) -> None:
     out = run_tool(
         "kafka-producer-perf-test", "--topic", topic, "--num-records", "500",
         "--record-size", "100", "--throughput", "-1",
-        "--command-property", f"bootstrap.servers={kafka.bootstrap}",
-        "--command-property", "acks=all", workdir=work,
+        "--producer-props", f"bootstrap.servers={kafka.bootstrap}", "acks=all", workdir=work,
     ).stdout  # fmt: skip
     assert re.search(r"^500 records sent, .* records/sec", out, re.M), out
     assert _watermarks(kafka, topic) == (0, 500)
