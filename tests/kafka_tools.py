@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,3 +124,17 @@ def start_kafka(workdir: Path) -> object:
     ``.stop()`` (SIGTERM, a clean shutdown)."""
     libs = kafka_libs()
     return _bench_module().KafkaPeer(str(workdir), libs)  # type: ignore[attr-defined]
+
+
+def restart_kafka(peer: Any) -> None:
+    """Start a stopped ``start_kafka`` broker again on its config, ports and data."""
+    bench: Any = _bench_module()
+    peer.stderr = open(peer.dir / "kafka.stderr", "a+b")  # noqa: SIM115
+    peer.proc = subprocess.Popen(
+        ["java", *bench.KAFKA_JVM, peer.log4j, "-cp", peer.classpath, "kafka.Kafka",
+         str(peer.dir / "server.properties")],
+        stdout=subprocess.DEVNULL,
+        stderr=peer.stderr,
+    )  # fmt: skip
+    peer.pid = peer.proc.pid
+    peer._wait_ready(120)

@@ -24,7 +24,7 @@ import pytest
 from broker_process import BrokerProcess
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka_tools import start_kafka
+from kafka_tools import restart_kafka, start_kafka
 
 from pylog.spark._wire import BrokerClient
 
@@ -117,9 +117,7 @@ def _consume(bootstrap: str, topic: str, count: int) -> list[tuple[Any, ...]]:
             if m is None:
                 continue
             assert m.error() is None, m.error()
-            got.append(
-                (m.partition(), m.offset(), m.key(), m.value(), m.headers(), m.timestamp())
-            )
+            got.append((m.partition(), m.offset(), m.key(), m.value(), m.headers(), m.timestamp()))
     finally:
         c.close()
     return sorted(got, key=lambda r: (r[0], r[1]))
@@ -179,7 +177,10 @@ def test_pylog_serves_a_kafka_written_log_byte_for_byte(workdir: Path) -> None:
         p = Producer({"bootstrap.servers": pylog.bootstrap, "enable.idempotence": True})
         delivered: list[int] = []
         p.produce(
-            topic, value=b"after", partition=0, on_delivery=lambda e, m: delivered.append(m.offset())
+            topic,
+            value=b"after",
+            partition=0,
+            on_delivery=lambda e, m: delivered.append(m.offset()),
         )
         assert p.flush(30) == 0
     finally:
@@ -191,3 +192,54 @@ def test_pylog_serves_a_kafka_written_log_byte_for_byte(workdir: Path) -> None:
     for p in range(PARTITIONS):
         # pylog's files still begin with Kafka's bytes (nothing rewritten on load).
         assert _segments(workdir / "pylog" / f"{topic}-{p}").startswith(from_kafka[p])
+
+
+def test_kafka_serves_a_pylog_written_log_byte_for_byte(workdir: Path) -> None:
+    topic = "written-by-pylog"
+    pylog = BrokerProcess(workdir / "pylog")
+    pylog.start()
+    try:
+        _create(pylog.bootstrap, topic)
+        n = _produce(pylog.bootstrap, topic)
+        from_pylog = _raw_batches(pylog.bootstrap, topic)
+        records = _consume(pylog.bootstrap, topic, n)
+    finally:
+        assert pylog.stop() == 0
+    assert len(records) == n
+    assert all(from_pylog.values())
+    pylog_dirs = {p: workdir / "pylog" / f"{topic}-{p}" for p in range(PARTITIONS)}
+    for p, d in pylog_dirs.items():
+        assert _segments(d) == from_pylog[p]
+        assert list(d.glob("*.snapshot")), f"{d}: pylog wrote no producer snapshot"
+
+    kafka: Any = start_kafka(workdir)
+    try:
+        _create(kafka.bootstrap, topic)
+    finally:
+        kafka.stop()
+    for p, d in pylog_dirs.items():
+        _copy_data(d, workdir / "kafka" / "logs" / f"{topic}-{p}")
+
+    restart_kafka(kafka)
+    try:
+        from_kafka = _raw_batches(kafka.bootstrap, topic)
+        again = _consume(kafka.bootstrap, topic, n)
+        p = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True})
+        delivered: list[int] = []
+        p.produce(
+            topic,
+            value=b"after",
+            partition=0,
+            on_delivery=lambda e, m: delivered.append(m.offset()),
+        )
+        assert p.flush(30) == 0
+    finally:
+        kafka.stop()
+    # Kafka took pylog's indexes and snapshots as they are: nothing found
+    # corrupt, nothing rebuilt or recovered.
+    said = (kafka.dir / "kafka.stderr").read_text().lower()
+    for word in ("error", "corrupt", "rebuild", "recover"):
+        assert word not in said, said[-3000:]
+    assert from_kafka == from_pylog
+    assert again == records
+    assert delivered == [1 + max(r[1] for r in records if r[0] == 0)]
