@@ -42,9 +42,9 @@ def _create(bootstrap: str, topic: str) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         md = admin.list_topics(timeout=10).topics.get(topic)
-        if md is not None and len(md.partitions) == PARTITIONS:
-            if all(p.leader >= 0 for p in md.partitions.values()):
-                return
+        ready = md is not None and len(md.partitions) == PARTITIONS
+        if ready and all(p.leader >= 0 for p in md.partitions.values()):
+            return
         time.sleep(0.1)
     raise AssertionError(f"{topic} has no leaders on {bootstrap}")
 
