@@ -15,7 +15,8 @@ import pytest
 from broker_process import BrokerProcess, ck_produce, topic_name
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
-from kafka_tools import run_tool
+from doc_snippets import ROOT, code_blocks
+from kafka_tools import TOOLS, kafka_version, run_tool
 
 
 @pytest.fixture(scope="module")
@@ -393,3 +394,18 @@ def test_kafka_dump_log_reads_pylog_files(tmp_path: Path) -> None:
     verify = run_tool("kafka-dump-log", "--files", indexes, "--verify-index-only", workdir=tmp_path)
     assert _findings(verify.stdout + verify.stderr) == []
     assert verify.stdout.count("Dumping ") == len(logs) * 2
+
+
+def test_the_docs_tool_line_runs(kafka: BrokerProcess, work: Path) -> None:
+    """docs/clients.md's kafka-topics line, as written but for the address and topic."""
+    [block] = [b for b in code_blocks(ROOT / "docs" / "clients.md", "text") if "TopicCommand" in b]
+    words = block.replace("\\\n", " ").split()
+    assert words[:3] == ["java", "-cp", f'"$HOME/.cache/pylog/kafka-{kafka_version()}/libs/*"']
+    assert words[3] == TOOLS["kafka-topics"]
+    topic = topic_name("payments")
+    args = [
+        kafka.bootstrap if w == "127.0.0.1:9092" else topic if w == "payments" else w
+        for w in words[4:]
+    ]
+    assert f"Created topic {topic}." in run_tool("kafka-topics", *args, workdir=work).stdout
+    assert _partitions(kafka, topic) == 3
