@@ -11,6 +11,7 @@ one main class, so a tool here is `java -cp <libs>/* <main class> <args>`.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -138,3 +139,28 @@ def restart_kafka(peer: Any) -> None:
     )  # fmt: skip
     peer.pid = peer.proc.pid
     peer._wait_ready(120)
+
+
+# Kafka 4.3's DumpLogSegments starts each .log file's "last offset" at -1 and
+# reports the first record of any segment not based at 0 as non-consecutive
+# ("-1 is followed by <base offset>"), for Kafka's own files as well: that one
+# pair is the tool's, every other is a finding.
+def dump_log_findings(out: str) -> list[str]:
+    """The lines of kafka-dump-log's output that report a problem."""
+    lines = out.splitlines()
+    bad: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = re.match(r"Non-consecutive offsets in (\S+/(\d{20})\.log)$", line)
+        if m:
+            i += 1
+            while i < len(lines) and lines[i].startswith("  "):
+                if lines[i].strip() != f"-1 is followed by {int(m.group(2))}":
+                    bad.append(f"{line}: {lines[i]}")
+                i += 1
+            continue
+        if re.search(r"error|mismatch|exception|not found|corrupt|failed", line, re.I):
+            bad.append(line)
+        i += 1
+    return bad

@@ -13,6 +13,7 @@ the same with the roles swapped.
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import time
@@ -24,7 +25,7 @@ import pytest
 from broker_process import BrokerProcess
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka_tools import restart_kafka, start_kafka
+from kafka_tools import dump_log_findings, restart_kafka, run_tool, start_kafka
 
 from pylog.spark._wire import BrokerClient
 
@@ -184,7 +185,7 @@ def test_pylog_serves_a_kafka_written_log_byte_for_byte(workdir: Path) -> None:
         )
         assert p.flush(30) == 0
     finally:
-        pylog.stop(signal.SIGTERM)
+        assert pylog.stop(signal.SIGTERM) == 0
     assert {p: len(b) for p, b in from_pylog.items()} == {p: len(b) for p, b in from_kafka.items()}
     assert from_pylog == from_kafka
     assert again == records
@@ -192,6 +193,17 @@ def test_pylog_serves_a_kafka_written_log_byte_for_byte(workdir: Path) -> None:
     for p in range(PARTITIONS):
         # pylog's files still begin with Kafka's bytes (nothing rewritten on load).
         assert _segments(workdir / "pylog" / f"{topic}-{p}").startswith(from_kafka[p])
+    # Kafka's batches and pylog's appended one, its indexes and the producer
+    # snapshot pylog wrote at shutdown, all as Kafka's dump tool reads them.
+    d0 = workdir / "pylog" / f"{topic}-0"
+    files = sorted(f for f in d0.iterdir() if f.name.endswith(DATA_SUFFIXES))
+    out = run_tool(
+        "kafka-dump-log", "--files", ",".join(map(str, files)), "--deep-iteration",
+        workdir=workdir,
+    )  # fmt: skip
+    assert dump_log_findings(out.stdout + out.stderr) == []
+    offsets = [int(o) for o in re.findall(r"^\| offset: (\d+) ", out.stdout, re.M)]
+    assert offsets == list(range(delivered[0] + 1))
 
 
 def test_kafka_serves_a_pylog_written_log_byte_for_byte(workdir: Path) -> None:

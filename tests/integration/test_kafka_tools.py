@@ -16,7 +16,7 @@ from broker_process import BrokerProcess, ck_produce, topic_name
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
 from doc_snippets import ROOT, code_blocks
-from kafka_tools import TOOLS, kafka_version, run_tool
+from kafka_tools import TOOLS, dump_log_findings, kafka_version, run_tool
 
 
 @pytest.fixture(scope="module")
@@ -278,30 +278,6 @@ def test_kafka_producer_perf_test(kafka: BrokerProcess, work: Path) -> None:
     assert _watermarks(kafka, topic) == (0, 500)
 
 
-# Kafka 4.3's DumpLogSegments starts each .log file's "last offset" at -1 and
-# reports the first record of any segment not based at 0 as non-consecutive
-# ("-1 is followed by <base offset>"), for Kafka's own files as well: that one
-# pair is the tool's, every other is a finding.
-def _findings(out: str) -> list[str]:
-    lines = out.splitlines()
-    bad: list[str] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        m = re.match(r"Non-consecutive offsets in (\S+/(\d{20})\.log)$", line)
-        if m:
-            i += 1
-            while i < len(lines) and lines[i].startswith("  "):
-                if lines[i].strip() != f"-1 is followed by {int(m.group(2))}":
-                    bad.append(f"{line}: {lines[i]}")
-                i += 1
-            continue
-        if re.search(r"error|mismatch|exception|not found|corrupt|failed", line, re.I):
-            bad.append(line)
-        i += 1
-    return bad
-
-
 def test_kafka_dump_log_reads_pylog_files(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data").start()
     topic = "dumped"
@@ -354,7 +330,7 @@ def test_kafka_dump_log_reads_pylog_files(tmp_path: Path) -> None:
         "kafka-dump-log", "--files", names, "--print-data-log", "--deep-iteration",
         workdir=tmp_path,
     )  # fmt: skip
-    assert _findings(out.stdout + out.stderr) == []
+    assert dump_log_findings(out.stdout + out.stderr) == []
     records = re.findall(
         r"^\| offset: (\d+) CreateTime: (\d+) keySize: \d+ valueSize: \d+ sequence: (\d+) "
         r"headerKeys: \[h\] key: (\S+) payload: (\S+)$",
@@ -390,9 +366,9 @@ def test_kafka_dump_log_reads_pylog_files(tmp_path: Path) -> None:
         "kafka-dump-log", "--files", indexes, "--index-sanity-check", workdir=tmp_path
     )
     assert sanity.stdout.count("passed sanity check") == len(logs) * 2, sanity.stdout
-    assert _findings(sanity.stdout + sanity.stderr) == []
+    assert dump_log_findings(sanity.stdout + sanity.stderr) == []
     verify = run_tool("kafka-dump-log", "--files", indexes, "--verify-index-only", workdir=tmp_path)
-    assert _findings(verify.stdout + verify.stderr) == []
+    assert dump_log_findings(verify.stdout + verify.stderr) == []
     assert verify.stdout.count("Dumping ") == len(logs) * 2
 
 
