@@ -34,7 +34,7 @@ run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./
 cluster: install tools ## run a local cluster until Ctrl-C: ZooKeeper on 127.0.0.1:2181, brokers 1-3 on 127.0.0.1:9092-9094, data and logs in ./pylog-cluster
 	$(VENV)/bin/pylog cluster local --brokers 3 --dir ./pylog-cluster
 
-test: install tools java-client test-rust wheel test-python spark-compat ## install everything the tests need, then run all tests
+test: install tools kafka java-client test-rust wheel test-python spark-compat ## install everything the tests need, then run all tests
 
 tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark and the Java client; ZooKeeper for the cluster), from Debian — needs root or sudo
 	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \

@@ -318,7 +318,11 @@ class LogSegment:
     ) -> None:
         interval = self.index_interval_bytes
         if batches is None or len(batches) <= 1:
-            self._note_max_timestamp(largest_timestamp, offset_of_max_timestamp)
+            # Like Kafka's, the time index holds the last offset of the batch
+            # with the largest timestamp, never an offset inside a batch:
+            # kafka-dump-log checks each entry against a batch's last offset.
+            shallow = batches[0].last_offset if batches else offset_of_max_timestamp
+            self._note_max_timestamp(largest_timestamp, shallow)
             if self._bytes_since_last_index_entry > interval:
                 self.offset_index.append(largest_offset, position)
                 ts, off = self._max_timestamp_and_offset()

@@ -600,6 +600,11 @@ class Partition:
                 best = (ts, off)
         if best is None:
             return TimestampAndOffset(-1, -1, -1)
+        # The segments know the batch holding the largest timestamp (its last
+        # offset, as the time index does); the answer is the record within it.
+        found = self.log.fetch_offset_by_timestamp(best[0])
+        if found is not None and found[0] == best[0] and start <= found[1] <= best[1]:
+            best = found
         return TimestampAndOffset(best[0], best[1], self._epoch_for(best[1]))
 
     def _epoch_for(self, offset: int) -> int:

@@ -354,6 +354,21 @@ def test_fetch_offset_by_timestamp(open_log: Any) -> None:
     assert log.fetch_offset_by_timestamp(T0 + 10_000) is None
 
 
+def test_time_index_names_the_batch_of_the_largest_timestamp(open_log: Any) -> None:
+    """As Kafka's: an entry's offset is the last offset of the batch holding the
+    largest timestamp (kafka-dump-log checks exactly that), even when a
+    compressed batch's largest timestamp is on a record inside it."""
+    log = open_log()
+    stamps = [T0 + 5, T0 + 9, T0 + 1]
+    log.append_as_leader(bytearray(build_batch(values(3), timestamp=stamps, compression=1)), 0)
+    log.append_as_leader(bytearray(build_batch(values(2), timestamp=T0 + 2, compression=1)), 0)
+    segment = log.active_segment
+    assert segment.time_index.last_entry() == (T0 + 9, 2)
+    assert segment.offset_of_max_timestamp_so_far == 2
+    # The record itself is found by a timestamp search (ListOffsets MAX_TIMESTAMP).
+    assert log.fetch_offset_by_timestamp(T0 + 9) == (T0 + 9, 1)
+
+
 # ---------------------------------------------------------------- truncation
 
 
