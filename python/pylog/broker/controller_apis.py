@@ -339,6 +339,9 @@ class ControllerApis:
         if election_type not in (ELECTION_PREFERRED, ELECTION_UNCLEAN):
             message = f"Unknown election type {election_type}."
             results = {tp: ApiError(ErrorCode.INVALID_REQUEST, message) for tp in wanted}
+        elif not self.replica_manager.controller_managed:
+            # A lone broker leads every partition it has, the only replica.
+            results = {tp: self._lone_election(tp) for tp in wanted}
         elif controller is None or not controller.is_active:
             results = {tp: ApiError(ErrorCode.NOT_CONTROLLER) for tp in wanted}
         else:
@@ -370,6 +373,11 @@ class ControllerApis:
             ],
         )
 
+    def _lone_election(self, tp: TopicPartition) -> ApiError:
+        if self.replica_manager.partition(tp) is None:
+            return ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return ApiError(ErrorCode.ELECTION_NOT_NEEDED)
+
     async def _await_leaders(self, expected: dict[TopicPartition, int], timeout_ms: int) -> None:
         """Until this broker's MetadataCache shows every elected leader (the
         controller's UpdateMetadata has arrived), or ``timeout_ms`` passes."""
@@ -392,7 +400,8 @@ class ControllerApis:
         self, request: Request, body: AlterPartitionReassignmentsRequest
     ) -> AlterPartitionReassignmentsResponse:
         controller = self.controller()
-        if controller is None or not controller.is_active:
+        lone = not self.replica_manager.controller_managed
+        if not lone and (controller is None or not controller.is_active):
             return AlterPartitionReassignmentsResponse(error_code=ErrorCode.NOT_CONTROLLER)
         wanted: dict[TopicPartition, list[int] | None] = {}
         for t in body.topics:
@@ -401,7 +410,11 @@ class ControllerApis:
                 wanted[TopicPartition(t.name, p.partition_index)] = (
                     None if replicas is None else list(replicas)  # None: cancel
                 )
-        got = await controller.alter_partition_reassignments(wanted)
+        got: dict[TopicPartition, ApiError] | ApiError
+        if lone or controller is None:
+            got = {tp: self._lone_reassignment(tp, r) for tp, r in wanted.items()}
+        else:
+            got = await controller.alter_partition_reassignments(wanted)
         if isinstance(got, ApiError):
             return AlterPartitionReassignmentsResponse(
                 error_code=got.error_code, error_message=got.message
@@ -420,9 +433,28 @@ class ControllerApis:
             ],
         )
 
+    def _lone_reassignment(self, tp: TopicPartition, replicas: list[int] | None) -> ApiError:
+        """A lone broker's partitions have one replica, itself: nothing to
+        move, nothing in flight to cancel."""
+        if self.replica_manager.partition(tp) is None:
+            return ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if replicas is None:
+            return ApiError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+        me = self.replica_manager.broker_id
+        if replicas == [me]:
+            return ApiError(ErrorCode.NONE)
+        return ApiError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"a lone broker ({me}) cannot place replicas on brokers {replicas}",
+        )
+
     async def handle_list_partition_reassignments_request(
         self, request: Request, body: ListPartitionReassignmentsRequest
     ) -> ListPartitionReassignmentsResponse:
+        if not self.replica_manager.controller_managed:
+            # Nothing is ever reassigned on a lone broker (kafka-topics
+            # --describe asks, and would wait out its timeout on NOT_CONTROLLER).
+            return ListPartitionReassignmentsResponse(error_code=ErrorCode.NONE, topics=[])
         controller = self.controller()
         if controller is None or not controller.is_active:
             return ListPartitionReassignmentsResponse(error_code=ErrorCode.NOT_CONTROLLER)
