@@ -145,6 +145,7 @@ bench: install ## print the performance figures and their ratios against same-ru
 	$(PY) bench/tls_bench.py
 	$(PY) bench/cleaner_bench.py
 	$(PY) bench/spark_bench.py
+	$(PY) bench/cluster_bench.py
 	@$(MAKE) --no-print-directory kafka || echo "kafka_peer: skipped, Apache Kafka could not be fetched with Maven (see above)"
 	$(PY) bench/kafka_peer.py --skip-if-missing
 
