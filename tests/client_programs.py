@@ -68,7 +68,7 @@ def go_env() -> dict[str, str]:
         **os.environ,
         "GOMODCACHE": str(go / "mod"),
         "GOCACHE": str(go / "build"),
-        "GOFLAGS": "-mod=mod -buildvcs=false",
+        "GOFLAGS": "-mod=mod -modcacherw -buildvcs=false",
         "GOPROXY": "off",
     }
 

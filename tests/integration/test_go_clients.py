@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import subprocess
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -265,6 +266,41 @@ def test_admin_topics(kafka: BrokerProcess, library: str) -> None:
     assert gone["error"] == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
+@pytest.mark.parametrize("version", ["0.11.0.2", "2.1.0"])
+def test_sarama_at_older_protocol_versions(
+    kafka: BrokerProcess, version: str, tmp_path: Path
+) -> None:
+    """sarama told the broker is an older Kafka sends the older versions of
+    Produce (v3: the first with idempotence), Fetch, ListOffsets, JoinGroup,
+    OffsetCommit and OffsetFetch; pylog still serves them."""
+    v = ("--version", version)
+    topic = topic_name("go-sarama-old")
+    group = topic_name("go-sarama-old-grp")
+    assert (
+        admin(kafka, "sarama", "create-topic", "--topic", topic, "--partitions", "2", *v)["error"]
+        is None
+    )
+    produced = produce(kafka, "sarama", topic, "--count", "60", "--compression", "lz4", *v)
+    assert produced.last == {"type": "done", "acked": 60, "failed": 0}
+    assert {b[2] >= 0 for p in range(2) for b in batches(kafka.data / f"{topic}-{p}")} == {True}
+    consumed = consume(kafka, "sarama", topic, "--to-end", *v)
+    assert sorted(r["value"] for r in consumed.of("record")) == sorted(
+        f"value-{i}" for i in range(60)
+    )
+    member = Member(
+        "old", go_command("sarama", "group-consume", "--bootstrap", kafka.bootstrap,
+                          "--topic", topic, "--group", group, *v),
+        tmp_path / "old.log",
+    )  # fmt: skip
+    try:
+        member.wait_for("the 60 records", lambda: len(member.records()) >= 60)
+        assert member.stop() == 0, member.describe()
+    finally:
+        member.kill()
+    committed = admin(kafka, "sarama", "offsets", "--group", group, "--topic", topic, *v)
+    assert committed["offsets"] == admin(kafka, "franz", "end-offsets", "--topic", topic)["offsets"]
+
+
 def test_docs_go_snippet(kafka: BrokerProcess, tmp_path: Path) -> None:
     """docs/clients.md's franz-go program builds (with tests/go's modules) and
     reads back, through its group, the ten records it wrote."""
@@ -304,17 +340,23 @@ KGO_TESTS = [
 KGO_SKIPPED = ["TestIssueProduceBrokerTooOldFailsRecords"]
 
 
-def test_franz_go_own_integration_tests(tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data").start()
-    log = tmp_path / "kgo.log"
+KGO_RESULT = re.compile(r"^--- (PASS|FAIL|SKIP): (\w+) ", re.MULTILINE)
+
+
+def _run_kgo_tests(names: list[str], where: Path) -> tuple[dict[str, str], str]:
+    """Runs franz-go's tests ``names`` against a fresh broker: each top-level
+    test's verdict (PASS, FAIL, SKIP) and the whole output."""
+    where.mkdir()
+    broker = BrokerProcess(where / "data").start()
+    log = where / "kgo.log"
     try:
         with log.open("w") as out:
-            proc = subprocess.run(
+            subprocess.run(
                 [
                     str(kgo_test_binary()), "-test.v", "-test.count=1", "-test.timeout=15m",
-                    "-test.run", f"^({'|'.join(KGO_TESTS + KGO_SKIPPED)})$",
+                    "-test.run", f"^({'|'.join(names)})$",
                 ],
-                stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, timeout=20 * 60,
+                stdout=out, stderr=subprocess.STDOUT, cwd=where, timeout=20 * 60,
                 env={
                     **os.environ, "KGO_SEEDS": broker.bootstrap, "KGO_TEST_RF": "1",
                     # The ETL tests' record count (500,000 by default): enough
@@ -326,13 +368,22 @@ def test_franz_go_own_integration_tests(tmp_path: Path) -> None:
     finally:
         broker.stop(signal.SIGKILL)
     text = log.read_text(errors="replace")
-    results = {name: verdict for verdict, name in KGO_RESULT.findall(text)}
+    verdicts = {name: verdict for verdict, name in KGO_RESULT.findall(text)}
+    # A test that never reported (the binary timed out or crashed) failed.
+    return {name: verdicts.get(name, "FAIL") for name in names}, text
+
+
+def test_franz_go_own_integration_tests(tmp_path: Path) -> None:
+    results, text = _run_kgo_tests(KGO_TESTS + KGO_SKIPPED, tmp_path / "run")
     failed = sorted(name for name, verdict in results.items() if verdict == "FAIL")
-    passed = sorted(name for name, verdict in results.items() if verdict == "PASS")
-    assert failed == [] and proc.returncode == 0, f"failed: {failed}\n{text[-6000:]}"
+    if failed:
+        # Some of franz-go's tests bound their waits by a few seconds: one that
+        # failed runs once more, alone, on a fresh broker, and is named.
+        again, retry_text = _run_kgo_tests(failed, tmp_path / "rerun")
+        still = sorted(name for name, verdict in again.items() if verdict != "PASS")
+        assert still == [], f"failed twice: {still}\n{retry_text[-6000:]}\n{text[-3000:]}"
+        warnings.warn(f"franz-go tests passed only when run again: {failed}", stacklevel=1)
+        results.update(again)
     # The pass count may only grow: every test that passes today still passes.
-    assert passed == sorted(KGO_TESTS), text[-6000:]
+    assert sorted(n for n, v in results.items() if v == "PASS") == sorted(KGO_TESTS), text[-6000:]
     assert [n for n, v in results.items() if v == "SKIP"] == KGO_SKIPPED
-
-
-KGO_RESULT = re.compile(r"^--- (PASS|FAIL|SKIP): (\w+) ", re.MULTILINE)
