@@ -58,7 +58,7 @@ tools: ## system tools the tests drive (kcat; a Java runtime for Spark; ZooKeepe
 CLIENT_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pylog
 GO_CACHE     := $(CLIENT_CACHE)/go
 GO_CLIENT    := $(GO_CACHE)/bin/pylog-go-client
-GO_ENV       := GOMODCACHE=$(GO_CACHE)/mod GOCACHE=$(GO_CACHE)/build GOFLAGS="-mod=mod -buildvcs=false"
+GO_ENV       := GOMODCACHE=$(GO_CACHE)/mod GOCACHE=$(GO_CACHE)/build GOFLAGS="-mod=mod -modcacherw -buildvcs=false"
 NODE_CACHE   := $(CLIENT_CACHE)/node
 NODE_STAMP   := $(NODE_CACHE)/node_modules/.package-lock.json
 
