@@ -36,7 +36,7 @@ cluster: install tools ## run a local cluster until Ctrl-C: ZooKeeper on 127.0.0
 
 test: install tools go-client node-client test-rust test-python ## install everything the tests need, then run all tests
 
-tools: ## system tools the tests drive (kcat; a Java runtime for Spark; ZooKeeper for the cluster), from Debian — needs root or sudo
+tools: ## system tools the tests drive (kcat; a Java runtime for Spark; ZooKeeper for the cluster; npm), from Debian — needs root or sudo; checks for Go
 	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \
 	  command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
 	  [ -f /usr/share/java/zookeeper.jar ] || missing="$$missing zookeeper"; \
@@ -64,7 +64,7 @@ NODE_STAMP   := $(NODE_CACHE)/node_modules/.package-lock.json
 
 GO_KGO_TEST  := $(GO_CACHE)/bin/kgo.test
 
-go-client: $(GO_CLIENT) $(GO_KGO_TEST) ## build tests/go (franz-go and sarama behind one CLI) and franz-go's own kgo tests into $(GO_CACHE)
+go-client: $(GO_CLIENT) $(GO_KGO_TEST) ## build tests/go (franz-go and sarama behind one CLI) and franz-go's own kgo tests into ~/.cache/pylog/go
 
 $(GO_CLIENT): $(wildcard tests/go/*)
 	cd tests/go && $(GO_ENV) go build -o $@ .
@@ -78,7 +78,7 @@ $(GO_KGO_TEST): tests/go/go.mod tests/go/go.sum
 	touch $@
 	@echo "franz-go kgo tests: $@"
 
-node-client: $(NODE_STAMP) ## install tests/node's packages (kafkajs) with npm ci into $(NODE_CACHE)
+node-client: $(NODE_STAMP) ## install tests/node's packages (kafkajs) with npm ci into ~/.cache/pylog/node
 
 $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 	mkdir -p $(NODE_CACHE)
