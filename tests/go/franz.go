@@ -201,7 +201,7 @@ func (f franz) consume(ctx context.Context, o *options) error {
 	return nil
 }
 
-func (f franz) groupConsume(ctx context.Context, o *options) error {
+func (f franz) groupConsume(ctx, stop context.Context, o *options) error {
 	owned := map[int32]bool{}
 	var ownedMu sync.Mutex
 	change := func(kind string, m map[string][]int32, add bool) {
@@ -244,8 +244,8 @@ func (f franz) groupConsume(ctx context.Context, o *options) error {
 	}
 	count := 0
 	for {
-		fetches := cl.PollFetches(ctx)
-		if ctx.Err() != nil || fetches.IsClientClosed() {
+		fetches := cl.PollFetches(stop)
+		if fetches.IsClientClosed() {
 			break
 		}
 		var fetchErr error
@@ -276,6 +276,9 @@ func (f franz) groupConsume(ctx context.Context, o *options) error {
 			}
 		}
 		cl.AllowRebalance()
+		if stop.Err() != nil {
+			break
+		}
 	}
 	// Close leaves the group (LeaveGroup), so the others rebalance at once.
 	cl.AllowRebalance()

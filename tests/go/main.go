@@ -86,7 +86,9 @@ func fail(format string, args ...any) {
 type library interface {
 	produce(ctx context.Context, o *options) error
 	consume(ctx context.Context, o *options) error
-	groupConsume(ctx context.Context, o *options) error
+	// groupConsume polls until stop is done; ctx bounds the whole run,
+	// the last commits and leaving the group included.
+	groupConsume(ctx, stop context.Context, o *options) error
 	admin(ctx context.Context, op string, o *options) error
 }
 
@@ -159,7 +161,7 @@ func main() {
 			}
 			stop()
 		}()
-		err = lib.groupConsume(stopCtx, o)
+		err = lib.groupConsume(ctx, stopCtx, o)
 	case "admin":
 		err = lib.admin(ctx, op, o)
 	default:

@@ -290,7 +290,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	}
 }
 
-func (s saramaLib) groupConsume(ctx context.Context, o *options) error {
+func (s saramaLib) groupConsume(ctx, stop context.Context, o *options) error {
 	cfg, err := s.config(o)
 	if err != nil {
 		return err
@@ -309,9 +309,9 @@ func (s saramaLib) groupConsume(ctx context.Context, o *options) error {
 		}
 	}()
 	h := &groupHandler{topic: o.topic, owned: map[int32]bool{}}
-	for ctx.Err() == nil {
+	for stop.Err() == nil {
 		// Consume returns at each rebalance; the loop joins again.
-		if err := group.Consume(ctx, []string{o.topic}, h); err != nil {
+		if err := group.Consume(stop, []string{o.topic}, h); err != nil {
 			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 				break
 			}
