@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build protocol tools java-client run cluster test test-rust test-python bench kafka fuzz lint format clean pipeline wheel spark-compat
+.PHONY: help install build protocol tools java-client go-client node-client run cluster test test-rust test-python bench kafka fuzz lint format clean pipeline wheel spark-compat
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -34,9 +34,9 @@ run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./
 cluster: install tools ## run a local cluster until Ctrl-C: ZooKeeper on 127.0.0.1:2181, brokers 1-3 on 127.0.0.1:9092-9094, data and logs in ./pylog-cluster
 	$(VENV)/bin/pylog cluster local --brokers 3 --dir ./pylog-cluster
 
-test: install tools kafka java-client test-rust wheel test-python spark-compat ## install everything the tests need, then run all tests
+test: install tools kafka java-client go-client node-client test-rust wheel test-python spark-compat ## install everything the tests need, then run all tests
 
-tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark and the Java client; ZooKeeper for the cluster), from Debian — needs root or sudo
+tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark, the Java client and Kafka; ZooKeeper for the cluster; npm), from Debian — needs root or sudo; checks for Go
 	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \
 	  command -v javac >/dev/null 2>&1 || missing="$$missing openjdk-17-jdk-headless"; \
 	  command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
@@ -49,6 +49,11 @@ tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark and the 
 	@java -version 2>&1 | head -1
 	@ls /usr/share/java/zookeeper-3*.jar | sed 's|.*/||'
 	@mvn -v 2>/dev/null | head -1
+	@go version 2>/dev/null || { echo "no Go toolchain on PATH: the Go client tests need Go >= 1.26 (https://go.dev/dl)"; exit 1; }
+	@command -v npm >/dev/null 2>&1 || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
+	@echo "node $$(node --version), npm $$(npm --version 2>/dev/null)"
+
 
 # The Java client the tests drive (tests/java: kafka-clients behind a small CLI), built
 # by Maven into a cache outside the repository; tests/java_client.py finds it there.
@@ -63,6 +68,40 @@ $(JAVA_CLIENT_JAR): $(JAVA_CLIENT_SRC)
 	cd tests/java && mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(JAVA_CACHE)/m2 \
 	  -Dpylog.build.dir=$(JAVA_CACHE)/build package
 	@echo "java client: $@"
+
+# The Go and Node client programs the tests drive, built or installed into a
+# cache outside the repository (tests/client_programs.py finds them there);
+# both are skipped when up to date.
+CLIENT_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pylog
+GO_CACHE     := $(CLIENT_CACHE)/go
+GO_CLIENT    := $(GO_CACHE)/bin/pylog-go-client
+GO_ENV       := GOMODCACHE=$(GO_CACHE)/mod GOCACHE=$(GO_CACHE)/build GOFLAGS="-mod=mod -modcacherw -buildvcs=false"
+NODE_CACHE   := $(CLIENT_CACHE)/node
+NODE_STAMP   := $(NODE_CACHE)/node_modules/.package-lock.json
+
+GO_KGO_TEST  := $(GO_CACHE)/bin/kgo.test
+
+go-client: $(GO_CLIENT) $(GO_KGO_TEST) ## build tests/go (franz-go and sarama behind one CLI) and franz-go's own kgo tests into ~/.cache/pylog/go
+
+$(GO_CLIENT): $(wildcard tests/go/*)
+	cd tests/go && $(GO_ENV) go build -o $@ .
+	touch $@
+	@echo "go client: $@"
+
+# franz-go's own integration tests (package kgo, from the module zip of the
+# version tests/go requires), run against pylog by test_go_clients.py.
+$(GO_KGO_TEST): tests/go/go.mod tests/go/go.sum
+	cd tests/go && $(GO_ENV) go test -c -o $@ github.com/twmb/franz-go/pkg/kgo
+	touch $@
+	@echo "franz-go kgo tests: $@"
+
+node-client: $(NODE_STAMP) ## install tests/node's packages (kafkajs) with npm ci into ~/.cache/pylog/node
+
+$(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
+	mkdir -p $(NODE_CACHE)
+	cp tests/node/package.json tests/node/package-lock.json $(NODE_CACHE)/
+	npm ci --prefix $(NODE_CACHE) --no-audit --no-fund --loglevel=error
+	touch $@
 
 test-rust: ## cargo test of the native core
 	cargo test -q --workspace --exclude pylog-py
