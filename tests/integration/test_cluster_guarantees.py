@@ -260,12 +260,18 @@ def test_stopped_follower_leaves_the_isr_and_rejoins(pylog_cluster_factory: Fact
     create_topic(cluster.bootstrap_servers, topic, 1, 3)
     cluster.wait_for_full_isr(topic)
     leader = cluster.wait_for_leader(topic)
-    follower = next(b for b in (1, 2, 3) if b != leader)
+    # Not the controller: its lost session would move the controller too.
+    controller = cluster.controller()
+    follower = next(b for b in (1, 2, 3) if b not in (leader, controller))
     under = "kafka_server_replicamanager_underreplicatedpartitions"
     assert _metric(ports[leader], under) == 0
     from confluent_kafka import Producer
 
     writer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": 1})
+    # Metadata and the leader's connection before the pause: a producer that
+    # first asks the paused broker for metadata waits for its socket timeout.
+    writer.produce(topic, b"warm-up")
+    assert writer.flush(30) == 0
 
     def shrunk() -> bool:
         # A caught-up follower stays in the ISR while the leader has nothing

@@ -72,7 +72,13 @@ class Cluster:
         assert got is not None
         self.replicas = list(got[0].partitions[0])
         assert sorted(self.replicas) == REPLICAS
-        self.leader, self.observer, self.stopped = self.replicas
+        self.leader = self.replicas[0]
+        # The stopped follower is not the controller: a paused controller
+        # would hold back the ISR notification until its session expired.
+        controller = self.controller()
+        followers = self.replicas[1:]
+        self.stopped = next(f for f in reversed(followers) if f != controller)
+        self.observer = next(f for f in followers if f != self.stopped)
         assert self.state().leader == self.leader  # the first live replica leads
         for b in self.brokers.values():
             wait_for(
