@@ -696,6 +696,25 @@ def java_e2e(peer: Peer, b: Bench) -> tuple[float, ...]:
     return (float(avg.group(1)), *(float(x) for x in pcts.groups()))
 
 
+def idle_partitions_rss(topics: int, partitions: int) -> Callable[[Peer, Bench], float]:
+    """VmRSS (MiB) once ``topics`` times ``partitions`` empty partitions exist and
+    the broker has sat idle with them for a few seconds (its index files
+    mapped, its per-partition state made): the memory a broker holding many
+    quiet partitions costs."""
+
+    def run(peer: Peer, b: Bench) -> float:
+        names = [b.topic(f"idle{i}") for i in range(topics)]
+        for name in names:
+            peer.create_topic(name, partitions)
+        time.sleep(5.0)
+        rss = peer.status_kib("VmRSS") / 1024
+        for name in names:
+            peer.delete_topic(name)
+        return rss
+
+    return run
+
+
 ROWS: dict[str, Row] = {}
 
 
@@ -779,6 +798,20 @@ row(
     "ms",
     False,
     e2e_latency("all", 10_000),
+)
+row(
+    "e2e-50k",
+    "end-to-end latency at 50k rec/s, acks=1: p50 / p99 / p99.9",
+    "ms",
+    False,
+    e2e_latency("1", 50_000),
+)
+row(
+    "idle-1000",
+    "broker RSS with 1,000 idle partitions (10 topics of 100)",
+    "MiB",
+    False,
+    idle_partitions_rss(10, 100),
 )
 row(
     "java-e2e",

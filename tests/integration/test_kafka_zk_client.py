@@ -135,6 +135,48 @@ def test_partition_state_conditional_write_race(clients: Callable[..., KafkaZkCl
         b.create_topic("t", TopicReplicaAssignment("id2", {0: [2]}), {})
 
 
+def test_partition_states_in_batches(clients: Callable[..., KafkaZkClient]) -> None:
+    """The controller's pipelined calls, through a window of 3 requests in
+    flight: per-partition answers, in order, and the same fencing as one at a
+    time."""
+    zk, other = clients(max_in_flight_requests=3), clients()
+    parts = 40
+    zk.create_topic("t", TopicReplicaAssignment("id", {p: [1, 2] for p in range(parts)}), {})
+    _, epoch_version = zk.register_controller_and_increment_epoch(1)
+    # One state is there already (an earlier controller's): not created again.
+    other.create_partition_state("t", 7, LeaderAndIsr(2, 3, [2], 1))
+    created = zk.create_partition_states(
+        [("t", p, LeaderAndIsr(1 + p % 2, 0, [1, 2], 1)) for p in range(parts)]
+    )
+    assert created == [p != 7 for p in range(parts)]
+
+    states = zk.get_partition_states([("t", p) for p in range(parts)] + [("gone", 0)])
+    assert states[-1] is None
+    assert [(s.leader, s.leader_epoch, s.zk_version) for s in states[:-1] if s] == [
+        (2, 3, 0) if p == 7 else (1 + p % 2, 0, 0) for p in range(parts)
+    ]
+
+    # A leader changes partition 5's ISR first: that write loses, the rest win.
+    assert other.update_leader_and_isr("t", 5, LeaderAndIsr(2, 0, [2], 1), 0).succeeded
+    writes = [("t", p, LeaderAndIsr(2, 1, [2], 1), 0) for p in range(parts) if p != 7]
+    results = zk.update_leader_and_isrs(writes, controller_epoch_zk_version=epoch_version)
+    assert [r.succeeded for r in results] == [p != 5 for p in range(parts) if p != 7]
+    assert {r.version for r in results if r.succeeded} == {1}
+    after = zk.get_partition_states([("t", p) for p in range(parts)])
+    assert [s.leader_epoch for s in after if s] == [
+        0 if p == 5 else 3 if p == 7 else 1 for p in range(parts)
+    ]
+
+    # Another controller takes the office: every write of the old one is refused.
+    zk.delete_controller()
+    other.register_controller_and_increment_epoch(2)
+    with pytest.raises(ControllerMovedError):
+        zk.update_leader_and_isrs(
+            [("t", 0, LeaderAndIsr(1, 2, [1], 1), 1)], controller_epoch_zk_version=epoch_version
+        )
+    assert zk.get_partition_state("t", 0) == after[0]
+
+
 def test_controller_election_between_two_clients(clients: Callable[..., KafkaZkClient]) -> None:
     a, b = clients(), clients()
     epoch_a, version_a = a.register_controller_and_increment_epoch(1)
