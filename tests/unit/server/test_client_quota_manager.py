@@ -67,9 +67,10 @@ def test_a_quota_of_another_type_does_not_apply(store: JsonMetadataStore) -> Non
     m = produce_manager(store)
     # alice's own entity has no producer_byte_rate: the default user's applies
     assert m.quota(ALICE, "x") == (("alice", ""), 1000.0)
-    assert ClientQuotaManager(QuotaType.REQUEST, lambda: store.client_quotas).quota(
-        ALICE, "x"
-    ) == (("alice", ""), 50.0)
+    assert ClientQuotaManager(QuotaType.REQUEST, lambda: store.client_quotas).quota(ALICE, "x") == (
+        ("alice", ""),
+        50.0,
+    )
     assert not ClientQuotaManager(QuotaType.FETCH, lambda: store.client_quotas).quotas_enabled()
 
 
