@@ -237,6 +237,23 @@ class Processor(asyncio.BufferedProtocol):
             self.transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        auth = self.authenticator
+        if (
+            not self._closing
+            and auth is not None
+            and not auth.complete
+            and auth.state != "failed"
+            and (auth.mechanism is not None or self.frame_started_ns)
+        ):
+            # A login the client abandoned (a truncated SASL exchange): one
+            # line, as for a login that fails.
+            _log.info(
+                "connection %s (%s:%s, listener %s) closed by the client during SASL "
+                "authentication (%s%s)",
+                self.connection_id, self.client_host, self.client_port,
+                self.acceptor.spec.name, auth.state,
+                ", in the middle of a frame" if self.frame_started_ns else "",
+            )  # fmt: skip
         self._closing = True
         self.server.forget(self)
         for request in self._pending:
