@@ -8,6 +8,7 @@ answers both, each entity of an AlterClientQuotas gets its own error.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Mapping
 
 from pylog.errors import ErrorCode, KafkaError
@@ -81,7 +82,11 @@ def _value_of(key: str, value: float) -> float:
     integral = QUOTA_KEYS.get(key)
     if integral is None:
         raise _Invalid(ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}")
+    if not math.isfinite(value):
+        raise _Invalid(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a finite number")
     if integral:
+        if not -(2**63) <= value < 2**63:  # Kafka's LONG
+            raise _Invalid(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a LONG value")
         as_int = int(value + _EPSILON)
         if abs(as_int - value) > _EPSILON:
             raise _Invalid(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a LONG value")
