@@ -472,3 +472,41 @@ def test_describe_configs_hides_the_secrets(secured: Secured) -> None:
     assert not entries["ssl.keystore.location"].is_sensitive
     assert not any(name.startswith("listener.name.") for name in entries)
     assert all("secret" not in (e.value or "") for e in entries.values())
+
+
+def test_the_request_log_names_each_requests_principal(secured: Secured) -> None:
+    """pylog.request (DEBUG), Kafka's kafka.request.logger: the SASL user on
+    SASL_SSL and SASL_PLAINTEXT, User:ANONYMOUS on PLAINTEXT, with the listener."""
+    from confluent_kafka.admin import AdminClient
+
+    for setup in ("sasl_ssl_scram512", "sasl_plaintext_plain"):
+        conf = ck_conf(secured, *SETUPS[setup])
+        assert AdminClient(conf).list_topics(timeout=20).brokers
+    assert (
+        AdminClient({"bootstrap.servers": secured.address("PLAINTEXT")})
+        .list_topics(timeout=20)
+        .brokers
+    )
+    want = {
+        "SASL_SSL": "principal User:alice:",
+        "SASL_PLAINTEXT": "principal User:alice:",
+        "PLAINTEXT": "principal User:ANONYMOUS:",
+    }
+    found: dict[str, list[str]] = {}
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        log = secured.log_text().splitlines()
+        found = {
+            listener: [
+                line
+                for line in log
+                if "Completed request Metadata " in line and f"listener {listener})" in line
+            ]
+            for listener in want
+        }
+        if all(found.values()):
+            break
+        time.sleep(0.1)
+    for listener, principal in want.items():
+        assert found[listener], f"no Metadata request logged on {listener}"
+        assert all(principal in line for line in found[listener]), found[listener][:3]
