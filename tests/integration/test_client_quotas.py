@@ -153,6 +153,11 @@ def test_kafka_configs_manages_user_quotas(broker: Broker, tmp_path: Path) -> No
             "--add-config", "consumer_byte_rate=2097152")  # fmt: skip
     configs("--alter", "--entity-type", "users", "--entity-default",
             "--add-config", "consumer_byte_rate=4194304")  # fmt: skip
+    configs("--alter", "--entity-type", "clients", "--entity-name", "etl",
+            "--add-config", "request_percentage=200")  # fmt: skip
+    assert entities(describe(broker, [("client-id", 0, "etl")], strict=True)) == {
+        (("client-id", "etl"),): {"request_percentage": 200.0}
+    }
     got = entities(describe(broker, [("user", 0, "carol")]))
     assert got[(("user", "carol"),)] == {"producer_byte_rate": 1048576.0,
                                          "request_percentage": 25.5}  # fmt: skip
@@ -170,10 +175,11 @@ def test_kafka_configs_manages_user_quotas(broker: Broker, tmp_path: Path) -> No
         alter(
             broker,
             ([("user", None)], {"consumer_byte_rate": None}),
+            ([("client-id", "etl")], {"request_percentage": None}),
             ([("user", "carol"), ("client-id", "etl")], {"consumer_byte_rate": None}),
             ([("user", "carol")], {"producer_byte_rate": None}),
         )
-        == [(0, None)] * 3
+        == [(0, None)] * 4
     )
     assert entities(describe(broker, [])) == {}
 
