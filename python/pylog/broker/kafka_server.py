@@ -77,6 +77,7 @@ from pylog.server.broker_metadata_checkpoint import (
     write_broker_metadata,
 )
 from pylog.server.config import KafkaConfig
+from pylog.server.quota_factory import QuotaManagers
 from pylog.server.replica_fetcher_thread import ReplicaFetcherConfig
 from pylog.server.replica_manager import ReplicaManager
 from pylog.server.zk_alter_isr_manager import ZkAlterIsrManager
@@ -169,6 +170,8 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     replica_manager.register_metrics(server.metrics)
     server.replica_manager = replica_manager
     coordinator = GroupCoordinator(server.config, replica_manager, store)
+    quotas = QuotaManagers(config, store)
+    quotas.register_metrics(server.metrics)
     apis = KafkaApis(
         server.config,
         replica_manager,
@@ -180,6 +183,7 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
             server.zk_client is None
             or (server.controller is not None and server.controller.is_active)
         ),
+        quotas=quotas,
     )
     coordinator.register_metrics(server.metrics)
     coordinator.startup()

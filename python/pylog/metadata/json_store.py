@@ -8,7 +8,9 @@ Two files in the first log directory:
   (the format pylog has always written, so an older store loads unchanged),
   the SCRAM users' credentials too (``scram_users``: user → mechanism →
   Kafka's credential string — salt, stored key, server key, iterations; never
-  a password). Both files are created readable by the broker's user only.
+  a password), and the client quotas (``client_quotas``: one entry per user,
+  client-id or user and client-id entity). Both files are created readable by
+  the broker's user only.
   It is only ever replaced whole: written to a temporary file, fsynced,
   renamed over the old one, the directory fsynced.
 * ``pylog-metadata.journal``, the changes since that snapshot: one line per
@@ -59,6 +61,7 @@ from pylog.errors import (
 )
 from pylog.log.checkpoint import fsync_dir
 from pylog.logsafe import quoted
+from pylog.metadata.client_quota_entity import ClientQuotaEntity
 from pylog.metadata.store import (
     Listener,
     MetadataEvent,
@@ -93,6 +96,10 @@ def _topic_doc(t: TopicMetadata) -> dict[str, Any]:
         "replication_factor": t.replication_factor,
         "configs": t.configs,
     }
+
+
+def _quota_doc(entity: ClientQuotaEntity, values: Mapping[str, float]) -> dict[str, Any]:
+    return {"user": entity.user, "client_id": entity.client_id, "values": dict(values)}
 
 
 def _topic_of(name: str, t: Mapping[str, Any]) -> TopicMetadata:
@@ -169,6 +176,8 @@ class JsonMetadataStore(MetadataStore):
             self._producer_id_block_end = int(doc.get("producer_id_block_end", 0))
             for user, creds in (doc.get("scram_users") or {}).items():
                 self._apply_scram(str(user), creds)
+            for entry in doc.get("client_quotas") or []:
+                self._apply_quota(entry)
             return str(doc["cluster_id"])
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise KafkaStorageError(f"{self._path} is not a pylog metadata document: {e}") from e
@@ -230,6 +239,8 @@ class JsonMetadataStore(MetadataStore):
             self._producer_id_block_end = max(self._producer_id_block_end, int(op["pid"]))
         elif "scram" in op:
             self._apply_scram(str(op["scram"]), op["creds"])
+        elif "quota" in op:
+            self._apply_quota(op["quota"])
         else:
             raise ValueError(f"unknown journal entry {op!r}")
 
@@ -242,6 +253,16 @@ class JsonMetadataStore(MetadataStore):
                 raise ValueError(f"unknown SCRAM mechanism {name!r}")
             parsed[mechanism] = ScramCredential.from_string(str(text))
         self.scram_credentials.set_user(user, parsed)
+
+    def _apply_quota(self, entry: Mapping[str, Any]) -> None:
+        """One entity's quotas as the document holds them (all of them)."""
+        user, client_id = entry.get("user"), entry.get("client_id")
+        entity = ClientQuotaEntity(
+            None if user is None else str(user), None if client_id is None else str(client_id)
+        )
+        entity.path()  # an entity with neither part is not a document of this store
+        values = {str(k): float(v) for k, v in (entry.get("values") or {}).items()}
+        self._set_entity_quotas(entity, values)
 
     def _open_journal(self) -> None:
         try:
@@ -268,6 +289,11 @@ class JsonMetadataStore(MetadataStore):
         }
         if users:
             doc["scram_users"] = users
+        quotas = [_quota_doc(e, v) for e, v in self.client_quotas.items()]
+        if quotas:
+            doc["client_quotas"] = sorted(
+                quotas, key=lambda q: (q["user"] or "", q["client_id"] or "")
+            )
         data = json.dumps(doc, indent=1, sort_keys=True).encode()
         tmp = self._path + ".tmp"
         try:
@@ -369,6 +395,28 @@ class JsonMetadataStore(MetadataStore):
             self._append(ops)
             for user, creds in updated.items():
                 cache.set_user(user, creds)
+            self._maybe_compact()
+
+    def alter_client_quotas(
+        self, changes: Mapping[ClientQuotaEntity, Mapping[str, float | None]]
+    ) -> None:
+        with self._lock:
+            ops: list[Op] = []
+            updated: dict[ClientQuotaEntity, dict[str, float]] = {}
+            for entity, per_key in changes.items():
+                values = dict(self.client_quotas.get(entity, {}))
+                for key, value in per_key.items():
+                    if value is None:
+                        values.pop(key, None)
+                    else:
+                        values[key] = value
+                updated[entity] = values
+                ops.append({"quota": _quota_doc(entity, values)})
+            if not ops:
+                return
+            self._append(ops)
+            for entity, values in updated.items():
+                self._set_entity_quotas(entity, values)
             self._maybe_compact()
 
     # ------------------------------------------------------------------ listeners

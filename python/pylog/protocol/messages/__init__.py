@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TypeAlias
 
+from pylog.protocol.messages.alter_client_quotas_request import AlterClientQuotasRequest
+from pylog.protocol.messages.alter_client_quotas_response import AlterClientQuotasResponse
 from pylog.protocol.messages.alter_configs_request import AlterConfigsRequest
 from pylog.protocol.messages.alter_configs_response import AlterConfigsResponse
 from pylog.protocol.messages.alter_partition_reassignments_request import (
@@ -39,6 +41,8 @@ from pylog.protocol.messages.delete_records_request import DeleteRecordsRequest
 from pylog.protocol.messages.delete_records_response import DeleteRecordsResponse
 from pylog.protocol.messages.delete_topics_request import DeleteTopicsRequest
 from pylog.protocol.messages.delete_topics_response import DeleteTopicsResponse
+from pylog.protocol.messages.describe_client_quotas_request import DescribeClientQuotasRequest
+from pylog.protocol.messages.describe_client_quotas_response import DescribeClientQuotasResponse
 from pylog.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from pylog.protocol.messages.describe_cluster_response import DescribeClusterResponse
 from pylog.protocol.messages.describe_configs_request import DescribeConfigsRequest
@@ -108,7 +112,8 @@ from pylog.protocol.messages.update_metadata_response import UpdateMetadataRespo
 
 #: Any request class.
 Request: TypeAlias = (
-    AlterConfigsRequest
+    AlterClientQuotasRequest
+    | AlterConfigsRequest
     | AlterPartitionReassignmentsRequest
     | AlterUserScramCredentialsRequest
     | ApiVersionsRequest
@@ -118,6 +123,7 @@ Request: TypeAlias = (
     | DeleteGroupsRequest
     | DeleteRecordsRequest
     | DeleteTopicsRequest
+    | DescribeClientQuotasRequest
     | DescribeClusterRequest
     | DescribeConfigsRequest
     | DescribeGroupsRequest
@@ -150,7 +156,8 @@ Request: TypeAlias = (
 
 #: Any response class.
 Response: TypeAlias = (
-    AlterConfigsResponse
+    AlterClientQuotasResponse
+    | AlterConfigsResponse
     | AlterPartitionReassignmentsResponse
     | AlterUserScramCredentialsResponse
     | ApiVersionsResponse
@@ -160,6 +167,7 @@ Response: TypeAlias = (
     | DeleteGroupsResponse
     | DeleteRecordsResponse
     | DeleteTopicsResponse
+    | DescribeClientQuotasResponse
     | DescribeClusterResponse
     | DescribeConfigsResponse
     | DescribeGroupsResponse
@@ -227,6 +235,8 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     45: AlterPartitionReassignmentsRequest,
     46: ListPartitionReassignmentsRequest,
     47: OffsetDeleteRequest,
+    48: DescribeClientQuotasRequest,
+    49: AlterClientQuotasRequest,
     50: DescribeUserScramCredentialsRequest,
     51: AlterUserScramCredentialsRequest,
     60: DescribeClusterRequest,
@@ -269,6 +279,8 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     45: AlterPartitionReassignmentsResponse,
     46: ListPartitionReassignmentsResponse,
     47: OffsetDeleteResponse,
+    48: DescribeClientQuotasResponse,
+    49: AlterClientQuotasResponse,
     50: DescribeUserScramCredentialsResponse,
     51: AlterUserScramCredentialsResponse,
     60: DescribeClusterResponse,
@@ -277,6 +289,8 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
 __all__ = [
     "REQUEST_CLASSES",
     "RESPONSE_CLASSES",
+    "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
     "AlterPartitionReassignmentsRequest",
@@ -297,6 +311,8 @@ __all__ = [
     "DeleteRecordsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeClientQuotasRequest",
+    "DescribeClientQuotasResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",
