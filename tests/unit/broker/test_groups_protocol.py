@@ -193,6 +193,8 @@ class Groups:
 def run(tmp_path: Any, body: Callable[[Groups], Awaitable[None]], **props: Any) -> None:
     async def main() -> None:
         core = Core(str(tmp_path), **{**PROPS, **props})
+        for name in ("t", "u"):  # commits name partitions that exist, as on Kafka
+            core.store.create_topic(name, 8)
         coordinator = GroupCoordinator(core.config, core.rm, core.store)
         core.apis = KafkaApis(core.config, core.rm, core.store, coordinator)
         coordinator.startup()
