@@ -2,8 +2,9 @@
 against a real broker process: raw requests (pylog's KafkaConnection) for the
 exact answers, and confluent-kafka's admin client for what a user sees.
 
-- OffsetCommit to a topic or partition the cluster lacks is refused with
-  UNKNOWN_TOPIC_OR_PARTITION for those partitions only; the others commit.
+- OffsetCommit (and OffsetDelete) to a topic or partition the cluster lacks
+  is refused with UNKNOWN_TOPIC_OR_PARTITION for those partitions only; the
+  others commit.
 - OffsetCommit while the group completes a rebalance names a stale generation
   (ILLEGAL_GENERATION) or an unknown member (UNKNOWN_MEMBER_ID) before it says
   REBALANCE_IN_PROGRESS, which only a current member of this generation hears.
@@ -23,8 +24,8 @@ from broker_process import BrokerProcess, topic_name
 
 from pylog.protocol.client import KafkaConnection
 
-JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT, FETCH, FIND = 11, 14, 12, 13, 8, 9, 10
-NONE, UNKNOWN_TOPIC_OR_PARTITION = 0, 3
+JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT, FETCH, FIND, OFFSET_DELETE = 11, 14, 12, 13, 8, 9, 10, 47
+NONE, UNKNOWN_TOPIC_OR_PARTITION, GROUP_ID_NOT_FOUND = 0, 3, 69
 ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = 22, 25, 27
 
 
@@ -88,6 +89,22 @@ def test_offset_commit_to_a_missing_topic_or_partition(broker: BrokerProcess) ->
             (missing, 0): UNKNOWN_TOPIC_OR_PARTITION,
         }
         assert fetched(c, group) == {(topic, 0): 5, (topic, 1): 5}
+        # OffsetDelete likewise; a group error still wins over the partitions.
+        delete = {"group_id": group, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0}, {"partition_index": 7}]},
+            {"name": missing, "partitions": [{"partition_index": 0}]}]}  # fmt: skip
+        r = c.request(OFFSET_DELETE, 0, delete)
+        assert r.error_code == NONE
+        assert {
+            (t.name, p.partition_index): p.error_code for t in r.topics for p in t.partitions
+        } == {
+            (topic, 0): NONE,
+            (topic, 7): UNKNOWN_TOPIC_OR_PARTITION,
+            (missing, 0): UNKNOWN_TOPIC_OR_PARTITION,
+        }
+        assert fetched(c, group) == {(topic, 1): 5}
+        r = c.request(OFFSET_DELETE, 0, {**delete, "group_id": topic_name("g-none")})
+        assert (r.error_code, r.topics) == (GROUP_ID_NOT_FOUND, [])
 
 
 def test_admin_alter_offsets_of_a_missing_topic_fails_that_partition(

@@ -419,8 +419,14 @@ class GroupApis:
         self, request: Request, body: OffsetDeleteRequest
     ) -> OffsetDeleteResponse:
         wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+        # As Kafka: partitions the cluster lacks are answered here; a group
+        # error from the coordinator still wins over them.
+        missing = {tp for tp in wanted if not self._partition_exists(*tp)}
         request.mark_local_complete()
-        code, codes = await self.coordinator.delete_offsets(body.group_id, wanted)
+        code, codes = await self.coordinator.delete_offsets(
+            body.group_id, [tp for tp in wanted if tp not in missing]
+        )
+        codes.update(dict.fromkeys(missing, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         topics = []
         if code == ErrorCode.NONE:
             for t in body.topics:
