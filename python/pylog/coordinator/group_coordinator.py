@@ -915,6 +915,8 @@ class GroupCoordinator:
         self, group_id: str, partitions: list[tuple[str, int]] | None
     ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
         """(error, offsets); ``partitions`` None means every committed one."""
+        if not self._running:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
         try:
             group = self.manager.get_group(group_id)
         except CoordinatorError as e:
@@ -930,6 +932,8 @@ class GroupCoordinator:
     ) -> tuple[int, dict[tuple[str, int], int]]:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, {}
+        if not self._running:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
         try:
             group = self.manager.get_group(group_id)
         except CoordinatorError as e:
@@ -972,6 +976,8 @@ class GroupCoordinator:
         return code, sorted(out, key=lambda g: g.group_id)
 
     def describe_group(self, group_id: str) -> tuple[int, GroupMetadata | None]:
+        if not self._running:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         try:
             return ErrorCode.NONE, self.manager.get_group(group_id)
         except CoordinatorError as e:
@@ -980,6 +986,9 @@ class GroupCoordinator:
     async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         out: dict[str, int] = {}
         for gid in group_ids:
+            if not self._running:
+                out[gid] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                continue
             try:
                 group = self.manager.get_group(gid)
             except CoordinatorError as e:
