@@ -57,6 +57,7 @@ class BatchInfo:
     base_sequence: int
     last_sequence: int
     records_count: int
+    delete_horizon_ms: int  # KIP-534: the base timestamp when the batch holds one, else -1
 
 @final
 class AppendInfo:
@@ -409,13 +410,16 @@ def clean_batches(
     map: OffsetMap,
     buf: _Bytes,
     *,
-    retain_deletes: bool,
+    now_ms: int,
+    delete_retention_ms: int,
     active_producers: dict[int, int],
     position: int = 0,
     max_decompressed_size: int | None = None,
 ) -> tuple[int, int, bytes, list[BatchInfo], int, int]:
-    """Compact the batches in ``buf``: keep each key's latest record (and
-    tombstones if ``retain_deletes``), an active producer's last batch at least
+    """Compact the batches in ``buf``: keep each key's latest record (a
+    tombstone until its batch's delete horizon, KIP-534, which the first
+    clean keeping it writes as ``now_ms + delete_retention_ms``), an active
+    producer's last batch at least
     as an empty header, uncompressed (``active_producers``: id → last data
     offset); an empty batch with codec bits (older cleaners') is rewritten
     uncompressed. A batch decompresses to at most ``max_decompressed_size``

@@ -9,6 +9,7 @@ Kafka's (see the protocol's ``ErrorCodes``).
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 
 class ErrorCode(enum.IntEnum):
@@ -138,7 +139,17 @@ class RecordListTooLargeError(KafkaError):
     code, error_name = 18, "RECORD_LIST_TOO_LARGE"
 
 
-class InvalidTimestampError(KafkaError):
+class RecordErrorsMixin(Exception):
+    """A batch refused for some of its records (KIP-467): ``record_errors``
+    holds (index in the batch, why) of each, which the Produce response names
+    so a client fails those records and not the others for themselves."""
+
+    def __init__(self, message: str = "", record_errors: Sequence[tuple[int, str]] = ()) -> None:
+        super().__init__(message)
+        self.record_errors: list[tuple[int, str]] = list(record_errors)
+
+
+class InvalidTimestampError(RecordErrorsMixin, KafkaError):
     code, error_name = 32, "INVALID_TIMESTAMP"
 
 
@@ -247,7 +258,7 @@ class CloseConnection(Exception):
     unsupported version), so the network layer closes the connection as Kafka does."""
 
 
-class InvalidRecordError(KafkaError):
+class InvalidRecordError(RecordErrorsMixin, KafkaError):
     """A well-formed batch the broker refuses (e.g. a keyless record on a compacted topic)."""
 
     code, error_name = 87, "INVALID_RECORD"

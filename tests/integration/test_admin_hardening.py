@@ -77,6 +77,8 @@ def test_metadata_v10_v11_by_topic_id_is_answered_not_a_closed_connection(
 
 def test_offset_commit_with_the_largest_retention_is_accepted(b: EmbeddedBroker) -> None:
     with conn(b) as c:
+        # commits name partitions that exist (UNKNOWN_TOPIC_OR_PARTITION otherwise)
+        assert create_topics(c, ("t", 1)) in ([("t", E.NONE)], [("t", E.TOPIC_ALREADY_EXISTS)])
         assert c.request(K.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0}).error_code == 0
         deadline = time.monotonic() + 20
         while True:
@@ -345,7 +347,9 @@ def test_sigterm_during_a_huge_auto_create_stops_the_broker(tmp_path: Path) -> N
 
 def commit(c: KafkaConnection, group: str, offset: int) -> int:
     """Commit (as a group that manages its own partitions), looking the
-    coordinator up again while it answers a retriable error."""
+    coordinator up again while it answers a retriable error. Topic "t" is
+    made first: a commit names partitions that exist."""
+    assert create_topics(c, ("t", 1))[0][1] in (E.NONE, E.TOPIC_ALREADY_EXISTS)
     deadline = time.monotonic() + 20
     while True:
         c.request(K.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})

@@ -209,6 +209,71 @@ def test_tombstones_vanish_after_delete_retention(broker: Broker) -> None:
     assert len(view) == 60 * n
 
 
+def test_tombstones_expire_on_a_busy_topic(broker: Broker) -> None:
+    """KIP-534: with a record a second still arriving (each rolling a segment,
+    each clean merging the cleaned segments with newer ones), tombstones
+    still go once their delete horizon — written by the first clean that
+    keeps them, that clean's time + delete.retention.ms — has passed, and
+    never before: a consumer reading from the start within
+    delete.retention.ms sees every one."""
+    from confluent_kafka import Producer
+
+    retention_ms = 3000
+    topic = create_topic(
+        broker.bootstrap,
+        **{"delete.retention.ms": str(retention_ms), "segment.ms": "200"},
+    )
+    keys = [b"doomed-%d" % i for i in range(10)]
+    produce(broker.bootstrap, topic, [(k, b"v") for k in keys])
+    written_ms = time.time() * 1000  # before the tombstones: the horizon is later
+    produce(broker.bootstrap, topic, [(k, None) for k in keys])
+
+    stop = threading.Event()
+    busy: list[Any] = []
+
+    def one_a_second() -> None:
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+        n = 0
+        while not stop.wait(1.0):
+            p.produce(topic, key=b"busy-%d" % (n % 5), value=b"%d" % n,
+                      on_delivery=lambda err, msg: busy.append(err))  # fmt: skip
+            p.poll(0)
+            n += 1
+        p.flush(10)
+
+    t = threading.Thread(target=one_a_second, daemon=True)
+    t.start()
+    try:
+        # Within delete.retention.ms of the tombstones' append, every
+        # reader from the start sees them (a read ending later proves nothing).
+        checked = 0
+        while True:
+            got = read_all(broker.bootstrap, topic)
+            if time.time() * 1000 >= written_ms + retention_ms:
+                break
+            view = latest(got)
+            assert all(k in view and view[k] is None for k in keys), view
+            checked += 1
+            time.sleep(0.3)
+        # Then they go, though the topic never stops changing. The deadline
+        # only catches a hang: a clean a second, the horizon 3 s on.
+        deadline = time.monotonic() + 120
+        while True:
+            got = read_all(broker.bootstrap, topic)
+            view = latest(got)
+            if not any(k in view for k in keys):
+                break
+            assert time.monotonic() < deadline, f"tombstones still there: {view}"
+            time.sleep(0.5)
+        gone_ms = time.time() * 1000
+        assert gone_ms >= written_ms + retention_ms  # never before the horizon
+        assert any(k.startswith(b"busy-") for k in view)
+    finally:
+        stop.set()
+        t.join(15)
+    assert busy and all(err is None for err in busy), busy
+
+
 def test_idempotent_producer_keeps_working_across_compaction(broker: Broker) -> None:
     from confluent_kafka import Producer
 

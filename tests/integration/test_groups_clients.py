@@ -694,10 +694,11 @@ def test_offsets_topic_records_are_kafka_format(kafka: GroupBroker) -> None:
     """The committed offsets as Kafka's OffsetCommitKey/Value bytes."""
     from confluent_kafka import Consumer, TopicPartition
 
-    group = topic_name("g-fmt")
+    group, topic = topic_name("g-fmt"), topic_name("fmt")
+    create_topic(kafka.bootstrap, topic, 4)  # a commit names a partition that exists
     c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": group,
                   "enable.auto.commit": False})  # fmt: skip
-    c.commit(offsets=[TopicPartition("some-topic", 3, 42)], asynchronous=False)
+    c.commit(offsets=[TopicPartition(topic, 3, 42)], asynchronous=False)
     c.close()
     r = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "reader2",
                   "enable.auto.commit": False})  # fmt: skip
@@ -705,7 +706,7 @@ def test_offsets_topic_records_are_kafka_format(kafka: GroupBroker) -> None:
     r.assign([TopicPartition("__consumer_offsets", p, 0)])
     glen = len(group.encode())
     want = struct.pack(">hh", 1, glen) + group.encode()
-    want += struct.pack(">h", 10) + b"some-topic" + struct.pack(">i", 3)
+    want += struct.pack(">h", len(topic)) + topic.encode() + struct.pack(">i", 3)
     found = None
     deadline = time.monotonic() + 15
     while found is None and time.monotonic() < deadline:

@@ -385,3 +385,52 @@ def test_the_docs_tool_line_runs(kafka: BrokerProcess, work: Path) -> None:
     ]
     assert f"Created topic {topic}." in run_tool("kafka-topics", *args, workdir=work).stdout
     assert _partitions(kafka, topic) == 3
+
+
+def test_kafka_dump_log_reads_delete_horizons_the_cleaner_wrote(tmp_path: Path) -> None:
+    """KIP-534: Kafka's tool reads the batches pylog's cleaner rewrote with a
+    delete horizon — the same horizon and record timestamps as pylog's own
+    dump-log, every batch line alike."""
+    import io
+
+    from pylog import _native
+    from pylog.cli.dump_log import dump_log_file
+    from pylog.log.checkpoint import TopicPartition as TP
+    from pylog.log.manager import LogManager
+
+    props = {"log.dirs": [str(tmp_path / "logs")], "log.cleaner.enable": False}
+    config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.01,
+              "delete.retention.ms": 1000}  # fmt: skip
+    manager = LogManager(props, topic_configs={"horizon": config})
+    stamps = []
+    try:
+        log = manager.get_or_create_log(TP("horizon", 0))
+        now = int(time.time() * 1000)
+        for codec in (0, 1, 4):  # none, gzip, zstd
+            k = b"%d" % codec  # keys of their own: each batch keeps its three records
+            records = [(b"a" + k, b"1", [], now - 9), (b"b" + k, None, [], now - 5),
+                       (b"c" + k, b"3", [], now)]  # fmt: skip
+            stamps += [ts for *_, ts in records]
+            log.append_as_leader(bytearray(_native.build_batch(records, compression=codec)), 0)
+        log.roll()
+        log.update_high_watermark(log.log_end_offset)
+        assert manager.cleaner.clean_once()
+        segments = [s.log_path for s in log.segments if s.size > 0]
+    finally:
+        manager.shutdown()
+    out = run_tool(
+        "kafka-dump-log", "--files", ",".join(segments), "--deep-iteration", workdir=tmp_path
+    ).stdout
+    assert dump_log_findings(out) == []
+    horizons = re.findall(r"deleteHorizonMs: OptionalLong\[(\d+)\]", out)
+    assert len(horizons) == 3 and all(int(h) >= now + 1000 for h in horizons), out
+    # every record keeps its own timestamp, read through the horizon base
+    got = [int(ts) for ts in re.findall(r"^\| offset: \d+ CreateTime: (\d+)", out, re.M)]
+    assert got == stamps, out
+    ours = io.StringIO()
+    for path in segments:
+        dump_log_file(path, ours, False, False, 1 << 30)
+    batch_lines = [ln for ln in out.splitlines() if ln.startswith("baseOffset:")]
+    assert batch_lines == [
+        ln for ln in ours.getvalue().splitlines() if ln.startswith("baseOffset:")
+    ]

@@ -304,22 +304,28 @@ class GroupApis:
         self, request: Request, body: OffsetCommitRequest
     ) -> OffsetCommitResponse:
         offsets: dict[tuple[str, int], tuple[int, int, str | None]] = {}
+        codes: dict[tuple[str, int], int] = {}
         for t in body.topics:
             for p in t.partitions:
-                offsets[(t.name, p.partition_index)] = (
-                    p.committed_offset,
-                    p.committed_leader_epoch,
-                    p.committed_metadata,
-                )
+                tp = (t.name, p.partition_index)
+                if not self._partition_exists(*tp):
+                    # As Kafka: a partition the cluster lacks is refused
+                    # before the group is asked; the others are committed.
+                    codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                offsets[tp] = (p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
         request.mark_local_complete()
-        codes = await self.coordinator.commit_offsets(
-            body.group_id,
-            body.member_id,
-            body.group_instance_id,
-            body.generation_id_or_member_epoch,
-            offsets,
-            body.retention_time_ms,
-        )
+        if offsets:
+            codes.update(
+                await self.coordinator.commit_offsets(
+                    body.group_id,
+                    body.member_id,
+                    body.group_instance_id,
+                    body.generation_id_or_member_epoch,
+                    offsets,
+                    body.retention_time_ms,
+                )
+            )
         return OffsetCommitResponse(
             throttle_time_ms=0,
             topics=[
@@ -336,6 +342,15 @@ class GroupApis:
                 for t in body.topics
             ],
         )
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        """Whether the cluster has ``topic``'s partition ``partition``: the
+        metadata store's topics, or (on a cluster) the MetadataCache's."""
+        meta = self.coordinator.manager.metadata_store.topic(topic)
+        if meta is not None and 0 <= partition < meta.partitions:
+            return True
+        cache = self.metadata_cache
+        return cache is not None and cache.partition_info(topic, partition) is not None
 
     def _fetch_group(
         self,
@@ -404,8 +419,14 @@ class GroupApis:
         self, request: Request, body: OffsetDeleteRequest
     ) -> OffsetDeleteResponse:
         wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+        # As Kafka: partitions the cluster lacks are answered here; a group
+        # error from the coordinator still wins over them.
+        missing = {tp for tp in wanted if not self._partition_exists(*tp)}
         request.mark_local_complete()
-        code, codes = await self.coordinator.delete_offsets(body.group_id, wanted)
+        code, codes = await self.coordinator.delete_offsets(
+            body.group_id, [tp for tp in wanted if tp not in missing]
+        )
+        codes.update(dict.fromkeys(missing, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         topics = []
         if code == ErrorCode.NONE:
             for t in body.topics:

@@ -168,6 +168,13 @@ def _ts_label(timestamp_type: int) -> str:
     return "LogAppendTime" if timestamp_type == 1 else "CreateTime"
 
 
+def _horizon(b: _native.BatchInfo) -> str:
+    """KIP-534's delete horizon as Kafka's tool prints it (a Java OptionalLong)."""
+    return (
+        "OptionalLong.empty" if b.delete_horizon_ms < 0 else f"OptionalLong[{b.delete_horizon_ms}]"
+    )
+
+
 def _format_batch(b: _native.BatchInfo) -> str:
     return (
         f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.records_count} "
@@ -175,7 +182,8 @@ def _format_batch(b: _native.BatchInfo) -> str:
         f"producerId: {b.producer_id} producerEpoch: {b.producer_epoch} "
         f"partitionLeaderEpoch: {b.partition_leader_epoch} "
         f"isTransactional: {str(b.is_transactional).lower()} "
-        f"isControl: {str(b.is_control).lower()} position: {b.position} "
+        f"isControl: {str(b.is_control).lower()} deleteHorizonMs: {_horizon(b)} "
+        f"position: {b.position} "
         f"{_ts_label(b.timestamp_type)}: {b.max_timestamp} size: {b.size} magic: {b.magic} "
         f"compresscodec: {CODEC_NAMES.get(b.compression, b.compression)} crc: {b.crc} "
         f"isvalid: true\n"

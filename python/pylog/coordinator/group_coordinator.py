@@ -267,11 +267,12 @@ class GroupCoordinator:
     # ------------------------------------------------------------ JoinGroup
 
     async def join_group(self, req: JoinRequest) -> JoinGroupResult:
+        # Kafka's order: the group id, then the coordinator's own state.
+        if not req.group_id:
+            return _join_error(ErrorCode.INVALID_GROUP_ID, req.member_id)
         if not self._running:
             # Shutting down: nothing would ever complete this join.
             return _join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
-        if not req.group_id:
-            return _join_error(ErrorCode.INVALID_GROUP_ID, req.member_id)
         if not (
             self.min_session_timeout_ms <= req.session_timeout_ms <= self.max_session_timeout_ms
         ):
@@ -286,6 +287,12 @@ class GroupCoordinator:
                 group = found
         except CoordinatorError as e:
             return _join_error(e.code, req.member_id)
+        if not self._accept_joining_member(group, req.member_id):
+            # Kafka checks the group's size before anything else about it.
+            known = group.members.get(req.member_id)
+            if known is not None:
+                self._remove_member_and_update_group(group, known, "group is over capacity")
+            return _join_error(ErrorCode.GROUP_MAX_SIZE_REACHED)
         if group.is_in(GroupState.DEAD):
             # The group was just deleted or its partition moved: look again.
             return _join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
@@ -301,6 +308,19 @@ class GroupCoordinator:
         fut = result
         return await fut
 
+    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
+        """Whether ``group.max.size`` lets ``member_id`` join: while members
+        are rejoining, those already waiting count; otherwise the members."""
+        if group.is_in(GroupState.EMPTY, GroupState.DEAD):
+            return True
+        member = group.members.get(member_id)
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            if member is not None and member.is_awaiting_join:
+                return True
+            awaiting = sum(1 for m in group.members.values() if m.is_awaiting_join)
+            return awaiting < self.max_group_size
+        return member is not None or group.size < self.max_group_size
+
     def _new_member_id(self, req: JoinRequest) -> str:
         prefix = req.group_instance_id if req.group_instance_id is not None else req.client_id
         return f"{prefix}-{uuid.uuid4()}"
@@ -313,8 +333,6 @@ class GroupCoordinator:
             old_id = group.static_member_id(instance)
             if old_id is not None:
                 return self._rejoin_static_member(group, req, old_id)
-        if group.size >= self.max_group_size and req.member_id not in group.pending_members:
-            return _join_error(ErrorCode.GROUP_MAX_SIZE_REACHED, req.member_id)
         if req.member_id == UNKNOWN_MEMBER_ID:
             member_id = self._new_member_id(req)
             if req.require_known_member_id and instance is None:
@@ -678,13 +696,17 @@ class GroupCoordinator:
         protocol_name: str | None,
         assignments: dict[str, bytes],
     ) -> SyncGroupResult:
-        if not self._running:
-            return _sync_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if not group_id:
             return _sync_result(ErrorCode.INVALID_GROUP_ID)
+        if not self._running:
+            return _sync_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         try:
             group = self.manager.get_group(group_id)
         except CoordinatorError as e:
+            if e.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                # The rebalance in flight was lost with the old coordinator:
+                # the member rejoins (older clients do not know LOAD_IN_PROGRESS).
+                return _sync_result(ErrorCode.REBALANCE_IN_PROGRESS)
             return _sync_result(e.code)
         if group is None:
             return _sync_result(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -742,10 +764,14 @@ class GroupCoordinator:
     ) -> int:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
+        if not self._running:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         try:
             group = self.manager.get_group(group_id)
         except CoordinatorError as e:
-            return e.code
+            # A loading group's members are answered as if all were well,
+            # as Kafka does: they would only rejoin for nothing.
+            return ErrorCode.NONE if e.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else e.code
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_in(GroupState.DEAD):
@@ -771,31 +797,37 @@ class GroupCoordinator:
         """(top-level error, per-member errors) for (member id, instance id) pairs."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, []
+        if not self._running:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         try:
             group = self.manager.get_group(group_id)
         except CoordinatorError as e:
             return e.code, []
         if group is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID, []
+            # As Kafka: the request is fine, each member is unknown.
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
         if group.is_in(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         codes: list[int] = []
         for member_id, instance_id in members:
-            if instance_id is not None:
+            if member_id == UNKNOWN_MEMBER_ID:
+                # An admin removing a static member by its instance id.
                 current = group.static_member_id(instance_id)
                 if current is None:
                     codes.append(ErrorCode.UNKNOWN_MEMBER_ID)
                     continue
-                if member_id != UNKNOWN_MEMBER_ID and member_id != current:
-                    codes.append(ErrorCode.FENCED_INSTANCE_ID)
-                    continue
                 member_id = current
-            if member_id in group.pending_members:
+            elif member_id in group.pending_members:
                 group.pending_members.discard(member_id)
                 if group.is_in(GroupState.PREPARING_REBALANCE):
                     self._check_join(group)
                 codes.append(ErrorCode.NONE)
                 continue
+            else:
+                fenced = self._fenced(group, member_id, instance_id)
+                if fenced:
+                    codes.append(fenced)
+                    continue
             member = group.members.get(member_id)
             if member is None:
                 codes.append(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -813,15 +845,23 @@ class GroupCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.is_in(GroupState.EMPTY):
             return ErrorCode.NONE  # a group that manages its own partitions
+        # Kafka's order: who is committing (member, instance, generation)
+        # first; only a current member of this generation learns that the
+        # group is still completing its rebalance.
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
+            fenced = self._fenced(group, member_id, instance_id)
+            if fenced:
+                return fenced
+            if member_id not in group.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation_id != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif not group.is_in(GroupState.EMPTY):
+            # No member id and no generation (v0, or an admin): only an
+            # empty group takes such a commit.
+            return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_in(GroupState.COMPLETING_REBALANCE):
             return ErrorCode.REBALANCE_IN_PROGRESS
-        fenced = self._fenced(group, member_id, instance_id)
-        if fenced:
-            return fenced
-        if member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
 
     async def commit_offsets(
@@ -837,6 +877,8 @@ class GroupCoordinator:
         error code per partition. The empty group id is a group like any
         other here (Kafka accepts it for commits, fetches, describe and
         delete, for old clients; only the membership APIs refuse it)."""
+        if not self._running:
+            return dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         try:
             group = self.manager.get_group(group_id)
             if group is None:
@@ -873,6 +915,8 @@ class GroupCoordinator:
         self, group_id: str, partitions: list[tuple[str, int]] | None
     ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
         """(error, offsets); ``partitions`` None means every committed one."""
+        if not self._running:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
         try:
             group = self.manager.get_group(group_id)
         except CoordinatorError as e:
@@ -888,6 +932,8 @@ class GroupCoordinator:
     ) -> tuple[int, dict[tuple[str, int], int]]:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, {}
+        if not self._running:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
         try:
             group = self.manager.get_group(group_id)
         except CoordinatorError as e:
@@ -930,6 +976,8 @@ class GroupCoordinator:
         return code, sorted(out, key=lambda g: g.group_id)
 
     def describe_group(self, group_id: str) -> tuple[int, GroupMetadata | None]:
+        if not self._running:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         try:
             return ErrorCode.NONE, self.manager.get_group(group_id)
         except CoordinatorError as e:
@@ -938,6 +986,9 @@ class GroupCoordinator:
     async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         out: dict[str, int] = {}
         for gid in group_ids:
+            if not self._running:
+                out[gid] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                continue
             try:
                 group = self.manager.get_group(gid)
             except CoordinatorError as e:

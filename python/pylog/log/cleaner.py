@@ -516,12 +516,12 @@ class Cleaner:
         stats.map_done_s = time.monotonic()
         _crash_point("map")
         segments = log.segments
-        # Tombstones stay while their segment is newer than the clean head's
-        # last segment minus delete.retention.ms (Kafka's delete horizon).
-        head = [s for s in segments if s.base_offset < to_clean.first_dirty_offset]
-        delete_horizon_ms = (
-            head[-1].last_modified_ms - log.config.delete_retention_ms if head else 0
-        )
+        # KIP-534: a tombstone stays until the delete horizon its batch
+        # carries, written by the first clean that keeps it (now +
+        # delete.retention.ms); a segment's age plays no part, so a busy
+        # log, whose cleaned segments keep merging with newer ones, still
+        # loses its tombstones on time.
+        now = self.clock()
         lso = log.log_start_offset
         chosen: list[LogSegment] = []
         next_bases: list[int] = []
@@ -539,7 +539,7 @@ class Cleaner:
         )
         active_producers = log.active_producer_last_offsets()
         for group in groups:
-            self.clean_segments(to_clean, group, delete_horizon_ms, active_producers, stats)
+            self.clean_segments(to_clean, group, now, active_producers, stats)
         stats.end_s = time.monotonic()
         return end, stats
 
@@ -547,7 +547,7 @@ class Cleaner:
         self,
         to_clean: LogToClean,
         group: Sequence[LogSegment],
-        delete_horizon_ms: int,
+        now: int,
         active_producers: dict[int, int],
         stats: CleanerStats,
     ) -> None:
@@ -559,20 +559,19 @@ class Cleaner:
         cleaned = LogSegment.open(log.dir, base, log.config, file_suffix=CLEANED_FILE_SUFFIX)
         m = self.offset_map
         limit = log.config.max_decompressed_bytes
+        retention = log.config.delete_retention_ms
         try:
             mtime_ns = 0
             for seg in group:
                 self.check_done(to_clean.tp)
                 mtime_ns = max(mtime_ns, seg.last_modified_ms * 1_000_000)
-                retain_deletes = seg.last_modified_ms > delete_horizon_ms
 
-                def feed(
-                    data: bytes, pos: int, retain: bool = retain_deletes
-                ) -> tuple[int, int, bool]:
+                def feed(data: bytes, pos: int) -> tuple[int, int, bool]:
                     self.check_done(to_clean.tp)
                     consumed, needed, out, batches, read, kept = _native.clean_batches(
-                        m, data, retain_deletes=retain, active_producers=active_producers,
-                        position=pos, max_decompressed_size=limit,
+                        m, data, now_ms=now, delete_retention_ms=retention,
+                        active_producers=active_producers, position=pos,
+                        max_decompressed_size=limit,
                     )  # fmt: skip
                     stats.bytes_read += consumed
                     stats.records_read += read
@@ -591,8 +590,8 @@ class Cleaner:
                 stats.segments += 1
             cleaned.on_became_inactive_segment()
             cleaned.flush()
-            # The cleaned segment keeps its sources' age: tombstone retention
-            # and time-based decisions go by it.
+            # The cleaned segment keeps its sources' age (time-based
+            # retention goes by it).
             os.utime(cleaned.log_path, ns=(mtime_ns, mtime_ns))
             _crash_point("cleaned")
             self.check_done(to_clean.tp)

@@ -44,6 +44,8 @@ from typing import Any, Protocol, cast
 from pylog import _native
 from pylog.clock import Clock, now_ms
 from pylog.errors import (
+    InvalidRecordError,
+    InvalidTimestampError,
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -236,6 +238,28 @@ def _recompress(
             timestamp_type=b.timestamp_type,
         )
     return out
+
+
+def _record_validation_error(
+    e: InvalidRecordError | InvalidTimestampError, partition: str
+) -> InvalidRecordError | InvalidTimestampError:
+    """The native validation's record errors in the words of Kafka's
+    LogValidator (clients show them): a keyless record names the partition,
+    and the batch's message sums them up."""
+    errors = [
+        (i, f"{m} in topic partition {partition}" if m.endswith("without key") else m)
+        for i, m in e.record_errors
+    ]
+    if isinstance(e, InvalidTimestampError):
+        return InvalidTimestampError(
+            "One or more records have been rejected due to invalid timestamp", errors
+        )
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    return InvalidRecordError(
+        f"One or more records have been rejected due to {len(errors)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]",
+        errors,
+    )
 
 
 class Log:
@@ -534,18 +558,23 @@ class Log:
             self._check_open()
             config = self._config
             now = self._clock()
-            info = _native.validate_and_assign_offsets(
-                buf,
-                base_offset=self.log_end_offset,
-                partition_leader_epoch=leader_epoch,
-                now_ms=now,
-                log_append_time=config.log_append_time,
-                max_batch_size=config.max_message_bytes,
-                timestamp_before_max_ms=config.message_timestamp_before_max_ms,
-                timestamp_after_max_ms=config.message_timestamp_after_max_ms,
-                require_keys=config.compact,
-                max_decompressed_size=config.max_decompressed_bytes,
-            )
+            try:
+                info = _native.validate_and_assign_offsets(
+                    buf,
+                    base_offset=self.log_end_offset,
+                    partition_leader_epoch=leader_epoch,
+                    now_ms=now,
+                    log_append_time=config.log_append_time,
+                    max_batch_size=config.max_message_bytes,
+                    timestamp_before_max_ms=config.message_timestamp_before_max_ms,
+                    timestamp_after_max_ms=config.message_timestamp_after_max_ms,
+                    require_keys=config.compact,
+                    max_decompressed_size=config.max_decompressed_bytes,
+                )
+            except (InvalidRecordError, InvalidTimestampError) as e:
+                if e.record_errors:
+                    raise _record_validation_error(e, self.name) from None
+                raise
             if info.num_batches == 0:
                 return self._empty_append_info()
             duplicate = self._check_producer_batches(info, origin)

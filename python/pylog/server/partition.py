@@ -589,12 +589,15 @@ class Partition:
         return TimestampAndOffset(ts, offset, self._epoch_for(offset))
 
     def _max_timestamp(self, last_fetchable: int) -> TimestampAndOffset | None:
+        """Kafka's MAX_TIMESTAMP: the first record holding the largest
+        timestamp (the first of the first segment that has it, KAFKA-16310),
+        or none when that record is past what may be fetched."""
         best: tuple[int, int] | None = None
         start = self.log.log_start_offset
         for segment in self.log.segments:
             ts = segment.max_timestamp_so_far
             off = segment.offset_of_max_timestamp_so_far
-            if ts < 0 or off < start or off >= last_fetchable:
+            if ts < 0 or off < start:
                 continue
             if best is None or ts > best[0]:
                 best = (ts, off)
@@ -605,6 +608,8 @@ class Partition:
         found = self.log.fetch_offset_by_timestamp(best[0])
         if found is not None and found[0] == best[0] and start <= found[1] <= best[1]:
             best = found
+        if best[1] >= last_fetchable:
+            return None
         return TimestampAndOffset(best[0], best[1], self._epoch_for(best[1]))
 
     def _epoch_for(self, offset: int) -> int:

@@ -48,6 +48,7 @@ from pylog.errors import (
     InvalidTopicError,
     KafkaError,
     KafkaStorageError,
+    RecordErrorsMixin,
     UnknownTopicOrPartitionError,
 )
 from pylog.log.checkpoint import (
@@ -105,7 +106,8 @@ DEFAULT_APPEND_OFFLOAD_BYTES = 128 * 1024
 
 def _error_result(e: BaseException) -> ProduceResult:
     if isinstance(e, KafkaError):
-        return ProduceResult(error_code=e.code, error_message=str(e) or None)
+        named = e.record_errors if isinstance(e, RecordErrorsMixin) else []
+        return ProduceResult(error_code=e.code, error_message=str(e) or None, record_errors=named)
     return ProduceResult(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e) or None)
 
 

@@ -166,6 +166,16 @@ impl BatchHeader {
     pub fn is_control(&self) -> bool {
         self.attributes & CONTROL_FLAG_MASK != 0
     }
+    /// KIP-534's delete horizon: the base timestamp when the attributes say
+    /// it holds one, else -1.
+    #[inline]
+    pub fn delete_horizon_ms(&self) -> i64 {
+        if self.attributes & DELETE_HORIZON_FLAG_MASK != 0 {
+            self.base_timestamp
+        } else {
+            NO_TIMESTAMP
+        }
+    }
     /// The sequence of the batch's last record, wrapping at i32::MAX as Kafka does.
     #[inline]
     pub fn last_sequence(&self) -> i32 {
@@ -258,6 +268,9 @@ pub struct BatchMeta {
     pub base_sequence: i32,
     pub last_sequence: i32,
     pub records_count: i32,
+    /// The base timestamp when the attributes' delete-horizon bit is set
+    /// (KIP-534: the cleaner drops the batch's tombstones after it), else -1.
+    pub delete_horizon_ms: i64,
 }
 
 impl BatchMeta {
@@ -281,6 +294,7 @@ impl BatchMeta {
             base_sequence: h.base_sequence,
             last_sequence: h.last_sequence(),
             records_count: h.records_count,
+            delete_horizon_ms: h.delete_horizon_ms(),
         }
     }
 }

@@ -23,6 +23,16 @@ pub enum Error {
     /// INVALID_TIMESTAMP (32)
     #[error("invalid timestamp: {0}")]
     InvalidTimestamp(String),
+    /// A batch refused for some of its records (Kafka's
+    /// RecordValidationException, KIP-467): each refused record's index in
+    /// its batch and why. INVALID_TIMESTAMP (32) when any is refused for its
+    /// timestamp, else INVALID_RECORD (87).
+    #[error("{} record(s) refused, the first (index {}): {}", .errors.len(),
+            .errors.first().map_or(-1, |e| e.0), .errors.first().map_or("", |e| e.1.as_str()))]
+    RecordErrors {
+        timestamp: bool,
+        errors: Vec<(i32, String)>,
+    },
     /// UNSUPPORTED_COMPRESSION_TYPE (76)
     #[error("unsupported compression: {0}")]
     UnsupportedCompression(String),

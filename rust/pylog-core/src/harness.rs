@@ -151,9 +151,11 @@ fn clean(log: &[u8], batches: &[batch::BatchMeta], deep: &ValidationOptions) {
         .filter(|m| m.producer_id >= 0)
         .map(|m| (m.producer_id, m.last_offset))
         .collect();
-    for retain_deletes in [false, true] {
+    // a clean that writes delete horizons, and one past every horizon
+    for now_ms in [0, i64::MAX] {
         let opts = CleanOptions {
-            retain_deletes,
+            now_ms,
+            delete_retention_ms: 1000,
             active_producers: active.clone(),
             max_decompressed_size: LIMIT,
         };

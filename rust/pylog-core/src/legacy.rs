@@ -301,6 +301,7 @@ pub fn validate_legacy(buf: &[u8], position: u64, opts: &ValidationOptions) -> R
         base_sequence: batch::NO_SEQUENCE,
         last_sequence: batch::NO_SEQUENCE,
         records_count: count,
+        delete_horizon_ms: batch::NO_TIMESTAMP,
     })
 }
 

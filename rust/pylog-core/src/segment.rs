@@ -366,6 +366,7 @@ fn legacy_header_meta(h: &[u8], position: u64, size: usize) -> Option<BatchMeta>
         base_sequence: NO_SEQUENCE,
         last_sequence: NO_SEQUENCE,
         records_count: 1,
+        delete_horizon_ms: NO_TIMESTAMP,
     })
 }
 

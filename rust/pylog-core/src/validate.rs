@@ -566,6 +566,63 @@ pub fn validate_and_assign_offsets(buf: &mut [u8], opts: &AssignOptions) -> Resu
     Ok(info)
 }
 
+/// The records of a refused batch, each with why, as Kafka's LogValidator
+/// names them (KIP-467): per record, a missing key on a compacted topic, else
+/// a CreateTime timestamp outside `[now - before_max, now + after_max]`.
+/// Messages name no partition; the caller knows it. Returns the error to raise
+/// (or the batch's own error if it fails to decode).
+fn refused_records(
+    buf: &[u8],
+    c: &CheckedHeader,
+    position: u64,
+    opts: &AssignOptions,
+    check_timestamps: bool,
+    (limit, scratch): (usize, &mut Vec<u8>),
+) -> Result<Error> {
+    let h = &c.header;
+    let now = opts.now_ms;
+    // Kafka's bounds as it prints them (Java's long arithmetic wraps).
+    let lower = now.wrapping_sub(opts.timestamp_before_max_ms);
+    let upper = now.wrapping_add(opts.timestamp_after_max_ms);
+    let mut errors: Vec<(i32, String)> = Vec::new();
+    let mut timestamp = false;
+    let visit = |i: usize, s: crate::records::RecordShape| {
+        if opts.require_keys && s.key_len < 0 {
+            errors.push((
+                i as i32,
+                "Compacted topic cannot accept message without key".to_string(),
+            ));
+        } else if check_timestamps {
+            let ts = h.base_timestamp.wrapping_add(s.timestamp_delta);
+            let late = now.saturating_sub(ts) > opts.timestamp_before_max_ms;
+            let early = ts.saturating_sub(now) > opts.timestamp_after_max_ms;
+            if ts != batch::NO_TIMESTAMP && (late || early) {
+                timestamp = true;
+                errors.push((
+                    i as i32,
+                    format!(
+                        "Timestamp {ts} of message with offset {} is out of range. \
+                         The timestamp should be within [{lower}, {upper}]",
+                        h.base_offset.wrapping_add(s.offset_delta as i64)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    };
+    let section = &buf[RECORDS_OFFSET..c.size];
+    let count = h.records_count as usize;
+    if h.compression_codec() == compression::NONE {
+        walk_records(section, count, position, visit)?;
+    } else {
+        let mut dec = compression::Decoder::new(h.compression_codec(), section, limit)
+            .map_err(|e| compression::at_position(e, position))?;
+        walk_records_stream(&mut dec, count, position, scratch, visit)
+            .map_err(|e| compression::at_position(e, position))?;
+    }
+    Ok(Error::RecordErrors { timestamp, errors })
+}
+
 /// Every check of [`validate_and_assign_offsets`], reading only.
 fn plan_assignment(buf: &[u8], opts: &AssignOptions) -> Result<Vec<Plan>> {
     let lower_finite = opts.timestamp_before_max_ms != i64::MAX;
@@ -618,28 +675,22 @@ fn plan_assignment(buf: &[u8], opts: &AssignOptions) -> Result<Vec<Plan>> {
                     st.count.saturating_sub(1)
                 )));
             }
-            if opts.require_keys {
-                if let Some(i) = st.first_keyless {
-                    return Err(Error::InvalidRecord(format!(
-                        "compacted topic cannot accept a record without a key (record {i} of the batch at {position})"
-                    )));
-                }
-            }
-            if check_timestamps && st.count > 0 {
-                if st.min_timestamp != i64::MAX && st.min_timestamp < lower {
-                    return Err(Error::InvalidTimestamp(format!(
-                        "timestamp {} of a record in the batch at {position} is out of range; \
-                         it should be within [{lower}, {upper}]",
-                        st.min_timestamp
-                    )));
-                }
-                if st.max_timestamp > upper {
-                    return Err(Error::InvalidTimestamp(format!(
-                        "timestamp {} of a record in the batch at {position} is out of range; \
-                         it should be within [{lower}, {upper}]",
-                        st.max_timestamp
-                    )));
-                }
+            let keyless = opts.require_keys && st.first_keyless.is_some();
+            let out_of_range = check_timestamps
+                && st.count > 0
+                && ((st.min_timestamp != i64::MAX && st.min_timestamp < lower)
+                    || st.max_timestamp > upper);
+            if keyless || out_of_range {
+                // Only a refused batch is walked a second time, to name
+                // each refused record (the client fails those alone).
+                return Err(refused_records(
+                    rest,
+                    &c,
+                    position,
+                    opts,
+                    check_timestamps,
+                    (limit, &mut scratch),
+                )?);
             }
         }
         at += c.size;
@@ -1117,24 +1168,61 @@ mod tests {
         assert!(matches!(refused(&b, &leader()), Error::InvalidRecord(m) if m.contains("deltas")));
     }
 
+    /// (timestamp?, [(index, message)]) of a batch refused for its records.
+    fn record_errors(e: Error) -> (bool, Vec<(i32, String)>) {
+        match e {
+            Error::RecordErrors { timestamp, errors } => (timestamp, errors),
+            other => panic!("expected RecordErrors, got {other:?}"),
+        }
+    }
+
+    fn indexes(errors: &[(i32, String)]) -> Vec<i32> {
+        errors.iter().map(|e| e.0).collect()
+    }
+
     #[test]
     fn keys_and_timestamps() {
-        let keyless = batch_with(5, 0); // record 2 has no key
-        assert!(matches!(
-            refused(&keyless, &AssignOptions { require_keys: true, ..leader() }),
-            Error::InvalidRecord(m) if m.contains("key")
-        ));
-        let compressed = batch_with(5, 2);
-        assert!(matches!(
-            refused(
-                &compressed,
-                &AssignOptions {
-                    require_keys: true,
-                    ..leader()
-                }
-            ),
-            Error::InvalidRecord(_)
-        ));
+        let keys = AssignOptions {
+            require_keys: true,
+            ..leader()
+        };
+        for codec in [0u8, 2] {
+            // records 2, 5 and 8 have no key: each is named, the others not
+            let (ts, errors) = record_errors(refused(&batch_with(9, codec), &keys));
+            assert!(!ts);
+            assert_eq!(indexes(&errors), vec![2, 5, 8]);
+            assert!(errors.iter().all(|e| e.1.contains("without key")));
+        }
+        // records are 1_700_000_000_000 + [-5, -1, 3, -4, 0, 4, -3, 1, 5]
+        let future = AssignOptions {
+            now_ms: 1_700_000_000_000,
+            timestamp_after_max_ms: 0,
+            ..leader()
+        };
+        for codec in [0u8, 3] {
+            let (ts, errors) = record_errors(refused(&batch_with(9, codec), &future));
+            assert!(ts);
+            assert_eq!(indexes(&errors), vec![2, 5, 7, 8]);
+            assert_eq!(
+                errors[0].1,
+                "Timestamp 1700000000003 of message with offset 2 is out of range. \
+                 The timestamp should be within [-9223370336854775807, 1700000000000]"
+            );
+            // a missing key is the record's error before its timestamp
+            let both = AssignOptions {
+                require_keys: true,
+                ..future
+            };
+            let (ts, errors) = record_errors(refused(&batch_with(9, codec), &both));
+            assert!(ts);
+            assert_eq!(indexes(&errors), vec![2, 5, 7, 8]);
+            assert!(errors[0].1.contains("without key") && errors[2].1.contains("Timestamp"));
+        }
+        // nothing is rewritten in a refused batch
+        let mut b = batch_with(9, 0);
+        let before = b.clone();
+        assert!(validate_and_assign_offsets(&mut b, &keys).is_err());
+        assert_eq!(b, before);
         let all_keys = build_batch(
             &sample_records(2, 3),
             &BuildOptions {
@@ -1160,10 +1248,9 @@ mod tests {
             ..leader()
         };
         for codec in [0u8, 3] {
-            assert!(matches!(
-                refused(&batch_with(3, codec), &late),
-                Error::InvalidTimestamp(_)
-            ));
+            let (ts, errors) = record_errors(refused(&batch_with(3, codec), &late));
+            assert!(ts);
+            assert_eq!(indexes(&errors), vec![0, 1, 2]);
         }
         let early = AssignOptions {
             now_ms: 1_800_000_000_000,
@@ -1171,10 +1258,9 @@ mod tests {
             ..leader()
         };
         for codec in [0u8, 3] {
-            assert!(matches!(
-                refused(&batch_with(3, codec), &early),
-                Error::InvalidTimestamp(_)
-            ));
+            let (ts, errors) = record_errors(refused(&batch_with(3, codec), &early));
+            assert!(ts);
+            assert_eq!(indexes(&errors), vec![0, 1, 2]);
         }
         // under LogAppendTime timestamps are not checked
         let mut b = batch_with(3, 0);

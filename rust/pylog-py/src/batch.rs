@@ -51,6 +51,7 @@ batch_info!(
     base_sequence: i32,
     last_sequence: i32,
     records_count: i32,
+    delete_horizon_ms: i64,
 );
 
 impl From<&BatchMeta> for BatchInfo {
@@ -71,7 +72,8 @@ impl BatchInfo {
             "BatchInfo(position={}, size={}, magic={}, base_offset={}, last_offset={}, \
              partition_leader_epoch={}, crc={:#010x}, compression={}, timestamp_type={}, \
              is_transactional={}, is_control={}, base_timestamp={}, max_timestamp={}, \
-             producer_id={}, producer_epoch={}, base_sequence={}, last_sequence={}, records_count={})",
+             producer_id={}, producer_epoch={}, base_sequence={}, last_sequence={}, records_count={}, \
+             delete_horizon_ms={})",
             self.position,
             self.size,
             self.magic,
@@ -89,7 +91,8 @@ impl BatchInfo {
             self.producer_epoch,
             self.base_sequence,
             self.last_sequence,
-            self.records_count
+            self.records_count,
+            self.delete_horizon_ms
         )
     }
 }

@@ -92,14 +92,16 @@ fn build_offset_map(
 /// Returns (consumed, needed, out, batches, records_read, records_retained).
 #[pyfunction]
 #[pyo3(signature = (
-    map, buf, *, retain_deletes, active_producers, position = 0, max_decompressed_size = None
+    map, buf, *, now_ms, delete_retention_ms, active_producers, position = 0,
+    max_decompressed_size = None
 ))]
-#[allow(clippy::type_complexity)]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 fn clean_batches<'py>(
     py: Python<'py>,
     mut map: PyRefMut<'_, OffsetMap>,
     buf: &Bound<'_, PyAny>,
-    retain_deletes: bool,
+    now_ms: i64,
+    delete_retention_ms: i64,
     active_producers: HashMap<i64, i64>,
     position: u64,
     max_decompressed_size: Option<usize>,
@@ -112,7 +114,8 @@ fn clean_batches<'py>(
     u64,
 )> {
     let opts = CleanOptions {
-        retain_deletes,
+        now_ms,
+        delete_retention_ms,
         active_producers,
         max_decompressed_size: max_decompressed_size.unwrap_or(compression::MAX_DECOMPRESSED_SIZE),
     };

@@ -80,6 +80,15 @@ pub fn to_py(err: Error) -> PyErr {
                 raise(py, Class::MessageTooLarge, (msg,))
             }
             Error::InvalidTimestamp(_) => raise(py, Class::InvalidTimestamp, (msg,)),
+            // (message, [(batch index, why)]): the Produce response names them
+            Error::RecordErrors { timestamp, errors } => {
+                let class = if timestamp {
+                    Class::InvalidTimestamp
+                } else {
+                    Class::InvalidRecord
+                };
+                raise(py, class, (msg, errors))
+            }
             Error::UnsupportedCompression(_) => raise(py, Class::UnsupportedCompression, (msg,)),
             Error::InvalidOffset(_) => raise(py, Class::InvalidOffset, (msg,)),
             Error::IndexOffsetOverflow(_) => raise(py, Class::IndexOffsetOverflow, (msg,)),

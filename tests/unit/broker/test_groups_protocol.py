@@ -193,6 +193,8 @@ class Groups:
 def run(tmp_path: Any, body: Callable[[Groups], Awaitable[None]], **props: Any) -> None:
     async def main() -> None:
         core = Core(str(tmp_path), **{**PROPS, **props})
+        for name in ("t", "u"):  # commits name partitions that exist, as on Kafka
+            core.store.create_topic(name, 8)
         coordinator = GroupCoordinator(core.config, core.rm, core.store)
         core.apis = KafkaApis(core.config, core.rm, core.store, coordinator)
         coordinator.startup()
@@ -491,6 +493,10 @@ def test_session_timeout_removes_member_and_max_size(tmp_path: Any) -> None:
         me, gen = await g.one_member_group("g", session=300)
         full = await g.join_member("g")
         assert full.error_code == E.GROUP_MAX_SIZE_REACHED
+        # Kafka checks the size before the protocols: a full group is full
+        odd = await g.join("g", protocols=[("no-such-assignor", b"")])
+        assert odd.error_code == E.GROUP_MAX_SIZE_REACHED
+        assert await g.heartbeat("g", gen, me) == E.NONE  # the member is untouched
         await asyncio.sleep(0.6)  # no heartbeat: the session runs out
         assert await g.heartbeat("g", gen, me) == E.UNKNOWN_MEMBER_ID
         d = await g.call(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["g"]})
@@ -537,6 +543,12 @@ def test_a_new_coordinator_loads_groups_and_offsets(tmp_path: Any, codec: int) -
             # until then the partition's groups answer LOAD_IN_PROGRESS.
             assert codes == {("t", 0): E.COORDINATOR_LOAD_IN_PROGRESS}
             assert busy.error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+            # As Kafka's: a heartbeat of a loading group is answered as if
+            # all were well, a SyncGroup with REBALANCE_IN_PROGRESS (older
+            # clients do not know LOAD_IN_PROGRESS there).
+            assert await g.heartbeat("g", gen, me, "i") == E.NONE
+            s = await g.sync("g", gen, me, instance="i")
+            assert s.error_code == E.REBALANCE_IN_PROGRESS
             await fresh.wait_loaded()
             got = await g.fetch("g", None)
             assert got[("t", 1)] == (6, 7, "") and got[("t", 0)][0] == 8

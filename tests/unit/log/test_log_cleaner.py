@@ -4,8 +4,10 @@ child process SIGKILLed at each phase)."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
@@ -16,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ManualClock
 
 from pylog import _native
+from pylog.cli.dump_log import dump_log_file
 from pylog.errors import InvalidRecordError
 from pylog.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, TopicPartition
 from pylog.log.cleaner import (
@@ -88,6 +92,11 @@ def fill(log: Log, rounds: int, keys: int, codec: int = 0, tag: bytes = b"") -> 
 
 def records(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record from the log start, read like a consumer."""
+    return [(o, k, v) for o, k, v, _ in timed_records(log)]
+
+
+def timed_records(log: Log) -> list[tuple[int, bytes | None, bytes | None, int]]:
+    """(offset, key, value, timestamp) of every record from the log start."""
     out = []
     offset = log.log_start_offset
     while offset < log.log_end_offset:
@@ -103,7 +112,7 @@ def records(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
             b = data[pos : pos + size]
             last = int.from_bytes(b[0:8], "big") + int.from_bytes(b[23:27], "big")
             for r in _native.decode_records(b):  # checks the CRC too
-                out.append((r.offset, r.key, r.value))
+                out.append((r.offset, r.key, r.value, r.timestamp))
             pos += size
         offset = last + 1
     return out
@@ -202,36 +211,74 @@ def test_grouping_respects_segment_bytes(manager: LogManager) -> None:
     assert len(records(log)) == 400
 
 
-def test_tombstones_kept_then_removed_after_delete_retention(manager: LogManager) -> None:
-    log = manager.get_or_create_log(TP)
-    manager.update_topic_config(TOPIC, {**COMPACT, "delete.retention.ms": 1000})
+def horizons(log: Log) -> dict[int, int]:
+    """Base offset -> delete horizon of each batch that holds one."""
+    out = {}
+    for seg in log.segments:
+        infos, _ = _native.read_batch_infos(seg.log_path, 0, 1_000_000)
+        out.update({b.base_offset: b.delete_horizon_ms for b in infos if b.delete_horizon_ms >= 0})
+    return out
 
-    def round_of(n: int, extra: list[tuple[bytes, bytes | None]]) -> None:
-        # ~14 KB of unique keys: cleaned outputs stay big enough not to merge,
-        # so each segment keeps its own last-modified time
-        for i in range(60):
-            log.append_as_leader(batch([(b"filler-%d-%d" % (n, i), b"f" * 200)]), 0)
-        if extra:
-            log.append_as_leader(batch(extra), 0)
-        log.roll()
-        log.update_high_watermark(log.log_end_offset)
 
-    round_of(1, [(b"a", b"1"), (b"b", b"1"), (b"a", None)])
-    old = time.time() - 60
-    for s in log.segments[:-1]:
-        os.utime(s.log_path, (old, old))
-    assert manager.cleaner.clean_once()
-    # first clean: no clean head, horizon 0: the tombstone stays
-    assert latest_view(log)[b"a"] is None
-    round_of(2, [])
-    assert manager.cleaner.clean_once()
-    # the clean head's newest segment is the tombstone's own: it stays
-    assert latest_view(log)[b"a"] is None
-    round_of(3, [])
-    assert manager.cleaner.clean_once()
-    # the head now has data written more than delete.retention.ms after it
-    view = latest_view(log)
-    assert b"a" not in view and view[b"b"] == b"1" and len(view) == 181
+def test_tombstones_expire_at_the_delete_horizon_in_their_batch(tmp_path: Path) -> None:
+    """KIP-534: the first clean keeping a tombstone writes now +
+    delete.retention.ms into its batch; cleans before that keep it, the first
+    at or after it drops it — however young the segments are."""
+    clock = ManualClock()
+    config = {**COMPACT, "delete.retention.ms": 1000}
+    manager = LogManager(props(tmp_path), topic_configs={TOPIC: config}, clock=clock)
+    try:
+        log = manager.get_or_create_log(TP)
+
+        def round_of(n: int, extra: list[tuple[bytes, bytes | None]]) -> None:
+            for i in range(60):
+                log.append_as_leader(batch([(b"filler-%d-%d" % (n, i), b"f" * 200)]), 0)
+            if extra:
+                log.append_as_leader(batch(extra), 0)
+            log.roll()
+            log.update_high_watermark(log.log_end_offset)
+
+        before = int(time.time() * 1000)
+        round_of(1, [(b"a", b"1"), (b"b", b"1"), (b"a", None)])
+        after = int(time.time() * 1000)
+        assert horizons(log) == {}
+        first = clock()
+        assert manager.cleaner.clean_once()
+        assert latest_view(log)[b"a"] is None
+        # the tombstone's batch (offsets 60..62, now 61..62) holds the horizon
+        assert list(horizons(log).values()) == [first + 1000]
+        dumped = io.StringIO()
+        for seg in log.segments:
+            dump_log_file(seg.log_path, dumped, True, False, 1 << 30)
+        assert f"deleteHorizonMs: OptionalLong[{first + 1000}]" in dumped.getvalue()
+        assert "deleteHorizonMs: OptionalLong.empty" in dumped.getvalue()  # the filler
+        # the records keep their own timestamps (rebased on the horizon)
+        stamps = [ts for _, k, _, ts in timed_records(log) if k in (b"a", b"b")]
+        assert len(stamps) == 2 and all(before <= ts <= after for ts in stamps), stamps
+        # and so does the Spark reader's columnar decode of the same bytes
+        want = {o: ts for o, _, _, ts in timed_records(log)}
+        got: dict[int, int] = {}
+        for seg in log.segments:
+            cols, _, _, _ = _native.read_segment_columns(seg.log_path, 0, None, 0, 1 << 62)
+            n, offsets, micros = cols[0], cols[1], cols[2]
+            o = struct.unpack(f"<{n}q", offsets)
+            t = struct.unpack(f"<{n}q", micros)
+            got.update({o[i]: t[i] // 1000 for i in range(n)})
+        assert got == want
+
+        clock.advance(999)
+        round_of(2, [])
+        assert manager.cleaner.clean_once()
+        assert latest_view(log)[b"a"] is None  # a millisecond before the horizon
+        assert list(horizons(log).values()) == [first + 1000]  # not moved by a later clean
+
+        clock.advance(1)
+        round_of(3, [])
+        assert manager.cleaner.clean_once()
+        view = latest_view(log)
+        assert b"a" not in view and view[b"b"] == b"1" and len(view) == 181
+    finally:
+        manager.shutdown()
 
 
 def test_min_compaction_lag_holds_recent_segments(manager: LogManager) -> None:

@@ -190,8 +190,12 @@ pub fn build_offset_map(
 /// How a segment is cleaned.
 #[derive(Debug, Clone)]
 pub struct CleanOptions {
-    /// Keep tombstones (null values): the segment is newer than the delete horizon.
-    pub retain_deletes: bool,
+    /// When the clean started. A tombstone stays until its batch's delete
+    /// horizon (KIP-534): the first clean that keeps it writes the horizon,
+    /// `now_ms + delete_retention_ms`, in the batch header; a clean after it
+    /// drops the tombstone.
+    pub now_ms: i64,
+    pub delete_retention_ms: i64,
     /// Producer id → last data offset of each active producer: a batch ending
     /// there keeps at least its (empty) header, so the producer's state survives.
     pub active_producers: HashMap<i64, i64>,
@@ -202,7 +206,8 @@ pub struct CleanOptions {
 impl Default for CleanOptions {
     fn default() -> Self {
         CleanOptions {
-            retain_deletes: false,
+            now_ms: 0,
+            delete_retention_ms: 86_400_000,
             active_producers: HashMap::new(),
             max_decompressed_size: compression::MAX_DECOMPRESSED_SIZE,
         }
@@ -224,10 +229,15 @@ pub struct CleanedChunk {
 }
 
 /// Filter the batches in `buf`: a record stays when it has a key, no later
-/// offset of that key is in `map`, and it has a value or deletes are retained.
-/// A batch keeping every record is copied as is; one keeping some is rebuilt
+/// offset of that key is in `map`, and it has a value or its batch's delete
+/// horizon has not passed (none yet counts as not passed).
+/// A batch keeping every record and needing no horizon is copied as is; one
+/// keeping some, or keeping a tombstone with no horizon yet, is rebuilt
 /// (same base offset, last offset delta, producer fields, flags and codec;
-/// retained records byte for byte; new max timestamp, count, length, CRC32C);
+/// retained records byte for byte, or with their timestamp deltas rebased on
+/// a new horizon, which then is the base timestamp and sets the attribute's
+/// delete-horizon bit, as Kafka writes it; new max timestamp, count, length,
+/// CRC32C);
 /// one keeping none is dropped, unless it is an active producer's last batch,
 /// which keeps its header with no records, uncompressed (codec bits cleared,
 /// as Kafka writes empty batches: a consumer cannot decompress 0 bytes).
@@ -246,8 +256,8 @@ pub fn clean_batches(
     };
     let mut at = 0usize;
     let mut kept: Vec<(usize, usize)> = Vec::new();
-    // (key hash, offset, record start, record end, timestamp delta)
-    let mut seen: Vec<(KeyHash, i64, usize, usize, i64)> = Vec::new();
+    // (key hash, offset, record start, record end, timestamp delta, tombstone)
+    let mut seen: Vec<(KeyHash, i64, usize, usize, i64, bool)> = Vec::new();
     while at < buf.len() {
         let size = match next_batch(buf, at, position)? {
             Ok(s) => s,
@@ -283,6 +293,10 @@ pub fn clean_batches(
         seen.clear();
         let mut p = 0usize;
         let log_append_time = h.timestamp_type() == 1;
+        let horizon =
+            (h.attributes & batch::DELETE_HORIZON_FLAG_MASK != 0).then_some(h.base_timestamp);
+        let retain_deletes = horizon.is_none_or(|t| opts.now_ms < t);
+        let mut kept_tombstone = false;
         let mut max_ts = batch::NO_TIMESTAMP;
         for index in 0..count {
             if p >= data.len() {
@@ -293,15 +307,22 @@ pub fn clean_batches(
             p = rec.end;
             // keyless records are dropped (Kafka counts them invalid)
             let Some(key) = rec.key else { continue };
-            if rec.null_value && !opts.retain_deletes {
+            if rec.null_value && !retain_deletes {
                 continue;
             }
             let hash = hash_key(key);
             map.prefetch(&hash);
             let offset = h.base_offset + rec.offset_delta as i64;
-            seen.push((hash, offset, start, rec.end, rec.timestamp_delta));
+            seen.push((
+                hash,
+                offset,
+                start,
+                rec.end,
+                rec.timestamp_delta,
+                rec.null_value,
+            ));
         }
-        for &(hash, offset, start, end, ts_delta) in &seen {
+        for &(hash, offset, start, end, ts_delta, null_value) in &seen {
             if offset < map.get_hashed(hash) {
                 continue;
             }
@@ -309,10 +330,17 @@ pub fn clean_batches(
             if ts > max_ts {
                 max_ts = ts;
             }
+            kept_tombstone |= null_value;
             kept.push((start, end));
         }
         c.records_retained += kept.len() as u64;
-        if kept.len() == count && !(count == 0 && h.compression_codec() != compression::NONE) {
+        // The first clean keeping a tombstone starts its retention.
+        let new_horizon = (kept_tombstone && horizon.is_none())
+            .then(|| opts.now_ms.saturating_add(opts.delete_retention_ms));
+        if kept.len() == count
+            && new_horizon.is_none()
+            && !(count == 0 && h.compression_codec() != compression::NONE)
+        {
             copy_whole(&mut c, b, &h);
             continue;
         }
@@ -323,7 +351,10 @@ pub fn clean_batches(
         }
         let mut section = Vec::with_capacity(kept.iter().map(|(s, e)| e - s).sum());
         for &(s, e) in &kept {
-            section.extend_from_slice(&data[s..e]);
+            match new_horizon {
+                Some(t) => rebase_record(&mut section, &data[s..e], h.base_timestamp, t),
+                None => section.extend_from_slice(&data[s..e]),
+            }
         }
         let section = if kept.is_empty() || h.compression_codec() == compression::NONE {
             section
@@ -331,7 +362,10 @@ pub fn clean_batches(
             compression::compress(h.compression_codec(), &section)?
         };
         let attributes = if kept.is_empty() {
-            h.attributes & !batch::COMPRESSION_CODEC_MASK
+            // Kafka's empty header: no codec and no horizon
+            h.attributes & !(batch::COMPRESSION_CODEC_MASK | batch::DELETE_HORIZON_FLAG_MASK)
+        } else if new_horizon.is_some() {
+            h.attributes | batch::DELETE_HORIZON_FLAG_MASK
         } else {
             h.attributes
         };
@@ -353,6 +387,8 @@ pub fn clean_batches(
         if kept.is_empty() {
             // Kafka's empty header: the base timestamp is the max timestamp.
             batch::write_i64(nb, batch::BASE_TIMESTAMP_OFFSET, max_timestamp);
+        } else if let Some(t) = new_horizon {
+            batch::write_i64(nb, batch::BASE_TIMESTAMP_OFFSET, t);
         }
         let crc = batch::compute_crc(nb);
         batch::write_u32(nb, batch::CRC_OFFSET, crc);
@@ -361,6 +397,25 @@ pub fn clean_batches(
     }
     c.consumed = at;
     Ok(c)
+}
+
+/// Append the record `rec` (one framed record of a batch whose base timestamp
+/// is `old_base`) to `out` with its timestamp delta taken from `new_base`:
+/// its timestamp unchanged, its length field and delta re-encoded.
+fn rebase_record(out: &mut Vec<u8>, rec: &[u8], old_base: i64, new_base: i64) {
+    // framing was checked: these reads succeed
+    let mut p = 0usize;
+    read_varint(rec, &mut p);
+    let attributes = rec[p];
+    p += 1;
+    let delta = read_varlong(rec, &mut p).unwrap_or(0);
+    let rest = &rec[p..];
+    let ts = old_base.wrapping_add(delta);
+    let mut head = vec![attributes];
+    crate::varint::write_varlong(&mut head, ts.wrapping_sub(new_base));
+    crate::varint::write_varint(out, (head.len() + rest.len()) as i32);
+    out.extend_from_slice(&head);
+    out.extend_from_slice(rest);
 }
 
 /// Copy batch `b` as it is — except an empty one with codec bits (a control
@@ -470,8 +525,10 @@ mod tests {
             let m = build_offset_map(&mut map, &buf, 0, i64::MAX, 0, MAX).unwrap();
             assert_eq!((m.consumed, m.full, m.records), (buf.len(), false, 6));
             assert_eq!(map.latest_offset(), 5);
+            // the first clean keeping the tombstone writes its delete horizon
             let opts = CleanOptions {
-                retain_deletes: true,
+                now_ms: 1_000,
+                delete_retention_ms: 500,
                 ..Default::default()
             };
             let c = clean_batches(&mut map, &buf, &opts, 0).unwrap();
@@ -484,20 +541,63 @@ mod tests {
                     (5, "a".into(), Some("3".into()))
                 ]
             );
-            // the second batch kept all its records: copied as is
             assert_eq!(c.batches.len(), 1);
             assert_eq!(c.batches[0].compression, codec);
             assert_eq!(c.batches[0].producer_id, 7);
-            // without retained deletes, the tombstone goes and the batch is rebuilt
-            let c = clean_batches(&mut map, &buf, &CleanOptions::default(), 0).unwrap();
-            assert_eq!(values(&c.out).len(), 2);
+            let h = BatchHeader::parse(&c.out, 0).unwrap();
+            assert_ne!(h.attributes & batch::DELETE_HORIZON_FLAG_MASK, 0);
+            assert_eq!((h.base_timestamp, h.max_timestamp), (1_500, 15));
+            crate::validate::validate_batch(&c.out, 0, &Default::default()).unwrap();
+            // the records keep their timestamps, now relative to the horizon
+            let ts: Vec<i64> = decode_batch_records(&c.out)
+                .unwrap()
+                .iter()
+                .map(|r| r.timestamp)
+                .collect();
+            assert_eq!(ts, vec![13, 14, 15]);
+            let cleaned = c.out.clone();
+            // before the horizon a clean keeps that batch as it is
+            let again = CleanOptions {
+                now_ms: 1_499,
+                ..opts.clone()
+            };
+            let c = clean_batches(&mut map, &cleaned, &again, 0).unwrap();
+            assert_eq!(c.out, cleaned);
+            // at the horizon the tombstone goes; the horizon stays on the batch
+            let past = CleanOptions {
+                now_ms: 1_500,
+                ..opts.clone()
+            };
+            let c = clean_batches(&mut map, &cleaned, &past, 0).unwrap();
+            assert_eq!(
+                values(&c.out),
+                vec![
+                    (3, "c".into(), Some("1".into())),
+                    (5, "a".into(), Some("3".into()))
+                ]
+            );
             let h = BatchHeader::parse(&c.out, 0).unwrap();
             assert_eq!((h.base_offset, h.last_offset(), h.records_count), (3, 5, 2));
             assert_eq!(
                 (h.producer_id, h.base_sequence, h.max_timestamp),
                 (7, 0, 15)
             );
+            assert_eq!(h.base_timestamp, 1_500);
             crate::validate::validate_batch(&c.out, 0, &Default::default()).unwrap();
+            let ts: Vec<i64> = decode_batch_records(&c.out)
+                .unwrap()
+                .iter()
+                .map(|r| r.timestamp)
+                .collect();
+            assert_eq!(ts, vec![13, 15]);
+            // a batch with no tombstone kept gets no horizon
+            let mut only_values = OffsetMap::new(24 * 64, 0.9);
+            build_offset_map(&mut only_values, &buf, 0, i64::MAX, 0, MAX).unwrap();
+            only_values.put(b"b", 9);
+            let c = clean_batches(&mut only_values, &buf, &opts, 0).unwrap();
+            let h = BatchHeader::parse(&c.out, 0).unwrap();
+            assert_eq!(h.attributes & batch::DELETE_HORIZON_FLAG_MASK, 0);
+            assert_eq!(h.base_timestamp, 13);
         }
     }
 
