@@ -45,7 +45,7 @@ import logging
 import os
 import threading
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pylog.errors import (
@@ -69,6 +69,11 @@ from pylog.metadata.store import (
     new_uuid,
     validate_topic_name,
 )
+from pylog.security.access_control_entry import AccessControlEntry
+from pylog.security.acl_entry import acls_doc, acls_from_doc
+from pylog.security.pattern_type import PatternType
+from pylog.security.resource_pattern import ResourcePattern
+from pylog.security.resource_type import ResourceType
 from pylog.security.scram_credential import ScramCredential
 from pylog.security.scram_mechanism import ScramMechanism
 
@@ -169,6 +174,8 @@ class JsonMetadataStore(MetadataStore):
             self._producer_id_block_end = int(doc.get("producer_id_block_end", 0))
             for user, creds in (doc.get("scram_users") or {}).items():
                 self._apply_scram(str(user), creds)
+            for item in doc.get("acls") or []:
+                self._apply_acls(item)
             return str(doc["cluster_id"])
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise KafkaStorageError(f"{self._path} is not a pylog metadata document: {e}") from e
@@ -230,6 +237,8 @@ class JsonMetadataStore(MetadataStore):
             self._producer_id_block_end = max(self._producer_id_block_end, int(op["pid"]))
         elif "scram" in op:
             self._apply_scram(str(op["scram"]), op["creds"])
+        elif "acl" in op:
+            self._apply_acls(op["acl"])
         else:
             raise ValueError(f"unknown journal entry {op!r}")
 
@@ -242,6 +251,15 @@ class JsonMetadataStore(MetadataStore):
                 raise ValueError(f"unknown SCRAM mechanism {name!r}")
             parsed[mechanism] = ScramCredential.from_string(str(text))
         self.scram_credentials.set_user(user, parsed)
+
+    def _apply_acls(self, item: Mapping[str, Any]) -> None:
+        """One pattern's ACLs as the document holds them (all of them)."""
+        pattern = ResourcePattern(
+            ResourceType.parse(str(item["resourceType"])),
+            str(item["name"]),
+            PatternType.parse(str(item["patternType"])),
+        )
+        self.acl_cache.set(pattern, acls_from_doc(item["acls"]))
 
     def _open_journal(self) -> None:
         try:
@@ -268,6 +286,9 @@ class JsonMetadataStore(MetadataStore):
         }
         if users:
             doc["scram_users"] = users
+        acls = [_acl_item(p, e) for p, e in sorted(self.acl_cache.snapshot().items())]
+        if acls:
+            doc["acls"] = acls
         data = json.dumps(doc, indent=1, sort_keys=True).encode()
         tmp = self._path + ".tmp"
         try:
@@ -370,6 +391,22 @@ class JsonMetadataStore(MetadataStore):
             for user, creds in updated.items():
                 cache.set_user(user, creds)
             self._maybe_compact()
+
+    # ------------------------------------------------------------------ ACLs
+
+    def update_acls(
+        self,
+        pattern: ResourcePattern,
+        change: Callable[[frozenset[AccessControlEntry]], frozenset[AccessControlEntry]],
+    ) -> frozenset[AccessControlEntry]:
+        with self._lock:
+            old = self.acl_cache.get(pattern)
+            new = frozenset(change(old))
+            if new != old:
+                self._append([{"acl": _acl_item(pattern, new)}])
+                self.acl_cache.set(pattern, new)
+                self._maybe_compact()
+            return new
 
     # ------------------------------------------------------------------ listeners
 
@@ -628,3 +665,13 @@ class JsonMetadataStore(MetadataStore):
 
     def __repr__(self) -> str:
         return f"JsonMetadataStore({self._path!r}, topics={len(self._topics)})"
+
+
+def _acl_item(pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> dict[str, Any]:
+    """A pattern's ACLs in the document (the entries in ZooKeeper's format)."""
+    return {
+        "resourceType": pattern.resource_type.acl_name,
+        "patternType": pattern.pattern_type.name,
+        "name": pattern.name,
+        "acls": acls_doc(entries),
+    }

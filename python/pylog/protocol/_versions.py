@@ -124,6 +124,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    # The ACL APIs: Kafka 4 serves 1-3 (KIP-896 dropped v0, which had no
+    # pattern type).
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
     # The ZooKeeper controller's requests to brokers, at every version the
     # Kafka 3.x ZooKeeper-mode brokers served (v7 / v8 / v4 are 3.4+'s).
     ApiKey.LEADER_AND_ISR: (0, 7),
@@ -194,4 +199,7 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.SASL_AUTHENTICATE: "SaslAuthenticate",
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
+    ApiKey.DESCRIBE_ACLS: "DescribeAcls",
+    ApiKey.CREATE_ACLS: "CreateAcls",
+    ApiKey.DELETE_ACLS: "DeleteAcls",
 }
