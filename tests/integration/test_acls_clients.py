@@ -346,3 +346,40 @@ def test_without_an_authorizer_the_acl_apis_say_security_disabled(tmp_path: Path
         assert code_of(e.value) == KafkaError.SECURITY_DISABLED
     finally:
         b.stop()
+
+
+def test_kafka_acls_tool(secured: Secured, tmp_path: Path) -> None:
+    """Kafka's own kafka-acls (org.apache.kafka.tools.AclCommand) adds, lists
+    and removes ACLs on pylog, logged in as the super user."""
+    from kafka_tools import run_tool
+
+    props = tmp_path / "admin.properties"
+    props.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="admin" password="admin-secret";\n'
+    )
+    server = secured.conf("admin")["bootstrap.servers"]
+    prefix = topic_name("tool") + "-"
+    t = prefix + "t"
+    create_topics(secured.admin(), t)
+
+    def acls(*args: str) -> str:
+        return run_tool(
+            "kafka-acls", "--bootstrap-server", server, "--command-config", str(props), *args,
+            workdir=tmp_path,
+        ).stdout  # fmt: skip
+
+    acls("--add", "--allow-principal", "User:bob", "--operation", "Write",
+         "--operation", "Describe", "--topic", prefix, "--resource-pattern-type", "prefixed")  # fmt: skip
+    listed = acls("--list", "--topic", prefix, "--resource-pattern-type", "prefixed")
+    assert f"name={prefix}, patternType=PREFIXED" in listed
+    assert "principal=User:bob" in listed and "operation=WRITE" in listed
+    assert produce(secured.conf("bob"), t, 1) == [None]
+
+    acls("--remove", "--force", "--allow-principal", "User:bob", "--operation", "Write",
+         "--topic", prefix, "--resource-pattern-type", "prefixed")  # fmt: skip
+    listed = acls("--list", "--topic", prefix, "--resource-pattern-type", "prefixed")
+    assert "operation=WRITE" not in listed and "operation=DESCRIBE" in listed
+    [err] = produce(secured.conf("bob"), t, 1)
+    assert err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
