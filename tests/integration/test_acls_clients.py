@@ -370,8 +370,8 @@ def test_kafka_acls_tool(secured: Secured, tmp_path: Path) -> None:
             workdir=tmp_path,
         ).stdout  # fmt: skip
 
-    acls("--add", "--allow-principal", "User:bob", "--operation", "Write",
-         "--operation", "Describe", "--topic", prefix, "--resource-pattern-type", "prefixed")  # fmt: skip
+    acls("--add", "--allow-principal", "User:bob", "--operation", "Write", "--operation",
+         "Describe", "--topic", prefix, "--resource-pattern-type", "prefixed")  # fmt: skip
     listed = acls("--list", "--topic", prefix, "--resource-pattern-type", "prefixed")
     assert f"name={prefix}, patternType=PREFIXED" in listed
     assert "principal=User:bob" in listed and "operation=WRITE" in listed
@@ -383,3 +383,55 @@ def test_kafka_acls_tool(secured: Secured, tmp_path: Path) -> None:
     assert "operation=WRITE" not in listed and "operation=DESCRIBE" in listed
     [err] = produce(secured.conf("bob"), t, 1)
     assert err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_pylog_acls_cli(secured: Secured, tmp_path: Path) -> None:
+    """``pylog acls add|list|remove`` over SASL with --command-config."""
+    import subprocess
+
+    from broker_process import PYLOG
+
+    props = tmp_path / "admin.properties"
+    props.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        "sasl.username=admin\nsasl.password=admin-secret\n"
+    )
+    server = secured.conf("admin")["bootstrap.servers"]
+
+    def pylog(*args: str, user_config: Path = props) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [PYLOG, "acls", *args, "--bootstrap-server", server,
+             "--command-config", str(user_config)],
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    t, g = topic_name("cli"), topic_name("cli-group")
+    create_topics(secured.admin(), t)
+    done = pylog("add", "--allow-principal", "User:bob", "--operation", "write",
+                 "--operation", "read", "--topic", t, "--group", g)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"Added Topic:LITERAL:{t} User:bob ALLOW Write from *" in done.stdout
+    assert produce(secured.conf("bob"), t, 1) == [None]
+
+    listed = pylog("list", "--topic", t, "--resource-pattern-type", "match")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines() == [
+        f"Topic:LITERAL:{t} User:bob ALLOW Read from *",
+        f"Topic:LITERAL:{t} User:bob ALLOW Write from *",
+    ]
+    removed = pylog("remove", "--allow-principal", "User:bob", "--topic", t, "--group", g)
+    assert removed.returncode == 0, removed.stderr
+    assert len(removed.stdout.splitlines()) == 4  # read and write on each
+    [err] = produce(secured.conf("bob"), t, 1)
+    assert err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    # bob is no admin: the broker's refusal is the command's error
+    bob = tmp_path / "bob.properties"
+    bob.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        "sasl.username=bob\nsasl.password=bob-secret\n"
+    )
+    refused = pylog("add", "--allow-principal", "User:bob", "--operation", "All", "--cluster",
+                    user_config=bob)  # fmt: skip
+    assert refused.returncode == 1
+    assert "ClusterAuthorizationFailedError" in refused.stderr

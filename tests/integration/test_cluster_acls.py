@@ -85,8 +85,10 @@ def test_acls_on_a_cluster(pylog_zookeeper: ZooKeeperServer, tmp_path: Path) -> 
         topic, other = topic_name("orders"), topic_name("payroll")
         for f in admins[1].create_topics([NewTopic(topic, 1, 3), NewTopic(other, 1, 3)]).values():
             f.result(timeout=30)
-        binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL,
-                             "User:alice", "*", AclOperation.WRITE, AclPermissionType.ALLOW)  # fmt: skip
+        binding = AclBinding(
+            ResourceType.TOPIC, topic, ResourcePatternType.LITERAL,
+            "User:alice", "*", AclOperation.WRITE, AclPermissionType.ALLOW,
+        )  # fmt: skip
         for f in admins[1].create_acls([binding]).values():
             f.result(timeout=30)
         alice_filter = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY,
@@ -129,12 +131,15 @@ def test_acls_on_a_cluster(pylog_zookeeper: ZooKeeperServer, tmp_path: Path) -> 
             assert seg.stat().st_size > 0
 
         # bob, and alice on the other topic: refused, nothing written anywhere
-        for user, t in (("bob", topic), ("alice", other)):
-            p = Producer({**conf(user, 2), "linger.ms": 0, "message.timeout.ms": 10000})
-            refused: list[Any] = []
-            p.produce(t, value=b"x", on_delivery=lambda e, m: refused.append(e))
+        def refused(user: str, t: str, broker_id: int) -> list[int]:
+            p = Producer({**conf(user, broker_id), "linger.ms": 0, "message.timeout.ms": 10000})
+            out: list[Any] = []
+            p.produce(t, value=b"x", on_delivery=lambda e, m: out.append(e))
             p.flush(20)
-            assert [e.code() for e in refused] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+            return [e.code() if e is not None else 0 for e in out]
+
+        for user, t in (("bob", topic), ("alice", other)):
+            assert refused(user, t, 2) == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
 
         c = Consumer({**conf("admin", 2), "group.id": "reader"})
         try:
@@ -148,11 +153,7 @@ def test_acls_on_a_cluster(pylog_zookeeper: ZooKeeperServer, tmp_path: Path) -> 
         assert deleted == [binding]
         seen_everywhere([])
         assert cluster._json(f"/kafka-acl/Topic/{topic}") is None
-        p = Producer({**conf("alice", 1), "linger.ms": 0, "message.timeout.ms": 10000})
-        refused = []
-        p.produce(topic, value=b"x", on_delivery=lambda e, m: refused.append(e))
-        p.flush(20)
-        assert [e.code() for e in refused] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+        assert refused("alice", topic, 1) == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
 
         for b in cluster.brokers.values():
             log = Path(b.log_file).read_text()
