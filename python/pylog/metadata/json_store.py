@@ -8,7 +8,9 @@ Two files in the first log directory:
   (the format pylog has always written, so an older store loads unchanged),
   the SCRAM users' credentials too (``scram_users``: user → mechanism →
   Kafka's credential string — salt, stored key, server key, iterations; never
-  a password). Both files are created readable by the broker's user only.
+  a password), and the ACLs (``acls``: one entry per resource pattern, its
+  entries in ZooKeeper's JSON). Both files are created readable by the
+  broker's user only.
   It is only ever replaced whole: written to a temporary file, fsynced,
   renamed over the old one, the directory fsynced.
 * ``pylog-metadata.journal``, the changes since that snapshot: one line per

@@ -20,6 +20,13 @@ Kafka's credential string; they are loaded at start-up into
 notification, so every broker of the cluster accepts a user as soon as
 AlterUserScramCredentials (on any broker, or Kafka's tools) has stored it.
 
+ACLs (with an authorizer, :meth:`ZkMetadataStore.start_acls`) live in Kafka's
+AclAuthorizer layout, ``/kafka-acl/<Type>/<name>`` and
+``/kafka-acl-extended/prefixed/<Type>/<name>``, and each change is announced
+under ``/kafka-acl-changes`` / ``/kafka-acl-extended-changes``, which every
+broker watches to re-read the pattern into :attr:`acl_cache`
+(:class:`~pylog.metadata.zk_data.ZkAclStore`).
+
 Threads. Every change makes ZooKeeper round trips and blocks its caller, so
 callers on the event loop run changes in a thread (the broker's handlers do,
 whatever the store). Listeners always run on the event loop thread
