@@ -435,3 +435,51 @@ def test_pylog_acls_cli(secured: Secured, tmp_path: Path) -> None:
                     user_config=bob)  # fmt: skip
     assert refused.returncode == 1
     assert "ClusterAuthorizationFailedError" in refused.stderr
+
+
+def test_authorized_operations_come_from_the_acls(secured: Secured) -> None:
+    """include_*_authorized_operations in DescribeCluster, Metadata (topics)
+    and DescribeGroups: what the principal may do, from its ACLs; the cluster
+    has Kafka's seven operations."""
+    from confluent_kafka import TopicCollection
+
+    admin = secured.admin()
+    t, g = topic_name("ops"), topic_name("ops-group")
+    create_topics(admin, t)
+    create_acls(admin, [
+        allow("bob", ResourceType.TOPIC, t, AclOperation.READ),
+        allow("bob", ResourceType.TOPIC, t, AclOperation.ALTER_CONFIGS),
+        allow("bob", ResourceType.GROUP, g, AclOperation.READ),
+    ])  # fmt: skip
+    bob = secured.admin("bob")
+
+    everything = admin.describe_cluster(include_authorized_operations=True).result(timeout=20)
+    assert set(everything.authorized_operations) == {
+        AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    }  # fmt: skip
+    mine = bob.describe_cluster(include_authorized_operations=True).result(timeout=20)
+    assert not mine.authorized_operations  # no DESCRIBE on the cluster: none shown
+
+    [topic] = bob.describe_topics(
+        TopicCollection([t]), include_authorized_operations=True
+    ).values()
+    assert set(topic.result(timeout=20).authorized_operations) == {
+        AclOperation.READ, AclOperation.DESCRIBE, AclOperation.ALTER_CONFIGS,
+        AclOperation.DESCRIBE_CONFIGS,
+    }  # fmt: skip
+
+    # the group exists once bob has joined it
+    c = Consumer({**secured.conf("bob"), "group.id": g, "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe([t])
+        deadline = time.monotonic() + 30
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(0.2)
+        [group] = bob.describe_consumer_groups([g], include_authorized_operations=True).values()
+        assert set(group.result(timeout=20).authorized_operations) == {
+            AclOperation.READ, AclOperation.DESCRIBE
+        }  # fmt: skip
+    finally:
+        c.close()
