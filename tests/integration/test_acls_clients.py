@@ -462,9 +462,7 @@ def test_authorized_operations_come_from_the_acls(secured: Secured) -> None:
     mine = bob.describe_cluster(include_authorized_operations=True).result(timeout=20)
     assert not mine.authorized_operations  # no DESCRIBE on the cluster: none shown
 
-    [topic] = bob.describe_topics(
-        TopicCollection([t]), include_authorized_operations=True
-    ).values()
+    [topic] = bob.describe_topics(TopicCollection([t]), include_authorized_operations=True).values()
     assert set(topic.result(timeout=20).authorized_operations) == {
         AclOperation.READ, AclOperation.DESCRIBE, AclOperation.ALTER_CONFIGS,
         AclOperation.DESCRIBE_CONFIGS,
