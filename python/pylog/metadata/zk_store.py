@@ -524,8 +524,10 @@ class ZkMetadataStore(MetadataStore):
     ) -> frozenset[AccessControlEntry]:
         """Read the znode, write the change conditional on its version (with
         its change notification), redo on a lost race (Kafka's
-        updateResourceAcls)."""
-        with _zk_errors(f"storing the ACLs of {pattern}"):
+        updateResourceAcls). Under the lock the change watcher takes: it
+        cannot re-read another broker's later change between this write and
+        this cache update, and be overwritten by it."""
+        with self._lock, _zk_errors(f"storing the ACLs of {pattern}"):
             for _ in range(_ACL_UPDATE_RETRIES):
                 data, version = self.zk.get_versioned_acls(pattern)
                 try:
