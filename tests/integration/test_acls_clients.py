@@ -297,9 +297,22 @@ def test_an_idempotent_producer_needs_write_on_some_topic(secured: Secured) -> N
     create_topics(admin, t)
     create_acls(admin, [allow("bob", ResourceType.TOPIC, t, AclOperation.WRITE)])
     assert produce({**secured.conf("bob"), "enable.idempotence": True}, t, 2) == [None, None]
-    # User:ANONYMOUS has no ACL at all: refused
-    errors = produce({**secured.conf(None), "enable.idempotence": True}, t, 1)
-    assert errors and errors[0] is not None
+    # User:ANONYMOUS may describe the topic but write none: InitProducerId is
+    # refused, a fatal error for librdkafka's idempotent producer
+    create_acls(admin, [allow("ANONYMOUS", ResourceType.TOPIC, t, AclOperation.DESCRIBE)])
+    fatal: list[KafkaError] = []
+    p = Producer({**secured.conf(None), "enable.idempotence": True,
+                  "error_cb": fatal.append})  # fmt: skip
+    p.produce(t, value=b"x")
+    deadline = time.monotonic() + 20
+    while not fatal and time.monotonic() < deadline:
+        try:
+            p.poll(0.2)
+        except KafkaException as e:  # confluent-kafka raises a fatal error from poll
+            fatal.append(e.args[0])
+    assert fatal and fatal[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    assert fatal[0].fatal()
+    assert end_offset(secured.conf("admin"), t) == 2
 
 
 def test_acls_survive_a_restart(tmp_path: Path) -> None:
