@@ -494,3 +494,33 @@ def test_authorized_operations_come_from_the_acls(secured: Secured) -> None:
         }  # fmt: skip
     finally:
         c.close()
+
+
+def test_group_admin_apis(secured: Secured) -> None:
+    """DescribeGroups / DeleteGroups need DESCRIBE / DELETE on the group,
+    ListGroups lists only what may be described."""
+    admin = secured.admin()
+    t, mine, theirs = topic_name("grp"), topic_name("mine"), topic_name("theirs")
+    create_topics(admin, t)
+    assert produce(secured.conf("admin"), t, 1) == [None]
+    for group in (mine, theirs):  # a committed offset makes each group exist
+        c = Consumer({**secured.conf("admin"), "group.id": group, "enable.auto.commit": False})
+        try:
+            c.commit(offsets=[TopicPartition(t, 0, 1)], asynchronous=False)
+        finally:
+            c.close()
+    create_acls(admin, [allow("bob", ResourceType.GROUP, mine, AclOperation.DESCRIBE)])
+    bob = secured.admin("bob")
+
+    listed = {g.group_id for g in bob.list_consumer_groups().result(timeout=20).valid}
+    assert mine in listed and theirs not in listed
+    assert bob.describe_consumer_groups([mine])[mine].result(timeout=20).group_id == mine
+    with pytest.raises(KafkaException) as e:
+        bob.describe_consumer_groups([theirs])[theirs].result(timeout=20)
+    assert code_of(e.value) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as e:
+        bob.delete_consumer_groups([theirs])[theirs].result(timeout=20)
+    assert code_of(e.value) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    # still there, its offset too
+    offsets = admin.list_consumer_group_offsets([_group_request(theirs)])[theirs]
+    assert [p.offset for p in offsets.result(timeout=20).topic_partitions] == [1]
