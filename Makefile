@@ -187,6 +187,7 @@ bench: install ## print the performance figures and their ratios against same-ru
 	$(PY) bench/cluster_bench.py
 	@$(MAKE) --no-print-directory kafka || echo "kafka_peer: skipped, Apache Kafka could not be fetched with Maven (see above)"
 	$(PY) bench/kafka_peer.py --skip-if-missing
+	$(PY) bench/kafka_peer.py --skip-if-missing --cluster
 
 # Apache Kafka, the peer of bench/kafka_peer.py: its broker and its perf tools with their
 # runtime dependencies, copied by Maven into a cache outside the repository (nothing is

@@ -3,6 +3,7 @@
     .venv/bin/python bench/kafka_peer.py [--reps 3] [--seconds 1] [--only ROW,...]
                                          [--dir DIR] [--kafka-libs DIR] [--skip-if-missing]
     .venv/bin/python bench/kafka_peer.py --profile produce-1024-1-1   # pylog under py-spy
+    .venv/bin/python bench/kafka_peer.py --cluster   # three brokers of each kind, RF 3
 
 Starts Apache Kafka (the jars `make kafka` copies into
 ${XDG_CACHE_HOME:-~/.cache}/pylog/kafka-<version>/libs, nothing of it in the
@@ -34,6 +35,10 @@ shares and the functions where the busy samples were.
 Below the table, the limits of this machine measured in the same run (raw
 loopback TCP into a file; raw sendfile of pylog's segments over loopback; both
 from bench/broker_bench.py) and each broker's best figure as a fraction of them.
+With ``--cluster`` both sides are three brokers on this machine (pylog's
+with their ZooKeeper, Kafka's three KRaft nodes, each broker and controller)
+and the rows are replication-factor-3 produce, consume and acks=all latency;
+CPU and RSS are summed over each side's processes.
 Both brokers stay up for the whole run, so the idle one costs the other a
 little. Nothing here fails on timing; with no Kafka jars and
 ``--skip-if-missing`` it prints why and exits 0.
@@ -43,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import re
@@ -142,6 +148,7 @@ class Peer:
     name: str
     bootstrap: str
     pid: int
+    replication_factor = 1
 
     def cpu_seconds(self) -> float:
         """User + system CPU time of the broker process so far."""
@@ -165,7 +172,8 @@ class Peer:
         return self._admin
 
     def create_topic(self, name: str, partitions: int) -> None:
-        for fut in self.admin().create_topics([NewTopic(name, partitions, 1)]).values():
+        topics = [NewTopic(name, partitions, self.replication_factor)]
+        for fut in self.admin().create_topics(topics).values():
             fut.result(timeout=30)
         # Both brokers answer CreateTopics before every partition has a leader
         # everywhere; produce only once metadata shows them all.
@@ -281,6 +289,143 @@ class KafkaPeer(Peer):
             self.proc.kill()
             self.proc.wait()
         self.stderr.close()
+
+
+class ProcessGroup:
+    """CPU and memory of a deployment of several processes: their sums."""
+
+    pids: list[int]
+
+    def cpu_seconds(self) -> float:
+        total = 0.0
+        for pid in self.pids:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return total
+
+    def status_kib(self, key: str) -> int:
+        total = 0
+        for pid in self.pids:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith(key + ":"):
+                    total += int(line.split()[1])
+        return total
+
+
+class PylogClusterPeer(ProcessGroup, Peer):
+    """Three pylog brokers and their ZooKeeper (pylog.testing.LocalCluster),
+    with Kafka's default session timeout; CPU and RSS are the four processes'."""
+
+    replication_factor = 3
+
+    def __init__(self, workdir: str) -> None:
+        from pylog.testing import LocalCluster
+
+        self.name = "pylog"
+        self.cluster = LocalCluster(
+            3,
+            {**COMMON_CONFIG, "offsets.topic.replication.factor": "3"},
+            directory=os.path.join(workdir, "pylog-cluster"),
+            log_level="WARNING",
+        ).start()
+        self.bootstrap = self.cluster.bootstrap_servers
+        procs = [b.proc for b in self.cluster.brokers.values()]
+        zk = self.cluster._zk_server
+        procs.append(zk.proc if zk is not None else None)
+        self.pids = [p.pid for p in procs if p is not None]
+        self.pid = self.pids[0]
+
+    def stop(self) -> None:
+        self._admin = None
+        self.cluster.close()
+
+
+class KafkaClusterPeer(KafkaPeer):
+    """Three Apache Kafka nodes in KRaft combined mode, a controller quorum of
+    three; CPU and RSS are the three JVMs'."""
+
+    replication_factor = 3
+
+    def __init__(self, workdir: str, libs: Path) -> None:
+        self.name = "Kafka"
+        self.dir = Path(workdir) / "kafka-cluster"
+        self.dir.mkdir(parents=True)
+        self.classpath = f"{libs}/*"
+        (self.dir / "log4j2.properties").write_text(LOG4J2)
+        self.log4j = f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}"
+        ports = {n: (free_port(), free_port()) for n in (1, 2, 3)}
+        voters = ",".join(f"{n}@127.0.0.1:{c}" for n, (_, c) in ports.items())
+        self.bootstrap = ",".join(f"127.0.0.1:{p}" for p, _ in ports.values())
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.stderrs = []
+        configs = []
+        for n, (port, controller) in ports.items():
+            props = {
+                "process.roles": "broker,controller",
+                "node.id": str(n),
+                "controller.quorum.voters": voters,
+                "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                "controller.listener.names": "CONTROLLER",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                "log.dirs": str(self.dir / f"logs-{n}"),
+                **COMMON_CONFIG,
+                "offsets.topic.replication.factor": "3",
+            }
+            config = self.dir / f"server-{n}.properties"
+            config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            configs.append(config)
+            self.java(
+                ["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
+                jvm=["-Xmx256M"],
+                timeout=120,
+            )
+        for n, config in enumerate(configs, 1):
+            err = open(self.dir / f"kafka-{n}.stderr", "w+b")  # noqa: SIM115
+            self.stderrs.append(err)
+            self.procs.append(
+                subprocess.Popen(
+                    [
+                        *("java", *KAFKA_JVM, self.log4j, "-cp", self.classpath),
+                        *("kafka.Kafka", str(config)),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                )
+            )
+        self.proc = self.procs[0]
+        self.stderr = self.stderrs[0]
+        self.pids = [p.pid for p in self.procs]
+        self.pid = self.pids[0]
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            for proc, err in zip(self.procs, self.stderrs, strict=True):
+                if proc.poll() is not None:
+                    err.seek(0)
+                    raise RuntimeError(f"a Kafka node exited: {err.read()[-2000:]!r}")
+            with contextlib.suppress(Exception):
+                if len(self.admin().list_topics(timeout=1).brokers) == 3:
+                    return
+            time.sleep(0.2)
+        raise RuntimeError("the Kafka cluster did not show three brokers within 180 s")
+
+    cpu_seconds = ProcessGroup.cpu_seconds
+    status_kib = ProcessGroup.status_kib
+
+    def stop(self) -> None:
+        self._admin = None
+        for proc in self.procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for err in self.stderrs:
+            err.close()
 
 
 # ---------------------------------------------------------------- the tools every row shares
@@ -696,6 +841,25 @@ def java_e2e(peer: Peer, b: Bench) -> tuple[float, ...]:
     return (float(avg.group(1)), *(float(x) for x in pcts.groups()))
 
 
+def idle_partitions_rss(topics: int, partitions: int) -> Callable[[Peer, Bench], float]:
+    """VmRSS (MiB) once ``topics`` times ``partitions`` empty partitions exist and
+    the broker has sat idle with them for a few seconds (its index files
+    mapped, its per-partition state made): the memory a broker holding many
+    quiet partitions costs."""
+
+    def run(peer: Peer, b: Bench) -> float:
+        names = [b.topic(f"idle{i}") for i in range(topics)]
+        for name in names:
+            peer.create_topic(name, partitions)
+        time.sleep(5.0)
+        rss = peer.status_kib("VmRSS") / 1024
+        for name in names:
+            peer.delete_topic(name)
+        return rss
+
+    return run
+
+
 ROWS: dict[str, Row] = {}
 
 
@@ -781,11 +945,46 @@ row(
     e2e_latency("all", 10_000),
 )
 row(
+    "e2e-50k",
+    "end-to-end latency at 50k rec/s, acks=1: p50 / p99 / p99.9",
+    "ms",
+    False,
+    e2e_latency("1", 50_000),
+)
+row(
+    "idle-1000",
+    "broker RSS with 1,000 idle partitions (10 topics of 100)",
+    "MiB",
+    False,
+    idle_partitions_rss(10, 100),
+)
+row(
     "java-e2e",
     "EndToEndLatency tool, 1 at a time, acks=1: avg / p50 / p99 / p99.9",
     "ms",
     False,
     java_e2e,
+)
+
+
+# Three brokers of each kind, replication factor 3 (`--cluster`).
+CLUSTER_ROWS: dict[str, Row] = {}
+for _acks, _parts in (("1", 1), ("all", 1), ("all", 6)):
+    CLUSTER_ROWS[f"rf3-produce-{_acks}-{_parts}"] = Row(
+        f"RF 3: produce 1 KiB, acks={_acks}, {_parts} partition{'s' * (_parts > 1)}"
+        " (confluent-kafka)",
+        "MB/s",
+        True,
+        produce_row(KiB, _acks, _parts),
+    )
+CLUSTER_ROWS["rf3-consume-1"] = Row(
+    "RF 3: consume 1 KiB, 1 partition (confluent-kafka, assign)", "MB/s", True, consume_row(1)
+)
+CLUSTER_ROWS["rf3-e2e-all"] = Row(
+    "RF 3: end-to-end latency at 10k rec/s, acks=all: p50 / p99 / p99.9",
+    "ms",
+    False,
+    e2e_latency("all", 10_000),
 )
 
 
@@ -1016,7 +1215,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3, help="runs of each row on each broker")
     parser.add_argument("--seconds", type=float, default=1.0, help="length of a produce row")
-    parser.add_argument("--only", default=",".join(ROWS), help="comma-separated rows")
+    parser.add_argument("--only", default=None, help="comma-separated rows")
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="three brokers of each kind (pylog on ZooKeeper, Kafka on KRaft), RF 3 rows",
+    )
     parser.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     parser.add_argument("--kafka-libs", type=Path, default=None, help="Kafka's jars")
     parser.add_argument(
@@ -1060,13 +1264,14 @@ def main() -> None:
             sys.exit(0 if args.skip_if_missing else 2)
 
     workdir = tempfile.mkdtemp(prefix="pylog-kafka-peer-", dir=args.dir)
-    rows = [ROWS[k] for k in args.only.split(",")]
+    table_rows = CLUSTER_ROWS if args.cluster else ROWS
+    rows = [table_rows[k] for k in (args.only.split(",") if args.only else table_rows)]
     peers: list[Peer] = []
     began = time.monotonic()
     try:
-        pylog = PylogPeer(workdir)
+        pylog: Peer = PylogClusterPeer(workdir) if args.cluster else PylogPeer(workdir)
         peers.append(pylog)
-        kafka = KafkaPeer(workdir, libs)
+        kafka = KafkaClusterPeer(workdir, libs) if args.cluster else KafkaPeer(workdir, libs)
         peers.append(kafka)
         time.sleep(1.0)  # let both settle before taking their idle RSS
         rss0 = {p.name: p.status_kib("VmRSS") for p in peers}
@@ -1102,7 +1307,7 @@ def main() -> None:
                 flush=True,
             )
         rss = {p.name: (rss0[p.name], p.status_kib("VmHWM")) for p in peers}
-        extra = limits(b, pylog)
+        extra = limits(b, pylog) if isinstance(pylog, PylogPeer) else []
         lines = table(rows, b, peers, rss)
     finally:
         for p in peers:
@@ -1110,12 +1315,19 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
     print_table(lines)
+    kind = (
+        "three nodes, each broker and controller, -Xmx1G each; pylog: three brokers and "
+        "ZooKeeper; CPU and RSS summed over each side's processes"
+        if args.cluster
+        else "one JVM, -Xmx1G"
+    )
     print(
         f"\nmedians of {args.reps} runs per broker, alternating which broker goes first; "
-        f"Apache Kafka {kafka_version()} (KRaft, one JVM, -Xmx1G) and pylog up side by side; "
+        f"Apache Kafka {kafka_version()} (KRaft, {kind}) and pylog up side by side; "
         f"{time.monotonic() - began:.0f} s in all"
     )
-    print("limits of this machine, same run:")
+    if extra:
+        print("limits of this machine, same run:")
     for line in extra:
         print(f"  {line}")
 

@@ -25,7 +25,9 @@ from cryptography.x509.oid import NameOID
 
 __all__ = [
     "ADMIN",
+    "PLAIN_MODULE",
     "PLAIN_USERS",
+    "SCRAM_MODULE",
     "Certs",
     "listener_ports",
     "make_certs",
@@ -49,6 +51,7 @@ class Certs:
     client_key: Path  # its key (PEM, unencrypted)
     client_dn: str  # the subject as RFC 2253
     client_p12: Path  # client key and chain as PKCS12 (STORE_PASSWORD)
+    client_keystore: Path  # client key (unencrypted) + chain in one PEM file: Java's ssl.keystore
 
 
 def _name(**parts: str) -> x509.Name:
@@ -126,6 +129,9 @@ def make_certs(directory: Path) -> Certs:
             serialization.NoEncryption(),
         )
     )
+    (directory / "client.keystore.pem").write_bytes(
+        (directory / "client.key").read_bytes() + (directory / "client.pem").read_bytes()
+    )
     (directory / "client.p12").write_bytes(
         pkcs12.serialize_key_and_certificates(
             b"alice",
@@ -144,6 +150,7 @@ def make_certs(directory: Path) -> Certs:
         client_key=directory / "client.key",
         client_dn="CN=alice,OU=eng,O=pylog",
         client_p12=directory / "client.p12",
+        client_keystore=directory / "client.keystore.pem",
     )
 
 

@@ -135,6 +135,48 @@ def test_partition_state_conditional_write_race(clients: Callable[..., KafkaZkCl
         b.create_topic("t", TopicReplicaAssignment("id2", {0: [2]}), {})
 
 
+def test_partition_states_in_batches(clients: Callable[..., KafkaZkClient]) -> None:
+    """The controller's pipelined calls, through a window of 3 requests in
+    flight: per-partition answers, in order, and the same fencing as one at a
+    time."""
+    zk, other = clients(max_in_flight_requests=3), clients()
+    parts = 40
+    zk.create_topic("t", TopicReplicaAssignment("id", {p: [1, 2] for p in range(parts)}), {})
+    _, epoch_version = zk.register_controller_and_increment_epoch(1)
+    # One state is there already (an earlier controller's): not created again.
+    other.create_partition_state("t", 7, LeaderAndIsr(2, 3, [2], 1))
+    created = zk.create_partition_states(
+        [("t", p, LeaderAndIsr(1 + p % 2, 0, [1, 2], 1)) for p in range(parts)]
+    )
+    assert created == [p != 7 for p in range(parts)]
+
+    states = zk.get_partition_states([("t", p) for p in range(parts)] + [("gone", 0)])
+    assert states[-1] is None
+    assert [(s.leader, s.leader_epoch, s.zk_version) for s in states[:-1] if s] == [
+        (2, 3, 0) if p == 7 else (1 + p % 2, 0, 0) for p in range(parts)
+    ]
+
+    # A leader changes partition 5's ISR first: that write loses, the rest win.
+    assert other.update_leader_and_isr("t", 5, LeaderAndIsr(2, 0, [2], 1), 0).succeeded
+    writes = [("t", p, LeaderAndIsr(2, 1, [2], 1), 0) for p in range(parts) if p != 7]
+    results = zk.update_leader_and_isrs(writes, controller_epoch_zk_version=epoch_version)
+    assert [r.succeeded for r in results] == [p != 5 for p in range(parts) if p != 7]
+    assert {r.version for r in results if r.succeeded} == {1}
+    after = zk.get_partition_states([("t", p) for p in range(parts)])
+    assert [s.leader_epoch for s in after if s] == [
+        0 if p == 5 else 3 if p == 7 else 1 for p in range(parts)
+    ]
+
+    # Another controller takes the office: every write of the old one is refused.
+    zk.delete_controller()
+    other.register_controller_and_increment_epoch(2)
+    with pytest.raises(ControllerMovedError):
+        zk.update_leader_and_isrs(
+            [("t", 0, LeaderAndIsr(1, 2, [1], 1), 1)], controller_epoch_zk_version=epoch_version
+        )
+    assert zk.get_partition_state("t", 0) == after[0]
+
+
 def test_controller_election_between_two_clients(clients: Callable[..., KafkaZkClient]) -> None:
     a, b = clients(), clients()
     epoch_a, version_a = a.register_controller_and_increment_epoch(1)
@@ -399,3 +441,79 @@ def test_missing_zookeeper_fails_with_the_way_to_install_it(
     monkeypatch.setenv("PYLOG_ZOOKEEPER_CLASSPATH", "/nonexistent/zookeeper.jar")
     with pytest.raises(ZooKeeperUnavailable, match="make tools"):
         ZooKeeperServer().start()
+
+
+def test_zk_store_keeps_client_quotas_in_kafkas_znodes(
+    clients: Callable[..., KafkaZkClient],
+) -> None:
+    """Quotas are /config/users/<u>[/clients/<c>] and /config/clients/<c> as
+    Kafka writes them (a user's SCRAM credentials kept beside); another
+    broker follows through /config/changes, and a quota written by someone
+    else (Kafka's `kafka-configs --zookeeper`) is read the same way."""
+    from pylog.metadata.client_quota_entity import ClientQuotaEntity
+    from pylog.security.scram_credential import ScramCredential
+    from pylog.security.scram_mechanism import ScramMechanism
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        one = await asyncio.to_thread(ZkMetadataStore, clients(), 1, loop=loop)
+        two = await asyncio.to_thread(ZkMetadataStore, clients(), 2, loop=loop)
+        one.start_watching()
+        two.start_watching()
+
+        async def until(pred: Callable[[], bool]) -> None:
+            deadline = loop.time() + WAIT
+            while not pred():
+                assert loop.time() < deadline, "timed out"
+                await asyncio.sleep(0.02)
+
+        sha512 = ScramMechanism.by_name("SCRAM-SHA-512")
+        assert sha512 is not None
+        cred = ScramCredential(b"salt", b"s" * 64, b"k" * 64, 4096)
+        await asyncio.to_thread(one.alter_user_scram_credentials, {"alice": {sha512: cred}})
+        alice = ClientQuotaEntity.of("alice")
+        alice_etl = ClientQuotaEntity.of("alice", "etl app")
+        default_client = ClientQuotaEntity.of(client_id=None)
+        await asyncio.to_thread(
+            one.alter_client_quotas,
+            {
+                alice: {"producer_byte_rate": 1024.0, "request_percentage": 50.0},
+                alice_etl: {"consumer_byte_rate": 2048.0},
+                default_client: {"producer_byte_rate": 512.0},
+            },
+        )
+        zk = one.zk
+        assert zk.get_entity_config("users", "alice") == {
+            "SCRAM-SHA-512": cred.to_string(),
+            "producer_byte_rate": "1024",
+            "request_percentage": "50.0",
+        }
+        assert zk.get_entity_config("users", "alice/clients/etl%20app") == {
+            "consumer_byte_rate": "2048"
+        }
+        assert zk.get_entity_config("clients", "<default>") == {"producer_byte_rate": "512"}
+        want = {
+            alice: {"producer_byte_rate": 1024.0, "request_percentage": 50.0},
+            alice_etl: {"consumer_byte_rate": 2048.0},
+            default_client: {"producer_byte_rate": 512.0},
+        }
+        assert one.client_quotas == want
+        await until(lambda: two.client_quotas == want)
+        assert two.scram_credentials.credentials("alice") == {sha512: cred}
+
+        # removing a quota keeps the credentials; Kafka's own writes are read too
+        await asyncio.to_thread(one.alter_client_quotas, {alice: {"producer_byte_rate": None}})
+        await asyncio.to_thread(
+            zk.set_entity_config, "users", "<default>/clients/<default>",
+            {"consumer_byte_rate": "4096"},
+        )  # fmt: skip
+        want[alice] = {"request_percentage": 50.0}
+        want[ClientQuotaEntity.of(None, None)] = {"consumer_byte_rate": 4096.0}
+        await until(lambda: two.client_quotas == want and one.client_quotas == want)
+        assert two.scram_credentials.credentials("alice") == {sha512: cred}
+        three = await asyncio.to_thread(ZkMetadataStore, clients(), 3, loop=loop)
+        assert three.client_quotas == want  # loaded at start-up
+        for store in (one, two, three):
+            store.close()
+
+    asyncio.run(scenario())

@@ -23,7 +23,15 @@ from typing import Any
 
 import pytest
 from broker_process import BrokerProcess, topic_name
-from security_support import Certs, listener_ports, make_certs, secure_listeners
+from java_client import run_java
+from security_support import (
+    PLAIN_MODULE,
+    SCRAM_MODULE,
+    Certs,
+    listener_ports,
+    make_certs,
+    secure_listeners,
+)
 
 SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-scram-secret"
 PLAIN_USER, PLAIN_PASSWORD = "alice", "alice-secret"
@@ -328,12 +336,54 @@ def kcat_wrong(s: Secured, setup: tuple[Any, ...]) -> str:
     return out.stderr.decode(errors="replace")
 
 
+# ---- the Java client (kafka-clients), with Kafka's client properties
+
+
+def java_props(s: Secured, listener: str, mechanism: str | None, user: str | None,
+               password: str | None) -> list[str]:  # fmt: skip
+    props = {"security.protocol": listener}
+    if listener.endswith("SSL"):
+        # KIP-651: PEM files straight into the Java client, no keytool
+        props.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(s.certs.ca)})
+    if listener == "SSL":
+        props.update({"ssl.keystore.type": "PEM",
+                      "ssl.keystore.location": str(s.certs.client_keystore)})  # fmt: skip
+    if mechanism:
+        module = SCRAM_MODULE if mechanism.startswith("SCRAM") else PLAIN_MODULE
+        props.update({"sasl.mechanism": mechanism, "sasl.jaas.config":
+                      f'{module} required username="{user}" password="{password}";'})  # fmt: skip
+    return [arg for k, v in props.items() for arg in ("--property", f"{k}={v}")]
+
+
+def java_round_trip(s: Secured, setup: tuple[Any, ...]) -> list[bytes]:
+    topic = topic_name("java")
+    props = java_props(s, *setup)
+    address = s.address(setup[0])
+    run_java("produce", "--bootstrap", address, "--topic", topic, "--count", str(COUNT),
+             "--value-prefix", "secured-", *props).check()  # fmt: skip
+    consumed = run_java("consume", "--bootstrap", address, "--topic", topic, "--assign", "0",
+                        "--count", str(COUNT), *props).check()  # fmt: skip
+    return [str(line["value"]).encode() for line in consumed.of("record")]
+
+
+def java_wrong(s: Secured, setup: tuple[Any, ...]) -> str:
+    result = run_java("produce", "--bootstrap", s.address(setup[0]), "--topic", "never",
+                      "--count", "1", "--property", "max.block.ms=20000",
+                      *java_props(s, *setup))  # fmt: skip
+    assert result.returncode != 0, result.lines
+    failures = result.of("failed") or result.of("error")
+    assert failures, result.lines
+    assert failures[0]["error"] == "SaslAuthenticationException", failures[0]
+    return str(failures[0]["message"])
+
+
 CLIENTS: dict[str, tuple[Callable[[Secured, tuple[Any, ...]], list[bytes]],
                          Callable[[Secured, tuple[Any, ...]], str]]] = {
     "confluent-kafka": (ck_round_trip, ck_wrong),
     "kafka-python": (kp_round_trip, kp_wrong),
     "aiokafka": (ak_round_trip, ak_wrong),
     "kcat": (kcat_round_trip, kcat_wrong),
+    "java": (java_round_trip, java_wrong),
 }  # fmt: skip
 
 
@@ -422,3 +472,41 @@ def test_describe_configs_hides_the_secrets(secured: Secured) -> None:
     assert not entries["ssl.keystore.location"].is_sensitive
     assert not any(name.startswith("listener.name.") for name in entries)
     assert all("secret" not in (e.value or "") for e in entries.values())
+
+
+def test_the_request_log_names_each_requests_principal(secured: Secured) -> None:
+    """pylog.request (DEBUG), Kafka's kafka.request.logger: the SASL user on
+    SASL_SSL and SASL_PLAINTEXT, User:ANONYMOUS on PLAINTEXT, with the listener."""
+    from confluent_kafka.admin import AdminClient
+
+    for setup in ("sasl_ssl_scram512", "sasl_plaintext_plain"):
+        conf = ck_conf(secured, *SETUPS[setup])
+        assert AdminClient(conf).list_topics(timeout=20).brokers
+    assert (
+        AdminClient({"bootstrap.servers": secured.address("PLAINTEXT")})
+        .list_topics(timeout=20)
+        .brokers
+    )
+    want = {
+        "SASL_SSL": "principal User:alice:",
+        "SASL_PLAINTEXT": "principal User:alice:",
+        "PLAINTEXT": "principal User:ANONYMOUS:",
+    }
+    found: dict[str, list[str]] = {}
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        log = secured.log_text().splitlines()
+        found = {
+            listener: [
+                line
+                for line in log
+                if "Completed request Metadata " in line and f"listener {listener})" in line
+            ]
+            for listener in want
+        }
+        if all(found.values()):
+            break
+        time.sleep(0.1)
+    for listener, principal in want.items():
+        assert found[listener], f"no Metadata request logged on {listener}"
+        assert all(principal in line for line in found[listener]), found[listener][:3]

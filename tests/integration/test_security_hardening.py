@@ -13,6 +13,7 @@ and the close of a connection that let its session expire).
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import socket
 import ssl
@@ -269,16 +270,57 @@ def test_a_sasl_exchange_cut_off_mid_frame_leaves_the_broker_serving(
 ) -> None:
     # SaslAuthenticate's frame promises 200 bytes, 20 arrive, the client goes.
     conn = hardened.connect("SASL_SSL")
+    ports = [conn.sock.getsockname()[1]]
     assert handshake(conn, "SCRAM-SHA-512").error_code == 0
     conn.sock.sendall(struct.pack(">i", 200) + b"\x00\x24\x00\x01" + b"x" * 16)
     conn.close()
     # the unframed form (SaslHandshake v0): a token frame cut short
     conn = hardened.connect("SASL_PLAINTEXT")
+    ports.append(conn.sock.getsockname()[1])
     assert handshake(conn, "PLAIN", version=0).error_code == 0
     conn.sock.sendall(struct.pack(">i", 100) + b"\0alice\0")
     conn.close()
+    for port in ports:  # one line each, naming the abandoned login
+        lines = hardened.lines_about(port, "closed by the client during SASL authentication")
+        assert len(lines) == 1, lines
+        assert "during SASL authentication (authenticating" in lines[0]
     hardened.still_serving()
     assert "Traceback" not in hardened.log.read_text()
+
+
+def test_bad_input_closes_only_its_own_connection(hardened: Hardened) -> None:
+    """A client logged in before the bad input keeps its connection through
+    all of it: a request before authenticating, a truncated SCRAM exchange,
+    garbage instead of a TLS handshake."""
+    keeper = KafkaConnection(
+        hardened.address("SASL_PLAINTEXT"),
+        timeout=20,
+        authenticate=lambda c: authenticate_blocking(
+            c.request,
+            ClientSecurity("SASL_PLAINTEXT", sasl_mechanism="PLAIN", username="alice",
+                           password=PLAIN_USERS["alice"]),
+        ),
+    )  # fmt: skip
+    with keeper:
+        assert keeper.request(ApiKey.METADATA, 9, {"topics": []}, MetadataResponse).brokers
+        early = hardened.connect("SASL_SSL")
+        early.send(ApiKey.METADATA, 9, {"topics": None})
+        truncated = hardened.connect("SASL_SSL")
+        assert handshake(truncated, "SCRAM-SHA-512").error_code == 0
+        assert authenticate(truncated, b"n,,n=ali").error_code == (
+            ErrorCode.SASL_AUTHENTICATION_FAILED
+        )
+        with socket.create_connection(("127.0.0.1", hardened.ports["SSL"]), timeout=10) as s:
+            s.sendall(os.urandom(64))
+            s.settimeout(10)
+            with contextlib.suppress(ConnectionError):
+                while s.recv(4096):
+                    pass
+        assert closed(early) and closed(truncated)
+        early.close()
+        truncated.close()
+        # the same socket as before, still answered
+        assert keeper.request(ApiKey.METADATA, 9, {"topics": []}, MetadataResponse).brokers
 
 
 def test_a_plain_token_without_separators_is_refused(hardened: Hardened) -> None:

@@ -15,6 +15,8 @@ from the handlers of each concern, as Kafka splits them:
   them the network layer's authenticator answers);
 * ``scram_apis`` — DescribeUserScramCredentials, AlterUserScramCredentials;
 * ``acl_apis`` — CreateAcls, DescribeAcls, DeleteAcls;
+* ``client_quota_apis`` — DescribeClientQuotas, AlterClientQuotas (DESCRIBE_CONFIGS /
+  ALTER_CONFIGS on the cluster, as Kafka);
 * ``controller_apis`` — the controller's LeaderAndIsr, UpdateMetadata and
   StopReplica (replication between brokers), and what is asked of the
   controller: ControlledShutdown, ElectLeaders, AlterPartitionReassignments,
@@ -30,19 +32,27 @@ and refused with CLUSTER_AUTHORIZATION_FAILED before their handler runs.
 A handler that must wait (acks=-1, a Fetch below min_bytes) calls
 ``request.mark_local_complete()`` first, so the connection's next request may
 start while this one waits in the purgatory.
+
+Client quotas are applied here, to every handler's answer, as Kafka's
+KafkaApis and RequestHandlerHelper apply them (``_within_quotas``): the
+request time of every request, the bytes of a Produce, the bytes of a Fetch's
+answer — a Fetch over its quota is answered with no data, to be fetched again
+once the client has waited.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import TypeAlias, TypeVar
 
 from pylog.broker.acl_apis import AclApis
 from pylog.broker.auth_helper import AuthHelper
+from pylog.broker.client_quota_apis import ClientQuotaApis
 from pylog.broker.cluster_apis import ClusterApis
 from pylog.broker.config_apis import ConfigApis
 from pylog.broker.controller_apis import ControllerApis
@@ -74,6 +84,8 @@ from pylog.protocol import (
     served_versions,
 )
 from pylog.protocol.messages import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -91,6 +103,8 @@ from pylog.protocol.messages import (
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeAclsRequest,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
@@ -126,6 +140,12 @@ from pylog.protocol.messages import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from pylog.protocol.messages.alter_client_quotas_response import (
+    EntityData as AlterQuotaEntity,
+)
+from pylog.protocol.messages.alter_client_quotas_response import (
+    EntryData as AlterQuotaEntry,
+)
 from pylog.protocol.messages.alter_user_scram_credentials_response import (
     AlterUserScramCredentialsResult,
 )
@@ -135,6 +155,7 @@ from pylog.security.acl_authorizer import AclAuthorizer
 from pylog.security.acl_operation import AclOperation
 from pylog.server.config import KafkaConfig
 from pylog.server.producer_id_manager import ProducerIdManager
+from pylog.server.quota_factory import QuotaManagers, now_ms
 from pylog.server.replica_manager import ReplicaManager
 
 __all__ = ["Handler", "KafkaApis", "Route"]
@@ -178,6 +199,16 @@ _Call: TypeAlias = Callable[[], Awaitable[Body | None]]
 #: below it a request holds at most some 30,000 elements, milliseconds of decoding.
 OFF_LOOP_DECODE_BYTES = 32 * 1024
 
+#: Kafka's cluster actions, answered without throttling (sendResponseExemptThrottle).
+_THROTTLE_EXEMPT = frozenset(
+    {
+        ApiKey.LEADER_AND_ISR,
+        ApiKey.STOP_REPLICA,
+        ApiKey.UPDATE_METADATA,
+        ApiKey.CONTROLLED_SHUTDOWN,
+    }
+)
+
 _SOFTWARE_NAME = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
@@ -194,8 +225,10 @@ class KafkaApis:
         controller: Callable[[], KafkaController | None] | None = None,
         is_controller: Callable[[], bool] = lambda: True,
         authorizer: AclAuthorizer | None = None,
+        quotas: QuotaManagers | None = None,
     ) -> None:
         self.config = config
+        self.quotas = quotas
         self.replica_manager = replica_manager
         self.metadata_store = metadata_store
         self.group_coordinator = group_coordinator
@@ -230,6 +263,7 @@ class KafkaApis:
             AclOperation.DESCRIBE,
         )
         _CAF = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        client_quotas = ClientQuotaApis(metadata_store)
         handlers: dict[int, Route] = {
             ApiKey.PRODUCE: Route(ProduceRequest, data.handle_produce_request),
             ApiKey.FETCH: Route(FetchRequest, data.handle_fetch_request),
@@ -269,6 +303,38 @@ class KafkaApis:
             ApiKey.DESCRIBE_ACLS: Route(DescribeAclsRequest, acls.handle_describe_acls_request),
             ApiKey.CREATE_ACLS: Route(CreateAclsRequest, acls.handle_create_acls_request),
             ApiKey.DELETE_ACLS: Route(DeleteAclsRequest, acls.handle_delete_acls_request),
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: Route(
+                DescribeClientQuotasRequest,
+                gated(
+                    AclOperation.DESCRIBE_CONFIGS,
+                    client_quotas.handle_describe_client_quotas_request,
+                    lambda r, b: DescribeClientQuotasResponse(
+                        error_code=_CAF, error_message=_CLUSTER_REFUSED, entries=None
+                    ),
+                ),
+            ),
+            ApiKey.ALTER_CLIENT_QUOTAS: Route(
+                AlterClientQuotasRequest,
+                gated(
+                    AclOperation.ALTER_CONFIGS,
+                    client_quotas.handle_alter_client_quotas_request,
+                    lambda r, b: AlterClientQuotasResponse(
+                        entries=[
+                            AlterQuotaEntry(
+                                error_code=_CAF,
+                                error_message=_CLUSTER_REFUSED,
+                                entity=[
+                                    AlterQuotaEntity(
+                                        entity_type=x.entity_type, entity_name=x.entity_name
+                                    )
+                                    for x in e.entity
+                                ],
+                            )
+                            for e in b.entries
+                        ]
+                    ),
+                ),
+            ),
             ApiKey.API_VERSIONS: Route(ApiVersionsRequest, self.handle_api_versions_request),
             ApiKey.CREATE_TOPICS: Route(CreateTopicsRequest, topics.handle_create_topics_request),
             ApiKey.DELETE_TOPICS: Route(DeleteTopicsRequest, topics.handle_delete_topics_request),
@@ -434,12 +500,69 @@ class KafkaApis:
         except InvalidRequestError as e:
             raise CloseConnection(f"malformed request (api key {key}): {e}") from e
         response = await call()
+        quotas = self.quotas
+        if (
+            quotas is not None
+            and key not in _THROTTLE_EXEMPT
+            and not request.quota_exempt
+            and quotas.any_enabled()
+        ):
+            return self._within_quotas(quotas, request, response)
         if response is None:
             return None
         if len(request.frame) < OFF_LOOP_DECODE_BYTES:
             return list(encode_response(header, response))
         # a large request may have asked for a large answer (one entry per element)
         return list(await self._on_codec_thread(encode_response, header, response))
+
+    def _within_quotas(
+        self, quotas: QuotaManagers, request: Request, response: Body | None
+    ) -> list[Chunk] | None:
+        """Record the request against its client's quotas; answer with the
+        throttle time they call for (and mute the connection as long)."""
+        header = request.header
+        principal, client_id, now = request.principal, header.client_id or "", now_ms()
+        local_ns = (request.local_complete_ns or time.monotonic_ns()) - request.dequeued_ns
+        # ClientRequestQuotaManager's unit: percent of one thread for one second
+        request_throttle = quotas.request.maybe_record_and_get_throttle_time_ms(
+            principal, client_id, max(local_ns, 0) * 100 / 1e9, now
+        )
+        throttle, by = request_throttle, quotas.request
+        chunks: list[Chunk] | None = None
+        if header.api_key == ApiKey.PRODUCE:
+            produce = quotas.produce.maybe_record_and_get_throttle_time_ms(
+                principal, client_id, request.size, now
+            )
+            if produce > throttle:
+                throttle, by = produce, quotas.produce
+        elif header.api_key == ApiKey.FETCH and isinstance(response, Mapping):
+            chunks = list(encode_response(header, response))
+            size = sum(len(c) for c in chunks)
+            fetch = quotas.fetch.maybe_record_and_get_throttle_time_ms(
+                principal, client_id, size, now
+            )
+            if fetch > throttle:
+                throttle, by = fetch, quotas.fetch
+            if throttle > 0:
+                # Kafka answers a throttled Fetch with no data (the client
+                # fetches the same offsets again later), and takes its bytes back.
+                quotas.fetch.unrecord(principal, client_id, size, now)
+                response = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+                            "responses": []}  # fmt: skip
+                chunks = None
+        if throttle > 0:
+            by.record_throttle(principal, client_id, throttle, now)
+            request.throttle_ms = throttle
+            if isinstance(response, Struct):
+                if "throttle_time_ms" in response._fields:
+                    response.throttle_time_ms = throttle  # type: ignore[attr-defined]
+            elif isinstance(response, MutableMapping) and "throttle_time_ms" in response:
+                response["throttle_time_ms"] = throttle
+        if response is None:
+            return None
+        if chunks is None:
+            chunks = list(encode_response(header, response))
+        return chunks
 
     async def _decode_off_loop(self, request: Request, route: Route) -> _Call:
         """Decode a large frame on the codec's worker thread (its answer is encoded

@@ -79,6 +79,7 @@ from pylog.server.broker_metadata_checkpoint import (
     write_broker_metadata,
 )
 from pylog.server.config import KafkaConfig
+from pylog.server.quota_factory import QuotaManagers
 from pylog.server.replica_fetcher_thread import ReplicaFetcherConfig
 from pylog.server.replica_manager import ReplicaManager
 from pylog.server.zk_alter_isr_manager import ZkAlterIsrManager
@@ -172,6 +173,8 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     server.replica_manager = replica_manager
     coordinator = GroupCoordinator(server.config, replica_manager, store)
     server.authorizer = authorizer_from_config(config, store)
+    quotas = QuotaManagers(config, store)
+    quotas.register_metrics(server.metrics)
     apis = KafkaApis(
         server.config,
         replica_manager,
@@ -184,6 +187,7 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
             or (server.controller is not None and server.controller.is_active)
         ),
         authorizer=server.authorizer,
+        quotas=quotas,
     )
     coordinator.register_metrics(server.metrics)
     coordinator.startup()

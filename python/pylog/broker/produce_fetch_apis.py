@@ -195,6 +195,7 @@ class ProduceFetchApis:
             replica_id = state.replica_id if state is not None else -1
         else:
             replica_id = body.replica_id
+        request.quota_exempt = replica_id >= 0  # replication is not a client's usage
         session_id = body.session_id
         session_epoch = body.session_epoch
         if session_id != 0:

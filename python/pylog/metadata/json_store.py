@@ -8,9 +8,10 @@ Two files in the first log directory:
   (the format pylog has always written, so an older store loads unchanged),
   the SCRAM users' credentials too (``scram_users``: user → mechanism →
   Kafka's credential string — salt, stored key, server key, iterations; never
-  a password), and the ACLs (``acls``: one entry per resource pattern, its
-  entries in ZooKeeper's JSON). Both files are created readable by the
-  broker's user only.
+  a password), the ACLs (``acls``: one entry per resource pattern, its
+  entries in ZooKeeper's JSON) and the client quotas (``client_quotas``: one
+  entry per user, client-id or user and client-id entity). Both files are
+  created readable by the broker's user only.
   It is only ever replaced whole: written to a temporary file, fsynced,
   renamed over the old one, the directory fsynced.
 * ``pylog-metadata.journal``, the changes since that snapshot: one line per
@@ -61,6 +62,7 @@ from pylog.errors import (
 )
 from pylog.log.checkpoint import fsync_dir
 from pylog.logsafe import quoted
+from pylog.metadata.client_quota_entity import ClientQuotaEntity
 from pylog.metadata.store import (
     Listener,
     MetadataEvent,
@@ -100,6 +102,10 @@ def _topic_doc(t: TopicMetadata) -> dict[str, Any]:
         "replication_factor": t.replication_factor,
         "configs": t.configs,
     }
+
+
+def _quota_doc(entity: ClientQuotaEntity, values: Mapping[str, float]) -> dict[str, Any]:
+    return {"user": entity.user, "client_id": entity.client_id, "values": dict(values)}
 
 
 def _topic_of(name: str, t: Mapping[str, Any]) -> TopicMetadata:
@@ -178,6 +184,8 @@ class JsonMetadataStore(MetadataStore):
                 self._apply_scram(str(user), creds)
             for item in doc.get("acls") or []:
                 self._apply_acls(item)
+            for entry in doc.get("client_quotas") or []:
+                self._apply_quota(entry)
             return str(doc["cluster_id"])
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise KafkaStorageError(f"{self._path} is not a pylog metadata document: {e}") from e
@@ -241,6 +249,8 @@ class JsonMetadataStore(MetadataStore):
             self._apply_scram(str(op["scram"]), op["creds"])
         elif "acl" in op:
             self._apply_acls(op["acl"])
+        elif "quota" in op:
+            self._apply_quota(op["quota"])
         else:
             raise ValueError(f"unknown journal entry {op!r}")
 
@@ -262,6 +272,16 @@ class JsonMetadataStore(MetadataStore):
             PatternType.parse(str(item["patternType"])),
         )
         self.acl_cache.set(pattern, acls_from_doc(item["acls"]))
+
+    def _apply_quota(self, entry: Mapping[str, Any]) -> None:
+        """One entity's quotas as the document holds them (all of them)."""
+        user, client_id = entry.get("user"), entry.get("client_id")
+        entity = ClientQuotaEntity(
+            None if user is None else str(user), None if client_id is None else str(client_id)
+        )
+        entity.path()  # an entity with neither part is not a document of this store
+        values = {str(k): float(v) for k, v in (entry.get("values") or {}).items()}
+        self._set_entity_quotas(entity, values)
 
     def _open_journal(self) -> None:
         try:
@@ -291,6 +311,11 @@ class JsonMetadataStore(MetadataStore):
         acls = [_acl_item(p, e) for p, e in sorted(self.acl_cache.snapshot().items())]
         if acls:
             doc["acls"] = acls
+        quotas = [_quota_doc(e, v) for e, v in self.client_quotas.items()]
+        if quotas:
+            doc["client_quotas"] = sorted(
+                quotas, key=lambda q: (q["user"] or "", q["client_id"] or "")
+            )
         data = json.dumps(doc, indent=1, sort_keys=True).encode()
         tmp = self._path + ".tmp"
         try:
@@ -409,6 +434,30 @@ class JsonMetadataStore(MetadataStore):
                 self.acl_cache.set(pattern, new)
                 self._maybe_compact()
             return new
+
+    # ------------------------------------------------------------------ client quotas
+
+    def alter_client_quotas(
+        self, changes: Mapping[ClientQuotaEntity, Mapping[str, float | None]]
+    ) -> None:
+        with self._lock:
+            ops: list[Op] = []
+            updated: dict[ClientQuotaEntity, dict[str, float]] = {}
+            for entity, per_key in changes.items():
+                values = dict(self.client_quotas.get(entity, {}))
+                for key, value in per_key.items():
+                    if value is None:
+                        values.pop(key, None)
+                    else:
+                        values[key] = value
+                updated[entity] = values
+                ops.append({"quota": _quota_doc(entity, values)})
+            if not ops:
+                return
+            self._append(ops)
+            for entity, values in updated.items():
+                self._set_entity_quotas(entity, values)
+            self._maybe_compact()
 
     # ------------------------------------------------------------------ listeners
 

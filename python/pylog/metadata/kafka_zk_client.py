@@ -39,6 +39,7 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -197,6 +198,7 @@ class KafkaZkClient:
         self.connect_string = connect
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        self.max_in_flight_requests = max(1, max_in_flight_requests)
         hosts, _, chroot = connect.partition("/")
         self._chroot = "/" + chroot.strip("/") if chroot.strip("/") else ""
         self._hosts = hosts
@@ -207,7 +209,7 @@ class KafkaZkClient:
             command_retry={"max_tries": 0},
         )
         self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max(1, max_in_flight_requests), thread_name_prefix="pylog-zk"
+            max_workers=self.max_in_flight_requests, thread_name_prefix="pylog-zk"
         )
         self._handlers: dict[str, _Handler] = {}
         self._handlers_lock = threading.Lock()
@@ -385,6 +387,37 @@ class KafkaZkClient:
         except (BadVersionError, NoNodeError):
             return ConditionalUpdate(False, -1)
         return ConditionalUpdate(True, int(stat.version))
+
+    def _pipelined(self, what: str, requests: Sequence[Callable[[], Any]]) -> list[Any]:
+        """Run kazoo ``*_async`` requests with up to ``max_in_flight_requests``
+        in flight at once on the session, rather than one round trip after
+        another (Kafka's ZooKeeperClient.handleRequests). ZooKeeper answers a
+        session's requests in order, so waiting on the oldest keeps the window
+        full. Each result is the request's value, or its NoNode / NodeExists /
+        BadVersion / NotEmpty error; any other error (the connection, the
+        session) raises ZkError for the whole call."""
+        results: list[Any] = [None] * len(requests)
+        in_flight: deque[tuple[int, Any]] = deque()
+
+        def settle() -> None:
+            i, pending = in_flight.popleft()
+            try:
+                results[i] = pending.get()
+            except (NoNodeError, NodeExistsError, BadVersionError, NotEmptyError) as e:
+                results[i] = e
+            except (KazooException, KazooTimeoutError) as e:
+                raise _translate(e, what) from e
+
+        for i, request in enumerate(requests):
+            if len(in_flight) >= self.max_in_flight_requests:
+                settle()
+            try:
+                in_flight.append((i, request()))
+            except (KazooException, KazooTimeoutError) as e:
+                raise _translate(e, what) from e
+        while in_flight:
+            settle()
+        return results
 
     def _commit(self, what: str, build: Callable[[Any], None]) -> list[Any]:
         """Run a multi-op transaction; raise the first failed operation's error."""
@@ -628,6 +661,110 @@ class KafkaZkClient:
         if isinstance(results[1], Exception):
             return ConditionalUpdate(False, -1)
         return ConditionalUpdate(True, int(results[1].version))
+
+    def get_partition_states(
+        self, partitions: Sequence[tuple[str, int]]
+    ) -> list[LeaderAndIsr | None]:
+        """:meth:`get_partition_state` of many partitions, pipelined (Kafka's
+        getTopicPartitionStatesRaw): what a controller reads before it elects
+        leaders or shrinks ISRs for all of a dead broker's partitions."""
+        paths = [TopicPartitionStateZNode.path(t, p) for t, p in partitions]
+        got = self._pipelined(
+            "get partition states",
+            [partial(self._zk.get_async, path) for path in paths],
+        )
+        out: list[LeaderAndIsr | None] = []
+        for (topic, partition), r in zip(partitions, got, strict=True):
+            if isinstance(r, Exception):
+                out.append(None)
+            else:
+                data, stat = r
+                out.append(
+                    TopicPartitionStateZNode.decode(
+                        topic, partition, bytes(data or b""), int(stat.version)
+                    )
+                )
+        return out
+
+    def create_partition_states(
+        self, states: Sequence[tuple[str, int, LeaderAndIsr]]
+    ) -> list[bool]:
+        """:meth:`create_partition_state` of many partitions, pipelined (Kafka's
+        createTopicPartitionStatesRaw): each topic's ``partitions`` znode, each
+        partition's znode, then the states. True where the state was created,
+        False where one was there already."""
+        what = "create partition states"
+        topics = sorted({t for t, _, _ in states})
+        self._pipelined(
+            what,
+            [
+                partial(self._zk.create_async, TopicPartitionsZNode.path(t), b"", makepath=True)
+                for t in topics
+            ],
+        )
+        self._pipelined(
+            what,
+            [
+                partial(self._zk.create_async, TopicPartitionZNode.path(t, p), b"", makepath=True)
+                for t, p, _ in states
+            ],
+        )
+        created = self._pipelined(
+            what,
+            [
+                partial(
+                    self._zk.create_async,
+                    TopicPartitionStateZNode.path(t, p),
+                    TopicPartitionStateZNode.encode(state),
+                )
+                for t, p, state in states
+            ],
+        )
+        for r in created:
+            if isinstance(r, Exception) and not isinstance(r, NodeExistsError):
+                raise _translate(r, what)
+        return [not isinstance(r, NodeExistsError) for r in created]
+
+    def update_leader_and_isrs(
+        self,
+        updates: Sequence[tuple[str, int, LeaderAndIsr, int]],
+        *,
+        controller_epoch_zk_version: int,
+    ) -> list[ConditionalUpdate]:
+        """:meth:`update_leader_and_isr` of many partitions, pipelined (Kafka's
+        updateLeaderAndIsr): each ``(topic, partition, state,
+        expected_version)`` is one transaction fenced on ``/controller_epoch``'s
+        version. A lost race is that partition's ``succeeded=False``; a moved
+        controller epoch raises ControllerMovedError."""
+
+        def request(topic: str, partition: int, state: LeaderAndIsr, expected: int) -> Any:
+            tx = self._zk.transaction()
+            tx.check(ControllerEpochZNode.path(), controller_epoch_zk_version)
+            tx.set_data(
+                TopicPartitionStateZNode.path(topic, partition),
+                TopicPartitionStateZNode.encode(state),
+                expected,
+            )
+            return tx.commit_async()
+
+        results = self._pipelined(
+            "update partition states", [partial(request, *u) for u in updates]
+        )
+        out: list[ConditionalUpdate] = []
+        for r in results:
+            if isinstance(r, Exception):  # not a transaction's answer: the znode is gone
+                out.append(ConditionalUpdate(False, -1))
+                continue
+            if isinstance(r[0], Exception) and not _rolled_back(r[0]):
+                raise ControllerMovedError(
+                    f"/controller_epoch is no longer at version {controller_epoch_zk_version}: "
+                    "another controller"
+                )
+            if isinstance(r[1], Exception):
+                out.append(ConditionalUpdate(False, -1))
+            else:
+                out.append(ConditionalUpdate(True, int(r[1].version)))
+        return out
 
     # ------------------------------------------------------------------ controller
 

@@ -23,8 +23,10 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from pylog.errors import InvalidTopicError, KafkaError, PolicyViolationError
+from pylog.metadata.client_quota_entity import ClientQuotaEntity
 from pylog.security.access_control_entry import AccessControlEntry
 from pylog.security.acl_cache import AclCache
 from pylog.security.credential_cache import CredentialCache
@@ -302,6 +304,33 @@ class MetadataStore(abc.ABC):
         from the store, retried when someone else changed them meanwhile);
         returns what is stored. :attr:`acl_cache` follows once this returns."""
         raise KafkaError("this metadata store keeps no ACLs")
+
+    # ------------------------------------------------------------------ client quotas
+
+    #: Every quota entity's quotas (key -> value); replaced whole on each change,
+    #: so a reader on another thread always sees one consistent map.
+    _client_quotas: Mapping[ClientQuotaEntity, Mapping[str, float]] = MappingProxyType({})
+
+    @property
+    def client_quotas(self) -> Mapping[ClientQuotaEntity, Mapping[str, float]]:
+        """The quotas of every user and client-id entity that has any, as the
+        quota managers read them on each request: in memory, current with the store."""
+        return self._client_quotas
+
+    def _set_entity_quotas(self, entity: ClientQuotaEntity, values: Mapping[str, float]) -> None:
+        current = dict(self._client_quotas)
+        if values:
+            current[entity] = MappingProxyType(dict(values))
+        else:
+            current.pop(entity, None)
+        self._client_quotas = MappingProxyType(current)
+
+    def alter_client_quotas(
+        self, changes: Mapping[ClientQuotaEntity, Mapping[str, float | None]]
+    ) -> None:
+        """Durably set (a value) or remove (None) quota keys of each entity;
+        validated by the caller. :attr:`client_quotas` follows once this returns."""
+        raise KafkaError("this metadata store keeps no client quotas")
 
     def close(self) -> None:  # noqa: B027 - a store with a connection overrides it
         """Release what the store holds (a connection); nothing for a file."""

@@ -68,6 +68,7 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 from pylog.metadata.admin_utils import assign_replicas_to_brokers
+from pylog.metadata.client_quota_entity import QUOTA_KEYS, ClientQuotaEntity
 from pylog.metadata.kafka_zk_client import (
     KafkaZkClient,
     ZkConnectionError,
@@ -190,6 +191,11 @@ class ZkMetadataStore(MetadataStore):
                     self._put(meta)
             for sanitized in zk.get_children(ConfigEntityTypeZNode.path("users")):
                 self._load_user(sanitized)
+                clients = f"{ConfigEntityTypeZNode.path('users')}/{sanitized}/clients"
+                for client in zk.get_children(clients):
+                    self._load_quotas("users", f"{sanitized}/clients/{client}")
+            for client in zk.get_children(ConfigEntityTypeZNode.path("clients")):
+                self._load_quotas("clients", client)
 
     def start_watching(self) -> None:
         """Follow changes made by others (other brokers, tools)."""
@@ -357,8 +363,11 @@ class ZkMetadataStore(MetadataStore):
                     if entity is not None and entity[0] == "users" and "/" not in entity[1]:
                         self._load_user(entity[1])
                         continue
+                    if entity is not None and entity[0] in ("users", "clients"):
+                        self._load_quotas(*entity)
+                        continue
                     if entity is None or entity[0] != "topics":
-                        continue  # broker, client and quota configs: not kept here yet
+                        continue  # broker and ip configs: not kept here yet
                     meta = self._topics.get(entity[1])
                     if meta is None:
                         continue
@@ -391,10 +400,12 @@ class ZkMetadataStore(MetadataStore):
     # ------------------------------------------------------------------ SCRAM users
 
     def _load_user(self, sanitized: str) -> None:
-        """(Re-)read ``/config/users/<sanitized>``'s SCRAM credentials."""
+        """(Re-)read ``/config/users/<sanitized>``'s SCRAM credentials and quotas."""
         user = urllib.parse.unquote(sanitized)
         creds = {}
-        for key, text in self.zk.get_entity_config("users", sanitized).items():
+        config = self.zk.get_entity_config("users", sanitized)
+        self._apply_quotas("users", sanitized, config)
+        for key, text in config.items():
             mechanism = ScramMechanism.by_name(key)
             if mechanism is None:
                 continue  # a quota (producer_byte_rate, ...)
@@ -404,6 +415,55 @@ class ZkMetadataStore(MetadataStore):
                 _log.warning("/config/users/%s: %s is not a SCRAM credential (%s)",
                              sanitized, key, e)  # fmt: skip
         self.scram_credentials.set_user(user, creds)
+
+    # ------------------------------------------------------------------ client quotas
+
+    def _load_quotas(self, entity_type: str, name: str) -> None:
+        """(Re-)read the quotas of ``/config/<entity_type>/<name>``."""
+        self._apply_quotas(entity_type, name, self.zk.get_entity_config(entity_type, name))
+
+    def _apply_quotas(self, entity_type: str, name: str, config: Mapping[str, str]) -> None:
+        entity = ClientQuotaEntity.from_path(entity_type, name)
+        if entity is None:
+            return
+        values = {}
+        for key in QUOTA_KEYS.keys() & config.keys():
+            try:
+                values[key] = float(config[key])
+            except ValueError:
+                _log.warning("/config/%s/%s: %s is not a number: %r", entity_type, name, key,
+                             config[key])  # fmt: skip
+        self._set_entity_quotas(entity, values)
+
+    def alter_client_quotas(
+        self, changes: Mapping[ClientQuotaEntity, Mapping[str, float | None]]
+    ) -> None:
+        """Per entity, a conditional write of its znode (a user's SCRAM
+        credentials kept) with its change notification, so every broker re-reads
+        it. Kafka writes the byte rates as integers: ``"1024"``, not ``"1024.0"``."""
+        for entity, per_key in changes.items():
+            entity_type, name = entity.path()
+            with _zk_errors(f"storing the quotas of {entity}"):
+                while True:
+                    got = self.zk.get_entity_config_versioned(entity_type, name)
+                    config, version = got if got is not None else ({}, -1)
+                    for key, value in per_key.items():
+                        if value is None:
+                            config.pop(key, None)
+                        elif QUOTA_KEYS.get(key):
+                            config[key] = str(int(value))
+                        else:
+                            config[key] = repr(float(value))
+                    try:
+                        if version < 0:
+                            self.zk.set_entity_config(entity_type, name, config)
+                        else:
+                            self.zk.set_entity_config(entity_type, name, config, version)
+                        break
+                    except (ZkVersionMismatch, ZkNodeExists):
+                        continue  # someone else changed the entity meanwhile: redo on theirs
+            with self._lock:
+                self._apply_quotas(entity_type, name, config)
 
     def alter_user_scram_credentials(
         self, changes: Mapping[str, Mapping[ScramMechanism, ScramCredential | None]]

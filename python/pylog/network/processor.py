@@ -147,6 +147,7 @@ class Processor(asyncio.BufferedProtocol):
         self._write_resumed: asyncio.Event = asyncio.Event()
         self._write_resumed.set()
         self._reading_paused_for: set[str] = set()
+        self._throttled: asyncio.TimerHandle | None = None
         self._closing = False
         self._idle_event: asyncio.Event = asyncio.Event()
         self._idle_event.set()
@@ -236,6 +237,23 @@ class Processor(asyncio.BufferedProtocol):
             self.transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        auth = self.authenticator
+        if (
+            not self._closing
+            and auth is not None
+            and not auth.complete
+            and auth.state != "failed"
+            and (auth.mechanism is not None or self.frame_started_ns)
+        ):
+            # A login the client abandoned (a truncated SASL exchange): one
+            # line, as for a login that fails.
+            _log.info(
+                "connection %s (%s:%s, listener %s) closed by the client during SASL "
+                "authentication (%s%s)",
+                self.connection_id, self.client_host, self.client_port,
+                self.acceptor.spec.name, auth.state,
+                ", in the middle of a frame" if self.frame_started_ns else "",
+            )  # fmt: skip
         self._closing = True
         self.server.forget(self)
         for request in self._pending:
@@ -252,6 +270,9 @@ class Processor(asyncio.BufferedProtocol):
             self._handler_task.cancel()
         if self._writer_task is not None:
             self._writer_task.cancel()
+        if self._throttled is not None:
+            self._throttled.cancel()
+            self._throttled = None
 
     def close(self, reason: str | None = None, *, abort: bool = False) -> None:
         """Close the connection (buffered writes flushed unless ``abort``)."""
@@ -577,6 +598,25 @@ class Processor(asyncio.BufferedProtocol):
         self.bytes_out += response.size
         self.last_active_ns = sent = time.monotonic_ns()
         self.channel.record_sent(response, send_start_ns, sent)
+        if response.request.throttle_ms > 0:
+            self._throttle(response.request.throttle_ms)
+
+    def _throttle(self, throttle_ms: int) -> None:
+        """A client over its quota: read nothing from it for ``throttle_ms``
+        once its answer is out (Kafka's ThrottledChannel, KIP-219); the answer
+        told the client to wait as long."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        if self._throttled is not None:
+            if self._throttled.when() >= until:
+                return
+            self._throttled.cancel()
+        self._pause_reading("throttle")
+        self._throttled = loop.call_at(until, self._end_throttle)
+
+    def _end_throttle(self) -> None:
+        self._throttled = None
+        self._resume_reading("throttle")
 
     def _close_after_answer(self) -> None:
         """The answer that ends the connection (a failed login) is written:

@@ -86,6 +86,11 @@ class Request:
     #: Close the connection once this request's response is written (a failed
     #: authentication: the answer goes out, then the connection closes).
     close_after_response: bool = False
+    #: A client quota was exceeded: after the response (or, with none, after
+    #: handling) the connection is not read for this long (KIP-219's muting).
+    throttle_ms: int = 0
+    #: Not subject to client quotas (a follower's Fetch: Kafka exempts replication).
+    quota_exempt: bool = False
     dequeued_ns: int = 0
     local_complete_ns: int = 0
     response_ready_ns: int = 0

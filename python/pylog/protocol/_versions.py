@@ -129,6 +129,8 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_ACLS: (1, 3),
     ApiKey.CREATE_ACLS: (1, 3),
     ApiKey.DELETE_ACLS: (1, 3),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     # The ZooKeeper controller's requests to brokers, at every version the
     # Kafka 3.x ZooKeeper-mode brokers served (v7 / v8 / v4 are 3.4+'s).
     ApiKey.LEADER_AND_ISR: (0, 7),
@@ -202,4 +204,6 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.DESCRIBE_ACLS: "DescribeAcls",
     ApiKey.CREATE_ACLS: "CreateAcls",
     ApiKey.DELETE_ACLS: "DeleteAcls",
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas",
+    ApiKey.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
 }

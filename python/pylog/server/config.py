@@ -258,6 +258,11 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               "builds.", AtLeast(1024), "medium"),
     ConfigKey("request.timeout.ms", I, 30_000, "Timeout for the broker's own requests.",
               AtLeast(0), "low"),
+    # ---- client quotas (Kafka's ClientQuotaManagerConfig; docs/security.md)
+    ConfigKey("quota.window.num", I, 11, "Samples the client quotas' rates are measured "
+              "over.", AtLeast(1), "low"),
+    ConfigKey("quota.window.size.seconds", I, 1, "Length of each client quota sample.",
+              AtLeast(1), "low"),
     # ---- group coordinator and offset manager (Kafka's names and defaults)
     ConfigKey("offsets.topic.num.partitions", I, 50, "Partitions of __consumer_offsets "
               "(fixed once the topic exists).", AtLeast(1), "high"),

@@ -365,6 +365,24 @@ def test_every_api_refuses_a_principal_without_acls(tmp_path: Any) -> None:
         )
         assert [(x.user, x.error_code) for x in r.results] == [("mallory", CAF)]
         assert core.store.scram_credentials.users() == []
+        r = await call(MALLORY, K.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False})
+        assert r.error_code == CAF
+        r = await call(
+            MALLORY,
+            K.ALTER_CLIENT_QUOTAS,
+            1,
+            {
+                "entries": [
+                    {
+                        "entity": [{"entity_type": "user", "entity_name": "mallory"}],
+                        "ops": [{"key": "producer_byte_rate", "value": 1.0, "remove": False}],
+                    }
+                ],
+                "validate_only": False,
+            },
+        )
+        assert [e.error_code for e in r.entries] == [CAF]
+        assert core.store.client_quotas == {}
         r = await call(
             MALLORY,
             K.DESCRIBE_CLUSTER,

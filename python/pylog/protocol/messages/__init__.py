@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TypeAlias
 
+from pylog.protocol.messages.alter_client_quotas_request import AlterClientQuotasRequest
+from pylog.protocol.messages.alter_client_quotas_response import AlterClientQuotasResponse
 from pylog.protocol.messages.alter_configs_request import AlterConfigsRequest
 from pylog.protocol.messages.alter_configs_response import AlterConfigsResponse
 from pylog.protocol.messages.alter_partition_reassignments_request import (
@@ -45,6 +47,8 @@ from pylog.protocol.messages.delete_topics_request import DeleteTopicsRequest
 from pylog.protocol.messages.delete_topics_response import DeleteTopicsResponse
 from pylog.protocol.messages.describe_acls_request import DescribeAclsRequest
 from pylog.protocol.messages.describe_acls_response import DescribeAclsResponse
+from pylog.protocol.messages.describe_client_quotas_request import DescribeClientQuotasRequest
+from pylog.protocol.messages.describe_client_quotas_response import DescribeClientQuotasResponse
 from pylog.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from pylog.protocol.messages.describe_cluster_response import DescribeClusterResponse
 from pylog.protocol.messages.describe_configs_request import DescribeConfigsRequest
@@ -114,7 +118,8 @@ from pylog.protocol.messages.update_metadata_response import UpdateMetadataRespo
 
 #: Any request class.
 Request: TypeAlias = (
-    AlterConfigsRequest
+    AlterClientQuotasRequest
+    | AlterConfigsRequest
     | AlterPartitionReassignmentsRequest
     | AlterUserScramCredentialsRequest
     | ApiVersionsRequest
@@ -127,6 +132,7 @@ Request: TypeAlias = (
     | DeleteRecordsRequest
     | DeleteTopicsRequest
     | DescribeAclsRequest
+    | DescribeClientQuotasRequest
     | DescribeClusterRequest
     | DescribeConfigsRequest
     | DescribeGroupsRequest
@@ -159,7 +165,8 @@ Request: TypeAlias = (
 
 #: Any response class.
 Response: TypeAlias = (
-    AlterConfigsResponse
+    AlterClientQuotasResponse
+    | AlterConfigsResponse
     | AlterPartitionReassignmentsResponse
     | AlterUserScramCredentialsResponse
     | ApiVersionsResponse
@@ -172,6 +179,7 @@ Response: TypeAlias = (
     | DeleteRecordsResponse
     | DeleteTopicsResponse
     | DescribeAclsResponse
+    | DescribeClientQuotasResponse
     | DescribeClusterResponse
     | DescribeConfigsResponse
     | DescribeGroupsResponse
@@ -242,6 +250,8 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     45: AlterPartitionReassignmentsRequest,
     46: ListPartitionReassignmentsRequest,
     47: OffsetDeleteRequest,
+    48: DescribeClientQuotasRequest,
+    49: AlterClientQuotasRequest,
     50: DescribeUserScramCredentialsRequest,
     51: AlterUserScramCredentialsRequest,
     60: DescribeClusterRequest,
@@ -287,6 +297,8 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     45: AlterPartitionReassignmentsResponse,
     46: ListPartitionReassignmentsResponse,
     47: OffsetDeleteResponse,
+    48: DescribeClientQuotasResponse,
+    49: AlterClientQuotasResponse,
     50: DescribeUserScramCredentialsResponse,
     51: AlterUserScramCredentialsResponse,
     60: DescribeClusterResponse,
@@ -295,6 +307,8 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
 __all__ = [
     "REQUEST_CLASSES",
     "RESPONSE_CLASSES",
+    "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
     "AlterPartitionReassignmentsRequest",
@@ -321,6 +335,8 @@ __all__ = [
     "DeleteTopicsResponse",
     "DescribeAclsRequest",
     "DescribeAclsResponse",
+    "DescribeClientQuotasRequest",
+    "DescribeClientQuotasResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",
