@@ -8,6 +8,7 @@ of them too. A plain user is refused, and its refused records are nowhere."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -105,6 +106,23 @@ def test_acls_on_a_cluster(pylog_zookeeper: ZooKeeperServer, tmp_path: Path) -> 
                 time.sleep(0.2)
 
         seen_everywhere([binding])
+        # and a PREFIXED one through another broker: /kafka-acl-extended
+        prefixed = AclBinding(
+            ResourceType.GROUP, "team-", ResourcePatternType.PREFIXED,
+            "User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW,
+        )  # fmt: skip
+        for f in admins[2].create_acls([prefixed]).values():
+            f.result(timeout=30)
+        seen_everywhere([binding, prefixed])
+        assert cluster._json("/kafka-acl-extended/prefixed/Group/team-") == {
+            "version": 1,
+            "acls": [{"principal": "User:alice", "permissionType": "Allow",
+                      "operation": "Read", "host": "*"}],
+        }  # fmt: skip
+        [change] = cluster._zk().get_children("/kafka-acl-extended-changes")
+        assert json.loads(cluster._zk().get(f"/kafka-acl-extended-changes/{change}")[0]) == {
+            "version": 1, "resourceType": "GROUP", "name": "team-", "patternType": "PREFIXED"
+        }  # fmt: skip
         # Kafka's znode and change notification
         stored = cluster._json(f"/kafka-acl/Topic/{topic}")
         assert stored == {"version": 1, "acls": [
@@ -150,7 +168,7 @@ def test_acls_on_a_cluster(pylog_zookeeper: ZooKeeperServer, tmp_path: Path) -> 
 
         # a deletion through another broker reaches every broker
         [deleted] = [f.result(timeout=30) for f in admins[3].delete_acls([alice_filter]).values()]
-        assert deleted == [binding]
+        assert sorted(deleted, key=str) == sorted([binding, prefixed], key=str)
         seen_everywhere([])
         assert cluster._json(f"/kafka-acl/Topic/{topic}") is None
         assert refused("alice", topic, 1) == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
