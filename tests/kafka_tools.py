@@ -33,6 +33,8 @@ TOOLS = {
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    # kafka.admin.AclCommand before Kafka 4
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
 }
 
 # What bin/kafka-run-class.sh gives a tool's JVM, smaller: the tools here

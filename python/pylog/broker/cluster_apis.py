@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 
+from pylog.broker.auth_helper import AuthHelper, ops_bit_field
 from pylog.broker.request_helpers import MAX_PARTITIONS_PER_REQUEST, Pacer
 from pylog.broker.response_dicts import (
     DescribeClusterResponseDict,
@@ -45,6 +46,9 @@ from pylog.protocol.messages import (
     DescribeLogDirsRequest,
     MetadataRequest,
 )
+from pylog.security.acl_entry import supported_operations
+from pylog.security.acl_operation import AclOperation
+from pylog.security.resource_type import ResourceType
 from pylog.server.config import EndPoint, KafkaConfig
 from pylog.server.replica_manager import ReplicaManager
 
@@ -55,10 +59,9 @@ _log = logging.getLogger("pylog.broker.cluster_apis")
 # The responses are dicts typed by response_dicts (its docstring says why).
 
 _AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
-# Without an authorizer every operation is allowed: READ..DESCRIBE, DESCRIBE_CONFIGS,
-# ALTER_CONFIGS on a topic; the cluster operations likewise.
-_TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-_CLUSTER_OPS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
+# Without an authorizer every operation a resource supports is allowed (the
+# cluster has seven: no WRITE); with one, AuthHelper works them out per request.
+_TOPIC_OPS = ops_bit_field(supported_operations(ResourceType.TOPIC))
 
 
 def _uuid_out(topic_id: str | None) -> str:
@@ -68,6 +71,15 @@ def _uuid_out(topic_id: str | None) -> str:
 class ClusterApis:
     """Metadata, DescribeCluster, DescribeLogDirs, and this broker's endpoint
     on each listener (also FindCoordinator's answer)."""
+
+    #: Who may do what (KafkaApis sets the broker's; none: everything allowed).
+    auth: AuthHelper = AuthHelper()
+
+    def _cluster_ops(self, request: Request) -> int:
+        """The cluster's authorized operations: none without DESCRIBE on it."""
+        if not self.auth.authorize_cluster(request, AclOperation.DESCRIBE):
+            return 0
+        return self.auth.authorized_operations(request, ResourceType.CLUSTER)
 
     def __init__(
         self,
@@ -296,6 +308,7 @@ class ClusterApis:
         listener = request.listener
         cluster = self.in_cluster()
         topics: list[MetadataResponseTopicDict] = []
+        auth = self.auth
         if requested is None or (version == 0 and not requested):
             topics = [self._topic_entry(m, with_ops, listener) for m in store.topics()]
             if cluster:  # and the topics only the controller has told of
@@ -305,6 +318,15 @@ class ClusterApis:
                     for t in self.metadata_cache.topics()
                     if t not in known
                 ]
+            if auth.enabled:  # the topics it may not describe are left out, silently
+                describable = auth.filter_by_authorized(
+                    request,
+                    AclOperation.DESCRIBE,
+                    ResourceType.TOPIC,
+                    (str(t["name"]) for t in topics),
+                    log_if_denied=False,
+                )
+                topics = [t for t in topics if t["name"] in describable]
         else:
             # One entry per requested topic, in order; the names to auto-create
             # are filled in once they are made, all together.
@@ -328,6 +350,12 @@ class ClusterApis:
                         entries.append(
                             self._topic_error(ErrorCode.UNKNOWN_TOPIC_ID, unnamed, topic_id)
                         )
+                    elif not auth.authorize(
+                        request, AclOperation.DESCRIBE, ResourceType.TOPIC, meta.name
+                    ):
+                        entries.append(
+                            self._topic_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id)
+                        )
                     else:
                         entries.append(self._topic_entry(meta, with_ops, listener))
                     continue
@@ -336,6 +364,10 @@ class ClusterApis:
                     # response from v12; before, an empty name.
                     unnamed = None if version >= 12 else ""
                     entries.append(self._topic_error(ErrorCode.INVALID_REQUEST, unnamed, None))
+                    continue
+                if not auth.authorize(request, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                    # whether it exists is not disclosed
+                    entries.append(self._topic_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
                     continue
                 meta = store.topic(name)
                 if meta is not None:
@@ -354,6 +386,14 @@ class ClusterApis:
                     # own partition count and configs (__consumer_offsets by
                     # the first FindCoordinator), never as a plain topic.
                     entries.append(self._topic_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+                    continue
+                if not (
+                    auth.authorize(
+                        request, AclOperation.CREATE, ResourceType.CLUSTER, log_if_denied=False
+                    )
+                    or auth.authorize(request, AclOperation.CREATE, ResourceType.TOPIC, name)
+                ):
+                    entries.append(self._topic_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
                     continue
                 entries.append(name)
                 missing[name] = None
@@ -384,7 +424,14 @@ class ClusterApis:
             "topics": topics,
         }
         if body.include_cluster_authorized_operations:
-            response["cluster_authorized_operations"] = _CLUSTER_OPS
+            response["cluster_authorized_operations"] = self._cluster_ops(request)
+        if with_ops and auth.enabled:
+            for entry in topics:
+                name = entry["name"]
+                if "topic_authorized_operations" in entry and name is not None:
+                    entry["topic_authorized_operations"] = auth.authorized_operations(
+                        request, ResourceType.TOPIC, name
+                    )
         return response
 
     @staticmethod
@@ -413,7 +460,7 @@ class ClusterApis:
             "cluster_id": self.metadata_store.cluster_id,
             "controller_id": self.broker_id,
             "brokers": [],
-            "cluster_authorized_operations": _CLUSTER_OPS
+            "cluster_authorized_operations": self._cluster_ops(request)
             if body.include_cluster_authorized_operations
             else _AUTHORIZED_OPS_NOT_REQUESTED,
         }
@@ -451,6 +498,12 @@ class ClusterApis:
     async def handle_describe_log_dirs_request(
         self, request: Request, body: DescribeLogDirsRequest
     ) -> DescribeLogDirsResponseDict:
+        if not self.auth.authorize_cluster(request, AclOperation.DESCRIBE):
+            return {
+                "throttle_time_ms": 0,
+                "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "results": [],
+            }
         wanted: set[TopicPartition] | None = None
         if body.topics is not None:
             wanted = {TopicPartition(t.topic, p) for t in body.topics for p in t.partitions}

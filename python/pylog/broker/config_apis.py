@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
+from pylog.broker.auth_helper import AuthHelper
 from pylog.broker.request_helpers import Pacer, duplicates, error_of
 from pylog.config import ConfigKey, ConfigType
 from pylog.errors import (
@@ -55,6 +56,8 @@ from pylog.protocol.messages.describe_configs_response import (
     DescribeConfigsResult,
     DescribeConfigsSynonym,
 )
+from pylog.security.acl_operation import AclOperation
+from pylog.security.resource_type import ResourceType as AclResourceType
 from pylog.server.config import ALL_BROKER_CONFIG, KafkaConfig
 
 __all__ = ["ConfigApis", "ConfigSource", "ResourceType"]
@@ -150,6 +153,26 @@ def _checked_config_names(
 class ConfigApis:
     """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, and the topic
     config entries and checks CreateTopics shares."""
+
+    #: Who may do what (KafkaApis sets the broker's; none: everything allowed).
+    auth: AuthHelper = AuthHelper()
+
+    def _refusal(
+        self, request: Request, operation: AclOperation, rtype: int, rname: str
+    ) -> tuple[int, str] | None:
+        """Kafka's ConfigHelper checks: a topic's configs need ``operation``
+        (DESCRIBE_CONFIGS / ALTER_CONFIGS) on the topic, a broker's on the
+        cluster; (error code, message) when refused."""
+        if rtype == ResourceType.TOPIC and not self.auth.authorize(
+            request, operation, AclResourceType.TOPIC, rname
+        ):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+        if rtype in (
+            ResourceType.BROKER,
+            ResourceType.BROKER_LOGGER,
+        ) and not self.auth.authorize_cluster(request, operation):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        return None
 
     def __init__(self, config: KafkaConfig, metadata_store: MetadataStore) -> None:
         self.config = config
@@ -303,6 +326,11 @@ class ConfigApis:
                 resource_name=rname,
                 configs=[],
             )
+            refused = self._refusal(request, AclOperation.DESCRIBE_CONFIGS, rtype, rname)
+            if refused is not None:
+                out.error_code, out.error_message = refused
+                results.append(out)
+                continue
             try:
                 if rtype == ResourceType.TOPIC:
                     validate_topic_name(rname)
@@ -340,13 +368,15 @@ class ConfigApis:
         # override set (a null value is the same as absent).
         # The store's write (an fsync, or ZooKeeper's) may wait behind a topic
         # creation: on a worker thread.
+        refused, allowed = self._split_alter(request, body.resources)
         results = await asyncio.to_thread(
             self._alter_config_resources,
-            body.resources,
+            allowed,
             bool(body.validate_only),
             "AlterConfigs",
             lambda meta, r: {c.name: c.value for c in r.configs if c.value is not None},
         )
+        results = _in_order(body.resources, results, refused)
         return AlterConfigsResponse(
             throttle_time_ms=0,
             responses=[
@@ -370,14 +400,16 @@ class ConfigApis:
                         f"Unknown config operation {c.config_operation} for {c.name}"
                     )
 
+        refused, allowed = self._split_alter(request, body.resources)
         results = await asyncio.to_thread(
             self._alter_config_resources,
-            body.resources,
+            allowed,
             bool(body.validate_only),
             "IncrementalAlterConfigs",
             lambda meta, r: self._apply_incremental(meta.configs, r.configs),
             precheck=known_operations,
         )
+        results = _in_order(body.resources, results, refused)
         return IncrementalAlterConfigsResponse(
             throttle_time_ms=0,
             responses=[
@@ -390,6 +422,23 @@ class ConfigApis:
                 for r, code, msg in results
             ],
         )
+
+    def _split_alter(
+        self, request: Request, resources: list[_Resource]
+    ) -> tuple[dict[int, tuple[int, str]], list[_Resource]]:
+        """(index → refusal) of the resources the request may not alter
+        (nothing of theirs is changed), and the others."""
+        refused: dict[int, tuple[int, str]] = {}
+        allowed = []
+        for i, r in enumerate(resources):
+            why = self._refusal(
+                request, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name
+            )
+            if why is None:
+                allowed.append(r)
+            else:
+                refused[i] = why
+        return refused, allowed
 
     def _alter_config_resources(
         self,
@@ -483,3 +532,17 @@ class ConfigApis:
                 f"{', '.join(sorted(set(names)))} (pylog has no dynamic broker configuration; "
                 "change server.properties and restart)"
             )
+
+
+def _in_order(
+    resources: Sequence[_Resource],
+    done: list[tuple[_Resource, int, str | None]],
+    refused: Mapping[int, tuple[int, str]],
+) -> list[tuple[_Resource, int, str | None]]:
+    """The alter results in the request's order, the refused ones among them."""
+    it = iter(done)
+    out: list[tuple[_Resource, int, str | None]] = []
+    for i, r in enumerate(resources):
+        why = refused.get(i)
+        out.append((r, why[0], why[1]) if why is not None else next(it))
+    return out

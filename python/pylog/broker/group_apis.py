@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
+from pylog.broker.auth_helper import AuthHelper
 from pylog.broker.request_helpers import Pacer
 from pylog.coordinator.group import GroupState
 from pylog.coordinator.group_coordinator import GroupCoordinator, JoinRequest
@@ -75,18 +77,31 @@ from pylog.protocol.messages.offset_fetch_response import (
     OffsetFetchResponseTopic,
     OffsetFetchResponseTopics,
 )
+from pylog.security.acl_operation import AclOperation
+from pylog.security.resource_type import ResourceType
 
 __all__ = ["GroupApis"]
 
 _KEY_TYPE_GROUP = 0
 _AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
-# READ, DESCRIBE, DELETE on a group: what an authorizer-less broker allows.
-_GROUP_OPS = sum(1 << op for op in (3, 6, 8))
+_TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+_GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 
 
 class GroupApis:
     """The group APIs over one GroupCoordinator. ``broker_endpoint`` maps a
     listener name to this broker's (host, port) on it, FindCoordinator's answer."""
+
+    #: Who may do what (KafkaApis sets the broker's; none: everything allowed).
+    auth: AuthHelper = AuthHelper()
+
+    def _may(self, request: Request, operation: AclOperation, group_id: str) -> bool:
+        return self.auth.authorize(request, operation, ResourceType.GROUP, group_id)
+
+    def _topics_allowed(
+        self, request: Request, operation: AclOperation, names: Iterable[str]
+    ) -> set[str]:
+        return self.auth.filter_by_authorized(request, operation, ResourceType.TOPIC, names)
 
     def __init__(
         self,
@@ -127,6 +142,15 @@ class GroupApis:
         return self.metadata_cache is not None and self.coordinator.manager.controller_managed
 
     def _coordinator_for(self, request: Request, key: str, key_type: int) -> Coordinator:
+        if key_type == _KEY_TYPE_GROUP and not self._may(request, AclOperation.DESCRIBE, key):
+            return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=_GROUP_DENIED,
+                               error_message="Group authorization failed.")  # fmt: skip
+        if key_type != _KEY_TYPE_GROUP and not self.auth.authorize(
+            request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+        ):
+            return Coordinator(key=key, node_id=-1, host="", port=-1,
+                               error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                               error_message="Transactional Id authorization failed.")  # fmt: skip
         if key_type == _KEY_TYPE_GROUP and self._on_cluster():
             return self._cluster_coordinator(request, key)
         host, port = self.broker_endpoint(request.listener)
@@ -205,6 +229,15 @@ class GroupApis:
         self, request: Request, body: JoinGroupRequest
     ) -> JoinGroupResponse:
         version = request.header.api_version
+        if not self._may(request, AclOperation.READ, body.group_id):
+            return JoinGroupResponse(
+                throttle_time_ms=0,
+                error_code=_GROUP_DENIED,
+                generation_id=-1,
+                protocol_name="" if version < 7 else None,
+                leader="",
+                member_id="",
+            )
         session = body.session_timeout_ms
         rebalance = body.rebalance_timeout_ms
         req = JoinRequest(
@@ -250,6 +283,8 @@ class GroupApis:
     async def handle_sync_group_request(
         self, request: Request, body: SyncGroupRequest
     ) -> SyncGroupResponse:
+        if not self._may(request, AclOperation.READ, body.group_id):
+            return SyncGroupResponse(throttle_time_ms=0, error_code=_GROUP_DENIED, assignment=b"")
         result = await self.coordinator.sync_group(
             body.group_id,
             body.generation_id,
@@ -271,6 +306,8 @@ class GroupApis:
     async def handle_heartbeat_request(
         self, request: Request, body: HeartbeatRequest
     ) -> HeartbeatResponse:
+        if not self._may(request, AclOperation.READ, body.group_id):
+            return HeartbeatResponse(throttle_time_ms=0, error_code=_GROUP_DENIED)
         code = self.coordinator.heartbeat(
             body.group_id, body.member_id, body.group_instance_id, body.generation_id
         )
@@ -280,6 +317,8 @@ class GroupApis:
         self, request: Request, body: LeaveGroupRequest
     ) -> LeaveGroupResponse:
         version = request.header.api_version
+        if not self._may(request, AclOperation.READ, body.group_id):
+            return LeaveGroupResponse(throttle_time_ms=0, error_code=_GROUP_DENIED)
         if version >= 3:
             members = [(m.member_id, m.group_instance_id) for m in body.members]
         else:
@@ -304,10 +343,27 @@ class GroupApis:
         self, request: Request, body: OffsetCommitRequest
     ) -> OffsetCommitResponse:
         offsets: dict[tuple[str, int], tuple[int, int, str | None]] = {}
+        denied: dict[tuple[str, int], int] = {}
+        if self.auth.enabled:
+            # a group it may not read commits nothing; a topic it may not read, nothing of it
+            if not self._may(request, AclOperation.READ, body.group_id):
+                readable: set[str] = set()
+                code = _GROUP_DENIED
+            else:
+                readable = self._topics_allowed(
+                    request, AclOperation.READ, (t.name for t in body.topics)
+                )
+                code = _TOPIC_DENIED
+            for t in body.topics:
+                if t.name not in readable:
+                    for p in t.partitions:
+                        denied[(t.name, p.partition_index)] = code
         codes: dict[tuple[str, int], int] = {}
         for t in body.topics:
             for p in t.partitions:
                 tp = (t.name, p.partition_index)
+                if tp in denied:
+                    continue
                 if not self._partition_exists(*tp):
                     # As Kafka: a partition the cluster lacks is refused
                     # before the group is asked; the others are committed.
@@ -326,6 +382,7 @@ class GroupApis:
                     body.retention_time_ms,
                 )
             )
+        codes = {**codes, **denied}
         return OffsetCommitResponse(
             throttle_time_ms=0,
             topics=[
@@ -354,6 +411,7 @@ class GroupApis:
 
     def _fetch_group(
         self,
+        request: Request,
         group_id: str,
         topics: list[OffsetFetchRequestTopic] | list[OffsetFetchRequestTopics] | None,
     ) -> tuple[int, list[tuple[str, list[OffsetFetchResponsePartitions]]]]:
@@ -362,9 +420,23 @@ class GroupApis:
         wanted: list[tuple[str, int]] | None = None
         if topics is not None:
             wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
-        code, found = self.coordinator.fetch_offsets(group_id, wanted)
+        found: dict[tuple[str, int], Any]
+        code: int
+        if not self._may(request, AclOperation.DESCRIBE, group_id):
+            code, found = _GROUP_DENIED, {}
+        else:
+            code, found = self.coordinator.fetch_offsets(group_id, wanted)
         if code and wanted is not None:
             found = dict.fromkeys(wanted)
+        describable: set[str] | None = None
+        if self.auth.enabled and not code:
+            describable = self._topics_allowed(
+                request, AclOperation.DESCRIBE, {t for t, _ in found}
+            )
+            if wanted is None:  # every committed topic: only those it may describe
+                found = {k: o for k, o in found.items() if k[0] in describable}
+            else:
+                found = {k: (o if k[0] in describable else None) for k, o in found.items()}
         by_topic: dict[str, list[OffsetFetchResponsePartitions]] = {}
         for (topic, partition), o in found.items():
             by_topic.setdefault(topic, []).append(
@@ -373,7 +445,7 @@ class GroupApis:
                     committed_offset=o.offset if o is not None else -1,
                     committed_leader_epoch=o.leader_epoch if o is not None else -1,
                     metadata=o.metadata if o is not None else "",
-                    error_code=0,
+                    error_code=0 if describable is None or topic in describable else _TOPIC_DENIED,
                 )
             )
         return code, list(by_topic.items())
@@ -385,13 +457,13 @@ class GroupApis:
         if version >= 8:
             groups = []
             for g in body.groups:
-                code, found = self._fetch_group(g.group_id, g.topics)
+                code, found = self._fetch_group(request, g.group_id, g.topics)
                 topics = [OffsetFetchResponseTopics(name=n, partitions=ps) for n, ps in found]
                 groups.append(
                     OffsetFetchResponseGroup(group_id=g.group_id, topics=topics, error_code=code)
                 )
             return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-        code, found = self._fetch_group(body.group_id, body.topics)
+        code, found = self._fetch_group(request, body.group_id, body.topics)
         # No top-level error before v2: every partition carries it.
         partition_code = code if version < 2 else 0
         return OffsetFetchResponse(
@@ -418,7 +490,15 @@ class GroupApis:
     async def handle_offset_delete_request(
         self, request: Request, body: OffsetDeleteRequest
     ) -> OffsetDeleteResponse:
-        wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+        if not self._may(request, AclOperation.DELETE, body.group_id):
+            return OffsetDeleteResponse(error_code=_GROUP_DENIED, throttle_time_ms=0)
+        readable = self._topics_allowed(request, AclOperation.READ, (t.name for t in body.topics))
+        wanted = [
+            (t.name, p.partition_index)
+            for t in body.topics
+            for p in t.partitions
+            if t.name in readable
+        ]
         # As Kafka: partitions the cluster lacks are answered here; a group
         # error from the coordinator still wins over them.
         missing = {tp for tp in wanted if not self._partition_exists(*tp)}
@@ -427,6 +507,15 @@ class GroupApis:
             body.group_id, [tp for tp in wanted if tp not in missing]
         )
         codes.update(dict.fromkeys(missing, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        codes = {
+            **{
+                (t.name, p.partition_index): _TOPIC_DENIED
+                for t in body.topics
+                if t.name not in readable
+                for p in t.partitions
+            },
+            **codes,
+        }
         topics = []
         if code == ErrorCode.NONE:
             for t in body.topics:
@@ -452,6 +541,18 @@ class GroupApis:
         states = {s.lower() for s in body.states_filter or []}
         types = {t.lower() for t in body.types_filter or []}
         code, groups = self.coordinator.list_groups(states or None, types or None)
+        if not self.auth.authorize(
+            request, AclOperation.DESCRIBE, ResourceType.CLUSTER, log_if_denied=False
+        ):
+            # without DESCRIBE on the cluster: the groups it may describe
+            groups = [
+                g
+                for g in groups
+                if self.auth.authorize(
+                    request, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id,
+                    log_if_denied=False,
+                )
+            ]  # fmt: skip
         return ListGroupsResponse(
             throttle_time_ms=0,
             error_code=code,
@@ -475,7 +576,25 @@ class GroupApis:
         pace = Pacer()
         for gid in body.groups:
             await pace()
+            if not self._may(request, AclOperation.DESCRIBE, gid):
+                out.append(
+                    DescribedGroup(
+                        error_code=_GROUP_DENIED,
+                        group_id=gid,
+                        group_state="",
+                        protocol_type="",
+                        protocol_data="",
+                        members=[],
+                        authorized_operations=_AUTHORIZED_OPS_NOT_REQUESTED,
+                    )
+                )
+                continue
             code, group = self.coordinator.describe_group(gid)
+            ops = (
+                self.auth.authorized_operations(request, ResourceType.GROUP, gid)
+                if with_ops
+                else _AUTHORIZED_OPS_NOT_REQUESTED
+            )
             entry = DescribedGroup(
                 error_code=code,
                 group_id=gid,
@@ -483,7 +602,7 @@ class GroupApis:
                 protocol_type="",
                 protocol_data="",
                 members=[],
-                authorized_operations=_GROUP_OPS if with_ops else _AUTHORIZED_OPS_NOT_REQUESTED,
+                authorized_operations=ops,
             )
             if group is not None:
                 stable = group.is_in(GroupState.STABLE)
@@ -515,8 +634,12 @@ class GroupApis:
     async def handle_delete_groups_request(
         self, request: Request, body: DeleteGroupsRequest
     ) -> DeleteGroupsResponse:
+        names = list(body.groups_names)
+        deletable = [g for g in names if self._may(request, AclOperation.DELETE, g)]
         request.mark_local_complete()
-        codes = await self.coordinator.delete_groups(list(body.groups_names))
+        codes = {g: int(_GROUP_DENIED) for g in names}
+        if deletable:
+            codes.update(await self.coordinator.delete_groups(deletable))
         return DeleteGroupsResponse(
             throttle_time_ms=0,
             results=[

@@ -14,12 +14,20 @@ from the handlers of each concern, as Kafka splits them:
 * ``sasl_apis`` — SaslHandshake, SaslAuthenticate (off SASL listeners: on
   them the network layer's authenticator answers);
 * ``scram_apis`` — DescribeUserScramCredentials, AlterUserScramCredentials;
-* ``client_quota_apis`` — DescribeClientQuotas, AlterClientQuotas;
+* ``acl_apis`` — CreateAcls, DescribeAcls, DeleteAcls;
+* ``client_quota_apis`` — DescribeClientQuotas, AlterClientQuotas (DESCRIBE_CONFIGS /
+  ALTER_CONFIGS on the cluster, as Kafka);
 * ``controller_apis`` — the controller's LeaderAndIsr, UpdateMetadata and
   StopReplica (replication between brokers), and what is asked of the
   controller: ControlledShutdown, ElectLeaders, AlterPartitionReassignments,
   ListPartitionReassignments;
 * ApiVersions here, which advertises exactly the table's keys.
+
+With an authorizer (``authorizer.class.name``) every handler checks what
+Kafka's KafkaApis checks (``auth_helper``); the APIs that need one operation
+on the cluster for the whole request (the controller's requests to brokers,
+reassignments, the SCRAM APIs) are checked here, by :func:`_cluster_gated`,
+and refused with CLUSTER_AUTHORIZATION_FAILED before their handler runs.
 
 A handler that must wait (acks=-1, a Fetch below min_bytes) calls
 ``request.mark_local_complete()`` first, so the connection's next request may
@@ -42,6 +50,8 @@ from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import TypeAlias, TypeVar
 
+from pylog.broker.acl_apis import AclApis
+from pylog.broker.auth_helper import AuthHelper
 from pylog.broker.client_quota_apis import ClientQuotaApis
 from pylog.broker.cluster_apis import ClusterApis
 from pylog.broker.config_apis import ConfigApis
@@ -75,24 +85,34 @@ from pylog.protocol import (
 )
 from pylog.protocol.messages import (
     AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
     ApiVersionsRequest,
     ApiVersionsResponse,
     ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteAclsRequest,
     DeleteGroupsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
+    DescribeAclsRequest,
     DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
     DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
+    ElectLeadersResponse,
     FetchRequest,
     FindCoordinatorRequest,
     HeartbeatRequest,
@@ -100,10 +120,12 @@ from pylog.protocol.messages import (
     InitProducerIdRequest,
     JoinGroupRequest,
     LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
     LeaveGroupRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
     ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     MetadataRequest,
     OffsetCommitRequest,
     OffsetDeleteRequest,
@@ -113,10 +135,24 @@ from pylog.protocol.messages import (
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
     StopReplicaRequest,
+    StopReplicaResponse,
     SyncGroupRequest,
     UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from pylog.protocol.messages.alter_client_quotas_response import (
+    EntityData as AlterQuotaEntity,
+)
+from pylog.protocol.messages.alter_client_quotas_response import (
+    EntryData as AlterQuotaEntry,
+)
+from pylog.protocol.messages.alter_user_scram_credentials_response import (
+    AlterUserScramCredentialsResult,
 )
 from pylog.protocol.messages.api_versions_response import ApiVersion
+from pylog.protocol.messages.elect_leaders_response import PartitionResult, ReplicaElectionResult
+from pylog.security.acl_authorizer import AclAuthorizer
+from pylog.security.acl_operation import AclOperation
 from pylog.server.config import KafkaConfig
 from pylog.server.producer_id_manager import ProducerIdManager
 from pylog.server.quota_factory import QuotaManagers, now_ms
@@ -188,6 +224,7 @@ class KafkaApis:
         producer_id_manager: ProducerIdManager | None = None,
         controller: Callable[[], KafkaController | None] | None = None,
         is_controller: Callable[[], bool] = lambda: True,
+        authorizer: AclAuthorizer | None = None,
         quotas: QuotaManagers | None = None,
     ) -> None:
         self.config = config
@@ -200,6 +237,7 @@ class KafkaApis:
         self._codec_executor: ThreadPoolExecutor | None = None
         self._decoding: dict[str, asyncio.Future[_Call]] = {}  # connection -> its last decode
 
+        auth = self.auth = AuthHelper(authorizer)
         data = ProduceFetchApis(config, replica_manager, metadata_store, self.producer_ids)
         cluster = ClusterApis(config, replica_manager, metadata_store)
         configs = ConfigApis(config, metadata_store)
@@ -209,6 +247,22 @@ class KafkaApis:
         sasl = SaslApis()
         controller_apis = ControllerApis(replica_manager, group_coordinator, controller)
         scram = ScramApis(metadata_store, is_controller)
+        acls = AclApis(auth)
+        data.auth = cluster.auth = configs.auth = topics.auth = auth
+
+        def gated(
+            operation: AclOperation,
+            handler: Handler[_Req],
+            refused: Callable[[Request, _Req], Body],
+        ) -> Handler[_Req]:
+            return _cluster_gated(auth, operation, handler, refused)
+
+        _CA, _ALTER, _DESCRIBE = (
+            AclOperation.CLUSTER_ACTION,
+            AclOperation.ALTER,
+            AclOperation.DESCRIBE,
+        )
+        _CAF = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         client_quotas = ClientQuotaApis(metadata_store)
         handlers: dict[int, Route] = {
             ApiKey.PRODUCE: Route(ProduceRequest, data.handle_produce_request),
@@ -221,17 +275,65 @@ class KafkaApis:
             ),
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Route(
                 DescribeUserScramCredentialsRequest,
-                scram.handle_describe_user_scram_credentials_request,
+                gated(
+                    _DESCRIBE,
+                    scram.handle_describe_user_scram_credentials_request,
+                    lambda r, b: DescribeUserScramCredentialsResponse(
+                        error_code=_CAF, error_message=_CLUSTER_REFUSED
+                    ),
+                ),
             ),
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Route(
                 AlterUserScramCredentialsRequest,
-                scram.handle_alter_user_scram_credentials_request,
+                gated(
+                    _ALTER,
+                    scram.handle_alter_user_scram_credentials_request,
+                    lambda r, b: AlterUserScramCredentialsResponse(
+                        results=[
+                            AlterUserScramCredentialsResult(
+                                user=u, error_code=_CAF, error_message=_CLUSTER_REFUSED
+                            )
+                            for u in dict.fromkeys(
+                                [x.name for x in b.upsertions] + [x.name for x in b.deletions]
+                            )
+                        ]
+                    ),
+                ),
             ),
+            ApiKey.DESCRIBE_ACLS: Route(DescribeAclsRequest, acls.handle_describe_acls_request),
+            ApiKey.CREATE_ACLS: Route(CreateAclsRequest, acls.handle_create_acls_request),
+            ApiKey.DELETE_ACLS: Route(DeleteAclsRequest, acls.handle_delete_acls_request),
             ApiKey.DESCRIBE_CLIENT_QUOTAS: Route(
-                DescribeClientQuotasRequest, client_quotas.handle_describe_client_quotas_request
+                DescribeClientQuotasRequest,
+                gated(
+                    AclOperation.DESCRIBE_CONFIGS,
+                    client_quotas.handle_describe_client_quotas_request,
+                    lambda r, b: DescribeClientQuotasResponse(
+                        error_code=_CAF, error_message=_CLUSTER_REFUSED, entries=None
+                    ),
+                ),
             ),
             ApiKey.ALTER_CLIENT_QUOTAS: Route(
-                AlterClientQuotasRequest, client_quotas.handle_alter_client_quotas_request
+                AlterClientQuotasRequest,
+                gated(
+                    AclOperation.ALTER_CONFIGS,
+                    client_quotas.handle_alter_client_quotas_request,
+                    lambda r, b: AlterClientQuotasResponse(
+                        entries=[
+                            AlterQuotaEntry(
+                                error_code=_CAF,
+                                error_message=_CLUSTER_REFUSED,
+                                entity=[
+                                    AlterQuotaEntity(
+                                        entity_type=x.entity_type, entity_name=x.entity_name
+                                    )
+                                    for x in e.entity
+                                ],
+                            )
+                            for e in b.entries
+                        ]
+                    ),
+                ),
             ),
             ApiKey.API_VERSIONS: Route(ApiVersionsRequest, self.handle_api_versions_request),
             ApiKey.CREATE_TOPICS: Route(CreateTopicsRequest, topics.handle_create_topics_request),
@@ -262,27 +364,60 @@ class KafkaApis:
                 DescribeClusterRequest, cluster.handle_describe_cluster_request
             ),
             ApiKey.LEADER_AND_ISR: Route(
-                LeaderAndIsrRequest, controller_apis.handle_leader_and_isr_request
+                LeaderAndIsrRequest,
+                gated(
+                    _CA,
+                    controller_apis.handle_leader_and_isr_request,
+                    lambda r, b: LeaderAndIsrResponse(error_code=_CAF),
+                ),
             ),
             ApiKey.UPDATE_METADATA: Route(
-                UpdateMetadataRequest, controller_apis.handle_update_metadata_request
+                UpdateMetadataRequest,
+                gated(
+                    _CA,
+                    controller_apis.handle_update_metadata_request,
+                    lambda r, b: UpdateMetadataResponse(error_code=_CAF),
+                ),
             ),
             ApiKey.STOP_REPLICA: Route(
-                StopReplicaRequest, controller_apis.handle_stop_replica_request
+                StopReplicaRequest,
+                gated(
+                    _CA,
+                    controller_apis.handle_stop_replica_request,
+                    lambda r, b: StopReplicaResponse(error_code=_CAF),
+                ),
             ),
             ApiKey.CONTROLLED_SHUTDOWN: Route(
-                ControlledShutdownRequest, controller_apis.handle_controlled_shutdown_request
+                ControlledShutdownRequest,
+                gated(
+                    _CA,
+                    controller_apis.handle_controlled_shutdown_request,
+                    lambda r, b: ControlledShutdownResponse(error_code=_CAF),
+                ),
             ),
             ApiKey.ELECT_LEADERS: Route(
-                ElectLeadersRequest, controller_apis.handle_elect_leaders_request
+                ElectLeadersRequest,
+                gated(_ALTER, controller_apis.handle_elect_leaders_request, _elect_refused),
             ),
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: Route(
                 AlterPartitionReassignmentsRequest,
-                controller_apis.handle_alter_partition_reassignments_request,
+                gated(
+                    _ALTER,
+                    controller_apis.handle_alter_partition_reassignments_request,
+                    lambda r, b: AlterPartitionReassignmentsResponse(
+                        error_code=_CAF, error_message=_CLUSTER_REFUSED
+                    ),
+                ),
             ),
             ApiKey.LIST_PARTITION_REASSIGNMENTS: Route(
                 ListPartitionReassignmentsRequest,
-                controller_apis.handle_list_partition_reassignments_request,
+                gated(
+                    _DESCRIBE,
+                    controller_apis.handle_list_partition_reassignments_request,
+                    lambda r, b: ListPartitionReassignmentsResponse(
+                        error_code=_CAF, error_message=_CLUSTER_REFUSED
+                    ),
+                ),
             ),
         }
         if group_coordinator is not None:
@@ -292,6 +427,7 @@ class KafkaApis:
                 cluster.broker_endpoint,
                 metadata_cache=replica_manager.metadata_cache,
             )
+            groups.auth = auth
             handlers.update(
                 {
                     ApiKey.OFFSET_COMMIT: Route(
@@ -489,3 +625,41 @@ class KafkaApis:
         return ApiVersionsResponse(
             error_code=ErrorCode.NONE, api_keys=self._api_keys(), throttle_time_ms=0
         )
+
+
+_CLUSTER_REFUSED = "Cluster authorization failed."
+
+
+def _cluster_gated(
+    auth: AuthHelper,
+    operation: AclOperation,
+    handler: Handler[_Req],
+    refused: Callable[[Request, _Req], Body],
+) -> Handler[_Req]:
+    """``handler``, run only when the request may ``operation`` on the
+    cluster; ``refused`` builds the answer otherwise (nothing changed)."""
+
+    async def checked(request: Request, body: _Req) -> Body | None:
+        if not auth.authorize_cluster(request, operation):
+            return refused(request, body)
+        return await handler(request, body)
+
+    return checked
+
+
+def _elect_refused(request: Request, body: ElectLeadersRequest) -> ElectLeadersResponse:
+    """Kafka's refusal: the error at the top and on every partition named."""
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return ElectLeadersResponse(
+        error_code=code,
+        replica_election_results=[
+            ReplicaElectionResult(
+                topic=t.topic,
+                partition_result=[
+                    PartitionResult(partition_id=p, error_code=code, error_message=None)
+                    for p in t.partitions
+                ],
+            )
+            for t in body.topic_partitions or []
+        ],
+    )

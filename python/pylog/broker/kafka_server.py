@@ -49,6 +49,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 
+from pylog.broker.auth_helper import authorizer_from_config
 from pylog.broker.channel_builders import inter_broker_security, listener_specs
 from pylog.broker.kafka_apis import KafkaApis
 from pylog.broker.kafka_healthcheck import KafkaHealthcheck
@@ -66,6 +67,7 @@ from pylog.network.socket_server import SocketServer
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
 from pylog.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
+from pylog.security.acl_authorizer import AclAuthorizer
 from pylog.security.sasl_client_authenticator import ClientSecurity, authenticate_blocking
 from pylog.security.scram_credential import ScramCredential
 from pylog.security.scram_mechanism import ScramMechanism
@@ -170,6 +172,7 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     replica_manager.register_metrics(server.metrics)
     server.replica_manager = replica_manager
     coordinator = GroupCoordinator(server.config, replica_manager, store)
+    server.authorizer = authorizer_from_config(config, store)
     quotas = QuotaManagers(config, store)
     quotas.register_metrics(server.metrics)
     apis = KafkaApis(
@@ -183,6 +186,7 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
             server.zk_client is None
             or (server.controller is not None and server.controller.is_active)
         ),
+        authorizer=server.authorizer,
         quotas=quotas,
     )
     coordinator.register_metrics(server.metrics)
@@ -233,6 +237,8 @@ class KafkaServer:
         self.metrics = MetricsRegistry()
         self.log_manager: LogManager | None = None
         self.metadata_store: MetadataStore | None = None
+        #: ACL checks (authorizer.class.name); None: every request allowed
+        self.authorizer: AclAuthorizer | None = None
         self.zk_client: KafkaZkClient | None = None
         self.healthcheck: KafkaHealthcheck | None = None
         #: The controller election this broker takes part in (ZooKeeper mode).
@@ -317,6 +323,9 @@ class KafkaServer:
             self.handler = await made if inspect.isawaitable(made) else made
             if isinstance(self.metadata_store, ZkMetadataStore):
                 self.metadata_store.start_watching()
+            if self.authorizer is not None and self.metadata_store is not None:
+                # the ACLs are loaded before the first request is read
+                await asyncio.to_thread(self.metadata_store.start_acls)
             if self.zk_client is not None:
                 await self._start_controller(self.zk_client)
             await _maybe_await(getattr(self.handler, "startup", None))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
+from pylog.broker.auth_helper import AuthHelper
 from pylog.broker.request_helpers import Pacer
 from pylog.broker.response_dicts import (
     FetchableTopicResponseDict,
@@ -50,6 +51,8 @@ from pylog.protocol.messages.offset_for_leader_epoch_response import (
     OffsetForLeaderTopicResult,
 )
 from pylog.protocol.messages.produce_response import BatchIndexAndErrorMessage
+from pylog.security.acl_operation import AclOperation
+from pylog.security.resource_type import ResourceType
 from pylog.server.config import KafkaConfig
 from pylog.server.delayed_fetch import FetchParams, FetchPartitionRequest, FetchPartitionResult
 from pylog.server.producer_id_manager import ProducerIdManager
@@ -67,6 +70,9 @@ def _uuid_out(topic_id: str | None) -> str:
 
 class ProduceFetchApis:
     """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, InitProducerId."""
+
+    #: Who may do what (KafkaApis sets the broker's; none: everything allowed).
+    auth: AuthHelper = AuthHelper()
 
     def __init__(
         self,
@@ -98,6 +104,25 @@ class ProduceFetchApis:
                 entries[tp] = p.records
                 indexes.append(p.index)
             order.append((t.name, indexes))
+        denied: dict[TopicPartition, PartitionProduceResponseDict] = {}
+        if self.auth.enabled:
+            if body.transactional_id is not None and not self.auth.authorize(
+                request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
+            ):
+                if acks == 0:
+                    raise CloseConnection("produce refused: transactional id not authorized")
+                code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                return await self._produce_response(
+                    order, {tp: {"error_code": code} for tp in entries}
+                )
+            allowed = self.auth.filter_by_authorized(
+                request, AclOperation.WRITE, ResourceType.TOPIC, (n for n, _ in order)
+            )
+            for tp in [tp for tp in entries if tp.topic not in allowed]:
+                del entries[tp]
+                denied[tp] = {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+            if denied and acks == 0:
+                raise CloseConnection("acks=0 produce to topics it may not write")
         if body.transactional_id is not None:
             # No transaction coordinator yet: a transactional append could never
             # be committed or aborted, so it is refused.
@@ -108,6 +133,7 @@ class ProduceFetchApis:
                 }
                 for tp in entries
             }
+            results.update(denied)
             if acks == 0:
                 raise CloseConnection("transactional produce with acks=0")
             return await self._produce_response(order, results)
@@ -139,6 +165,7 @@ class ProduceFetchApis:
             }
             for tp, r in appended.items()
         }
+        as_dicts.update(denied)
         return await self._produce_response(order, as_dicts)
 
     @staticmethod
@@ -198,6 +225,22 @@ class ProduceFetchApis:
         )
         store = self.metadata_store
         by_id = version >= 13
+        readable: set[str] | None = None  # None: every topic
+        if self.auth.enabled:
+            if replica_id >= 0:
+                # a follower: the broker's own principal, allowed all or nothing
+                if not self.auth.authorize_cluster(request, AclOperation.CLUSTER_ACTION):
+                    readable = set()
+            else:
+                metas = (store.topic_by_id(t.topic_id) for t in body.topics)
+                names = (
+                    [m.name for m in metas if m is not None]
+                    if by_id
+                    else [t.topic for t in body.topics]
+                )
+                readable = self.auth.filter_by_authorized(
+                    request, AclOperation.READ, ResourceType.TOPIC, names
+                )
         # (topic key, topic id, [(partition, index into reqs or an error code)])
         layout: list[tuple[str | None, str | None, list[tuple[int, int, bool]]]] = []
         reqs: list[FetchPartitionRequest] = []
@@ -216,6 +259,9 @@ class ProduceFetchApis:
                 await pace()
                 if name is None:
                     slots.append((p.partition, ErrorCode.UNKNOWN_TOPIC_ID, False))
+                    continue
+                if readable is not None and name not in readable:
+                    slots.append((p.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, False))
                     continue
                 slots.append((p.partition, len(reqs), True))
                 reqs.append(
@@ -287,8 +333,19 @@ class ProduceFetchApis:
         rm = self.replica_manager
         topics = []
         pace = Pacer()
+        describable = self.auth.filter_by_authorized(
+            request, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in body.topics)
+        )
         for t in body.topics:
             parts = []
+            if t.name not in describable:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                parts = [
+                    ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=code)
+                    for p in t.partitions
+                ]
+                topics.append(ListOffsetsTopicResponse(name=t.name, partitions=parts))
+                continue
             for p in t.partitions:
                 await pace()
                 tp = TopicPartition(t.name, p.partition_index)
@@ -327,8 +384,24 @@ class ProduceFetchApis:
         rm = self.replica_manager
         topics = []
         pace = Pacer()
+        names = (t.topic for t in body.topics)
+        if self.auth.authorize(
+            request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, log_if_denied=False
+        ):
+            describable = set(names)
+        else:
+            describable = self.auth.filter_by_authorized(
+                request, AclOperation.DESCRIBE, ResourceType.TOPIC, names
+            )
         for t in body.topics:
             parts = []
+            if t.topic not in describable:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                parts = [
+                    EpochEndOffset(error_code=code, partition=p.partition) for p in t.partitions
+                ]
+                topics.append(OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+                continue
             for p in t.partitions:
                 await pace()
                 r = rm.last_offset_for_leader_epoch(
@@ -353,6 +426,23 @@ class ProduceFetchApis:
         self, request: Request, body: InitProducerIdRequest
     ) -> InitProducerIdResponse:
         txn_id = body.transactional_id
+        refused = None
+        if txn_id is not None:
+            if not self.auth.authorize(
+                request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id
+            ):
+                refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif not self.auth.authorize(
+            request, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, log_if_denied=False
+        ) and not self.auth.authorize_by_resource_type(
+            request, AclOperation.WRITE, ResourceType.TOPIC
+        ):
+            # KIP-679: WRITE on any topic is enough for an idempotent producer
+            refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        if refused is not None:
+            return InitProducerIdResponse(
+                throttle_time_ms=0, error_code=refused, producer_id=-1, producer_epoch=-1
+            )
         if txn_id is None:
             # Idempotent producer: always a fresh id at epoch 0 (a producer that
             # names its old id and epoch gets a new id too, as from Kafka).

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from pylog.broker.auth_helper import AuthHelper
 from pylog.broker.config_apis import ConfigApis
 from pylog.broker.request_helpers import (
     MAX_PARTITIONS_PER_REQUEST,
@@ -58,6 +59,8 @@ from pylog.protocol.messages.create_topics_request import (
     CreatableReplicaAssignment,
     CreatableTopic,
 )
+from pylog.security.acl_operation import AclOperation
+from pylog.security.resource_type import ResourceType
 from pylog.server.config import KafkaConfig
 from pylog.server.replica_manager import ReplicaManager
 
@@ -72,6 +75,9 @@ class TopicApis:
     """CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords. A new
     topic's configs are checked and described (CreateTopics v5+) by the
     ConfigApis."""
+
+    #: Who may do what (KafkaApis sets the broker's; none: everything allowed).
+    auth: AuthHelper = AuthHelper()
 
     def __init__(
         self,
@@ -105,6 +111,10 @@ class TopicApis:
         # that pass the checks made here; the store makes the rest.
         pending: list[tuple[CreatableTopicResultDict, NewTopic, LogConfig]] = []
         seen: set[str] = set()
+        auth = self.auth
+        may_create_all = auth.authorize(
+            request, AclOperation.CREATE, ResourceType.CLUSTER, log_if_denied=False
+        )
         for t in body.topics:
             if t.name in dupes:
                 if t.name in seen:
@@ -118,6 +128,12 @@ class TopicApis:
                 continue
             result = self._create_result(t.name, ErrorCode.NONE, None, version)
             results.append(result)
+            if not may_create_all and not auth.authorize(
+                request, AclOperation.CREATE, ResourceType.TOPIC, t.name
+            ):
+                result["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                result["error_message"] = "Authorization failed."
+                continue
             if too_many:
                 continue
             try:
@@ -145,6 +161,14 @@ class TopicApis:
                     result["error_code"], result["error_message"] = error_of(meta)
                     continue
                 self._created(result, meta, effective, version, validate_only)
+                if "configs" in result and not auth.authorize(
+                    request,
+                    AclOperation.DESCRIBE_CONFIGS,
+                    ResourceType.TOPIC,
+                    meta.name,
+                    log_if_denied=False,
+                ):
+                    result["configs"] = None  # its configs are not the creator's to see
         return {"throttle_time_ms": 0, "topics": results}
 
     def _requested_partitions(self, topics: list[CreatableTopic]) -> int:
@@ -351,7 +375,20 @@ class TopicApis:
                     if name is not None
                     else self.metadata_store.topic_by_id(topic_id)
                 )
-                if meta is None:
+                target = name if name is not None else (meta.name if meta else None)
+                if target is not None and (
+                    (
+                        name is None
+                        and not self.auth.authorize(
+                            request, AclOperation.DESCRIBE, ResourceType.TOPIC, target
+                        )
+                    )
+                    or not self.auth.authorize(
+                        request, AclOperation.DELETE, ResourceType.TOPIC, target
+                    )
+                ):
+                    code, msg = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+                elif meta is None:
                     if name is not None:
                         code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                         msg = "This server does not host this topic-partition."
@@ -400,6 +437,10 @@ class TopicApis:
                 "error_message": None,
             }
             results.append(result)
+            if not self.auth.authorize(request, AclOperation.ALTER, ResourceType.TOPIC, t.name):
+                result["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                result["error_message"] = "The topic authorization is failed."
+                continue
             wanted.append((result, t))
         added = 0
         for _, t in wanted:
@@ -494,15 +535,21 @@ class TopicApis:
         self, request: Request, body: DeleteRecordsRequest
     ) -> DeleteRecordsResponseDict:
         offsets: dict[TopicPartition, int] = {}
+        deletable = self.auth.filter_by_authorized(
+            request, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in body.topics)
+        )
         for t in body.topics:
+            if t.name not in deletable:
+                continue
             for p in t.partitions:
                 offsets[TopicPartition(t.name, p.partition_index)] = p.offset
         done = self.replica_manager.delete_records(offsets)
+        refused = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)
         topics: list[DeleteRecordsTopicResultDict] = []
         for t in body.topics:
             parts: list[DeleteRecordsPartitionResultDict] = []
             for p in t.partitions:
-                code, low = done[TopicPartition(t.name, p.partition_index)]
+                code, low = done.get(TopicPartition(t.name, p.partition_index), refused)
                 parts.append(
                     {"partition_index": p.partition_index, "low_watermark": low,
                      "error_code": int(code)}

@@ -5,7 +5,7 @@ Kafka's dump-log-segments tool does, reading them with the native core;
 ``pylog broker start`` (:mod:`.broker`) runs a broker. ``pylog topics``
 (:mod:`.topics`), ``produce`` and ``consume`` (:mod:`.console`), ``configs``
 (:mod:`.configs`), ``groups`` (:mod:`.groups`), ``cluster`` (:mod:`.cluster`)
-and ``user-scram`` (:mod:`.user_scram`) are Kafka-protocol clients that work
+``user-scram`` (:mod:`.user_scram`) and ``acls`` (:mod:`.acls`) are Kafka-protocol clients that work
 against any Kafka cluster; what they share is in :mod:`.common`.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import click
 
+from pylog.cli.acls import acls
 from pylog.cli.broker import broker
 from pylog.cli.cluster import cluster
 from pylog.cli.configs import configs
@@ -32,6 +33,6 @@ def main() -> None:
 
 
 for _command in (
-    broker, dump_log, topics, produce, consume, configs, groups, cluster, user_scram,
+    broker, dump_log, topics, produce, consume, configs, groups, cluster, user_scram, acls,
 ):  # fmt: skip
     main.add_command(_command)

@@ -8,9 +8,10 @@ Two files in the first log directory:
   (the format pylog has always written, so an older store loads unchanged),
   the SCRAM users' credentials too (``scram_users``: user → mechanism →
   Kafka's credential string — salt, stored key, server key, iterations; never
-  a password), and the client quotas (``client_quotas``: one entry per user,
-  client-id or user and client-id entity). Both files are created readable by
-  the broker's user only.
+  a password), the ACLs (``acls``: one entry per resource pattern, its
+  entries in ZooKeeper's JSON) and the client quotas (``client_quotas``: one
+  entry per user, client-id or user and client-id entity). Both files are
+  created readable by the broker's user only.
   It is only ever replaced whole: written to a temporary file, fsynced,
   renamed over the old one, the directory fsynced.
 * ``pylog-metadata.journal``, the changes since that snapshot: one line per
@@ -47,7 +48,7 @@ import logging
 import os
 import threading
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pylog.errors import (
@@ -72,6 +73,11 @@ from pylog.metadata.store import (
     new_uuid,
     validate_topic_name,
 )
+from pylog.security.access_control_entry import AccessControlEntry
+from pylog.security.acl_entry import acls_doc, acls_from_doc
+from pylog.security.pattern_type import PatternType
+from pylog.security.resource_pattern import ResourcePattern
+from pylog.security.resource_type import ResourceType
 from pylog.security.scram_credential import ScramCredential
 from pylog.security.scram_mechanism import ScramMechanism
 
@@ -176,6 +182,8 @@ class JsonMetadataStore(MetadataStore):
             self._producer_id_block_end = int(doc.get("producer_id_block_end", 0))
             for user, creds in (doc.get("scram_users") or {}).items():
                 self._apply_scram(str(user), creds)
+            for item in doc.get("acls") or []:
+                self._apply_acls(item)
             for entry in doc.get("client_quotas") or []:
                 self._apply_quota(entry)
             return str(doc["cluster_id"])
@@ -239,6 +247,8 @@ class JsonMetadataStore(MetadataStore):
             self._producer_id_block_end = max(self._producer_id_block_end, int(op["pid"]))
         elif "scram" in op:
             self._apply_scram(str(op["scram"]), op["creds"])
+        elif "acl" in op:
+            self._apply_acls(op["acl"])
         elif "quota" in op:
             self._apply_quota(op["quota"])
         else:
@@ -253,6 +263,15 @@ class JsonMetadataStore(MetadataStore):
                 raise ValueError(f"unknown SCRAM mechanism {name!r}")
             parsed[mechanism] = ScramCredential.from_string(str(text))
         self.scram_credentials.set_user(user, parsed)
+
+    def _apply_acls(self, item: Mapping[str, Any]) -> None:
+        """One pattern's ACLs as the document holds them (all of them)."""
+        pattern = ResourcePattern(
+            ResourceType.parse(str(item["resourceType"])),
+            str(item["name"]),
+            PatternType.parse(str(item["patternType"])),
+        )
+        self.acl_cache.set(pattern, acls_from_doc(item["acls"]))
 
     def _apply_quota(self, entry: Mapping[str, Any]) -> None:
         """One entity's quotas as the document holds them (all of them)."""
@@ -289,6 +308,9 @@ class JsonMetadataStore(MetadataStore):
         }
         if users:
             doc["scram_users"] = users
+        acls = [_acl_item(p, e) for p, e in sorted(self.acl_cache.snapshot().items())]
+        if acls:
+            doc["acls"] = acls
         quotas = [_quota_doc(e, v) for e, v in self.client_quotas.items()]
         if quotas:
             doc["client_quotas"] = sorted(
@@ -396,6 +418,24 @@ class JsonMetadataStore(MetadataStore):
             for user, creds in updated.items():
                 cache.set_user(user, creds)
             self._maybe_compact()
+
+    # ------------------------------------------------------------------ ACLs
+
+    def update_acls(
+        self,
+        pattern: ResourcePattern,
+        change: Callable[[frozenset[AccessControlEntry]], frozenset[AccessControlEntry]],
+    ) -> frozenset[AccessControlEntry]:
+        with self._lock:
+            old = self.acl_cache.get(pattern)
+            new = frozenset(change(old))
+            if new != old:
+                self._append([{"acl": _acl_item(pattern, new)}])
+                self.acl_cache.set(pattern, new)
+                self._maybe_compact()
+            return new
+
+    # ------------------------------------------------------------------ client quotas
 
     def alter_client_quotas(
         self, changes: Mapping[ClientQuotaEntity, Mapping[str, float | None]]
@@ -676,3 +716,13 @@ class JsonMetadataStore(MetadataStore):
 
     def __repr__(self) -> str:
         return f"JsonMetadataStore({self._path!r}, topics={len(self._topics)})"
+
+
+def _acl_item(pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> dict[str, Any]:
+    """A pattern's ACLs in the document (the entries in ZooKeeper's format)."""
+    return {
+        "resourceType": pattern.resource_type.acl_name,
+        "patternType": pattern.pattern_type.name,
+        "name": pattern.name,
+        "acls": acls_doc(entries),
+    }

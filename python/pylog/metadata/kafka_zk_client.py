@@ -81,8 +81,11 @@ from pylog.metadata.zk_data import (
     TopicReplicaAssignment,
     TopicsZNode,
     TopicZNode,
+    ZkAclStore,
     ZkDataError,
 )
+from pylog.security.pattern_type import PatternType
+from pylog.security.resource_pattern import ResourcePattern
 
 __all__ = [
     "BrokerIdInUseError",
@@ -953,6 +956,52 @@ class KafkaZkClient:
     def delete_config_change_notifications(self, names: Iterable[str]) -> None:
         for name in names:
             self.delete_recursive(f"{ConfigEntityChangeNotificationZNode.parent()}/{name}")
+
+    # ------------------------------------------------------------------ ACLs
+
+    def create_acl_paths(self) -> None:
+        """The ACL parents (Kafka's createAclPaths): both stores, both change paths."""
+        for path in (
+            ZkAclStore.LITERAL_PATH,
+            ZkAclStore.acl_path(PatternType.PREFIXED),
+            ZkAclStore.LITERAL_CHANGES,
+            ZkAclStore.EXTENDED_CHANGES,
+        ):
+            self.ensure_path(path)
+
+    def get_versioned_acls(self, pattern: ResourcePattern) -> tuple[bytes, int]:
+        """The pattern's znode data and version; (b"", -1) when it has none."""
+        got = self.get_data(ZkAclStore.path(pattern))
+        return (got[0], got[1].version) if got else (b"", -1)
+
+    def set_acls(self, pattern: ResourcePattern, data: bytes | None, expected_version: int) -> bool:
+        """Write (``data``), create (``expected_version`` -1) or delete (``data``
+        None) the pattern's znode, conditional on its version, with its change
+        notification in the same transaction; False when the znode changed
+        since it was read (the caller re-reads and retries)."""
+        path = ZkAclStore.path(pattern)
+        change = ZkAclStore.change_path(pattern.pattern_type)
+        if data is not None and expected_version < 0:
+            self.ensure_path(path.rsplit("/", 1)[0])
+
+        def build(tx: Any) -> None:
+            if data is None:
+                tx.delete(path, expected_version)
+            elif expected_version < 0:
+                tx.create(path, data)
+            else:
+                tx.set_data(path, data, expected_version)
+            tx.create(
+                f"{change}/{ZkAclStore.CHANGE_PREFIX}",
+                ZkAclStore.encode_change(pattern),
+                sequence=True,
+            )
+
+        try:
+            self._commit(f"set ACLs {path}", build)
+        except (ZkVersionMismatch, ZkNodeExists):
+            return False
+        return True
 
     # ------------------------------------------------------------------ producer ids
 

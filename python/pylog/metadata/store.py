@@ -27,7 +27,10 @@ from types import MappingProxyType
 
 from pylog.errors import InvalidTopicError, KafkaError, PolicyViolationError
 from pylog.metadata.client_quota_entity import ClientQuotaEntity
+from pylog.security.access_control_entry import AccessControlEntry
+from pylog.security.acl_cache import AclCache
 from pylog.security.credential_cache import CredentialCache
+from pylog.security.resource_pattern import ResourcePattern
 from pylog.security.scram_credential import ScramCredential
 from pylog.security.scram_mechanism import ScramMechanism
 
@@ -276,6 +279,31 @@ class MetadataStore(abc.ABC):
         mechanism → credential. Kafka's AlterUserScramCredentials, validated by
         the caller; :attr:`scram_credentials` follows once this returns."""
         raise KafkaError("this metadata store keeps no SCRAM credentials")
+
+    # ------------------------------------------------------------------ ACLs
+
+    @property
+    def acl_cache(self) -> AclCache:
+        """Every resource pattern's ACLs, in memory, current with the store
+        once :meth:`start_acls` has run (the authorizer reads it)."""
+        cache: AclCache | None = getattr(self, "_acl_cache", None)
+        if cache is None:
+            cache = self._acl_cache = AclCache()
+        return cache
+
+    def start_acls(self) -> None:  # noqa: B027 - a store that follows others overrides it
+        """Load the ACLs and follow changes made elsewhere (an authorizer is
+        configured); the embedded store has them loaded already."""
+
+    def update_acls(
+        self,
+        pattern: ResourcePattern,
+        change: Callable[[frozenset[AccessControlEntry]], frozenset[AccessControlEntry]],
+    ) -> frozenset[AccessControlEntry]:
+        """Durably replace ``pattern``'s entries by ``change(current)`` (read
+        from the store, retried when someone else changed them meanwhile);
+        returns what is stored. :attr:`acl_cache` follows once this returns."""
+        raise KafkaError("this metadata store keeps no ACLs")
 
     # ------------------------------------------------------------------ client quotas
 

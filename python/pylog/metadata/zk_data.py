@@ -39,6 +39,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pylog.security.pattern_type import PatternType
+from pylog.security.resource_pattern import ResourcePattern
+from pylog.security.resource_type import ResourceType
+
 __all__ = [
     "PERSISTENT_ZK_PATHS",
     "AdminZNode",
@@ -69,6 +73,7 @@ __all__ = [
     "TopicReplicaAssignment",
     "TopicZNode",
     "TopicsZNode",
+    "ZkAclStore",
     "ZkDataError",
 ]
 
@@ -745,6 +750,81 @@ class ProducerIdBlockZNode:
         first = _int(path, doc, "block_start")
         last = _int(path, doc, "block_end")
         return ProducerIdBlock(_int(path, doc, "broker"), first, last - first + 1)
+
+
+# ---------------------------------------------------------------- ACLs
+
+
+class ZkAclStore:
+    """Where ACLs live (Kafka's ZkAclStore): LITERAL patterns under
+    ``/kafka-acl/<ResourceType>/<name>``, PREFIXED under
+    ``/kafka-acl-extended/prefixed/<ResourceType>/<name>``; each znode holds
+    the pattern's entries (:func:`~pylog.security.acl_entry.encode_acls`).
+    A change to one is announced by a persistent sequential
+    ``acl_changes_<seq>`` under ``/kafka-acl-changes`` (LITERAL: the text
+    ``TOPIC:name``) or ``/kafka-acl-extended-changes`` (JSON naming the
+    pattern), which every broker watches to refresh its cache."""
+
+    LITERAL_PATH = "/kafka-acl"
+    EXTENDED_PATH = "/kafka-acl-extended"
+    LITERAL_CHANGES = "/kafka-acl-changes"
+    EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+    CHANGE_PREFIX = "acl_changes_"
+
+    @staticmethod
+    def acl_path(pattern_type: PatternType) -> str:
+        if pattern_type == PatternType.LITERAL:
+            return ZkAclStore.LITERAL_PATH
+        return f"{ZkAclStore.EXTENDED_PATH}/{pattern_type.name.lower()}"
+
+    @staticmethod
+    def path(pattern: ResourcePattern) -> str:
+        return (
+            f"{ZkAclStore.acl_path(pattern.pattern_type)}/"
+            f"{pattern.resource_type.acl_name}/{pattern.name}"
+        )
+
+    @staticmethod
+    def change_path(pattern_type: PatternType) -> str:
+        if pattern_type == PatternType.LITERAL:
+            return ZkAclStore.LITERAL_CHANGES
+        return ZkAclStore.EXTENDED_CHANGES
+
+    @staticmethod
+    def sequence_number(parent: str, name: str) -> int:
+        return _sequence_number(parent, name, ZkAclStore.CHANGE_PREFIX)
+
+    @staticmethod
+    def encode_change(pattern: ResourcePattern) -> bytes:
+        if pattern.pattern_type == PatternType.LITERAL:
+            return f"{pattern.resource_type.name}:{pattern.name}".encode()
+        return _dumps(
+            {
+                "version": 1,
+                "resourceType": pattern.resource_type.name,
+                "name": pattern.name,
+                "patternType": pattern.pattern_type.name,
+            }
+        )
+
+    @staticmethod
+    def decode_change(parent: str, data: bytes) -> ResourcePattern:
+        try:
+            if parent == ZkAclStore.LITERAL_CHANGES:
+                rtype, sep, name = data.decode().partition(":")
+                if not sep:
+                    raise ValueError("expected ResourceType:name")
+                return ResourcePattern(ResourceType.parse(rtype), name, PatternType.LITERAL)
+            doc = _loads(parent, data)
+            if _int(parent, doc, "version", 1) > 1:
+                raise ValueError(f"unsupported version {doc.get('version')!r}")
+            return ResourcePattern(
+                ResourceType.parse(str(doc["resourceType"])),
+                str(doc["name"]),
+                PatternType.parse(str(doc["patternType"])),
+            )
+        except (ValueError, KeyError, UnicodeDecodeError) as e:
+            raise ZkDataError(f"{parent}: unreadable ACL change notification ({e})") from e
 
 
 # ---------------------------------------------------------------- start-up

@@ -20,6 +20,13 @@ Kafka's credential string; they are loaded at start-up into
 notification, so every broker of the cluster accepts a user as soon as
 AlterUserScramCredentials (on any broker, or Kafka's tools) has stored it.
 
+ACLs (with an authorizer, :meth:`ZkMetadataStore.start_acls`) live in Kafka's
+AclAuthorizer layout, ``/kafka-acl/<Type>/<name>`` and
+``/kafka-acl-extended/prefixed/<Type>/<name>``, and each change is announced
+under ``/kafka-acl-changes`` / ``/kafka-acl-extended-changes``, which every
+broker watches to re-read the pattern into :attr:`acl_cache`
+(:class:`~pylog.metadata.zk_data.ZkAclStore`).
+
 Threads. Every change makes ZooKeeper round trips and blocks its caller, so
 callers on the event loop run changes in a thread (the broker's handlers do,
 whatever the store). Listeners always run on the event loop thread
@@ -47,6 +54,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 
 from pylog.errors import (
     InvalidPartitionsError,
@@ -86,8 +94,14 @@ from pylog.metadata.zk_data import (
     TopicReplicaAssignment,
     TopicsZNode,
     TopicZNode,
+    ZkAclStore,
     ZkDataError,
 )
+from pylog.security.access_control_entry import AccessControlEntry
+from pylog.security.acl_entry import decode_acls, encode_acls
+from pylog.security.pattern_type import PatternType
+from pylog.security.resource_pattern import ResourcePattern
+from pylog.security.resource_type import ResourceType
 from pylog.security.scram_credential import ScramCredential
 from pylog.security.scram_mechanism import ScramMechanism
 
@@ -99,6 +113,8 @@ _log = logging.getLogger("pylog.metadata")
 #: that processes a change (Kafka's changeExpirationMs, 15 minutes).
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 _DELETE_WAIT_S = 30.0
+#: Conditional ACL writes lost to others before giving up (Kafka's maxUpdateRetries).
+_ACL_UPDATE_RETRIES = 10
 
 
 def sanitize(name: str) -> str:
@@ -155,6 +171,7 @@ class ZkMetadataStore(MetadataStore):
         # Watch events are re-read here, one at a time, never on kazoo's thread.
         self._reader = concurrent.futures.ThreadPoolExecutor(1, "pylog-zk-metadata")
         self._last_change_seq = -1
+        self._acl_change_seq: dict[str, int] = {}
         self._closed = False
         with _zk_errors("loading the metadata from ZooKeeper"):
             zk.create_top_level_paths()
@@ -474,6 +491,119 @@ class ZkMetadataStore(MetadataStore):
                         continue  # someone else changed the user meanwhile: redo on theirs
             with self._lock:
                 self._load_user(sanitized)
+
+    # ------------------------------------------------------------------ ACLs
+
+    def start_acls(self) -> None:
+        """Kafka's AclAuthorizer start-up: the ACL paths, the change watches,
+        then every ACL into :attr:`acl_cache` (notifications already there
+        when loading starts are covered by the load)."""
+        with self._lock, _zk_errors("loading the ACLs from ZooKeeper"):
+            self.zk.create_acl_paths()
+            for parent in (ZkAclStore.LITERAL_CHANGES, ZkAclStore.EXTENDED_CHANGES):
+                seqs = [
+                    ZkAclStore.sequence_number(parent, n)
+                    for n in self.zk.get_children(parent)
+                    if n.startswith(ZkAclStore.CHANGE_PREFIX)
+                ]
+                self._acl_change_seq[parent] = max(seqs, default=-1)
+            acls = {}
+            for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
+                base = ZkAclStore.acl_path(pattern_type)
+                for type_name in self.zk.get_children(base):
+                    try:
+                        resource_type = ResourceType.parse(type_name)
+                    except ValueError:
+                        _log.warning(
+                            "ignoring ACLs of unknown resource type %s/%s", base, type_name
+                        )
+                        continue
+                    for name in self.zk.get_children(f"{base}/{type_name}"):
+                        pattern = ResourcePattern(resource_type, name, pattern_type)
+                        entries = self._read_acls(pattern)
+                        if entries:
+                            acls[pattern] = entries
+            self.acl_cache.replace_all(acls)
+            for parent in (ZkAclStore.LITERAL_CHANGES, ZkAclStore.EXTENDED_CHANGES):
+                self._stop_watches.append(
+                    self.zk.watch_children(parent, partial(self._on_acl_changes, parent))
+                )
+        _log.info("loaded ACLs of %d resource patterns from ZooKeeper", len(acls))
+
+    def _read_acls(self, pattern: ResourcePattern) -> frozenset[AccessControlEntry]:
+        data, _ = self.zk.get_versioned_acls(pattern)
+        try:
+            return decode_acls(data)
+        except ValueError as e:
+            _log.warning("%s: unreadable ACLs, ignored (%s)", ZkAclStore.path(pattern), e)
+            return frozenset()
+
+    def _on_acl_changes(self, parent: str, children: list[str]) -> None:
+        if not self._closed:
+            with contextlib.suppress(RuntimeError):
+                self._reader.submit(self._apply_acl_changes, parent, children)
+
+    def _apply_acl_changes(self, parent: str, children: list[str]) -> None:
+        """Re-read each pattern a new notification names (Kafka's
+        AclChangedNotificationHandler), then purge expired notifications."""
+        try:
+            names = sorted(
+                (c for c in children if c.startswith(ZkAclStore.CHANGE_PREFIX)),
+                key=lambda n: ZkAclStore.sequence_number(parent, n),
+            )
+            old = []
+            now_ms = int(time.time() * 1000)
+            with self._lock:
+                for name in names:
+                    seq = ZkAclStore.sequence_number(parent, name)
+                    got = self.zk.get_data(f"{parent}/{name}")
+                    if got is None:
+                        continue
+                    if now_ms - got[1].ctime_ms > self.change_expiration_ms:
+                        old.append(name)
+                    if seq <= self._acl_change_seq.get(parent, -1):
+                        continue
+                    self._acl_change_seq[parent] = seq
+                    try:
+                        pattern = ZkAclStore.decode_change(parent, got[0])
+                    except ZkDataError as e:
+                        _log.warning("%s/%s: %s", parent, name, e)
+                        continue
+                    entries = self._read_acls(pattern)
+                    self.acl_cache.set(pattern, entries)
+                    _log.info("ACLs of %s changed elsewhere: %d entries", pattern, len(entries))
+            for name in old:
+                self.zk.delete_recursive(f"{parent}/{name}")
+        except (ZkError, ZkDataError):
+            _log.exception("reading the ACL changes from ZooKeeper failed")
+
+    def update_acls(
+        self,
+        pattern: ResourcePattern,
+        change: Callable[[frozenset[AccessControlEntry]], frozenset[AccessControlEntry]],
+    ) -> frozenset[AccessControlEntry]:
+        """Read the znode, write the change conditional on its version (with
+        its change notification), redo on a lost race (Kafka's
+        updateResourceAcls). Under the lock the change watcher takes: it
+        cannot re-read another broker's later change between this write and
+        this cache update, and be overwritten by it."""
+        with self._lock, _zk_errors(f"storing the ACLs of {pattern}"):
+            for _ in range(_ACL_UPDATE_RETRIES):
+                data, version = self.zk.get_versioned_acls(pattern)
+                try:
+                    old = decode_acls(data)
+                except ValueError:
+                    old = frozenset()  # unreadable: replaced by what is written now
+                new = frozenset(change(old))
+                if (new == old and version >= 0) or (not new and version < 0):
+                    self.acl_cache.set(pattern, new)
+                    return new
+                if self.zk.set_acls(pattern, encode_acls(new) if new else None, version):
+                    self.acl_cache.set(pattern, new)
+                    return new
+        raise ZkMetadataError(
+            f"Failed to update ACLs for {pattern} after trying {_ACL_UPDATE_RETRIES} times"
+        )
 
     # ------------------------------------------------------------------ reads
 

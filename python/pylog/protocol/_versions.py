@@ -124,6 +124,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    # The ACL APIs: Kafka 4 serves 1-3 (KIP-896 dropped v0, which had no
+    # pattern type).
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     # The ZooKeeper controller's requests to brokers, at every version the
@@ -196,6 +201,9 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.SASL_AUTHENTICATE: "SaslAuthenticate",
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
+    ApiKey.DESCRIBE_ACLS: "DescribeAcls",
+    ApiKey.CREATE_ACLS: "CreateAcls",
+    ApiKey.DELETE_ACLS: "DeleteAcls",
     ApiKey.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas",
     ApiKey.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
 }

@@ -52,6 +52,7 @@ from pylog.config import (
 )
 from pylog.errors import InvalidConfigurationError
 from pylog.log.config import BROKER_LOG_CONFIG, BrokerLogConfig
+from pylog.security.acl_authorizer import AUTHORIZER_CLASS_NAMES
 
 #: A parsed broker config value: bool, int, float, str or list[str], as its
 #: key's ConfigType says. Any, not that union: which one depends on the key's
@@ -185,6 +186,15 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
     ConfigKey("connection.failed.authentication.delay.ms", I, 100, "Delay before answering "
               "a failed authentication (and closing), which slows password guessing.",
               AtLeast(0), "low"),
+    # ---- authorization (docs/security.md#acls)
+    ConfigKey("authorizer.class.name", S, "", "Turns ACLs on: Kafka's "
+              "kafka.security.authorizer.AclAuthorizer or "
+              "org.apache.kafka.metadata.authorizer.StandardAuthorizer (alike here); empty: "
+              "no authorization.", OneOf("", *AUTHORIZER_CLASS_NAMES), "low"),
+    ConfigKey("super.users", S, None, "Principals allowed everything, whatever the ACLs, "
+              "separated by ';' (User:admin;User:broker).", None, "low"),
+    ConfigKey("allow.everyone.if.no.acl.found", B, False, "With an authorizer, allow a "
+              "request on a resource no ACL applies to (default: refuse it).", None, "low"),
     # ---- network: the keys Kafka's SocketServer reads (kafka.network.SocketServer)
     ConfigKey("num.network.threads", I, 3, "Accepted for compatibility: pylog's processors "
               "are asyncio protocol objects on one event loop.", AtLeast(1), "high"),

@@ -31,16 +31,22 @@ from pylog.protocol.messages.api_versions_request import ApiVersionsRequest
 from pylog.protocol.messages.api_versions_response import ApiVersionsResponse
 from pylog.protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
 from pylog.protocol.messages.controlled_shutdown_response import ControlledShutdownResponse
+from pylog.protocol.messages.create_acls_request import CreateAclsRequest
+from pylog.protocol.messages.create_acls_response import CreateAclsResponse
 from pylog.protocol.messages.create_partitions_request import CreatePartitionsRequest
 from pylog.protocol.messages.create_partitions_response import CreatePartitionsResponse
 from pylog.protocol.messages.create_topics_request import CreateTopicsRequest
 from pylog.protocol.messages.create_topics_response import CreateTopicsResponse
+from pylog.protocol.messages.delete_acls_request import DeleteAclsRequest
+from pylog.protocol.messages.delete_acls_response import DeleteAclsResponse
 from pylog.protocol.messages.delete_groups_request import DeleteGroupsRequest
 from pylog.protocol.messages.delete_groups_response import DeleteGroupsResponse
 from pylog.protocol.messages.delete_records_request import DeleteRecordsRequest
 from pylog.protocol.messages.delete_records_response import DeleteRecordsResponse
 from pylog.protocol.messages.delete_topics_request import DeleteTopicsRequest
 from pylog.protocol.messages.delete_topics_response import DeleteTopicsResponse
+from pylog.protocol.messages.describe_acls_request import DescribeAclsRequest
+from pylog.protocol.messages.describe_acls_response import DescribeAclsResponse
 from pylog.protocol.messages.describe_client_quotas_request import DescribeClientQuotasRequest
 from pylog.protocol.messages.describe_client_quotas_response import DescribeClientQuotasResponse
 from pylog.protocol.messages.describe_cluster_request import DescribeClusterRequest
@@ -118,11 +124,14 @@ Request: TypeAlias = (
     | AlterUserScramCredentialsRequest
     | ApiVersionsRequest
     | ControlledShutdownRequest
+    | CreateAclsRequest
     | CreatePartitionsRequest
     | CreateTopicsRequest
+    | DeleteAclsRequest
     | DeleteGroupsRequest
     | DeleteRecordsRequest
     | DeleteTopicsRequest
+    | DescribeAclsRequest
     | DescribeClientQuotasRequest
     | DescribeClusterRequest
     | DescribeConfigsRequest
@@ -162,11 +171,14 @@ Response: TypeAlias = (
     | AlterUserScramCredentialsResponse
     | ApiVersionsResponse
     | ControlledShutdownResponse
+    | CreateAclsResponse
     | CreatePartitionsResponse
     | CreateTopicsResponse
+    | DeleteAclsResponse
     | DeleteGroupsResponse
     | DeleteRecordsResponse
     | DeleteTopicsResponse
+    | DescribeAclsResponse
     | DescribeClientQuotasResponse
     | DescribeClusterResponse
     | DescribeConfigsResponse
@@ -224,6 +236,9 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     21: DeleteRecordsRequest,
     22: InitProducerIdRequest,
     23: OffsetForLeaderEpochRequest,
+    29: DescribeAclsRequest,
+    30: CreateAclsRequest,
+    31: DeleteAclsRequest,
     32: DescribeConfigsRequest,
     33: AlterConfigsRequest,
     35: DescribeLogDirsRequest,
@@ -268,6 +283,9 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     21: DeleteRecordsResponse,
     22: InitProducerIdResponse,
     23: OffsetForLeaderEpochResponse,
+    29: DescribeAclsResponse,
+    30: CreateAclsResponse,
+    31: DeleteAclsResponse,
     32: DescribeConfigsResponse,
     33: AlterConfigsResponse,
     35: DescribeLogDirsResponse,
@@ -301,16 +319,22 @@ __all__ = [
     "ApiVersionsResponse",
     "ControlledShutdownRequest",
     "ControlledShutdownResponse",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteGroupsRequest",
     "DeleteGroupsResponse",
     "DeleteRecordsRequest",
     "DeleteRecordsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
     "DescribeClientQuotasRequest",
     "DescribeClientQuotasResponse",
     "DescribeClusterRequest",
