@@ -154,7 +154,9 @@ SPARK_COMPAT_TESTS := tests/spark/test_spark_options.py \
   "tests/spark/test_spark_stream_write.py::test_streaming_picks_up_new_records_and_resumes_from_a_checkpoint[wire]" \
   "tests/spark/test_spark_stream_write.py::test_batch_write_round_trips" \
   "tests/spark/test_spark_stream_write.py::test_streaming_write_copies_a_topic" \
-  "tests/spark/test_spark_stream_write.py::test_udfs_decode_and_validate_segment_bytes"
+  "tests/spark/test_spark_stream_write.py::test_udfs_decode_and_validate_segment_bytes" \
+  "tests/spark/test_spark_kafka_connector.py::test_batch_read_equals_format_pylog" \
+  "tests/spark/test_spark_kafka_connector.py::test_streaming_write_copies_a_topic"
 
 # dependencies once per venv (pyspark's own pins bring its pandas and pyarrow),
 # again only when the Makefile or pyproject.toml change
@@ -190,9 +192,10 @@ bench: install ## print the performance figures and their ratios against same-ru
 	$(PY) bench/hostile_request_bench.py
 	$(PY) bench/tls_bench.py
 	$(PY) bench/cleaner_bench.py
-	$(PY) bench/spark_bench.py
 	$(PY) bench/cluster_bench.py
 	@$(MAKE) --no-print-directory kafka || echo "kafka_peer: skipped, Apache Kafka could not be fetched with Maven (see above)"
+	@$(PY) tests/spark/kafka/fetch.py $(PY) || echo "spark_bench: no Spark Kafka connector could be fetched (see above)"
+	$(PY) bench/spark_bench.py
 	$(PY) bench/kafka_peer.py --skip-if-missing
 
 # Apache Kafka, the peer of bench/kafka_peer.py: its broker and its perf tools with their
