@@ -20,6 +20,7 @@ it, or without Kafka's jars, those rows say so. Nothing here fails on timing.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -155,7 +156,7 @@ def kafka_source(spark: Any, bootstrap: str, topic: str, n: int) -> Any:
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
-        .option("endingOffsets", '{"%s":{"0":%d}}' % (topic, n))
+        .option("endingOffsets", json.dumps({topic: {"0": n}}))
         .option("minPartitions", str(CORES))
         .load()
     )
