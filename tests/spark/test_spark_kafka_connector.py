@@ -74,6 +74,36 @@ def test_batch_read_equals_format_pylog(spark: Any, broker: BrokerProcess) -> No
     got = rows_of(kafka(spark, broker, **by_ts))
     assert got == rows_of(pylog_wire(spark, broker, **by_ts))
     assert [r[1] for r in got] == [r[1] for r in want if T0 + 150 <= r[3] < T0 + 240]
+    # a pattern subscribes the same topic
+    pattern = {"subscribePattern": topic.replace("-", "[-]"), "includeHeaders": "true"}
+    assert rows_of(kafka(spark, broker, **pattern)) == want
+
+
+def test_batch_read_starts_at_the_log_start_offset(spark: Any, broker: BrokerProcess) -> None:
+    """After DeleteRecords, "earliest" is the new log start offset (ListOffsets
+    EARLIEST), and an offset below it is data loss for both readers."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = topic_name("sk-deleted")
+    create_topic(broker.bootstrap, topic, 2)
+    want = expected(produce(broker, topic, 100, partitions=2), topic)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    done = admin.delete_records([TopicPartition(topic, 0, 20)])
+    assert next(iter(done.values())).result(20).low_watermark == 20
+    kept = [r for r in want if r[2] == 1 or r[6] >= 20]
+    opts = {"subscribe": topic, "includeHeaders": "true"}
+    assert rows_of(kafka(spark, broker, **opts)) == kept
+    assert rows_of(pylog_wire(spark, broker, **opts)) == kept
+    below = {**opts, "startingOffsets": json.dumps({topic: {"0": 5, "1": -2}})}
+    for read in (kafka, pylog_wire):
+        with pytest.raises(Exception, match=r"(?i)lost|out of range|earliest") as _e:
+            read(spark, broker, **below).count()
+        print("DATALOSS", read.__name__, str(_e.value)[:400])
+    # failOnDataLoss=false: both start at the log start offset instead
+    lenient = {**below, "failOnDataLoss": "false"}
+    assert rows_of(kafka(spark, broker, **lenient)) == kept
+    assert rows_of(pylog_wire(spark, broker, **lenient)) == kept
 
 
 def test_streaming_read_available_now_equals_format_pylog(
