@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build protocol tools java-client go-client node-client run cluster test test-rust test-python bench kafka fuzz lint format clean pipeline wheel spark-compat
+.PHONY: help install build protocol tools java-client go-client node-client run cluster test test-rust test-python bench kafka fuzz lint format clean pipeline wheel spark-compat spark-kafka
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -34,7 +34,7 @@ run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./
 cluster: install tools ## run a local cluster until Ctrl-C: ZooKeeper on 127.0.0.1:2181, brokers 1-3 on 127.0.0.1:9092-9094, data and logs in ./pylog-cluster
 	$(VENV)/bin/pylog cluster local --brokers 3 --dir ./pylog-cluster
 
-test: install tools kafka java-client go-client node-client test-rust wheel test-python spark-compat ## install everything the tests need, then run all tests
+test: install tools kafka java-client go-client node-client test-rust wheel spark-kafka test-python spark-compat ## install everything the tests need, then run all tests
 
 tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark, the Java client and Kafka; ZooKeeper for the cluster; npm), from Debian — needs root or sudo; checks for Go
 	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \
@@ -154,7 +154,9 @@ SPARK_COMPAT_TESTS := tests/spark/test_spark_options.py \
   "tests/spark/test_spark_stream_write.py::test_streaming_picks_up_new_records_and_resumes_from_a_checkpoint[wire]" \
   "tests/spark/test_spark_stream_write.py::test_batch_write_round_trips" \
   "tests/spark/test_spark_stream_write.py::test_streaming_write_copies_a_topic" \
-  "tests/spark/test_spark_stream_write.py::test_udfs_decode_and_validate_segment_bytes"
+  "tests/spark/test_spark_stream_write.py::test_udfs_decode_and_validate_segment_bytes" \
+  "tests/spark/test_spark_kafka_connector.py::test_batch_read_equals_format_pylog" \
+  "tests/spark/test_spark_kafka_connector.py::test_streaming_write_copies_a_topic"
 
 # dependencies once per venv (pyspark's own pins bring its pandas and pyarrow),
 # again only when the Makefile or pyproject.toml change
@@ -174,6 +176,13 @@ spark-compat: $(WHEEL) $(SPARK_CACHE)/venv-pyspark-$(SPARK_OLDEST)/.installed $(
 	  env -u PYTHONPATH $$venv/bin/python -m pytest -q -p no:cacheprovider $(SPARK_COMPAT_TESTS) || exit 1; \
 	done
 
+# Spark's own Kafka connector (spark-sql-kafka-0-10) for the main venv's PySpark and
+# spark-compat's, copied by Maven into $(SPARK_CACHE)/spark-kafka/pyspark-<version>
+# (tests/spark/kafka/fetch.py); tests/spark_support.py puts it on spark.jars.
+spark-kafka: install $(SPARK_CACHE)/venv-pyspark-$(SPARK_OLDEST)/.installed $(SPARK_CACHE)/venv-pyspark-$(SPARK_NEWEST)/.installed ## fetch Spark's Kafka connector for each PySpark the tests run into ~/.cache/pylog/spark-kafka; skipped when there
+	@for py in $(PY) $(SPARK_CACHE)/venv-pyspark-$(SPARK_OLDEST)/bin/python $(SPARK_CACHE)/venv-pyspark-$(SPARK_NEWEST)/bin/python; do \
+	  $(PY) tests/spark/kafka/fetch.py $$py || exit 1; done
+
 bench: install ## print the performance figures and their ratios against same-run baselines
 	cargo bench -q -p pylog-core -- --warm-up-time 1 --measurement-time 3
 	$(PY) -m pytest -q bench --benchmark-columns=mean,median,ops --benchmark-sort=name
@@ -183,9 +192,10 @@ bench: install ## print the performance figures and their ratios against same-ru
 	$(PY) bench/hostile_request_bench.py
 	$(PY) bench/tls_bench.py
 	$(PY) bench/cleaner_bench.py
-	$(PY) bench/spark_bench.py
 	$(PY) bench/cluster_bench.py
 	@$(MAKE) --no-print-directory kafka || echo "kafka_peer: skipped, Apache Kafka could not be fetched with Maven (see above)"
+	@$(PY) tests/spark/kafka/fetch.py $(PY) || echo "spark_bench: no Spark Kafka connector could be fetched (see above)"
+	$(PY) bench/spark_bench.py
 	$(PY) bench/kafka_peer.py --skip-if-missing
 	$(PY) bench/kafka_peer.py --skip-if-missing --cluster
 

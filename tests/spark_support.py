@@ -22,6 +22,18 @@ from broker_process import BrokerProcess
 T0 = (int(time.time()) // 3600 - 1) * 3600 * 1000
 
 
+def kafka_connector_jars() -> list[str]:
+    """Spark's own Kafka connector for the running PySpark, as `make spark-kafka`
+    (tests/spark/kafka/fetch.py) cached it; empty when it has not been fetched."""
+    import pyspark
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pylog"
+    d = cache / "spark-kafka" / f"pyspark-{pyspark.__version__}"
+    if not (d / ".complete").exists():
+        return []
+    return sorted(str(j) for j in d.glob("*.jar"))
+
+
 def spark_session() -> Any:
     # executors' Python workers must load the same pylog._native as this interpreter
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -33,6 +45,8 @@ def spark_session() -> Any:
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("pylog-tests")
+        # format("kafka") beside format("pylog"): test_spark_kafka_connector.py
+        .config("spark.jars", ",".join(kafka_connector_jars()))
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")

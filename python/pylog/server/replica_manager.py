@@ -156,6 +156,9 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.max_partitions = max_partitions
         self.hw_checkpoint_interval_ms = hw_checkpoint_interval_ms
+        # One checkpoint file object per log dir, as Kafka keeps: its lock orders the
+        # scheduler's periodic write and the shutdown's, which share one .tmp name.
+        self._hw_checkpoints: dict[str, OffsetCheckpointFile] = {}
         self.metadata_store = metadata_store
         self.broker_id = broker_id
         self.append_offload_bytes = append_offload_bytes
@@ -278,7 +281,7 @@ class ReplicaManager:
         """Start each log's high watermark from ``replication-offset-checkpoint``
         (a leader then moves it on; a follower must not expose more)."""
         for d in self.log_manager.log_dirs:
-            cp = OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT))
+            cp = self._hw_checkpoint(d)
             try:
                 saved = cp.read()
             except (OSError, KafkaError) as e:
@@ -300,9 +303,16 @@ class ReplicaManager:
                 by_dir.setdefault(d, {})[tp] = partition.high_watermark
         for d, offsets in by_dir.items():
             try:
-                OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).write(offsets)
-            except OSError as e:
+                self._hw_checkpoint(d).write(offsets)
+            except (OSError, KafkaStorageError) as e:
                 _log.error("cannot write the high-watermark checkpoint in %s: %s", d, e)
+
+    def _hw_checkpoint(self, log_dir: str) -> OffsetCheckpointFile:
+        cp = self._hw_checkpoints.get(log_dir)
+        if cp is None:
+            cp = OffsetCheckpointFile(os.path.join(log_dir, REPLICATION_OFFSET_CHECKPOINT))
+            cp = self._hw_checkpoints.setdefault(log_dir, cp)
+        return cp
 
     # ------------------------------------------------------------------ partitions
 

@@ -6,13 +6,17 @@ append costs behind DEFAULT_APPEND_OFFLOAD_BYTES."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import threading
 import time
 from typing import Any
 
+import pytest
 from conftest import build_batch
 
 from pylog.log import LogManager, TopicPartition
+from pylog.log.checkpoint import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from pylog.log.log import FetchIsolation
 from pylog.metadata import JsonMetadataStore
 from pylog.server.delayed_fetch import FetchParams, FetchPartitionRequest
@@ -128,3 +132,36 @@ def test_measure_inline_vs_offloaded_append(tmp_path: Any) -> None:
 
     asyncio.run(main())
     close(lm, rm)
+
+
+def test_concurrent_high_watermark_checkpoints_never_clash(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The scheduler's periodic checkpoint and the shutdown's can run at once
+    (found by Spark's Kafka connector tests, 50 ms interval): they share one
+    ``.tmp`` name, so they must be ordered by one lock per log dir, as Kafka's
+    checkpoint files are — else one's rename finds no file, or a mix of both
+    lands."""
+    lm, store, rm = make(str(tmp_path))
+    store.create_topic("t", 8)
+
+    raised: list[BaseException] = []
+
+    def checkpoint_often() -> None:
+        try:
+            for _ in range(150):
+                rm.checkpoint_high_watermarks()
+        except BaseException as e:
+            raised.append(e)
+
+    with caplog.at_level(logging.ERROR, logger="pylog.server.replica_manager"):
+        threads = [threading.Thread(target=checkpoint_often) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        close(lm, rm)
+    assert raised == []
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    saved = OffsetCheckpointFile(os.path.join(str(tmp_path), REPLICATION_OFFSET_CHECKPOINT)).read()
+    assert sorted(saved) == [TopicPartition("t", p) for p in range(8)]
