@@ -5,6 +5,7 @@ are compared)."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,30 @@ def advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
     return {a.api_key: (a.min_version, a.max_version) for a in r.api_keys}
 
 
+def warm_up(bootstrap: str, timeout: float = 60) -> None:
+    """Until the broker's coordinators answer: Kafka's producer-id manager
+    fetches its first block from the controller, and both brokers create
+    __consumer_offsets on the first FindCoordinator. Start-up, not behaviour."""
+    deadline = time.monotonic() + timeout
+    with KafkaConnection(bootstrap, client_id="differential-warm-up") as c:
+        while True:
+            pid = c.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None,
+                                                         "transaction_timeout_ms": 60000})
+            fc = c.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0,
+                                                        "coordinator_keys": ["warm-up"]})
+            if pid.error_code == 0 and fc.coordinators[0].error_code == 0:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{bootstrap}: coordinators not ready: {pid} {fc}")
+            time.sleep(0.2)
+
+
+def ready(kafka: str, pylog: str) -> Brokers:
+    for b in (kafka, pylog):
+        warm_up(b)
+    return Brokers(kafka, pylog, advertised(kafka), advertised(pylog))
+
+
 @pytest.fixture(scope="session")
 def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
     """Kafka (KRaft, one JVM) and a pylog broker, up for the whole session.
@@ -47,7 +72,7 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
     running = os.environ.get("PYLOG_DIFFERENTIAL_BROKERS")
     if running:
         k, p = running.split(",")
-        yield Brokers(k, p, advertised(k), advertised(p))
+        yield ready(k, p)
         return
     work: Path = tmp_path_factory.mktemp("differential")
     pylog = BrokerProcess(
@@ -58,12 +83,7 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
     kafka: Any = None
     try:
         kafka = start_kafka(work, extra=CONFIG)
-        yield Brokers(
-            kafka.bootstrap,
-            pylog.bootstrap,
-            advertised(kafka.bootstrap),
-            advertised(pylog.bootstrap),
-        )
+        yield ready(kafka.bootstrap, pylog.bootstrap)
     finally:
         if kafka is not None:
             kafka.stop()

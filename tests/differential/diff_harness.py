@@ -87,6 +87,7 @@ EXPECTED: tuple[Rule, ...] = (
     Rule("**.topic_id", "topic ids are random UUIDs (compared: zero or not)"),
     Rule("**.port", "each broker listens on its own ephemeral port"),
     Rule("**.error_message", "Kafka's error messages are free text (compared: null or not)"),
+    Rule("**.batch_index_error_message", "free text, as error_message"),
     Rule(
         "**.member_id",
         "member ids are <client id>-<random UUID> (compared: the client-id prefix)",
@@ -229,7 +230,7 @@ def _placeholder(path: str, value: Any) -> Any:
         # <client id>-<uuid>: the client-id part is Kafka's rule
         m = re.fullmatch(r"(.*)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", value)
         return f"{m.group(1)}-<uuid>" if m else ("" if value == "" else f"<not client-uuid: {value}>")
-    if leaf in ("error_message", "message"):
+    if leaf in ("error_message", "batch_index_error_message"):
         return "<text>" if value else value
     return "<any>"
 

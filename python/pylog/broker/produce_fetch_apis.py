@@ -64,6 +64,9 @@ def _uuid_out(topic_id: str | None) -> str:
     return topic_id or ZERO_UUID
 
 
+_UNREAD_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
+
+
 class ProduceFetchApis:
     """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, InitProducerId."""
 
@@ -252,7 +255,11 @@ class ProduceFetchApis:
             "high_watermark": r.high_watermark,
             "last_stable_offset": r.last_stable_offset,
             "log_start_offset": r.log_start_offset,
-            "aborted_transactions": [] if committed else None,
+            # Kafka answers a partition it refuses before reading (unknown to the
+            # metadata) with the empty list its message class starts with.
+            "aborted_transactions": []
+            if committed or r.error_code in _UNREAD_ERRORS
+            else None,
             "preferred_read_replica": -1,
             "records": r.records,
         }
