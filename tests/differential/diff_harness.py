@@ -23,6 +23,7 @@ names its reason, which docs/compatibility.md repeats.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import struct
 import time
@@ -92,6 +93,7 @@ EXPECTED: tuple[Rule, ...] = (
         "**.member_id",
         "member ids are <client id>-<random UUID> (compared: the client-id prefix)",
     ),
+    Rule("**.leader", "the leader is a member id (compared: the client-id prefix)"),
     Rule("**.session_id", "fetch session ids are random"),
 )
 
@@ -226,7 +228,7 @@ def _placeholder(path: str, value: Any) -> Any:
     leaf = path.rsplit(".", 1)[-1]
     if leaf in ("topic_id", "topic_uuid"):
         return "<zero uuid>" if value == ZERO_UUID else "<uuid>"
-    if leaf == "member_id":
+    if leaf in ("member_id", "leader"):
         # <client id>-<uuid>: the client-id part is Kafka's rule
         m = re.fullmatch(r"(.*)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", value)
         return f"{m.group(1)}-<uuid>" if m else ("" if value == "" else f"<not client-uuid: {value}>")
@@ -353,6 +355,8 @@ class Pair:
             b = body(name) if callable(body) else body
             if isinstance(b, Mapping):
                 b = fit(api_key, version, b)
+            if os.environ.get("PYLOG_DIFFERENTIAL_TRACE"):
+                print(name, ApiKey(api_key).name, version, b, flush=True)
             answers.append(conn.request(api_key, version, b))
         k, p = answers
         return Exchange(
