@@ -41,6 +41,8 @@ from pylog.protocol.client import KafkaConnection
 
 ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 
+ApiKeyNames = dict[int, str]
+
 # Both brokers: the same settings wherever a default differs or a test relies
 # on one. Auto-creation is off so a Metadata for an unknown topic answers
 # UNKNOWN_TOPIC_OR_PARTITION on both (the Metadata scenarios turn it on by request).
