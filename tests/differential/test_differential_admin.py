@@ -245,3 +245,125 @@ def test_describe_configs_of_a_topic(brokers: Brokers, oracle: Oracle) -> None:
             },
         )  # fmt: skip
     oracle.verify()
+
+
+def test_alter_configs_and_incremental(brokers: Brokers, oracle: Oracle) -> None:
+    """AlterConfigs (replaces every override) and IncrementalAlterConfigs (SET,
+    DELETE, APPEND, SUBTRACT), valid and invalid, validate-only, on unknown
+    topics and on the broker; each followed by a DescribeConfigs of the result."""
+    t = name("ac")
+    oracle.create({t: 1}, {"retention.ms": "3600000"})
+
+    def describe() -> None:
+        oracle.send(
+            ApiKey.DESCRIBE_CONFIGS,
+            4,
+            {"resources": [{"resource_type": 2, "resource_name": t,
+                            "configuration_keys": ["retention.ms", "cleanup.policy",
+                                                   "segment.bytes", "max.message.bytes"]}],
+             "include_synonyms": True},
+        )  # fmt: skip
+
+    def res(name_: str, configs: list[dict[str, Any]], rtype: int = 2) -> dict[str, Any]:
+        return {"resource_type": rtype, "resource_name": name_, "configs": configs}
+
+    # KRaft checks the configs before the topic exists; ZooKeeper-era Kafka
+    # (AdminZkClient.validateTopicConfig), which pylog follows, the topic first.
+    def kraft_order(topic: str) -> Rule:
+        return Rule(
+            f"responses[resource_type=2,resource_name={topic}].error_code",
+            "an unknown topic with a bad config: KRaft answers INVALID_CONFIG, ZooKeeper-era "
+            "Kafka UNKNOWN_TOPIC_OR_PARTITION",
+        )
+
+    for v in vr(brokers, ApiKey.ALTER_CONFIGS):
+        for validate_only in (True, False):
+            oracle.send(
+                ApiKey.ALTER_CONFIGS,
+                v,
+                {
+                    "resources": [
+                        res(t, [{"name": "segment.bytes", "value": str(1 << 20)},
+                                {"name": "max.message.bytes", "value": "2000000"}]),
+                        res(name("ac-absent"), [{"name": "segment.bytes", "value": "1048576"}]),
+                        res(t + "x", [{"name": "no.such.config", "value": "1"}]),
+                    ],
+                    "validate_only": validate_only,
+                },
+                allow=[kraft_order(t + "x")],
+            )  # fmt: skip
+        oracle.send(
+            ApiKey.ALTER_CONFIGS,
+            v,
+            {"resources": [res(t, [{"name": "segment.bytes", "value": "-5"}])],
+             "validate_only": False},
+        )  # fmt: skip
+        describe()
+    for v in vr(brokers, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+        ops = [
+            [{"name": "retention.ms", "config_operation": 0, "value": "7200000"}],
+            [{"name": "retention.ms", "config_operation": 1, "value": None}],
+            [{"name": "cleanup.policy", "config_operation": 2, "value": "compact"}],
+            [{"name": "cleanup.policy", "config_operation": 3, "value": "delete"}],
+            [{"name": "segment.bytes", "config_operation": 2, "value": "5"}],
+            [{"name": "retention.ms", "config_operation": 0, "value": "soon"}],
+            [{"name": "retention.ms", "config_operation": 9, "value": "1"}],
+        ]
+        for op in ops:
+            allow = [kraft_order(name("iac-absent"))]
+            if op[0]["config_operation"] == 9:
+                allow.append(
+                    Rule(
+                        "responses[*].error_*",
+                        "an unknown config operation: Kafka fails the request with "
+                        "UNKNOWN_SERVER_ERROR and no message, pylog answers INVALID_REQUEST",
+                        presence=False,
+                    )
+                )
+            oracle.send(
+                ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                v,
+                {"resources": [res(t, op), res(name("iac-absent"), op)],
+                 "validate_only": False},
+                allow=allow,
+            )  # fmt: skip
+            describe()
+    oracle.verify()
+
+
+def test_describe_cluster(brokers: Brokers, oracle: Oracle) -> None:
+    for v in vr(brokers, ApiKey.DESCRIBE_CLUSTER):
+        for ops in (False, True):
+            oracle.send(
+                ApiKey.DESCRIBE_CLUSTER,
+                v,
+                {"include_cluster_authorized_operations": ops, "endpoint_type": 1},
+                allow=[Rule("cluster_authorized_operations",
+                            "fixed on acls (cluster operations: 7, no WRITE)")],
+            )  # fmt: skip
+    oracle.verify()
+
+
+def test_api_versions(brokers: Brokers, oracle: Oracle) -> None:
+    """Everything but the table of API keys and the KRaft feature levels, which
+    docs/compatibility.md lists (test_differential_compatibility_doc.py)."""
+    for v in vr(brokers, ApiKey.API_VERSIONS):
+        oracle.send(
+            ApiKey.API_VERSIONS,
+            v,
+            {"client_software_name": "pylog-differential", "client_software_version": "1.0"},
+            allow=[
+                Rule("api_keys[*]", "docs/compatibility.md's table", presence=False),
+                Rule("supported_features[*]", "KRaft feature levels", presence=False),
+                Rule("finalized_features[*]", "KRaft feature levels", presence=False),
+                Rule("finalized_features_epoch", "KRaft feature levels", presence=False),
+            ],
+        )
+    # a name ApiVersions v3+ refuses: INVALID_REQUEST
+    oracle.send(
+        ApiKey.API_VERSIONS,
+        3,
+        {"client_software_name": "bad name!", "client_software_version": "1.0"},
+        allow=[Rule("api_keys[*]", "docs/compatibility.md's table", presence=False)],
+    )
+    oracle.verify()
