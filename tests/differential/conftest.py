@@ -19,6 +19,7 @@ from kafka_tools import start_kafka
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
 
+
 @dataclass
 class Brokers:
     kafka: str
@@ -32,8 +33,11 @@ class Brokers:
 
 def advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
     with KafkaConnection(bootstrap, client_id="differential") as c:
-        r = c.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "pylog-differential",
-                                               "client_software_version": "1"})
+        r = c.request(
+            ApiKey.API_VERSIONS,
+            3,
+            {"client_software_name": "pylog-differential", "client_software_version": "1"},
+        )
     assert r.error_code == 0, r
     return {a.api_key: (a.min_version, a.max_version) for a in r.api_keys}
 
@@ -45,10 +49,14 @@ def warm_up(bootstrap: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     with KafkaConnection(bootstrap, client_id="differential-warm-up") as c:
         while True:
-            pid = c.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None,
-                                                         "transaction_timeout_ms": 60000})
-            fc = c.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0,
-                                                        "coordinator_keys": ["warm-up"]})
+            pid = c.request(
+                ApiKey.INIT_PRODUCER_ID,
+                4,
+                {"transactional_id": None, "transaction_timeout_ms": 60000},
+            )
+            fc = c.request(
+                ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["warm-up"]}
+            )
             if pid.error_code == 0 and fc.coordinators[0].error_code == 0:
                 return
             if time.monotonic() > deadline:

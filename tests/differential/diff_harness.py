@@ -232,16 +232,18 @@ def _placeholder(path: str, value: Any) -> Any:
         return "<zero uuid>" if value == ZERO_UUID else "<uuid>"
     if leaf in ("member_id", "leader"):
         # <client id>-<uuid>: the client-id part is Kafka's rule
-        m = re.fullmatch(r"(.*)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", value)
-        return f"{m.group(1)}-<uuid>" if m else ("" if value == "" else f"<not client-uuid: {value}>")
+        m = re.fullmatch(
+            r"(.*)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", value
+        )
+        return (
+            f"{m.group(1)}-<uuid>" if m else ("" if value == "" else f"<not client-uuid: {value}>")
+        )
     if leaf in ("error_message", "batch_index_error_message"):
         return "<text>" if value else value
     return "<any>"
 
 
-def diff(
-    kafka: Any, pylog: Any, allow: Iterable[Rule] = (), path: str = ""
-) -> list[Difference]:
+def diff(kafka: Any, pylog: Any, allow: Iterable[Rule] = (), path: str = "") -> list[Difference]:
     """The differences between two normalised responses, outside the rules."""
     rules = (*allow, *EXPECTED)  # a scenario's own rules first
     out: list[Difference] = []
@@ -272,9 +274,9 @@ def _diff(k: Any, p: Any, rules: tuple[Rule, ...], path: str, out: list[Differen
             if len(kk) == len(k) and len(pk) == len(p):
                 for key in sorted(kk.keys() | pk.keys(), key=_sortable):
                     sub = f"{path}[{','.join(f'{n}={v}' for n, v in key)}]"
-                    if key not in pk or key not in kk:
-                        if any(r.matches(sub) and not r.presence for r in rules):
-                            continue
+                    one_sided = key not in pk or key not in kk
+                    if one_sided and any(r.matches(sub) and not r.presence for r in rules):
+                        continue
                     if key not in pk:
                         out.append(Difference(sub, _short(kk[key]), "<absent>"))
                     elif key not in kk:
@@ -361,9 +363,7 @@ class Pair:
                 print(name, ApiKey(api_key).name, version, b, flush=True)
             answers.append(conn.request(api_key, version, b))
         k, p = answers
-        return Exchange(
-            ApiKey(api_key).name, version, k, p, diff(k, p, allow)
-        )
+        return Exchange(ApiKey(api_key).name, version, k, p, diff(k, p, allow))
 
     def send_acks0(self, version: int, body: Any) -> None:
         """A Produce with acks=0: no response comes back from either broker."""
@@ -371,9 +371,7 @@ class Pair:
             conn.send(ApiKey.PRODUCE, version, body)
 
 
-def both(
-    fn: Callable[[KafkaConnection, str], Any], pair: Pair
-) -> tuple[Any, Any]:
+def both(fn: Callable[[KafkaConnection, str], Any], pair: Pair) -> tuple[Any, Any]:
     """Run ``fn(connection, broker name)`` against each broker."""
     return fn(pair.kafka, "kafka"), fn(pair.pylog, "pylog")
 
@@ -463,9 +461,7 @@ class Oracle:
         self.pair = pair
         self.exchanges: list[Exchange] = []
 
-    def send(
-        self, api_key: int, version: int, body: Any, allow: Iterable[Rule] = ()
-    ) -> Exchange:
+    def send(self, api_key: int, version: int, body: Any, allow: Iterable[Rule] = ()) -> Exchange:
         x = self.pair.send(api_key, version, body, allow)
         self.exchanges.append(x)
         return x

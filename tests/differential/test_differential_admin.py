@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 from conftest import Brokers
-from diff_harness import Oracle, Pair, Rule, batch, name, versions
+from diff_harness import Oracle, Pair, Rule, name, versions
 
 from pylog.protocol import ApiKey
+
 
 @pytest.fixture
 def oracle(pair: Pair) -> Oracle:
@@ -60,7 +61,9 @@ def test_metadata_of_topics_at_every_version(brokers: Brokers, oracle: Oracle) -
     oracle.verify()
 
 
-@pytest.mark.xfail(reason="fixed on acls (cluster authorized operations: 7, no WRITE)", strict=False)
+@pytest.mark.xfail(
+    reason="fixed on acls (cluster authorized operations: 7, no WRITE)", strict=False
+)
 def test_metadata_cluster_authorized_operations(brokers: Brokers, oracle: Oracle) -> None:
     oracle.sweep(
         ApiKey.METADATA,
@@ -140,6 +143,13 @@ TOPIC_CONFIG_RULES = (
         "topics[*].configs[name=min.insync.replicas].config_source",
         "KRaft Kafka 4 sets min.insync.replicas as a cluster-wide dynamic default (ELR)",
     ),
+)
+
+
+MIN_ISR = "results[*].configs[name=min.insync.replicas]"
+MIN_ISR_RULES = (
+    Rule(f"{MIN_ISR}.config_source", TOPIC_CONFIG_RULES[-1].why),
+    Rule(f"{MIN_ISR}.synonyms[*]", TOPIC_CONFIG_RULES[-1].why, presence=False),
 )
 
 
@@ -307,19 +317,12 @@ def test_alter_configs_and_incremental(brokers: Brokers, oracle: Oracle) -> None
             [{"name": "cleanup.policy", "config_operation": 3, "value": "delete"}],
             [{"name": "segment.bytes", "config_operation": 2, "value": "5"}],
             [{"name": "retention.ms", "config_operation": 0, "value": "soon"}],
-            [{"name": "retention.ms", "config_operation": 9, "value": "1"}],
         ]
         for op in ops:
+            # Not sent: an unknown config operation (9). Kafka 4.3's controller
+            # fails on it with a NullPointerException and renounces its
+            # leadership, which leaves the oracle without a coordinator for a while.
             allow = [kraft_order(name("iac-absent"))]
-            if op[0]["config_operation"] == 9:
-                allow.append(
-                    Rule(
-                        "responses[*].error_*",
-                        "an unknown config operation: Kafka fails the request with "
-                        "UNKNOWN_SERVER_ERROR and no message, pylog answers INVALID_REQUEST",
-                        presence=False,
-                    )
-                )
             oracle.send(
                 ApiKey.INCREMENTAL_ALTER_CONFIGS,
                 v,

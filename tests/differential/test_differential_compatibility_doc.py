@@ -36,7 +36,7 @@ def api_names() -> ApiKeyNames:
 
 
 def _range(r: tuple[int, int] | None) -> str:
-    return "—" if r is None else f"{r[0]}–{r[1]}"
+    return "-" if r is None else f"{r[0]}-{r[1]}"
 
 
 def table(brokers: Brokers) -> str:
@@ -48,16 +48,17 @@ def table(brokers: Brokers) -> str:
     ]
     for key in sorted(k.keys() | p.keys()):
         if key in k and key in p:
-            note = "same" if k[key] == p[key] else "both serve " + _range(
-                (max(k[key][0], p[key][0]), min(k[key][1], p[key][1]))
+            note = (
+                "same"
+                if k[key] == p[key]
+                else "both serve " + _range((max(k[key][0], p[key][0]), min(k[key][1], p[key][1])))
             )
         elif key in p:
             note = "ZooKeeper-era inter-broker API (Kafka 4 removed it)"
         else:
             note = "not served by pylog"
-        lines.append(
-            f"| {key} | {names.get(key, '?')} | {_range(k.get(key))} | {_range(p.get(key))} | {note} |"
-        )
+        kr, pr = _range(k.get(key)), _range(p.get(key))
+        lines.append(f"| {key} | {names.get(key, '?')} | {kr} | {pr} | {note} |")
     return "\n".join(lines)
 
 

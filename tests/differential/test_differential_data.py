@@ -188,9 +188,7 @@ def fetch_body(
     }
 
 
-def _fetch(
-    pair: Pair, topics: list[str]
-) -> tuple[dict[str, str], dict[str, str]]:
+def _fetch(pair: Pair, topics: list[str]) -> tuple[dict[str, str], dict[str, str]]:
     return topic_ids(pair.kafka, topics), topic_ids(pair.pylog, topics)
 
 
@@ -200,13 +198,17 @@ def test_fetch_at_every_version(brokers: Brokers, oracle: Oracle, pair: Pair) ->
     t = name("fetch")
     oracle.create({t: 1})
     for i in range(3):
-        oracle.send(ApiKey.PRODUCE, 9, produce_body(t, batch([b"f%d-%d" % (i, j) for j in range(3)])))
+        oracle.send(
+            ApiKey.PRODUCE, 9, produce_body(t, batch([b"f%d-%d" % (i, j) for j in range(3)]))
+        )
     kids, pids = _fetch(pair, [t])
     for v in vr(brokers, ApiKey.FETCH):
 
         def at(offset: int, **kw: Any) -> Any:
             # v13+ names topics by id: each broker's own
-            return lambda side: fetch_body({t: 0}, offset, ids=kids if side == "kafka" else pids, **kw)
+            return lambda side: fetch_body(
+                {t: 0}, offset, ids=kids if side == "kafka" else pids, **kw
+            )
 
         oracle.send(ApiKey.FETCH, v, at(0))
         oracle.send(ApiKey.FETCH, v, at(4))
@@ -226,7 +228,9 @@ def test_fetch_at_every_version(brokers: Brokers, oracle: Oracle, pair: Pair) ->
 # ---------------------------------------------------------------- ListOffsets
 
 
-def list_offsets_body(topic: str, timestamps: list[int], isolation_level: int = 0) -> dict[str, Any]:
+def list_offsets_body(
+    topic: str, timestamps: list[int], isolation_level: int = 0
+) -> dict[str, Any]:
     return {
         "replica_id": -1,
         "isolation_level": isolation_level,
@@ -299,7 +303,10 @@ def test_delete_records(brokers: Brokers, oracle: Oracle) -> None:
                         {"partition_index": 5, "offset": 1},
                     ],
                 },
-                {"name": name(f"dr{v}-absent"), "partitions": [{"partition_index": 0, "offset": 1}]},
+                {
+                    "name": name(f"dr{v}-absent"),
+                    "partitions": [{"partition_index": 0, "offset": 1}],
+                },
             ],
             "timeout_ms": 30000,
         }

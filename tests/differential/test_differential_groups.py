@@ -23,7 +23,9 @@ def _str(s: str) -> bytes:
 # partition 0: Kafka 4's coordinator parses a "consumer" group's metadata (a
 # member whose metadata does not parse was left waiting), so both are real.
 META = struct.pack(">hi", 0, 1) + _str("subscribed") + struct.pack(">i", -1)
-ASSIGNMENT = struct.pack(">hi", 0, 1) + _str("subscribed") + struct.pack(">ii", 1, 0) + struct.pack(">i", -1)
+ASSIGNMENT = (
+    struct.pack(">hi", 0, 1) + _str("subscribed") + struct.pack(">ii", 1, 0) + struct.pack(">i", -1)
+)
 
 
 # Kafka 3.8+ lets a group have configs (KIP-848's group.* overrides), so its
@@ -71,7 +73,9 @@ class Member:
                 self.generation[side] = r.generation_id
         return x
 
-    def body(self, side: str, generation_delta: int = 0, member: str | None = None) -> dict[str, Any]:
+    def body(
+        self, side: str, generation_delta: int = 0, member: str | None = None
+    ) -> dict[str, Any]:
         return {
             "group_id": self.group,
             "generation_id": self.generation[side] + generation_delta,

@@ -64,6 +64,18 @@ def _uuid_out(topic_id: str | None) -> str:
     return topic_id or ZERO_UUID
 
 
+_ZSTD = 4
+_ZSTD_PRODUCE_VERSION = 7
+_ATTRIBUTES_AT = 21  # a v2 batch's attributes: after offset, length, epoch, magic, crc
+
+
+def _compression_of(records: memoryview | None) -> int:
+    """The codec of the first batch of a v2 record set (0 when there is none)."""
+    if records is None or len(records) < _ATTRIBUTES_AT + 2 or records[16] != 2:
+        return 0
+    return int(records[_ATTRIBUTES_AT + 1]) & 0x07
+
+
 _UNREAD_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 
 
@@ -100,6 +112,17 @@ class ProduceFetchApis:
                 entries[tp] = p.records
                 indexes.append(p.index)
             order.append((t.name, indexes))
+        version = request.header.api_version
+        refused: dict[TopicPartition, PartitionProduceResponseDict] = {}
+        if version < _ZSTD_PRODUCE_VERSION:
+            # Kafka's ProduceRequest.validateRecords: a zstd batch needs Produce
+            # v7+ (KIP-110), an older client could not read it back.
+            # Checked once the partition is known to exist, as Kafka does.
+            for tp, records in list(entries.items()):
+                known = self.replica_manager.partition(tp) is not None
+                if known and _compression_of(records) == _ZSTD:
+                    refused[tp] = {"error_code": ErrorCode.UNSUPPORTED_COMPRESSION_TYPE}
+                    del entries[tp]
         if body.transactional_id is not None:
             # No transaction coordinator yet: a transactional append could never
             # be committed or aborted, so it is refused.
@@ -112,7 +135,7 @@ class ProduceFetchApis:
             }
             if acks == 0:
                 raise CloseConnection("transactional produce with acks=0")
-            return await self._produce_response(order, results)
+            return await self._produce_response(order, {**results, **refused})
         appended = await self.replica_manager.append_records(
             body.timeout_ms,
             acks,
@@ -123,6 +146,8 @@ class ProduceFetchApis:
             # Kafka closes the connection when an acks=0 produce fails: the
             # client gets no response, and the closed socket tells it to refresh
             # its metadata.
+            if refused:
+                raise CloseConnection(f"acks=0 produce refused: {sorted(map(str, refused))}")
             for tp, r in appended.items():
                 if r.error_code != ErrorCode.NONE:
                     raise CloseConnection(f"acks=0 produce to {tp} failed with {r.error_code}")
@@ -137,6 +162,7 @@ class ProduceFetchApis:
             }
             for tp, r in appended.items()
         }
+        as_dicts.update(refused)
         return await self._produce_response(order, as_dicts)
 
     @staticmethod
@@ -255,10 +281,12 @@ class ProduceFetchApis:
             "high_watermark": r.high_watermark,
             "last_stable_offset": r.last_stable_offset,
             "log_start_offset": r.log_start_offset,
-            # Kafka answers a partition it refuses before reading (unknown to the
-            # metadata) with the empty list its message class starts with.
+            # Kafka: a read-committed read lists its aborted transactions (none
+            # here), a failed read none (null); a partition refused before
+            # reading (unknown to the metadata) has the empty list its message
+            # class starts with.
             "aborted_transactions": []
-            if committed or r.error_code in _UNREAD_ERRORS
+            if (committed and r.error_code == ErrorCode.NONE) or r.error_code in _UNREAD_ERRORS
             else None,
             "preferred_read_replica": -1,
             "records": r.records,
