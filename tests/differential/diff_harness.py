@@ -476,6 +476,19 @@ class Oracle:
         """The request ``body(version)`` at every version of ``vrange``."""
         return [self.send(api_key, v, body(v), allow) for v in vrange]
 
+    def settle(self, api_key: int, version: int, body: Any, timeout: float = 10) -> None:
+        """Until Kafka answers ``body`` the same twice 0.3 s apart: KRaft answers
+        an admin request once its controller has committed it, and the broker's
+        own view (configs, offsets) follows a moment later. Not compared."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            now = normalise(self.pair.kafka.request(api_key, version, body))
+            if now == last:
+                return
+            last = now
+            time.sleep(0.3)
+
     def differences(self) -> list[str]:
         return [x.describe() for x in self.exchanges if x.differences]
 
@@ -506,11 +519,40 @@ class Oracle:
                     and len(t.partitions) == topics[t.name]
                     and all(p.leader_id >= 0 for p in t.partitions)
                 }
-                if ready == set(topics):
+                if ready == set(topics) and self._leading(conn, topics):
                     break
                 if time.monotonic() > deadline:
                     raise AssertionError(f"topics not ready: {r}")
                 time.sleep(0.05)
+
+    @staticmethod
+    def _leading(conn: KafkaConnection, topics: Mapping[str, int]) -> bool:
+        """Whether ListOffsets is answered for every partition: KRaft Kafka's
+        metadata shows a leader a moment before its replica manager leads."""
+        r = conn.request(
+            ApiKey.LIST_OFFSETS,
+            7,
+            {
+                "replica_id": -1,
+                "topics": [
+                    {"name": t, "partitions": [{"partition_index": i, "timestamp": -1}
+                                               for i in range(n)]}
+                    for t, n in topics.items()
+                ],
+            },
+        )  # fmt: skip
+        return all(p.error_code == 0 for t in r.topics for p in t.partitions)
+
+    def until_kafka(
+        self, api_key: int, version: int, body: Any, ok: Callable[[Any], bool], timeout: float = 30
+    ) -> None:
+        """Until Kafka's answer to ``body`` satisfies ``ok`` (a coordinator that
+        moved or reloaded after topic changes): waits, never compares."""
+        deadline = time.monotonic() + timeout
+        while not ok(self.pair.kafka.request(api_key, version, body)):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"Kafka never answered {body} as wanted")
+            time.sleep(0.2)
 
     def create(self, topics: Mapping[str, int], configs: Mapping[str, str] | None = None) -> None:
         """Create topics on both (not compared: the scenario's set-up)."""

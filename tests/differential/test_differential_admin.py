@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from conftest import Brokers
-from diff_harness import Oracle, Pair, Rule, name, versions
+from diff_harness import Oracle, Pair, Rule, fit, name, versions
 
 from pylog.protocol import ApiKey
 
@@ -265,14 +265,14 @@ def test_alter_configs_and_incremental(brokers: Brokers, oracle: Oracle) -> None
     oracle.create({t: 1}, {"retention.ms": "3600000"})
 
     def describe() -> None:
-        oracle.send(
-            ApiKey.DESCRIBE_CONFIGS,
-            4,
-            {"resources": [{"resource_type": 2, "resource_name": t,
-                            "configuration_keys": ["retention.ms", "cleanup.policy",
-                                                   "segment.bytes", "max.message.bytes"]}],
-             "include_synonyms": True},
-        )  # fmt: skip
+        body = {
+            "resources": [{"resource_type": 2, "resource_name": t,
+                           "configuration_keys": ["retention.ms", "cleanup.policy",
+                                                  "segment.bytes", "max.message.bytes"]}],
+            "include_synonyms": True,
+        }  # fmt: skip
+        oracle.settle(ApiKey.DESCRIBE_CONFIGS, 4, fit(ApiKey.DESCRIBE_CONFIGS, 4, body))
+        oracle.send(ApiKey.DESCRIBE_CONFIGS, 4, body)
 
     def res(name_: str, configs: list[dict[str, Any]], rtype: int = 2) -> dict[str, Any]:
         return {"resource_type": rtype, "resource_name": name_, "configs": configs}

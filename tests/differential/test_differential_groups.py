@@ -86,6 +86,12 @@ class Member:
 
 def test_find_coordinator_at_every_version(brokers: Brokers, oracle: Oracle) -> None:
     g = name("fc")
+    oracle.until_kafka(
+        ApiKey.FIND_COORDINATOR,
+        4,
+        {"key_type": 0, "coordinator_keys": [g]},
+        lambda r: r.coordinators[0].error_code == 0,
+    )
     for v in versions(brokers.kafka_versions, brokers.pylog_versions, ApiKey.FIND_COORDINATOR):
         oracle.send(
             ApiKey.FIND_COORDINATOR,

@@ -384,7 +384,9 @@ class ConfigApis:
             body.resources,
             bool(body.validate_only),
             "IncrementalAlterConfigs",
-            lambda meta, r: self._apply_incremental(meta.configs, r.configs),
+            lambda meta, r: self._apply_incremental(
+                meta.configs, r.configs, self._default_log_config.to_props()
+            ),
             precheck=known_operations,
         )
         return IncrementalAlterConfigsResponse(
@@ -443,8 +445,13 @@ class ConfigApis:
 
     @staticmethod
     def _apply_incremental(
-        current: Mapping[str, str], ops: Iterable[incremental_alter_configs_request.AlterableConfig]
+        current: Mapping[str, str],
+        ops: Iterable[incremental_alter_configs_request.AlterableConfig],
+        defaults: Mapping[str, str] | None = None,
     ) -> dict[str, str]:
+        """``current`` overrides changed by ``ops``; APPEND and SUBTRACT start
+        from the override, else from the value the topic has by default (as
+        Kafka: appending compact to a default cleanup.policy gives delete,compact)."""
         merged = dict(current)
         for c in ops:
             name, op, value = c.name, c.config_operation, c.value
@@ -466,6 +473,8 @@ class ConfigApis:
                         f"Config value {verb} is not allowed for config key: {name}"
                     )
                 base = merged.get(name)
+                if base is None and defaults is not None:
+                    base = defaults.get(name)
                 if base is None:
                     base = _show(key.default) or ""
                 items = [v.strip() for v in base.split(",") if v.strip()]
