@@ -126,12 +126,17 @@ _KEYS = (
     "broker_id",
     "key",
     "config_name",
+    "partition_id",
+    "entity",
 )
 
 
 def _key(d: dict[str, Any]) -> tuple[Any, ...]:
-    """The identifying fields of a normalised struct, () when it has none."""
-    return tuple((k, d[k]) for k in _KEYS if k in d)
+    """The identifying fields of a normalised struct, () when it has none
+    (a list-valued one, as a quota entity, by its text)."""
+    return tuple(
+        (k, repr(d[k]) if isinstance(d[k], (list, dict)) else d[k]) for k in _KEYS if k in d
+    )
 
 
 def _sortable(key: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -353,7 +358,8 @@ class Pair:
     ) -> Exchange:
         """``body``: the request (a typed message or a mapping), or a function of
         the broker's name ("kafka" / "pylog") giving it — for requests that
-        carry what the broker answered before (member ids, producer ids)."""
+        carry what the broker answered before (member ids, producer ids).
+        PYLOG_DIFFERENTIAL_TRACE=1 prints every request as it is sent."""
         answers = []
         for name, conn in (("kafka", self.kafka), ("pylog", self.pylog)):
             b = body(name) if callable(body) else body

@@ -84,6 +84,29 @@ SWEEPS: dict[ApiKey, Callable[[int], dict[str, Any]]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: lambda v: {"users": [{"name": "nobody"}]},
     ApiKey.SASL_HANDSHAKE: lambda v: {"mechanism": "PLAIN"},
     ApiKey.LIST_GROUPS: lambda v: {"states_filter": ["Dead"], "types_filter": ["classic"]},
+    # Swept once pylog serves them (the quotas branch): a validate-only change
+    # of a user's and a client id's quota, a bad key, then a describe.
+    ApiKey.ALTER_CLIENT_QUOTAS: lambda v: {
+        "entries": [
+            {
+                "entity": [{"entity_type": "user", "entity_name": "sweep-user"}],
+                "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}],
+            },
+            {
+                "entity": [{"entity_type": "client-id", "entity_name": None}],
+                "ops": [{"key": "consumer_byte_rate", "value": 2048.0, "remove": False}],
+            },
+            {
+                "entity": [{"entity_type": "client-id", "entity_name": "c"}],
+                "ops": [{"key": "no_such_quota", "value": 1.0, "remove": False}],
+            },
+        ],
+        "validate_only": True,
+    },
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: lambda v: {
+        "components": [{"entity_type": "user", "match_type": 2, "match": None}],
+        "strict": False,
+    },
 }
 
 # Swept by the scenario files (every version both serve).
