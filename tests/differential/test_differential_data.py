@@ -10,6 +10,7 @@ import pytest
 from conftest import Brokers
 from diff_harness import TS, Oracle, Pair, Rule, batch, name, versions
 
+from pylog.errors import KafkaError
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
 
@@ -314,3 +315,42 @@ def test_delete_records(brokers: Brokers, oracle: Oracle) -> None:
         oracle.send(ApiKey.LIST_OFFSETS, 7, list_offsets_body(t, [-2, -2, -2]))
         oracle.send(ApiKey.FETCH, 12, fetch_body({t: 0}, 0))
     oracle.verify()
+
+
+def _legacy(magic: int) -> bytes:
+    """Two records in a magic 0 or 1 message set, as a pre-0.11 client sends."""
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    b = LegacyRecordBatchBuilder(magic=magic, compression_type=0, batch_size=1 << 20)
+    b.append(0, timestamp=TS if magic else None, key=b"k", value=b"v")
+    b.append(1, timestamp=TS + 1 if magic else None, key=None, value=b"w")
+    return bytes(b.build())
+
+
+def test_produce_v3_takes_one_magic_2_batch(brokers: Brokers, oracle: Oracle) -> None:
+    """Legacy message sets, two batches, no batch: INVALID_RECORD from v3."""
+    t = name("one-batch")
+    oracle.create({t: 1})
+    for v in vr(brokers, ApiKey.PRODUCE, lo=3):
+        for records in (_legacy(0), _legacy(1), batch([b"a"]) + batch([b"b"]), b""):
+            oracle.send(ApiKey.PRODUCE, v, produce_body(t, records))
+        oracle.send(ApiKey.PRODUCE, v, produce_body(t, batch([b"ok"])))
+    oracle.send(ApiKey.LIST_OFFSETS, 7, list_offsets_body(t, [-1]))
+    oracle.verify()
+
+
+def test_produce_below_v3_is_a_documented_difference(brokers: Brokers) -> None:
+    """Kafka 4 advertises Produce v0-2 (librdkafka before 2.11.1 turns
+    compression off without them) but closes the connection on one; pylog, a
+    ZooKeeper-era broker, still serves them (docs/compatibility.md)."""
+    t = name("v0")
+    with brokers.pair() as pair:
+        Oracle(pair).create({t: 1})
+    for v in range(3):
+        with KafkaConnection(brokers.kafka, timeout=30) as c:
+            c.send(ApiKey.PRODUCE, v, produce_body(t, _legacy(min(v, 1))))
+            with pytest.raises(KafkaError, match="closed the connection"):
+                c.recv(ApiKey.PRODUCE, v)
+        with KafkaConnection(brokers.pylog, timeout=30) as c:
+            r = c.request(ApiKey.PRODUCE, v, produce_body(t, _legacy(min(v, 1))))
+            assert r.responses[0].partition_responses[0].error_code == 0

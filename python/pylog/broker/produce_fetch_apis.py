@@ -14,6 +14,7 @@ start while this one waits in the purgatory.
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Mapping
 
 from pylog.broker.request_helpers import Pacer
@@ -66,14 +67,29 @@ def _uuid_out(topic_id: str | None) -> str:
 
 _ZSTD = 4
 _ZSTD_PRODUCE_VERSION = 7
-_ATTRIBUTES_AT = 21  # a v2 batch's attributes: after offset, length, epoch, magic, crc
+_MAGIC_AT = 16  # a batch's magic byte: after offset, length, leader epoch
+_ATTRIBUTES_AT = 21  # a v2 batch's attributes: after the magic and the crc
 
 
-def _compression_of(records: memoryview | None) -> int:
-    """The codec of the first batch of a v2 record set (0 when there is none)."""
-    if records is None or len(records) < _ATTRIBUTES_AT + 2 or records[16] != 2:
-        return 0
-    return int(records[_ATTRIBUTES_AT + 1]) & 0x07
+def _refused_records(version: int, records: memoryview | None) -> int | None:
+    """Kafka's ProduceRequest.validateRecords for Produce v3+: one batch, of
+    magic 2, and zstd only from v7 (KIP-110: an older client could not read
+    it back). The error code, or None when the records pass."""
+    if records is None:
+        return None
+    if len(records) < _ATTRIBUTES_AT + 2:
+        return ErrorCode.INVALID_RECORD  # no batch at all
+    if records[_MAGIC_AT] != 2:
+        return ErrorCode.INVALID_RECORD
+    if version < _ZSTD_PRODUCE_VERSION and records[_ATTRIBUTES_AT + 1] & 0x07 == _ZSTD:
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    (length,) = struct.unpack_from(">i", records, 8)
+    second = 12 + length
+    if second > 0 and second + 12 <= len(records):
+        (length2,) = struct.unpack_from(">i", records, second + 8)
+        if length2 >= 0 and second + 12 + length2 <= len(records):
+            return ErrorCode.INVALID_RECORD  # a whole second batch
+    return None
 
 
 _UNREAD_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
@@ -114,14 +130,14 @@ class ProduceFetchApis:
             order.append((t.name, indexes))
         version = request.header.api_version
         refused: dict[TopicPartition, PartitionProduceResponseDict] = {}
-        if version < _ZSTD_PRODUCE_VERSION:
-            # Kafka's ProduceRequest.validateRecords: a zstd batch needs Produce
-            # v7+ (KIP-110), an older client could not read it back.
+        if version >= 3:
             # Checked once the partition is known to exist, as Kafka does.
             for tp, records in list(entries.items()):
-                known = self.replica_manager.partition(tp) is not None
-                if known and _compression_of(records) == _ZSTD:
-                    refused[tp] = {"error_code": ErrorCode.UNSUPPORTED_COMPRESSION_TYPE}
+                if self.replica_manager.partition(tp) is None:
+                    continue
+                code = _refused_records(version, records)
+                if code is not None:
+                    refused[tp] = {"error_code": code}
                     del entries[tp]
         if body.transactional_id is not None:
             # No transaction coordinator yet: a transactional append could never
