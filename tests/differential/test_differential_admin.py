@@ -61,9 +61,6 @@ def test_metadata_of_topics_at_every_version(brokers: Brokers, oracle: Oracle) -
     oracle.verify()
 
 
-@pytest.mark.xfail(
-    reason="fixed on acls (cluster authorized operations: 7, no WRITE)", strict=False
-)
 def test_metadata_cluster_authorized_operations(brokers: Brokers, oracle: Oracle) -> None:
     oracle.sweep(
         ApiKey.METADATA,

@@ -123,7 +123,6 @@ def test_produce_idempotent_sequences(brokers: Brokers, oracle: Oracle, pair: Pa
     oracle.verify()
 
 
-@pytest.mark.xfail(reason="fixed on known-gaps (Produce record_errors, KIP-467)", strict=False)
 def test_produce_record_validation_errors(brokers: Brokers, oracle: Oracle) -> None:
     compacted, t = name("compacted"), name("validated")
     oracle.create({compacted: 1}, {"cleanup.policy": "compact"})
@@ -271,7 +270,6 @@ def test_list_offsets_at_every_version(brokers: Brokers, oracle: Oracle) -> None
     oracle.verify()
 
 
-@pytest.mark.xfail(reason="fixed on known-gaps (ListOffsets MAX_TIMESTAMP offset)", strict=False)
 def test_list_offsets_max_timestamp(brokers: Brokers, oracle: Oracle) -> None:
     t = name("maxts")
     oracle.create({t: 1})

@@ -232,10 +232,6 @@ def test_join_errors(brokers: Brokers, oracle: Oracle) -> None:
     oracle.verify()
 
 
-@pytest.mark.xfail(
-    reason="fixed on known-gaps (group API check order; OffsetCommit to unknown topics)",
-    strict=False,
-)
 def test_commit_checks_generation_before_rebalance_and_topics(
     brokers: Brokers, oracle: Oracle
 ) -> None:
