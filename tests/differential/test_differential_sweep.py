@@ -103,6 +103,43 @@ SWEEPS: dict[ApiKey, Callable[[int], dict[str, Any]]] = {
         ],
         "validate_only": True,
     },
+    # Swept once pylog serves them (the acls branch). Neither broker of the
+    # differential session runs an authorizer: both answer SECURITY_DISABLED.
+    ApiKey.DESCRIBE_ACLS: lambda v: {
+        "resource_type_filter": 2,
+        "resource_name_filter": None,
+        "pattern_type_filter": 1,
+        "principal_filter": None,
+        "host_filter": None,
+        "operation": 1,
+        "permission_type": 1,
+    },
+    ApiKey.CREATE_ACLS: lambda v: {
+        "creations": [
+            {
+                "resource_type": 2,
+                "resource_name": T,
+                "resource_pattern_type": 3,
+                "principal": "User:sweep",
+                "host": "*",
+                "operation": 3,
+                "permission_type": 3,
+            },
+        ]
+    },
+    ApiKey.DELETE_ACLS: lambda v: {
+        "filters": [
+            {
+                "resource_type_filter": 2,
+                "resource_name_filter": T,
+                "pattern_type_filter": 3,
+                "principal_filter": "User:sweep",
+                "host_filter": None,
+                "operation": 1,
+                "permission_type": 1,
+            },
+        ]
+    },
     ApiKey.DESCRIBE_CLIENT_QUOTAS: lambda v: {
         "components": [{"entity_type": "user", "match_type": 2, "match": None}],
         "strict": False,
