@@ -215,7 +215,9 @@ class PylogPeer(Peer):
 class KafkaPeer(Peer):
     """Apache Kafka in KRaft combined mode (broker and controller in one JVM)."""
 
-    def __init__(self, workdir: str, libs: Path) -> None:
+    def __init__(self, workdir: str, libs: Path, extra: dict[str, str] | None = None) -> None:
+        """``extra``: more broker properties, over the ones below (the
+        differential tests' configuration, tests/differential)."""
         self.name = "Kafka"
         self.dir = Path(workdir) / "kafka"
         self.dir.mkdir(parents=True)
@@ -237,6 +239,7 @@ class KafkaPeer(Peer):
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             **COMMON_CONFIG,
+            **(extra or {}),
         }
         config = self.dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))

@@ -148,5 +148,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if parts[0] == "spark":
             item.add_marker(pytest.mark.spark)
             item.add_marker(pytest.mark.integration)
-        elif parts[0] == "integration":
+        elif parts[0] in ("integration", "differential"):
             item.add_marker(pytest.mark.integration)

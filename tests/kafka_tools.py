@@ -121,12 +121,13 @@ def run_tool(
     return done
 
 
-def start_kafka(workdir: Path) -> object:
+def start_kafka(workdir: Path, extra: dict[str, str] | None = None) -> object:
     """Apache Kafka in KRaft combined mode under ``workdir/kafka`` (its log dir
-    is ``workdir/kafka/logs``): bench/kafka_peer.py's KafkaPeer, stopped with
-    ``.stop()`` (SIGTERM, a clean shutdown)."""
+    is ``workdir/kafka/logs``), ``extra`` broker properties over the defaults:
+    bench/kafka_peer.py's KafkaPeer, stopped with ``.stop()`` (SIGTERM, a clean
+    shutdown)."""
     libs = kafka_libs()
-    return _bench_module().KafkaPeer(str(workdir), libs)  # type: ignore[attr-defined]
+    return _bench_module().KafkaPeer(str(workdir), libs, extra)  # type: ignore[attr-defined]
 
 
 def restart_kafka(peer: Any) -> None:

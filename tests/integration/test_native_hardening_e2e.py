@@ -185,15 +185,16 @@ def _batch_infos(part: Path) -> list[Any]:
 # ------------------------------------------------------------- raw Produce
 
 
-def _produce_v3(port: int, topic: str, records: bytes, timeout: float = 60) -> int:
-    """Send one Produce v3 (acks=1) of ``records`` to partition 0 and return
-    the partition's error code."""
+def _produce_v7(port: int, topic: str, records: bytes, timeout: float = 60) -> int:
+    """Send one Produce v7 (acks=1; v3's layout, and the first version that
+    may carry zstd) of ``records`` to partition 0 and return the partition's
+    error code."""
     name = topic.encode()
     body = struct.pack(">hhi", -1, 1, 30000)  # transactional id null, acks, timeout
     body += struct.pack(">ih", 1, len(name)) + name
     body += struct.pack(">ii", 1, 0) + struct.pack(">i", len(records)) + records
     client = b"bomber"
-    header = struct.pack(">hhih", 0, 3, 7, len(client)) + client
+    header = struct.pack(">hhih", 0, 7, 7, len(client)) + client
     frame = header + body
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(struct.pack(">i", len(frame)) + frame)
@@ -287,7 +288,7 @@ def _peak_rss_mb(pid: int) -> float:
 
 def _ok(port: int, topic: str) -> None:
     good = _native.build_batch([(b"k", b"fine", [], int(time.time() * 1000))], compression=3)
-    assert _produce_v3(port, topic, good) == 0
+    assert _produce_v7(port, topic, good) == 0
 
 
 @pytest.mark.parametrize("compact", [False, True])
@@ -300,7 +301,7 @@ def test_compressed_junk_with_a_right_crc_is_corrupt_in_every_codec(
     for name, codec in CODECS.items():
         # junk, and a valid stream of junk records
         for section in [junk, _native.compress(codec, junk)]:
-            code = _produce_v3(broker.port, topic, _with_section(codec, section, count=3))
+            code = _produce_v7(broker.port, topic, _with_section(codec, section, count=3))
             assert code == CORRUPT_MESSAGE, (name, code)
     # a valid compressed stream of valid records, count mismatched with the header
     records = _native.build_batch([(b"k%d" % i, b"v", [], 1_700_000_000_000) for i in range(3)])[
@@ -308,9 +309,9 @@ def test_compressed_junk_with_a_right_crc_is_corrupt_in_every_codec(
     ]
     for name, codec in CODECS.items():
         batch = _with_section(codec, _native.compress(codec, records), count=4)
-        assert _produce_v3(broker.port, topic, batch) == CORRUPT_MESSAGE, name
+        assert _produce_v7(broker.port, topic, batch) == CORRUPT_MESSAGE, name
         batch = _with_section(codec, _native.compress(codec, records), count=3)
-        assert _produce_v3(broker.port, topic, batch) == 0, name
+        assert _produce_v7(broker.port, topic, batch) == 0, name
     _ok(broker.port, topic)
     from confluent_kafka import Consumer, TopicPartition
 
@@ -346,7 +347,7 @@ def test_decompression_bomb_is_refused_and_the_broker_stays_small(
         codec, make = BOMBS[bomb]
         section = make()
         started = time.monotonic()
-        code = _produce_v3(b.port, topic, _with_section(codec, section))
+        code = _produce_v7(b.port, topic, _with_section(codec, section))
         took = time.monotonic() - started
         rss = _peak_rss_mb(b.proc.pid)
         print(f"\n{bomb} bomb ({len(section)} bytes, compact={compact}): error {code}, "

@@ -128,7 +128,7 @@ class ClientQuotaApis:
                 )
             )
         return DescribeClientQuotasResponse(
-            throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, entries=entries
+            throttle_time_ms=0, error_code=ErrorCode.NONE, error_message="", entries=entries
         )
 
     @staticmethod

@@ -407,6 +407,11 @@ class ClusterApis:
                     topics.append(self._topic_error(code, entry))
                 else:
                     topics.append(self._topic_entry(meta, with_ops, listener))
+            if with_ops:
+                # Kafka gives every topic it answers its operations, an unknown
+                # or invalid one's too (what the principal could do with that name).
+                for entry_ in topics:
+                    entry_.setdefault("topic_authorized_operations", _TOPIC_OPS)
         brokers: list[MetadataResponseBrokerDict]
         if cluster:
             brokers = [

@@ -8,7 +8,8 @@ Configuration, as Kafka reports it (DescribeConfigs, CreateTopics v5+):
   (STATIC_BROKER_CONFIG), else the broker key's default (DEFAULT_CONFIG); the
   synonyms list those candidates in that order, broker keys with their own
   synonyms (``log.retention.ms`` / ``.minutes`` / ``.hours``, ``log.roll.ms`` /
-  ``.hours``, …) each listed;
+  ``.hours``, …) each listed, from the primary key's (``log.roll.ms``) own
+  first entry on: Kafka drops the entries of the other names before it;
 * broker keys are STATIC_BROKER_CONFIG when set, else DEFAULT_CONFIG, and are
   all read-only: pylog has no dynamic broker configuration yet.
 
@@ -188,7 +189,7 @@ class ConfigApis:
     def _broker_synonyms(self, broker_key: str) -> list[DescribeConfigsSynonym]:
         """Kafka's synonyms of a broker key: the keys set in the broker's
         configuration (STATIC_BROKER_CONFIG), then the keys' non-null defaults
-        (DEFAULT_CONFIG), each in precedence order."""
+        (DEFAULT_CONFIG), each in precedence order, from the key's own first entry."""
         names = _BROKER_SYNONYMS.get(broker_key, (broker_key,))
         originals = self.config.originals
         out = [
@@ -209,7 +210,13 @@ class ConfigApis:
                         name=n, value=_show(key.default), source=ConfigSource.DEFAULT_CONFIG
                     )
                 )
-        return out
+        # As Kafka's ConfigHelper: the list starts at the first entry of the key
+        # itself; the other names' entries before it are left out (so with no
+        # log.roll.ms set, segment.ms lists no log.roll.hours default).
+        for i, syn in enumerate(out):
+            if syn.name == broker_key:
+                return out[i:]
+        return []
 
     def topic_config_entries(
         self,
@@ -319,9 +326,11 @@ class ConfigApis:
             await pace()
             rtype, rname = r.resource_type, r.resource_name
             keys = r.configuration_keys
+            # Kafka leaves the message unset, which its codec writes as "" (not
+            # null), on success and for an unknown topic.
             out = DescribeConfigsResult(
                 error_code=ErrorCode.NONE,
-                error_message=None,
+                error_message="",
                 resource_type=rtype,
                 resource_name=rname,
                 configs=[],
@@ -336,7 +345,7 @@ class ConfigApis:
                     validate_topic_name(rname)
                     meta = self.metadata_store.topic(rname)
                     if meta is None:
-                        raise UnknownTopicOrPartitionError(f"The topic '{rname}' does not exist.")
+                        raise UnknownTopicOrPartitionError("")
                     effective = self._default_log_config.with_overrides(meta.configs)
                     out.configs = self.topic_config_entries(
                         meta.configs, effective, keys, synonyms=synonyms,
@@ -406,7 +415,9 @@ class ConfigApis:
             allowed,
             bool(body.validate_only),
             "IncrementalAlterConfigs",
-            lambda meta, r: self._apply_incremental(meta.configs, r.configs),
+            lambda meta, r: self._apply_incremental(
+                meta.configs, r.configs, self._default_log_config.to_props()
+            ),
             precheck=known_operations,
         )
         results = _in_order(body.resources, results, refused)
@@ -483,8 +494,13 @@ class ConfigApis:
 
     @staticmethod
     def _apply_incremental(
-        current: Mapping[str, str], ops: Iterable[incremental_alter_configs_request.AlterableConfig]
+        current: Mapping[str, str],
+        ops: Iterable[incremental_alter_configs_request.AlterableConfig],
+        defaults: Mapping[str, str] | None = None,
     ) -> dict[str, str]:
+        """``current`` overrides changed by ``ops``; APPEND and SUBTRACT start
+        from the override, else from the value the topic has by default (as
+        Kafka: appending compact to a default cleanup.policy gives delete,compact)."""
         merged = dict(current)
         for c in ops:
             name, op, value = c.name, c.config_operation, c.value
@@ -506,6 +522,8 @@ class ConfigApis:
                         f"Config value {verb} is not allowed for config key: {name}"
                     )
                 base = merged.get(name)
+                if base is None and defaults is not None:
+                    base = defaults.get(name)
                 if base is None:
                     base = _show(key.default) or ""
                 items = [v.strip() for v in base.split(",") if v.strip()]

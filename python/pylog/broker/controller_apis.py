@@ -85,6 +85,16 @@ _GROUP_METADATA_TOPIC = "__consumer_offsets"
 _PROTOCOL_NAMES = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
 
+def _message_of(tp: TopicPartition, e: ApiError) -> str | None:
+    """A partition's error message: its own, else, as Kafka gives one for an
+    unknown partition and an election not needed, a sentence saying so."""
+    if e.message is None and e.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        return f"the partition {tp} does not exist"
+    if e.message is None and e.error_code == ErrorCode.ELECTION_NOT_NEEDED:
+        return f"the partition {tp} is already led by its preferred replica"
+    return e.message
+
+
 class ControllerApis:
     """LeaderAndIsr, UpdateMetadata, StopReplica; ControlledShutdown,
     ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments."""
@@ -362,7 +372,9 @@ class ControllerApis:
         for tp, r in sorted(results.items()):
             by_topic.setdefault(tp.topic, []).append(
                 PartitionResult(
-                    partition_id=tp.partition, error_code=r.error_code, error_message=r.message
+                    partition_id=tp.partition,
+                    error_code=r.error_code,
+                    error_message=_message_of(tp, r),
                 )
             )
         return ElectLeadersResponse(
@@ -423,11 +435,14 @@ class ControllerApis:
         for tp, e in sorted(got.items()):
             by_topic.setdefault(tp.topic, []).append(
                 ReassignablePartitionResponse(
-                    partition_index=tp.partition, error_code=e.error_code, error_message=e.message
+                    partition_index=tp.partition,
+                    error_code=e.error_code,
+                    error_message=_message_of(tp, e),
                 )
             )
         return AlterPartitionReassignmentsResponse(
             error_code=ErrorCode.NONE,
+            error_message=None,  # Kafka's ApiError.NONE: null, not ""
             responses=[
                 ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()
             ],
@@ -454,7 +469,9 @@ class ControllerApis:
         if not self.replica_manager.controller_managed:
             # Nothing is ever reassigned on a lone broker (kafka-topics
             # --describe asks, and would wait out its timeout on NOT_CONTROLLER).
-            return ListPartitionReassignmentsResponse(error_code=ErrorCode.NONE, topics=[])
+            return ListPartitionReassignmentsResponse(
+                error_code=ErrorCode.NONE, error_message=None, topics=[]
+            )
         controller = self.controller()
         if controller is None or not controller.is_active:
             return ListPartitionReassignmentsResponse(error_code=ErrorCode.NOT_CONTROLLER)
@@ -478,5 +495,6 @@ class ControllerApis:
             )
         return ListPartitionReassignmentsResponse(
             error_code=ErrorCode.NONE,
+            error_message=None,  # Kafka's ApiError.NONE: null, not ""
             topics=[OngoingTopicReassignment(name=t, partitions=ps) for t, ps in by_topic.items()],
         )

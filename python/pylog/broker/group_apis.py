@@ -136,7 +136,7 @@ class GroupApis:
             return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code,
                                error_message=code.name)  # fmt: skip
         return Coordinator(key=key, node_id=leader, host=ep.host, port=ep.port,
-                           error_code=0, error_message=None)  # fmt: skip
+                           error_code=0, error_message="")  # fmt: skip
 
     def _on_cluster(self) -> bool:
         return self.metadata_cache is not None and self.coordinator.manager.controller_managed
@@ -168,7 +168,8 @@ class GroupApis:
             host=host,
             port=port,
             error_code=code,
-            error_message=None if code == 0 else ErrorCode(code).name,
+            # Kafka leaves a found coordinator's message unset: "" on the wire
+            error_message="" if code == 0 else ErrorCode(code).name,
         )
 
     async def _create_offsets_topic(self) -> None:
@@ -217,7 +218,8 @@ class GroupApis:
         return FindCoordinatorResponse(
             throttle_time_ms=0,
             error_code=c.error_code,
-            error_message=c.error_message,
+            # Kafka writes its error's name here, "NONE" on success
+            error_message=c.error_message if c.error_code else "NONE",
             node_id=c.node_id,
             host=c.host,
             port=c.port,

@@ -14,6 +14,7 @@ start while this one waits in the purgatory.
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Mapping
 
 from pylog.broker.auth_helper import AuthHelper
@@ -66,6 +67,36 @@ _INVALID_FETCH_SESSION_EPOCH = 71
 
 def _uuid_out(topic_id: str | None) -> str:
     return topic_id or ZERO_UUID
+
+
+_ZSTD = 4
+_ZSTD_PRODUCE_VERSION = 7
+_MAGIC_AT = 16  # a batch's magic byte: after offset, length, leader epoch
+_ATTRIBUTES_AT = 21  # a v2 batch's attributes: after the magic and the crc
+
+
+def _refused_records(version: int, records: memoryview | None) -> int | None:
+    """Kafka's ProduceRequest.validateRecords for Produce v3+: one batch, of
+    magic 2, and zstd only from v7 (KIP-110: an older client could not read
+    it back). The error code, or None when the records pass."""
+    if records is None:
+        return None
+    if len(records) < _ATTRIBUTES_AT + 2:
+        return ErrorCode.INVALID_RECORD  # no batch at all
+    if records[_MAGIC_AT] != 2:
+        return ErrorCode.INVALID_RECORD
+    if version < _ZSTD_PRODUCE_VERSION and records[_ATTRIBUTES_AT + 1] & 0x07 == _ZSTD:
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    (length,) = struct.unpack_from(">i", records, 8)
+    second = 12 + length
+    if second > 0 and second + 12 <= len(records):
+        (length2,) = struct.unpack_from(">i", records, second + 8)
+        if length2 >= 0 and second + 12 + length2 <= len(records):
+            return ErrorCode.INVALID_RECORD  # a whole second batch
+    return None
+
+
+_UNREAD_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
 
 
 class ProduceFetchApis:
@@ -123,6 +154,17 @@ class ProduceFetchApis:
                 denied[tp] = {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
             if denied and acks == 0:
                 raise CloseConnection("acks=0 produce to topics it may not write")
+        version = request.header.api_version
+        refused: dict[TopicPartition, PartitionProduceResponseDict] = {}
+        if version >= 3:
+            # Checked once the partition is known to exist, as Kafka does.
+            for tp, records in list(entries.items()):
+                if self.replica_manager.partition(tp) is None:
+                    continue
+                bad = _refused_records(version, records)
+                if bad is not None:
+                    refused[tp] = {"error_code": bad}
+                    del entries[tp]
         if body.transactional_id is not None:
             # No transaction coordinator yet: a transactional append could never
             # be committed or aborted, so it is refused.
@@ -136,7 +178,7 @@ class ProduceFetchApis:
             results.update(denied)
             if acks == 0:
                 raise CloseConnection("transactional produce with acks=0")
-            return await self._produce_response(order, results)
+            return await self._produce_response(order, {**results, **refused})
         appended = await self.replica_manager.append_records(
             body.timeout_ms,
             acks,
@@ -147,6 +189,8 @@ class ProduceFetchApis:
             # Kafka closes the connection when an acks=0 produce fails: the
             # client gets no response, and the closed socket tells it to refresh
             # its metadata.
+            if refused:
+                raise CloseConnection(f"acks=0 produce refused: {sorted(map(str, refused))}")
             for tp, r in appended.items():
                 if r.error_code != ErrorCode.NONE:
                     raise CloseConnection(f"acks=0 produce to {tp} failed with {r.error_code}")
@@ -166,6 +210,7 @@ class ProduceFetchApis:
             for tp, r in appended.items()
         }
         as_dicts.update(denied)
+        as_dicts.update(refused)
         return await self._produce_response(order, as_dicts)
 
     @staticmethod
@@ -304,7 +349,13 @@ class ProduceFetchApis:
             "high_watermark": r.high_watermark,
             "last_stable_offset": r.last_stable_offset,
             "log_start_offset": r.log_start_offset,
-            "aborted_transactions": [] if committed else None,
+            # Kafka: a read-committed read lists its aborted transactions (none
+            # here), a failed read none (null); a partition refused before
+            # reading (unknown to the metadata) has the empty list its message
+            # class starts with.
+            "aborted_transactions": []
+            if (committed and r.error_code == ErrorCode.NONE) or r.error_code in _UNREAD_ERRORS
+            else None,
             "preferred_read_replica": -1,
             "records": r.records,
         }

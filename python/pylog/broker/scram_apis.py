@@ -115,7 +115,11 @@ class ScramApis:
                     assert got is not None
                     results.append(got)
         return DescribeUserScramCredentialsResponse(
-            throttle_time_ms=0, error_code=0, error_message=None, results=results
+            # Kafka leaves it unset on success, which its codec writes as ""
+            throttle_time_ms=0,
+            error_code=0,
+            error_message="",
+            results=results,
         )
 
     # ------------------------------------------------------------------ alter

@@ -227,7 +227,7 @@ class TopicApis:
             "error_message": message,
             "num_partitions": -1,
             "replication_factor": -1,
-            "configs": None,
+            "configs": [],  # Kafka sends an empty list on error, not null
         }
 
     def _new_topic(self, t: CreatableTopic) -> tuple[NewTopic, LogConfig]:

@@ -680,7 +680,9 @@ class Log:
             last_leader_epoch=epoch,
             max_timestamp=dup.timestamp,
             offset_of_max_timestamp=dup.last_offset,
-            log_append_time=dup.timestamp if self._config.log_append_time else -1,
+            # Kafka answers a duplicate with its batch's timestamp as the append
+            # time, whatever the topic's timestamp type (UnifiedLog.append)
+            log_append_time=dup.timestamp,
             log_start_offset=self._log_start_offset,
             num_records=info.num_records,
             num_batches=info.num_batches,

@@ -104,11 +104,36 @@ _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 DEFAULT_APPEND_OFFLOAD_BYTES = 128 * 1024
 
 
-def _error_result(e: BaseException) -> ProduceResult:
-    if isinstance(e, KafkaError):
-        named = e.record_errors if isinstance(e, RecordErrorsMixin) else []
-        return ProduceResult(error_code=e.code, error_message=str(e) or None, record_errors=named)
-    return ProduceResult(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e) or None)
+# Kafka's ReplicaManager answers these append errors with no log start offset;
+# any other error that reached the partition carries the partition's.
+_NO_LOG_START_ERRORS = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+    }
+)
+# Only a record validation error (KIP-467) has its message in the response;
+# Kafka sends every other error's message as null.
+_MESSAGE_ERRORS = frozenset({ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TIMESTAMP})
+
+
+def _error_result(e: BaseException, partition: Partition | None = None) -> ProduceResult:
+    code = e.code if isinstance(e, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+    log_start = -1
+    if partition is not None and code not in _NO_LOG_START_ERRORS:
+        try:
+            log_start = partition.log_start_offset
+        except Exception:  # no local log any more: as Kafka, -1
+            log_start = -1
+    message = (str(e) or None) if code in _MESSAGE_ERRORS else None
+    named = e.record_errors if isinstance(e, RecordErrorsMixin) else []
+    return ProduceResult(
+        error_code=code, log_start_offset=log_start, error_message=message, record_errors=named
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,7 +484,7 @@ class ReplicaManager:
                 except Exception as e:
                     self._log_unexpected(tp, e)
                     self._note_space(tp, partition, e)
-                    results[tp] = _error_result(e)
+                    results[tp] = _error_result(e, partition)
                     continue
                 self._note_space(tp, partition, None)
                 infos[tp] = info
@@ -477,7 +502,7 @@ class ReplicaManager:
                 if isinstance(outcome, BaseException):
                     self._log_unexpected(tp, outcome)
                     self._note_space(tp, self._partitions.get(tp), outcome)
-                    results[tp] = _error_result(outcome)
+                    results[tp] = _error_result(outcome, self._partitions.get(tp))
                 else:
                     self._note_space(tp, self._partitions.get(tp), None)
                     infos[tp] = outcome[0]

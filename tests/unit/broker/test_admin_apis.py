@@ -376,18 +376,21 @@ def test_describe_topic_configs_sources_and_synonyms(tmp_path: Any) -> None:
         ]
         assert policy.config_type == 7  # LIST
         assert policy.documentation
-        # retention.ms: the broker sets log.retention.minutes
+        # retention.ms: the broker sets log.retention.minutes, not log.retention.ms;
+        # Kafka's synonyms start at the primary key's (log.retention.ms) first
+        # entry, so none are listed and the source reads DEFAULT_CONFIG
         ret = cfg["retention.ms"]
         assert ret.value == str(90 * 60_000)
-        assert ret.config_source == ConfigSource.STATIC_BROKER_CONFIG
-        assert [(s.name, s.value, s.source) for s in ret.synonyms] == [
-            ("log.retention.minutes", "90", ConfigSource.STATIC_BROKER_CONFIG),
-            ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
-        ]
+        assert ret.config_source == ConfigSource.DEFAULT_CONFIG
+        assert ret.synonyms == []
         assert ret.config_type == 5  # LONG
         seg = cfg["segment.ms"]
         assert (seg.value, seg.config_source) == (str(168 * 3_600_000), ConfigSource.DEFAULT_CONFIG)
-        assert [s.name for s in seg.synonyms] == ["log.roll.hours"]
+        assert seg.synonyms == []  # log.roll.ms has no default
+        seg_bytes = cfg["segment.bytes"]
+        assert [(s.name, s.source) for s in seg_bytes.synonyms] == [
+            ("log.segment.bytes", ConfigSource.DEFAULT_CONFIG)
+        ]
 
         r = await describe_topic(core, "t", ["retention.ms", "no.such", "min.insync.replicas"])
         assert sorted(configs_of(r.results[0])) == ["min.insync.replicas", "retention.ms"]
