@@ -124,6 +124,10 @@ def run_suite(
     conf = where / "test.conf"
     conf.write_text(f"bootstrap.servers={broker.bootstrap}\n")
     numbers = sorted({n.split("_", 1)[0] for n in names})
+    # The runner works in a tests/ directory beside the library's src/ (0053
+    # reads ../src/statistics_schema.json); its stats files land there.
+    (where / "tests").mkdir()
+    (where / "src").symlink_to(src / "src")
     log = where / "suite.log"
     try:
         with log.open("w") as out:
@@ -133,7 +137,7 @@ def run_suite(
                 # runner aborts on a failure, as it does.
                 ["stdbuf", "-oL", str(src / "tests" / "test-runner"),
                  "-L", "-Q", "-p2", "-s", scenario],
-                stdout=out, stderr=subprocess.STDOUT, cwd=where, timeout=15 * 60,
+                stdout=out, stderr=subprocess.STDOUT, cwd=where / "tests", timeout=15 * 60,
                 env={
                     **os.environ, "TESTS": ",".join(numbers), "TEST_KAFKA_VERSION": KAFKA_VERSION,
                     "RDKAFKA_TEST_CONF": str(conf), "KAFKA_PATH": str(kafka_path(where)),
