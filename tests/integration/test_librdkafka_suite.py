@@ -107,11 +107,11 @@ def kafka_path(where: Path) -> Path:
 
 
 def run_suite(
-    src: Path, names: list[str], scenario: str, where: Path
+    src: Path, names: list[str], scenario: str, where: Path, parallel: int = 2
 ) -> tuple[dict[str, str], str]:
-    """Runs the tests ``names`` of one scenario against a fresh broker: each
-    test's state (PASSED, FAILED, SKIPPED) from the runner's summary, and the
-    whole output."""
+    """Runs the tests ``names`` of one scenario against a fresh broker,
+    ``parallel`` at once: each test's state (PASSED, FAILED, SKIPPED) from the
+    runner's summary, and the whole output."""
     where.mkdir(parents=True)
     overrides = {
         "num.partitions": 4,
@@ -132,11 +132,11 @@ def run_suite(
     try:
         with log.open("w") as out:
             subprocess.run(
-                # -L: no local-only test; -Q: the suite's quick mode; -p2: two at
+                # -L: no local-only test; -Q: the suite's quick mode; -pN: N at
                 # once. Line-buffered, so the summary is there even when the
                 # runner aborts on a failure, as it does.
                 ["stdbuf", "-oL", str(src / "tests" / "test-runner"),
-                 "-L", "-Q", "-p2", "-s", scenario],
+                 "-L", "-Q", f"-p{parallel}", "-s", scenario],
                 stdout=out, stderr=subprocess.STDOUT, cwd=where / "tests", timeout=15 * 60,
                 env={
                     **os.environ, "TESTS": ",".join(numbers), "TEST_KAFKA_VERSION": KAFKA_VERSION,
@@ -180,17 +180,20 @@ def test_no_skipped_test_shares_a_number_with_a_run_one() -> None:
     assert shared == []
 
 
-@pytest.mark.parametrize("scenario", ["default", "noautocreate"])
-def test_librdkafka_own_tests(scenario: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("group", ["default", "noautocreate", "alone"])
+def test_librdkafka_own_tests(group: str, tmp_path: Path) -> None:
+    # "alone": the default scenario, one test at a time (tests that time the
+    # client itself, which the runner's other threads slow down).
     src = suite_dir()
-    names = [e.name for e in curated() if e.verdict == "run" and e.scenario == scenario]
-    results, text = run_suite(src, names, scenario, tmp_path / "run")
+    scenario = "noautocreate" if group == "noautocreate" else "default"
+    names = [e.name for e in curated() if e.verdict == "run" and e.scenario == group]
+    results, text = run_suite(src, names, scenario, tmp_path / "run", 1 if group == "alone" else 2)
     failed = sorted(n for n, s in results.items() if s != "PASSED")
     if failed:
         # Some of the suite's tests bound their waits by a few seconds (on a
         # machine whose two cores other work shares): one that failed runs
         # once more, alone, on a fresh broker, and is named.
-        again, retry = run_suite(src, failed, scenario, tmp_path / "rerun")
+        again, retry = run_suite(src, failed, scenario, tmp_path / "rerun", parallel=1)
         still = sorted(n for n, s in again.items() if s != "PASSED")
         assert still == [], f"failed twice: {still}\n{failures(retry)}\n{failures(text)}"
         warnings.warn(f"librdkafka tests passed only when run again: {failed}", stacklevel=1)
