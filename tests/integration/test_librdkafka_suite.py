@@ -180,19 +180,17 @@ def test_no_skipped_test_shares_a_number_with_a_run_one() -> None:
     assert shared == []
 
 
-@pytest.mark.parametrize("group", ["default", "noautocreate", "alone"])
-def test_librdkafka_own_tests(group: str, tmp_path: Path) -> None:
-    # "alone": the default scenario, one test at a time (tests that time the
-    # client itself, which the runner's other threads slow down).
+@pytest.mark.parametrize("scenario", ["default", "noautocreate"])
+def test_librdkafka_own_tests(scenario: str, tmp_path: Path) -> None:
     src = suite_dir()
-    scenario = "noautocreate" if group == "noautocreate" else "default"
-    names = [e.name for e in curated() if e.verdict == "run" and e.scenario == group]
-    results, text = run_suite(src, names, scenario, tmp_path / "run", 1 if group == "alone" else 2)
+    names = [e.name for e in curated() if e.verdict == "run" and e.scenario == scenario]
+    results, text = run_suite(src, names, scenario, tmp_path / "run")
     failed = sorted(n for n, s in results.items() if s != "PASSED")
     if failed:
         # Some of the suite's tests bound their waits by a few seconds (on a
-        # machine whose two cores other work shares): one that failed runs
-        # once more, alone, on a fresh broker, and is named.
+        # machine whose two cores other work shares), and a test that times
+        # out stops the runner (the rest never start): those run once more,
+        # one at a time, on a fresh broker, and are named.
         again, retry = run_suite(src, failed, scenario, tmp_path / "rerun", parallel=1)
         still = sorted(n for n, s in again.items() if s != "PASSED")
         assert still == [], f"failed twice: {still}\n{failures(retry)}\n{failures(text)}"
