@@ -9,7 +9,6 @@ Kafka's (see the protocol's ``ErrorCodes``).
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 
 
 class ErrorCode(enum.IntEnum):
@@ -249,17 +248,9 @@ class CloseConnection(Exception):
 
 
 class InvalidRecordError(KafkaError):
-    """A well-formed batch the broker refuses (e.g. a keyless record on a compacted topic).
-
-    ``record_errors`` names the refused records as Produce v8+ does (KIP-467):
-    (index in the batch, message); a client fails those with INVALID_RECORD
-    and the batch's others as refused for their company."""
+    """A well-formed batch the broker refuses (e.g. a keyless record on a compacted topic)."""
 
     code, error_name = 87, "INVALID_RECORD"
-
-    def __init__(self, message: str = "", record_errors: Sequence[tuple[int, str]] = ()):
-        super().__init__(message)
-        self.record_errors = list(record_errors)
 
 
 # --- storage-internal conditions (answered as UNKNOWN_SERVER_ERROR if they ever escape) ---

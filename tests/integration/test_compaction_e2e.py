@@ -252,26 +252,6 @@ def test_keyless_record_refused_with_invalid_record(broker: Broker) -> None:
     assert latest(read_all(broker.bootstrap, topic)) == {b"k": b"with key"}
 
 
-def test_a_batch_with_keyless_records_names_them(broker: Broker) -> None:
-    # Kafka's Produce v8+ answer names each refused record (record_errors,
-    # KIP-467): librdkafka fails those with INVALID_RECORD and the batch's
-    # keyed ones with _INVALID_DIFFERENT_RECORD, so it can tell them apart.
-    from confluent_kafka import KafkaError
-
-    topic = create_topic(broker.bootstrap)
-    records = [(None if i % 5 == 0 else b"k%d" % i, b"v%d" % i) for i in range(10)]
-    for codec in ("none", "lz4"):
-        errs = produce(
-            broker.bootstrap, topic, records,
-            **{"compression.codec": codec, "retries": 0, "linger.ms": 500},
-        )  # fmt: skip
-        assert [e.code() for e in errs] == [
-            KafkaError.INVALID_RECORD if k is None else KafkaError._INVALID_DIFFERENT_RECORD
-            for k, _ in records
-        ]
-    assert read_all(broker.bootstrap, topic) == []
-
-
 @pytest.mark.parametrize("phase", ["cleaned", "swap", "deleted"])
 def test_broker_killed_inside_a_clean_restarts_with_every_latest_value(
     tmp_path: Path, phase: str

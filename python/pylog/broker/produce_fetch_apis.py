@@ -49,7 +49,6 @@ from pylog.protocol.messages.offset_for_leader_epoch_response import (
     EpochEndOffset,
     OffsetForLeaderTopicResult,
 )
-from pylog.protocol.messages.produce_response import BatchIndexAndErrorMessage
 from pylog.server.config import KafkaConfig
 from pylog.server.delayed_fetch import FetchParams, FetchPartitionRequest, FetchPartitionResult
 from pylog.server.producer_id_manager import ProducerIdManager
@@ -132,10 +131,6 @@ class ProduceFetchApis:
                 "log_append_time_ms": r.log_append_time_ms,
                 "log_start_offset": r.log_start_offset,
                 "error_message": r.error_message if r.error_code else None,
-                "record_errors": [
-                    BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
-                    for i, m in r.record_errors
-                ],
             }
             for tp, r in appended.items()
         }

@@ -44,7 +44,6 @@ from typing import Any, Protocol, cast
 from pylog import _native
 from pylog.clock import Clock, now_ms
 from pylog.errors import (
-    InvalidRecordError,
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -78,9 +77,6 @@ __all__ = [
     "LogAppendInfo",
     "UnexpectedAppendOffsetError",
 ]
-
-# How validate_and_assign_offsets words a compacted topic's keyless record.
-_KEYLESS = "invalid record: compacted topic cannot accept a record without a key"
 
 _log = logging.getLogger("pylog.log")
 
@@ -538,23 +534,18 @@ class Log:
             self._check_open()
             config = self._config
             now = self._clock()
-            try:
-                info = _native.validate_and_assign_offsets(
-                    buf,
-                    base_offset=self.log_end_offset,
-                    partition_leader_epoch=leader_epoch,
-                    now_ms=now,
-                    log_append_time=config.log_append_time,
-                    max_batch_size=config.max_message_bytes,
-                    timestamp_before_max_ms=config.message_timestamp_before_max_ms,
-                    timestamp_after_max_ms=config.message_timestamp_after_max_ms,
-                    require_keys=config.compact,
-                    max_decompressed_size=config.max_decompressed_bytes,
-                )
-            except InvalidRecordError as e:
-                if config.compact and str(e).startswith(_KEYLESS):
-                    raise self._keyless_records_error(buf) from e
-                raise
+            info = _native.validate_and_assign_offsets(
+                buf,
+                base_offset=self.log_end_offset,
+                partition_leader_epoch=leader_epoch,
+                now_ms=now,
+                log_append_time=config.log_append_time,
+                max_batch_size=config.max_message_bytes,
+                timestamp_before_max_ms=config.message_timestamp_before_max_ms,
+                timestamp_after_max_ms=config.message_timestamp_after_max_ms,
+                require_keys=config.compact,
+                max_decompressed_size=config.max_decompressed_bytes,
+            )
             if info.num_batches == 0:
                 return self._empty_append_info()
             duplicate = self._check_producer_batches(info, origin)
@@ -563,18 +554,6 @@ class Log:
             self._append_validated(buf, info, now)
             self._maybe_assign_epoch(leader_epoch, info.first_offset)
             return self._append_info(info, leader_epoch, now if config.log_append_time else -1)
-
-    def _keyless_records_error(self, buf: bytearray | memoryview) -> InvalidRecordError:
-        """A compacted topic's refusal naming every keyless record of the batch
-        (a client's produce carries one), as Kafka's LogValidator does."""
-        indexes = [i for i, r in enumerate(_native.decode_records(buf)) if r.key is None]
-        each = f"Compacted topic cannot accept message without key in topic partition {self.name}."
-        errors = [(i, each) for i in indexes]
-        shown = ", ".join(f"(batch index {i}: {m})" for i, m in errors[:3])
-        return InvalidRecordError(
-            f"{len(errors)} record(s) of the batch refused, the first three at most: {shown}",
-            errors,
-        )
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append records fetched from the leader, offsets as they are.

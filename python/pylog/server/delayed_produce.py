@@ -11,7 +11,7 @@ for the partition whenever its HW moves).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pylog.errors import ErrorCode
 from pylog.log.checkpoint import TopicPartition
@@ -30,8 +30,6 @@ class ProduceResult:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
-    #: The refused records of an INVALID_RECORD batch: (index in the batch, message).
-    record_errors: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -44,7 +44,6 @@ from dataclasses import dataclass
 
 from pylog.errors import (
     ErrorCode,
-    InvalidRecordError,
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
@@ -105,10 +104,6 @@ DEFAULT_APPEND_OFFLOAD_BYTES = 128 * 1024
 
 
 def _error_result(e: BaseException) -> ProduceResult:
-    if isinstance(e, InvalidRecordError):
-        return ProduceResult(
-            error_code=e.code, error_message=str(e) or None, record_errors=e.record_errors
-        )
     if isinstance(e, KafkaError):
         return ProduceResult(error_code=e.code, error_message=str(e) or None)
     return ProduceResult(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e) or None)

@@ -149,18 +149,6 @@ def test_policy_refusals(open_log: Any) -> None:
     assert log.log_end_offset == 0 and log.size == 0
 
 
-@pytest.mark.parametrize("codec", [0, 4])  # none, zstd
-def test_keyless_records_of_a_compacted_topic_are_each_named(open_log: Any, codec: int) -> None:
-    log = open_log(**{"cleanup.policy": "compact"})
-    batch = build_batch([(None, b"a"), (b"k", b"b"), (None, b"c")], compression=codec)
-    with pytest.raises(InvalidRecordError) as refused:
-        log.append_as_leader(bytearray(batch), 0)
-    message = f"Compacted topic cannot accept message without key in topic partition {log.name}."
-    assert refused.value.record_errors == [(0, message), (2, message)]
-    assert refused.value.code == 87 and "2 record(s)" in str(refused.value)
-    assert log.log_end_offset == 0
-
-
 def test_record_set_larger_than_segment(open_log: Any) -> None:
     log = open_log(**{"internal.segment.bytes": 200, "max.message.bytes": 10_000})
     with pytest.raises(RecordListTooLargeError):
