@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build protocol tools java-client go-client node-client run cluster test test-rust test-python bench kafka fuzz lint format clean pipeline wheel spark-compat spark-kafka
+.PHONY: help install build protocol tools java-client go-client node-client librdkafka-tests run cluster test test-rust test-python bench kafka fuzz lint format clean pipeline wheel spark-compat spark-kafka
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -34,7 +34,7 @@ run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./
 cluster: install tools ## run a local cluster until Ctrl-C: ZooKeeper on 127.0.0.1:2181, brokers 1-3 on 127.0.0.1:9092-9094, data and logs in ./pylog-cluster
 	$(VENV)/bin/pylog cluster local --brokers 3 --dir ./pylog-cluster
 
-test: install tools kafka java-client go-client node-client test-rust wheel spark-kafka test-python spark-compat ## install everything the tests need, then run all tests
+test: install tools kafka java-client go-client node-client librdkafka-tests test-rust wheel spark-kafka test-python spark-compat ## install everything the tests need, then run all tests
 
 tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark, the Java client and Kafka; ZooKeeper for the cluster; npm), from Debian — needs root or sudo; checks for Go
 	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \
@@ -102,6 +102,43 @@ $(NODE_STAMP): tests/node/package.json tests/node/package-lock.json
 	cp tests/node/package.json tests/node/package-lock.json $(NODE_CACHE)/
 	npm ci --prefix $(NODE_CACHE) --no-audit --no-fund --loglevel=error
 	touch $@
+
+# librdkafka's own test suite (its tests/ directory), built from Debian's
+# source package of the version LIBRDKAFKA_SUITE ships, into a cache outside
+# the repository; tests/integration/test_librdkafka_suite.py runs the tests
+# tests/librdkafka/tests.txt lists against a pylog broker. apt-get reads the
+# deb-src index through a private state directory under the cache, so the
+# machine's apt configuration is left as it was.
+LIBRDKAFKA_VERSION ?= 2.8.0
+LIBRDKAFKA_SUITE   ?= trixie
+LIBRDKAFKA_CACHE   := $(CLIENT_CACHE)/librdkafka-$(LIBRDKAFKA_VERSION)
+LIBRDKAFKA_RUNNER  := $(LIBRDKAFKA_CACHE)/src/tests/test-runner
+LIBRDKAFKA_APT      = -o Dir::Etc::SourceList=$(LIBRDKAFKA_CACHE)/apt/sources.list -o Dir::Etc::SourceParts=/dev/null \
+  -o Dir::State::Lists=$(LIBRDKAFKA_CACHE)/apt/lists -o Dir::Cache=$(LIBRDKAFKA_CACHE)/apt/cache -o APT::Sandbox::User=root
+
+librdkafka-tests: $(LIBRDKAFKA_RUNNER) ## build librdkafka's own test suite (Debian's librdkafka source) into ~/.cache/pylog/librdkafka-<version>; skipped when built
+
+$(LIBRDKAFKA_RUNNER):
+	@missing=""; for p in g++ make pkg-config zlib1g-dev libzstd-dev rapidjson-dev; do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  if [ -n "$$missing" ]; then SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; fi
+	rm -rf $(LIBRDKAFKA_CACHE)/apt $(LIBRDKAFKA_CACHE)/src $(LIBRDKAFKA_CACHE)/dl
+	mkdir -p $(LIBRDKAFKA_CACHE)/apt/lists/partial $(LIBRDKAFKA_CACHE)/apt/cache/archives/partial $(LIBRDKAFKA_CACHE)/dl
+	echo "deb-src http://deb.debian.org/debian $(LIBRDKAFKA_SUITE) main" > $(LIBRDKAFKA_CACHE)/apt/sources.list
+	apt-get $(LIBRDKAFKA_APT) update -qq
+	cd $(LIBRDKAFKA_CACHE)/dl && apt-get $(LIBRDKAFKA_APT) source -qq --download-only librdkafka/$(LIBRDKAFKA_SUITE)
+	@ls $(LIBRDKAFKA_CACHE)/dl/librdkafka_$(LIBRDKAFKA_VERSION).orig.tar.gz >/dev/null || \
+	  { echo "Debian $(LIBRDKAFKA_SUITE) no longer has librdkafka $(LIBRDKAFKA_VERSION): $$(ls $(LIBRDKAFKA_CACHE)/dl)"; exit 1; }
+	mkdir $(LIBRDKAFKA_CACHE)/src
+	tar -xzf $(LIBRDKAFKA_CACHE)/dl/librdkafka_$(LIBRDKAFKA_VERSION).orig.tar.gz -C $(LIBRDKAFKA_CACHE)/src --strip-components=1
+	@# no TLS, SASL or OIDC (their tests are skipped); zlib and zstd for the compression tests
+	cd $(LIBRDKAFKA_CACHE)/src && ./configure --no-download --disable-ssl --disable-gssapi --disable-curl \
+	  --enable-zlib --enable-zstd >$(LIBRDKAFKA_CACHE)/build.log 2>&1 || { tail -30 $(LIBRDKAFKA_CACHE)/build.log; exit 1; }
+	$(MAKE) -C $(LIBRDKAFKA_CACHE)/src -j2 libs >>$(LIBRDKAFKA_CACHE)/build.log 2>&1 || { tail -30 $(LIBRDKAFKA_CACHE)/build.log; exit 1; }
+	$(MAKE) -C $(LIBRDKAFKA_CACHE)/src/tests -j2 build >>$(LIBRDKAFKA_CACHE)/build.log 2>&1 || { tail -30 $(LIBRDKAFKA_CACHE)/build.log; exit 1; }
+	rm -rf $(LIBRDKAFKA_CACHE)/apt $(LIBRDKAFKA_CACHE)/dl
+	@echo "librdkafka $(LIBRDKAFKA_VERSION) test suite: $@"
 
 test-rust: ## cargo test of the native core
 	cargo test -q --workspace --exclude pylog-py
