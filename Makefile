@@ -144,7 +144,7 @@ test-rust: ## cargo test of the native core
 	cargo test -q --workspace --exclude pylog-py
 
 test-python: wheel ## pytest (real files, real segment bytes; tests/integration/test_wheel_install.py installs the wheel)
-	PYLOG_WHEEL=$$(ls $(abspath $(WHEEL_DIR))/pylog-*.whl) $(PY) -m pytest -q tests
+	PYLOG_WHEEL=$$(ls $(abspath $(WHEEL_DIR))/pylog-*.whl) $(PY) -m pytest -q --durations=30 tests
 
 # ---------------------------------------------------------------- the wheel users install
 # abi3 (one wheel for every CPython >= 3.10), linked by zig against glibc 2.17
