@@ -1,0 +1,193 @@
+"""Kafka Streams (Apache Kafka's, from Maven Central) against pylog: the
+word-count program of tests/kafka-streams, at-least-once, on a `pylog broker
+start` process and on a three-broker cluster.
+
+Streams creates its own internal topics (a repartition topic and the state
+store's changelog) through the admin client with the configs it wants, joins a
+consumer group with its own assignor, commits, purges the repartition topic
+with DeleteRecords and, on a fresh state directory, restores the store from
+the changelog: each shows in what a Python client reads back.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import struct
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from broker_process import BrokerProcess, ck_produce
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from kafka_streams_connect import word_count
+
+from pylog.testing import LocalCluster
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+PARTITIONS = 2
+# Commit, and so purge the repartition topic, often: the test waits on both.
+STREAMS_CONFIGS = {
+    "commit.interval.ms": 200,
+    "repartition.purge.interval.ms": 200,
+    "statestore.cache.max.bytes": 0,
+}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("broker") / "data").start()
+    try:
+        yield b
+    finally:
+        if b.proc is not None:
+            b.stop(signal.SIGKILL)
+
+
+def _lines(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    return [
+        " ".join(rng.choice(WORDS).upper() if rng.random() < 0.2 else rng.choice(WORDS)
+                 for _ in range(rng.randint(1, 6)))
+        for _ in range(count)
+    ]  # fmt: skip
+
+
+def _counts(lines: list[str]) -> dict[str, int]:
+    return dict(Counter(w.lower() for line in lines for w in line.split()))
+
+
+def _create(bootstrap: str, *topics: str, replication: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(t, PARTITIONS, replication) for t in topics])
+    for f in futures.values():
+        f.result(30)
+
+
+def _latest_counts(bootstrap: str, topic: str) -> dict[str, int]:
+    """word -> its last count on the output topic (the value is a big-endian long)."""
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False}
+    )
+    try:
+        parts = [TopicPartition(topic, p, 0) for p in range(PARTITIONS)]
+        ends = {p.partition: c.get_watermark_offsets(p, timeout=10)[1] for p in parts}
+        c.assign(parts)
+        latest: dict[str, int] = {}
+        pos = dict.fromkeys(ends, 0)
+        deadline = time.monotonic() + 30
+        while any(pos[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            latest[m.key().decode()] = struct.unpack(">q", m.value())[0]
+            pos[m.partition()] = m.offset() + 1
+        return latest
+    finally:
+        c.close()
+
+
+def _wait_counts(bootstrap: str, topic: str, expected: dict[str, int], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    got: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        got = _latest_counts(bootstrap, topic)
+        if got == expected:
+            return
+        # A count above the expected one can never come down: fail at once.
+        assert all(got.get(w, 0) <= n for w, n in expected.items()), (got, expected)
+        time.sleep(0.3)
+    assert got == expected
+
+
+def _watermarks(bootstrap: str, topic: str) -> list[tuple[int, int]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return [
+            c.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in range(PARTITIONS)
+        ]
+    finally:
+        c.close()
+
+
+def _topic_configs(bootstrap: str, topic: str) -> dict[str, tuple[str, bool]]:
+    """name -> (value, whether it is the topic's own setting rather than a default)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    res = ConfigResource(ResourceType.TOPIC, topic)
+    entries = admin.describe_configs([res])[res].result(30)
+    return {k: (e.value, not e.is_default) for k, e in entries.items()}
+
+
+def _run_word_count(bootstrap: str, tmp_path: Path, replication: int) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    app, source, sink = f"wc-{suffix}", f"lines-{suffix}", f"counts-{suffix}"
+    _create(bootstrap, source, sink, replication=replication)
+    first, second = _lines(1, 300), _lines(2, 200)
+    ck_produce(bootstrap, source, [(None, line.encode(), None) for line in first])
+
+    configs = {**STREAMS_CONFIGS, "replication.factor": replication}
+    wc = word_count(tmp_path, bootstrap, app, source, sink, tmp_path / "state-1", **configs)
+    try:
+        wc.wait_for("state", 120, new="RUNNING")
+        _wait_counts(bootstrap, sink, _counts(first))
+
+        # The internal topics, created by Streams with the configs it asked for.
+        repartition, changelog = f"{app}-words-repartition", f"{app}-counts-changelog"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        topics = admin.list_topics(timeout=10).topics
+        for name in (repartition, changelog):
+            assert name in topics, sorted(topics)
+            assert len(topics[name].partitions) == PARTITIONS
+            assert all(len(p.replicas) == replication for p in topics[name].partitions.values())
+        conf = _topic_configs(bootstrap, changelog)
+        assert conf["cleanup.policy"] == ("compact", True)
+        assert conf["message.timestamp.type"] == ("CreateTime", True)
+        conf = _topic_configs(bootstrap, repartition)
+        assert conf["cleanup.policy"] == ("delete", True)
+        assert conf["retention.ms"] == ("-1", True)
+        assert conf["segment.bytes"] == ("52428800", True)
+        assert conf["message.timestamp.type"] == ("CreateTime", True)
+
+        # Streams deletes what it has consumed and committed from the
+        # repartition topic (DeleteRecords): every record was, so each
+        # partition's log start reaches its end.
+        deadline = time.monotonic() + 60
+        marks = _watermarks(bootstrap, repartition)
+        while time.monotonic() < deadline and any(lo != hi for lo, hi in marks):
+            time.sleep(0.3)
+            marks = _watermarks(bootstrap, repartition)
+        assert sum(hi for _, hi in marks) == sum(_counts(first).values())
+        assert all(lo == hi for lo, hi in marks), marks
+
+        # A clean close commits; the next instance takes over from there.
+        wc.close_stdin()
+        assert wc.wait_for("closed", 90) == {"type": "closed", "clean": True}
+        assert wc.wait(30) == 0
+    finally:
+        wc.kill()
+
+    # A new instance on an empty state directory restores the store from the
+    # changelog and resumes from the committed offsets: every count of both
+    # batches exact (nothing reprocessed after a clean close).
+    ck_produce(bootstrap, source, [(None, line.encode(), None) for line in second])
+    wc = word_count(tmp_path, bootstrap, app, source, sink, tmp_path / "state-2", **configs)
+    try:
+        wc.wait_for("state", 120, new="RUNNING")
+        _wait_counts(bootstrap, sink, _counts(first + second))
+        wc.close_stdin()
+        assert wc.wait_for("closed", 90) == {"type": "closed", "clean": True}
+    finally:
+        wc.kill()
+
+
+def test_word_count_on_a_broker(broker: BrokerProcess, tmp_path: Path) -> None:
+    _run_word_count(broker.bootstrap, tmp_path, replication=1)
+
+
+def test_word_count_on_a_three_broker_cluster(pylog_cluster: LocalCluster, tmp_path: Path) -> None:
+    _run_word_count(pylog_cluster.bootstrap_servers, tmp_path, replication=3)
