@@ -41,6 +41,11 @@ appender.err.layout.pattern = [%d] %p %m (%c)%n
 """
 
 
+# How a JVM stopped by SIGTERM exits: 143 once its shutdown hooks ran, or as
+# killed by the signal when it arrives while the JVM is already exiting.
+SIGTERM_EXITS = (128 + signal.SIGTERM, -signal.SIGTERM)
+
+
 def kafka_version() -> str:
     pom = (ROOT / "bench" / "kafka" / "pom.xml").read_text()
     m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", pom)
