@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from broker_process import BrokerProcess, ck_produce
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 from kafka_streams_connect import word_count
 
@@ -115,6 +115,17 @@ def _watermarks(bootstrap: str, topic: str) -> list[tuple[int, int]]:
         c.close()
 
 
+def _committed(bootstrap: str, group: str, topic: str) -> list[int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    )
+    (result,) = admin.list_consumer_group_offsets([request]).values()
+    return [
+        tp.offset for tp in sorted(result.result(30).topic_partitions, key=lambda t: t.partition)
+    ]
+
+
 def _topic_configs(bootstrap: str, topic: str) -> dict[str, tuple[str, bool]]:
     """name -> (value, whether it is the topic's own setting rather than a default)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -123,14 +134,18 @@ def _topic_configs(bootstrap: str, topic: str) -> dict[str, tuple[str, bool]]:
     return {k: (e.value, not e.is_default) for k, e in entries.items()}
 
 
-def _run_word_count(bootstrap: str, tmp_path: Path, replication: int) -> None:
+def _run_word_count(
+    bootstrap: str, tmp_path: Path, replication: int, streams_replication: int = -1
+) -> None:
+    """``streams_replication`` is Streams' replication.factor for its internal
+    topics: -1 (its default) asks for the broker's default.replication.factor."""
     suffix = uuid.uuid4().hex[:8]
     app, source, sink = f"wc-{suffix}", f"lines-{suffix}", f"counts-{suffix}"
     _create(bootstrap, source, sink, replication=replication)
     first, second = _lines(1, 300), _lines(2, 200)
     ck_produce(bootstrap, source, [(None, line.encode(), None) for line in first])
 
-    configs = {**STREAMS_CONFIGS, "replication.factor": replication}
+    configs = {**STREAMS_CONFIGS, "replication.factor": streams_replication}
     wc = word_count(tmp_path, bootstrap, app, source, sink, tmp_path / "state-1", **configs)
     try:
         wc.wait_for("state", 120, new="RUNNING")
@@ -138,15 +153,22 @@ def _run_word_count(bootstrap: str, tmp_path: Path, replication: int) -> None:
 
         # The internal topics, created by Streams with the configs it asked for.
         repartition, changelog = f"{app}-words-repartition", f"{app}-counts-changelog"
+        windowed = f"{app}-windowed-counts-changelog"
         admin = AdminClient({"bootstrap.servers": bootstrap})
         topics = admin.list_topics(timeout=10).topics
-        for name in (repartition, changelog):
+        for name in (repartition, changelog, windowed):
             assert name in topics, sorted(topics)
             assert len(topics[name].partitions) == PARTITIONS
             assert all(len(p.replicas) == replication for p in topics[name].partitions.values())
         conf = _topic_configs(bootstrap, changelog)
         assert conf["cleanup.policy"] == ("compact", True)
         assert conf["message.timestamp.type"] == ("CreateTime", True)
+        # A window store's changelog: compacted and deleted, kept for the
+        # store's retention (5 minutes here) plus a day (Streams' default of
+        # windowstore.changelog.additional.retention.ms).
+        conf = _topic_configs(bootstrap, windowed)
+        assert conf["cleanup.policy"] == ("compact,delete", True)
+        assert conf["retention.ms"] == (str(5 * 60_000 + 86_400_000), True)
         conf = _topic_configs(bootstrap, repartition)
         assert conf["cleanup.policy"] == ("delete", True)
         assert conf["retention.ms"] == ("-1", True)
@@ -164,12 +186,25 @@ def _run_word_count(bootstrap: str, tmp_path: Path, replication: int) -> None:
         assert sum(hi for _, hi in marks) == sum(_counts(first).values())
         assert all(lo == hi for lo, hi in marks), marks
 
-        # A clean close commits; the next instance takes over from there.
+        # One member of a consumer group joined with Streams' own assignor,
+        # owning every partition of the input and of the repartition topic.
+        group = admin.describe_consumer_groups([app])[app].result(30)
+        assert group.partition_assignor == "stream"
+        assert [str(group.state).rsplit(".", 1)[-1]] == ["STABLE"]
+        (member,) = group.members
+        owned = {(tp.topic, tp.partition) for tp in member.assignment.topic_partitions}
+        assert owned == {(t, p) for t in (source, repartition) for p in range(PARTITIONS)}
+
+        # A clean close commits and leaves; the next instance takes over from there.
         wc.close_stdin()
         assert wc.wait_for("closed", 90) == {"type": "closed", "clean": True}
         assert wc.wait(30) == 0
     finally:
         wc.kill()
+    group = admin.describe_consumer_groups([app])[app].result(30)
+    assert (str(group.state).rsplit(".", 1)[-1], group.members) == ("EMPTY", [])
+    committed = _committed(bootstrap, app, source)
+    assert committed == [hi for _, hi in _watermarks(bootstrap, source)]
 
     # A new instance on an empty state directory restores the store from the
     # changelog and resumes from the committed offsets: every count of both
@@ -186,8 +221,9 @@ def _run_word_count(bootstrap: str, tmp_path: Path, replication: int) -> None:
 
 
 def test_word_count_on_a_broker(broker: BrokerProcess, tmp_path: Path) -> None:
+    # The internal topics take the broker's default replication factor, 1.
     _run_word_count(broker.bootstrap, tmp_path, replication=1)
 
 
 def test_word_count_on_a_three_broker_cluster(pylog_cluster: LocalCluster, tmp_path: Path) -> None:
-    _run_word_count(pylog_cluster.bootstrap_servers, tmp_path, replication=3)
+    _run_word_count(pylog_cluster.bootstrap_servers, tmp_path, replication=3, streams_replication=3)

@@ -17,8 +17,10 @@ import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.KGroupedStream;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.TimeWindows;
 
 /**
  * A word count as a Kafka Streams application, run by pylog's integration tests
@@ -27,7 +29,9 @@ import org.apache.kafka.streams.kstream.Produced;
  * <p>Lines from the input topic are split into lower-case words, re-keyed by word
  * (so Streams writes a repartition topic), counted in a persistent key-value store
  * named "counts" (backed by a compacted changelog topic), and every updated count
- * goes to the output topic as word -> count (String, Long). Both internal topics are
+ * goes to the output topic as word -> count (String, Long). A five-minute windowed
+ * count of the same words is kept in the store "windowed-counts" (whose changelog is
+ * compacted and deleted). Both internal topics are
  * created by Streams itself through the admin client.
  *
  * <p>Usage: {@code WordCount <bootstrap> <application.id> <input> <output> <state.dir> [key=value ...]},
@@ -40,14 +44,19 @@ public final class WordCount {
 
     static Topology topology(String input, String output) {
         StreamsBuilder builder = new StreamsBuilder();
-        builder.stream(input, Consumed.with(Serdes.String(), Serdes.String()))
+        KGroupedStream<String, String> words = builder
+                .stream(input, Consumed.with(Serdes.String(), Serdes.String()))
                 .flatMapValues(line -> Arrays.asList(line.toLowerCase(Locale.ROOT).split("\\W+")))
                 .filter((key, word) -> !word.isEmpty())
                 .map((key, word) -> KeyValue.pair(word, word))
-                .groupByKey(Grouped.with("words", Serdes.String(), Serdes.String()))
-                .count(Materialized.as("counts"))
+                .groupByKey(Grouped.with("words", Serdes.String(), Serdes.String()));
+        words.count(Materialized.as("counts"))
                 .toStream()
                 .to(output, Produced.with(Serdes.String(), Serdes.Long()));
+        // A windowed count of the same words, kept only in its store: its changelog
+        // is the kind Streams creates with cleanup.policy=compact,delete and a retention.
+        words.windowedBy(TimeWindows.ofSizeWithNoGrace(Duration.ofMinutes(5)))
+                .count(Materialized.as("windowed-counts"));
         return builder.build();
     }
 
