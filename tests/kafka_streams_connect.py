@@ -29,7 +29,8 @@ MAKE_TARGET = "make kafka-streams-connect"
 # hundred records on 2 shared cores, where start-up time is what counts.
 JVM = ["-Xmx256M", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
 
-# Warnings and errors to stderr (a file the test shows when it fails).
+# Warnings and errors to stderr (a file the test shows when it fails), and the
+# line of Connect's REST server that names the port it bound.
 LOG4J2 = """\
 rootLogger.level = WARN
 rootLogger.appenderRef.err.ref = err
@@ -38,6 +39,8 @@ appender.err.name = err
 appender.err.target = SYSTEM_ERR
 appender.err.layout.type = PatternLayout
 appender.err.layout.pattern = [%d] %p %m (%c)%n
+logger.rest.name = org.apache.kafka.connect.runtime.rest.RestServer
+logger.rest.level = INFO
 """
 
 
@@ -116,6 +119,28 @@ class JavaProcess:
     def stderr_tail(self, chars: int = 4000) -> str:
         return self.stderr_path.read_text(errors="replace")[-chars:]
 
+    def wait_for_log(self, pattern: str, timeout: float) -> re.Match[str]:
+        """The first stderr line matching ``pattern`` (the timeout is an upper bound)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            m = re.search(pattern, self.stderr_path.read_text(errors="replace"))
+            if m is not None:
+                return m
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(
+                    f"{self.name}: no {pattern!r} in its log (exit {self.proc.returncode})\n"
+                    f"stderr:\n{self.stderr_tail()}",
+                    pytrace=False,
+                )
+            time.sleep(0.1)
+
+    def rest_url(self, timeout: float = 120) -> str:
+        """A Connect worker's REST address (it listens on an ephemeral port),
+        once it serves its resources (it answers 404 until then)."""
+        url = self.wait_for_log(r"REST server listening at (http://\S+?)/?,", timeout).group(1)
+        self.wait_for_log(r"REST resources initialized", timeout)
+        return url
+
     def wait_for(self, kind: str, timeout: float, **match: object) -> dict[str, Any]:
         """The next stdout object of ``"type": kind`` with the given fields; an
         error line, an exit or the timeout (an upper bound) fails the test."""
@@ -188,8 +213,16 @@ def word_count(
 def connect_standalone(workdir: Path, worker: Path, *connectors: Path) -> JavaProcess:
     """Connect's standalone worker (bin/connect-standalone.sh's main class)."""
     return JavaProcess(
-        "connect",
+        "connect-standalone",
         workdir,
         "org.apache.kafka.connect.cli.ConnectStandalone",
         [str(worker), *(str(c) for c in connectors)],
+    )
+
+
+def connect_distributed(workdir: Path, worker: Path, name: str) -> JavaProcess:
+    """A distributed Connect worker (bin/connect-distributed.sh's main class);
+    its log goes to ``<workdir>/<name>.stderr``."""
+    return JavaProcess(
+        name, workdir, "org.apache.kafka.connect.cli.ConnectDistributed", [str(worker)]
     )

@@ -1,26 +1,37 @@
-"""Kafka Connect (Apache Kafka's standalone worker and its file connectors,
-from Maven Central) against a `pylog broker start` process: FileStreamSource
-copies a file's lines into a topic and FileStreamSink copies the topic into
-another file.
+"""Kafka Connect (Apache Kafka's workers and its file connectors, from Maven
+Central) against a `pylog broker start` process: FileStreamSource copies a
+file's lines into a topic and FileStreamSink copies the topic into another
+file.
 
-The source connector's position lives in the worker's offset file and the
-sink's in its consumer group's committed offsets on pylog: after a clean
-restart of the worker, lines appended to the input are copied once, and
-nothing read before is copied again.
+Standalone, the source connector's position lives in the worker's offset file
+and the sink's in its consumer group's committed offsets on pylog; a
+distributed worker keeps its connectors, their source offsets and their status
+in three compacted topics on pylog as well. After a clean restart of the
+worker, lines appended to the input are copied once, and nothing read before
+is copied again.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import time
+import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from broker_process import BrokerProcess, topic_name
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from kafka_streams_connect import SIGTERM_EXITS, JavaProcess, connect_standalone, write_properties
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from kafka_streams_connect import (
+    SIGTERM_EXITS,
+    JavaProcess,
+    connect_distributed,
+    connect_standalone,
+    write_properties,
+)
 
 
 @pytest.fixture
@@ -209,3 +220,95 @@ def _assert_replays_only(got: list[str], expected: list[str]) -> None:
         assert i <= new, f"{line!r} arrived before {expected[new]!r}"
         new = max(new, i + 1)
     assert new == len(expected)
+
+
+def _rest(url: str, method: str = "GET", body: dict[str, object] | None = None) -> object:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data, {"Content-Type": "application/json"}, method=method)
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return json.loads(resp.read())
+
+
+def test_distributed_worker_keeps_its_state_in_compacted_topics(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    topic = f"lines-{suffix}"
+    stores = {kind: f"connect-{kind}-{suffix}" for kind in ("config", "offset", "status")}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    source_file, sink_file = tmp_path / "in.txt", tmp_path / "out.txt"
+    worker = write_properties(
+        tmp_path / "worker.properties",
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"connect-{suffix}",
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+            **{f"{kind}.storage.topic": name for kind, name in stores.items()},
+            **{f"{kind}.storage.replication.factor": 1 for kind in stores},
+            "offset.flush.interval.ms": 500,
+            "listeners": "http://127.0.0.1:0",
+            "plugin.discovery": "service_load",
+            "consumer.session.timeout.ms": 6000,
+            # A worker's close does not wait for its LeaveGroup to be sent
+            # (Kafka's client closes with a zero timer): the next worker's join
+            # waits out this session, 6 s (the brokers' smallest) rather than 10.
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 1000,
+        },
+    )
+    first = [f"row {i} before the restart" for i in range(100)]
+    source_file.write_text("".join(f"{line}\n" for line in first))
+
+    connect = connect_distributed(tmp_path, worker, "connect-distributed-1")
+    try:
+        url = connect.rest_url()
+        _rest(f"{url}/connectors/src/config", "PUT", {
+            "connector.class": "FileStreamSource", "tasks.max": "1",
+            "file": str(source_file), "topic": topic,
+        })  # fmt: skip
+        _rest(f"{url}/connectors/snk/config", "PUT", {
+            "connector.class": "FileStreamSink", "tasks.max": "1",
+            "file": str(sink_file), "topics": topic,
+        })  # fmt: skip
+        _wait_lines(connect, sink_file, first)
+        assert connect.stop() in SIGTERM_EXITS
+    finally:
+        connect.kill()
+
+    # The worker created its three topics compacted, with Connect's default
+    # partition counts, through pylog's admin APIs.
+    topics = admin.list_topics(timeout=10).topics
+    partitions = {kind: len(topics[name].partitions) for kind, name in stores.items()}
+    assert partitions == {"config": 1, "offset": 25, "status": 5}
+    for name in stores.values():
+        res = ConfigResource(ResourceType.TOPIC, name)
+        policy = admin.describe_configs([res])[res].result(30)["cleanup.policy"]
+        assert (policy.value, policy.is_default) == ("compact", False)
+
+    # A new worker reads its connectors and the source's position back from
+    # those topics: nothing is configured again, nothing is copied twice.
+    second = [f"row {i} after the restart" for i in range(50)]
+    with source_file.open("a") as f:
+        f.write("".join(f"{line}\n" for line in second))
+    connect = connect_distributed(tmp_path, worker, "connect-distributed-2")
+    try:
+        url = connect.rest_url()
+        _wait_lines(connect, sink_file, first + second)
+        time.sleep(2)
+        assert _lines(sink_file) == first + second
+        assert sorted(_rest(f"{url}/connectors")) == ["snk", "src"]  # type: ignore[arg-type]
+        offsets = _rest(f"{url}/connectors/src/offsets")
+        assert offsets == {
+            "offsets": [
+                {
+                    "partition": {"filename": str(source_file)},
+                    "offset": {"position": source_file.stat().st_size},
+                }
+            ]
+        }
+        assert connect.stop() in SIGTERM_EXITS
+    finally:
+        connect.kill()
+    assert _topic_values(broker.bootstrap, topic) == first + second
