@@ -207,7 +207,8 @@ def word_count(
     keyword configs (dots as underscores) go to Streams."""
     extra = [f"{k.replace('_', '.')}={v}" for k, v in configs.items()]
     args = [bootstrap, app_id, input_topic, output_topic, str(state_dir), *extra]
-    return JavaProcess(f"streams-{app_id}", workdir, "io.pylog.streams.WordCount", args)
+    name = f"streams-{app_id}-{state_dir.name}"  # one log per instance
+    return JavaProcess(name, workdir, "io.pylog.streams.WordCount", args)
 
 
 def connect_standalone(workdir: Path, worker: Path, *connectors: Path) -> JavaProcess:
