@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartiti
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 from kafka_streams_connect import word_count
 
-from pylog.testing import LocalCluster
+from pylog.testing import LocalCluster, ZooKeeperServer
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
 PARTITIONS = 2
@@ -36,6 +36,21 @@ STREAMS_CONFIGS = {
     "repartition.purge.interval.ms": 200,
     "statestore.cache.max.bytes": 0,
 }
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    pylog_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalCluster]:
+    """Three broker processes shared by the module's cluster tests (a cluster
+    costs seconds to start and stop; each test uses topics of its own)."""
+    c = LocalCluster(
+        3, zookeeper=pylog_zookeeper, directory=str(tmp_path_factory.mktemp("cluster"))
+    )
+    try:
+        yield c.start()
+    finally:
+        c.close()
 
 
 @pytest.fixture(scope="module")
@@ -231,8 +246,8 @@ def test_word_count_on_a_broker(broker: BrokerProcess, tmp_path: Path) -> None:
     _run_word_count(broker.bootstrap, tmp_path, replication=1)
 
 
-def test_word_count_on_a_three_broker_cluster(pylog_cluster: LocalCluster, tmp_path: Path) -> None:
-    _run_word_count(pylog_cluster.bootstrap_servers, tmp_path, replication=3, streams_replication=3)
+def test_word_count_on_a_three_broker_cluster(cluster: LocalCluster, tmp_path: Path) -> None:
+    _run_word_count(cluster.bootstrap_servers, tmp_path, replication=3, streams_replication=3)
 
 
 def _state(group: object) -> str:
@@ -282,3 +297,33 @@ def test_two_instances_share_the_work(broker: BrokerProcess, tmp_path: Path) -> 
         if b is not None:
             b.kill()
     assert _committed(bootstrap, app, source) == [hi for _, hi in _watermarks(bootstrap, source)]
+
+
+def test_word_count_survives_its_group_coordinator_dying(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """SIGKILL of the broker coordinating the application's group (and leading
+    some of its partitions) mid-run: Streams finds the new coordinator and
+    leaders, and at-least-once keeps every count complete."""
+    bootstrap = cluster.bootstrap_servers
+    suffix = uuid.uuid4().hex[:8]
+    app, source, sink = f"wc-{suffix}", f"lines-{suffix}", f"counts-{suffix}"
+    _create(bootstrap, source, sink, replication=3)
+    first, second = _lines(5, 300), _lines(6, 300)
+    ck_produce(bootstrap, source, [(None, line.encode(), None) for line in first])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    configs = {**STREAMS_CONFIGS, "replication.factor": 3}
+    wc = word_count(tmp_path, bootstrap, app, source, sink, tmp_path / "state", **configs)
+    try:
+        wc.wait_for("state", 120, new="RUNNING")
+        _wait_counts(bootstrap, sink, _counts(first))
+        coordinator = admin.describe_consumer_groups([app])[app].result(30).coordinator.id
+        victim = cluster.broker(coordinator)
+        victim.kill()
+        ck_produce(bootstrap, source, [(None, line.encode(), None) for line in second])
+        _wait_counts(bootstrap, sink, _counts(first + second), timeout=120, exact=False)
+        victim.start()  # whole again for the module's other tests
+        wc.close_stdin()
+        assert wc.wait_for("closed", 90) == {"type": "closed", "clean": True}
+    finally:
+        wc.kill()
