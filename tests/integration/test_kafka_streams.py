@@ -50,8 +50,13 @@ def cluster(
 ) -> Iterator[LocalCluster]:
     """Three broker processes shared by the module's cluster tests (a cluster
     costs seconds to start and stop; each test uses topics of its own)."""
+    # The last broker to stop has nowhere to move its leaders: its controlled
+    # shutdown retries, as Kafka's does, after a backoff shortened here.
     c = LocalCluster(
-        3, zookeeper=pylog_zookeeper, directory=str(tmp_path_factory.mktemp("cluster"))
+        3,
+        {"controlled.shutdown.retry.backoff.ms": 200},
+        zookeeper=pylog_zookeeper,
+        directory=str(tmp_path_factory.mktemp("cluster")),
     )
     try:
         yield c.start()
