@@ -76,7 +76,7 @@ def classpath() -> str:
     return f"{jar}:{build / 'lib'}/*"
 
 
-def _log4j(workdir: Path) -> str:
+def log4j_option(workdir: Path) -> str:
     path = workdir / "log4j2.properties"
     if not path.exists():
         path.write_text(LOG4J2)
@@ -98,7 +98,7 @@ class JavaProcess:
         err = open(self.stderr_path, "ab")  # noqa: SIM115
         try:
             self.proc = subprocess.Popen(
-                ["java", *JVM, _log4j(workdir), "-cp", classpath(), main, *args],
+                ["java", *JVM, log4j_option(workdir), "-cp", classpath(), main, *args],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import signal
 import struct
+import subprocess
 import time
 import uuid
 from collections import Counter
@@ -30,7 +31,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
-from kafka_streams_connect import word_count
+from kafka_streams_connect import log4j_option, word_count
+from kafka_tools import TOOL_JVM, kafka_libs
 
 from pylog.testing import LocalCluster, ZooKeeperServer
 
@@ -357,3 +359,68 @@ def test_word_count_survives_its_group_coordinator_dying(
         assert wc.wait_for("closed", 90) == {"type": "closed", "clean": True}
     finally:
         wc.kill()
+
+
+def test_application_reset_then_a_rerun_counts_from_the_start(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """Kafka's kafka-streams-application-reset (StreamsResetter, from the jars
+    `make kafka` fetches) deletes the internal topics and rewinds the input's
+    committed offsets; the next run recreates the topics and counts again from
+    the start, exactly."""
+    bootstrap = broker.bootstrap
+    suffix = uuid.uuid4().hex[:8]
+    app, source, sink = f"wc-{suffix}", f"lines-{suffix}", f"counts-{suffix}"
+    internal = {f"{app}-words-repartition", f"{app}-counts-changelog",
+                f"{app}-windowed-counts-changelog"}  # fmt: skip
+    _create(bootstrap, source)
+    lines = _lines(7, 200)
+    _produce(bootstrap, source, lines)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    for run in (1, 2):
+        # Each run writes its own output topic: the second's counts come from
+        # reprocessing every line into an empty store, not from the first's.
+        out_topic = f"{sink}-{run}"
+        _create(bootstrap, out_topic)
+        wc = word_count(
+            tmp_path,
+            bootstrap,
+            app,
+            source,
+            out_topic,
+            tmp_path / f"state-{run}",
+            **STREAMS_CONFIGS,
+        )
+        try:
+            wc.wait_for("state", 120, new="RUNNING")
+            _wait_counts(bootstrap, out_topic, _counts(lines))
+            assert internal <= set(admin.list_topics(timeout=10).topics)
+            wc.close_stdin()
+            assert wc.wait_for("closed", 90) == {"type": "closed", "clean": True}
+        finally:
+            wc.kill()
+        ends = [hi for _, hi in _watermarks(bootstrap, source)]
+        assert _committed(bootstrap, app, source) == ends
+        if run == 2:
+            break
+        out = _streams_resetter(tmp_path, bootstrap, app, source)
+        assert all(name in out for name in internal), out
+        topics = set(admin.list_topics(timeout=10).topics)
+        assert not internal & topics, sorted(internal & topics)
+        assert _committed(bootstrap, app, source) == [0] * PARTITIONS
+
+
+def _streams_resetter(workdir: Path, bootstrap: str, app: str, source: str) -> str:
+    libs = kafka_libs()
+    done = subprocess.run(
+        ["java", *TOOL_JVM, log4j_option(workdir),
+         "-cp", f"{libs}/*", "org.apache.kafka.tools.StreamsResetter",
+         "--bootstrap-server", bootstrap, "--application-id", app,
+         "--input-topics", source, "--to-earliest"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, (
+        f"StreamsResetter exited {done.returncode}\n{done.stdout}\n{done.stderr}"
+    )
+    return done.stdout
