@@ -2,11 +2,13 @@
 word-count program of tests/kafka-streams, at-least-once, on a `pylog broker
 start` process and on a three-broker cluster.
 
-Streams creates its own internal topics (a repartition topic and the state
-store's changelog) through the admin client with the configs it wants, joins a
-consumer group with its own assignor, commits, purges the repartition topic
-with DeleteRecords and, on a fresh state directory, restores the store from
-the changelog: each shows in what a Python client reads back.
+Streams creates its own internal topics (a repartition topic, a key-value
+store's changelog and a window store's) through the admin client with the
+configs it wants, joins a consumer group with its own assignor, commits,
+purges the repartition topic with DeleteRecords and, on a fresh state
+directory, restores the stores from the changelogs; two instances share the
+tasks; a killed group coordinator is replaced; Kafka's StreamsResetter
+rewinds the application. Each shows in what a Python client reads back.
 """
 
 from __future__ import annotations
