@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -223,10 +224,19 @@ def _assert_replays_only(got: list[str], expected: list[str]) -> None:
 
 
 def _rest(url: str, method: str = "GET", body: dict[str, object] | None = None) -> object:
+    """A call to the worker's REST API. Until the worker has joined its group
+    it answers 409 (no leader known yet, a rebalance underway): asked again."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data, {"Content-Type": "application/json"}, method=method)
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        return json.loads(resp.read())
+    deadline = time.monotonic() + 90
+    while True:
+        req = urllib.request.Request(url, data, {"Content-Type": "application/json"}, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            if e.code != 409 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
 
 
 def test_distributed_worker_keeps_its_state_in_compacted_topics(
@@ -299,8 +309,9 @@ def test_distributed_worker_keeps_its_state_in_compacted_topics(
         time.sleep(2)
         assert _lines(sink_file) == first + second
         assert sorted(_rest(f"{url}/connectors")) == ["snk", "src"]  # type: ignore[arg-type]
-        offsets = _rest(f"{url}/connectors/src/offsets")
-        assert offsets == {
+        # The source's position, as committed to the offset topic (every
+        # 500 ms): the end of the input file.
+        want = {
             "offsets": [
                 {
                     "partition": {"filename": str(source_file)},
@@ -308,6 +319,10 @@ def test_distributed_worker_keeps_its_state_in_compacted_topics(
                 }
             ]
         }
+        deadline = time.monotonic() + 60
+        while (offsets := _rest(f"{url}/connectors/src/offsets")) != want:
+            assert time.monotonic() < deadline, offsets
+            time.sleep(0.3)
         assert connect.stop() in SIGTERM_EXITS
     finally:
         connect.kill()
