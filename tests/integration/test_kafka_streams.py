@@ -89,9 +89,11 @@ def _lines(seed: int, count: int) -> list[str]:
 
 def _produce(bootstrap: str, topic: str, lines: list[str]) -> None:
     """Keyed lines, so the partitioner spreads them over every partition (a
-    null key's sticky partitioner may put a whole batch on one). The flush
-    bound leaves room for a leader election after a broker died."""
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    null key's sticky partitioner may put a whole batch on one). Idempotent,
+    so a batch the client sends again (its request timed out on a loaded
+    machine) is written once and the expected counts hold. The flush bound
+    leaves room for a leader election after a broker died."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
     errors: list[object] = []
     for i, line in enumerate(lines):
         p.produce(topic, line.encode(), f"line-{i}".encode(),
