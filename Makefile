@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build protocol tools java-client go-client node-client librdkafka-tests run cluster test test-rust test-python bench kafka fuzz lint format clean pipeline wheel spark-compat spark-kafka
+.PHONY: help install build protocol tools java-client go-client node-client kafka-streams-connect librdkafka-tests run cluster test test-rust test-python bench kafka fuzz lint format clean pipeline wheel spark-compat spark-kafka
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -34,7 +34,7 @@ run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./
 cluster: install tools ## run a local cluster until Ctrl-C: ZooKeeper on 127.0.0.1:2181, brokers 1-3 on 127.0.0.1:9092-9094, data and logs in ./pylog-cluster
 	$(VENV)/bin/pylog cluster local --brokers 3 --dir ./pylog-cluster
 
-test: install tools kafka java-client go-client node-client librdkafka-tests test-rust wheel spark-kafka test-python spark-compat ## install everything the tests need, then run all tests
+test: install tools kafka java-client go-client node-client kafka-streams-connect librdkafka-tests test-rust wheel spark-kafka test-python spark-compat ## install everything the tests need, then run all tests
 
 tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark, the Java client and Kafka; ZooKeeper for the cluster; npm), from Debian — needs root or sudo; checks for Go
 	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \
@@ -253,6 +253,22 @@ $(KAFKA_STAMP): bench/kafka/pom.xml
 	mv $(KAFKA_CACHE)/libs.tmp $(KAFKA_CACHE)/libs
 	touch $@
 	@echo "Apache Kafka $(KAFKA_VERSION): $(KAFKA_CACHE)/libs"
+
+# Kafka Streams (tests/kafka-streams: a word-count program) and Kafka Connect
+# (its standalone worker and file connectors, no code of ours), built and
+# copied by Maven with every runtime jar into a cache outside the repository;
+# tests/kafka_streams_connect.py finds them there. Skipped when up to date.
+STREAMS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pylog/streams-connect-$(KAFKA_VERSION)
+STREAMS_JAR   := $(STREAMS_CACHE)/build/pylog-kafka-streams.jar
+STREAMS_SRC   := tests/kafka-streams/pom.xml $(shell find tests/kafka-streams/src -type f 2>/dev/null)
+
+kafka-streams-connect: $(STREAMS_JAR) ## build tests/kafka-streams (word count) and fetch Kafka Streams and Connect with Maven into ~/.cache/pylog/streams-connect-<version>
+
+$(STREAMS_JAR): $(STREAMS_SRC)
+	rm -rf $(STREAMS_CACHE)/build
+	cd tests/kafka-streams && mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(STREAMS_CACHE)/m2 \
+	  -Dkafka.version=$(KAFKA_VERSION) -Dpylog.build.dir=$(STREAMS_CACHE)/build package
+	@echo "kafka streams and connect: $(STREAMS_CACHE)/build"
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := batch records decompress
