@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 from broker_process import BrokerProcess
-from diff_harness import CONFIG, Pair
 from kafka_tools import start_kafka
 
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
+
+from .diff_harness import CONFIG, Pair
 
 
 @dataclass

@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Brokers
-from diff_harness import Oracle, Pair, Rule, fit, name, versions
 
 from pylog.protocol import ApiKey
+
+from .conftest import Brokers
+from .diff_harness import Oracle, Pair, Rule, fit, name, versions
 
 
 @pytest.fixture

@@ -7,12 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Brokers
-from diff_harness import TS, Oracle, Pair, Rule, batch, name, versions
 
 from pylog.errors import KafkaError
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
+
+from .conftest import Brokers
+from .diff_harness import TS, Oracle, Pair, Rule, batch, name, versions
 
 
 @pytest.fixture

@@ -9,12 +9,13 @@ import random
 from typing import Any
 
 import pytest
-from conftest import Brokers
-from diff_harness import TS, Oracle, Pair, Rule, batch, name, versions
-from test_differential_admin import MIN_ISR_RULES, TOPIC_CONFIG_RULES
-from test_differential_data import fetch_body, list_offsets_body, produce_body, topic_ids
 
 from pylog.protocol import ApiKey
+
+from .conftest import Brokers
+from .diff_harness import TS, Oracle, Pair, Rule, batch, name, versions
+from .test_differential_admin import MIN_ISR_RULES, TOPIC_CONFIG_RULES
+from .test_differential_data import fetch_body, list_offsets_body, produce_body, topic_ids
 
 SEED = int(os.environ.get("PYLOG_DIFFERENTIAL_SEED", "13"))
 

@@ -9,10 +9,11 @@ import struct
 from typing import Any
 
 import pytest
-from conftest import Brokers
-from diff_harness import Oracle, Pair, Rule, name, versions
 
 from pylog.protocol import ApiKey
+
+from .conftest import Brokers
+from .diff_harness import Oracle, Pair, Rule, name, versions
 
 
 def _str(s: str) -> bytes:

@@ -10,11 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import Brokers
-from diff_harness import Oracle, Pair, Rule, batch, name, versions
-from test_differential_data import produce_body
 
 from pylog.protocol import ApiKey
+
+from .conftest import Brokers
+from .diff_harness import Oracle, Pair, Rule, batch, name, versions
+from .test_differential_data import produce_body
 
 
 @pytest.fixture
