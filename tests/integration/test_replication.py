@@ -7,8 +7,10 @@ controller."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,6 +23,8 @@ from conftest import build_batch
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
 from pylog.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
     LeaderAndIsrRequest,
@@ -49,6 +53,7 @@ from pylog.protocol.messages.update_metadata_request import (
     UpdateMetadataPartitionState,
     UpdateMetadataTopicState,
 )
+from pylog.server.replica_fetcher_blocking_send import BrokerEndPoint, ReplicaFetcherBlockingSend
 
 LAG_MS = 1500
 DEADLINE_S = 30  # only catches hangs
@@ -329,6 +334,61 @@ def test_followers_replicate_byte_for_byte(cluster: dict[int, BrokerProcess]) ->
         assert produce_raw(cluster[2], topic, [b"x"], acks=1) == 6  # NOT_LEADER_OR_FOLLOWER
     finally:
         ctl.close()
+
+
+def test_followers_take_whole_megabyte_fetch_responses(cluster: dict[int, BrokerProcess]) -> None:
+    """Batches near replica.fetch.max.bytes come to each follower in one Fetch
+    response of about a MiB, read off the socket in one go (the fetcher does
+    not stop reading partway): acks=-1 is answered only once both followers
+    hold them, and every replica ends byte for byte the leader's."""
+    topic, topic_id = topic_name("big"), uuid.uuid4()
+    ctl = Controller(cluster)
+    try:
+        ctl.place(topic, topic_id, leader=1, leader_epoch=0, isr=[1, 2, 3])
+        for i in range(4):  # ~900 KiB each: one batch a segment, one batch a response
+            values = [b"b%d-%04d" % (i, j) + os.urandom(1000) for j in range(900)]
+            assert produce_raw(cluster[1], topic, values, acks=-1) == 0
+            # Answered acks=-1: every follower in the ISR has the batch (one that
+            # joined since had to reach the HW, which is past it).
+            for b in set(isr_of(cluster[1], topic)) - {1}:
+                assert (b"b%d-0899" % i) in b"".join(d for _, d in segments(cluster[b], topic))
+        data = wait_identical(cluster, topic)
+        assert all(data.count(b"b%d-0899" % i) == 1 for i in range(4))
+        assert len(segments(cluster[3], topic)) >= 4
+    finally:
+        ctl.close()
+
+
+def test_fetcher_socket_takes_replica_socket_receive_buffer_bytes(
+    cluster: dict[int, BrokerProcess],
+) -> None:
+    """The follower's connection has SO_RCVBUF = replica.socket.receive.buffer.bytes,
+    set before connecting; -1 leaves the OS default. Requests go through either."""
+    host, port = cluster[1].bootstrap.rsplit(":", 1)
+    default = socket.socket().getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+
+    async def rcvbuf(size: int) -> int:
+        send = ReplicaFetcherBlockingSend(
+            BrokerEndPoint(1, host, int(port)),
+            client_id="test-fetcher",
+            socket_timeout_ms=DEADLINE_S * 1000,
+            max_response_bytes=1 << 20,
+            receive_buffer_bytes=size,
+        )
+        try:
+            r = await send.send_request(
+                ApiKey.API_VERSIONS, 3, ApiVersionsRequest("t", "1"), ApiVersionsResponse
+            )
+            assert r.error_code == 0
+            assert send._writer is not None
+            sock = send._writer.get_extra_info("socket")
+            return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+        finally:
+            await send.close()
+
+    # Linux doubles the size asked (its bookkeeping); the default is not locked.
+    assert asyncio.run(rcvbuf(256 * 1024)) in (256 * 1024, 512 * 1024)
+    assert asyncio.run(rcvbuf(-1)) == default
 
 
 def test_stale_controller_epoch_is_refused(cluster: dict[int, BrokerProcess]) -> None:

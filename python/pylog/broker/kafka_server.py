@@ -210,6 +210,7 @@ def replica_fetcher_config(
         fetch_response_max_bytes=int(config.get("replica.fetch.response.max.bytes")),
         fetch_backoff_ms=int(config.get("replica.fetch.backoff.ms")),
         socket_timeout_ms=int(config.get("replica.socket.timeout.ms")),
+        socket_receive_buffer_bytes=int(config.get("replica.socket.receive.buffer.bytes")),
     )
 
 

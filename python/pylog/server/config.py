@@ -251,6 +251,9 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               "error.", AtLeast(0), "medium"),
     ConfigKey("replica.socket.timeout.ms", I, 30_000, "Socket timeout of a follower's "
               "requests to its leader.", None, "high"),
+    ConfigKey("replica.socket.receive.buffer.bytes", I, 64 * 1024, "SO_RCVBUF of a "
+              "follower's connection to its leader (set before it connects); -1 for the OS "
+              "default.", None, "high"),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", L, 5_000, "How often each "
               "partition's high watermark is saved to replication-offset-checkpoint.",
               AtLeast(1), "high"),

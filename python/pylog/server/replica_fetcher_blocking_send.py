@@ -6,6 +6,14 @@ response's records stay memoryviews into the response frame, which the
 follower hands to the native append. Any I/O error or timeout closes the
 connection; the next request reconnects.
 
+The socket's receive buffer is ``replica.socket.receive.buffer.bytes``, set
+before connecting as Kafka does (the window scale is agreed in the
+handshake). It bounds how much of a Fetch response one socket round trip
+between the leader's and the follower's event loops carries. The reader
+never stops reading partway through a response (its buffer limit is the
+largest frame taken): the whole frame is wanted anyway, and a pause would
+cost the transfer a round trip per 128 KiB.
+
 The connection speaks the inter-broker listener's security protocol
 (:class:`~pylog.security.ClientSecurity`): TLS with the broker's client
 context on SSL / SASL_SSL, and on SASL_* a login (SaslHandshake,
@@ -17,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import ssl
 import struct
 from typing import Any, TypeVar
 
@@ -64,6 +74,7 @@ class ReplicaFetcherBlockingSend:
         socket_timeout_ms: int,
         max_response_bytes: int,
         security: ClientSecurity | None = None,
+        receive_buffer_bytes: int = -1,
     ) -> None:
         self.source = source
         self.security = security or ClientSecurity()
@@ -71,6 +82,8 @@ class ReplicaFetcherBlockingSend:
         self.timeout_s = socket_timeout_ms / 1000
         # A frame larger than this is a broken peer: the connection closes.
         self.max_response_bytes = max_response_bytes
+        # SO_RCVBUF; -1 (or 0) leaves the OS default and its autotuning.
+        self.receive_buffer_bytes = receive_buffer_bytes
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_id = 0
@@ -79,15 +92,7 @@ class ReplicaFetcherBlockingSend:
         if self._reader is not None and self._writer is not None:
             return self._reader, self._writer
         context = self.security.ssl_context
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(
-                self.source.host,
-                self.source.port,
-                ssl=context,
-                server_hostname=self.source.host if context is not None else None,
-            ),
-            self.timeout_s,
-        )
+        reader, writer = await asyncio.wait_for(self._open(context), self.timeout_s)
         self._reader, self._writer = reader, writer
         if self.security.uses_sasl:
             try:
@@ -95,6 +100,34 @@ class ReplicaFetcherBlockingSend:
             except KafkaError as e:
                 raise ConnectionError(f"logging in to {self.source} failed: {e}") from e
         return reader, writer
+
+    async def _open(
+        self, context: ssl.SSLContext | None
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(self.source.host, self.source.port, type=socket.SOCK_STREAM)
+        error: OSError = OSError(f"no address for {self.source}")
+        for family, kind, proto, _, address in infos:
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setblocking(False)
+                if self.receive_buffer_bytes > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
+                await loop.sock_connect(sock, address)
+            except OSError as e:
+                sock.close()
+                error = e
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            return await asyncio.open_connection(
+                sock=sock,
+                ssl=context,
+                server_hostname=self.source.host if context is not None else None,
+                limit=self.max_response_bytes,
+            )
+        raise error
 
     async def send_request(self, api_key: int, version: int, body: Struct, expect: type[_R]) -> _R:
         """Send one request and return its decoded response; OSError (a

@@ -109,6 +109,7 @@ class ReplicaFetcherConfig:
     fetch_response_max_bytes: int = 10_485_760  # replica.fetch.response.max.bytes
     fetch_backoff_ms: int = 1_000  # replica.fetch.backoff.ms
     socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms
+    socket_receive_buffer_bytes: int = 64 * 1024  # replica.socket.receive.buffer.bytes
     #: How to reach the leader's inter-broker listener (TLS, SASL login).
     security: ClientSecurity = field(default_factory=ClientSecurity)
 
@@ -161,6 +162,7 @@ class ReplicaFetcherThread:
             source,
             client_id=f"broker-{config.broker_id}-fetcher-{fetcher_id}",
             socket_timeout_ms=max(config.socket_timeout_ms, config.fetch_wait_max_ms + 1000),
+            receive_buffer_bytes=config.socket_receive_buffer_bytes,
             max_response_bytes=config.fetch_response_max_bytes + config.fetch_max_bytes + (1 << 20),
             security=config.security,
         )
