@@ -85,7 +85,9 @@ def topic_name(prefix: str) -> str:
 # ---------------------------------------------------------------- confluent-kafka
 
 
-def ck_produce(bootstrap: str, topic: str, records: list[tuple], **conf: object) -> None:
+def ck_produce(
+    bootstrap: str, topic: str, records: list[tuple], timeout: float = 20, **conf: object
+) -> None:
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
@@ -93,7 +95,7 @@ def ck_produce(bootstrap: str, topic: str, records: list[tuple], **conf: object)
     for key, value, headers in records:
         p.produce(topic, value=value, key=key, headers=headers,
                   on_delivery=lambda err, msg: errors.append(err) if err else None)  # fmt: skip
-    assert p.flush(20) == 0
+    assert p.flush(timeout) == 0
     assert errors == []
 
 

@@ -283,7 +283,9 @@ def test_stopped_follower_leaves_the_isr_and_rejoins(pylog_cluster_factory: Fact
     cluster.broker(follower).pause()
     try:
         cluster.wait_for(shrunk, "the ISR to shrink")
-        assert _metric(ports[leader], under) == 1
+        # The leader's own ISR (which the metric reads) changes once its
+        # ZooKeeper write has returned: a moment after the znode does.
+        cluster.wait_for(lambda: _metric(ports[leader], under) == 1, "one under-replicated")
         assert follower in cluster.registered()  # dropped for lag, not for a lost session
     finally:
         cluster.broker(follower).resume()
