@@ -460,13 +460,17 @@ class KafkaApis:
         )
 
     def _topic_deleted(self, meta: TopicMetadata) -> None:
-        """DeleteTopics removed ``meta`` (Kafka allows deleting the offsets
-        topic; only its tools refuse). With __consumer_offsets go its groups:
+        """DeleteTopics removed ``meta``: its groups' offsets of it go. (Kafka
+        allows deleting the offsets topic; only its tools refuse.) With
+        __consumer_offsets go its groups:
         the coordinator resigns every partition, so no group, member session
         or rebalance of the old topic lives on to write into the topic the
         next FindCoordinator makes."""
         coordinator = self.group_coordinator
-        if coordinator is None or meta.name != GROUP_METADATA_TOPIC:
+        if coordinator is None:
+            return
+        if meta.name != GROUP_METADATA_TOPIC:
+            coordinator.on_partitions_deleted(meta.name)
             return
         for partition in sorted(coordinator.manager.shards):
             coordinator.on_resignation(partition)

@@ -958,6 +958,16 @@ class GroupCoordinator:
             out[tp] = code
         return ErrorCode.NONE, out
 
+    def on_partitions_deleted(self, topic: str) -> None:
+        """A topic was deleted: its committed offsets leave every group this
+        broker coordinates, with tombstones (Kafka's onPartitionsDeleted), so
+        a topic created again under the name starts with none (a consumer
+        would otherwise resume the new topic at the old one's offsets)."""
+        for group in list(self.manager.all_groups()):
+            gone = [tp for tp in group.offsets if tp[0] == topic]
+            if gone:
+                self._spawn(self.manager.delete_offsets(group, gone))
+
     # ------------------------------------------------------------ admin
 
     def list_groups(
