@@ -156,8 +156,10 @@ def run_suite(
 
 
 def failures(text: str) -> str:
-    """The runner's own words on each failure."""
-    return "\n".join(re.findall(r"^### Test .* ###\n.*$", text, re.M))[-6000:]
+    """The runner's own words on each failure: its "### Test ... ###" blocks,
+    and every line saying FAIL (TEST_FAIL_LATER reports only that way)."""
+    lines = re.findall(r"^### Test .* ###\n.*$|^.*FAIL.*$", text, re.M)
+    return "\n".join(dict.fromkeys(lines))[-6000:]
 
 
 def test_the_list_names_every_test_of_the_suite_once() -> None:
