@@ -470,7 +470,7 @@ class KafkaApis:
         if coordinator is None:
             return
         if meta.name != GROUP_METADATA_TOPIC:
-            coordinator.on_partitions_deleted(meta.name)
+            coordinator.on_partitions_deleted((meta.name, p) for p in range(meta.partitions))
             return
         for partition in sorted(coordinator.manager.shards):
             coordinator.on_resignation(partition)

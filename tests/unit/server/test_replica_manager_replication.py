@@ -230,10 +230,10 @@ def test_controller_fencing(tmp_path: Any) -> None:
         )
         assert r.error_code == ErrorCode.STALE_BROKER_EPOCH
         assert rm.partition(TP).leader_epoch == 3  # type: ignore[union-attr]
-        code = rm.maybe_update_metadata_cache(
+        update = rm.maybe_update_metadata_cache(
             controller_id=9, controller_epoch=1, broker_epoch=99, brokers=[], partitions=[]
         )
-        assert code == ErrorCode.STALE_BROKER_EPOCH
+        assert update.error_code == ErrorCode.STALE_BROKER_EPOCH
         # Not a replica: UNKNOWN_TOPIC_OR_PARTITION; another topic id: INCONSISTENT_TOPIC_ID.
         r = rm.become_leader_or_follower(
             controller_id=9,
