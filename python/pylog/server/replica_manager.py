@@ -647,8 +647,15 @@ class ReplicaManager:
             if size > 0:
                 min_one = False
                 limit = max(0, limit - size)
-            if params.is_from_follower and partition.update_follower_fetch_state(
-                params.replica_id, req.fetch_offset, req.log_start_offset
+            # A follower whose log diverges is told where to truncate; its
+            # fetch offset is not a position of the leader's log, so it moves
+            # neither its LEO here, the ISR nor the HW (as Kafka's fetchRecords).
+            if (
+                params.is_from_follower
+                and read.diverging_epoch is None
+                and partition.update_follower_fetch_state(
+                    params.replica_id, req.fetch_offset, req.log_start_offset
+                )
             ):
                 self._hw_moved(req.tp)
             out.append(
