@@ -524,3 +524,35 @@ def test_group_admin_apis(secured: Secured) -> None:
     # still there, its offset too
     offsets = admin.list_consumer_group_offsets([_group_request(theirs)])[theirs]
     assert [p.offset for p in offsets.result(timeout=20).topic_partitions] == [1]
+
+
+def test_a_refused_find_coordinator_creates_no_internal_topic(tmp_path: Path) -> None:
+    """FindCoordinator checks DESCRIBE on the group (or transactional id)
+    before anything else: a refused requester gets GROUP_AUTHORIZATION_FAILED
+    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and does not make the broker
+    create ``__consumer_offsets``; an allowed one does (Kafka's getCoordinator)."""
+    b = acl_broker(tmp_path / "data", tmp_path / "broker.log").start()
+    try:
+        s = Secured(b)
+        admin = s.admin()
+
+        def internal_topics() -> set[str]:
+            return {t for t in admin.list_topics(timeout=20).topics if t.startswith("__")}
+
+        group, txn = topic_name("g"), topic_name("tx")
+        bob = s.admin("bob")
+        with pytest.raises(KafkaException) as e:
+            bob.list_consumer_group_offsets([_group_request(group)])[group].result(timeout=20)
+        assert code_of(e.value) == KafkaError.GROUP_AUTHORIZATION_FAILED
+        producer = Producer({**s.conf("bob"), "transactional.id": txn})
+        with pytest.raises(KafkaException) as e:
+            producer.init_transactions(20)
+        assert code_of(e.value) == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert internal_topics() == set()
+
+        create_acls(admin, [allow("bob", ResourceType.GROUP, group, AclOperation.DESCRIBE)])
+        got = bob.list_consumer_group_offsets([_group_request(group)])[group].result(timeout=20)
+        assert got.group_id == group and got.topic_partitions == []
+        assert internal_topics() == {"__consumer_offsets"}
+    finally:
+        b.stop()
