@@ -16,7 +16,14 @@ import pytest
 pytest.importorskip("confluent_kafka")
 
 from broker_process import BrokerProcess, topic_name
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -556,3 +563,58 @@ def test_a_refused_find_coordinator_creates_no_internal_topic(tmp_path: Path) ->
         assert internal_topics() == {"__consumer_offsets"}
     finally:
         b.stop()
+
+
+def test_create_topics_without_describe_configs_sets_topic_config_error_code(
+    secured: Secured,
+) -> None:
+    """A creator allowed CREATE but not DESCRIBE_CONFIGS on the topic gets
+    the topic made and, in a CreateTopics v5+ answer, topic_config_error_code
+    TOPIC_AUTHORIZATION_FAILED instead of its configs, partitions and
+    replication factor (Kafka's handleCreateTopicsRequest). kafka-python shows
+    the fields; the Java AdminClient turns the code into its result's
+    TopicAuthorizationException."""
+    from java_client import run_java
+    from security_support import PLAIN_MODULE
+
+    admin = secured.admin()
+    hidden, shown, java = topic_name("hidden"), topic_name("shown"), topic_name("java")
+    create_acls(admin, [
+        allow("bob", ResourceType.TOPIC, hidden, AclOperation.CREATE),
+        allow("bob", ResourceType.TOPIC, java, AclOperation.CREATE),
+        allow("bob", ResourceType.TOPIC, shown, AclOperation.CREATE),
+        allow("bob", ResourceType.TOPIC, shown, AclOperation.DESCRIBE_CONFIGS),
+    ])  # fmt: skip
+    kp = _kafka_python_admin(secured, "bob")
+    try:
+        spec = {"num_partitions": 2, "replication_factor": 1}
+        [got] = kp.create_topics({hidden: spec})["topics"]
+        assert (got["name"], got["error_code"]) == (hidden, 0)
+        assert got["topic_config_error_code"] == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert (got["num_partitions"], got["replication_factor"]) == (-1, -1)
+        assert not got.get("configs")
+        [got] = kp.create_topics({shown: spec})["topics"]
+        assert (got["error_code"], got["topic_config_error_code"]) == (0, 0)
+        assert (got["num_partitions"], got["replication_factor"]) == (2, 1)
+        assert "retention.ms" in got["configs"]
+        # A failed creation carries no config error (Kafka resets it).
+        [got] = kp.create_topics({hidden: spec}, raise_errors=False)["topics"]
+        assert got["error_code"] == KafkaError.TOPIC_ALREADY_EXISTS
+        assert got["topic_config_error_code"] == 0
+    finally:
+        kp.close()
+    # Made all the same: the admin sees both with two partitions.
+    described = admin.describe_topics(TopicCollection([hidden, shown]))
+    assert [len(f.result(timeout=20).partitions) for f in described.values()] == [2, 2]
+
+    jaas = f'{PLAIN_MODULE} required username="bob" password="{USERS["bob"]}";'
+    props = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+             "sasl.jaas.config": jaas}  # fmt: skip
+    result = run_java(
+        "admin", "create-topic", "--bootstrap", secured.conf("bob")["bootstrap.servers"],
+        "--topic", java, "--partitions", "1", "--replication-factor", "1",
+        *[arg for k, v in props.items() for arg in ("--property", f"{k}={v}")],
+    )  # fmt: skip
+    # all() succeeds (the topic is made); its partition count is refused.
+    assert result.returncode == 1 and result.last["error"] == "TopicAuthorizationException"
+    assert java in admin.list_topics(timeout=20).topics
