@@ -62,24 +62,29 @@ def test_a_deleted_topics_offsets_leave_groups_coordinated_by_other_brokers(
     assert controller is not None
     # A group whose coordinator is not the controller: DeleteTopics goes to
     # the controller (librdkafka's admin sends it there), the group's
-    # offsets live on another broker.
-    group = next(
-        g
-        for g in (f"{first}-{i}" for i in range(100))
-        if c.leader(OFFSETS, partition_for(g, OFFSETS_PARTITIONS)) != controller
-    )
-    coordinator = c.leader(OFFSETS, partition_for(group, OFFSETS_PARTITIONS))
+    # offsets live on another broker. And one coordinated by the controller,
+    # the broker answering DeleteTopics (each broker leads one of the three
+    # offsets partitions, as the topic was placed on three live brokers).
+    candidates = [f"{first}-{i}" for i in range(100)]
+
+    def coordinator_of(g: str) -> int | None:
+        return c.leader(OFFSETS, partition_for(g, OFFSETS_PARTITIONS))
+
+    group = next(g for g in candidates if coordinator_of(g) != controller)
+    local = next(g for g in candidates if coordinator_of(g) == controller)
+    coordinator = coordinator_of(group)
     assert coordinator is not None and coordinator != controller
 
-    consumer = Consumer({"bootstrap.servers": boot, "group.id": group})
-    try:
-        consumer.commit(
-            offsets=[TopicPartition(t, p, 7) for t in (topic, other) for p in (0, 1)],
-            asynchronous=False,
-        )
-    finally:
-        consumer.close()
-    assert _committed(boot, group, topic, 2) == [7, 7]
+    for g in (group, local):
+        consumer = Consumer({"bootstrap.servers": boot, "group.id": g})
+        try:
+            consumer.commit(
+                offsets=[TopicPartition(t, p, 7) for t in (topic, other) for p in (0, 1)],
+                asynchronous=False,
+            )
+        finally:
+            consumer.close()
+        assert _committed(boot, g, topic, 2) == [7, 7]
 
     admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=WAIT)
     zk = c.zk
@@ -95,20 +100,18 @@ def test_a_deleted_topics_offsets_leave_groups_coordinated_by_other_brokers(
     _create(admin, topic)
     pause = threading.Event()
     deadline = time.monotonic() + WAIT  # an upper bound: the tombstones are appended
-    while (got := _committed(boot, group, topic, 2)) != [NO_OFFSET, NO_OFFSET]:
-        assert time.monotonic() < deadline, got
-        pause.wait(0.2)
-    # The other topic's offsets stay; the coordinator did not move meanwhile.
-    assert _committed(boot, group, other, 2) == [7, 7]
-    assert c.leader(OFFSETS, partition_for(group, OFFSETS_PARTITIONS)) == coordinator
+    for g in (group, local):
+        while (got := _committed(boot, g, topic, 2)) != [NO_OFFSET, NO_OFFSET]:
+            assert time.monotonic() < deadline, (g, got)
+            pause.wait(0.2)
+        # The other topic's offsets stay.
+        assert _committed(boot, g, other, 2) == [7, 7]
 
     # The tombstones are in the offsets partition: its next leader (after the
     # coordinator stops) loads the group without the deleted topic's offsets.
     c.broker(coordinator).stop()
     c.wait_for(
-        lambda: (
-            c.leader(OFFSETS, partition_for(group, OFFSETS_PARTITIONS)) not in (None, coordinator)
-        ),
+        lambda: coordinator_of(group) not in (None, coordinator),
         "another coordinator",
         timeout=WAIT,
     )

@@ -971,7 +971,7 @@ class GroupCoordinator:
         for group in list(self.manager.all_groups()):
             gone = [tp for tp in group.offsets if tp in doomed]
             if gone:
-                self._spawn(self.manager.delete_offsets(group, gone))
+                self._spawn(self.manager.remove_deleted_offsets(group, gone))
 
     # ------------------------------------------------------------ admin
 
