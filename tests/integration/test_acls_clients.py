@@ -16,7 +16,14 @@ import pytest
 pytest.importorskip("confluent_kafka")
 
 from broker_process import BrokerProcess, topic_name
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -524,3 +531,90 @@ def test_group_admin_apis(secured: Secured) -> None:
     # still there, its offset too
     offsets = admin.list_consumer_group_offsets([_group_request(theirs)])[theirs]
     assert [p.offset for p in offsets.result(timeout=20).topic_partitions] == [1]
+
+
+def test_a_refused_find_coordinator_creates_no_internal_topic(tmp_path: Path) -> None:
+    """FindCoordinator checks DESCRIBE on the group (or transactional id)
+    before anything else: a refused requester gets GROUP_AUTHORIZATION_FAILED
+    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and does not make the broker
+    create ``__consumer_offsets``; an allowed one does (Kafka's getCoordinator)."""
+    b = acl_broker(tmp_path / "data", tmp_path / "broker.log").start()
+    try:
+        s = Secured(b)
+        admin = s.admin()
+
+        def internal_topics() -> set[str]:
+            return {t for t in admin.list_topics(timeout=20).topics if t.startswith("__")}
+
+        group, txn = topic_name("g"), topic_name("tx")
+        bob = s.admin("bob")
+        with pytest.raises(KafkaException) as e:
+            bob.list_consumer_group_offsets([_group_request(group)])[group].result(timeout=20)
+        assert code_of(e.value) == KafkaError.GROUP_AUTHORIZATION_FAILED
+        producer = Producer({**s.conf("bob"), "transactional.id": txn})
+        with pytest.raises(KafkaException) as e:
+            producer.init_transactions(20)
+        assert code_of(e.value) == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert internal_topics() == set()
+
+        create_acls(admin, [allow("bob", ResourceType.GROUP, group, AclOperation.DESCRIBE)])
+        got = bob.list_consumer_group_offsets([_group_request(group)])[group].result(timeout=20)
+        assert got.group_id == group and got.topic_partitions == []
+        assert internal_topics() == {"__consumer_offsets"}
+    finally:
+        b.stop()
+
+
+def test_create_topics_without_describe_configs_sets_topic_config_error_code(
+    secured: Secured,
+) -> None:
+    """A creator allowed CREATE but not DESCRIBE_CONFIGS on the topic gets
+    the topic made and, in a CreateTopics v5+ answer, topic_config_error_code
+    TOPIC_AUTHORIZATION_FAILED instead of its configs, partitions and
+    replication factor (Kafka's handleCreateTopicsRequest). kafka-python shows
+    the fields; the Java AdminClient turns the code into its result's
+    TopicAuthorizationException."""
+    from java_client import run_java
+    from security_support import PLAIN_MODULE
+
+    admin = secured.admin()
+    hidden, shown, java = topic_name("hidden"), topic_name("shown"), topic_name("java")
+    create_acls(admin, [
+        allow("bob", ResourceType.TOPIC, hidden, AclOperation.CREATE),
+        allow("bob", ResourceType.TOPIC, java, AclOperation.CREATE),
+        allow("bob", ResourceType.TOPIC, shown, AclOperation.CREATE),
+        allow("bob", ResourceType.TOPIC, shown, AclOperation.DESCRIBE_CONFIGS),
+    ])  # fmt: skip
+    kp = _kafka_python_admin(secured, "bob")
+    try:
+        spec = {"num_partitions": 2, "replication_factor": 1}
+        [got] = kp.create_topics({hidden: spec})["topics"]
+        assert (got["name"], got["error_code"]) == (hidden, 0)
+        assert got["topic_config_error_code"] == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert (got["num_partitions"], got["replication_factor"]) == (-1, -1)
+        assert not got.get("configs")
+        [got] = kp.create_topics({shown: spec})["topics"]
+        assert (got["error_code"], got["topic_config_error_code"]) == (0, 0)
+        assert (got["num_partitions"], got["replication_factor"]) == (2, 1)
+        assert "retention.ms" in got["configs"]
+        # A failed creation carries no config error (Kafka resets it).
+        [got] = kp.create_topics({hidden: spec}, raise_errors=False)["topics"]
+        assert got["error_code"] == KafkaError.TOPIC_ALREADY_EXISTS
+        assert got["topic_config_error_code"] == 0
+    finally:
+        kp.close()
+    # Made all the same: the admin sees both with two partitions.
+    described = admin.describe_topics(TopicCollection([hidden, shown]))
+    assert [len(f.result(timeout=20).partitions) for f in described.values()] == [2, 2]
+
+    jaas = f'{PLAIN_MODULE} required username="bob" password="{USERS["bob"]}";'
+    props = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+             "sasl.jaas.config": jaas}  # fmt: skip
+    result = run_java(
+        "admin", "create-topic", "--bootstrap", secured.conf("bob")["bootstrap.servers"],
+        "--topic", java, "--partitions", "1", "--replication-factor", "1",
+        *[arg for k, v in props.items() for arg in ("--property", f"{k}={v}")],
+    )  # fmt: skip
+    # all() succeeds (the topic is made); its partition count is refused.
+    assert result.returncode == 1 and result.last["error"] == "TopicAuthorizationException"
+    assert java in admin.list_topics(timeout=20).topics

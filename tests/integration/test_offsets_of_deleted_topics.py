@@ -64,3 +64,31 @@ def test_a_deleted_topics_offsets_leave_its_groups(broker: BrokerProcess) -> Non
     broker.start()
     assert _committed(broker.bootstrap, group, topic, 2) == [-1001, -1001]
     assert _committed(broker.bootstrap, group, other, 2) == [7, 7]
+
+
+def test_an_empty_group_left_without_offsets_goes(broker: BrokerProcess) -> None:
+    """As Kafka's cleanupGroupMetadata: an Empty group whose only offsets were
+    of the deleted topic is dead — no longer listed."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic, group = topic_name("only"), topic_name("g")
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        c.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
+    finally:
+        c.close()
+
+    def listed() -> bool:
+        groups = admin.list_consumer_groups().result(timeout=30).valid
+        return group in {g.group_id for g in groups}
+
+    assert listed()
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=30)
+    deadline = time.monotonic() + 30  # an upper bound: the tombstones are appended
+    while listed():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert _committed(broker.bootstrap, group, topic, 1) == [-1001]

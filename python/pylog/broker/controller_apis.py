@@ -250,7 +250,7 @@ class ControllerApis:
                     topic_ids[t.topic_name] = t.topic_id
                 for p in t.partition_states:
                     add(t.topic_name, p)
-        code = self.replica_manager.maybe_update_metadata_cache(
+        result = self.replica_manager.maybe_update_metadata_cache(
             controller_id=body.controller_id,
             controller_epoch=body.controller_epoch,
             broker_epoch=body.broker_epoch,
@@ -258,7 +258,12 @@ class ControllerApis:
             partitions=partitions,
             topic_ids=topic_ids,
         )
-        return UpdateMetadataResponse(error_code=code)
+        # Every broker learns of a deletion here (leader -2), not only the one
+        # DeleteTopics came to: each drops the offsets its groups hold of it.
+        coordinator = self.group_coordinator
+        if coordinator is not None and result.deleted_partitions:
+            coordinator.on_partitions_deleted(result.deleted_partitions)
+        return UpdateMetadataResponse(error_code=result.error_code)
 
     # ------------------------------------------------------------------ StopReplica
 

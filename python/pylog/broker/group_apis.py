@@ -141,13 +141,22 @@ class GroupApis:
     def _on_cluster(self) -> bool:
         return self.metadata_cache is not None and self.coordinator.manager.controller_managed
 
-    def _coordinator_for(self, request: Request, key: str, key_type: int) -> Coordinator:
-        if key_type == _KEY_TYPE_GROUP and not self._may(request, AclOperation.DESCRIBE, key):
+    def _may_describe(self, request: Request, key: str, key_type: int) -> bool:
+        """DESCRIBE on the group (or transactional id): what FindCoordinator
+        needs before anything else, the offsets topic's creation included."""
+        if key_type == _KEY_TYPE_GROUP:
+            return self._may(request, AclOperation.DESCRIBE, key)
+        return self.auth.authorize(
+            request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+        )
+
+    def _coordinator_for(
+        self, request: Request, key: str, key_type: int, authorized: bool
+    ) -> Coordinator:
+        if not authorized and key_type == _KEY_TYPE_GROUP:
             return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=_GROUP_DENIED,
                                error_message="Group authorization failed.")  # fmt: skip
-        if key_type != _KEY_TYPE_GROUP and not self.auth.authorize(
-            request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
-        ):
+        if not authorized:
             return Coordinator(key=key, node_id=-1, host="", port=-1,
                                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                error_message="Transactional Id authorization failed.")  # fmt: skip
@@ -197,7 +206,11 @@ class GroupApis:
     ) -> FindCoordinatorResponse:
         version = request.header.api_version
         key_type = body.key_type
-        if key_type == _KEY_TYPE_GROUP:
+        keys = list(body.coordinator_keys) if version >= 4 else [body.key]
+        # Each key's DESCRIBE is checked once, and first: a refused requester
+        # creates no internal topic (Kafka's getCoordinator).
+        authorized = [self._may_describe(request, k, key_type) for k in keys]
+        if key_type == _KEY_TYPE_GROUP and any(authorized):
             cache = self.metadata_cache
             if not (self._on_cluster() and cache is not None and
                     cache.contains_topic(GROUP_METADATA_TOPIC)):  # fmt: skip
@@ -206,15 +219,14 @@ class GroupApis:
                 # stays COORDINATOR_NOT_AVAILABLE until the controller has
                 # placed it and told this broker (UpdateMetadata).
                 await self._create_offsets_topic()
+        found = [
+            self._coordinator_for(request, k, key_type, ok)
+            for k, ok in zip(keys, authorized, strict=True)
+        ]
         if version >= 4:
-            return FindCoordinatorResponse(
-                throttle_time_ms=0,
-                coordinators=[
-                    self._coordinator_for(request, k, key_type) for k in body.coordinator_keys
-                ],
-            )
+            return FindCoordinatorResponse(throttle_time_ms=0, coordinators=found)
         # Before v4, one key and the answer's fields at the top level.
-        c = self._coordinator_for(request, body.key, key_type)
+        c = found[0]
         return FindCoordinatorResponse(
             throttle_time_ms=0,
             error_code=c.error_code,

@@ -470,7 +470,10 @@ class KafkaApis:
         if coordinator is None:
             return
         if meta.name != GROUP_METADATA_TOPIC:
-            coordinator.on_partitions_deleted(meta.name)
+            # On a cluster every broker's coordinator hears of it from the
+            # controller's UpdateMetadata (controller_apis), this one included.
+            if not coordinator.manager.controller_managed:
+                coordinator.on_partitions_deleted((meta.name, p) for p in range(meta.partitions))
             return
         for partition in sorted(coordinator.manager.shards):
             coordinator.on_resignation(partition)

@@ -102,6 +102,7 @@ class CreatableTopicResultDict(TypedDict, total=False):
     num_partitions: int
     replication_factor: int
     configs: list[CreatableTopicConfigsDict] | None
+    topic_config_error_code: int
 
 
 class CreateTopicsResponseDict(TypedDict):

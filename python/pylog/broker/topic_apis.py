@@ -115,6 +115,19 @@ class TopicApis:
         may_create_all = auth.authorize(
             request, AclOperation.CREATE, ResourceType.CLUSTER, log_if_denied=False
         )
+        # Who may see a topic's configs (v5+ answers carry them): the others
+        # get topic_config_error_code instead, on every entry, as Kafka.
+        describable = (
+            auth.filter_by_authorized(
+                request,
+                AclOperation.DESCRIBE_CONFIGS,
+                ResourceType.TOPIC,
+                (t.name for t in body.topics),
+                log_if_denied=False,
+            )
+            if version >= 5
+            else set()
+        )
         for t in body.topics:
             if t.name in dupes:
                 if t.name in seen:
@@ -128,6 +141,8 @@ class TopicApis:
                 continue
             result = self._create_result(t.name, ErrorCode.NONE, None, version)
             results.append(result)
+            if version >= 5 and t.name not in describable:
+                result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             if not may_create_all and not auth.authorize(
                 request, AclOperation.CREATE, ResourceType.TOPIC, t.name
             ):
@@ -140,6 +155,7 @@ class TopicApis:
                 new, effective = self._new_topic(t)
             except Exception as e:
                 result["error_code"], result["error_message"] = error_of(e)
+                result.pop("topic_config_error_code", None)  # a failed creation has no configs
                 continue
             pending.append((result, new, effective))
         if too_many:
@@ -147,6 +163,7 @@ class TopicApis:
             for result in results:
                 result["error_code"] = ErrorCode.POLICY_VIOLATION
                 result["error_message"] = TOO_MANY_PARTITIONS
+                result.pop("topic_config_error_code", None)
             return {"throttle_time_ms": 0, "topics": results}
         if pending:
             # Making thousands of logs takes seconds: not on the event loop.
@@ -159,16 +176,14 @@ class TopicApis:
             for (result, _, effective), meta in zip(pending, made, strict=True):
                 if isinstance(meta, KafkaError):
                     result["error_code"], result["error_message"] = error_of(meta)
+                    result.pop("topic_config_error_code", None)
                     continue
                 self._created(result, meta, effective, version, validate_only)
-                if "configs" in result and not auth.authorize(
-                    request,
-                    AclOperation.DESCRIBE_CONFIGS,
-                    ResourceType.TOPIC,
-                    meta.name,
-                    log_if_denied=False,
-                ):
-                    result["configs"] = None  # its configs are not the creator's to see
+                if "topic_config_error_code" in result:
+                    # Not the creator's to see: the configs and the layout
+                    # stay out (Kafka leaves them at their defaults).
+                    result["configs"] = []
+                    result["num_partitions"] = result["replication_factor"] = -1
         return {"throttle_time_ms": 0, "topics": results}
 
     def _requested_partitions(self, topics: list[CreatableTopic]) -> int:

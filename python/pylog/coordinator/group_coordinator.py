@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 
 from pylog.clock import Clock, now_ms
 from pylog.coordinator.delayed_heartbeat import DelayedHeartbeat
@@ -958,15 +958,20 @@ class GroupCoordinator:
             out[tp] = code
         return ErrorCode.NONE, out
 
-    def on_partitions_deleted(self, topic: str) -> None:
-        """A topic was deleted: its committed offsets leave every group this
-        broker coordinates, with tombstones (Kafka's onPartitionsDeleted), so
-        a topic created again under the name starts with none (a consumer
-        would otherwise resume the new topic at the old one's offsets)."""
+    def on_partitions_deleted(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Partitions were deleted (their topic was): their committed offsets
+        leave every group this broker coordinates, with tombstones (Kafka's
+        onPartitionsDeleted), so a topic created again under the name starts
+        with none (a consumer would otherwise resume the new topic at the old
+        one's offsets). On a cluster every broker is told, by the
+        controller's UpdateMetadata, whichever broker the deletion came to."""
+        doomed = {(t, p) for t, p in partitions}
+        if not doomed:
+            return
         for group in list(self.manager.all_groups()):
-            gone = [tp for tp in group.offsets if tp[0] == topic]
+            gone = [tp for tp in group.offsets if tp in doomed]
             if gone:
-                self._spawn(self.manager.delete_offsets(group, gone))
+                self._spawn(self.manager.remove_deleted_offsets(group, gone))
 
     # ------------------------------------------------------------ admin
 

@@ -453,8 +453,14 @@ class GroupMetadataManager:
 
     # ------------------------------------------------------------ writing
 
-    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
-        """Append key/value records to the group's partition; an error code."""
+    async def _append(
+        self,
+        group_id: str,
+        records: list[tuple[bytes, bytes | None]],
+        required_acks: int | None = None,
+    ) -> int:
+        """Append key/value records to the group's partition (with
+        ``offsets.commit.required.acks`` unless told); an error code."""
         if not records:
             return ErrorCode.NONE
         tp = TopicPartition(GROUP_METADATA_TOPIC, self.partition_for(group_id))
@@ -465,7 +471,7 @@ class GroupMetadataManager:
         try:
             results = await self.replica_manager.append_records(
                 self.commit_timeout_ms,
-                self.required_acks,
+                self.required_acks if required_acks is None else required_acks,
                 {tp: bytearray(batch)},
                 internal_topics_allowed=True,
                 origin=AppendOrigin.COORDINATOR,
@@ -538,6 +544,26 @@ class GroupMetadataManager:
             for tp in tps:
                 group.offsets.pop(tp, None)
         return code
+
+    async def remove_deleted_offsets(
+        self, group: GroupMetadata, tps: Iterable[tuple[str, int]]
+    ) -> int:
+        """Offsets of deleted partitions (Kafka's cleanupGroupMetadata): out
+        of the group at once, whatever becomes of the tombstones — the
+        partitions are gone, so no answer may show them — then tombstones
+        appended to the leader's log without waiting for the followers (a
+        deletion must not hang on a slow replica); an Empty group left with
+        no offset goes. Returns how many offsets were removed."""
+        removed = [tp for tp in tps if group.offsets.pop(tp, None) is not None]
+        if not removed:
+            return 0
+        records: list[tuple[bytes, bytes | None]] = [
+            (OffsetCommitKey(group.group_id, t, p).encode(), None) for t, p in removed
+        ]
+        await self._append(group.group_id, records, required_acks=1)
+        if group.is_in(GroupState.EMPTY) and not group.offsets and not group.members:
+            await self.delete_group(group)
+        return len(removed)
 
     async def delete_group(self, group: GroupMetadata) -> int:
         """Tombstones for every offset and the group itself; the group goes Dead."""

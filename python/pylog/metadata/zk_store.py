@@ -704,17 +704,27 @@ class ZkMetadataStore(MetadataStore):
             meta = self._topics.get(name)
             if meta is None:
                 raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
-            if self.controller_managed:
-                self._delete_through_controller(name)
-            else:
+            if not self.controller_managed:
                 self.zk.delete_topic_znodes(name)
-            self._drop(name)
-            self._notify(MetadataEvent("delete", meta, meta))
+                self._drop(name)
+                self._notify(MetadataEvent("delete", meta, meta))
+                return
+            self.zk.create_delete_topic_marker(name)
+        # The wait is without the lock: every reader of the store (the event
+        # loop's requests, the StopReplica the controller sends this broker
+        # to delete the topic) would otherwise stand still until it ends.
+        with _zk_errors(f"deleting topic {name}"):
+            self._wait_for_controller(name)
+        with self._lock:
+            # Unless the topics watch has dropped it meanwhile (or a new
+            # topic of the name has come).
+            if self._topics.get(name) is meta:
+                self._drop(name)
+                self._notify(MetadataEvent("delete", meta, meta))
 
-    def _delete_through_controller(self, name: str) -> None:
-        """Leave the /admin/delete_topics marker and wait (bounded) for the
-        controller to remove the topic's znodes."""
-        self.zk.create_delete_topic_marker(name)
+    def _wait_for_controller(self, name: str) -> None:
+        """Wait (bounded) for the controller to act on the
+        /admin/delete_topics marker: the topic's znodes removed."""
         deadline = time.monotonic() + _DELETE_WAIT_S
         while time.monotonic() < deadline:
             if self.zk.get_topic_assignment(name) is None:

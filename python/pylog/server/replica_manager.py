@@ -40,7 +40,7 @@ import errno
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pylog.errors import (
     ErrorCode,
@@ -90,6 +90,7 @@ __all__ = [
     "ControllerResult",
     "ReplicaManager",
     "StopReplicaState",
+    "UpdateMetadataResult",
 ]
 
 _log = logging.getLogger("pylog.server.replica_manager")
@@ -152,6 +153,15 @@ class ControllerResult:
 
     error_code: int = ErrorCode.NONE
     partition_errors: dict[TopicPartition, int] | None = None
+
+
+@dataclass(slots=True)
+class UpdateMetadataResult:
+    """The answer to an UpdateMetadata, and the partitions it deleted from the
+    MetadataCache (those of topics being deleted: their groups' offsets go)."""
+
+    error_code: int = ErrorCode.NONE
+    deleted_partitions: list[TopicPartition] = field(default_factory=list)
 
 
 _EPOCH_DURING_DELETE = -2
@@ -637,8 +647,15 @@ class ReplicaManager:
             if size > 0:
                 min_one = False
                 limit = max(0, limit - size)
-            if params.is_from_follower and partition.update_follower_fetch_state(
-                params.replica_id, req.fetch_offset, req.log_start_offset
+            # A follower whose log diverges is told where to truncate; its
+            # fetch offset is not a position of the leader's log, so it moves
+            # neither its LEO here, the ISR nor the HW (as Kafka's fetchRecords).
+            if (
+                params.is_from_follower
+                and read.diverging_epoch is None
+                and partition.update_follower_fetch_state(
+                    params.replica_id, req.fetch_offset, req.log_start_offset
+                )
             ):
                 self._hw_moved(req.tp)
             out.append(
@@ -781,18 +798,19 @@ class ReplicaManager:
         brokers: list[MetadataBroker],
         partitions: list[PartitionInfo],
         topic_ids: Mapping[str, str] | None = None,
-    ) -> int:
-        """UpdateMetadata: the error code to answer."""
+    ) -> UpdateMetadataResult:
+        """UpdateMetadata: the error code to answer, and the partitions the
+        update deleted (Kafka's maybeUpdateMetadataCache)."""
         code = self._fence(controller_epoch, broker_epoch, "UpdateMetadata")
         if code != ErrorCode.NONE:
-            return code
-        self.metadata_cache.update(
+            return UpdateMetadataResult(code)
+        deleted = self.metadata_cache.update(
             controller_id=controller_id,
             brokers=brokers,
             partitions=partitions,
             topic_ids=dict(topic_ids or {}),
         )
-        return ErrorCode.NONE
+        return UpdateMetadataResult(deleted_partitions=[TopicPartition(t, p) for t, p in deleted])
 
     def _leader_endpoint(
         self, leader: int, live_leaders: Mapping[int, BrokerEndPoint]

@@ -218,7 +218,7 @@ def test_find_coordinator_is_the_offsets_partition_leader(tmp_path: Any) -> None
                 lambda _listener: ("lone", 1),
                 metadata_cache=cache,
             )
-            c = apis._coordinator_for(req, "g", 0)
+            c = apis._coordinator_for(req, "g", 0, True)
             assert (c.node_id, c.host, c.port, c.error_code) == want, partition
         # A cluster member answers from the cache even before its first
         # UpdateMetadata: no coordinator yet, never itself by default.
@@ -228,7 +228,7 @@ def test_find_coordinator_is_the_offsets_partition_leader(tmp_path: Any) -> None
             lambda _listener: ("lone", 1),
             metadata_cache=MetadataCache(0),
         )
-        c = empty._coordinator_for(req, "g", 0)
+        c = empty._coordinator_for(req, "g", 0, True)
         assert (c.node_id, c.error_code) == (-1, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         # A lone broker (no controller) is the coordinator itself.
         lone = GroupApis(
@@ -237,7 +237,7 @@ def test_find_coordinator_is_the_offsets_partition_leader(tmp_path: Any) -> None
             lambda _listener: ("lone", 1),
             metadata_cache=MetadataCache(0),
         )
-        c = lone._coordinator_for(req, "g", 0)
+        c = lone._coordinator_for(req, "g", 0, True)
         assert (c.node_id, c.host, c.port, c.error_code) == (0, "lone", 1, 0)
 
     run(str(tmp_path), body)

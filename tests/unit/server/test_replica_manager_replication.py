@@ -160,6 +160,49 @@ def test_isr_shrinks_after_lag_and_expands_when_caught_up(tmp_path: Any) -> None
     close(lm, rm)
 
 
+def test_a_diverging_follower_fetch_moves_neither_its_position_nor_hw_nor_isr(
+    tmp_path: Any,
+) -> None:
+    """A follower fetch answered with a diverging epoch (KIP-320) does not
+    record the fetch offset as the follower's LEO: that offset is in a log the
+    leader does not share, so the HW must not reach it and the ISR must not
+    take the follower in (Kafka's Partition.fetchRecords)."""
+    alter = InProcessAlterIsrManager()
+    lm, rm = make(str(tmp_path), 0, alter_isr_manager=alter)
+
+    def fetch(replica: int, offset: int, last_epoch: int) -> tuple[int, tuple[int, int] | None]:
+        req = FetchPartitionRequest(TP, offset, 1 << 20, last_fetched_epoch=last_epoch)
+        out = rm.read_from_local_log(FetchParams(replica_id=replica), [req])[0]
+        return out.error_code, out.diverging_epoch
+
+    async def main() -> None:
+        # Epoch 0 wrote offsets 0-2, epoch 2 (this leader, again) offsets 3-5.
+        lead(rm, epoch=0, isr=[0, 1])
+        await rm.append_records(1000, 1, {TP: build_batch([b"a", b"b", b"c"])})
+        lead(rm, epoch=2, isr=[0, 1], pe=1)
+        await rm.append_records(1000, 1, {TP: build_batch([b"d", b"e", b"f"])})
+        p = rm.partition(TP)
+        assert p is not None and p.log_end_offset == 6
+        assert fetch(1, 3, 0) == (0, None)  # broker 1 has all of epoch 0
+        follower = p.replica(1)
+        assert follower is not None and follower.log_end_offset == 3
+        assert p.high_watermark == 3
+        # Broker 1 then claims offsets 3-4 of an epoch 1 the leader never had
+        # (a deposed leader's): told to truncate to the end of epoch 0.
+        assert fetch(1, 5, 1) == (0, (0, 3))
+        assert follower.log_end_offset == 3 and p.high_watermark == 3
+        # Broker 2, out of the ISR, claims to be past the leader's end on the
+        # wrong epoch: it is not taken into the ISR.
+        assert fetch(2, 6, 1) == (0, (0, 3))
+        assert p.in_sync_replicas == [0, 1] and alter.changes == []
+        # Once truncated and fetching on the leader's epochs it catches up.
+        assert fetch(1, 6, 2) == (0, None)
+        assert follower.log_end_offset == 6 and p.high_watermark == 6
+
+    asyncio.run(main())
+    close(lm, rm)
+
+
 def test_isr_change_refused_by_the_store_is_not_applied(tmp_path: Any) -> None:
     alter = InProcessAlterIsrManager()
     lm, rm = make(str(tmp_path), 0, alter_isr_manager=alter, lag_ms=10)
@@ -230,10 +273,10 @@ def test_controller_fencing(tmp_path: Any) -> None:
         )
         assert r.error_code == ErrorCode.STALE_BROKER_EPOCH
         assert rm.partition(TP).leader_epoch == 3  # type: ignore[union-attr]
-        code = rm.maybe_update_metadata_cache(
+        update = rm.maybe_update_metadata_cache(
             controller_id=9, controller_epoch=1, broker_epoch=99, brokers=[], partitions=[]
         )
-        assert code == ErrorCode.STALE_BROKER_EPOCH
+        assert update.error_code == ErrorCode.STALE_BROKER_EPOCH
         # Not a replica: UNKNOWN_TOPIC_OR_PARTITION; another topic id: INCONSISTENT_TOPIC_ID.
         r = rm.become_leader_or_follower(
             controller_id=9,
