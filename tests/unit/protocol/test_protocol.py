@@ -230,7 +230,6 @@ def test_produce_records_decode_as_a_view_into_the_frame() -> None:
     assert view[0] == records[0] ^ 0xFF
 
 
-
 @pytest.mark.parametrize("version", range(SUPPORTED_VERSIONS[ApiKey.PRODUCE][1] + 1))
 def test_produce_request_elements_counts_what_the_decoder_finds(version: int) -> None:
     body = {
