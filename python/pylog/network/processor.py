@@ -5,8 +5,9 @@ with a selector; on asyncio the event loop is the selector, so a Processor here
 is one connection, an ``asyncio.BufferedProtocol`` that
 
 * reads straight into its receive buffer (large frames into a buffer of their
-  own, 64 KiB at first and doubled as it fills up to the frame's size, so a
-  size prefix alone costs nothing) and splits the 4-byte size-prefixed frames,
+  own: of the frame's size up to 1 MiB, beyond that 1 MiB at first and doubled
+  as it fills up to the frame's size, so a size prefix alone costs at most
+  1 MiB) and splits the 4-byte size-prefixed frames,
   closing the connection on a frame outside ``0..socket.request.max.bytes`` or
   an unparsable request header;
 * holds back: starts no new frame while its own requests read and not yet
@@ -67,10 +68,12 @@ __all__ = ["Processor"]
 _log = logging.getLogger("pylog.network")
 
 RECEIVE_BUFFER = 64 * 1024
-# Frames at least this large get a buffer of their own (filled by recv_into),
-# first this big, doubled as it fills up to the frame's size.
+# Frames at least this large get a buffer of their own (filled by recv_into):
+# of the frame's size up to LARGE_INITIAL (a producer's request, 1 MiB by
+# default, is read into its final buffer, never grown or copied), else first
+# that big and doubled as it fills up to the frame's size.
 LARGE_FRAME = 16 * 1024
-LARGE_INITIAL = 64 * 1024
+LARGE_INITIAL = 1024 * 1024
 # Reasons reading is paused that also stop the frames already buffered.
 _HOLD_BACK = frozenset({"queue", "connection", "memory"})
 # FileRecords below this size are read and written like bytes: one pread beats
@@ -378,7 +381,7 @@ class Processor(asyncio.BufferedProtocol):
                 break
             if available - 4 >= size:
                 begin = self._start + 4
-                frame = bytes(buf[begin : begin + size])
+                frame = bytes(memoryview(buf)[begin : begin + size])  # one copy
                 self._start = begin + size
                 self._take(size)
                 self.frame_started_ns = 0

@@ -22,6 +22,7 @@ from .messages import Request, Response
 _Req = TypeVar("_Req", bound=Request)
 _Resp = TypeVar("_Resp", bound=Response)
 
+_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HH = struct.Struct(">hh").unpack_from
 
@@ -278,6 +279,79 @@ def decode_request(
     if expect is not None and type(body) is not expect:
         raise TypeError(f"api key {api_key} is a {type(body).__name__}, not a {expect.__name__}")
     return body  # type: ignore[no-any-return]
+
+
+def produce_request_elements(header: RequestHeader, frame: memoryview, limit: int) -> int | None:
+    """How many array elements (topics and partitions) a Produce request holds,
+    read without decoding it; None when more than ``limit`` (the walk stops
+    there) or when the frame does not parse (its decode says why).
+
+    A request's decode costs per element, not per byte (its records stay views
+    of the frame), so a large Produce frame with few elements is as cheap to
+    decode as a small one: this is how the broker tells the two apart in
+    microseconds."""
+    try:
+        return _produce_elements(_as_view(frame), header.header_size, header.api_version, limit)
+    except (IndexError, ValueError, struct.error):
+        return None
+
+
+def _produce_elements(buf: memoryview, pos: int, version: int, limit: int) -> int | None:
+    flexible = version >= 9
+    end = len(buf)
+
+    def uvarint() -> int:
+        nonlocal pos
+        value, shift = 0, 0
+        while True:
+            b = buf[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if b < 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise ValueError("varint too long")
+
+    def length(wide: int) -> int:  # a string's, array's or bytes' length (-1: null)
+        nonlocal pos
+        if flexible:
+            return uvarint() - 1
+        (n,) = (_I16 if wide == 2 else _I32).unpack_from(buf, pos)
+        pos += wide
+        return int(n)
+
+    def skip(n: int) -> None:
+        nonlocal pos
+        pos += max(n, 0)
+        if pos > end:
+            raise ValueError("past the frame's end")
+
+    def skip_tags() -> None:
+        if flexible:
+            for _ in range(uvarint()):
+                uvarint()
+                skip(uvarint())
+
+    if version >= 3:
+        skip(length(2))  # transactional_id
+    skip(6)  # acks, timeout_ms
+    topics = length(4)
+    count = max(topics, 0)
+    if count > limit:
+        return None
+    for _ in range(topics):
+        skip(length(2))  # name
+        partitions = length(4)
+        count += max(partitions, 0)
+        if count > limit:
+            return None
+        for _ in range(partitions):
+            skip(4)  # index
+            skip(length(4))  # records
+            skip_tags()
+        skip_tags()
+    return count if count <= limit else None
 
 
 def encode_request(

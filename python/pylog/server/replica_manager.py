@@ -12,7 +12,9 @@
 Appends run on the event loop when small. A record set of at least
 ``append_offload_bytes`` is appended on a worker thread so that validating,
 decompressing and writing it (the native code drops the GIL for that) does not
-stall the loop; appends to one partition still happen in the order requests
+stall the loop — the large appends of one request together, one worker job
+for all its partitions with nothing in flight (one thread hand-off per
+request); appends to one partition still happen in the order requests
 arrived: each partition has a chain of in-flight appends, joined before the
 first ``await``.
 
@@ -41,6 +43,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from pylog.errors import (
     ErrorCode,
@@ -135,6 +138,33 @@ def _error_result(e: BaseException, partition: Partition | None = None) -> Produ
     return ProduceResult(
         error_code=code, log_start_offset=log_start, error_message=message, record_errors=named
     )
+
+
+# One append's outcome off the loop: its info and whether the log rolled, or the error.
+_Outcome = tuple[LogAppendInfo, bool] | BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class _GroupedAppend:
+    """A large append going to a worker thread with the others of its request."""
+
+    tp: TopicPartition
+    partition: Partition
+    data: bytes | bytearray | memoryview
+    done: asyncio.Future[None]  # the partition's in-flight mark, set once appended
+
+
+def _append_each(
+    group: list[_GroupedAppend], required_acks: int, origin: AppendOrigin
+) -> list[_Outcome]:
+    """On a worker thread: each append in turn, its failure its own."""
+    out: list[_Outcome] = []
+    for g in group:
+        try:
+            out.append(g.partition.append_records_to_leader(g.data, required_acks, origin))
+        except Exception as e:
+            out.append(e)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,6 +504,8 @@ class ReplicaManager:
         results: dict[TopicPartition, ProduceResult] = {}
         infos: dict[TopicPartition, LogAppendInfo] = {}
         jobs: list[tuple[TopicPartition, Awaitable[tuple[LogAppendInfo, bool]]]] = []
+        # Large appends with none in flight before them: one worker job for all.
+        group: list[_GroupedAppend] = []
         for tp, records in entries.items():
             partition = self._partitions.get(tp)
             if partition is None:
@@ -502,13 +534,27 @@ class ReplicaManager:
                 continue
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._inflight[tp] = done
+            if prev is None:
+                group.append(_GroupedAppend(tp, partition, data, done))
+                continue
             jobs.append((tp, self._append_in_order(tp, partition, data, required_acks, origin,
                                                    prev, done)))  # fmt: skip
-        if jobs:
+        if jobs or group:
             if before_wait is not None:
                 before_wait()
-            outcomes = await asyncio.gather(*(j for _, j in jobs), return_exceptions=True)
-            for (tp, _), outcome in zip(jobs, outcomes, strict=True):
+            waits: list[Awaitable[object]] = [j for _, j in jobs]
+            if group:
+                waits.append(self._append_group(group, required_acks, origin))
+            outcomes = await asyncio.gather(*waits, return_exceptions=True)
+            pairs: list[tuple[TopicPartition, _Outcome]] = [
+                (tp, cast(_Outcome, outcome))
+                for (tp, _), outcome in zip(jobs, outcomes, strict=False)
+            ]
+            if group:
+                each = cast(list[_Outcome] | BaseException, outcomes[-1])
+                for i, g in enumerate(group):
+                    pairs.append((g.tp, each if isinstance(each, BaseException) else each[i]))
+            for tp, outcome in pairs:
                 if isinstance(outcome, BaseException):
                     self._log_unexpected(tp, outcome)
                     self._note_space(tp, self._partitions.get(tp), outcome)
@@ -571,6 +617,24 @@ class ReplicaManager:
             done.set_result(None)
             if self._inflight.get(tp) is done:
                 del self._inflight[tp]
+
+    async def _append_group(
+        self, group: list[_GroupedAppend], required_acks: int, origin: AppendOrigin
+    ) -> list[_Outcome]:
+        """The large appends of one request to partitions with nothing in flight,
+        one after another on one worker thread: one hand-off (a thread wake-up
+        and the loop's) per request, not one per partition. Each partition's
+        own outcome, an error included."""
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(
+                self._executor, _append_each, group, required_acks, origin
+            )
+        finally:
+            for g in group:
+                g.done.set_result(None)
+                if self._inflight.get(g.tp) is g.done:
+                    del self._inflight[g.tp]
 
     def _after_append(self, tp: TopicPartition, hw_moved: bool) -> None:
         # New data may satisfy waiting fetches (followers read to the LEO,

@@ -660,3 +660,28 @@ def test_a_large_request_leaves_the_event_loop_turns(tmp_path: Any) -> None:
         assert turns - start >= 30  # at least one turn every 1,000 entries
 
     run(str(tmp_path), body)
+
+
+def test_a_large_produce_with_few_partitions_is_decoded_on_the_loop(tmp_path: Any) -> None:
+    # A 600 KB batch: decoded and answered without the codec thread (its decode
+    # costs per partition, not per byte); a Produce of 1,500 partition entries
+    # (over INLINE_PRODUCE_ELEMENTS) still goes to that thread. Both are answered
+    # in full, the batch appended.
+    async def body(core: Core) -> None:
+        await create(core, "big")
+        batch = build_batch([b"v" * 600_000])
+        r = await core.call(0, 9, produce_body("big", batch))
+        assert part(r).error_code == 0 and part(r).base_offset == 0
+        assert core.apis._codec_executor is None  # no worker thread was needed
+
+        many = produce_body("big", batch)
+        many["topic_data"][0]["partition_data"] += [
+            {"index": i, "records": None} for i in range(1, 1_501)
+        ]
+        r = await core.call(0, 9, many)
+        codes = [p.error_code for p in r.responses[0].partition_responses]
+        assert len(codes) == 1_501 and codes[0] == 0 and part(r).base_offset == 1
+        assert set(codes[1:]) == {E.UNKNOWN_TOPIC_OR_PARTITION}
+        assert core.apis._codec_executor is not None
+
+    run(str(tmp_path), body)

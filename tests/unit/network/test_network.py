@@ -22,6 +22,7 @@ import pytest
 
 from pylog.errors import CloseConnection
 from pylog.network import ListenerSpec, MetricsRegistry, MetricsServer, Request, SocketServer
+from pylog.network.processor import LARGE_INITIAL
 from pylog.network.request_channel import Chunk
 from pylog.records import FileRecords
 
@@ -331,9 +332,9 @@ def test_a_large_frame_buffer_grows_as_its_bytes_arrive() -> None:
     async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
         r, w = await connect(port)
         whole = frame(1, b"E" + b"y" * 5_000_000)
-        w.write(whole[:100])  # the prefix announces 5 MB
+        w.write(whole[:100])  # the prefix announces 5 MB: 1 MiB is taken, not 5
         await asyncio.sleep(0.1)
-        assert 0 < server.channel.request_bytes <= 128 * 1024
+        assert 0 < server.channel.request_bytes <= LARGE_INITIAL
         w.write(whole[100:])
         assert await read_response(r) == (1, b"E" + b"y" * 5_000_000)
         w.close()

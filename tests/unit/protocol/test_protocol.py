@@ -33,6 +33,7 @@ from pylog.protocol import (
     is_flexible,
     message_spec,
     parse_request_header,
+    produce_request_elements,
     response_correlation_id,
 )
 from pylog.protocol._spec import FieldSpec
@@ -227,6 +228,49 @@ def test_produce_records_decode_as_a_view_into_the_frame() -> None:
     start = buffer.find(records)
     buffer[start] ^= 0xFF  # the same memory, not a copy
     assert view[0] == records[0] ^ 0xFF
+
+
+@pytest.mark.parametrize("version", range(SUPPORTED_VERSIONS[ApiKey.PRODUCE][1] + 1))
+def test_produce_request_elements_counts_what_the_decoder_finds(version: int) -> None:
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 30000,
+        "topic_data": [
+            {"name": "a", "partition_data": [{"index": 0, "records": b"x" * 70_000}]},
+            {"name": "bb", "partition_data": [{"index": i, "records": None} for i in range(5)]},
+            {"name": "c", "partition_data": []},
+        ],
+    }
+    frame = memoryview(encode_request(ApiKey.PRODUCE, version, 1, "c", body))[4:]
+    header = parse_request_header(frame)
+    decoded = decode_request(header, frame)
+    count = len(decoded.topic_data) + sum(len(t.partition_data) for t in decoded.topic_data)
+    assert count == 9
+    assert produce_request_elements(header, frame, 9) == 9
+    assert produce_request_elements(header, frame, 8) is None  # over the limit: stops
+    for cut in (len(frame) - 1, len(frame) // 2, header.header_size + 3):
+        # a truncated frame: None or a count, never an exception
+        assert produce_request_elements(header, frame[:cut], 100) in (None, *range(10))
+
+
+def test_produce_request_elements_skips_tagged_fields() -> None:
+    # Produce v9 by hand: one topic with two partitions, the first with an unknown tag.
+    header_bytes = encode_request(ApiKey.PRODUCE, 9, 1, "c", {"topic_data": []})[4:]
+    header = parse_request_header(memoryview(header_bytes))
+    body = (
+        b"\x00" + struct.pack(">hi", 1, 30000) + b"\x02" + b"\x02t" + b"\x03"
+        + struct.pack(">i", 0) + b"\x04abc" + b"\x01\x05\x02xy"
+        + struct.pack(">i", 1) + b"\x00\x00"
+        + b"\x00\x00"
+    )  # fmt: skip
+    frame = memoryview(bytes(header_bytes[: header.header_size]) + body)
+    decoded = decode_request(header, frame)
+    assert [p.index for p in decoded.topic_data[0].partition_data] == [0, 1]
+    assert produce_request_elements(header, frame, 10) == 3
+    # a count far beyond the frame ends the walk at once
+    huge = memoryview(bytes(header_bytes[: header.header_size]) + body[:7] + b"\xff\xff\xff\x0f")
+    assert produce_request_elements(header, huge, 1000) is None
 
 
 class FakeFileRecords:

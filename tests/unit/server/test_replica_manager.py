@@ -6,6 +6,7 @@ append costs behind DEFAULT_APPEND_OFFLOAD_BYTES."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import threading
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from conftest import build_batch
 
+from pylog.errors import ErrorCode as E
 from pylog.log import LogManager, TopicPartition
 from pylog.log.checkpoint import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from pylog.log.log import FetchIsolation
@@ -100,6 +102,53 @@ def test_offloaded_and_inline_appends_interleave_in_order(tmp_path: Any) -> None
 
     asyncio.run(main())
     close(lm, rm)
+
+
+class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """A real thread pool that counts the jobs handed to it."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=2, thread_name_prefix="test-append")
+        self.jobs = 0
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        self.jobs += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_a_requests_large_appends_share_one_worker_job(tmp_path: Any) -> None:
+    # Three large record sets (one corrupt), one small: the large ones go to the
+    # worker together — one job — each with its own outcome; a second request to
+    # one of them, sent while they are in flight, lands after it.
+    executor = CountingExecutor()
+    lm, store, rm = make(str(tmp_path), append_offload_bytes=4096, executor=executor)
+    store.create_topic("g", 4)
+    tps = [TopicPartition("g", i) for i in range(4)]
+
+    async def main() -> None:
+        corrupt = bytearray(build_batch([b"c" * 9_000]))
+        corrupt[-1] ^= 0xFF  # the CRC no longer matches
+        first = rm.append_records(
+            1000,
+            1,
+            {
+                tps[0]: build_batch([b"a" * 9_000]),
+                tps[1]: bytes(corrupt),
+                tps[2]: build_batch([b"b" * 20_000, b"b"]),
+                tps[3]: build_batch([b"small"]),
+            },
+        )
+        second = rm.append_records(1000, 1, {tps[2]: build_batch([b"next" * 3_000])})
+        r1, r2 = await asyncio.gather(first, second)
+        assert [r1[tp].error_code for tp in tps] == [0, E.CORRUPT_MESSAGE, 0, 0]
+        assert r1[tps[2]].base_offset == 0 and r2[tps[2]].base_offset == 2
+        assert executor.jobs == 2  # the first request's three, then the second's one
+        assert rm.partition(tps[2]).log_end_offset == 3  # type: ignore[union-attr]
+        assert rm.partition(tps[1]).log_end_offset == 0  # type: ignore[union-attr]
+
+    asyncio.run(main())
+    close(lm, rm)
+    executor.shutdown()
 
 
 def test_measure_inline_vs_offloaded_append(tmp_path: Any) -> None:
