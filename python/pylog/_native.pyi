@@ -150,6 +150,23 @@ class Record:
     headers: list[tuple[str, bytes | None]]
     sequence: int  # -1 when the batch has no producer id
 
+def recompress_batches(
+    records: _Bytes,
+    codec: int,
+    *,
+    max_batch_size: int,
+    max_decompressed_size: int | None = None,
+) -> bytearray | None:
+    """The batches of ``records`` rebuilt with ``codec`` (a topic's
+    compression.type), one batch out per batch in, or None when every batch
+    uses ``codec`` already. Checked first as ``analyze_records(deep=True)``
+    does (CorruptRecordError; MessageTooLargeError for a batch too big or
+    records past ``max_decompressed_size``). Producer id/epoch, base sequence,
+    transactional flag, timestamp type and every record's key, value, headers
+    and timestamp are kept; offset deltas become 0..n-1. A batch the validator
+    refuses at its header (control, LogAppendTime, base offset not 0...) and
+    bytes after the last whole batch are left as they are."""
+
 def decode_records(batch: _Bytes) -> list[Record]:
     """All records of the single v2 (or legacy) batch at the start of ``batch``,
     decompressed; absolute offsets and timestamps. For tools and tests."""

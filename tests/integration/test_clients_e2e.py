@@ -52,6 +52,45 @@ def test_confluent_codecs_keys_values_headers_nulls(kafka: BrokerProcess, codec:
         assert (gh or None) == (headers or None)
 
 
+@pytest.mark.parametrize(("producer_codec", "topic_codec"), [("lz4", "zstd"), ("zstd", "lz4")])
+def test_topic_compression_type_recompresses_client_batches(
+    kafka: BrokerProcess, producer_codec: str, topic_codec: str
+) -> None:
+    """A topic's compression.type other than the producer's: the broker stores
+    the batches with the topic's codec, producer id and sequences kept, and a
+    consumer reads back every key, value and header byte for byte."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from pylog import _native
+
+    topic = topic_name(f"recompress-{producer_codec}-{topic_codec}")
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    new = NewTopic(topic, 1, 1, config={"compression.type": topic_codec})
+    admin.create_topics([new])[topic].result(20)
+    records = [
+        (b"key-%d" % i, os.urandom(i % 7) + b"value-%d " % i * (i % 50),
+         [("h1", b"v%d" % i), ("h2", None), ("h1", b"again")])
+        for i in range(400)
+    ]  # fmt: skip
+    records += [(None, b"no key", None), (b"tombstone", None, None), (None, b"", [("e", b"")])]
+    ck_produce(kafka.bootstrap, topic, records, **{"compression.type": producer_codec,
+               "enable.idempotence": True, "linger.ms": 20})  # fmt: skip
+    got = ck_consume(kafka.bootstrap, topic, len(records))
+    assert [g[3] for g in got] == list(range(len(records)))
+    for (key, value, headers), (gk, gv, gh, _) in zip(records, got, strict=True):
+        assert (gk, gv) == (key, value)
+        assert (gh or None) == (headers or None)
+    log = Path(kafka.data) / f"{topic}-0" / "00000000000000000000.log"
+    info = _native.analyze_records(log.read_bytes(), max_batch_size=1 << 30, deep=True)
+    codec = {"lz4": _native.COMPRESSION_LZ4, "zstd": _native.COMPRESSION_ZSTD}[topic_codec]
+    assert info.num_records == len(records)
+    assert {b.compression for b in info.batches} == {codec}
+    assert all(b.producer_id >= 0 for b in info.batches)
+    # each batch's sequences follow the last: the producer's, kept
+    for prev, b in zip(info.batches, info.batches[1:], strict=False):
+        assert b.base_sequence == prev.last_sequence + 1
+
+
 @pytest.mark.parametrize("acks", ["0", "1", "all"])
 def test_confluent_acks(kafka: BrokerProcess, acks: str) -> None:
     topic = topic_name(f"acks{acks}")

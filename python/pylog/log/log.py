@@ -213,31 +213,15 @@ _TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 def _recompress(
     buf: bytearray | memoryview, codec: int, max_batch_size: int, max_decompressed: int
-) -> bytearray:
+) -> bytearray | memoryview:
     """The batches of ``buf`` rebuilt with ``codec`` when any uses another
-    (a topic whose compression.type is not ``producer``). The slow path by
-    design: only topics that ask for broker-side compression take it. Every
-    record is framed first (streaming, bounded) so that no junk or bomb is
-    decoded into memory."""
-    info = _native.analyze_records(
-        buf, max_batch_size=max_batch_size, deep=True, max_decompressed_size=max_decompressed
+    (a topic whose compression.type is not ``producer``), in one native call:
+    records stay bytes. Every record is framed first (streaming, bounded) so
+    that no junk or bomb is decoded into memory."""
+    out = _native.recompress_batches(
+        buf, codec, max_batch_size=max_batch_size, max_decompressed_size=max_decompressed
     )
-    if all(b.compression == codec for b in info.batches):
-        return buf if isinstance(buf, bytearray) else bytearray(buf)
-    view = memoryview(buf).cast("B")
-    out = bytearray()
-    for b in info.batches:
-        records = _native.decode_records(view[b.position : b.position + b.size])
-        out += _native.build_batch(
-            [(r.key, r.value, r.headers, r.timestamp) for r in records],
-            compression=codec,
-            producer_id=b.producer_id,
-            producer_epoch=b.producer_epoch,
-            base_sequence=b.base_sequence,
-            is_transactional=b.is_transactional,
-            timestamp_type=b.timestamp_type,
-        )
-    return out
+    return buf if out is None else out
 
 
 def _record_validation_error(

@@ -14,6 +14,7 @@ pub mod error;
 pub mod harness;
 pub mod index;
 pub mod legacy;
+pub mod recompress;
 pub mod records;
 pub mod segment;
 pub mod timing_wheel;

@@ -724,12 +724,31 @@ pub fn build_batch(records: &[BuildRecord], opts: &BuildOptions) -> Result<Vec<u
             r,
         )?;
     }
+    frame_batch(
+        section,
+        records.len() as i32,
+        base_timestamp,
+        max_timestamp,
+        opts,
+    )
+}
+
+/// Wrap an uncompressed records `section` of `count` records (offset deltas
+/// 0..count-1) in a v2 batch header: compressed with `opts.compression`,
+/// CRC32C set. Shared by [`build_batch`] and the broker's recompression so
+/// both frame batches identically.
+pub fn frame_batch(
+    section: Vec<u8>,
+    count: i32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    opts: &BuildOptions,
+) -> Result<Vec<u8>> {
     let section = if opts.compression == compression::NONE {
         section
     } else {
         compression::compress(opts.compression, &section)?
     };
-    let count = records.len() as i32;
     let mut attributes = (opts.compression as i16) & batch::COMPRESSION_CODEC_MASK;
     if opts.timestamp_type == 1 {
         attributes |= batch::TIMESTAMP_TYPE_MASK;

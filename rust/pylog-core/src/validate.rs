@@ -426,7 +426,7 @@ struct Plan {
 }
 
 /// Apply Kafka's client-origin rules to the batch header.
-fn check_client_header(h: &BatchHeader, position: u64) -> Result<()> {
+pub(crate) fn check_client_header(h: &BatchHeader, position: u64) -> Result<()> {
     if h.base_offset != 0 {
         return Err(Error::InvalidRecord(format!(
             "the base offset of a record batch from a client should be 0, but it is {} (batch at {position})",

@@ -5,7 +5,7 @@
 use pylog_core::batch::BatchMeta;
 use pylog_core::records::{self as core_records, BuildOptions, BuildRecord};
 use pylog_core::validate::{self as core_validate, AssignOptions, ValidationOptions};
-use pylog_core::{compression, legacy};
+use pylog_core::{compression, legacy, recompress};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyTuple};
@@ -347,6 +347,29 @@ fn convert_legacy_to_v2<'py>(
     Ok(PyByteArray::new(py, &out))
 }
 
+/// The batches of `records` rebuilt with `codec` (a topic's compression.type),
+/// or None when every batch uses it already; checked first as
+/// `analyze_records(deep=True)` does. The work runs with the GIL released.
+#[pyfunction]
+#[pyo3(signature = (records, codec, *, max_batch_size, max_decompressed_size = None))]
+fn recompress_batches<'py>(
+    py: Python<'py>,
+    records: &Bound<'py, PyAny>,
+    codec: u8,
+    max_batch_size: usize,
+    max_decompressed_size: Option<usize>,
+) -> PyResult<Option<Bound<'py, PyByteArray>>> {
+    let opts = ValidationOptions {
+        max_batch_size,
+        deep: true,
+        max_decompressed_size: max_decompressed_size.unwrap_or(compression::MAX_DECOMPRESSED_SIZE),
+    };
+    let out = with_bytes(py, records, |data| {
+        recompress::recompress_batches(data, codec, &opts)
+    })?;
+    Ok(out.map(|b| PyByteArray::new(py, &b)))
+}
+
 #[pyfunction]
 fn compress<'py>(
     py: Python<'py>,
@@ -486,6 +509,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analyze_records, m)?)?;
     m.add_function(wrap_pyfunction!(validate_and_assign_offsets, m)?)?;
     m.add_function(wrap_pyfunction!(convert_legacy_to_v2, m)?)?;
+    m.add_function(wrap_pyfunction!(recompress_batches, m)?)?;
     m.add_function(wrap_pyfunction!(compress, m)?)?;
     m.add_function(wrap_pyfunction!(decompress, m)?)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;

@@ -209,6 +209,19 @@ def test_topic_compression_type_recompresses(
     assert [(r.offset, r.key, r.value) for r in stored] == [(0, b"k", b"v" * 100), (1, None, b"w")]
 
 
+def test_topic_compression_type_keeps_control_batches_refused(open_log: Any) -> None:
+    """A client's control batch is refused on a topic with a codec of its own
+    too: recompression leaves it as sent (Kafka never compresses an
+    uncompressed control batch), so its control flag still reaches the check."""
+    log = open_log(**{"compression.type": "gzip"})
+    control = bytearray(build_batch([(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00")]))
+    control[22] |= 0x20  # attributes' control bit
+    control[17:21] = _native.crc32c(bytes(control[21:])).to_bytes(4, "big")
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(control, 0)
+    assert log.log_end_offset == 0
+
+
 # ---------------------------------------------------------------- follower appends
 
 

@@ -616,3 +616,74 @@ def test_records_decompressing_past_the_limit_are_message_too_large(codec: int) 
         n.decompress(codec, big[61:], max_size=1 << 20)
     assert len(n.decompress(codec, big[61:])) > 2 << 20
     assert n.MAX_DECOMPRESSED_SIZE == 256 << 20
+
+
+# ------------------------------------------------------------------ recompression
+
+
+def _decode_and_build(buf: bytes, codec: int) -> bytearray | None:
+    """The broker's former Python recompression: each record to Python
+    objects, each batch built again with its header fields."""
+    info = n.analyze_records(buf, max_batch_size=NO_LIMIT, deep=True)
+    if all(b.compression == codec for b in info.batches):
+        return None
+    out = bytearray()
+    for b in info.batches:
+        records = n.decode_records(buf[b.position : b.position + b.size])
+        out += n.build_batch(
+            [(r.key, r.value, r.headers, r.timestamp) for r in records],
+            compression=codec,
+            producer_id=b.producer_id,
+            producer_epoch=b.producer_epoch,
+            base_sequence=b.base_sequence,
+            is_transactional=b.is_transactional,
+            timestamp_type=b.timestamp_type,
+        )
+    return out
+
+
+def batches_size(buf: bytes | bytearray) -> list[int]:
+    return [b.size for b in n.analyze_records(buf, max_batch_size=NO_LIMIT).batches]
+
+
+@pytest.mark.parametrize("source", CODECS)
+@pytest.mark.parametrize("target", CODECS)
+def test_recompress_matches_the_former_path(source: int, target: int) -> None:
+    # kafka-python's builder: batches of another author
+    buf = kafka_python_batch(
+        sample(30), source, producer_id=77, producer_epoch=2, base_sequence=9, transactional=1
+    ) + kafka_python_batch(sample(3, 2000), source)
+    got = n.recompress_batches(buf, target, max_batch_size=NO_LIMIT)
+    assert got == _decode_and_build(buf, target)
+    if source == target:
+        assert got is None
+        return
+    assert isinstance(got, bytearray)
+    batches = kafka_python_read(got)
+    assert [len(records) for _, records in batches] == [30, 3]
+    first = batches[0][0]
+    assert (first.producer_id, first.producer_epoch, first.base_sequence) == (77, 2, 9)
+    assert first.is_transactional and first.compression_type == target
+    assert as_tuples(n.decode_records(got)) == as_tuples(n.decode_records(buf))[:30]
+    if target == n.COMPRESSION_NONE:
+        assert assign(got).num_records == 33
+    else:  # Kafka's one compressed batch per request, as for any request
+        with pytest.raises(InvalidRecordError, match="more than one batch"):
+            assign(got)
+        one = n.recompress_batches(buf[: batches_size(buf)[0]], target, max_batch_size=NO_LIMIT)
+        assert one is not None and assign(one).num_records == 30
+
+
+def test_recompress_bounds_and_bad_input() -> None:
+    bomb = n.build_batch([(b"k", bytes(2 << 20), [], NOW)], compression=n.COMPRESSION_ZSTD)
+    with pytest.raises(MessageTooLargeError):
+        n.recompress_batches(bomb, 1, max_batch_size=NO_LIMIT, max_decompressed_size=1 << 20)
+    with pytest.raises(MessageTooLargeError):
+        n.recompress_batches(kafka_python_batch(sample(100), 0), 1, max_batch_size=1000)
+    good = kafka_python_batch(sample(5), n.COMPRESSION_GZIP)
+    junk = _with_section(good, bytes(range(200)))
+    with pytest.raises(CorruptRecordError):
+        n.recompress_batches(junk, n.COMPRESSION_LZ4, max_batch_size=NO_LIMIT)
+    with pytest.raises(UnsupportedCompressionTypeError):
+        n.recompress_batches(good, 7, max_batch_size=NO_LIMIT)
+    assert n.recompress_batches(b"", n.COMPRESSION_LZ4, max_batch_size=NO_LIMIT) is None
