@@ -29,6 +29,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from ._options import PylogOptionError
+
 __all__ = [
     "HEADERS_TYPE",
     "arrow_schema",
@@ -160,8 +162,6 @@ def projection(schema: StructType, include_headers: bool) -> tuple[str, ...] | N
     for f in schema.fields:
         k = by_name.get(f.name.lower())
         if k is None or f.dataType != k.dataType or not f.nullable or k.name in names:
-            from ._options import PylogOptionError
-
             raise PylogOptionError(
                 f"a schema given to format('pylog') may only name columns of Spark's Kafka "
                 f"schema {full.simpleString()} with their types, each once and nullable "
