@@ -188,6 +188,7 @@ SPARK_COMPAT_TESTS := tests/spark/test_spark_options.py \
   "tests/spark/test_spark_read.py::test_the_arrow_schema_is_the_one_spark_derives" \
   "tests/spark/test_spark_read.py::test_rows_equal_what_was_produced_for_every_codec[zstd]" \
   "tests/spark/test_spark_read.py::test_offset_and_timestamp_ranges_and_splits" \
+  "tests/spark/test_spark_read.py::test_a_schema_of_some_kafka_columns_reads_only_those" \
   "tests/spark/test_spark_stream_write.py::test_streaming_picks_up_new_records_and_resumes_from_a_checkpoint[wire]" \
   "tests/spark/test_spark_stream_write.py::test_batch_write_round_trips" \
   "tests/spark/test_spark_stream_write.py::test_streaming_write_copies_a_topic" \

@@ -127,6 +127,83 @@ def test_offset_and_timestamp_ranges_and_splits(spark: Any, broker: BrokerProces
         assert df.count() == 300
 
 
+def test_a_schema_of_some_kafka_columns_reads_only_those(
+    spark: Any, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    topic = topic_name("projected")
+    create_topic(broker.bootstrap, topic, 2)
+    records = produce(broker, topic, 200, partitions=2, **{"compression.type": "lz4"})
+    want = expected(records, topic)
+    for via in ("path", "wire"):
+        # the columns a scan needs, in the order the schema gives them
+        df = (
+            reader(spark, broker, via, subscribe=topic)
+            .schema("offset long, value binary, partition int")
+            .load()
+        )
+        assert df.columns == ["offset", "value", "partition"]
+        got = sorted((r.partition, r.offset, bytes(r.value)) for r in df.collect())
+        assert got == [(w[2], w[6], w[1]) for w in want], via
+        # headers with includeHeaders; names match Kafka's case-insensitively,
+        # spelled as the schema spells them
+        df = (
+            reader(spark, broker, via, subscribe=topic, includeHeaders="true")
+            .schema("HEADERS array<struct<key:string,value:binary>>, Key binary, topic string")
+            .load()
+        )
+        assert df.columns == ["HEADERS", "Key", "topic"]
+        rows = df.collect()
+        assert {r.topic for r in rows} == {topic}
+        got_kh = list(
+            (
+                None if r.Key is None else bytes(r.Key),
+                [(h.key, None if h.value is None else bytes(h.value)) for h in r.HEADERS],
+            )
+            for r in rows
+        )
+        got_kh.sort(key=repr)
+        assert got_kh == sorted(((w[0], w[4]) for w in want), key=repr), via
+        # the aggregate the benchmark runs agrees with the full schema's
+        q = ["count(*) AS n", "sum(length(value)) AS b"]
+        full = reader(spark, broker, via, subscribe=topic).load().selectExpr(*q).collect()
+        only = reader(spark, broker, via, subscribe=topic).schema("value binary").load()
+        assert only.selectExpr(*q).collect() == full == [(200, sum(len(w[1]) for w in want))]
+    # a streaming read takes one too
+    seen: list[Any] = []
+    stream = (
+        spark.readStream.format("pylog").schema("value binary, offset long")
+        .option("path", log_dir(broker)).option("assign", json.dumps({topic: [0]}))
+        .option("startingOffsets", "earliest").load()
+    )  # fmt: skip
+    q = (
+        stream.writeStream.foreachBatch(lambda b, _: seen.extend(b.collect()))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        q.awaitTermination(120)
+    finally:
+        q.stop()
+    assert sorted((r.offset, bytes(r.value)) for r in seen) == [
+        (w[6], w[1]) for w in want if w[2] == 0
+    ]
+    # anything but a subset of Kafka's columns with their types is refused
+    for schema, why in {
+        "value string": "; value string is not one",
+        "value binary, nosuch int": "; nosuch int is not one",
+        "value binary, VALUE binary": "; VALUE binary is not one",
+        "headers array<struct<key:string,value:binary>>": "; headers array<struct<",
+        "value binary not null": "; value binary not null is not one",
+    }.items():
+        msg = _error(
+            lambda schema=schema: (
+                reader(spark, broker, "path", subscribe=topic).schema(schema).load().count()
+            )
+        )
+        assert "may only name columns of Spark's Kafka schema" in msg and why in msg, schema
+
+
 def test_reading_while_a_producer_appends(spark: Any, broker: BrokerProcess) -> None:
     topic = topic_name("live")
     produce(broker, topic, 1)

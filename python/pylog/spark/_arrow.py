@@ -29,6 +29,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from ._options import PylogOptionError
+
 __all__ = [
     "HEADERS_TYPE",
     "arrow_schema",
@@ -37,6 +39,7 @@ __all__ = [
     "empty_batch",
     "headers_array",
     "kafka_schema",
+    "projection",
     "to_record_batch",
 ]
 
@@ -141,23 +144,85 @@ def headers_array(
     )
 
 
+def projection(schema: StructType, include_headers: bool) -> tuple[str, ...] | None:
+    """The Kafka columns, in order, that a user-given ``schema`` reads (None: all
+    of them, as the options give them).
+
+    Spark's Python data sources (4.0 to 4.3) never tell a reader which columns
+    a query uses, so every row would carry all of them through the Python
+    worker's Arrow stream and the JVM's row conversions; a schema naming some
+    of the Kafka source's own columns is how a reader asks for fewer. Spark's
+    Kafka source refuses any user schema; here only one that is not such a
+    subset is refused."""
+    full = kafka_schema(include_headers)
+    if schema == full:
+        return None
+    by_name = {f.name.lower(): f for f in full.fields}
+    names: list[str] = []
+    for f in schema.fields:
+        k = by_name.get(f.name.lower())
+        if k is None or f.dataType != k.dataType or not f.nullable or k.name in names:
+            raise PylogOptionError(
+                f"a schema given to format('pylog') may only name columns of Spark's Kafka "
+                f"schema {full.simpleString()} with their types, each once and nullable "
+                f"(headers with includeHeaders=true); {_ddl(f)} is not one"
+            )
+        names.append(k.name)
+    return tuple(names)
+
+
+def _ddl(f: StructField) -> str:
+    return f"{f.name} {f.dataType.simpleString()}" + ("" if f.nullable else " not null")
+
+
+_PROJECTED: dict[tuple[tuple[str, ...], tuple[str, ...]], pa.Schema] = {}
+
+
+def _projected_schema(names: tuple[str, ...], spelled: tuple[str, ...]) -> pa.Schema:
+    key = (names, spelled)
+    s = _PROJECTED.get(key)
+    if s is None:
+        full = arrow_schema("headers" in names)
+        s = _PROJECTED[key] = pa.schema(
+            [full.field(n).with_name(as_) for n, as_ in zip(names, spelled, strict=True)]
+        )
+    return s
+
+
 def to_record_batch(
-    columns: Any, topic: str, partition: int, include_headers: bool
+    columns: Any,
+    topic: str,
+    partition: int,
+    include_headers: bool,
+    names: tuple[str, ...] | None = None,
+    spelled: tuple[str, ...] | None = None,
 ) -> pa.RecordBatch:
-    """One record batch in Spark's Kafka schema from a native columns tuple."""
+    """One record batch in Spark's Kafka schema from a native columns tuple, or
+    of the columns ``names`` only (called ``spelled``, as the schema spells them)."""
     rows, offsets, timestamps, ts_types, key, value, headers = columns
-    schema = arrow_schema(include_headers)
-    arrays = [
-        binary_array(key, rows),
-        binary_array(value, rows),
-        pa.repeat(pa.scalar(topic, pa.string()), rows),
-        pa.repeat(pa.scalar(partition, pa.int32()), rows),
-        _fixed(pa.int64(), rows, offsets),
-        _fixed(schema.field("timestamp").type, rows, timestamps),
-        _fixed(pa.int32(), rows, ts_types),
-    ]
-    if include_headers:
-        arrays.append(headers_array(headers, rows, schema.field("headers").type))
+    if names is None:
+        schema = arrow_schema(include_headers)
+        names = tuple(schema.names)
+    else:
+        schema = _projected_schema(names, spelled if spelled is not None else names)
+    arrays = []
+    for n in names:
+        if n == "key":
+            arrays.append(binary_array(key, rows))
+        elif n == "value":
+            arrays.append(binary_array(value, rows))
+        elif n == "topic":
+            arrays.append(pa.repeat(pa.scalar(topic, pa.string()), rows))
+        elif n == "partition":
+            arrays.append(pa.repeat(pa.scalar(partition, pa.int32()), rows))
+        elif n == "offset":
+            arrays.append(_fixed(pa.int64(), rows, offsets))
+        elif n == "timestamp":
+            arrays.append(_fixed(_SCALARS[TimestampType], rows, timestamps))
+        elif n == "timestampType":
+            arrays.append(_fixed(pa.int32(), rows, ts_types))
+        else:
+            arrays.append(headers_array(headers, rows, arrow_type(HEADERS_TYPE)))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 

@@ -30,7 +30,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from ._arrow import kafka_schema, to_record_batch
+from ._arrow import kafka_schema, projection, to_record_batch
 from ._logdirs import LogDirs, batch_starts, read_partition, segment_bases
 from ._options import (
     TP,
@@ -134,17 +134,37 @@ def _partitions(
     return out
 
 
-def _read(p: PylogPartition, o: ReadOptions) -> Iterator[pa.RecordBatch]:
+@dataclass(frozen=True)
+class _Columns:
+    """What a reader's batches hold: all of Kafka's columns (``names`` None) or
+    those a user-given schema names, spelled as it spells them."""
+
+    names: tuple[str, ...] | None
+    spelled: tuple[str, ...] | None
+
+    @classmethod
+    def of(cls, schema: StructType, o: ReadOptions) -> _Columns:
+        names = projection(schema, o.include_headers)
+        return cls(names, None if names is None else tuple(f.name for f in schema.fields))
+
+    def headers(self, o: ReadOptions) -> bool:
+        # only decoded when a column carries them
+        return o.include_headers if self.names is None else "headers" in self.names
+
+
+def _read(p: PylogPartition, o: ReadOptions, c: _Columns) -> Iterator[pa.RecordBatch]:
     source = read_partition if p.from_files else fetch_partition
+    headers = c.headers(o)
     for cols in source(
-        p.location, p.topic, p.partition, p.start, p.end, o.include_headers, o.fail_on_data_loss
+        p.location, p.topic, p.partition, p.start, p.end, headers, o.fail_on_data_loss
     ):
-        yield to_record_batch(cols, p.topic, p.partition, o.include_headers)
+        yield to_record_batch(cols, p.topic, p.partition, headers, c.names, c.spelled)
 
 
 class PylogBatchReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType | None = None) -> None:
         self.o = parse_read_options(options, streaming=False)
+        self.columns = _Columns.of(schema or kafka_schema(self.o.include_headers), self.o)
         catalog, self.dirs = _catalog(self.o)
         tps = topic_partitions(self.o, catalog)
         self.start = resolve_offsets(self.o, catalog, tps, "start")
@@ -165,7 +185,7 @@ class PylogBatchReader(DataSourceReader):
         assert isinstance(partition, PylogPartition)
         if partition.end <= partition.start:
             return iter(())
-        return _read(partition, self.o)
+        return _read(partition, self.o, self.columns)
 
 
 def _offsets_json(offsets: dict[TP, int]) -> dict[str, dict[str, int]]:
@@ -183,8 +203,9 @@ class PylogStreamReader(DataSourceStreamReader):
     """Micro-batches over per-partition offsets, JSON like Spark's Kafka source:
     ``{"topic": {"0": 12}}``. New partitions start at their earliest offset."""
 
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], schema: StructType | None = None) -> None:
         self.o = parse_read_options(options, streaming=True)
+        self.columns = _Columns.of(schema or kafka_schema(self.o.include_headers), self.o)
         self.catalog, self.dirs = _catalog(self.o)
         # the end of the last planned batch: maxOffsetsPerTrigger counts from it
         self._planned: dict[TP, int] | None = None
@@ -250,7 +271,7 @@ class PylogStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PylogPartition)
-        return _read(partition, self.o)
+        return _read(partition, self.o, self.columns)
 
     def commit(self, end: dict[str, Any]) -> None:
         done = _offsets_from_json(end)
@@ -402,10 +423,10 @@ class PylogDataSource(DataSource):
         return kafka_schema(str(opts.get("includeheaders", "false")).lower() == "true")
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return PylogBatchReader(dict(self.options))
+        return PylogBatchReader(dict(self.options), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return PylogStreamReader(dict(self.options))
+        return PylogStreamReader(dict(self.options), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return PylogBatchWriter(schema, dict(self.options))
