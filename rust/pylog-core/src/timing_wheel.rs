@@ -17,15 +17,21 @@
 //! * A bucket is an array of (id, deadline) items, appended at the end. A
 //!   flush reads it front to back (the prefetcher streams it) instead of
 //!   chasing a linked list through a slab.
-//! * An open-addressing table (linear probing, at most half full) maps a
-//!   caller's id to its item's (bucket, position). Its home slot keeps
-//!   consecutive ids in neighbouring slots, so the ids of one bucket, which
-//!   mostly arrived together, share cache lines when a flush updates them.
-//! * Cancel marks the item dead in place (no neighbours to relink) and
-//!   counts it out of its bucket; a flush skips dead items. A bucket whose
-//!   live items all went is cleared at once, and one whose dead items
-//!   outnumber twice the live ones (plus a slack) is compacted, so dead items
-//!   cost amortised O(1) and never hold more than a constant factor of memory.
+//! * An open-addressing table (linear probing in Robin Hood order, at most
+//!   half full: counter ids at a higher load make runs thousands of slots
+//!   long) maps a caller's id to its item's (bucket, position). Its
+//!   home slot keeps consecutive ids in neighbouring slots, so the ids of one
+//!   bucket, which mostly arrived together, share cache lines when a flush
+//!   updates them.
+//! * Cancel only drops the id's table slot and counts the item out of its
+//!   bucket: it does not write the item, whose cache line a random cancel
+//!   would otherwise miss a second time. An item is live while the table
+//!   slot of its id points at it (same bucket, same position); a flush skips
+//!   the others (its table look-ups follow the bucket's ids, which mostly
+//!   arrived together). A bucket whose live items all went is cleared at
+//!   once, and one whose dead items outnumber twice the live ones (plus a
+//!   slack) is compacted, so dead items cost amortised O(1) and never hold
+//!   more than a constant factor of memory.
 //!
 //! Insert and cancel are O(1) (expected, for the table); advancing costs
 //! O(expired + re-placed + dead items + log(buckets in the heap)) per bucket
@@ -39,9 +45,6 @@ use std::fmt;
 
 /// A bucket that holds nothing and is in no heap.
 const UNSET: i64 = i64::MIN;
-/// The deadline of a cancelled item (stored deadlines are always > 0: they
-/// are past the current tick, which starts at or after 0).
-const DEAD: i64 = i64::MIN;
 /// A table slot with no id.
 const EMPTY: u32 = u32::MAX;
 /// Dead items a bucket may keep beyond twice its live ones before compaction.
@@ -90,8 +93,12 @@ fn fold(id: i64) -> usize {
     x as usize
 }
 
-/// id -> (bucket, position): linear probing with backward-shift deletion, so
-/// there are no tombstones and a probe stops at the first free slot.
+/// id -> (bucket, position): linear probing kept in Robin Hood order (the
+/// ids of a run of occupied slots sorted by home slot), with backward-shift
+/// deletion. Counter ids fill whole runs of slots at their homes; plain
+/// linear probing would then scan to the end of the run for every delete and
+/// every miss, while here both stop at the first slot whose id sits nearer
+/// its home than the probe has come.
 struct IdTable {
     slots: Vec<Slot>,
     mask: usize,
@@ -107,10 +114,18 @@ impl IdTable {
         }
     }
 
-    /// The slot holding `id`, or Err(the free slot where it would go).
+    /// How far the id in slot `i` is from its home slot.
+    #[inline]
+    fn distance(&self, i: usize, id: i64) -> usize {
+        i.wrapping_sub(fold(id)) & self.mask
+    }
+
+    /// The slot holding `id`, or Err(the slot where it would go: free, or
+    /// held by an id that `fill` moves up).
     #[inline]
     fn probe(&self, id: i64) -> Result<usize, usize> {
         let mut i = fold(id) & self.mask;
+        let mut d = 0;
         loop {
             let s = &self.slots[i];
             if s.bucket == EMPTY {
@@ -119,7 +134,11 @@ impl IdTable {
             if s.id == id {
                 return Ok(i);
             }
+            if self.distance(i, s.id) < d {
+                return Err(i);
+            }
             i = (i + 1) & self.mask;
+            d += 1;
         }
     }
 
@@ -136,11 +155,25 @@ impl IdTable {
         }
     }
 
-    /// Fills the free slot `at` (from `probe`, after `reserve_one`).
+    /// Puts an id in slot `at` (from `probe`'s Err, after `reserve_one`),
+    /// moving the rest of its run up one slot to keep the order.
     #[inline]
     fn fill(&mut self, at: usize, id: i64, bucket: u32, pos: u32) {
-        self.slots[at] = Slot { id, bucket, pos };
+        self.shift_in(at, Slot { id, bucket, pos });
         self.len += 1;
+    }
+
+    #[inline]
+    fn shift_in(&mut self, at: usize, slot: Slot) {
+        let mut carry = slot;
+        let mut i = at;
+        loop {
+            carry = std::mem::replace(&mut self.slots[i], carry);
+            if carry.bucket == EMPTY {
+                break;
+            }
+            i = (i + 1) & self.mask;
+        }
     }
 
     #[inline]
@@ -151,22 +184,15 @@ impl IdTable {
     }
 
     fn remove_at(&mut self, at: usize) {
-        let mask = self.mask;
         let mut hole = at;
-        let mut j = at;
         loop {
-            j = (j + 1) & mask;
+            let j = (hole + 1) & self.mask;
             let s = self.slots[j];
-            if s.bucket == EMPTY {
+            if s.bucket == EMPTY || self.distance(j, s.id) == 0 {
                 break;
             }
-            // s may fill the hole unless its home lies after the hole
-            // (cyclically, in (hole, j]).
-            let home = fold(s.id) & mask;
-            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
-                self.slots[hole] = s;
-                hole = j;
-            }
+            self.slots[hole] = s;
+            hole = j;
         }
         self.slots[hole] = FREE;
         self.len -= 1;
@@ -179,11 +205,8 @@ impl IdTable {
         let old = std::mem::replace(&mut self.slots, vec![FREE; size]);
         self.mask = size - 1;
         for s in old.into_iter().filter(|s| s.bucket != EMPTY) {
-            let mut i = fold(s.id) & self.mask;
-            while self.slots[i].bucket != EMPTY {
-                i = (i + 1) & self.mask;
-            }
-            self.slots[i] = s;
+            let at = self.probe(s.id).expect_err("id twice in the table");
+            self.shift_in(at, s);
         }
     }
 }
@@ -330,14 +353,17 @@ impl TimingWheel {
         }
         match self.ids.probe(id) {
             Ok(at) => {
-                let Slot { bucket, pos, .. } = self.ids.slots[at];
-                self.kill(bucket, pos);
+                let old = self.ids.slots[at].bucket;
                 if reached {
                     self.ids.remove_at(at);
+                    self.release(old);
                     return false;
                 }
+                // Point the slot at the new item before the old bucket may
+                // compact: the old item is then dead to it.
                 let (bucket, pos) = self.place(id, expiration_ms);
                 self.ids.set(at, bucket, pos);
+                self.release(old);
                 true
             }
             Err(_) if reached => false,
@@ -354,9 +380,9 @@ impl TimingWheel {
     pub fn cancel(&mut self, id: i64) -> bool {
         match self.ids.probe(id) {
             Ok(at) => {
-                let Slot { bucket, pos, .. } = self.ids.slots[at];
+                let bucket = self.ids.slots[at].bucket;
                 self.ids.remove_at(at);
-                self.kill(bucket, pos);
+                self.release(bucket);
                 true
             }
             Err(_) => false,
@@ -380,23 +406,14 @@ impl TimingWheel {
     }
 
     /// `cancel` for each id, in order; returns how many were pending. The
-    /// table slots of the ids a few places ahead, then their items, are
-    /// prefetched, so the cache misses of successive cancels overlap instead
-    /// of following one another.
+    /// table slots of the ids a few places ahead are prefetched, so the cache
+    /// misses of successive cancels overlap instead of following one another.
     pub fn cancel_many(&mut self, ids: &[i64]) -> usize {
         const AHEAD: usize = 8;
         let mut cancelled = 0;
         for (i, &id) in ids.iter().enumerate() {
-            if let Some(&far) = ids.get(i + 2 * AHEAD) {
-                prefetch(&self.ids.slots[fold(far) & self.ids.mask]);
-            }
-            if let Some(&near) = ids.get(i + AHEAD) {
-                let s = self.ids.slots[fold(near) & self.ids.mask];
-                if s.bucket != EMPTY && s.id == near {
-                    if let Some(item) = self.buckets[s.bucket as usize].items.get(s.pos as usize) {
-                        prefetch(item);
-                    }
-                }
+            if let Some(&ahead) = ids.get(i + AHEAD) {
+                prefetch(&self.ids.slots[fold(ahead) & self.ids.mask]);
             }
             cancelled += usize::from(self.cancel(id));
         }
@@ -465,12 +482,12 @@ impl TimingWheel {
         }
     }
 
-    /// Marks the item at (`bucket`, `pos`) cancelled; its id is the caller's
-    /// to drop from the table (or to point at a new item).
+    /// Counts one item of `bucket` out (cancelled or rescheduled); the caller
+    /// has already dropped or re-pointed its id's table slot, which is what
+    /// makes the item dead.
     #[inline]
-    fn kill(&mut self, bucket: u32, pos: u32) {
+    fn release(&mut self, bucket: u32) {
         let b = &mut self.buckets[bucket as usize];
-        b.items[pos as usize].expiration = DEAD;
         b.live -= 1;
         if b.live == 0 {
             b.items.clear();
@@ -479,18 +496,31 @@ impl TimingWheel {
         }
     }
 
+    /// The table slot of the item at (`bucket`, `pos`) if the item is live.
+    #[inline]
+    fn live_slot(&self, id: i64, bucket: u32, pos: usize) -> Option<usize> {
+        let at = self.ids.find(id)?;
+        let s = &self.ids.slots[at];
+        (s.bucket == bucket && s.pos as usize == pos).then_some(at)
+    }
+
     /// Drops a bucket's dead items, pointing the table at the moved ones.
     #[cold]
     fn compact(&mut self, bucket: u32) {
-        let b = &mut self.buckets[bucket as usize];
-        b.items.retain(|it| it.expiration != DEAD);
-        for (pos, it) in b.items.iter().enumerate() {
-            let at = self
-                .ids
-                .find(it.id)
-                .expect("live item without a table slot");
-            self.ids.set(at, bucket, pos as u32);
+        let mut items = std::mem::take(&mut self.buckets[bucket as usize].items);
+        let mut kept = 0;
+        for pos in 0..items.len() {
+            let item = items[pos];
+            if let Some(at) = self.live_slot(item.id, bucket, pos) {
+                items[kept] = item;
+                self.ids.set(at, bucket, kept as u32);
+                kept += 1;
+            }
         }
+        items.truncate(kept);
+        let b = &mut self.buckets[bucket as usize];
+        debug_assert_eq!(kept, b.live, "live count out of step with the table");
+        b.items = items;
     }
 
     /// Appends a pending item (not expired at level 0) to the lowest level
@@ -540,11 +570,10 @@ impl TimingWheel {
         b.live = 0;
         b.expiration = UNSET;
         let level0 = self.levels[0];
-        for &Item { id, expiration } in &items {
-            if expiration == DEAD {
-                continue;
-            }
-            let at = self.ids.find(id).expect("live item without a table slot");
+        for (pos, &Item { id, expiration }) in items.iter().enumerate() {
+            let Some(at) = self.live_slot(id, bucket, pos) else {
+                continue; // cancelled or rescheduled
+            };
             if level0.reached(expiration) {
                 self.ids.remove_at(at);
                 expired.push((expiration, id));
