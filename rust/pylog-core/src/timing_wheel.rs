@@ -47,6 +47,8 @@ use std::fmt;
 const UNSET: i64 = i64::MIN;
 /// A table slot with no id.
 const EMPTY: u32 = u32::MAX;
+/// How many items ahead a flush prefetches table slots.
+const FLUSH_AHEAD: usize = 8;
 /// Dead items a bucket may keep beyond twice its live ones before compaction.
 const DEAD_SLACK: usize = 64;
 const MIN_TABLE: usize = 64;
@@ -397,6 +399,9 @@ impl TimingWheel {
             Err(at) => {
                 let (bucket, pos) = self.place(id, expiration_ms);
                 self.ids.fill(at, id, bucket, pos);
+                // Callers mostly number operations from a counter: warm the
+                // slot the next id will want, before the next call needs it.
+                prefetch(&self.ids.slots[fold(id.wrapping_add(1)) & self.ids.mask]);
                 true
             }
         }
@@ -598,6 +603,11 @@ impl TimingWheel {
         b.expiration = UNSET;
         let level0 = self.levels[0];
         for (pos, &Item { id, expiration }) in items.iter().enumerate() {
+            // The table slots of the items a few places ahead are prefetched:
+            // their cache misses overlap with this item's work.
+            if let Some(ahead) = items.get(pos + FLUSH_AHEAD) {
+                prefetch(&self.ids.slots[fold(ahead.id) & self.ids.mask]);
+            }
             let Some(at) = self.live_slot(id, bucket, pos) else {
                 continue; // cancelled or rescheduled
             };
