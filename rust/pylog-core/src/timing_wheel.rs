@@ -263,6 +263,10 @@ struct Level {
     interval: i128,
     /// The start of the current tick (a multiple of `tick`).
     current: i64,
+    /// The bucket (0..wheel_size) of the current tick, so that placing an
+    /// entry needs no remainder: its bucket is this one plus its distance in
+    /// ticks, wrapped once.
+    current_bucket: i64,
 }
 
 impl Level {
@@ -274,11 +278,19 @@ impl Level {
     }
 
     fn new(tick: i64, wheel_size: i64, start: i64) -> Level {
-        Level {
+        let mut level = Level {
             tick,
             interval: i128::from(tick) * i128::from(wheel_size),
-            current: start - start.rem_euclid(tick),
-        }
+            current: 0,
+            current_bucket: 0,
+        };
+        level.set_current(start, wheel_size);
+        level
+    }
+
+    fn set_current(&mut self, time_ms: i64, wheel_size: i64) {
+        self.current = time_ms - time_ms.rem_euclid(self.tick);
+        self.current_bucket = (self.current / self.tick).rem_euclid(wheel_size);
     }
 }
 
@@ -507,9 +519,10 @@ impl TimingWheel {
     }
 
     fn advance_clock(&mut self, time_ms: i64) {
+        let wheel_size = self.wheel_size;
         for level in &mut self.levels {
             if !level.reached(time_ms) {
-                level.current = time_ms - time_ms.rem_euclid(level.tick);
+                level.set_current(time_ms, wheel_size);
             }
         }
     }
@@ -564,10 +577,23 @@ impl TimingWheel {
         loop {
             let level = self.levels[lvl];
             if i128::from(expiration) < i128::from(level.current) + level.interval {
-                let virtual_id = expiration.div_euclid(level.tick);
-                let index = lvl as i64 * self.wheel_size + virtual_id.rem_euclid(self.wheel_size);
-                let bucket = index as u32;
-                let start = virtual_id * level.tick;
+                // current <= expiration < current + tick * wheel_size (the
+                // entry is not reached at level 0, and a level's current is at
+                // or before level 0's), so `ticks` is in 0..wheel_size; tick 1
+                // (level 0 by default) skips the division.
+                let offset = expiration - level.current;
+                let ticks = if level.tick == 1 {
+                    offset
+                } else {
+                    offset / level.tick
+                };
+                debug_assert!((0..self.wheel_size).contains(&ticks));
+                let mut slot = level.current_bucket + ticks;
+                if slot >= self.wheel_size {
+                    slot -= self.wheel_size;
+                }
+                let bucket = (lvl as i64 * self.wheel_size + slot) as u32;
+                let start = level.current + ticks * level.tick;
                 let b = &mut self.buckets[bucket as usize];
                 let pos = u32::try_from(b.items.len()).expect("more than 4G items in a bucket");
                 b.items.push(Item { id, expiration });
