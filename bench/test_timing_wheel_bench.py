@@ -19,6 +19,12 @@ Three runs, each labelled for what it is:
   of the schedule, for callers that have a batch at hand (heapq has no batched
   form: its per-operation loop is what a Python developer would write).
 
+Two more runs bound the per-call figure: the same loop calling C builtins
+that do nothing (``dict.get``), and calling the wheel's methods where they do
+no wheel work (an empty wheel whose clock is past every deadline: ``add`` is
+refused, ``cancel`` finds nothing, ``advance`` expires nothing). No wheel can
+take a per-call run below the second.
+
     .venv/bin/python -m pytest -q -s bench/test_timing_wheel_bench.py
 """
 
@@ -124,6 +130,31 @@ def run_wheel_batched(schedule: Schedule) -> tuple[int, int]:
     return expired, cancelled
 
 
+def _call_loop(schedule: Schedule, add: Any, cancel: Any, advance: Any) -> int:
+    calls = 0
+    now = START
+    for tick in schedule.ticks:
+        for ident, deadline in zip(tick.add_ids, tick.add_deadlines, strict=True):
+            add(ident, deadline)
+        for ident in tick.cancels:
+            if cancel(ident):
+                calls += 1
+        calls += len(advance(now))
+        now += 1
+    return calls
+
+
+def run_c_noop_calls(schedule: Schedule) -> int:
+    get: Any = {}.get
+    # advance: one Python call per ms (31k in all), a few ms of the run
+    return _call_loop(schedule, get, get, lambda now: ())
+
+
+def run_wheel_noop_calls(schedule: Schedule) -> int:
+    wheel = TimingWheel(start_ms=START + 10**9)
+    return _call_loop(schedule, wheel.add, wheel.cancel, wheel.advance)
+
+
 def run_heapq(schedule: Schedule) -> tuple[int, int]:
     heap: list[tuple[int, int]] = []
     live: set[int] = set()
@@ -178,6 +209,18 @@ def test_timing_wheel_batched(benchmark: Any, schedule: Schedule) -> None:
     _record("TimingWheel, batched", benchmark)
 
 
+def test_c_noop_calls(benchmark: Any, schedule: Schedule) -> None:
+    benchmark.group = GROUP
+    assert benchmark.pedantic(run_c_noop_calls, args=(schedule,), rounds=3, iterations=1) == 0
+    _record("bound: C no-op calls", benchmark)
+
+
+def test_wheel_noop_calls(benchmark: Any, schedule: Schedule) -> None:
+    benchmark.group = GROUP
+    assert benchmark.pedantic(run_wheel_noop_calls, args=(schedule,), rounds=3, iterations=1) == 0
+    _record("bound: no-op wheel calls", benchmark)
+
+
 def test_report(capsys: pytest.CaptureFixture[str]) -> None:
     base = MEANS.get("heapq + lazy cancel")
     if base is None or len(MEANS) < 2:
@@ -185,7 +228,9 @@ def test_report(capsys: pytest.CaptureFixture[str]) -> None:
     with capsys.disabled():
         print(f"\n[{GROUP}]")
         for name, mean in MEANS.items():
-            print(f"  {name:<22} {mean * 1e3:8.1f} ms  ({mean / OPS * 1e9:.0f} ns per operation)")
+            print(f"  {name:<24} {mean * 1e3:8.1f} ms  ({mean / OPS * 1e9:.0f} ns per operation)")
         for name, mean in MEANS.items():
-            if name != "heapq + lazy cancel":
+            if name.startswith("bound"):
+                print(f"  {name}: a per-call run can reach at most {base / mean:.1f}x heapq")
+            elif name != "heapq + lazy cancel":
                 print(f"  {name} is {base / mean:.1f}x heapq (goal >= 10x)")

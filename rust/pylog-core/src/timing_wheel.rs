@@ -17,15 +17,21 @@
 //! * A bucket is an array of (id, deadline) items, appended at the end. A
 //!   flush reads it front to back (the prefetcher streams it) instead of
 //!   chasing a linked list through a slab.
-//! * An open-addressing table (linear probing, at most half full) maps a
-//!   caller's id to its item's (bucket, position). Its home slot keeps
-//!   consecutive ids in neighbouring slots, so the ids of one bucket, which
-//!   mostly arrived together, share cache lines when a flush updates them.
-//! * Cancel marks the item dead in place (no neighbours to relink) and
-//!   counts it out of its bucket; a flush skips dead items. A bucket whose
-//!   live items all went is cleared at once, and one whose dead items
-//!   outnumber twice the live ones (plus a slack) is compacted, so dead items
-//!   cost amortised O(1) and never hold more than a constant factor of memory.
+//! * An open-addressing table (linear probing in Robin Hood order, at most
+//!   half full: counter ids at a higher load make runs thousands of slots
+//!   long) maps a caller's id to its item's (bucket, position). Its
+//!   home slot keeps consecutive ids in neighbouring slots, so the ids of one
+//!   bucket, which mostly arrived together, share cache lines when a flush
+//!   updates them.
+//! * Cancel only drops the id's table slot and counts the item out of its
+//!   bucket: it does not write the item, whose cache line a random cancel
+//!   would otherwise miss a second time. An item is live while the table
+//!   slot of its id points at it (same bucket, same position); a flush skips
+//!   the others (its table look-ups follow the bucket's ids, which mostly
+//!   arrived together). A bucket whose live items all went is cleared at
+//!   once, and one whose dead items outnumber twice the live ones (plus a
+//!   slack) is compacted, so dead items cost amortised O(1) and never hold
+//!   more than a constant factor of memory.
 //!
 //! Insert and cancel are O(1) (expected, for the table); advancing costs
 //! O(expired + re-placed + dead items + log(buckets in the heap)) per bucket
@@ -39,11 +45,10 @@ use std::fmt;
 
 /// A bucket that holds nothing and is in no heap.
 const UNSET: i64 = i64::MIN;
-/// The deadline of a cancelled item (stored deadlines are always > 0: they
-/// are past the current tick, which starts at or after 0).
-const DEAD: i64 = i64::MIN;
 /// A table slot with no id.
 const EMPTY: u32 = u32::MAX;
+/// How many items ahead a flush prefetches table slots.
+const FLUSH_AHEAD: usize = 8;
 /// Dead items a bucket may keep beyond twice its live ones before compaction.
 const DEAD_SLACK: usize = 64;
 const MIN_TABLE: usize = 64;
@@ -90,8 +95,12 @@ fn fold(id: i64) -> usize {
     x as usize
 }
 
-/// id -> (bucket, position): linear probing with backward-shift deletion, so
-/// there are no tombstones and a probe stops at the first free slot.
+/// id -> (bucket, position): linear probing kept in Robin Hood order (the
+/// ids of a run of occupied slots sorted by home slot), with backward-shift
+/// deletion. Counter ids fill whole runs of slots at their homes; plain
+/// linear probing would then scan to the end of the run for every delete and
+/// every miss, while here both stop at the first slot whose id sits nearer
+/// its home than the probe has come.
 struct IdTable {
     slots: Vec<Slot>,
     mask: usize,
@@ -107,10 +116,18 @@ impl IdTable {
         }
     }
 
-    /// The slot holding `id`, or Err(the free slot where it would go).
+    /// How far the id in slot `i` is from its home slot.
+    #[inline]
+    fn distance(&self, i: usize, id: i64) -> usize {
+        i.wrapping_sub(fold(id)) & self.mask
+    }
+
+    /// The slot holding `id`, or Err(the slot where it would go: free, or
+    /// held by an id that `fill` moves up).
     #[inline]
     fn probe(&self, id: i64) -> Result<usize, usize> {
         let mut i = fold(id) & self.mask;
+        let mut d = 0;
         loop {
             let s = &self.slots[i];
             if s.bucket == EMPTY {
@@ -119,7 +136,11 @@ impl IdTable {
             if s.id == id {
                 return Ok(i);
             }
+            if self.distance(i, s.id) < d {
+                return Err(i);
+            }
             i = (i + 1) & self.mask;
+            d += 1;
         }
     }
 
@@ -136,11 +157,25 @@ impl IdTable {
         }
     }
 
-    /// Fills the free slot `at` (from `probe`, after `reserve_one`).
+    /// Puts an id in slot `at` (from `probe`'s Err, after `reserve_one`),
+    /// moving the rest of its run up one slot to keep the order.
     #[inline]
     fn fill(&mut self, at: usize, id: i64, bucket: u32, pos: u32) {
-        self.slots[at] = Slot { id, bucket, pos };
+        self.shift_in(at, Slot { id, bucket, pos });
         self.len += 1;
+    }
+
+    #[inline]
+    fn shift_in(&mut self, at: usize, slot: Slot) {
+        let mut carry = slot;
+        let mut i = at;
+        loop {
+            carry = std::mem::replace(&mut self.slots[i], carry);
+            if carry.bucket == EMPTY {
+                break;
+            }
+            i = (i + 1) & self.mask;
+        }
     }
 
     #[inline]
@@ -151,22 +186,15 @@ impl IdTable {
     }
 
     fn remove_at(&mut self, at: usize) {
-        let mask = self.mask;
         let mut hole = at;
-        let mut j = at;
         loop {
-            j = (j + 1) & mask;
+            let j = (hole + 1) & self.mask;
             let s = self.slots[j];
-            if s.bucket == EMPTY {
+            if s.bucket == EMPTY || self.distance(j, s.id) == 0 {
                 break;
             }
-            // s may fill the hole unless its home lies after the hole
-            // (cyclically, in (hole, j]).
-            let home = fold(s.id) & mask;
-            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
-                self.slots[hole] = s;
-                hole = j;
-            }
+            self.slots[hole] = s;
+            hole = j;
         }
         self.slots[hole] = FREE;
         self.len -= 1;
@@ -176,16 +204,40 @@ impl IdTable {
     }
 
     fn resize(&mut self, size: usize) {
-        let old = std::mem::replace(&mut self.slots, vec![FREE; size]);
+        let old = std::mem::replace(&mut self.slots, free_slots(size));
         self.mask = size - 1;
         for s in old.into_iter().filter(|s| s.bucket != EMPTY) {
-            let mut i = fold(s.id) & self.mask;
-            while self.slots[i].bucket != EMPTY {
-                i = (i + 1) & self.mask;
-            }
-            self.slots[i] = s;
+            let at = self.probe(s.id).expect_err("id twice in the table");
+            self.shift_in(at, s);
         }
     }
+}
+
+/// `size` free slots. A table of megabytes asks for huge pages before its
+/// memory is first touched: its look-ups land all over it, and with 4 KiB
+/// pages nearly each one also misses the TLB.
+fn free_slots(size: usize) -> Vec<Slot> {
+    let mut slots = Vec::with_capacity(size);
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = size * std::mem::size_of::<Slot>();
+        if bytes >= 2 * HUGE {
+            let start = slots.as_ptr() as usize;
+            let from = start.next_multiple_of(HUGE);
+            let to = (start + bytes) / HUGE * HUGE;
+            if to > from {
+                // SAFETY: [from, to) lies inside the allocation just made and
+                // owned by `slots`; MADV_HUGEPAGE only changes how the kernel
+                // backs those pages, not their contents or validity.
+                unsafe {
+                    libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+                }
+            }
+        }
+    }
+    slots.resize(size, FREE);
+    slots
 }
 
 /// A hint to bring `value`'s cache line in; no effect on the program's
@@ -211,6 +263,10 @@ struct Level {
     interval: i128,
     /// The start of the current tick (a multiple of `tick`).
     current: i64,
+    /// The bucket (0..wheel_size) of the current tick, so that placing an
+    /// entry needs no remainder: its bucket is this one plus its distance in
+    /// ticks, wrapped once.
+    current_bucket: i64,
 }
 
 impl Level {
@@ -222,11 +278,19 @@ impl Level {
     }
 
     fn new(tick: i64, wheel_size: i64, start: i64) -> Level {
-        Level {
+        let mut level = Level {
             tick,
             interval: i128::from(tick) * i128::from(wheel_size),
-            current: start - start.rem_euclid(tick),
-        }
+            current: 0,
+            current_bucket: 0,
+        };
+        level.set_current(start, wheel_size);
+        level
+    }
+
+    fn set_current(&mut self, time_ms: i64, wheel_size: i64) {
+        self.current = time_ms - time_ms.rem_euclid(self.tick);
+        self.current_bucket = (self.current / self.tick).rem_euclid(wheel_size);
     }
 }
 
@@ -330,20 +394,26 @@ impl TimingWheel {
         }
         match self.ids.probe(id) {
             Ok(at) => {
-                let Slot { bucket, pos, .. } = self.ids.slots[at];
-                self.kill(bucket, pos);
+                let old = self.ids.slots[at].bucket;
                 if reached {
                     self.ids.remove_at(at);
+                    self.release(old);
                     return false;
                 }
+                // Point the slot at the new item before the old bucket may
+                // compact: the old item is then dead to it.
                 let (bucket, pos) = self.place(id, expiration_ms);
                 self.ids.set(at, bucket, pos);
+                self.release(old);
                 true
             }
             Err(_) if reached => false,
             Err(at) => {
                 let (bucket, pos) = self.place(id, expiration_ms);
                 self.ids.fill(at, id, bucket, pos);
+                // Callers mostly number operations from a counter: warm the
+                // slot the next id will want, before the next call needs it.
+                prefetch(&self.ids.slots[fold(id.wrapping_add(1)) & self.ids.mask]);
                 true
             }
         }
@@ -354,9 +424,9 @@ impl TimingWheel {
     pub fn cancel(&mut self, id: i64) -> bool {
         match self.ids.probe(id) {
             Ok(at) => {
-                let Slot { bucket, pos, .. } = self.ids.slots[at];
+                let bucket = self.ids.slots[at].bucket;
                 self.ids.remove_at(at);
-                self.kill(bucket, pos);
+                self.release(bucket);
                 true
             }
             Err(_) => false,
@@ -380,23 +450,14 @@ impl TimingWheel {
     }
 
     /// `cancel` for each id, in order; returns how many were pending. The
-    /// table slots of the ids a few places ahead, then their items, are
-    /// prefetched, so the cache misses of successive cancels overlap instead
-    /// of following one another.
+    /// table slots of the ids a few places ahead are prefetched, so the cache
+    /// misses of successive cancels overlap instead of following one another.
     pub fn cancel_many(&mut self, ids: &[i64]) -> usize {
         const AHEAD: usize = 8;
         let mut cancelled = 0;
         for (i, &id) in ids.iter().enumerate() {
-            if let Some(&far) = ids.get(i + 2 * AHEAD) {
-                prefetch(&self.ids.slots[fold(far) & self.ids.mask]);
-            }
-            if let Some(&near) = ids.get(i + AHEAD) {
-                let s = self.ids.slots[fold(near) & self.ids.mask];
-                if s.bucket != EMPTY && s.id == near {
-                    if let Some(item) = self.buckets[s.bucket as usize].items.get(s.pos as usize) {
-                        prefetch(item);
-                    }
-                }
+            if let Some(&ahead) = ids.get(i + AHEAD) {
+                prefetch(&self.ids.slots[fold(ahead) & self.ids.mask]);
             }
             cancelled += usize::from(self.cancel(id));
         }
@@ -458,19 +519,20 @@ impl TimingWheel {
     }
 
     fn advance_clock(&mut self, time_ms: i64) {
+        let wheel_size = self.wheel_size;
         for level in &mut self.levels {
             if !level.reached(time_ms) {
-                level.current = time_ms - time_ms.rem_euclid(level.tick);
+                level.set_current(time_ms, wheel_size);
             }
         }
     }
 
-    /// Marks the item at (`bucket`, `pos`) cancelled; its id is the caller's
-    /// to drop from the table (or to point at a new item).
+    /// Counts one item of `bucket` out (cancelled or rescheduled); the caller
+    /// has already dropped or re-pointed its id's table slot, which is what
+    /// makes the item dead.
     #[inline]
-    fn kill(&mut self, bucket: u32, pos: u32) {
+    fn release(&mut self, bucket: u32) {
         let b = &mut self.buckets[bucket as usize];
-        b.items[pos as usize].expiration = DEAD;
         b.live -= 1;
         if b.live == 0 {
             b.items.clear();
@@ -479,18 +541,31 @@ impl TimingWheel {
         }
     }
 
+    /// The table slot of the item at (`bucket`, `pos`) if the item is live.
+    #[inline]
+    fn live_slot(&self, id: i64, bucket: u32, pos: usize) -> Option<usize> {
+        let at = self.ids.find(id)?;
+        let s = &self.ids.slots[at];
+        (s.bucket == bucket && s.pos as usize == pos).then_some(at)
+    }
+
     /// Drops a bucket's dead items, pointing the table at the moved ones.
     #[cold]
     fn compact(&mut self, bucket: u32) {
-        let b = &mut self.buckets[bucket as usize];
-        b.items.retain(|it| it.expiration != DEAD);
-        for (pos, it) in b.items.iter().enumerate() {
-            let at = self
-                .ids
-                .find(it.id)
-                .expect("live item without a table slot");
-            self.ids.set(at, bucket, pos as u32);
+        let mut items = std::mem::take(&mut self.buckets[bucket as usize].items);
+        let mut kept = 0;
+        for pos in 0..items.len() {
+            let item = items[pos];
+            if let Some(at) = self.live_slot(item.id, bucket, pos) {
+                items[kept] = item;
+                self.ids.set(at, bucket, kept as u32);
+                kept += 1;
+            }
         }
+        items.truncate(kept);
+        let b = &mut self.buckets[bucket as usize];
+        debug_assert_eq!(kept, b.live, "live count out of step with the table");
+        b.items = items;
     }
 
     /// Appends a pending item (not expired at level 0) to the lowest level
@@ -502,10 +577,23 @@ impl TimingWheel {
         loop {
             let level = self.levels[lvl];
             if i128::from(expiration) < i128::from(level.current) + level.interval {
-                let virtual_id = expiration.div_euclid(level.tick);
-                let index = lvl as i64 * self.wheel_size + virtual_id.rem_euclid(self.wheel_size);
-                let bucket = index as u32;
-                let start = virtual_id * level.tick;
+                // current <= expiration < current + tick * wheel_size (the
+                // entry is not reached at level 0, and a level's current is at
+                // or before level 0's), so `ticks` is in 0..wheel_size; tick 1
+                // (level 0 by default) skips the division.
+                let offset = expiration - level.current;
+                let ticks = if level.tick == 1 {
+                    offset
+                } else {
+                    offset / level.tick
+                };
+                debug_assert!((0..self.wheel_size).contains(&ticks));
+                let mut slot = level.current_bucket + ticks;
+                if slot >= self.wheel_size {
+                    slot -= self.wheel_size;
+                }
+                let bucket = (lvl as i64 * self.wheel_size + slot) as u32;
+                let start = level.current + ticks * level.tick;
                 let b = &mut self.buckets[bucket as usize];
                 let pos = u32::try_from(b.items.len()).expect("more than 4G items in a bucket");
                 b.items.push(Item { id, expiration });
@@ -540,11 +628,15 @@ impl TimingWheel {
         b.live = 0;
         b.expiration = UNSET;
         let level0 = self.levels[0];
-        for &Item { id, expiration } in &items {
-            if expiration == DEAD {
-                continue;
+        for (pos, &Item { id, expiration }) in items.iter().enumerate() {
+            // The table slots of the items a few places ahead are prefetched:
+            // their cache misses overlap with this item's work.
+            if let Some(ahead) = items.get(pos + FLUSH_AHEAD) {
+                prefetch(&self.ids.slots[fold(ahead.id) & self.ids.mask]);
             }
-            let at = self.ids.find(id).expect("live item without a table slot");
+            let Some(at) = self.live_slot(id, bucket, pos) else {
+                continue; // cancelled or rescheduled
+            };
             if level0.reached(expiration) {
                 self.ids.remove_at(at);
                 expired.push((expiration, id));
@@ -860,6 +952,56 @@ mod tests {
             y.sort();
             assert_eq!(x, y);
             assert_eq!(a.len(), b.len());
+        }
+    }
+
+    #[test]
+    fn id_table_keeps_robin_hood_order() {
+        // Counter ids (whole runs at home) mixed with sparse ones, inserted
+        // and deleted at random: every id stays findable, and along each run
+        // of slots an id is at most one slot further from home than the one
+        // before it (a run starts at its first id's home).
+        let mut rng = XorShift(5);
+        let mut t = IdTable::new();
+        let mut present = std::collections::HashSet::new();
+        for step in 0..200_000u32 {
+            let id = if rng.below(4) == 0 {
+                (rng.next() >> 1) as i64
+            } else {
+                rng.below(50_000) as i64
+            };
+            match t.probe(id) {
+                Ok(at) => {
+                    t.remove_at(at);
+                    assert!(present.remove(&id));
+                }
+                Err(_) => {
+                    t.reserve_one();
+                    let at = t.probe(id).unwrap_err();
+                    t.fill(at, id, 0, step);
+                    assert!(present.insert(id));
+                }
+            }
+            if step % 20_000 == 0 || step == 199_999 {
+                assert_eq!(t.len, present.len());
+                for &id in &present {
+                    assert!(t.find(id).is_some(), "{id} lost");
+                }
+                let n = t.slots.len();
+                for i in 0..n {
+                    let s = t.slots[i];
+                    if s.bucket == EMPTY {
+                        continue;
+                    }
+                    let prev = t.slots[(i + n - 1) & t.mask];
+                    let d = t.distance(i, s.id);
+                    if prev.bucket == EMPTY {
+                        assert_eq!(d, 0, "run starts away from home");
+                    } else {
+                        assert!(d <= t.distance((i + n - 1) & t.mask, prev.id) + 1);
+                    }
+                }
+            }
         }
     }
 
