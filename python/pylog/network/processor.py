@@ -42,12 +42,17 @@ Each request carries the connection's principal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import os
+import socket
 import ssl
+import struct
 import time
 from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from pylog.errors import CloseConnection, KafkaError
@@ -149,6 +154,8 @@ class Processor(asyncio.BufferedProtocol):
         self._reading_paused_for: set[str] = set()
         self._throttled: asyncio.TimerHandle | None = None
         self._closing = False
+        # The duplicate socket a network thread is sending on, while it is.
+        self._thread_sock: socket.socket | None = None
         self._idle_event: asyncio.Event = asyncio.Event()
         self._idle_event.set()
         self.last_active_ns = time.monotonic_ns()
@@ -280,6 +287,11 @@ class Processor(asyncio.BufferedProtocol):
             _log.info("closing connection %s (%s:%s, %s): %s", self.connection_id,
                       self.client_host, self.client_port, self.principal, reason)  # fmt: skip
         self._closing = True
+        own = self._thread_sock
+        if abort and own is not None:
+            # A network thread blocked sending to this socket returns now.
+            with contextlib.suppress(OSError):
+                own.shutdown(socket.SHUT_RDWR)
         if self.transport is not None and not self.transport.is_closing():
             if abort:
                 self.transport.abort()
@@ -649,20 +661,26 @@ class Processor(asyncio.BufferedProtocol):
                     self._finish(response, start)
                     self.close()
                     return
+                chunks = response.chunks or []
                 pending: list[bytes | bytearray | memoryview] = []
-                for chunk in response.chunks or ():
-                    if isinstance(chunk, FileRecords):
-                        if chunk.size == 0:
-                            continue
-                        if chunk.size < SENDFILE_MIN:
-                            pending.append(chunk.read_bytes())
-                            continue
-                        if pending:
-                            transport.writelines(pending)
-                            pending = []
-                        await self._sendfile(loop, transport, chunk)
-                    else:
+                i = 0
+                while i < len(chunks):
+                    chunk = chunks[i]
+                    i += 1
+                    if not isinstance(chunk, FileRecords):
                         pending.append(chunk)
+                        continue
+                    if chunk.size == 0:
+                        continue
+                    if chunk.size < SENDFILE_MIN:
+                        pending.append(chunk.read_bytes())
+                        continue
+                    if pending:
+                        transport.writelines(pending)
+                        pending = []
+                    rest = await self._sendfile(loop, transport, chunk, chunks[i:])
+                    if rest:
+                        i = len(chunks)  # the network thread sent the rest of the response
                 if pending:
                     transport.writelines(pending)
                 self._finish(response, start)
@@ -683,8 +701,14 @@ class Processor(asyncio.BufferedProtocol):
             self._send_responses()
 
     async def _sendfile(
-        self, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport, records: FileRecords
-    ) -> None:
+        self,
+        loop: asyncio.AbstractEventLoop,
+        transport: asyncio.Transport,
+        records: FileRecords,
+        after: list[Chunk],
+    ) -> bool:
+        """Send ``records``; True when the chunks ``after`` it went too (a
+        network thread sent the rest of the response)."""
         fd = records.fileno()
         position, remaining = records.position, records.size
         if self.tls:
@@ -692,7 +716,7 @@ class Processor(asyncio.BufferedProtocol):
             # (the TLS transport's "socket" is the raw one): copy through TLS.
             await self._copy_file(transport, records, position, remaining, TLS_COPY_CHUNK)
             self.server.tls_copied_bytes += remaining
-            return
+            return False
         sock = transport.get_extra_info("socket")
         if (
             transport.get_write_buffer_size() == 0
@@ -700,7 +724,7 @@ class Processor(asyncio.BufferedProtocol):
             and self.server.direct_sendfile
         ):
             # Nothing queued before us: send straight from the page cache now;
-            # only what the socket does not take goes through loop.sendfile.
+            # only what the socket does not take goes on.
             try:
                 sent = os.sendfile(sock.fileno(), fd, position, remaining)
             except BlockingIOError:
@@ -713,7 +737,15 @@ class Processor(asyncio.BufferedProtocol):
             remaining -= sent
             self.server.sendfile_bytes += sent
             if remaining == 0:
-                return
+                return False
+            executor = self.server.network_executor
+            if executor is not None:
+                # The socket is full: a network thread sends the rest of the
+                # response in blocking calls (one sendfile per slice), not
+                # the event loop a round trip per socket buffer.
+                rest = [FileRecords(records.source, position, remaining), *after]
+                await self._send_on_thread(loop, executor, sock, rest)
+                return True
         if self.server.loop_sendfile:
             view = cast("IO[bytes]", _FileView(fd, position))
             try:
@@ -726,9 +758,39 @@ class Processor(asyncio.BufferedProtocol):
                     raise ConnectionError(
                         f"segment {records.path} shorter than the slice being sent"
                     )
-                return
+                return False
         # Copying fallback: pread and write, 256 KiB at a time, with flow control.
         await self._copy_file(transport, records, position, remaining, 256 * 1024)
+        return False
+
+    async def _send_on_thread(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        executor: Executor,
+        sock: socket.socket,
+        chunks: list[Chunk],
+    ) -> None:
+        """Send ``chunks`` on a network thread over a duplicate of the socket,
+        made blocking for the while: reading pauses (the event loop must not
+        read a blocking socket) and the transport has nothing queued, so the
+        thread is the socket's only user until it is done."""
+        own = socket.socket(fileno=os.dup(sock.fileno()))
+        self._pause_reading("sendfile")
+        self._thread_sock = own
+        future = executor.submit(send_blocking, own, chunks, self._is_closing)
+        self.server.network_thread_sends += 1
+        try:
+            self.server.sendfile_bytes += await asyncio.wrap_future(future, loop=loop)
+        except asyncio.CancelledError:
+            if future.cancel():  # never started: the duplicate is still ours
+                own.close()
+            raise
+        finally:
+            self._thread_sock = None
+            self._resume_reading("sendfile")
+
+    def _is_closing(self) -> bool:
+        return self._closing
 
     async def _copy_file(
         self,
@@ -761,6 +823,85 @@ class Processor(asyncio.BufferedProtocol):
         self._write_resumed.set()
         if not self._closing:
             self._send_responses()
+
+
+# How long a network thread's blocking send waits on a socket that takes
+# nothing before it looks whether the connection is closing (SO_SNDTIMEO).
+SEND_TIMEOUT = struct.pack("@ll", 0, 200_000)
+# Buffers per sendmsg (Linux's IOV_MAX is 1024).
+IOV_MAX = 1024
+
+
+def send_blocking(sock: socket.socket, chunks: list[Chunk], closing: Callable[[], bool]) -> int:
+    """On a network thread: write ``chunks`` to ``sock`` (a duplicate of a
+    connection's socket, which it closes), bytes with ``sendmsg`` — held back
+    with MSG_MORE to leave in the same segments as the file bytes after them —
+    and FileRecords with one blocking ``sendfile`` each, the GIL released for
+    the whole slice. Returns the bytes sent from files."""
+    from_files = 0
+    try:
+        sock.setblocking(True)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, SEND_TIMEOUT)
+        out = sock.fileno()
+        pending: list[bytes | bytearray | memoryview] = []
+        for chunk in chunks:
+            if not isinstance(chunk, FileRecords):
+                pending.append(chunk)
+                continue
+            if chunk.size < SENDFILE_MIN:
+                pending.append(chunk.read_bytes())
+                continue
+            if pending:
+                _send_all(sock, pending, socket.MSG_MORE, closing)
+                pending = []
+            fd = chunk.fileno()
+            position, remaining = chunk.position, chunk.size
+            while remaining:
+                try:
+                    sent = os.sendfile(out, fd, position, remaining)
+                except BlockingIOError:  # SO_SNDTIMEO passed with nothing taken
+                    sent = 0
+                else:
+                    if sent == 0:
+                        raise ConnectionError(
+                            f"segment {chunk.path} shorter than the slice being sent"
+                        )
+                position += sent
+                remaining -= sent
+                from_files += sent
+                if remaining and closing():
+                    raise ConnectionError("connection closed while sending")
+        if pending:
+            _send_all(sock, pending, 0, closing)
+    finally:
+        with contextlib.suppress(OSError):
+            sock.setblocking(False)  # the event loop's socket again
+        sock.close()
+    return from_files
+
+
+def _send_all(
+    sock: socket.socket,
+    buffers: list[bytes | bytearray | memoryview],
+    flags: int,
+    closing: Callable[[], bool],
+) -> None:
+    views = [v for v in (memoryview(b).cast("B") for b in buffers) if len(v)]
+    while views:
+        try:
+            n = sock.sendmsg(views[:IOV_MAX], (), flags)
+        except BlockingIOError:  # SO_SNDTIMEO passed with nothing taken
+            n = 0
+        while n:
+            head = len(views[0])
+            if n >= head:
+                n -= head
+                views.pop(0)
+            else:
+                views[0] = views[0][n:]
+                n = 0
+        if views and closing():
+            raise ConnectionError("connection closed while sending")
 
 
 # The header an unframed SASL token (after SaslHandshake v0) travels under:

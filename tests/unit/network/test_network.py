@@ -30,7 +30,8 @@ API_VERSIONS = 18
 
 class ScriptedHandler:
     """Body byte 0: E echo, S sleep 50 ms then echo, X raise, C CloseConnection,
-    N no response, F FileRecords of ``file_records``, B block until ``release``,
+    N no response, F FileRecords of ``file_records``, M the chunks of ``mixed``,
+    B block until ``release``,
     L mark_local_complete then wait for ``release``."""
 
     def __init__(self) -> None:
@@ -39,6 +40,7 @@ class ScriptedHandler:
         self.active = 0
         self.max_active = 0
         self.file_records: FileRecords | None = None
+        self.mixed: list[Chunk] = []
 
     async def handle(self, request: Request) -> list[Chunk] | None:
         body = bytes(request.frame[request.header.header_size :])
@@ -65,6 +67,9 @@ class ScriptedHandler:
                 assert self.file_records is not None
                 size = 4 + self.file_records.size
                 return [struct.pack(">ii", size, corr), self.file_records]
+            elif cmd == b"M":
+                chunks: list[Chunk] = [struct.pack(">i", corr), *self.mixed]
+                return [struct.pack(">i", sum(len(c) for c in chunks)), *chunks]
             payload = struct.pack(">i", corr) + body
             return [struct.pack(">i", len(payload)), payload]
         finally:
@@ -375,34 +380,131 @@ def test_max_connections() -> None:
     run(t, max_connections=1)
 
 
+class Segment:
+    """The SliceSource of a FileRecords: an open file."""
+
+    def __init__(self, path: Any) -> None:
+        self.log_path = str(path)
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+@pytest.mark.parametrize("threads", [3, 0], ids=["network-thread", "event-loop"])
 @pytest.mark.parametrize("size", [100, 3 * 1024 * 1024], ids=["small-pread", "large-sendfile"])
-def test_file_records_are_sent_from_the_file(tmp_path: Any, size: int) -> None:
+def test_file_records_are_sent_from_the_file(tmp_path: Any, size: int, threads: int) -> None:
     path = tmp_path / "00000000000000000000.log"
     data = os.urandom(size + 1000)
     path.write_bytes(data)
-    fd = os.open(path, os.O_RDONLY)
-
-    class Segment:
-        log_path = str(path)
-
-        def fileno(self) -> int:
-            return fd
+    segment = Segment(path)
 
     async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
-        h.file_records = FileRecords(Segment(), 500, size)
+        h.file_records = FileRecords(segment, 500, size)
         r, w = await connect(port)
         w.write(frame(1, b"F") + frame(2, b"F") + frame(3))
         for corr in (1, 2):
             assert await read_response(r) == (corr, data[500 : 500 + size])
+        # Read after the large responses: reading resumed, the socket non-blocking again.
         assert (await read_response(r))[0] == 3
+        w.write(frame(4))
+        assert (await read_response(r))[0] == 4
+        w.close()
+
+    try:
+        server = run(t, network_threads=threads)
+    finally:
+        os.close(segment.fd)
+    if size > 4096:
+        assert server.sendfile_bytes == 2 * size
+    if size > 4096 and threads:
+        # The socket (100 KiB SO_SNDBUF) cannot take 3 MiB at once.
+        assert server.network_thread_sends >= 1
+    else:
+        assert server.network_thread_sends == 0
+
+
+def test_a_response_of_bytes_and_several_slices_arrives_whole_and_in_order(
+    tmp_path: Any,
+) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    data = os.urandom(5 * 1024 * 1024)
+    path.write_bytes(data)
+    segment = Segment(path)
+    mib = 1024 * 1024
+    slices = [FileRecords(segment, 7, 2 * mib), FileRecords(segment, 3 * mib, 100),
+              FileRecords(segment, 0, 0), FileRecords(segment, 2 * mib + 5, 3 * mib - 5)]  # fmt: skip
+    expected = b"abc" + data[7 : 7 + 2 * mib] + b"defg" + data[3 * mib : 3 * mib + 100] + b"h"
+    expected += data[2 * mib + 5 :] + b"tail"
+
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        h.mixed = [b"abc", slices[0], b"defg", slices[1], slices[2], b"h", slices[3], b"tail"]
+        r, w = await connect(port)
+        w.write(frame(1, b"M") + frame(2) + frame(3, b"M"))
+        assert await read_response(r) == (1, expected)
+        assert (await read_response(r))[0] == 2
+        assert await read_response(r) == (3, expected)
         w.close()
 
     try:
         server = run(t)
     finally:
-        os.close(fd)
-    if size > 4096:
-        assert server.sendfile_bytes == 2 * size
+        os.close(segment.fd)
+    assert server.network_thread_sends >= 1
+    assert server.sendfile_bytes == 2 * (5 * mib - 5)  # the 100-byte slice is read, not sent
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Wait for ``condition`` (an upper bound only catches a hang)."""
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in 10 s")
+
+
+@pytest.mark.parametrize("who", ["client-closes", "server-aborts"])
+def test_a_stalled_send_on_a_network_thread_ends_with_its_connection(
+    tmp_path: Any, who: str
+) -> None:
+    """A client that stops reading a large response leaves the network thread
+    blocked in sendfile; the connection's end (the client's close, or the
+    broker aborting it) releases the thread, and the next client is served."""
+    path = tmp_path / "00000000000000000000.log"
+    size = 8 * 1024 * 1024
+    data = os.urandom(size)
+    path.write_bytes(data)
+    segment = Segment(path)
+
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        h.file_records = FileRecords(segment, 0, size)
+        stalled = socket.create_connection(("127.0.0.1", port))
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.sendall(frame(1, b"F"))  # and never read
+        await _until(lambda: server.network_thread_sends == 1)
+        if who == "client-closes":
+            # Unread bytes: the close resets the connection.
+            stalled.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            stalled.close()
+        else:
+            (p,) = server.processors.values()
+            p.close("test", abort=True)
+        # One network thread: this job runs only once the stalled send returned.
+        executor = server.network_executor
+        assert executor is not None
+        await asyncio.wait_for(asyncio.wrap_future(executor.submit(lambda: None)), 10)
+        await _until(lambda: not server.processors)
+        r, w = await connect(port)
+        w.write(frame(2, b"F"))
+        assert await read_response(r) == (2, data)
+        w.close()
+        if who != "client-closes":
+            stalled.close()
+
+    try:
+        run(t, network_threads=1)
+    finally:
+        os.close(segment.fd)
 
 
 def test_shutdown_answers_requests_in_flight() -> None:
