@@ -432,8 +432,12 @@ def test_a_response_of_bytes_and_several_slices_arrives_whole_and_in_order(
     path.write_bytes(data)
     segment = Segment(path)
     mib = 1024 * 1024
-    slices = [FileRecords(segment, 7, 2 * mib), FileRecords(segment, 3 * mib, 100),
-              FileRecords(segment, 0, 0), FileRecords(segment, 2 * mib + 5, 3 * mib - 5)]  # fmt: skip
+    slices = [
+        FileRecords(segment, 7, 2 * mib),
+        FileRecords(segment, 3 * mib, 100),
+        FileRecords(segment, 0, 0),
+        FileRecords(segment, 2 * mib + 5, 3 * mib - 5),
+    ]
     expected = b"abc" + data[7 : 7 + 2 * mib] + b"defg" + data[3 * mib : 3 * mib + 100] + b"h"
     expected += data[2 * mib + 5 :] + b"tail"
 
