@@ -51,7 +51,6 @@ import ssl
 import struct
 import time
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -664,6 +663,7 @@ class Processor(asyncio.BufferedProtocol):
                 chunks = response.chunks or []
                 pending: list[bytes | bytearray | memoryview] = []
                 i = 0
+                threads = True  # until a network thread hands a slow send back
                 while i < len(chunks):
                     chunk = chunks[i]
                     i += 1
@@ -678,9 +678,9 @@ class Processor(asyncio.BufferedProtocol):
                     if pending:
                         transport.writelines(pending)
                         pending = []
-                    rest = await self._sendfile(loop, transport, chunk, chunks[i:])
-                    if rest:
-                        i = len(chunks)  # the network thread sent the rest of the response
+                    rest = await self._sendfile(loop, transport, chunk, chunks[i:], threads)
+                    if rest is not None:  # a network thread sent the rest but these
+                        chunks, i, threads = rest, 0, False
                 if pending:
                     transport.writelines(pending)
                 self._finish(response, start)
@@ -706,9 +706,10 @@ class Processor(asyncio.BufferedProtocol):
         transport: asyncio.Transport,
         records: FileRecords,
         after: list[Chunk],
-    ) -> bool:
-        """Send ``records``; True when the chunks ``after`` it went too (a
-        network thread sent the rest of the response)."""
+        threads: bool = True,
+    ) -> list[Chunk] | None:
+        """Send ``records``; or, with ``threads``, hand it and the chunks
+        ``after`` it to a network thread and return what that left unsent."""
         fd = records.fileno()
         position, remaining = records.position, records.size
         if self.tls:
@@ -716,7 +717,7 @@ class Processor(asyncio.BufferedProtocol):
             # (the TLS transport's "socket" is the raw one): copy through TLS.
             await self._copy_file(transport, records, position, remaining, TLS_COPY_CHUNK)
             self.server.tls_copied_bytes += remaining
-            return False
+            return None
         sock = transport.get_extra_info("socket")
         if (
             transport.get_write_buffer_size() == 0
@@ -737,15 +738,14 @@ class Processor(asyncio.BufferedProtocol):
             remaining -= sent
             self.server.sendfile_bytes += sent
             if remaining == 0:
-                return False
+                return None
             executor = self.server.network_executor
-            if executor is not None:
+            if executor is not None and threads:
                 # The socket is full: a network thread sends the rest of the
                 # response in blocking calls (one sendfile per slice), not
                 # the event loop a round trip per socket buffer.
                 rest = [FileRecords(records.source, position, remaining), *after]
-                await self._send_on_thread(loop, executor, sock, rest)
-                return True
+                return await self._send_on_thread(loop, executor, sock, rest)
         if self.server.loop_sendfile:
             view = cast("IO[bytes]", _FileView(fd, position))
             try:
@@ -758,10 +758,10 @@ class Processor(asyncio.BufferedProtocol):
                     raise ConnectionError(
                         f"segment {records.path} shorter than the slice being sent"
                     )
-                return False
+                return None
         # Copying fallback: pread and write, 256 KiB at a time, with flow control.
         await self._copy_file(transport, records, position, remaining, 256 * 1024)
-        return False
+        return None
 
     async def _send_on_thread(
         self,
@@ -769,18 +769,19 @@ class Processor(asyncio.BufferedProtocol):
         executor: Executor,
         sock: socket.socket,
         chunks: list[Chunk],
-    ) -> None:
+    ) -> list[Chunk]:
         """Send ``chunks`` on a network thread over a duplicate of the socket,
         made blocking for the while: reading pauses (the event loop must not
         read a blocking socket) and the transport has nothing queued, so the
-        thread is the socket's only user until it is done."""
+        thread is the socket's only user until it is done. Returns what a slow
+        reader left unsent."""
         own = socket.socket(fileno=os.dup(sock.fileno()))
         self._pause_reading("sendfile")
         self._thread_sock = own
-        future = executor.submit(send_blocking, own, chunks, self._is_closing)
+        future = executor.submit(send_blocking, own, chunks)
         self.server.network_thread_sends += 1
         try:
-            self.server.sendfile_bytes += await asyncio.wrap_future(future, loop=loop)
+            sent, rest = await asyncio.wrap_future(future, loop=loop)
         except asyncio.CancelledError:
             if future.cancel():  # never started: the duplicate is still ours
                 own.close()
@@ -788,9 +789,10 @@ class Processor(asyncio.BufferedProtocol):
         finally:
             self._thread_sock = None
             self._resume_reading("sendfile")
-
-    def _is_closing(self) -> bool:
-        return self._closing
+        self.server.sendfile_bytes += sent
+        if rest:
+            self.server.network_thread_handbacks += 1
+        return rest
 
     async def _copy_file(
         self,
@@ -825,26 +827,29 @@ class Processor(asyncio.BufferedProtocol):
             self._send_responses()
 
 
-# How long a network thread's blocking send waits on a socket that takes
-# nothing before it looks whether the connection is closing (SO_SNDTIMEO).
-SEND_TIMEOUT = struct.pack("@ll", 0, 200_000)
+# How long a network thread's blocking send may wait for the socket before it
+# hands the rest of the response back to the event loop (SO_SNDTIMEO, 0.1 s).
+SEND_TIMEOUT = struct.pack("@ll", 0, 100_000)
 # Buffers per sendmsg (Linux's IOV_MAX is 1024).
 IOV_MAX = 1024
 
 
-def send_blocking(sock: socket.socket, chunks: list[Chunk], closing: Callable[[], bool]) -> int:
+def send_blocking(sock: socket.socket, chunks: list[Chunk]) -> tuple[int, list[Chunk]]:
     """On a network thread: write ``chunks`` to ``sock`` (a duplicate of a
     connection's socket, which it closes), bytes with ``sendmsg`` — held back
     with MSG_MORE to leave in the same segments as the file bytes after them —
-    and FileRecords with one blocking ``sendfile`` each, the GIL released for
-    the whole slice. Returns the bytes sent from files."""
+    and each FileRecords with one blocking ``sendfile``, the GIL released for
+    the whole slice. A call the socket does not finish within SEND_TIMEOUT (a
+    reader that does not keep up) ends it: what is left goes back to the
+    event loop, so no reader holds a thread longer. Returns (bytes sent from
+    files, chunks left)."""
     from_files = 0
     try:
         sock.setblocking(True)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, SEND_TIMEOUT)
         out = sock.fileno()
         pending: list[bytes | bytearray | memoryview] = []
-        for chunk in chunks:
+        for i, chunk in enumerate(chunks):
             if not isinstance(chunk, FileRecords):
                 pending.append(chunk)
                 continue
@@ -852,46 +857,42 @@ def send_blocking(sock: socket.socket, chunks: list[Chunk], closing: Callable[[]
                 pending.append(chunk.read_bytes())
                 continue
             if pending:
-                _send_all(sock, pending, socket.MSG_MORE, closing)
+                left = _send_within(sock, pending, socket.MSG_MORE)
                 pending = []
-            fd = chunk.fileno()
-            position, remaining = chunk.position, chunk.size
-            while remaining:
-                try:
-                    sent = os.sendfile(out, fd, position, remaining)
-                except BlockingIOError:  # SO_SNDTIMEO passed with nothing taken
-                    sent = 0
-                else:
-                    if sent == 0:
-                        raise ConnectionError(
-                            f"segment {chunk.path} shorter than the slice being sent"
-                        )
-                position += sent
-                remaining -= sent
-                from_files += sent
-                if remaining and closing():
-                    raise ConnectionError("connection closed while sending")
-        if pending:
-            _send_all(sock, pending, 0, closing)
+                if left:
+                    return from_files, [*left, *chunks[i:]]
+            try:
+                sent = os.sendfile(out, chunk.fileno(), chunk.position, chunk.size)
+            except BlockingIOError:  # SO_SNDTIMEO passed with nothing taken
+                sent = 0
+            else:
+                if sent == 0:
+                    raise ConnectionError(f"segment {chunk.path} shorter than the slice being sent")
+            from_files += sent
+            if sent < chunk.size:
+                rest = FileRecords(chunk.source, chunk.position + sent, chunk.size - sent)
+                return from_files, [rest, *chunks[i + 1 :]]
+        return from_files, list(_send_within(sock, pending, 0))
     finally:
         with contextlib.suppress(OSError):
             sock.setblocking(False)  # the event loop's socket again
         sock.close()
-    return from_files
 
 
-def _send_all(
-    sock: socket.socket,
-    buffers: list[bytes | bytearray | memoryview],
-    flags: int,
-    closing: Callable[[], bool],
-) -> None:
+def _send_within(
+    sock: socket.socket, buffers: list[bytes | bytearray | memoryview], flags: int
+) -> list[memoryview]:
+    """Send ``buffers`` in blocking ``sendmsg`` calls; what is left once a
+    call stops short (SO_SNDTIMEO passed)."""
     views = [v for v in (memoryview(b).cast("B") for b in buffers) if len(v)]
     while views:
+        batch = views[:IOV_MAX]
+        want = sum(len(v) for v in batch)
         try:
-            n = sock.sendmsg(views[:IOV_MAX], (), flags)
+            n = sock.sendmsg(batch, (), flags)
         except BlockingIOError:  # SO_SNDTIMEO passed with nothing taken
             n = 0
+        whole = n == want
         while n:
             head = len(views[0])
             if n >= head:
@@ -900,8 +901,9 @@ def _send_all(
             else:
                 views[0] = views[0][n:]
                 n = 0
-        if views and closing():
-            raise ConnectionError("connection closed while sending")
+        if not whole:
+            return views
+    return views
 
 
 # The header an unframed SASL token (after SaslHandshake v0) travels under:

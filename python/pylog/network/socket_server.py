@@ -188,6 +188,8 @@ class SocketServer:
         self.sendfile_bytes = 0
         #: Responses whose rest a network thread sent (the socket was full).
         self.network_thread_sends = 0
+        #: ... of which a slow reader made the thread hand part back to the loop.
+        self.network_thread_handbacks = 0
         #: TLS: handshakes that failed; record bytes written through TLS (no sendfile).
         self.tls_handshake_failures = 0
         self.tls_copied_bytes = 0
@@ -272,7 +274,7 @@ class SocketServer:
         # Let the transports deliver their close.
         await asyncio.sleep(0)
         if self.network_executor is not None:
-            # A send still running returns within SEND_TIMEOUT of its close.
+            # A send still running returns within SEND_TIMEOUT.
             self.network_executor.shutdown(wait=False, cancel_futures=True)
 
     # ------------------------------------------------------------ connections

@@ -467,13 +467,12 @@ async def _until(condition: Callable[[], bool]) -> None:
     raise AssertionError("condition not reached in 10 s")
 
 
-@pytest.mark.parametrize("who", ["client-closes", "server-aborts"])
-def test_a_stalled_send_on_a_network_thread_ends_with_its_connection(
-    tmp_path: Any, who: str
-) -> None:
-    """A client that stops reading a large response leaves the network thread
-    blocked in sendfile; the connection's end (the client's close, or the
-    broker aborting it) releases the thread, and the next client is served."""
+@pytest.mark.parametrize("who", ["client-closes", "server-aborts", "client-reads-late"])
+def test_a_reader_that_stalls_does_not_hold_a_network_thread(tmp_path: Any, who: str) -> None:
+    """A client that stops reading a large response: the network thread hands
+    the rest back to the event loop (SO_SNDTIMEO) and is free for others; the
+    response still arrives whole if the client reads on, and the connection's
+    end (the client's close, the broker's abort) ends the send."""
     path = tmp_path / "00000000000000000000.log"
     size = 8 * 1024 * 1024
     data = os.urandom(size)
@@ -483,25 +482,31 @@ def test_a_stalled_send_on_a_network_thread_ends_with_its_connection(
     async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
         h.file_records = FileRecords(segment, 0, size)
         stalled = socket.create_connection(("127.0.0.1", port))
-        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        stalled.sendall(frame(1, b"F"))  # and never read
-        await _until(lambda: server.network_thread_sends == 1)
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        stalled.sendall(frame(1, b"F"))  # and do not read
+        await _until(lambda: server.network_thread_handbacks == 1)
+        # One network thread, and it is free while the client still stalls.
+        executor = server.network_executor
+        assert executor is not None
+        await asyncio.wait_for(asyncio.wrap_future(executor.submit(lambda: None)), 10)
+        r, w = await connect(port)
+        w.write(frame(2, b"F"))
+        assert await read_response(r) == (2, data)
+        w.close()
+        if who == "client-reads-late":
+            stalled.settimeout(10)
+            got = await asyncio.to_thread(lambda: stalled.makefile("rb").read(8 + size))
+            assert got == struct.pack(">ii", 4 + size, 1) + data
+            stalled.close()
+            return
         if who == "client-closes":
             # Unread bytes: the close resets the connection.
             stalled.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             stalled.close()
         else:
-            (p,) = server.processors.values()
+            p = next(p for p in server.processors.values() if p.bytes_out == 0)
             p.close("test", abort=True)
-        # One network thread: this job runs only once the stalled send returned.
-        executor = server.network_executor
-        assert executor is not None
-        await asyncio.wait_for(asyncio.wrap_future(executor.submit(lambda: None)), 10)
         await _until(lambda: not server.processors)
-        r, w = await connect(port)
-        w.write(frame(2, b"F"))
-        assert await read_response(r) == (2, data)
-        w.close()
         if who != "client-closes":
             stalled.close()
 
