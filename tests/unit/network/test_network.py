@@ -22,6 +22,7 @@ import pytest
 
 from pylog.errors import CloseConnection
 from pylog.network import ListenerSpec, MetricsRegistry, MetricsServer, Request, SocketServer
+from pylog.network.processor import THREAD_MIN
 from pylog.network.request_channel import Chunk
 from pylog.records import FileRecords
 
@@ -391,8 +392,10 @@ class Segment:
         return self.fd
 
 
-@pytest.mark.parametrize("threads", [3, 0], ids=["network-thread", "event-loop"])
-@pytest.mark.parametrize("size", [100, 3 * 1024 * 1024], ids=["small-pread", "large-sendfile"])
+@pytest.mark.parametrize("threads", [3, 0], ids=["network-threads", "no-network-threads"])
+@pytest.mark.parametrize(
+    "size", [100, 2 * 1024 * 1024, 6 * 1024 * 1024], ids=["small-pread", "sendfile", "large"]
+)
 def test_file_records_are_sent_from_the_file(tmp_path: Any, size: int, threads: int) -> None:
     path = tmp_path / "00000000000000000000.log"
     data = os.urandom(size + 1000)
@@ -417,10 +420,10 @@ def test_file_records_are_sent_from_the_file(tmp_path: Any, size: int, threads: 
         os.close(segment.fd)
     if size > 4096:
         assert server.sendfile_bytes == 2 * size
-    if size > 4096 and threads:
-        # The socket (100 KiB SO_SNDBUF) cannot take 3 MiB at once.
+    if size > THREAD_MIN and threads:
+        # The socket (100 KiB SO_SNDBUF) cannot take 6 MiB at once.
         assert server.network_thread_sends >= 1
-    else:
+    else:  # the event loop sends what the socket does not take at once
         assert server.network_thread_sends == 0
 
 
