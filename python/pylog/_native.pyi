@@ -315,6 +315,12 @@ def translate_offset(
     ``start_position`` (and before ``end_position``) whose last offset >= target:
     (last_offset, position, size); None if there is none."""
 
+def translate_offset_fd(
+    fd: int, target_offset: int, start_position: int, end_position: int
+) -> tuple[int, int, int] | None:
+    """``translate_offset`` in an open segment file's descriptor (kept open by
+    the caller for the call)."""
+
 def find_offset_by_timestamp(
     log_path: str, target_timestamp: int, start_position: int, end_position: int
 ) -> tuple[int, int] | None:

@@ -311,6 +311,7 @@ class KafkaServer:
                 max_connections=c.max_connections,
                 max_connections_per_ip=c.max_connections_per_ip,
                 send_buffer_bytes=int(c.get("socket.send.buffer.bytes")),
+                network_threads=int(c.get("num.network.threads")),
                 receive_buffer_bytes=int(c.get("socket.receive.buffer.bytes")),
                 backlog=int(c.get("socket.listen.backlog.size")),
                 metrics=self.metrics,

@@ -384,7 +384,7 @@ class LogSegment:
         start = max(index_pos, start_position)
         if start >= self._size:
             return None
-        return _native.translate_offset(self.log_path, offset, start, self._size)
+        return _native.translate_offset_fd(self._fd, offset, start, self._size)
 
     def read(
         self,

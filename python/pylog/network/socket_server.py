@@ -38,6 +38,7 @@ import socket
 import ssl
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from pylog.network.metrics import MetricsRegistry, api_display_name
@@ -149,6 +150,7 @@ class SocketServer:
         metrics: MetricsRegistry | None = None,
         parse_header: HeaderParser | None = None,
         direct_sendfile: bool = True,
+        network_threads: int = 3,
     ) -> None:
         if not listeners:
             raise ValueError("a SocketServer needs at least one listener")
@@ -165,6 +167,13 @@ class SocketServer:
         self.receive_buffer_bytes = receive_buffer_bytes
         self.backlog = backlog
         self.direct_sendfile = direct_sendfile
+        #: Threads that send what of a large response the socket did not take
+        #: at once (``num.network.threads``; 0: the event loop sends it all).
+        self.network_executor: ThreadPoolExecutor | None = (
+            ThreadPoolExecutor(network_threads, thread_name_prefix="pylog-network")
+            if network_threads > 0
+            else None
+        )
         self._parse_header = parse_header
         self.acceptors = [Acceptor(self, spec) for spec in listeners]
         self.processors: dict[str, Processor] = {}
@@ -177,6 +186,10 @@ class SocketServer:
         self.connections_refused = 0
         self.bad_frames = 0
         self.sendfile_bytes = 0
+        #: Responses whose rest a network thread sent (the socket was full).
+        self.network_thread_sends = 0
+        #: ... of which a slow reader made the thread hand part back to the loop.
+        self.network_thread_handbacks = 0
         #: TLS: handshakes that failed; record bytes written through TLS (no sendfile).
         self.tls_handshake_failures = 0
         self.tls_copied_bytes = 0
@@ -260,6 +273,9 @@ class SocketServer:
             await acceptor.wait_closed()
         # Let the transports deliver their close.
         await asyncio.sleep(0)
+        if self.network_executor is not None:
+            # A send still running returns within SEND_TIMEOUT.
+            self.network_executor.shutdown(wait=False, cancel_futures=True)
 
     # ------------------------------------------------------------ connections
 

@@ -196,8 +196,9 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
     ConfigKey("allow.everyone.if.no.acl.found", B, False, "With an authorizer, allow a "
               "request on a resource no ACL applies to (default: refuse it).", None, "low"),
     # ---- network: the keys Kafka's SocketServer reads (kafka.network.SocketServer)
-    ConfigKey("num.network.threads", I, 3, "Accepted for compatibility: pylog's processors "
-              "are asyncio protocol objects on one event loop.", AtLeast(1), "high"),
+    ConfigKey("num.network.threads", I, 3, "Threads that send the part of a large response "
+              "(segment bytes, sendfile) the socket did not take at once; the connections "
+              "themselves are asyncio protocol objects on one event loop.", AtLeast(1), "high"),
     ConfigKey("num.io.threads", I, 8, "Accepted for compatibility: request handlers are "
               "asyncio tasks; blocking disk work goes to worker threads.", AtLeast(1),
               "high"),

@@ -275,17 +275,16 @@ const WINDOW: usize = 16 * 1024;
 
 /// Positioned reads through a small window, for walks that only look at
 /// batch headers (and the occasional whole batch).
-struct HeaderReader {
-    file: File,
+struct HeaderReader<'a> {
+    file: &'a File,
     /// Exclusive end of the region walked (capped at the file length).
     end: u64,
     buf: Vec<u8>,
     buf_start: u64,
 }
 
-impl HeaderReader {
-    fn open(path: &Path, end: Option<u64>) -> Result<HeaderReader> {
-        let file = File::open(path)?;
+impl<'a> HeaderReader<'a> {
+    fn new(file: &'a File, end: Option<u64>) -> Result<HeaderReader<'a>> {
         let len = file.metadata()?.len();
         Ok(HeaderReader {
             file,
@@ -406,7 +405,8 @@ pub fn read_batch_infos(
     max_batches: usize,
     end_position: Option<u64>,
 ) -> Result<(Vec<BatchMeta>, u64)> {
-    let mut reader = HeaderReader::open(log_path.as_ref(), end_position)?;
+    let file = File::open(log_path.as_ref())?;
+    let mut reader = HeaderReader::new(&file, end_position)?;
     let mut out = Vec::new();
     let mut pos = start_position;
     while out.len() < max_batches {
@@ -438,7 +438,19 @@ pub fn translate_offset(
     start_position: u64,
     end_position: u64,
 ) -> Result<Option<(i64, u64, usize)>> {
-    let mut reader = HeaderReader::open(log_path.as_ref(), Some(end_position))?;
+    let file = File::open(log_path.as_ref())?;
+    translate_offset_in(&file, target_offset, start_position, end_position)
+}
+
+/// [`translate_offset`] in a segment file already open (a fetch reads the
+/// segment's own descriptor rather than opening the file by path each time).
+pub fn translate_offset_in(
+    file: &File,
+    target_offset: i64,
+    start_position: u64,
+    end_position: u64,
+) -> Result<Option<(i64, u64, usize)>> {
+    let mut reader = HeaderReader::new(file, Some(end_position))?;
     let mut pos = start_position;
     while let Some(meta) = header_at(&mut reader, pos)? {
         if meta.last_offset >= target_offset {
@@ -459,7 +471,8 @@ pub fn find_offset_by_timestamp(
     start_position: u64,
     end_position: u64,
 ) -> Result<Option<(i64, i64)>> {
-    let mut reader = HeaderReader::open(log_path.as_ref(), Some(end_position))?;
+    let file = File::open(log_path.as_ref())?;
+    let mut reader = HeaderReader::new(&file, Some(end_position))?;
     let mut pos = start_position;
     while let Some(meta) = header_at(&mut reader, pos)? {
         if meta.max_timestamp >= target_timestamp {
@@ -647,7 +660,9 @@ mod tests {
         oi.sanity_check().unwrap();
         ti.sanity_check().unwrap();
 
-        // Every offset translates through index + log to the batch holding it.
+        // Every offset translates through index + log to the batch holding it,
+        // by path and in the file already open alike.
+        let open = fs::File::open(&path).unwrap();
         for target in 1000..1500 {
             let (_, start) = oi.lookup(target).unwrap();
             let (last, pos, size) = translate_offset(&path, target, start as u64, log.len() as u64)
@@ -655,6 +670,8 @@ mod tests {
                 .unwrap();
             let m = metas.iter().find(|m| m.2 >= target).unwrap();
             assert_eq!((last, pos, size), (m.2, m.0, m.1));
+            let found = translate_offset_in(&open, target, start as u64, log.len() as u64);
+            assert_eq!(found.unwrap(), Some((last, pos, size)));
         }
         assert_eq!(
             translate_offset(&path, 1500, 0, log.len() as u64).unwrap(),

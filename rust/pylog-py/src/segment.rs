@@ -2,10 +2,14 @@
 //! header walks, offset and timestamp search. All file work runs with the
 //! GIL released; results come back as small tuples or a `ScanResult`.
 
+use std::fs::File;
+use std::mem::ManuallyDrop;
+use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 
 use pylog_core::batch::BatchMeta;
 use pylog_core::segment as core;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
@@ -152,6 +156,31 @@ fn translate_offset(
     .py()
 }
 
+/// `translate_offset` in a segment's open descriptor (no open by path per
+/// fetch). The caller keeps `fd` open for the call.
+#[pyfunction]
+fn translate_offset_fd(
+    py: Python<'_>,
+    fd: i32,
+    target_offset: i64,
+    start_position: u64,
+    end_position: u64,
+) -> PyResult<Option<(i64, u64, usize)>> {
+    if fd < 0 {
+        return Err(PyValueError::new_err(format!(
+            "invalid file descriptor {fd}"
+        )));
+    }
+    // SAFETY: `fd` is an open descriptor the caller owns for this call;
+    // ManuallyDrop leaves it open when the borrowed File goes.
+    let file = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
+    let file: &File = &file;
+    py.allow_threads(|| {
+        core::translate_offset_in(file, target_offset, start_position, end_position)
+    })
+    .py()
+}
+
 #[pyfunction]
 fn find_offset_by_timestamp(
     py: Python<'_>,
@@ -172,6 +201,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan_segment, m)?)?;
     m.add_function(wrap_pyfunction!(read_batch_infos, m)?)?;
     m.add_function(wrap_pyfunction!(translate_offset, m)?)?;
+    m.add_function(wrap_pyfunction!(translate_offset_fd, m)?)?;
     m.add_function(wrap_pyfunction!(find_offset_by_timestamp, m)?)?;
     Ok(())
 }

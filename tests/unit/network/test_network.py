@@ -22,7 +22,7 @@ import pytest
 
 from pylog.errors import CloseConnection
 from pylog.network import ListenerSpec, MetricsRegistry, MetricsServer, Request, SocketServer
-from pylog.network.processor import LARGE_INITIAL
+from pylog.network.processor import LARGE_INITIAL, THREAD_MIN
 from pylog.network.request_channel import Chunk
 from pylog.records import FileRecords
 
@@ -31,7 +31,8 @@ API_VERSIONS = 18
 
 class ScriptedHandler:
     """Body byte 0: E echo, S sleep 50 ms then echo, X raise, C CloseConnection,
-    N no response, F FileRecords of ``file_records``, B block until ``release``,
+    N no response, F FileRecords of ``file_records``, M the chunks of ``mixed``,
+    B block until ``release``,
     L mark_local_complete then wait for ``release``."""
 
     def __init__(self) -> None:
@@ -40,6 +41,7 @@ class ScriptedHandler:
         self.active = 0
         self.max_active = 0
         self.file_records: FileRecords | None = None
+        self.mixed: list[Chunk] = []
 
     async def handle(self, request: Request) -> list[Chunk] | None:
         body = bytes(request.frame[request.header.header_size :])
@@ -66,6 +68,9 @@ class ScriptedHandler:
                 assert self.file_records is not None
                 size = 4 + self.file_records.size
                 return [struct.pack(">ii", size, corr), self.file_records]
+            elif cmd == b"M":
+                chunks: list[Chunk] = [struct.pack(">i", corr), *self.mixed]
+                return [struct.pack(">i", sum(len(c) for c in chunks)), *chunks]
             payload = struct.pack(">i", corr) + body
             return [struct.pack(">i", len(payload)), payload]
         finally:
@@ -376,34 +381,142 @@ def test_max_connections() -> None:
     run(t, max_connections=1)
 
 
-@pytest.mark.parametrize("size", [100, 3 * 1024 * 1024], ids=["small-pread", "large-sendfile"])
-def test_file_records_are_sent_from_the_file(tmp_path: Any, size: int) -> None:
+class Segment:
+    """The SliceSource of a FileRecords: an open file."""
+
+    def __init__(self, path: Any) -> None:
+        self.log_path = str(path)
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+@pytest.mark.parametrize("threads", [3, 0], ids=["network-threads", "no-network-threads"])
+@pytest.mark.parametrize(
+    "size", [100, 2 * 1024 * 1024, 6 * 1024 * 1024], ids=["small-pread", "sendfile", "large"]
+)
+def test_file_records_are_sent_from_the_file(tmp_path: Any, size: int, threads: int) -> None:
     path = tmp_path / "00000000000000000000.log"
     data = os.urandom(size + 1000)
     path.write_bytes(data)
-    fd = os.open(path, os.O_RDONLY)
-
-    class Segment:
-        log_path = str(path)
-
-        def fileno(self) -> int:
-            return fd
+    segment = Segment(path)
 
     async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
-        h.file_records = FileRecords(Segment(), 500, size)
+        h.file_records = FileRecords(segment, 500, size)
         r, w = await connect(port)
         w.write(frame(1, b"F") + frame(2, b"F") + frame(3))
         for corr in (1, 2):
             assert await read_response(r) == (corr, data[500 : 500 + size])
+        # Read after the large responses: reading resumed, the socket non-blocking again.
         assert (await read_response(r))[0] == 3
+        w.write(frame(4))
+        assert (await read_response(r))[0] == 4
+        w.close()
+
+    try:
+        server = run(t, network_threads=threads)
+    finally:
+        os.close(segment.fd)
+    if size > 4096:
+        assert server.sendfile_bytes == 2 * size
+    if size > THREAD_MIN and threads:
+        # The socket (100 KiB SO_SNDBUF) cannot take 6 MiB at once.
+        assert server.network_thread_sends >= 1
+    else:  # the event loop sends what the socket does not take at once
+        assert server.network_thread_sends == 0
+
+
+def test_a_response_of_bytes_and_several_slices_arrives_whole_and_in_order(
+    tmp_path: Any,
+) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    data = os.urandom(5 * 1024 * 1024)
+    path.write_bytes(data)
+    segment = Segment(path)
+    mib = 1024 * 1024
+    slices = [
+        FileRecords(segment, 7, 2 * mib),
+        FileRecords(segment, 3 * mib, 100),
+        FileRecords(segment, 0, 0),
+        FileRecords(segment, 2 * mib + 5, 3 * mib - 5),
+    ]
+    expected = b"abc" + data[7 : 7 + 2 * mib] + b"defg" + data[3 * mib : 3 * mib + 100] + b"h"
+    expected += data[2 * mib + 5 :] + b"tail"
+
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        h.mixed = [b"abc", slices[0], b"defg", slices[1], slices[2], b"h", slices[3], b"tail"]
+        r, w = await connect(port)
+        w.write(frame(1, b"M") + frame(2) + frame(3, b"M"))
+        assert await read_response(r) == (1, expected)
+        assert (await read_response(r))[0] == 2
+        assert await read_response(r) == (3, expected)
         w.close()
 
     try:
         server = run(t)
     finally:
-        os.close(fd)
-    if size > 4096:
-        assert server.sendfile_bytes == 2 * size
+        os.close(segment.fd)
+    assert server.network_thread_sends >= 1
+    assert server.sendfile_bytes == 2 * (5 * mib - 5)  # the 100-byte slice is read, not sent
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Wait for ``condition`` (an upper bound only catches a hang)."""
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in 10 s")
+
+
+@pytest.mark.parametrize("who", ["client-closes", "server-aborts", "client-reads-late"])
+def test_a_reader_that_stalls_does_not_hold_a_network_thread(tmp_path: Any, who: str) -> None:
+    """A client that stops reading a large response: the network thread hands
+    the rest back to the event loop (SO_SNDTIMEO) and is free for others; the
+    response still arrives whole if the client reads on, and the connection's
+    end (the client's close, the broker's abort) ends the send."""
+    path = tmp_path / "00000000000000000000.log"
+    size = 8 * 1024 * 1024
+    data = os.urandom(size)
+    path.write_bytes(data)
+    segment = Segment(path)
+
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        h.file_records = FileRecords(segment, 0, size)
+        stalled = socket.create_connection(("127.0.0.1", port))
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        stalled.sendall(frame(1, b"F"))  # and do not read
+        await _until(lambda: server.network_thread_handbacks == 1)
+        # One network thread, and it is free while the client still stalls.
+        executor = server.network_executor
+        assert executor is not None
+        await asyncio.wait_for(asyncio.wrap_future(executor.submit(lambda: None)), 10)
+        r, w = await connect(port)
+        w.write(frame(2, b"F"))
+        assert await read_response(r) == (2, data)
+        w.close()
+        if who == "client-reads-late":
+            stalled.settimeout(10)
+            got = await asyncio.to_thread(lambda: stalled.makefile("rb").read(8 + size))
+            assert got == struct.pack(">ii", 4 + size, 1) + data
+            stalled.close()
+            return
+        if who == "client-closes":
+            # Unread bytes: the close resets the connection.
+            stalled.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            stalled.close()
+        else:
+            p = next(p for p in server.processors.values() if p.bytes_out == 0)
+            p.close("test", abort=True)
+        await _until(lambda: not server.processors)
+        if who != "client-closes":
+            stalled.close()
+
+    try:
+        run(t, network_threads=1)
+    finally:
+        os.close(segment.fd)
 
 
 def test_shutdown_answers_requests_in_flight() -> None:
