@@ -143,6 +143,9 @@ class Processor(asyncio.BufferedProtocol):
         # A request of this connection is in its local part (the next waits).
         self._local_busy = False
         self._dispatching = False
+        # A TLS listener: no request starts before the handshake is done and
+        # the TLS transport is ours to answer on (see _start_tls).
+        self._tls_pending = False
         self._writer_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._write_paused = False
@@ -189,6 +192,7 @@ class Processor(asyncio.BufferedProtocol):
         if context is not None:
             # Nothing is read as a request until the TLS handshake is done.
             transport.pause_reading()
+            self._tls_pending = True
             task = loop.create_task(self._start_tls(transport, context))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -236,6 +240,13 @@ class Processor(asyncio.BufferedProtocol):
                        self.connection_id, dn, self._tls_principal)  # fmt: skip
         if self._reading_paused_for:  # paused during the handshake (shutdown, back-pressure)
             self.transport.pause_reading()
+        # Requests read with the handshake's last flight, before this task
+        # resumed, wait for this: they are answered through the TLS transport,
+        # and carry the certificate's principal.
+        self._tls_pending = False
+        for request in self._pending:
+            request.principal = self.principal
+        self._dispatch()
 
     def connection_lost(self, exc: Exception | None) -> None:
         auth = self.authenticator
@@ -529,8 +540,8 @@ class Processor(asyncio.BufferedProtocol):
         it first waits (most never do: the answer is written before the
         callback returns). Starting it as a task instead costs a turn of the
         event loop before it runs, and the answer is that much later."""
-        if self._dispatching:
-            return  # a request ending its local part inside the loop below
+        if self._dispatching or self._tls_pending:
+            return  # a request ending its local part inside the loop below; TLS
         self._dispatching = True
         try:
             while self._pending and not self._local_busy:
