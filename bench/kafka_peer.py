@@ -1291,6 +1291,12 @@ def main() -> None:
             for partitions in (1, 6):
                 topic, n = b.dataset(peer, partitions)
                 consume_confluent(peer.bootstrap, topic, partitions, n)
+            if any(r.name.startswith(("e2e", "java-e2e", "rf3-e2e")) for r in rows):
+                # And small produce requests, one run of the latency row: without
+                # it Kafka's second latency row ran on a warmer JIT than its
+                # first (acks=all measured after acks=1 had a third of acks=1's
+                # p50, and two thirds of it when measured first).
+                e2e_latency("all", 10_000)(peer, b)
         for r in rows:
             for rep in range(args.reps):
                 for peer in peers if rep % 2 == 0 else peers[::-1]:

@@ -802,10 +802,21 @@ def test_a_heartbeat_behind_a_waiting_join_is_answered_after_it(kafka: GroupBrok
                                  "member_id": member, "assignments": assignments})  # fmt: skip
         assert r.error_code == 0, r
 
+    def rebalancing(conn: KafkaConnection) -> None:
+        # Requests on different connections have no order: the next join
+        # goes out once the broker has taken this one (the group rebalances),
+        # or it may overtake it and be answered from the settled group.
+        def started() -> bool:
+            r = conn.request(15, 0, {"groups": [group]})
+            return bool(r.groups[0].group_state == "PreparingRebalance")
+
+        wait_for(started, 20, "the group to start rebalancing")
+
     with (
         KafkaConnection(kafka.bootstrap) as a,
         KafkaConnection(kafka.bootstrap) as b,
         KafkaConnection(kafka.bootstrap) as c,
+        KafkaConnection(kafka.bootstrap) as d,
     ):
         # FindCoordinator v1 creates __consumer_offsets on first use
         assert a.request(10, 1, {"key": group, "key_type": 0}).error_code == 0
@@ -813,6 +824,7 @@ def test_a_heartbeat_behind_a_waiting_join_is_answered_after_it(kafka: GroupBrok
         ja = a.recv(11, 3)
         assert ja.error_code == 0 and ja.generation_id == 1
         join(b, "")  # a second member: a rebalance that waits for a to rejoin
+        rebalancing(d)
         join(a, ja.member_id)
         ja, jb = a.recv(11, 3), b.recv(11, 3)
         assert ja.generation_id == jb.generation_id == 2
@@ -821,6 +833,7 @@ def test_a_heartbeat_behind_a_waiting_join_is_answered_after_it(kafka: GroupBrok
         sync(b, 2, jb.member_id, leader=False)
 
         join(c, "")  # a third member: rebalance; a and b must rejoin
+        rebalancing(d)
         join(a, ja.member_id)  # waits for b
         a.send(12, 2, {"group_id": group, "generation_id": 2, "member_id": ja.member_id})
         time.sleep(0.3)  # the heartbeat has reached the broker, behind the join

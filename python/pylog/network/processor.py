@@ -52,6 +52,7 @@ import ssl
 import struct
 import time
 from collections import deque
+from collections.abc import Coroutine
 from concurrent.futures import Executor
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -150,8 +151,12 @@ class Processor(asyncio.BufferedProtocol):
         self.frame_started_ns = 0
         self._pending: deque[Request] = deque()  # in the channel, not yet handled
         self._responses: deque[Response] = deque()  # handled or in handling, in order
-        self._wakeup: asyncio.Event = asyncio.Event()
-        self._handler_task: asyncio.Task[None] | None = None
+        # A request of this connection is in its local part (the next waits).
+        self._local_busy = False
+        self._dispatching = False
+        # A TLS listener: no request starts before the handshake is done and
+        # the TLS transport is ours to answer on (see _start_tls).
+        self._tls_pending = False
         self._writer_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._write_paused = False
@@ -196,11 +201,11 @@ class Processor(asyncio.BufferedProtocol):
             self.server.tune_socket(sock)
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         loop = asyncio.get_running_loop()
-        self._handler_task = loop.create_task(self._handle_loop())
         context = self.acceptor.spec.ssl_context
         if context is not None:
             # Nothing is read as a request until the TLS handshake is done.
             transport.pause_reading()
+            self._tls_pending = True
             task = loop.create_task(self._start_tls(transport, context))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -248,6 +253,13 @@ class Processor(asyncio.BufferedProtocol):
                        self.connection_id, dn, self._tls_principal)  # fmt: skip
         if self._reading_paused_for:  # paused during the handshake (shutdown, back-pressure)
             self.transport.pause_reading()
+        # Requests read with the handshake's last flight, before this task
+        # resumed, wait for this: they are answered through the TLS transport,
+        # and carry the certificate's principal.
+        self._tls_pending = False
+        for request in self._pending:
+            request.principal = self.principal
+        self._dispatch()
 
     def connection_lost(self, exc: Exception | None) -> None:
         auth = self.authenticator
@@ -279,8 +291,6 @@ class Processor(asyncio.BufferedProtocol):
         self.channel.give_bytes(held)
         self._idle_event.set()
         self._write_resumed.set()
-        if self._handler_task is not None:
-            self._handler_task.cancel()
         if self._writer_task is not None:
             self._writer_task.cancel()
         if self._throttled is not None:
@@ -508,10 +518,10 @@ class Processor(asyncio.BufferedProtocol):
             principal=self.principal,
         )
         self._pending.append(request)
-        self._wakeup.set()
         if not self.channel.send_request(request):
             self._pause_reading("queue")
             self.channel.when_not_full(self._channel_has_room)
+        self._dispatch()
 
     def _channel_has_room(self) -> None:
         asyncio.get_running_loop().call_soon(self._continue_after_back_pressure, "queue")
@@ -541,31 +551,50 @@ class Processor(asyncio.BufferedProtocol):
 
     # ------------------------------------------------------------ handling
 
-    async def _handle_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        channel = self.channel
+    def _dispatch(self) -> None:
+        """Start this connection's next requests, one local part at a time.
+
+        A request starts at once, in the callback that read it, and runs until
+        it first waits (most never do: the answer is written before the
+        callback returns). Starting it as a task instead costs a turn of the
+        event loop before it runs, and the answer is that much later."""
+        if self._dispatching or self._tls_pending:
+            return  # a request ending its local part inside the loop below; TLS
+        self._dispatching = True
         try:
-            while True:
-                while not self._pending:
-                    self._wakeup.clear()
-                    await self._wakeup.wait()
+            while self._pending and not self._local_busy:
                 request = self._pending.popleft()
-                channel.receive(request)
+                self.channel.receive(request)
                 response = Response(request)
                 self._responses.append(response)
-                local_done = loop.create_future()
+                self._local_busy = True
+                request._on_local_complete = self._local_done
+                self._begin(self._run(request, response))
+        finally:
+            self._dispatching = False
 
-                def finish_local(f: asyncio.Future[None] = local_done) -> None:
-                    if not f.done():
-                        f.set_result(None)
+    def _local_done(self) -> None:
+        """The request in its local part is done with it (answered, or now
+        waiting on the purgatory): the next may start."""
+        self._local_busy = False
+        if self._pending and not self._dispatching:
+            # Called inside the request's own task: the next starts outside it.
+            asyncio.get_running_loop().call_soon(self._dispatch)
 
-                request._on_local_complete = finish_local
-                task = loop.create_task(self._run(request, response))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-                await local_done
-        except asyncio.CancelledError:
-            pass
+    def _begin(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` up to its first wait here; a task carries it on from
+        there (what Python 3.12's eager tasks do)."""
+        try:
+            waiting_on = coro.send(None)
+        except StopIteration:
+            return
+        except Exception:
+            _log.exception("connection %s: handling a request failed", self.connection_id)
+            self.close(abort=True)
+            return
+        task = asyncio.get_running_loop().create_task(_carry_on(coro, waiting_on))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _run(self, request: Request, response: Response) -> None:
         handler = self._sasl_handler
@@ -916,6 +945,33 @@ def _send_within(
         if not whole:
             return views
     return views
+
+
+async def _carry_on(coro: Coroutine[Any, Any, None], waiting_on: object) -> None:
+    """Drive ``coro``, started outside a task and now waiting on ``waiting_on``
+    (a future, or None for a bare yield such as ``asyncio.sleep(0)``), from this
+    task: wait for that future here, then resume the coroutine, which reads
+    the future's outcome (result, exception or cancellation) itself."""
+    while True:
+        if isinstance(waiting_on, asyncio.Future):
+            waiting_on._asyncio_future_blocking = False
+            try:
+                await waiting_on
+            except asyncio.CancelledError:
+                if not waiting_on.done():  # this task was cancelled, not the future
+                    try:
+                        waiting_on = coro.throw(asyncio.CancelledError())
+                    except StopIteration:
+                        return
+                    continue
+            except BaseException:  # the coroutine sees it as it resumes
+                pass
+        else:
+            await asyncio.sleep(0)
+        try:
+            waiting_on = coro.send(None)
+        except StopIteration:
+            return
 
 
 # The header an unframed SASL token (after SaslHandshake v0) travels under:

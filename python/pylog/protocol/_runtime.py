@@ -8,6 +8,7 @@ modules import nothing that imports them back.
 from __future__ import annotations
 
 import base64
+import functools
 import struct
 import uuid as _uuid
 from collections.abc import Callable, Mapping
@@ -123,15 +124,21 @@ def uuid_text(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw)[:22].decode("ascii")
 
 
+@functools.lru_cache(maxsize=1024)
+def _uuid_text_raw(value: str) -> bytes:
+    # Every Fetch response names its topics by id: a broker has few of them,
+    # and base64 decoding each one per response showed in its profile.
+    if len(value) == 22:
+        return base64.urlsafe_b64decode(value + "==")
+    return _uuid.UUID(value).bytes
+
+
 def uuid_raw(value: Any) -> bytes:
     """A Uuid given as Kafka text, ``uuid.UUID``, 16 bytes or ``None`` (zero) -> 16 bytes."""
     if value is None:
         return bytes(16)
     if isinstance(value, str):
-        if len(value) == 22:
-            raw = base64.urlsafe_b64decode(value + "==")
-        else:
-            raw = _uuid.UUID(value).bytes
+        raw = _uuid_text_raw(value)
     elif isinstance(value, _uuid.UUID):
         raw = value.bytes
     else:

@@ -159,6 +159,9 @@ class DelayedOperationPurgatory(Generic[T]):
         self._ids = itertools.count(1)
         self._purge_interval = purge_interval
         self._watched_ops = 0  # entries in watcher lists, completed ones included
+        #: Operations handed to :meth:`try_complete_else_watch` (completed there
+        #: or not): what the callers' fast paths that skip the purgatory save.
+        self.operations_total = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup: asyncio.TimerHandle | None = None
         self._wakeup_ms: int | None = None
@@ -169,6 +172,7 @@ class DelayedOperationPurgatory(Generic[T]):
     def try_complete_else_watch(self, op: T, keys: Iterable[Hashable]) -> bool:
         """Complete ``op`` now if it can; else watch it under ``keys`` and start
         its clock. True if it completed here."""
+        self.operations_total += 1
         if op.try_complete():
             return True
         keys = list(keys)

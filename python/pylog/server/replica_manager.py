@@ -571,7 +571,7 @@ class ReplicaManager:
                 log_start_offset=info.log_start_offset,
             )
         ordered = {tp: results[tp] for tp in entries}
-        if required_acks != -1 or not infos:
+        if required_acks != -1 or not infos or self._committed_now(infos, ordered):
             return ordered
         statuses = {
             tp: ProducePartitionStatus(
@@ -593,6 +593,30 @@ class ReplicaManager:
         if waiting and before_wait is not None:
             before_wait()
         return await fut
+
+    def _committed_now(
+        self,
+        infos: Mapping[TopicPartition, LogAppendInfo],
+        results: Mapping[TopicPartition, ProduceResult],
+    ) -> bool:
+        """acks=-1: when the high watermark already covers every partition's
+        append (a leader alone in its ISR moves it as it appends), set each
+        result's code as DelayedProduce would and say so: the request is
+        answered without a DelayedProduce, the purgatory or a future (Kafka
+        also tries to complete before it watches). False leaves every result
+        untouched."""
+        codes: list[tuple[ProduceResult, int]] = []
+        for tp, info in infos.items():
+            partition = self._partitions.get(tp)
+            if partition is None:
+                return False  # gone meanwhile: DelayedProduce answers it
+            done, code = partition.check_enough_replicas_reach_offset(info.last_offset + 1)
+            if not done:
+                return False
+            codes.append((results[tp], code))
+        for result, code in codes:
+            result.error_code = code
+        return True
 
     async def _append_in_order(
         self,
@@ -1161,6 +1185,27 @@ class ReplicaManager:
             "kafka_server_replicamanager_isrexpands_total",
             "ISR expansions of partitions this broker leads (Kafka's IsrExpandsPerSec).",
             lambda: float(self.isr_expands),
+            kind="counter",
+        )
+        purgatories = (self.delayed_produce_purgatory, self.delayed_fetch_purgatory)
+        metrics.gauge(
+            "kafka_server_delayedoperationpurgatory_purgatorysize",
+            "Operations watched in each purgatory, once per key (Kafka's PurgatorySize).",
+            lambda: [({"delayedOperation": p.name}, float(p.watched())) for p in purgatories],
+        )
+        metrics.gauge(
+            "kafka_server_delayedoperationpurgatory_numdelayedoperations",
+            "Operations waiting in each purgatory for their deadline (Kafka's "
+            "NumDelayedOperations).",
+            lambda: [({"delayedOperation": p.name}, float(p.delayed())) for p in purgatories],
+        )
+        metrics.gauge(
+            "pylog_server_delayedoperationpurgatory_operations_total",
+            "Operations handed to each purgatory, completed at once or not (an acks=-1 "
+            "Produce whose appends are already committed never is).",
+            lambda: [
+                ({"delayedOperation": p.name}, float(p.operations_total)) for p in purgatories
+            ],
             kind="counter",
         )
         metrics.gauge(
