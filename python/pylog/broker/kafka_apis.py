@@ -493,7 +493,7 @@ class KafkaApis:
             # On a cluster every broker's coordinator hears of it from the
             # controller's UpdateMetadata (controller_apis), this one included.
             if not coordinator.manager.controller_managed:
-                coordinator.on_partitions_deleted((meta.name, p) for p in range(meta.partitions))
+                coordinator.on_topics_deleted([meta.name])
             return
         for partition in sorted(coordinator.manager.shards):
             coordinator.on_resignation(partition)

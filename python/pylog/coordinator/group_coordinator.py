@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Collection, Coroutine, Iterable
 
 from pylog.clock import Clock, now_ms
 from pylog.coordinator.delayed_heartbeat import DelayedHeartbeat
@@ -966,10 +966,20 @@ class GroupCoordinator:
         one's offsets). On a cluster every broker is told, by the
         controller's UpdateMetadata, whichever broker the deletion came to."""
         doomed = {(t, p) for t, p in partitions}
-        if not doomed:
-            return
+        if doomed:
+            self._drop_offsets(lambda tp: tp in doomed)
+
+    def on_topics_deleted(self, topics: Collection[str]) -> None:
+        """``topics`` were deleted, whole: as on_partitions_deleted, without
+        naming each partition (a topic's count can be anything a store held,
+        up to 2^31 - 1; only the offsets groups hold are walked)."""
+        names = set(topics)
+        if names:
+            self._drop_offsets(lambda tp: tp[0] in names)
+
+    def _drop_offsets(self, deleted: Callable[[tuple[str, int]], bool]) -> None:
         for group in list(self.manager.all_groups()):
-            gone = [tp for tp in group.offsets if tp in doomed]
+            gone = [tp for tp in group.offsets if deleted(tp)]
             if gone:
                 self._spawn(self.manager.remove_deleted_offsets(group, gone))
 
