@@ -26,7 +26,7 @@
 use crate::batch::{self, BatchHeader, MAGIC_V2, RECORDS_OFFSET};
 use crate::compression;
 use crate::error::{Error, Result};
-use crate::records::{frame_batch, frame_error, frame_record, BuildOptions, FrameError};
+use crate::records::{frame_batch, frame_error, walk_record_spans, BuildOptions, FrameError};
 use crate::validate::{analyze_records, check_client_header, ValidationOptions};
 use crate::varint::{read_varint, read_varlong, write_varint, write_varlong};
 
@@ -116,16 +116,7 @@ fn rebuild(
     let mut section = Vec::with_capacity(data.len() + count * 4);
     let mut base_timestamp = batch::NO_TIMESTAMP;
     let mut max_timestamp = batch::NO_TIMESTAMP;
-    let mut at = 0usize;
-    for index in 0..count {
-        if at >= data.len() {
-            return Err(Error::corrupt(
-                position,
-                format!("records count is {count} but the records end after {index}"),
-            ));
-        }
-        let (shape, end) =
-            frame_record(data, at).map_err(|e| frame_error(position, index, at, e))?;
+    walk_record_spans(data, count, position, |index, shape, at, end| {
         // a record reads its timestamp from the batch under LogAppendTime
         let timestamp = if log_append_time {
             h.max_timestamp
@@ -144,17 +135,8 @@ fn rebuild(
             .map_err(|e| frame_error(position, index, at, e))?;
         write_varint(&mut section, scratch.len() as i32);
         section.extend_from_slice(scratch);
-        at = end;
-    }
-    if at != data.len() {
-        return Err(Error::corrupt(
-            position,
-            format!(
-                "{} bytes after the last of {count} records",
-                data.len() - at
-            ),
-        ));
-    }
+        Ok(())
+    })?;
     let opts = BuildOptions {
         compression: codec,
         producer_id: h.producer_id,

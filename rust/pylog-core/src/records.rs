@@ -175,6 +175,16 @@ pub fn walk_records<F>(data: &[u8], count: usize, position: u64, mut f: F) -> Re
 where
     F: FnMut(usize, RecordShape) -> Result<()>,
 {
+    walk_record_spans(data, count, position, |index, shape, _, _| f(index, shape))
+}
+
+/// [`walk_records`], also giving each record's span in `data` (`start..end`,
+/// its length prefix included) to whoever copies its bytes.
+#[inline]
+pub fn walk_record_spans<F>(data: &[u8], count: usize, position: u64, mut f: F) -> Result<()>
+where
+    F: FnMut(usize, RecordShape, usize, usize) -> Result<()>,
+{
     let mut at = 0usize;
     for index in 0..count {
         if at >= data.len() {
@@ -185,7 +195,7 @@ where
         }
         let (shape, end) =
             frame_record(data, at).map_err(|e| frame_error(position, index, at, e))?;
-        f(index, shape)?;
+        f(index, shape, at, end)?;
         at = end;
     }
     if at != data.len() {
