@@ -4,12 +4,15 @@ confluent-kafka helpers the tests share."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 PYLOG = str(Path(sys.executable).with_name("pylog"))
@@ -76,6 +79,21 @@ class BrokerProcess:
         code = self.proc.wait(30)
         self.proc = None
         return code
+
+
+@contextlib.contextmanager
+def metrics_broker(data: Path) -> Iterator[tuple[BrokerProcess, int]]:
+    """A broker process with its /metrics endpoint on a free loopback port:
+    (the broker, that port); SIGKILLed at the end."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    b = BrokerProcess(data, {"metrics.port": port, "metrics.host": "127.0.0.1"}).start()
+    try:
+        yield b, port
+    finally:
+        if b.proc is not None:
+            b.stop(signal.SIGKILL)
 
 
 def topic_name(prefix: str) -> str:

@@ -5,36 +5,21 @@ holds neither the endpoint nor the broker, and scrapes keep working."""
 
 from __future__ import annotations
 
-import signal
 import socket
 import time
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from broker_process import BrokerProcess
+from broker_process import BrokerProcess, metrics_broker
 
 from pylog.protocol.client import KafkaConnection
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, int]]:
-    port = free_port()
-    b = BrokerProcess(
-        tmp_path_factory.mktemp("metrics") / "data",
-        {"metrics.port": port, "metrics.host": "127.0.0.1"},
-    ).start()
-    try:
-        yield b, port
-    finally:
-        if b.proc is not None:
-            b.stop(signal.SIGKILL)
+    with metrics_broker(tmp_path_factory.mktemp("metrics") / "data") as started:
+        yield started
 
 
 def scrape(port: int) -> str:

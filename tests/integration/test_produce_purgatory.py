@@ -6,36 +6,20 @@ beside a consumer's long-polling Fetch, which does wait in its purgatory."""
 
 from __future__ import annotations
 
-import signal
-import socket
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from broker_process import BrokerProcess, topic_name
+from broker_process import BrokerProcess, metrics_broker, topic_name
 
 WAIT = 60.0  # upper bound for waits: only catches hangs
 OPS = "pylog_server_delayedoperationpurgatory_operations_total"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, int]]:
-    port = free_port()
-    b = BrokerProcess(
-        tmp_path_factory.mktemp("purgatory") / "data",
-        {"metrics.port": port, "metrics.host": "127.0.0.1"},
-    ).start()
-    try:
-        yield b, port
-    finally:
-        if b.proc is not None:
-            b.stop(signal.SIGKILL)
+    with metrics_broker(tmp_path_factory.mktemp("purgatory") / "data") as started:
+        yield started
 
 
 def purgatory_operations(port: int) -> dict[str, float]:
