@@ -61,7 +61,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +76,8 @@ from broker_bench import (
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
+
+from pylog.metadata.store import new_uuid
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -245,7 +246,7 @@ class KafkaPeer(Peer):
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         (self.dir / "log4j2.properties").write_text(LOG4J2)
         self.log4j = f"-Dlog4j2.configurationFile={self.dir / 'log4j2.properties'}"
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = new_uuid()  # never starts with "-", which kafka-storage takes for an option
         self.java(
             ["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)],
             jvm=["-Xmx256M"],
@@ -359,7 +360,7 @@ class KafkaClusterPeer(KafkaPeer):
         ports = {n: (free_port(), free_port()) for n in (1, 2, 3)}
         voters = ",".join(f"{n}@127.0.0.1:{c}" for n, (_, c) in ports.items())
         self.bootstrap = ",".join(f"127.0.0.1:{p}" for p, _ in ports.values())
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = new_uuid()  # never starts with "-", which kafka-storage takes for an option
         self.procs: list[subprocess.Popen[bytes]] = []
         self.stderrs = []
         configs = []

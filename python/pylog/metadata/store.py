@@ -18,14 +18,13 @@ the logs consistent with it.
 from __future__ import annotations
 
 import abc
-import base64
 import re
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from pylog.errors import InvalidTopicError, KafkaError, PolicyViolationError
+from pylog.log.partition_metadata import new_topic_id
 from pylog.metadata.client_quota_entity import ClientQuotaEntity
 from pylog.security.access_control_entry import AccessControlEntry
 from pylog.security.acl_cache import AclCache
@@ -54,9 +53,10 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 def new_uuid() -> str:
     """A random UUID in Kafka's printed form: unpadded URL-safe base64 (22 chars).
 
-    Kafka reserves the all-zero id and the id ending in 1 (its metadata topic);
-    a random version-4 UUID is never either."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    Same rule as Kafka's Uuid.randomUuid: never a reserved id, and never one
+    starting with '-', which kafka-storage and the other tools would read as an
+    option (a cluster id is passed to them on the command line)."""
+    return new_topic_id()
 
 
 def validate_topic_name(name: str) -> None:

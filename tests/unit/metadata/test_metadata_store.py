@@ -23,6 +23,7 @@ from pylog.metadata import (
     NewTopic,
     TopicMetadata,
     json_store,
+    new_uuid,
 )
 
 
@@ -132,3 +133,14 @@ def test_a_topic_whose_logs_cannot_be_made_is_removed_again(tmp_path: Path) -> N
     assert heard == [("create", "a"), ("create", "b"), ("delete", "b")]
     s.close()
     assert [t.name for t in JsonMetadataStore(str(tmp_path)).topics()] == ["a"]
+
+
+def test_a_new_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kafka-storage format -t <id> (and the other tools) read an id starting
+    with '-' as an option; Kafka's Uuid.randomUuid draws again, and so does
+    new_uuid. The first draw here encodes to a leading '-' (0xF8 → '-')."""
+    draws = iter([b"\xf8" + bytes(15), b"\x11" * 16])
+    monkeypatch.setattr("os.urandom", lambda n: next(draws))
+    first = new_uuid()
+    assert not first.startswith("-")
+    assert first.startswith("ER")
