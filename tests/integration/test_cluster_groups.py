@@ -329,8 +329,15 @@ class Producer(threading.Thread):
 
 
 def test_group_follows_its_coordinator_when_its_broker_is_killed(cluster: Cluster) -> None:
+    # No preferred-leader election: a controller that took over when the
+    # coordinator was killed runs its first imbalance check a few seconds
+    # later (as Kafka's does), and if the killed broker is back in the ISR by
+    # then the offsets partition (and the group) moves back to it — which is
+    # right, but not what the end of this test looks at.
     for b in (1, 2, 3):
-        cluster.start(b, **{"offsets.topic.replication.factor": 3})
+        cluster.start(
+            b, **{"offsets.topic.replication.factor": 3, "auto.leader.rebalance.enable": False}
+        )
     _wait_for(lambda: cluster.registered() == [1, 2, 3], "three registered brokers")
     bootstrap = cluster.bootstrap
     topic = topic_name("cg")

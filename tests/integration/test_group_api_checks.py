@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import signal
 import struct
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ from broker_process import BrokerProcess, topic_name
 from pylog.protocol.client import KafkaConnection
 
 JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT, FETCH, FIND, OFFSET_DELETE = 11, 14, 12, 13, 8, 9, 10, 47
+DESCRIBE_GROUPS = 15
 NONE, UNKNOWN_TOPIC_OR_PARTITION, GROUP_ID_NOT_FOUND = 0, 3, 69
 ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = 22, 25, 27
 
@@ -46,6 +48,11 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(20)
+
+
+def group_state(conn: KafkaConnection, group: str) -> str:
+    state: str = conn.request(DESCRIBE_GROUPS, 0, {"groups": [group]}).groups[0].group_state
+    return state
 
 
 def commit(
@@ -166,6 +173,13 @@ def test_commit_while_completing_rebalance_checks_member_and_generation_first(
         # A second member: generation 2 forms and waits for the leader's
         # SyncGroup (CompletingRebalance), which never comes here.
         join(b, "")
+        # b's join must reach the group first: had a's (the leader's, same
+        # metadata) come first, generation 2 would form without b, and b's
+        # join would start generation 3 that a never rejoins.
+        deadline = time.monotonic() + 20
+        while group_state(a, group) != "PreparingRebalance":
+            assert time.monotonic() < deadline, group_state(a, group)
+            time.sleep(0.01)
         join(a, ja.member_id)
         ja2, jb2 = a.recv(JOIN, 3), b.recv(JOIN, 3)
         assert ja2.generation_id == jb2.generation_id == 2
