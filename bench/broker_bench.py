@@ -458,8 +458,8 @@ def figure_consume(b: Broker, workdir: str, seconds: float, state: dict[str, Any
 class _FrameReader:
     """Reads one response frame off a blocking socket through one reused
     receive buffer (as the raw sendfile baseline's reader does): ``need``
-    makes the next ``n`` bytes contiguous in ``view[lo:hi]``, ``skip`` drops
-    bytes without looking at them. Never reads past the frame's end."""
+    gives where the next ``n`` bytes lie in ``buf``, contiguous; ``skip``
+    drops bytes without looking at them. Never reads past the frame's end."""
 
     def __init__(self, sock: socket.socket, size: int = MiB) -> None:
         self.sock = sock
@@ -503,7 +503,7 @@ class _FrameReader:
             self.lo, self.hi = 0, self._recv(self.view)
         self.lo += n
 
-    def int(self, n: int) -> int:
+    def read_int(self, n: int) -> int:
         at = self.need(n)
         return int.from_bytes(self.buf[at : at + n], "big", signed=True)
 
@@ -536,19 +536,19 @@ def fetch_all(bootstrap: str, topic: str, expected: int, seconds: float) -> tupl
             conn.send(1, 4, body)
             r.start()
             r.skip(8)  # correlation id, throttle time
-            if r.int(4) != 1:
+            if r.read_int(4) != 1:
                 raise RuntimeError("expected one topic in the Fetch response")
-            r.skip(r.int(2))  # topic name
-            if r.int(4) != 1:
+            r.skip(r.read_int(2))  # topic name
+            if r.read_int(4) != 1:
                 raise RuntimeError("expected one partition in the Fetch response")
             r.skip(4)  # partition index
-            error = r.int(2)
+            error = r.read_int(2)
             if error:
                 raise RuntimeError(f"fetch error {error} at offset {offset}")
             r.skip(16)  # high watermark, last stable offset
-            aborted = r.int(4)
+            aborted = r.read_int(4)
             r.skip(16 * max(aborted, 0))
-            left = r.int(4)  # records' size (-1: null)
+            left = r.read_int(4)  # records' size (-1: null)
             while left >= 61:  # whole v2 batches only; a partial last one is dropped
                 at = r.need(27)
                 buf = r.buf
