@@ -42,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from pylog.network.metrics import MetricsRegistry, api_display_name
-from pylog.network.processor import Processor
+from pylog.network.processor import FrameBuffers, Processor
 from pylog.network.request_channel import RequestChannel, RequestHandler
 from pylog.protocol import RequestHeader, parse_request_header
 from pylog.security.sasl_server_authenticator import SaslServerConfig
@@ -185,6 +185,8 @@ class SocketServer:
         self.connections_total = 0
         self.connections_refused = 0
         self.bad_frames = 0
+        # Recycled buffers for the large frames of every connection.
+        self.frame_buffers = FrameBuffers()
         self.sendfile_bytes = 0
         #: Responses whose rest a network thread sent (the socket was full).
         self.network_thread_sends = 0

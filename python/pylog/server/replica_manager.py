@@ -14,9 +14,11 @@ Appends run on the event loop when small. A record set of at least
 decompressing and writing it (the native code drops the GIL for that) does not
 stall the loop — the large appends of one request together, one worker job
 for all its partitions with nothing in flight (one thread hand-off per
-request); appends to one partition still happen in the order requests
-arrived: each partition has a chain of in-flight appends, joined before the
-first ``await``.
+request). Appends to one partition happen in the order requests arrived: a
+partition with an append on a worker has a lane, a queue that worker drains;
+any later append to it (small ones too) joins the lane, so a pipelining
+producer's next append starts on the worker as soon as the previous one ends,
+with no round trip through the loop and no new hand-off.
 
 In a cluster the controller places partitions (``become_leader_or_follower``,
 Kafka's ReplicaManager.becomeLeaderOrFollower, for LeaderAndIsr;
@@ -41,9 +43,10 @@ import contextlib
 import errno
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
 
 from pylog.errors import (
     ErrorCode,
@@ -145,26 +148,19 @@ _Outcome = tuple[LogAppendInfo, bool] | BaseException
 
 
 @dataclass(frozen=True, slots=True)
-class _GroupedAppend:
-    """A large append going to a worker thread with the others of its request."""
+class _LaneAppend:
+    """An append waiting in its partition's lane for a worker thread."""
 
-    tp: TopicPartition
     partition: Partition
     data: bytes | bytearray | memoryview
-    done: asyncio.Future[None]  # the partition's in-flight mark, set once appended
+    required_acks: int
+    origin: AppendOrigin
+    outcome: asyncio.Future[_Outcome]  # on the loop, settled once appended
 
 
-def _append_each(
-    group: list[_GroupedAppend], required_acks: int, origin: AppendOrigin
-) -> list[_Outcome]:
-    """On a worker thread: each append in turn, its failure its own."""
-    out: list[_Outcome] = []
-    for g in group:
-        try:
-            out.append(g.partition.append_records_to_leader(g.data, required_acks, origin))
-        except Exception as e:
-            out.append(e)
-    return out
+def _settle(outcome: asyncio.Future[_Outcome], value: _Outcome) -> None:
+    if not outcome.done():
+        outcome.set_result(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +228,11 @@ class ReplicaManager:
             max_workers=2, thread_name_prefix="pylog-append"
         )
         self._partitions: dict[TopicPartition, Partition] = {}
-        self._inflight: dict[TopicPartition, asyncio.Future[None]] = {}
+        # Partitions with an append on a worker: the appends queued behind it.
+        # A lane exists from the first append handed to a worker until the
+        # worker finds it empty (both under _lanes_lock).
+        self._lanes: dict[TopicPartition, deque[_LaneAppend]] = {}
+        self._lanes_lock = threading.Lock()
         # Log dirs whose appends fail for lack of space (logged once per episode).
         self._dirs_out_of_space: set[str] = set()
         self.delayed_produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
@@ -503,9 +503,10 @@ class ReplicaManager:
             return {tp: _error_result(err) for tp in entries}
         results: dict[TopicPartition, ProduceResult] = {}
         infos: dict[TopicPartition, LogAppendInfo] = {}
-        jobs: list[tuple[TopicPartition, Awaitable[tuple[LogAppendInfo, bool]]]] = []
-        # Large appends with none in flight before them: one worker job for all.
-        group: list[_GroupedAppend] = []
+        queued: list[tuple[TopicPartition, asyncio.Future[_Outcome]]] = []
+        # Lanes this request opens: one worker job drains them all.
+        opened: list[TopicPartition] = []
+        lanes = self._lanes
         for tp, records in entries.items():
             partition = self._partitions.get(tp)
             if partition is None:
@@ -519,8 +520,9 @@ class ReplicaManager:
                 )
                 continue
             data: bytes | bytearray | memoryview = records if records is not None else b""
-            prev = self._inflight.get(tp)
-            if prev is None and len(data) < self.append_offload_bytes:
+            # No lane (read without the lock): every append handed off for this
+            # partition is done, so this one may run here, after them.
+            if tp not in lanes and len(data) < self.append_offload_bytes:
                 try:
                     info, moved = partition.append_records_to_leader(data, required_acks, origin)
                 except Exception as e:
@@ -532,37 +534,31 @@ class ReplicaManager:
                 infos[tp] = info
                 self._after_append(tp, moved)
                 continue
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._inflight[tp] = done
-            if prev is None:
-                group.append(_GroupedAppend(tp, partition, data, done))
-                continue
-            jobs.append((tp, self._append_in_order(tp, partition, data, required_acks, origin,
-                                                   prev, done)))  # fmt: skip
-        if jobs or group:
+            outcome: asyncio.Future[_Outcome] = asyncio.get_running_loop().create_future()
+            item = _LaneAppend(partition, data, required_acks, origin, outcome)
+            with self._lanes_lock:
+                lane = lanes.get(tp)
+                if lane is None:
+                    lanes[tp] = deque((item,))
+                    opened.append(tp)
+                else:
+                    lane.append(item)  # its worker takes it after those before it
+            queued.append((tp, outcome))
+        if queued:
+            if opened:
+                self._start_lanes(opened)
             if before_wait is not None:
                 before_wait()
-            waits: list[Awaitable[object]] = [j for _, j in jobs]
-            if group:
-                waits.append(self._append_group(group, required_acks, origin))
-            outcomes = await asyncio.gather(*waits, return_exceptions=True)
-            pairs: list[tuple[TopicPartition, _Outcome]] = [
-                (tp, cast(_Outcome, outcome))
-                for (tp, _), outcome in zip(jobs, outcomes, strict=False)
-            ]
-            if group:
-                each = cast(list[_Outcome] | BaseException, outcomes[-1])
-                for i, g in enumerate(group):
-                    pairs.append((g.tp, each if isinstance(each, BaseException) else each[i]))
-            for tp, outcome in pairs:
-                if isinstance(outcome, BaseException):
-                    self._log_unexpected(tp, outcome)
-                    self._note_space(tp, self._partitions.get(tp), outcome)
-                    results[tp] = _error_result(outcome, self._partitions.get(tp))
+            for tp, outcome in queued:
+                value = await outcome
+                if isinstance(value, BaseException):
+                    self._log_unexpected(tp, value)
+                    self._note_space(tp, self._partitions.get(tp), value)
+                    results[tp] = _error_result(value, self._partitions.get(tp))
                 else:
                     self._note_space(tp, self._partitions.get(tp), None)
-                    infos[tp] = outcome[0]
-                    self._after_append(tp, outcome[1])
+                    infos[tp] = value[0]
+                    self._after_append(tp, value[1])
         for tp, info in infos.items():
             results[tp] = ProduceResult(
                 error_code=ErrorCode.NONE,
@@ -618,47 +614,42 @@ class ReplicaManager:
             result.error_code = code
         return True
 
-    async def _append_in_order(
-        self,
-        tp: TopicPartition,
-        partition: Partition,
-        data: bytes | bytearray | memoryview,
-        required_acks: int,
-        origin: AppendOrigin,
-        prev: asyncio.Future[None] | None,
-        done: asyncio.Future[None],
-    ) -> tuple[LogAppendInfo, bool]:
+    def _start_lanes(self, tps: list[TopicPartition]) -> None:
+        """Hand the lanes ``tps`` (just opened) to one worker job."""
+        loop = asyncio.get_running_loop()
         try:
-            if prev is not None:
-                await asyncio.shield(prev)
-            if len(data) < self.append_offload_bytes:
-                return partition.append_records_to_leader(data, required_acks, origin)
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(
-                self._executor, partition.append_records_to_leader, data, required_acks, origin
-            )
-        finally:
-            done.set_result(None)
-            if self._inflight.get(tp) is done:
-                del self._inflight[tp]
+            self._executor.submit(self._drain_lanes, tps, loop)
+        except RuntimeError as e:  # the executor is shut down: fail what waits
+            with self._lanes_lock:
+                items = [item for tp in tps for item in self._lanes.pop(tp, ())]
+            for item in items:
+                _settle(item.outcome, e)
 
-    async def _append_group(
-        self, group: list[_GroupedAppend], required_acks: int, origin: AppendOrigin
-    ) -> list[_Outcome]:
-        """The large appends of one request to partitions with nothing in flight,
-        one after another on one worker thread: one hand-off (a thread wake-up
-        and the loop's) per request, not one per partition. Each partition's
-        own outcome, an error included."""
-        try:
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(
-                self._executor, _append_each, group, required_acks, origin
-            )
-        finally:
-            for g in group:
-                g.done.set_result(None)
-                if self._inflight.get(g.tp) is g.done:
-                    del self._inflight[g.tp]
+    def _drain_lanes(self, tps: list[TopicPartition], loop: asyncio.AbstractEventLoop) -> None:
+        """On a worker thread: the appends of the lanes ``tps``, each lane in
+        order, one append of each in turn, until every lane is empty; each
+        outcome (an error included) goes to the loop as soon as it is known."""
+        lanes, lock = self._lanes, self._lanes_lock
+        active = tps
+        while active:
+            still: list[TopicPartition] = []
+            for tp in active:
+                with lock:
+                    lane = lanes[tp]
+                    if not lane:
+                        del lanes[tp]  # later appends to tp may run on the loop
+                        continue
+                    item = lane.popleft()
+                try:
+                    value: _Outcome = item.partition.append_records_to_leader(
+                        item.data, item.required_acks, item.origin
+                    )
+                except Exception as e:
+                    value = e
+                with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits
+                    loop.call_soon_threadsafe(_settle, item.outcome, value)
+                still.append(tp)
+            active = still
 
     def _after_append(self, tp: TopicPartition, hw_moved: bool) -> None:
         # New data may satisfy waiting fetches (followers read to the LEO,

@@ -22,7 +22,7 @@ import pytest
 
 from pylog.errors import CloseConnection
 from pylog.network import ListenerSpec, MetricsRegistry, MetricsServer, Request, SocketServer
-from pylog.network.processor import LARGE_INITIAL, THREAD_MIN
+from pylog.network.processor import LARGE_INITIAL, RECYCLED_MIN, THREAD_MIN, FrameBuffers
 from pylog.network.request_channel import Chunk
 from pylog.records import FileRecords
 
@@ -32,7 +32,8 @@ API_VERSIONS = 18
 class ScriptedHandler:
     """Body byte 0: E echo, S sleep 50 ms then echo, X raise, C CloseConnection,
     N no response, F FileRecords of ``file_records``, M the chunks of ``mixed``,
-    B block until ``release``,
+    B block until ``release``, V block until ``release`` then answer with a view
+    of the frame (no copy),
     L mark_local_complete then wait for ``release``."""
 
     def __init__(self) -> None:
@@ -61,6 +62,11 @@ class ScriptedHandler:
                 return None
             elif cmd == b"B":
                 await self.release.wait()
+            elif cmd == b"V":
+                await self.release.wait()
+                view = request.frame[request.header.header_size :]
+                head = struct.pack(">ii", 4 + len(view), corr)
+                return [head, view]
             elif cmd == b"L":
                 request.mark_local_complete()
                 await self.release.wait()
@@ -343,6 +349,45 @@ def test_a_large_frame_buffer_grows_as_its_bytes_arrive() -> None:
         w.write(whole[100:])
         assert await read_response(r) == (1, b"E" + b"y" * 5_000_000)
         w.close()
+
+    run(t)
+
+
+def test_a_recycled_frame_buffer_is_reused_only_once_nothing_refers_to_it() -> None:
+    pool = FrameBuffers()
+    first = pool.take()
+    assert len(first) == LARGE_INITIAL
+    first_id = id(first)  # the pool keeps it alive: the id stays its own
+    view = memoryview(first)[:10]
+    pool.give(first)
+    del first
+    second = pool.take()
+    assert id(second) != first_id  # the first is still read through `view`
+    pool.give(second)
+    del second
+    view.release()
+    assert id(pool.take()) == first_id
+
+
+def test_frames_in_recycled_buffers_stay_intact_while_a_request_holds_them() -> None:
+    # One connection's request holds a view of its frame (answered only later,
+    # zero-copy) while another connection sends frames of the recycled size:
+    # none of them may land in the held buffer.
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r1, w1 = await connect(port)
+        held = b"V" + os.urandom(RECYCLED_MIN + 1000)
+        w1.write(frame(1, held))
+        while 1 not in h.started:
+            await asyncio.sleep(0.01)
+        r2, w2 = await connect(port)
+        for i in range(8):
+            body = b"E" + os.urandom(RECYCLED_MIN + 1000 * i)
+            w2.write(frame(10 + i, body))
+            assert await read_response(r2) == (10 + i, body)
+        h.release.set()
+        assert await read_response(r1) == (1, held)
+        w1.close()
+        w2.close()
 
     run(t)
 

@@ -1,0 +1,141 @@
+"""Broker CPU per produce request of a fixed size, two pylog trees alternated.
+
+    .venv/bin/python bench/produce_cpu_bench.py --trees /copy/of/main/python,python \\
+        [--size-kib 1000] [--requests 1500] [--rounds 3]
+
+librdkafka's request sizes follow the broker's answer times (acks=1 answered
+at once: smaller requests), so its rows mix two effects. Here one raw client
+pipelines the same ProduceRequest (v9, acks=1, one partition, 1 KiB records,
+``--size-kib`` of them), five in flight, to a broker started from each tree in
+turn (PYTHONPATH), and reads the broker's CPU time (/proc) and its threads'
+voluntary context switches around the run: per request, they depend far less
+on the machine's other load than MB/s does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from kafka_peer import PylogPeer
+
+from pylog import _native
+from pylog.protocol.codec import encode_request
+
+IN_FLIGHT = 5
+# ProduceResponse v9 for topic "t": size, correlation id, header tags, topics,
+# name, partitions, index, then the partition's error code.
+_ERROR_AT = 4 + 4 + 1 + 1 + 2 + 1 + 4
+
+
+def voluntary_switches(pid: int) -> int:
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+        except OSError:  # the thread ended meanwhile
+            pass
+    return total
+
+
+def one_run(tree: str, size_kib: int, requests: int, workdir: str) -> tuple[float, float, float]:
+    """CPU µs and voluntary switches per request, and MB/s, of one broker of ``tree``."""
+    os.environ["PYTHONPATH"] = tree
+    now = int(time.time() * 1000)
+    batch = _native.build_batch([(None, os.urandom(1024), [], now) for _ in range(size_kib)])
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 30_000,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch}]}],
+    }
+    frame = bytes(encode_request(0, 9, 1, "produce-cpu-bench", body))
+    peer = PylogPeer(tempfile.mkdtemp(dir=workdir))
+    try:
+        peer.create_topic("t", 1)
+        host, port = peer.bootstrap.rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            pending = bytearray()
+
+            def read_answers(n: int) -> None:
+                while n:
+                    while (
+                        len(pending) < 4 or len(pending) < 4 + struct.unpack_from(">i", pending)[0]
+                    ):
+                        got = s.recv(1 << 16)
+                        if not got:
+                            raise RuntimeError("the broker closed the connection")
+                        pending.extend(got)
+                    (size,) = struct.unpack_from(">i", pending)
+                    error = struct.unpack_from(">h", pending, _ERROR_AT)[0]
+                    if error:
+                        raise RuntimeError(f"produce failed: error {error}")
+                    del pending[: 4 + size]
+                    n -= 1
+
+            for _ in range(20):  # warm-up
+                s.sendall(frame)
+            read_answers(20)
+            switches, cpu, t0 = (
+                voluntary_switches(peer.pid),
+                peer.cpu_seconds(),
+                time.perf_counter(),
+            )
+            outstanding = 0
+            for _ in range(requests):
+                s.sendall(frame)
+                outstanding += 1
+                if outstanding == IN_FLIGHT:
+                    read_answers(1)
+                    outstanding -= 1
+            read_answers(outstanding)
+            wall = time.perf_counter() - t0
+            cpu = peer.cpu_seconds() - cpu
+            switches = voluntary_switches(peer.pid) - switches
+    finally:
+        peer.stop()
+    return 1e6 * cpu / requests, switches / requests, requests * len(batch) / wall / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trees", required=True, help="two python/ dirs, comma-separated")
+    parser.add_argument("--size-kib", type=int, default=1000, help="records (1 KiB) a request")
+    parser.add_argument("--requests", type=int, default=1500)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    trees = [os.path.abspath(t) for t in args.trees.split(",")]
+    workdir = tempfile.mkdtemp(prefix="pylog-produce-cpu-")
+    got: dict[str, list[tuple[float, float, float]]] = {t: [] for t in trees}
+    try:
+        for r in range(args.rounds):
+            for tree in trees if r % 2 == 0 else trees[::-1]:
+                us, sw, mbs = one_run(tree, args.size_kib, args.requests, workdir)
+                got[tree].append((us, sw, mbs))
+                print(f"  {tree}: {us:,.0f} µs CPU/request, {sw:.1f} voluntary switches/request, "
+                      f"{mbs:,.0f} MB/s (load {os.getloadavg()[0]:.1f})", flush=True)  # fmt: skip
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    for tree, runs in got.items():
+        us = statistics.median(x[0] for x in runs)
+        print(f"{tree}: {args.size_kib} KiB requests, median {us:,.0f} µs CPU/request "
+              f"({us / 1e6 / (args.size_kib * 1024 / 1e9):.2f} s/GB), "
+              f"{statistics.median(x[1] for x in runs):.1f} switches/request, "
+              f"{statistics.median(x[2] for x in runs):,.0f} MB/s")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
