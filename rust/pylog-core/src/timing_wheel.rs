@@ -224,17 +224,32 @@ impl IdTable {
     }
 }
 
-/// Where an id's item is, in the ring: `bucket` is `EMPTY` for a free slot.
+/// Where an id's item is, in the ring: !bucket in the high half, position
+/// in the low one, so that a free slot (bucket `EMPTY`) is 0 and a new ring
+/// is zeroed memory (pages the kernel maps on first touch, no filling pass).
 #[derive(Clone, Copy)]
-struct Loc {
-    bucket: u32,
-    pos: u32,
-}
+struct Loc(u64);
 
-const NO_LOC: Loc = Loc {
-    bucket: EMPTY,
-    pos: 0,
-};
+const NO_LOC: Loc = Loc(0);
+
+impl Loc {
+    #[inline]
+    fn new(bucket: u32, pos: u32) -> Loc {
+        Loc((u64::from(!bucket) << 32) | u64::from(pos))
+    }
+    #[inline]
+    fn is_free(self) -> bool {
+        self.0 >> 32 == 0
+    }
+    #[inline]
+    fn bucket(self) -> u32 {
+        !((self.0 >> 32) as u32)
+    }
+    #[inline]
+    fn pos(self) -> u32 {
+        self.0 as u32
+    }
+}
 
 const MIN_RING: usize = 64;
 
@@ -262,7 +277,8 @@ enum At {
 /// halves, keeping its top. `lo` never moves down, so an id once below the
 /// window stays below it.
 struct Ids {
-    ring: Vec<Loc>,
+    /// `Loc`s.
+    ring: Vec<u64>,
     mask: usize,
     /// The lowest id of the window.
     lo: i64,
@@ -276,7 +292,7 @@ struct Ids {
 impl Ids {
     fn new() -> Ids {
         Ids {
-            ring: free_slots(MIN_RING, NO_LOC),
+            ring: free_ring(MIN_RING),
             mask: MIN_RING - 1,
             lo: i64::MIN,
             top: i64::MIN,
@@ -301,7 +317,7 @@ impl Ids {
     #[inline]
     fn find(&self, id: i64) -> Option<At> {
         if let Some(i) = self.in_window(id) {
-            return (self.ring[i].bucket != EMPTY).then_some(At::Ring(i));
+            return (!Loc(self.ring[i]).is_free()).then_some(At::Ring(i));
         }
         if id < self.lo && self.side.len != 0 {
             return self.side.find(id).map(At::Side);
@@ -322,7 +338,10 @@ impl Ids {
     #[inline]
     fn get(&self, at: At) -> (u32, u32) {
         match at {
-            At::Ring(i) => (self.ring[i].bucket, self.ring[i].pos),
+            At::Ring(i) => {
+                let loc = Loc(self.ring[i]);
+                (loc.bucket(), loc.pos())
+            }
             At::Side(i) => (self.side.slots[i].bucket, self.side.slots[i].pos),
         }
     }
@@ -330,7 +349,7 @@ impl Ids {
     #[inline]
     fn set(&mut self, at: At, bucket: u32, pos: u32) {
         match at {
-            At::Ring(i) => self.ring[i] = Loc { bucket, pos },
+            At::Ring(i) => self.ring[i] = Loc::new(bucket, pos).0,
             At::Side(i) => self.side.set(i, bucket, pos),
         }
     }
@@ -346,8 +365,8 @@ impl Ids {
             Some(i) => i,
             None => self.make_room(id),
         };
-        debug_assert!(self.ring[i].bucket == EMPTY);
-        self.ring[i] = Loc { bucket, pos };
+        debug_assert!(Loc(self.ring[i]).is_free());
+        self.ring[i] = Loc::new(bucket, pos).0;
         self.ring_len += 1;
         self.top = self.top.max(id);
     }
@@ -356,7 +375,7 @@ impl Ids {
     fn remove(&mut self, at: At) {
         match at {
             At::Ring(i) => {
-                self.ring[i] = NO_LOC;
+                self.ring[i] = NO_LOC.0;
                 self.ring_len -= 1;
                 while self.ring_len * 8 < self.ring.len() && self.ring.len() > MIN_RING {
                     self.shrink();
@@ -401,10 +420,10 @@ impl Ids {
                 break;
             }
             let i = id as usize & self.mask;
-            let loc = std::mem::replace(&mut self.ring[i], NO_LOC);
-            if loc.bucket != EMPTY {
+            let loc = Loc(std::mem::replace(&mut self.ring[i], NO_LOC.0));
+            if !loc.is_free() {
                 self.ring_len -= 1;
-                self.side.insert(id, loc.bucket, loc.pos);
+                self.side.insert(id, loc.bucket(), loc.pos());
             }
             id = id.wrapping_add(1);
         }
@@ -414,19 +433,20 @@ impl Ids {
     /// A ring of `size` slots whose window starts at `new_lo` (>= `lo`); the
     /// caller makes sure that every ring id at or above `new_lo` fits in it.
     fn resize(&mut self, size: usize, new_lo: i64) {
-        let old = std::mem::replace(&mut self.ring, free_slots(size, NO_LOC));
+        let old = std::mem::replace(&mut self.ring, free_ring(size));
         let old_mask = std::mem::replace(&mut self.mask, size - 1);
         let old_lo = std::mem::replace(&mut self.lo, new_lo);
         for (i, &loc) in old.iter().enumerate() {
-            if loc.bucket == EMPTY {
+            let loc = Loc(loc);
+            if loc.is_free() {
                 continue;
             }
             let id = ring_id(old_lo, old_mask, i);
             if id < new_lo {
                 self.ring_len -= 1;
-                self.side.insert(id, loc.bucket, loc.pos);
+                self.side.insert(id, loc.bucket(), loc.pos());
             } else {
-                self.ring[id as usize & self.mask] = loc;
+                self.ring[id as usize & self.mask] = loc.0;
             }
         }
     }
@@ -436,7 +456,7 @@ impl Ids {
     #[cold]
     fn shrink(&mut self) {
         if self.ring_len == 0 {
-            self.ring = free_slots(MIN_RING, NO_LOC);
+            self.ring = free_ring(MIN_RING);
             self.mask = MIN_RING - 1;
             return;
         }
@@ -453,31 +473,45 @@ fn ring_id(lo: i64, mask: usize, i: usize) -> i64 {
     lo.wrapping_add((i.wrapping_sub(lo as usize) & mask) as i64)
 }
 
-/// `size` free slots. A table or ring of megabytes asks for huge pages before its
-/// memory is first touched: its look-ups land all over it, and with 4 KiB
-/// pages nearly each one also misses the TLB.
-fn free_slots<T: Copy>(size: usize, free: T) -> Vec<T> {
+/// `size` free slots.
+fn free_slots(size: usize, free: Slot) -> Vec<Slot> {
     let mut slots = Vec::with_capacity(size);
+    huge_pages(&slots);
+    slots.resize(size, free);
+    slots
+}
+
+/// `size` free ring slots, zeroed by the allocator.
+fn free_ring(size: usize) -> Vec<u64> {
+    let zeroed = vec![0u64; size];
+    huge_pages(&zeroed);
+    zeroed
+}
+
+/// A table or ring of megabytes asks for huge pages before its memory is
+/// first touched: its look-ups land all over it, and with 4 KiB pages nearly
+/// each one also misses the TLB.
+fn huge_pages<T>(v: &Vec<T>) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
-        let bytes = size * std::mem::size_of::<T>();
+        let bytes = v.capacity() * std::mem::size_of::<T>();
         if bytes >= 2 * HUGE {
-            let start = slots.as_ptr() as usize;
+            let start = v.as_ptr() as usize;
             let from = start.next_multiple_of(HUGE);
             let to = (start + bytes) / HUGE * HUGE;
             if to > from {
-                // SAFETY: [from, to) lies inside the allocation just made and
-                // owned by `slots`; MADV_HUGEPAGE only changes how the kernel
-                // backs those pages, not their contents or validity.
+                // SAFETY: [from, to) lies inside the allocation owned by `v`;
+                // MADV_HUGEPAGE only changes how the kernel backs those
+                // pages, not their contents or validity.
                 unsafe {
                     libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
                 }
             }
         }
     }
-    slots.resize(size, free);
-    slots
+    #[cfg(not(target_os = "linux"))]
+    let _ = v;
 }
 
 /// A hint to bring `value`'s cache line in; no effect on the program's
@@ -1285,7 +1319,7 @@ mod tests {
                 At::Side(_) => assert!(id < ids.lo, "{id} in the side table at or above lo"),
             }
         }
-        let in_ring = ids.ring.iter().filter(|l| l.bucket != EMPTY).count();
+        let in_ring = ids.ring.iter().filter(|&&l| !Loc(l).is_free()).count();
         assert_eq!(in_ring, ids.ring_len);
         assert!(
             ids.ring.len() <= MIN_RING.max(8 * ids.ring_len),
