@@ -44,7 +44,7 @@
 //! The wheel has no clock of its own: the caller passes times in ms.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
 
 /// A bucket that holds nothing and is in no heap.
@@ -252,12 +252,15 @@ impl Loc {
 }
 
 const MIN_RING: usize = 64;
+/// Ring ids a far id may push out to the side table when it moves the window.
+const FAR_EVICT: usize = MIN_RING / 2;
 
 /// A found id: its slot in the ring or in the side table.
 #[derive(Clone, Copy)]
 enum At {
     Ring(usize),
     Side(usize),
+    Far(i64),
 }
 
 /// id -> (bucket, position). Callers number operations from a counter, so
@@ -266,8 +269,12 @@ enum At {
 /// (slot = id mod size, 8 bytes a slot, no hashing, no probing, no stored
 /// id: inside the window each slot has one id). Ids below the window (a
 /// long-lived operation the window slid past, or ids that are not a
-/// counter's) live in the side table; ids above it do not exist: adding one
-/// moves the window up to it.
+/// counter's) live in the side table. Adding an id above the window moves the
+/// window up to it, unless the id is far above (twice the ring's size) while
+/// the ring holds more than a few ids: such a stray id (another id space)
+/// goes to a small ordered map of ids above the window instead of pushing
+/// every pending id out to the side table; when the window reaches it, it
+/// moves into the ring.
 ///
 /// Moving up: when the ring is at least half full and doubling it reaches the
 /// new id, it doubles (`lo` kept); otherwise the window slides, and the ids
@@ -287,6 +294,8 @@ struct Ids {
     top: i64,
     ring_len: usize,
     side: IdTable,
+    /// Ids above the window, by id.
+    far: BTreeMap<i64, (u32, u32)>,
 }
 
 impl Ids {
@@ -298,12 +307,19 @@ impl Ids {
             top: i64::MIN,
             ring_len: 0,
             side: IdTable::new(),
+            far: BTreeMap::new(),
         }
     }
 
     #[inline]
     fn len(&self) -> usize {
-        self.ring_len + self.side.len
+        self.ring_len + self.side.len + self.far.len()
+    }
+
+    /// One past the window's last id (above i64::MAX near the top).
+    #[inline]
+    fn end(&self) -> i128 {
+        i128::from(self.lo) + self.ring.len() as i128
     }
 
     /// The ring slot of `id` if the window holds it.
@@ -319,8 +335,14 @@ impl Ids {
         if let Some(i) = self.in_window(id) {
             return (!Loc(self.ring[i]).is_free()).then_some(At::Ring(i));
         }
-        if id < self.lo && self.side.len != 0 {
-            return self.side.find(id).map(At::Side);
+        if id < self.lo {
+            if self.side.len != 0 {
+                return self.side.find(id).map(At::Side);
+            }
+            return None;
+        }
+        if !self.far.is_empty() && self.far.contains_key(&id) {
+            return Some(At::Far(id));
         }
         None
     }
@@ -343,6 +365,7 @@ impl Ids {
                 (loc.bucket(), loc.pos())
             }
             At::Side(i) => (self.side.slots[i].bucket, self.side.slots[i].pos),
+            At::Far(id) => self.far[&id],
         }
     }
 
@@ -351,6 +374,9 @@ impl Ids {
         match at {
             At::Ring(i) => self.ring[i] = Loc::new(bucket, pos).0,
             At::Side(i) => self.side.set(i, bucket, pos),
+            At::Far(id) => {
+                self.far.insert(id, (bucket, pos));
+            }
         }
     }
 
@@ -363,7 +389,13 @@ impl Ids {
         }
         let i = match self.in_window(id) {
             Some(i) => i,
-            None => self.make_room(id),
+            None => match self.make_room(id) {
+                Some(i) => i,
+                None => {
+                    self.far.insert(id, (bucket, pos));
+                    return;
+                }
+            },
         };
         debug_assert!(Loc(self.ring[i]).is_free());
         self.ring[i] = Loc::new(bucket, pos).0;
@@ -382,14 +414,24 @@ impl Ids {
                 }
             }
             At::Side(i) => self.side.remove_at(i),
+            At::Far(id) => {
+                self.far.remove(&id);
+            }
         }
     }
 
-    /// Moves the window up to hold `id` (above it); returns id's slot.
+    /// Moves the window up to hold `id` (above it) and returns id's slot;
+    /// None, the window kept, when `id` is far above and the ring holds more
+    /// than a few ids.
     #[cold]
-    fn make_room(&mut self, id: i64) -> usize {
+    fn make_room(&mut self, id: i64) -> Option<usize> {
         let size = self.ring.len();
-        if self.ring_len * 2 >= size && (id.wrapping_sub(self.lo) as u64) < 2 * size as u64 {
+        let old_end = self.end();
+        let far = (id.wrapping_sub(self.lo) as u64) >= 2 * size as u64;
+        if far && self.ring_len > FAR_EVICT {
+            return None;
+        }
+        if self.ring_len * 2 >= size && !far {
             self.resize(2 * size, self.lo);
         } else {
             if self.ring_len != 0 {
@@ -407,7 +449,34 @@ impl Ids {
                 self.lo = id;
             }
         }
-        self.in_window(id).expect("the window holds the new id")
+        self.settle_far(old_end);
+        Some(self.in_window(id).expect("the window holds the new id"))
+    }
+
+    /// After the window moved up from ending at `old_end`: the far ids it
+    /// reached move into the ring, or to the side table if it passed them.
+    fn settle_far(&mut self, old_end: i128) {
+        let end = self.end();
+        if self.far.is_empty() || end <= old_end || old_end > i128::from(i64::MAX) {
+            return;
+        }
+        let reached: Vec<i64> = self
+            .far
+            .range(old_end as i64..)
+            .map(|(&id, _)| id)
+            .take_while(|&id| i128::from(id) < end)
+            .collect();
+        for id in reached {
+            let (bucket, pos) = self.far.remove(&id).expect("listed just now");
+            match self.in_window(id) {
+                Some(i) => {
+                    self.ring[i] = Loc::new(bucket, pos).0;
+                    self.ring_len += 1;
+                    self.top = self.top.max(id);
+                }
+                None => self.side.insert(id, bucket, pos),
+            }
+        }
     }
 
     /// Moves `lo` up to `new_lo` (the size kept), sending the ids left below
@@ -1317,6 +1386,7 @@ mod tests {
             match at {
                 At::Ring(_) => assert!(ids.in_window(id).is_some()),
                 At::Side(_) => assert!(id < ids.lo, "{id} in the side table at or above lo"),
+                At::Far(_) => assert!(i128::from(id) >= ids.end(), "far id {id} not above"),
             }
         }
         let in_ring = ids.ring.iter().filter(|&&l| !Loc(l).is_free()).count();
@@ -1332,7 +1402,8 @@ mod tests {
     #[test]
     fn id_ring_matches_a_map() {
         // Counters (the usual caller), counters with gaps, random ids, far
-        // jumps and ids near both ends of i64, inserted and removed at random.
+        // jumps (the far map) and ids near both ends of i64, inserted and
+        // removed at random.
         for seed in 1..6u64 {
             let mut rng = XorShift(seed * 7777);
             let mut ids = Ids::new();
@@ -1343,14 +1414,14 @@ mod tests {
                 _ => rng.below(1 << 40) as i64 - (1 << 39),
             };
             for step in 0..60_000u32 {
-                let id = match rng.below(20) {
-                    0..=11 => {
-                        counter = counter.wrapping_add(1 + (rng.below(8) == 0) as i64 * 50);
+                let id = match rng.below(200) {
+                    0..=119 => {
+                        counter = counter.wrapping_add(1 + (rng.below(64) == 0) as i64 * 20);
                         counter
                     }
-                    12..=15 => counter.wrapping_sub(rng.below(5_000) as i64),
-                    16 => rng.next() as i64,
-                    17 => counter.wrapping_add(rng.below(1 << 20) as i64),
+                    120..=179 => counter.wrapping_sub(rng.below(5_000) as i64),
+                    180 => rng.next() as i64,
+                    181 => counter.wrapping_add(rng.below(1 << 20) as i64),
                     _ => match model.keys().next() {
                         Some(&k) => k,
                         None => continue,
@@ -1436,5 +1507,31 @@ mod tests {
         assert!(w.contains(0));
         assert!(w.cancel(0));
         assert!(w.is_empty());
+    }
+
+    #[test]
+    fn far_stray_id_keeps_the_ring() {
+        // 10k pending counter ids, then one id 1M ahead (another id space):
+        // it waits in the far map instead of pushing the 10k out to the side
+        // table, and moves into the ring when the counter gets there.
+        let mut ids = Ids::new();
+        for id in 0..10_000i64 {
+            ids.insert(id, 0, id as u32);
+        }
+        ids.insert(1_000_000, 7, 7);
+        assert_eq!((ids.side.len, ids.far.len(), ids.ring_len), (0, 1, 10_000));
+        assert_eq!(ids.get(ids.find(1_000_000).unwrap()), (7, 7));
+        for id in 10_000..1_000_100i64 {
+            if id != 1_000_000 {
+                ids.insert(id, 0, id as u32);
+            }
+            let old = ids.find(id - 10_000).unwrap();
+            ids.remove(old);
+        }
+        assert!(ids.far.is_empty());
+        assert_eq!(ids.side.len, 0);
+        assert!(matches!(ids.find(1_000_000), Some(At::Ring(_))));
+        assert_eq!(ids.get(ids.find(1_000_000).unwrap()), (7, 7));
+        assert_eq!(ids.len(), 10_000);
     }
 }
