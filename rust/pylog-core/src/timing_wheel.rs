@@ -278,10 +278,10 @@ enum At {
 ///
 /// Moving up: when the ring is at least half full and doubling it reaches the
 /// new id, it doubles (`lo` kept); otherwise the window slides, and the ids
-/// it leaves behind go to the side table. So the ring holds at most 4 slots
-/// per id it holds (plus `MIN_RING`), and one old id among many new ones
-/// costs a side-table entry, never a larger ring. A ring an eighth full
-/// halves, keeping its top. `lo` never moves down, so an id once below the
+/// it leaves behind go to the side table. A ring an eighth full halves,
+/// keeping its top. So the ring has at most 8 slots per id it holds (or
+/// `MIN_RING`), and one old id among many new ones costs a side-table entry,
+/// never a larger ring. `lo` never moves down, so an id once below the
 /// window stays below it.
 struct Ids {
     /// `Loc`s.
@@ -289,8 +289,8 @@ struct Ids {
     mask: usize,
     /// The lowest id of the window.
     lo: i64,
-    /// The highest id put in the ring (`lo` - 1 when none yet): no ring id is
-    /// above it, so a shrinking ring keeps the window's part up to it.
+    /// The highest id put in the ring so far (i64::MIN before any): no ring
+    /// id is above it, so a shrinking ring keeps the window's part up to it.
     top: i64,
     ring_len: usize,
     side: IdTable,
