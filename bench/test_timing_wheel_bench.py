@@ -8,7 +8,7 @@ ms, each with the timeout of a DelayedFetch (max wait 500 ms, 70%), a
 DelayedProduce (request timeout 30 s, 10%) or a short wait (1-100 ms, 20%);
 half of them complete early (their condition is met) and are cancelled at a
 random point of their wait. The clock then advances ms by ms until the last
-deadline, expiring the rest; at the peak about 800k operations are pending.
+deadline, expiring the rest; at the peak about 370k operations are pending.
 
 Three runs, each labelled for what it is:
 
@@ -26,6 +26,9 @@ refused, ``cancel`` finds nothing, ``advance`` expires nothing). No wheel can
 take a per-call run below the second.
 
     .venv/bin/python -m pytest -q -s bench/test_timing_wheel_bench.py
+
+On a loaded machine, add ``--benchmark-timer time.process_time`` (CPU time
+instead of wall time) and alternate the builds being compared, run by run.
 """
 
 from __future__ import annotations

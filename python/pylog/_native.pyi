@@ -337,7 +337,9 @@ class TimingWheel:
     level's span goes to an overflow level (tick = the span below), made on
     demand. ``add`` and ``cancel`` are O(1); ``advance`` flushes the buckets the
     clock reaches, in time order, expiring level-0 entries and moving higher
-    ones down. The wheel has no clock: times are the caller's, in ms."""
+    ones down. The wheel has no clock: times are the caller's, in ms. Ids are
+    any int64; ids numbered from a counter (as the purgatory's) are the fast
+    case, found by direct indexing rather than hashing."""
 
     def __new__(cls, tick_ms: int = 1, wheel_size: int = 20, *, start_ms: int) -> TimingWheel:
         """ValueError unless tick_ms >= 1, wheel_size >= 2 and start_ms >= 0."""

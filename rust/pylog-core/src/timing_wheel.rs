@@ -17,12 +17,15 @@
 //! * A bucket is an array of (id, deadline) items, appended at the end. A
 //!   flush reads it front to back (the prefetcher streams it) instead of
 //!   chasing a linked list through a slab.
-//! * An open-addressing table (linear probing in Robin Hood order, at most
-//!   half full: counter ids at a higher load make runs thousands of slots
-//!   long) maps a caller's id to its item's (bucket, position). Its
-//!   home slot keeps consecutive ids in neighbouring slots, so the ids of one
-//!   bucket, which mostly arrived together, share cache lines when a flush
-//!   updates them.
+//! * An id's item is found through a ring indexed by the id itself (8 bytes
+//!   a slot, no hash, no probe) over the window of ids where the pending ones
+//!   mostly are: callers number operations from a counter, so that window
+//!   slides up with it. Ids the window left behind (a long-lived operation)
+//!   or that are not a counter's go to a side table (linear probing in Robin
+//!   Hood order, at most half full), so one old id never makes the ring
+//!   grow. Consecutive ids sit in neighbouring slots: the ids of one bucket,
+//!   which mostly arrived together, share cache lines when a flush updates
+//!   them.
 //! * Cancel only drops the id's table slot and counts the item out of its
 //!   bucket: it does not write the item, whose cache line a random cancel
 //!   would otherwise miss a second time. An item is live while the table
@@ -33,14 +36,15 @@
 //!   slack) is compacted, so dead items cost amortised O(1) and never hold
 //!   more than a constant factor of memory.
 //!
-//! Insert and cancel are O(1) (expected, for the table); advancing costs
+//! Insert and cancel are O(1) (amortised over the ring's moves; expected,
+//! for the side table); advancing costs
 //! O(expired + re-placed + dead items + log(buckets in the heap)) per bucket
 //! flushed.
 //!
 //! The wheel has no clock of its own: the caller passes times in ms.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
 
 /// A bucket that holds nothing and is in no heap.
@@ -165,6 +169,13 @@ impl IdTable {
         self.len += 1;
     }
 
+    /// Adds an id not present.
+    fn insert(&mut self, id: i64, bucket: u32, pos: u32) {
+        self.reserve_one();
+        let at = self.probe(id).expect_err("id twice in the table");
+        self.fill(at, id, bucket, pos);
+    }
+
     #[inline]
     fn shift_in(&mut self, at: usize, slot: Slot) {
         let mut carry = slot;
@@ -204,7 +215,7 @@ impl IdTable {
     }
 
     fn resize(&mut self, size: usize) {
-        let old = std::mem::replace(&mut self.slots, free_slots(size));
+        let old = std::mem::replace(&mut self.slots, free_slots(size, FREE));
         self.mask = size - 1;
         for s in old.into_iter().filter(|s| s.bucket != EMPTY) {
             let at = self.probe(s.id).expect_err("id twice in the table");
@@ -213,31 +224,363 @@ impl IdTable {
     }
 }
 
-/// `size` free slots. A table of megabytes asks for huge pages before its
-/// memory is first touched: its look-ups land all over it, and with 4 KiB
-/// pages nearly each one also misses the TLB.
-fn free_slots(size: usize) -> Vec<Slot> {
+/// Where an id's item is, in the ring: !bucket in the high half, position
+/// in the low one, so that a free slot (bucket `EMPTY`) is 0 and a new ring
+/// is zeroed memory (pages the kernel maps on first touch, no filling pass).
+#[derive(Clone, Copy)]
+struct Loc(u64);
+
+const NO_LOC: Loc = Loc(0);
+
+impl Loc {
+    #[inline]
+    fn new(bucket: u32, pos: u32) -> Loc {
+        Loc((u64::from(!bucket) << 32) | u64::from(pos))
+    }
+    #[inline]
+    fn is_free(self) -> bool {
+        self.0 >> 32 == 0
+    }
+    #[inline]
+    fn bucket(self) -> u32 {
+        !((self.0 >> 32) as u32)
+    }
+    #[inline]
+    fn pos(self) -> u32 {
+        self.0 as u32
+    }
+}
+
+const MIN_RING: usize = 64;
+/// Ring ids a far id may push out to the side table when it moves the window.
+const FAR_EVICT: usize = MIN_RING / 2;
+
+/// A found id: its slot in the ring or in the side table.
+#[derive(Clone, Copy)]
+enum At {
+    Ring(usize),
+    Side(usize),
+    Far(i64),
+}
+
+/// id -> (bucket, position). Callers number operations from a counter, so
+/// the pending ids mostly lie in a window [lo, lo + ring.len()) that slides
+/// up as the counter does: that window is a ring indexed by the id itself
+/// (slot = id mod size, 8 bytes a slot, no hashing, no probing, no stored
+/// id: inside the window each slot has one id). Ids below the window (a
+/// long-lived operation the window slid past, or ids that are not a
+/// counter's) live in the side table. Adding an id above the window moves the
+/// window up to it, unless the id is far above (twice the ring's size) while
+/// the ring holds more than a few ids: such a stray id (another id space)
+/// goes to a small ordered map of ids above the window instead of pushing
+/// every pending id out to the side table; when the window reaches it, it
+/// moves into the ring.
+///
+/// Moving up: when the ring is at least half full and doubling it reaches the
+/// new id, it doubles (`lo` kept); otherwise the window slides, and the ids
+/// it leaves behind go to the side table. A ring an eighth full halves,
+/// keeping its top. So the ring has at most 8 slots per id it holds (or
+/// `MIN_RING`), and one old id among many new ones costs a side-table entry,
+/// never a larger ring. `lo` never moves down, so an id once below the
+/// window stays below it.
+struct Ids {
+    /// `Loc`s.
+    ring: Vec<u64>,
+    mask: usize,
+    /// The lowest id of the window.
+    lo: i64,
+    /// The highest id put in the ring so far (i64::MIN before any): no ring
+    /// id is above it, so a shrinking ring keeps the window's part up to it.
+    top: i64,
+    ring_len: usize,
+    side: IdTable,
+    /// Ids above the window, by id.
+    far: BTreeMap<i64, (u32, u32)>,
+}
+
+impl Ids {
+    fn new() -> Ids {
+        Ids {
+            ring: free_ring(MIN_RING),
+            mask: MIN_RING - 1,
+            lo: i64::MIN,
+            top: i64::MIN,
+            ring_len: 0,
+            side: IdTable::new(),
+            far: BTreeMap::new(),
+        }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.ring_len + self.side.len + self.far.len()
+    }
+
+    /// One past the window's last id (above i64::MAX near the top).
+    #[inline]
+    fn end(&self) -> i128 {
+        i128::from(self.lo) + self.ring.len() as i128
+    }
+
+    /// The ring slot of `id` if the window holds it.
+    #[inline]
+    fn in_window(&self, id: i64) -> Option<usize> {
+        // id - lo as u64 is exact for id >= lo (at most 2^64 - 1).
+        (id >= self.lo && (id.wrapping_sub(self.lo) as u64) <= self.mask as u64)
+            .then_some(id as usize & self.mask)
+    }
+
+    #[inline]
+    fn find(&self, id: i64) -> Option<At> {
+        if let Some(i) = self.in_window(id) {
+            return (!Loc(self.ring[i]).is_free()).then_some(At::Ring(i));
+        }
+        if id < self.lo {
+            if self.side.len != 0 {
+                return self.side.find(id).map(At::Side);
+            }
+            return None;
+        }
+        if !self.far.is_empty() && self.far.contains_key(&id) {
+            return Some(At::Far(id));
+        }
+        None
+    }
+
+    /// A hint to bring in the slot `find(id)` will read.
+    #[inline(always)]
+    fn prefetch(&self, id: i64) {
+        if let Some(i) = self.in_window(id) {
+            prefetch(&self.ring[i]);
+        } else if self.side.len != 0 {
+            prefetch(&self.side.slots[fold(id) & self.side.mask]);
+        }
+    }
+
+    #[inline]
+    fn get(&self, at: At) -> (u32, u32) {
+        match at {
+            At::Ring(i) => {
+                let loc = Loc(self.ring[i]);
+                (loc.bucket(), loc.pos())
+            }
+            At::Side(i) => (self.side.slots[i].bucket, self.side.slots[i].pos),
+            At::Far(id) => self.far[&id],
+        }
+    }
+
+    #[inline]
+    fn set(&mut self, at: At, bucket: u32, pos: u32) {
+        match at {
+            At::Ring(i) => self.ring[i] = Loc::new(bucket, pos).0,
+            At::Side(i) => self.side.set(i, bucket, pos),
+            At::Far(id) => {
+                self.far.insert(id, (bucket, pos));
+            }
+        }
+    }
+
+    /// Adds an id not present.
+    #[inline]
+    fn insert(&mut self, id: i64, bucket: u32, pos: u32) {
+        if id < self.lo {
+            self.side.insert(id, bucket, pos);
+            return;
+        }
+        let i = match self.in_window(id) {
+            Some(i) => i,
+            None => match self.make_room(id) {
+                Some(i) => i,
+                None => {
+                    self.far.insert(id, (bucket, pos));
+                    return;
+                }
+            },
+        };
+        debug_assert!(Loc(self.ring[i]).is_free());
+        self.ring[i] = Loc::new(bucket, pos).0;
+        self.ring_len += 1;
+        self.top = self.top.max(id);
+    }
+
+    #[inline]
+    fn remove(&mut self, at: At) {
+        match at {
+            At::Ring(i) => {
+                self.ring[i] = NO_LOC.0;
+                self.ring_len -= 1;
+                while self.ring_len * 8 < self.ring.len() && self.ring.len() > MIN_RING {
+                    self.shrink();
+                }
+            }
+            At::Side(i) => self.side.remove_at(i),
+            At::Far(id) => {
+                self.far.remove(&id);
+            }
+        }
+    }
+
+    /// Moves the window up to hold `id` (above it) and returns id's slot;
+    /// None, the window kept, when `id` is far above and the ring holds more
+    /// than a few ids.
+    #[cold]
+    fn make_room(&mut self, id: i64) -> Option<usize> {
+        let size = self.ring.len();
+        let old_end = self.end();
+        let far = (id.wrapping_sub(self.lo) as u64) >= 2 * size as u64;
+        if far && self.ring_len > FAR_EVICT {
+            return None;
+        }
+        if self.ring_len * 2 >= size && !far {
+            self.resize(2 * size, self.lo);
+        } else {
+            if self.ring_len != 0 {
+                self.slide(id - (size as i64 - 1));
+            }
+            // What the slide left may be few: the ring shrinks to it, keeping
+            // the new id in the window.
+            self.top = self.top.max(id);
+            while self.ring_len * 8 < self.ring.len() && self.ring.len() > MIN_RING {
+                self.shrink();
+            }
+            if self.in_window(id).is_none() {
+                // Nothing left to keep: the window starts at the new id.
+                debug_assert_eq!(self.ring_len, 0);
+                self.lo = id;
+            }
+        }
+        self.settle_far(old_end);
+        Some(self.in_window(id).expect("the window holds the new id"))
+    }
+
+    /// After the window moved up from ending at `old_end`: the far ids it
+    /// reached move into the ring, or to the side table if it passed them.
+    fn settle_far(&mut self, old_end: i128) {
+        let end = self.end();
+        if self.far.is_empty() || end <= old_end || old_end > i128::from(i64::MAX) {
+            return;
+        }
+        let reached: Vec<i64> = self
+            .far
+            .range(old_end as i64..)
+            .map(|(&id, _)| id)
+            .take_while(|&id| i128::from(id) < end)
+            .collect();
+        for id in reached {
+            let (bucket, pos) = self.far.remove(&id).expect("listed just now");
+            match self.in_window(id) {
+                Some(i) => {
+                    self.ring[i] = Loc::new(bucket, pos).0;
+                    self.ring_len += 1;
+                    self.top = self.top.max(id);
+                }
+                None => self.side.insert(id, bucket, pos),
+            }
+        }
+    }
+
+    /// Moves `lo` up to `new_lo` (the size kept), sending the ids left below
+    /// to the side table.
+    fn slide(&mut self, new_lo: i64) {
+        let leaving = (new_lo.wrapping_sub(self.lo) as u64).min(self.ring.len() as u64);
+        let mut id = self.lo;
+        for _ in 0..leaving {
+            if self.ring_len == 0 {
+                break;
+            }
+            let i = id as usize & self.mask;
+            let loc = Loc(std::mem::replace(&mut self.ring[i], NO_LOC.0));
+            if !loc.is_free() {
+                self.ring_len -= 1;
+                self.side.insert(id, loc.bucket(), loc.pos());
+            }
+            id = id.wrapping_add(1);
+        }
+        self.lo = new_lo;
+    }
+
+    /// A ring of `size` slots whose window starts at `new_lo` (>= `lo`); the
+    /// caller makes sure that every ring id at or above `new_lo` fits in it.
+    fn resize(&mut self, size: usize, new_lo: i64) {
+        let old = std::mem::replace(&mut self.ring, free_ring(size));
+        let old_mask = std::mem::replace(&mut self.mask, size - 1);
+        let old_lo = std::mem::replace(&mut self.lo, new_lo);
+        for (i, &loc) in old.iter().enumerate() {
+            let loc = Loc(loc);
+            if loc.is_free() {
+                continue;
+            }
+            let id = ring_id(old_lo, old_mask, i);
+            if id < new_lo {
+                self.ring_len -= 1;
+                self.side.insert(id, loc.bucket(), loc.pos());
+            } else {
+                self.ring[id as usize & self.mask] = loc.0;
+            }
+        }
+    }
+
+    /// Halves the ring (to `MIN_RING` at once when it holds nothing), keeping
+    /// the window's top part up to `top`.
+    #[cold]
+    fn shrink(&mut self) {
+        if self.ring_len == 0 {
+            self.ring = free_ring(MIN_RING);
+            self.mask = MIN_RING - 1;
+            return;
+        }
+        let size = self.ring.len() / 2;
+        let new_lo = self.lo.max(self.top.saturating_sub(size as i64 - 1));
+        self.resize(size, new_lo);
+    }
+}
+
+/// The id of slot `i` of a ring of `mask` + 1 slots whose window starts at
+/// `lo` (the one id of the window it holds).
+#[inline]
+fn ring_id(lo: i64, mask: usize, i: usize) -> i64 {
+    lo.wrapping_add((i.wrapping_sub(lo as usize) & mask) as i64)
+}
+
+/// `size` free slots.
+fn free_slots(size: usize, free: Slot) -> Vec<Slot> {
     let mut slots = Vec::with_capacity(size);
+    huge_pages(&slots);
+    slots.resize(size, free);
+    slots
+}
+
+/// `size` free ring slots, zeroed by the allocator.
+fn free_ring(size: usize) -> Vec<u64> {
+    let zeroed = vec![0u64; size];
+    huge_pages(&zeroed);
+    zeroed
+}
+
+/// A table or ring of megabytes asks for huge pages before its memory is
+/// first touched: its look-ups land all over it, and with 4 KiB pages nearly
+/// each one also misses the TLB.
+fn huge_pages<T>(v: &Vec<T>) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
-        let bytes = size * std::mem::size_of::<Slot>();
+        let bytes = v.capacity() * std::mem::size_of::<T>();
         if bytes >= 2 * HUGE {
-            let start = slots.as_ptr() as usize;
+            let start = v.as_ptr() as usize;
             let from = start.next_multiple_of(HUGE);
             let to = (start + bytes) / HUGE * HUGE;
             if to > from {
-                // SAFETY: [from, to) lies inside the allocation just made and
-                // owned by `slots`; MADV_HUGEPAGE only changes how the kernel
-                // backs those pages, not their contents or validity.
+                // SAFETY: [from, to) lies inside the allocation owned by `v`;
+                // MADV_HUGEPAGE only changes how the kernel backs those
+                // pages, not their contents or validity.
                 unsafe {
                     libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
                 }
             }
         }
     }
-    slots.resize(size, FREE);
-    slots
+    #[cfg(not(target_os = "linux"))]
+    let _ = v;
 }
 
 /// A hint to bring `value`'s cache line in; no effect on the program's
@@ -312,7 +655,7 @@ pub struct TimingWheel {
     levels: Vec<Level>,
     /// `levels.len() * wheel_size` buckets, level by level.
     buckets: Vec<Bucket>,
-    ids: IdTable,
+    ids: Ids,
     /// (expiration, bucket index) of every bucket whose expiration is set.
     heap: BinaryHeap<Reverse<(i64, u32)>>,
     /// (deadline, id) of what an advance expires, reused between advances.
@@ -336,7 +679,7 @@ impl TimingWheel {
             wheel_size,
             levels: Vec::new(),
             buckets: Vec::new(),
-            ids: IdTable::new(),
+            ids: Ids::new(),
             heap: BinaryHeap::new(),
             expired: Vec::new(),
         };
@@ -358,12 +701,12 @@ impl TimingWheel {
     /// Pending entries.
     #[inline]
     pub fn len(&self) -> usize {
-        self.ids.len
+        self.ids.len()
     }
 
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.ids.len == 0
+        self.ids.len() == 0
     }
 
     #[inline]
@@ -389,14 +732,11 @@ impl TimingWheel {
     #[inline]
     pub fn add(&mut self, id: i64, expiration_ms: i64) -> bool {
         let reached = self.levels[0].reached(expiration_ms);
-        if !reached {
-            self.ids.reserve_one();
-        }
-        match self.ids.probe(id) {
-            Ok(at) => {
-                let old = self.ids.slots[at].bucket;
+        match self.ids.find(id) {
+            Some(at) => {
+                let (old, _) = self.ids.get(at);
                 if reached {
-                    self.ids.remove_at(at);
+                    self.ids.remove(at);
                     self.release(old);
                     return false;
                 }
@@ -407,13 +747,10 @@ impl TimingWheel {
                 self.release(old);
                 true
             }
-            Err(_) if reached => false,
-            Err(at) => {
+            None if reached => false,
+            None => {
                 let (bucket, pos) = self.place(id, expiration_ms);
-                self.ids.fill(at, id, bucket, pos);
-                // Callers mostly number operations from a counter: warm the
-                // slot the next id will want, before the next call needs it.
-                prefetch(&self.ids.slots[fold(id.wrapping_add(1)) & self.ids.mask]);
+                self.ids.insert(id, bucket, pos);
                 true
             }
         }
@@ -422,14 +759,14 @@ impl TimingWheel {
     /// Drops `id`'s deadline; false when it is not pending.
     #[inline]
     pub fn cancel(&mut self, id: i64) -> bool {
-        match self.ids.probe(id) {
-            Ok(at) => {
-                let bucket = self.ids.slots[at].bucket;
-                self.ids.remove_at(at);
+        match self.ids.find(id) {
+            Some(at) => {
+                let (bucket, _) = self.ids.get(at);
+                self.ids.remove(at);
                 self.release(bucket);
                 true
             }
-            Err(_) => false,
+            None => false,
         }
     }
 
@@ -457,7 +794,7 @@ impl TimingWheel {
         let mut cancelled = 0;
         for (i, &id) in ids.iter().enumerate() {
             if let Some(&ahead) = ids.get(i + AHEAD) {
-                prefetch(&self.ids.slots[fold(ahead) & self.ids.mask]);
+                self.ids.prefetch(ahead);
             }
             cancelled += usize::from(self.cancel(id));
         }
@@ -543,10 +880,10 @@ impl TimingWheel {
 
     /// The table slot of the item at (`bucket`, `pos`) if the item is live.
     #[inline]
-    fn live_slot(&self, id: i64, bucket: u32, pos: usize) -> Option<usize> {
+    fn live_slot(&self, id: i64, bucket: u32, pos: usize) -> Option<At> {
         let at = self.ids.find(id)?;
-        let s = &self.ids.slots[at];
-        (s.bucket == bucket && s.pos as usize == pos).then_some(at)
+        let (b, p) = self.ids.get(at);
+        (b == bucket && p as usize == pos).then_some(at)
     }
 
     /// Drops a bucket's dead items, pointing the table at the moved ones.
@@ -632,13 +969,13 @@ impl TimingWheel {
             // The table slots of the items a few places ahead are prefetched:
             // their cache misses overlap with this item's work.
             if let Some(ahead) = items.get(pos + FLUSH_AHEAD) {
-                prefetch(&self.ids.slots[fold(ahead.id) & self.ids.mask]);
+                self.ids.prefetch(ahead.id);
             }
             let Some(at) = self.live_slot(id, bucket, pos) else {
                 continue; // cancelled or rescheduled
             };
             if level0.reached(expiration) {
-                self.ids.remove_at(at);
+                self.ids.remove(at);
                 expired.push((expiration, id));
             } else {
                 let (to, pos) = self.place(id, expiration);
@@ -903,7 +1240,8 @@ mod tests {
             assert_eq!(w.advance(round * 100 + 99).len(), 1000);
         }
         assert!(w.buckets.iter().all(|b| b.items.capacity() <= 1000));
-        assert_eq!(w.ids.slots.len(), MIN_TABLE);
+        assert_eq!(w.ids.ring.len(), MIN_RING);
+        assert_eq!(w.ids.side.slots.len(), MIN_TABLE);
     }
 
     #[test]
@@ -1033,6 +1371,167 @@ mod tests {
             .collect();
         want.sort();
         assert_eq!(got, want);
-        assert_eq!(w.ids.slots.len(), MIN_TABLE);
+        assert_eq!(w.ids.ring.len(), MIN_RING);
+        assert_eq!(w.ids.side.slots.len(), MIN_TABLE);
+    }
+
+    /// Checks the id index against its invariants: every id of the model is
+    /// found where it should be (ring inside the window, side below it), and
+    /// the ring is at most 8 slots per ring id (or the minimum).
+    fn check_ids(ids: &Ids, model: &std::collections::HashMap<i64, (u32, u32)>) {
+        assert_eq!(ids.len(), model.len());
+        for (&id, &loc) in model {
+            let at = ids.find(id).unwrap_or_else(|| panic!("{id} lost"));
+            assert_eq!(ids.get(at), loc);
+            match at {
+                At::Ring(_) => assert!(ids.in_window(id).is_some()),
+                At::Side(_) => assert!(id < ids.lo, "{id} in the side table at or above lo"),
+                At::Far(_) => assert!(i128::from(id) >= ids.end(), "far id {id} not above"),
+            }
+        }
+        let in_ring = ids.ring.iter().filter(|&&l| !Loc(l).is_free()).count();
+        assert_eq!(in_ring, ids.ring_len);
+        assert!(
+            ids.ring.len() <= MIN_RING.max(8 * ids.ring_len),
+            "ring of {} for {} ids",
+            ids.ring.len(),
+            ids.ring_len
+        );
+    }
+
+    #[test]
+    fn id_ring_matches_a_map() {
+        // Counters (the usual caller), counters with gaps, random ids, far
+        // jumps (the far map) and ids near both ends of i64, inserted and
+        // removed at random.
+        for seed in 1..6u64 {
+            let mut rng = XorShift(seed * 7777);
+            let mut ids = Ids::new();
+            let mut model = std::collections::HashMap::new();
+            let mut counter = match seed {
+                1 => i64::MAX - 20_000,
+                2 => i64::MIN,
+                _ => rng.below(1 << 40) as i64 - (1 << 39),
+            };
+            for step in 0..60_000u32 {
+                let id = match rng.below(200) {
+                    0..=119 => {
+                        counter = counter.wrapping_add(1 + (rng.below(64) == 0) as i64 * 20);
+                        counter
+                    }
+                    120..=179 => counter.wrapping_sub(rng.below(5_000) as i64),
+                    180 => rng.next() as i64,
+                    181 => counter.wrapping_add(rng.below(1 << 20) as i64),
+                    _ => match model.keys().next() {
+                        Some(&k) => k,
+                        None => continue,
+                    },
+                };
+                match ids.find(id) {
+                    Some(at) => {
+                        if rng.below(3) == 0 {
+                            ids.set(at, 1, step);
+                            model.insert(id, (1, step));
+                        } else {
+                            ids.remove(at);
+                            model.remove(&id);
+                        }
+                    }
+                    None => {
+                        assert!(!model.contains_key(&id));
+                        ids.insert(id, 0, step);
+                        model.insert(id, (0, step));
+                    }
+                }
+                if step % 5_000 == 0 {
+                    check_ids(&ids, &model);
+                }
+            }
+            check_ids(&ids, &model);
+            let all: Vec<i64> = model.keys().copied().collect();
+            for id in all {
+                let at = ids.find(id).unwrap();
+                ids.remove(at);
+                model.remove(&id);
+            }
+            check_ids(&ids, &model);
+            assert_eq!(ids.ring.len(), MIN_RING);
+        }
+    }
+
+    #[test]
+    fn id_ring_grows_for_a_window_of_counter_ids() {
+        // 100k pending counter ids (each live 50k ids): the ring grows to hold
+        // them; the window wraps the ring many times over.
+        let mut ids = Ids::new();
+        for id in 0..1_000_000i64 {
+            ids.insert(id, 0, id as u32);
+            if id >= 50_000 {
+                let at = ids.find(id - 50_000).unwrap();
+                ids.remove(at);
+            }
+        }
+        assert_eq!(ids.len(), 50_000);
+        assert_eq!(ids.side.len, 0, "no counter id went to the side table");
+        assert!(ids.ring.len() <= 4 * 65_536, "ring of {}", ids.ring.len());
+        for id in 950_000..1_000_000i64 {
+            assert_eq!(ids.get(ids.find(id).unwrap()), (0, id as u32));
+        }
+        assert!(ids.find(949_999).is_none());
+    }
+
+    #[test]
+    fn long_lived_id_among_short_ones() {
+        // One operation pending throughout (a session's far deadline) while
+        // 1M short ones come and go, 1000 at a time: the ring stays the size
+        // of the short ones' window, the long one moves to the side table.
+        let mut w = TimingWheel::new(1, 20, 0).unwrap();
+        assert!(w.add(0, 1 << 40));
+        let mut largest = 0;
+        for ms in 0..1000i64 {
+            for k in 0..1000 {
+                let id = 1 + ms * 1000 + k;
+                assert!(w.add(id, ms + 1 + k % 10));
+                if k % 2 == 0 {
+                    assert!(w.cancel(id));
+                }
+            }
+            w.advance(ms);
+            largest = largest.max(w.ids.ring.len());
+        }
+        w.advance(1000 + 20);
+        assert!(largest <= 8_192, "ring of {largest} slots");
+        assert_eq!(w.len(), 1);
+        assert_eq!(w.ids.side.len, 1);
+        assert_eq!(w.ids.ring.len(), MIN_RING);
+        assert!(w.contains(0));
+        assert!(w.cancel(0));
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn far_stray_id_keeps_the_ring() {
+        // 10k pending counter ids, then one id 1M ahead (another id space):
+        // it waits in the far map instead of pushing the 10k out to the side
+        // table, and moves into the ring when the counter gets there.
+        let mut ids = Ids::new();
+        for id in 0..10_000i64 {
+            ids.insert(id, 0, id as u32);
+        }
+        ids.insert(1_000_000, 7, 7);
+        assert_eq!((ids.side.len, ids.far.len(), ids.ring_len), (0, 1, 10_000));
+        assert_eq!(ids.get(ids.find(1_000_000).unwrap()), (7, 7));
+        for id in 10_000..1_000_100i64 {
+            if id != 1_000_000 {
+                ids.insert(id, 0, id as u32);
+            }
+            let old = ids.find(id - 10_000).unwrap();
+            ids.remove(old);
+        }
+        assert!(ids.far.is_empty());
+        assert_eq!(ids.side.len, 0);
+        assert!(matches!(ids.find(1_000_000), Some(At::Ring(_))));
+        assert_eq!(ids.get(ids.find(1_000_000).unwrap()), (7, 7));
+        assert_eq!(ids.len(), 10_000);
     }
 }
