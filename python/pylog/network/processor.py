@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import os
 import socket
@@ -58,6 +59,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from pylog.errors import CloseConnection, KafkaError
 from pylog.logsafe import quoted
+from pylog.network.eager_future import EagerFuture
 from pylog.network.request_channel import Chunk, Request, Response
 from pylog.protocol import ApiKey, RequestHeader
 from pylog.records import FileRecords
@@ -583,7 +585,9 @@ class Processor(asyncio.BufferedProtocol):
 
     def _begin(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run ``coro`` up to its first wait here; a task carries it on from
-        there (what Python 3.12's eager tasks do)."""
+        there (what Python 3.12's eager tasks do). A wait on an EagerFuture
+        (the purgatory's) needs no task: the future resumes ``coro`` here when
+        its result is set, so the answer goes out in that same call."""
         try:
             waiting_on = coro.send(None)
         except StopIteration:
@@ -591,6 +595,10 @@ class Processor(asyncio.BufferedProtocol):
         except Exception:
             _log.exception("connection %s: handling a request failed", self.connection_id)
             self.close(abort=True)
+            return
+        if isinstance(waiting_on, EagerFuture) and not waiting_on.done():
+            waiting_on._asyncio_future_blocking = False
+            waiting_on.add_eager_callback(functools.partial(self._begin, coro))
             return
         task = asyncio.get_running_loop().create_task(_carry_on(coro, waiting_on))
         self._tasks.add(task)
