@@ -53,7 +53,7 @@ import ssl
 import struct
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -600,7 +600,7 @@ class Processor(asyncio.BufferedProtocol):
             waiting_on._asyncio_future_blocking = False
             waiting_on.add_eager_callback(functools.partial(self._begin, coro))
             return
-        task = asyncio.get_running_loop().create_task(_carry_on(coro, waiting_on))
+        task = asyncio.get_running_loop().create_task(_carry_on(coro, waiting_on, self._begin))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -955,12 +955,21 @@ def _send_within(
     return views
 
 
-async def _carry_on(coro: Coroutine[Any, Any, None], waiting_on: object) -> None:
+async def _carry_on(
+    coro: Coroutine[Any, Any, None],
+    waiting_on: object,
+    resume: Callable[[Coroutine[Any, Any, None]], None],
+) -> None:
     """Drive ``coro``, started outside a task and now waiting on ``waiting_on``
     (a future, or None for a bare yield such as ``asyncio.sleep(0)``), from this
     task: wait for that future here, then resume the coroutine, which reads
-    the future's outcome (result, exception or cancellation) itself."""
+    the future's outcome (result, exception or cancellation) itself. A wait on
+    an EagerFuture leaves the task: its ``set_result`` calls ``resume(coro)``."""
     while True:
+        if isinstance(waiting_on, EagerFuture) and not waiting_on.done():
+            waiting_on._asyncio_future_blocking = False
+            waiting_on.add_eager_callback(functools.partial(resume, coro))
+            return
         if isinstance(waiting_on, asyncio.Future):
             waiting_on._asyncio_future_blocking = False
             try:
