@@ -1,7 +1,8 @@
 """A request handler waiting on an EagerFuture (what the purgatories hand out)
-resumes, and its answer is written, inside the ``set_result`` that completes
-it — on real loopback connections of a SocketServer; awaited in a task of
-its own it is an ordinary future."""
+resumes, and its answer is written, in the call that completes it — once the
+request running there has answered — not on a later turn of the event loop;
+on real loopback connections of a SocketServer. Awaited in a task of its own
+it is an ordinary future."""
 
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ class WakingHandler:
             self.events.append(f"{cmd.decode()} resumed with {got}")
         elif cmd == b"K":
             assert self.waiting is not None
+            # What the loop runs next, queued before the result is set (a
+            # task's wake-up would be queued behind it).
+            asyncio.get_running_loop().call_soon(self.events.append, "next turn")
             self.events.append("K completes")
             self.waiting.set_result("data")
             self.events.append("K answers")
@@ -79,13 +83,16 @@ def run_waking(first: bytes) -> list[str]:
     return asyncio.run(main())
 
 
-def test_a_waiting_handler_is_answered_inside_set_result() -> None:
-    # Before "K answers": the waiting request finished in the waking call.
-    assert run_waking(b"W") == ["K completes", "W resumed with data", "K answers"]
+def test_a_waiting_handler_is_answered_right_after_the_request_that_woke_it() -> None:
+    # Not on a later turn of the loop: once K (an append) has answered, in
+    # the same call.
+    events = run_waking(b"W")
+    assert events == ["K completes", "K answers", "W resumed with data", "next turn"]
 
 
 def test_a_handler_carried_on_by_a_task_leaves_it_for_an_eager_wait() -> None:
-    assert run_waking(b"T") == ["K completes", "T resumed with data", "K answers"]
+    events = run_waking(b"T")
+    assert events == ["K completes", "K answers", "T resumed with data", "next turn"]
 
 
 def test_awaited_in_a_task_an_eager_future_is_an_ordinary_future() -> None:
