@@ -12,10 +12,10 @@ The network layer drives a handler's coroutine itself until its first wait
 (:meth:`pylog.network.processor.Processor._begin`). When that wait is on an
 EagerFuture it registers a resume with :meth:`add_eager_callback` instead of
 starting a task, and ``set_result`` runs it at once: the handler finishes and
-its answer is written in the same call — the processor holds it until the
-request running there (the Produce) has written its own answer, so a
-producer's acknowledgement never waits for the fetches its append woke.
-Awaited anywhere else (a task), an EagerFuture is an ordinary future.
+its answer is written in the same call, before the answer of the request
+that set it (Kafka's order; the Produce's acknowledgement waits for the
+fetches its append woke, as on Kafka's request thread). Awaited anywhere
+else (a task), an EagerFuture is an ordinary future.
 """
 
 from __future__ import annotations

@@ -586,38 +586,23 @@ class Processor(asyncio.BufferedProtocol):
     def _begin(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run ``coro`` up to its first wait here; a task carries it on from
         there (what Python 3.12's eager tasks do). A wait on an EagerFuture
-        (the purgatory's) needs no task: the future resumes ``coro`` when its
-        result is set, so the answer goes out in that same call — after the
-        answer of the request that set it (a Produce whose append woke a
-        Fetch), when one is running: its client is not kept waiting for the
-        other's answer."""
-        global _running
-        outer = not _running
-        _running = True
+        (the purgatory's) needs no task: the future resumes ``coro`` here when
+        its result is set, so the answer goes out in that same call."""
         try:
-            try:
-                waiting_on = coro.send(None)
-            except StopIteration:
-                return
-            except Exception:
-                _log.exception("connection %s: handling a request failed", self.connection_id)
-                self.close(abort=True)
-                return
-            if isinstance(waiting_on, EagerFuture) and not waiting_on.done():
-                waiting_on._asyncio_future_blocking = False
-                waiting_on.add_eager_callback(functools.partial(_resume, self, coro))
-                return
-            task = asyncio.get_running_loop().create_task(
-                _carry_on(coro, waiting_on, functools.partial(_resume, self))
-            )
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        finally:
-            if outer:
-                _running = False
-                while _resumes:
-                    processor, woken = _resumes.popleft()
-                    processor._begin(woken)
+            waiting_on = coro.send(None)
+        except StopIteration:
+            return
+        except Exception:
+            _log.exception("connection %s: handling a request failed", self.connection_id)
+            self.close(abort=True)
+            return
+        if isinstance(waiting_on, EagerFuture) and not waiting_on.done():
+            waiting_on._asyncio_future_blocking = False
+            waiting_on.add_eager_callback(functools.partial(self._begin, coro))
+            return
+        task = asyncio.get_running_loop().create_task(_carry_on(coro, waiting_on, self._begin))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _run(self, request: Request, response: Response) -> None:
         handler = self._sasl_handler
@@ -968,21 +953,6 @@ def _send_within(
         if not whole:
             return views
     return views
-
-
-# A request's handler is running (Processor._begin is on the stack), and the
-# handlers its completions resumed, to run once it has answered.
-_running = False
-_resumes: deque[tuple[Processor, Coroutine[Any, Any, None]]] = deque()
-
-
-def _resume(processor: Processor, coro: Coroutine[Any, Any, None]) -> None:
-    """An EagerFuture's result is set: resume ``coro`` now, or after the
-    request running (the one that set it) has written its answer."""
-    if _running:
-        _resumes.append((processor, coro))
-    else:
-        processor._begin(coro)
 
 
 async def _carry_on(

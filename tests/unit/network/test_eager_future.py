@@ -1,8 +1,7 @@
 """A request handler waiting on an EagerFuture (what the purgatories hand out)
-resumes, and its answer is written, in the call that completes it — once the
-request running there has answered — not on a later turn of the event loop;
-on real loopback connections of a SocketServer. Awaited in a task of its own
-it is an ordinary future."""
+resumes, and its answer is written, inside the ``set_result`` that completes
+it, not on a later turn of the event loop; on real loopback connections of a
+SocketServer. Awaited in a task of its own it is an ordinary future."""
 
 from __future__ import annotations
 
@@ -83,16 +82,16 @@ def run_waking(first: bytes) -> list[str]:
     return asyncio.run(main())
 
 
-def test_a_waiting_handler_is_answered_right_after_the_request_that_woke_it() -> None:
-    # Not on a later turn of the loop: once K (an append) has answered, in
-    # the same call.
+def test_a_waiting_handler_is_answered_inside_the_request_that_woke_it() -> None:
+    # Not on a later turn of the loop, nor after K's own answer: inside
+    # set_result, as Kafka answers a Fetch inside the append that woke it.
     events = run_waking(b"W")
-    assert events == ["K completes", "K answers", "W resumed with data", "next turn"]
+    assert events == ["K completes", "W resumed with data", "K answers", "next turn"]
 
 
 def test_a_handler_carried_on_by_a_task_leaves_it_for_an_eager_wait() -> None:
     events = run_waking(b"T")
-    assert events == ["K completes", "K answers", "T resumed with data", "next turn"]
+    assert events == ["K completes", "T resumed with data", "K answers", "next turn"]
 
 
 def test_awaited_in_a_task_an_eager_future_is_an_ordinary_future() -> None:
