@@ -203,8 +203,8 @@ class ProduceFetchApis:
             for i in indexes:
                 await pace()
                 tp = TopicPartition(name, i)
-                r = appended.get(tp)
-                if r is None:
+                got = appended.get(tp)
+                if got is None:
                     out: PartitionProduceResponseDict = {
                         "index": i,
                         "base_offset": -1,
@@ -218,16 +218,16 @@ class ProduceFetchApis:
                 parts.append(
                     {
                         "index": i,
-                        "error_code": r.error_code,
-                        "base_offset": r.base_offset,
-                        "log_append_time_ms": r.log_append_time_ms,
-                        "log_start_offset": r.log_start_offset,
-                        "error_message": r.error_message if r.error_code else None,
+                        "error_code": got.error_code,
+                        "base_offset": got.base_offset,
+                        "log_append_time_ms": got.log_append_time_ms,
+                        "log_start_offset": got.log_start_offset,
+                        "error_message": got.error_message if got.error_code else None,
                         "record_errors": [
                             BatchIndexAndErrorMessage(batch_index=b, batch_index_error_message=m)
-                            for b, m in r.record_errors
+                            for b, m in got.record_errors
                         ]
-                        if r.record_errors
+                        if got.record_errors
                         else [],
                     }
                 )
