@@ -195,23 +195,44 @@ class ProduceFetchApis:
                 if r.error_code != ErrorCode.NONE:
                     raise CloseConnection(f"acks=0 produce to {tp} failed with {r.error_code}")
             return None
-        as_dicts: dict[TopicPartition, PartitionProduceResponseDict] = {
-            tp: {
-                "error_code": r.error_code,
-                "base_offset": r.base_offset,
-                "log_append_time_ms": r.log_append_time_ms,
-                "log_start_offset": r.log_start_offset,
-                "error_message": r.error_message if r.error_code else None,
-                "record_errors": [
-                    BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
-                    for i, m in r.record_errors
-                ],
-            }
-            for tp, r in appended.items()
-        }
-        as_dicts.update(denied)
-        as_dicts.update(refused)
-        return await self._produce_response(order, as_dicts)
+        # One pass over the request's order builds the answer from the append
+        # results (and the partitions refused before it).
+        responses: list[TopicProduceResponseDict] = []
+        for name, indexes in order:
+            parts: list[PartitionProduceResponseDict] = []
+            for i in indexes:
+                await pace()
+                tp = TopicPartition(name, i)
+                got = appended.get(tp)
+                if got is None:
+                    out: PartitionProduceResponseDict = {
+                        "index": i,
+                        "base_offset": -1,
+                        "log_append_time_ms": -1,
+                        "log_start_offset": -1,
+                        "record_errors": [],
+                    }
+                    out.update(refused.get(tp) or denied[tp])
+                    parts.append(out)
+                    continue
+                parts.append(
+                    {
+                        "index": i,
+                        "error_code": got.error_code,
+                        "base_offset": got.base_offset,
+                        "log_append_time_ms": got.log_append_time_ms,
+                        "log_start_offset": got.log_start_offset,
+                        "error_message": got.error_message if got.error_code else None,
+                        "record_errors": [
+                            BatchIndexAndErrorMessage(batch_index=b, batch_index_error_message=m)
+                            for b, m in got.record_errors
+                        ]
+                        if got.record_errors
+                        else [],
+                    }
+                )
+            responses.append({"name": name, "partition_responses": parts})
+        return {"responses": responses, "throttle_time_ms": 0}
 
     @staticmethod
     async def _produce_response(

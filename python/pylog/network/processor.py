@@ -46,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import os
 import socket
@@ -54,12 +55,13 @@ import struct
 import sys
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from pylog.errors import CloseConnection, KafkaError
 from pylog.logsafe import quoted
+from pylog.network.eager_future import EagerFuture
 from pylog.network.request_channel import Chunk, Request, Response
 from pylog.protocol import ApiKey, RequestHeader
 from pylog.records import FileRecords
@@ -643,7 +645,9 @@ class Processor(asyncio.BufferedProtocol):
 
     def _begin(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run ``coro`` up to its first wait here; a task carries it on from
-        there (what Python 3.12's eager tasks do)."""
+        there (what Python 3.12's eager tasks do). A wait on an EagerFuture
+        (the purgatory's) needs no task: the future resumes ``coro`` here when
+        its result is set, so the answer goes out in that same call."""
         try:
             waiting_on = coro.send(None)
         except StopIteration:
@@ -652,7 +656,11 @@ class Processor(asyncio.BufferedProtocol):
             _log.exception("connection %s: handling a request failed", self.connection_id)
             self.close(abort=True)
             return
-        task = asyncio.get_running_loop().create_task(_carry_on(coro, waiting_on))
+        if isinstance(waiting_on, EagerFuture) and not waiting_on.done():
+            waiting_on._asyncio_future_blocking = False
+            waiting_on.add_eager_callback(functools.partial(self._begin, coro))
+            return
+        task = asyncio.get_running_loop().create_task(_carry_on(coro, waiting_on, self._begin))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -1007,12 +1015,21 @@ def _send_within(
     return views
 
 
-async def _carry_on(coro: Coroutine[Any, Any, None], waiting_on: object) -> None:
+async def _carry_on(
+    coro: Coroutine[Any, Any, None],
+    waiting_on: object,
+    resume: Callable[[Coroutine[Any, Any, None]], None],
+) -> None:
     """Drive ``coro``, started outside a task and now waiting on ``waiting_on``
     (a future, or None for a bare yield such as ``asyncio.sleep(0)``), from this
     task: wait for that future here, then resume the coroutine, which reads
-    the future's outcome (result, exception or cancellation) itself."""
+    the future's outcome (result, exception or cancellation) itself. A wait on
+    an EagerFuture leaves the task: its ``set_result`` calls ``resume(coro)``."""
     while True:
+        if isinstance(waiting_on, EagerFuture) and not waiting_on.done():
+            waiting_on._asyncio_future_blocking = False
+            waiting_on.add_eager_callback(functools.partial(resume, coro))
+            return
         if isinstance(waiting_on, asyncio.Future):
             waiting_on._asyncio_future_blocking = False
             try:

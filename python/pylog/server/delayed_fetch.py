@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from pylog.errors import ErrorCode, KafkaError
 from pylog.log.checkpoint import TopicPartition
@@ -39,8 +39,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class FetchParams:
+# The request-side records are NamedTuples, not frozen dataclasses: as
+# immutable, and built in a fifth of the time (one per Fetch and per partition).
+class FetchParams(NamedTuple):
     """What a Fetch request asks as a whole. ``replica_id`` >= 0 is a follower."""
 
     replica_id: int = -1
@@ -55,8 +56,7 @@ class FetchParams:
         return self.replica_id >= 0
 
 
-@dataclass(frozen=True, slots=True)
-class FetchPartitionRequest:
+class FetchPartitionRequest(NamedTuple):
     tp: TopicPartition
     fetch_offset: int
     partition_max_bytes: int

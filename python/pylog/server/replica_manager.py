@@ -67,6 +67,7 @@ from pylog.log.manager import LogManager
 from pylog.logsafe import quoted
 from pylog.metadata.metadata_cache import MetadataBroker, MetadataCache, PartitionInfo
 from pylog.metadata.store import MetadataEvent, MetadataStore, TopicMetadata
+from pylog.network.eager_future import EagerFuture
 from pylog.network.metrics import MetricsRegistry
 from pylog.server.alter_isr_manager import (
     AlterIsrManager,
@@ -576,9 +577,7 @@ class ReplicaManager:
             )
             for tp, r in ordered.items()
         }
-        fut: asyncio.Future[dict[TopicPartition, ProduceResult]] = (
-            asyncio.get_running_loop().create_future()
-        )
+        fut: EagerFuture[dict[TopicPartition, ProduceResult]] = EagerFuture()
 
         def respond(res: dict[TopicPartition, ProduceResult]) -> None:
             if not fut.done():
@@ -769,7 +768,9 @@ class ReplicaManager:
                 must_answer = True
         if must_answer or readable >= params.min_bytes:
             return results
-        fut: asyncio.Future[list[FetchPartitionResult]] = asyncio.get_running_loop().create_future()
+        # Woken by an append, the Fetch's handler resumes and answers inside
+        # it (see EagerFuture), before the appending request's own answer.
+        fut: EagerFuture[list[FetchPartitionResult]] = EagerFuture()
 
         def respond(res: list[FetchPartitionResult]) -> None:
             if not fut.done():
