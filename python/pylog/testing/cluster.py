@@ -9,6 +9,7 @@ broker comes back on the same port and data, as a machine would."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -180,6 +181,23 @@ def _drain(stream: IO[str]) -> None:
             pass
 
 
+def _knows_brokers(bootstrap: str, count: int) -> bool:
+    """Whether the broker at ``bootstrap`` lists ``count`` brokers in its
+    Metadata; True when it cannot be asked in plain text (a listener needing
+    TLS or SASL), which leaves those clusters' readiness to their tests."""
+    from pylog.errors import KafkaError
+    from pylog.protocol.client import KafkaConnection
+    from pylog.protocol.messages.metadata_response import MetadataResponse
+
+    try:
+        with KafkaConnection(bootstrap, timeout=5.0) as conn:
+            # Metadata v1 with no topics: only the brokers.
+            answer = conn.request(3, 1, {"topics": []}, MetadataResponse)
+    except (KafkaError, OSError, EOFError, ValueError):
+        return True
+    return len(answer.brokers) >= count
+
+
 class LocalCluster:
     """ZooKeeper and ``brokers`` pylog brokers (ids 1..N) on loopback.
 
@@ -290,6 +308,16 @@ class LocalCluster:
             ids = sorted(self.brokers)
             self.wait_for(lambda: self.registered() == ids, "every broker to register")
             self.wait_for(lambda: self.controller() is not None, "a controller")
+            # Registered is not ready: a broker answers clients from its
+            # MetadataCache, which the controller's UpdateMetadata fills a
+            # moment later. Until then it knows no live broker, and a client's
+            # first FindCoordinator there fails; librdkafka retries that only
+            # twice, then waits for its request timeout.
+            for b in self.brokers.values():
+                self.wait_for(
+                    functools.partial(_knows_brokers, b.bootstrap_servers, len(ids)),
+                    f"broker {b.broker_id} to learn of every broker",
+                )
         except BaseException:
             self.close()
             raise
