@@ -656,9 +656,7 @@ class Processor(asyncio.BufferedProtocol):
             _log.exception("connection %s: handling a request failed", self.connection_id)
             self.close(abort=True)
             return
-        if isinstance(waiting_on, EagerFuture) and not waiting_on.done():
-            waiting_on._asyncio_future_blocking = False
-            waiting_on.add_eager_callback(functools.partial(self._begin, coro))
+        if _park_on(waiting_on, functools.partial(self._begin, coro)):
             return
         task = asyncio.get_running_loop().create_task(_carry_on(coro, waiting_on, self._begin))
         self._tasks.add(task)
@@ -1015,6 +1013,16 @@ def _send_within(
     return views
 
 
+def _park_on(waiting_on: object, resume: Callable[[], None]) -> bool:
+    """If ``waiting_on`` is an EagerFuture not yet done, have its
+    ``set_result`` call ``resume()`` (no task needed) and say so."""
+    if isinstance(waiting_on, EagerFuture) and not waiting_on.done():
+        waiting_on._asyncio_future_blocking = False
+        waiting_on.add_eager_callback(resume)
+        return True
+    return False
+
+
 async def _carry_on(
     coro: Coroutine[Any, Any, None],
     waiting_on: object,
@@ -1026,9 +1034,7 @@ async def _carry_on(
     the future's outcome (result, exception or cancellation) itself. A wait on
     an EagerFuture leaves the task: its ``set_result`` calls ``resume(coro)``."""
     while True:
-        if isinstance(waiting_on, EagerFuture) and not waiting_on.done():
-            waiting_on._asyncio_future_blocking = False
-            waiting_on.add_eager_callback(functools.partial(resume, coro))
+        if _park_on(waiting_on, functools.partial(resume, coro)):
             return
         if isinstance(waiting_on, asyncio.Future):
             waiting_on._asyncio_future_blocking = False
