@@ -10,6 +10,10 @@ pipelines the same ProduceRequest (v9, acks=1, one partition, 1 KiB records,
 turn (PYTHONPATH), and reads the broker's CPU time (/proc) and its threads'
 voluntary context switches around the run: per request, they depend far less
 on the machine's other load than MB/s does.
+
+``kafka`` in place of a tree runs Apache Kafka (KRaft, as kafka_peer.py starts
+it; 1,000 requests of warm-up for its JIT) with the same requests: pylog's CPU
+per request beside Kafka's.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from kafka_peer import PylogPeer
+from kafka_peer import KafkaPeer, Peer, PylogPeer, default_libs
 
 from pylog import _native
 from pylog.protocol.codec import encode_request
@@ -52,7 +56,8 @@ def voluntary_switches(pid: int) -> int:
 
 def one_run(tree: str, size_kib: int, requests: int, workdir: str) -> tuple[float, float, float]:
     """CPU µs and voluntary switches per request, and MB/s, of one broker of ``tree``."""
-    os.environ["PYTHONPATH"] = tree
+    if tree != "kafka":
+        os.environ["PYTHONPATH"] = tree
     now = int(time.time() * 1000)
     batch = _native.build_batch([(None, os.urandom(1024), [], now) for _ in range(size_kib)])
     body = {
@@ -62,7 +67,13 @@ def one_run(tree: str, size_kib: int, requests: int, workdir: str) -> tuple[floa
         "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch}]}],
     }
     frame = bytes(encode_request(0, 9, 1, "produce-cpu-bench", body))
-    peer = PylogPeer(tempfile.mkdtemp(dir=workdir))
+    peer: Peer
+    if tree == "kafka":
+        peer = KafkaPeer(tempfile.mkdtemp(dir=workdir), default_libs())
+        warm_up = 1000  # the JVM compiles the produce path's hot methods first
+    else:
+        peer = PylogPeer(tempfile.mkdtemp(dir=workdir))
+        warm_up = 20
     try:
         peer.create_topic("t", 1)
         host, port = peer.bootstrap.rsplit(":", 1)
@@ -86,9 +97,9 @@ def one_run(tree: str, size_kib: int, requests: int, workdir: str) -> tuple[floa
                     del pending[: 4 + size]
                     n -= 1
 
-            for _ in range(20):  # warm-up
+            for _ in range(warm_up):
                 s.sendall(frame)
-            read_answers(20)
+                read_answers(1)
             switches, cpu, t0 = (
                 voluntary_switches(peer.pid),
                 peer.cpu_seconds(),
@@ -112,12 +123,16 @@ def one_run(tree: str, size_kib: int, requests: int, workdir: str) -> tuple[floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trees", required=True, help="two python/ dirs, comma-separated")
+    parser.add_argument(
+        "--trees",
+        required=True,
+        help="two python/ dirs, comma-separated; `kafka` for Apache Kafka (make kafka)",
+    )
     parser.add_argument("--size-kib", type=int, default=1000, help="records (1 KiB) a request")
     parser.add_argument("--requests", type=int, default=1500)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    trees = [os.path.abspath(t) for t in args.trees.split(",")]
+    trees = [t if t == "kafka" else os.path.abspath(t) for t in args.trees.split(",")]
     workdir = tempfile.mkdtemp(prefix="pylog-produce-cpu-")
     got: dict[str, list[tuple[float, float, float]]] = {t: [] for t in trees}
     try:
