@@ -184,6 +184,7 @@ class ProduceFetchApis:
             acks,
             entries,
             before_wait=request.mark_local_complete,
+            inline=not request.others_active,
         )
         if acks == 0:
             # Kafka closes the connection when an acks=0 produce fails: the

@@ -62,7 +62,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 from pylog.errors import CloseConnection, KafkaError
 from pylog.logsafe import quoted
 from pylog.network.eager_future import EagerFuture
-from pylog.network.request_channel import Chunk, Request, Response
+from pylog.network.request_channel import SOLE_CONNECTION_NS, Chunk, Request, Response
 from pylog.protocol import ApiKey, RequestHeader
 from pylog.records import FileRecords
 from pylog.security.kafka_principal import ANONYMOUS, KafkaPrincipal
@@ -567,6 +567,11 @@ class Processor(asyncio.BufferedProtocol):
         self._request_received(header, frame, now)
 
     def _request_received(self, header: RequestHeader, frame: memoryview, now: int) -> None:
+        server = self.server
+        if server.last_request_connection != self.connection_id:
+            if server.last_request_connection:  # not the broker's first request
+                server.connection_switch_ns = now
+            server.last_request_connection = self.connection_id
         request = Request(
             header=header,
             frame=frame,
@@ -578,6 +583,7 @@ class Processor(asyncio.BufferedProtocol):
             security_protocol=self.acceptor.spec.security_protocol,
             api_name=self.server.api_name(header.api_key),
             principal=self.principal,
+            others_active=now - server.connection_switch_ns < SOLE_CONNECTION_NS,
         )
         self._pending.append(request)
         if not self.channel.send_request(request):

@@ -66,6 +66,12 @@ _request_log = logging.getLogger("pylog.request")
 
 Chunk: TypeAlias = "bytes | bytearray | memoryview | FileRecords"
 
+# How long after a request from another connection a connection does not count
+# as the only one sending (Request.others_active). Long enough to span a
+# client's linger and a consumer's turn around; a follower's or a consumer's
+# long poll keeps a connection active through it.
+SOLE_CONNECTION_NS = 100_000_000
+
 
 @dataclass(slots=True, eq=False)
 class Request:
@@ -91,6 +97,10 @@ class Request:
     throttle_ms: int = 0
     #: Not subject to client quotas (a follower's Fetch: Kafka exempts replication).
     quota_exempt: bool = False
+    #: Another connection sent a request within SOLE_CONNECTION_NS before this
+    #: one (set by the Processor): a long append on the event loop would make
+    #: it wait, so large appends go to a worker thread; alone, they run inline.
+    others_active: bool = True
     dequeued_ns: int = 0
     local_complete_ns: int = 0
     response_ready_ns: int = 0

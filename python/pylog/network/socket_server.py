@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from pylog.network.metrics import MetricsRegistry, api_display_name
 from pylog.network.processor import FrameBuffers, Processor
-from pylog.network.request_channel import RequestChannel, RequestHandler
+from pylog.network.request_channel import SOLE_CONNECTION_NS, RequestChannel, RequestHandler
 from pylog.protocol import RequestHeader, parse_request_header
 from pylog.security.sasl_server_authenticator import SaslServerConfig
 from pylog.security.ssl_principal_mapper import SslPrincipalMapper
@@ -187,6 +187,11 @@ class SocketServer:
         self.bad_frames = 0
         # Recycled buffers for the large frames of every connection.
         self.frame_buffers = FrameBuffers()
+        #: The connection the last request came from, and when a request last
+        #: came from a different one than the request before it (Processor;
+        #: Request.others_active).
+        self.last_request_connection = ""
+        self.connection_switch_ns = -SOLE_CONNECTION_NS
         self.sendfile_bytes = 0
         #: Responses whose rest a network thread sent (the socket was full).
         self.network_thread_sends = 0

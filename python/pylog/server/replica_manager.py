@@ -18,7 +18,12 @@ request). Appends to one partition happen in the order requests arrived: a
 partition with an append on a worker has a lane, a queue that worker drains;
 any later append to it (small ones too) joins the lane, so a pipelining
 producer's next append starts on the worker as soon as the previous one ends,
-with no round trip through the loop and no new hand-off.
+with no round trip through the loop and no new hand-off. A request from the
+only connection sending (``inline``: no other connection's request within the
+last 100 ms, Request.others_active) appends large record sets on the loop too:
+nobody waits behind the stall, and the hand-off cost 10-17% more broker CPU per
+byte (docs/internals/performance.md, "Large appends inline when one connection
+sends").
 
 In a cluster the controller places partitions (``become_leader_or_follower``,
 Kafka's ReplicaManager.becomeLeaderOrFollower, for LeaderAndIsr;
@@ -492,9 +497,14 @@ class ReplicaManager:
         internal_topics_allowed: bool = False,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         before_wait: Callable[[], None] | None = None,
+        inline: bool = False,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's records as its leader; for acks=-1 wait until
         they are committed (or ``timeout_ms``). Returns a result per partition.
+
+        ``inline``: append here whatever the size, unless a partition's lane is
+        busy (the request's connection is the only one sending: a worker
+        thread would keep nobody else served and costs more CPU per byte).
 
         ``before_wait`` runs once every append is ordered, before the first wait
         (an append on a worker thread, the purgatory): the network layer then
@@ -523,7 +533,7 @@ class ReplicaManager:
             data: bytes | bytearray | memoryview = records if records is not None else b""
             # No lane (read without the lock): every append handed off for this
             # partition is done, so this one may run here, after them.
-            if tp not in lanes and len(data) < self.append_offload_bytes:
+            if tp not in lanes and (inline or len(data) < self.append_offload_bytes):
                 try:
                     info, moved = partition.append_records_to_leader(data, required_acks, origin)
                 except Exception as e:

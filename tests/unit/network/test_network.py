@@ -43,11 +43,13 @@ class ScriptedHandler:
         self.max_active = 0
         self.file_records: FileRecords | None = None
         self.mixed: list[Chunk] = []
+        self.others_active: dict[int, bool] = {}
 
     async def handle(self, request: Request) -> list[Chunk] | None:
         body = bytes(request.frame[request.header.header_size :])
         corr = request.header.correlation_id
         self.started.append(corr)
+        self.others_active[corr] = request.others_active
         self.active += 1
         self.max_active = max(self.max_active, self.active)
         try:
@@ -183,6 +185,30 @@ def test_connections_are_served_concurrently() -> None:
         assert (await read_response(r2))[0] == 2  # not stuck behind connection 1
         h.release.set()
         assert (await read_response(r1))[0] == 1
+        w1.close()
+        w2.close()
+
+    run(t)
+
+
+def test_a_request_says_whether_another_connection_sent_one_just_before() -> None:
+    # Request.others_active (large appends stay on the loop when it is False):
+    # a connection alone is alone from its first request; another
+    # connection's request makes both active; 100 ms without a switch, alone.
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        r1, w1 = await connect(port)
+        r2, w2 = await connect(port)
+        for corr in (1, 2):
+            w1.write(frame(corr))
+            await read_response(r1)
+        w2.write(frame(3))
+        await read_response(r2)
+        w1.write(frame(4))
+        await read_response(r1)
+        await asyncio.sleep(0.15)
+        w1.write(frame(5))
+        await read_response(r1)
+        assert h.others_active == {1: False, 2: False, 3: True, 4: True, 5: False}
         w1.close()
         w2.close()
 

@@ -236,3 +236,29 @@ def test_concurrent_high_watermark_checkpoints_never_clash(
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
     saved = OffsetCheckpointFile(os.path.join(str(tmp_path), REPLICATION_OFFSET_CHECKPOINT)).read()
     assert sorted(saved) == [TopicPartition("t", p) for p in range(8)]
+
+
+def test_inline_appends_of_any_size_skip_the_worker_but_not_a_busy_lane(tmp_path: Any) -> None:
+    # inline (the request's connection is the only one sending): large record
+    # sets are appended on the loop, no worker job; one behind an append still
+    # on the worker joins that partition's lane and lands after it.
+    executor = CountingExecutor()
+    lm, store, rm = make(str(tmp_path), append_offload_bytes=4096, executor=executor)
+    store.create_topic("i", 2)
+    tp, other = TopicPartition("i", 0), TopicPartition("i", 1)
+
+    async def main() -> None:
+        big = build_batch([b"i" * 50_000])
+        res = await rm.append_records(1000, 1, {tp: big, other: big}, inline=True)
+        assert executor.jobs == 0
+        assert res[tp].error_code == res[other].error_code == 0
+        offloaded = rm.append_records(1000, 1, {tp: build_batch([b"w" * 200_000])})
+        behind = rm.append_records(1000, 1, {tp: big}, inline=True)
+        r1, r2 = await asyncio.gather(offloaded, behind)
+        assert executor.jobs >= 1
+        assert (r1[tp].base_offset, r2[tp].base_offset) == (1, 2)
+        assert rm.partition(tp).log_end_offset == 3  # type: ignore[union-attr]
+
+    asyncio.run(main())
+    close(lm, rm)
+    executor.shutdown()
