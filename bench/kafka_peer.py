@@ -1072,6 +1072,16 @@ def table(
     return out
 
 
+def mem_free_mib() -> int:
+    """MemFree: with little of it, a broker's segment writes reclaim page cache
+    in its own CPU time, which moved produce rows by up to 2x
+    (docs/internals/performance.md, "Large appends inline…")."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemFree:"):
+            return int(line.split()[1]) // 1024
+    return -1
+
+
 def limits(b: Bench, pylog: PylogPeer) -> list[str]:
     """The machine's limits in the same run, and each broker's best against them."""
     lines = []
@@ -1272,6 +1282,7 @@ def main() -> None:
     rows = [table_rows[k] for k in (args.only.split(",") if args.only else table_rows)]
     peers: list[Peer] = []
     began = time.monotonic()
+    free_mib = [mem_free_mib()]
     try:
         pylog: Peer = PylogClusterPeer(workdir) if args.cluster else PylogPeer(workdir)
         peers.append(pylog)
@@ -1301,6 +1312,7 @@ def main() -> None:
         for r in rows:
             for rep in range(args.reps):
                 for peer in peers if rep % 2 == 0 else peers[::-1]:
+                    free_mib.append(mem_free_mib())
                     b.last.pop(peer.name, None)
                     try:
                         v = r.run(peer, b)
@@ -1336,6 +1348,7 @@ def main() -> None:
         f"Apache Kafka {kafka_version()} (KRaft, {kind}) and pylog up side by side; "
         f"{time.monotonic() - began:.0f} s in all"
     )
+    print(f"free memory (MemFree): {free_mib[0]:,} MiB at start, {min(free_mib):,} MiB lowest")
     if extra:
         print("limits of this machine, same run:")
     for line in extra:
