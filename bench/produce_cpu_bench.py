@@ -11,6 +11,9 @@ turn (PYTHONPATH), and reads the broker's CPU time (/proc) and its threads'
 voluntary context switches around the run: per request, they depend far less
 on the machine's other load than MB/s does.
 
+``--confluent SECONDS`` produces with confluent-kafka instead (1 KiB records
+to one partition, librdkafka's own ~1 MiB requests), figures per MiB.
+
 ``kafka`` in place of a tree runs Apache Kafka (KRaft, as kafka_peer.py starts
 it; 1,000 requests of warm-up for its JIT) with the same requests: pylog's CPU
 per request beside Kafka's.
@@ -31,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from kafka_peer import KafkaPeer, Peer, PylogPeer, default_libs
+from kafka_peer import KafkaPeer, Peer, PylogPeer, default_libs, produce_confluent
 
 from pylog import _native
 from pylog.protocol.codec import encode_request
@@ -54,10 +57,38 @@ def voluntary_switches(pid: int) -> int:
     return total
 
 
+def start(tree: str, workdir: str) -> tuple[Peer, int]:
+    """A broker of ``tree`` (or Kafka) with topic "t", and its warm-up request count."""
+    if tree == "kafka":
+        # The JVM compiles the produce path's hot methods first.
+        peer: Peer = KafkaPeer(workdir, default_libs())
+        warm_up = 1000
+    else:
+        os.environ["PYTHONPATH"] = tree
+        peer = PylogPeer(workdir)
+        warm_up = 20
+    peer.create_topic("t", 1)
+    return peer, warm_up
+
+
+def confluent_run(tree: str, seconds: float, workdir: str) -> tuple[float, float, float]:
+    """confluent-kafka producing 1 KiB records to one partition for ``seconds``:
+    broker CPU µs and voluntary switches per MiB, and MB/s."""
+    peer, _ = start(tree, workdir)
+    try:
+        produce_confluent(peer.bootstrap, "t", 1024, "1", 1.0, False)  # warm-up
+        switches, cpu = voluntary_switches(peer.pid), peer.cpu_seconds()
+        n, wall = produce_confluent(peer.bootstrap, "t", 1024, "1", seconds, False)
+        cpu = peer.cpu_seconds() - cpu
+        switches = voluntary_switches(peer.pid) - switches
+    finally:
+        peer.stop()
+    mib = n / 1024
+    return 1e6 * cpu / mib, switches / mib, n * 1024 / wall / 1e6
+
+
 def one_run(tree: str, size_kib: int, requests: int, workdir: str) -> tuple[float, float, float]:
     """CPU µs and voluntary switches per request, and MB/s, of one broker of ``tree``."""
-    if tree != "kafka":
-        os.environ["PYTHONPATH"] = tree
     now = int(time.time() * 1000)
     batch = _native.build_batch([(None, os.urandom(1024), [], now) for _ in range(size_kib)])
     body = {
@@ -67,15 +98,8 @@ def one_run(tree: str, size_kib: int, requests: int, workdir: str) -> tuple[floa
         "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch}]}],
     }
     frame = bytes(encode_request(0, 9, 1, "produce-cpu-bench", body))
-    peer: Peer
-    if tree == "kafka":
-        peer = KafkaPeer(tempfile.mkdtemp(dir=workdir), default_libs())
-        warm_up = 1000  # the JVM compiles the produce path's hot methods first
-    else:
-        peer = PylogPeer(tempfile.mkdtemp(dir=workdir))
-        warm_up = 20
+    peer, warm_up = start(tree, workdir)
     try:
-        peer.create_topic("t", 1)
         host, port = peer.bootstrap.rsplit(":", 1)
         with socket.create_connection((host, int(port))) as s:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -131,24 +155,40 @@ def main() -> None:
     parser.add_argument("--size-kib", type=int, default=1000, help="records (1 KiB) a request")
     parser.add_argument("--requests", type=int, default=1500)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--confluent",
+        type=float,
+        metavar="SECONDS",
+        help="instead of the raw client: confluent-kafka producing 1 KiB records to one "
+        "partition for SECONDS (figures per MiB; librdkafka's requests are ~1 MiB)",
+    )
     args = parser.parse_args()
     trees = [t if t == "kafka" else os.path.abspath(t) for t in args.trees.split(",")]
     workdir = tempfile.mkdtemp(prefix="pylog-produce-cpu-")
     got: dict[str, list[tuple[float, float, float]]] = {t: [] for t in trees}
+    unit = "MiB" if args.confluent else "request"
     try:
         for r in range(args.rounds):
             for tree in trees if r % 2 == 0 else trees[::-1]:
-                us, sw, mbs = one_run(tree, args.size_kib, args.requests, workdir)
+                run_dir = tempfile.mkdtemp(dir=workdir)
+                if args.confluent:
+                    us, sw, mbs = confluent_run(tree, args.confluent, run_dir)
+                else:
+                    us, sw, mbs = one_run(tree, args.size_kib, args.requests, run_dir)
+                shutil.rmtree(run_dir, ignore_errors=True)  # a full page cache skews the next
                 got[tree].append((us, sw, mbs))
-                print(f"  {tree}: {us:,.0f} µs CPU/request, {sw:.1f} voluntary switches/request, "
+                print(f"  {tree}: {us:,.0f} µs CPU/{unit}, {sw:.1f} voluntary switches/{unit}, "
                       f"{mbs:,.0f} MB/s (load {os.getloadavg()[0]:.1f})", flush=True)  # fmt: skip
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     for tree, runs in got.items():
         us = statistics.median(x[0] for x in runs)
-        print(f"{tree}: {args.size_kib} KiB requests, median {us:,.0f} µs CPU/request "
-              f"({us / 1e6 / (args.size_kib * 1024 / 1e9):.2f} s/GB), "
-              f"{statistics.median(x[1] for x in runs):.1f} switches/request, "
+        what = (
+            "confluent-kafka 1 KiB records" if args.confluent else f"{args.size_kib} KiB requests"
+        )
+        per_gb = us / 1e6 / ((1024 if args.confluent else args.size_kib) * 1024 / 1e9)
+        print(f"{tree}: {what}, median {us:,.0f} µs CPU/{unit} ({per_gb:.2f} s/GB), "
+              f"{statistics.median(x[1] for x in runs):.1f} switches/{unit}, "
               f"{statistics.median(x[2] for x in runs):,.0f} MB/s")  # fmt: skip
 
 
