@@ -697,19 +697,71 @@ class Processor(asyncio.BufferedProtocol):
                 self.close()
                 return
             chunks = response.chunks
+            start = time.monotonic_ns()
             if chunks and any(
                 isinstance(c, FileRecords) and c.size >= SENDFILE_MIN for c in chunks
             ):
-                self._writer_task = asyncio.get_running_loop().create_task(self._write_async())
-                return
-            start = time.monotonic_ns()
-            if chunks:
+                if not self._sendfile_now(transport, response):
+                    if not self._closing:
+                        self._writer_task = asyncio.get_running_loop().create_task(
+                            self._write_async()
+                        )
+                    return
+            elif chunks:
                 transport.writelines(_as_bytes(chunks))
             self._finish(response, start)
             if response.request.close_after_response:
                 self._close_after_answer()
                 return
         self._maybe_idle()
+
+    def _sendfile_now(self, transport: asyncio.Transport, response: Response) -> bool:
+        """Send a response holding segment slices here, in the callback that
+        completed it, while the socket takes it: bytes through the transport,
+        slices by sendfile(2) straight to the socket — no writer task and no
+        turn of the loop before a woken Fetch's records go out. False when
+        the socket filled (the response's chunks are cut to what is left, for
+        the writer task) or the connection closed."""
+        sock = transport.get_extra_info("socket")
+        if (
+            self.tls
+            or sock is None
+            or not self.server.direct_sendfile
+            or transport.get_write_buffer_size()
+        ):
+            return False
+        chunks = response.chunks or []
+        pending: list[bytes | bytearray | memoryview] = []
+        try:
+            for i, chunk in enumerate(chunks):
+                if not isinstance(chunk, FileRecords):
+                    pending.append(chunk)
+                    continue
+                if chunk.size < SENDFILE_MIN:
+                    if chunk.size:
+                        pending.append(chunk.read_bytes())
+                    continue
+                if pending:
+                    transport.writelines(pending)
+                    pending = []
+                    if transport.get_write_buffer_size():
+                        response.chunks = chunks[i:]
+                        return False
+                try:
+                    sent = os.sendfile(sock.fileno(), chunk.fileno(), chunk.position, chunk.size)
+                except (BlockingIOError, InterruptedError):
+                    sent = 0
+                self.server.sendfile_bytes += sent
+                if sent < chunk.size:
+                    rest = FileRecords(chunk.source, chunk.position + sent, chunk.size - sent)
+                    response.chunks = [rest, *chunks[i + 1 :]]
+                    return False
+        except OSError as e:
+            self.close(f"sending a response failed: {e}", abort=True)
+            return False
+        if pending:
+            transport.writelines(pending)
+        return True
 
     def _finish(self, response: Response, send_start_ns: int) -> None:
         self._responses.popleft()

@@ -498,6 +498,38 @@ def test_file_records_are_sent_from_the_file(tmp_path: Any, size: int, threads: 
         assert server.network_thread_sends == 0
 
 
+def test_pipelined_slice_answers_stay_whole_when_the_socket_fills_mid_answer(
+    tmp_path: Any,
+) -> None:
+    # Answers with segment slices go out by sendfile from the callback that
+    # completed them while the socket takes them; a client that reads nothing
+    # for a while fills its socket part-way through some answer (its bytes, or
+    # a slice), and the writer task sends the rest of it, then the others.
+    path = tmp_path / "00000000000000000000.log"
+    data = os.urandom(20_000)
+    path.write_bytes(data)
+    segment = Segment(path)
+    expected = b"ab" + data[13 : 13 + 8192] + b"cd" + data[9000:14000]
+
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        h.mixed = [b"ab", FileRecords(segment, 13, 8192), b"cd", FileRecords(segment, 9000, 5000)]
+        r, w = await connect(port)
+        w.write(b"".join(frame(i, b"M" if i % 3 else b"E") for i in range(400)))
+        await asyncio.sleep(0.3)  # the answers fill the sockets meanwhile
+        for i in range(400):
+            corr, body = await read_response(r)
+            assert corr == i
+            assert body == (expected if i % 3 else b"E")
+        w.close()
+
+    try:
+        server = run(t)
+    finally:
+        os.close(segment.fd)
+    # a slice's rest under SENDFILE_MIN, once the socket filled, is read and written
+    assert 0 < server.sendfile_bytes <= 266 * (8192 + 5000)
+
+
 def test_a_response_of_bytes_and_several_slices_arrives_whole_and_in_order(
     tmp_path: Any,
 ) -> None:
