@@ -427,3 +427,15 @@ class SocketServer:
             lambda: self.sendfile_bytes,
             kind="counter",
         )
+        m.gauge(
+            "kafka_network_socketserver_network_thread_sends_total",
+            "Responses whose rest a network thread sent once the socket was full.",
+            lambda: self.network_thread_sends,
+            kind="counter",
+        )
+        m.gauge(
+            "kafka_network_socketserver_network_thread_handbacks_total",
+            "Of those, the ones a slow reader made the thread hand back to the event loop.",
+            lambda: self.network_thread_handbacks,
+            kind="counter",
+        )

@@ -496,6 +496,11 @@ def test_file_records_are_sent_from_the_file(tmp_path: Any, size: int, threads: 
         assert server.network_thread_sends >= 1
     else:  # the event loop sends what the socket does not take at once
         assert server.network_thread_sends == 0
+    assert server.metrics is not None
+    text = server.metrics.render()
+    for name in ("network_thread_sends", "network_thread_handbacks"):
+        count = getattr(server, name)
+        assert f"kafka_network_socketserver_{name}_total {count}\n" in text
 
 
 def test_pipelined_slice_answers_stay_whole_when_the_socket_fills_mid_answer(
