@@ -818,8 +818,19 @@ class Log:
                     max_position = bound.relative_position_in_segment
                 else:
                     max_position = segment.size
-                with _storage("reading", segment.log_path):
+                # Not _storage(): every Fetch comes here, and the path (built
+                # on each call) is only needed for the error. The native reads
+                # raise KafkaStorageError without it.
+                try:
                     fetched = segment.read(start_offset, max_length, max_position, min_one_message)
+                except OSError as e:
+                    where = segment.log_path
+                    raise KafkaStorageError(f"reading {where}: {e.strerror or e}", e.errno) from e
+                except KafkaStorageError as e:
+                    where = segment.log_path
+                    if where in str(e):
+                        raise
+                    raise KafkaStorageError(f"reading {where}: {e}", e.errno) from e
                 if fetched is not None:
                     return fetched
             return FetchDataInfo(bound)

@@ -560,6 +560,23 @@ def test_producer_state_survives_reopen(open_log: Any) -> None:
 # ---------------------------------------------------------------- disk errors, threads
 
 
+def test_a_failed_read_names_the_segment_and_the_log_reads_again(open_log: Any) -> None:
+    log = open_log()
+    fill(log, 2, T0)
+    segment = log.active_segment
+    saved = os.dup(segment.fileno())
+    directory = os.open(os.path.dirname(segment.log_path), os.O_RDONLY)
+    try:
+        os.dup2(directory, segment.fileno())  # a pread of a directory fails: EISDIR
+        with pytest.raises(KafkaStorageError, match=f"reading {segment.log_path}"):
+            log.read(0, 1 << 20)
+    finally:
+        os.dup2(saved, segment.fileno())
+        os.close(saved)
+        os.close(directory)
+    assert log.read(0, 1 << 20).records.size > 0
+
+
 def test_disk_full_append_leaves_log_unchanged(open_log: Any) -> None:
     log = open_log()
     fill(log, 2, T0)
