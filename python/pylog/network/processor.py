@@ -62,7 +62,13 @@ from typing import IO, TYPE_CHECKING, Any, cast
 from pylog.errors import CloseConnection, KafkaError
 from pylog.logsafe import quoted
 from pylog.network.eager_future import EagerFuture
-from pylog.network.request_channel import SOLE_CONNECTION_NS, Chunk, Request, Response
+from pylog.network.request_channel import (
+    BULK_PRODUCE_BYTES,
+    SOLE_CONNECTION_NS,
+    Chunk,
+    Request,
+    Response,
+)
 from pylog.protocol import ApiKey, RequestHeader
 from pylog.records import FileRecords
 from pylog.security.kafka_principal import ANONYMOUS, KafkaPrincipal
@@ -568,10 +574,15 @@ class Processor(asyncio.BufferedProtocol):
 
     def _request_received(self, header: RequestHeader, frame: memoryview, now: int) -> None:
         server = self.server
-        if server.last_request_connection != self.connection_id:
-            if server.last_request_connection:  # not the broker's first request
-                server.connection_switch_ns = now
-            server.last_request_connection = self.connection_id
+        cid = self.connection_id
+        if header.api_key != ApiKey.PRODUCE or len(frame) < BULK_PRODUCE_BYTES:
+            # A request a stalled loop would delay (a bulk Produce waits on its
+            # own append anyway): remember when, and the last from another.
+            if server.prompt_connection != cid:
+                server.prompt_other_ns = server.prompt_ns
+                server.prompt_connection = cid
+            server.prompt_ns = now
+        other_ns = server.prompt_other_ns if server.prompt_connection == cid else server.prompt_ns
         request = Request(
             header=header,
             frame=frame,
@@ -583,7 +594,7 @@ class Processor(asyncio.BufferedProtocol):
             security_protocol=self.acceptor.spec.security_protocol,
             api_name=self.server.api_name(header.api_key),
             principal=self.principal,
-            others_active=now - server.connection_switch_ns < SOLE_CONNECTION_NS,
+            others_active=now - other_ns < SOLE_CONNECTION_NS,
         )
         self._pending.append(request)
         if not self.channel.send_request(request):

@@ -66,11 +66,15 @@ _request_log = logging.getLogger("pylog.request")
 
 Chunk: TypeAlias = "bytes | bytearray | memoryview | FileRecords"
 
-# How long after a request from another connection a connection does not count
-# as the only one sending (Request.others_active). Long enough to span a
-# client's linger and a consumer's turn around; a follower's or a consumer's
-# long poll keeps a connection active through it.
+# How long after another connection's prompt request (anything but a bulk
+# Produce) a request counts as having others about (Request.others_active).
+# Long enough to span a client's linger and a consumer's turn around; a
+# follower's or a consumer's long poll keeps a connection active through it.
 SOLE_CONNECTION_NS = 100_000_000
+# A Produce frame this large is bulk: its sender waits on its own 1-3 ms
+# append, so one more behind another producer's append costs it little (the
+# ReplicaManager's default append_offload_bytes).
+BULK_PRODUCE_BYTES = 128 * 1024
 
 
 @dataclass(slots=True, eq=False)
@@ -97,9 +101,10 @@ class Request:
     throttle_ms: int = 0
     #: Not subject to client quotas (a follower's Fetch: Kafka exempts replication).
     quota_exempt: bool = False
-    #: Another connection sent a request within SOLE_CONNECTION_NS before this
-    #: one (set by the Processor): a long append on the event loop would make
-    #: it wait, so large appends go to a worker thread; alone, they run inline.
+    #: Another connection sent a prompt request (not a bulk Produce) within
+    #: SOLE_CONNECTION_NS before this one (set by the Processor): a long append
+    #: on the event loop would make such requests wait, so large appends go to
+    #: a worker thread; with only producers about, they run inline.
     others_active: bool = True
     dequeued_ns: int = 0
     local_complete_ns: int = 0

@@ -187,11 +187,11 @@ class SocketServer:
         self.bad_frames = 0
         # Recycled buffers for the large frames of every connection.
         self.frame_buffers = FrameBuffers()
-        #: The connection the last request came from, and when a request last
-        #: came from a different one than the request before it (Processor;
-        #: Request.others_active).
-        self.last_request_connection = ""
-        self.connection_switch_ns = -SOLE_CONNECTION_NS
+        #: The connection the last prompt request came from (not a bulk
+        #: Produce), when, and when the last before it from another connection
+        #: came (Processor; Request.others_active).
+        self.prompt_connection = ""
+        self.prompt_ns = self.prompt_other_ns = -SOLE_CONNECTION_NS
         self.sendfile_bytes = 0
         #: Responses whose rest a network thread sent (the socket was full).
         self.network_thread_sends = 0

@@ -18,12 +18,13 @@ request). Appends to one partition happen in the order requests arrived: a
 partition with an append on a worker has a lane, a queue that worker drains;
 any later append to it (small ones too) joins the lane, so a pipelining
 producer's next append starts on the worker as soon as the previous one ends,
-with no round trip through the loop and no new hand-off. A request from the
-only connection sending (``inline``: no other connection's request within the
-last 100 ms, Request.others_active) appends large record sets on the loop too:
-nobody waits behind the stall, and the hand-off cost 10-17% more broker CPU per
-byte (docs/internals/performance.md, "Large appends inline when one connection
-sends").
+with no round trip through the loop and no new hand-off. A request with no
+other connection's prompt request (anything but a bulk Produce) in the last
+100 ms (``inline``, from Request.others_active) appends large record sets on
+the loop too: only producers wait behind the stall, each on its own append
+anyway, and the hand-off cost 10-17% more broker CPU per byte
+(docs/internals/performance.md, "Large appends inline when only producers
+send").
 
 In a cluster the controller places partitions (``become_leader_or_follower``,
 Kafka's ReplicaManager.becomeLeaderOrFollower, for LeaderAndIsr;
@@ -503,8 +504,8 @@ class ReplicaManager:
         they are committed (or ``timeout_ms``). Returns a result per partition.
 
         ``inline``: append here whatever the size, unless a partition's lane is
-        busy (the request's connection is the only one sending: a worker
-        thread would keep nobody else served and costs more CPU per byte).
+        busy (only producers are sending: a worker thread would keep nobody
+        waiting served, and it costs more CPU per byte).
 
         ``before_wait`` runs once every append is ordered, before the first wait
         (an append on a worker thread, the purgatory): the network layer then

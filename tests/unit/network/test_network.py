@@ -23,7 +23,7 @@ import pytest
 from pylog.errors import CloseConnection
 from pylog.network import ListenerSpec, MetricsRegistry, MetricsServer, Request, SocketServer
 from pylog.network.processor import LARGE_INITIAL, RECYCLED_MIN, THREAD_MIN, FrameBuffers
-from pylog.network.request_channel import Chunk
+from pylog.network.request_channel import BULK_PRODUCE_BYTES, Chunk
 from pylog.records import FileRecords
 
 API_VERSIONS = 18
@@ -194,25 +194,37 @@ def test_connections_are_served_concurrently() -> None:
 def test_a_request_says_whether_another_connection_sent_one_just_before() -> None:
     # Request.others_active (large appends stay on the loop when it is False):
     # a connection alone is alone from its first request; another
-    # connection's request makes both active; 100 ms without a switch, alone.
+    # connection's request makes both active; 100 ms without one, alone
+    # again. Bulk Produce frames (128 KiB and up) do not count: two producers
+    # alone append inline, another's prompt request still counts for them.
+    bulk = b"E" + bytes(BULK_PRODUCE_BYTES)
+
     async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
         r1, w1 = await connect(port)
         r2, w2 = await connect(port)
-        for corr in (1, 2):
-            w1.write(frame(corr))
-            await read_response(r1)
-        w2.write(frame(3))
-        await read_response(r2)
-        w1.write(frame(4))
-        await read_response(r1)
+
+        async def ask(w: asyncio.StreamWriter, r: asyncio.StreamReader, f: bytes) -> None:
+            w.write(f)
+            await read_response(r)
+
+        await ask(w1, r1, frame(1))
+        await ask(w1, r1, frame(2))
+        await ask(w2, r2, frame(3))
+        await ask(w1, r1, frame(4))
         await asyncio.sleep(0.15)
-        w1.write(frame(5))
-        await read_response(r1)
-        assert h.others_active == {1: False, 2: False, 3: True, 4: True, 5: False}
+        await ask(w1, r1, frame(5, bulk, api_key=0))
+        await ask(w2, r2, frame(6, bulk, api_key=0))
+        await ask(w1, r1, frame(7, bulk, api_key=0))
+        await ask(w2, r2, frame(8))
+        await ask(w1, r1, frame(9, bulk, api_key=0))
+        assert h.others_active == {
+            1: False, 2: False, 3: True, 4: True,
+            5: False, 6: False, 7: False, 8: False, 9: True,
+        }  # fmt: skip
         w1.close()
         w2.close()
 
-    run(t)
+    run(t, socket_request_max_bytes=1 << 20)
 
 
 @pytest.mark.parametrize(
