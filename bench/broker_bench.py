@@ -258,6 +258,25 @@ def raw_tcp_to_file(total: int, path: str) -> float:
     return elapsed
 
 
+def page_cache_write_cost(total: int, path: str) -> tuple[float, float]:
+    """(CPU ms per MiB, MiB/s) of writing ``total`` new bytes to a new file
+    in 1 MiB writes: what every appended MiB costs the kernel on this machine
+    now. On a VM it moves ~10x with where the page cache's pages come from
+    (0.2-2 ms per MiB on the 2-core dev VM; docs/internals/performance.md)."""
+    payload = os.urandom(MiB)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        cpu0, t0 = time.thread_time(), time.perf_counter()
+        for _ in range(total // MiB):
+            os.write(fd, payload)
+        cpu, wall = time.thread_time() - cpu0, time.perf_counter() - t0
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    mib = total / MiB
+    return 1e3 * cpu / mib, mib / wall
+
+
 def raw_sendfile(paths: list[str], sndbuf: int = 0) -> tuple[int, float]:
     """(bytes, seconds) to sendfile() ``paths`` over loopback to a reader that
     recv_into()s a 1 MiB buffer and drops it; the sending socket's SO_SNDBUF

@@ -70,6 +70,7 @@ from broker_bench import (
     THROUGHPUT_PRODUCER,
     Broker,
     _quiet,
+    page_cache_write_cost,
     raw_sendfile,
     raw_tcp_to_file,
 )
@@ -1082,6 +1083,15 @@ def mem_free_mib() -> int:
     return -1
 
 
+def page_cache_line(workdir: str, when: str) -> str:
+    """The kernel's cost of a new MiB of page cache now (see
+    page_cache_write_cost). The first call also warms the page allocator:
+    pages freed a moment ago cost ~8x less to write than pages the VM has not
+    used for a while, and the first produce row would pay that alone."""
+    ms, mibs = page_cache_write_cost(2048 * MiB, os.path.join(workdir, "page-cache.bin"))
+    return f"writing 2 GiB into new page cache, {when}: {ms:.2f} ms CPU/MiB ({mibs:,.0f} MiB/s)"
+
+
 def limits(b: Bench, pylog: PylogPeer) -> list[str]:
     """The machine's limits in the same run, and each broker's best against them."""
     lines = []
@@ -1283,6 +1293,7 @@ def main() -> None:
     peers: list[Peer] = []
     began = time.monotonic()
     free_mib = [mem_free_mib()]
+    page_cache = [page_cache_line(workdir, "before the rows")]
     try:
         pylog: Peer = PylogClusterPeer(workdir) if args.cluster else PylogPeer(workdir)
         peers.append(pylog)
@@ -1328,6 +1339,7 @@ def main() -> None:
                 file=sys.stderr,
                 flush=True,
             )
+        page_cache.append(page_cache_line(workdir, "after them"))
         rss = {p.name: (rss0[p.name], p.status_kib("VmHWM")) for p in peers}
         extra = limits(b, pylog) if isinstance(pylog, PylogPeer) else []
         lines = table(rows, b, peers, rss)
@@ -1349,6 +1361,8 @@ def main() -> None:
         f"{time.monotonic() - began:.0f} s in all"
     )
     print(f"free memory (MemFree): {free_mib[0]:,} MiB at start, {min(free_mib):,} MiB lowest")
+    for line in page_cache:
+        print(line)
     if extra:
         print("limits of this machine, same run:")
     for line in extra:
