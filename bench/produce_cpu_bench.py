@@ -12,7 +12,8 @@ voluntary context switches around the run: per request, they depend far less
 on the machine's other load than MB/s does.
 
 ``--confluent SECONDS`` produces with confluent-kafka instead (1 KiB records
-to one partition, librdkafka's own ~1 MiB requests), figures per MiB.
+to one partition, librdkafka's own ~1 MiB requests), figures per MiB;
+``--producers N`` with it runs N producer processes to six partitions.
 
 ``kafka`` in place of a tree runs Apache Kafka (KRaft, as kafka_peer.py starts
 it; 1,000 requests of warm-up for its JIT) with the same requests: pylog's CPU
@@ -22,11 +23,13 @@ per request beside Kafka's.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import socket
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,7 +60,7 @@ def voluntary_switches(pid: int) -> int:
     return total
 
 
-def start(tree: str, workdir: str) -> tuple[Peer, int]:
+def start(tree: str, workdir: str, partitions: int = 1) -> tuple[Peer, int]:
     """A broker of ``tree`` (or Kafka) with topic "t", and its warm-up request count."""
     if tree == "kafka":
         # The JVM compiles the produce path's hot methods first.
@@ -67,18 +70,32 @@ def start(tree: str, workdir: str) -> tuple[Peer, int]:
         os.environ["PYTHONPATH"] = tree
         peer = PylogPeer(workdir)
         warm_up = 20
-    peer.create_topic("t", 1)
+    peer.create_topic("t", partitions)
     return peer, warm_up
 
 
-def confluent_run(tree: str, seconds: float, workdir: str) -> tuple[float, float, float]:
-    """confluent-kafka producing 1 KiB records to one partition for ``seconds``:
-    broker CPU µs and voluntary switches per MiB, and MB/s."""
-    peer, _ = start(tree, workdir)
+def confluent_run(
+    tree: str, seconds: float, workdir: str, producers: int = 1
+) -> tuple[float, float, float]:
+    """confluent-kafka producing 1 KiB records to one partition for ``seconds``
+    (``producers`` > 1: that many processes, to six partitions, as kafka_peer's
+    row): broker CPU µs and voluntary switches per MiB, and MB/s."""
+    peer, _ = start(tree, workdir, 1 if producers == 1 else 6)
     try:
         produce_confluent(peer.bootstrap, "t", 1024, "1", 1.0, False)  # warm-up
         switches, cpu = voluntary_switches(peer.pid), peer.cpu_seconds()
-        n, wall = produce_confluent(peer.bootstrap, "t", 1024, "1", seconds, False)
+        if producers == 1:
+            n, wall = produce_confluent(peer.bootstrap, "t", 1024, "1", seconds, False)
+        else:
+            start_at = time.time() + 1.5  # all connected before any starts
+            arg = json.dumps([peer.bootstrap, "t", 1024, seconds, start_at])
+            cmd = [sys.executable, str(Path(__file__).with_name("kafka_peer.py"))]
+            procs = [
+                subprocess.Popen([*cmd, "--produce-worker", arg], stdout=subprocess.PIPE)
+                for _ in range(producers)
+            ]
+            runs = [json.loads(p.communicate(timeout=180)[0]) for p in procs]
+            n, wall = sum(r[0] for r in runs), max(r[1] for r in runs)
         cpu = peer.cpu_seconds() - cpu
         switches = voluntary_switches(peer.pid) - switches
     finally:
@@ -162,6 +179,12 @@ def main() -> None:
         help="instead of the raw client: confluent-kafka producing 1 KiB records to one "
         "partition for SECONDS (figures per MiB; librdkafka's requests are ~1 MiB)",
     )
+    parser.add_argument(
+        "--producers",
+        type=int,
+        default=1,
+        help="with --confluent: producer processes (more than 1: to six partitions)",
+    )
     args = parser.parse_args()
     trees = [t if t == "kafka" else os.path.abspath(t) for t in args.trees.split(",")]
     workdir = tempfile.mkdtemp(prefix="pylog-produce-cpu-")
@@ -172,7 +195,7 @@ def main() -> None:
             for tree in trees if r % 2 == 0 else trees[::-1]:
                 run_dir = tempfile.mkdtemp(dir=workdir)
                 if args.confluent:
-                    us, sw, mbs = confluent_run(tree, args.confluent, run_dir)
+                    us, sw, mbs = confluent_run(tree, args.confluent, run_dir, args.producers)
                 else:
                     us, sw, mbs = one_run(tree, args.size_kib, args.requests, run_dir)
                 shutil.rmtree(run_dir, ignore_errors=True)  # a full page cache skews the next
