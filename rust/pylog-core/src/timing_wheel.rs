@@ -17,7 +17,7 @@
 //! * A bucket is an array of (id, deadline) items, appended at the end. A
 //!   flush reads it front to back (the prefetcher streams it) instead of
 //!   chasing a linked list through a slab.
-//! * An id's item is found through a ring indexed by the id itself (8 bytes
+//! * An id's item is found through a ring indexed by the id itself (4 bytes
 //!   a slot, no hash, no probe) over the window of ids where the pending ones
 //!   mostly are: callers number operations from a counter, so that window
 //!   slides up with it. Ids the window left behind (a long-lived operation)
@@ -224,30 +224,47 @@ impl IdTable {
     }
 }
 
-/// Where an id's item is, in the ring: !bucket in the high half, position
-/// in the low one, so that a free slot (bucket `EMPTY`) is 0 and a new ring
+/// Bits of a ring slot that hold the position; the bucket is above them.
+const POS_BITS: u32 = 23;
+const POS_MASK: u32 = (1 << POS_BITS) - 1;
+
+/// Where an id's item is, in the ring, in 4 bytes: bucket + 1 in the top
+/// 9 bits, position in the low 23, so that a free slot is 0 and a new ring
 /// is zeroed memory (pages the kernel maps on first touch, no filling pass).
-#[derive(Clone, Copy)]
-struct Loc(u64);
+/// A location that does not fit (bucket 510 or above: a wheel of more than
+/// about 30 buckets a level; position 2^23 - 1 or above: a bucket of 8M
+/// items) is `WIDE`, and the id's location sits in `Ids::wide`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Loc(u32);
 
 const NO_LOC: Loc = Loc(0);
+const WIDE: Loc = Loc(u32::MAX);
 
 impl Loc {
+    /// The slot for (bucket, pos); None when it does not fit.
     #[inline]
-    fn new(bucket: u32, pos: u32) -> Loc {
-        Loc((u64::from(!bucket) << 32) | u64::from(pos))
+    fn pack(bucket: u32, pos: u32) -> Option<Loc> {
+        // bucket + 1 < 511 and pos < POS_MASK keep every packed slot below
+        // WIDE and above NO_LOC.
+        (bucket < (u32::MAX >> POS_BITS) - 1 && pos < POS_MASK)
+            .then(|| Loc(((bucket + 1) << POS_BITS) | pos))
     }
     #[inline]
     fn is_free(self) -> bool {
-        self.0 >> 32 == 0
+        self == NO_LOC
     }
     #[inline]
+    fn is_wide(self) -> bool {
+        self == WIDE
+    }
+    /// For a packed slot (neither free nor wide).
+    #[inline]
     fn bucket(self) -> u32 {
-        !((self.0 >> 32) as u32)
+        (self.0 >> POS_BITS) - 1
     }
     #[inline]
     fn pos(self) -> u32 {
-        self.0 as u32
+        self.0 & POS_MASK
     }
 }
 
@@ -266,7 +283,7 @@ enum At {
 /// id -> (bucket, position). Callers number operations from a counter, so
 /// the pending ids mostly lie in a window [lo, lo + ring.len()) that slides
 /// up as the counter does: that window is a ring indexed by the id itself
-/// (slot = id mod size, 8 bytes a slot, no hashing, no probing, no stored
+/// (slot = id mod size, 4 bytes a slot, no hashing, no probing, no stored
 /// id: inside the window each slot has one id). Ids below the window (a
 /// long-lived operation the window slid past, or ids that are not a
 /// counter's) live in the side table. Adding an id above the window moves the
@@ -285,7 +302,7 @@ enum At {
 /// window stays below it.
 struct Ids {
     /// `Loc`s.
-    ring: Vec<u64>,
+    ring: Vec<u32>,
     mask: usize,
     /// The lowest id of the window.
     lo: i64,
@@ -294,6 +311,10 @@ struct Ids {
     top: i64,
     ring_len: usize,
     side: IdTable,
+    /// The locations of the ring ids whose slot is `WIDE` (counted in
+    /// `ring_len`, not in `len` on their own): empty unless a location
+    /// does not fit in a ring slot.
+    wide: IdTable,
     /// Ids above the window, by id.
     far: BTreeMap<i64, (u32, u32)>,
 }
@@ -307,6 +328,7 @@ impl Ids {
             top: i64::MIN,
             ring_len: 0,
             side: IdTable::new(),
+            wide: IdTable::new(),
             far: BTreeMap::new(),
         }
     }
@@ -362,6 +384,9 @@ impl Ids {
         match at {
             At::Ring(i) => {
                 let loc = Loc(self.ring[i]);
+                if loc.is_wide() {
+                    return self.wide_loc(ring_id(self.lo, self.mask, i));
+                }
                 (loc.bucket(), loc.pos())
             }
             At::Side(i) => (self.side.slots[i].bucket, self.side.slots[i].pos),
@@ -372,7 +397,7 @@ impl Ids {
     #[inline]
     fn set(&mut self, at: At, bucket: u32, pos: u32) {
         match at {
-            At::Ring(i) => self.ring[i] = Loc::new(bucket, pos).0,
+            At::Ring(i) => self.put(i, ring_id(self.lo, self.mask, i), bucket, pos),
             At::Side(i) => self.side.set(i, bucket, pos),
             At::Far(id) => {
                 self.far.insert(id, (bucket, pos));
@@ -398,7 +423,7 @@ impl Ids {
             },
         };
         debug_assert!(Loc(self.ring[i]).is_free());
-        self.ring[i] = Loc::new(bucket, pos).0;
+        self.put(i, id, bucket, pos);
         self.ring_len += 1;
         self.top = self.top.max(id);
     }
@@ -407,7 +432,10 @@ impl Ids {
     fn remove(&mut self, at: At) {
         match at {
             At::Ring(i) => {
-                self.ring[i] = NO_LOC.0;
+                let loc = Loc(std::mem::replace(&mut self.ring[i], NO_LOC.0));
+                if loc.is_wide() {
+                    self.unwide(ring_id(self.lo, self.mask, i));
+                }
                 self.ring_len -= 1;
                 while self.ring_len * 8 < self.ring.len() && self.ring.len() > MIN_RING {
                     self.shrink();
@@ -418,6 +446,56 @@ impl Ids {
                 self.far.remove(&id);
             }
         }
+    }
+
+    /// Writes the location of `id` into its ring slot `i` (free, or holding
+    /// `id`).
+    #[inline]
+    fn put(&mut self, i: usize, id: i64, bucket: u32, pos: u32) {
+        match Loc::pack(bucket, pos) {
+            Some(loc) if !Loc(self.ring[i]).is_wide() => self.ring[i] = loc.0,
+            _ => self.put_wide(i, id, bucket, pos),
+        }
+    }
+
+    #[cold]
+    fn put_wide(&mut self, i: usize, id: i64, bucket: u32, pos: u32) {
+        if Loc(self.ring[i]).is_wide() {
+            self.unwide(id);
+        }
+        match Loc::pack(bucket, pos) {
+            Some(loc) => self.ring[i] = loc.0,
+            None => {
+                self.wide.insert(id, bucket, pos);
+                self.ring[i] = WIDE.0;
+            }
+        }
+    }
+
+    /// The location of ring id `id` whose slot was `loc` (taken out of
+    /// the ring), its wide entry dropped.
+    #[inline]
+    fn take_loc(&mut self, loc: Loc, id: i64) -> (u32, u32) {
+        if loc.is_wide() {
+            self.unwide(id)
+        } else {
+            (loc.bucket(), loc.pos())
+        }
+    }
+
+    #[cold]
+    fn wide_loc(&self, id: i64) -> (u32, u32) {
+        let s = &self.wide.slots[self.wide.find(id).expect("a wide slot's id")];
+        (s.bucket, s.pos)
+    }
+
+    /// Drops the wide entry of `id`, returning its location.
+    #[cold]
+    fn unwide(&mut self, id: i64) -> (u32, u32) {
+        let at = self.wide.find(id).expect("a wide slot's id");
+        let s = self.wide.slots[at];
+        self.wide.remove_at(at);
+        (s.bucket, s.pos)
     }
 
     /// Moves the window up to hold `id` (above it) and returns id's slot;
@@ -470,7 +548,7 @@ impl Ids {
             let (bucket, pos) = self.far.remove(&id).expect("listed just now");
             match self.in_window(id) {
                 Some(i) => {
-                    self.ring[i] = Loc::new(bucket, pos).0;
+                    self.put(i, id, bucket, pos);
                     self.ring_len += 1;
                     self.top = self.top.max(id);
                 }
@@ -492,7 +570,8 @@ impl Ids {
             let loc = Loc(std::mem::replace(&mut self.ring[i], NO_LOC.0));
             if !loc.is_free() {
                 self.ring_len -= 1;
-                self.side.insert(id, loc.bucket(), loc.pos());
+                let (bucket, pos) = self.take_loc(loc, id);
+                self.side.insert(id, bucket, pos);
             }
             id = id.wrapping_add(1);
         }
@@ -513,8 +592,10 @@ impl Ids {
             let id = ring_id(old_lo, old_mask, i);
             if id < new_lo {
                 self.ring_len -= 1;
-                self.side.insert(id, loc.bucket(), loc.pos());
+                let (bucket, pos) = self.take_loc(loc, id);
+                self.side.insert(id, bucket, pos);
             } else {
+                // A wide slot stays wide: `wide` is keyed by id.
                 self.ring[id as usize & self.mask] = loc.0;
             }
         }
@@ -525,6 +606,7 @@ impl Ids {
     #[cold]
     fn shrink(&mut self) {
         if self.ring_len == 0 {
+            debug_assert_eq!(self.wide.len, 0, "a wide entry outside the ring");
             self.ring = free_ring(MIN_RING);
             self.mask = MIN_RING - 1;
             return;
@@ -551,8 +633,8 @@ fn free_slots(size: usize, free: Slot) -> Vec<Slot> {
 }
 
 /// `size` free ring slots, zeroed by the allocator.
-fn free_ring(size: usize) -> Vec<u64> {
-    let zeroed = vec![0u64; size];
+fn free_ring(size: usize) -> Vec<u32> {
+    let zeroed = vec![0u32; size];
     huge_pages(&zeroed);
     zeroed
 }
@@ -1391,6 +1473,8 @@ mod tests {
         }
         let in_ring = ids.ring.iter().filter(|&&l| !Loc(l).is_free()).count();
         assert_eq!(in_ring, ids.ring_len);
+        let wide = ids.ring.iter().filter(|&&l| Loc(l).is_wide()).count();
+        assert_eq!(wide, ids.wide.len, "wide slots and wide entries differ");
         assert!(
             ids.ring.len() <= MIN_RING.max(8 * ids.ring_len),
             "ring of {} for {} ids",
@@ -1533,5 +1617,112 @@ mod tests {
         assert!(matches!(ids.find(1_000_000), Some(At::Ring(_))));
         assert_eq!(ids.get(ids.find(1_000_000).unwrap()), (7, 7));
         assert_eq!(ids.len(), 10_000);
+    }
+
+    #[test]
+    fn ring_slot_packing() {
+        for (bucket, pos) in [
+            (0, 0),
+            (0, POS_MASK - 1),
+            (509, 0),
+            (509, POS_MASK - 1),
+            (7, 12345),
+        ] {
+            let loc = Loc::pack(bucket, pos).expect("fits");
+            assert!(!loc.is_free() && !loc.is_wide());
+            assert_eq!((loc.bucket(), loc.pos()), (bucket, pos));
+        }
+        for (bucket, pos) in [(510, 0), (0, POS_MASK), (u32::MAX, u32::MAX), (3, u32::MAX)] {
+            assert!(Loc::pack(bucket, pos).is_none(), "({bucket}, {pos}) packed");
+        }
+    }
+
+    #[test]
+    fn id_ring_with_wide_locations_matches_a_map() {
+        // Locations that do not fit in a ring slot (bucket 510 or above,
+        // position 2^23 - 1 or above) mixed with ones that do, set, moved
+        // between the two kinds, and carried by the window's slides, growth
+        // and shrinking into the side table.
+        for seed in 1..5u64 {
+            let mut rng = XorShift(seed * 4242);
+            let mut ids = Ids::new();
+            let mut model = std::collections::HashMap::new();
+            let mut counter = rng.below(1 << 30) as i64;
+            let loc = |rng: &mut XorShift| -> (u32, u32) {
+                match rng.below(4) {
+                    0 => (510 + rng.below(1 << 20) as u32, rng.below(1000) as u32),
+                    1 => (rng.below(20) as u32, POS_MASK + rng.below(1000) as u32),
+                    _ => (rng.below(510) as u32, rng.below(u64::from(POS_MASK)) as u32),
+                }
+            };
+            for step in 0..40_000u32 {
+                let id = match rng.below(100) {
+                    0..=59 => {
+                        counter += 1 + (rng.below(64) == 0) as i64 * 5_000;
+                        counter
+                    }
+                    60..=89 => counter - rng.below(3_000) as i64,
+                    _ => match model.keys().next() {
+                        Some(&k) => k,
+                        None => continue,
+                    },
+                };
+                match ids.find(id) {
+                    Some(at) => {
+                        assert_eq!(ids.get(at), model[&id]);
+                        if rng.below(2) == 0 {
+                            let l = loc(&mut rng);
+                            ids.set(at, l.0, l.1);
+                            model.insert(id, l);
+                        } else {
+                            ids.remove(at);
+                            model.remove(&id);
+                        }
+                    }
+                    None => {
+                        assert!(!model.contains_key(&id));
+                        let l = loc(&mut rng);
+                        ids.insert(id, l.0, l.1);
+                        model.insert(id, l);
+                    }
+                }
+                if step % 4_000 == 0 {
+                    check_ids(&ids, &model);
+                }
+            }
+            check_ids(&ids, &model);
+            let all: Vec<i64> = model.keys().copied().collect();
+            for id in all {
+                let at = ids.find(id).unwrap();
+                ids.remove(at);
+                model.remove(&id);
+            }
+            check_ids(&ids, &model);
+            assert_eq!(ids.wide.len, 0);
+            assert_eq!(ids.ring.len(), MIN_RING);
+        }
+    }
+
+    #[test]
+    fn random_ops_match_model_wide_wheel() {
+        // 600 buckets a level: every bucket above level 0 is past what a
+        // ring slot holds, so those ids' locations are wide.
+        run_model(31, 1, 600, 2_000_000, 20_000);
+        run_model(32, 3, 1024, 50_000_000, 20_000);
+        let mut w = TimingWheel::new(1, 600, 0).unwrap();
+        for id in 0..1000 {
+            assert!(w.add(id, 1000 + id));
+        }
+        assert_eq!(w.levels(), 2);
+        assert_eq!(w.ids.wide.len, 1000, "level-1 buckets are 600 and above");
+        assert!(w.cancel(500));
+        assert!(w.add(501, 2500)); // rescheduled, still wide
+        assert_eq!(w.advance(1499), (0..500).collect::<Vec<i64>>());
+        // The rest were re-placed into level 0: wide where the bucket is 510+.
+        assert!(w.ids.wide.len < 499);
+        assert_eq!(w.advance(2000), (502..1000).collect::<Vec<i64>>());
+        assert_eq!(w.advance(2500), [501]);
+        assert!(w.is_empty());
+        assert_eq!(w.ids.wide.len, 0);
     }
 }

@@ -215,3 +215,48 @@ def test_batched_arguments() -> None:
         w.add_many([1, 2], [500])
     with pytest.raises(TypeError):
         w.cancel_many("12")  # type: ignore[arg-type]
+
+
+def test_single_call_arguments() -> None:
+    # add and cancel take two exact ints (or one) on a fast path and hand
+    # everything else to the general one: keywords, int subclasses, values
+    # out of range and wrong types behave as for any method.
+    class Id(int):
+        pass
+
+    w = TimingWheel(start_ms=100)
+    assert w.add(1, 200)
+    assert w.add(id=2, expiration_ms=300)
+    assert w.add(3, expiration_ms=400)
+    assert w.add(Id(4), Id(500))
+    assert w.add(True, 600)  # bool is an int subclass: id 1, rescheduled
+    assert not w.add(-(2**63), 100)  # in range, already reached: refused
+    assert len(w) == 4
+    assert w.cancel(id=2)
+    assert w.cancel(Id(4))
+    assert not w.cancel(2)
+    assert not w.cancel(2**63 - 1)
+    assert w.advance(600) == [3, 1]
+    for bad_call, error in [
+        (lambda: w.add(1), TypeError),
+        (lambda: w.add(1, 2, 3), TypeError),
+        (lambda: w.add(1, 200, id=1), TypeError),
+        (lambda: w.add(1, nope=200), TypeError),
+        (lambda: w.add(2**63, 700), OverflowError),
+        (lambda: w.add(1, -(2**63) - 1), OverflowError),
+        (lambda: w.add("1", 700), TypeError),
+        (lambda: w.add(1, 700.0), TypeError),
+        (lambda: w.cancel(), TypeError),
+        (lambda: w.cancel(1, 2), TypeError),
+        (lambda: w.cancel(2**64), OverflowError),
+        (lambda: w.cancel(None), TypeError),
+        (lambda: TimingWheel.add(object(), 1, 700), TypeError),  # type: ignore[arg-type]
+        (lambda: TimingWheel.cancel(object(), 1), TypeError),  # type: ignore[arg-type]
+    ]:
+        with pytest.raises(error):
+            bad_call()  # type: ignore[no-untyped-call]
+    assert len(w) == 0
+    assert w.add(5, 700)
+    assert TimingWheel.cancel(w, 5)
+    assert TimingWheel.add(w, 6, 800)
+    assert 6 in w
