@@ -280,6 +280,17 @@ def test_refusals_and_bad_input_are_named(jvm: Any, broker: BrokerProcess, tmp_p
         assert want in msg, (want, msg[:2000])
     msg = _error(lambda: jvm.read.format(JVM_FORMAT).option("subscribe", topic).load())
     assert "option 'path'" in msg
+    # no user schema (the scan is told the columns), no streaming: Spark says so
+    msg = _error(
+        lambda: jvm.read.format(JVM_FORMAT).schema("value binary")
+        .option("path", log_dir(broker)).option("subscribe", topic).load()
+    )  # fmt: skip
+    assert "schema" in msg.lower()
+    msg = _error(
+        lambda: jvm.readStream.format(JVM_FORMAT)
+        .option("path", log_dir(broker)).option("subscribe", topic).load()
+    )  # fmt: skip
+    assert "pylog" in msg.lower()
     clamped = read(
         jvm, JVM_FORMAT, broker, subscribe=topic, failOnDataLoss="false",
         startingOffsets=json.dumps({topic: {"0": 50}}),

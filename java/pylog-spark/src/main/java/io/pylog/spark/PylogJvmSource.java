@@ -25,10 +25,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * {@code subscribePattern}, {@code assign}, offset ranges by offset, and refuses
  * the others by name.
  *
- * <p>Its short name is not {@code "pylog"}: Spark 4.0 refuses a name that both a
- * JVM {@code DataSourceRegister} and a registered Python data source answer to,
- * and Spark 4.3 takes the JVM one silently, which would hide the Python source's
- * broker reads, streaming and writes.
+ * <p>Its short name is not {@code "pylog"}: Spark 4.0 to 4.3 resolve a format name
+ * to a JVM {@code DataSourceRegister} first and to a registered Python data source
+ * only when none matches, so a JVM "pylog" would hide the Python source's broker
+ * reads, streaming and writes.
  */
 public final class PylogJvmSource implements TableProvider, DataSourceRegister {
     static final String NAME = "pylog-jvm";
