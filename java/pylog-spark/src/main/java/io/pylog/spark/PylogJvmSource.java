@@ -81,7 +81,9 @@ public final class PylogJvmSource implements TableProvider, DataSourceRegister {
             return NAME + " " + options.paths;
         }
 
+        // deprecated for columns() since Spark 3.4, whose default derives the columns from it
         @Override
+        @SuppressWarnings("deprecation")
         public StructType schema() {
             return kafkaSchema(options.includeHeaders);
         }
