@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build protocol tools java-client go-client node-client kafka-streams-connect librdkafka-tests run cluster test test-rust test-python bench kafka fuzz lint format clean pipeline wheel spark-compat spark-kafka
+.PHONY: help install build protocol tools java-client spark-jvm go-client node-client kafka-streams-connect librdkafka-tests run cluster test test-rust test-python bench kafka fuzz lint format clean pipeline wheel spark-compat spark-kafka
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -34,7 +34,7 @@ run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./
 cluster: install tools ## run a local cluster until Ctrl-C: ZooKeeper on 127.0.0.1:2181, brokers 1-3 on 127.0.0.1:9092-9094, data and logs in ./pylog-cluster
 	$(VENV)/bin/pylog cluster local --brokers 3 --dir ./pylog-cluster
 
-test: install tools kafka java-client go-client node-client kafka-streams-connect librdkafka-tests test-rust wheel spark-kafka test-python spark-compat ## install everything the tests need, then run all tests
+test: install tools kafka java-client spark-jvm go-client node-client kafka-streams-connect librdkafka-tests test-rust wheel spark-kafka test-python spark-compat ## install everything the tests need, then run all tests
 
 tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark, the Java client and Kafka; ZooKeeper for the cluster; npm), from Debian — needs root or sudo; checks for Go
 	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \
@@ -68,6 +68,22 @@ $(JAVA_CLIENT_JAR): $(JAVA_CLIENT_SRC)
 	cd tests/java && mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(JAVA_CACHE)/m2 \
 	  -Dpylog.build.dir=$(JAVA_CACHE)/build package
 	@echo "java client: $@"
+
+# format("pylog-jvm"), the JVM DataSource V2 reader of segment files (java/pylog-spark),
+# built by Maven against Spark 4.0 (provided) into a cache outside the repository;
+# pylog.spark.jvm_jar() and tests/spark/test_spark_jvm_read.py find the jar there.
+SPARK_JVM_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pylog/spark-jvm
+SPARK_JVM_JAR := $(SPARK_JVM_CACHE)/pylog-spark.jar
+SPARK_JVM_SRC := java/pylog-spark/pom.xml $(shell find java/pylog-spark/src -type f 2>/dev/null)
+
+spark-jvm: $(SPARK_JVM_JAR) ## build format("pylog-jvm"), the JVM segment-file reader for Spark (java/pylog-spark), with Maven into ~/.cache/pylog/spark-jvm; skipped when up to date
+
+$(SPARK_JVM_JAR): $(SPARK_JVM_SRC)
+	rm -rf $(SPARK_JVM_CACHE)/build
+	cd java/pylog-spark && mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(JAVA_CACHE)/m2 \
+	  -Dpylog.build.dir=$(SPARK_JVM_CACHE)/build package
+	cp $(SPARK_JVM_CACHE)/build/pylog-spark.jar $@
+	@echo "spark jvm reader: $@"
 
 # The Go and Node client programs the tests drive, built or installed into a
 # cache outside the repository (tests/client_programs.py finds them there);

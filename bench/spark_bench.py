@@ -1,5 +1,6 @@
 """Spark scan figures for `make bench`: the same rows scanned from pylog segment
-files (``format("pylog").option("path", ...)``), from Parquet, and with Spark's
+files (``format("pylog").option("path", ...)``, and ``format("pylog-jvm")``, the
+JVM columnar reader, when `make spark-jvm` has built it), from Parquet, and with Spark's
 own Kafka source (``format("kafka")``, spark-sql-kafka-0-10) through a pylog
 broker and through Apache Kafka, in the same Spark session (local[2]); and
 consumed through the pylog broker with confluent-kafka.
@@ -8,8 +9,9 @@ consumed through the pylog broker with confluent-kafka.
 
 Each Spark scan is ``count(*), sum(length(value))`` so every value is
 materialised. The segment and Parquet scans alternate over three rounds
-(medians), with the segment scan given ``schema("value binary")`` (only the
-column the query needs) and a Python data source yielding one pre-built
+(medians; ``PYLOG_BENCH_SPARK_ROUNDS`` sets how many), with the segment scan
+given ``schema("value binary")`` (only the column the query needs), the JVM
+reader (which is told the columns), and a Python data source yielding one pre-built
 value-only batch over and over, no decoding at all: the floor of Spark's Python
 data source path, which the segment scan runs on. Each scan's CPU seconds (the
 JVM and its Python workers, summed over this process's descendants) are printed
@@ -44,6 +46,7 @@ from typing import Any
 from broker_bench import Broker
 from kafka_peer import KafkaPeer, default_libs, kafka_version
 
+import pylog.spark
 from pylog import _native
 
 N = int(os.environ.get("PYLOG_BENCH_SPARK_RECORDS", "10000000"))
@@ -54,6 +57,7 @@ CORES = 2
 BROKER_RECORDS = min(N, int(os.environ.get("PYLOG_BENCH_SPARK_BROKER_RECORDS", "1000000")))
 # Spark's Kafka source reads this many: enough that a scan is not all per-query cost
 SOURCE_RECORDS = min(N, int(os.environ.get("PYLOG_BENCH_SPARK_SOURCE_RECORDS", "4000000")))
+ROUNDS = int(os.environ.get("PYLOG_BENCH_SPARK_ROUNDS", "3"))
 
 
 def write_log(root: Path, topic: str, n: int) -> int:
@@ -103,6 +107,10 @@ def spark_session(jars: list[str]) -> Any:
     from pyspark.sql import SparkSession
 
     import pylog.spark
+
+    jvm_jar = pylog.spark.jvm_jar()
+    if jvm_jar is not None:
+        jars = [*jars, jvm_jar]
 
     spark = (
         SparkSession.builder.master(f"local[{CORES}]")
@@ -157,7 +165,7 @@ def tree_cpu() -> float:
     return sum(procs[p][1] for p in mine if p != os.getpid())
 
 
-def rounds(dfs: dict[str, Any], n: int = 3) -> dict[str, tuple[float, float, tuple[int, int]]]:
+def rounds(dfs: dict[str, Any], n: int = ROUNDS) -> dict[str, tuple[float, float, tuple[int, int]]]:
     """Each scan ``n`` times, alternating: median wall and CPU seconds, and the result."""
     wall: dict[str, list[float]] = {k: [] for k in dfs}
     cpu: dict[str, list[float]] = {k: [] for k in dfs}
@@ -310,6 +318,14 @@ def main() -> None:
             return r
 
         seg = segments().load()
+        jvm_jar = pylog.spark.jvm_jar()
+
+        def jvm_segments(**opts: str) -> Any:
+            r = spark.read.format(pylog.spark.JVM_FORMAT).option("path", str(logs))
+            for k, v in {"subscribe": "bench", "minPartitions": str(CORES), **opts}.items():
+                r = r.option(k, v)
+            return r
+
         parquet = str(root / "bench.parquet")
         seg.write.parquet(parquet)
         prebuilt_source(spark)
@@ -317,24 +333,28 @@ def main() -> None:
         def prebuilt(size: int) -> Any:
             return spark.read.format("prebuilt").option("n", str(N)).option("size", str(size))
 
-        scans = rounds(
-            {
-                "seg": seg,
-                "value": segments().schema("value binary").load(),
-                "parquet": spark.read.parquet(parquet),
-                "floor": prebuilt(0).load(),
-                # the log's mean value size: the same bytes, moved but not decoded
-                "floor108": prebuilt(108).load(),
-            }
-        )
+        legs = {
+            "seg": seg,
+            "value": segments().schema("value binary").load(),
+            "parquet": spark.read.parquet(parquet),
+            "floor": prebuilt(0).load(),
+            # the log's mean value size: the same bytes, moved but not decoded
+            "floor108": prebuilt(108).load(),
+        }
+        if jvm_jar is not None:
+            # format("pylog-jvm"): columnar batches of the value column alone
+            legs["jvm"] = jvm_segments().load()
+        scans = rounds(legs)
         (t_seg, c_seg, r_seg), (t_val, c_val, r_val) = scans["seg"], scans["value"]
         (t_pq, c_pq, r_pq), (t_floor, c_floor, r_floor) = scans["parquet"], scans["floor"]
         assert r_seg == r_val == r_pq == (N, r_seg[1]), (r_seg, r_val, r_pq)
         t_f108, c_f108, r_f108 = scans["floor108"]
         assert r_floor == (N, 0) and r_f108 == (N, 108 * N), (r_floor, r_f108)
+        t_jvm, c_jvm, r_jvm = scans.get("jvm", (float("nan"), float("nan"), r_seg))
+        assert r_jvm == r_seg, (r_jvm, r_seg)
         if not why_not or BROKER_RECORDS:
             broker = Broker(str(root / "pylog"), [], [sys.executable, "-m", "pylog.cli"])
-        t_kp = t_kk = t_seg1 = t_val1 = t_broker = float("nan")
+        t_kp = t_kk = t_seg1 = t_val1 = t_jvm1 = t_broker = float("nan")
         if not why_not:
             assert broker is not None
             # the segment scan over the rows the broker legs read, for like-for-like ratios
@@ -342,6 +362,9 @@ def main() -> None:
             t_seg1, r_seg1 = scan(segments(endingOffsets=first).load())
             t_val1, r_val1 = scan(segments(endingOffsets=first).schema("value binary").load())
             assert r_val1 == r_seg1, (r_val1, r_seg1)
+            if jvm_jar is not None:
+                t_jvm1, r_jvm1 = scan(jvm_segments(endingOffsets=first).load())
+                assert r_jvm1 == r_seg1, (r_jvm1, r_seg1)
             kafka = KafkaPeer(str(root), kafka_libs)
             kafka.create_topic("bench", 1)
             produce_same_sizes(kafka.bootstrap, "bench", SOURCE_RECORDS)
@@ -356,6 +379,8 @@ def main() -> None:
             t_val1 = min(
                 t_val1, scan(segments(endingOffsets=first).schema("value binary").load())[0]
             )
+            if jvm_jar is not None:
+                t_jvm1 = min(t_jvm1, scan(jvm_segments(endingOffsets=first).load())[0])
             assert r_seg1 == r_kp == r_kk and r_kp[0] == SOURCE_RECORDS, (r_seg1, r_kp, r_kk)
             kafka.stop()
             kafka = None
@@ -363,7 +388,10 @@ def main() -> None:
         if BROKER_RECORDS:
             t_broker = consume_through_broker(broker.bootstrap, "bench", BROKER_RECORDS)
         seg_rate = N / t_seg / CORES
-        print(f"{N:,} rows, median of 3 alternating rounds, load average {os.getloadavg()[0]:.1f}")
+        print(
+            f"{N:,} rows, median of {ROUNDS} alternating rounds, "
+            f"load average {os.getloadavg()[0]:.1f}"
+        )
         head = f"{'scan (count + sum(length(value)))':<44}{'seconds':>10}{'rows/s/core':>14}"
         print(f"{head}{'CPU s':>8}")
         for label, (secs, c) in {
@@ -372,6 +400,7 @@ def main() -> None:
             "Parquet, same rows, same session": (t_pq, c_pq),
             "floor: Python source, pre-built empty values": (t_floor, c_floor),
             "  the same, pre-built 108-byte values": (t_f108, c_f108),
+            "pylog-jvm: JVM columnar segment reader": (t_jvm, c_jvm),
         }.items():
             print(f"{label:<44}{secs:>10.2f}{N / secs / CORES:>14,.0f}{c:>8.2f}")
         print(
@@ -380,11 +409,20 @@ def main() -> None:
             f"(goal >= 1.0; in CPU seconds {c_pq / c_seg:.2f}, {c_pq / c_val:.2f}, "
             f"{c_pq / c_floor:.2f}, {c_pq / c_f108:.2f})"
         )
+        if jvm_jar is None:
+            print("format('pylog-jvm'): skipped, its jar is not built (make spark-jvm)")
+        else:
+            print(
+                f"format('pylog-jvm') / Parquet: {t_pq / t_jvm:.2f} wall, {c_pq / c_jvm:.2f} CPU "
+                f"(goal >= 1.0); / format('pylog') with schema('value binary'): "
+                f"{t_val / t_jvm:.2f} wall, {c_val / c_jvm:.2f} CPU"
+            )
         per_core = {
             "pylog segments (path), local[2]": (t_seg, seg_rate),
             "Parquet, same rows, same session": (t_pq, N / t_pq / CORES),
             f"pylog segments, first {SOURCE_RECORDS:,}": (t_seg1, SOURCE_RECORDS / t_seg1 / CORES),
             "  the same, schema('value binary')": (t_val1, SOURCE_RECORDS / t_val1 / CORES),
+            "  the same, format('pylog-jvm')": (t_jvm1, SOURCE_RECORDS / t_jvm1 / CORES),
             f"Kafka source via pylog ({SOURCE_RECORDS:,})": (t_kp, SOURCE_RECORDS / t_kp / CORES),
             f"Kafka source via Kafka {kafka_version()}": (t_kk, SOURCE_RECORDS / t_kk / CORES),
         }
@@ -395,11 +433,12 @@ def main() -> None:
             print(f"{'scan (count + sum(length(value)))':<44}{'seconds':>10}{'rows/s/core':>14}")
             for label, (secs, rate) in list(per_core.items())[2:]:
                 print(f"{label:<44}{secs:>10.2f}{rate:>14,.0f}")
-            seg1, val1, kp, kk = rates[2:]
+            seg1, val1, jvm1, kp, kk = rates[2:]
             print(
                 f"segments / Spark's Kafka source, same {SOURCE_RECORDS:,} rows, via pylog: "
-                f"{seg1 / kp:.2f} ({val1 / kp:.2f} with schema('value binary')), "
-                f"via Kafka: {seg1 / kk:.2f} ({val1 / kk:.2f}) (goal >= 3)"
+                f"{seg1 / kp:.2f} ({val1 / kp:.2f} with schema('value binary'), "
+                f"{jvm1 / kp:.2f} pylog-jvm), via Kafka: {seg1 / kk:.2f} ({val1 / kk:.2f}, "
+                f"{jvm1 / kk:.2f}) (goal >= 3)"
             )
             print(f"Spark's Kafka source, via pylog / via Kafka: {kp / kk:.2f}")
         if BROKER_RECORDS:
