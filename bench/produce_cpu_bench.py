@@ -75,7 +75,7 @@ def start(tree: str, workdir: str, partitions: int = 1) -> tuple[Peer, int]:
 
 
 def confluent_run(
-    tree: str, seconds: float, workdir: str, producers: int = 1
+    tree: str, seconds: float, workdir: str, producers: int = 1, acks: str = "1"
 ) -> tuple[float, float, float]:
     """confluent-kafka producing 1 KiB records to one partition for ``seconds``
     (``producers`` > 1: that many processes, to six partitions, as kafka_peer's
@@ -85,7 +85,7 @@ def confluent_run(
         produce_confluent(peer.bootstrap, "t", 1024, "1", 1.0, False)  # warm-up
         switches, cpu = voluntary_switches(peer.pid), peer.cpu_seconds()
         if producers == 1:
-            n, wall = produce_confluent(peer.bootstrap, "t", 1024, "1", seconds, False)
+            n, wall = produce_confluent(peer.bootstrap, "t", 1024, acks, seconds, False)
         else:
             start_at = time.time() + 1.5  # all connected before any starts
             arg = json.dumps([peer.bootstrap, "t", 1024, seconds, start_at])
@@ -179,6 +179,7 @@ def main() -> None:
         help="instead of the raw client: confluent-kafka producing 1 KiB records to one "
         "partition for SECONDS (figures per MiB; librdkafka's requests are ~1 MiB)",
     )
+    parser.add_argument("--acks", default="1", help="with --confluent and 1 producer: 1 or all")
     parser.add_argument(
         "--producers",
         type=int,
@@ -195,7 +196,9 @@ def main() -> None:
             for tree in trees if r % 2 == 0 else trees[::-1]:
                 run_dir = tempfile.mkdtemp(dir=workdir)
                 if args.confluent:
-                    us, sw, mbs = confluent_run(tree, args.confluent, run_dir, args.producers)
+                    us, sw, mbs = confluent_run(
+                        tree, args.confluent, run_dir, args.producers, args.acks
+                    )
                 else:
                     us, sw, mbs = one_run(tree, args.size_kib, args.requests, run_dir)
                 shutil.rmtree(run_dir, ignore_errors=True)  # a full page cache skews the next
