@@ -178,9 +178,12 @@ $(WHEEL_TOOLS): $(STAMP)
 	$(PIP) install -q "ziglang>=0.13" "auditwheel>=6"
 	touch $@
 
-# $(WHEEL) stamps the one wheel in $(WHEEL_DIR), so make can tell when it is stale
-$(WHEEL): $(WHEEL_TOOLS) $(NATIVE_SRC) $(PY_SRC) README.md
+# $(WHEEL) stamps the one wheel in $(WHEEL_DIR), so make can tell when it is stale.
+# It carries format("pylog-jvm")'s jar (copied next to pylog.spark, where
+# pylog.spark.jvm_jar() finds it in an installed wheel; not committed).
+$(WHEEL): $(WHEEL_TOOLS) $(NATIVE_SRC) $(PY_SRC) README.md $(SPARK_JVM_JAR)
 	@rustup target list --installed 2>/dev/null | grep -qx $(WHEEL_TARGET) || rustup target add $(WHEEL_TARGET)
+	cp $(SPARK_JVM_JAR) python/pylog/spark/pylog-spark.jar
 	rm -rf $(WHEEL_DIR)
 	PATH="$(abspath $(VENV))/bin:$$PATH" VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin build -q --release \
 	  --zig --compatibility manylinux2014 --target $(WHEEL_TARGET) --out $(WHEEL_DIR)
@@ -201,6 +204,8 @@ SPARK_OLDEST ?= 4.0
 SPARK_NEWEST ?= 4.3
 SPARK_CACHE  := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pylog
 SPARK_COMPAT_TESTS := tests/spark/test_spark_options.py \
+  "tests/spark/test_spark_jvm_read.py::test_rows_equal_format_pylog_for_every_codec[lz4]" \
+  "tests/spark/test_spark_jvm_read.py::test_requested_columns_only" \
   "tests/spark/test_spark_read.py::test_the_arrow_schema_is_the_one_spark_derives" \
   "tests/spark/test_spark_read.py::test_rows_equal_what_was_produced_for_every_codec[zstd]" \
   "tests/spark/test_spark_read.py::test_offset_and_timestamp_ranges_and_splits" \

@@ -89,6 +89,8 @@ def test_the_wheel_is_abi3_manylinux2014() -> None:
         native = z.read("pylog/_native.abi3.so")
     assert "cp310-abi3-manylinux_2_17_x86_64" in tags, tags
     assert "pylog/spark/source.py" in names and "pylog/protocol/schema/FetchRequest.json" in names
+    # format("pylog-jvm")'s jar, which pylog.spark.jvm_jar() finds next to the module
+    assert "pylog/spark/pylog-spark.jar" in names
     assert not [n for n in names if "__pycache__" in n]
     # the symbol versions the extension needs from glibc: none newer than 2.17
     needed = {tuple(map(int, v)) for v in re.findall(rb"GLIBC_(\d+)\.(\d+)", native)}

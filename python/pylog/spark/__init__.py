@@ -40,15 +40,19 @@ JVM_FORMAT = "pylog-jvm"
 
 
 def jvm_jar() -> str | None:
-    """The path of the jar of ``format("pylog-jvm")`` if it is built, else None.
+    """The path of the jar of ``format("pylog-jvm")`` if it is there, else None.
 
     ``PYLOG_SPARK_JAR`` names it when set (None if that file does not exist);
-    otherwise ``make spark-jvm``'s output, ``$XDG_CACHE_HOME/pylog/spark-jvm/
+    otherwise the one the wheel carries, next to this module; otherwise
+    ``make spark-jvm``'s output, ``$XDG_CACHE_HOME/pylog/spark-jvm/
     pylog-spark.jar`` (``~/.cache`` without XDG_CACHE_HOME). Put it on the
     session's ``spark.jars`` before the session starts."""
     given = os.environ.get("PYLOG_SPARK_JAR")
     if given:
         return given if os.path.isfile(given) else None
+    packaged = Path(__file__).with_name("pylog-spark.jar")
+    if packaged.is_file():
+        return str(packaged)
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     jar = Path(cache) / "pylog" / "spark-jvm" / "pylog-spark.jar"
     return str(jar) if jar.is_file() else None
