@@ -16,6 +16,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from pylog.broker.kafka_healthcheck import KafkaHealthcheck
+from pylog.controller.kafka_controller import KafkaController
 from pylog.errors import InvalidReplicationFactorError, TopicAlreadyExistsError
 from pylog.metadata.kafka_zk_client import (
     BrokerIdInUseError,
@@ -517,3 +518,30 @@ def test_zk_store_keeps_client_quotas_in_kafkas_znodes(
             store.close()
 
     asyncio.run(scenario())
+
+
+def test_an_election_whose_answer_was_lost_takes_the_office(
+    clients: Callable[..., KafkaZkClient],
+) -> None:
+    # The election's transaction reached ZooKeeper but its answer was lost (the
+    # connection dropped, as a ZooKeeper restart during a broker's start did in
+    # a make test run): /controller is this session's. The election tried again
+    # must take the office, not take the znode for another controller's and
+    # leave the cluster with none.
+    zk = clients()
+    epoch, _ = zk.register_controller_and_increment_epoch(1)
+
+    async def main() -> None:
+        controller = KafkaController(zk, 1, inter_broker_listener="PLAINTEXT")
+        await controller.startup()  # the /controller watch runs an election
+        try:
+            deadline = asyncio.get_running_loop().time() + 10
+            while not controller.is_active:
+                assert asyncio.get_running_loop().time() < deadline, "never took the office"
+                await asyncio.sleep(0.05)
+            assert controller.context.epoch == epoch
+            assert zk.get_controller_epoch() == (epoch, controller.context.epoch_zk_version)
+        finally:
+            await controller.shutdown()
+
+    asyncio.run(main())

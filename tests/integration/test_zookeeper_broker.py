@@ -260,9 +260,15 @@ def test_registration_survives_zookeeper_restart_and_session_expiry(
     brokers: list[BrokerProcess],
 ) -> None:
     zk = pylog_zookeeper_factory()
+    # Its log at INFO, shown if the produce after the restart fails: one run in
+    # ten-odd (a fresh-clone make test) timed out there, and the WARNING lines
+    # alone did not say why.
+    log = tmp_path / "broker.log"
     b = BrokerProcess(
         tmp_path / "b",
         {"zookeeper.connect": zk.connect, "broker.id": 1, "zookeeper.session.timeout.ms": 2000},
+        log_path=log,
+        log_level="INFO",
     ).start()
     brokers.append(b)
     k = kazoo_at(zk.connect)
@@ -278,7 +284,11 @@ def test_registration_survives_zookeeper_restart_and_session_expiry(
     topic = topic_name("after-restart")
     # An upper bound only: a loaded machine may take a while to re-elect the
     # controller and place the auto-created topic.
-    ck_produce(b.bootstrap, topic, [(None, b"x", None)], timeout=90)
+    try:
+        ck_produce(b.bootstrap, topic, [(None, b"x", None)], timeout=90)
+    except AssertionError:
+        tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-80:])
+        raise AssertionError(f"no produce after the restart; the broker's log:\n{tail}") from None
     assert k.exists(f"/brokers/topics/{topic}")
 
     # The broker freezes longer than its session timeout (a long GC pause): ZooKeeper

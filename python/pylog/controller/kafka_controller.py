@@ -312,7 +312,12 @@ class KafkaController:
 
     async def _try_elect(self) -> None:
         holder = await self.zk.run(self.zk.get_controller_id)
-        if holder is not None:
+        # Our own id there while we are not in office: perhaps our election's
+        # transaction reached ZooKeeper and its answer was lost (the connection
+        # dropped). The registration below tells: it returns our epoch when the
+        # znode is this session's (Kafka's checkControllerAndEpoch), and
+        # ControllerMovedError when an expired session of ours left it.
+        if holder is not None and (holder != self.broker_id or self.is_active):
             self.active_controller_id = holder
             if holder != self.broker_id and self.is_active:
                 await self._on_resignation()
