@@ -77,9 +77,15 @@ class _BrokerChannel:
 
 class ControllerChannelManager:
     def __init__(
-        self, listener_name: str, *, socket_timeout_s: float = 30.0, backoff_s: float = 0.2
+        self,
+        listener_name: str,
+        *,
+        broker_id: int = -1,
+        socket_timeout_s: float = 30.0,
+        backoff_s: float = 0.2,
     ) -> None:
         self.listener_name = listener_name
+        self.broker_id = broker_id
         self.socket_timeout_s = socket_timeout_s
         self.backoff_s = backoff_s
         #: Extra KafkaConnection arguments: the inter-broker listener's TLS
@@ -154,7 +160,8 @@ class ControllerChannelManager:
                             KafkaConnection,
                             address,
                             timeout=self.socket_timeout_s,
-                            client_id="pylog-controller",
+                            # Kafka's send thread name: who sends, to whom.
+                            client_id=f"controller-{self.broker_id}-to-broker-{ch.info.id}",
                             **self.connection_options,
                         )
                     conn = ch.conn

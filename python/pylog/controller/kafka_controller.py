@@ -152,7 +152,7 @@ class KafkaController:
         self.on_active_change = on_active_change
         self.context = ControllerContext()
         self.events = ControllerEventManager()
-        self.channel = ControllerChannelManager(inter_broker_listener)
+        self.channel = ControllerChannelManager(inter_broker_listener, broker_id=broker_id)
         self.stats = ElectionStats()
         self.partition_state_machine = PartitionStateMachine(
             zk, self.context, self._unclean_enabled, self.stats

@@ -25,6 +25,7 @@ from typing import IO, Any
 
 from kazoo.client import KazooClient
 
+from pylog.testing.network_faults import CLIENT, ZOOKEEPER, FaultProxy, NetworkFaults, kafka_peer
 from pylog.testing.zookeeper import ZooKeeperServer
 
 #: What a test cluster changes from Kafka's defaults: loopback, a fast first
@@ -38,7 +39,7 @@ CLUSTER_TEST_DEFAULTS: dict[str, str] = {
     "shutdown.timeout.ms": "10000",
 }
 
-_STARTED = "started: PLAINTEXT://"
+_STARTED = "started: "
 
 
 class ClusterBroker:
@@ -63,10 +64,16 @@ class ClusterBroker:
         self.log_level = log_level
         self.startup_timeout = startup_timeout
         self.proc: subprocess.Popen[str] | None = None
+        #: each listener's bound port, by listener name, from the start-up line
+        self.listener_ports: dict[str, int] = {}
+        #: where clients reach the broker when not on its own port (a proxy)
+        self.client_address: str | None = None
+        #: called after each start with the broker (a proxy learns the new ports)
+        self.on_started: Callable[[ClusterBroker], None] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return self.client_address or f"127.0.0.1:{self.port}"
 
     @property
     def running(self) -> bool:
@@ -116,10 +123,17 @@ class ClusterBroker:
                 f"broker {self.broker_id} did not start ({line.strip() or 'no output'}); "
                 f"see {self.log_file}"
             )
-        self.port = int(line.split(_STARTED, 1)[1].split(":", 1)[1].split()[0].rstrip(","))
+        # "pylog broker 1 started: NAME://host:port, NAME://host:port (log.dirs …)"
+        listeners = line.split(_STARTED, 1)[1].split(" (", 1)[0]
+        self.listener_ports = {
+            ep.split("://", 1)[0]: int(ep.rsplit(":", 1)[1]) for ep in listeners.split(", ")
+        }
+        self.port = next(iter(self.listener_ports.values()))
         # Drain stdout so the broker never blocks on a full pipe.
         threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
         self.proc = proc
+        if self.on_started is not None:
+            self.on_started(self)
         return self
 
     def _signal(self, sig: int) -> None:
@@ -225,6 +239,7 @@ class LocalCluster:
         per_broker: Mapping[int, Mapping[str, object]] | None = None,
         log_level: str = "INFO",
         startup_timeout: float = 60.0,
+        network_faults: bool = False,
     ) -> None:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -263,6 +278,10 @@ class LocalCluster:
                 startup_timeout=startup_timeout,
             )
         self.zk: KazooClient | None = None
+        #: With ``network_faults``: every link through a proxy a test can cut
+        #: (:class:`~pylog.testing.network_faults.NetworkFaults`), set up at start.
+        self.network_faults = network_faults
+        self.faults: NetworkFaults | None = None
 
     # -- where it is
 
@@ -304,6 +323,9 @@ class LocalCluster:
         try:
             for b in self.brokers.values():
                 b.overrides["zookeeper.connect"] = self.zookeeper_connect
+            if self.network_faults:
+                self._route_through_proxies(str(root))
+            for b in self.brokers.values():
                 b.start()
             ids = sorted(self.brokers)
             self.wait_for(lambda: self.registered() == ids, "every broker to register")
@@ -323,10 +345,45 @@ class LocalCluster:
             raise
         return self
 
+    def _route_through_proxies(self, zk_root: str) -> None:
+        """Each broker's links through proxies: ZooKeeper through one of its
+        own, its client listener and its inter-broker listener through one
+        each, advertised in their place (so clients and the other brokers
+        dial the proxies)."""
+        faults = self.faults = NetworkFaults()
+        zk_host, zk_port = zk_root.split(",", 1)[0].rsplit(":", 1)
+        for b in self.brokers.values():
+            node = str(b.broker_id)
+            zk = faults.proxy(ZOOKEEPER, node, (zk_host, int(zk_port)))
+            client = faults.proxy(node, CLIENT)
+            internal = faults.proxy(node, kafka_peer)
+            b.overrides.update(
+                {
+                    "zookeeper.connect": f"{zk.address}{self.chroot}",
+                    "listeners": "CLIENT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+                    "advertised.listeners": (
+                        f"CLIENT://{client.address},INTERNAL://{internal.address}"
+                    ),
+                    "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT",
+                    "inter.broker.listener.name": "INTERNAL",
+                }
+            )
+            b.client_address = client.address
+
+            def started(
+                broker: ClusterBroker, client: FaultProxy = client, internal: FaultProxy = internal
+            ) -> None:
+                client.upstream = ("127.0.0.1", broker.listener_ports["CLIENT"])
+                internal.upstream = ("127.0.0.1", broker.listener_ports["INTERNAL"])
+
+            b.on_started = started
+
     def close(self) -> None:
         """Stop every broker cleanly (SIGTERM), then ZooKeeper if it is the
         cluster's own; remove a temporary directory."""
         try:
+            if self.faults is not None:
+                self.faults.heal()  # a cut broker could not shut down cleanly
             for b in self.brokers.values():
                 with contextlib.suppress(Exception):
                     b.stop()
@@ -337,6 +394,9 @@ class LocalCluster:
                 self.zk = None
             if self._own_zk and self._zk_server is not None:
                 self._zk_server.stop()
+            if self.faults is not None:
+                self.faults.close()
+                self.faults = None
         finally:
             if self._own_dir:
                 shutil.rmtree(self.dir, ignore_errors=True)
@@ -451,6 +511,7 @@ def cluster(
     zookeeper: ZooKeeperServer | str | None = None,
     racks: Sequence[str] | None = None,
     per_broker: Mapping[int, Mapping[str, object]] | None = None,
+    network_faults: bool = False,
     **keys: object,
 ) -> Iterator[LocalCluster]:
     """A running local cluster for the ``with`` block.
@@ -460,5 +521,12 @@ def cluster(
     given to every broker."""
     props = dict(overrides or {})
     props.update({k.replace("_", "."): v for k, v in keys.items()})
-    with LocalCluster(brokers, props, zookeeper=zookeeper, racks=racks, per_broker=per_broker) as c:
+    with LocalCluster(
+        brokers,
+        props,
+        zookeeper=zookeeper,
+        racks=racks,
+        per_broker=per_broker,
+        network_faults=network_faults,
+    ) as c:
         yield c

@@ -1,0 +1,619 @@
+"""A Jepsen-style workload for pylog's partition suite: clients that record
+every operation, a nemesis that injects faults into a real cluster through
+:class:`~pylog.testing.network_faults.NetworkFaults`, and a checker that reads
+the history against the brokers' segment files.
+
+The clients are stock: two confluent-kafka producers with acks=all (one
+idempotent, one not) writing unique values round-robin over the topic's
+partitions, and a confluent-kafka consumer in a group committing what it
+read. Each fault is applied, held, healed, and followed by a recovery phase
+that measures the liveness bounds (every ISR full again, every producer
+acknowledged again, one controller over every live broker).
+
+The checker's properties, as in Jepsen's Kafka workloads:
+
+* **lost writes**: every acknowledged record is on every replica at the
+  offset it was acknowledged at;
+* **offsets reused**: no two acknowledged records share an offset;
+* **duplicates**: the idempotent producer's records are each stored once;
+* **replicas diverge**: below the high watermark every replica holds the
+  same records at the same offsets;
+* **non-monotonic polls**: within one assignment, a consumer's offsets of a
+  partition only grow;
+* **phantom reads**: every record a consumer saw is in the log at the offset
+  it saw it at (it read nothing that was later truncated away);
+* **committed offsets outside what was read**: a committed offset is at most
+  one past the highest offset the group read of that partition;
+* **acks=all below min.insync.replicas**: a record acknowledged while
+  brokers were dead is held, at its offset, by min.insync.replicas replicas
+  counting the dead brokers' logs as they were left at the kill.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pylog.testing import ClusterBroker, LocalCluster
+
+WAIT = 60.0  # upper bound of a wait: only catches hangs
+_RECORD = re.compile(r"^\| offset: (\d+) .* payload: (.*)$")
+
+
+# ---------------------------------------------------------------- history
+
+
+@dataclass
+class Ack:
+    producer: str
+    value: str
+    partition: int
+    offset: int
+    at: float  # time.monotonic() of the delivery report
+
+
+@dataclass
+class Poll:
+    generation: int  # the consumer's assignment count when it read
+    partition: int
+    offset: int
+    value: str
+
+
+@dataclass
+class History:
+    acks: list[Ack] = field(default_factory=list)
+    failed: list[tuple[str, str, float]] = field(default_factory=list)  # producer, error, at
+    attempted: set[str] = field(default_factory=set)
+    polls: list[Poll] = field(default_factory=list)
+    commits: list[tuple[int, int, float]] = field(default_factory=list)  # partition, offset, at
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def acks_of(self, producer: str, after: float) -> int:
+        with self.lock:
+            return sum(1 for a in self.acks if a.producer == producer and a.at > after)
+
+
+class WorkloadProducer(threading.Thread):
+    """Writes ``<name>-<n>`` to partition ``n % partitions``, acks=all."""
+
+    def __init__(
+        self,
+        name: str,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        history: History,
+        **conf: object,
+    ) -> None:
+        super().__init__(name=name, daemon=True)
+        from confluent_kafka import Producer
+
+        self.topic, self.partitions, self.history = topic, partitions, history
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 60_000,
+                "topic.metadata.refresh.interval.ms": 1000,
+                "retry.backoff.max.ms": 500,
+                **conf,
+            }
+        )
+        self.stop_event = threading.Event()
+
+    def _delivered(self, err: object, msg: object) -> None:
+        now = time.monotonic()
+        h = self.history
+        with h.lock:
+            if err is not None:
+                h.failed.append((self.name, str(err), now))
+            else:
+                h.acks.append(
+                    Ack(
+                        self.name,
+                        msg.value().decode(),  # type: ignore[attr-defined]
+                        msg.partition(),  # type: ignore[attr-defined]
+                        msg.offset(),  # type: ignore[attr-defined]
+                        now,
+                    )
+                )
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop_event.is_set():
+            value = f"{self.name}-{n}"
+            try:
+                self.producer.produce(
+                    self.topic, value.encode(), partition=n % self.partitions,
+                    on_delivery=self._delivered,
+                )  # fmt: skip
+            except BufferError:
+                self.producer.poll(0.1)
+                continue
+            with self.history.lock:
+                self.history.attempted.add(value)
+            n += 1
+            self.producer.poll(0)
+            time.sleep(0.002)
+        self.producer.flush(WAIT)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(WAIT + 10)
+
+
+class WorkloadConsumer(threading.Thread):
+    """A group member reading the topic and committing what it read."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, history: History) -> None:
+        super().__init__(name="consumer", daemon=True)
+        from confluent_kafka import Consumer
+
+        self.history = history
+        self.generation = 0
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 10_000,
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+        self.consumer.subscribe([topic], on_assign=self._assigned)
+        self.stop_event = threading.Event()
+
+    def _assigned(self, consumer: object, partitions: object) -> None:
+        self.generation += 1
+
+    def run(self) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        h = self.history
+        since_commit = 0
+        positions: dict[int, int] = {}
+        while not self.stop_event.is_set():
+            msg = self.consumer.poll(0.2)
+            if msg is None or msg.error() is not None:
+                continue
+            p, o = msg.partition(), msg.offset()
+            with h.lock:
+                h.polls.append(Poll(self.generation, p, o, msg.value().decode()))
+            positions[p] = o + 1
+            since_commit += 1
+            if since_commit >= 200:
+                since_commit = 0
+                offsets = [TopicPartition(msg.topic(), q, off) for q, off in positions.items()]
+                try:
+                    done = self.consumer.commit(offsets=offsets, asynchronous=False)
+                except KafkaException:
+                    continue  # a commit during a fault may fail; it is not a violation
+                now = time.monotonic()
+                with h.lock:
+                    for tp in done or []:
+                        if tp.error is None:
+                            h.commits.append((tp.partition, tp.offset, now))
+        self.consumer.close()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(WAIT + 10)
+
+
+# ---------------------------------------------------------------- the cluster's logs
+
+
+def segment_records(log_dir: str, topic: str, partition: int) -> dict[int, str]:
+    """Offset → value of every record in a partition's segment files under
+    ``log_dir``, read with ``pylog dump-log``."""
+    d = Path(log_dir) / f"{topic}-{partition}"
+    files = sorted(str(p) for p in d.glob("*.log"))
+    if not files:
+        return {}
+    out = subprocess.run(
+        [sys.executable, "-m", "pylog.cli", "dump-log", "--print-data-log", "--files", *files],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        check=True,
+    ).stdout
+    records: dict[int, str] = {}
+    for line in out.splitlines():
+        m = _RECORD.match(line)
+        if m:
+            records[int(m.group(1))] = m.group(2)
+    return records
+
+
+def high_watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw-probe"})
+    try:
+        return {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=WAIT)[1]
+            for p in range(partitions)
+        }
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------- faults
+
+
+@dataclass
+class Recovery:
+    """How long, after a fault healed, each liveness property took (seconds)."""
+
+    fault: str
+    isr_full: float
+    producers: dict[str, float]
+    controller: float
+
+
+@dataclass
+class KillWindow:
+    """Brokers killed at ``at``: their partition logs as the kill left them."""
+
+    at: float
+    until: float
+    snapshots: dict[int, str]  # broker id -> copied log dir
+
+
+class Nemesis:
+    """Faults against one cluster and topic; each ``<fault>()`` holds its fault
+    and heals it before it returns."""
+
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        topic: str,
+        partitions: int,
+        hold: float = 12.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        assert cluster.faults is not None, "the cluster needs network_faults=True"
+        self.cluster = cluster
+        self.faults = cluster.faults
+        self.topic = topic
+        self.partitions = partitions
+        self.hold = hold
+        self.rng = rng or random.Random(0)
+        self.kill_windows: list[KillWindow] = []
+        self.snapshot_root = tempfile.mkdtemp(prefix="pylog-nemesis-")
+
+    # -- who is where
+
+    def leader(self) -> int:
+        return self.cluster.wait_for_leader(self.topic, 0, timeout=WAIT)
+
+    def followers(self, leader: int) -> list[int]:
+        return [b for b in self.cluster.brokers if b != leader]
+
+    def controller(self) -> int:
+        self.cluster.wait_for(lambda: self.cluster.controller() is not None, "a controller", WAIT)
+        c = self.cluster.controller()
+        assert c is not None
+        return c
+
+    # -- the faults
+
+    def isolate_leader(self) -> None:
+        """The leader cut from the other brokers both ways; clients and
+        ZooKeeper still reach it."""
+        self.faults.isolate(self.leader())
+        self._hold_and_heal()
+
+    def leader_one_way_out(self) -> None:
+        """Nothing the leader sends reaches the other brokers."""
+        leader = self.leader()
+        for f in self.followers(leader):
+            self.faults.cut(leader, f, one_way=True)
+        self._hold_and_heal()
+
+    def leader_one_way_in(self) -> None:
+        """Nothing the other brokers send reaches the leader."""
+        leader = self.leader()
+        for f in self.followers(leader):
+            self.faults.cut(f, leader, one_way=True)
+        self._hold_and_heal()
+
+    def leader_listener_stalled(self) -> None:
+        """The leader's inter-broker listener stops answering: what the other
+        brokers open to it holds both ways, what it opens to them flows."""
+        leader = self.leader()
+        for f in self.followers(leader):
+            self.faults.stall_connections(f, leader)
+        self._hold_and_heal()
+
+    def follower_isolated(self) -> None:
+        """One follower cut from every other broker."""
+        self.faults.isolate(self.rng.choice(self.followers(self.leader())))
+        self._hold_and_heal()
+
+    def leader_from_zookeeper(self) -> None:
+        """The leader loses ZooKeeper (its session expires) while clients and
+        the other brokers still reach it."""
+        self.faults.cut(self.leader(), "zk")
+        self._hold_and_heal()
+
+    def controller_from_zookeeper(self) -> None:
+        self.faults.cut(self.controller(), "zk")
+        self._hold_and_heal()
+
+    def leader_from_clients(self) -> None:
+        self.faults.cut("client", self.leader())
+        self._hold_and_heal()
+
+    def reset_leader_links(self) -> None:
+        """Every connection between the leader and the other brokers reset, and
+        refused for a few seconds."""
+        leader = self.leader()
+        for f in self.followers(leader):
+            self.faults.reset(leader, f)
+        time.sleep(3)
+        self.faults.heal()
+
+    def pause_leader(self) -> None:
+        b = self.cluster.broker(self.leader())
+        b.pause()
+        time.sleep(self.hold / 2)
+        b.resume()
+
+    def kill_follower(self) -> None:
+        b = self.cluster.broker(self.rng.choice(self.followers(self.leader())))
+        self._kill([b])
+        time.sleep(self.hold / 2)
+        self._restart([b])
+
+    def kill_two(self) -> None:
+        """The leader and one follower, or both followers, SIGKILLed together
+        with produces in flight; the survivor alone is below
+        min.insync.replicas until they return."""
+        leader = self.leader()
+        followers = self.followers(leader)
+        doomed = [leader, self.rng.choice(followers)] if self.rng.random() < 0.5 else followers
+        brokers = [self.cluster.broker(b) for b in doomed]
+        self._kill(brokers)
+        time.sleep(self.hold)
+        self._restart(brokers)
+
+    ALL: tuple[str, ...] = (
+        "isolate_leader",
+        "leader_one_way_out",
+        "leader_one_way_in",
+        "leader_listener_stalled",
+        "follower_isolated",
+        "leader_from_zookeeper",
+        "controller_from_zookeeper",
+        "leader_from_clients",
+        "reset_leader_links",
+        "pause_leader",
+        "kill_follower",
+        "kill_two",
+    )
+
+    # -- helpers
+
+    def _hold_and_heal(self) -> None:
+        time.sleep(self.hold)
+        self.faults.heal()
+
+    def _kill(self, brokers: list[ClusterBroker]) -> None:
+        at = time.monotonic()
+        for b in brokers:
+            b.kill()
+        snaps: dict[int, str] = {}
+        for b in brokers:
+            dest = Path(self.snapshot_root) / f"{len(self.kill_windows)}-{b.broker_id}"
+            dest.mkdir(parents=True)
+            for p in range(self.partitions):
+                src = Path(b.log_dir) / f"{self.topic}-{p}"
+                if src.is_dir():
+                    shutil.copytree(src, dest / src.name)
+            snaps[b.broker_id] = str(dest)
+        self.kill_windows.append(KillWindow(at, float("inf"), snaps))
+
+    def _restart(self, brokers: list[ClusterBroker]) -> None:
+        self.kill_windows[-1].until = time.monotonic()
+        for b in brokers:
+            b.start()
+
+    def close(self) -> None:
+        shutil.rmtree(self.snapshot_root, ignore_errors=True)
+
+
+def recover(
+    cluster: LocalCluster,
+    topic: str,
+    partitions: int,
+    history: History,
+    producers: list[str],
+    fault: str,
+    healed_at: float,
+) -> Recovery:
+    """Wait for every liveness property after a heal; measure each."""
+
+    def full_isr() -> bool:
+        return all(
+            (r := cluster.replicas(topic, p)) and cluster.isr(topic, p) == sorted(r)
+            for p in range(partitions)
+        )
+
+    def settled() -> bool:
+        running = sorted(b for b, br in cluster.brokers.items() if br.running)
+        return cluster.controller() is not None and cluster.registered() == running
+
+    cluster.wait_for(settled, f"the controller to settle after {fault}", WAIT)
+    controller = time.monotonic() - healed_at
+    cluster.wait_for(full_isr, f"every ISR to be full after {fault}", WAIT)
+    isr = time.monotonic() - healed_at
+    times: dict[str, float] = {}
+    for name in producers:
+        cluster.wait_for(
+            lambda name=name: history.acks_of(name, healed_at) > 0,
+            f"producer {name} to be acknowledged after {fault}",
+            WAIT,
+        )
+        times[name] = time.monotonic() - healed_at
+    return Recovery(fault, isr, times, controller)
+
+
+# ---------------------------------------------------------------- checker
+
+
+def check(
+    cluster: LocalCluster,
+    topic: str,
+    partitions: int,
+    history: History,
+    idempotent: set[str],
+    kill_windows: list[KillWindow],
+    min_insync: int,
+) -> list[str]:
+    """Every property of the module docstring over the history; the
+    violations found, each a sentence."""
+    problems: list[str] = []
+    hws = high_watermarks(cluster.bootstrap_servers, topic, partitions)
+    logs = {
+        (b.broker_id, p): segment_records(b.log_dir, topic, p)
+        for b in cluster.brokers.values()
+        for p in range(partitions)
+    }
+    # Replicas agree below the high watermark; the leader's copy is the log.
+    final: dict[int, dict[int, str]] = {}
+    for p in range(partitions):
+        leader = cluster.leader(topic, p)
+        assert leader is not None
+        final[p] = logs[(leader, p)]
+        for b in cluster.brokers:
+            mine = {o: v for o, v in logs[(b, p)].items() if o < hws[p]}
+            theirs = {o: v for o, v in final[p].items() if o < hws[p]}
+            if mine != theirs:
+                diff = sorted(set(mine.items()) ^ set(theirs.items()))[:5]
+                problems.append(
+                    f"replicas diverge: broker {b} {topic}-{p} below HW {hws[p]}: {diff}"
+                )
+    at_offset: dict[tuple[int, int], str] = {}
+    for a in history.acks:
+        key = (a.partition, a.offset)
+        if key in at_offset and at_offset[key] != a.value:
+            problems.append(f"offset reused: {topic}-{a.partition}@{a.offset} acked for "
+                            f"{at_offset[key]} and {a.value}")  # fmt: skip
+        at_offset[key] = a.value
+        if final[a.partition].get(a.offset) != a.value:
+            problems.append(f"lost write: {a.value} acked at {topic}-{a.partition}@{a.offset}, "
+                            f"the log holds {final[a.partition].get(a.offset)!r}")  # fmt: skip
+    for p in range(partitions):
+        seen: dict[str, int] = {}
+        for o, v in final[p].items():
+            producer = v.rsplit("-", 1)[0]
+            if producer in idempotent and v in seen:
+                problems.append(f"duplicate: {v} at {topic}-{p}@{seen[v]} and @{o}")
+            seen[v] = o
+            if v not in history.attempted:
+                problems.append(f"phantom write: {v} at {topic}-{p}@{o} was never sent")
+    last: dict[tuple[int, int], int] = {}
+    highest_read: dict[int, int] = {}
+    for poll in history.polls:
+        key = (poll.generation, poll.partition)
+        if key in last and poll.offset <= last[key]:
+            problems.append(f"non-monotonic poll: {topic}-{poll.partition}@{poll.offset} after "
+                            f"@{last[key]} in assignment {poll.generation}")  # fmt: skip
+        last[key] = poll.offset
+        highest_read[poll.partition] = max(highest_read.get(poll.partition, -1), poll.offset)
+        if final[poll.partition].get(poll.offset) != poll.value:
+            problems.append(f"phantom read: {poll.value} read at {topic}-{poll.partition}@"
+                            f"{poll.offset}, the log holds "
+                            f"{final[poll.partition].get(poll.offset)!r}")  # fmt: skip
+    for p, offset, _ in history.commits:
+        if offset < 0 or offset > highest_read.get(p, -1) + 1:
+            problems.append(f"commit outside what was read: {topic}-{p}@{offset}, "
+                            f"highest read {highest_read.get(p, -1)}")  # fmt: skip
+    for w in kill_windows:
+        dead = {b: {p: segment_records(d, topic, p) for p in range(partitions)}
+                for b, d in w.snapshots.items()}  # fmt: skip
+        for a in history.acks:
+            if not w.at <= a.at <= w.until:
+                continue
+            # The log it went to, plus each dead broker's log as the kill left it.
+            holders = 1 + sum(
+                1 for recs in dead.values() if recs[a.partition].get(a.offset) == a.value
+            )
+            if holders < min_insync:
+                problems.append(f"acks=all below min.insync.replicas: {a.value} at {topic}-"
+                                f"{a.partition}@{a.offset} acked {a.at - w.at:.1f} s after brokers "
+                                f"{sorted(w.snapshots)} died, held by {holders}")  # fmt: skip
+    return problems
+
+
+def run_schedule(
+    cluster: LocalCluster,
+    faults: list[str] | Callable[[], str | None],
+    *,
+    topic: str = "jepsen",
+    partitions: int = 2,
+    hold: float = 12.0,
+    seed: int = 0,
+    report: Callable[[str], None] = print,
+) -> tuple[list[str], list[Recovery], History]:
+    """Run the workload through ``faults`` (names of :class:`Nemesis` methods,
+    or a function giving the next one, None to stop); return the checker's
+    violations, the recovery times and the history."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2"})])[
+        topic
+    ].result(WAIT)
+    cluster.wait_for_full_isr(topic, partitions, timeout=WAIT)
+    history = History()
+    names = ["idempotent", "plain"]
+    producers = [
+        WorkloadProducer("idempotent", cluster.bootstrap_servers, topic, partitions, history,
+                         **{"enable.idempotence": True}),
+        WorkloadProducer("plain", cluster.bootstrap_servers, topic, partitions, history,
+                         **{"enable.idempotence": False, "retries": 2**31 - 1,
+                            "max.in.flight.requests.per.connection": 1}),
+    ]  # fmt: skip
+    consumer = WorkloadConsumer(cluster.bootstrap_servers, topic, "jepsen-group", history)
+    nemesis = Nemesis(cluster, topic, partitions, hold, random.Random(seed))
+    recoveries: list[Recovery] = []
+    try:
+        for t in (*producers, consumer):
+            t.start()
+        start = time.monotonic()
+        cluster.wait_for(lambda: all(history.acks_of(n, start) for n in names), "first acks", WAIT)
+        queue = list(faults) if isinstance(faults, list) else None
+        while True:
+            fault = (queue.pop(0) if queue else None) if queue is not None else faults()  # type: ignore[operator]
+            if fault is None:
+                break
+            began = time.monotonic()
+            getattr(nemesis, fault)()
+            healed = time.monotonic()
+            r = recover(cluster, topic, partitions, history, names, fault, healed)
+            recoveries.append(r)
+            report(f"{fault}: held {healed - began:.1f} s; after the heal: controller "
+                   f"{r.controller:.1f} s, full ISR {r.isr_full:.1f} s, producers "
+                   + ", ".join(f"{k} {v:.1f} s" for k, v in r.producers.items()))  # fmt: skip
+    finally:
+        for t in producers:
+            t.stop()
+        consumer.stop()
+    cluster.wait_for_full_isr(topic, partitions, timeout=WAIT)
+    problems = check(cluster, topic, partitions, history, {"idempotent"}, nemesis.kill_windows, 2)
+    nemesis.close()
+    return problems, recoveries, history
