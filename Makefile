@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build protocol tools java-client spark-jvm go-client node-client kafka-streams-connect librdkafka-tests run cluster test test-rust test-python bench kafka fuzz lint format clean pipeline wheel spark-compat spark-kafka
+.PHONY: help install build protocol tools java-client spark-jvm go-client node-client kafka-streams-connect librdkafka-tests run cluster test test-rust test-python bench kafka fuzz soak lint format clean pipeline wheel spark-compat spark-kafka
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -294,6 +294,11 @@ $(STREAMS_JAR): $(STREAMS_SRC)
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := batch records decompress
+
+SOAK_SECONDS ?= 3600
+soak: install tools ## the partition suite's random faults for SOAK_SECONDS (3600) on three brokers (tests/integration/test_network_partitions.py; SOAK_SEED repeats a schedule)
+	PYLOG_SOAK_SECONDS=$(SOAK_SECONDS) PYLOG_SOAK_SEED=$(SOAK_SEED) $(PY) -m pytest -q -s \
+	  tests/integration/test_network_partitions.py -k soak -p no:cacheprovider
 
 fuzz: ## run each cargo-fuzz target of the native core for FUZZ_SECONDS (60) each; needs `cargo install cargo-fuzz` and a nightly toolchain (not part of make test)
 	cd rust/pylog-core && for t in $(FUZZ_TARGETS); do \

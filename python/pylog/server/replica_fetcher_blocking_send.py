@@ -147,7 +147,9 @@ class ReplicaFetcherBlockingSend:
         assert reader is not None and writer is not None
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         writer.write(encode_request(api_key, version, self._correlation_id, self.client_id, body))
-        await writer.drain()
+        # Bounded like the reads: a peer that stops reading (a stalled route,
+        # a paused process) must not hold the fetcher past the socket timeout.
+        await asyncio.wait_for(writer.drain(), self.timeout_s)
         head = await asyncio.wait_for(reader.readexactly(4), self.timeout_s)
         size = _SIZE.unpack(head)[0]
         if size < 4 or size > self.max_response_bytes:

@@ -173,6 +173,17 @@ class ReplicaFetcherThread:
         if self._task is None:
             self._running = True
             self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+            self._task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        """A fetcher that stops while it should run would leave its partitions
+        unfetched until a restart: log why and start it again."""
+        if task is not self._task or not self._running or task.cancelled():
+            return
+        _log.error("%s stopped unexpectedly; starting it again", self.name,
+                   exc_info=task.exception())  # fmt: skip
+        self._task = None
+        self.start()
 
     async def shutdown(self) -> None:
         self._running = False

@@ -528,3 +528,37 @@ def test_silent_follower_holding_everything_stays_in_sync(tmp_path: Any) -> None
 
     asyncio.run(main())
     close(lm, rm)
+
+
+def test_a_fetcher_that_stops_unexpectedly_starts_again(tmp_path: Any) -> None:
+    """A fetcher's task ending while it should run (an exception its loop does
+    not catch) would leave its partitions unfetched until a restart: it is
+    started again, and fetches on."""
+    lm, rm, fetcher = _follower_with_epochs(tmp_path)
+    calls: list[int] = []
+
+    class Escaped(BaseException):
+        """Not an Exception: the fetcher's loop does not catch it."""
+
+    async def work() -> bool:
+        calls.append(1)
+        if len(calls) == 1:
+            raise Escaped("boom")
+        return False
+
+    async def main() -> None:
+        fetcher._do_work = work  # type: ignore[method-assign]
+        fetcher.start()
+        first = fetcher._task
+        for _ in range(200):
+            if len(calls) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        assert len(calls) >= 2, "the fetcher was not started again"
+        assert fetcher._task is not None and fetcher._task is not first
+        assert not fetcher._task.done()
+        await fetcher.shutdown()
+        assert fetcher._task is None
+
+    asyncio.run(main())
+    close(lm, rm)
