@@ -281,7 +281,7 @@ class Nemesis:
         cluster: LocalCluster,
         topic: str,
         partitions: int,
-        hold: float = 12.0,
+        hold: float | tuple[float, float] = 12.0,
         rng: random.Random | None = None,
     ) -> None:
         assert cluster.faults is not None, "the cluster needs network_faults=True"
@@ -366,16 +366,26 @@ class Nemesis:
         time.sleep(3)
         self.faults.heal()
 
+    def sever_leader_links(self) -> None:
+        """The connections between the leader and the other brokers lost for
+        good, mid-request; after the heal only new connections flow, so each
+        end must notice by its own timeout (replica.socket.timeout.ms,
+        controller.socket.timeout.ms)."""
+        leader = self.leader()
+        for f in self.followers(leader):
+            self.faults.sever(leader, f)
+        self._hold_and_heal()
+
     def pause_leader(self) -> None:
         b = self.cluster.broker(self.leader())
         b.pause()
-        time.sleep(self.hold / 2)
+        time.sleep(self.held() / 2)
         b.resume()
 
     def kill_follower(self) -> None:
         b = self.cluster.broker(self.rng.choice(self.followers(self.leader())))
         self._kill([b])
-        time.sleep(self.hold / 2)
+        time.sleep(self.held() / 2)
         self._restart([b])
 
     def kill_two(self) -> None:
@@ -387,7 +397,7 @@ class Nemesis:
         doomed = [leader, self.rng.choice(followers)] if self.rng.random() < 0.5 else followers
         brokers = [self.cluster.broker(b) for b in doomed]
         self._kill(brokers)
-        time.sleep(self.hold)
+        time.sleep(self.held())
         self._restart(brokers)
 
     ALL: tuple[str, ...] = (
@@ -400,6 +410,7 @@ class Nemesis:
         "controller_from_zookeeper",
         "leader_from_clients",
         "reset_leader_links",
+        "sever_leader_links",
         "pause_leader",
         "kill_follower",
         "kill_two",
@@ -407,8 +418,14 @@ class Nemesis:
 
     # -- helpers
 
+    def held(self) -> float:
+        """How long the next fault lasts: ``hold``, or a draw from its range."""
+        if isinstance(self.hold, tuple):
+            return self.rng.uniform(*self.hold)
+        return self.hold
+
     def _hold_and_heal(self) -> None:
-        time.sleep(self.hold)
+        time.sleep(self.held())
         self.faults.heal()
 
     def _kill(self, brokers: list[ClusterBroker]) -> None:
@@ -565,7 +582,7 @@ def run_schedule(
     *,
     topic: str = "jepsen",
     partitions: int = 2,
-    hold: float = 12.0,
+    hold: float | tuple[float, float] = 12.0,
     seed: int = 0,
     report: Callable[[str], None] = print,
 ) -> tuple[list[str], list[Recovery], History]:
@@ -615,5 +632,10 @@ def run_schedule(
         consumer.stop()
     cluster.wait_for_full_isr(topic, partitions, timeout=WAIT)
     problems = check(cluster, topic, partitions, history, {"idempotent"}, nemesis.kill_windows, 2)
+    for w in nemesis.kill_windows:
+        late = [a.at - w.at for a in history.acks if w.at <= a.at <= w.until]
+        if late:
+            report(f"brokers {sorted(w.snapshots)} killed: {len(late)} acks arrived after the "
+                   f"kill, the last {max(late):.2f} s after it")  # fmt: skip
     nemesis.close()
     return problems, recoveries, history

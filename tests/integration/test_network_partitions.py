@@ -60,8 +60,10 @@ def test_soak_random_faults(pylog_zookeeper: ZooKeeperServer) -> None:
         return rng.choice(Nemesis.ALL) if time.monotonic() < deadline else None
 
     with LocalCluster(3, OVERRIDES, zookeeper=pylog_zookeeper, network_faults=True) as cluster:
+        # Holds from under a follower's lag time to past the socket timeouts
+        # (replica.socket.timeout.ms, 30 s), so requests time out mid-cut too.
         problems, recoveries, history = run_schedule(
-            cluster, next_fault, hold=HOLD, seed=seed, report=_report
+            cluster, next_fault, hold=(HOLD / 2, 5 * HOLD), seed=seed, report=_report
         )
     print(f"soak: {len(recoveries)} faults, {len(history.acks)} acks, "
           f"{len(history.polls)} polls, {len(history.commits)} commits", flush=True)  # fmt: skip

@@ -80,6 +80,8 @@ class _Link:
     downstream: socket.socket
     upstream: socket.socket | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    #: Lost by the network for good: its bytes never move again, healed or not.
+    severed: bool = False
 
 
 class _Rules:
@@ -230,7 +232,9 @@ class FaultProxy:
             while True:
                 data = pending if pending else await loop.sock_recv(src, _CHUNK)
                 pending = b""
-                while not rules.flows(src_node, dst_node, (link.source, link.target)):
+                while link.severed or not rules.flows(
+                    src_node, dst_node, (link.source, link.target)
+                ):
                     await rules.changed.wait()
                 if not data:
                     with contextlib.suppress(OSError):
@@ -248,6 +252,12 @@ class FaultProxy:
                     with contextlib.suppress(OSError):
                         s.close()
             self.links.discard(link)
+
+    def _sever(self, a: str, b: str) -> None:
+        pair = {a, b}
+        for link in self.links:
+            if {link.source, link.target} == pair:
+                link.severed = True
 
     def _reset(self, a: str, b: str) -> None:
         pair = {a, b}
@@ -277,7 +287,8 @@ class NetworkFaults:
     ``cut(a, b)`` holds the bytes between nodes ``a`` and ``b`` both ways,
     ``cut(a, b, one_way=True)`` only those from ``a`` to ``b``; ``reset(a, b)``
     closes their connections with an RST and refuses new ones;
-    ``stall_connections(a, b)`` holds the connections ``a`` opens to ``b``
+    ``sever(a, b)`` loses their open connections for good (new ones flow
+    once healed); ``stall_connections(a, b)`` holds the connections ``a`` opens to ``b``
     (a listener that stopped answering); ``isolate(a)`` cuts ``a`` from every
     other broker (its inter-broker links); ``heal()`` undoes everything."""
 
@@ -351,6 +362,20 @@ class NetworkFaults:
             r.refused.add(frozenset(pair))
             for p in self.proxies:
                 p._reset(*pair)
+
+        self._apply(apply)
+
+    def sever(self, a: object, b: object) -> None:
+        """The connections now open between ``a`` and ``b`` are lost for good
+        (a middlebox forgot them: a request in flight never arrives, neither
+        end hears of it until its own timeout); new ones are held both ways
+        until healed, then flow."""
+        pair = (str(a), str(b))
+
+        def apply(r: _Rules) -> None:
+            r.held.update({pair, (pair[1], pair[0])})
+            for p in self.proxies:
+                p._sever(*pair)
 
         self._apply(apply)
 
