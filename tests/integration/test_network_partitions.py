@@ -21,10 +21,13 @@ from pylog.testing import LocalCluster, ZooKeeperServer
 
 #: Shorter than the test cluster's defaults so that a fault held for HOLD
 #: seconds outlasts both: a cut follower leaves the ISR, a broker cut from
-#: ZooKeeper loses its session.
+#: ZooKeeper loses its session. Socket timeouts of 10 s (30 s in Kafka) bound
+#: how long a severed connection goes unnoticed.
 OVERRIDES = {
     "replica.lag.time.max.ms": "5000",
     "zookeeper.session.timeout.ms": "6000",
+    "replica.socket.timeout.ms": "10000",
+    "controller.socket.timeout.ms": "10000",
     "offsets.topic.replication.factor": "3",
 }
 HOLD = float(os.environ.get("PYLOG_PARTITION_HOLD", "8"))

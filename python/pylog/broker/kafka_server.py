@@ -454,6 +454,7 @@ class KafkaServer:
             leader_imbalance_per_broker_percentage=int(
                 c.get("leader.imbalance.per.broker.percentage")
             ),
+            socket_timeout_s=int(c.get("controller.socket.timeout.ms")) / 1000,
             on_active_change=self._on_controller_change,
         )
         security = self.inter_broker_security

@@ -141,6 +141,7 @@ class KafkaController:
         leader_imbalance_check_interval_s: float = 300.0,
         leader_imbalance_per_broker_percentage: int = 10,
         on_active_change: Callable[[bool], None] | None = None,
+        socket_timeout_s: float = 30.0,
     ) -> None:
         self.zk = zk
         self.broker_id = broker_id
@@ -152,7 +153,9 @@ class KafkaController:
         self.on_active_change = on_active_change
         self.context = ControllerContext()
         self.events = ControllerEventManager()
-        self.channel = ControllerChannelManager(inter_broker_listener, broker_id=broker_id)
+        self.channel = ControllerChannelManager(
+            inter_broker_listener, broker_id=broker_id, socket_timeout_s=socket_timeout_s
+        )
         self.stats = ElectionStats()
         self.partition_state_machine = PartitionStateMachine(
             zk, self.context, self._unclean_enabled, self.stats
