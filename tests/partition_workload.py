@@ -350,6 +350,13 @@ class Nemesis:
         self.faults.cut(self.leader(), "zk")
         self._hold_and_heal()
 
+    def follower_from_zookeeper(self) -> None:
+        """A follower loses ZooKeeper (its session expires, the controller
+        takes it out of every ISR and stops talking to it) while it still
+        reaches the leader."""
+        self.faults.cut(self.rng.choice(self.followers(self.leader())), "zk")
+        self._hold_and_heal()
+
     def controller_from_zookeeper(self) -> None:
         self.faults.cut(self.controller(), "zk")
         self._hold_and_heal()
@@ -408,6 +415,7 @@ class Nemesis:
         "leader_listener_stalled",
         "follower_isolated",
         "leader_from_zookeeper",
+        "follower_from_zookeeper",
         "controller_from_zookeeper",
         "leader_from_clients",
         "reset_leader_links",
