@@ -408,6 +408,19 @@ class Nemesis:
         time.sleep(self.held())
         self._restart(brokers)
 
+    def kill_followers_one_lagging(self) -> None:
+        """Both followers SIGKILLed, one of them paused a while before: the
+        leader drops the lagging one from the ISR first, and its high
+        watermark moves up to the other's last fetch — acknowledgements that
+        arrive seconds after the kill, for records the dead follower holds."""
+        leader = self.leader()
+        lagging, other = (self.cluster.broker(b) for b in self.followers(leader))
+        lagging.pause()
+        time.sleep(2.5)
+        self._kill([lagging, other])
+        time.sleep(self.held())
+        self._restart([lagging, other])
+
     ALL: tuple[str, ...] = (
         "isolate_leader",
         "leader_one_way_out",
@@ -423,6 +436,7 @@ class Nemesis:
         "pause_leader",
         "kill_follower",
         "kill_two",
+        "kill_followers_one_lagging",
     )
 
     # -- helpers
