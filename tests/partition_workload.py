@@ -350,6 +350,13 @@ class Nemesis:
         self.faults.cut(self.leader(), "zk")
         self._hold_and_heal()
 
+    def follower_from_zookeeper(self) -> None:
+        """A follower loses ZooKeeper (its session expires, the controller
+        takes it out of every ISR and stops talking to it) while it still
+        reaches the leader."""
+        self.faults.cut(self.rng.choice(self.followers(self.leader())), "zk")
+        self._hold_and_heal()
+
     def controller_from_zookeeper(self) -> None:
         self.faults.cut(self.controller(), "zk")
         self._hold_and_heal()
@@ -401,6 +408,19 @@ class Nemesis:
         time.sleep(self.held())
         self._restart(brokers)
 
+    def kill_followers_one_lagging(self) -> None:
+        """Both followers SIGKILLed, one of them paused a while before: the
+        leader drops the lagging one from the ISR first, and its high
+        watermark moves up to the other's last fetch — acknowledgements that
+        arrive seconds after the kill, for records the dead follower holds."""
+        leader = self.leader()
+        lagging, other = (self.cluster.broker(b) for b in self.followers(leader))
+        lagging.pause()
+        time.sleep(2.5)
+        self._kill([lagging, other])
+        time.sleep(self.held())
+        self._restart([lagging, other])
+
     ALL: tuple[str, ...] = (
         "isolate_leader",
         "leader_one_way_out",
@@ -408,6 +428,7 @@ class Nemesis:
         "leader_listener_stalled",
         "follower_isolated",
         "leader_from_zookeeper",
+        "follower_from_zookeeper",
         "controller_from_zookeeper",
         "leader_from_clients",
         "reset_leader_links",
@@ -415,6 +436,7 @@ class Nemesis:
         "pause_leader",
         "kill_follower",
         "kill_two",
+        "kill_followers_one_lagging",
     )
 
     # -- helpers

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -79,6 +79,59 @@ def test_writes_conditionally_and_notifies(zk: KafkaZkClient) -> None:
         assert submit(m, LeaderAndIsr(1, 4, (1, 2, 3), 1)) == ErrorCode.FENCED_LEADER_EPOCH
         assert zk.get_partition_state("t", 0).isr == [2]  # type: ignore[union-attr]
         assert len(zk.get_isr_change_notifications()) == 1
+    finally:
+        m.shutdown()
+
+
+def test_queued_changes_are_written_in_one_round_with_one_notification(
+    zk: KafkaZkClient,
+) -> None:
+    """A broker's return changes the ISR of every partition it follows at
+    once: the proposals queued meanwhile go to ZooKeeper pipelined, in one
+    round, and the controller hears of them in one notification; a stale one
+    among them is refused alone."""
+    n = 30
+    zk.create_topic(
+        "u",
+        TopicReplicaAssignment(None, {p: [1, 2, 3] for p in range(n)}),
+        {},
+        {p: ZkLeaderAndIsr(1, 4, [1, 2], 7) for p in range(n)},
+    )
+    m = ZkAlterIsrManager(zk)
+    results: dict[int, LeaderAndIsr | int] = {}
+    all_done = threading.Event()
+
+    def answer(p: int) -> Callable[[LeaderAndIsr | int], None]:
+        def cb(r: LeaderAndIsr | int) -> None:
+            results[p] = r
+            if len(results) == n:
+                all_done.set()
+
+        return cb
+
+    try:
+        with m._wake:  # the worker waits until every proposal is queued
+            for p in range(n):
+                stale = p == 7  # based on a version the znode has left
+                m.submit(
+                    TopicPartition("u", p),
+                    LeaderAndIsr(1, 4, (1, 2, 3), 5 if stale else 0),
+                    7,
+                    answer(p),
+                )
+        assert all_done.wait(30)
+        assert results[7] == INVALID_UPDATE_VERSION
+        for p in range(n):
+            if p != 7:
+                assert results[p] == LeaderAndIsr(1, 4, (1, 2, 3), 1), p
+                assert zk.get_partition_state("u", p).isr == [1, 2, 3]  # type: ignore[union-attr]
+        assert zk.get_partition_state("u", 7).isr == [1, 2]  # type: ignore[union-attr]
+        assert m.rounds == [n - 1]
+        notes = zk.get_isr_change_notifications()
+        assert len(notes) == 1
+        assert sorted(zk.get_isr_change_notification(notes[0])) == sorted(
+            ("u", p) for p in range(n) if p != 7
+        )
     finally:
         m.shutdown()
 

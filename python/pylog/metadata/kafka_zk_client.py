@@ -388,6 +388,32 @@ class KafkaZkClient:
             return ConditionalUpdate(False, -1)
         return ConditionalUpdate(True, int(stat.version))
 
+    def update_partition_states(
+        self, updates: Sequence[tuple[str, int, LeaderAndIsr, int]]
+    ) -> list[ConditionalUpdate]:
+        """Each ``(topic, partition, state, expected_version)`` written if the
+        state znode is still at that version, pipelined: the writes of a
+        partition leader's ISR changes (Kafka's ZkIsrManager wrote them one
+        round trip each). A lost race or a missing znode is that partition's
+        ``succeeded=False``."""
+
+        def request(topic: str, partition: int, state: LeaderAndIsr, expected: int) -> Any:
+            return self._zk.set_async(
+                TopicPartitionStateZNode.path(topic, partition),
+                TopicPartitionStateZNode.encode(state),
+                expected,
+            )
+
+        results = self._pipelined(
+            "update partition states", [partial(request, *u) for u in updates]
+        )
+        return [
+            ConditionalUpdate(False, -1)
+            if isinstance(r, Exception)
+            else ConditionalUpdate(True, int(r.version))
+            for r in results
+        ]
+
     def _pipelined(self, what: str, requests: Sequence[Callable[[], Any]]) -> list[Any]:
         """Run kazoo ``*_async`` requests with up to ``max_in_flight_requests``
         in flight at once on the session, rather than one round trip after
