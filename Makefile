@@ -160,7 +160,7 @@ test-rust: ## cargo test of the native core
 	cargo test -q --workspace --exclude pylog-py
 
 test-python: wheel ## pytest (real files, real segment bytes; tests/integration/test_wheel_install.py installs the wheel)
-	PYLOG_WHEEL=$$(ls $(abspath $(WHEEL_DIR))/pylog-*.whl) $(PY) -m pytest -q --durations=30 tests
+	PYLOG_WHEEL=$$(ls $(abspath $(WHEEL_DIR))/pylog_broker-*.whl) $(PY) -m pytest -q --durations=30 tests
 
 # ---------------------------------------------------------------- the wheel users install
 # abi3 (one wheel for every CPython >= 3.10), linked by zig against glibc 2.17
@@ -188,9 +188,9 @@ $(WHEEL): $(WHEEL_TOOLS) $(NATIVE_SRC) $(PY_SRC) README.md $(SPARK_JVM_JAR)
 	PATH="$(abspath $(VENV))/bin:$$PATH" VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin build -q --release \
 	  --zig --compatibility manylinux2014 --target $(WHEEL_TARGET) --out $(WHEEL_DIR)
 	@# auditwheel reads the symbols the extension needs: none newer than glibc 2.17
-	$(VENV)/bin/auditwheel show $(WHEEL_DIR)/pylog-*.whl | tr -d '\n' | grep -q 'consistent with the following platform tag: *"manylinux_2_17_' \
-	  || { $(VENV)/bin/auditwheel show $(WHEEL_DIR)/pylog-*.whl; echo "not manylinux2014"; exit 1; }
-	@ls $(WHEEL_DIR)/pylog-*.whl
+	$(VENV)/bin/auditwheel show $(WHEEL_DIR)/pylog_broker-*.whl | tr -d '\n' | grep -q 'consistent with the following platform tag: *"manylinux_2_17_' \
+	  || { $(VENV)/bin/auditwheel show $(WHEEL_DIR)/pylog_broker-*.whl; echo "not manylinux2014"; exit 1; }
+	@ls $(WHEEL_DIR)/pylog_broker-*.whl
 	touch $@
 
 wheel: $(WHEEL) ## build the abi3 manylinux2014 wheel users install (zig, glibc 2.17) into target/wheels/, checked by auditwheel
@@ -222,7 +222,7 @@ SPARK_COMPAT_TESTS := tests/spark/test_spark_options.py \
 $(SPARK_CACHE)/venv-pyspark-%/.installed: pyproject.toml Makefile | $(WHEEL)
 	$(PYTHON) -m venv $(@D)
 	$(@D)/bin/python -m pip install -q --upgrade pip
-	$(@D)/bin/python -m pip install -q "$$(ls $(abspath $(WHEEL_DIR))/pylog-*.whl)[spark,test]" "pyspark==$*.*"
+	$(@D)/bin/python -m pip install -q "$$(ls $(abspath $(WHEEL_DIR))/pylog_broker-*.whl)[spark,test]" "pyspark==$*.*"
 	touch $@
 
 spark-compat: $(WHEEL) $(SPARK_CACHE)/venv-pyspark-$(SPARK_OLDEST)/.installed $(SPARK_CACHE)/venv-pyspark-$(SPARK_NEWEST)/.installed ## the Spark tests' read, stream and write parts on the oldest and newest PySpark pylog.spark supports
@@ -230,7 +230,7 @@ spark-compat: $(WHEEL) $(SPARK_CACHE)/venv-pyspark-$(SPARK_OLDEST)/.installed $(
 	for v in $(SPARK_OLDEST) $(SPARK_NEWEST); do \
 	  if [ "$$v" = "$$main" ]; then echo "PySpark $$v: the main venv's, run by test-python"; continue; fi; \
 	  venv=$(SPARK_CACHE)/venv-pyspark-$$v; \
-	  $$venv/bin/python -m pip install -q --force-reinstall --no-deps $(WHEEL_DIR)/pylog-*.whl || exit 1; \
+	  $$venv/bin/python -m pip install -q --force-reinstall --no-deps $(WHEEL_DIR)/pylog_broker-*.whl || exit 1; \
 	  echo "PySpark $$($$venv/bin/python -c 'import pyspark; print(pyspark.__version__)'):"; \
 	  env -u PYTHONPATH $$venv/bin/python -m pytest -q -p no:cacheprovider $(SPARK_COMPAT_TESTS) || exit 1; \
 	done

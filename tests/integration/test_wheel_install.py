@@ -34,7 +34,9 @@ def the_wheel() -> Path:
     named = os.environ.get("PYLOG_WHEEL")
     if named:
         return Path(named)
-    found = sorted(glob.glob(str(ROOT / "target/wheels/x86_64-unknown-linux-gnu/pylog-*.whl")))
+    found = sorted(
+        glob.glob(str(ROOT / "target/wheels/x86_64-unknown-linux-gnu/pylog_broker-*.whl"))
+    )
     assert found, "no wheel under target/wheels/: `make wheel` builds it"
     return Path(found[-1])
 
@@ -75,7 +77,8 @@ def test_the_wheel_is_abi3_manylinux2014() -> None:
     wheel = the_wheel()
     # one wheel for every CPython >= 3.10, installable where glibc >= 2.17
     assert re.fullmatch(
-        r"pylog-[^-]+-cp310-abi3-manylinux2014_x86_64\.manylinux_2_17_x86_64\.whl", wheel.name
+        r"pylog_broker-[^-]+-cp310-abi3-manylinux2014_x86_64\.manylinux_2_17_x86_64\.whl",
+        wheel.name,
     ), wheel.name
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
