@@ -305,25 +305,32 @@ class Partition:
             return changed
 
     def append_records_to_follower(self, records: memoryview) -> LogAppendInfo:
-        """Append batches fetched from the leader, offsets and bytes as they are."""
-        if self.is_leader:
-            raise NotLeaderOrFollowerError(
-                f"{self.tp}: this broker leads; it takes no fetched data"
-            )
-        log = self.log
-        try:
-            info = log.append_as_follower(records)
-        except UnexpectedAppendOffsetError as e:
-            leo = log.log_end_offset
-            if not (leo == log.log_start_offset and e.first_offset < leo <= e.last_offset):
-                raise
-            # An empty log restarted at the leader's log start, which DeleteRecords
-            # put inside a batch: the log starts over at the batch's first offset.
-            # (The leader's log start comes back with the next fetch response.)
-            log.truncate_fully_and_start_at(e.first_offset)
-            info = log.append_as_follower(records)
-        self._replicas[self.local_broker_id].log_end_offset = log.log_end_offset
-        return info
+        """Append batches fetched from the leader, offsets and bytes as they are.
+
+        Under the partition's lock, as Kafka appends under leaderIsrUpdateLock:
+        a large append runs on a worker thread, and a LeaderAndIsr making this
+        broker the leader must not land in the middle of it — the new epoch
+        starts at the LEO it finds, and the old leader's batches must not
+        follow it."""
+        with self._lock:
+            if self.is_leader:
+                raise NotLeaderOrFollowerError(
+                    f"{self.tp}: this broker leads; it takes no fetched data"
+                )
+            log = self.log
+            try:
+                info = log.append_as_follower(records)
+            except UnexpectedAppendOffsetError as e:
+                leo = log.log_end_offset
+                if not (leo == log.log_start_offset and e.first_offset < leo <= e.last_offset):
+                    raise
+                # An empty log restarted at the leader's log start, which DeleteRecords
+                # put inside a batch: the log starts over at the batch's first offset.
+                # (The leader's log start comes back with the next fetch response.)
+                log.truncate_fully_and_start_at(e.first_offset)
+                info = log.append_as_follower(records)
+            self._replicas[self.local_broker_id].log_end_offset = log.log_end_offset
+            return info
 
     def update_follower_high_watermark(self, leader_hw: int) -> None:
         """A follower's HW: the leader's, never past the local LEO."""

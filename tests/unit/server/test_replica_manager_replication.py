@@ -562,3 +562,58 @@ def test_a_fetcher_that_stops_unexpectedly_starts_again(tmp_path: Any) -> None:
 
     asyncio.run(main())
     close(lm, rm)
+
+
+def test_becoming_leader_waits_for_a_follower_append_in_progress(tmp_path: Any) -> None:
+    """A large follower append runs on a worker thread; a LeaderAndIsr making
+    this broker the leader meanwhile waits for it (Kafka's leaderIsrUpdateLock),
+    so the new epoch starts after the old leader's last batch, never before it."""
+    import threading
+
+    lm, rm = make(str(tmp_path), 1)
+    rm.become_leader_or_follower(
+        controller_id=9,
+        controller_epoch=1,
+        broker_epoch=-1,
+        partition_states={TP: state(0, 0, [0, 1])},
+        topic_ids={"t": TOPIC_ID},
+    )
+    p = rm.partition(TP)
+    assert p is not None
+    log = p.log
+    entered, release = threading.Event(), threading.Event()
+    real_append = log.append_as_follower
+
+    def slow_append(records: Any) -> Any:
+        entered.set()
+        assert release.wait(10)
+        return real_append(records)
+
+    log.append_as_follower = slow_append  # type: ignore[method-assign]
+    batch = memoryview(build_batch([b"a", b"b", b"c"], partition_leader_epoch=0))
+    appender = threading.Thread(target=p.append_records_to_follower, args=(batch,))
+    appender.start()
+    assert entered.wait(10)
+    led = threading.Event()
+
+    def lead_now() -> None:
+        rm.become_leader_or_follower(
+            controller_id=9,
+            controller_epoch=1,
+            broker_epoch=-1,
+            partition_states={TP: state(1, 1, [1])},
+        )
+        led.set()
+
+    leader = threading.Thread(target=lead_now)
+    leader.start()
+    assert not led.wait(0.3), "became leader in the middle of a follower append"
+    release.set()
+    appender.join(10)
+    leader.join(10)
+    assert led.is_set() and p.is_leader
+    assert p.log_end_offset == 3
+    assert p.leader_epoch_start_offset == 3  # the new epoch after the old leader's batch
+    cache = log.leader_epoch_cache
+    assert cache is not None and cache.latest_epoch == 1
+    close(lm, rm)
