@@ -165,6 +165,11 @@ class Partition:
         self.alter_isr_manager: AlterIsrManager | None = None
         self.isr_listener: IsrListener | None = None
         self._isr_pending = False
+        #: While an ISR change is being written: the current ISR and the
+        #: proposed one together (Kafka's maximal ISR, KIP-497). The HW waits
+        #: for all of them, because the store may already name a replica the
+        #: leader does not count yet, and the controller elects from the store.
+        self._maximal_isr: frozenset[int] | None = None
         # Where the current leader epoch began on this leader's log.
         self.leader_epoch_start_offset: int | None = log.log_end_offset
         self.from_controller = False  # set once a LeaderAndIsr placed it
@@ -236,7 +241,7 @@ class Partition:
         now complete)."""
         with self._lock:
             leos: list[LogOffsetMetadata] = []
-            for b in self.isr:
+            for b in self._maximal_isr or self.isr:
                 if b == self.local_broker_id:
                     leos.append(self.log.log_end_offset_metadata)
                 else:
@@ -266,6 +271,7 @@ class Partition:
             self._set_assignment(state)
             self.isr = set(state.isr)
             self._isr_pending = False
+            self._maximal_isr = None
             self.leader_id = self.local_broker_id
             if new:
                 self.leader_epoch = state.leader_epoch
@@ -296,6 +302,7 @@ class Partition:
             self._set_assignment(state)
             self.isr = set(state.isr)
             self._isr_pending = False
+            self._maximal_isr = None
             self.leader_id = state.leader if state.leader >= 0 else None
             self.leader_epoch = state.leader_epoch
             self.leader_epoch_start_offset = None
@@ -413,11 +420,13 @@ class Partition:
             self._apply_isr(proposed, kind)
             return
         self._isr_pending = True
+        self._maximal_isr = frozenset(self.isr | new_isr)
         epoch = self.leader_epoch
 
         def written(result: LeaderAndIsr | int) -> None:
             with self._lock:
                 self._isr_pending = False
+                self._maximal_isr = None
                 if isinstance(result, int) or not self.is_leader or self.leader_epoch != epoch:
                     return
                 self._apply_isr(result, kind)
@@ -427,6 +436,7 @@ class Partition:
         except Exception:
             # Not submitted: the next fetch or expiration check proposes again.
             self._isr_pending = False
+            self._maximal_isr = None
             raise
 
     def _apply_isr(self, state: LeaderAndIsr, kind: str) -> None:

@@ -12,14 +12,15 @@ follows at once, fifty of ``__consumer_offsets`` among them — and
    pipelined in one round trip's time rather than one round trip each: a
    leader changing its ISR and the controller electing a new leader cannot
    overwrite each other;
-2. creates one ``/isr_change_notification/isr_change_<seq>`` naming every
-   partition written, so the controller re-reads their states and sends
-   UpdateMetadata;
-3. calls each proposal's callback exactly once: the state as written (its new
+2. calls each proposal's callback exactly once: the state as written (its new
    partition epoch = the znode's new version), FENCED_LEADER_EPOCH when the
    stored leader epoch moved on (a new leader was elected),
    INVALID_UPDATE_VERSION when only the version did (the controller rewrote
-   the state; its LeaderAndIsr will follow).
+   the state; its LeaderAndIsr will follow) — before anything else, so the
+   leader counts what the store says as soon as it can;
+3. creates one ``/isr_change_notification/isr_change_<seq>`` naming every
+   partition written, so the controller re-reads their states and sends
+   UpdateMetadata.
 
 A round whose outcome is unknown (the connection dropped) is retried; a
 proposal whose state is already stored counts as written (the earlier attempt
@@ -120,8 +121,14 @@ class ZkAlterIsrManager:
             except Exception:  # never leave a leader waiting for an answer
                 _log.exception("ISR changes of %s failed", [p.tp for p in batch])
                 results = [INVALID_UPDATE_VERSION] * len(batch)
+            # The leaders first: until a leader applies what the store now says,
+            # it counts the old ISR (and its maximal ISR for the HW).
             for p, result in zip(batch, results, strict=True):
                 _answer(p, result)
+            written = [p.tp for p, r in zip(batch, results, strict=True) if not isinstance(r, int)]
+            if written:
+                self.rounds.append(len(written))
+                self._notify(written)
 
     def _write_until_known(self, batch: list[_Proposal]) -> list[LeaderAndIsr | int]:
         backoff = self.retry_backoff_s
@@ -140,7 +147,8 @@ class ZkAlterIsrManager:
 
     def _write(self, batch: list[_Proposal]) -> list[LeaderAndIsr | int]:
         """One round: the conditional writes pipelined, the refused ones read
-        back to tell why, one notification for what was written."""
+        back to tell why (the caller then answers, and notifies the controller
+        of what was written)."""
         results: list[LeaderAndIsr | int | None] = [None] * len(batch)
         todo: list[int] = []
         for i, p in enumerate(batch):
@@ -157,10 +165,6 @@ class ZkAlterIsrManager:
             results[i] = (
                 self._as_written(p, outcome.version) if outcome.succeeded else self._lost_race(p)
             )
-        written = [p.tp for p, r in zip(batch, results, strict=True) if isinstance(r, LeaderAndIsr)]
-        if written:
-            self.rounds.append(len(written))
-            self._notify(written)
         return [r for r in results if r is not None]
 
     def _landed(self, p: _Proposal) -> int | None:

@@ -617,3 +617,53 @@ def test_becoming_leader_waits_for_a_follower_append_in_progress(tmp_path: Any) 
     cache = log.leader_epoch_cache
     assert cache is not None and cache.latest_epoch == 1
     close(lm, rm)
+
+
+class HeldAlterIsrManager:
+    """An AlterIsrManager whose store has taken each proposal but not yet
+    answered: what a leader sees between its ZooKeeper write landing and the
+    answer reaching it."""
+
+    def __init__(self) -> None:
+        self.held: list[tuple[LeaderAndIsr, Any]] = []
+
+    def submit(self, tp: TopicPartition, proposed: LeaderAndIsr, ce: int, callback: Any) -> None:
+        self.held.append((proposed, callback))
+
+    def answer(self) -> None:
+        proposed, callback = self.held.pop(0)
+        callback(
+            LeaderAndIsr(
+                proposed.leader, proposed.leader_epoch, proposed.isr, proposed.partition_epoch + 1
+            )
+        )
+
+
+def test_the_hw_waits_for_a_replica_being_added_to_the_isr(tmp_path: Any) -> None:
+    """While an ISR expansion is being written, the store may already name the
+    new replica (the controller elects from the store), so the HW counts it
+    before the leader has heard back — Kafka's maximal ISR (KIP-497). Without
+    it, records were acknowledged on the old ISR alone, and a leader lost in
+    that window could be replaced by the new replica without them."""
+    alter = HeldAlterIsrManager()
+    lm, rm = make(str(tmp_path), 0, alter_isr_manager=alter)
+
+    async def main() -> None:
+        lead(rm, isr=[0, 1])
+        p = rm.partition(TP)
+        assert p is not None
+        await rm.append_records(1000, 1, {TP: build_batch([b"a", b"b"])})
+        assert follower_fetch(rm, 1, 2) == 0 and p.high_watermark == 2
+        assert follower_fetch(rm, 2, 2) == 0  # caught up: the expansion is proposed
+        assert [h[0].isr for h in alter.held] == [(0, 1, 2)]
+        assert p.in_sync_replicas == [0, 1]  # not applied until written
+        await rm.append_records(1000, 1, {TP: build_batch([b"c", b"d"])})
+        assert follower_fetch(rm, 1, 4) == 0
+        assert p.high_watermark == 2, "the HW moved past a replica the store names in the ISR"
+        alter.answer()
+        assert p.in_sync_replicas == [0, 1, 2] and p.high_watermark == 2
+        assert follower_fetch(rm, 2, 4) == 0
+        assert p.high_watermark == 4
+
+    asyncio.run(main())
+    close(lm, rm)
