@@ -27,8 +27,8 @@ from pylog.broker.response_dicts import (
     ProduceResponseDict,
     TopicProduceResponseDict,
 )
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import CloseConnection, ErrorCode, KafkaError
-from pylog.log.checkpoint import TopicPartition
 from pylog.log.log import FetchIsolation
 from pylog.metadata.store import MetadataStore
 from pylog.network import Request

@@ -30,7 +30,8 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 
 from pylog import _native
-from pylog.clock import Clock, now_ms
+from pylog.common.topic_partition import TopicPartition
+from pylog.common.utils.time import Clock, now_ms
 from pylog.coordinator.group import (
     GroupMetadata,
     GroupState,
@@ -55,7 +56,6 @@ from pylog.errors import (
     KafkaError,
     TopicAlreadyExistsError,
 )
-from pylog.log.checkpoint import TopicPartition
 from pylog.log.log import AppendOrigin, FetchIsolation
 from pylog.logsafe import quoted
 from pylog.metadata.store import MetadataStore

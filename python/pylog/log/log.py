@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from pylog import _native
-from pylog.clock import Clock, now_ms
+from pylog.common.utils.time import Clock, now_ms
 from pylog.errors import (
     InvalidRecordError,
     InvalidTimestampError,

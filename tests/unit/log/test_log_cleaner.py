@@ -22,8 +22,9 @@ from conftest import ManualClock
 
 from pylog import _native
 from pylog.cli.dump_log import dump_log_file
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import InvalidRecordError
-from pylog.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, TopicPartition
+from pylog.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from pylog.log.cleaner import (
     CRASH_ENV,
     LogCleaningAbortedError,
