@@ -1,6 +1,13 @@
 """``pylog dump-log``: print Kafka-format segment files (``.log``, ``.index``,
 ``.timeindex``) the way Kafka's dump-log-segments tool does, reading them with
-the native core."""
+the native core.
+
+A ``.log`` is read with positioned reads (``pread``), never memory-mapped: the
+tool is run against the segments of a live broker, which may truncate one
+while it is read (a follower truncating to its leader, the cleaner, retention),
+and a mapping cut under its reader delivers SIGBUS. A file that shrinks
+instead ends the dump with an error naming where it now ends.
+"""
 
 from __future__ import annotations
 
@@ -144,8 +151,11 @@ def dump_log_file(
                 deep=deep,
                 max_batch_size=max_bytes,
             )
+            # A live broker may truncate the file meanwhile: the scan (positioned
+            # reads, never a mapping) then ends early, and only what it read is shown.
+            scanned_to = position + scan.valid_bytes
             for info in infos:
-                if scan.error_position is not None and info.position >= scan.error_position:
+                if info.position >= scanned_to:
                     break
                 out.write(_format_batch(info))
                 if print_data_log:
@@ -157,6 +167,11 @@ def dump_log_file(
             if scan.error is not None:
                 raise DumpFailed(
                     f"{path}: corrupt batch at position {scan.error_position}: {scan.error}"
+                )
+            if scanned_to < end:
+                raise DumpFailed(
+                    f"{path}: the file was truncated while being read: it ends at "
+                    f"position {scanned_to} now"
                 )
             if not infos:
                 break
