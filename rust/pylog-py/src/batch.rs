@@ -410,7 +410,9 @@ fn batch_infos<'py>(
     data: &Bound<'py, PyAny>,
     max_batches: usize,
 ) -> PyResult<(Bound<'py, PyList>, usize)> {
-    let (metas, covered) = with_bytes(py, data, |b| batch_iterator::batch_metas(b, max_batches))?;
+    // Headers only: the work is per batch, not per byte, so the GIL is kept.
+    let data = Bytes::get(data)?;
+    let (metas, covered) = batch_iterator::batch_metas(data.as_slice(), max_batches).py()?;
     Ok((batch_info_list(py, &metas)?, covered))
 }
 
