@@ -346,6 +346,16 @@ def find_offset_by_timestamp(
     """Kafka's searchForTimestamp: the first record at or after ``start_position``
     with timestamp >= target, as (timestamp, offset); None if there is none."""
 
+def read_offset_index(path: str, base_offset: int) -> list[tuple[int, int]]:
+    """The (offset, position) entries of an offset index file, read (never
+    mapped: a live broker may trim the file meanwhile), counted as
+    ``OffsetIndex`` counts them and checked as its ``sanity_check`` does
+    (CorruptIndexError)."""
+
+def read_time_index(path: str, base_offset: int) -> list[tuple[int, int]]:
+    """The (timestamp, offset) entries of a time index file, read as
+    ``read_offset_index`` reads."""
+
 # ---------------------------------------------------------------- timing wheel
 
 @final
