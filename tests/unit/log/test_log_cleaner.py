@@ -445,7 +445,7 @@ _CHILD = textwrap.dedent(
     """
     import sys
     from pylog.log.manager import LogManager
-    from pylog.log.checkpoint import TopicPartition
+    from pylog.common.topic_partition import TopicPartition
     d, topic = sys.argv[1], sys.argv[2]
     import json
     m = LogManager({"log.dirs": [d], "log.cleaner.enable": False,
