@@ -50,7 +50,7 @@ def broker_props(d: str) -> dict[str, object]:
 def generate(d: str, mb: int) -> int:
     """Write the dirty log; returns its bytes."""
     from pylog import _native
-    from pylog.log.checkpoint import TopicPartition
+    from pylog.common.topic_partition import TopicPartition
     from pylog.log.manager import LogManager
 
     m = LogManager(broker_props(d), topic_configs={TOPIC: TOPIC_CONFIG})
@@ -86,7 +86,7 @@ def _rss_anon() -> int:
 
 def clean(d: str) -> dict[str, float]:
     """One full clean in this (fresh) process; times and memory."""
-    from pylog.log.checkpoint import TopicPartition
+    from pylog.common.topic_partition import TopicPartition
     from pylog.log.manager import LogManager
 
     m = LogManager(broker_props(d), topic_configs={TOPIC: TOPIC_CONFIG})

@@ -171,6 +171,25 @@ def decode_records(batch: _Bytes) -> list[Record]:
     """All records of the single v2 (or legacy) batch at the start of ``batch``,
     decompressed; absolute offsets and timestamps. For tools and tests."""
 
+def batch_infos(data: _Bytes, max_batches: int = ...) -> tuple[list[BatchInfo], int]:
+    """The header facts of the whole batches at the start of ``data`` (v2, or
+    legacy v0/v1 messages; at most ``max_batches``), and the bytes they cover:
+    a partial batch at the end (a fetch cut it short) ends the walk quietly.
+    No CRC is checked. A whole batch that cannot be one (shorter than its
+    header, unknown magic, negative length) is CorruptRecordError with its
+    position."""
+
+def complete_batches_size(data: _Bytes) -> int:
+    """Bytes of the whole batches at the start of ``data``, by their length
+    fields alone (where a fetched buffer's partial last batch starts)."""
+
+def decode_batches(data: _Bytes) -> tuple[list[tuple[BatchInfo, list[Record]]], int]:
+    """Every whole batch at the start of ``data`` with its records (CRC
+    checked, decompressed within ``MAX_DECOMPRESSED_SIZE``; absolute offsets
+    and timestamps), and the bytes they cover; a partial last batch is left.
+    One call per buffer (loading ``__consumer_offsets``, tools).
+    CorruptRecordError names the position of a batch that does not decode."""
+
 def build_batch(
     records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
     *,
@@ -326,6 +345,16 @@ def find_offset_by_timestamp(
 ) -> tuple[int, int] | None:
     """Kafka's searchForTimestamp: the first record at or after ``start_position``
     with timestamp >= target, as (timestamp, offset); None if there is none."""
+
+def read_offset_index(path: str, base_offset: int) -> list[tuple[int, int]]:
+    """The (offset, position) entries of an offset index file, read (never
+    mapped: a live broker may trim the file meanwhile), counted as
+    ``OffsetIndex`` counts them and checked as its ``sanity_check`` does
+    (CorruptIndexError)."""
+
+def read_time_index(path: str, base_offset: int) -> list[tuple[int, int]]:
+    """The (timestamp, offset) entries of a time index file, read as
+    ``read_offset_index`` reads."""
 
 # ---------------------------------------------------------------- timing wheel
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from pylog.broker.kafka_server import BrokerState, IllegalBrokerStateTransition, KafkaServer
+from pylog.broker.broker_state import BrokerState, IllegalBrokerStateTransition
+from pylog.broker.kafka_server import KafkaServer
 from pylog.errors import InvalidConfigurationError
 from pylog.log.manager import CLEAN_SHUTDOWN_FILE
 from pylog.server.config import ALL_BROKER_CONFIG, EndPoint, KafkaConfig

@@ -395,7 +395,7 @@ def test_kafka_dump_log_reads_delete_horizons_the_cleaner_wrote(tmp_path: Path) 
 
     from pylog import _native
     from pylog.cli.dump_log import dump_log_file
-    from pylog.log.checkpoint import TopicPartition as TP
+    from pylog.common.topic_partition import TopicPartition as TP
     from pylog.log.manager import LogManager
 
     props = {"log.dirs": [str(tmp_path / "logs")], "log.cleaner.enable": False}

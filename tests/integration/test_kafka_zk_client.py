@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -18,6 +18,7 @@ from kazoo.client import KazooClient
 from pylog.broker.kafka_healthcheck import KafkaHealthcheck
 from pylog.controller.kafka_controller import KafkaController
 from pylog.errors import InvalidReplicationFactorError, TopicAlreadyExistsError
+from pylog.metadata.dynamic_config_manager import ConfigType, DynamicConfigManager
 from pylog.metadata.kafka_zk_client import (
     BrokerIdInUseError,
     ControllerMovedError,
@@ -432,6 +433,56 @@ def test_zk_store_purges_config_changes_once_expired(
         two.close()
 
     asyncio.run(scenario())
+
+
+def test_dynamic_config_manager_hands_each_change_to_its_entity_types_handler(
+    clients: Callable[..., KafkaZkClient],
+) -> None:
+    """Kafka's DynamicConfigManager: each new /config/changes notification, in
+    sequence order and once, goes to its entity type's handler with the
+    entity's whole config as ZooKeeper has it now; a type without a handler
+    (broker configs, not dynamic yet) is skipped; notifications present at
+    start-up, and a change marked as this broker's own, are not processed."""
+    writer, reader = clients(), clients()
+    writer.set_entity_config("topics", "before", {"retention.ms": "1"})  # before start-up
+    seen: list[tuple[str, str, dict[str, str]]] = []
+    got_all = threading.Event()
+
+    def handler(entity_type: str) -> Callable[[str, Mapping[str, str]], None]:
+        def handle(name: str, configs: Mapping[str, str]) -> None:
+            seen.append((entity_type, name, dict(configs)))
+            if name == "last":
+                got_all.set()
+
+        return handle
+
+    executor = ThreadPoolExecutor(1)
+    lock = threading.RLock()  # held by the store while it writes and marks its own change
+    manager = DynamicConfigManager(
+        reader,
+        {t: handler(t) for t in (ConfigType.TOPIC, ConfigType.USER, ConfigType.CLIENT)},
+        executor=executor,
+        lock=lock,
+    )
+    manager.skip_existing()
+    manager.start()
+    try:
+        writer.set_entity_config("topics", "orders", {"cleanup.policy": "compact"})
+        writer.set_entity_config("brokers", "1", {"log.cleaner.threads": "2"})  # no handler
+        with lock:
+            own = writer.set_entity_config("topics", "mine", {"retention.ms": "5"})
+            manager.mark_processed(own)
+        writer.set_entity_config("users", "alice/clients/etl", {"producer_byte_rate": "10"})
+        writer.set_entity_config("clients", "last", {"request_percentage": "50"})
+        assert got_all.wait(WAIT), seen
+    finally:
+        manager.close()
+        executor.shutdown(wait=True)
+    assert seen == [
+        ("topics", "orders", {"cleanup.policy": "compact"}),
+        ("users", "alice/clients/etl", {"producer_byte_rate": "10"}),
+        ("clients", "last", {"request_percentage": "50"}),
+    ]
 
 
 def test_missing_zookeeper_fails_with_the_way_to_install_it(

@@ -18,8 +18,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from pylog.broker.kafka_server import KafkaServer
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import ErrorCode
-from pylog.log.checkpoint import TopicPartition
 from pylog.metadata.kafka_zk_client import KafkaZkClient, ZkError
 from pylog.metadata.zk_data import LeaderAndIsr as ZkLeaderAndIsr
 from pylog.metadata.zk_data import TopicReplicaAssignment

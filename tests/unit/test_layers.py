@@ -13,9 +13,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "python" / "pylog"
 # The table of docs/architecture.md, lowest first.
 LAYERS: dict[str, int] = {
     "_native": 0,
+    "common": 0,
     "errors": 0,
     "config": 0,
-    "clock": 0,
     "records": 0,
     "logsafe": 0,
     "protocol": 1,

@@ -23,13 +23,13 @@ from pylog.broker.response_dicts import (
     MetadataResponsePartitionDict,
     MetadataResponseTopicDict,
 )
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import (
     ErrorCode,
     InvalidReplicationFactorError,
     InvalidTopicError,
     TopicAlreadyExistsError,
 )
-from pylog.log.checkpoint import TopicPartition
 from pylog.logsafe import quoted
 from pylog.metadata.metadata_cache import MetadataCache
 from pylog.metadata.store import (

@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.controller.kafka_controller import (
     ELECTION_PREFERRED,
     ELECTION_UNCLEAN,
@@ -32,7 +33,6 @@ from pylog.controller.kafka_controller import (
 )
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.errors import ErrorCode
-from pylog.log.checkpoint import TopicPartition
 from pylog.metadata.metadata_cache import BrokerEndpoint, MetadataBroker, PartitionInfo
 from pylog.network import Request
 from pylog.protocol import ZERO_UUID

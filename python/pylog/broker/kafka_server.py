@@ -1,12 +1,7 @@
 """KafkaServer: one broker's lifecycle, from start-up to a clean shutdown.
 
-States are Kafka's ``BrokerState`` values (``org.apache.kafka.metadata.BrokerState``,
-reported by the ``kafka.server:type=KafkaServer,name=BrokerState`` gauge), with
-Kafka's numbers:
-
-    NotRunning → Starting → [RecoveringFromUncleanShutdown →] RunningAsBroker
-    RunningAsBroker ⇄ RunningAsController   (while it holds the controller's office)
-    RunningAs… → PendingControlledShutdown → BrokerShuttingDown → NotRunning
+Its states are Kafka's ``BrokerState`` values (:mod:`pylog.broker.broker_state`,
+reported by the ``kafka.server:type=KafkaServer,name=BrokerState`` gauge).
 
 Start-up: the LogManager loads (and, after a crash, recovers) every log; the
 listeners are bound (so an advertised port 0 is known before anything reports
@@ -41,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import inspect
 import logging
 import os
@@ -50,6 +44,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from pylog.broker.auth_helper import authorizer_from_config
+from pylog.broker.broker_state import BrokerState, IllegalBrokerStateTransition
 from pylog.broker.channel_builders import inter_broker_security, listener_specs
 from pylog.broker.kafka_apis import KafkaApis
 from pylog.broker.kafka_healthcheck import KafkaHealthcheck
@@ -84,59 +79,12 @@ from pylog.server.replica_fetcher_thread import ReplicaFetcherConfig
 from pylog.server.replica_manager import ReplicaManager
 from pylog.server.zk_alter_isr_manager import ZkAlterIsrManager
 
-__all__ = ["BrokerState", "IllegalBrokerStateTransition", "KafkaServer"]
+__all__ = ["KafkaServer"]
 
 _log = logging.getLogger("pylog.broker")
 
 #: The ControlledShutdown version a broker sends (with its broker epoch, KIP-380).
 CONTROLLED_SHUTDOWN_VERSION = 3
-
-
-class BrokerState(enum.IntEnum):
-    """Kafka's BrokerStates, with the values Kafka's BrokerState metric reports."""
-
-    NotRunning = 0
-    Starting = 1
-    RecoveringFromUncleanShutdown = 2
-    RunningAsBroker = 3
-    RunningAsController = 4
-    PendingControlledShutdown = 6
-    BrokerShuttingDown = 7
-
-
-_LEGAL: dict[BrokerState, frozenset[BrokerState]] = {
-    BrokerState.NotRunning: frozenset({BrokerState.Starting}),
-    BrokerState.Starting: frozenset(
-        {
-            BrokerState.RecoveringFromUncleanShutdown,
-            BrokerState.RunningAsBroker,
-            BrokerState.BrokerShuttingDown,  # start-up failed
-        }
-    ),
-    BrokerState.RecoveringFromUncleanShutdown: frozenset(
-        {BrokerState.RunningAsBroker, BrokerState.BrokerShuttingDown}
-    ),
-    BrokerState.RunningAsBroker: frozenset(
-        {
-            BrokerState.RunningAsController,
-            BrokerState.PendingControlledShutdown,
-            BrokerState.BrokerShuttingDown,
-        }
-    ),
-    BrokerState.RunningAsController: frozenset(
-        {
-            BrokerState.RunningAsBroker,
-            BrokerState.PendingControlledShutdown,
-            BrokerState.BrokerShuttingDown,
-        }
-    ),
-    BrokerState.PendingControlledShutdown: frozenset({BrokerState.BrokerShuttingDown}),
-    BrokerState.BrokerShuttingDown: frozenset({BrokerState.NotRunning}),
-}
-
-
-class IllegalBrokerStateTransition(RuntimeError):
-    pass
 
 
 HandlerFactory = Callable[["KafkaServer"], "RequestHandler | Awaitable[RequestHandler]"]
@@ -264,8 +212,7 @@ class KafkaServer:
     # ------------------------------------------------------------ state
 
     def _transition(self, new: BrokerState) -> None:
-        if new not in _LEGAL[self.state]:
-            raise IllegalBrokerStateTransition(f"{self.state.name} -> {new.name}")
+        self.state.check_transition(new)
         _log.debug("broker state %s -> %s", self.state.name, new.name)
         self.state = new
 

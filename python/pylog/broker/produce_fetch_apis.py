@@ -14,9 +14,9 @@ start while this one waits in the purgatory.
 from __future__ import annotations
 
 import asyncio
-import struct
 from collections.abc import Mapping
 
+from pylog import _native
 from pylog.broker.auth_helper import AuthHelper
 from pylog.broker.request_helpers import Pacer
 from pylog.broker.response_dicts import (
@@ -27,8 +27,8 @@ from pylog.broker.response_dicts import (
     ProduceResponseDict,
     TopicProduceResponseDict,
 )
-from pylog.errors import CloseConnection, ErrorCode, KafkaError
-from pylog.log.checkpoint import TopicPartition
+from pylog.common.topic_partition import TopicPartition
+from pylog.errors import CloseConnection, CorruptRecordError, ErrorCode, KafkaError
 from pylog.log.log import FetchIsolation
 from pylog.metadata.store import MetadataStore
 from pylog.network import Request
@@ -71,28 +71,22 @@ def _uuid_out(topic_id: str | None) -> str:
 
 _ZSTD = 4
 _ZSTD_PRODUCE_VERSION = 7
-_MAGIC_AT = 16  # a batch's magic byte: after offset, length, leader epoch
-_ATTRIBUTES_AT = 21  # a v2 batch's attributes: after the magic and the crc
 
 
 def _refused_records(version: int, records: memoryview | None) -> int | None:
-    """Kafka's ProduceRequest.validateRecords for Produce v3+: one batch, of
-    magic 2, and zstd only from v7 (KIP-110: an older client could not read
-    it back). The error code, or None when the records pass."""
+    """Kafka's ProduceRequest.validateRecords for Produce v3+: exactly one
+    whole batch, of magic 2, and zstd only from v7 (KIP-110: an older client
+    could not read it back). The error code, or None when the records pass."""
     if records is None:
         return None
-    if len(records) < _ATTRIBUTES_AT + 2:
-        return ErrorCode.INVALID_RECORD  # no batch at all
-    if records[_MAGIC_AT] != 2:
-        return ErrorCode.INVALID_RECORD
-    if version < _ZSTD_PRODUCE_VERSION and records[_ATTRIBUTES_AT + 1] & 0x07 == _ZSTD:
+    try:
+        batches, _ = _native.batch_infos(records, 2)  # the header of two at most
+    except CorruptRecordError:
+        return None  # not a batch at all: the validator answers CORRUPT_MESSAGE where
+    if len(batches) != 1 or batches[0].magic != 2:
+        return ErrorCode.INVALID_RECORD  # none whole, a second one, or legacy
+    if version < _ZSTD_PRODUCE_VERSION and batches[0].compression == _ZSTD:
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
-    (length,) = struct.unpack_from(">i", records, 8)
-    second = 12 + length
-    if second > 0 and second + 12 <= len(records):
-        (length2,) = struct.unpack_from(">i", records, second + 8)
-        if length2 >= 0 and second + 12 + length2 <= len(records):
-            return ErrorCode.INVALID_RECORD  # a whole second batch
     return None
 
 

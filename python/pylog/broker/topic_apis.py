@@ -32,6 +32,7 @@ from pylog.broker.response_dicts import (
     DeleteRecordsTopicResultDict,
     DeleteTopicsResponseDict,
 )
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import (
     ErrorCode,
     InvalidPartitionsError,
@@ -42,7 +43,6 @@ from pylog.errors import (
     PolicyViolationError,
     UnknownTopicOrPartitionError,
 )
-from pylog.log.checkpoint import TopicPartition
 from pylog.log.config import LogConfig
 from pylog.logsafe import quoted
 from pylog.metadata.store import MetadataStore, NewTopic, TopicMetadata, validate_topic_name

@@ -29,11 +29,6 @@ from pylog.protocol import ApiKey
 __all__ = ["ConsumedRecord", "Consumer", "ConsumerSettings", "GroupMember", "range_assign"]
 
 TP = tuple[str, int]
-_HEADER = struct.Struct(">qi")  # base offset, batch length (after these 12 bytes)
-_MAGIC_AT, _ATTRS_V2_AT, _LAST_DELTA_AT, _ATTRS_V1_AT = 16, 21, 23, 17
-_V2_HEADER_BYTES = 61
-_PRODUCER_ID_AT = 43
-_CONTROL_BIT, _TRANSACTIONAL_BIT, _TIMESTAMP_TYPE_BIT = 0x20, 0x10, 0x08
 # Fetch errors that mean "ask Metadata for the leader again".
 _LEADER_MOVED = (
     ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -84,45 +79,31 @@ def decode_fetched(
     ``aborted``: the Fetch answer's aborted transactions (producer id, first
     offset) under read_committed; their records are left out, up to the
     producer's abort marker."""
-    view = memoryview(data)
-    pos, out, next_offset = 0, [], start
+    out, next_offset = [], start
     pending = sorted(aborted or [], key=lambda a: a[1])  # by first offset
     aborting: set[int] = set()  # producer ids inside an aborted transaction
-    while pos + _HEADER.size <= len(view):
-        base, length = _HEADER.unpack_from(view, pos)
-        end = pos + _HEADER.size + length
-        if length <= 0 or end > len(view):
-            break
-        batch = view[pos:end]
-        magic = batch[_MAGIC_AT]
-        skip = False
-        if magic >= 2 and length + _HEADER.size >= _V2_HEADER_BYTES:
-            attrs = struct.unpack_from(">h", batch, _ATTRS_V2_AT)[0]
-            last = base + struct.unpack_from(">i", batch, _LAST_DELTA_AT)[0]
-            ts_type = 1 if attrs & _TIMESTAMP_TYPE_BIT else 0
-            control = bool(attrs & _CONTROL_BIT)
-            producer_id = struct.unpack_from(">q", batch, _PRODUCER_ID_AT)[0]
+    batches, _ = _native.decode_batches(data)  # one call per fetched buffer
+    for batch, records in batches:
+        last = batch.last_offset
+        ts_type = batch.timestamp_type if batch.magic > 0 else -1
+        if batch.magic >= 2:
             while pending and pending[0][1] <= last:
                 aborting.add(pending.pop(0)[0])
-            if control:
-                aborting.discard(producer_id)  # the marker ends the transaction
-            skip = bool(attrs & _TRANSACTIONAL_BIT) and producer_id in aborting
-        else:
-            attrs = batch[_ATTRS_V1_AT] if magic == 1 else 0
-            ts_type = (1 if attrs & _TIMESTAMP_TYPE_BIT else 0) if magic == 1 else -1
-            last, control = base, False
-        if not (control or skip):
-            for r in _native.decode_records(batch):
-                if r.offset >= start:
-                    out.append(
-                        ConsumedRecord(
-                            topic, partition, r.offset, r.timestamp, ts_type, r.key, r.value,
-                            list(r.headers),
-                        )
-                    )  # fmt: skip
-                last = max(last, r.offset)
+            if batch.is_control:
+                aborting.discard(batch.producer_id)  # the marker ends the transaction
+                records = []
+            elif batch.is_transactional and batch.producer_id in aborting:
+                records = []
+        for r in records:
+            if r.offset >= start:
+                out.append(
+                    ConsumedRecord(
+                        topic, partition, r.offset, r.timestamp, ts_type, r.key, r.value,
+                        list(r.headers),
+                    )
+                )  # fmt: skip
+            last = max(last, r.offset)
         next_offset = max(next_offset, last + 1)
-        pos = end
     return out, next_offset
 
 

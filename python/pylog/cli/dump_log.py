@@ -1,12 +1,19 @@
 """``pylog dump-log``: print Kafka-format segment files (``.log``, ``.index``,
 ``.timeindex``) the way Kafka's dump-log-segments tool does, reading them with
-the native core."""
+the native core.
+
+Every file is read (``pread``), never memory-mapped: the
+tool is run against the segments of a live broker, which may truncate one
+while it is read (a follower truncating to its leader, the cleaner, retention),
+and a mapping cut under its reader delivers SIGBUS. A file that shrinks
+instead ends the dump with an error naming where it now ends.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
@@ -144,8 +151,11 @@ def dump_log_file(
                 deep=deep,
                 max_batch_size=max_bytes,
             )
+            # A live broker may truncate the file meanwhile: the scan (positioned
+            # reads, never a mapping) then ends early, and only what it read is shown.
+            scanned_to = position + scan.valid_bytes
             for info in infos:
-                if scan.error_position is not None and info.position >= scan.error_position:
+                if info.position >= scanned_to:
                     break
                 out.write(_format_batch(info))
                 if print_data_log:
@@ -157,6 +167,11 @@ def dump_log_file(
             if scan.error is not None:
                 raise DumpFailed(
                     f"{path}: corrupt batch at position {scan.error_position}: {scan.error}"
+                )
+            if scanned_to < end:
+                raise DumpFailed(
+                    f"{path}: the file was truncated while being read: it ends at "
+                    f"position {scanned_to} now"
                 )
             if not infos:
                 break
@@ -227,59 +242,51 @@ def _batch_at(path: str, position: int) -> _native.BatchInfo | None:
 def dump_offset_index(
     path: str, base_offset: int, log_path: str, out: IO[str], verify_only: bool
 ) -> None:
-    index = _native.OffsetIndex(path, base_offset, max_index_size=0, writable=False)
-    try:
-        _check_index(index, path)
-        has_log = os.path.exists(log_path)
-        mismatches: list[str] = []
-        for n in range(index.entries):
-            offset, position = index.entry(n)
-            if has_log:
-                batch = _batch_at(log_path, position)
-                if batch is None:
-                    mismatches.append(
-                        f"  Index offset: {offset}, no batch starts at log position {position}"
-                    )
-                elif batch.last_offset < offset or batch.base_offset > offset:
-                    mismatches.append(f"  Index offset: {offset}, log offset: {batch.last_offset}")
-            if not verify_only:
-                out.write(f"offset: {offset} position: {position}\n")
-        _report_mismatches(path, mismatches, has_log, out)
-    finally:
-        index.close()
+    has_log = os.path.exists(log_path)
+    mismatches: list[str] = []
+    for offset, position in _read_index(_native.read_offset_index, path, base_offset):
+        if has_log:
+            batch = _batch_at(log_path, position)
+            if batch is None:
+                mismatches.append(
+                    f"  Index offset: {offset}, no batch starts at log position {position}"
+                )
+            elif batch.last_offset < offset or batch.base_offset > offset:
+                mismatches.append(f"  Index offset: {offset}, log offset: {batch.last_offset}")
+        if not verify_only:
+            out.write(f"offset: {offset} position: {position}\n")
+    _report_mismatches(path, mismatches, has_log, out)
 
 
 def dump_time_index(
     path: str, base_offset: int, log_path: str, out: IO[str], verify_only: bool
 ) -> None:
-    index = _native.TimeIndex(path, base_offset, max_index_size=0, writable=False)
-    try:
-        _check_index(index, path)
-        has_log = os.path.exists(log_path)
-        mismatches: list[str] = []
-        for n in range(index.entries):
-            timestamp, offset = index.entry(n)
-            if has_log:
-                found = _native.translate_offset(log_path, offset, 0, os.path.getsize(log_path))
-                if found is None:
-                    mismatches.append(f"  Time index offset: {offset} is not in the log")
-                else:
-                    batch = _batch_at(log_path, found[1])
-                    if batch is not None and batch.max_timestamp < timestamp:
-                        mismatches.append(
-                            f"  Index timestamp: {timestamp}, log timestamp: "
-                            f"{batch.max_timestamp} (offset {offset})"
-                        )
-            if not verify_only:
-                out.write(f"timestamp: {timestamp} offset: {offset}\n")
-        _report_mismatches(path, mismatches, has_log, out)
-    finally:
-        index.close()
+    has_log = os.path.exists(log_path)
+    mismatches: list[str] = []
+    for timestamp, offset in _read_index(_native.read_time_index, path, base_offset):
+        if has_log:
+            found = _native.translate_offset(log_path, offset, 0, os.path.getsize(log_path))
+            if found is None:
+                mismatches.append(f"  Time index offset: {offset} is not in the log")
+            else:
+                batch = _batch_at(log_path, found[1])
+                if batch is not None and batch.max_timestamp < timestamp:
+                    mismatches.append(
+                        f"  Index timestamp: {timestamp}, log timestamp: "
+                        f"{batch.max_timestamp} (offset {offset})"
+                    )
+        if not verify_only:
+            out.write(f"timestamp: {timestamp} offset: {offset}\n")
+    _report_mismatches(path, mismatches, has_log, out)
 
 
-def _check_index(index: _native.OffsetIndex | _native.TimeIndex, path: str) -> None:
+def _read_index(
+    read: Callable[[str, int], list[tuple[int, int]]], path: str, base_offset: int
+) -> list[tuple[int, int]]:
+    """An index's entries, read (not mapped: the broker may trim the file
+    meanwhile) and sanity-checked."""
     try:
-        index.sanity_check()
+        return read(path, base_offset)
     except CorruptIndexError as e:
         raise DumpFailed(f"{path}: {e}") from None
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.controller.controller_context import ControllerContext
-from pylog.log.checkpoint import TopicPartition
 from pylog.metadata.zk_data import BrokerInfo, LeaderAndIsr
 from pylog.protocol import ZERO_UUID, ApiKey
 from pylog.protocol.client import KafkaConnection

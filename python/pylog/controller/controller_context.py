@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from pylog.log.checkpoint import TopicPartition
+from pylog.common.topic_partition import TopicPartition
 from pylog.metadata.zk_data import BrokerInfo, LeaderAndIsr
 
 __all__ = ["ControllerContext", "PartitionState", "ReplicaAssignment", "ReplicaState"]

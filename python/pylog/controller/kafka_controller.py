@@ -31,6 +31,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.controller.controller_channel_manager import (
     ControllerBrokerRequestBatch,
     ControllerChannelManager,
@@ -50,7 +51,6 @@ from pylog.controller.partition_state_machine import (
 )
 from pylog.controller.replica_state_machine import ReplicaStateMachine
 from pylog.errors import ErrorCode
-from pylog.log.checkpoint import TopicPartition
 from pylog.metadata.kafka_zk_client import (
     ControllerMovedError,
     KafkaZkClient,

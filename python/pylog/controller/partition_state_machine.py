@@ -24,10 +24,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.controller.controller_channel_manager import ControllerBrokerRequestBatch
 from pylog.controller.controller_context import ControllerContext, PartitionState
 from pylog.controller.election import LeaderElectionStrategy, elect, offline_partition_leader
-from pylog.log.checkpoint import TopicPartition
 from pylog.metadata.kafka_zk_client import KafkaZkClient
 from pylog.metadata.zk_data import LeaderAndIsr
 

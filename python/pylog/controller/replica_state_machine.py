@@ -17,10 +17,10 @@ import logging
 from collections.abc import Iterable
 from dataclasses import replace
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.controller.controller_channel_manager import ControllerBrokerRequestBatch
 from pylog.controller.controller_context import ControllerContext, ReplicaState
 from pylog.controller.partition_state_machine import current_states
-from pylog.log.checkpoint import TopicPartition
 from pylog.metadata.kafka_zk_client import KafkaZkClient
 from pylog.metadata.zk_data import LeaderAndIsr
 

@@ -20,7 +20,7 @@ import logging
 import uuid
 from collections.abc import Callable, Collection, Coroutine, Iterable
 
-from pylog.clock import Clock, now_ms
+from pylog.common.utils.time import Clock, now_ms
 from pylog.coordinator.delayed_heartbeat import DelayedHeartbeat
 from pylog.coordinator.delayed_join import DelayedJoin, InitialDelayedJoin
 from pylog.coordinator.delayed_sync import DelayedSync

@@ -30,7 +30,8 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 
 from pylog import _native
-from pylog.clock import Clock, now_ms
+from pylog.common.topic_partition import TopicPartition
+from pylog.common.utils.time import Clock, now_ms
 from pylog.coordinator.group import (
     GroupMetadata,
     GroupState,
@@ -55,7 +56,6 @@ from pylog.errors import (
     KafkaError,
     TopicAlreadyExistsError,
 )
-from pylog.log.checkpoint import TopicPartition
 from pylog.log.log import AppendOrigin, FetchIsolation
 from pylog.logsafe import quoted
 from pylog.metadata.store import MetadataStore
@@ -67,7 +67,6 @@ __all__ = ["GROUP_METADATA_TOPIC", "CoordinatorShard", "GroupMetadataManager"]
 _log = logging.getLogger("pylog.coordinator")
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
-_BATCH_HEADER = struct.Struct(">qi")
 
 
 class CoordinatorError(Exception):
@@ -333,24 +332,15 @@ class GroupMetadataManager:
             data = log.read_bytes(offset, self.load_buffer_size, FetchIsolation.LOG_END, True)
             if not data:
                 break
-            pos = 0
             next_offset = offset
-            while pos + 12 <= len(data):
-                _, length = _BATCH_HEADER.unpack_from(data, pos)
-                size = 12 + length
-                if pos + size > len(data):
-                    break
-                for rec in _native.decode_records(data[pos : pos + size]):
+            batches, _ = _native.decode_batches(data)  # one call per read, not per batch
+            for batch, records in batches:
+                for rec in records:
                     out.records += 1
-                    next_offset = rec.offset + 1
-                    if rec.key is None:
-                        continue
-                    self._apply(out, rec.key, rec.value)
+                    if rec.key is not None:
+                        self._apply(out, rec.key, rec.value)
                 # A batch's last offset may be past its last record (compaction).
-                (base,) = struct.unpack_from(">q", data, pos)
-                (delta,) = struct.unpack_from(">i", data, pos + 23)
-                next_offset = max(next_offset, base + delta + 1)
-                pos += size
+                next_offset = max(next_offset, batch.last_offset + 1)
             if next_offset <= offset:
                 break
             offset = next_offset

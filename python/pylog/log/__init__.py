@@ -8,7 +8,6 @@ offset, high watermark and log start offset, trimmed by the rules of
 """
 
 from pylog.errors import UnexpectedAppendOffsetError
-from pylog.log.checkpoint import TopicPartition
 from pylog.log.cleaner import LogCleaner
 from pylog.log.config import BrokerLogConfig, LogConfig
 from pylog.log.fetch import FetchDataInfo
@@ -38,6 +37,5 @@ __all__ = [
     "LogOffsetMetadata",
     "LogSegment",
     "ProducerStateManager",
-    "TopicPartition",
     "UnexpectedAppendOffsetError",
 ]

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import KafkaStorageError
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
     "CorruptCheckpointError",
     "EntryFormatter",
     "OffsetCheckpointFile",
-    "TopicPartition",
     "fsync_dir",
     "replace_file_durably",
 ]
@@ -52,16 +52,6 @@ class CorruptCheckpointError(KafkaStorageError):
         super().__init__(f"corrupt checkpoint file {where}: {message}")
         self.path = path
         self.line_number = line_number
-
-
-class TopicPartition(NamedTuple):
-    """A partition of a topic; its directory name is ``<topic>-<partition>``."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 class EntryFormatter(Protocol[T]):

@@ -36,9 +36,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pylog import _native
-from pylog.clock import Clock, now_ms
+from pylog.common.topic_partition import TopicPartition
+from pylog.common.utils.time import Clock, now_ms
 from pylog.errors import CorruptRecordError, InvalidRecordError, KafkaError, KafkaStorageError
-from pylog.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, TopicPartition
+from pylog.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from pylog.log.config import BrokerLogConfig
 from pylog.log.files import (
     CLEANED_FILE_SUFFIX,

@@ -33,7 +33,7 @@ import struct
 from dataclasses import dataclass
 
 from pylog import _native
-from pylog.clock import Clock, now_ms
+from pylog.common.utils.time import Clock, now_ms
 from pylog.errors import CorruptIndexError, InvalidOffsetError
 from pylog.log.config import LogConfig
 from pylog.log.files import (

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from pylog import _native
-from pylog.clock import Clock, now_ms
+from pylog.common.utils.time import Clock, now_ms
 from pylog.errors import (
     InvalidRecordError,
     InvalidTimestampError,
@@ -83,7 +83,6 @@ __all__ = [
 _log = logging.getLogger("pylog.log")
 
 _MAGIC_POSITION = 16  # byte 16 is the magic in v0, v1 and v2 headers alike
-_LENGTH_POSITION = 8  # i32 after the 8-byte base offset; the batch is 12 + length bytes
 _LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 
@@ -191,20 +190,6 @@ def _storage(what: str, path: str) -> Iterator[None]:
         yield
     except OSError as e:
         raise KafkaStorageError(f"{what} {path}: {e.strerror or e}", e.errno) from e
-
-
-def _complete_prefix(records: bytes | bytearray | memoryview) -> int:
-    """Bytes of the whole batches at the start of ``records`` (a fetch response
-    may end with a partial batch, which is left for the next fetch)."""
-    view = memoryview(records).cast("B")
-    n = len(view)
-    pos = 0
-    while pos + 12 <= n:
-        length = int.from_bytes(view[pos + _LENGTH_POSITION : pos + 12], "big", signed=True)
-        if length < 0 or pos + 12 + length > n:
-            break
-        pos += 12 + length
-    return pos
 
 
 # compression.type → codec; "producer" (absent) keeps the producer's codec.
@@ -576,7 +561,7 @@ class Log:
         headers are checked (CorruptRecordError). New leader epochs in the
         batches go to the epoch cache.
         """
-        n = _complete_prefix(records)
+        n = _native.complete_batches_size(records)  # a partial last batch waits
         if n == 0:
             return self._empty_append_info()
         view = memoryview(records).cast("B")[:n]

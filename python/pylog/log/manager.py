@@ -39,14 +39,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pylog.clock import Clock, now_ms
+from pylog.common.topic_partition import TopicPartition
+from pylog.common.utils.time import Clock, now_ms
 from pylog.errors import KafkaStorageError, LogDirLockedError
 from pylog.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     CorruptCheckpointError,
     OffsetCheckpointFile,
-    TopicPartition,
     fsync_dir,
 )
 from pylog.log.cleaner import LogCleaner

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pylog.clock import Clock
+from pylog.common.utils.time import Clock
 from pylog.log.log_segments import LogSegments
 from pylog.log.segment import LogSegment
 

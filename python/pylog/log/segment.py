@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from pylog import _native
-from pylog.clock import Clock, now_ms
+from pylog.common.utils.time import Clock, now_ms
 from pylog.errors import KafkaStorageError, LogSegmentOffsetOverflowError
 from pylog.log.fetch import FetchDataInfo
 from pylog.log.files import (

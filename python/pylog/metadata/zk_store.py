@@ -10,8 +10,9 @@ is loaded at start-up and kept current two ways: this broker's own changes
 update it when ZooKeeper has accepted them, and watches re-read what others
 (other brokers, tools) changed: ``/brokers/topics``' children (topics created
 or deleted), each ``/brokers/topics/<topic>`` (partitions added) and
-``/config/changes`` (config change notifications, Kafka's
-ConfigChangeListener).
+``/config/changes`` (config change notifications, followed by a
+:class:`~pylog.metadata.dynamic_config_manager.DynamicConfigManager` with this
+store's handlers for topics, users and clients).
 
 SCRAM credentials live where Kafka keeps them, ``/config/users/<user>`` (the
 user name URL-encoded as Kafka's Sanitizer does), one key per mechanism with
@@ -69,6 +70,11 @@ from pylog.errors import (
 )
 from pylog.metadata.admin_utils import assign_replicas_to_brokers
 from pylog.metadata.client_quota_entity import QUOTA_KEYS, ClientQuotaEntity
+from pylog.metadata.dynamic_config_manager import (
+    CHANGE_EXPIRATION_MS,
+    ConfigType,
+    DynamicConfigManager,
+)
 from pylog.metadata.kafka_zk_client import (
     KafkaZkClient,
     ZkConnectionError,
@@ -84,9 +90,6 @@ from pylog.metadata.store import (
     check_partition_limit,
     new_uuid,
     validate_topic_name,
-)
-from pylog.metadata.zk_data import (
-    ConfigEntityChangeNotificationZNode as _Changes,
 )
 from pylog.metadata.zk_data import (
     ConfigEntityTypeZNode,
@@ -109,9 +112,6 @@ __all__ = ["ZkMetadataStore", "sanitize"]
 
 _log = logging.getLogger("pylog.metadata")
 
-#: Config change notifications older than this are deleted by the next broker
-#: that processes a change (Kafka's changeExpirationMs, 15 minutes).
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 _DELETE_WAIT_S = 30.0
 #: Conditional ACL writes lost to others before giving up (Kafka's maxUpdateRetries).
 _ACL_UPDATE_RETRIES = 10
@@ -170,7 +170,17 @@ class ZkMetadataStore(MetadataStore):
         self._watching = False
         # Watch events are re-read here, one at a time, never on kazoo's thread.
         self._reader = concurrent.futures.ThreadPoolExecutor(1, "pylog-zk-metadata")
-        self._last_change_seq = -1
+        self.config_manager = DynamicConfigManager(
+            zk,
+            {
+                ConfigType.TOPIC: self._on_topic_config,
+                ConfigType.USER: self._on_user_config,
+                ConfigType.CLIENT: partial(self._apply_quotas, ConfigType.CLIENT),
+            },
+            executor=self._reader,
+            lock=self._lock,
+            change_expiration_ms=change_expiration_ms,
+        )
         self._acl_change_seq: dict[str, int] = {}
         self._closed = False
         with _zk_errors("loading the metadata from ZooKeeper"):
@@ -182,9 +192,7 @@ class ZkMetadataStore(MetadataStore):
                     cluster_id,
                     self._cluster_id,
                 )
-            changes = zk.get_config_change_notifications()
-            if changes:
-                self._last_change_seq = _Changes.sequence_number(changes[-1])
+            self.config_manager.skip_existing()
             for name in zk.get_all_topics():
                 meta = self._read_topic(name)
                 if meta is not None:
@@ -206,12 +214,11 @@ class ZkMetadataStore(MetadataStore):
             self._stop_watches.append(
                 self.zk.watch_children(TopicsZNode.path(), self._on_topics_changed)
             )
-            self._stop_watches.append(
-                self.zk.watch_children(_Changes.parent(), self._on_config_changes)
-            )
+            self.config_manager.start()
 
     def close(self) -> None:
         self._closed = True
+        self.config_manager.close()
         for stop in [*self._stop_watches, *self._topic_watches.values()]:
             stop()
         self._stop_watches.clear()
@@ -342,68 +349,31 @@ class ZkMetadataStore(MetadataStore):
             _log.info("topic %s grew to %d partitions elsewhere", name, count)
             self._notify(MetadataEvent("partitions", new, meta))
 
-    def _on_config_changes(self, children: list[str]) -> None:
-        if not self._closed:
-            with contextlib.suppress(RuntimeError):
-                self._reader.submit(self._apply_config_changes, children)
+    def _on_topic_config(self, name: str, configs: Mapping[str, str]) -> None:
+        """Kafka's TopicConfigHandler: a topic's overrides changed elsewhere."""
+        meta = self._topics.get(name)
+        if meta is not None and configs != meta.configs:
+            new = _replace(meta, configs=dict(configs))
+            self._put(new)
+            self._notify(MetadataEvent("config", new, meta))
 
-    def _apply_config_changes(self, children: list[str]) -> None:
-        try:
-            names = sorted(
-                (c for c in children if c.startswith(_Changes.PREFIX)),
-                key=_Changes.sequence_number,
-            )
-            with self._lock:
-                for name in names:
-                    seq = _Changes.sequence_number(name)
-                    if seq <= self._last_change_seq:
-                        continue
-                    self._last_change_seq = seq
-                    entity = self.zk.get_config_change_notification(name)
-                    if entity is not None and entity[0] == "users" and "/" not in entity[1]:
-                        self._load_user(entity[1])
-                        continue
-                    if entity is not None and entity[0] in ("users", "clients"):
-                        self._load_quotas(*entity)
-                        continue
-                    if entity is None or entity[0] != "topics":
-                        continue  # broker and ip configs: not kept here yet
-                    meta = self._topics.get(entity[1])
-                    if meta is None:
-                        continue
-                    configs = self.zk.get_entity_config("topics", meta.name)
-                    if configs != meta.configs:
-                        new = _replace(meta, configs=configs)
-                        self._put(new)
-                        self._notify(MetadataEvent("config", new, meta))
-            self._purge_obsolete_changes(names)
-        except (ZkError, ZkDataError):
-            _log.exception("reading the config changes from ZooKeeper failed")
-
-    def _purge_obsolete_changes(self, names: list[str]) -> None:
-        """Delete notifications older than the expiration (Kafka's
-        ZkNodeChangeNotificationListener does the same, at 15 minutes): every
-        broker has read them long since, and /config/changes would otherwise
-        grow by one znode per config change forever."""
-        now_ms = int(time.time() * 1000)
-        old = []
-        for name in names:
-            if _Changes.sequence_number(name) > self._last_change_seq:
-                break
-            got = self.zk.get_config_change_notification_with_stat(name)
-            if got is not None and now_ms - got[1].ctime_ms > self.change_expiration_ms:
-                old.append(name)
-        if old:
-            self.zk.delete_config_change_notifications(old)
-            _log.info("purged %d config change notifications", len(old))
+    def _on_user_config(self, name: str, configs: Mapping[str, str]) -> None:
+        """Kafka's UserConfigHandler: a user's SCRAM credentials and quotas, or
+        the quotas of ``<user>/clients/<client id>``."""
+        if "/" in name:
+            self._apply_quotas(ConfigType.USER, name, configs)
+        else:
+            self._apply_user(name, configs)
 
     # ------------------------------------------------------------------ SCRAM users
 
     def _load_user(self, sanitized: str) -> None:
         """(Re-)read ``/config/users/<sanitized>``'s SCRAM credentials and quotas."""
+        self._apply_user(sanitized, self.zk.get_entity_config("users", sanitized))
+
+    def _apply_user(self, sanitized: str, config: Mapping[str, str]) -> None:
         user = urllib.parse.unquote(sanitized)
         creds = {}
-        config = self.zk.get_entity_config("users", sanitized)
         self._apply_quotas("users", sanitized, config)
         for key, text in config.items():
             mechanism = ScramMechanism.by_name(key)
@@ -865,9 +835,7 @@ class ZkMetadataStore(MetadataStore):
                     change = self.zk.set_entity_config("topics", name, wanted, version)
                 except (ZkVersionMismatch, ZkNodeExists):
                     continue  # another broker changed it: merge again
-                # our own notification: applied here already
-                seq = _Changes.sequence_number(change)
-                self._last_change_seq = max(self._last_change_seq, seq)
+                self.config_manager.mark_processed(change)  # applied here already
                 new = _replace(meta, configs=wanted)
                 self._put(new)
                 self._notify(MetadataEvent("config", new, meta))

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import ErrorCode
-from pylog.log.checkpoint import TopicPartition
 
 __all__ = [
     "AlterIsrCallback",

@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import ErrorCode, KafkaError
-from pylog.log.checkpoint import TopicPartition
 from pylog.log.log import FetchIsolation
 from pylog.log.offset_metadata import LogOffsetMetadata
 from pylog.records import FileRecords

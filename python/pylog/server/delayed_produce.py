@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import ErrorCode
-from pylog.log.checkpoint import TopicPartition
 from pylog.server.partition import Partition
 from pylog.server.purgatory import DelayedOperation
 

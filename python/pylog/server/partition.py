@@ -31,7 +31,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pylog.clock import now_ms
+from pylog.common.topic_partition import TopicPartition
+from pylog.common.utils.time import now_ms
 from pylog.errors import (
     ErrorCode,
     KafkaError,
@@ -40,7 +41,6 @@ from pylog.errors import (
     OffsetOutOfRangeError,
     UnexpectedAppendOffsetError,
 )
-from pylog.log.checkpoint import TopicPartition
 from pylog.log.fetch import FetchDataInfo
 from pylog.log.leader_epoch import LeaderEpochFileCache
 from pylog.log.log import AppendOrigin, FetchIsolation, Log, LogAppendInfo

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from pylog.log.checkpoint import TopicPartition
+from pylog.common.topic_partition import TopicPartition
 from pylog.server.replica_fetcher_blocking_send import BrokerEndPoint
 from pylog.server.replica_fetcher_thread import (
     InitialFetchState,

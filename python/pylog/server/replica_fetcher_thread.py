@@ -40,8 +40,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import ErrorCode, KafkaError
-from pylog.log.checkpoint import TopicPartition
 from pylog.log.leader_epoch import LeaderEpochFileCache
 from pylog.protocol import ApiKey
 from pylog.protocol.messages import (

@@ -54,6 +54,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import (
     ErrorCode,
     InvalidRequiredAcksError,
@@ -63,11 +64,7 @@ from pylog.errors import (
     RecordErrorsMixin,
     UnknownTopicOrPartitionError,
 )
-from pylog.log.checkpoint import (
-    REPLICATION_OFFSET_CHECKPOINT,
-    OffsetCheckpointFile,
-    TopicPartition,
-)
+from pylog.log.checkpoint import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from pylog.log.log import AppendOrigin, FetchIsolation, LogAppendInfo
 from pylog.log.manager import LogManager
 from pylog.logsafe import quoted

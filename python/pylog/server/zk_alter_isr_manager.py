@@ -35,8 +35,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import ErrorCode
-from pylog.log.checkpoint import TopicPartition
 from pylog.metadata import zk_data
 from pylog.metadata.kafka_zk_client import KafkaZkClient, ZkError
 from pylog.server.alter_isr_manager import (

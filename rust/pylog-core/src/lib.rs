@@ -5,6 +5,7 @@
 //! recovers and slices log segments. Policy lives in Python (`pylog.log`).
 
 pub mod batch;
+pub mod batch_iterator;
 pub mod cleaner;
 pub mod columnar;
 pub mod compression;

@@ -3,9 +3,13 @@
 //! walks, and the two searches a read starts with (offset → batch position,
 //! timestamp → first record at or after it).
 //!
-//! Full scans map the file read-only and walk it in place (CRC32C runs on the
-//! mapped pages, no copy); short header walks use positioned reads through a
-//! small window buffer. Nothing here writes to the `.log` but one repair in
+//! Recovery (the broker's own, before it serves the log) maps the file
+//! read-only and walks it in place (CRC32C runs on the mapped pages, no
+//! copy). Verification scans and header walks — what tools run against the
+//! segments of a live broker, which may truncate a file meanwhile — use
+//! positioned reads (`pread`) into a window buffer: a file that shrinks under
+//! them ends the walk where it now ends, never with SIGBUS as a mapping
+//! would. Nothing here writes to the `.log` but one repair in
 //! recovery (an empty batch written with codec bits by older cleaners loses
 //! them, see [`recover_segment`]); the caller truncates it to `valid_bytes`
 //! after a recovery.
@@ -26,6 +30,7 @@ use crate::batch::{
     self, BatchMeta, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V0, MAGIC_V1, MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP,
 };
+use crate::batch_iterator::complete_prefix;
 use crate::error::{Error, Result};
 use crate::index::{OffsetIndex, TimeIndex};
 use crate::validate::{self, ValidationOptions};
@@ -98,12 +103,14 @@ impl LogView {
     }
 }
 
-/// Validate batches of `data[start..end]` (positions are absolute in `data`),
-/// updating `result` and calling `on_batch` after each valid one. Stops at the
-/// first invalid batch (recorded in `result`); storage errors and errors of
-/// `on_batch` abort the scan.
+/// Validate batches of `data[start..end]`, updating `result` and calling
+/// `on_batch` after each valid one. Stops at the first invalid batch
+/// (recorded in `result`); storage errors and errors of `on_batch` abort the
+/// scan. `base` is where `data` starts in the file (positions reported are
+/// `base` + position in `data`); `result` may carry an earlier window's walk.
 fn walk_valid<F>(
     data: &[u8],
+    base: u64,
     start: usize,
     end: usize,
     opts: &ValidationOptions,
@@ -114,14 +121,15 @@ where
     F: FnMut(&BatchMeta, &ScanResult) -> Result<()>,
 {
     let mut pos = start;
-    let mut last_epoch: Option<i32> = None;
+    let mut last_epoch: Option<i32> = result.epochs.last().map(|e| e.0);
     while pos < end {
-        let meta = match validate::validate_any(&data[pos..end], pos as u64, opts) {
+        let at = base + pos as u64;
+        let meta = match validate::validate_any(&data[pos..end], at, opts) {
             Ok(meta) => meta,
             Err(Error::Io(e)) => return Err(Error::Io(e)),
             Err(e) => {
                 result.error = Some(e.to_string());
-                result.error_position = Some(pos as u64);
+                result.error_position = Some(at);
                 break;
             }
         };
@@ -130,7 +138,7 @@ where
                 "batch offsets {}..{} do not follow the previous last offset {}",
                 meta.base_offset, meta.last_offset, result.last_offset
             ));
-            result.error_position = Some(pos as u64);
+            result.error_position = Some(at);
             break;
         }
         result.batches += 1;
@@ -191,18 +199,30 @@ pub fn recover_segment(
     let mut result = ScanResult::default();
     let mut last_index_entry = 0u64;
     let mut compressed_empty: Vec<u64> = Vec::new();
-    walk_valid(data, 0, data.len(), &opts, &mut result, |meta, so_far| {
-        if is_compressed_empty(meta) {
-            compressed_empty.push(meta.position);
-        }
-        offset_index.relative(meta.last_offset)?;
-        if meta.position - last_index_entry > index_interval_bytes {
-            offset_index.append(meta.last_offset, meta.position as i64)?;
-            time_index.maybe_append(so_far.max_timestamp, so_far.offset_of_max_timestamp, false)?;
-            last_index_entry = meta.position;
-        }
-        Ok(())
-    })?;
+    walk_valid(
+        data,
+        0,
+        0,
+        data.len(),
+        &opts,
+        &mut result,
+        |meta, so_far| {
+            if is_compressed_empty(meta) {
+                compressed_empty.push(meta.position);
+            }
+            offset_index.relative(meta.last_offset)?;
+            if meta.position - last_index_entry > index_interval_bytes {
+                offset_index.append(meta.last_offset, meta.position as i64)?;
+                time_index.maybe_append(
+                    so_far.max_timestamp,
+                    so_far.offset_of_max_timestamp,
+                    false,
+                )?;
+                last_index_entry = meta.position;
+            }
+            Ok(())
+        },
+    )?;
     if !compressed_empty.is_empty() {
         uncompress_empty_batches(log_path.as_ref(), data, &compressed_empty)?;
     }
@@ -254,18 +274,91 @@ pub fn scan_segment(
     deep: bool,
     max_batch_size: usize,
 ) -> Result<ScanResult> {
-    let view = LogView::open(log_path.as_ref())?;
-    let data = view.bytes();
-    let end = end_position.map_or(data.len(), |e| e.min(data.len() as u64) as usize);
-    let start = start_position.min(end as u64) as usize;
+    scan_windowed(
+        log_path.as_ref(),
+        start_position,
+        end_position,
+        deep,
+        max_batch_size,
+        SCAN_WINDOW,
+    )
+}
+
+fn scan_windowed(
+    log_path: &Path,
+    start_position: u64,
+    end_position: Option<u64>,
+    deep: bool,
+    max_batch_size: usize,
+    window: usize,
+) -> Result<ScanResult> {
+    let file = File::open(log_path)?;
+    let len = file.metadata()?.len();
+    let mut end = end_position.map_or(len, |e| e.min(len));
+    let start = start_position.min(end);
     let opts = ValidationOptions {
         max_batch_size,
         deep,
         ..Default::default()
     };
     let mut result = ScanResult::default();
-    walk_valid(data, start, end, &opts, &mut result, |_, _| Ok(()))?;
+    let mut buf = Vec::new();
+    let mut pos = start;
+    let mut valid = 0u64;
+    while pos < end {
+        let want = (end - pos).min(window.max(LOG_OVERHEAD) as u64) as usize;
+        read_at_most(&file, &mut buf, pos, want)?;
+        if buf.len() < want {
+            end = pos + buf.len() as u64; // the file shrank since: it ends here now
+        }
+        let mut whole = complete_prefix(&buf);
+        if whole == 0 {
+            // One batch larger than the window: read it whole if it may be
+            // one (else the validator below names what is wrong with it).
+            match batch::framed_size(&buf) {
+                Some(size) if size <= max_batch_size && pos + size as u64 <= end => {
+                    read_at_most(&file, &mut buf, pos, size)?;
+                    if buf.len() < size {
+                        end = pos + buf.len() as u64;
+                    }
+                    whole = complete_prefix(&buf);
+                }
+                _ => {}
+            }
+        }
+        // A torn or corrupt batch: hand the validator what there is, so it
+        // reports the error at its position.
+        let n = if whole == 0 { buf.len() } else { whole };
+        walk_valid(&buf[..n], pos, 0, n, &opts, &mut result, |_, _| Ok(()))?;
+        valid += result.valid_bytes;
+        if result.error.is_some() || n == 0 {
+            break;
+        }
+        pos += n as u64;
+    }
+    result.valid_bytes = valid;
     Ok(result)
+}
+
+/// Bytes a verification scan reads per positioned read (whole batches of it
+/// are validated at a time; a larger batch is read on its own).
+const SCAN_WINDOW: usize = 4 * 1024 * 1024;
+
+/// `buf` filled with up to `want` bytes of `file` from `pos`: fewer only where
+/// the file ends (it may have been truncated since its length was read).
+fn read_at_most(file: &File, buf: &mut Vec<u8>, pos: u64, want: usize) -> io::Result<()> {
+    buf.resize(want, 0);
+    let mut filled = 0;
+    while filled < want {
+        match file.read_at(&mut buf[filled..], pos + filled as u64) {
+            Ok(0) => break,
+            Ok(k) => filled += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(filled);
+    Ok(())
 }
 
 // ------------------------------------------------------------------ header walks
@@ -329,7 +422,7 @@ impl<'a> HeaderReader<'a> {
 /// compressed wrapper the base offset and count need decompression, so they
 /// are reported here as the wrapper's (last) offset and 1; `read_batch_infos`
 /// decompresses wrappers to fill them in.
-fn legacy_header_meta(h: &[u8], position: u64, size: usize) -> Option<BatchMeta> {
+pub(crate) fn legacy_header_meta(h: &[u8], position: u64, size: usize) -> Option<BatchMeta> {
     let magic = h[MAGIC_OFFSET] as i8;
     let (need, min_size) = if magic == MAGIC_V1 {
         (26, LOG_OVERHEAD + crate::legacy::MIN_SIZE_V1)
@@ -763,6 +856,52 @@ mod tests {
             recover_segment(&path, &mut oi, &mut ti, 4096, usize::MAX),
             Err(Error::IndexOffsetOverflow(_))
         ));
+    }
+
+    #[test]
+    fn scan_in_small_windows_matches_one_window() {
+        let dir = TempDir::new().unwrap();
+        let (mut log, metas) = sample();
+        let path = dir.path().join("0.log");
+        fs::write(&path, &log).unwrap();
+        let whole = scan_windowed(&path, 0, None, true, usize::MAX, usize::MAX).unwrap();
+        // Windows smaller than one batch, of a few batches, and odd sizes.
+        for window in [1, 100, 777, 4096] {
+            let r = scan_windowed(&path, 0, None, true, usize::MAX, window).unwrap();
+            assert_eq!(r, whole, "window {window}");
+        }
+        assert_eq!((whole.batches, whole.valid_bytes), (100, log.len() as u64));
+        assert_eq!(whole.epochs, vec![(1, 1000), (2, 1300)]);
+        // A flipped byte is reported at its batch whatever the window.
+        let at = metas[37].0 as usize + 70;
+        log[at] ^= 0x55;
+        fs::write(&path, &log).unwrap();
+        for window in [100, 4096, usize::MAX] {
+            let r = scan_windowed(&path, 0, None, false, usize::MAX, window).unwrap();
+            assert_eq!(
+                (r.batches, r.error_position),
+                (37, Some(metas[37].0)),
+                "window {window}"
+            );
+            assert_eq!(r.valid_bytes, metas[37].0);
+        }
+    }
+
+    #[test]
+    fn scan_of_a_file_truncated_meanwhile_ends_where_it_now_ends() {
+        let dir = TempDir::new().unwrap();
+        let (log, metas) = sample();
+        let path = dir.path().join("0.log");
+        fs::write(&path, &log).unwrap();
+        // The region was asked for up to the old end; the file has been cut at a
+        // batch boundary (a truncation) and mid-batch (a torn tail) since.
+        let old_end = Some(log.len() as u64);
+        fs::write(&path, &log[..metas[60].0 as usize]).unwrap();
+        let r = scan_windowed(&path, 0, old_end, false, usize::MAX, 1000).unwrap();
+        assert_eq!((r.batches, r.valid_bytes, r.error), (60, metas[60].0, None));
+        fs::write(&path, &log[..metas[60].0 as usize + 9]).unwrap();
+        let r = scan_windowed(&path, 0, old_end, false, usize::MAX, 1000).unwrap();
+        assert_eq!((r.batches, r.error_position), (60, Some(metas[60].0)));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use pylog_core::batch::BatchMeta;
 use pylog_core::records::{self as core_records, BuildOptions, BuildRecord};
 use pylog_core::validate::{self as core_validate, AssignOptions, ValidationOptions};
-use pylog_core::{compression, legacy, recompress};
+use pylog_core::{batch_iterator, compression, legacy, recompress};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyTuple};
@@ -401,6 +401,50 @@ fn decode_records(py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<Vec<Reco
     Ok(records.into_iter().map(|inner| Record { inner }).collect())
 }
 
+/// The header facts of the whole batches at the start of `data` (at most
+/// `max_batches`), and the bytes they cover: one crossing per buffer.
+#[pyfunction]
+#[pyo3(signature = (data, max_batches = usize::MAX))]
+fn batch_infos<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    max_batches: usize,
+) -> PyResult<(Bound<'py, PyList>, usize)> {
+    // Headers only: the work is per batch, not per byte, so the GIL is kept.
+    let data = Bytes::get(data)?;
+    let (metas, covered) = batch_iterator::batch_metas(data.as_slice(), max_batches).py()?;
+    Ok((batch_info_list(py, &metas)?, covered))
+}
+
+/// Bytes of the whole batches at the start of `data`, by their length fields.
+#[pyfunction]
+fn complete_batches_size(data: &Bound<'_, PyAny>) -> PyResult<usize> {
+    Ok(batch_iterator::complete_prefix(
+        Bytes::get(data)?.as_slice(),
+    ))
+}
+
+/// One batch's header facts and records, as `decode_batches` returns them.
+type DecodedBatch = (BatchInfo, Vec<Record>);
+
+/// Every whole batch of `data` with its records decoded, and the bytes they
+/// cover: one crossing per buffer, the GIL released while decoding.
+#[pyfunction]
+fn decode_batches<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+) -> PyResult<(Vec<DecodedBatch>, usize)> {
+    let (batches, covered) = with_bytes(py, data, batch_iterator::decode_batches)?;
+    let out = batches
+        .into_iter()
+        .map(|(meta, records)| {
+            let records = records.into_iter().map(|inner| Record { inner }).collect();
+            (BatchInfo::from(meta), records)
+        })
+        .collect();
+    Ok((out, covered))
+}
+
 /// `bytes | bytearray | memoryview | None` as owned bytes.
 fn extract_opt_bytes(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
     if obj.is_none() {
@@ -513,6 +557,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compress, m)?)?;
     m.add_function(wrap_pyfunction!(decompress, m)?)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
+    m.add_function(wrap_pyfunction!(batch_infos, m)?)?;
+    m.add_function(wrap_pyfunction!(complete_batches_size, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
     m.add_function(wrap_pyfunction!(build_batch, m)?)?;
     Ok(())
 }

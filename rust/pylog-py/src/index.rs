@@ -186,8 +186,24 @@ index_class!(
     }
 );
 
+/// The entries of an offset index file, read without mapping it (tools).
+#[pyfunction]
+fn read_offset_index(py: Python<'_>, path: PathBuf, base_offset: i64) -> PyResult<Vec<(i64, u32)>> {
+    py.allow_threads(|| core::read_entries::<core::OffsetLayout>(&path, base_offset))
+        .py()
+}
+
+/// The entries of a time index file, read without mapping it (tools).
+#[pyfunction]
+fn read_time_index(py: Python<'_>, path: PathBuf, base_offset: i64) -> PyResult<Vec<(i64, i64)>> {
+    py.allow_threads(|| core::read_entries::<core::TimeLayout>(&path, base_offset))
+        .py()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyOffsetIndex>()?;
     m.add_class::<PyTimeIndex>()?;
+    m.add_function(wrap_pyfunction!(read_offset_index, m)?)?;
+    m.add_function(wrap_pyfunction!(read_time_index, m)?)?;
     Ok(())
 }

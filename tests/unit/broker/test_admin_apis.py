@@ -15,8 +15,8 @@ from conftest import build_batch
 from kafka_apis_harness import Core
 
 from pylog.broker.config_apis import ConfigSource, ResourceType
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import ErrorCode
-from pylog.log.checkpoint import TopicPartition
 from pylog.network import Request
 from pylog.protocol import ZERO_UUID, ApiKey, parse_request_header
 

@@ -13,8 +13,8 @@ from kafka_apis_harness import Core
 
 from pylog.broker.auth_helper import authorizer_from_config
 from pylog.broker.kafka_apis import KafkaApis
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import ErrorCode
-from pylog.log.checkpoint import TopicPartition
 from pylog.protocol import ApiKey, decode_response
 from pylog.records import FileRecords
 from pylog.security.kafka_principal import KafkaPrincipal

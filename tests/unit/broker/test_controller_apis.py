@@ -9,8 +9,8 @@ from typing import Any
 
 from kafka_apis_harness import Core
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import ErrorCode
-from pylog.log import TopicPartition
 from pylog.protocol import ApiKey
 
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"

@@ -16,6 +16,7 @@ from kafka_apis_harness import Core
 
 from pylog import _native
 from pylog.broker.kafka_apis import KafkaApis
+from pylog.common.topic_partition import TopicPartition
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.coordinator.records import (
     GroupMetadataKey,
@@ -30,7 +31,6 @@ from pylog.coordinator.records import (
     partition_for,
 )
 from pylog.errors import ErrorCode as E
-from pylog.log.checkpoint import TopicPartition
 from pylog.protocol import GROUP_API_VERSIONS, ApiKey
 
 JOIN, SYNC, HB, LEAVE = ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP

@@ -4,9 +4,11 @@ implementation of Kafka's format (kafka-python's record builders)."""
 from __future__ import annotations
 
 import os
+import signal
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -219,3 +221,51 @@ def test_configs_lists_kafka_keys_and_defaults() -> None:
     )
     assert broker.returncode == 0, broker.stderr
     assert "log.retention.check.interval.ms" in broker.stdout
+
+
+def test_truncation_while_dumping_is_an_error_never_sigbus(tmp_path: Path) -> None:
+    """A live broker may truncate a segment while dump-log reads it (a follower
+    truncating to its leader, the cleaner, retention). The tool reads with
+    pread, so a file cut under it ends the dump with an error naming where it
+    ends now (or, cut after the read, a whole dump) — never SIGBUS, which a
+    memory-mapped scan of the same file delivers (pylog before issue 21 did)."""
+    path = tmp_path / "00000000000000000000.log"
+    one = bytearray(_native.build_batch([(None, os.urandom(256 << 10), [], 1_700_000_000_000)]))
+    count = 256  # 64 MiB: the verification scan is still running when the cuts come
+
+    def write() -> None:
+        with open(path, "wb") as f:
+            for n in range(count):
+                one[0:8] = struct.pack(">q", n)  # outside the CRC's range
+                f.write(one)
+
+    # The cuts land at different points of the read: before the headers are
+    # walked, during the scan, after it (when exactly varies run to run).
+    for delay in (0.0, 0.005, 0.01, 0.02, 0.05):
+        write()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pylog.cli", "dump-log", "--files", str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("Dumping")  # it has started reading
+        time.sleep(delay)
+        # At batch boundaries, then inside a batch (a torn tail).
+        for batches, extra in ((count // 2, 0), (count // 4, 0), (3, 7)):
+            os.truncate(path, batches * len(one) + extra)
+            time.sleep(0.005)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode != -signal.SIGBUS, f"SIGBUS at delay {delay}"
+        assert proc.returncode in (0, 1), (delay, proc.returncode, err)
+        printed = [
+            int(line.split()[1]) for line in out.splitlines() if line.startswith("baseOffset:")
+        ]
+        # What is shown is what was there: the batches in order, from the first.
+        assert printed == list(range(len(printed))), delay
+        if proc.returncode == 1:
+            assert "Error:" in err and "position" in err, err
+        else:  # read whole before a cut, or after one at a batch boundary
+            assert len(printed) in (count, count // 2, count // 4), (delay, err)

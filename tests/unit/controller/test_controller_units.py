@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.controller.controller_channel_manager import (
     LEADER_DURING_DELETE,
     ControllerBrokerRequestBatch,
@@ -12,7 +13,6 @@ from pylog.controller.controller_channel_manager import (
 )
 from pylog.controller.controller_context import ControllerContext
 from pylog.controller.partition_state_machine import offline_partition_leader
-from pylog.log.checkpoint import TopicPartition
 from pylog.metadata.zk_data import BrokerInfo, EndPointInfo, LeaderAndIsr
 from pylog.protocol import ApiKey
 

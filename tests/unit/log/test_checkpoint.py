@@ -7,12 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import KafkaStorageError
-from pylog.log.checkpoint import (
-    CorruptCheckpointError,
-    OffsetCheckpointFile,
-    TopicPartition,
-)
+from pylog.log.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
 from pylog.log.leader_epoch import EpochEntry, LeaderEpochCheckpointFile
 from pylog.log.partition_metadata import (
     CorruptPartitionMetadataError,

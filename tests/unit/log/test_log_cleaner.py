@@ -22,8 +22,9 @@ from conftest import ManualClock
 
 from pylog import _native
 from pylog.cli.dump_log import dump_log_file
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import InvalidRecordError
-from pylog.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile, TopicPartition
+from pylog.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from pylog.log.cleaner import (
     CRASH_ENV,
     LogCleaningAbortedError,
@@ -444,7 +445,7 @@ _CHILD = textwrap.dedent(
     """
     import sys
     from pylog.log.manager import LogManager
-    from pylog.log.checkpoint import TopicPartition
+    from pylog.common.topic_partition import TopicPartition
     d, topic = sys.argv[1], sys.argv[2]
     import json
     m = LogManager({"log.dirs": [d], "log.cleaner.enable": False,

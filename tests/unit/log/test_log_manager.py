@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from pylog import _native
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import LogDirLockedError
-from pylog.log.checkpoint import OffsetCheckpointFile, TopicPartition
+from pylog.log.checkpoint import OffsetCheckpointFile
 from pylog.log.manager import (
     CLEAN_SHUTDOWN_FILE,
     LogManager,

@@ -687,3 +687,102 @@ def test_recompress_bounds_and_bad_input() -> None:
     with pytest.raises(UnsupportedCompressionTypeError):
         n.recompress_batches(good, 7, max_batch_size=NO_LIMIT)
     assert n.recompress_batches(b"", n.COMPRESSION_LZ4, max_batch_size=NO_LIMIT) is None
+
+
+# ------------------------------------------------------------------ the batch iterator
+
+
+def _buffer_of_batches() -> tuple[bytes, list[bytes]]:
+    """Batches of every codec, an idempotent transactional one and a control
+    marker, back to back at consecutive offsets (as a log holds them)."""
+    parts, offset = [], 0
+    for codec in CODECS:
+        one = bytearray(kafka_python_batch(sample(5), codec))
+        one[0:8] = struct.pack(">q", offset)  # outside the CRC's range
+        parts.append(bytes(one))
+        offset += 5
+    txn = {"producer_id": 9, "producer_epoch": 2, "base_sequence": 100}
+    parts.append(n.build_batch(keyed(3), base_offset=offset, is_transactional=True, **txn))
+    marker = [(struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 4), [], NOW)]
+    parts.append(
+        n.build_batch(marker, base_offset=offset + 3, is_control=True, is_transactional=True, **txn)
+    )
+    return b"".join(parts), parts
+
+
+def test_batch_infos_read_every_header_field_as_kafka_python_does() -> None:
+    buf, parts = _buffer_of_batches()
+    infos, covered = n.batch_infos(buf + parts[0][:40])  # and a partial batch at the end
+    assert covered == len(buf) == n.complete_batches_size(buf + parts[0][:40])
+    theirs = kafka_python_read(buf)
+    assert len(infos) == len(theirs) == len(parts)
+    position = 0
+    for info, (batch, _), raw in zip(infos, theirs, parts, strict=True):
+        h = header(raw)
+        assert (info.position, info.size, info.magic) == (position, len(raw), 2)
+        assert (info.base_offset, info.last_offset) == (batch.base_offset, batch.last_offset)
+        assert info.records_count == h["count"] and info.crc == batch.crc
+        assert info.partition_leader_epoch == h["epoch"]
+        assert info.compression == batch.compression_type
+        assert (info.is_transactional, info.is_control) == (
+            batch.is_transactional,
+            batch.is_control_batch,
+        )
+        assert (info.base_timestamp, info.max_timestamp) == (
+            h["base_timestamp"],
+            batch.max_timestamp,
+        )
+        assert (info.producer_id, info.producer_epoch, info.base_sequence) == (
+            batch.producer_id,
+            batch.producer_epoch,
+            batch.base_sequence,
+        )
+        position += len(raw)
+    assert infos[-1].is_control and infos[-2].last_sequence == 102
+    assert n.batch_infos(buf, 2)[1] == len(parts[0]) + len(parts[1])
+    assert n.batch_infos(b"") == ([], 0) and n.batch_infos(buf[:11]) == ([], 0)
+
+
+def test_decode_batches_gives_every_record_of_every_codec_in_one_call() -> None:
+    buf, parts = _buffer_of_batches()
+    batches, covered = n.decode_batches(memoryview(buf + parts[1][:-1]))
+    assert covered == len(buf)
+    theirs = kafka_python_read(buf)
+    for (info, records), (batch, their_records) in zip(batches, theirs, strict=True):
+        assert info.base_offset == batch.base_offset
+        assert [r.offset for r in records] == [r.offset for r in their_records]
+        assert as_tuples(records) == [
+            (r.key, r.value, list(r.headers), r.timestamp) for r in their_records
+        ]
+    assert [r.sequence for r in batches[5][1]] == [100, 101, 102]
+
+
+def test_a_whole_batch_that_cannot_be_one_is_corrupt_at_its_position() -> None:
+    buf, parts = _buffer_of_batches()
+    short = bytearray(parts[0][:40])
+    short[8:12] = struct.pack(">i", 28)  # whole, but shorter than a v2 header
+    with pytest.raises(CorruptRecordError) as e:
+        n.batch_infos(buf + bytes(short))
+    assert e.value.position == len(buf)
+    unknown = bytearray(parts[0])
+    unknown[16] = 7
+    with pytest.raises(CorruptRecordError):
+        n.batch_infos(bytes(unknown))
+    flipped = bytearray(buf)
+    flipped[len(parts[0]) + 70] ^= 0x40  # inside the second batch: its CRC fails
+    with pytest.raises(CorruptRecordError) as e:
+        n.decode_batches(bytes(flipped))
+    assert e.value.position >= len(parts[0])
+    assert n.complete_batches_size(bytes(flipped)) == len(buf)  # lengths only
+
+
+def test_legacy_messages_are_walked_too() -> None:
+    b = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 20)
+    for i in range(3):
+        b.append(i, timestamp=NOW + i, key=None, value=b"v%d" % i)
+    legacy = bytes(b.build())
+    infos, covered = n.batch_infos(legacy)
+    assert covered == len(legacy) and [i.magic for i in infos] == [1, 1, 1]
+    assert [i.base_offset for i in infos] == [0, 1, 2]
+    batches, _ = n.decode_batches(legacy)
+    assert [r.value for _, records in batches for r in records] == [b"v0", b"v1", b"v2"]

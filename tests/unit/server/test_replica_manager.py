@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from conftest import build_batch
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import ErrorCode as E
-from pylog.log import LogManager, TopicPartition
+from pylog.log import LogManager
 from pylog.log.checkpoint import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from pylog.log.log import FetchIsolation
 from pylog.metadata import JsonMetadataStore

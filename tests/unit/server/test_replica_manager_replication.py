@@ -11,8 +11,9 @@ from typing import Any
 
 from conftest import build_batch
 
+from pylog.common.topic_partition import TopicPartition
 from pylog.errors import ErrorCode
-from pylog.log import LogManager, TopicPartition
+from pylog.log import LogManager
 from pylog.metadata import JsonMetadataStore
 from pylog.metadata.metadata_cache import (
     BrokerEndpoint,

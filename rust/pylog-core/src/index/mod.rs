@@ -89,6 +89,59 @@ pub trait EntryLayout {
     fn out_of_order(prev: Self::Entry, cur: Self::Entry, n: usize) -> Option<String>;
 }
 
+/// Walk the first `entries` entries of `data` as a sanity check does (each
+/// relative offset within i32, each entry in order after the one before),
+/// handing each decoded entry to `each`; why not, if they are not.
+fn check_entries<L: EntryLayout>(
+    data: &[u8],
+    entries: usize,
+    base_offset: i64,
+    mut each: impl FnMut(L::Entry),
+) -> std::result::Result<(), String> {
+    let mut prev = None;
+    for n in 0..entries {
+        let raw = &data[n * L::ENTRY_SIZE..(n + 1) * L::ENTRY_SIZE];
+        let rel = L::relative_offset(raw);
+        if rel > i32::MAX as u32 {
+            return Err(format!("entry {n} has relative offset {rel}, out of range"));
+        }
+        let cur = L::decode(raw, base_offset);
+        if let Some(why) = prev.and_then(|p| L::out_of_order(p, cur, n)) {
+            return Err(why);
+        }
+        each(cur);
+        prev = Some(cur);
+    }
+    Ok(())
+}
+
+/// The entries of the index file at `path`, read (`read(2)`), never mapped:
+/// for tools run against a live broker's files, which it may trim or
+/// truncate meanwhile (a mapping cut under its reader is SIGBUS). Entries
+/// are counted as [`MmapIndex`] counts them ([`used_entries`]) and checked as
+/// its `sanity_check` does; CorruptIndex says why not.
+pub fn read_entries<L: EntryLayout>(path: &Path, base_offset: i64) -> Result<Vec<L::Entry>> {
+    let data = fs::read(path)?; // at most segment.index.bytes (10 MiB by default)
+    let corrupt = |what: String| {
+        Error::CorruptIndex(format!(
+            "{} {} (base offset {base_offset}): {what}",
+            L::NAME,
+            path.display()
+        ))
+    };
+    if data.len() % L::ENTRY_SIZE != 0 {
+        return Err(corrupt(format!(
+            "file length {} is not a multiple of the {}-byte entry size",
+            data.len(),
+            L::ENTRY_SIZE
+        )));
+    }
+    let used = used_entries(&data, L::ENTRY_SIZE);
+    let mut out = Vec::with_capacity(used);
+    check_entries::<L>(&data, used, base_offset, |e| out.push(e)).map_err(corrupt)?;
+    Ok(out)
+}
+
 /// Entries in use at the start of `data`, the bytes of a (possibly
 /// preallocated) index file of `entry_size`-byte entries: every entry before
 /// the first all-zero one after entry 0, where an all-zero entry 0 counts only
@@ -543,22 +596,12 @@ impl<L: EntryLayout> MmapIndex<L> {
                 L::ENTRY_SIZE
             )));
         }
-        let data = self.data_unchecked();
-        let mut prev = None;
-        for n in 0..self.entries {
-            let raw = Self::raw(data, n);
-            let rel = L::relative_offset(raw);
-            if rel > i32::MAX as u32 {
-                return Err(
-                    self.corrupt(format!("entry {n} has relative offset {rel}, out of range"))
-                );
-            }
-            let cur = L::decode(raw, self.base_offset);
-            if let Some(why) = prev.and_then(|p| L::out_of_order(p, cur, n)) {
-                return Err(self.corrupt(why));
-            }
-            prev = Some(cur);
-        }
-        Ok(())
+        check_entries::<L>(
+            self.data_unchecked(),
+            self.entries,
+            self.base_offset,
+            |_| {},
+        )
+        .map_err(|why| self.corrupt(why))
     }
 }

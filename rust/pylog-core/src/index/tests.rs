@@ -413,3 +413,47 @@ fn reset_grows_back_to_max_size() {
     assert_eq!(t.entries(), 0);
     assert_eq!(t.max_entries(), 10);
 }
+
+#[test]
+fn read_entries_reads_without_mapping_and_checks_as_sanity_check_does() {
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("0.index");
+    let mut idx = OffsetIndex::open(&path, 100, 80, true).unwrap();
+    idx.append(110, 10).unwrap();
+    idx.append(120, 20).unwrap();
+    idx.flush().unwrap();
+    // Still preallocated (a zero tail): counted as the mapped index counts.
+    assert_eq!(
+        read_entries::<OffsetLayout>(&path, 100).unwrap(),
+        vec![(110, 10), (120, 20)]
+    );
+    idx.close().unwrap();
+    assert_eq!(read_entries::<OffsetLayout>(&path, 100).unwrap().len(), 2);
+    let mut bytes = fs::read(&path).unwrap();
+    bytes[8..12].copy_from_slice(&5u32.to_be_bytes()); // offsets that go back
+    fs::write(&path, &bytes).unwrap();
+    assert!(matches!(
+        read_entries::<OffsetLayout>(&path, 100),
+        Err(Error::CorruptIndex(_))
+    ));
+    bytes.push(1); // not whole entries
+    fs::write(&path, &bytes).unwrap();
+    assert!(matches!(
+        read_entries::<OffsetLayout>(&path, 100),
+        Err(Error::CorruptIndex(_))
+    ));
+
+    let tpath = dir.path().join("0.timeindex");
+    let mut t = TimeIndex::open(&tpath, 100, 120, true).unwrap();
+    t.maybe_append(5000, 110, false).unwrap();
+    t.maybe_append(6000, 130, false).unwrap();
+    t.flush().unwrap();
+    assert_eq!(
+        read_entries::<TimeLayout>(&tpath, 100).unwrap(),
+        vec![(5000, 110), (6000, 130)]
+    );
+    assert!(matches!(
+        read_entries::<TimeLayout>(&dir.path().join("missing"), 0),
+        Err(Error::Io(_))
+    ));
+}

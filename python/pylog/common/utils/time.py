@@ -1,4 +1,4 @@
-"""The broker's wall clock, in milliseconds (the role of Kafka's ``Time``).
+"""The broker's wall clock, in milliseconds (Kafka's ``org.apache.kafka.common.utils.Time``).
 
 Everything that stamps or ages data on disk (segment roll and retention, the
 cleaner's compaction lags, producer-id expiry, a replica's last caught-up

@@ -1,0 +1,1 @@
+"""Small helpers with no broker knowledge (Kafka's ``org.apache.kafka.common.utils``)."""
