@@ -14,7 +14,8 @@ Raw requests (pylog's KafkaConnection):
   not have (UNSUPPORTED_ASSIGNOR), a regex RE2 would refuse
   (INVALID_REGULAR_EXPRESSION), missing fields (INVALID_REQUEST), an unknown
   member (UNKNOWN_MEMBER_ID), a static instance still in use
-  (UNRELEASED_INSTANCE_ID), a group that is classic (GROUP_ID_NOT_FOUND);
+  (UNRELEASED_INSTANCE_ID), a group that is classic (GROUP_ID_NOT_FOUND), a
+  member too many (GROUP_MAX_SIZE_REACHED);
 - OffsetCommit v9 and OffsetFetch v9 check the member epoch
   (STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH); ListGroups v5 reports the type;
   DescribeGroups calls the group Dead, as Kafka's v0-5 do;
@@ -29,6 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,6 +42,7 @@ pytestmark = pytest.mark.integration
 
 HEARTBEAT, DESCRIBE, COMMIT, FETCH, LIST, DESCRIBE_GROUPS, JOIN = 68, 69, 8, 9, 16, 15, 11
 NONE, UNKNOWN_MEMBER_ID, INVALID_REQUEST, GROUP_ID_NOT_FOUND = 0, 25, 42, 69
+GROUP_MAX_SIZE_REACHED = 81
 FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR = 110, 111, 112
 STALE_MEMBER_EPOCH, INVALID_REGULAR_EXPRESSION, INCONSISTENT_GROUP_PROTOCOL = 113, 128, 23
 
@@ -50,11 +53,12 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         tmp_path_factory.mktemp("kip848") / "data",
         {
             "offsets.topic.num.partitions": 2,
-            # short sessions so members that vanish are fenced within the test
-            "group.consumer.min.session.timeout.ms": 6000,
-            "group.consumer.session.timeout.ms": 6000,
+            # long sessions: raw-request members heartbeat only when the test
+            # says, and none may be fenced meanwhile however slow the machine
+            "group.consumer.session.timeout.ms": 60000,
             "group.consumer.min.heartbeat.interval.ms": 500,
             "group.consumer.heartbeat.interval.ms": 500,
+            "group.consumer.max.size": 3,
         },
     ).start()
     try:
@@ -88,8 +92,11 @@ def hb(conn: KafkaConnection, group: str, member: str, epoch: int, **fields: Any
     return conn.request(HEARTBEAT, 1, body)
 
 
-def join(conn: KafkaConnection, group: str, member: str, topics: list[str], **fields: Any) -> Any:
-    return hb(conn, group, member, 0, rebalance_timeout_ms=30000,
+def join(
+    conn: KafkaConnection, group: str, member: str, topics: list[str],
+    rebalance_timeout_ms: int = 30000, **fields: Any,
+) -> Any:  # fmt: skip
+    return hb(conn, group, member, 0, rebalance_timeout_ms=rebalance_timeout_ms,
               subscribed_topic_names=topics, topic_partitions=[], **fields)  # fmt: skip
 
 
@@ -190,6 +197,10 @@ def test_bad_heartbeats_get_kafkas_codes_and_change_nothing(broker: BrokerProces
     refused(UNRELEASED_INSTANCE_ID, join(conn, group, str(uuid.uuid4()), [topic],
                                          instance_id="inst-a"))  # fmt: skip
     refused(GROUP_ID_NOT_FOUND, hb(conn, f"none-{uuid.uuid4()}", a, 3))
+    # group.consumer.max.size is 3 here
+    assert join(conn, group, str(uuid.uuid4()), [topic]).error_code == NONE
+    before = snapshot(conn, group)
+    refused(GROUP_MAX_SIZE_REACHED, join(conn, group, str(uuid.uuid4()), [topic]))
 
 
 def test_static_member_comes_back_to_its_partitions(broker: BrokerProcess) -> None:
@@ -319,6 +330,62 @@ def test_the_group_survives_a_restart(tmp_path_factory: pytest.TempPathFactory) 
         tid = ra.assignment.topic_partitions[0].topic_id
         r = hb(conn, group, a, 1, topic_partitions=parts(tid, kept))
         assert r.error_code == NONE and r.member_epoch == 2
+    finally:
+        b.stop(signal.SIGKILL)
+
+
+def test_a_silent_member_is_fenced_and_its_partitions_move(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    b = BrokerProcess(tmp_path_factory.mktemp("kip848-session") / "data", {
+        "offsets.topic.num.partitions": 1,
+        "group.consumer.min.session.timeout.ms": 2000,
+        "group.consumer.session.timeout.ms": 2000,
+        "group.consumer.min.heartbeat.interval.ms": 500,
+        "group.consumer.heartbeat.interval.ms": 500,
+    }).start()  # fmt: skip
+    try:
+        topic = create_topic(b.bootstrap, topic_name("session"), 2)
+        group = f"g-{uuid.uuid4()}"
+        conn = connect(b)
+        a, silent = str(uuid.uuid4()), str(uuid.uuid4())
+        ra = join(conn, group, a, [topic])
+        tid = ra.assignment.topic_partitions[0].topic_id
+        join(conn, group, silent, [topic])
+        mine = owned(hb(conn, group, a, 1))  # asked to revoke one
+        epoch = hb(conn, group, a, 1, topic_partitions=parts(tid, mine)).member_epoch
+        # a keeps heartbeating, the other never again: once its session has
+        # passed it is fenced and a gets both partitions at a new epoch
+        deadline = time.monotonic() + 60
+        while True:
+            r = hb(conn, group, a, epoch, topic_partitions=parts(tid, mine))
+            assert r.error_code == NONE, r
+            if r.assignment is not None:
+                mine = owned(r)
+            epoch = r.member_epoch
+            if mine == [0, 1]:
+                break
+            assert time.monotonic() < deadline, "the silent member was never fenced"
+            time.sleep(0.3)
+        assert epoch == 3
+        assert [m.member_id for m in describe(conn, group).members] == [a]
+        assert hb(conn, group, silent, 2).error_code == UNKNOWN_MEMBER_ID
+
+        # A member that does not revoke within its rebalance timeout is
+        # fenced too, heartbeats or not.
+        slow, c = str(uuid.uuid4()), str(uuid.uuid4())
+        topic2 = create_topic(b.bootstrap, topic_name("revoke"), 2)
+        group2 = f"g-{uuid.uuid4()}"
+        join(conn, group2, slow, [topic2], rebalance_timeout_ms=1000)
+        join(conn, group2, c, [topic2])
+        r = hb(conn, group2, slow, 1)
+        assert r.error_code == NONE and len(owned(r)) == 1  # asked to give one up
+        deadline = time.monotonic() + 60
+        while hb(conn, group2, slow, 1).error_code == NONE:  # never says it revoked
+            assert time.monotonic() < deadline, "the member was never fenced"
+            time.sleep(0.3)
+        assert hb(conn, group2, slow, 1).error_code == UNKNOWN_MEMBER_ID
+        assert [m.member_id for m in describe(conn, group2).members] == [c]
     finally:
         b.stop(signal.SIGKILL)
 
@@ -459,7 +526,7 @@ def test_pylog_groups_shows_consumer_groups(broker: BrokerProcess) -> None:
         "topics": [{"name": topic, "partitions": [
             {"partition_index": 0, "committed_offset": 3, "committed_metadata": ""}]}],
     }).topics[0].partitions[0].error_code == NONE  # fmt: skip
-    # keep the member alive while the tool runs (sessions here are 6 s)
+    # keep the member alive while the tool runs, whatever its pace
     alive = threading.Event()
 
     def beat() -> None:
@@ -481,10 +548,71 @@ def check_tool_output(broker: BrokerProcess, group: str, topic: str, a: str) -> 
     assert f"{group}  consumer" in listed.splitlines()
     state = pylog_groups(broker.bootstrap, "describe", "--group", group, "--state")
     row = state.splitlines()[1].split()
-    assert row[:3] == [group, "consumer", "Stable"] and row[-2:] == ["uniform", "1"]
+    assert row == [group, "Stable", "consumer", "uniform", "1", "consumer"]
     members = pylog_groups(broker.bootstrap, "describe", "--group", group, "--members")
     assert a in members and f"{topic}(0,1)" in members
     lag = pylog_groups(broker.bootstrap, "describe", "--group", group).splitlines()
     cols = next(line.split() for line in lag if line.split()[1:3] == [topic, "0"])
     # committed 3 of partition 0's records: its lag is what is left, its owner a
     assert int(cols[3]) == 3 and int(cols[5]) == int(cols[4]) - 3 and cols[6] == a
+
+
+def test_franz_go_kip848_group_rebalances_incrementally(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """franz-go's KIP-848 consumer (kgo.ServerSideBalancer): two members
+    split four partitions, one leaves and the other takes them all back, a
+    third resumes from the commits; every record is read exactly once."""
+    client_programs = pytest.importorskip("client_programs")
+    try:
+        client_programs.go_binary()
+    except (RuntimeError, AssertionError, OSError) as e:
+        pytest.skip(str(e))
+    topic = create_topic(broker.bootstrap, topic_name("franz848"), 4)
+    group = f"g-{uuid.uuid4()}"
+    ck_produce(broker.bootstrap, topic, [(None, b"value-%d" % i, None) for i in range(100)])
+    everything = list(range(4))
+
+    def member(name: str) -> Any:
+        cmd = client_programs.go_command(
+            "franz", "group-consume", "--bootstrap", broker.bootstrap, "--topic", topic,
+            "--group", group, "--timeout", "10m", "--server-assignor", "uniform",
+        )  # fmt: skip
+        return client_programs.Member(name, cmd, tmp_path / f"{name}.log")
+
+    def values(*ms: Any) -> list[str]:
+        return [r["value"] for m in ms for r in m.records()]
+
+    members: list[Any] = []
+    try:
+        a = member("a")
+        members.append(a)
+        a.wait_for("all four partitions", lambda: a.owned() == everything)
+        a.wait_for("the first 100 records", lambda: len(a.records()) >= 100)
+        conn = connect(broker)
+        g = describe(conn, group)
+        assert g.error_code == NONE and [m.member_epoch for m in g.members] == [1]
+        b = member("b")
+        members.append(b)
+        b.wait_for("its share", lambda: client_programs.shared_out(everything, a, b))
+        # incremental: a kept consuming what it kept, and lost nothing
+        assert a.of("lost") == []
+        ck_produce(broker.bootstrap, topic,
+                   [(None, b"value-%d" % i, None) for i in range(100, 200)])  # fmt: skip
+        b.wait_for("the next 100 records", lambda: len(set(values(a, b))) >= 200)
+        assert b.stop() == 0, b.describe()
+        a.wait_for("every partition back", lambda: a.owned() == everything)
+        assert a.stop() == 0, a.describe()
+        assert sorted(values(a, b)) == sorted(f"value-{i}" for i in range(200))
+        for m in (a, b):
+            assert m.of("commit-error") == [] and m.of("group-error") == [], m.describe()
+        ck_produce(broker.bootstrap, topic,
+                   [(None, b"value-%d" % i, None) for i in range(200, 240)])  # fmt: skip
+        c = member("c")
+        members.append(c)
+        c.wait_for("the 40 new records", lambda: len(c.records()) >= 40)
+        assert c.stop() == 0, c.describe()
+        assert sorted(values(c)) == sorted(f"value-{i}" for i in range(200, 240))
+    finally:
+        for m in members:
+            m.kill()

@@ -5,7 +5,7 @@
 * ``describe --group G`` — committed offset, log end offset and lag per
   partition with the member that owns it; ``--members`` the members and their
   assignments (a consumer group's also with their epochs and targets);
-  ``--state`` the group's type, state, protocol (or assignor) and size;
+  ``--state`` the group's state, protocol (or assignor), size and type;
 * ``delete --group G`` — an inactive group and its offsets;
 * ``reset-offsets --group G`` — new committed offsets from ``--to-earliest``,
   ``--to-latest``, ``--to-datetime``, ``--to-offset`` or ``--shift-by``; the
@@ -194,19 +194,19 @@ def describe(
                     [
                         [
                             "GROUP",
-                            "TYPE",
                             "STATE",
                             "PROTOCOL-TYPE",
                             "ASSIGNMENT-STRATEGY",
                             "#MEMBERS",
+                            "TYPE",
                         ],
                         [
                             name,
-                            str(info.get("group_type", "")),
                             str(info.get("group_state", "")),
                             str(info.get("protocol_type", "")),
                             str(info.get("protocol_data", "")),
                             str(len(members)),
+                            str(info.get("group_type", "")),
                         ],
                     ]
                 )

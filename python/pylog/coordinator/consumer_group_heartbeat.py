@@ -162,6 +162,10 @@ class ConsumerGroupHeartbeat:
             "ConsumerGroupHeartbeat"
         )
         self.running = True
+        # The topics as last read, and subscriptions resolved against them.
+        self._view: tuple[tuple[str, str, int], ...] = ()
+        self._view_topics: dict[str, TopicInfo] = {}
+        self._resolved: dict[tuple[tuple[str, ...], str | None], frozenset[str]] = {}
 
     def shutdown(self) -> None:
         self.running = False
@@ -284,17 +288,28 @@ class ConsumerGroupHeartbeat:
     # ------------------------------------------------------------ topics
 
     def _topics(self) -> dict[str, TopicInfo]:
-        """Every non-internal topic by name, as the metadata has it now."""
-        return {
-            t.name: TopicInfo(t.topic_id, t.name, t.partitions)
+        """Every non-internal topic by name, as the metadata has it now. The
+        subscriptions resolved against the previous view are kept while it
+        is the same (a group's heartbeat resolves every member's)."""
+        view = tuple(
+            (t.name, t.topic_id, t.partitions)
             for t in self.metadata_store.topics()
             if not t.is_internal
-        }
+        )
+        if view != self._view:
+            self._view = view
+            self._view_topics = {n: TopicInfo(tid, n, ps) for n, tid, ps in view}
+            self._resolved.clear()
+        return self._view_topics
 
     def _subscribed(
         self, member: ConsumerGroupMember, topics: Mapping[str, TopicInfo]
     ) -> frozenset[str]:
         """The topic ids ``member`` subscribes to, of topics that exist."""
+        key = (member.subscribed_topic_names, member.subscribed_topic_regex)
+        found = self._resolved.get(key)
+        if found is not None:
+            return found
         ids = {topics[n].topic_id for n in member.subscribed_topic_names if n in topics}
         if member.subscribed_topic_regex:
             try:
@@ -303,7 +318,10 @@ class ConsumerGroupHeartbeat:
                 pattern = None
             if pattern is not None:
                 ids.update(t.topic_id for n, t in topics.items() if pattern.fullmatch(n))
-        return frozenset(ids)
+        if len(self._resolved) > 10_000:
+            self._resolved.clear()
+        found = self._resolved[key] = frozenset(ids)
+        return found
 
     # ------------------------------------------------------------ heartbeat
 
