@@ -616,3 +616,33 @@ def test_franz_go_kip848_group_rebalances_incrementally(
     finally:
         for m in members:
             m.kill()
+
+
+def test_confluent_kafka_regex_subscription(broker: BrokerProcess) -> None:
+    """librdkafka sends a "^" subscription as SubscribedTopicRegex: the broker
+    resolves it, and a matching topic created later joins the assignment."""
+    prefix = topic_name("rx")
+    for suffix in ("a", "b"):
+        create_topic(broker.bootstrap, f"{prefix}-{suffix}", 1)
+        ck_produce(broker.bootstrap, f"{prefix}-{suffix}", [(None, suffix.encode(), None)])
+    create_topic(broker.bootstrap, f"x{prefix}-a", 1)  # a full match only
+    c = ck_consumer(broker.bootstrap, f"g-{uuid.uuid4()}", "rx")
+    c.subscribe([f"^{prefix}-.*"])
+    got: set[str] = set()
+
+    def read_until(want: set[str]) -> None:
+        deadline = time.monotonic() + 60
+        while not want <= got:
+            assert time.monotonic() < deadline, got
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.add(m.topic())
+
+    try:
+        read_until({f"{prefix}-a", f"{prefix}-b"})
+        create_topic(broker.bootstrap, f"{prefix}-c", 1)
+        ck_produce(broker.bootstrap, f"{prefix}-c", [(None, b"c", None)])
+        read_until({f"{prefix}-c"})
+        assert sorted(tp.topic for tp in c.assignment()) == [f"{prefix}-{s}" for s in "abc"]
+    finally:
+        c.close()
