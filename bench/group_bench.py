@@ -8,6 +8,8 @@
 1b. the same with KIP-848 members (``group.protocol=consumer``), at Kafka's
    default heartbeat interval and at 500 ms: the time until the group holds
    all 20 partitions again and the members that gained some consume them;
+1c. steady heartbeats/s, pipelined: ConsumerGroupHeartbeat against the
+   classic Heartbeat, in the same run;
 2. OffsetCommit requests/s: (a) pipelined over one socket with pylog's codec
    (v8, 1 partition per request, 64 in flight); (b) a confluent-kafka
    ``commit(asynchronous=False)`` loop (one round trip at a time);
@@ -16,7 +18,7 @@
    and the client-side time until OffsetFetch stops answering
    COORDINATOR_LOAD_IN_PROGRESS.
 
-    .venv/bin/python bench/group_bench.py [--only rebalance,rebalance848,commit,load]
+    .venv/bin/python bench/group_bench.py [--only rebalance,rebalance848,heartbeat,commit,load]
 
 Every stage is bounded (about 2 minutes in all). Nothing fails on timing.
 """
@@ -32,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -281,6 +284,73 @@ def bench_rebalance_848(broker: Broker, heartbeat_ms: int) -> None:
           f"{leave_ms:.0f} ms")  # fmt: skip
 
 
+def bench_heartbeat(broker: Broker, seconds: float = 4.0) -> None:
+    """Steady heartbeats (nothing changes, nothing written), pipelined on one
+    socket (64 in flight): KIP-848's ConsumerGroupHeartbeat of 8 reconciled
+    members against the classic Heartbeat of a classic group's member."""
+    import uuid
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("hb", 8, 1)])["hb"].result(20)
+    c = KafkaConnection(broker.bootstrap)
+    for g in ("hb848", "hbclassic"):
+        while c.request(ApiKey.FIND_COORDINATOR, 3, {"key": g, "key_type": 0}).error_code:
+            time.sleep(0.2)
+    hb = ApiKey.CONSUMER_GROUP_HEARTBEAT
+    epoch: dict[str, int] = {}
+    owned: dict[str, list[dict[str, Any]]] = {}
+    members = [str(uuid.uuid4()) for _ in range(8)]
+    for m in members:
+        r = c.request(hb, 1, {"group_id": "hb848", "member_id": m, "member_epoch": 0,
+                              "rebalance_timeout_ms": 30000, "subscribed_topic_names": ["hb"],
+                              "topic_partitions": []})  # fmt: skip
+        epoch[m], owned[m] = r.member_epoch, []
+    for _ in range(10):  # reconcile: every member at the group's epoch
+        for m in members:
+            r = c.request(hb, 1, {"group_id": "hb848", "member_id": m, "member_epoch": epoch[m],
+                                  "topic_partitions": owned[m]})  # fmt: skip
+            epoch[m] = r.member_epoch
+            if r.assignment is not None:
+                owned[m] = [{"topic_id": t.topic_id, "partitions": t.partitions}
+                            for t in r.assignment.topic_partitions]  # fmt: skip
+
+    def rate(key: int, version: int, body: Callable[[int], dict[str, Any]]) -> float:
+        n = inflight = 0
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            while inflight < 64:
+                c.send(key, version, body(n))
+                inflight += 1
+                n += 1
+            assert c.recv(key, version).error_code == 0
+            inflight -= 1
+        while inflight:
+            c.recv(key, version)
+            inflight -= 1
+        return n / (time.perf_counter() - t0)
+
+    def kip848(n: int) -> dict[str, Any]:
+        m = members[n % 8]
+        return {"group_id": "hb848", "member_id": m, "member_epoch": epoch[m]}
+
+    new = rate(hb, 1, kip848)
+    join = {"group_id": "hbclassic", "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000,
+            "member_id": "", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}]}  # fmt: skip
+    j = c.request(ApiKey.JOIN_GROUP, 5, join)
+    j = c.request(ApiKey.JOIN_GROUP, 5, {**join, "member_id": j.member_id})
+    c.request(ApiKey.SYNC_GROUP, 3, {"group_id": "hbclassic", "generation_id": j.generation_id,
+              "member_id": j.member_id,
+              "assignments": [{"member_id": j.member_id, "assignment": b""}]})  # fmt: skip
+    beat = {"group_id": "hbclassic", "generation_id": j.generation_id, "member_id": j.member_id}
+    classic = rate(ApiKey.HEARTBEAT, 4, lambda n: beat)
+    c.close()
+    print(f"steady heartbeats, pipelined (64 in flight): ConsumerGroupHeartbeat {new:,.0f}/s, "
+          f"classic Heartbeat {classic:,.0f}/s ({new / classic:.2f}x)")  # fmt: skip
+
+
 # ---------------------------------------------------------------- 2. commit rate
 
 
@@ -376,7 +446,7 @@ def bench_load(broker: Broker, groups: int = 1000, partitions: int = 100) -> Non
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", default="rebalance,rebalance848,commit,load")
+    ap.add_argument("--only", default="rebalance,rebalance848,heartbeat,commit,load")
     args = ap.parse_args()
     only = set(args.only.split(","))
     tmp = Path(tempfile.mkdtemp(prefix="pylog-group-bench-"))
@@ -396,6 +466,8 @@ def main() -> None:
             broker.overrides[-1] = "group.consumer.heartbeat.interval.ms=500"
             broker.start()
             bench_rebalance_848(broker, 500)
+        if "heartbeat" in only:
+            bench_heartbeat(broker)
         if "commit" in only:
             bench_commit(broker)
         if "load" in only:
