@@ -76,6 +76,10 @@ class ConsumerGroup(GroupMetadata):
         # heartbeat takes the metadata as it finds it unless the target it
         # would compute differs (then the epoch is bumped, as for a change).
         self.snapshot_unknown = False
+        # Each member's subscribed topic ids, resolved against the topics
+        # view ``resolved_view`` (the heartbeat's, by identity).
+        self.subscriptions: dict[str, frozenset[str]] = {}
+        self.resolved_view: Mapping[str, TopicInfo] | None = None
         self.lock = asyncio.Lock()
         self.session_ops: dict[str, ConsumerGroupTimeout] = {}
         self.revocation_ops: dict[str, ConsumerGroupTimeout] = {}

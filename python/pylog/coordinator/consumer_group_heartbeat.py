@@ -380,15 +380,29 @@ class ConsumerGroupHeartbeat:
         if replaced is not None:
             updated = updated.replace(member_epoch=replaced.previous_member_epoch)
             records.extend(member_tombstones(group.group_id, replaced.member_id))
-        # Members as they will be, for the target assignment.
-        members = dict(group.consumer_members)
-        if replaced is not None:
-            members.pop(replaced.member_id, None)
-        members[updated.member_id] = updated
         topics = self._topics()
-        subscriptions = {mid: self._subscribed(m, topics) for mid, m in members.items()}
-        wanted_ids = frozenset().union(*subscriptions.values()) if subscriptions else frozenset()
-        snapshot = {t.topic_id: t for t in topics.values() if t.topic_id in wanted_ids}
+        steady = (
+            not is_new
+            and replaced is None
+            and not group.snapshot_unknown
+            and group.resolved_view is topics
+            and updated.subscription_key() == before.subscription_key()
+        )
+        if steady:
+            # Nothing the target depends on changed since the last heartbeat
+            # that looked: no O(members) walk for the common heartbeat.
+            members = group.consumer_members
+            subscriptions = group.subscriptions
+            snapshot = group.topic_snapshot
+        else:
+            # Members as they will be, for the target assignment.
+            members = dict(group.consumer_members)
+            if replaced is not None:
+                members.pop(replaced.member_id, None)
+            members[updated.member_id] = updated
+            subscriptions = {mid: self._subscribed(m, topics) for mid, m in members.items()}
+            wanted = frozenset().union(*subscriptions.values()) if subscriptions else frozenset()
+            snapshot = {t.topic_id: t for t in topics.values() if t.topic_id in wanted}
         group_epoch = group.group_epoch
         bump = (
             is_new
@@ -460,6 +474,8 @@ class ConsumerGroupHeartbeat:
         group.targets = targets
         group.topic_snapshot = snapshot
         group.snapshot_unknown = False
+        group.subscriptions = subscriptions
+        group.resolved_view = topics
         group.put_member(reconciled, now)
         self._schedule_session(group, reconciled.member_id)
         self._track_revocation(group, before, reconciled)
@@ -637,6 +653,8 @@ class ConsumerGroupHeartbeat:
         group.targets = {mid: dict(t) for mid, t in result.targets.items()}
         group.topic_snapshot = snapshot
         group.snapshot_unknown = False
+        group.subscriptions = subscriptions
+        group.resolved_view = topics
         _log.info(
             "consumer group %s at epoch %d (%d members): member %s %s",
             quoted(group.group_id),
