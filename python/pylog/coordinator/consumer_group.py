@@ -121,6 +121,8 @@ class ConsumerGroup(GroupMetadata):
     def put_member(self, member: ConsumerGroupMember, now_ms: int) -> None:
         """Install ``member`` (new or updated), keeping the partition epochs."""
         old = self.consumer_members.get(member.member_id)
+        if old is member:
+            return  # a heartbeat that changed nothing
         if old is not None:
             self._release(old)
         self.consumer_members[member.member_id] = member

@@ -351,32 +351,7 @@ class ConsumerGroupHeartbeat:
                 member = ConsumerGroupMember(req.member_id or _new_member_id())
                 is_new = True
         before = member
-        updated = member.replace(
-            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
-            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
-            rebalance_timeout_ms=(
-                req.rebalance_timeout_ms
-                if req.rebalance_timeout_ms != -1
-                else member.rebalance_timeout_ms
-            ),
-            client_id=req.client_id,
-            client_host=req.client_host,
-            subscribed_topic_names=(
-                tuple(req.subscribed_topic_names)
-                if req.subscribed_topic_names is not None
-                else member.subscribed_topic_names
-            ),
-            subscribed_topic_regex=(
-                (req.subscribed_topic_regex or None)
-                if req.subscribed_topic_regex is not None
-                else member.subscribed_topic_regex
-            ),
-            server_assignor=(
-                (req.server_assignor or None)
-                if req.server_assignor is not None
-                else member.server_assignor
-            ),
-        )
+        updated = _with_request(member, req)
         if replaced is not None:
             updated = updated.replace(member_epoch=replaced.previous_member_epoch)
             records.extend(member_tombstones(group.group_id, replaced.member_id))
@@ -453,9 +428,14 @@ class ConsumerGroupHeartbeat:
             lambda t, p: _partition_epoch(group, replaced, t, p),
             owned,
         ).build()
-        if is_new or replaced is not None or reconciled.metadata_key() != before.metadata_key():
+        metadata_changed = reconciled is not before and (
+            reconciled.metadata_key() != before.metadata_key()
+        )
+        if is_new or replaced is not None or metadata_changed:
             records.append(member_metadata_record(group.group_id, reconciled))
-        assignment_changed = reconciled.assignment_key() != before.assignment_key()
+        assignment_changed = reconciled is not before and (
+            reconciled.assignment_key() != before.assignment_key()
+        )
         if is_new or replaced is not None or assignment_changed:
             records.append(current_assignment_record(group.group_id, reconciled))
         if records:
@@ -492,7 +472,14 @@ class ConsumerGroupHeartbeat:
             and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
             and req.owned is not None
         )
-        show = req.member_epoch == 0 or full or dict(reconciled.assigned) != dict(before.assigned)
+        show = (
+            req.member_epoch == 0
+            or full
+            or (
+                reconciled.assigned is not before.assigned
+                and dict(reconciled.assigned) != dict(before.assigned)
+            )
+        )
         return HeartbeatResult(
             ErrorCode.NONE,
             None,
@@ -754,6 +741,36 @@ class ConsumerGroupHeartbeat:
     def on_resigned(self, group: ConsumerGroup) -> None:
         for mid in list(group.session_ops) + list(group.revocation_ops):
             self._cancel(group, mid)
+
+
+def _with_request(member: ConsumerGroupMember, req: HeartbeatRequest) -> ConsumerGroupMember:
+    """The member with what the heartbeat changed (a field left null is
+    unchanged; an empty regex or assignor clears it); the same object when
+    nothing did, the common heartbeat."""
+    changes: dict[str, object] = {}
+    if req.instance_id is not None and req.instance_id != member.instance_id:
+        changes["instance_id"] = req.instance_id
+    if req.rack_id is not None and req.rack_id != member.rack_id:
+        changes["rack_id"] = req.rack_id
+    if req.rebalance_timeout_ms != -1 and req.rebalance_timeout_ms != member.rebalance_timeout_ms:
+        changes["rebalance_timeout_ms"] = req.rebalance_timeout_ms
+    if req.client_id != member.client_id:
+        changes["client_id"] = req.client_id
+    if req.client_host != member.client_host:
+        changes["client_host"] = req.client_host
+    if req.subscribed_topic_names is not None:
+        names = tuple(req.subscribed_topic_names)
+        if names != member.subscribed_topic_names:
+            changes["subscribed_topic_names"] = names
+    if req.subscribed_topic_regex is not None:
+        regex = req.subscribed_topic_regex or None
+        if regex != member.subscribed_topic_regex:
+            changes["subscribed_topic_regex"] = regex
+    if req.server_assignor is not None:
+        assignor = req.server_assignor or None
+        if assignor != member.server_assignor:
+            changes["server_assignor"] = assignor
+    return member.replace(**changes) if changes else member
 
 
 def _partition_epoch(
