@@ -223,7 +223,17 @@ func (f franz) groupConsume(ctx, stop context.Context, o *options) error {
 	// Offsets are committed by hand after each poll, and rebalances wait for
 	// that (BlockRebalanceOnPoll): a partition handed to another member
 	// resumes exactly after the last record this one printed.
-	cl, err := f.client(o,
+	opts := []kgo.Opt{}
+	switch o.serverAssignor {
+	case "":
+	case "uniform": // franz-go maps its sticky balancer to the broker's uniform assignor
+		opts = append(opts, kgo.Balancers(kgo.StickyBalancer()), kgo.ServerSideBalancer())
+	case "range":
+		opts = append(opts, kgo.Balancers(kgo.RangeBalancer()), kgo.ServerSideBalancer())
+	default:
+		return fmt.Errorf("unknown --server-assignor %q", o.serverAssignor)
+	}
+	cl, err := f.client(o, append(opts,
 		kgo.ConsumerGroup(o.group),
 		kgo.ConsumeTopics(o.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -238,7 +248,7 @@ func (f franz) groupConsume(ctx, stop context.Context, o *options) error {
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			change("lost", m, false)
 		}),
-	)
+	)...)
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,9 @@ type options struct {
 	configs     configFlag
 	timeout     time.Duration
 	version     string
+	// franz group-consume: "uniform" or "range" runs KIP-848's consumer
+	// protocol with that server-side assignor; empty, the classic protocol
+	serverAssignor string
 }
 
 type configFlag map[string]string
@@ -135,6 +138,7 @@ func main() {
 	fs.Var(o.configs, "config", "topic config key=value (repeatable)")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "upper bound of the whole run")
 	fs.StringVar(&o.version, "version", "3.9.0", "sarama: the Kafka version to assume (capped by ApiVersions)")
+	fs.StringVar(&o.serverAssignor, "server-assignor", "", "franz group-consume: KIP-848 with this server-side assignor (uniform, range)")
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
 	}

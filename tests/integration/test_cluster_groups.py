@@ -207,24 +207,29 @@ class Member(threading.Thread):
     """A confluent-kafka group member: consumes and commits each record
     synchronously, noting every delivery and every acknowledged commit."""
 
-    def __init__(self, name: str, bootstrap: str, group: str, topic: str, log: Ledger) -> None:
+    def __init__(
+        self, name: str, bootstrap: str, group: str, topic: str, log: Ledger, kip848: bool = False
+    ) -> None:
         super().__init__(daemon=True, name=name)
         from confluent_kafka import Consumer
 
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": group,
-                "client.id": name,
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                # Longer than any failover: the member keeps its session
-                # through the coordinator's move (no rebalance is needed).
-                "session.timeout.ms": 45000,
-                "heartbeat.interval.ms": 500,
-                "topic.metadata.refresh.interval.ms": 1000,
-            }
-        )
+        conf: dict[str, object] = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": name,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            # Longer than any failover: the member keeps its session
+            # through the coordinator's move (no rebalance is needed).
+            "session.timeout.ms": 45000,
+            "heartbeat.interval.ms": 500,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+        if kip848:
+            # KIP-848: the broker sets the session and the heartbeat interval.
+            del conf["session.timeout.ms"], conf["heartbeat.interval.ms"]
+            conf["group.protocol"] = "consumer"
+        self.consumer = Consumer(conf)
         self.consumer.subscribe([topic], on_assign=self._on_assign)
         self.assignments = 0  # rebalances that handed this member partitions
         self.ledger = log
@@ -467,6 +472,78 @@ def test_group_follows_its_coordinator_when_its_broker_is_killed(cluster: Cluste
     print(f"coordinator {coordinator} killed; FindCoordinator names {new_coordinator} after "
           f"{found_s:.1f} s (session timeout {SESSION_MS / 1000:.0f} s); +200 records "
           f"consumed after {moved_s:.1f} s")  # fmt: skip
+
+
+def test_consumer_protocol_group_survives_the_sigkill_of_its_coordinator(
+    cluster: Cluster,
+) -> None:
+    """A KIP-848 group (group.protocol=consumer): its coordinator's broker is
+    killed; the new leader of the offsets partition loads the group — members,
+    epochs, target and current assignments — from its replica, the members
+    heartbeat on at their epochs and nothing acknowledged is lost."""
+    for b in (1, 2, 3):
+        cluster.start(b, **{
+            "offsets.topic.replication.factor": 3, "auto.leader.rebalance.enable": False,
+            "group.consumer.min.heartbeat.interval.ms": 500,
+            "group.consumer.heartbeat.interval.ms": 500,
+        })  # fmt: skip
+    _wait_for(lambda: cluster.registered() == [1, 2, 3], "three registered brokers")
+    bootstrap = cluster.bootstrap
+    topic = topic_name("cg848")
+    partitions = 4
+    _create_topic(bootstrap, topic, partitions, 3)
+    group = f"cg848-{uuid.uuid4().hex[:6]}"
+    ledger = Ledger()
+    producer = Producer(bootstrap, topic, partitions)
+    producer.start()
+    members = [Member(f"m{i}", bootstrap, group, topic, ledger, kip848=True) for i in (1, 2)]
+    for m in members:
+        m.start()
+    try:
+        _wait_for(
+            lambda: (
+                sorted(members[0].assigned + members[1].assigned) == list(range(partitions))
+                and all(m.assigned for m in members)
+            ),
+            "the partitions shared by both members",
+        )
+        _wait_for(lambda: len(ledger.snapshot()) == partitions and ledger.count() >= 200,
+                  "commits on every partition")  # fmt: skip
+        coordinator = cluster.offsets_leader(group)
+        assert coordinator is not None
+        acked_before = ledger.snapshot()
+        consumed_before = ledger.count()
+        cluster.kill(coordinator)
+        _wait_for(
+            lambda: cluster.offsets_leader(group) not in (None, coordinator),
+            "the coordinator to move",
+        )
+        _wait_for(lambda: ledger.count() >= consumed_before + 200, "consumption to go on")
+        committed_mid = _committed(cluster.bootstrap, group)
+        for p, offset in acked_before.items():
+            assert committed_mid[(topic, p)] >= offset, (p, committed_mid, acked_before)
+        # Still split between the two: the group was loaded, not rebuilt.
+        assert sorted(members[0].assigned + members[1].assigned) == list(range(partitions))
+    finally:
+        producer.stop_event.set()
+        producer.join(WAIT)
+    ends = _end_offsets(cluster.bootstrap, topic, partitions)
+    try:
+        _wait_for(
+            lambda: all(ledger.snapshot().get(p, 0) >= ends[p] for p in range(partitions)),
+            "the members to commit every record",
+        )
+    finally:
+        for m in members:
+            m.stop_event.set()
+        for m in members:
+            m.join(WAIT)
+    assert producer.errors == []
+    assert ledger.below_commit == [], "records re-delivered below an acknowledged commit"
+    for p in range(partitions):
+        assert ledger.offsets(p) == set(range(ends[p])), f"partition {p} lost records"
+    committed = _committed(cluster.bootstrap, group)
+    assert {p: committed[(topic, p)] for p in range(partitions)} == ends
 
 
 def test_kafka_python_member_follows_the_coordinator(cluster: Cluster) -> None:

@@ -39,7 +39,9 @@ def run_snippet(code: str, embedded: EmbeddedBroker, where: Path) -> str:
     return run_python(code, where, bootstrap=embedded.bootstrap_servers)
 
 
-@pytest.mark.parametrize("code", PYTHON, ids=["confluent", "kafka-python", "aiokafka"])
+@pytest.mark.parametrize(
+    "code", PYTHON, ids=["confluent", "kafka-python", "aiokafka", "confluent-kip848"]
+)
 def test_client_snippet_runs(code: str, embedded: EmbeddedBroker, tmp_path: Path) -> None:
     lines = run_snippet(code, embedded, tmp_path).splitlines()
     assert len(lines) == 10 and lines[0].endswith(" 0")
@@ -60,8 +62,9 @@ def test_pylog_groups_lines(embedded: EmbeddedBroker, tmp_path: Path) -> None:
         out = subprocess.run([PYLOG, *args[1:]], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, (line, out.stderr)
         outputs.append(out.stdout)
-    listing, offsets, members, state, plan, shifted, deleted = outputs
-    assert {"billing", "ledger", "analytics"} <= set(listing.split())
+    listing, typed, offsets, members, state, plan, shifted, deleted = outputs
+    assert {"billing", "ledger", "analytics", "payouts"} <= set(listing.split())
+    assert "payouts  consumer" in typed.splitlines() and "billing" not in typed
     assert sum(int(row.split()[3]) for row in offsets.splitlines()[1:]) == 10
     assert "Empty" in state
     assert all(row.split()[3] == "0" for row in plan.splitlines()[1:])

@@ -394,6 +394,7 @@ class GroupApis:
                     body.generation_id_or_member_epoch,
                     offsets,
                     body.retention_time_ms,
+                    api_version=request.header.api_version,
                 )
             )
         codes = {**codes, **denied}
@@ -428,6 +429,8 @@ class GroupApis:
         request: Request,
         group_id: str,
         topics: list[OffsetFetchRequestTopic] | list[OffsetFetchRequestTopics] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[int, list[tuple[str, list[OffsetFetchResponsePartitions]]]]:
         """(error, [(topic, partitions)]) of one group's committed offsets, in
         v8's partition class; ``topics`` None asks for every committed one."""
@@ -439,7 +442,7 @@ class GroupApis:
         if not self._may(request, AclOperation.DESCRIBE, group_id):
             code, found = _GROUP_DENIED, {}
         else:
-            code, found = self.coordinator.fetch_offsets(group_id, wanted)
+            code, found = self.coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
         if code and wanted is not None:
             found = dict.fromkeys(wanted)
         describable: set[str] | None = None
@@ -471,7 +474,9 @@ class GroupApis:
         if version >= 8:
             groups = []
             for g in body.groups:
-                code, found = self._fetch_group(request, g.group_id, g.topics)
+                code, found = self._fetch_group(
+                    request, g.group_id, g.topics, g.member_id, g.member_epoch
+                )
                 topics = [OffsetFetchResponseTopics(name=n, partitions=ps) for n, ps in found]
                 groups.append(
                     OffsetFetchResponseGroup(group_id=g.group_id, topics=topics, error_code=code)
@@ -574,8 +579,8 @@ class GroupApis:
                 ListedGroup(
                     group_id=g.group_id,
                     protocol_type=g.protocol_type or "",
-                    group_state=g.state.value,
-                    group_type="Classic",
+                    group_state=self.coordinator.group_state(g),
+                    group_type=self.coordinator.group_type(g),
                 )
                 for g in groups
             ],
@@ -618,6 +623,10 @@ class GroupApis:
                 members=[],
                 authorized_operations=ops,
             )
+            if group is not None and self.coordinator.group_type(group) != "classic":
+                # As Kafka before DescribeGroups v6: a group of another type
+                # is Dead, without an error (ConsumerGroupDescribe tells).
+                group = None
             if group is not None:
                 stable = group.is_in(GroupState.STABLE)
                 entry.group_state = group.state.value

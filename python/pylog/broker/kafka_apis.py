@@ -55,6 +55,7 @@ from pylog.broker.auth_helper import AuthHelper
 from pylog.broker.client_quota_apis import ClientQuotaApis
 from pylog.broker.cluster_apis import ClusterApis
 from pylog.broker.config_apis import ConfigApis
+from pylog.broker.consumer_group_apis import ConsumerGroupApis
 from pylog.broker.controller_apis import ControllerApis
 from pylog.broker.group_apis import GroupApis
 from pylog.broker.produce_fetch_apis import ProduceFetchApis
@@ -94,6 +95,8 @@ from pylog.protocol.messages import (
     AlterUserScramCredentialsResponse,
     ApiVersionsRequest,
     ApiVersionsResponse,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     CreateAclsRequest,
@@ -475,6 +478,17 @@ class KafkaApis:
                     ),
                 }
             )
+            if group_coordinator.consumer_protocol:
+                consumer_groups = ConsumerGroupApis(group_coordinator)
+                consumer_groups.auth = auth
+                handlers[ApiKey.CONSUMER_GROUP_HEARTBEAT] = Route(
+                    ConsumerGroupHeartbeatRequest,
+                    consumer_groups.handle_consumer_group_heartbeat_request,
+                )
+                handlers[ApiKey.CONSUMER_GROUP_DESCRIBE] = Route(
+                    ConsumerGroupDescribeRequest,
+                    consumer_groups.handle_consumer_group_describe_request,
+                )
         self.handlers: Mapping[int, Route] = MappingProxyType(
             {int(k): h for k, h in sorted(handlers.items())}
         )

@@ -56,7 +56,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.LEAVE_GROUP: 4,
     ApiKey.SYNC_GROUP: 5,
     ApiKey.DESCRIBE_GROUPS: 5,
-    ApiKey.LIST_GROUPS: 4,
+    ApiKey.LIST_GROUPS: 5,  # 5 adds the group type (KIP-848)
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.CREATE_TOPICS: 7,
     ApiKey.DELETE_TOPICS: 5,
@@ -69,6 +69,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.DESCRIBE_ACLS: 3,
     ApiKey.CREATE_ACLS: 3,
     ApiKey.DELETE_ACLS: 3,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
 }
 
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
@@ -635,14 +636,38 @@ class ClusterClient:
 
     def list_groups(self) -> list[tuple[str, str]]:
         """(group id, state) of every group on every broker."""
+        return [(g, s) for g, s, _ in self.list_groups_typed()]
+
+    def list_groups_typed(self) -> list[tuple[str, str, str]]:
+        """(group id, state, type) of every group on every broker; the type
+        (``classic``, ``consumer``) is ListGroups v5's, "" from older brokers."""
         cluster = self.metadata([])
-        found: dict[str, str] = {}
+        found: dict[str, tuple[str, str]] = {}
         for node_id in sorted(cluster.brokers):
-            resp = self.request(ApiKey.LIST_GROUPS, {"states_filter": []}, node_id)
+            resp = self.request(
+                ApiKey.LIST_GROUPS, {"states_filter": [], "types_filter": []}, node_id
+            )
             check(resp.error_code)
             for g in resp.groups:
-                found[g.group_id] = g.group_state or ""
-        return sorted(found.items())
+                found[g.group_id] = (g.group_state or "", g.group_type or "")
+        return [(gid, st, ty) for gid, (st, ty) in sorted(found.items())]
+
+    def describe_consumer_group(self, group: str) -> Any:
+        """ConsumerGroupDescribe (KIP-848) for one group: its described entry
+        (error GROUP_ID_NOT_FOUND when it is not a consumer group)."""
+
+        def attempt() -> Any:
+            resp = self.request(
+                ApiKey.CONSUMER_GROUP_DESCRIBE,
+                {"group_ids": [group], "include_authorized_operations": False},
+                self.coordinator(group),
+            )
+            (described,) = resp.groups
+            if described.error_code in _ROUTING:
+                raise error_for(described.error_code)
+            return described
+
+        return self.retrying(attempt)
 
     def describe_group(self, group: str) -> Any:
         """DescribeGroups for one group: its described entry."""

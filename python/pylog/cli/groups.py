@@ -1,9 +1,11 @@
 """``pylog groups``: consumer groups, as Kafka's kafka-consumer-groups.sh shows them.
 
-* ``list`` — group ids (``--state`` filters by state);
+* ``list`` — group ids (``--state`` filters by state, ``--type`` by type:
+  ``classic`` or ``consumer``, KIP-848's; either shows the column);
 * ``describe --group G`` — committed offset, log end offset and lag per
   partition with the member that owns it; ``--members`` the members and their
-  assignments; ``--state`` the group's state, protocol and size;
+  assignments (a consumer group's also with their epochs and targets);
+  ``--state`` the group's state, protocol (or assignor), size and type;
 * ``delete --group G`` — an inactive group and its offsets;
 * ``reset-offsets --group G`` — new committed offsets from ``--to-earliest``,
   ``--to-latest``, ``--to-datetime``, ``--to-offset`` or ``--shift-by``; the
@@ -58,12 +60,58 @@ def _partitions_of(assignment: bytes | None) -> list[tuple[str, int]]:
     return [(t, p) for t, ps in decoded for p in ps]
 
 
+def _member_partitions(member: dict[str, Any]) -> list[tuple[str, int]]:
+    found = member.get("partitions")
+    if found is not None:
+        return list(found)
+    return _partitions_of(member.get("member_assignment"))
+
+
+def _describe_consumer(admin: ClusterClient, group: str) -> dict[str, Any] | None:
+    """A KIP-848 consumer group as ConsumerGroupDescribe has it; None when the
+    group is not one (or the broker does not know the API)."""
+    try:
+        info = admin.describe_consumer_group(group)
+    except Exception:  # an older broker: no such API, or it refused it
+        return None
+    if info.error_code:
+        return None
+
+    def pairs(assignment: Any) -> list[tuple[str, int]]:
+        return sorted((t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions)
+
+    return {
+        "group_type": "consumer",
+        "group_state": info.group_state,
+        "protocol_type": "consumer",
+        "protocol_data": info.assignor_name,
+        "group_epoch": info.group_epoch,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_epoch": m.member_epoch,
+                "partitions": pairs(m.assignment),
+                "target": pairs(m.target_assignment),
+            }
+            for m in info.members
+        ],
+    }
+
+
 def _describe(admin: ClusterClient, group: str) -> dict[str, Any]:
     with client_errors():
         info = admin.describe_group(group)
     if info.error_code:
         raise CommandError(f"describing {group!r}: {error_for_code(info.error_code)}")
+    if info.group_state == "Dead":
+        # Kafka's DescribeGroups calls a KIP-848 group Dead: ask the API that knows.
+        consumer = _describe_consumer(admin, group)
+        if consumer is not None:
+            return consumer
     return {
+        "group_type": "classic",
         "group_state": info.group_state,
         "protocol_type": info.protocol_type,
         "protocol_data": info.protocol_data,
@@ -88,15 +136,29 @@ def _committed(admin: ClusterClient, group: str) -> dict[tuple[str, int], int]:
 @bootstrap_option
 @timeout_option
 @click.option("--state", "states", multiple=True, help="Only groups in this state; repeatable.")
-def list_groups(bootstrap_server: str, request_timeout_ms: int, states: tuple[str, ...]) -> None:
-    """Print the group ids, one per line (with their state when --state is given)."""
+@click.option(
+    "--type", "types", multiple=True, help="Only groups of this type (classic, consumer)."
+)
+def list_groups(
+    bootstrap_server: str, request_timeout_ms: int, states: tuple[str, ...], types: tuple[str, ...]
+) -> None:
+    """Print the group ids, one per line (with their state when --state is
+    given, their type when --type is)."""
     with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
-        found = admin.list_groups()
+        found = admin.list_groups_typed()
     wanted = {s.lower() for s in states}
-    for group_id, state in found:
+    wanted_types = {t.lower() for t in types}
+    for group_id, state, group_type in found:
         if wanted and state.lower() not in wanted:
             continue
-        click.echo(f"{group_id}  {state}" if states else group_id)
+        if wanted_types and group_type.lower() not in wanted_types:
+            continue
+        cols = [group_id]
+        if types:
+            cols.append(group_type)
+        if states:
+            cols.append(state)
+        click.echo("  ".join(cols))
 
 
 @groups.command("describe")
@@ -130,21 +192,32 @@ def describe(
             if show_state:
                 _table(
                     [
-                        ["GROUP", "STATE", "PROTOCOL-TYPE", "ASSIGNMENT-STRATEGY", "#MEMBERS"],
+                        [
+                            "GROUP",
+                            "STATE",
+                            "PROTOCOL-TYPE",
+                            "ASSIGNMENT-STRATEGY",
+                            "#MEMBERS",
+                            "TYPE",
+                        ],
                         [
                             name,
                             str(info.get("group_state", "")),
                             str(info.get("protocol_type", "")),
                             str(info.get("protocol_data", "")),
                             str(len(members)),
+                            str(info.get("group_type", "")),
                         ],
                     ]
                 )
                 continue
             if show_members:
+                consumer = info.get("group_type") == "consumer"
                 rows = [["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]]
+                if consumer:
+                    rows[0] += ["EPOCH", "TARGET-ASSIGNMENT"]
                 for m in members:
-                    parts = _partitions_of(m.get("member_assignment"))
+                    parts = _member_partitions(m)
                     by_topic: dict[str, list[int]] = {}
                     for t, p in parts:
                         by_topic.setdefault(t, []).append(p)
@@ -154,11 +227,13 @@ def describe(
                     )
                     rows.append([name, str(m["member_id"]), str(m["client_host"]),
                                  str(m["client_id"]), str(len(parts)), text or "-"])  # fmt: skip
+                    if consumer:
+                        rows[-1] += [str(m["member_epoch"]), _text(m["target"]) or "-"]
                 _table(rows)
                 continue
             owners: dict[tuple[str, int], dict[str, Any]] = {}
             for m in members:
-                for tp in _partitions_of(m.get("member_assignment")):
+                for tp in _member_partitions(m):
                     owners[tp] = m
             committed = _committed(admin, name)
             tps = sorted(set(committed) | set(owners))
@@ -180,6 +255,15 @@ def describe(
                 _table(rows)
     finally:
         admin.close()
+
+
+def _text(parts: list[tuple[str, int]]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for t, p in parts:
+        by_topic.setdefault(t, []).append(p)
+    return ",".join(
+        f"{t}({','.join(str(p) for p in sorted(ps))})" for t, ps in sorted(by_topic.items())
+    )
 
 
 def _end_offsets(admin: ClusterClient, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:

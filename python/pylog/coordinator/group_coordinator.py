@@ -21,6 +21,9 @@ import uuid
 from collections.abc import Callable, Collection, Coroutine, Iterable
 
 from pylog.common.utils.time import Clock, now_ms
+from pylog.coordinator.consumer_group import ConsumerGroup
+from pylog.coordinator.consumer_group_heartbeat import ConsumerGroupHeartbeat
+from pylog.coordinator.consumer_group_records import consumer_group_tombstones
 from pylog.coordinator.delayed_heartbeat import DelayedHeartbeat
 from pylog.coordinator.delayed_join import DelayedJoin, InitialDelayedJoin
 from pylog.coordinator.delayed_sync import DelayedSync
@@ -149,6 +152,12 @@ class GroupCoordinator:
         self._tasks: set[asyncio.Task[object]] = set()
         self._expiry: asyncio.TimerHandle | None = None
         self._running = False
+        #: KIP-848's protocol (ConsumerGroupHeartbeat), when
+        #: group.coordinator.rebalance.protocols names it
+        self.consumer_protocol = "consumer" in config.get("group.coordinator.rebalance.protocols")
+        self.consumer = ConsumerGroupHeartbeat(
+            config, self.manager, metadata_store, clock, self._spawn
+        )
 
     # ------------------------------------------------------------ lifecycle
 
@@ -179,6 +188,7 @@ class GroupCoordinator:
         self.join_purgatory.shutdown()
         self.heartbeat_purgatory.shutdown()
         self.sync_purgatory.shutdown()
+        self.consumer.shutdown()
         for t in list(self._tasks):
             t.cancel()
 
@@ -194,6 +204,9 @@ class GroupCoordinator:
         members are told NOT_COORDINATOR (they look the coordinator up again)
         and their sessions stop here."""
         for group in self.manager.on_resignation(partition):
+            if isinstance(group, ConsumerGroup):
+                self.consumer.on_resigned(group)
+                continue
             self.join_purgatory.cancel_for_key(self._join_key(group))
             group.join_op = None
             for m in group.members.values():
@@ -246,6 +259,9 @@ class GroupCoordinator:
             self._schedule_expiry()
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
+        if isinstance(group, ConsumerGroup):
+            self.consumer.on_loaded(group)
+            return
         # Members restored from the log get a session from now: those still
         # alive heartbeat, the others expire and the group rebalances.
         for member in group.members.values():
@@ -287,6 +303,11 @@ class GroupCoordinator:
                 group = found
         except CoordinatorError as e:
             return _join_error(e.code, req.member_id)
+        if isinstance(group, ConsumerGroup):
+            found_group = await self._classic_from_consumer(group, req)
+            if isinstance(found_group, JoinGroupResult):
+                return found_group
+            group = found_group
         if not self._accept_joining_member(group, req.member_id):
             # Kafka checks the group's size before anything else about it.
             known = group.members.get(req.member_id)
@@ -307,6 +328,31 @@ class GroupCoordinator:
             return result
         fut = result
         return await fut
+
+    async def _classic_from_consumer(
+        self, group: ConsumerGroup, req: JoinRequest
+    ) -> GroupMetadata | JoinGroupResult:
+        """A classic JoinGroup for a consumer group: an empty one becomes a
+        classic group (its offsets stay, its records are tombstoned, as Kafka
+        converts it); one with members is not joined by classic members here
+        (Kafka's online upgrade/downgrade is not implemented)."""
+        if group.consumer_members:
+            return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
+        async with group.lock:
+            if group.consumer_members or group.is_in(GroupState.DEAD):
+                return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
+            code = await self.manager._append(group.group_id, consumer_group_tombstones(group))
+            if code:
+                return _join_error(code, req.member_id)
+            classic = GroupMetadata(group.group_id, self.clock())
+            classic.offsets = group.offsets
+            group.transition_to(GroupState.DEAD, self.clock())
+            try:
+                shard = self.manager.shard_for(group.group_id)
+            except CoordinatorError as e:
+                return _join_error(e.code, req.member_id)
+            shard.groups[group.group_id] = classic
+            return classic
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
         """Whether ``group.max.size`` lets ``member_id`` join: while members
@@ -872,6 +918,7 @@ class GroupCoordinator:
         generation_id: int,
         offsets: dict[tuple[str, int], tuple[int, int, str | None]],
         retention_ms: int = -1,
+        api_version: int = 9,
     ) -> dict[tuple[str, int], int]:
         """offsets: (topic, partition) -> (offset, leader epoch, metadata); an
         error code per partition. The empty group id is a group like any
@@ -887,7 +934,11 @@ class GroupCoordinator:
                 group = self.manager.get_or_create_group(group_id)
         except CoordinatorError as e:
             return dict.fromkeys(offsets, e.code)
-        code = self._validate_commit(group, member_id, instance_id, generation_id)
+        if isinstance(group, ConsumerGroup):
+            # KIP-848: the member epoch takes the generation's place.
+            code = group.validate_offset_commit(member_id, instance_id, generation_id, api_version)
+        else:
+            code = self._validate_commit(group, member_id, instance_id, generation_id)
         if code:
             return dict.fromkeys(offsets, code)
         member = group.members.get(member_id)
@@ -912,9 +963,15 @@ class GroupCoordinator:
         return {tp: out[tp] for tp in offsets}
 
     def fetch_offsets(
-        self, group_id: str, partitions: list[tuple[str, int]] | None
+        self,
+        group_id: str,
+        partitions: list[tuple[str, int]] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[int, dict[tuple[str, int], OffsetAndMetadata | None]]:
-        """(error, offsets); ``partitions`` None means every committed one."""
+        """(error, offsets); ``partitions`` None means every committed one.
+        A consumer group's member fetching (OffsetFetch v9) names itself and
+        its epoch, which must be current."""
         if not self._running:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
         try:
@@ -923,6 +980,10 @@ class GroupCoordinator:
             return e.code, {}
         if group is None or group.is_in(GroupState.DEAD):
             return ErrorCode.NONE, dict.fromkeys(partitions or [])
+        if isinstance(group, ConsumerGroup):
+            code = group.validate_offset_fetch(member_id, member_epoch)
+            if code:
+                return code, {}
         if partitions is None:
             return ErrorCode.NONE, dict(sorted(group.offsets.items()))
         return ErrorCode.NONE, {tp: group.offsets.get(tp) for tp in partitions}
@@ -993,12 +1054,24 @@ class GroupCoordinator:
         for g in self.manager.all_groups():
             if g.is_in(GroupState.DEAD):
                 continue
-            if states and g.state.value.lower() not in states:
+            if states and self.group_state(g).lower() not in states:
                 continue
-            if types and "classic" not in types:
+            if types and self.group_type(g) not in types:
                 continue
             out.append(g)
         return code, sorted(out, key=lambda g: g.group_id)
+
+    @staticmethod
+    def group_type(group: GroupMetadata) -> str:
+        """Kafka's group type, lower case: ``classic`` or ``consumer``."""
+        return "consumer" if isinstance(group, ConsumerGroup) else "classic"
+
+    @staticmethod
+    def group_state(group: GroupMetadata) -> str:
+        """The state name Kafka lists the group with."""
+        if isinstance(group, ConsumerGroup):
+            return group.consumer_state.value
+        return group.state.value
 
     def describe_group(self, group_id: str) -> tuple[int, GroupMetadata | None]:
         if not self._running:

@@ -32,6 +32,12 @@ from dataclasses import dataclass, field
 from pylog import _native
 from pylog.common.topic_partition import TopicPartition
 from pylog.common.utils.time import Clock, now_ms
+from pylog.coordinator.consumer_group import ConsumerGroup
+from pylog.coordinator.consumer_group_records import (
+    ConsumerGroupRecords,
+    consumer_group_tombstones,
+    decode_consumer_key,
+)
 from pylog.coordinator.group import (
     GroupMetadata,
     GroupState,
@@ -92,6 +98,7 @@ class _Loaded:
     offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
     records: int = 0
+    consumer: ConsumerGroupRecords = field(default_factory=ConsumerGroupRecords)
 
 
 async def _held() -> None:
@@ -349,6 +356,10 @@ class GroupMetadataManager:
     @staticmethod
     def _apply(out: _Loaded, key_bytes: bytes, value: bytes | None) -> None:
         try:
+            consumer_key = decode_consumer_key(key_bytes)  # KIP-848's records
+            if consumer_key is not None:
+                out.consumer.apply(consumer_key, value)
+                return
             key = decode_key(key_bytes)
             if isinstance(key, OffsetCommitKey):
                 offsets = out.offsets.setdefault(key.group, {})
@@ -401,6 +412,11 @@ class GroupMetadataManager:
             shard.groups[name] = group
             if group.members and self.on_group_loaded is not None:
                 self.on_group_loaded(group)
+        for cg in loaded.consumer.build(now):
+            cg.offsets = loaded.offsets.get(cg.group_id, {})
+            shard.groups[cg.group_id] = cg
+            if self.on_group_loaded is not None:
+                self.on_group_loaded(cg)
 
     # ------------------------------------------------------------ lookup
 
@@ -560,6 +576,8 @@ class GroupMetadataManager:
         records: list[tuple[bytes, bytes | None]] = [
             (OffsetCommitKey(group.group_id, t, p).encode(), None) for t, p in group.offsets
         ]
+        if isinstance(group, ConsumerGroup):
+            records.extend(consumer_group_tombstones(group))
         records.append((GroupMetadataKey(group.group_id).encode(), None))
         code = await self._append(group.group_id, records)
         if code == ErrorCode.NONE:

@@ -159,6 +159,10 @@ GROUP_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
+    # KIP-848's consumer groups (group.protocol=consumer): v1 adds the regex
+    # subscription; Kafka 4.0 serves both.
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }
 
 #: The message-definition file stem of every API the codec carries.
@@ -206,4 +210,6 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.DELETE_ACLS: "DeleteAcls",
     ApiKey.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas",
     ApiKey.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
+    ApiKey.CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
 }

@@ -301,6 +301,33 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               "member may ask for.", AtLeast(0), "medium"),
     ConfigKey("group.max.size", I, INT_MAX, "Most members a group may have.", AtLeast(1),
               "medium"),
+    # ---- KIP-848 consumer groups (group.protocol=consumer)
+    ConfigKey("group.coordinator.rebalance.protocols", LS, ("classic", "consumer"),
+              "The group protocols served: classic (JoinGroup/SyncGroup) always; consumer "
+              "(ConsumerGroupHeartbeat, KIP-848) unless left out.",
+              ListOf("classic", "consumer"), "medium"),
+    ConfigKey("group.consumer.heartbeat.interval.ms", I, 5000, "How often a consumer-group "
+              "member heartbeats.", AtLeast(1), "medium"),
+    ConfigKey("group.consumer.min.heartbeat.interval.ms", I, 5000, "Lower bound of "
+              "group.consumer.heartbeat.interval.ms.", AtLeast(1), "medium"),
+    ConfigKey("group.consumer.max.heartbeat.interval.ms", I, 15000, "Upper bound of "
+              "group.consumer.heartbeat.interval.ms.", AtLeast(1), "medium"),
+    ConfigKey("group.consumer.session.timeout.ms", I, 45000, "A consumer-group member not "
+              "heard from for this long is fenced.", AtLeast(1), "medium"),
+    ConfigKey("group.consumer.min.session.timeout.ms", I, 45000, "Lower bound of "
+              "group.consumer.session.timeout.ms.", AtLeast(1), "medium"),
+    ConfigKey("group.consumer.max.session.timeout.ms", I, 60000, "Upper bound of "
+              "group.consumer.session.timeout.ms.", AtLeast(1), "medium"),
+    ConfigKey("group.consumer.assignors", LS,
+              ("org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+               "org.apache.kafka.coordinator.group.assignor.RangeAssignor"),
+              "The server-side assignors, by Kafka's class name or short name (uniform, "
+              "range); the first is the default.",
+              ListOf("uniform", "range",
+                     "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+                     "org.apache.kafka.coordinator.group.assignor.RangeAssignor"), "medium"),
+    ConfigKey("group.consumer.max.size", I, INT_MAX, "Most members a consumer group may "
+              "have.", AtLeast(1), "medium"),
     ConfigKey("transactional.id.expiration.ms", I, 7 * 24 * 3_600_000, "Idle time after "
               "which a transactional id is forgotten.", AtLeast(1), "high"),
     # ---- lifecycle
@@ -563,6 +590,7 @@ class KafkaConfig:
                     f"Invalid value {str(ep)!r} for configuration advertised.listeners: "
                     f"listener {ep.listener_name} is not in listeners"
                 )
+        _check_consumer_group_keys(get)
         if get("group.min.session.timeout.ms") > get("group.max.session.timeout.ms"):
             raise InvalidConfigurationError(
                 "Invalid value for configuration group.min.session.timeout.ms: it must not "
@@ -765,3 +793,28 @@ class KafkaConfig:
             else:
                 out[name] = str(value)
         return out
+
+
+def _check_consumer_group_keys(get: Any) -> None:
+    """Kafka's GroupCoordinatorConfig checks of the KIP-848 keys."""
+
+    def refuse(key: str, why: str) -> InvalidConfigurationError:
+        return InvalidConfigurationError(f"Invalid value for configuration {key}: {why}")
+
+    if "classic" not in get("group.coordinator.rebalance.protocols"):
+        raise refuse("group.coordinator.rebalance.protocols", "it must contain classic")
+    if not get("group.consumer.assignors"):
+        raise refuse("group.consumer.assignors", "at least one assignor is required")
+    for kind in ("heartbeat.interval", "session.timeout"):
+        lo = get(f"group.consumer.min.{kind}.ms")
+        hi = get(f"group.consumer.max.{kind}.ms")
+        value = get(f"group.consumer.{kind}.ms")
+        if lo > hi:
+            raise refuse(f"group.consumer.min.{kind}.ms", f"it must not be above {hi}")
+        if not lo <= value <= hi:
+            raise refuse(f"group.consumer.{kind}.ms", f"it must be within [{lo}, {hi}]")
+    if get("group.consumer.heartbeat.interval.ms") >= get("group.consumer.session.timeout.ms"):
+        raise refuse(
+            "group.consumer.heartbeat.interval.ms",
+            "it must be below group.consumer.session.timeout.ms",
+        )

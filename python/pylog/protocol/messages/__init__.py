@@ -29,6 +29,10 @@ from pylog.protocol.messages.alter_user_scram_credentials_response import (
 )
 from pylog.protocol.messages.api_versions_request import ApiVersionsRequest
 from pylog.protocol.messages.api_versions_response import ApiVersionsResponse
+from pylog.protocol.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
+from pylog.protocol.messages.consumer_group_describe_response import ConsumerGroupDescribeResponse
+from pylog.protocol.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
+from pylog.protocol.messages.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
 from pylog.protocol.messages.controlled_shutdown_request import ControlledShutdownRequest
 from pylog.protocol.messages.controlled_shutdown_response import ControlledShutdownResponse
 from pylog.protocol.messages.create_acls_request import CreateAclsRequest
@@ -123,6 +127,8 @@ Request: TypeAlias = (
     | AlterPartitionReassignmentsRequest
     | AlterUserScramCredentialsRequest
     | ApiVersionsRequest
+    | ConsumerGroupDescribeRequest
+    | ConsumerGroupHeartbeatRequest
     | ControlledShutdownRequest
     | CreateAclsRequest
     | CreatePartitionsRequest
@@ -170,6 +176,8 @@ Response: TypeAlias = (
     | AlterPartitionReassignmentsResponse
     | AlterUserScramCredentialsResponse
     | ApiVersionsResponse
+    | ConsumerGroupDescribeResponse
+    | ConsumerGroupHeartbeatResponse
     | ControlledShutdownResponse
     | CreateAclsResponse
     | CreatePartitionsResponse
@@ -255,6 +263,8 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     50: DescribeUserScramCredentialsRequest,
     51: AlterUserScramCredentialsRequest,
     60: DescribeClusterRequest,
+    68: ConsumerGroupHeartbeatRequest,
+    69: ConsumerGroupDescribeRequest,
 }
 
 #: The response class of each api key.
@@ -302,6 +312,8 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     50: DescribeUserScramCredentialsResponse,
     51: AlterUserScramCredentialsResponse,
     60: DescribeClusterResponse,
+    68: ConsumerGroupHeartbeatResponse,
+    69: ConsumerGroupDescribeResponse,
 }
 
 __all__ = [
@@ -317,6 +329,10 @@ __all__ = [
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
     "ControlledShutdownRequest",
     "ControlledShutdownResponse",
     "CreateAclsRequest",
