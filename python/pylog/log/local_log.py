@@ -61,6 +61,20 @@ def storage_errors(what: str, path: str) -> Iterator[None]:
 class LocalLog:
     """The segments of one partition's directory, with its LEO and recovery point."""
 
+    # Slots: every Produce and Fetch reads these through the Log.
+    __slots__ = (
+        "_clock",
+        "_dir",
+        "_last_flush_ms",
+        "_name",
+        "_next_offset_metadata",
+        "_recovery_point",
+        "_scheduler",
+        "closed",
+        "config",
+        "segments",
+    )
+
     def __init__(
         self,
         dir: str,

@@ -465,7 +465,8 @@ class Log:
             )
         with self._lock:
             local = self._local
-            local.check_open()
+            if local.closed:  # a test first: Produce and Fetch come here, and most logs are open
+                local.check_open()
             config = local.config
             now = self._clock()
             try:
@@ -510,8 +511,10 @@ class Log:
         if info.num_batches == 0:
             return self._empty_append_info()
         with self._lock:
-            self._local.check_open()
-            leo = self._local.log_end_offset
+            local = self._local
+            if local.closed:
+                local.check_open()
+            leo = local.log_end_offset
             if info.first_offset < leo:
                 raise UnexpectedAppendOffsetError(
                     f"follower append to {self.name} starts at offset {info.first_offset}, "
@@ -690,12 +693,13 @@ class Log:
         raises OffsetOutOfRangeError."""
         with self._lock:
             local = self._local
-            local.check_open()
-            leo = local.log_end_offset
-            if start_offset < self._log_start_offset or start_offset > leo:
+            if local.closed:
+                local.check_open()
+            end = local.log_end_offset_metadata
+            if start_offset < self._log_start_offset or start_offset > end.message_offset:
                 raise self._out_of_range(start_offset)
             if isolation is FetchIsolation.LOG_END:
-                bound = local.log_end_offset_metadata
+                bound = end
             else:
                 bound = self._fetch_high_watermark_metadata()
             if start_offset == bound.message_offset:
