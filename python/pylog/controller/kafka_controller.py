@@ -157,7 +157,7 @@ class KafkaController:
         self.replica_state_machine = ReplicaStateMachine(zk, self.context)
         self.topic_deletion_manager = TopicDeletionManager(self)
         #: AlterPartitionReassignments, /admin/reassign_partitions and their steps
-        self.reassignments = PartitionReassignmentManager(self)
+        self.partition_reassignment_manager = PartitionReassignmentManager(self)
         #: the broker ``/controller`` names (-1: none known)
         self.active_controller_id = -1
         self.is_active = False
@@ -413,13 +413,15 @@ class KafkaController:
         )
         # Reassignments in flight when the last controller went go on.
         for tp in ctx.partitions_being_reassigned():
-            await self.reassignments.on_partition_reassignment(tp, ctx.full_assignment(tp))
-        self.reassignments.reset()
+            await self.partition_reassignment_manager.on_partition_reassignment(
+                tp, ctx.full_assignment(tp)
+            )
+        self.partition_reassignment_manager.reset()
         self._stop_watches.append(
             await zk.run(
                 zk.watch_data,
                 ReassignPartitionsZNode.path(),
-                self.reassignments.on_reassign_partitions_znode,
+                self.partition_reassignment_manager.on_reassign_partitions_znode,
                 loop,
             )
         )
@@ -552,7 +554,7 @@ class KafkaController:
         for tp in ctx.partitions_being_reassigned():
             assignment = ctx.full_assignment(tp)
             if joined & set(assignment.target_replicas):
-                await self.reassignments.on_partition_reassignment(tp, assignment)
+                await self.partition_reassignment_manager.on_partition_reassignment(tp, assignment)
 
     # ------------------------------------------------------------------ topics
 
@@ -637,10 +639,12 @@ class KafkaController:
             if (
                 assignment.is_being_reassigned
                 and tp.topic not in ctx.topics_being_deleted
-                and await self.reassignments.is_reassignment_complete(tp, assignment)
+                and await self.partition_reassignment_manager.is_reassignment_complete(
+                    tp, assignment
+                )
             ):
                 _log.info("target replicas %s of %s are in sync", assignment.target_replicas, tp)
-                await self.reassignments.on_partition_reassignment(tp, assignment)
+                await self.partition_reassignment_manager.on_partition_reassignment(tp, assignment)
 
     # ------------------------------------------------------------------ controlled shutdown
 
@@ -925,7 +929,11 @@ class KafkaController:
 
         async def process() -> None:
             try:
-                reply(await self.reassignments.process_api_partition_reassignment(wanted))
+                reply(
+                    await self.partition_reassignment_manager.process_api_partition_reassignment(
+                        wanted
+                    )
+                )
             except ControllerMovedError:
                 reply(ApiError(ErrorCode.NOT_CONTROLLER))
                 await self._elect()
@@ -957,7 +965,7 @@ class KafkaController:
             if not self.is_active:
                 reply(ApiError(ErrorCode.NOT_CONTROLLER))
                 return
-            reply(self.reassignments.list_partition_reassignments(wanted))
+            reply(self.partition_reassignment_manager.list_partition_reassignments(wanted))
 
         self._put(
             "ListPartitionReassignments", process, lambda: reply(ApiError(ErrorCode.NOT_CONTROLLER))
