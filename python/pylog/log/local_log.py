@@ -230,11 +230,12 @@ class LocalLog:
         """Batches from the one holding ``start_offset``, up to ``max_length``
         bytes and not past ``max_offset_metadata`` (the caller's bound: the
         LEO or the high watermark, at or after ``start_offset``)."""
-        segments = self.segments
-        if start_offset < segments.first_segment.base_offset:
-            raise self.out_of_range(start_offset, segments.first_segment.base_offset)
+        # From the first segment when start_offset is below every base.
+        candidates = self.segments.segments_from(start_offset)
+        if start_offset < candidates[0].base_offset:
+            raise self.out_of_range(start_offset, candidates[0].base_offset)
         bound_base = max_offset_metadata.segment_base_offset
-        for segment in segments.segments_from(start_offset):
+        for segment in candidates:
             if segment.base_offset > bound_base:
                 break
             if segment.base_offset == bound_base:

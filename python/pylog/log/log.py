@@ -612,15 +612,25 @@ class Log:
         """Roll if due, write through the LocalLog, then move the producer
         state (lock held)."""
         size = info.valid_bytes
-        config = self._local.config
+        local = self._local
+        config = local.config
         if size > config.segment_bytes:
             raise RecordListTooLargeError(
                 f"a record set of {size} bytes cannot fit a segment of "
                 f"segment.bytes={config.segment_bytes} in {self.name}"
             )
-        self._maybe_roll(size, info.max_timestamp, info.first_offset, info.last_offset, now)
+        # Kafka's maybeRoll, inline: every append passes here.
+        if local.active_segment.should_roll(
+            max_segment_ms=config.segment_ms,
+            max_segment_bytes=config.segment_bytes,
+            max_timestamp_in_messages=info.max_timestamp,
+            max_offset_in_messages=info.last_offset,
+            messages_size=size,
+            now_ms=now,
+        ):
+            self._roll(info.first_offset)
         data = buf if size == len(buf) else memoryview(buf)[:size]
-        self._local.append(
+        local.append(
             info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, data, info.batches
         )
         ps = self._producer_state
@@ -628,26 +638,10 @@ class Log:
             if b.producer_id >= 0:
                 ps.update(b, now)
         ps.update_map_end_offset(info.last_offset + 1)
-        if self._local.unflushed_messages >= config.flush_messages:
+        if local.unflushed_messages >= config.flush_messages:
             self.flush()
 
     # ------------------------------------------------------------------ roll
-
-    def _maybe_roll(
-        self, messages_size: int, max_timestamp: int, first_offset: int, last_offset: int, now: int
-    ) -> LogSegment:
-        segment = self._local.active_segment
-        config = self._local.config
-        if segment.should_roll(
-            max_segment_ms=config.segment_ms,
-            max_segment_bytes=config.segment_bytes,
-            max_timestamp_in_messages=max_timestamp,
-            max_offset_in_messages=last_offset,
-            messages_size=messages_size,
-            now_ms=now,
-        ):
-            return self._roll(first_offset)
-        return segment
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, LEO)``."""
