@@ -1,14 +1,16 @@
 """Shared test fixtures: record batches built for real, a settable clock and a
-scheduler the test drives by hand. Everything writes real files under tmp_path."""
+scheduler the test drives by hand (their classes are in tests/support/).
+Everything writes real files under tmp_path."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
+from support.clock import ManualClock
+from support.scheduler import ManualScheduler
 
 from pylog import _native
 
@@ -70,52 +72,6 @@ def build_batch(
     buf[0:8] = base_offset.to_bytes(8, "big", signed=True)
     buf[12:16] = partition_leader_epoch.to_bytes(4, "big", signed=True)
     return bytes(buf)
-
-
-class ManualClock:
-    """Milliseconds that only move when the test says so."""
-
-    def __init__(self, now_ms: int | None = None) -> None:
-        self.now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
-
-
-class ManualScheduler:
-    """Collects scheduled tasks; ``run_due(clock)`` / ``run_all()`` runs them in
-    the test's thread, so background work happens at a known moment."""
-
-    def __init__(self, clock: Callable[[], int] | None = None) -> None:
-        self.clock = clock
-        self.tasks: list[tuple[float, str, Callable[[], Any]]] = []
-
-    def schedule_once(self, name: str, fn: Callable[[], object], delay_ms: float = 0) -> None:
-        due = (self.clock() if self.clock else 0) + delay_ms
-        self.tasks.append((due, name, fn))
-
-    def names(self) -> list[str]:
-        return [name for _, name, _ in self.tasks]
-
-    def run_all(self) -> int:
-        ran = 0
-        while self.tasks:
-            tasks, self.tasks = self.tasks, []
-            for _, _, fn in tasks:
-                fn()
-                ran += 1
-        return ran
-
-    def run_due(self) -> int:
-        now = self.clock() if self.clock else 0
-        due = [t for t in self.tasks if t[0] <= now]
-        self.tasks = [t for t in self.tasks if t[0] > now]
-        for _, _, fn in due:
-            fn()
-        return len(due)
 
 
 @pytest.fixture

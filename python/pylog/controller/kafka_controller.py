@@ -19,6 +19,13 @@ replicas), ElectLeaders (preferred or unclean elections, also run by the
 and AlterPartitionReassignments / ListPartitionReassignments (with
 ``/admin/reassign_partitions``), each an event on the same queue.
 
+Two rooms of its work have files of their own: topic deletion is the
+TopicDeletionManager's (``topic_deletion_manager.py``, as in Kafka), and
+partition reassignment the PartitionReassignmentManager's
+(``partition_reassignment_manager.py``; Kafka keeps that family in this class).
+This class keeps the office, the brokers, topics and ISR changes, controlled
+shutdown and leader elections, and the events that reach the two rooms.
+
 Every watch and every piece of work is a ControllerEvent run one at a time
 by the ControllerEventManager, on the event loop; ZooKeeper calls run on the
 client's executor (``zk.run``)."""
@@ -32,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pylog.common.topic_partition import TopicPartition
+from pylog.controller.api_error import ApiError
 from pylog.controller.controller_channel_manager import (
     ControllerBrokerRequestBatch,
     ControllerChannelManager,
@@ -44,19 +52,19 @@ from pylog.controller.controller_context import (
 )
 from pylog.controller.controller_event_manager import ControllerEvent, ControllerEventManager
 from pylog.controller.election import LeaderElectionStrategy
+from pylog.controller.partition_reassignment_manager import PartitionReassignmentManager
 from pylog.controller.partition_state_machine import (
     ElectionStats,
     PartitionStateMachine,
     StateChangeFailed,
 )
 from pylog.controller.replica_state_machine import ReplicaStateMachine
+from pylog.controller.topic_deletion_manager import TopicDeletionManager
 from pylog.errors import ErrorCode
 from pylog.metadata.kafka_zk_client import (
     ControllerMovedError,
     KafkaZkClient,
     ZkError,
-    ZkNodeExists,
-    ZkVersionMismatch,
 )
 from pylog.metadata.zk_data import (
     ControllerZNode,
@@ -65,7 +73,6 @@ from pylog.metadata.zk_data import (
     LeaderAndIsr,
     PreferredReplicaElectionZNode,
     ReassignPartitionsZNode,
-    TopicReplicaAssignment,
     TopicsZNode,
     TopicZNode,
     ZkDataError,
@@ -105,18 +112,8 @@ class ElectionTrigger(enum.Enum):
     AutoTriggered = "the leader balance check"
 
 
-@dataclass(frozen=True)
-class ApiError:
-    """An error code and message for a partition (or a whole request):
-    Kafka's ApiError."""
-
-    error_code: int
-    message: str | None = None
-
-
 #: Per partition: the leader elected, or why none was.
 ElectionResults = dict[TopicPartition, int | ApiError]
-_NONE = ApiError(ErrorCode.NONE)
 
 
 @dataclass
@@ -161,6 +158,9 @@ class KafkaController:
             zk, self.context, self._unclean_enabled, self.stats
         )
         self.replica_state_machine = ReplicaStateMachine(zk, self.context)
+        self.topic_deletion_manager = TopicDeletionManager(self)
+        #: AlterPartitionReassignments, /admin/reassign_partitions and their steps
+        self.partition_reassignment_manager = PartitionReassignmentManager(self)
         #: the broker ``/controller`` names (-1: none known)
         self.active_controller_id = -1
         self.is_active = False
@@ -168,11 +168,7 @@ class KafkaController:
         self._stop_controller_watch: Callable[[], None] | None = None
         self._stop_watches: list[Callable[[], None]] = []
         self._topic_watches: dict[str, Callable[[], None]] = {}
-        #: topic → brokers whose StopReplica(delete) has not been answered
-        self._deletion_pending: dict[str, set[int]] = {}
         self._rebalance_timer: asyncio.TimerHandle | None = None
-        #: /admin/reassign_partitions existed at the watch's last call
-        self._reassign_znode_seen = False
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -266,7 +262,7 @@ class KafkaController:
 
         self.events.put(ControllerEvent(name, run, preempt))
 
-    def _put_active(self, name: str, process: Callable[[], object]) -> None:
+    def put_active(self, name: str, process: Callable[[], object]) -> None:
         """An event that only the active controller processes."""
 
         async def run() -> None:
@@ -284,7 +280,8 @@ class KafkaController:
 
         self._put(name, run)
 
-    def _batch(self) -> ControllerBrokerRequestBatch:
+    def new_batch(self) -> ControllerBrokerRequestBatch:
+        """Requests to the brokers, gathered and sent together."""
         return ControllerBrokerRequestBatch(self.broker_id, self.context, self.channel)
 
     def _unclean_enabled(self, topic: str) -> bool:
@@ -363,7 +360,7 @@ class KafkaController:
             ctx.live_brokers[info.id] = info
             self.channel.add_broker(info)
         for topic in await zk.run(zk.get_all_topics):
-            await self._load_topic(topic)
+            await self.load_topic(topic)
         for tp in ctx.all_partitions():
             state = ctx.leadership.get(tp)
             if state is None:
@@ -378,7 +375,7 @@ class KafkaController:
                     if r in ctx.live_brokers
                     else ReplicaState.OfflineReplica
                 )
-        batch = self._batch()
+        batch = self.new_batch()
         batch.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
         for tp in ctx.all_partitions():
             if ctx.partition_states[tp] is PartitionState.OnlinePartition:
@@ -419,20 +416,22 @@ class KafkaController:
         )
         # Reassignments in flight when the last controller went go on.
         for tp in ctx.partitions_being_reassigned():
-            await self._on_partition_reassignment(tp, ctx.full_assignment(tp))
-        self._reassign_znode_seen = False
+            await self.partition_reassignment_manager.on_partition_reassignment(
+                tp, ctx.full_assignment(tp)
+            )
+        self.partition_reassignment_manager.reset()
         self._stop_watches.append(
             await zk.run(
                 zk.watch_data,
                 ReassignPartitionsZNode.path(),
-                self._on_reassign_partitions_znode,
+                self.partition_reassignment_manager.on_reassign_partitions_znode,
                 loop,
             )
         )
         if self.auto_leader_rebalance:
             self._schedule_auto_rebalance(_FIRST_REBALANCE_CHECK_S)
 
-    async def _load_topic(self, topic: str) -> list[TopicPartition]:
+    async def load_topic(self, topic: str) -> list[TopicPartition]:
         """Read a topic's assignment (and its partitions' states) into the
         context; returns the partitions it did not know. Watches the topic's
         assignment for added partitions."""
@@ -464,7 +463,7 @@ class KafkaController:
             self._topic_watches[topic] = await self.zk.run(
                 self.zk.watch_data,
                 TopicZNode.path(topic),
-                lambda data, version, t=topic: self._put_active(
+                lambda data, version, t=topic: self.put_active(
                     f"PartitionModifications({t})", lambda: self._on_partition_modification(t)
                 ),
                 self._loop,
@@ -481,7 +480,7 @@ class KafkaController:
             stop()
         self._stop_watches.clear()
         self._topic_watches.clear()
-        self._deletion_pending.clear()
+        self.topic_deletion_manager.reset()
         await self.channel.close()
         self.context.reset()
         if self.on_active_change is not None:
@@ -490,7 +489,7 @@ class KafkaController:
     # ------------------------------------------------------------------ brokers
 
     def _on_broker_change(self, children: list[str]) -> None:
-        self._put_active("BrokerChange", self._process_broker_change)
+        self.put_active("BrokerChange", self._process_broker_change)
 
     async def _process_broker_change(self) -> None:
         ctx = self.context
@@ -516,7 +515,7 @@ class KafkaController:
         _log.info("brokers %s are gone", dead)
         ctx = self.context
         ctx.shutting_down_brokers.difference_update(dead)
-        batch = self._batch()
+        batch = self.new_batch()
         gone = set(dead)
         led = [
             tp for tp in ctx.partitions_led_by_any(gone) if tp.topic not in ctx.topics_being_deleted
@@ -536,15 +535,12 @@ class KafkaController:
         )
         batch.add_update_metadata(ctx.live_brokers, [tp for tp, _ in replicas])
         batch.send()
-        for topic, pending in list(self._deletion_pending.items()):
-            pending -= gone
-            if not pending:
-                self._queue_deletion_completion(topic)
+        self.topic_deletion_manager.on_brokers_failed(gone)
 
     async def _on_broker_startup(self, new: list[int]) -> None:
         _log.info("brokers %s joined", new)
         ctx = self.context
-        batch = self._batch()
+        batch = self.new_batch()
         batch.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
         await self.partition_state_machine.trigger_online_partition_state_change(batch)
         replicas = [
@@ -561,35 +557,35 @@ class KafkaController:
         for tp in ctx.partitions_being_reassigned():
             assignment = ctx.full_assignment(tp)
             if joined & set(assignment.target_replicas):
-                await self._on_partition_reassignment(tp, assignment)
+                await self.partition_reassignment_manager.on_partition_reassignment(tp, assignment)
 
     # ------------------------------------------------------------------ topics
 
     def _on_topic_change(self, children: list[str]) -> None:
-        self._put_active("TopicChange", self._process_topic_change)
+        self.put_active("TopicChange", self._process_topic_change)
 
     async def _process_topic_change(self) -> None:
         ctx = self.context
         names = set(await self.zk.run(self.zk.get_all_topics))
         for topic in sorted(set(ctx.assignments) - names):
             if topic not in ctx.topics_being_deleted:
-                self._forget_topic(topic)
+                self.forget_topic(topic)
         added: list[TopicPartition] = []
         for topic in sorted(names - set(ctx.assignments)):
-            added += await self._load_topic(topic)
+            added += await self.load_topic(topic)
         if added:
             await self._on_new_partitions(added)
 
     async def _on_partition_modification(self, topic: str) -> None:
         if topic not in self.context.assignments or topic in self.context.topics_being_deleted:
             return
-        added = await self._load_topic(topic)
+        added = await self.load_topic(topic)
         if added:
             await self._on_new_partitions(added)
 
     async def _on_new_partitions(self, partitions: list[TopicPartition]) -> None:
         ctx = self.context
-        batch = self._batch()
+        batch = self.new_batch()
         fresh = [tp for tp in partitions if tp not in ctx.leadership]
         existing = [tp for tp in partitions if tp in ctx.leadership]
         replicas = [(tp, r) for tp in fresh for r in ctx.replicas(tp)]
@@ -603,70 +599,24 @@ class KafkaController:
         await psm.handle_state_changes(existing, PartitionState.OnlinePartition, batch)
         batch.send()
 
-    def _forget_topic(self, topic: str) -> None:
+    def forget_topic(self, topic: str) -> None:
+        """Drop a topic that left ZooKeeper: its watch, deletion and context."""
         stop = self._topic_watches.pop(topic, None)
         if stop is not None:
             stop()
-        self._deletion_pending.pop(topic, None)
+        self.topic_deletion_manager.forget(topic)
         self.context.remove_topic(topic)
 
     # ------------------------------------------------------------------ deletion
 
     def _on_delete_topics(self, children: list[str]) -> None:
-        self._put_active("TopicDeletion", self._process_delete_topics)
-
-    async def _process_delete_topics(self) -> None:
-        ctx = self.context
-        for topic in await self.zk.run(self.zk.get_delete_topic_markers):
-            if topic in ctx.topics_being_deleted:
-                continue
-            if topic not in ctx.assignments:
-                if await self.zk.run(self.zk.get_topic_assignment, topic) is None:
-                    await self.zk.run(self.zk.delete_delete_topic_marker, topic)
-                    continue
-                await self._load_topic(topic)
-            _log.info("deleting topic %s", topic)
-            ctx.topics_being_deleted.add(topic)
-            partitions = ctx.partitions_of_topic(topic)
-            batch = self._batch()
-            batch.add_update_metadata(ctx.live_brokers, partitions)
-            replicas = [
-                (tp, r) for tp in partitions for r in ctx.replicas(tp) if r in ctx.live_brokers
-            ]
-            pending = {r for _, r in replicas}
-            self._deletion_pending[topic] = pending
-            await self.replica_state_machine.handle_state_changes(
-                replicas, ReplicaState.ReplicaDeletionStarted, batch
-            )
-
-            def answered(broker: int, response: object, t: str = topic) -> None:
-                waiting = self._deletion_pending.get(t)
-                if waiting is None:
-                    return
-                waiting.discard(broker)
-                if not waiting:
-                    self._queue_deletion_completion(t)
-
-            batch.send(answered)
-            if not pending:
-                await self._complete_deletion(topic)
-
-    def _queue_deletion_completion(self, topic: str) -> None:
-        self._put_active(f"TopicDeletion({topic})", lambda: self._complete_deletion(topic))
-
-    async def _complete_deletion(self, topic: str) -> None:
-        if topic not in self.context.topics_being_deleted:
-            return
-        await self.zk.run(self.zk.delete_topic_znodes, topic)
-        await self.zk.run(self.zk.delete_delete_topic_marker, topic)
-        self._forget_topic(topic)
-        _log.info("topic %s deleted", topic)
+        self.put_active("TopicDeletion", self.topic_deletion_manager.process_topic_deletion)
 
     # ------------------------------------------------------------------ ISR changes
 
     def _on_isr_change(self, children: list[str]) -> None:
         if children:
-            self._put_active("IsrChangeNotification", self._process_isr_change)
+            self.put_active("IsrChangeNotification", self._process_isr_change)
 
     async def _process_isr_change(self) -> None:
         ctx = self.context
@@ -683,7 +633,7 @@ class KafkaController:
             if state is not None:
                 ctx.leadership[tp] = state
         if known:
-            batch = self._batch()
+            batch = self.new_batch()
             batch.add_update_metadata(ctx.live_brokers, known)
             batch.send()
         await self.zk.run(self.zk.delete_isr_change_notifications, names)
@@ -692,10 +642,12 @@ class KafkaController:
             if (
                 assignment.is_being_reassigned
                 and tp.topic not in ctx.topics_being_deleted
-                and await self._is_reassignment_complete(tp, assignment)
+                and await self.partition_reassignment_manager.is_reassignment_complete(
+                    tp, assignment
+                )
             ):
                 _log.info("target replicas %s of %s are in sync", assignment.target_replicas, tp)
-                await self._on_partition_reassignment(tp, assignment)
+                await self.partition_reassignment_manager.on_partition_reassignment(tp, assignment)
 
     # ------------------------------------------------------------------ controlled shutdown
 
@@ -755,7 +707,7 @@ class KafkaController:
         ]
         led = [tp for tp in acting if ctx.leadership[tp].leader == broker_id]
         followed = [tp for tp in acting if ctx.leadership[tp].leader != broker_id]
-        batch = self._batch()
+        batch = self.new_batch()
         await self.partition_state_machine.elect_leaders(
             led, LeaderElectionStrategy.ControlledShutdown, batch
         )
@@ -870,7 +822,7 @@ class KafkaController:
             ", ".join(f"{tp.topic}-{tp.partition}" for tp in partitions[:20]),
             trigger.value,
         )
-        batch = self._batch()
+        batch = self.new_batch()
         if election_type == ELECTION_PREFERRED:
             results = await self.partition_state_machine.elect_leaders(
                 partitions, LeaderElectionStrategy.PreferredReplica, batch
@@ -890,7 +842,7 @@ class KafkaController:
 
     def _on_preferred_replica_election_znode(self, data: bytes | None, version: int) -> None:
         if data is not None:
-            self._put_active("PreferredReplicaLeaderElection", self._process_zk_election)
+            self.put_active("PreferredReplicaLeaderElection", self._process_zk_election)
 
     async def _process_zk_election(self) -> None:
         path = PreferredReplicaElectionZNode.path()
@@ -918,7 +870,7 @@ class KafkaController:
             return
         self._rebalance_timer = self._loop.call_later(
             delay_s,
-            self._put_active,
+            self.put_active,
             "AutoPreferredReplicaLeaderElection",
             self._process_auto_preferred_election,
         )
@@ -980,7 +932,11 @@ class KafkaController:
 
         async def process() -> None:
             try:
-                reply(await self._process_api_partition_reassignment(wanted))
+                reply(
+                    await self.partition_reassignment_manager.process_api_partition_reassignment(
+                        wanted
+                    )
+                )
             except ControllerMovedError:
                 reply(ApiError(ErrorCode.NOT_CONTROLLER))
                 await self._elect()
@@ -1012,330 +968,12 @@ class KafkaController:
             if not self.is_active:
                 reply(ApiError(ErrorCode.NOT_CONTROLLER))
                 return
-            ctx = self.context
-            tps = ctx.partitions_being_reassigned() if wanted is None else sorted(wanted)
-            found = {tp: ctx.full_assignment(tp) for tp in tps}
-            reply({tp: a for tp, a in found.items() if a.is_being_reassigned})
+            reply(self.partition_reassignment_manager.list_partition_reassignments(wanted))
 
         self._put(
             "ListPartitionReassignments", process, lambda: reply(ApiError(ErrorCode.NOT_CONTROLLER))
         )
         return await answer
-
-    async def _process_api_partition_reassignment(
-        self, reassignments: dict[TopicPartition, list[int] | None]
-    ) -> dict[TopicPartition, ApiError] | ApiError:
-        if not self.is_active:
-            return ApiError(ErrorCode.NOT_CONTROLLER)
-        results: dict[TopicPartition, ApiError] = {}
-        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
-        for tp, target in sorted(reassignments.items()):
-            error = self._validate_replicas(tp, target) if target is not None else None
-            if error is not None:
-                results[tp] = error
-                continue
-            built = self._maybe_build_reassignment(tp, target)
-            if built is None:
-                results[tp] = ApiError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
-            else:
-                to_reassign[tp] = built
-        # The latest request wins over /admin/reassign_partitions.
-        await self._maybe_remove_from_zk_reassignment(lambda tp, _: tp in to_reassign)
-        results.update(await self._maybe_trigger_partition_reassignment(to_reassign))
-        return results
-
-    def _validate_replicas(self, tp: TopicPartition, replicas: list[int]) -> ApiError | None:
-        """Kafka's checks of a reassignment's target replicas."""
-        if not replicas:
-            return ApiError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                "Empty replica list specified in partition reassignment.",
-            )
-        if len(set(replicas)) != len(replicas):
-            return ApiError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Duplicate replica ids in partition reassignment replica list: {replicas}",
-            )
-        if any(r < 0 for r in replicas):
-            message = f"Invalid broker id in replica list: {replicas}"
-            return ApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, message)
-        adding = self.context.full_assignment(tp).reassign_to(replicas).adding
-        live = self.context.live_broker_ids()
-        if not set(adding) <= live:
-            return ApiError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                "Replica assignment has brokers that are not alive. Replica list: "
-                f"{list(adding)}, live broker list: {sorted(live)}",
-            )
-        return None
-
-    def _maybe_build_reassignment(
-        self, tp: TopicPartition, target: list[int] | None
-    ) -> ReplicaAssignment | None:
-        """The assignment a request makes of the current one; a cancellation
-        (``target`` None) goes back to the original replicas, and is None when
-        no reassignment is in flight."""
-        current = self.context.full_assignment(tp)
-        if current.is_being_reassigned:
-            return current.reassign_to(target if target is not None else current.origin_replicas)
-        return current.reassign_to(target) if target is not None else None
-
-    async def _maybe_trigger_partition_reassignment(
-        self, reassignments: dict[TopicPartition, ReplicaAssignment]
-    ) -> dict[TopicPartition, ApiError]:
-        ctx = self.context
-        results: dict[TopicPartition, ApiError] = {}
-        for tp, assignment in reassignments.items():
-            if tp.topic in ctx.topics_being_deleted or not ctx.replicas(tp):
-                results[tp] = ApiError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
-                )
-                continue
-            try:
-                await self._on_partition_reassignment(tp, assignment)
-            except ControllerMovedError:
-                raise
-            except Exception:
-                _log.exception("reassigning %s failed", tp)
-                results[tp] = ApiError(ErrorCode.UNKNOWN_SERVER_ERROR)
-                continue
-            results[tp] = _NONE
-        return results
-
-    async def _on_partition_reassignment(
-        self, tp: TopicPartition, assignment: ReplicaAssignment
-    ) -> None:
-        """Kafka's onPartitionReassignment. With RS the full replica set, ORS
-        the original and TRS the target ones, AR = TRS - ORS, RR = ORS - TRS:
-
-        U. the assignment (RS = ORS + TRS, AR, RR) is written to the topic's
-           znode, then kept in memory; replicas a supplanted reassignment was
-           adding, not wanted now, are stopped and deleted.
-        A. while TRS is not all in the ISR: leader epoch + 1 and LeaderAndIsr
-           to RS (AR as new replicas), so the leader tracks the new replicas
-           and they fetch; their joining the ISR (an ISR change notification)
-           brings the partition back here.
-        B. then: RS = TRS in memory; the leader moves into TRS if it is not in
-           it (or not alive), else leader epoch + 1; RR leave the ISR and are
-           stopped and deleted (StopReplica); the topic's znode gets RS = TRS,
-           the partition leaves /admin/reassign_partitions, and every broker
-           gets UpdateMetadata."""
-        ctx = self.context
-        await self._update_current_reassignment(tp, assignment)
-        rsm = self.replica_state_machine
-        batch = self._batch()
-        if not await self._is_reassignment_complete(tp, assignment):
-            _log.info("reassigning %s: replicas %s, adding %s, removing %s", tp,
-                      list(assignment.replicas), list(assignment.adding),
-                      list(assignment.removing))  # fmt: skip
-            if await self._update_leader_epoch(tp):
-                batch.add_leader_and_isr(assignment.origin_replicas, tp)
-                batch.add_leader_and_isr(assignment.adding, tp, is_new=True)
-            await rsm.handle_state_changes(
-                [(tp, r) for r in assignment.adding], ReplicaState.NewReplica, batch
-            )
-            batch.send()
-            return
-        await rsm.handle_state_changes(
-            [(tp, r) for r in assignment.adding], ReplicaState.OnlineReplica, batch
-        )
-        done = ReplicaAssignment(tuple(assignment.target_replicas))
-        ctx.set_full_assignment(tp, done)
-        await self._move_reassigned_partition_leader_if_required(tp, done, batch)
-        await self._stop_removed_replicas(tp, list(assignment.removing), batch)
-        batch.send()
-        await self._update_replica_assignment_for_partition(tp, done)
-        await self._maybe_remove_from_zk_reassignment(
-            lambda t, replicas: t == tp and replicas == list(done.replicas)
-        )
-        batch = self._batch()
-        batch.add_update_metadata(ctx.live_brokers, [tp])
-        batch.send()
-        _log.info("reassignment of %s complete: replicas %s", tp, list(done.replicas))
-
-    async def _update_current_reassignment(
-        self, tp: TopicPartition, assignment: ReplicaAssignment
-    ) -> None:
-        ctx = self.context
-        current = ctx.full_assignment(tp)
-        if current == assignment:
-            return
-        await self._update_replica_assignment_for_partition(tp, assignment)
-        ctx.set_full_assignment(tp, assignment)
-        unneeded = [r for r in current.replicas if r not in assignment.replicas]
-        if unneeded:
-            batch = self._batch()
-            await self._stop_removed_replicas(tp, unneeded, batch)
-            batch.send()
-
-    async def _is_reassignment_complete(
-        self, tp: TopicPartition, assignment: ReplicaAssignment
-    ) -> bool:
-        """Every target replica is in the ISR (as ZooKeeper has it now)."""
-        if not assignment.is_being_reassigned:
-            return True
-        state = await self.zk.run(self.zk.get_partition_state, tp.topic, tp.partition)
-        return state is not None and set(assignment.target_replicas) <= set(state.isr)
-
-    async def _move_reassigned_partition_leader_if_required(
-        self, tp: TopicPartition, done: ReplicaAssignment, batch: ControllerBrokerRequestBatch
-    ) -> None:
-        state = self.context.leadership.get(tp)
-        leader = state.leader if state is not None else -1
-        if leader in done.replicas and leader in self.context.live_broker_ids():
-            # The leader stays: a new leader epoch carries the smaller replica set.
-            if await self._update_leader_epoch(tp):
-                batch.add_leader_and_isr(list(done.replicas), tp)
-            return
-        await self.partition_state_machine.elect_leaders(
-            [tp], LeaderElectionStrategy.ReassignPartition, batch
-        )
-
-    async def _stop_removed_replicas(
-        self, tp: TopicPartition, removed: list[int], batch: ControllerBrokerRequestBatch
-    ) -> None:
-        """Out of the ISR, stopped, deleted (StopReplica with delete)."""
-        replicas = [(tp, r) for r in removed]
-        rsm = self.replica_state_machine
-        for target in (
-            ReplicaState.OfflineReplica,
-            ReplicaState.ReplicaDeletionStarted,
-            ReplicaState.ReplicaDeletionSuccessful,
-            ReplicaState.NonExistentReplica,
-        ):
-            await rsm.handle_state_changes(replicas, target, batch)
-
-    async def _update_leader_epoch(self, tp: TopicPartition) -> bool:
-        """Leader epoch + 1 (leader and ISR as they are), so the replicas take
-        a LeaderAndIsr with a new replica set; False when the partition has no
-        state."""
-        ctx = self.context
-        for _ in range(10):
-            current = await self.zk.run(self.zk.get_partition_state, tp.topic, tp.partition)
-            if current is None:
-                return False
-            new = LeaderAndIsr(
-                current.leader,
-                current.leader_epoch + 1,
-                list(current.isr),
-                ctx.epoch,
-                current.leader_recovery_state,
-            )
-            done = await self.zk.run(
-                self.zk.update_leader_and_isr,
-                tp.topic,
-                tp.partition,
-                new,
-                current.zk_version,
-                controller_epoch_zk_version=ctx.epoch_zk_version,
-            )
-            if done.succeeded:
-                ctx.leadership[tp] = LeaderAndIsr(
-                    new.leader,
-                    new.leader_epoch,
-                    new.isr,
-                    new.controller_epoch,
-                    new.leader_recovery_state,
-                    done.version,
-                )
-                return True
-        _log.error("could not raise the leader epoch of %s: its state kept changing", tp)
-        return False
-
-    async def _update_replica_assignment_for_partition(
-        self, tp: TopicPartition, assignment: ReplicaAssignment
-    ) -> None:
-        """Write one partition's replicas (and AR, RR) into the topic's znode,
-        conditionally on its version (a broker adding partitions meanwhile is
-        read again)."""
-        zk = self.zk
-        for _ in range(10):
-            got = await zk.run(zk.get_topic_assignment, tp.topic)
-            if got is None:
-                raise ZkError(f"the topic {tp.topic} has no assignment")
-            current, version = got
-            adding = {p: r for p, r in current.adding_replicas.items() if p != tp.partition}
-            removing = {p: r for p, r in current.removing_replicas.items() if p != tp.partition}
-            if assignment.adding:
-                adding[tp.partition] = list(assignment.adding)
-            if assignment.removing:
-                removing[tp.partition] = list(assignment.removing)
-            new = TopicReplicaAssignment(
-                current.topic_id,
-                {**current.partitions, tp.partition: list(assignment.replicas)},
-                adding,
-                removing,
-            )
-            try:
-                await zk.run(zk.set_topic_assignment, tp.topic, new, version)
-                return
-            except (ZkVersionMismatch, ZkNodeExists):
-                continue
-        raise ZkError(f"the assignment of {tp.topic} kept changing")
-
-    # -- /admin/reassign_partitions (the ZooKeeper-era tool)
-
-    def _on_reassign_partitions_znode(self, data: bytes | None, version: int) -> None:
-        # Kafka acts on its creation only: the controller's own rewrites, as
-        # partitions complete, are not new requests.
-        created = data is not None and not self._reassign_znode_seen
-        self._reassign_znode_seen = data is not None
-        if created:
-            self._put_active("ZkPartitionReassignment", self._process_zk_partition_reassignment)
-
-    async def _process_zk_partition_reassignment(self) -> None:
-        got = await self.zk.run(self.zk.get_data, ReassignPartitionsZNode.path())
-        if got is None:
-            return
-        try:
-            wanted = ReassignPartitionsZNode.decode(got[0])
-        except ZkDataError as e:
-            _log.error("ignoring %s: %s", ReassignPartitionsZNode.path(), e)
-            await self.zk.run(self.zk.delete_recursive, ReassignPartitionsZNode.path())
-            return
-        results: dict[TopicPartition, ApiError] = {}
-        to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
-        for (topic, p), target in sorted(wanted.items()):
-            tp = TopicPartition(topic, p)
-            built = self._maybe_build_reassignment(tp, target)
-            if built is None:
-                results[tp] = ApiError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
-            else:
-                to_reassign[tp] = built
-        results.update(await self._maybe_trigger_partition_reassignment(to_reassign))
-        failed = {tp for tp, e in results.items() if e.error_code != ErrorCode.NONE}
-        if failed:
-            errors = {f"{tp.topic}-{tp.partition}": results[tp] for tp in sorted(failed)}
-            _log.warning(
-                "reassignments through %s failed: %s", ReassignPartitionsZNode.path(), errors
-            )
-            await self._maybe_remove_from_zk_reassignment(lambda tp, _: tp in failed)
-
-    async def _maybe_remove_from_zk_reassignment(
-        self, remove: Callable[[TopicPartition, list[int]], bool]
-    ) -> None:
-        """Take the partitions ``remove`` names out of /admin/reassign_partitions
-        (deleting it with the last)."""
-        zk, path = self.zk, ReassignPartitionsZNode.path()
-        for _ in range(10):
-            got = await zk.run(zk.get_data, path)
-            if got is None:
-                return
-            try:
-                current = ReassignPartitionsZNode.decode(got[0])
-            except ZkDataError:
-                current = {}
-            kept = {k: r for k, r in current.items() if not remove(TopicPartition(*k), r)}
-            if kept == current:
-                return
-            if not kept:
-                await zk.run(zk.delete_recursive, path, got[1].version)
-                return
-            done = await zk.run(
-                zk.conditional_set, path, ReassignPartitionsZNode.encode(kept), got[1].version
-            )
-            if done.succeeded:
-                return
 
 
 def _not_controller() -> ControlledShutdownResult:

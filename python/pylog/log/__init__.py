@@ -1,9 +1,10 @@
 """The storage layer: segments, logs and their configuration, in Kafka's on-disk format.
 
 ``LogSegment`` is one ``.log`` file with its ``.index`` and ``.timeindex``;
-``Log`` is a partition's ordered segments (``LogSegments``) with its log end
-offset, high watermark and log start offset, trimmed by the rules of
-``retention``; ``LogManager`` owns every log of the broker's ``log.dirs``;
+``LocalLog`` is a partition's directory of ordered segments (``LogSegments``)
+with its log end offset; ``Log`` (Kafka's UnifiedLog) is the partition's log
+over it, with its high watermark and log start offset, trimmed by the rules
+of ``retention``; ``LogManager`` owns every log of the broker's ``log.dirs``;
 ``LogConfig`` is the table of topic keys.
 """
 

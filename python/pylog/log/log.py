@@ -1,75 +1,68 @@
-"""Log: one partition's replica on disk — its segments and its offsets.
+"""Log: one partition's replica — its offsets, producer state and leader
+epochs over the segment files of a :class:`~pylog.log.local_log.LocalLog`.
 
-Kafka 3.x splits this between ``UnifiedLog`` (offsets, producer state, leader
-epochs, retention) and ``LocalLog`` (the segment files); pylog keeps one Log
-with the same parts around it: the segments in a :class:`LogSegments`
-(``log_segments.py``), ordered by base offset (the last one, the *active*
-segment, takes appends), the retention rules in ``retention.py``, and the
-loading of a directory in ``loader.py``. A Log keeps four offsets:
+This is Kafka's ``UnifiedLog`` (pylog keeps Kafka 2.x's name, ``Log``, which
+every caller uses) and it sits on Kafka's seam: the LocalLog owns what is on
+disk (segments, directory, log end offset, recovery point; roll, append of
+numbered batches, read of a range, truncation, segment deletion, flush), and
+this class decides what goes there. It validates and numbers a producer's
+batches (the native core, one call per record set), checks and keeps the
+producer state (``ProducerStateManager``) and the leader-epoch cache
+(``LeaderEpochFileCache``), decides when to roll, and keeps the offsets a
+consumer sees:
 
-* the **log end offset** (LEO): the offset the next record will get;
+* the **log end offset** (LEO): the offset the next record will get (the
+  LocalLog's);
 * the **high watermark** (HW): the end of what every in-sync replica has,
   kept apart from the LEO (``log_start_offset <= HW <= LEO``) and advanced by
   the replication layer, never by appends;
 * the **log start offset**: the first offset a consumer may read; retention
   and DeleteRecords move it forward;
-* the **recovery point**: offsets below it are known to be on disk (fsynced);
-  after an unclean shutdown only segments past it are re-validated.
+* the **recovery point** (the LocalLog's): offsets below it are known to be
+  on disk (fsynced); after an unclean shutdown only segments past it are
+  re-validated.
 
 Leaders append through :meth:`Log.append_as_leader` (the native validator
-assigns offsets in place, one call per record set), followers through
-:meth:`Log.append_as_follower` (offsets kept, checked to continue the log).
-Reads return zero-copy slices (``FetchDataInfo``). Retention removes whole
-segments (:mod:`pylog.log.retention` decides which): they leave the log at
-once and their files, renamed ``.deleted``, are removed after
-``file.delete.delay.ms`` by the scheduler.
+assigns offsets in place), followers through :meth:`Log.append_as_follower`
+(offsets kept, checked to continue the log). Reads return zero-copy slices
+(``FetchDataInfo``). Retention (:mod:`pylog.log.retention` decides which
+segments) removes whole segments through the LocalLog. Loading a directory
+is ``loader.py``'s.
 
-Every public method takes the Log's lock: the request handlers and the
-background tasks (retention, flush, roll flushes) share a Log. A failing disk
-surfaces as KafkaStorageError and leaves the log as it was.
+Every public method takes the Log's lock, which also guards its LocalLog:
+the request handlers and the background tasks (retention, flush, roll
+flushes, on the one :class:`~pylog.log.scheduler.Scheduler`) share a Log. A
+failing disk surfaces as KafkaStorageError and leaves the log as it was.
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import logging
 import os
-import shutil
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
 
 from pylog import _native
 from pylog.common.utils.time import Clock, now_ms
 from pylog.errors import (
     InvalidRecordError,
     InvalidTimestampError,
-    KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
     UnexpectedAppendOffsetError,
 )
 from pylog.log import retention
-from pylog.log.checkpoint import fsync_dir
 from pylog.log.config import LogConfig
 from pylog.log.fetch import FetchDataInfo
-from pylog.log.files import (
-    CLEANED_FILE_SUFFIX,
-    DELETED_FILE_SUFFIX,
-    SWAP_FILE_SUFFIX,
-    log_file_name,
-    offset_index_file_name,
-    time_index_file_name,
-    txn_index_file_name,
-)
 from pylog.log.leader_epoch import LeaderEpochFileCache
 from pylog.log.loader import LogLoader
-from pylog.log.log_segments import LogSegments
+from pylog.log.local_log import LocalLog, storage_errors
 from pylog.log.offset_metadata import LogOffsetMetadata
-from pylog.log.producer_state import ProducerStateManager
+from pylog.log.producer_state import BatchMetadata, ProducerStateManager
+from pylog.log.scheduler import Scheduler, default_scheduler
 from pylog.log.segment import LogSegment
 
 __all__ = [
@@ -134,64 +127,6 @@ class LogAppendInfo:
         return self.last_offset - self.first_offset + 1 if self.first_offset >= 0 else 0
 
 
-class Scheduler(Protocol):
-    """Runs ``fn`` on another thread after ``delay_ms`` (pylog.log.scheduler.Scheduler)."""
-
-    def schedule_once(self, name: str, fn: Callable[[], object], delay_ms: float = 0) -> None: ...
-
-
-class ProducerState(Protocol):
-    """The ProducerStateManager methods a Log uses."""
-
-    def check_batch(self, batch: Any, verify_sequence: bool) -> Any: ...
-    def update(self, batch: Any, append_time_ms: int = -1) -> None: ...
-    @property
-    def map_end_offset(self) -> int: ...
-    def update_map_end_offset(self, offset: int) -> None: ...
-    def take_snapshot(self, offset: int | None = None) -> str | None: ...
-    def truncate_and_reload(
-        self, log_start_offset: int, log_end_offset: int, now_ms: int
-    ) -> None: ...
-    def truncate_fully(self, start_offset: int = 0) -> None: ...
-    def delete_snapshots_before(self, offset: int) -> None: ...
-
-
-class LeaderEpochCache(Protocol):
-    """The LeaderEpochFileCache methods a Log uses."""
-
-    @property
-    def latest_epoch(self) -> int | None: ...
-    def assign(self, epoch: int, start_offset: int) -> object: ...
-    def truncate_from_end(self, end_offset: int) -> None: ...
-    def truncate_from_start(self, start_offset: int) -> None: ...
-    def clear(self) -> None: ...
-
-
-class _ThreadScheduler:
-    """Fallback when no scheduler is injected: a daemon timer per task."""
-
-    def schedule_once(self, name: str, fn: Callable[[], object], delay_ms: float = 0) -> None:
-        def run() -> None:
-            try:
-                fn()
-            except Exception:
-                _log.exception("background task %r failed", name)
-
-        t = threading.Timer(max(delay_ms, 0) / 1000.0, run)
-        t.name = f"pylog-{name}"
-        t.daemon = True
-        t.start()
-
-
-@contextlib.contextmanager
-def _storage(what: str, path: str) -> Iterator[None]:
-    """Turn an OSError into KafkaStorageError naming what failed where."""
-    try:
-        yield
-    except OSError as e:
-        raise KafkaStorageError(f"{what} {path}: {e.strerror or e}", e.errno) from e
-
-
 # compression.type → codec; "producer" (absent) keeps the producer's codec.
 _TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -232,38 +167,26 @@ def _record_validation_error(
 
 
 class Log:
-    """A partition's log. Open one with :meth:`open`."""
+    """A partition's log (Kafka's UnifiedLog). Open one with :meth:`open`."""
 
     def __init__(
         self,
-        dir: str,
-        config: LogConfig,
-        segments: Sequence[LogSegment],
+        local_log: LocalLog,
         *,
         log_start_offset: int,
-        recovery_point: int,
-        next_offset_metadata: LogOffsetMetadata,
-        scheduler: Scheduler | None = None,
+        producer_state: ProducerStateManager,
+        leader_epoch_cache: LeaderEpochFileCache,
+        scheduler: Scheduler,
         clock: Clock = now_ms,
-        producer_state: ProducerState | None = None,
-        leader_epoch_cache: LeaderEpochCache | None = None,
     ) -> None:
-        if not segments:
-            raise ValueError(f"a log needs at least one segment ({dir})")
         self._lock = threading.RLock()
-        self._dir = dir
-        self._config = config
-        self._segments = LogSegments(segments)
+        self._local = local_log
         self._log_start_offset = log_start_offset
-        self._recovery_point = recovery_point
-        self._next_offset_metadata = next_offset_metadata
         self._high_watermark = LogOffsetMetadata(log_start_offset)
-        self._scheduler: Scheduler = scheduler if scheduler is not None else _ThreadScheduler()
-        self._clock = clock
         self._producer_state = producer_state
         self._leader_epoch_cache = leader_epoch_cache
-        self._last_flush_ms = clock()
-        self._closed = False
+        self._scheduler = scheduler
+        self._clock = clock
 
     # ------------------------------------------------------------------ opening
 
@@ -278,8 +201,8 @@ class Log:
         had_clean_shutdown: bool = True,
         scheduler: Scheduler | None = None,
         clock: Clock = now_ms,
-        producer_state: ProducerState | None = None,
-        leader_epoch_cache: LeaderEpochCache | None = None,
+        producer_state: ProducerStateManager | None = None,
+        leader_epoch_cache: LeaderEpochFileCache | None = None,
         producer_id_expiration_ms: int = 86_400_000,
     ) -> Log:
         """Open (creating if needed) the log in ``dir``, loading its segments.
@@ -287,10 +210,13 @@ class Log:
         Loading is ``LogLoader``'s (swap/cleaned/deleted files, index checks,
         recovery of what lies past ``recovery_point`` after an unclean shutdown,
         producer-state rebuild). The producer state manager and leader epoch
-        cache are made here unless given.
+        cache are made here unless given; without a ``scheduler`` (a Log
+        opened outside a LogManager) the process's shared one runs the
+        background work.
         """
         config = config if config is not None else LogConfig()
-        with _storage("creating log directory", dir):
+        scheduler = scheduler if scheduler is not None else default_scheduler()
+        with storage_errors("creating log directory", dir):
             os.makedirs(dir, exist_ok=True)
         if leader_epoch_cache is None:
             leader_epoch_cache = LeaderEpochFileCache(os.path.join(dir, _LEADER_EPOCH_CHECKPOINT))
@@ -302,55 +228,64 @@ class Log:
             log_start_offset,
             recovery_point,
             had_clean_shutdown,
-            cast(Any, producer_state),
-            cast(Any, leader_epoch_cache),
+            producer_state,
+            leader_epoch_cache,
             clock=clock,
         ).load()
-        log = cls(
+        local_log = LocalLog(
             dir,
             config,
             loaded.segments,
-            log_start_offset=loaded.log_start_offset,
             recovery_point=loaded.recovery_point,
             next_offset_metadata=loaded.next_offset_metadata,
             scheduler=scheduler,
             clock=clock,
+        )
+        log = cls(
+            local_log,
+            log_start_offset=loaded.log_start_offset,
             producer_state=producer_state,
             leader_epoch_cache=leader_epoch_cache,
+            scheduler=scheduler,
+            clock=clock,
         )
-        with log._lock, _storage("loading", dir):
-            log.active_segment.resize_indexes(config.segment_index_bytes)
-            if leader_epoch_cache is not None:
-                leader_epoch_cache.truncate_from_end(log.log_end_offset)
-                leader_epoch_cache.truncate_from_start(log.log_start_offset)
+        with log._lock, storage_errors("loading", dir):
+            local_log.active_segment.resize_indexes(config.segment_index_bytes)
+            leader_epoch_cache.truncate_from_end(log.log_end_offset)
+            leader_epoch_cache.truncate_from_start(log.log_start_offset)
         return log
 
     # ------------------------------------------------------------------ state
 
     @property
+    def local_log(self) -> LocalLog:
+        """The segment files under this log (use with the log's lock held)."""
+        return self._local
+
+    @property
     def dir(self) -> str:
-        return self._dir
+        return self._local.dir
 
     @property
     def name(self) -> str:
-        return os.path.basename(self._dir)
+        return self._local.name
 
     @property
     def config(self) -> LogConfig:
-        return self._config
+        return self._local.config
 
     def update_config(self, config: LogConfig) -> None:
         """Apply a topic's changed settings; they take effect from the next append or roll."""
         with self._lock:
-            self._config = config
+            self._local.config = config
 
     @property
     def log_end_offset(self) -> int:
-        return self._next_offset_metadata.message_offset
+        return self._local.log_end_offset
 
     @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        return self._next_offset_metadata
+        return self._local.log_end_offset_metadata
 
     @property
     def log_start_offset(self) -> int:
@@ -358,7 +293,7 @@ class Log:
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._local.recovery_point
 
     @property
     def high_watermark(self) -> int:
@@ -366,53 +301,48 @@ class Log:
 
     @property
     def last_flush_time(self) -> int:
-        return self._last_flush_ms
+        return self._local.last_flush_time
 
     @property
     def unflushed_messages(self) -> int:
-        return self.log_end_offset - self._recovery_point
+        return self._local.unflushed_messages
 
     @property
-    def producer_state_manager(self) -> ProducerState | None:
+    def producer_state_manager(self) -> ProducerStateManager:
         return self._producer_state
 
     @property
-    def leader_epoch_cache(self) -> LeaderEpochCache | None:
+    def leader_epoch_cache(self) -> LeaderEpochFileCache:
         return self._leader_epoch_cache
 
     @property
     def latest_epoch(self) -> int | None:
-        cache = self._leader_epoch_cache
-        return cache.latest_epoch if cache is not None else None
+        return self._leader_epoch_cache.latest_epoch
 
     @property
     def segments(self) -> list[LogSegment]:
         """The segments, oldest first (a copy)."""
         with self._lock:
-            return self._segments.values()
+            return self._local.segments.values()
 
     @property
     def num_segments(self) -> int:
-        return len(self._segments)
+        return len(self._local.segments)
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments.last_segment
+        return self._local.active_segment
 
     @property
     def size(self) -> int:
         """Bytes of all segments."""
         with self._lock:
-            return self._segments.size_in_bytes()
+            return self._local.segments.size_in_bytes()
 
     def floor_segment(self, offset: int) -> LogSegment | None:
         """The segment whose range holds ``offset`` (greatest base <= offset)."""
         with self._lock:
-            return self._segments.floor_segment(offset)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise KafkaStorageError(f"log {self._dir} is closed")
+            return self._local.segments.floor_segment(offset)
 
     # ------------------------------------------------------------------ high watermark
 
@@ -420,12 +350,13 @@ class Log:
         """Set the HW, clamped to ``[log_start_offset, log_end_offset]``; returns it."""
         with self._lock:
             offset = hw.message_offset if isinstance(hw, LogOffsetMetadata) else hw
+            leo = self._local.log_end_offset
             if offset <= self._log_start_offset:
                 offset = self._log_start_offset
                 meta = LogOffsetMetadata(offset)
-            elif offset >= self.log_end_offset:
-                offset = self.log_end_offset
-                meta = self._next_offset_metadata
+            elif offset >= leo:
+                offset = leo
+                meta = self._local.log_end_offset_metadata
             elif isinstance(hw, LogOffsetMetadata):
                 meta = hw
             else:
@@ -437,10 +368,10 @@ class Log:
         """Move the HW forward (never back) to ``new_hw``; returns the old one
         when it moved. A HW beyond the LEO is refused."""
         with self._lock:
-            if new_hw.message_offset > self.log_end_offset:
+            if new_hw.message_offset > self._local.log_end_offset:
                 raise ValueError(
                     f"high watermark {new_hw} would pass the log end offset "
-                    f"{self.log_end_offset} of {self._dir}"
+                    f"{self._local.log_end_offset} of {self.dir}"
                 )
             old = self._fetch_high_watermark_metadata()
             if old.message_offset < new_hw.message_offset or (
@@ -467,22 +398,15 @@ class Log:
     def _convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """Locate ``offset`` (segment and byte position); OffsetOutOfRangeError
         outside the log."""
-        if offset == self.log_end_offset:
-            return self._next_offset_metadata
-        if offset < self._log_start_offset or offset > self.log_end_offset:
+        local = self._local
+        if offset == local.log_end_offset:
+            return local.log_end_offset_metadata
+        if offset < self._log_start_offset or offset > local.log_end_offset:
             raise self._out_of_range(offset)
-        if self._segments.floor_segment(offset) is not None:
-            for seg in self._segments.segments_from(offset):
-                found = seg.translate_offset(offset)
-                if found is not None:
-                    return LogOffsetMetadata(offset, seg.base_offset, found[1])
-        return self._next_offset_metadata
+        return local.convert_to_offset_metadata(offset)
 
     def _out_of_range(self, offset: int) -> OffsetOutOfRangeError:
-        return OffsetOutOfRangeError(
-            f"offset {offset} is out of range for {self.name}: the log holds "
-            f"[{self._log_start_offset}, {self.log_end_offset})"
-        )
+        return self._local.out_of_range(offset, self._log_start_offset)
 
     # ------------------------------------------------------------------ append
 
@@ -511,26 +435,29 @@ class Log:
             buf = bytearray(records)
         if len(buf) == 0:
             return self._empty_append_info()
+        config = self._local.config
         if len(buf) > _MAGIC_POSITION and buf[_MAGIC_POSITION] < 2:
             buf = _native.convert_legacy_to_v2(
-                buf, max_decompressed_size=self._config.max_decompressed_bytes
+                buf, max_decompressed_size=config.max_decompressed_bytes
             )
-        target_codec = _TOPIC_CODECS.get(self._config.compression_type)
+        target_codec = _TOPIC_CODECS.get(config.compression_type)
         if target_codec is not None:
             buf = _recompress(
                 buf,
                 target_codec,
-                self._config.max_message_bytes,
-                self._config.max_decompressed_bytes,
+                config.max_message_bytes,
+                config.max_decompressed_bytes,
             )
         with self._lock:
-            self._check_open()
-            config = self._config
+            local = self._local
+            if local.closed:  # a test first: Produce and Fetch come here, and most logs are open
+                local.check_open()
+            config = local.config
             now = self._clock()
             try:
                 info = _native.validate_and_assign_offsets(
                     buf,
-                    base_offset=self.log_end_offset,
+                    base_offset=local.log_end_offset,
                     partition_leader_epoch=leader_epoch,
                     now_ms=now,
                     log_append_time=config.log_append_time,
@@ -565,12 +492,14 @@ class Log:
         if n == 0:
             return self._empty_append_info()
         view = memoryview(records).cast("B")[:n]
-        info = _native.analyze_records(view, max_batch_size=self._config.max_message_bytes)
+        info = _native.analyze_records(view, max_batch_size=self._local.config.max_message_bytes)
         if info.num_batches == 0:
             return self._empty_append_info()
         with self._lock:
-            self._check_open()
-            leo = self.log_end_offset
+            local = self._local
+            if local.closed:
+                local.check_open()
+            leo = local.log_end_offset
             if info.first_offset < leo:
                 raise UnexpectedAppendOffsetError(
                     f"follower append to {self.name} starts at offset {info.first_offset}, "
@@ -599,8 +528,8 @@ class Log:
     def _maybe_assign_epoch(self, epoch: int, start_offset: int) -> None:
         """Record ``epoch`` as starting at ``start_offset`` if it is newer than
         the cache's latest."""
-        cache = self._leader_epoch_cache
-        if cache is not None and epoch >= 0:
+        if epoch >= 0:
+            cache = self._leader_epoch_cache
             latest = cache.latest_epoch
             if latest is None or epoch > latest:
                 cache.assign(epoch, start_offset)
@@ -625,11 +554,11 @@ class Log:
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(-1, -1, -1, -1, -1, -1, self._log_start_offset, 0, 0, 0, 0)
 
-    def _check_producer_batches(self, info: _native.AppendInfo, origin: AppendOrigin) -> Any:
+    def _check_producer_batches(
+        self, info: _native.AppendInfo, origin: AppendOrigin
+    ) -> BatchMetadata | None:
         """The original batch's metadata if this set repeats an appended one."""
         ps = self._producer_state
-        if ps is None:
-            return None
         seen: set[int] = set()
         for b in info.batches:
             # Only each producer's first batch is checked against the state:
@@ -642,7 +571,9 @@ class Log:
                 return duplicate
         return None
 
-    def _duplicate_info(self, info: _native.AppendInfo, dup: Any, epoch: int) -> LogAppendInfo:
+    def _duplicate_info(
+        self, info: _native.AppendInfo, dup: BatchMetadata, epoch: int
+    ) -> LogAppendInfo:
         return LogAppendInfo(
             first_offset=dup.first_offset,
             last_offset=dup.last_offset,
@@ -663,97 +594,55 @@ class Log:
     def _append_validated(
         self, buf: bytes | bytearray | memoryview, info: _native.AppendInfo, now: int
     ) -> None:
-        """Roll if due, write, then move the LEO and the producer state (lock held)."""
+        """Roll if due, write through the LocalLog, then move the producer
+        state (lock held)."""
         size = info.valid_bytes
-        if size > self._config.segment_bytes:
+        local = self._local
+        config = local.config
+        if size > config.segment_bytes:
             raise RecordListTooLargeError(
                 f"a record set of {size} bytes cannot fit a segment of "
-                f"segment.bytes={self._config.segment_bytes} in {self.name}"
+                f"segment.bytes={config.segment_bytes} in {self.name}"
             )
-        segment = self._maybe_roll(
-            size, info.max_timestamp, info.first_offset, info.last_offset, now
-        )
+        # Kafka's maybeRoll, inline: every append passes here.
+        if local.active_segment.should_roll(
+            max_segment_ms=config.segment_ms,
+            max_segment_bytes=config.segment_bytes,
+            max_timestamp_in_messages=info.max_timestamp,
+            max_offset_in_messages=info.last_offset,
+            messages_size=size,
+            now_ms=now,
+        ):
+            self._roll(info.first_offset)
         data = buf if size == len(buf) else memoryview(buf)[:size]
-        segment.append(
+        local.append(
             info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, data, info.batches
         )
-        self._next_offset_metadata = LogOffsetMetadata(
-            info.last_offset + 1, segment.base_offset, segment.size
-        )
         ps = self._producer_state
-        if ps is not None:
-            for b in info.batches:
-                if b.producer_id >= 0:
-                    ps.update(b, now)
-            ps.update_map_end_offset(info.last_offset + 1)
-        if self.unflushed_messages >= self._config.flush_messages:
+        for b in info.batches:
+            if b.producer_id >= 0:
+                ps.update(b, now)
+        ps.update_map_end_offset(info.last_offset + 1)
+        if local.unflushed_messages >= config.flush_messages:
             self.flush()
 
     # ------------------------------------------------------------------ roll
 
-    def _maybe_roll(
-        self, messages_size: int, max_timestamp: int, first_offset: int, last_offset: int, now: int
-    ) -> LogSegment:
-        segment = self.active_segment
-        if segment.should_roll(
-            max_segment_ms=self._config.segment_ms,
-            max_segment_bytes=self._config.segment_bytes,
-            max_timestamp_in_messages=max_timestamp,
-            max_offset_in_messages=last_offset,
-            messages_size=messages_size,
-            now_ms=now,
-        ):
-            return self._roll(first_offset)
-        return segment
-
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, LEO)``."""
         with self._lock:
-            self._check_open()
+            self._local.check_open()
             return self._roll(expected_next_offset)
 
     def _roll(self, expected_next_offset: int | None = None) -> LogSegment:
-        new_offset = max(expected_next_offset or 0, self.log_end_offset)
-        active = self.active_segment
-        with _storage("rolling", self._dir):
-            if self._segments.contains(new_offset):
-                if active.base_offset == new_offset and active.size == 0:
-                    # An empty active segment at this offset: replace it.
-                    self._remove_and_delete([active])
-                else:
-                    raise KafkaError(
-                        f"cannot roll {self.name} to a new segment at {new_offset}: "
-                        "a segment with that base offset already exists"
-                    )
-            elif new_offset < active.base_offset:
-                raise KafkaError(
-                    f"cannot roll {self.name} to a new segment at {new_offset}, below the "
-                    f"active segment's base offset {active.base_offset}"
-                )
-            else:
-                for stale in (
-                    log_file_name(self._dir, new_offset),
-                    offset_index_file_name(self._dir, new_offset),
-                    time_index_file_name(self._dir, new_offset),
-                    txn_index_file_name(self._dir, new_offset),
-                ):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(stale)
-            if self._segments:
-                self.active_segment.on_became_inactive_segment()
-            segment = LogSegment.open(
-                self._dir,
-                new_offset,
-                self._config,
-                preallocate=self._config.preallocate,
-                clock=self._clock,
-            )
-        self._segments.add(segment)
-        self._next_offset_metadata = LogOffsetMetadata(self.log_end_offset, new_offset, 0)
+        """The LocalLog rolls; the producer state is snapshotted at the new
+        base offset and the segments before it flushed in the background (as
+        UnifiedLog.roll does)."""
+        segment = self._local.roll(expected_next_offset)
+        new_offset = segment.base_offset
         ps = self._producer_state
-        if ps is not None:
-            ps.update_map_end_offset(new_offset)
-            ps.take_snapshot(new_offset)
+        ps.update_map_end_offset(new_offset)
+        ps.take_snapshot(new_offset)
         self._scheduler.schedule_once(
             f"flush-log-{self.name}-{new_offset}",
             lambda: self._flush_quietly(new_offset),
@@ -765,8 +654,8 @@ class Log:
         try:
             self.flush(offset)
         except KafkaStorageError as e:
-            if not self._closed:
-                _log.error("flush of %s up to %d failed: %s", self._dir, offset, e)
+            if not self._local.closed:
+                _log.error("flush of %s up to %d failed: %s", self.dir, offset, e)
 
     # ------------------------------------------------------------------ read
 
@@ -782,43 +671,21 @@ class Log:
         bound returns an empty slice; outside ``[log_start_offset, LEO]``
         raises OffsetOutOfRangeError."""
         with self._lock:
-            self._check_open()
-            leo = self.log_end_offset
-            if start_offset < self._log_start_offset or start_offset > leo:
+            local = self._local
+            if local.closed:
+                local.check_open()
+            end = local.log_end_offset_metadata
+            if start_offset < self._log_start_offset or start_offset > end.message_offset:
                 raise self._out_of_range(start_offset)
             if isolation is FetchIsolation.LOG_END:
-                bound = self._next_offset_metadata
+                bound = end
             else:
                 bound = self._fetch_high_watermark_metadata()
             if start_offset == bound.message_offset:
                 return FetchDataInfo(bound)
             if start_offset > bound.message_offset:
                 return FetchDataInfo(self._convert_to_offset_metadata(start_offset))
-            if start_offset < self._segments.first_segment.base_offset:
-                raise self._out_of_range(start_offset)
-            for segment in self._segments.segments_from(start_offset):
-                if segment.base_offset > bound.segment_base_offset:
-                    break
-                if segment.base_offset == bound.segment_base_offset:
-                    max_position = bound.relative_position_in_segment
-                else:
-                    max_position = segment.size
-                # Not _storage(): every Fetch comes here, and the path (built
-                # on each call) is only needed for the error. The native reads
-                # raise KafkaStorageError without it.
-                try:
-                    fetched = segment.read(start_offset, max_length, max_position, min_one_message)
-                except OSError as e:
-                    where = segment.log_path
-                    raise KafkaStorageError(f"reading {where}: {e.strerror or e}", e.errno) from e
-                except KafkaStorageError as e:
-                    where = segment.log_path
-                    if where in str(e):
-                        raise
-                    raise KafkaStorageError(f"reading {where}: {e}", e.errno) from e
-                if fetched is not None:
-                    return fetched
-            return FetchDataInfo(bound)
+            return local.read(start_offset, max_length, bound, min_one_message)
 
     def read_bytes(
         self,
@@ -834,14 +701,14 @@ class Log:
         """(timestamp, offset) of the first record with a timestamp >= ``timestamp``
         at or after the log start offset (ListOffsets); None when there is none."""
         with self._lock:
-            self._check_open()
+            self._local.check_open()
             lso = self._log_start_offset
-            for segment, nxt in self._segments.with_next():
+            for segment, nxt in self._local.segments.with_next():
                 if nxt is not None and nxt.base_offset <= lso:
                     continue  # wholly below the log start offset
                 if 0 <= segment.max_timestamp_so_far < timestamp:
                     continue
-                with _storage("searching", segment.log_path):
+                with storage_errors("searching", segment.log_path):
                     found = segment.find_offset_by_timestamp(timestamp, lso)
                 if found is not None:
                     return found
@@ -855,29 +722,19 @@ class Log:
         if target_offset < 0:
             raise ValueError(f"cannot truncate {self.name} to a negative offset {target_offset}")
         with self._lock:
-            self._check_open()
-            if target_offset >= self.log_end_offset:
+            local = self._local
+            local.check_open()
+            if target_offset >= local.log_end_offset:
                 return False
-            if self._segments.first_segment.base_offset > target_offset:
+            if local.segments.first_segment.base_offset > target_offset:
                 self._truncate_fully_and_start_at(target_offset)
                 return True
-            with _storage("truncating", self._dir):
-                self._remove_and_delete(self._segments.higher_segments(target_offset))
-                active = self.active_segment
-                active.truncate_to(target_offset)
-                active.resize_indexes(self._config.segment_index_bytes)
-            self._next_offset_metadata = LogOffsetMetadata(
-                target_offset, active.base_offset, active.size
-            )
-            if self._recovery_point > target_offset:
-                self._recovery_point = target_offset
-            cache = self._leader_epoch_cache
-            if cache is not None:
-                cache.truncate_from_end(target_offset)
+            local.truncate_to(target_offset)
+            self._leader_epoch_cache.truncate_from_end(target_offset)
             self._log_start_offset = min(self._log_start_offset, target_offset)
             self._rebuild_producer_state(target_offset)
             if self.high_watermark >= target_offset:
-                self._high_watermark = self._next_offset_metadata
+                self._high_watermark = local.log_end_offset_metadata
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -886,44 +743,26 @@ class Log:
         if new_offset < 0:
             raise ValueError(f"cannot restart {self.name} at a negative offset {new_offset}")
         with self._lock:
-            self._check_open()
+            self._local.check_open()
             self._truncate_fully_and_start_at(new_offset)
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
-        with _storage("truncating", self._dir):
-            # Renamed .deleted first, so the new segment's names are free; the
-            # lock keeps anyone from seeing the log without a segment.
-            self._remove_and_delete(self._segments.values())
-            segment = LogSegment.open(
-                self._dir,
-                new_offset,
-                self._config,
-                preallocate=self._config.preallocate,
-                clock=self._clock,
-            )
-            self._segments.add(segment)
-        self._next_offset_metadata = LogOffsetMetadata(new_offset, new_offset, 0)
+        self._local.truncate_fully_and_start_at(new_offset)
         self._log_start_offset = new_offset
-        self._recovery_point = new_offset
-        self._high_watermark = self._next_offset_metadata
-        cache = self._leader_epoch_cache
-        if cache is not None:
-            cache.clear()
+        self._high_watermark = self._local.log_end_offset_metadata
+        self._leader_epoch_cache.clear()
         ps = self._producer_state
-        if ps is not None:
-            ps.truncate_fully(new_offset)
-            ps.update_map_end_offset(new_offset)
+        ps.truncate_fully(new_offset)
+        ps.update_map_end_offset(new_offset)
 
     def _rebuild_producer_state(self, last_offset: int) -> None:
         """Producer state as of ``last_offset``: the newest snapshot at or below
         it, then the producer batches after the snapshot replayed from the log."""
         ps = self._producer_state
-        if ps is None:
-            return
         ps.truncate_and_reload(self._log_start_offset, last_offset, self._clock())
         start = ps.map_end_offset
         if start < last_offset:
-            for segment in self._segments.segments_from(start):
+            for segment in self._local.segments.segments_from(start):
                 found = segment.translate_offset(start) if segment.base_offset <= start else None
                 position = found[1] if found is not None else 0
                 for b in segment.batch_infos(position):
@@ -937,25 +776,19 @@ class Log:
 
     def flush(self, offset: int | None = None) -> None:
         """Make every offset below ``offset`` (default: the LEO) durable and move
-        the recovery point there."""
+        the recovery point there. The fsyncs run outside the lock, so appends
+        go on meanwhile."""
         with self._lock:
-            self._check_open()
-            target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
-            if target <= self._recovery_point:
+            local = self._local
+            local.check_open()
+            leo = local.log_end_offset
+            target = leo if offset is None else min(offset, leo)
+            if target <= local.recovery_point:
                 return
-            to_flush = self._segments.segments_from(self._recovery_point, target)
-        for segment in to_flush:
-            if segment.closed:
-                continue
-            try:
-                segment.flush()
-            except KafkaStorageError:
-                if not segment.closed:
-                    raise
+            to_flush = local.segments_to_flush(target)
+        LocalLog.flush_segments(to_flush)
         with self._lock:
-            if target > self._recovery_point:
-                self._recovery_point = target
-                self._last_flush_ms = self._clock()
+            local.mark_flushed(target)
 
     # ------------------------------------------------------------------ retention
 
@@ -964,17 +797,18 @@ class Log:
         the delete policy, by ``retention.bytes`` and ``retention.ms``. Only
         segments below the HW go. Returns how many segments were removed."""
         with self._lock:
-            self._check_open()
+            self._local.check_open()
+            config = self._local.config
             deleted = self._delete_breached(
                 retention.log_start_offset_breached(self._log_start_offset), "log start offset"
             )
-            if self._config.delete:
+            if config.delete:
                 deleted += self._delete_breached(
-                    retention.retention_size_breached(self._segments, self._config.retention_bytes),
+                    retention.retention_size_breached(self._local.segments, config.retention_bytes),
                     "retention.bytes",
                 )
                 deleted += self._delete_breached(
-                    retention.retention_ms_breached(self._config.retention_ms, self._clock),
+                    retention.retention_ms_breached(config.retention_ms, self._clock),
                     "retention.ms",
                 )
             return deleted
@@ -983,40 +817,39 @@ class Log:
         if breached is None:
             return 0
         deletable = retention.deletable_segments(
-            self._segments, breached, self.high_watermark, self.log_end_offset
+            self._local.segments, breached, self.high_watermark, self._local.log_end_offset
         )
         return self._delete_segments(deletable, reason)
 
     def _delete_segments(self, deletable: list[LogSegment], reason: str) -> int:
         if not deletable:
             return 0
-        with _storage("deleting segments of", self._dir):
-            doomed = deletable
-            if len(deletable) == len(self._segments):
-                # The log always keeps a segment: roll an empty one first.
-                new = self._roll()
-                if deletable[-1].base_offset == new.base_offset:
-                    doomed = deletable[:-1]
-            _log.info(
-                "deleting %d segment(s) of %s (%s): base offsets %s",
-                len(doomed),
-                self.name,
-                reason,
-                [s.base_offset for s in doomed],
-            )
-            self._remove_and_delete(doomed)
-        first_base = self._segments.first_segment.base_offset
+        local = self._local
+        doomed = deletable
+        if len(deletable) == len(local.segments):
+            # The log always keeps a segment: roll an empty one first.
+            new = self._roll()
+            if deletable[-1].base_offset == new.base_offset:
+                doomed = deletable[:-1]
+        _log.info(
+            "deleting %d segment(s) of %s (%s): base offsets %s",
+            len(doomed),
+            self.name,
+            reason,
+            [s.base_offset for s in doomed],
+        )
+        with storage_errors("deleting segments of", local.dir):
+            local.remove_and_delete_segments(doomed)
+        first_base = local.segments.first_segment.base_offset
         self._increment_log_start_offset(first_base)
-        ps = self._producer_state
-        if ps is not None:
-            ps.delete_snapshots_before(first_base)
+        self._producer_state.delete_snapshots_before(first_base)
         return len(deletable)
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
         """Move the log start offset forward (DeleteRecords); segments wholly
         below it go at the next retention run. It may not pass the HW."""
         with self._lock:
-            self._check_open()
+            self._local.check_open()
             if new_log_start_offset > self.high_watermark:
                 raise OffsetOutOfRangeError(
                     f"cannot move the log start offset of {self.name} to "
@@ -1028,38 +861,12 @@ class Log:
         if new_log_start_offset <= self._log_start_offset:
             return False
         self._log_start_offset = new_log_start_offset
-        cache = self._leader_epoch_cache
-        if cache is not None:
-            cache.truncate_from_start(new_log_start_offset)
-        if self._recovery_point < new_log_start_offset:
-            self._recovery_point = new_log_start_offset
+        self._leader_epoch_cache.truncate_from_start(new_log_start_offset)
+        if self._local.recovery_point < new_log_start_offset:
+            self._local.update_recovery_point(new_log_start_offset)
         if self._high_watermark.message_offset < new_log_start_offset:
             self._high_watermark = LogOffsetMetadata(new_log_start_offset)
         return True
-
-    def _remove_and_delete(self, segments: Sequence[LogSegment]) -> None:
-        """Take ``segments`` out of the log now; rename their files ``.deleted``
-        and remove them after ``file.delete.delay.ms``."""
-        for segment in segments:
-            self._segments.remove(segment)
-        for segment in segments:
-            segment.change_file_suffixes(segment.file_suffix, DELETED_FILE_SUFFIX)
-        if not segments:
-            return
-        batch = list(segments)
-
-        def delete() -> None:
-            for s in batch:
-                try:
-                    s.delete_if_exists()
-                except KafkaStorageError as e:
-                    _log.error("deleting %s failed: %s", s.log_path, e)
-
-        self._scheduler.schedule_once(
-            f"delete-file-{self.name}-{batch[0].base_offset}",
-            delete,
-            self._config.file_delete_delay_ms,
-        )
 
     # ------------------------------------------------------------------ compaction
 
@@ -1067,10 +874,7 @@ class Log:
         """Producer id -> last data offset of every producer the log remembers:
         compaction keeps (at least the header of) each one's last batch."""
         with self._lock:
-            ps = self._producer_state
-            if not isinstance(ps, ProducerStateManager):
-                return {}
-            active = ps.active_producers()
+            active = self._producer_state.active_producers()
             return {pid: e.last_data_offset for pid, e in active.items() if e.last_data_offset >= 0}
 
     def replace_segments(
@@ -1092,31 +896,8 @@ class Log:
         """
         hook = after_phase if after_phase is not None else (lambda _: None)
         with self._lock:
-            self._check_open()
-            for s in old_segments:
-                if self._segments.get(s.base_offset) is not s:
-                    raise KafkaError(
-                        f"cannot replace segment {s.base_offset} of {self.name}: it left the log"
-                    )
-                if s is self.active_segment:
-                    raise KafkaError(f"cannot replace the active segment of {self.name}")
-            with _storage("replacing segments of", self._dir):
-                for s in new_segments:
-                    if s.has_suffix(CLEANED_FILE_SUFFIX):
-                        s.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
-                # The .swap names must be durable before any old segment goes.
-                fsync_dir(self._dir)
-                hook("swap")
-                for s in old_segments:
-                    self._segments.remove(s)
-                for s in new_segments:
-                    self._segments.add(s)
-                self._remove_and_delete(old_segments)
-                hook("deleted")
-                for s in new_segments:
-                    s.change_file_suffixes(SWAP_FILE_SUFFIX, "")
-                fsync_dir(self._dir)
-                hook("done")
+            self._local.check_open()
+            self._local.replace_segments(new_segments, old_segments, hook)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -1124,46 +905,34 @@ class Log:
         """Snapshot the producer state at the LEO and close every segment
         (indexes and a preallocated file trimmed). Idempotent."""
         with self._lock:
-            if self._closed:
+            local = self._local
+            if local.closed:
                 return
-            self._closed = True
-            ps = self._producer_state
+            local.closed = True
             try:
-                if ps is not None:
-                    ps.take_snapshot(self.log_end_offset)
+                self._producer_state.take_snapshot(local.log_end_offset)
             finally:
-                for segment in self._segments:
-                    with _storage("closing", segment.log_path):
-                        segment.close()
+                local.close()
 
     def close_handlers(self) -> None:
         """Release every file without trimming (after a disk failure)."""
         with self._lock:
-            self._closed = True
-            for segment in self._segments:
-                segment.close_handlers()
+            self._local.close_handlers()
 
     def delete(self) -> None:
         """Remove every segment file and the directory (the partition is gone)."""
         with self._lock:
-            self._closed = True
-            for segment in self._segments:
-                with _storage("deleting", segment.log_path):
-                    segment.delete_if_exists()
-            self._segments.clear()
-            cache = self._leader_epoch_cache
-            if cache is not None:
-                cache.clear()
-            with _storage("deleting", self._dir):
-                shutil.rmtree(self._dir, ignore_errors=False)
+            self._local.delete_all_segments()
+            self._leader_epoch_cache.clear()
+            self._local.delete_dir()
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._local.closed
 
     def __repr__(self) -> str:
         return (
-            f"Log(dir={self._dir!r}, log_start_offset={self._log_start_offset}, "
+            f"Log(dir={self.dir!r}, log_start_offset={self._log_start_offset}, "
             f"log_end_offset={self.log_end_offset}, high_watermark={self.high_watermark}, "
-            f"segments={len(self._segments)})"
+            f"segments={len(self._local.segments)})"
         )

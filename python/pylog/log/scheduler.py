@@ -1,12 +1,14 @@
-"""A small thread-based scheduler for the storage layer's background tasks.
+"""The storage layer's one scheduler for background tasks.
 
 Kafka's ``KafkaScheduler`` in miniature: one-off and periodic tasks run on a
-few daemon worker threads. A periodic task never overlaps itself (the next run
-is queued when the current one ends, at the next multiple of its period, or
-at once when it ran late). A task that raises is logged and, if periodic, keeps
-its schedule. Tasks scheduled before ``startup`` wait for it; after
-``shutdown`` (which lets running tasks finish, drops queued ones and joins the
-workers) new tasks are dropped with a log line.
+few daemon worker threads. The LogManager owns the broker's; a Log opened on
+its own (a tool, a test) shares :func:`default_scheduler`. A periodic task
+never overlaps itself (the next run is queued when the current one ends, at
+the next multiple of its period, or at once when it ran late). A task that
+raises is logged and, if periodic, keeps its schedule. Tasks scheduled
+before ``startup`` wait for it; after ``shutdown`` (which lets running tasks
+finish, drops queued ones and joins the workers) new tasks are dropped with a
+log line.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Scheduler"]
+__all__ = ["Scheduler", "default_scheduler"]
 
 _log = logging.getLogger("pylog.log")
 
@@ -149,3 +151,20 @@ class Scheduler:
                 task.seq = next(self._seq)
                 heapq.heappush(self._queue, task)
                 self._cond.notify()
+
+
+_default: Scheduler | None = None
+_default_lock = threading.Lock()
+
+
+def default_scheduler() -> Scheduler:
+    """The process's shared scheduler (one daemon thread, started on first use)
+    for logs opened without a LogManager: their roll flushes and ``.deleted``
+    file removals run there."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            s = Scheduler(threads=1, thread_name_prefix="pylog-log-scheduler")
+            s.startup()
+            _default = s
+        return _default

@@ -16,7 +16,7 @@ import contextlib
 import errno as errno_mod
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from pylog import _native
 from pylog.common.utils.time import Clock, now_ms
@@ -34,12 +34,12 @@ from pylog.records import EMPTY_RECORDS, FileRecords
 
 if TYPE_CHECKING:
     from pylog.log.config import LogConfig
+    from pylog.log.leader_epoch import LeaderEpochFileCache
+    from pylog.log.producer_state import ProducerStateManager
 
 __all__ = [
     "DELETED_FILE_SUFFIX",
-    "EpochCacheLike",
     "LogSegment",
-    "ProducerStateLike",
     "log_file_name",
     "offset_index_file_name",
     "time_index_file_name",
@@ -48,21 +48,6 @@ __all__ = [
 _INT32_MAX = 2**31 - 1
 _NO_TIMESTAMP = -1
 _Buffer = bytes | bytearray | memoryview
-
-
-class ProducerStateLike(Protocol):
-    """The part of ProducerStateManager that segment recovery feeds."""
-
-    def update(self, batch: _native.BatchInfo, append_time_ms: int) -> None: ...
-
-
-class EpochCacheLike(Protocol):
-    """The part of LeaderEpochFileCache that segment recovery feeds."""
-
-    @property
-    def latest_epoch(self) -> int | None: ...
-
-    def assign(self, epoch: int, start_offset: int) -> None: ...
 
 
 def _storage_error(what: str, path: str, e: OSError) -> KafkaStorageError:
@@ -535,8 +520,8 @@ class LogSegment:
 
     def recover(
         self,
-        producer_state: ProducerStateLike | None = None,
-        leader_epoch_cache: EpochCacheLike | None = None,
+        producer_state: ProducerStateManager | None = None,
+        leader_epoch_cache: LeaderEpochFileCache | None = None,
         *,
         max_batch_size: int = _INT32_MAX,
     ) -> int:

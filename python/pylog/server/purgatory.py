@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import heapq
 import itertools
 import logging
 import time
@@ -35,8 +34,8 @@ _log = logging.getLogger("pylog.server.purgatory")
 
 TICK_MS = 1
 WHEEL_SIZE = 20
-# With no next-bucket hint from the timer, the loop still wakes this often while
-# anything waits (only the heap fallback and an old native module lack the hint).
+# When the timer names no next expiration, the loop still wakes this often while
+# anything waits.
 _MAX_SLEEP_MS = 20
 
 
@@ -95,47 +94,14 @@ T = TypeVar("T", bound=DelayedOperation)
 
 
 class Timer(Protocol):
-    """What the purgatory needs of a timer (the native wheel or the heap fallback)."""
+    """What the purgatory needs of a timer: the native wheel (``make_timer``);
+    the tests run a heap (tests/support/timers.py) beside it to show both
+    behave alike."""
 
     def add(self, id: int, expiration_ms: int) -> bool: ...
     def cancel(self, id: int) -> bool: ...
     def advance(self, now_ms: int) -> list[int]: ...
-
-
-class HeapTimer:
-    """Python's heapq as a timer: the reference the purgatory's tests run
-    beside the native wheel, to show both behave alike."""
-
-    def __init__(self, start_ms: int = 0) -> None:
-        self._heap: list[tuple[int, int]] = []
-        self._live: dict[int, int] = {}
-
-    def add(self, id: int, expiration_ms: int) -> bool:
-        self._live[id] = expiration_ms
-        heapq.heappush(self._heap, (expiration_ms, id))
-        return True
-
-    def cancel(self, id: int) -> bool:
-        return self._live.pop(id, None) is not None
-
-    def advance(self, now_ms: int) -> list[int]:
-        out: list[int] = []
-        heap = self._heap
-        while heap and heap[0][0] <= now_ms:
-            exp, id = heapq.heappop(heap)
-            if self._live.get(id) == exp:
-                del self._live[id]
-                out.append(id)
-        return out
-
-    def next_expiration_ms(self) -> int | None:
-        heap = self._heap
-        while heap and self._live.get(heap[0][1]) != heap[0][0]:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
-
-    def __len__(self) -> int:
-        return len(self._live)
+    def next_expiration_ms(self) -> int | None: ...
 
 
 def make_timer(start_ms: int | None = None) -> Timer:
@@ -153,7 +119,6 @@ class DelayedOperationPurgatory(Generic[T]):
     ) -> None:
         self.name = name
         self._timer = timer if timer is not None else make_timer()
-        self._next_hint = getattr(self._timer, "next_expiration_ms", None)
         self._watchers: dict[Hashable, list[T]] = {}
         self._ops: dict[int, T] = {}  # timer id -> operation with a pending deadline
         self._ids = itertools.count(1)
@@ -301,9 +266,7 @@ class DelayedOperationPurgatory(Generic[T]):
         self.advance_clock(now)
         if not self._ops:
             return
-        nxt: int | None = None
-        if self._next_hint is not None:
-            nxt = self._next_hint()
+        nxt = self._timer.next_expiration_ms()
         if nxt is None:
             nxt = now + _MAX_SLEEP_MS
         self._schedule_wakeup(max(nxt, now + TICK_MS))

@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import ManualClock, ManualScheduler, build_batch
+from conftest import build_batch
+from support.clock import ManualClock
+from support.scheduler import ManualScheduler
 
 from pylog import _native
 from pylog.errors import (

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ManualClock
+from support.clock import ManualClock
 
 from pylog import _native
 from pylog.cli.dump_log import dump_log_file

@@ -7,9 +7,11 @@ import shutil
 import tempfile
 
 import hypothesis.strategies as st
-from conftest import ManualClock, ManualScheduler, build_batch
+from conftest import build_batch
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from support.clock import ManualClock
+from support.scheduler import ManualScheduler
 
 from pylog import _native
 from pylog.log.config import LogConfig

@@ -10,7 +10,8 @@ import signal
 from collections.abc import Iterator
 
 import pytest
-from conftest import ManualClock, build_batch
+from conftest import build_batch
+from support.clock import ManualClock
 
 from pylog import _native
 from pylog.errors import KafkaStorageError, LogSegmentOffsetOverflowError

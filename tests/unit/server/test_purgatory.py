@@ -1,5 +1,5 @@
 """The purgatory: operations complete once, by key or by deadline; deadlines run
-on the timer (the native wheel when present, the heap fallback otherwise)."""
+on the timer: the native wheel, and a heap (tests/support/timers.py) beside it."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import time
 from typing import Any
 
 import pytest
+from support.timers import HeapTimer
 
 from pylog.server.purgatory import (
     DelayedOperation,
     DelayedOperationPurgatory,
-    HeapTimer,
     make_timer,
     monotonic_ms,
 )
