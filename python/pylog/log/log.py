@@ -725,6 +725,13 @@ class Log:
             local = self._local
             local.check_open()
             if target_offset >= local.log_end_offset:
+                # Nothing to remove, but the epoch cache may end with an epoch
+                # that starts at the LEO and holds no record: this broker led
+                # briefly, appended nothing, and another leader was elected
+                # (Kafka's UnifiedLog.truncateTo trims it the same way). Left
+                # there, every fetch names that epoch, the leader answers that
+                # it diverges, and the follower never catches up.
+                self._leader_epoch_cache.truncate_from_end(local.log_end_offset)
                 return False
             if local.segments.first_segment.base_offset > target_offset:
                 self._truncate_fully_and_start_at(target_offset)

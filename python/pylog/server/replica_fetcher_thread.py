@@ -369,7 +369,9 @@ class ReplicaFetcherThread:
         leo = p.log_end_offset
         if offset < leo:
             _log.info("%s: %s truncated from %d to %d", self.name, tp, leo, offset)
-            p.truncate_to(offset)
+        # Even at the LEO: the log drops an epoch that starts there with no
+        # record (Kafka's fetcher truncates whatever the offset).
+        p.truncate_to(offset)
         s.fetch_offset = p.log_end_offset
         s.state = FetchState.FETCHING
 

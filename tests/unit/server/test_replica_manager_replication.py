@@ -668,3 +668,29 @@ def test_the_hw_waits_for_a_replica_being_added_to_the_isr(tmp_path: Any) -> Non
 
     asyncio.run(main())
     close(lm, rm)
+
+
+def test_an_epoch_led_without_records_is_dropped_so_fetches_stop_diverging(
+    tmp_path: Any,
+) -> None:
+    """The follower led briefly (epoch 4 at its LEO, 10) and appended nothing
+    before another leader was elected. Its fetches named epoch 4, which the
+    new leader never had: it answered that the log diverges at epoch 2, ending
+    at 10 — where the follower's log already ends. Truncating "to 10" removed
+    nothing, so the empty epoch stayed, the next fetch diverged the same way,
+    and the follower never rejoined the ISR (seen in the partition suite after
+    a severed link). Truncation at the LEO now drops the empty epoch, as
+    Kafka's UnifiedLog.truncateTo does."""
+    lm, rm, fetcher = _follower_with_epochs(tmp_path)
+    p = rm.partition(TP)
+    assert p is not None
+    cache = p.log.leader_epoch_cache
+    assert cache is not None
+    cache.assign(4, p.log_end_offset)  # led at epoch 4 from offset 10, wrote nothing
+    assert p.log.latest_epoch == 4
+    s = PartitionFetchState(10, 5)
+    fetcher.states[TP] = s
+    fetcher._apply_epoch_end(TP, p, s, 2, 10)
+    assert p.log_end_offset == 10 and s.state is FetchState.FETCHING and s.fetch_offset == 10
+    assert p.log.latest_epoch == 2, "the fetch would name epoch 4 and diverge again"
+    close(lm, rm)
