@@ -85,6 +85,23 @@ SWEEPS: dict[ApiKey, Callable[[int], dict[str, Any]]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: lambda v: {"users": [{"name": "nobody"}]},
     ApiKey.SASL_HANDSHAKE: lambda v: {"mechanism": "PLAIN"},
     ApiKey.LIST_GROUPS: lambda v: {"states_filter": ["Dead"], "types_filter": ["classic"]},
+    # KIP-848: a group nobody created, and a heartbeat Kafka's checks refuse
+    # before the group is touched (an epoch past 0 without a member id).
+    ApiKey.CONSUMER_GROUP_DESCRIBE: lambda v: {
+        "group_ids": [name("sweep-no-group")],
+        "include_authorized_operations": False,
+    },
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: lambda v: {
+        "group_id": name("sweep-848"),
+        "member_id": "",
+        "member_epoch": 3,
+        "instance_id": None,
+        "rack_id": None,
+        "rebalance_timeout_ms": -1,
+        "subscribed_topic_names": None,
+        "server_assignor": None,
+        "topic_partitions": None,
+    },
     # Swept once pylog serves them (the quotas branch): a validate-only change
     # of a user's and a client id's quota, a bad key, then a describe.
     ApiKey.ALTER_CLIENT_QUOTAS: lambda v: {
