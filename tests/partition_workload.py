@@ -217,23 +217,17 @@ class WorkloadConsumer(threading.Thread):
 
 def segment_records(log_dir: str, topic: str, partition: int) -> dict[int, str]:
     """Offset → value of every record in a partition's segment files under
-    ``log_dir``, read with the native core (batch headers, then each batch's
-    records) — in process, as dump-log would print them."""
+    ``log_dir``, decoded in process by the native batch iterator (one call per
+    file; a torn tail left by a kill is left out, as a reader would)."""
     d = Path(log_dir) / f"{topic}-{partition}"
     records: dict[int, str] = {}
     for path in sorted(d.glob("*.log")):
-        data = path.read_bytes()
-        position = 0
-        while True:
-            infos, position = _native.read_batch_infos(str(path), position, 10_000)
-            if not infos:
-                break
-            for info in infos:
-                if info.is_control:
-                    continue
-                batch = data[info.position : info.position + info.size]
-                for r in _native.decode_records(batch):
-                    records[r.offset] = (r.value or b"").decode()
+        batches, _ = _native.decode_batches(path.read_bytes())
+        for info, decoded in batches:
+            if info.is_control:
+                continue
+            for r in decoded:
+                records[r.offset] = (r.value or b"").decode()
     return records
 
 
