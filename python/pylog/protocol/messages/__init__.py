@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from typing import TypeAlias
 
+from pylog.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
+from pylog.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
+from pylog.protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
+from pylog.protocol.messages.add_partitions_to_txn_response import AddPartitionsToTxnResponse
 from pylog.protocol.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from pylog.protocol.messages.alter_client_quotas_response import AlterClientQuotasResponse
 from pylog.protocol.messages.alter_configs_request import AlterConfigsRequest
@@ -47,6 +51,8 @@ from pylog.protocol.messages.delete_groups_request import DeleteGroupsRequest
 from pylog.protocol.messages.delete_groups_response import DeleteGroupsResponse
 from pylog.protocol.messages.delete_records_request import DeleteRecordsRequest
 from pylog.protocol.messages.delete_records_response import DeleteRecordsResponse
+from pylog.protocol.messages.delete_share_group_state_request import DeleteShareGroupStateRequest
+from pylog.protocol.messages.delete_share_group_state_response import DeleteShareGroupStateResponse
 from pylog.protocol.messages.delete_topics_request import DeleteTopicsRequest
 from pylog.protocol.messages.delete_topics_response import DeleteTopicsResponse
 from pylog.protocol.messages.describe_acls_request import DescribeAclsRequest
@@ -61,6 +67,14 @@ from pylog.protocol.messages.describe_groups_request import DescribeGroupsReques
 from pylog.protocol.messages.describe_groups_response import DescribeGroupsResponse
 from pylog.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from pylog.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
+from pylog.protocol.messages.describe_producers_request import DescribeProducersRequest
+from pylog.protocol.messages.describe_producers_response import DescribeProducersResponse
+from pylog.protocol.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
+from pylog.protocol.messages.describe_topic_partitions_response import (
+    DescribeTopicPartitionsResponse,
+)
+from pylog.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
+from pylog.protocol.messages.describe_transactions_response import DescribeTransactionsResponse
 from pylog.protocol.messages.describe_user_scram_credentials_request import (
     DescribeUserScramCredentialsRequest,
 )
@@ -69,10 +83,18 @@ from pylog.protocol.messages.describe_user_scram_credentials_response import (
 )
 from pylog.protocol.messages.elect_leaders_request import ElectLeadersRequest
 from pylog.protocol.messages.elect_leaders_response import ElectLeadersResponse
+from pylog.protocol.messages.end_txn_request import EndTxnRequest
+from pylog.protocol.messages.end_txn_response import EndTxnResponse
 from pylog.protocol.messages.fetch_request import FetchRequest
 from pylog.protocol.messages.fetch_response import FetchResponse
 from pylog.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from pylog.protocol.messages.find_coordinator_response import FindCoordinatorResponse
+from pylog.protocol.messages.get_telemetry_subscriptions_request import (
+    GetTelemetrySubscriptionsRequest,
+)
+from pylog.protocol.messages.get_telemetry_subscriptions_response import (
+    GetTelemetrySubscriptionsResponse,
+)
 from pylog.protocol.messages.heartbeat_request import HeartbeatRequest
 from pylog.protocol.messages.heartbeat_response import HeartbeatResponse
 from pylog.protocol.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
@@ -81,6 +103,12 @@ from pylog.protocol.messages.incremental_alter_configs_response import (
 )
 from pylog.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from pylog.protocol.messages.init_producer_id_response import InitProducerIdResponse
+from pylog.protocol.messages.initialize_share_group_state_request import (
+    InitializeShareGroupStateRequest,
+)
+from pylog.protocol.messages.initialize_share_group_state_response import (
+    InitializeShareGroupStateResponse,
+)
 from pylog.protocol.messages.join_group_request import JoinGroupRequest
 from pylog.protocol.messages.join_group_response import JoinGroupResponse
 from pylog.protocol.messages.leader_and_isr_request import LeaderAndIsrRequest
@@ -97,6 +125,8 @@ from pylog.protocol.messages.list_partition_reassignments_request import (
 from pylog.protocol.messages.list_partition_reassignments_response import (
     ListPartitionReassignmentsResponse,
 )
+from pylog.protocol.messages.list_transactions_request import ListTransactionsRequest
+from pylog.protocol.messages.list_transactions_response import ListTransactionsResponse
 from pylog.protocol.messages.metadata_request import MetadataRequest
 from pylog.protocol.messages.metadata_response import MetadataResponse
 from pylog.protocol.messages.offset_commit_request import OffsetCommitRequest
@@ -109,20 +139,46 @@ from pylog.protocol.messages.offset_for_leader_epoch_request import OffsetForLea
 from pylog.protocol.messages.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
 from pylog.protocol.messages.produce_request import ProduceRequest
 from pylog.protocol.messages.produce_response import ProduceResponse
+from pylog.protocol.messages.push_telemetry_request import PushTelemetryRequest
+from pylog.protocol.messages.push_telemetry_response import PushTelemetryResponse
+from pylog.protocol.messages.read_share_group_state_request import ReadShareGroupStateRequest
+from pylog.protocol.messages.read_share_group_state_response import ReadShareGroupStateResponse
+from pylog.protocol.messages.read_share_group_state_summary_request import (
+    ReadShareGroupStateSummaryRequest,
+)
+from pylog.protocol.messages.read_share_group_state_summary_response import (
+    ReadShareGroupStateSummaryResponse,
+)
 from pylog.protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from pylog.protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from pylog.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
 from pylog.protocol.messages.sasl_handshake_response import SaslHandshakeResponse
+from pylog.protocol.messages.share_acknowledge_request import ShareAcknowledgeRequest
+from pylog.protocol.messages.share_acknowledge_response import ShareAcknowledgeResponse
+from pylog.protocol.messages.share_fetch_request import ShareFetchRequest
+from pylog.protocol.messages.share_fetch_response import ShareFetchResponse
+from pylog.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
+from pylog.protocol.messages.share_group_describe_response import ShareGroupDescribeResponse
+from pylog.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from pylog.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
 from pylog.protocol.messages.stop_replica_request import StopReplicaRequest
 from pylog.protocol.messages.stop_replica_response import StopReplicaResponse
 from pylog.protocol.messages.sync_group_request import SyncGroupRequest
 from pylog.protocol.messages.sync_group_response import SyncGroupResponse
+from pylog.protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
+from pylog.protocol.messages.txn_offset_commit_response import TxnOffsetCommitResponse
 from pylog.protocol.messages.update_metadata_request import UpdateMetadataRequest
 from pylog.protocol.messages.update_metadata_response import UpdateMetadataResponse
+from pylog.protocol.messages.write_share_group_state_request import WriteShareGroupStateRequest
+from pylog.protocol.messages.write_share_group_state_response import WriteShareGroupStateResponse
+from pylog.protocol.messages.write_txn_markers_request import WriteTxnMarkersRequest
+from pylog.protocol.messages.write_txn_markers_response import WriteTxnMarkersResponse
 
 #: Any request class.
 Request: TypeAlias = (
-    AlterClientQuotasRequest
+    AddOffsetsToTxnRequest
+    | AddPartitionsToTxnRequest
+    | AlterClientQuotasRequest
     | AlterConfigsRequest
     | AlterPartitionReassignmentsRequest
     | AlterUserScramCredentialsRequest
@@ -136,6 +192,7 @@ Request: TypeAlias = (
     | DeleteAclsRequest
     | DeleteGroupsRequest
     | DeleteRecordsRequest
+    | DeleteShareGroupStateRequest
     | DeleteTopicsRequest
     | DescribeAclsRequest
     | DescribeClientQuotasRequest
@@ -143,35 +200,54 @@ Request: TypeAlias = (
     | DescribeConfigsRequest
     | DescribeGroupsRequest
     | DescribeLogDirsRequest
+    | DescribeProducersRequest
+    | DescribeTopicPartitionsRequest
+    | DescribeTransactionsRequest
     | DescribeUserScramCredentialsRequest
     | ElectLeadersRequest
+    | EndTxnRequest
     | FetchRequest
     | FindCoordinatorRequest
+    | GetTelemetrySubscriptionsRequest
     | HeartbeatRequest
     | IncrementalAlterConfigsRequest
     | InitProducerIdRequest
+    | InitializeShareGroupStateRequest
     | JoinGroupRequest
     | LeaderAndIsrRequest
     | LeaveGroupRequest
     | ListGroupsRequest
     | ListOffsetsRequest
     | ListPartitionReassignmentsRequest
+    | ListTransactionsRequest
     | MetadataRequest
     | OffsetCommitRequest
     | OffsetDeleteRequest
     | OffsetFetchRequest
     | OffsetForLeaderEpochRequest
     | ProduceRequest
+    | PushTelemetryRequest
+    | ReadShareGroupStateRequest
+    | ReadShareGroupStateSummaryRequest
     | SaslAuthenticateRequest
     | SaslHandshakeRequest
+    | ShareAcknowledgeRequest
+    | ShareFetchRequest
+    | ShareGroupDescribeRequest
+    | ShareGroupHeartbeatRequest
     | StopReplicaRequest
     | SyncGroupRequest
+    | TxnOffsetCommitRequest
     | UpdateMetadataRequest
+    | WriteShareGroupStateRequest
+    | WriteTxnMarkersRequest
 )
 
 #: Any response class.
 Response: TypeAlias = (
-    AlterClientQuotasResponse
+    AddOffsetsToTxnResponse
+    | AddPartitionsToTxnResponse
+    | AlterClientQuotasResponse
     | AlterConfigsResponse
     | AlterPartitionReassignmentsResponse
     | AlterUserScramCredentialsResponse
@@ -185,6 +261,7 @@ Response: TypeAlias = (
     | DeleteAclsResponse
     | DeleteGroupsResponse
     | DeleteRecordsResponse
+    | DeleteShareGroupStateResponse
     | DeleteTopicsResponse
     | DescribeAclsResponse
     | DescribeClientQuotasResponse
@@ -192,30 +269,47 @@ Response: TypeAlias = (
     | DescribeConfigsResponse
     | DescribeGroupsResponse
     | DescribeLogDirsResponse
+    | DescribeProducersResponse
+    | DescribeTopicPartitionsResponse
+    | DescribeTransactionsResponse
     | DescribeUserScramCredentialsResponse
     | ElectLeadersResponse
+    | EndTxnResponse
     | FetchResponse
     | FindCoordinatorResponse
+    | GetTelemetrySubscriptionsResponse
     | HeartbeatResponse
     | IncrementalAlterConfigsResponse
     | InitProducerIdResponse
+    | InitializeShareGroupStateResponse
     | JoinGroupResponse
     | LeaderAndIsrResponse
     | LeaveGroupResponse
     | ListGroupsResponse
     | ListOffsetsResponse
     | ListPartitionReassignmentsResponse
+    | ListTransactionsResponse
     | MetadataResponse
     | OffsetCommitResponse
     | OffsetDeleteResponse
     | OffsetFetchResponse
     | OffsetForLeaderEpochResponse
     | ProduceResponse
+    | PushTelemetryResponse
+    | ReadShareGroupStateResponse
+    | ReadShareGroupStateSummaryResponse
     | SaslAuthenticateResponse
     | SaslHandshakeResponse
+    | ShareAcknowledgeResponse
+    | ShareFetchResponse
+    | ShareGroupDescribeResponse
+    | ShareGroupHeartbeatResponse
     | StopReplicaResponse
     | SyncGroupResponse
+    | TxnOffsetCommitResponse
     | UpdateMetadataResponse
+    | WriteShareGroupStateResponse
+    | WriteTxnMarkersResponse
 )
 
 #: The request class of each api key.
@@ -244,6 +338,11 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     21: DeleteRecordsRequest,
     22: InitProducerIdRequest,
     23: OffsetForLeaderEpochRequest,
+    24: AddPartitionsToTxnRequest,
+    25: AddOffsetsToTxnRequest,
+    26: EndTxnRequest,
+    27: WriteTxnMarkersRequest,
+    28: TxnOffsetCommitRequest,
     29: DescribeAclsRequest,
     30: CreateAclsRequest,
     31: DeleteAclsRequest,
@@ -263,8 +362,23 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     50: DescribeUserScramCredentialsRequest,
     51: AlterUserScramCredentialsRequest,
     60: DescribeClusterRequest,
+    61: DescribeProducersRequest,
+    65: DescribeTransactionsRequest,
+    66: ListTransactionsRequest,
     68: ConsumerGroupHeartbeatRequest,
     69: ConsumerGroupDescribeRequest,
+    71: GetTelemetrySubscriptionsRequest,
+    72: PushTelemetryRequest,
+    75: DescribeTopicPartitionsRequest,
+    76: ShareGroupHeartbeatRequest,
+    77: ShareGroupDescribeRequest,
+    78: ShareFetchRequest,
+    79: ShareAcknowledgeRequest,
+    83: InitializeShareGroupStateRequest,
+    84: ReadShareGroupStateRequest,
+    85: WriteShareGroupStateRequest,
+    86: DeleteShareGroupStateRequest,
+    87: ReadShareGroupStateSummaryRequest,
 }
 
 #: The response class of each api key.
@@ -293,6 +407,11 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     21: DeleteRecordsResponse,
     22: InitProducerIdResponse,
     23: OffsetForLeaderEpochResponse,
+    24: AddPartitionsToTxnResponse,
+    25: AddOffsetsToTxnResponse,
+    26: EndTxnResponse,
+    27: WriteTxnMarkersResponse,
+    28: TxnOffsetCommitResponse,
     29: DescribeAclsResponse,
     30: CreateAclsResponse,
     31: DeleteAclsResponse,
@@ -312,13 +431,32 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     50: DescribeUserScramCredentialsResponse,
     51: AlterUserScramCredentialsResponse,
     60: DescribeClusterResponse,
+    61: DescribeProducersResponse,
+    65: DescribeTransactionsResponse,
+    66: ListTransactionsResponse,
     68: ConsumerGroupHeartbeatResponse,
     69: ConsumerGroupDescribeResponse,
+    71: GetTelemetrySubscriptionsResponse,
+    72: PushTelemetryResponse,
+    75: DescribeTopicPartitionsResponse,
+    76: ShareGroupHeartbeatResponse,
+    77: ShareGroupDescribeResponse,
+    78: ShareFetchResponse,
+    79: ShareAcknowledgeResponse,
+    83: InitializeShareGroupStateResponse,
+    84: ReadShareGroupStateResponse,
+    85: WriteShareGroupStateResponse,
+    86: DeleteShareGroupStateResponse,
+    87: ReadShareGroupStateSummaryResponse,
 }
 
 __all__ = [
     "REQUEST_CLASSES",
     "RESPONSE_CLASSES",
+    "AddOffsetsToTxnRequest",
+    "AddOffsetsToTxnResponse",
+    "AddPartitionsToTxnRequest",
+    "AddPartitionsToTxnResponse",
     "AlterClientQuotasRequest",
     "AlterClientQuotasResponse",
     "AlterConfigsRequest",
@@ -347,6 +485,8 @@ __all__ = [
     "DeleteGroupsResponse",
     "DeleteRecordsRequest",
     "DeleteRecordsResponse",
+    "DeleteShareGroupStateRequest",
+    "DeleteShareGroupStateResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
     "DescribeAclsRequest",
@@ -361,20 +501,32 @@ __all__ = [
     "DescribeGroupsResponse",
     "DescribeLogDirsRequest",
     "DescribeLogDirsResponse",
+    "DescribeProducersRequest",
+    "DescribeProducersResponse",
+    "DescribeTopicPartitionsRequest",
+    "DescribeTopicPartitionsResponse",
+    "DescribeTransactionsRequest",
+    "DescribeTransactionsResponse",
     "DescribeUserScramCredentialsRequest",
     "DescribeUserScramCredentialsResponse",
     "ElectLeadersRequest",
     "ElectLeadersResponse",
+    "EndTxnRequest",
+    "EndTxnResponse",
     "FetchRequest",
     "FetchResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
+    "GetTelemetrySubscriptionsRequest",
+    "GetTelemetrySubscriptionsResponse",
     "HeartbeatRequest",
     "HeartbeatResponse",
     "IncrementalAlterConfigsRequest",
     "IncrementalAlterConfigsResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
+    "InitializeShareGroupStateRequest",
+    "InitializeShareGroupStateResponse",
     "JoinGroupRequest",
     "JoinGroupResponse",
     "LeaderAndIsrRequest",
@@ -387,6 +539,8 @@ __all__ = [
     "ListOffsetsResponse",
     "ListPartitionReassignmentsRequest",
     "ListPartitionReassignmentsResponse",
+    "ListTransactionsRequest",
+    "ListTransactionsResponse",
     "MetadataRequest",
     "MetadataResponse",
     "OffsetCommitRequest",
@@ -399,16 +553,36 @@ __all__ = [
     "OffsetForLeaderEpochResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "PushTelemetryRequest",
+    "PushTelemetryResponse",
+    "ReadShareGroupStateRequest",
+    "ReadShareGroupStateResponse",
+    "ReadShareGroupStateSummaryRequest",
+    "ReadShareGroupStateSummaryResponse",
     "Request",
     "Response",
     "SaslAuthenticateRequest",
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",
     "SaslHandshakeResponse",
+    "ShareAcknowledgeRequest",
+    "ShareAcknowledgeResponse",
+    "ShareFetchRequest",
+    "ShareFetchResponse",
+    "ShareGroupDescribeRequest",
+    "ShareGroupDescribeResponse",
+    "ShareGroupHeartbeatRequest",
+    "ShareGroupHeartbeatResponse",
     "StopReplicaRequest",
     "StopReplicaResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitResponse",
     "UpdateMetadataRequest",
     "UpdateMetadataResponse",
+    "WriteShareGroupStateRequest",
+    "WriteShareGroupStateResponse",
+    "WriteTxnMarkersRequest",
+    "WriteTxnMarkersResponse",
 ]
