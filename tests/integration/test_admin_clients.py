@@ -91,8 +91,8 @@ def test_confluent_kafka_admin_client(admin_broker: EmbeddedBroker) -> None:
                         "0",
                         incremental_configs=[
                             ConfigEntry(
-                                "log.retention.ms",
-                                "1000",
+                                "num.partitions",  # not a dynamic broker config
+                                "3",
                                 incremental_operation=AlterConfigOpType.SET,
                             )
                         ],

@@ -10,13 +10,18 @@ Configuration, as Kafka reports it (DescribeConfigs, CreateTopics v5+):
   synonyms (``log.retention.ms`` / ``.minutes`` / ``.hours``, ``log.roll.ms`` /
   ``.hours``, …) each listed, from the primary key's (``log.roll.ms``) own
   first entry on: Kafka drops the entries of the other names before it;
-* broker keys are STATIC_BROKER_CONFIG when set, else DEFAULT_CONFIG, and are
-  all read-only: pylog has no dynamic broker configuration yet.
+* a broker key's value is this broker's dynamic config (DYNAMIC_BROKER_CONFIG,
+  ``/config/brokers/<id>``), else the cluster-wide one
+  (DYNAMIC_DEFAULT_BROKER_CONFIG, ``/config/brokers/<default>``), else
+  STATIC_BROKER_CONFIG when set, else DEFAULT_CONFIG; a topic key inheriting a
+  broker default lists the same layers among its synonyms. The keys Kafka
+  lets change at run time (:data:`DYNAMIC_BROKER_CONFIGS`) are not read-only.
 
-Decision on altering broker configs: every broker key is read-only here, so an
-AlterConfigs or IncrementalAlterConfigs of a BROKER resource that changes
-anything answers INVALID_CONFIG ("Cannot update these configs dynamically"),
-which is what Kafka answers for a broker key that is not dynamic. A broker id
+AlterConfigs and IncrementalAlterConfigs of a BROKER resource (a broker id, or
+"" for the cluster default) write the dynamic layer through the metadata store,
+and every broker applies it (:class:`DynamicBrokerConfig`). A key that is not
+dynamic answers INVALID_CONFIG ("Cannot update these configs dynamically"), a
+bad value INVALID_CONFIG with the parser's reason, nothing written; a broker id
 other than this broker's is INVALID_REQUEST, as in Kafka.
 """
 
@@ -60,6 +65,11 @@ from pylog.protocol.messages.describe_configs_response import (
 from pylog.security.acl_operation import AclOperation
 from pylog.security.resource_type import ResourceType as AclResourceType
 from pylog.server.config import ALL_BROKER_CONFIG, KafkaConfig
+from pylog.server.dynamic_broker_config import (
+    DEFAULT_ENTITY,
+    DYNAMIC_BROKER_CONFIGS,
+    DynamicBrokerConfig,
+)
 
 __all__ = ["ConfigApis", "ConfigSource", "ResourceType"]
 
@@ -175,10 +185,29 @@ class ConfigApis:
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
         return None
 
-    def __init__(self, config: KafkaConfig, metadata_store: MetadataStore) -> None:
-        self.config = config
+    def __init__(
+        self,
+        config: KafkaConfig,
+        metadata_store: MetadataStore,
+        dynamic_config: DynamicBrokerConfig | None = None,
+    ) -> None:
         self.metadata_store = metadata_store
         self.broker_id = config.broker_id
+        if dynamic_config is None:
+            # Handlers built without a KafkaServer follow the store themselves.
+            dynamic_config = DynamicBrokerConfig(config)
+            mine = (DEFAULT_ENTITY, str(config.broker_id))
+            metadata_store.add_broker_config_listener(
+                lambda entity, configs: (
+                    dynamic_config.update(entity, configs) if entity in mine else None
+                )
+            )
+        self.dynamic_config = dynamic_config
+
+    @property
+    def config(self) -> KafkaConfig:
+        """The broker's configuration in effect, dynamic layers included."""
+        return self.dynamic_config.current
 
     # ------------------------------------------------------------------ config entries
 
@@ -191,8 +220,13 @@ class ConfigApis:
         configuration (STATIC_BROKER_CONFIG), then the keys' non-null defaults
         (DEFAULT_CONFIG), each in precedence order, from the key's own first entry."""
         names = _BROKER_SYNONYMS.get(broker_key, (broker_key,))
-        originals = self.config.originals
+        originals = self.dynamic_config.static.originals
         out = [
+            DescribeConfigsSynonym(name=n, value=None if _sensitive(n) else value, source=source)
+            for n in names
+            for source, value in self.dynamic_config.source_layers(n)
+        ]
+        out += [
             DescribeConfigsSynonym(
                 name=n,
                 # a secret is never shown (Kafka answers null for a PASSWORD)
@@ -273,10 +307,38 @@ class ConfigApis:
                 DescribeConfigsResourceResult(
                     name=name,
                     value=value,
-                    read_only=True,
+                    read_only=name not in DYNAMIC_BROKER_CONFIGS,
                     config_source=syn[0].source if syn else ConfigSource.DEFAULT_CONFIG,
                     is_sensitive=sensitive,
                     synonyms=syn if synonyms else [],
+                    config_type=_CONFIG_TYPE_ID.get(key.type, 0) if typed else 0,
+                    documentation=key.doc if documentation and typed else None,
+                )
+            )
+        return out
+
+    def _default_entries(
+        self, names: Iterable[str] | None, *, synonyms: bool, documentation: bool, typed: bool
+    ) -> list[DescribeConfigsResourceResult]:
+        layer = self.dynamic_config.dynamic_default()
+        wanted = sorted(layer) if names is None else [n for n in names if n in layer]
+        out = []
+        for name in wanted:
+            key = ALL_BROKER_CONFIG[name]
+            value = None if _sensitive(name) else layer[name]
+            source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+            out.append(
+                DescribeConfigsResourceResult(
+                    name=name,
+                    value=value,
+                    read_only=False,
+                    config_source=source,
+                    is_sensitive=_sensitive(name),
+                    synonyms=(
+                        [DescribeConfigsSynonym(name=name, value=value, source=source)]
+                        if synonyms
+                        else []
+                    ),
                     config_type=_CONFIG_TYPE_ID.get(key.type, 0) if typed else 0,
                     documentation=key.doc if documentation and typed else None,
                 )
@@ -357,7 +419,11 @@ class ConfigApis:
                         out.configs = self._broker_entries(
                             keys, synonyms=synonyms, documentation=documentation, typed=typed
                         )
-                    # The cluster-wide default ("") holds dynamic configs only: none here.
+                    else:
+                        # The cluster-wide default ("") shows its dynamic keys only.
+                        out.configs = self._default_entries(
+                            keys, synonyms=synonyms, documentation=documentation, typed=typed
+                        )
                 else:
                     raise InvalidRequestError(
                         f"Unsupported resource type {rtype} for DescribeConfigs"
@@ -384,6 +450,7 @@ class ConfigApis:
             bool(body.validate_only),
             "AlterConfigs",
             lambda meta, r: {c.name: c.value for c in r.configs if c.value is not None},
+            lambda current, r: {c.name: c.value for c in r.configs if c.value is not None},
         )
         results = _in_order(body.resources, results, refused)
         return AlterConfigsResponse(
@@ -418,6 +485,7 @@ class ConfigApis:
             lambda meta, r: self._apply_incremental(
                 meta.configs, r.configs, self._default_log_config.to_props()
             ),
+            lambda current, r: self._apply_incremental(current, r.configs, broker=True),
             precheck=known_operations,
         )
         results = _in_order(body.resources, results, refused)
@@ -457,10 +525,12 @@ class ConfigApis:
         validate_only: bool,
         api: str,
         topic_configs: Callable[[TopicMetadata, _Resource], dict[str, str]],
+        broker_configs: Callable[[Mapping[str, str], _Resource], dict[str, str]],
         precheck: Callable[[_Resource], None] | None = None,
     ) -> list[tuple[_Resource, int, str | None]]:
         """The per-resource loop both alter-configs APIs share: checks, the
-        topic's new override set from ``topic_configs``, broker refusals, and
+        topic's new override set from ``topic_configs``, a broker's new dynamic
+        layer from ``broker_configs`` (given the layer as stored), and
         (resource, error code, error message) per resource, for the response."""
         dupes = duplicates((r.resource_type, r.resource_name) for r in resources)
         responses = []
@@ -468,7 +538,7 @@ class ConfigApis:
             code: int = ErrorCode.NONE
             msg: str | None = None
             try:
-                names = _checked_config_names(r, dupes)
+                _checked_config_names(r, dupes)
                 if precheck is not None:
                     precheck(r)
                 if r.resource_type == ResourceType.TOPIC:
@@ -481,8 +551,7 @@ class ConfigApis:
                             "topic %s configs set to %s", quoted(meta.name), quoted(wanted, 2048)
                         )
                 elif r.resource_type == ResourceType.BROKER:
-                    self._broker_resource_check(r.resource_name, allow_default=True)
-                    self._refuse_broker_changes(names)
+                    self._alter_broker(r, validate_only, broker_configs)
                 else:
                     raise InvalidRequestError(
                         f"Unsupported resource type {r.resource_type} for {api}"
@@ -497,6 +566,8 @@ class ConfigApis:
         current: Mapping[str, str],
         ops: Iterable[incremental_alter_configs_request.AlterableConfig],
         defaults: Mapping[str, str] | None = None,
+        *,
+        broker: bool = False,
     ) -> dict[str, str]:
         """``current`` overrides changed by ``ops``; APPEND and SUBTRACT start
         from the override, else from the value the topic has by default (as
@@ -504,13 +575,17 @@ class ConfigApis:
         merged = dict(current)
         for c in ops:
             name, op, value = c.name, c.config_operation, c.value
-            key = TOPIC_CONFIG.get(name)
+            key = (ALL_BROKER_CONFIG if broker else TOPIC_CONFIG).get(name)
             if key is None:
-                raise InvalidConfigurationError(f"Unknown topic config name: {name}")
+                if broker:  # refused by the dynamic-config check, naming it
+                    key = ConfigKey(name, ConfigType.STRING, None, "")
+                else:
+                    raise InvalidConfigurationError(f"Unknown topic config name: {name}")
             if op == _SET:
                 if value is None:
+                    kind = "broker" if broker else "topic"
                     raise InvalidConfigurationError(
-                        f"Null value not supported for topic configs: {name}"
+                        f"Null value not supported for {kind} configs: {name}"
                     )
                 merged[name] = value
             elif op == _DELETE:
@@ -542,14 +617,21 @@ class ConfigApis:
             raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
         return meta
 
-    @staticmethod
-    def _refuse_broker_changes(names: list[str]) -> None:
-        if names:
-            raise InvalidConfigurationError(
-                "Cannot update these configs dynamically: "
-                f"{', '.join(sorted(set(names)))} (pylog has no dynamic broker configuration; "
-                "change server.properties and restart)"
-            )
+    def _alter_broker(
+        self,
+        r: _Resource,
+        validate_only: bool,
+        broker_configs: Callable[[Mapping[str, str], _Resource], dict[str, str]],
+    ) -> None:
+        """Check and write a broker entity's new dynamic layer; the store's
+        broker-config listener applies it (here and on every broker)."""
+        this_broker = self._broker_resource_check(r.resource_name, allow_default=True)
+        entity = str(self.broker_id) if this_broker else DEFAULT_ENTITY
+        wanted = broker_configs(self.metadata_store.broker_config(entity), r)
+        self.dynamic_config.validate(entity, wanted)
+        if not validate_only:
+            self.metadata_store.set_broker_config(entity, wanted)
+            _log.info("broker %s dynamic configs set to %s", entity, quoted(wanted, 2048))
 
 
 def _in_order(

@@ -158,6 +158,7 @@ from pylog.protocol.messages.elect_leaders_response import PartitionResult, Repl
 from pylog.security.acl_authorizer import AclAuthorizer
 from pylog.security.acl_operation import AclOperation
 from pylog.server.config import KafkaConfig
+from pylog.server.dynamic_broker_config import DynamicBrokerConfig
 from pylog.server.producer_id_manager import ProducerIdManager
 from pylog.server.quota_factory import QuotaManagers, now_ms
 from pylog.server.replica_manager import ReplicaManager
@@ -249,6 +250,7 @@ class KafkaApis:
         is_controller: Callable[[], bool] = lambda: True,
         authorizer: AclAuthorizer | None = None,
         quotas: QuotaManagers | None = None,
+        dynamic_config: DynamicBrokerConfig | None = None,
     ) -> None:
         self.config = config
         self.quotas = quotas
@@ -263,7 +265,7 @@ class KafkaApis:
         auth = self.auth = AuthHelper(authorizer)
         data = ProduceFetchApis(config, replica_manager, metadata_store, self.producer_ids)
         cluster = ClusterApis(config, replica_manager, metadata_store)
-        configs = ConfigApis(config, metadata_store)
+        configs = ConfigApis(config, metadata_store, dynamic_config)
         topics = TopicApis(
             config, replica_manager, metadata_store, configs, on_topic_deleted=self._topic_deleted
         )

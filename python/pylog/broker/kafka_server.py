@@ -74,6 +74,7 @@ from pylog.server.broker_metadata_checkpoint import (
     write_broker_metadata,
 )
 from pylog.server.config import KafkaConfig
+from pylog.server.dynamic_broker_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from pylog.server.quota_factory import QuotaManagers
 from pylog.server.replica_fetcher_thread import ReplicaFetcherConfig
 from pylog.server.replica_manager import ReplicaManager
@@ -90,6 +91,37 @@ CONTROLLED_SHUTDOWN_VERSION = 3
 HandlerFactory = Callable[["KafkaServer"], "RequestHandler | Awaitable[RequestHandler]"]
 
 
+def _dynamic_broker_config(server: KafkaServer, store: MetadataStore) -> DynamicBrokerConfig:
+    """The broker's dynamic configuration: the stored layers applied now, and
+    every later change (made here or on another broker) applied as heard."""
+    assert server.log_manager is not None and server.socket_server is not None
+    dynamic = DynamicBrokerConfig(server.config)
+    log_manager, socket_server = server.log_manager, server.socket_server
+
+    def follow(_old: KafkaConfig, new: KafkaConfig) -> None:
+        server.config = new
+
+    def connections(_old: KafkaConfig, new: KafkaConfig) -> None:
+        socket_server.max_connections = new.max_connections
+        socket_server.max_connections_per_ip = new.max_connections_per_ip
+
+    dynamic.add_reconfigurable("KafkaServer", follow)
+    dynamic.add_reconfigurable("LogManager", lambda _old, new: log_manager.reconfigure(new.log))
+    dynamic.add_reconfigurable("SocketServer", connections)
+    store.add_broker_config_listener(
+        lambda entity, configs: (
+            dynamic.update(entity, configs)
+            if entity in (DEFAULT_ENTITY, str(server.config.broker_id))
+            else None
+        )
+    )
+    for entity in (DEFAULT_ENTITY, str(server.config.broker_id)):
+        layer = store.broker_config(entity)
+        if layer:
+            dynamic.update(entity, layer)
+    return dynamic
+
+
 def _default_handler(server: KafkaServer) -> RequestHandler:
     """MetadataStore → ReplicaManager → GroupCoordinator → KafkaApis, the
     broker's request handler."""
@@ -98,6 +130,7 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     if store is None:
         store = JsonMetadataStore(server.log_manager.log_dirs[0])
         server.metadata_store = store
+    dynamic = _dynamic_broker_config(server, store)
     config = server.config
     replica_manager = ReplicaManager(
         server.log_manager,
@@ -136,6 +169,7 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
         ),
         authorizer=server.authorizer,
         quotas=quotas,
+        dynamic_config=dynamic,
     )
     coordinator.register_metrics(server.metrics)
     coordinator.startup()

@@ -673,6 +673,34 @@ class LogCleaner:
     def running(self) -> bool:
         return any(t.is_alive() for t in self._threads)
 
+    @staticmethod
+    def reconfigure_needed(old: BrokerLogConfig, new: BrokerLogConfig) -> bool:
+        """Whether a config change touches the cleaner (Kafka's
+        LogCleaner.ReconfigurableConfigs, message.max.bytes among them)."""
+        return (
+            old.log_cleaner_threads != new.log_cleaner_threads
+            or old.log_cleaner_dedupe_buffer_size != new.log_cleaner_dedupe_buffer_size
+            or old.log_cleaner_io_buffer_size != new.log_cleaner_io_buffer_size
+            or old.log_cleaner_io_buffer_load_factor != new.log_cleaner_io_buffer_load_factor
+            or old.log_cleaner_io_max_bytes_per_second != new.log_cleaner_io_max_bytes_per_second
+            or old.log_cleaner_backoff_ms != new.log_cleaner_backoff_ms
+            or old.default_log_config.max_message_bytes != new.default_log_config.max_message_bytes
+        )
+
+    def reconfigure(self, config: BrokerLogConfig) -> None:
+        """Restart the cleaner threads with ``config`` (as Kafka's LogCleaner
+        does on a dynamic change): a clean in progress is aborted between two
+        segments and its log taken up again later by the new threads."""
+        running = bool(self._threads)
+        self.shutdown()
+        with self._lock:
+            self.config = config
+            self._cleaners.clear()
+            self.throttler = Throttler(config.log_cleaner_io_max_bytes_per_second)
+        if running:
+            self.startup()
+        _log.info("log cleaner reconfigured: %d threads", config.log_cleaner_threads)
+
     def _run(self, cleaner_id: int) -> None:
         backoff_s = self.config.log_cleaner_backoff_ms / 1000
         while not self._stop.is_set():

@@ -355,6 +355,30 @@ class LogManager:
         for log in logs:
             log.update_config(config)
 
+    def reconfigure(self, config: BrokerLogConfig) -> None:
+        """A dynamic broker config changed (Kafka's DynamicLogConfig and
+        LogCleaner reconfigure): each log whose topic does not override a key
+        takes the new broker default, and the cleaner restarts with its new
+        keys when they changed."""
+        old = self.config
+        with self._lock:
+            self.config = config
+            self.default_config = config.default_log_config
+            logs = list(self._logs.items())
+            overrides = {t: dict(p) for t, p in self._topic_overrides.items()}
+        for tp, log in logs:
+            ps = log.producer_state_manager
+            if isinstance(ps, ProducerStateManager):
+                ps.producer_id_expiration_ms = config.producer_id_expiration_ms
+            props = overrides.get(tp.topic)
+            log.update_config(
+                config.default_log_config.with_overrides(props)
+                if props
+                else config.default_log_config
+            )
+        if self.cleaner.reconfigure_needed(old, config):
+            self.cleaner.reconfigure(config)
+
     def _logs_with_dirs(self) -> dict[TopicPartition, tuple[Log, str]]:
         with self._lock:
             return {tp: (log, self._log_dir_of[tp]) for tp, log in self._logs.items()}

@@ -10,7 +10,7 @@ every broker need watch one znode's children instead of every entity. On each
 new notification the manager re-reads the entity's config and hands it to the
 handler of its entity type — Kafka's ``ConfigHandler``s: ``TopicConfigHandler``,
 ``ClientIdConfigHandler``, ``UserConfigHandler``, ``BrokerConfigHandler`` — a
-type without a handler is skipped (broker and IP configs are not dynamic in
+type without a handler is skipped (IP configs are not dynamic in
 pylog yet). Notifications are processed in sequence order, each once: those
 present at start-up are covered by the start-up read of every entity, and a
 change this broker made itself (and applied already) is marked as seen.

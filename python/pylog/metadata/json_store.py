@@ -186,6 +186,8 @@ class JsonMetadataStore(MetadataStore):
                 self._apply_acls(item)
             for entry in doc.get("client_quotas") or []:
                 self._apply_quota(entry)
+            for entity, configs in (doc.get("broker_configs") or {}).items():
+                self._put_broker_config(str(entity), {str(k): str(v) for k, v in configs.items()})
             return str(doc["cluster_id"])
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise KafkaStorageError(f"{self._path} is not a pylog metadata document: {e}") from e
@@ -251,6 +253,8 @@ class JsonMetadataStore(MetadataStore):
             self._apply_acls(op["acl"])
         elif "quota" in op:
             self._apply_quota(op["quota"])
+        elif "broker_config" in op:
+            self._put_broker_config(str(op["broker_config"]), op["configs"])
         else:
             raise ValueError(f"unknown journal entry {op!r}")
 
@@ -316,6 +320,8 @@ class JsonMetadataStore(MetadataStore):
             doc["client_quotas"] = sorted(
                 quotas, key=lambda q: (q["user"] or "", q["client_id"] or "")
             )
+        if self._broker_configs:
+            doc["broker_configs"] = {e: dict(c) for e, c in self._broker_configs.items()}
         data = json.dumps(doc, indent=1, sort_keys=True).encode()
         tmp = self._path + ".tmp"
         try:
@@ -457,6 +463,15 @@ class JsonMetadataStore(MetadataStore):
             self._append(ops)
             for entity, values in updated.items():
                 self._set_entity_quotas(entity, values)
+            self._maybe_compact()
+
+    # ------------------------------------------------------------------ dynamic broker configs
+
+    def set_broker_config(self, entity: str, configs: Mapping[str, str]) -> None:
+        clean = {str(k): str(v) for k, v in configs.items()}
+        with self._lock:
+            self._append([{"broker_config": entity, "configs": clean}])
+            self._put_broker_config(entity, clean)
             self._maybe_compact()
 
     # ------------------------------------------------------------------ listeners

@@ -126,6 +126,8 @@ class MetadataEvent:
 
 
 Listener = Callable[[MetadataEvent], None]
+#: ``listener(entity, configs)``: a broker entity's whole dynamic config.
+BrokerConfigListener = Callable[[str, Mapping[str, str]], None]
 
 
 class MetadataStore(abc.ABC):
@@ -331,6 +333,42 @@ class MetadataStore(abc.ABC):
         """Durably set (a value) or remove (None) quota keys of each entity;
         validated by the caller. :attr:`client_quotas` follows once this returns."""
         raise KafkaError("this metadata store keeps no client quotas")
+
+    # ------------------------------------------------------------------ dynamic broker configs
+
+    #: The dynamic broker config layers: ``<default>`` or a broker id -> key -> value.
+    _broker_configs: Mapping[str, Mapping[str, str]] = MappingProxyType({})
+
+    def broker_config(self, entity: str) -> dict[str, str]:
+        """The dynamic config of ``entity`` (``<default>``: every broker; a broker
+        id: that broker alone), as ``/config/brokers/<entity>`` holds it."""
+        return dict(self._broker_configs.get(entity, {}))
+
+    def set_broker_config(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Durably replace ``entity``'s dynamic broker config; validated by the
+        caller. Every broker's broker-config listeners hear it."""
+        raise KafkaError("this metadata store keeps no dynamic broker configs")
+
+    def add_broker_config_listener(self, listener: BrokerConfigListener) -> None:
+        """Call ``listener(entity, configs)`` with each broker entity's whole
+        dynamic config once a change to it is durable, wherever it was made."""
+        listeners: list[BrokerConfigListener] | None = getattr(
+            self, "_broker_config_listeners", None
+        )
+        if listeners is None:
+            listeners = []
+            self._broker_config_listeners: list[BrokerConfigListener] = listeners
+        listeners.append(listener)
+
+    def _put_broker_config(self, entity: str, configs: Mapping[str, str]) -> None:
+        current = dict(self._broker_configs)
+        if configs:
+            current[entity] = MappingProxyType(dict(configs))
+        else:
+            current.pop(entity, None)
+        self._broker_configs = MappingProxyType(current)
+        for listener in list(getattr(self, "_broker_config_listeners", [])):
+            listener(entity, dict(configs))
 
     def close(self) -> None:  # noqa: B027 - a store with a connection overrides it
         """Release what the store holds (a connection); nothing for a file."""

@@ -176,6 +176,7 @@ class ZkMetadataStore(MetadataStore):
                 ConfigType.TOPIC: self._on_topic_config,
                 ConfigType.USER: self._on_user_config,
                 ConfigType.CLIENT: partial(self._apply_quotas, ConfigType.CLIENT),
+                ConfigType.BROKER: self._put_broker_config,
             },
             executor=self._reader,
             lock=self._lock,
@@ -841,6 +842,19 @@ class ZkMetadataStore(MetadataStore):
                 self._notify(MetadataEvent("config", new, meta))
                 return
             raise ZkMetadataError(f"the config of topic {name!r} kept changing")
+
+    def broker_config(self, entity: str) -> dict[str, str]:
+        # Read through: a broker reads its layers once at start-up, before the
+        # change notifications it follows from then on.
+        with _zk_errors(f"reading the config of broker {entity}"):
+            return self.zk.get_entity_config(ConfigType.BROKER, entity)
+
+    def set_broker_config(self, entity: str, configs: Mapping[str, str]) -> None:
+        clean = {str(k): str(v) for k, v in configs.items()}
+        with self._lock, _zk_errors(f"setting the config of broker {entity}"):
+            change = self.zk.set_entity_config(ConfigType.BROKER, entity, clean)
+            self.config_manager.mark_processed(change)  # applied here, below
+            self._put_broker_config(entity, clean)
 
     def reserve_producer_id_block(self, size: int) -> int:
         with _zk_errors("allocating producer ids"):

@@ -733,3 +733,82 @@ def test_requests_built_by_kafka_python(tmp_path: Any) -> None:
         assert core.store.topic("kp") is None
 
     run(str(tmp_path), body)
+
+
+def test_dynamic_broker_configs(tmp_path: Any) -> None:
+    """AlterConfigs / IncrementalAlterConfigs of this broker ("0") and of the
+    cluster default (""): written to the embedded store, reported by
+    DescribeConfigs with Kafka's layer order, refused whole for a key that is
+    not dynamic or a value that does not parse."""
+
+    async def body(core: Core) -> None:
+        async def incremental(name: str, *ops: tuple[str, int, str | None]) -> Any:
+            r = await core.call(
+                K.INCREMENTAL_ALTER_CONFIGS,
+                1,
+                {"resources": [{"resource_type": ResourceType.BROKER, "resource_name": name,
+                                "configs": [{"name": n, "config_operation": op, "value": v}
+                                            for n, op, v in ops]}],
+                 "validate_only": False},
+            )  # fmt: skip
+            return r.responses[0]
+
+        async def describe(name: str) -> dict[str, Any]:
+            r = await core.call(
+                K.DESCRIBE_CONFIGS,
+                4,
+                {"resources": [{"resource_type": ResourceType.BROKER, "resource_name": name,
+                                "configuration_keys": None}],
+                 "include_synonyms": True, "include_documentation": False},
+            )  # fmt: skip
+            assert r.results[0].error_code == 0
+            return configs_of(r.results[0])
+
+        assert (await incremental("", ("log.retention.ms", 0, "3600000"))).error_code == 0
+        assert (await incremental("0", ("message.max.bytes", 0, "5000"))).error_code == 0
+        assert core.store.broker_config("<default>") == {"log.retention.ms": "3600000"}
+        assert core.store.broker_config("0") == {"message.max.bytes": "5000"}
+
+        mine = await describe("0")
+        mmb = mine["message.max.bytes"]
+        assert (mmb.value, mmb.config_source, mmb.read_only) == (
+            "5000", ConfigSource.DYNAMIC_BROKER_CONFIG, False,
+        )  # fmt: skip
+        assert [(s.source, s.value) for s in mmb.synonyms] == [
+            (ConfigSource.DYNAMIC_BROKER_CONFIG, "5000"),
+            (ConfigSource.DEFAULT_CONFIG, "1048588"),
+        ]
+        assert mine["log.retention.ms"].value == "3600000"
+        assert mine["log.retention.ms"].config_source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        assert mine["num.partitions"].read_only  # not a dynamic key
+        default = await describe("")
+        assert {n: (c.value, c.config_source) for n, c in default.items()} == {
+            "log.retention.ms": ("3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+        }
+        # A topic inherits the dynamic value: its entry names the layer.
+        await create_topics(core, topic("t", 1))
+        r = await core.call(
+            K.DESCRIBE_CONFIGS,
+            4,
+            {"resources": [{"resource_type": ResourceType.TOPIC, "resource_name": "t",
+                            "configuration_keys": ["max.message.bytes"]}],
+             "include_synonyms": True, "include_documentation": False},
+        )  # fmt: skip
+        (entry,) = r.results[0].configs
+        assert (entry.value, entry.config_source) == ("5000", ConfigSource.DYNAMIC_BROKER_CONFIG)
+
+        # Refused whole, nothing stored: a key that is not dynamic, a bad value.
+        bad = await incremental("0", ("num.partitions", 0, "3"), ("log.cleaner.threads", 0, "2"))
+        assert bad.error_code == E.INVALID_CONFIG
+        assert bad.error_message == "Cannot update these configs dynamically: Set(num.partitions)"
+        bad = await incremental("0", ("log.cleaner.threads", 0, "two"))
+        assert bad.error_code == E.INVALID_CONFIG
+        assert "log.cleaner.threads" in bad.error_message
+        assert core.store.broker_config("0") == {"message.max.bytes": "5000"}
+
+        # DELETE goes back to the next layer down.
+        assert (await incremental("0", ("message.max.bytes", 1, None))).error_code == 0
+        mmb = (await describe("0"))["message.max.bytes"]
+        assert (mmb.value, mmb.config_source) == ("1048588", ConfigSource.DEFAULT_CONFIG)
+
+    run(str(tmp_path), body)

@@ -1,0 +1,202 @@
+"""DynamicBrokerConfig: broker keys changed while the broker runs (Kafka's
+``kafka.server.DynamicBrokerConfig``).
+
+A broker's configuration has four layers, highest first, as Kafka reports them
+in DescribeConfigs: DYNAMIC_BROKER_CONFIG (``/config/brokers/<id>``, this broker
+only), DYNAMIC_DEFAULT_BROKER_CONFIG (``/config/brokers/<default>``, every
+broker), STATIC_BROKER_CONFIG (``server.properties``) and DEFAULT_CONFIG (the
+key's default). ``kafka-configs --entity-type brokers --entity-name 1`` and
+``--entity-default`` write the two dynamic layers through AlterConfigs or
+IncrementalAlterConfigs; every broker hears the change (``/config/changes``, or
+the embedded store of a lone broker) and hands this object the layer's whole
+new content.
+
+Only the keys Kafka lists as dynamic may be set (``DYNAMIC_BROKER_CONFIGS``):
+the log defaults topics inherit (DynamicLogConfig), the cleaner's keys, thread
+counts, connection limits, producer-id expiry and the replication throttles.
+Anything else is refused with Kafka's "Cannot update these configs
+dynamically"; a value is checked by the same parser ``server.properties`` goes
+through. A change is applied by building the whole new :class:`KafkaConfig` and
+handing old and new to each registered reconfigurable (Kafka's
+BrokerReconfigurable), which picks out what concerns it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+from pylog.errors import InvalidConfigurationError
+from pylog.log.config import TOPIC_CONFIG
+from pylog.server.config import ALL_BROKER_CONFIG, KafkaConfig
+
+__all__ = [
+    "DEFAULT_ENTITY",
+    "DYNAMIC_BROKER_CONFIGS",
+    "BrokerReconfigurable",
+    "DynamicBrokerConfig",
+]
+
+_log = logging.getLogger("pylog.server.dynamic_broker_config")
+
+#: The entity name of the cluster-wide layer (Kafka's ``ZooKeeperInternals.DEFAULT_STRING``).
+DEFAULT_ENTITY = "<default>"
+
+# The broker keys behind topic configs (Kafka's DynamicLogConfig: every
+# ServerTopicConfigSynonyms value), with the other spellings of the same value.
+_LOG_KEYS = frozenset(k.server_default for k in TOPIC_CONFIG.values() if k.server_default) | {
+    "log.roll.hours",
+    "log.roll.jitter.hours",
+    "log.retention.minutes",
+    "log.retention.hours",
+}
+# Kafka's LogCleaner.ReconfigurableConfigs (message.max.bytes is a log key too).
+_CLEANER_KEYS = frozenset(
+    {
+        "log.cleaner.threads",
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.buffer.load.factor",
+        "log.cleaner.io.buffer.size",
+        "log.cleaner.io.max.bytes.per.second",
+        "log.cleaner.backoff.ms",
+    }
+)
+# Kafka's DynamicThreadPool and SocketServer reconfigurable keys.
+_THREAD_KEYS = frozenset(
+    {"num.io.threads", "num.network.threads", "num.replica.fetchers",
+     "num.recovery.threads.per.data.dir", "background.threads"}
+)  # fmt: skip
+_SOCKET_KEYS = frozenset({"max.connections", "max.connections.per.ip"})
+# DynamicProducerStateManagerConfig.
+_PRODUCER_STATE_KEYS = frozenset(
+    {"producer.id.expiration.ms", "transaction.partition.verification.enable"}
+)
+
+#: Every key a dynamic layer may hold (Kafka's DynamicBrokerConfig.AllDynamicConfigs,
+#: as far as pylog has the keys).
+DYNAMIC_BROKER_CONFIGS = frozenset(
+    k
+    for k in _LOG_KEYS | _CLEANER_KEYS | _THREAD_KEYS | _SOCKET_KEYS | _PRODUCER_STATE_KEYS
+    if k in ALL_BROKER_CONFIG
+)
+
+#: Called with the old and the new configuration after a change was applied
+#: (Kafka's BrokerReconfigurable.reconfigure); it acts on the keys it owns.
+BrokerReconfigurable = Callable[[KafkaConfig, KafkaConfig], None]
+
+
+class DynamicBrokerConfig:
+    """The static configuration with the two dynamic layers on top, and the
+    reconfigurables that follow it. Thread-safe: changes arrive on the
+    metadata store's thread or a request's worker thread."""
+
+    def __init__(self, static: KafkaConfig) -> None:
+        self.static = static
+        self._default: dict[str, str] = {}
+        self._per_broker: dict[str, str] = {}
+        self._current = static
+        self._reconfigurables: list[tuple[str, BrokerReconfigurable]] = []
+        self._lock = threading.RLock()
+
+    @property
+    def current(self) -> KafkaConfig:
+        """The configuration in effect: static keys under the dynamic layers."""
+        return self._current
+
+    def add_reconfigurable(self, name: str, reconfigure: BrokerReconfigurable) -> None:
+        with self._lock:
+            self._reconfigurables.append((name, reconfigure))
+
+    def dynamic_default(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._default)
+
+    def dynamic_broker(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._per_broker)
+
+    # ------------------------------------------------------------------ checks
+
+    def validate(self, entity: str, configs: Mapping[str, str]) -> None:
+        """InvalidConfigurationError unless ``configs`` may become ``entity``'s
+        whole dynamic layer (``DEFAULT_ENTITY`` or this broker's id): every key
+        dynamic, every value one its key accepts, and the result a valid
+        broker configuration."""
+        static = sorted(k for k in configs if k not in DYNAMIC_BROKER_CONFIGS)
+        if static:
+            # Kafka's message, naming the keys as its Scala Set prints them.
+            raise InvalidConfigurationError(
+                f"Cannot update these configs dynamically: Set({', '.join(static)})"
+            )
+        with self._lock:
+            default, broker = dict(self._default), dict(self._per_broker)
+        if entity == DEFAULT_ENTITY:
+            default = dict(configs)
+        else:
+            broker = dict(configs)
+        self._build(default, broker)
+
+    def _build(self, default: Mapping[str, str], broker: Mapping[str, str]) -> KafkaConfig:
+        merged: dict[str, object] = {**self.static.originals, **default, **broker}
+        built = KafkaConfig.from_props(merged)
+        # The id and the bound ports found at start-up stay the running broker's.
+        return dataclasses.replace(
+            built,
+            broker_id=self.static.broker_id,
+            listeners=self.static.listeners,
+            advertised_listeners=self.static.advertised_listeners,
+        )
+
+    # ------------------------------------------------------------------ changes
+
+    def update(self, entity: str, configs: Mapping[str, str]) -> None:
+        """``entity``'s dynamic layer is now ``configs`` (as the metadata store
+        holds it): rebuild the configuration and reconfigure. Keys pylog does
+        not treat as dynamic (written by another tool) are left out with a
+        warning, as Kafka ignores them; a value that does not parse leaves the
+        layer as it was."""
+        wanted = {k: v for k, v in configs.items() if k in DYNAMIC_BROKER_CONFIGS}
+        if len(wanted) != len(configs):
+            _log.warning(
+                "dynamic config of %s: ignoring keys that are not dynamic: %s",
+                entity,
+                ", ".join(sorted(set(configs) - set(wanted))),
+            )
+        with self._lock:
+            default, broker = dict(self._default), dict(self._per_broker)
+            if entity == DEFAULT_ENTITY:
+                default = wanted
+            else:
+                broker = wanted
+            try:
+                new = self._build(default, broker)
+            except InvalidConfigurationError as e:
+                _log.error("dynamic config of %s not applied: %s", entity, e)
+                return
+            old = self._current
+            self._default, self._per_broker, self._current = default, broker, new
+            reconfigurables = list(self._reconfigurables)
+        changed = sorted(k for k in DYNAMIC_BROKER_CONFIGS if old.get(k) != new.get(k))
+        if not changed:
+            return
+        _log.info("dynamic config of %s: %s", entity,
+                  ", ".join(f"{k}={new.describe().get(k, '')}" for k in changed))  # fmt: skip
+        for name, reconfigure in reconfigurables:
+            try:
+                reconfigure(old, new)
+            except Exception:
+                # One component failing to follow must not stop the others.
+                _log.exception("reconfiguring %s failed", name)
+
+    def source_layers(self, name: str) -> list[tuple[int, str]]:
+        """(ConfigSource id, value) of each dynamic layer holding ``name``,
+        highest first (2 DYNAMIC_BROKER_CONFIG, 3 DYNAMIC_DEFAULT_BROKER_CONFIG)."""
+        with self._lock:
+            out = []
+            if name in self._per_broker:
+                out.append((2, self._per_broker[name]))
+            if name in self._default:
+                out.append((3, self._default[name]))
+            return out

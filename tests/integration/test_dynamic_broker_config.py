@@ -1,0 +1,169 @@
+"""Dynamic broker configuration with Kafka's own ``kafka-configs`` (from the jars
+`make kafka` fetches): a broker key changed per broker or cluster-wide takes
+effect without a restart, survives one, is reported with Kafka's config
+sources, and a key that is not dynamic or a bad value is refused with nothing
+changed — on a lone broker (its embedded store) and on a ZooKeeper cluster
+(``/config/brokers/<id>``, ``/config/brokers/<default>``, heard by every broker
+through ``/config/changes``)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from broker_process import BrokerProcess
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka_tools import run_tool
+
+from pylog.testing import LocalCluster, ZooKeeperServer
+
+BIG = b"x" * 10_000  # past message.max.bytes=5000, well inside the default
+
+
+def _configs(bootstrap: str, workdir: Path, *args: str, check: bool = True) -> str:
+    done = run_tool(
+        "kafka-configs", "--bootstrap-server", bootstrap, *args, workdir=workdir, check=check
+    )
+    return done.stdout + done.stderr
+
+
+def _send(bootstrap: str, topic: str, partition: int, value: bytes) -> KafkaError | None:
+    """Produce one record; the delivery error, or None once it is written."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "message.timeout.ms": 20_000})
+    got: list[KafkaError | None] = []
+    p.produce(topic, value, partition=partition, on_delivery=lambda err, _m: got.append(err))
+    assert p.flush(30) == 0
+    return got[0]
+
+
+def _too_large(err: KafkaError | None) -> bool:
+    return err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE
+
+
+def _create(bootstrap: str, topic: str, partitions: int = 1, replication: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, replication)])[topic].result(30)
+
+
+def _until(check: object, what: str, timeout: float = 30) -> None:
+    """Changes reach the other brokers through ZooKeeper: wait (an upper bound)."""
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def test_kafka_configs_changes_a_lone_broker_without_a_restart(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data", log_path=tmp_path / "broker.log",
+                           log_level="INFO").start()  # fmt: skip
+    try:
+        b = broker.bootstrap
+        topic = f"dyn-{uuid.uuid4().hex[:6]}"
+        _create(b, topic)
+        assert _send(b, topic, 0, BIG) is None
+
+        out = _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name", "0",
+                       "--add-config", "message.max.bytes=5000")  # fmt: skip
+        assert "Completed updating config for broker 0." in out
+        assert _too_large(_send(b, topic, 0, BIG))  # the topic inherits the new default
+        assert _send(b, topic, 0, b"small") is None
+
+        layer = "log.cleaner.threads=2,log.retention.ms=7200000"
+        out = _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-default",
+                       "--add-config", layer)  # fmt: skip
+        assert "Completed updating default config for brokers in the cluster." in out
+        out = _configs(b, tmp_path, "--describe", "--entity-type", "brokers", "--entity-name", "0")
+        assert "message.max.bytes=5000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:" in out
+        out = _configs(b, tmp_path, "--describe", "--entity-type", "brokers", "--entity-default")
+        assert "log.cleaner.threads=2 sensitive=false" in out
+        assert "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000" in out
+        log = (tmp_path / "broker.log").read_text()
+        assert "log cleaner reconfigured: 2 threads" in log
+
+        # Refused, nothing changed: a key that is not dynamic, a bad value.
+        out = _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name", "0",
+                       "--add-config", "num.partitions=3", check=False)  # fmt: skip
+        assert "Cannot update these configs dynamically: Set(num.partitions)" in out
+        out = _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name", "0",
+                       "--add-config", "message.max.bytes=lots", check=False)  # fmt: skip
+        assert "message.max.bytes" in out and "InvalidConfigurationException" in out
+        assert _too_large(_send(b, topic, 0, BIG))
+
+        # The dynamic layers live in the broker's store: a restart keeps them.
+        broker.stop()
+        broker.start()
+        assert _too_large(_send(b, topic, 0, BIG))
+        out = _configs(b, tmp_path, "--describe", "--entity-type", "brokers", "--entity-name", "0")
+        assert "message.max.bytes=5000" in out
+
+        _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name", "0",
+                 "--delete-config", "message.max.bytes")  # fmt: skip
+        assert _send(b, topic, 0, BIG) is None
+    finally:
+        if broker.proc is not None:
+            broker.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    pylog_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalCluster]:
+    c = LocalCluster(
+        3,
+        {"controlled.shutdown.retry.backoff.ms": 200},
+        zookeeper=pylog_zookeeper,
+        directory=str(tmp_path_factory.mktemp("cluster")),
+    )
+    try:
+        yield c.start()
+    finally:
+        c.close()
+
+
+def test_cluster_wide_and_per_broker_configs(cluster: LocalCluster, tmp_path: Path) -> None:
+    """The cluster default reaches every broker; a per-broker value overrides it
+    on that broker alone; both sit in Kafka's znodes, where a Kafka broker of
+    the same cluster would read them."""
+    b = cluster.bootstrap_servers
+    topic = f"dyn-{uuid.uuid4().hex[:6]}"
+    _create(b, topic, partitions=3)
+    leaders = {p: cluster.wait_for_leader(topic, p) for p in range(3)}
+    assert sorted(leaders.values()) == sorted(cluster.registered())  # one partition each
+
+    _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-default",
+             "--add-config", "message.max.bytes=5000")  # fmt: skip
+    assert cluster.zk is not None
+    doc = json.loads(cluster.zk.get("/config/brokers/<default>")[0])
+    assert doc == {"version": 1, "config": {"message.max.bytes": "5000"}}
+    for p in range(3):
+        _until(lambda p=p: _too_large(_send(b, topic, p, BIG)), f"partition {p} refusing")
+
+    special = leaders[1]
+    _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name", str(special),
+             "--add-config", "message.max.bytes=20000")  # fmt: skip
+    doc = json.loads(cluster.zk.get(f"/config/brokers/{special}")[0])
+    assert doc["config"] == {"message.max.bytes": "20000"}
+    assert _send(b, topic, 1, BIG) is None
+    assert _too_large(_send(b, topic, 0, BIG))
+    assert _too_large(_send(b, topic, 2, BIG))
+
+    # A broker started later reads the layers at start-up.
+    victim = cluster.broker(leaders[2])
+    victim.stop()
+    victim.start()
+    out = _configs(b, tmp_path, "--describe", "--all", "--entity-type", "brokers",
+                   "--entity-name", str(leaders[2]))  # fmt: skip
+    assert "message.max.bytes=5000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:" in out
+    assert _too_large(_send(b, topic, 2, BIG))
+
+    _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-default",
+             "--delete-config", "message.max.bytes")  # fmt: skip
+    _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name", str(special),
+             "--delete-config", "message.max.bytes")  # fmt: skip
+    for p in range(3):
+        _until(lambda p=p: _send(b, topic, p, BIG) is None, f"partition {p} accepting")
