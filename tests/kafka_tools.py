@@ -35,6 +35,7 @@ TOOLS = {
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     # kafka.admin.AclCommand before Kafka 4
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
 }
 
 # What bin/kafka-run-class.sh gives a tool's JVM, smaller: the tools here

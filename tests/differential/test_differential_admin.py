@@ -120,8 +120,6 @@ def _create_body(tag: str, validate_only: bool) -> dict[str, Any]:
 # are compared, the ones only KRaft Kafka 4.3 has are not (and min.insync.replicas'
 # source, which KRaft sets as a cluster-wide dynamic default: docs/compatibility.md).
 KAFKA_ONLY_TOPIC_CONFIGS = (
-    "follower.replication.throttled.replicas",
-    "leader.replication.throttled.replicas",
     "local.retention.bytes",
     "local.retention.ms",
     "remote.log.copy.disable",
@@ -132,7 +130,7 @@ TOPIC_CONFIG_RULES = (
     *(
         Rule(
             f"topics[*].configs[name={c}]",
-            "a topic config of tiered storage or replication throttles, which pylog does not have",
+            "a topic config of tiered storage, which pylog does not have",
             presence=False,
         )
         for c in KAFKA_ONLY_TOPIC_CONFIGS

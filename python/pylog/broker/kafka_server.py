@@ -78,6 +78,7 @@ from pylog.server.dynamic_broker_config import DEFAULT_ENTITY, DynamicBrokerConf
 from pylog.server.quota_factory import QuotaManagers
 from pylog.server.replica_fetcher_thread import ReplicaFetcherConfig
 from pylog.server.replica_manager import ReplicaManager
+from pylog.server.replication_quota_manager import ReplicationQuotaManager
 from pylog.server.zk_alter_isr_manager import ZkAlterIsrManager
 
 __all__ = ["KafkaServer"]
@@ -122,6 +123,32 @@ def _dynamic_broker_config(server: KafkaServer, store: MetadataStore) -> Dynamic
     return dynamic
 
 
+def _replication_quotas(
+    replica_manager: ReplicaManager, config: KafkaConfig, dynamic: DynamicBrokerConfig
+) -> None:
+    """The leader's and the follower's replication throttles, following the
+    dynamic ``*.replication.throttled.rate`` keys."""
+
+    def quota(side: str) -> ReplicationQuotaManager:
+        return ReplicationQuotaManager(
+            config.broker_id,
+            int(config.get(f"{side}.replication.throttled.rate")),
+            window_num=int(config.get("replication.quota.window.num")),
+            window_size_seconds=int(config.get("replication.quota.window.size.seconds")),
+        )
+
+    replica_manager.leader_quota = quota("leader")
+    replica_manager.follower_quota = quota("follower")
+
+    def throttles(_old: KafkaConfig, new: KafkaConfig) -> None:
+        replica_manager.leader_quota.update_quota(int(new.get("leader.replication.throttled.rate")))
+        replica_manager.follower_quota.update_quota(
+            int(new.get("follower.replication.throttled.rate"))
+        )
+
+    dynamic.add_reconfigurable("ReplicationQuotaManager", throttles)
+
+
 def _default_handler(server: KafkaServer) -> RequestHandler:
     """MetadataStore → ReplicaManager → GroupCoordinator → KafkaApis, the
     broker's request handler."""
@@ -149,6 +176,7 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
         # makes its partitions from the store.
         controller_managed=server.zk_client is not None,
     )
+    _replication_quotas(replica_manager, config, dynamic)
     replica_manager.startup()
     replica_manager.register_metrics(server.metrics)
     server.replica_manager = replica_manager

@@ -35,11 +35,33 @@ from pylog.config import (
     IntOrDefault,
     ListOf,
     OneOf,
+    Validator,
     config_table,
     show_value,
     validate_props,
 )
 from pylog.errors import InvalidConfigurationError
+
+
+class ThrottledReplicas(Validator):
+    """Kafka's ThrottledReplicaListValidator: ``*``, or ``partition:broker`` pairs."""
+
+    def check(self, value: Any) -> str | None:
+        items = [str(v).strip() for v in value or ()]
+        if items == ["*"]:
+            return None
+        for item in items:
+            partition, sep, broker = item.partition(":")
+            if not sep or not partition.strip().isdigit() or not broker.strip().isdigit():
+                return (
+                    "must be the literal '*' or a list of replicas in the following format: "
+                    "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+                )
+        return None
+
+    def __str__(self) -> str:
+        return "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+
 
 __all__ = [
     "BROKER_LOG_CONFIG",
@@ -149,6 +171,14 @@ TOPIC_CONFIG: dict[str, ConfigKey] = config_table(
     ConfigKey("unclean.leader.election.enable", B, False,
               "Allow a replica outside the ISR to become leader (data loss).",
               None, "medium", "unclean.leader.election.enable"),
+    ConfigKey("leader.replication.throttled.replicas", LS, (),
+              "Replicas whose replication the leader paces at "
+              "leader.replication.throttled.rate: partition:broker pairs, or * for all.",
+              ThrottledReplicas(), "medium"),
+    ConfigKey("follower.replication.throttled.replicas", LS, (),
+              "Replicas whose replication the follower paces at "
+              "follower.replication.throttled.rate: partition:broker pairs, or * for all.",
+              ThrottledReplicas(), "medium"),
 )
 
 BROKER_LOG_CONFIG: dict[str, ConfigKey] = config_table(
@@ -288,6 +318,8 @@ class LogConfig:
     delete_retention_ms: int = 24 * _HOUR_MS
     preallocate: bool = False
     unclean_leader_election_enable: bool = False
+    leader_replication_throttled_replicas: tuple[str, ...] = ()
+    follower_replication_throttled_replicas: tuple[str, ...] = ()
     # Topic keys set explicitly (by the topic, not inherited from the broker).
     overridden: frozenset[str] = field(default=frozenset(), compare=False)
 

@@ -41,6 +41,7 @@ from typing import Any, TypeAlias
 
 from pylog.config import (
     INT_MAX,
+    LONG_MAX,
     AtLeast,
     Between,
     ConfigKey,
@@ -238,6 +239,18 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               AtLeast(1), "medium"),
     ConfigKey("replica.lag.time.max.ms", L, 30_000, "Time a follower may lag before it "
               "leaves the ISR.", AtLeast(0), "high"),
+    ConfigKey("leader.replication.throttled.rate", L, LONG_MAX, "Bytes per second a leader "
+              "sends to the out-of-sync replicas named in its topics' "
+              "leader.replication.throttled.replicas (Kafka's ReplicationQuotaManager); set "
+              "dynamically, as kafka-reassign-partitions --throttle does.", AtLeast(0),
+              "medium"),
+    ConfigKey("follower.replication.throttled.rate", L, LONG_MAX, "Bytes per second a "
+              "follower fetches for its out-of-sync replicas named in its topics' "
+              "follower.replication.throttled.replicas.", AtLeast(0), "medium"),
+    ConfigKey("replication.quota.window.num", I, 11, "Samples the replication quotas' rates "
+              "are measured over.", AtLeast(1), "low"),
+    ConfigKey("replication.quota.window.size.seconds", I, 1, "Length of each replication "
+              "quota sample.", AtLeast(1), "low"),
     ConfigKey("num.replica.fetchers", I, 1, "Fetchers per source broker that replicate "
               "its partitions to this one.", AtLeast(1), "high"),
     ConfigKey("replica.fetch.max.bytes", I, _MIB, "Bytes a follower asks per partition in "

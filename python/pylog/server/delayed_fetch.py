@@ -110,6 +110,10 @@ class DelayedFetch(DelayedOperation):
                 partition.check_current_leader_epoch(req.current_leader_epoch)
             except KafkaError:
                 return self.force_complete()
+            if self.params.is_from_follower and self._rm.leader_held(
+                partition, self.params.replica_id
+            ):
+                continue  # throttled past its rate: its bytes wait (Kafka's DelayedFetch)
             log = partition.log
             if self.params.isolation is FetchIsolation.LOG_END:
                 end = log.log_end_offset_metadata

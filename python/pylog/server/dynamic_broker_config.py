@@ -74,11 +74,22 @@ _PRODUCER_STATE_KEYS = frozenset(
     {"producer.id.expiration.ms", "transaction.partition.verification.enable"}
 )
 
+# Kafka's broker quota configs of DynamicConfig.Broker (what
+# kafka-reassign-partitions --throttle sets).
+_REPLICATION_QUOTA_KEYS = frozenset(
+    {"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
+)
+
 #: Every key a dynamic layer may hold (Kafka's DynamicBrokerConfig.AllDynamicConfigs,
 #: as far as pylog has the keys).
 DYNAMIC_BROKER_CONFIGS = frozenset(
     k
-    for k in _LOG_KEYS | _CLEANER_KEYS | _THREAD_KEYS | _SOCKET_KEYS | _PRODUCER_STATE_KEYS
+    for k in _LOG_KEYS
+    | _CLEANER_KEYS
+    | _THREAD_KEYS
+    | _SOCKET_KEYS
+    | _PRODUCER_STATE_KEYS
+    | _REPLICATION_QUOTA_KEYS
     if k in ALL_BROKER_CONFIG
 )
 

@@ -282,10 +282,16 @@ class ReplicaFetcherThread:
 
     async def _truncate(self, parts: dict[TopicPartition, PartitionFetchState]) -> None:
         ask: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
+        quota = self.replica_manager.follower_quota
+        throttled: set[TopicPartition] = set()
         for tp, s in parts.items():
             p = self._local(tp, s)
             if p is None:
                 continue
+            if self.replica_manager.follower_throttled(p):
+                if quota.is_quota_exceeded():
+                    continue  # over follower.replication.throttled.rate: not this round
+                throttled.add(tp)
             latest = p.log.latest_epoch
             if latest is None:
                 # No epoch on this log (empty, or pre-v2 data): the HW is all we know.
@@ -381,10 +387,16 @@ class ReplicaFetcherThread:
         cfg = self.config
         by_topic: dict[str, list[FetchPartition]] = {}
         asked: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
+        quota = self.replica_manager.follower_quota
+        throttled: set[TopicPartition] = set()
         for tp, s in parts.items():
             p = self._local(tp, s)
             if p is None:
                 continue
+            if self.replica_manager.follower_throttled(p):
+                if quota.is_quota_exceeded():
+                    continue  # over follower.replication.throttled.rate: not this round
+                throttled.add(tp)
             latest = p.log.latest_epoch
             asked[tp] = (s, s.fetch_offset)
             by_topic.setdefault(tp.topic, []).append(
@@ -398,6 +410,9 @@ class ReplicaFetcherThread:
                 )
             )
         if not asked:
+            # Everything held back by the throttle: look again shortly rather
+            # than spin (the rate falls as its oldest sample expires).
+            await self._sleep(min(0.1, cfg.fetch_backoff_ms / 1000))
             return
         request = FetchRequest(
             replica_id=cfg.broker_id,
@@ -424,6 +439,8 @@ class ReplicaFetcherThread:
                 p = self._local(tp, s)
                 if p is None or s.fetch_offset != offset:
                     continue
+                if tp in throttled and r.records is not None:
+                    quota.record(len(r.records))
                 await self._process_partition(tp, p, s, r)
 
     async def _process_partition(

@@ -94,6 +94,7 @@ from pylog.server.purgatory import DelayedOperationPurgatory
 from pylog.server.replica_fetcher_blocking_send import BrokerEndPoint
 from pylog.server.replica_fetcher_manager import ReplicaFetcherManager
 from pylog.server.replica_fetcher_thread import InitialFetchState, ReplicaFetcherConfig
+from pylog.server.replication_quota_manager import ReplicationQuotaManager
 
 __all__ = [
     "DEFAULT_APPEND_OFFLOAD_BYTES",
@@ -242,6 +243,10 @@ class ReplicaManager:
         self.delayed_produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = (
             DelayedOperationPurgatory("Produce")
         )
+        # Replication throttles (kafka-reassign-partitions --throttle); the
+        # broker sets their bounds from its (dynamic) configuration.
+        self.leader_quota = ReplicationQuotaManager(broker_id)
+        self.follower_quota = ReplicationQuotaManager(broker_id)
         self.delayed_fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = (
             DelayedOperationPurgatory("Fetch")
         )
@@ -712,6 +717,12 @@ class ReplicaManager:
                 out.append(FetchPartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             max_bytes = max(0, min(req.partition_max_bytes, limit))
+            throttled = params.is_from_follower and self._leader_throttled(
+                partition, params.replica_id
+            )
+            held = throttled and self.leader_quota.is_quota_exceeded()
+            if held:
+                max_bytes = 0  # no data this time: positions and the HW still move
             try:
                 read = partition.read_records(
                     req.fetch_offset,
@@ -719,7 +730,7 @@ class ReplicaManager:
                     isolation=params.isolation,
                     current_leader_epoch=req.current_leader_epoch,
                     last_fetched_epoch=req.last_fetched_epoch,
-                    min_one_message=min_one,
+                    min_one_message=min_one and not held,
                 )
             except KafkaError as e:
                 out.append(FetchPartitionResult(e.code))
@@ -733,6 +744,8 @@ class ReplicaManager:
             if size > 0:
                 min_one = False
                 limit = max(0, limit - size)
+                if throttled:
+                    self.leader_quota.record(size)
             # A follower whose log diverges is told where to truncate; its
             # fetch offset is not a position of the leader's log, so it moves
             # neither its LEO here, the ISR nor the HW (as Kafka's fetchRecords).
@@ -757,6 +770,25 @@ class ReplicaManager:
                 )
             )
         return out
+
+    def _leader_throttled(self, partition: Partition, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle: an out-of-sync follower of a replica
+        the topic's leader.replication.throttled.replicas names here."""
+        return replica_id not in partition.isr and self.leader_quota.is_throttled(
+            partition.tp, partition.log.config.leader_replication_throttled_replicas
+        )
+
+    def leader_held(self, partition: Partition, replica_id: int) -> bool:
+        """A throttled follower's partition while the leader's rate is over its bound."""
+        return (
+            self._leader_throttled(partition, replica_id) and self.leader_quota.is_quota_exceeded()
+        )
+
+    def follower_throttled(self, partition: Partition) -> bool:
+        """Kafka's shouldFollowerThrottle, for this broker's fetchers."""
+        return self.broker_id not in partition.isr and self.follower_quota.is_throttled(
+            partition.tp, partition.log.config.follower_replication_throttled_replicas
+        )
 
     async def fetch_messages(
         self,
