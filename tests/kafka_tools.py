@@ -36,6 +36,8 @@ TOOLS = {
     # kafka.admin.AclCommand before Kafka 4
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
 }
 
 # What bin/kafka-run-class.sh gives a tool's JVM, smaller: the tools here
