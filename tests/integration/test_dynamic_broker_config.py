@@ -167,3 +167,76 @@ def test_cluster_wide_and_per_broker_configs(cluster: LocalCluster, tmp_path: Pa
              "--delete-config", "message.max.bytes")  # fmt: skip
     for p in range(3):
         _until(lambda p=p: _send(b, topic, p, BIG) is None, f"partition {p} accepting")
+
+
+def test_tls_certificate_rotation_without_a_restart(tmp_path: Path) -> None:
+    """A listener's keystore replaced through ``kafka-configs`` (Kafka's
+    per-listener ``listener.name.<l>.ssl.keystore.location``): connections
+    made from then on get the new certificate, the open ones keep working,
+    and a keystore that does not load is refused with nothing changed."""
+    from confluent_kafka import KafkaException
+    from security_support import KEY_PASSWORD, listener_ports, make_certs
+
+    old, new = make_certs(tmp_path / "old"), make_certs(tmp_path / "new")  # two CAs
+    broker = BrokerProcess(tmp_path / "data", {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(old.broker_keystore),
+        "ssl.key.password": KEY_PASSWORD,
+    }).start()  # fmt: skip
+    try:
+        ssl_port = listener_ports(broker.start_line)["SSL"]
+        plain = broker.bootstrap
+
+        def over_tls(ca: Path) -> dict[str, object]:
+            return {"bootstrap.servers": f"127.0.0.1:{ssl_port}", "security.protocol": "SSL",
+                    "ssl.ca.location": str(ca), "socket.timeout.ms": 5000}  # fmt: skip
+
+        def trusted(ca: Path) -> bool:
+            try:
+                AdminClient(over_tls(ca)).list_topics(timeout=5)
+                return True
+            except KafkaException:
+                return False
+
+        topic = f"tls-{uuid.uuid4().hex[:6]}"
+        _create(plain, topic)
+        opened = Producer({**over_tls(old.ca), "linger.ms": 0})
+        sent: list[KafkaError | None] = []
+        opened.produce(topic, b"before", on_delivery=lambda err, _m: sent.append(err))
+        assert opened.flush(30) == 0 and sent == [None]
+        assert trusted(old.ca) and not trusted(new.ca)
+
+        key = "listener.name.ssl.ssl.keystore.location"
+        out = _configs(plain, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name",
+                       "0", "--add-config", f"{key}={new.broker_keystore}")  # fmt: skip
+        assert "Completed updating config for broker 0." in out
+        assert trusted(new.ca) and not trusted(old.ca)
+        opened.produce(topic, b"after", on_delivery=lambda err, _m: sent.append(err))
+        assert opened.flush(30) == 0 and sent == [None, None]  # its connection stayed
+        out = _configs(plain, tmp_path, "--describe", "--entity-type", "brokers",
+                       "--entity-name", "0")  # fmt: skip
+        assert f"{key}={new.broker_keystore} sensitive=false" in out
+
+        # Refused, nothing changed.
+        bad = _configs(plain, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name",
+                       "0", "--add-config", f"{key}={tmp_path / 'missing.pem'}",
+                       check=False)  # fmt: skip
+        assert "Validation of dynamic config update of SSLFactory failed" in bad
+        bad = _configs(plain, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name",
+                       "0", "--add-config", f"ssl.keystore.location={old.broker_keystore}",
+                       check=False)  # fmt: skip
+        assert "can be dynamically updated only per-listener using the listener prefix" in bad
+        bad = _configs(plain, tmp_path, "--alter", "--entity-type", "brokers",
+                       "--entity-default", "--add-config", f"{key}={old.broker_keystore}",
+                       check=False)  # fmt: skip
+        assert "broker id must be specified" in bad
+        assert trusted(new.ca) and not trusted(old.ca)
+
+        # The layer is kept: a restart serves the rotated certificate.
+        broker.stop()
+        broker.start()
+        ssl_port = listener_ports(broker.start_line)["SSL"]
+        assert trusted(new.ca) and not trusted(old.ca)
+    finally:
+        if broker.proc is not None:
+            broker.stop()

@@ -26,6 +26,7 @@ secret) at start-up, not at the first connection.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 
 from pylog.errors import InvalidConfigurationError
@@ -48,6 +49,11 @@ def _ssl_config(config: KafkaConfig, listener: str) -> SslConfig:
     return SslConfig.from_getter(
         f"listener {listener}", lambda key: config.listener_get(listener, key)
     )
+
+
+def listener_ssl_context(config: KafkaConfig, listener: str) -> ssl.SSLContext:
+    """The TLS server context of an SSL / SASL_SSL listener, as ``config`` has it now."""
+    return server_context(_ssl_config(config, listener))
 
 
 def _jaas(config: KafkaConfig, listener: str, mechanism: str) -> JaasConfig | None:
@@ -121,7 +127,7 @@ def listener_specs(config: KafkaConfig, credentials: Credentials) -> list[Listen
         protocol = ep.security_protocol
         context = mapper = sasl = None
         if protocol in ("SSL", "SASL_SSL"):
-            context = server_context(_ssl_config(config, ep.listener_name))
+            context = listener_ssl_context(config, ep.listener_name)
             rules = config.listener_get(ep.listener_name, "ssl.principal.mapping.rules")
             try:
                 mapper = SslPrincipalMapper(rules)

@@ -69,6 +69,7 @@ from pylog.server.dynamic_broker_config import (
     DEFAULT_ENTITY,
     DYNAMIC_BROKER_CONFIGS,
     DynamicBrokerConfig,
+    listener_ssl_key,
 )
 
 __all__ = ["ConfigApis", "ConfigSource", "ResourceType"]
@@ -313,6 +314,29 @@ class ConfigApis:
                     synonyms=syn if synonyms else [],
                     config_type=_CONFIG_TYPE_ID.get(key.type, 0) if typed else 0,
                     documentation=key.doc if documentation and typed else None,
+                )
+            )
+        # The listener-prefixed keys of this broker's dynamic layer (a
+        # rotated keystore's location), as Kafka lists them.
+        for name, value in sorted(self.dynamic_config.dynamic_broker().items()):
+            if listener_ssl_key(name) is None or (names is not None and name not in names):
+                continue
+            source = ConfigSource.DYNAMIC_BROKER_CONFIG
+            shown = None if _sensitive(name) else value
+            out.append(
+                DescribeConfigsResourceResult(
+                    name=name,
+                    value=shown,
+                    read_only=False,
+                    config_source=source,
+                    is_sensitive=_sensitive(name),
+                    synonyms=(
+                        [DescribeConfigsSynonym(name=name, value=shown, source=source)]
+                        if synonyms
+                        else []
+                    ),
+                    config_type=_CONFIG_TYPE_ID[ConfigType.STRING] if typed else 0,
+                    documentation=None,
                 )
             )
         return out

@@ -40,17 +40,22 @@ import inspect
 import logging
 import os
 import signal
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 
 from pylog.broker.auth_helper import authorizer_from_config
 from pylog.broker.broker_state import BrokerState, IllegalBrokerStateTransition
-from pylog.broker.channel_builders import inter_broker_security, listener_specs
+from pylog.broker.channel_builders import (
+    inter_broker_security,
+    listener_specs,
+    listener_ssl_context,
+)
 from pylog.broker.kafka_apis import KafkaApis
 from pylog.broker.kafka_healthcheck import KafkaHealthcheck
 from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
-from pylog.errors import ErrorCode
+from pylog.errors import ErrorCode, InvalidConfigurationError
 from pylog.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from pylog.metadata import JsonMetadataStore, MetadataStore
 from pylog.metadata.kafka_zk_client import KafkaZkClient
@@ -106,7 +111,29 @@ def _dynamic_broker_config(server: KafkaServer, store: MetadataStore) -> Dynamic
         socket_server.max_connections = new.max_connections
         socket_server.max_connections_per_ip = new.max_connections_per_ip
 
+    def tls_contexts(config: KafkaConfig) -> dict[str, ssl.SSLContext]:
+        # Building a context loads the keystore and truststore: what fails
+        # here refuses the change (Kafka's SslFactory.validateReconfiguration).
+        return {
+            ep.listener_name: listener_ssl_context(config, ep.listener_name)
+            for ep in config.listeners
+            if ep.security_protocol in ("SSL", "SASL_SSL")
+        }
+
+    def check_tls(new: KafkaConfig) -> None:
+        try:
+            tls_contexts(new)
+        except (InvalidConfigurationError, OSError, ssl.SSLError, ValueError) as e:
+            raise InvalidConfigurationError(
+                f"Validation of dynamic config update of SSLFactory failed: {e}"
+            ) from None
+
+    def rotate_tls(_old: KafkaConfig, new: KafkaConfig) -> None:
+        for listener, context in tls_contexts(new).items():
+            socket_server.update_ssl_context(listener, context)
+
     dynamic.add_reconfigurable("KafkaServer", follow)
+    dynamic.add_reconfigurable("SslFactory", rotate_tls, check_tls)
     dynamic.add_reconfigurable("LogManager", lambda _old, new: log_manager.reconfigure(new.log))
     dynamic.add_reconfigurable("SocketServer", connections)
     store.add_broker_config_listener(

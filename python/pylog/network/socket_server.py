@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import socket
@@ -116,6 +117,11 @@ class Acceptor:
     async def start_serving(self) -> None:
         if self._server is not None:
             await self._server.start_serving()
+
+    def update_ssl_context(self, context: ssl.SSLContext) -> None:
+        """Handshakes from now on present ``context``'s certificate and trust
+        its CAs (a rotated keystore); connections made before keep theirs."""
+        self.spec = dataclasses.replace(self.spec, ssl_context=context)
 
     def _new_processor(self) -> Processor:
         return Processor(self.server, self, self.server._next_connection_id(self))
@@ -249,6 +255,12 @@ class SocketServer:
     @property
     def bound_ports(self) -> dict[str, int]:
         return {a.spec.name: a.port for a in self.acceptors}
+
+    def update_ssl_context(self, listener: str, context: ssl.SSLContext) -> None:
+        """The TLS context new connections of ``listener`` get (dynamic keystores)."""
+        for a in self.acceptors:
+            if a.spec.name == listener and a.spec.ssl_context is not None:
+                a.update_ssl_context(context)
 
     def stop_accepting(self) -> None:
         self.accepting = False

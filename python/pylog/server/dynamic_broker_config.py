@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import threading
 from collections.abc import Callable, Mapping
 
@@ -37,6 +38,8 @@ __all__ = [
     "DYNAMIC_BROKER_CONFIGS",
     "BrokerReconfigurable",
     "DynamicBrokerConfig",
+    "ReconfigurationValidator",
+    "listener_ssl_key",
 ]
 
 _log = logging.getLogger("pylog.server.dynamic_broker_config")
@@ -93,9 +96,37 @@ DYNAMIC_BROKER_CONFIGS = frozenset(
     if k in ALL_BROKER_CONFIG
 )
 
+# Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: dynamic per listener
+# (``listener.name.<listener>.<key>``) and per broker only, never unprefixed.
+_SSL_FILE_KEYS = frozenset(
+    {"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain",
+     "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates"}
+)  # fmt: skip
+_SSL_PASSWORD_KEYS = frozenset(
+    {"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password", "ssl.keystore.key"}
+)
+_LISTENER_KEY = re.compile(r"^listener\.name\.([^.]+)\.(.+)$")
+
+
+def listener_ssl_key(name: str) -> tuple[str, str] | None:
+    """(listener, ssl key) of a ``listener.name.<listener>.ssl.*`` key Kafka
+    lets change at run time, else None."""
+    m = _LISTENER_KEY.match(name)
+    if m is None or m.group(2) not in _SSL_FILE_KEYS | _SSL_PASSWORD_KEYS:
+        return None
+    return m.group(1).upper(), m.group(2)
+
+
+def _is_dynamic(name: str) -> bool:
+    return name in DYNAMIC_BROKER_CONFIGS or listener_ssl_key(name) is not None
+
+
 #: Called with the old and the new configuration after a change was applied
 #: (Kafka's BrokerReconfigurable.reconfigure); it acts on the keys it owns.
 BrokerReconfigurable = Callable[[KafkaConfig, KafkaConfig], None]
+#: Raises InvalidConfigurationError if the new configuration cannot be applied
+#: (Kafka's Reconfigurable.validateReconfiguration): a keystore that does not load.
+ReconfigurationValidator = Callable[[KafkaConfig], None]
 
 
 class DynamicBrokerConfig:
@@ -109,6 +140,7 @@ class DynamicBrokerConfig:
         self._per_broker: dict[str, str] = {}
         self._current = static
         self._reconfigurables: list[tuple[str, BrokerReconfigurable]] = []
+        self._validators: list[ReconfigurationValidator] = []
         self._lock = threading.RLock()
 
     @property
@@ -116,9 +148,16 @@ class DynamicBrokerConfig:
         """The configuration in effect: static keys under the dynamic layers."""
         return self._current
 
-    def add_reconfigurable(self, name: str, reconfigure: BrokerReconfigurable) -> None:
+    def add_reconfigurable(
+        self,
+        name: str,
+        reconfigure: BrokerReconfigurable,
+        validate: ReconfigurationValidator | None = None,
+    ) -> None:
         with self._lock:
             self._reconfigurables.append((name, reconfigure))
+            if validate is not None:
+                self._validators.append(validate)
 
     def dynamic_default(self) -> dict[str, str]:
         with self._lock:
@@ -135,19 +174,41 @@ class DynamicBrokerConfig:
         whole dynamic layer (``DEFAULT_ENTITY`` or this broker's id): every key
         dynamic, every value one its key accepts, and the result a valid
         broker configuration."""
-        static = sorted(k for k in configs if k not in DYNAMIC_BROKER_CONFIGS)
-        if static:
-            # Kafka's message, naming the keys as its Scala Set prints them.
-            raise InvalidConfigurationError(
-                f"Cannot update these configs dynamically: Set({', '.join(static)})"
-            )
+
+        def refuse(names: list[str], why: str) -> None:
+            if names:
+                # Kafka's messages, naming the keys as its Scala Set prints them.
+                raise InvalidConfigurationError(f"{why}: Set({', '.join(sorted(names))})")
+
+        unprefixed = _SSL_FILE_KEYS | _SSL_PASSWORD_KEYS
+        refuse([k for k in configs if not _is_dynamic(k) and k not in unprefixed],
+               "Cannot update these configs dynamically")  # fmt: skip
+        refuse([k for k in configs if k in unprefixed],
+               "These security configs can be dynamically updated only per-listener using "
+               "the listener prefix")  # fmt: skip
+        listener_keys = [k for k in configs if listener_ssl_key(k) is not None]
+        if entity == DEFAULT_ENTITY:
+            refuse(listener_keys, "Cannot update these configs at default cluster level, "
+                   "broker id must be specified")  # fmt: skip
+        refuse([k for k in listener_keys if (listener_ssl_key(k) or ("", ""))[1] in
+                _SSL_PASSWORD_KEYS],
+               "pylog keeps no dynamic passwords (Kafka stores them encrypted with "
+               "password.encoder.secret); set these in server.properties")  # fmt: skip
+        for k in listener_keys:
+            listener = (listener_ssl_key(k) or ("", ""))[0]
+            if self.static.listener(listener) is None:
+                raise InvalidConfigurationError(f"Invalid listener name in {k}: no listener "
+                                                f"is named {listener}")  # fmt: skip
         with self._lock:
             default, broker = dict(self._default), dict(self._per_broker)
+            validators = list(self._validators)
         if entity == DEFAULT_ENTITY:
             default = dict(configs)
         else:
             broker = dict(configs)
-        self._build(default, broker)
+        new = self._build(default, broker)
+        for check in validators:
+            check(new)
 
     def _build(self, default: Mapping[str, str], broker: Mapping[str, str]) -> KafkaConfig:
         merged: dict[str, object] = {**self.static.originals, **default, **broker}
@@ -168,7 +229,7 @@ class DynamicBrokerConfig:
         not treat as dynamic (written by another tool) are left out with a
         warning, as Kafka ignores them; a value that does not parse leaves the
         layer as it was."""
-        wanted = {k: v for k, v in configs.items() if k in DYNAMIC_BROKER_CONFIGS}
+        wanted = {k: v for k, v in configs.items() if _is_dynamic(k)}
         if len(wanted) != len(configs):
             _log.warning(
                 "dynamic config of %s: ignoring keys that are not dynamic: %s",
@@ -190,6 +251,10 @@ class DynamicBrokerConfig:
             self._default, self._per_broker, self._current = default, broker, new
             reconfigurables = list(self._reconfigurables)
         changed = sorted(k for k in DYNAMIC_BROKER_CONFIGS if old.get(k) != new.get(k))
+        # A keystore or truststore named again is read again, changed or not:
+        # rotating a certificate in place is how operators renew it (Kafka's
+        # ReloadableFileConfigs).
+        changed += sorted(k for k in {**default, **broker} if listener_ssl_key(k) is not None)
         if not changed:
             return
         _log.info("dynamic config of %s: %s", entity,
