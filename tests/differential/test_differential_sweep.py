@@ -162,6 +162,13 @@ SWEEPS: dict[ApiKey, Callable[[int], dict[str, Any]]] = {
         "components": [{"entity_type": "user", "match_type": 2, "match": None}],
         "strict": False,
     },
+    # KIP-966's paged description: a limit of one partition, so the answer
+    # stops inside the two-partition topic with a cursor; a topic neither has.
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: lambda v: {
+        "topics": [{"name": T}, {"name": "sweep-missing"}],
+        "response_partition_limit": 1,
+        "cursor": None,
+    },
 }
 
 # Swept by the scenario files (every version both serve).

@@ -434,3 +434,34 @@ def test_kafka_dump_log_reads_delete_horizons_the_cleaner_wrote(tmp_path: Path) 
     assert batch_lines == [
         ln for ln in ours.getvalue().splitlines() if ln.startswith("baseOffset:")
     ]
+
+
+def test_kafka_topics_describe_pages_through_describe_topic_partitions(tmp_path: Path) -> None:
+    """Kafka 4's admin client describes topics with DescribeTopicPartitions
+    (KIP-966) when the broker offers it: kafka-topics with a limit of two
+    partitions a response reads a five-partition topic in three pages, each
+    resuming at the cursor the previous answer gave."""
+    import urllib.request
+
+    from broker_process import metrics_broker
+
+    def served(port: int) -> float:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        m = re.search(r'kafka_network_requestmetrics_requests_total\{request="'
+                      r'DescribeTopicPartitions"\} (\S+)', text)  # fmt: skip
+        return float(m.group(1)) if m else 0.0
+
+    with metrics_broker(tmp_path / "data") as (broker, port):
+        topic = topic_name("dtp")
+        run_tool("kafka-topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic",
+                 topic, "--partitions", "5", "--replication-factor", "1",
+                 workdir=tmp_path)  # fmt: skip
+        before = served(port)
+        out = run_tool("kafka-topics", "--bootstrap-server", broker.bootstrap, "--describe",
+                       "--topic", topic, "--partition-size-limit-per-response", "2",
+                       workdir=tmp_path).stdout  # fmt: skip
+        rows = re.findall(rf"Topic: {topic}\tPartition: (\d+)\tLeader: 0\tReplicas: 0\tIsr: 0",
+                          out)  # fmt: skip
+        assert rows == ["0", "1", "2", "3", "4"], out
+        assert served(port) - before == 3  # pages of 2, 2 and 1 partitions

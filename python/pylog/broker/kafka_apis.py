@@ -113,6 +113,7 @@ from pylog.protocol.messages import (
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
+    DescribeTopicPartitionsRequest,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
@@ -387,6 +388,9 @@ class KafkaApis:
             ),
             ApiKey.DESCRIBE_CLUSTER: Route(
                 DescribeClusterRequest, cluster.handle_describe_cluster_request
+            ),
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: Route(
+                DescribeTopicPartitionsRequest, cluster.handle_describe_topic_partitions_request
             ),
             ApiKey.LEADER_AND_ISR: Route(
                 LeaderAndIsrRequest,

@@ -239,6 +239,9 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               AtLeast(1), "medium"),
     ConfigKey("replica.lag.time.max.ms", L, 30_000, "Time a follower may lag before it "
               "leaves the ISR.", AtLeast(0), "high"),
+    ConfigKey("max.request.partition.size.limit", I, 2000, "Most partitions one "
+              "DescribeTopicPartitions response holds (KIP-966); the client's own limit "
+              "counts below it.", AtLeast(1), "low"),
     ConfigKey("leader.replication.throttled.rate", L, LONG_MAX, "Bytes per second a leader "
               "sends to the out-of-sync replicas named in its topics' "
               "leader.replication.throttled.replicas (Kafka's ReplicationQuotaManager); set "
