@@ -112,9 +112,7 @@ class Client:
         assert part.error_code == 0, part
         return part.base_offset
 
-    def markers(
-        self, topic: str, *ends: tuple[int, bool, int], partition: int = 0
-    ) -> list[int]:
+    def markers(self, topic: str, *ends: tuple[int, bool, int], partition: int = 0) -> list[int]:
         """WriteTxnMarkers: one marker per (producer id, commit, coordinator
         epoch); the error code of each."""
         body = {
@@ -270,8 +268,8 @@ def test_commit_abort_read_committed_restart_and_kcat(broker: BrokerProcess) -> 
                 for snap in (broker.data / f"{topic}-0").glob("*.snapshot"):
                     snap.unlink()
             broker.start()
-            c = Client(broker.bootstrap)
-            wait_for(lambda: c.fetch(topic, isolation=0)[0] == 7, "the restarted HW")
+            c = restarted = Client(broker.bootstrap)
+            wait_for(lambda r=restarted: r.fetch(topic, isolation=0)[0] == 7, "the restarted HW")
             check_after_markers()
             assert txnindex.stat().st_size == 34
 
@@ -358,8 +356,7 @@ def test_write_txn_markers_on_a_cluster_and_lso_after_failover(tmp_path: Path) -
                     return False
 
             wait_for(same, "the new leader's LSO")
-            hw, lso, aborted, recs = nc.fetch(topic, isolation=1)
-            assert values(recs) == [b"p0", b"a0", b"a1", b"b0"]
+            assert values(nc.fetch(topic, isolation=1)[3]) == [b"p0", b"a0", b"a1", b"b0"]
             # The new leader ends C's transaction; the LSO reaches the HW.
             assert nc.markers(topic, (cc, False, 4)) == [0]
             assert nc.fetch(topic, isolation=1)[:3] == (8, 8, [(b, 3), (cc, 6)])
