@@ -149,15 +149,15 @@ def dump_producer_snapshot(path: str, out: IO[str]) -> None:
         entries = read_snapshot(path)
     except KafkaError as e:
         raise DumpFailed(f"{path}: {e}") from None
-    for e in entries:
+    for entry in entries:
         line = (
-            f"producerId: {e.producer_id} producerEpoch: {e.producer_epoch} "
-            f"coordinatorEpoch: {e.coordinator_epoch} "
-            f"currentTxnFirstOffset: {_optional_long(e.current_txn_first_offset)} "
-            f"lastTimestamp: {e.last_timestamp} "
+            f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+            f"coordinatorEpoch: {entry.coordinator_epoch} "
+            f"currentTxnFirstOffset: {_optional_long(entry.current_txn_first_offset)} "
+            f"lastTimestamp: {entry.last_timestamp} "
         )
-        if e.batches:
-            m = e.batches[0]
+        if entry.batches:
+            m = entry.batches[0]
             line += (
                 f"firstSequence: {m.first_seq} lastSequence: {m.last_seq} "
                 f"lastOffset: {m.last_offset} offsetDelta: {m.offset_delta} "
