@@ -144,6 +144,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    # The partition side of transactions: the coordinator's markers to each
+    # leader (Kafka 4 serves 1-2, KIP-896 dropped v0; v2 is not among the
+    # bundled definitions), and the producers a replica remembers (KIP-664).
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
 }
 
 #: The consumer-group APIs: the codec handles them; the broker merges this table
@@ -214,4 +219,6 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
     ApiKey.CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     ApiKey.CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
+    ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
+    ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
 }
