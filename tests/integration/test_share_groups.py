@@ -1,0 +1,223 @@
+"""KIP-932 share groups ("queues for Kafka") against a real broker process,
+driven by Kafka's own KafkaShareConsumer (kafka-clients 4.x, tests/java's
+``share-consume``) and by raw requests where an exact answer is checked.
+
+- two share consumers in one group on a topic of ONE partition both receive
+  records, and every record is delivered and accepted exactly once;
+- a released record comes back with its delivery count raised, a rejected
+  one never again;
+- a record released at each delivery is delivered
+  ``group.share.delivery.count.limit`` times, then archived;
+- a consumer killed while it holds records: their acquisition lock runs out
+  and another consumer of the group gets them, counted as a second delivery;
+- a broker restart keeps what was acknowledged (``__share_group_state``):
+  the next consumer gets only the records not accepted before.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from broker_process import BrokerProcess, ck_produce, topic_name
+from java_client import command, jar_path
+
+from pylog.protocol.client import KafkaConnection
+
+pytestmark = pytest.mark.integration
+
+DELIVERY_LIMIT = 3
+
+
+@pytest.fixture(scope="module")
+def java() -> None:
+    try:
+        jar_path()
+    except RuntimeError as e:
+        pytest.skip(str(e))
+
+
+def _broker(data: Path) -> BrokerProcess:
+    return BrokerProcess(
+        data,
+        {
+            "offsets.topic.num.partitions": 1,
+            "share.coordinator.state.topic.num.partitions": 3,
+            "group.share.min.record.lock.duration.ms": 1000,
+            "group.share.record.lock.duration.ms": 3000,
+            "group.share.delivery.count.limit": DELIVERY_LIMIT,
+            "group.share.min.heartbeat.interval.ms": 500,
+            "group.share.heartbeat.interval.ms": 500,
+            "group.share.min.session.timeout.ms": 6000,
+            "group.share.session.timeout.ms": 6000,
+        },
+        log_path=data.parent / "broker.log",
+    )
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = _broker(tmp_path_factory.mktemp("share") / "data").start()
+    try:
+        yield b
+    finally:
+        if b.proc is not None:
+            b.stop(signal.SIGKILL)
+
+
+def create_topic(bootstrap: str, partitions: int = 1) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = topic_name("queue")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(20)
+    return topic
+
+
+def produce(bootstrap: str, topic: str, values: list[str], per_batch: int = 1) -> None:
+    """Each ``per_batch`` values in a batch of their own: a share fetch acquires
+    whole batches, so small batches let several consumers share a partition."""
+    for i in range(0, len(values), per_batch):
+        ck_produce(bootstrap, topic, [(None, v.encode(), []) for v in values[i : i + per_batch]])
+
+
+def members(b: BrokerProcess, group: str) -> list[Any]:
+    with KafkaConnection(b.bootstrap, client_id="share-test") as conn:
+        g = conn.request(77, 1, {"group_ids": [group], "include_authorized_operations": False})
+        described = g.groups[0]
+        return list(described.members) if described.error_code == 0 else []
+
+
+def wait_members(b: BrokerProcess, group: str, n: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while len([m for m in members(b, group) if m.assignment.topic_partitions]) < n:
+        assert time.monotonic() < deadline, f"{group} never had {n} assigned members"
+        time.sleep(0.3)
+
+
+def start_consumer(
+    b: BrokerProcess, topic: str, group: str, tmp: Path, *args: str
+) -> subprocess.Popen[str]:
+    err = tmp / f"share-consumer-{uuid.uuid4().hex[:6]}.log"
+    with err.open("w") as f:
+        return subprocess.Popen(
+            command("share-consume", "--bootstrap", b.bootstrap, "--topic", topic,
+                    "--group", group, *args),  # fmt: skip
+            stdout=subprocess.PIPE,
+            stderr=f,
+            text=True,
+        )
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 120) -> list[dict[str, Any]]:
+    import json
+
+    out, _ = proc.communicate(timeout=timeout)
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def records(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The delivered records, ``ack`` as AcknowledgeType's name (or ``NONE``)."""
+    out = [line for line in lines if line["type"] == "record"]
+    for r in out:
+        r["ack"] = r["ack"].upper()
+    return out
+
+
+def test_two_consumers_share_one_partition(
+    broker: BrokerProcess, java: None, tmp_path: Path
+) -> None:
+    topic = create_topic(broker.bootstrap)
+    group = f"share-{uuid.uuid4().hex[:8]}"
+    opts = ("--property", "max.poll.records=5", "--idle-ms", "5000", "--timeout-ms", "90000")
+    a = start_consumer(broker, topic, group, tmp_path, *opts)
+    b = start_consumer(broker, topic, group, tmp_path, *opts)
+    wait_members(broker, group, 2)
+    values = [f"v{i}" for i in range(120)]
+    produce(broker.bootstrap, topic, values)
+    got_a, got_b = records(finish(a)), records(finish(b))
+    accepted = [r["value"] for r in got_a + got_b if r["ack"] == "ACCEPT"]
+    assert got_a and got_b, "both consumers of the one partition receive records"
+    assert Counter(accepted) == Counter(values), "every record accepted exactly once"
+
+
+def test_release_redelivers_and_reject_archives(
+    broker: BrokerProcess, java: None, tmp_path: Path
+) -> None:
+    topic = create_topic(broker.bootstrap)
+    group = f"share-{uuid.uuid4().hex[:8]}"
+    c = start_consumer(broker, topic, group, tmp_path, "--release-below", "2",
+                       "--reject", "v3", "--idle-ms", "5000")  # fmt: skip
+    wait_members(broker, group, 1)
+    values = [f"v{i}" for i in range(10)]
+    produce(broker.bootstrap, topic, values, per_batch=10)
+    got = records(finish(c))
+    by_value: dict[str, list[tuple[int, str]]] = {}
+    for r in got:
+        by_value.setdefault(r["value"], []).append((r["delivery_count"], r["ack"]))
+    for v in values:
+        want_last = "REJECT" if v == "v3" else "ACCEPT"
+        assert by_value[v] == [(1, "RELEASE"), (2, want_last)], (v, by_value[v])
+
+
+def test_delivery_count_limit_archives(broker: BrokerProcess, java: None, tmp_path: Path) -> None:
+    topic = create_topic(broker.bootstrap)
+    group = f"share-{uuid.uuid4().hex[:8]}"
+    c = start_consumer(broker, topic, group, tmp_path, "--release-below", "100",
+                       "--idle-ms", "5000")  # fmt: skip
+    wait_members(broker, group, 1)
+    values = [f"v{i}" for i in range(5)]
+    produce(broker.bootstrap, topic, values, per_batch=5)
+    got = records(finish(c))
+    counts: dict[str, list[int]] = {}
+    for r in got:
+        counts.setdefault(r["value"], []).append(r["delivery_count"])
+    assert counts == {v: list(range(1, DELIVERY_LIMIT + 1)) for v in values}
+
+
+def test_killed_consumer_lock_expires_to_another(
+    broker: BrokerProcess, java: None, tmp_path: Path
+) -> None:
+    topic = create_topic(broker.bootstrap)
+    group = f"share-{uuid.uuid4().hex[:8]}"
+    a = start_consumer(broker, topic, group, tmp_path, "--halt-after", "1")
+    wait_members(broker, group, 1)
+    values = [f"v{i}" for i in range(20)]
+    produce(broker.bootstrap, topic, values, per_batch=20)
+    held = records(finish(a))
+    assert held and all(r["ack"] == "NONE" for r in held)
+    b = start_consumer(broker, topic, group, tmp_path, "--count", "20", "--idle-ms", "15000")
+    got = records(finish(b))
+    assert sorted(r["value"] for r in got) == sorted(values)
+    counts = {r["value"]: r["delivery_count"] for r in got}
+    assert all(counts[r["value"]] == 2 for r in held), "the killed consumer's records come back"
+
+
+def test_acknowledged_records_survive_restart(tmp_path: Path, java: None) -> None:
+    b = _broker(tmp_path / "data").start()
+    try:
+        topic = create_topic(b.bootstrap)
+        group = f"share-{uuid.uuid4().hex[:8]}"
+        first = start_consumer(b, topic, group, tmp_path, "--count", "10",
+                               "--property", "max.poll.records=10")  # fmt: skip
+        wait_members(b, group, 1)
+        values = [f"v{i}" for i in range(20)]
+        produce(b.bootstrap, topic, values, per_batch=10)
+        seen = records(finish(first))
+        accepted = {r["value"] for r in seen if r["ack"] == "ACCEPT"}
+        assert len(accepted) == 10
+        b.stop(signal.SIGTERM)
+        b.start()
+        second = start_consumer(b, topic, group, tmp_path, "--count", "10", "--idle-ms", "8000")
+        got = records(finish(second))
+        assert {r["value"] for r in got} == set(values) - accepted
+    finally:
+        if b.proc is not None:
+            b.stop(signal.SIGKILL)
