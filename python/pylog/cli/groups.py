@@ -137,7 +137,7 @@ def _committed(admin: ClusterClient, group: str) -> dict[tuple[str, int], int]:
 @timeout_option
 @click.option("--state", "states", multiple=True, help="Only groups in this state; repeatable.")
 @click.option(
-    "--type", "types", multiple=True, help="Only groups of this type (classic, consumer)."
+    "--type", "types", multiple=True, help="Only groups of this type (classic, consumer, share)."
 )
 def list_groups(
     bootstrap_server: str, request_timeout_ms: int, states: tuple[str, ...], types: tuple[str, ...]
