@@ -108,8 +108,16 @@ def start_consumer(
     err = tmp / f"share-consumer-{uuid.uuid4().hex[:6]}.log"
     with err.open("w") as f:
         return subprocess.Popen(
-            command("share-consume", "--bootstrap", b.bootstrap, "--topic", topic,
-                    "--group", group, *args),  # fmt: skip
+            command(
+                "share-consume",
+                "--bootstrap",
+                b.bootstrap,
+                "--topic",
+                topic,
+                "--group",
+                group,
+                *args,
+            ),  # fmt: skip
             stdout=subprocess.PIPE,
             stderr=f,
             text=True,

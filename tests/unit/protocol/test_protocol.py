@@ -596,8 +596,8 @@ def test_api_versions_fallback_for_a_too_new_request() -> None:
     assert theirs.error_code == 35 and len(theirs.api_keys) == count
     merged = {**SUPPORTED_VERSIONS, **GROUP_API_VERSIONS}
     data = b"".join(bytes(c) for c in encode_api_versions_fallback(header, 35, merged))
-    # the highest key served: ConsumerGroupDescribe (KIP-848)
-    assert decode_response(18, 0, data, framed=True).api_keys[-1].api_key == 69
+    # the highest key served: ShareAcknowledge (KIP-932)
+    assert decode_response(18, 0, data, framed=True).api_keys[-1].api_key == 79
 
 
 def test_supported_versions_cover_what_real_clients_negotiate() -> None:
