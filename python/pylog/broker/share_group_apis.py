@@ -82,6 +82,7 @@ class ShareGroupApis:
     ) -> None:
         self.coordinator = coordinator
         self.metadata_store = metadata_store
+        self.replica_manager = replica_manager
         self.broker_id = config.broker_id
         self.state = ShareCoordinator(config, replica_manager, metadata_store)
         self.partitions = SharePartitionManager(config, replica_manager, self.state)
@@ -123,6 +124,15 @@ class ShareGroupApis:
         if not self._loaded:
             self._loaded = True
             self.state.load()
+
+    def _leader(self, topic: str | None, partition: int) -> tuple[int, int]:
+        """(leader id, leader epoch) as this broker knows them; -1s if unknown."""
+        if topic is None:
+            return -1, -1
+        part = self.replica_manager.partition(TopicPartition(topic, partition))
+        if part is None:
+            return -1, -1
+        return part.leader_id if part.leader_id is not None else -1, part.leader_epoch
 
     def _topic_names(self) -> dict[str, str]:
         return {t.topic_id: t.name for t in self.metadata_store.topics()}
@@ -241,9 +251,7 @@ class ShareGroupApis:
         lock_ms = self.partitions.record_lock_duration_ms
 
         def refused(code: int, message: str | None = None) -> ShareFetchResponse:
-            return ShareFetchResponse(
-                error_code=code, error_message=message, acquisition_lock_timeout_ms=lock_ms
-            )
+            return ShareFetchResponse(error_code=code, error_message=message)
 
         group_id, member_id = body.group_id or "", body.member_id or ""
         if not group_id or not member_id:
@@ -260,9 +268,7 @@ class ShareGroupApis:
                         for b in p.acknowledgement_batches
                     ]
         if epoch == INITIAL_EPOCH and acks:
-            return refused(
-                ErrorCode.INVALID_REQUEST, "Acknowledge data present on initial fetch request."
-            )
+            return refused(ErrorCode.INVALID_REQUEST)  # Kafka 4.3: no message
         sessions = self.partitions.sessions
         if epoch == INITIAL_EPOCH:
             session, gone = sessions.open(group_id, member_id)
@@ -330,7 +336,9 @@ class ShareGroupApis:
             code = await self.partitions.acknowledge(
                 group_id, member_id, tid, TopicPartition(name, pi), batches
             )
-            answer(tid, pi).acknowledge_error_code = code
+            a = answer(tid, pi)
+            a.acknowledge_error_code = code
+            a.acknowledge_error_message = _ack_message(code)
         if epoch == FINAL_EPOCH:
             sessions.remove(group_id, member_id)
             self.partitions.release_member(group_id, member_id)
@@ -369,9 +377,7 @@ class ShareGroupApis:
         lock_ms = self.partitions.record_lock_duration_ms
 
         def refused(code: int, message: str | None = None) -> ShareAcknowledgeResponse:
-            return ShareAcknowledgeResponse(
-                error_code=code, error_message=message, acquisition_lock_timeout_ms=lock_ms
-            )
+            return ShareAcknowledgeResponse(error_code=code, error_message=message)
 
         group_id, member_id = body.group_id or "", body.member_id or ""
         if not group_id or not member_id:
@@ -413,11 +419,15 @@ class ShareGroupApis:
                             for b in p.acknowledgement_batches
                         ],
                     )
+                leader_id, leader_epoch = self._leader(name, p.partition_index)
                 parts.append(
                     sar.PartitionData(
                         partition_index=p.partition_index,
                         error_code=code,
-                        current_leader=sar.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+                        error_message=_ack_message(code),
+                        current_leader=sar.LeaderIdAndEpoch(
+                            leader_id=leader_id, leader_epoch=leader_epoch
+                        ),
                     )
                 )
             out.append(sar.ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=parts))
@@ -431,6 +441,12 @@ class ShareGroupApis:
             responses=out,
             node_endpoints=[],
         )
+
+
+def _ack_message(code: int) -> str | None:
+    if code == ErrorCode.INVALID_RECORD_STATE:
+        return "Some of the records are not acquired by this member."
+    return None
 
 
 def _fill(a: sfr.PartitionData, r: ShareFetchPartitionResult, broker_id: int) -> None:

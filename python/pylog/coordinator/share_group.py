@@ -48,6 +48,7 @@ class ShareGroupState(enum.Enum):
 class ShareGroupMember:
     member_id: str
     member_epoch: int = 0
+    previous_epoch: int = -1
     rack_id: str | None = None
     client_id: str = ""
     client_host: str = ""
@@ -71,6 +72,8 @@ class ShareGroup(GroupMetadata):
         self.initialized: set[tuple[str, int]] = set()
         # The subscribed topics as the last assignment saw them: name -> (id, partitions).
         self.topic_snapshot: dict[str, tuple[str, int]] = {}
+        # The target assignment at assignment_epoch: member id -> topic id -> partitions.
+        self.targets: dict[str, ShareAssignment] = {}
 
     @property
     def share_state(self) -> ShareGroupState:

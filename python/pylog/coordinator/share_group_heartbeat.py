@@ -10,9 +10,10 @@ added (GROUP_MAX_SIZE_REACHED past ``group.share.max.size``), a known one
 must send its epoch (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH); epoch -1
 leaves. A new member, a changed subscription or changed partitions of the
 subscribed topics bump the group epoch and recompute the target assignment
-with the SimpleAssignor; with no revocation in a share group every member
-takes its target at once, at the new epoch, and the answer carries the
-assignment whenever it or the epoch changed.
+with the SimpleAssignor. With no revocation in a share group a member takes
+its target at its next heartbeat, at the new epoch (its previous epoch is
+still accepted, as Kafka does for an answer lost on the way), and the answer
+carries the assignment whenever it or the epoch changed.
 
 A member not heard from for ``group.share.session.timeout.ms`` is removed
 (the group's epoch is bumped, the others get its partitions). Partitions
@@ -113,7 +114,8 @@ class ShareGroupHeartbeat:
             if not group_id:
                 raise _Refused(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
             if not member_id:
-                raise _Refused(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+                # Kafka 4.3 answers this one without a message
+                raise _Refused(ErrorCode.INVALID_REQUEST)
             if member_epoch < LEAVE_GROUP_MEMBER_EPOCH:
                 raise _Refused(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
             if member_epoch == 0 and not subscribed_topic_names:
@@ -128,7 +130,9 @@ class ShareGroupHeartbeat:
                 raise _Refused(e.code) from None
             if member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
                 if not isinstance(found, ShareGroup) or found.is_in(GroupState.DEAD):
-                    raise _Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+                    raise _Refused(
+                        ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found."
+                    )
                 async with found.lock:
                     return self._leave(found, member_id)
             group = self._group_for(found, group_id, member_epoch)
@@ -155,7 +159,7 @@ class ShareGroupHeartbeat:
         if found is not None and not found.is_in(GroupState.DEAD):
             raise _Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
         if member_epoch != 0:
-            raise _Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            raise _Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
         group = ShareGroup(group_id, self.clock())
         try:
             shard = self.manager.shard_for(group_id)
@@ -175,7 +179,8 @@ class ShareGroupHeartbeat:
         client_host: str,
     ) -> ShareHeartbeatResult:
         member = group.share_members.get(member_id)
-        changed = False
+        changed = False  # what the target assignment depends on
+        full = False  # the answer carries the assignment whatever happened
         if member is None:
             if member_epoch != 0:
                 raise _Refused(
@@ -190,29 +195,47 @@ class ShareGroupHeartbeat:
             member = ShareGroupMember(member_id, client_id=client_id, client_host=client_host)
             group.share_members[member_id] = member
             group.mirror_state(self.clock())
-            changed = True
+            changed = full = True
             _log.info("share group %s: member %s joined", quoted(group.group_id), member_id)
-        elif member_epoch != member.member_epoch and member_epoch != 0:
+        elif member_epoch == 0:
+            full = True  # a member joining again under its id
+        elif member_epoch > member.member_epoch:
             raise _Refused(
                 ErrorCode.FENCED_MEMBER_EPOCH,
-                f"The share group member has a smaller or larger member epoch "
-                f"({member_epoch}) than the one known by the group coordinator "
-                f"({member.member_epoch}).",
+                f"The share group member has a greater member epoch ({member_epoch}) than the "
+                f"one known by the group coordinator ({member.member_epoch}). The member must "
+                "abandon all its partitions and rejoin.",
             )
-        elif member_epoch == 0:
-            changed = True  # a member joining again under its id: a full answer
+        elif member_epoch < member.member_epoch and member_epoch != member.previous_epoch:
+            raise _Refused(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"The share group member has a smaller member epoch ({member_epoch}) than the "
+                f"one known by the group coordinator ({member.member_epoch}), and it does not "
+                f"match the previous member epoch ({member.previous_epoch}). The member must "
+                "abandon all its partitions and rejoin.",
+            )
+        elif member_epoch != member.member_epoch:
+            full = True  # the answer that moved it on was lost: say it again
         member.rack_id = rack_id
-        if subscribed is not None and tuple(sorted(subscribed)) != member.subscribed_topic_names:
+        if (
+            subscribed is not None
+            and tuple(sorted(set(subscribed))) != member.subscribed_topic_names
+        ):
             member.subscribed_topic_names = tuple(sorted(set(subscribed)))
             changed = True
-        before = (member.member_epoch, member.assignment)
         topics = self._topics(group)
         if changed or topics != group.topic_snapshot:
             group.topic_snapshot = topics
             group.group_epoch += 1
             self._assign(group)
+        # No revocation in a share group: the member takes its target now.
+        target = group.targets.get(member_id, {})
+        if member.member_epoch != group.assignment_epoch or member.assignment != target:
+            member.previous_epoch = member.member_epoch
+            member.member_epoch = group.assignment_epoch
+            member.assignment = target
+            full = True
         self._schedule_session(group, member)
-        full = changed or (member.member_epoch, member.assignment) != before
         return ShareHeartbeatResult(
             member_id=member.member_id,
             member_epoch=member.member_epoch,
@@ -239,9 +262,7 @@ class ShareGroupHeartbeat:
         counts = {tid: n for tid, n in topics.values()}
         targets = self.assignor.assign(subs, counts)
         group.assignment_epoch = group.group_epoch
-        for m in group.share_members.values():
-            m.assignment = targets.get(m.member_id, {})
-            m.member_epoch = group.assignment_epoch
+        group.targets = targets
         names = {tid: name for name, (tid, _) in topics.items()}
         fresh = [
             (tid, names[tid], p)

@@ -225,16 +225,17 @@ class SharePartition:
                 return ErrorCode.INVALID_REQUEST
             if any(t not in AcknowledgeType._value2member_map_ for t in types):
                 return ErrorCode.INVALID_REQUEST
-            for o in range(first, last + 1):
+            # Offsets below the start offset are done already: Kafka ignores them.
+            for o in range(max(first, self.start_offset), last + 1):
                 t = types[0] if len(types) == 1 else types[o - first]
                 e = self.in_flight.get(o)
-                if t == AcknowledgeType.GAP and (e is None or o < self.start_offset):
+                if t == AcknowledgeType.GAP and e is None:
                     continue
                 if e is None or e.state is not RecordState.ACQUIRED or e.member_id != member_id:
                     return ErrorCode.INVALID_RECORD_STATE
             checked.append((first, last, types))
         for first, last, types in checked:
-            for o in range(first, last + 1):
+            for o in range(max(first, self.start_offset), last + 1):
                 t = types[0] if len(types) == 1 else types[o - first]
                 e = self.in_flight.get(o)
                 if e is None:
