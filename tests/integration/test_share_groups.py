@@ -117,7 +117,7 @@ def start_consumer(
                 "--group",
                 group,
                 *args,
-            ),  # fmt: skip
+            ),
             stdout=subprocess.PIPE,
             stderr=f,
             text=True,
