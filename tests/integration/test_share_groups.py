@@ -21,7 +21,7 @@ import subprocess
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from broker_process import BrokerProcess, ck_produce, topic_name
 from java_client import command, jar_path
 
 from pylog.protocol.client import KafkaConnection
+from pylog.testing.cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 
@@ -89,14 +90,20 @@ def produce(bootstrap: str, topic: str, values: list[str], per_batch: int = 1) -
         ck_produce(bootstrap, topic, [(None, v.encode(), []) for v in values[i : i + per_batch]])
 
 
-def members(b: BrokerProcess, group: str) -> list[Any]:
-    with KafkaConnection(b.bootstrap, client_id="share-test") as conn:
+def members(b: BrokerProcess | str, group: str) -> list[Any]:
+    """The group's members as its coordinator describes them ([] while it cannot)."""
+    bootstrap = b if isinstance(b, str) else b.bootstrap
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        fc = conn.request(10, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0]
+        if fc.error_code:
+            return []
+    with KafkaConnection(f"{fc.host}:{fc.port}", client_id="share-test") as conn:
         g = conn.request(77, 1, {"group_ids": [group], "include_authorized_operations": False})
         described = g.groups[0]
         return list(described.members) if described.error_code == 0 else []
 
 
-def wait_members(b: BrokerProcess, group: str, n: int, timeout: float = 60) -> None:
+def wait_members(b: BrokerProcess | str, group: str, n: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while len([m for m in members(b, group) if m.assignment.topic_partitions]) < n:
         assert time.monotonic() < deadline, f"{group} never had {n} assigned members"
@@ -238,25 +245,28 @@ def test_acknowledged_records_survive_restart(tmp_path: Path, java: None) -> Non
 def test_confluent_kafka_share_consumers(broker: BrokerProcess) -> None:
     """librdkafka's share consumer (confluent-kafka 2.16+, implicit
     acknowledgement): two of them on one partition split the records."""
+    share_consumers_split_one_partition(broker.bootstrap, create_topic(broker.bootstrap))
+
+
+def share_consumers_split_one_partition(bootstrap: str, topic: str) -> None:
     ck = pytest.importorskip("confluent_kafka")
     if not hasattr(ck, "ShareConsumer"):
         pytest.skip("this confluent-kafka has no ShareConsumer")
-    topic = create_topic(broker.bootstrap)
     group = f"share-{uuid.uuid4().hex[:8]}"
-    conf = {"bootstrap.servers": broker.bootstrap, "group.id": group, "max.poll.records": 5}
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "max.poll.records": 5}
     consumers = [ck.ShareConsumer(conf) for _ in range(2)]
     try:
         for c in consumers:
             c.subscribe([topic])
         deadline = time.monotonic() + 60
-        while len([m for m in members(broker, group) if m.assignment.topic_partitions]) < 2:
+        while len([m for m in members(bootstrap, group) if m.assignment.topic_partitions]) < 2:
             assert time.monotonic() < deadline, "the share consumers never joined"
             for c in consumers:
                 c.poll(0.2)
         for c in consumers:  # their first ShareFetch: the start offset is fixed
             c.poll(0.5)
         values = [f"v{i}" for i in range(60)]
-        produce(broker.bootstrap, topic, values)
+        produce(bootstrap, topic, values)
         got: list[list[str]] = [[], []]
         deadline = time.monotonic() + 60
         while sum(map(len, got)) < len(values) and time.monotonic() < deadline:
@@ -269,3 +279,17 @@ def test_confluent_kafka_share_consumers(broker: BrokerProcess) -> None:
     finally:
         for c in consumers:
             c.close()
+
+
+def test_share_group_on_a_cluster(pylog_cluster_factory: Callable[..., LocalCluster]) -> None:
+    """Three brokers on ZooKeeper: the group's coordinator and the
+    partition's leader may be different brokers; the consumers heartbeat to
+    the one and fetch from the other."""
+    cluster = pylog_cluster_factory(3, {"offsets.topic.num.partitions": 3})
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = topic_name("queue")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+    cluster.wait_for_leader(topic, 0)
+    share_consumers_split_one_partition(cluster.bootstrap_servers, topic)
