@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess, ck_produce, topic_name
+from broker_process import PYLOG, BrokerProcess, ck_produce, topic_name
 from java_client import command, jar_path
 
 from pylog.protocol.client import KafkaConnection
@@ -276,6 +276,20 @@ def share_consumers_split_one_partition(bootstrap: str, topic: str) -> None:
                     got[i].append(m.value().decode())
         assert got[0] and got[1], "both share consumers of the one partition receive records"
         assert set(got[0] + got[1]) == set(values), "every record delivered"
+        # `pylog groups` lists and describes the share group
+        cli = [PYLOG, "groups", "--bootstrap-server", bootstrap]
+        listed = subprocess.run(
+            [*cli[:2], "list", "--type", "share", *cli[2:]], capture_output=True, text=True
+        )
+        assert group in listed.stdout, listed
+        described = subprocess.run(
+            [*cli[:2], "describe", "--group", group, "--members", *cli[2:]],
+            capture_output=True,
+            text=True,
+        )
+        assert described.returncode == 0, described
+        rows = [line for line in described.stdout.splitlines() if line.startswith(group)]
+        assert len(rows) == 2 and all(f"{topic}(0)" in r for r in rows), described.stdout
     finally:
         for c in consumers:
             c.close()
