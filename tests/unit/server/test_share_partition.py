@@ -122,3 +122,12 @@ def test_persisted_state_reads_back() -> None:
     got, _, _ = q.acquire("b", [(10, 24)], 100)
     # 12 and 14-19 a second time, 13 never (archived), 20-24 for the first time
     assert got == [(12, 12, 2), (14, 19, 2), (20, 24, 1)]
+
+
+def test_acknowledging_past_what_was_delivered_is_refused_at_once() -> None:
+    p = sp()
+    p.acquire("a", [(0, 1)], 100)
+    # a hostile range: refused without walking it
+    assert p.acknowledge("a", [(0, 2**62, [GAP])]) == ErrorCode.INVALID_RECORD_STATE
+    assert p.acknowledge("a", [(-(2**62), 1, [ACCEPT])]) == 0  # below the start: ignored
+    assert p.start_offset == 2

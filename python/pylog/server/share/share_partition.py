@@ -38,6 +38,11 @@ from pylog.server.share.persister import PersistedState, StateBatch
 __all__ = ["AcknowledgeType", "RecordState", "SharePartition"]
 
 
+#: The longest run of one state read back; what this broker writes is bounded by
+#: group.share.partition.max.record.locks and one batch.
+_MAX_LOADED_RUN = 1_000_000
+
+
 class RecordState(enum.IntEnum):
     AVAILABLE = 0
     ACQUIRED = 1
@@ -109,6 +114,10 @@ class SharePartition:
         )
         sp.state_epoch = st.state_epoch
         for b in st.batches:
+            if b.last_offset - max(b.first_offset, st.start_offset) >= _MAX_LOADED_RUN:
+                continue  # not state this broker wrote: in flight is far less
+            if b.delivery_state not in RecordState._value2member_map_:
+                continue
             state = RecordState(b.delivery_state)
             if state is RecordState.ACQUIRED:  # nobody holds a lock after a restart
                 state = RecordState.AVAILABLE
@@ -225,6 +234,9 @@ class SharePartition:
                 return ErrorCode.INVALID_REQUEST
             if any(t not in AcknowledgeType._value2member_map_ for t in types):
                 return ErrorCode.INVALID_REQUEST
+            if last >= self.end_offset:
+                # never delivered: and the walk below stays within what is in flight
+                return ErrorCode.INVALID_RECORD_STATE
             # Offsets below the start offset are done already: Kafka ignores them.
             for o in range(max(first, self.start_offset), last + 1):
                 t = types[0] if len(types) == 1 else types[o - first]

@@ -173,7 +173,8 @@ class SharePartitionManager:
         renewed = [
             o
             for first, last, types in batches
-            for o in range(first, last + 1)
+            if AcknowledgeType.RENEW in types
+            for o in range(max(first, sp.start_offset), last + 1)
             if (types[0] if len(types) == 1 else types[o - first]) == AcknowledgeType.RENEW
         ]
         if renewed:
@@ -246,7 +247,7 @@ class SharePartitionManager:
             )
             got = any(r.acquired for r in results.values())
             remaining = deadline - loop.time()
-            if got or remaining <= 0 or not waits:
+            if got or remaining <= 0 or any(r.error_code for r in results.values()):
                 return results
             await self._wait(waits, released, remaining)
             if loop.time() >= deadline:
@@ -260,16 +261,21 @@ class SharePartitionManager:
     ) -> None:
         """Until one of ``waits`` has a record past its offset, records are
         released, or ``remaining`` seconds pass."""
-        params = FetchParams(max_wait_ms=max(1, int(remaining * 1000)), min_bytes=1)
-        appended: asyncio.Future[object] = asyncio.ensure_future(
-            self.replica_manager.fetch_messages(params, waits)
-        )
         woken: asyncio.Future[object] = asyncio.ensure_future(released.wait())
+        pending: set[asyncio.Future[object]] = {woken}
+        appended: asyncio.Future[object] | None = None
+        if waits:  # else every partition is at its in-flight limit: only a release helps
+            params = FetchParams(max_wait_ms=max(1, int(remaining * 1000)), min_bytes=1)
+            fetching: asyncio.Future[object] = asyncio.ensure_future(
+                self.replica_manager.fetch_messages(params, waits)
+            )
+            appended = fetching
+            pending.add(fetching)
         try:
-            await asyncio.wait({appended, woken}, timeout=remaining, return_when="FIRST_COMPLETED")
+            await asyncio.wait(pending, timeout=remaining, return_when="FIRST_COMPLETED")
         finally:
             woken.cancel()
-            if not appended.done():
+            if appended is not None and not appended.done():
                 # Its DelayedFetch answers at its own deadline; keep it referenced.
                 self._tasks.add(appended)
                 appended.add_done_callback(self._tasks.discard)
