@@ -62,6 +62,7 @@ from pylog.broker.group_apis import GroupApis
 from pylog.broker.produce_fetch_apis import ProduceFetchApis
 from pylog.broker.sasl_apis import SaslApis
 from pylog.broker.scram_apis import ScramApis
+from pylog.broker.share_group_apis import SHARE_VERSION_FEATURE, ShareGroupApis, add_feature
 from pylog.broker.topic_apis import TopicApis
 from pylog.broker.txn_marker_apis import TxnMarkerApis
 from pylog.controller.kafka_controller import KafkaController
@@ -266,6 +267,7 @@ class KafkaApis:
         self.broker_id = config.broker_id
         self._codec_executor: ThreadPoolExecutor | None = None
         self._decoding: dict[str, asyncio.Future[_Call]] = {}  # connection -> its last decode
+        self.share_groups: ShareGroupApis | None = None
 
         auth = self.auth = AuthHelper(authorizer)
         data = ProduceFetchApis(config, replica_manager, metadata_store, self.producer_ids)
@@ -508,6 +510,12 @@ class KafkaApis:
                     ConsumerGroupDescribeRequest,
                     consumer_groups.handle_consumer_group_describe_request,
                 )
+            if "share" in config.get("group.coordinator.rebalance.protocols"):
+                shares = self.share_groups = ShareGroupApis(
+                    config, group_coordinator, replica_manager, metadata_store
+                )
+                shares.auth = auth
+                handlers.update({k: Route(c, h) for k, (c, h) in shares.routes().items()})
         self.handlers: Mapping[int, Route] = MappingProxyType(
             {int(k): h for k, h in sorted(handlers.items())}
         )
@@ -539,6 +547,8 @@ class KafkaApis:
         await self.replica_manager.shutdown_replica_fetchers()
         self.replica_manager.delayed_fetch_purgatory.shutdown()
         self.replica_manager.delayed_produce_purgatory.shutdown()
+        if self.share_groups is not None:
+            self.share_groups.shutdown()
         if self._codec_executor is not None:
             self._codec_executor.shutdown(wait=False)
 
@@ -686,9 +696,12 @@ class KafkaApis:
                 return ApiVersionsResponse(
                     error_code=ErrorCode.INVALID_REQUEST, api_keys=self._api_keys()
                 )
-        return ApiVersionsResponse(
+        response = ApiVersionsResponse(
             error_code=ErrorCode.NONE, api_keys=self._api_keys(), throttle_time_ms=0
         )
+        if self.share_groups is not None:
+            add_feature(response, *SHARE_VERSION_FEATURE)
+        return response
 
 
 _CLUSTER_REFUSED = "Cluster authorization failed."

@@ -70,6 +70,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.CREATE_ACLS: 3,
     ApiKey.DELETE_ACLS: 3,
     ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
+    ApiKey.SHARE_GROUP_DESCRIBE: 1,
 }
 
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
@@ -659,6 +660,23 @@ class ClusterClient:
         def attempt() -> Any:
             resp = self.request(
                 ApiKey.CONSUMER_GROUP_DESCRIBE,
+                {"group_ids": [group], "include_authorized_operations": False},
+                self.coordinator(group),
+            )
+            (described,) = resp.groups
+            if described.error_code in _ROUTING:
+                raise error_for(described.error_code)
+            return described
+
+        return self.retrying(attempt)
+
+    def describe_share_group(self, group: str) -> Any:
+        """ShareGroupDescribe (KIP-932) for one group: its described entry
+        (error GROUP_ID_NOT_FOUND when it is not a share group)."""
+
+        def attempt() -> Any:
+            resp = self.request(
+                ApiKey.SHARE_GROUP_DESCRIBE,
                 {"group_ids": [group], "include_authorized_operations": False},
                 self.coordinator(group),
             )

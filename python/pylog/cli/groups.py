@@ -1,10 +1,12 @@
 """``pylog groups``: consumer groups, as Kafka's kafka-consumer-groups.sh shows them.
 
 * ``list`` — group ids (``--state`` filters by state, ``--type`` by type:
-  ``classic`` or ``consumer``, KIP-848's; either shows the column);
+  ``classic``, ``consumer`` (KIP-848's) or ``share`` (KIP-932's); either
+  shows the column);
 * ``describe --group G`` — committed offset, log end offset and lag per
   partition with the member that owns it; ``--members`` the members and their
-  assignments (a consumer group's also with their epochs and targets);
+  assignments (a consumer group's also with their epochs and targets, a
+  share group's with their epochs);
   ``--state`` the group's state, protocol (or assignor), size and type;
 * ``delete --group G`` — an inactive group and its offsets;
 * ``reset-offsets --group G`` — new committed offsets from ``--to-earliest``,
@@ -100,6 +102,37 @@ def _describe_consumer(admin: ClusterClient, group: str) -> dict[str, Any] | Non
     }
 
 
+def _describe_share(admin: ClusterClient, group: str) -> dict[str, Any] | None:
+    """A KIP-932 share group as ShareGroupDescribe has it; None when the group
+    is not one (or the broker does not know the API)."""
+    try:
+        info = admin.describe_share_group(group)
+    except Exception:  # an older broker: no such API, or it refused it
+        return None
+    if info.error_code:
+        return None
+    return {
+        "group_type": "share",
+        "group_state": info.group_state,
+        "protocol_type": "share",
+        "protocol_data": info.assignor_name,
+        "group_epoch": info.group_epoch,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_epoch": m.member_epoch,
+                "partitions": sorted(
+                    (t.topic_name, p) for t in m.assignment.topic_partitions for p in t.partitions
+                ),
+                "target": [],
+            }
+            for m in info.members
+        ],
+    }
+
+
 def _describe(admin: ClusterClient, group: str) -> dict[str, Any]:
     with client_errors():
         info = admin.describe_group(group)
@@ -107,7 +140,7 @@ def _describe(admin: ClusterClient, group: str) -> dict[str, Any]:
         raise CommandError(f"describing {group!r}: {error_for_code(info.error_code)}")
     if info.group_state == "Dead":
         # Kafka's DescribeGroups calls a KIP-848 group Dead: ask the API that knows.
-        consumer = _describe_consumer(admin, group)
+        consumer = _describe_consumer(admin, group) or _describe_share(admin, group)
         if consumer is not None:
             return consumer
     return {
@@ -137,7 +170,7 @@ def _committed(admin: ClusterClient, group: str) -> dict[tuple[str, int], int]:
 @timeout_option
 @click.option("--state", "states", multiple=True, help="Only groups in this state; repeatable.")
 @click.option(
-    "--type", "types", multiple=True, help="Only groups of this type (classic, consumer)."
+    "--type", "types", multiple=True, help="Only groups of this type (classic, consumer, share)."
 )
 def list_groups(
     bootstrap_server: str, request_timeout_ms: int, states: tuple[str, ...], types: tuple[str, ...]
@@ -212,7 +245,7 @@ def describe(
                 )
                 continue
             if show_members:
-                consumer = info.get("group_type") == "consumer"
+                consumer = info.get("group_type") in ("consumer", "share")
                 rows = [["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]]
                 if consumer:
                     rows[0] += ["EPOCH", "TARGET-ASSIGNMENT"]

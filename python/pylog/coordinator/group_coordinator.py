@@ -1063,14 +1063,17 @@ class GroupCoordinator:
 
     @staticmethod
     def group_type(group: GroupMetadata) -> str:
-        """Kafka's group type, lower case: ``classic`` or ``consumer``."""
-        return "consumer" if isinstance(group, ConsumerGroup) else "classic"
+        """Kafka's group type, lower case: ``classic``, ``consumer`` or ``share``."""
+        return str(getattr(group, "group_type", "classic"))
 
     @staticmethod
     def group_state(group: GroupMetadata) -> str:
         """The state name Kafka lists the group with."""
         if isinstance(group, ConsumerGroup):
             return group.consumer_state.value
+        share_state = getattr(group, "share_state", None)  # a ShareGroup
+        if share_state is not None:
+            return str(share_state.value)
         return group.state.value
 
     def describe_group(self, group_id: str) -> tuple[int, GroupMetadata | None]:

@@ -150,6 +150,8 @@ def uuid_raw(value: Any) -> bytes:
 
 def records_size(value: Any) -> int:
     t = type(value)
+    if value is None:  # a non-nullable records field left unset: no records
+        return 0
     if t is bytes or t is bytearray:
         return len(value)
     if t is memoryview:

@@ -169,6 +169,12 @@ GROUP_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # subscription; Kafka 4.0 serves both.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    # KIP-932's share groups, as Kafka 4.1+ serves them (v0 was 4.0's early
+    # access, removed in 4.1; ShareFetch/ShareAcknowledge v2 add KIP-1222's Renew).
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 2),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
 }
 
 #: The message-definition file stem of every API the codec carries.
@@ -221,4 +227,8 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
     ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
     ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
+    ApiKey.SHARE_GROUP_HEARTBEAT: "ShareGroupHeartbeat",
+    ApiKey.SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
+    ApiKey.SHARE_FETCH: "ShareFetch",
+    ApiKey.SHARE_ACKNOWLEDGE: "ShareAcknowledge",
 }

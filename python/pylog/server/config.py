@@ -318,10 +318,11 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
     ConfigKey("group.max.size", I, INT_MAX, "Most members a group may have.", AtLeast(1),
               "medium"),
     # ---- KIP-848 consumer groups (group.protocol=consumer)
-    ConfigKey("group.coordinator.rebalance.protocols", LS, ("classic", "consumer"),
+    ConfigKey("group.coordinator.rebalance.protocols", LS, ("classic", "consumer", "share"),
               "The group protocols served: classic (JoinGroup/SyncGroup) always; consumer "
-              "(ConsumerGroupHeartbeat, KIP-848) unless left out.",
-              ListOf("classic", "consumer"), "medium"),
+              "(ConsumerGroupHeartbeat, KIP-848) and share (share groups, KIP-932) unless "
+              "left out.",
+              ListOf("classic", "consumer", "share"), "medium"),
     ConfigKey("group.consumer.heartbeat.interval.ms", I, 5000, "How often a consumer-group "
               "member heartbeats.", AtLeast(1), "medium"),
     ConfigKey("group.consumer.min.heartbeat.interval.ms", I, 5000, "Lower bound of "
@@ -344,6 +345,50 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
                      "org.apache.kafka.coordinator.group.assignor.RangeAssignor"), "medium"),
     ConfigKey("group.consumer.max.size", I, INT_MAX, "Most members a consumer group may "
               "have.", AtLeast(1), "medium"),
+    # ---- KIP-932 share groups (ShareGroupHeartbeat, ShareFetch, ShareAcknowledge)
+    ConfigKey("group.share.heartbeat.interval.ms", I, 5000, "How often a share-group member "
+              "heartbeats.", AtLeast(1), "medium"),
+    ConfigKey("group.share.min.heartbeat.interval.ms", I, 5000, "Lower bound of "
+              "group.share.heartbeat.interval.ms.", AtLeast(1), "medium"),
+    ConfigKey("group.share.max.heartbeat.interval.ms", I, 15000, "Upper bound of "
+              "group.share.heartbeat.interval.ms.", AtLeast(1), "medium"),
+    ConfigKey("group.share.session.timeout.ms", I, 45000, "A share-group member not heard "
+              "from for this long is removed.", AtLeast(1), "medium"),
+    ConfigKey("group.share.min.session.timeout.ms", I, 45000, "Lower bound of "
+              "group.share.session.timeout.ms.", AtLeast(1), "medium"),
+    ConfigKey("group.share.max.session.timeout.ms", I, 60000, "Upper bound of "
+              "group.share.session.timeout.ms.", AtLeast(1), "medium"),
+    ConfigKey("group.share.max.size", I, 200, "Most members a share group may have.",
+              Between(1, 1000), "medium"),
+    ConfigKey("group.share.assignors", LS,
+              ("org.apache.kafka.coordinator.group.assignor.SimpleAssignor",),
+              "The share-group assignor: Kafka's SimpleAssignor.",
+              ListOf("simple", "org.apache.kafka.coordinator.group.assignor.SimpleAssignor"),
+              "medium"),
+    ConfigKey("group.share.record.lock.duration.ms", I, 30000, "How long a share-group "
+              "member holds the records it acquired before they are offered again.",
+              AtLeast(1000), "medium"),
+    ConfigKey("group.share.min.record.lock.duration.ms", I, 15000, "Lower bound of "
+              "group.share.record.lock.duration.ms.", AtLeast(1000), "medium"),
+    ConfigKey("group.share.max.record.lock.duration.ms", I, 60000, "Upper bound of "
+              "group.share.record.lock.duration.ms.", AtLeast(1000), "medium"),
+    ConfigKey("group.share.delivery.count.limit", I, 5, "How many times a record is "
+              "delivered to a share group before it is archived.", AtLeast(2), "medium"),
+    ConfigKey("group.share.min.delivery.count.limit", I, 2, "Lower bound of "
+              "group.share.delivery.count.limit.", AtLeast(2), "medium"),
+    ConfigKey("group.share.max.delivery.count.limit", I, 10, "Upper bound of "
+              "group.share.delivery.count.limit.", AtLeast(2), "medium"),
+    ConfigKey("group.share.partition.max.record.locks", I, 2000, "Most records of one share "
+              "partition in flight at once.", AtLeast(100), "medium"),
+    ConfigKey("group.share.max.share.sessions", I, 2000, "Most share sessions a broker "
+              "keeps.", AtLeast(1), "medium"),
+    ConfigKey("share.coordinator.state.topic.num.partitions", I, 50, "Partitions of "
+              "__share_group_state (at creation).", AtLeast(1), "high"),
+    ConfigKey("share.coordinator.state.topic.replication.factor", I, 3, "Replication factor "
+              "of __share_group_state (at creation; a lone broker: 1 unless set).",
+              AtLeast(1), "high"),
+    ConfigKey("share.coordinator.state.topic.segment.bytes", I, 100 * 1024 * 1024,
+              "Segment size of __share_group_state.", AtLeast(1), "high"),
     ConfigKey("transactional.id.expiration.ms", I, 7 * 24 * 3_600_000, "Idle time after "
               "which a transactional id is forgotten.", AtLeast(1), "high"),
     # ---- lifecycle
@@ -829,6 +874,11 @@ def _check_consumer_group_keys(get: Any) -> None:
             raise refuse(f"group.consumer.min.{kind}.ms", f"it must not be above {hi}")
         if not lo <= value <= hi:
             raise refuse(f"group.consumer.{kind}.ms", f"it must be within [{lo}, {hi}]")
+    for kind in ("heartbeat.interval.ms", "session.timeout.ms", "record.lock.duration.ms",
+                 "delivery.count.limit"):  # fmt: skip
+        lo, hi = get(f"group.share.min.{kind}"), get(f"group.share.max.{kind}")
+        if not lo <= get(f"group.share.{kind}") <= hi:
+            raise refuse(f"group.share.{kind}", f"it must be within [{lo}, {hi}]")
     if get("group.consumer.heartbeat.interval.ms") >= get("group.consumer.session.timeout.ms"):
         raise refuse(
             "group.consumer.heartbeat.interval.ms",

@@ -30,7 +30,7 @@ _unpack_ii = struct.Struct(">ii").unpack_from
 
 
 class ReadShareGroupStateSummaryRequest(Struct):
-    """ReadShareGroupStateSummaryRequest (api key 87): the request as decoded, versions 0."""
+    """ReadShareGroupStateSummaryRequest (api key 87): the request as decoded, versions 0-1."""
 
     _fields = ("group_id", "topics")
     __slots__ = _fields
@@ -194,6 +194,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryRequ
     return s26, pos
 
 
+decode_v1 = decode_v0
+
+
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryRequest, int]:
     fld = "(start)"
     try:
@@ -325,6 +328,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSu
         raise FieldFailure(fld, e) from e
 
 
+decode_v1_tracking = decode_v0_tracking
+
+
 def encode_v0(
     d: ReadShareGroupStateSummaryRequest | Mapping[str, Any],
     out: bytearray,
@@ -355,6 +361,9 @@ def encode_v0(
             out += b"\x00"
     out += b"\x00"
     return out
+
+
+encode_v1 = encode_v0
 
 
 def encode_v0_tracking(
@@ -398,19 +407,26 @@ def encode_v0_tracking(
         raise FieldFailure(fld, e) from e
 
 
+encode_v1_tracking = encode_v0_tracking
+
+
 MESSAGE = ReadShareGroupStateSummaryRequest
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (0, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
     0: decode_v0,
+    1: decode_v1,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
+    1: decode_v1_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
+    1: encode_v1,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
+    1: encode_v1_tracking,
 }

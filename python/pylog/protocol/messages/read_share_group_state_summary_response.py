@@ -25,14 +25,16 @@ from pylog.protocol._struct import Struct
 
 _pack_16s = struct.Struct(">16s").pack
 _pack_ih = struct.Struct(">ih").pack
-_pack_iq = struct.Struct(">iq").pack
+_pack_iiq = struct.Struct(">iiq").pack
+_pack_iiqi = struct.Struct(">iiqi").pack
 _unpack_16s = struct.Struct(">16s").unpack_from
 _unpack_ih = struct.Struct(">ih").unpack_from
-_unpack_iq = struct.Struct(">iq").unpack_from
+_unpack_iiq = struct.Struct(">iiq").unpack_from
+_unpack_iiqi = struct.Struct(">iiqi").unpack_from
 
 
 class ReadShareGroupStateSummaryResponse(Struct):
-    """ReadShareGroupStateSummaryResponse (api key 87): the response as decoded, versions 0."""
+    """ReadShareGroupStateSummaryResponse (api key 87): the response as decoded, versions 0-1."""
 
     _fields = ("results",)
     __slots__ = _fields
@@ -64,14 +66,24 @@ class ReadStateSummaryResult(Struct):
 class PartitionResult(Struct):
     """A PartitionResult of ReadShareGroupStateSummaryResponse."""
 
-    _fields = ("partition", "error_code", "error_message", "state_epoch", "start_offset")
+    _fields = (
+        "partition",
+        "error_code",
+        "error_message",
+        "state_epoch",
+        "leader_epoch",
+        "start_offset",
+        "delivery_complete_count",
+    )
     __slots__ = _fields
 
     partition: int  # versions 0+
     error_code: int  # versions 0+
     error_message: str | None  # versions 0+, nullable 0+
     state_epoch: int  # versions 0+
+    leader_epoch: int  # versions 0+
     start_offset: int  # versions 0+
+    delivery_complete_count: int  # versions 1+
 
     def __init__(
         self,
@@ -79,13 +91,17 @@ class PartitionResult(Struct):
         error_code: int = 0,
         error_message: str | None = None,
         state_epoch: int = 0,
+        leader_epoch: int = 0,
         start_offset: int = 0,
+        delivery_complete_count: int = -1,
     ) -> None:
         self.partition = partition
         self.error_code = error_code
         self.error_message = error_message
         self.state_epoch = state_epoch
+        self.leader_epoch = leader_epoch
         self.start_offset = start_offset
+        self.delivery_complete_count = delivery_complete_count
 
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryResponse, int]:
@@ -113,7 +129,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryResp
             if n5 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n5 > (blen - pos) // 20:
+                if n5 > (blen - pos) // 24:
                     raise Malformed(f"array of {n5} elements is longer than the frame")
                 v4: list[PartitionResult] = []
                 for _ in range(n5):
@@ -133,74 +149,189 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryResp
                             raise Malformed(f"string of {n10} bytes is longer than the frame")
                         v9 = str(buf[pos:e11], "utf-8")
                         pos = e11
-                    f12, f13 = _unpack_iq(buf, pos)
-                    pos += 12
-                    nt14 = buf[pos]
+                    f12, f13, f14 = _unpack_iiq(buf, pos)
+                    pos += 16
+                    nt15 = buf[pos]
                     pos += 1
-                    if nt14 > 127:
-                        nt14, pos = read_uvarint(buf, pos - 1)
-                    if nt14:
-                        if nt14 > (blen - pos) // 2:
-                            raise Malformed(f"{nt14} tagged fields are longer than the frame")
-                        for _ in range(nt14):
-                            tg15 = buf[pos]
+                    if nt15 > 127:
+                        nt15, pos = read_uvarint(buf, pos - 1)
+                    if nt15:
+                        if nt15 > (blen - pos) // 2:
+                            raise Malformed(f"{nt15} tagged fields are longer than the frame")
+                        for _ in range(nt15):
+                            tg16 = buf[pos]
                             pos += 1
-                            if tg15 > 127:
-                                tg15, pos = read_uvarint(buf, pos - 1)
-                            tz16 = buf[pos]
+                            if tg16 > 127:
+                                tg16, pos = read_uvarint(buf, pos - 1)
+                            tz17 = buf[pos]
                             pos += 1
-                            if tz16 > 127:
-                                tz16, pos = read_uvarint(buf, pos - 1)
-                            te17 = pos + tz16
-                            if te17 > blen:
+                            if tz17 > 127:
+                                tz17, pos = read_uvarint(buf, pos - 1)
+                            te18 = pos + tz17
+                            if te18 > blen:
                                 raise Malformed("tagged field past the frame end")
-                            pos = te17
-                    s18 = PartitionResult(f6, f7, v9, f12, f13)
-                    v4.append(s18)
-            nt19 = buf[pos]
+                            pos = te18
+                    s19 = PartitionResult(f6, f7, v9, f12, f13, f14, -1)
+                    v4.append(s19)
+            nt20 = buf[pos]
             pos += 1
-            if nt19 > 127:
-                nt19, pos = read_uvarint(buf, pos - 1)
-            if nt19:
-                if nt19 > (blen - pos) // 2:
-                    raise Malformed(f"{nt19} tagged fields are longer than the frame")
-                for _ in range(nt19):
-                    tg20 = buf[pos]
+            if nt20 > 127:
+                nt20, pos = read_uvarint(buf, pos - 1)
+            if nt20:
+                if nt20 > (blen - pos) // 2:
+                    raise Malformed(f"{nt20} tagged fields are longer than the frame")
+                for _ in range(nt20):
+                    tg21 = buf[pos]
                     pos += 1
-                    if tg20 > 127:
-                        tg20, pos = read_uvarint(buf, pos - 1)
-                    tz21 = buf[pos]
+                    if tg21 > 127:
+                        tg21, pos = read_uvarint(buf, pos - 1)
+                    tz22 = buf[pos]
                     pos += 1
-                    if tz21 > 127:
-                        tz21, pos = read_uvarint(buf, pos - 1)
-                    te22 = pos + tz21
-                    if te22 > blen:
+                    if tz22 > 127:
+                        tz22, pos = read_uvarint(buf, pos - 1)
+                    te23 = pos + tz22
+                    if te23 > blen:
                         raise Malformed("tagged field past the frame end")
-                    pos = te22
-            s23 = ReadStateSummaryResult(f3, v4)
-            v1.append(s23)
-    nt24 = buf[pos]
+                    pos = te23
+            s24 = ReadStateSummaryResult(f3, v4)
+            v1.append(s24)
+    nt25 = buf[pos]
     pos += 1
-    if nt24 > 127:
-        nt24, pos = read_uvarint(buf, pos - 1)
-    if nt24:
-        if nt24 > (blen - pos) // 2:
-            raise Malformed(f"{nt24} tagged fields are longer than the frame")
-        for _ in range(nt24):
-            tg25 = buf[pos]
+    if nt25 > 127:
+        nt25, pos = read_uvarint(buf, pos - 1)
+    if nt25:
+        if nt25 > (blen - pos) // 2:
+            raise Malformed(f"{nt25} tagged fields are longer than the frame")
+        for _ in range(nt25):
+            tg26 = buf[pos]
             pos += 1
-            if tg25 > 127:
-                tg25, pos = read_uvarint(buf, pos - 1)
-            tz26 = buf[pos]
+            if tg26 > 127:
+                tg26, pos = read_uvarint(buf, pos - 1)
+            tz27 = buf[pos]
             pos += 1
-            if tz26 > 127:
-                tz26, pos = read_uvarint(buf, pos - 1)
-            te27 = pos + tz26
-            if te27 > blen:
+            if tz27 > 127:
+                tz27, pos = read_uvarint(buf, pos - 1)
+            te28 = pos + tz27
+            if te28 > blen:
                 raise Malformed("tagged field past the frame end")
-            pos = te27
-    s28 = ReadShareGroupStateSummaryResponse(v1)
-    return s28, pos
+            pos = te28
+    s29 = ReadShareGroupStateSummaryResponse(v1)
+    return s29, pos
+
+
+def decode_v1(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryResponse, int]:
+    blen = len(buf)
+    n2 = buf[pos]
+    pos += 1
+    if n2 > 127:
+        n2, pos = read_uvarint(buf, pos - 1)
+    n2 -= 1
+    if n2 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n2 > (blen - pos) // 18:
+            raise Malformed(f"array of {n2} elements is longer than the frame")
+        v1: list[ReadStateSummaryResult] = []
+        for _ in range(n2):
+            (f3,) = _unpack_16s(buf, pos)
+            pos += 16
+            f3 = uuid_text(f3)
+            n5 = buf[pos]
+            pos += 1
+            if n5 > 127:
+                n5, pos = read_uvarint(buf, pos - 1)
+            n5 -= 1
+            if n5 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n5 > (blen - pos) // 28:
+                    raise Malformed(f"array of {n5} elements is longer than the frame")
+                v4: list[PartitionResult] = []
+                for _ in range(n5):
+                    f6, f7 = _unpack_ih(buf, pos)
+                    pos += 6
+                    n10 = buf[pos]
+                    pos += 1
+                    if n10 > 127:
+                        n10, pos = read_uvarint(buf, pos - 1)
+                    n10 -= 1
+                    v9: str | None
+                    if n10 < 0:
+                        v9 = None
+                    else:
+                        e11 = pos + n10
+                        if e11 > blen:
+                            raise Malformed(f"string of {n10} bytes is longer than the frame")
+                        v9 = str(buf[pos:e11], "utf-8")
+                        pos = e11
+                    f12, f13, f14, f15 = _unpack_iiqi(buf, pos)
+                    pos += 20
+                    nt16 = buf[pos]
+                    pos += 1
+                    if nt16 > 127:
+                        nt16, pos = read_uvarint(buf, pos - 1)
+                    if nt16:
+                        if nt16 > (blen - pos) // 2:
+                            raise Malformed(f"{nt16} tagged fields are longer than the frame")
+                        for _ in range(nt16):
+                            tg17 = buf[pos]
+                            pos += 1
+                            if tg17 > 127:
+                                tg17, pos = read_uvarint(buf, pos - 1)
+                            tz18 = buf[pos]
+                            pos += 1
+                            if tz18 > 127:
+                                tz18, pos = read_uvarint(buf, pos - 1)
+                            te19 = pos + tz18
+                            if te19 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te19
+                    s20 = PartitionResult(f6, f7, v9, f12, f13, f14, f15)
+                    v4.append(s20)
+            nt21 = buf[pos]
+            pos += 1
+            if nt21 > 127:
+                nt21, pos = read_uvarint(buf, pos - 1)
+            if nt21:
+                if nt21 > (blen - pos) // 2:
+                    raise Malformed(f"{nt21} tagged fields are longer than the frame")
+                for _ in range(nt21):
+                    tg22 = buf[pos]
+                    pos += 1
+                    if tg22 > 127:
+                        tg22, pos = read_uvarint(buf, pos - 1)
+                    tz23 = buf[pos]
+                    pos += 1
+                    if tz23 > 127:
+                        tz23, pos = read_uvarint(buf, pos - 1)
+                    te24 = pos + tz23
+                    if te24 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te24
+            s25 = ReadStateSummaryResult(f3, v4)
+            v1.append(s25)
+    nt26 = buf[pos]
+    pos += 1
+    if nt26 > 127:
+        nt26, pos = read_uvarint(buf, pos - 1)
+    if nt26:
+        if nt26 > (blen - pos) // 2:
+            raise Malformed(f"{nt26} tagged fields are longer than the frame")
+        for _ in range(nt26):
+            tg27 = buf[pos]
+            pos += 1
+            if tg27 > 127:
+                tg27, pos = read_uvarint(buf, pos - 1)
+            tz28 = buf[pos]
+            pos += 1
+            if tz28 > 127:
+                tz28, pos = read_uvarint(buf, pos - 1)
+            te29 = pos + tz28
+            if te29 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te29
+    s30 = ReadShareGroupStateSummaryResponse(v1)
+    return s30, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryResponse, int]:
@@ -233,7 +364,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSu
                 if n5 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n5 > (blen - pos) // 20:
+                    if n5 > (blen - pos) // 24:
                         raise Malformed(f"array of {n5} elements is longer than the frame")
                     v4: list[PartitionResult] = []
                     for _ in range(n5):
@@ -256,77 +387,205 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSu
                             v9 = str(buf[pos:e11], "utf-8")
                             pos = e11
                         fld = "results[].partitions[].state_epoch"
-                        f12, f13 = _unpack_iq(buf, pos)
-                        pos += 12
+                        f12, f13, f14 = _unpack_iiq(buf, pos)
+                        pos += 16
                         fld = "results[].partitions[].(tagged fields)"
-                        nt14 = buf[pos]
+                        nt15 = buf[pos]
                         pos += 1
-                        if nt14 > 127:
-                            nt14, pos = read_uvarint(buf, pos - 1)
-                        if nt14:
-                            if nt14 > (blen - pos) // 2:
-                                raise Malformed(f"{nt14} tagged fields are longer than the frame")
-                            for _ in range(nt14):
-                                tg15 = buf[pos]
+                        if nt15 > 127:
+                            nt15, pos = read_uvarint(buf, pos - 1)
+                        if nt15:
+                            if nt15 > (blen - pos) // 2:
+                                raise Malformed(f"{nt15} tagged fields are longer than the frame")
+                            for _ in range(nt15):
+                                tg16 = buf[pos]
                                 pos += 1
-                                if tg15 > 127:
-                                    tg15, pos = read_uvarint(buf, pos - 1)
-                                tz16 = buf[pos]
+                                if tg16 > 127:
+                                    tg16, pos = read_uvarint(buf, pos - 1)
+                                tz17 = buf[pos]
                                 pos += 1
-                                if tz16 > 127:
-                                    tz16, pos = read_uvarint(buf, pos - 1)
-                                te17 = pos + tz16
-                                if te17 > blen:
+                                if tz17 > 127:
+                                    tz17, pos = read_uvarint(buf, pos - 1)
+                                te18 = pos + tz17
+                                if te18 > blen:
                                     raise Malformed("tagged field past the frame end")
-                                pos = te17
-                        s18 = PartitionResult(f6, f7, v9, f12, f13)
-                        v4.append(s18)
+                                pos = te18
+                        s19 = PartitionResult(f6, f7, v9, f12, f13, f14, -1)
+                        v4.append(s19)
                 fld = "results[].(tagged fields)"
-                nt19 = buf[pos]
+                nt20 = buf[pos]
                 pos += 1
-                if nt19 > 127:
-                    nt19, pos = read_uvarint(buf, pos - 1)
-                if nt19:
-                    if nt19 > (blen - pos) // 2:
-                        raise Malformed(f"{nt19} tagged fields are longer than the frame")
-                    for _ in range(nt19):
-                        tg20 = buf[pos]
+                if nt20 > 127:
+                    nt20, pos = read_uvarint(buf, pos - 1)
+                if nt20:
+                    if nt20 > (blen - pos) // 2:
+                        raise Malformed(f"{nt20} tagged fields are longer than the frame")
+                    for _ in range(nt20):
+                        tg21 = buf[pos]
                         pos += 1
-                        if tg20 > 127:
-                            tg20, pos = read_uvarint(buf, pos - 1)
-                        tz21 = buf[pos]
+                        if tg21 > 127:
+                            tg21, pos = read_uvarint(buf, pos - 1)
+                        tz22 = buf[pos]
                         pos += 1
-                        if tz21 > 127:
-                            tz21, pos = read_uvarint(buf, pos - 1)
-                        te22 = pos + tz21
-                        if te22 > blen:
+                        if tz22 > 127:
+                            tz22, pos = read_uvarint(buf, pos - 1)
+                        te23 = pos + tz22
+                        if te23 > blen:
                             raise Malformed("tagged field past the frame end")
-                        pos = te22
-                s23 = ReadStateSummaryResult(f3, v4)
-                v1.append(s23)
+                        pos = te23
+                s24 = ReadStateSummaryResult(f3, v4)
+                v1.append(s24)
         fld = "(tagged fields)"
-        nt24 = buf[pos]
+        nt25 = buf[pos]
         pos += 1
-        if nt24 > 127:
-            nt24, pos = read_uvarint(buf, pos - 1)
-        if nt24:
-            if nt24 > (blen - pos) // 2:
-                raise Malformed(f"{nt24} tagged fields are longer than the frame")
-            for _ in range(nt24):
-                tg25 = buf[pos]
+        if nt25 > 127:
+            nt25, pos = read_uvarint(buf, pos - 1)
+        if nt25:
+            if nt25 > (blen - pos) // 2:
+                raise Malformed(f"{nt25} tagged fields are longer than the frame")
+            for _ in range(nt25):
+                tg26 = buf[pos]
                 pos += 1
-                if tg25 > 127:
-                    tg25, pos = read_uvarint(buf, pos - 1)
-                tz26 = buf[pos]
+                if tg26 > 127:
+                    tg26, pos = read_uvarint(buf, pos - 1)
+                tz27 = buf[pos]
                 pos += 1
-                if tz26 > 127:
-                    tz26, pos = read_uvarint(buf, pos - 1)
-                te27 = pos + tz26
-                if te27 > blen:
+                if tz27 > 127:
+                    tz27, pos = read_uvarint(buf, pos - 1)
+                te28 = pos + tz27
+                if te28 > blen:
                     raise Malformed("tagged field past the frame end")
-                pos = te27
-        s28 = ReadShareGroupStateSummaryResponse(v1)
-        return s28, pos
+                pos = te28
+        s29 = ReadShareGroupStateSummaryResponse(v1)
+        return s29, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryResponse, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        fld = "results"
+        n2 = buf[pos]
+        pos += 1
+        if n2 > 127:
+            n2, pos = read_uvarint(buf, pos - 1)
+        n2 -= 1
+        if n2 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n2 > (blen - pos) // 18:
+                raise Malformed(f"array of {n2} elements is longer than the frame")
+            v1: list[ReadStateSummaryResult] = []
+            for _ in range(n2):
+                fld = "results[].topic_id"
+                (f3,) = _unpack_16s(buf, pos)
+                pos += 16
+                f3 = uuid_text(f3)
+                fld = "results[].partitions"
+                n5 = buf[pos]
+                pos += 1
+                if n5 > 127:
+                    n5, pos = read_uvarint(buf, pos - 1)
+                n5 -= 1
+                if n5 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n5 > (blen - pos) // 28:
+                        raise Malformed(f"array of {n5} elements is longer than the frame")
+                    v4: list[PartitionResult] = []
+                    for _ in range(n5):
+                        fld = "results[].partitions[].partition"
+                        f6, f7 = _unpack_ih(buf, pos)
+                        pos += 6
+                        fld = "results[].partitions[].error_message"
+                        n10 = buf[pos]
+                        pos += 1
+                        if n10 > 127:
+                            n10, pos = read_uvarint(buf, pos - 1)
+                        n10 -= 1
+                        v9: str | None
+                        if n10 < 0:
+                            v9 = None
+                        else:
+                            e11 = pos + n10
+                            if e11 > blen:
+                                raise Malformed(f"string of {n10} bytes is longer than the frame")
+                            v9 = str(buf[pos:e11], "utf-8")
+                            pos = e11
+                        fld = "results[].partitions[].state_epoch"
+                        f12, f13, f14, f15 = _unpack_iiqi(buf, pos)
+                        pos += 20
+                        fld = "results[].partitions[].(tagged fields)"
+                        nt16 = buf[pos]
+                        pos += 1
+                        if nt16 > 127:
+                            nt16, pos = read_uvarint(buf, pos - 1)
+                        if nt16:
+                            if nt16 > (blen - pos) // 2:
+                                raise Malformed(f"{nt16} tagged fields are longer than the frame")
+                            for _ in range(nt16):
+                                tg17 = buf[pos]
+                                pos += 1
+                                if tg17 > 127:
+                                    tg17, pos = read_uvarint(buf, pos - 1)
+                                tz18 = buf[pos]
+                                pos += 1
+                                if tz18 > 127:
+                                    tz18, pos = read_uvarint(buf, pos - 1)
+                                te19 = pos + tz18
+                                if te19 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te19
+                        s20 = PartitionResult(f6, f7, v9, f12, f13, f14, f15)
+                        v4.append(s20)
+                fld = "results[].(tagged fields)"
+                nt21 = buf[pos]
+                pos += 1
+                if nt21 > 127:
+                    nt21, pos = read_uvarint(buf, pos - 1)
+                if nt21:
+                    if nt21 > (blen - pos) // 2:
+                        raise Malformed(f"{nt21} tagged fields are longer than the frame")
+                    for _ in range(nt21):
+                        tg22 = buf[pos]
+                        pos += 1
+                        if tg22 > 127:
+                            tg22, pos = read_uvarint(buf, pos - 1)
+                        tz23 = buf[pos]
+                        pos += 1
+                        if tz23 > 127:
+                            tz23, pos = read_uvarint(buf, pos - 1)
+                        te24 = pos + tz23
+                        if te24 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te24
+                s25 = ReadStateSummaryResult(f3, v4)
+                v1.append(s25)
+        fld = "(tagged fields)"
+        nt26 = buf[pos]
+        pos += 1
+        if nt26 > 127:
+            nt26, pos = read_uvarint(buf, pos - 1)
+        if nt26:
+            if nt26 > (blen - pos) // 2:
+                raise Malformed(f"{nt26} tagged fields are longer than the frame")
+            for _ in range(nt26):
+                tg27 = buf[pos]
+                pos += 1
+                if tg27 > 127:
+                    tg27, pos = read_uvarint(buf, pos - 1)
+                tz28 = buf[pos]
+                pos += 1
+                if tz28 > 127:
+                    tz28, pos = read_uvarint(buf, pos - 1)
+                te29 = pos + tz28
+                if te29 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te29
+        s30 = ReadShareGroupStateSummaryResponse(v1)
+        return s30, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
@@ -360,7 +619,52 @@ def encode_v0(
                         n8 = len(b9)
                         out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
                         out += b9
-                    out += _pack_iq(x6.get("state_epoch", 0), x6.get("start_offset", 0))
+                    out += _pack_iiq(
+                        x6.get("state_epoch", 0),
+                        x6.get("leader_epoch", 0),
+                        x6.get("start_offset", 0),
+                    )
+                    out += b"\x00"
+            out += b"\x00"
+    out += b"\x00"
+    return out
+
+
+def encode_v1(
+    d: ReadShareGroupStateSummaryResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    v1 = d.get("results", ())
+    if v1 is None:
+        out += b"\x01"
+    else:
+        n2 = len(v1)
+        out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+        for x3 in v1:
+            out += _pack_16s(uuid_raw(x3.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+            v4 = x3.get("partitions", ())
+            if v4 is None:
+                out += b"\x01"
+            else:
+                n5 = len(v4)
+                out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+                for x6 in v4:
+                    out += _pack_ih(x6.get("partition", 0), x6.get("error_code", 0))
+                    v7 = x6.get("error_message")
+                    if v7 is None:
+                        out += b"\x00"
+                    else:
+                        b9 = v7.encode()
+                        n8 = len(b9)
+                        out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                        out += b9
+                    out += _pack_iiqi(
+                        x6.get("state_epoch", 0),
+                        x6.get("leader_epoch", 0),
+                        x6.get("start_offset", 0),
+                        x6.get("delivery_complete_count", -1),
+                    )
                     out += b"\x00"
             out += b"\x00"
     out += b"\x00"
@@ -404,7 +708,62 @@ def encode_v0_tracking(
                             out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
                             out += b9
                         fld = "results[].partitions[].state_epoch"
-                        out += _pack_iq(x6.get("state_epoch", 0), x6.get("start_offset", 0))
+                        out += _pack_iiq(
+                            x6.get("state_epoch", 0),
+                            x6.get("leader_epoch", 0),
+                            x6.get("start_offset", 0),
+                        )
+                        out += b"\x00"
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def encode_v1_tracking(
+    d: ReadShareGroupStateSummaryResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "results"
+        v1 = d.get("results", ())
+        if v1 is None:
+            out += b"\x01"
+        else:
+            n2 = len(v1)
+            out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+            for x3 in v1:
+                fld = "results[].topic_id"
+                out += _pack_16s(uuid_raw(x3.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                fld = "results[].partitions"
+                v4 = x3.get("partitions", ())
+                if v4 is None:
+                    out += b"\x01"
+                else:
+                    n5 = len(v4)
+                    out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+                    for x6 in v4:
+                        fld = "results[].partitions[].partition"
+                        out += _pack_ih(x6.get("partition", 0), x6.get("error_code", 0))
+                        fld = "results[].partitions[].error_message"
+                        v7 = x6.get("error_message")
+                        if v7 is None:
+                            out += b"\x00"
+                        else:
+                            b9 = v7.encode()
+                            n8 = len(b9)
+                            out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                            out += b9
+                        fld = "results[].partitions[].state_epoch"
+                        out += _pack_iiqi(
+                            x6.get("state_epoch", 0),
+                            x6.get("leader_epoch", 0),
+                            x6.get("start_offset", 0),
+                            x6.get("delivery_complete_count", -1),
+                        )
                         out += b"\x00"
                 out += b"\x00"
         out += b"\x00"
@@ -414,18 +773,22 @@ def encode_v0_tracking(
 
 
 MESSAGE = ReadShareGroupStateSummaryResponse
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (0, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
     0: decode_v0,
+    1: decode_v1,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
+    1: decode_v1_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
+    1: encode_v1,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
+    1: encode_v1_tracking,
 }

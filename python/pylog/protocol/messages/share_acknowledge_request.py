@@ -27,21 +27,24 @@ from pylog.protocol._struct import Struct
 
 _pack_16s = struct.Struct(">16s").pack
 _pack_i = struct.Struct(">i").pack
+_pack_io = struct.Struct(">i?").pack
 _pack_qq = struct.Struct(">qq").pack
 _unpack_16s = struct.Struct(">16s").unpack_from
 _unpack_i = struct.Struct(">i").unpack_from
+_unpack_io = struct.Struct(">i?").unpack_from
 _unpack_qq = struct.Struct(">qq").unpack_from
 
 
 class ShareAcknowledgeRequest(Struct):
-    """ShareAcknowledgeRequest (api key 79): the request as decoded, versions 0."""
+    """ShareAcknowledgeRequest (api key 79): the request as decoded, versions 1-2."""
 
-    _fields = ("group_id", "member_id", "share_session_epoch", "topics")
+    _fields = ("group_id", "member_id", "share_session_epoch", "is_renew_ack", "topics")
     __slots__ = _fields
 
     group_id: str | None  # versions 0+, nullable 0+
     member_id: str | None  # versions 0+, nullable 0+
     share_session_epoch: int  # versions 0+
+    is_renew_ack: bool  # versions 2+
     topics: list[AcknowledgeTopic]  # versions 0+
 
     def __init__(
@@ -49,11 +52,13 @@ class ShareAcknowledgeRequest(Struct):
         group_id: str | None = None,
         member_id: str | None = "",
         share_session_epoch: int = 0,
+        is_renew_ack: bool = False,
         topics: list[AcknowledgeTopic] = EMPTY,
     ) -> None:
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
+        self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is EMPTY else topics
 
 
@@ -116,7 +121,7 @@ class AcknowledgementBatch(Struct):
         self.acknowledge_types = [] if acknowledge_types is EMPTY else acknowledge_types
 
 
-def decode_v0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeRequest, int]:
+def decode_v1(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeRequest, int]:
     blen = len(buf)
     left = 100000
     n3 = buf[pos]
@@ -308,11 +313,207 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeRequest, int]:
             if te40 > blen:
                 raise Malformed("tagged field past the frame end")
             pos = te40
-    s41 = ShareAcknowledgeRequest(v2, v6, f9, v10)
+    s41 = ShareAcknowledgeRequest(v2, v6, f9, False, v10)
     return s41, pos
 
 
-def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeRequest, int]:
+def decode_v2(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeRequest, int]:
+    blen = len(buf)
+    left = 100000
+    n3 = buf[pos]
+    pos += 1
+    if n3 > 127:
+        n3, pos = read_uvarint(buf, pos - 1)
+    n3 -= 1
+    v2: str | None
+    if n3 < 0:
+        v2 = None
+    else:
+        e4 = pos + n3
+        if e4 > blen:
+            raise Malformed(f"string of {n3} bytes is longer than the frame")
+        v2 = str(buf[pos:e4], "utf-8")
+        pos = e4
+    n7 = buf[pos]
+    pos += 1
+    if n7 > 127:
+        n7, pos = read_uvarint(buf, pos - 1)
+    n7 -= 1
+    v6: str | None
+    if n7 < 0:
+        v6 = None
+    else:
+        e8 = pos + n7
+        if e8 > blen:
+            raise Malformed(f"string of {n7} bytes is longer than the frame")
+        v6 = str(buf[pos:e8], "utf-8")
+        pos = e8
+    f9, f10 = _unpack_io(buf, pos)
+    pos += 5
+    n12 = buf[pos]
+    pos += 1
+    if n12 > 127:
+        n12, pos = read_uvarint(buf, pos - 1)
+    n12 -= 1
+    if n12 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n12 > (blen - pos) // 18:
+            raise Malformed(f"array of {n12} elements is longer than the frame")
+        left -= n12
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
+        v11: list[AcknowledgeTopic] = []
+        for _ in range(n12):
+            (f13,) = _unpack_16s(buf, pos)
+            pos += 16
+            f13 = uuid_text(f13)
+            n15 = buf[pos]
+            pos += 1
+            if n15 > 127:
+                n15, pos = read_uvarint(buf, pos - 1)
+            n15 -= 1
+            if n15 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n15 > (blen - pos) // 6:
+                    raise Malformed(f"array of {n15} elements is longer than the frame")
+                left -= n15
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
+                v14: list[AcknowledgePartition] = []
+                for _ in range(n15):
+                    (f16,) = _unpack_i(buf, pos)
+                    pos += 4
+                    n18 = buf[pos]
+                    pos += 1
+                    if n18 > 127:
+                        n18, pos = read_uvarint(buf, pos - 1)
+                    n18 -= 1
+                    if n18 < 0:
+                        raise Malformed("null array for a non-nullable field")
+                    else:
+                        if n18 > (blen - pos) // 18:
+                            raise Malformed(f"array of {n18} elements is longer than the frame")
+                        left -= n18
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
+                        v17: list[AcknowledgementBatch] = []
+                        for _ in range(n18):
+                            f19, f20 = _unpack_qq(buf, pos)
+                            pos += 16
+                            n22 = buf[pos]
+                            pos += 1
+                            if n22 > 127:
+                                n22, pos = read_uvarint(buf, pos - 1)
+                            n22 -= 1
+                            if n22 < 0:
+                                raise Malformed("null array for a non-nullable field")
+                            else:
+                                if n22 > blen - pos:
+                                    raise Malformed(
+                                        f"array of {n22} elements is longer than the frame"
+                                    )
+                                left -= n22
+                                if left < 0:
+                                    raise Malformed(
+                                        "more than 100000 array elements in one request"
+                                    )
+                                v21 = list(unpack_from(f">{n22}b", buf, pos))
+                                pos += n22 * 1
+                            nt23 = buf[pos]
+                            pos += 1
+                            if nt23 > 127:
+                                nt23, pos = read_uvarint(buf, pos - 1)
+                            if nt23:
+                                if nt23 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt23} tagged fields are longer than the frame"
+                                    )
+                                for _ in range(nt23):
+                                    tg24 = buf[pos]
+                                    pos += 1
+                                    if tg24 > 127:
+                                        tg24, pos = read_uvarint(buf, pos - 1)
+                                    tz25 = buf[pos]
+                                    pos += 1
+                                    if tz25 > 127:
+                                        tz25, pos = read_uvarint(buf, pos - 1)
+                                    te26 = pos + tz25
+                                    if te26 > blen:
+                                        raise Malformed("tagged field past the frame end")
+                                    pos = te26
+                            s27 = AcknowledgementBatch(f19, f20, v21)
+                            v17.append(s27)
+                    nt28 = buf[pos]
+                    pos += 1
+                    if nt28 > 127:
+                        nt28, pos = read_uvarint(buf, pos - 1)
+                    if nt28:
+                        if nt28 > (blen - pos) // 2:
+                            raise Malformed(f"{nt28} tagged fields are longer than the frame")
+                        for _ in range(nt28):
+                            tg29 = buf[pos]
+                            pos += 1
+                            if tg29 > 127:
+                                tg29, pos = read_uvarint(buf, pos - 1)
+                            tz30 = buf[pos]
+                            pos += 1
+                            if tz30 > 127:
+                                tz30, pos = read_uvarint(buf, pos - 1)
+                            te31 = pos + tz30
+                            if te31 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te31
+                    s32 = AcknowledgePartition(f16, v17)
+                    v14.append(s32)
+            nt33 = buf[pos]
+            pos += 1
+            if nt33 > 127:
+                nt33, pos = read_uvarint(buf, pos - 1)
+            if nt33:
+                if nt33 > (blen - pos) // 2:
+                    raise Malformed(f"{nt33} tagged fields are longer than the frame")
+                for _ in range(nt33):
+                    tg34 = buf[pos]
+                    pos += 1
+                    if tg34 > 127:
+                        tg34, pos = read_uvarint(buf, pos - 1)
+                    tz35 = buf[pos]
+                    pos += 1
+                    if tz35 > 127:
+                        tz35, pos = read_uvarint(buf, pos - 1)
+                    te36 = pos + tz35
+                    if te36 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te36
+            s37 = AcknowledgeTopic(f13, v14)
+            v11.append(s37)
+    nt38 = buf[pos]
+    pos += 1
+    if nt38 > 127:
+        nt38, pos = read_uvarint(buf, pos - 1)
+    if nt38:
+        if nt38 > (blen - pos) // 2:
+            raise Malformed(f"{nt38} tagged fields are longer than the frame")
+        for _ in range(nt38):
+            tg39 = buf[pos]
+            pos += 1
+            if tg39 > 127:
+                tg39, pos = read_uvarint(buf, pos - 1)
+            tz40 = buf[pos]
+            pos += 1
+            if tz40 > 127:
+                tz40, pos = read_uvarint(buf, pos - 1)
+            te41 = pos + tz40
+            if te41 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te41
+    s42 = ShareAcknowledgeRequest(v2, v6, f9, f10, v11)
+    return s42, pos
+
+
+def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
@@ -526,13 +727,296 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeReque
                 if te40 > blen:
                     raise Malformed("tagged field past the frame end")
                 pos = te40
-        s41 = ShareAcknowledgeRequest(v2, v6, f9, v10)
+        s41 = ShareAcknowledgeRequest(v2, v6, f9, False, v10)
         return s41, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
 
-def encode_v0(
+def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeRequest, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        left = 100000
+        fld = "group_id"
+        n3 = buf[pos]
+        pos += 1
+        if n3 > 127:
+            n3, pos = read_uvarint(buf, pos - 1)
+        n3 -= 1
+        v2: str | None
+        if n3 < 0:
+            v2 = None
+        else:
+            e4 = pos + n3
+            if e4 > blen:
+                raise Malformed(f"string of {n3} bytes is longer than the frame")
+            v2 = str(buf[pos:e4], "utf-8")
+            pos = e4
+        fld = "member_id"
+        n7 = buf[pos]
+        pos += 1
+        if n7 > 127:
+            n7, pos = read_uvarint(buf, pos - 1)
+        n7 -= 1
+        v6: str | None
+        if n7 < 0:
+            v6 = None
+        else:
+            e8 = pos + n7
+            if e8 > blen:
+                raise Malformed(f"string of {n7} bytes is longer than the frame")
+            v6 = str(buf[pos:e8], "utf-8")
+            pos = e8
+        fld = "share_session_epoch"
+        f9, f10 = _unpack_io(buf, pos)
+        pos += 5
+        fld = "topics"
+        n12 = buf[pos]
+        pos += 1
+        if n12 > 127:
+            n12, pos = read_uvarint(buf, pos - 1)
+        n12 -= 1
+        if n12 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n12 > (blen - pos) // 18:
+                raise Malformed(f"array of {n12} elements is longer than the frame")
+            left -= n12
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
+            v11: list[AcknowledgeTopic] = []
+            for _ in range(n12):
+                fld = "topics[].topic_id"
+                (f13,) = _unpack_16s(buf, pos)
+                pos += 16
+                f13 = uuid_text(f13)
+                fld = "topics[].partitions"
+                n15 = buf[pos]
+                pos += 1
+                if n15 > 127:
+                    n15, pos = read_uvarint(buf, pos - 1)
+                n15 -= 1
+                if n15 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n15 > (blen - pos) // 6:
+                        raise Malformed(f"array of {n15} elements is longer than the frame")
+                    left -= n15
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
+                    v14: list[AcknowledgePartition] = []
+                    for _ in range(n15):
+                        fld = "topics[].partitions[].partition_index"
+                        (f16,) = _unpack_i(buf, pos)
+                        pos += 4
+                        fld = "topics[].partitions[].acknowledgement_batches"
+                        n18 = buf[pos]
+                        pos += 1
+                        if n18 > 127:
+                            n18, pos = read_uvarint(buf, pos - 1)
+                        n18 -= 1
+                        if n18 < 0:
+                            raise Malformed("null array for a non-nullable field")
+                        else:
+                            if n18 > (blen - pos) // 18:
+                                raise Malformed(f"array of {n18} elements is longer than the frame")
+                            left -= n18
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
+                            v17: list[AcknowledgementBatch] = []
+                            for _ in range(n18):
+                                fld = "topics[].partitions[].acknowledgement_batches[].first_offset"
+                                f19, f20 = _unpack_qq(buf, pos)
+                                pos += 16
+                                fld = (
+                                    "topics[].partitions[].acknowledgement_batches[].acknowledge_ty"
+                                    "pes"
+                                )
+                                n22 = buf[pos]
+                                pos += 1
+                                if n22 > 127:
+                                    n22, pos = read_uvarint(buf, pos - 1)
+                                n22 -= 1
+                                if n22 < 0:
+                                    raise Malformed("null array for a non-nullable field")
+                                else:
+                                    if n22 > blen - pos:
+                                        raise Malformed(
+                                            f"array of {n22} elements is longer than the frame"
+                                        )
+                                    left -= n22
+                                    if left < 0:
+                                        raise Malformed(
+                                            "more than 100000 array elements in one request"
+                                        )
+                                    v21 = list(unpack_from(f">{n22}b", buf, pos))
+                                    pos += n22 * 1
+                                fld = (
+                                    "topics[].partitions[].acknowledgement_batches[].(tagged fields"
+                                    ")"
+                                )
+                                nt23 = buf[pos]
+                                pos += 1
+                                if nt23 > 127:
+                                    nt23, pos = read_uvarint(buf, pos - 1)
+                                if nt23:
+                                    if nt23 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt23} tagged fields are longer than the frame"
+                                        )
+                                    for _ in range(nt23):
+                                        tg24 = buf[pos]
+                                        pos += 1
+                                        if tg24 > 127:
+                                            tg24, pos = read_uvarint(buf, pos - 1)
+                                        tz25 = buf[pos]
+                                        pos += 1
+                                        if tz25 > 127:
+                                            tz25, pos = read_uvarint(buf, pos - 1)
+                                        te26 = pos + tz25
+                                        if te26 > blen:
+                                            raise Malformed("tagged field past the frame end")
+                                        pos = te26
+                                s27 = AcknowledgementBatch(f19, f20, v21)
+                                v17.append(s27)
+                        fld = "topics[].partitions[].(tagged fields)"
+                        nt28 = buf[pos]
+                        pos += 1
+                        if nt28 > 127:
+                            nt28, pos = read_uvarint(buf, pos - 1)
+                        if nt28:
+                            if nt28 > (blen - pos) // 2:
+                                raise Malformed(f"{nt28} tagged fields are longer than the frame")
+                            for _ in range(nt28):
+                                tg29 = buf[pos]
+                                pos += 1
+                                if tg29 > 127:
+                                    tg29, pos = read_uvarint(buf, pos - 1)
+                                tz30 = buf[pos]
+                                pos += 1
+                                if tz30 > 127:
+                                    tz30, pos = read_uvarint(buf, pos - 1)
+                                te31 = pos + tz30
+                                if te31 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te31
+                        s32 = AcknowledgePartition(f16, v17)
+                        v14.append(s32)
+                fld = "topics[].(tagged fields)"
+                nt33 = buf[pos]
+                pos += 1
+                if nt33 > 127:
+                    nt33, pos = read_uvarint(buf, pos - 1)
+                if nt33:
+                    if nt33 > (blen - pos) // 2:
+                        raise Malformed(f"{nt33} tagged fields are longer than the frame")
+                    for _ in range(nt33):
+                        tg34 = buf[pos]
+                        pos += 1
+                        if tg34 > 127:
+                            tg34, pos = read_uvarint(buf, pos - 1)
+                        tz35 = buf[pos]
+                        pos += 1
+                        if tz35 > 127:
+                            tz35, pos = read_uvarint(buf, pos - 1)
+                        te36 = pos + tz35
+                        if te36 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te36
+                s37 = AcknowledgeTopic(f13, v14)
+                v11.append(s37)
+        fld = "(tagged fields)"
+        nt38 = buf[pos]
+        pos += 1
+        if nt38 > 127:
+            nt38, pos = read_uvarint(buf, pos - 1)
+        if nt38:
+            if nt38 > (blen - pos) // 2:
+                raise Malformed(f"{nt38} tagged fields are longer than the frame")
+            for _ in range(nt38):
+                tg39 = buf[pos]
+                pos += 1
+                if tg39 > 127:
+                    tg39, pos = read_uvarint(buf, pos - 1)
+                tz40 = buf[pos]
+                pos += 1
+                if tz40 > 127:
+                    tz40, pos = read_uvarint(buf, pos - 1)
+                te41 = pos + tz40
+                if te41 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te41
+        s42 = ShareAcknowledgeRequest(v2, v6, f9, f10, v11)
+        return s42, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def encode_v1(
+    d: ShareAcknowledgeRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    a1 = d.get("is_renew_ack")
+    if a1:
+        raise ValueError("is_renew_ack is not in version 1 and cannot be ignored")
+    v2 = d.get("group_id")
+    if v2 is None:
+        out += b"\x00"
+    else:
+        b4 = v2.encode()
+        n3 = len(b4)
+        out += UV[n3 + 1] if n3 < 127 else uvarint_bytes(n3 + 1)
+        out += b4
+    v5 = d.get("member_id", "")
+    if v5 is None:
+        out += b"\x00"
+    else:
+        b7 = v5.encode()
+        n6 = len(b7)
+        out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+        out += b7
+    out += _pack_i(d.get("share_session_epoch", 0))
+    v8 = d.get("topics", ())
+    if v8 is None:
+        out += b"\x01"
+    else:
+        n9 = len(v8)
+        out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+        for x10 in v8:
+            out += _pack_16s(uuid_raw(x10.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+            v11 = x10.get("partitions", ())
+            if v11 is None:
+                out += b"\x01"
+            else:
+                n12 = len(v11)
+                out += UV[n12 + 1] if n12 < 127 else uvarint_bytes(n12 + 1)
+                for x13 in v11:
+                    out += _pack_i(x13.get("partition_index", 0))
+                    v14 = x13.get("acknowledgement_batches", ())
+                    if v14 is None:
+                        out += b"\x01"
+                    else:
+                        n15 = len(v14)
+                        out += UV[n15 + 1] if n15 < 127 else uvarint_bytes(n15 + 1)
+                        for x16 in v14:
+                            out += _pack_qq(x16.get("first_offset", 0), x16.get("last_offset", 0))
+                            v17 = x16.get("acknowledge_types", ())
+                            if v17 is None:
+                                out += b"\x01"
+                            else:
+                                n18 = len(v17)
+                                out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
+                                out += pack(f">{n18}b", *v17)
+                            out += b"\x00"
+                    out += b"\x00"
+            out += b"\x00"
+    out += b"\x00"
+    return out
+
+
+def encode_v2(
     d: ShareAcknowledgeRequest | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -553,7 +1037,7 @@ def encode_v0(
         n5 = len(b6)
         out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
         out += b6
-    out += _pack_i(d.get("share_session_epoch", 0))
+    out += _pack_io(d.get("share_session_epoch", 0), d.get("is_renew_ack", False))
     v7 = d.get("topics", ())
     if v7 is None:
         out += b"\x01"
@@ -592,7 +1076,90 @@ def encode_v0(
     return out
 
 
-def encode_v0_tracking(
+def encode_v1_tracking(
+    d: ShareAcknowledgeRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        a1 = d.get("is_renew_ack")
+        if a1:
+            raise ValueError("is_renew_ack is not in version 1 and cannot be ignored")
+        fld = "group_id"
+        v2 = d.get("group_id")
+        if v2 is None:
+            out += b"\x00"
+        else:
+            b4 = v2.encode()
+            n3 = len(b4)
+            out += UV[n3 + 1] if n3 < 127 else uvarint_bytes(n3 + 1)
+            out += b4
+        fld = "member_id"
+        v5 = d.get("member_id", "")
+        if v5 is None:
+            out += b"\x00"
+        else:
+            b7 = v5.encode()
+            n6 = len(b7)
+            out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+            out += b7
+        fld = "share_session_epoch"
+        out += _pack_i(d.get("share_session_epoch", 0))
+        fld = "topics"
+        v8 = d.get("topics", ())
+        if v8 is None:
+            out += b"\x01"
+        else:
+            n9 = len(v8)
+            out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+            for x10 in v8:
+                fld = "topics[].topic_id"
+                out += _pack_16s(uuid_raw(x10.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                fld = "topics[].partitions"
+                v11 = x10.get("partitions", ())
+                if v11 is None:
+                    out += b"\x01"
+                else:
+                    n12 = len(v11)
+                    out += UV[n12 + 1] if n12 < 127 else uvarint_bytes(n12 + 1)
+                    for x13 in v11:
+                        fld = "topics[].partitions[].partition_index"
+                        out += _pack_i(x13.get("partition_index", 0))
+                        fld = "topics[].partitions[].acknowledgement_batches"
+                        v14 = x13.get("acknowledgement_batches", ())
+                        if v14 is None:
+                            out += b"\x01"
+                        else:
+                            n15 = len(v14)
+                            out += UV[n15 + 1] if n15 < 127 else uvarint_bytes(n15 + 1)
+                            for x16 in v14:
+                                fld = "topics[].partitions[].acknowledgement_batches[].first_offset"
+                                out += _pack_qq(
+                                    x16.get("first_offset", 0),
+                                    x16.get("last_offset", 0),
+                                )
+                                fld = (
+                                    "topics[].partitions[].acknowledgement_batches[].acknowledge_ty"
+                                    "pes"
+                                )
+                                v17 = x16.get("acknowledge_types", ())
+                                if v17 is None:
+                                    out += b"\x01"
+                                else:
+                                    n18 = len(v17)
+                                    out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
+                                    out += pack(f">{n18}b", *v17)
+                                out += b"\x00"
+                        out += b"\x00"
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def encode_v2_tracking(
     d: ShareAcknowledgeRequest | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -618,7 +1185,7 @@ def encode_v0_tracking(
             out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
             out += b6
         fld = "share_session_epoch"
-        out += _pack_i(d.get("share_session_epoch", 0))
+        out += _pack_io(d.get("share_session_epoch", 0), d.get("is_renew_ack", False))
         fld = "topics"
         v7 = d.get("topics", ())
         if v7 is None:
@@ -673,18 +1240,22 @@ def encode_v0_tracking(
 
 
 MESSAGE = ShareAcknowledgeRequest
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (1, 2)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
-    0: decode_v0,
+    1: decode_v1,
+    2: decode_v2,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
-    0: decode_v0_tracking,
+    1: decode_v1_tracking,
+    2: decode_v2_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
-    0: encode_v0,
+    1: encode_v1,
+    2: encode_v2,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
-    0: encode_v0_tracking,
+    1: encode_v1_tracking,
+    2: encode_v2_tracking,
 }

@@ -34,14 +34,22 @@ _unpack_ii = struct.Struct(">ii").unpack_from
 
 
 class ShareAcknowledgeResponse(Struct):
-    """ShareAcknowledgeResponse (api key 79): the response as decoded, versions 0."""
+    """ShareAcknowledgeResponse (api key 79): the response as decoded, versions 1-2."""
 
-    _fields = ("throttle_time_ms", "error_code", "error_message", "responses", "node_endpoints")
+    _fields = (
+        "throttle_time_ms",
+        "error_code",
+        "error_message",
+        "acquisition_lock_timeout_ms",
+        "responses",
+        "node_endpoints",
+    )
     __slots__ = _fields
 
     throttle_time_ms: int  # versions 0+
     error_code: int  # versions 0+
     error_message: str | None  # versions 0+, nullable 0+
+    acquisition_lock_timeout_ms: int  # versions 2+
     responses: list[ShareAcknowledgeTopicResponse]  # versions 0+
     node_endpoints: list[NodeEndpoint]  # versions 0+
 
@@ -50,12 +58,14 @@ class ShareAcknowledgeResponse(Struct):
         throttle_time_ms: int = 0,
         error_code: int = 0,
         error_message: str | None = None,
+        acquisition_lock_timeout_ms: int = 0,
         responses: list[ShareAcknowledgeTopicResponse] = EMPTY,
         node_endpoints: list[NodeEndpoint] = EMPTY,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is EMPTY else responses
         self.node_endpoints = [] if node_endpoints is EMPTY else node_endpoints
 
@@ -140,7 +150,7 @@ class NodeEndpoint(Struct):
         self.rack = rack
 
 
-def decode_v0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
+def decode_v1(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
     blen = len(buf)
     f1, f2 = _unpack_ih(buf, pos)
     pos += 6
@@ -353,11 +363,230 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]
             if te56 > blen:
                 raise Malformed("tagged field past the frame end")
             pos = te56
-    s57 = ShareAcknowledgeResponse(f1, f2, v4, v7, v36)
+    s57 = ShareAcknowledgeResponse(f1, f2, v4, 0, v7, v36)
     return s57, pos
 
 
-def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
+def decode_v2(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
+    blen = len(buf)
+    f1, f2 = _unpack_ih(buf, pos)
+    pos += 6
+    n5 = buf[pos]
+    pos += 1
+    if n5 > 127:
+        n5, pos = read_uvarint(buf, pos - 1)
+    n5 -= 1
+    v4: str | None
+    if n5 < 0:
+        v4 = None
+    else:
+        e6 = pos + n5
+        if e6 > blen:
+            raise Malformed(f"string of {n5} bytes is longer than the frame")
+        v4 = str(buf[pos:e6], "utf-8")
+        pos = e6
+    (f7,) = _unpack_i(buf, pos)
+    pos += 4
+    n9 = buf[pos]
+    pos += 1
+    if n9 > 127:
+        n9, pos = read_uvarint(buf, pos - 1)
+    n9 -= 1
+    if n9 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n9 > (blen - pos) // 18:
+            raise Malformed(f"array of {n9} elements is longer than the frame")
+        v8: list[ShareAcknowledgeTopicResponse] = []
+        for _ in range(n9):
+            (f10,) = _unpack_16s(buf, pos)
+            pos += 16
+            f10 = uuid_text(f10)
+            n12 = buf[pos]
+            pos += 1
+            if n12 > 127:
+                n12, pos = read_uvarint(buf, pos - 1)
+            n12 -= 1
+            if n12 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n12 > (blen - pos) // 17:
+                    raise Malformed(f"array of {n12} elements is longer than the frame")
+                v11: list[PartitionData] = []
+                for _ in range(n12):
+                    f13, f14 = _unpack_ih(buf, pos)
+                    pos += 6
+                    n17 = buf[pos]
+                    pos += 1
+                    if n17 > 127:
+                        n17, pos = read_uvarint(buf, pos - 1)
+                    n17 -= 1
+                    v16: str | None
+                    if n17 < 0:
+                        v16 = None
+                    else:
+                        e18 = pos + n17
+                        if e18 > blen:
+                            raise Malformed(f"string of {n17} bytes is longer than the frame")
+                        v16 = str(buf[pos:e18], "utf-8")
+                        pos = e18
+                    f20, f21 = _unpack_ii(buf, pos)
+                    pos += 8
+                    nt22 = buf[pos]
+                    pos += 1
+                    if nt22 > 127:
+                        nt22, pos = read_uvarint(buf, pos - 1)
+                    if nt22:
+                        if nt22 > (blen - pos) // 2:
+                            raise Malformed(f"{nt22} tagged fields are longer than the frame")
+                        for _ in range(nt22):
+                            tg23 = buf[pos]
+                            pos += 1
+                            if tg23 > 127:
+                                tg23, pos = read_uvarint(buf, pos - 1)
+                            tz24 = buf[pos]
+                            pos += 1
+                            if tz24 > 127:
+                                tz24, pos = read_uvarint(buf, pos - 1)
+                            te25 = pos + tz24
+                            if te25 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te25
+                    s26 = LeaderIdAndEpoch(f20, f21)
+                    nt27 = buf[pos]
+                    pos += 1
+                    if nt27 > 127:
+                        nt27, pos = read_uvarint(buf, pos - 1)
+                    if nt27:
+                        if nt27 > (blen - pos) // 2:
+                            raise Malformed(f"{nt27} tagged fields are longer than the frame")
+                        for _ in range(nt27):
+                            tg28 = buf[pos]
+                            pos += 1
+                            if tg28 > 127:
+                                tg28, pos = read_uvarint(buf, pos - 1)
+                            tz29 = buf[pos]
+                            pos += 1
+                            if tz29 > 127:
+                                tz29, pos = read_uvarint(buf, pos - 1)
+                            te30 = pos + tz29
+                            if te30 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te30
+                    s31 = PartitionData(f13, f14, v16, s26)
+                    v11.append(s31)
+            nt32 = buf[pos]
+            pos += 1
+            if nt32 > 127:
+                nt32, pos = read_uvarint(buf, pos - 1)
+            if nt32:
+                if nt32 > (blen - pos) // 2:
+                    raise Malformed(f"{nt32} tagged fields are longer than the frame")
+                for _ in range(nt32):
+                    tg33 = buf[pos]
+                    pos += 1
+                    if tg33 > 127:
+                        tg33, pos = read_uvarint(buf, pos - 1)
+                    tz34 = buf[pos]
+                    pos += 1
+                    if tz34 > 127:
+                        tz34, pos = read_uvarint(buf, pos - 1)
+                    te35 = pos + tz34
+                    if te35 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te35
+            s36 = ShareAcknowledgeTopicResponse(f10, v11)
+            v8.append(s36)
+    n38 = buf[pos]
+    pos += 1
+    if n38 > 127:
+        n38, pos = read_uvarint(buf, pos - 1)
+    n38 -= 1
+    if n38 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n38 > (blen - pos) // 11:
+            raise Malformed(f"array of {n38} elements is longer than the frame")
+        v37: list[NodeEndpoint] = []
+        for _ in range(n38):
+            (f39,) = _unpack_i(buf, pos)
+            pos += 4
+            n42 = buf[pos]
+            pos += 1
+            if n42 > 127:
+                n42, pos = read_uvarint(buf, pos - 1)
+            n42 -= 1
+            if n42 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e43 = pos + n42
+                if e43 > blen:
+                    raise Malformed(f"string of {n42} bytes is longer than the frame")
+                v41 = str(buf[pos:e43], "utf-8")
+                pos = e43
+            (f44,) = _unpack_i(buf, pos)
+            pos += 4
+            n47 = buf[pos]
+            pos += 1
+            if n47 > 127:
+                n47, pos = read_uvarint(buf, pos - 1)
+            n47 -= 1
+            v46: str | None
+            if n47 < 0:
+                v46 = None
+            else:
+                e48 = pos + n47
+                if e48 > blen:
+                    raise Malformed(f"string of {n47} bytes is longer than the frame")
+                v46 = str(buf[pos:e48], "utf-8")
+                pos = e48
+            nt49 = buf[pos]
+            pos += 1
+            if nt49 > 127:
+                nt49, pos = read_uvarint(buf, pos - 1)
+            if nt49:
+                if nt49 > (blen - pos) // 2:
+                    raise Malformed(f"{nt49} tagged fields are longer than the frame")
+                for _ in range(nt49):
+                    tg50 = buf[pos]
+                    pos += 1
+                    if tg50 > 127:
+                        tg50, pos = read_uvarint(buf, pos - 1)
+                    tz51 = buf[pos]
+                    pos += 1
+                    if tz51 > 127:
+                        tz51, pos = read_uvarint(buf, pos - 1)
+                    te52 = pos + tz51
+                    if te52 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te52
+            s53 = NodeEndpoint(f39, v41, f44, v46)
+            v37.append(s53)
+    nt54 = buf[pos]
+    pos += 1
+    if nt54 > 127:
+        nt54, pos = read_uvarint(buf, pos - 1)
+    if nt54:
+        if nt54 > (blen - pos) // 2:
+            raise Malformed(f"{nt54} tagged fields are longer than the frame")
+        for _ in range(nt54):
+            tg55 = buf[pos]
+            pos += 1
+            if tg55 > 127:
+                tg55, pos = read_uvarint(buf, pos - 1)
+            tz56 = buf[pos]
+            pos += 1
+            if tz56 > 127:
+                tz56, pos = read_uvarint(buf, pos - 1)
+            te57 = pos + tz56
+            if te57 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te57
+    s58 = ShareAcknowledgeResponse(f1, f2, v4, f7, v8, v37)
+    return s58, pos
+
+
+def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
     fld = "(start)"
     try:
         blen = len(buf)
@@ -591,13 +820,256 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeRespo
                 if te56 > blen:
                     raise Malformed("tagged field past the frame end")
                 pos = te56
-        s57 = ShareAcknowledgeResponse(f1, f2, v4, v7, v36)
+        s57 = ShareAcknowledgeResponse(f1, f2, v4, 0, v7, v36)
         return s57, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
 
-def encode_v0(
+def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        fld = "throttle_time_ms"
+        f1, f2 = _unpack_ih(buf, pos)
+        pos += 6
+        fld = "error_message"
+        n5 = buf[pos]
+        pos += 1
+        if n5 > 127:
+            n5, pos = read_uvarint(buf, pos - 1)
+        n5 -= 1
+        v4: str | None
+        if n5 < 0:
+            v4 = None
+        else:
+            e6 = pos + n5
+            if e6 > blen:
+                raise Malformed(f"string of {n5} bytes is longer than the frame")
+            v4 = str(buf[pos:e6], "utf-8")
+            pos = e6
+        fld = "acquisition_lock_timeout_ms"
+        (f7,) = _unpack_i(buf, pos)
+        pos += 4
+        fld = "responses"
+        n9 = buf[pos]
+        pos += 1
+        if n9 > 127:
+            n9, pos = read_uvarint(buf, pos - 1)
+        n9 -= 1
+        if n9 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n9 > (blen - pos) // 18:
+                raise Malformed(f"array of {n9} elements is longer than the frame")
+            v8: list[ShareAcknowledgeTopicResponse] = []
+            for _ in range(n9):
+                fld = "responses[].topic_id"
+                (f10,) = _unpack_16s(buf, pos)
+                pos += 16
+                f10 = uuid_text(f10)
+                fld = "responses[].partitions"
+                n12 = buf[pos]
+                pos += 1
+                if n12 > 127:
+                    n12, pos = read_uvarint(buf, pos - 1)
+                n12 -= 1
+                if n12 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n12 > (blen - pos) // 17:
+                        raise Malformed(f"array of {n12} elements is longer than the frame")
+                    v11: list[PartitionData] = []
+                    for _ in range(n12):
+                        fld = "responses[].partitions[].partition_index"
+                        f13, f14 = _unpack_ih(buf, pos)
+                        pos += 6
+                        fld = "responses[].partitions[].error_message"
+                        n17 = buf[pos]
+                        pos += 1
+                        if n17 > 127:
+                            n17, pos = read_uvarint(buf, pos - 1)
+                        n17 -= 1
+                        v16: str | None
+                        if n17 < 0:
+                            v16 = None
+                        else:
+                            e18 = pos + n17
+                            if e18 > blen:
+                                raise Malformed(f"string of {n17} bytes is longer than the frame")
+                            v16 = str(buf[pos:e18], "utf-8")
+                            pos = e18
+                        fld = "responses[].partitions[].current_leader"
+                        fld = "responses[].partitions[].current_leader.leader_id"
+                        f20, f21 = _unpack_ii(buf, pos)
+                        pos += 8
+                        fld = "responses[].partitions[].current_leader.(tagged fields)"
+                        nt22 = buf[pos]
+                        pos += 1
+                        if nt22 > 127:
+                            nt22, pos = read_uvarint(buf, pos - 1)
+                        if nt22:
+                            if nt22 > (blen - pos) // 2:
+                                raise Malformed(f"{nt22} tagged fields are longer than the frame")
+                            for _ in range(nt22):
+                                tg23 = buf[pos]
+                                pos += 1
+                                if tg23 > 127:
+                                    tg23, pos = read_uvarint(buf, pos - 1)
+                                tz24 = buf[pos]
+                                pos += 1
+                                if tz24 > 127:
+                                    tz24, pos = read_uvarint(buf, pos - 1)
+                                te25 = pos + tz24
+                                if te25 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te25
+                        s26 = LeaderIdAndEpoch(f20, f21)
+                        fld = "responses[].partitions[].(tagged fields)"
+                        nt27 = buf[pos]
+                        pos += 1
+                        if nt27 > 127:
+                            nt27, pos = read_uvarint(buf, pos - 1)
+                        if nt27:
+                            if nt27 > (blen - pos) // 2:
+                                raise Malformed(f"{nt27} tagged fields are longer than the frame")
+                            for _ in range(nt27):
+                                tg28 = buf[pos]
+                                pos += 1
+                                if tg28 > 127:
+                                    tg28, pos = read_uvarint(buf, pos - 1)
+                                tz29 = buf[pos]
+                                pos += 1
+                                if tz29 > 127:
+                                    tz29, pos = read_uvarint(buf, pos - 1)
+                                te30 = pos + tz29
+                                if te30 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te30
+                        s31 = PartitionData(f13, f14, v16, s26)
+                        v11.append(s31)
+                fld = "responses[].(tagged fields)"
+                nt32 = buf[pos]
+                pos += 1
+                if nt32 > 127:
+                    nt32, pos = read_uvarint(buf, pos - 1)
+                if nt32:
+                    if nt32 > (blen - pos) // 2:
+                        raise Malformed(f"{nt32} tagged fields are longer than the frame")
+                    for _ in range(nt32):
+                        tg33 = buf[pos]
+                        pos += 1
+                        if tg33 > 127:
+                            tg33, pos = read_uvarint(buf, pos - 1)
+                        tz34 = buf[pos]
+                        pos += 1
+                        if tz34 > 127:
+                            tz34, pos = read_uvarint(buf, pos - 1)
+                        te35 = pos + tz34
+                        if te35 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te35
+                s36 = ShareAcknowledgeTopicResponse(f10, v11)
+                v8.append(s36)
+        fld = "node_endpoints"
+        n38 = buf[pos]
+        pos += 1
+        if n38 > 127:
+            n38, pos = read_uvarint(buf, pos - 1)
+        n38 -= 1
+        if n38 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n38 > (blen - pos) // 11:
+                raise Malformed(f"array of {n38} elements is longer than the frame")
+            v37: list[NodeEndpoint] = []
+            for _ in range(n38):
+                fld = "node_endpoints[].node_id"
+                (f39,) = _unpack_i(buf, pos)
+                pos += 4
+                fld = "node_endpoints[].host"
+                n42 = buf[pos]
+                pos += 1
+                if n42 > 127:
+                    n42, pos = read_uvarint(buf, pos - 1)
+                n42 -= 1
+                if n42 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e43 = pos + n42
+                    if e43 > blen:
+                        raise Malformed(f"string of {n42} bytes is longer than the frame")
+                    v41 = str(buf[pos:e43], "utf-8")
+                    pos = e43
+                fld = "node_endpoints[].port"
+                (f44,) = _unpack_i(buf, pos)
+                pos += 4
+                fld = "node_endpoints[].rack"
+                n47 = buf[pos]
+                pos += 1
+                if n47 > 127:
+                    n47, pos = read_uvarint(buf, pos - 1)
+                n47 -= 1
+                v46: str | None
+                if n47 < 0:
+                    v46 = None
+                else:
+                    e48 = pos + n47
+                    if e48 > blen:
+                        raise Malformed(f"string of {n47} bytes is longer than the frame")
+                    v46 = str(buf[pos:e48], "utf-8")
+                    pos = e48
+                fld = "node_endpoints[].(tagged fields)"
+                nt49 = buf[pos]
+                pos += 1
+                if nt49 > 127:
+                    nt49, pos = read_uvarint(buf, pos - 1)
+                if nt49:
+                    if nt49 > (blen - pos) // 2:
+                        raise Malformed(f"{nt49} tagged fields are longer than the frame")
+                    for _ in range(nt49):
+                        tg50 = buf[pos]
+                        pos += 1
+                        if tg50 > 127:
+                            tg50, pos = read_uvarint(buf, pos - 1)
+                        tz51 = buf[pos]
+                        pos += 1
+                        if tz51 > 127:
+                            tz51, pos = read_uvarint(buf, pos - 1)
+                        te52 = pos + tz51
+                        if te52 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te52
+                s53 = NodeEndpoint(f39, v41, f44, v46)
+                v37.append(s53)
+        fld = "(tagged fields)"
+        nt54 = buf[pos]
+        pos += 1
+        if nt54 > 127:
+            nt54, pos = read_uvarint(buf, pos - 1)
+        if nt54:
+            if nt54 > (blen - pos) // 2:
+                raise Malformed(f"{nt54} tagged fields are longer than the frame")
+            for _ in range(nt54):
+                tg55 = buf[pos]
+                pos += 1
+                if tg55 > 127:
+                    tg55, pos = read_uvarint(buf, pos - 1)
+                tz56 = buf[pos]
+                pos += 1
+                if tz56 > 127:
+                    tz56, pos = read_uvarint(buf, pos - 1)
+                te57 = pos + tz56
+                if te57 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te57
+        s58 = ShareAcknowledgeResponse(f1, f2, v4, f7, v8, v37)
+        return s58, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def encode_v1(
     d: ShareAcknowledgeResponse | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -669,7 +1141,80 @@ def encode_v0(
     return out
 
 
-def encode_v0_tracking(
+def encode_v2(
+    d: ShareAcknowledgeResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    out += _pack_ih(d.get("throttle_time_ms", 0), d.get("error_code", 0))
+    v1 = d.get("error_message")
+    if v1 is None:
+        out += b"\x00"
+    else:
+        b3 = v1.encode()
+        n2 = len(b3)
+        out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+        out += b3
+    out += _pack_i(d.get("acquisition_lock_timeout_ms", 0))
+    v4 = d.get("responses", ())
+    if v4 is None:
+        out += b"\x01"
+    else:
+        n5 = len(v4)
+        out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+        for x6 in v4:
+            out += _pack_16s(uuid_raw(x6.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+            v7 = x6.get("partitions", ())
+            if v7 is None:
+                out += b"\x01"
+            else:
+                n8 = len(v7)
+                out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                for x9 in v7:
+                    out += _pack_ih(x9.get("partition_index", 0), x9.get("error_code", 0))
+                    v10 = x9.get("error_message")
+                    if v10 is None:
+                        out += b"\x00"
+                    else:
+                        b12 = v10.encode()
+                        n11 = len(b12)
+                        out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+                        out += b12
+                    v13 = x9.get("current_leader")
+                    if v13 is None:
+                        v13 = {}
+                    out += _pack_ii(v13.get("leader_id", 0), v13.get("leader_epoch", 0))
+                    out += b"\x00"
+                    out += b"\x00"
+            out += b"\x00"
+    v14 = d.get("node_endpoints", ())
+    if v14 is None:
+        out += b"\x01"
+    else:
+        n15 = len(v14)
+        out += UV[n15 + 1] if n15 < 127 else uvarint_bytes(n15 + 1)
+        for x16 in v14:
+            out += _pack_i(x16.get("node_id", 0))
+            v17 = x16.get("host", "")
+            b19 = v17.encode()
+            n18 = len(b19)
+            out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
+            out += b19
+            out += _pack_i(x16.get("port", 0))
+            v20 = x16.get("rack")
+            if v20 is None:
+                out += b"\x00"
+            else:
+                b22 = v20.encode()
+                n21 = len(b22)
+                out += UV[n21 + 1] if n21 < 127 else uvarint_bytes(n21 + 1)
+                out += b22
+            out += b"\x00"
+    out += b"\x00"
+    return out
+
+
+def encode_v1_tracking(
     d: ShareAcknowledgeResponse | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -759,19 +1304,115 @@ def encode_v0_tracking(
         raise FieldFailure(fld, e) from e
 
 
+def encode_v2_tracking(
+    d: ShareAcknowledgeResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "throttle_time_ms"
+        out += _pack_ih(d.get("throttle_time_ms", 0), d.get("error_code", 0))
+        fld = "error_message"
+        v1 = d.get("error_message")
+        if v1 is None:
+            out += b"\x00"
+        else:
+            b3 = v1.encode()
+            n2 = len(b3)
+            out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+            out += b3
+        fld = "acquisition_lock_timeout_ms"
+        out += _pack_i(d.get("acquisition_lock_timeout_ms", 0))
+        fld = "responses"
+        v4 = d.get("responses", ())
+        if v4 is None:
+            out += b"\x01"
+        else:
+            n5 = len(v4)
+            out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+            for x6 in v4:
+                fld = "responses[].topic_id"
+                out += _pack_16s(uuid_raw(x6.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                fld = "responses[].partitions"
+                v7 = x6.get("partitions", ())
+                if v7 is None:
+                    out += b"\x01"
+                else:
+                    n8 = len(v7)
+                    out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                    for x9 in v7:
+                        fld = "responses[].partitions[].partition_index"
+                        out += _pack_ih(x9.get("partition_index", 0), x9.get("error_code", 0))
+                        fld = "responses[].partitions[].error_message"
+                        v10 = x9.get("error_message")
+                        if v10 is None:
+                            out += b"\x00"
+                        else:
+                            b12 = v10.encode()
+                            n11 = len(b12)
+                            out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+                            out += b12
+                        fld = "responses[].partitions[].current_leader"
+                        v13 = x9.get("current_leader")
+                        if v13 is None:
+                            v13 = {}
+                        fld = "responses[].partitions[].current_leader.leader_id"
+                        out += _pack_ii(v13.get("leader_id", 0), v13.get("leader_epoch", 0))
+                        out += b"\x00"
+                        out += b"\x00"
+                out += b"\x00"
+        fld = "node_endpoints"
+        v14 = d.get("node_endpoints", ())
+        if v14 is None:
+            out += b"\x01"
+        else:
+            n15 = len(v14)
+            out += UV[n15 + 1] if n15 < 127 else uvarint_bytes(n15 + 1)
+            for x16 in v14:
+                fld = "node_endpoints[].node_id"
+                out += _pack_i(x16.get("node_id", 0))
+                fld = "node_endpoints[].host"
+                v17 = x16.get("host", "")
+                b19 = v17.encode()
+                n18 = len(b19)
+                out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
+                out += b19
+                fld = "node_endpoints[].port"
+                out += _pack_i(x16.get("port", 0))
+                fld = "node_endpoints[].rack"
+                v20 = x16.get("rack")
+                if v20 is None:
+                    out += b"\x00"
+                else:
+                    b22 = v20.encode()
+                    n21 = len(b22)
+                    out += UV[n21 + 1] if n21 < 127 else uvarint_bytes(n21 + 1)
+                    out += b22
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = ShareAcknowledgeResponse
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (1, 2)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
-    0: decode_v0,
+    1: decode_v1,
+    2: decode_v2,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
-    0: decode_v0_tracking,
+    1: decode_v1_tracking,
+    2: decode_v2_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
-    0: encode_v0,
+    1: encode_v1,
+    2: encode_v2,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
-    0: encode_v0_tracking,
+    1: encode_v1_tracking,
+    2: encode_v2_tracking,
 }

@@ -26,17 +26,19 @@ from pylog.protocol._runtime import (
 from pylog.protocol._struct import Struct
 
 _pack_16s = struct.Struct(">16s").pack
-_pack_ii = struct.Struct(">ii").pack
-_pack_iiii = struct.Struct(">iiii").pack
+_pack_i = struct.Struct(">i").pack
+_pack_iiiiii = struct.Struct(">iiiiii").pack
+_pack_iiiiiibo = struct.Struct(">iiiiiib?").pack
 _pack_qq = struct.Struct(">qq").pack
 _unpack_16s = struct.Struct(">16s").unpack_from
-_unpack_ii = struct.Struct(">ii").unpack_from
-_unpack_iiii = struct.Struct(">iiii").unpack_from
+_unpack_i = struct.Struct(">i").unpack_from
+_unpack_iiiiii = struct.Struct(">iiiiii").unpack_from
+_unpack_iiiiiibo = struct.Struct(">iiiiiib?").unpack_from
 _unpack_qq = struct.Struct(">qq").unpack_from
 
 
 class ShareFetchRequest(Struct):
-    """ShareFetchRequest (api key 78): the request as decoded, versions 0."""
+    """ShareFetchRequest (api key 78): the request as decoded, versions 1-2."""
 
     _fields = (
         "group_id",
@@ -45,6 +47,10 @@ class ShareFetchRequest(Struct):
         "max_wait_ms",
         "min_bytes",
         "max_bytes",
+        "max_records",
+        "batch_size",
+        "share_acquire_mode",
+        "is_renew_ack",
         "topics",
         "forgotten_topics_data",
     )
@@ -56,6 +62,10 @@ class ShareFetchRequest(Struct):
     max_wait_ms: int  # versions 0+
     min_bytes: int  # versions 0+
     max_bytes: int  # versions 0+
+    max_records: int  # versions 1+
+    batch_size: int  # versions 1+
+    share_acquire_mode: int  # versions 2+
+    is_renew_ack: bool  # versions 2+
     topics: list[FetchTopic]  # versions 0+
     forgotten_topics_data: list[ForgottenTopic]  # versions 0+
 
@@ -67,6 +77,10 @@ class ShareFetchRequest(Struct):
         max_wait_ms: int = 0,
         min_bytes: int = 0,
         max_bytes: int = 2147483647,
+        max_records: int = 0,
+        batch_size: int = 0,
+        share_acquire_mode: int = 0,
+        is_renew_ack: bool = False,
         topics: list[FetchTopic] = EMPTY,
         forgotten_topics_data: list[ForgottenTopic] = EMPTY,
     ) -> None:
@@ -76,6 +90,10 @@ class ShareFetchRequest(Struct):
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
+        self.max_records = max_records
+        self.batch_size = batch_size
+        self.share_acquire_mode = share_acquire_mode
+        self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is EMPTY else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is EMPTY else forgotten_topics_data
 
@@ -105,7 +123,7 @@ class FetchPartition(Struct):
     __slots__ = _fields
 
     partition_index: int  # versions 0+
-    partition_max_bytes: int  # versions 0+
+    partition_max_bytes: int  # versions 0
     acknowledgement_batches: list[AcknowledgementBatch]  # versions 0+
 
     def __init__(
@@ -160,7 +178,7 @@ class ForgottenTopic(Struct):
         self.partitions = [] if partitions is EMPTY else partitions
 
 
-def decode_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRequest, int]:
+def decode_v1(buf: memoryview, pos: int) -> tuple[ShareFetchRequest, int]:
     blen = len(buf)
     left = 100000
     n3 = buf[pos]
@@ -191,227 +209,478 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRequest, int]:
             raise Malformed(f"string of {n7} bytes is longer than the frame")
         v6 = str(buf[pos:e8], "utf-8")
         pos = e8
-    f9, f10, f11, f12 = _unpack_iiii(buf, pos)
-    pos += 16
-    n14 = buf[pos]
+    f9, f10, f11, f12, f13, f14 = _unpack_iiiiii(buf, pos)
+    pos += 24
+    n16 = buf[pos]
     pos += 1
-    if n14 > 127:
-        n14, pos = read_uvarint(buf, pos - 1)
-    n14 -= 1
-    if n14 < 0:
+    if n16 > 127:
+        n16, pos = read_uvarint(buf, pos - 1)
+    n16 -= 1
+    if n16 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n14 > (blen - pos) // 18:
-            raise Malformed(f"array of {n14} elements is longer than the frame")
-        left -= n14
+        if n16 > (blen - pos) // 18:
+            raise Malformed(f"array of {n16} elements is longer than the frame")
+        left -= n16
         if left < 0:
             raise Malformed("more than 100000 array elements in one request")
-        v13: list[FetchTopic] = []
-        for _ in range(n14):
-            (f15,) = _unpack_16s(buf, pos)
+        v15: list[FetchTopic] = []
+        for _ in range(n16):
+            (f17,) = _unpack_16s(buf, pos)
             pos += 16
-            f15 = uuid_text(f15)
-            n17 = buf[pos]
+            f17 = uuid_text(f17)
+            n19 = buf[pos]
             pos += 1
-            if n17 > 127:
-                n17, pos = read_uvarint(buf, pos - 1)
-            n17 -= 1
-            if n17 < 0:
+            if n19 > 127:
+                n19, pos = read_uvarint(buf, pos - 1)
+            n19 -= 1
+            if n19 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n17 > (blen - pos) // 10:
-                    raise Malformed(f"array of {n17} elements is longer than the frame")
-                left -= n17
+                if n19 > (blen - pos) // 6:
+                    raise Malformed(f"array of {n19} elements is longer than the frame")
+                left -= n19
                 if left < 0:
                     raise Malformed("more than 100000 array elements in one request")
-                v16: list[FetchPartition] = []
-                for _ in range(n17):
-                    f18, f19 = _unpack_ii(buf, pos)
-                    pos += 8
-                    n21 = buf[pos]
+                v18: list[FetchPartition] = []
+                for _ in range(n19):
+                    (f20,) = _unpack_i(buf, pos)
+                    pos += 4
+                    n22 = buf[pos]
                     pos += 1
-                    if n21 > 127:
-                        n21, pos = read_uvarint(buf, pos - 1)
-                    n21 -= 1
-                    if n21 < 0:
+                    if n22 > 127:
+                        n22, pos = read_uvarint(buf, pos - 1)
+                    n22 -= 1
+                    if n22 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n21 > (blen - pos) // 18:
-                            raise Malformed(f"array of {n21} elements is longer than the frame")
-                        left -= n21
+                        if n22 > (blen - pos) // 18:
+                            raise Malformed(f"array of {n22} elements is longer than the frame")
+                        left -= n22
                         if left < 0:
                             raise Malformed("more than 100000 array elements in one request")
-                        v20: list[AcknowledgementBatch] = []
-                        for _ in range(n21):
-                            f22, f23 = _unpack_qq(buf, pos)
+                        v21: list[AcknowledgementBatch] = []
+                        for _ in range(n22):
+                            f23, f24 = _unpack_qq(buf, pos)
                             pos += 16
-                            n25 = buf[pos]
+                            n26 = buf[pos]
                             pos += 1
-                            if n25 > 127:
-                                n25, pos = read_uvarint(buf, pos - 1)
-                            n25 -= 1
-                            if n25 < 0:
+                            if n26 > 127:
+                                n26, pos = read_uvarint(buf, pos - 1)
+                            n26 -= 1
+                            if n26 < 0:
                                 raise Malformed("null array for a non-nullable field")
                             else:
-                                if n25 > blen - pos:
+                                if n26 > blen - pos:
                                     raise Malformed(
-                                        f"array of {n25} elements is longer than the frame"
+                                        f"array of {n26} elements is longer than the frame"
                                     )
-                                left -= n25
+                                left -= n26
                                 if left < 0:
                                     raise Malformed(
                                         "more than 100000 array elements in one request"
                                     )
-                                v24 = list(unpack_from(f">{n25}b", buf, pos))
-                                pos += n25 * 1
-                            nt26 = buf[pos]
+                                v25 = list(unpack_from(f">{n26}b", buf, pos))
+                                pos += n26 * 1
+                            nt27 = buf[pos]
                             pos += 1
-                            if nt26 > 127:
-                                nt26, pos = read_uvarint(buf, pos - 1)
-                            if nt26:
-                                if nt26 > (blen - pos) // 2:
+                            if nt27 > 127:
+                                nt27, pos = read_uvarint(buf, pos - 1)
+                            if nt27:
+                                if nt27 > (blen - pos) // 2:
                                     raise Malformed(
-                                        f"{nt26} tagged fields are longer than the frame"
+                                        f"{nt27} tagged fields are longer than the frame"
                                     )
-                                for _ in range(nt26):
-                                    tg27 = buf[pos]
+                                for _ in range(nt27):
+                                    tg28 = buf[pos]
                                     pos += 1
-                                    if tg27 > 127:
-                                        tg27, pos = read_uvarint(buf, pos - 1)
-                                    tz28 = buf[pos]
+                                    if tg28 > 127:
+                                        tg28, pos = read_uvarint(buf, pos - 1)
+                                    tz29 = buf[pos]
                                     pos += 1
-                                    if tz28 > 127:
-                                        tz28, pos = read_uvarint(buf, pos - 1)
-                                    te29 = pos + tz28
-                                    if te29 > blen:
+                                    if tz29 > 127:
+                                        tz29, pos = read_uvarint(buf, pos - 1)
+                                    te30 = pos + tz29
+                                    if te30 > blen:
                                         raise Malformed("tagged field past the frame end")
-                                    pos = te29
-                            s30 = AcknowledgementBatch(f22, f23, v24)
-                            v20.append(s30)
-                    nt31 = buf[pos]
+                                    pos = te30
+                            s31 = AcknowledgementBatch(f23, f24, v25)
+                            v21.append(s31)
+                    nt32 = buf[pos]
                     pos += 1
-                    if nt31 > 127:
-                        nt31, pos = read_uvarint(buf, pos - 1)
-                    if nt31:
-                        if nt31 > (blen - pos) // 2:
-                            raise Malformed(f"{nt31} tagged fields are longer than the frame")
-                        for _ in range(nt31):
-                            tg32 = buf[pos]
+                    if nt32 > 127:
+                        nt32, pos = read_uvarint(buf, pos - 1)
+                    if nt32:
+                        if nt32 > (blen - pos) // 2:
+                            raise Malformed(f"{nt32} tagged fields are longer than the frame")
+                        for _ in range(nt32):
+                            tg33 = buf[pos]
                             pos += 1
-                            if tg32 > 127:
-                                tg32, pos = read_uvarint(buf, pos - 1)
-                            tz33 = buf[pos]
+                            if tg33 > 127:
+                                tg33, pos = read_uvarint(buf, pos - 1)
+                            tz34 = buf[pos]
                             pos += 1
-                            if tz33 > 127:
-                                tz33, pos = read_uvarint(buf, pos - 1)
-                            te34 = pos + tz33
-                            if te34 > blen:
+                            if tz34 > 127:
+                                tz34, pos = read_uvarint(buf, pos - 1)
+                            te35 = pos + tz34
+                            if te35 > blen:
                                 raise Malformed("tagged field past the frame end")
-                            pos = te34
-                    s35 = FetchPartition(f18, f19, v20)
-                    v16.append(s35)
-            nt36 = buf[pos]
+                            pos = te35
+                    s36 = FetchPartition(f20, 0, v21)
+                    v18.append(s36)
+            nt37 = buf[pos]
             pos += 1
-            if nt36 > 127:
-                nt36, pos = read_uvarint(buf, pos - 1)
-            if nt36:
-                if nt36 > (blen - pos) // 2:
-                    raise Malformed(f"{nt36} tagged fields are longer than the frame")
-                for _ in range(nt36):
-                    tg37 = buf[pos]
+            if nt37 > 127:
+                nt37, pos = read_uvarint(buf, pos - 1)
+            if nt37:
+                if nt37 > (blen - pos) // 2:
+                    raise Malformed(f"{nt37} tagged fields are longer than the frame")
+                for _ in range(nt37):
+                    tg38 = buf[pos]
                     pos += 1
-                    if tg37 > 127:
-                        tg37, pos = read_uvarint(buf, pos - 1)
-                    tz38 = buf[pos]
+                    if tg38 > 127:
+                        tg38, pos = read_uvarint(buf, pos - 1)
+                    tz39 = buf[pos]
                     pos += 1
-                    if tz38 > 127:
-                        tz38, pos = read_uvarint(buf, pos - 1)
-                    te39 = pos + tz38
-                    if te39 > blen:
+                    if tz39 > 127:
+                        tz39, pos = read_uvarint(buf, pos - 1)
+                    te40 = pos + tz39
+                    if te40 > blen:
                         raise Malformed("tagged field past the frame end")
-                    pos = te39
-            s40 = FetchTopic(f15, v16)
-            v13.append(s40)
-    n42 = buf[pos]
+                    pos = te40
+            s41 = FetchTopic(f17, v18)
+            v15.append(s41)
+    n43 = buf[pos]
     pos += 1
-    if n42 > 127:
-        n42, pos = read_uvarint(buf, pos - 1)
-    n42 -= 1
-    if n42 < 0:
+    if n43 > 127:
+        n43, pos = read_uvarint(buf, pos - 1)
+    n43 -= 1
+    if n43 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n42 > (blen - pos) // 18:
-            raise Malformed(f"array of {n42} elements is longer than the frame")
-        left -= n42
+        if n43 > (blen - pos) // 18:
+            raise Malformed(f"array of {n43} elements is longer than the frame")
+        left -= n43
         if left < 0:
             raise Malformed("more than 100000 array elements in one request")
-        v41: list[ForgottenTopic] = []
-        for _ in range(n42):
-            (f43,) = _unpack_16s(buf, pos)
+        v42: list[ForgottenTopic] = []
+        for _ in range(n43):
+            (f44,) = _unpack_16s(buf, pos)
             pos += 16
-            f43 = uuid_text(f43)
-            n45 = buf[pos]
+            f44 = uuid_text(f44)
+            n46 = buf[pos]
             pos += 1
-            if n45 > 127:
-                n45, pos = read_uvarint(buf, pos - 1)
-            n45 -= 1
-            if n45 < 0:
+            if n46 > 127:
+                n46, pos = read_uvarint(buf, pos - 1)
+            n46 -= 1
+            if n46 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n45 > (blen - pos) // 4:
-                    raise Malformed(f"array of {n45} elements is longer than the frame")
-                left -= n45
+                if n46 > (blen - pos) // 4:
+                    raise Malformed(f"array of {n46} elements is longer than the frame")
+                left -= n46
                 if left < 0:
                     raise Malformed("more than 100000 array elements in one request")
-                v44 = list(unpack_from(f">{n45}i", buf, pos))
-                pos += n45 * 4
-            nt46 = buf[pos]
+                v45 = list(unpack_from(f">{n46}i", buf, pos))
+                pos += n46 * 4
+            nt47 = buf[pos]
             pos += 1
-            if nt46 > 127:
-                nt46, pos = read_uvarint(buf, pos - 1)
-            if nt46:
-                if nt46 > (blen - pos) // 2:
-                    raise Malformed(f"{nt46} tagged fields are longer than the frame")
-                for _ in range(nt46):
-                    tg47 = buf[pos]
+            if nt47 > 127:
+                nt47, pos = read_uvarint(buf, pos - 1)
+            if nt47:
+                if nt47 > (blen - pos) // 2:
+                    raise Malformed(f"{nt47} tagged fields are longer than the frame")
+                for _ in range(nt47):
+                    tg48 = buf[pos]
                     pos += 1
-                    if tg47 > 127:
-                        tg47, pos = read_uvarint(buf, pos - 1)
-                    tz48 = buf[pos]
+                    if tg48 > 127:
+                        tg48, pos = read_uvarint(buf, pos - 1)
+                    tz49 = buf[pos]
                     pos += 1
-                    if tz48 > 127:
-                        tz48, pos = read_uvarint(buf, pos - 1)
-                    te49 = pos + tz48
-                    if te49 > blen:
+                    if tz49 > 127:
+                        tz49, pos = read_uvarint(buf, pos - 1)
+                    te50 = pos + tz49
+                    if te50 > blen:
                         raise Malformed("tagged field past the frame end")
-                    pos = te49
-            s50 = ForgottenTopic(f43, v44)
-            v41.append(s50)
-    nt51 = buf[pos]
+                    pos = te50
+            s51 = ForgottenTopic(f44, v45)
+            v42.append(s51)
+    nt52 = buf[pos]
     pos += 1
-    if nt51 > 127:
-        nt51, pos = read_uvarint(buf, pos - 1)
-    if nt51:
-        if nt51 > (blen - pos) // 2:
-            raise Malformed(f"{nt51} tagged fields are longer than the frame")
-        for _ in range(nt51):
-            tg52 = buf[pos]
+    if nt52 > 127:
+        nt52, pos = read_uvarint(buf, pos - 1)
+    if nt52:
+        if nt52 > (blen - pos) // 2:
+            raise Malformed(f"{nt52} tagged fields are longer than the frame")
+        for _ in range(nt52):
+            tg53 = buf[pos]
             pos += 1
-            if tg52 > 127:
-                tg52, pos = read_uvarint(buf, pos - 1)
-            tz53 = buf[pos]
+            if tg53 > 127:
+                tg53, pos = read_uvarint(buf, pos - 1)
+            tz54 = buf[pos]
             pos += 1
-            if tz53 > 127:
-                tz53, pos = read_uvarint(buf, pos - 1)
-            te54 = pos + tz53
-            if te54 > blen:
+            if tz54 > 127:
+                tz54, pos = read_uvarint(buf, pos - 1)
+            te55 = pos + tz54
+            if te55 > blen:
                 raise Malformed("tagged field past the frame end")
-            pos = te54
-    s55 = ShareFetchRequest(v2, v6, f9, f10, f11, f12, v13, v41)
-    return s55, pos
+            pos = te55
+    s56 = ShareFetchRequest(v2, v6, f9, f10, f11, f12, f13, f14, 0, False, v15, v42)
+    return s56, pos
 
 
-def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareFetchRequest, int]:
+def decode_v2(buf: memoryview, pos: int) -> tuple[ShareFetchRequest, int]:
+    blen = len(buf)
+    left = 100000
+    n3 = buf[pos]
+    pos += 1
+    if n3 > 127:
+        n3, pos = read_uvarint(buf, pos - 1)
+    n3 -= 1
+    v2: str | None
+    if n3 < 0:
+        v2 = None
+    else:
+        e4 = pos + n3
+        if e4 > blen:
+            raise Malformed(f"string of {n3} bytes is longer than the frame")
+        v2 = str(buf[pos:e4], "utf-8")
+        pos = e4
+    n7 = buf[pos]
+    pos += 1
+    if n7 > 127:
+        n7, pos = read_uvarint(buf, pos - 1)
+    n7 -= 1
+    v6: str | None
+    if n7 < 0:
+        v6 = None
+    else:
+        e8 = pos + n7
+        if e8 > blen:
+            raise Malformed(f"string of {n7} bytes is longer than the frame")
+        v6 = str(buf[pos:e8], "utf-8")
+        pos = e8
+    f9, f10, f11, f12, f13, f14, f15, f16 = _unpack_iiiiiibo(buf, pos)
+    pos += 26
+    n18 = buf[pos]
+    pos += 1
+    if n18 > 127:
+        n18, pos = read_uvarint(buf, pos - 1)
+    n18 -= 1
+    if n18 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n18 > (blen - pos) // 18:
+            raise Malformed(f"array of {n18} elements is longer than the frame")
+        left -= n18
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
+        v17: list[FetchTopic] = []
+        for _ in range(n18):
+            (f19,) = _unpack_16s(buf, pos)
+            pos += 16
+            f19 = uuid_text(f19)
+            n21 = buf[pos]
+            pos += 1
+            if n21 > 127:
+                n21, pos = read_uvarint(buf, pos - 1)
+            n21 -= 1
+            if n21 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n21 > (blen - pos) // 6:
+                    raise Malformed(f"array of {n21} elements is longer than the frame")
+                left -= n21
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
+                v20: list[FetchPartition] = []
+                for _ in range(n21):
+                    (f22,) = _unpack_i(buf, pos)
+                    pos += 4
+                    n24 = buf[pos]
+                    pos += 1
+                    if n24 > 127:
+                        n24, pos = read_uvarint(buf, pos - 1)
+                    n24 -= 1
+                    if n24 < 0:
+                        raise Malformed("null array for a non-nullable field")
+                    else:
+                        if n24 > (blen - pos) // 18:
+                            raise Malformed(f"array of {n24} elements is longer than the frame")
+                        left -= n24
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
+                        v23: list[AcknowledgementBatch] = []
+                        for _ in range(n24):
+                            f25, f26 = _unpack_qq(buf, pos)
+                            pos += 16
+                            n28 = buf[pos]
+                            pos += 1
+                            if n28 > 127:
+                                n28, pos = read_uvarint(buf, pos - 1)
+                            n28 -= 1
+                            if n28 < 0:
+                                raise Malformed("null array for a non-nullable field")
+                            else:
+                                if n28 > blen - pos:
+                                    raise Malformed(
+                                        f"array of {n28} elements is longer than the frame"
+                                    )
+                                left -= n28
+                                if left < 0:
+                                    raise Malformed(
+                                        "more than 100000 array elements in one request"
+                                    )
+                                v27 = list(unpack_from(f">{n28}b", buf, pos))
+                                pos += n28 * 1
+                            nt29 = buf[pos]
+                            pos += 1
+                            if nt29 > 127:
+                                nt29, pos = read_uvarint(buf, pos - 1)
+                            if nt29:
+                                if nt29 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt29} tagged fields are longer than the frame"
+                                    )
+                                for _ in range(nt29):
+                                    tg30 = buf[pos]
+                                    pos += 1
+                                    if tg30 > 127:
+                                        tg30, pos = read_uvarint(buf, pos - 1)
+                                    tz31 = buf[pos]
+                                    pos += 1
+                                    if tz31 > 127:
+                                        tz31, pos = read_uvarint(buf, pos - 1)
+                                    te32 = pos + tz31
+                                    if te32 > blen:
+                                        raise Malformed("tagged field past the frame end")
+                                    pos = te32
+                            s33 = AcknowledgementBatch(f25, f26, v27)
+                            v23.append(s33)
+                    nt34 = buf[pos]
+                    pos += 1
+                    if nt34 > 127:
+                        nt34, pos = read_uvarint(buf, pos - 1)
+                    if nt34:
+                        if nt34 > (blen - pos) // 2:
+                            raise Malformed(f"{nt34} tagged fields are longer than the frame")
+                        for _ in range(nt34):
+                            tg35 = buf[pos]
+                            pos += 1
+                            if tg35 > 127:
+                                tg35, pos = read_uvarint(buf, pos - 1)
+                            tz36 = buf[pos]
+                            pos += 1
+                            if tz36 > 127:
+                                tz36, pos = read_uvarint(buf, pos - 1)
+                            te37 = pos + tz36
+                            if te37 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te37
+                    s38 = FetchPartition(f22, 0, v23)
+                    v20.append(s38)
+            nt39 = buf[pos]
+            pos += 1
+            if nt39 > 127:
+                nt39, pos = read_uvarint(buf, pos - 1)
+            if nt39:
+                if nt39 > (blen - pos) // 2:
+                    raise Malformed(f"{nt39} tagged fields are longer than the frame")
+                for _ in range(nt39):
+                    tg40 = buf[pos]
+                    pos += 1
+                    if tg40 > 127:
+                        tg40, pos = read_uvarint(buf, pos - 1)
+                    tz41 = buf[pos]
+                    pos += 1
+                    if tz41 > 127:
+                        tz41, pos = read_uvarint(buf, pos - 1)
+                    te42 = pos + tz41
+                    if te42 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te42
+            s43 = FetchTopic(f19, v20)
+            v17.append(s43)
+    n45 = buf[pos]
+    pos += 1
+    if n45 > 127:
+        n45, pos = read_uvarint(buf, pos - 1)
+    n45 -= 1
+    if n45 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n45 > (blen - pos) // 18:
+            raise Malformed(f"array of {n45} elements is longer than the frame")
+        left -= n45
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
+        v44: list[ForgottenTopic] = []
+        for _ in range(n45):
+            (f46,) = _unpack_16s(buf, pos)
+            pos += 16
+            f46 = uuid_text(f46)
+            n48 = buf[pos]
+            pos += 1
+            if n48 > 127:
+                n48, pos = read_uvarint(buf, pos - 1)
+            n48 -= 1
+            if n48 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n48 > (blen - pos) // 4:
+                    raise Malformed(f"array of {n48} elements is longer than the frame")
+                left -= n48
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
+                v47 = list(unpack_from(f">{n48}i", buf, pos))
+                pos += n48 * 4
+            nt49 = buf[pos]
+            pos += 1
+            if nt49 > 127:
+                nt49, pos = read_uvarint(buf, pos - 1)
+            if nt49:
+                if nt49 > (blen - pos) // 2:
+                    raise Malformed(f"{nt49} tagged fields are longer than the frame")
+                for _ in range(nt49):
+                    tg50 = buf[pos]
+                    pos += 1
+                    if tg50 > 127:
+                        tg50, pos = read_uvarint(buf, pos - 1)
+                    tz51 = buf[pos]
+                    pos += 1
+                    if tz51 > 127:
+                        tz51, pos = read_uvarint(buf, pos - 1)
+                    te52 = pos + tz51
+                    if te52 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te52
+            s53 = ForgottenTopic(f46, v47)
+            v44.append(s53)
+    nt54 = buf[pos]
+    pos += 1
+    if nt54 > 127:
+        nt54, pos = read_uvarint(buf, pos - 1)
+    if nt54:
+        if nt54 > (blen - pos) // 2:
+            raise Malformed(f"{nt54} tagged fields are longer than the frame")
+        for _ in range(nt54):
+            tg55 = buf[pos]
+            pos += 1
+            if tg55 > 127:
+                tg55, pos = read_uvarint(buf, pos - 1)
+            tz56 = buf[pos]
+            pos += 1
+            if tz56 > 127:
+                tz56, pos = read_uvarint(buf, pos - 1)
+            te57 = pos + tz56
+            if te57 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te57
+    s58 = ShareFetchRequest(v2, v6, f9, f10, f11, f12, f13, f14, f15, f16, v17, v44)
+    return s58, pos
+
+
+def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ShareFetchRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
@@ -447,250 +716,621 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareFetchRequest, in
             v6 = str(buf[pos:e8], "utf-8")
             pos = e8
         fld = "share_session_epoch"
-        f9, f10, f11, f12 = _unpack_iiii(buf, pos)
-        pos += 16
+        f9, f10, f11, f12, f13, f14 = _unpack_iiiiii(buf, pos)
+        pos += 24
         fld = "topics"
-        n14 = buf[pos]
+        n16 = buf[pos]
         pos += 1
-        if n14 > 127:
-            n14, pos = read_uvarint(buf, pos - 1)
-        n14 -= 1
-        if n14 < 0:
+        if n16 > 127:
+            n16, pos = read_uvarint(buf, pos - 1)
+        n16 -= 1
+        if n16 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n14 > (blen - pos) // 18:
-                raise Malformed(f"array of {n14} elements is longer than the frame")
-            left -= n14
+            if n16 > (blen - pos) // 18:
+                raise Malformed(f"array of {n16} elements is longer than the frame")
+            left -= n16
             if left < 0:
                 raise Malformed("more than 100000 array elements in one request")
-            v13: list[FetchTopic] = []
-            for _ in range(n14):
+            v15: list[FetchTopic] = []
+            for _ in range(n16):
                 fld = "topics[].topic_id"
-                (f15,) = _unpack_16s(buf, pos)
+                (f17,) = _unpack_16s(buf, pos)
                 pos += 16
-                f15 = uuid_text(f15)
+                f17 = uuid_text(f17)
                 fld = "topics[].partitions"
-                n17 = buf[pos]
+                n19 = buf[pos]
                 pos += 1
-                if n17 > 127:
-                    n17, pos = read_uvarint(buf, pos - 1)
-                n17 -= 1
-                if n17 < 0:
+                if n19 > 127:
+                    n19, pos = read_uvarint(buf, pos - 1)
+                n19 -= 1
+                if n19 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n17 > (blen - pos) // 10:
-                        raise Malformed(f"array of {n17} elements is longer than the frame")
-                    left -= n17
+                    if n19 > (blen - pos) // 6:
+                        raise Malformed(f"array of {n19} elements is longer than the frame")
+                    left -= n19
                     if left < 0:
                         raise Malformed("more than 100000 array elements in one request")
-                    v16: list[FetchPartition] = []
-                    for _ in range(n17):
+                    v18: list[FetchPartition] = []
+                    for _ in range(n19):
                         fld = "topics[].partitions[].partition_index"
-                        f18, f19 = _unpack_ii(buf, pos)
-                        pos += 8
+                        (f20,) = _unpack_i(buf, pos)
+                        pos += 4
                         fld = "topics[].partitions[].acknowledgement_batches"
-                        n21 = buf[pos]
+                        n22 = buf[pos]
                         pos += 1
-                        if n21 > 127:
-                            n21, pos = read_uvarint(buf, pos - 1)
-                        n21 -= 1
-                        if n21 < 0:
+                        if n22 > 127:
+                            n22, pos = read_uvarint(buf, pos - 1)
+                        n22 -= 1
+                        if n22 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n21 > (blen - pos) // 18:
-                                raise Malformed(f"array of {n21} elements is longer than the frame")
-                            left -= n21
+                            if n22 > (blen - pos) // 18:
+                                raise Malformed(f"array of {n22} elements is longer than the frame")
+                            left -= n22
                             if left < 0:
                                 raise Malformed("more than 100000 array elements in one request")
-                            v20: list[AcknowledgementBatch] = []
-                            for _ in range(n21):
+                            v21: list[AcknowledgementBatch] = []
+                            for _ in range(n22):
                                 fld = "topics[].partitions[].acknowledgement_batches[].first_offset"
-                                f22, f23 = _unpack_qq(buf, pos)
+                                f23, f24 = _unpack_qq(buf, pos)
                                 pos += 16
                                 fld = (
                                     "topics[].partitions[].acknowledgement_batches[].acknowledge_ty"
                                     "pes"
                                 )
-                                n25 = buf[pos]
+                                n26 = buf[pos]
                                 pos += 1
-                                if n25 > 127:
-                                    n25, pos = read_uvarint(buf, pos - 1)
-                                n25 -= 1
-                                if n25 < 0:
+                                if n26 > 127:
+                                    n26, pos = read_uvarint(buf, pos - 1)
+                                n26 -= 1
+                                if n26 < 0:
                                     raise Malformed("null array for a non-nullable field")
                                 else:
-                                    if n25 > blen - pos:
+                                    if n26 > blen - pos:
                                         raise Malformed(
-                                            f"array of {n25} elements is longer than the frame"
+                                            f"array of {n26} elements is longer than the frame"
                                         )
-                                    left -= n25
+                                    left -= n26
                                     if left < 0:
                                         raise Malformed(
                                             "more than 100000 array elements in one request"
                                         )
-                                    v24 = list(unpack_from(f">{n25}b", buf, pos))
-                                    pos += n25 * 1
+                                    v25 = list(unpack_from(f">{n26}b", buf, pos))
+                                    pos += n26 * 1
                                 fld = (
                                     "topics[].partitions[].acknowledgement_batches[].(tagged fields"
                                     ")"
                                 )
-                                nt26 = buf[pos]
+                                nt27 = buf[pos]
                                 pos += 1
-                                if nt26 > 127:
-                                    nt26, pos = read_uvarint(buf, pos - 1)
-                                if nt26:
-                                    if nt26 > (blen - pos) // 2:
+                                if nt27 > 127:
+                                    nt27, pos = read_uvarint(buf, pos - 1)
+                                if nt27:
+                                    if nt27 > (blen - pos) // 2:
                                         raise Malformed(
-                                            f"{nt26} tagged fields are longer than the frame"
+                                            f"{nt27} tagged fields are longer than the frame"
                                         )
-                                    for _ in range(nt26):
-                                        tg27 = buf[pos]
+                                    for _ in range(nt27):
+                                        tg28 = buf[pos]
                                         pos += 1
-                                        if tg27 > 127:
-                                            tg27, pos = read_uvarint(buf, pos - 1)
-                                        tz28 = buf[pos]
+                                        if tg28 > 127:
+                                            tg28, pos = read_uvarint(buf, pos - 1)
+                                        tz29 = buf[pos]
                                         pos += 1
-                                        if tz28 > 127:
-                                            tz28, pos = read_uvarint(buf, pos - 1)
-                                        te29 = pos + tz28
-                                        if te29 > blen:
+                                        if tz29 > 127:
+                                            tz29, pos = read_uvarint(buf, pos - 1)
+                                        te30 = pos + tz29
+                                        if te30 > blen:
                                             raise Malformed("tagged field past the frame end")
-                                        pos = te29
-                                s30 = AcknowledgementBatch(f22, f23, v24)
-                                v20.append(s30)
+                                        pos = te30
+                                s31 = AcknowledgementBatch(f23, f24, v25)
+                                v21.append(s31)
                         fld = "topics[].partitions[].(tagged fields)"
-                        nt31 = buf[pos]
+                        nt32 = buf[pos]
                         pos += 1
-                        if nt31 > 127:
-                            nt31, pos = read_uvarint(buf, pos - 1)
-                        if nt31:
-                            if nt31 > (blen - pos) // 2:
-                                raise Malformed(f"{nt31} tagged fields are longer than the frame")
-                            for _ in range(nt31):
-                                tg32 = buf[pos]
+                        if nt32 > 127:
+                            nt32, pos = read_uvarint(buf, pos - 1)
+                        if nt32:
+                            if nt32 > (blen - pos) // 2:
+                                raise Malformed(f"{nt32} tagged fields are longer than the frame")
+                            for _ in range(nt32):
+                                tg33 = buf[pos]
                                 pos += 1
-                                if tg32 > 127:
-                                    tg32, pos = read_uvarint(buf, pos - 1)
-                                tz33 = buf[pos]
+                                if tg33 > 127:
+                                    tg33, pos = read_uvarint(buf, pos - 1)
+                                tz34 = buf[pos]
                                 pos += 1
-                                if tz33 > 127:
-                                    tz33, pos = read_uvarint(buf, pos - 1)
-                                te34 = pos + tz33
-                                if te34 > blen:
+                                if tz34 > 127:
+                                    tz34, pos = read_uvarint(buf, pos - 1)
+                                te35 = pos + tz34
+                                if te35 > blen:
                                     raise Malformed("tagged field past the frame end")
-                                pos = te34
-                        s35 = FetchPartition(f18, f19, v20)
-                        v16.append(s35)
+                                pos = te35
+                        s36 = FetchPartition(f20, 0, v21)
+                        v18.append(s36)
                 fld = "topics[].(tagged fields)"
-                nt36 = buf[pos]
+                nt37 = buf[pos]
                 pos += 1
-                if nt36 > 127:
-                    nt36, pos = read_uvarint(buf, pos - 1)
-                if nt36:
-                    if nt36 > (blen - pos) // 2:
-                        raise Malformed(f"{nt36} tagged fields are longer than the frame")
-                    for _ in range(nt36):
-                        tg37 = buf[pos]
+                if nt37 > 127:
+                    nt37, pos = read_uvarint(buf, pos - 1)
+                if nt37:
+                    if nt37 > (blen - pos) // 2:
+                        raise Malformed(f"{nt37} tagged fields are longer than the frame")
+                    for _ in range(nt37):
+                        tg38 = buf[pos]
                         pos += 1
-                        if tg37 > 127:
-                            tg37, pos = read_uvarint(buf, pos - 1)
-                        tz38 = buf[pos]
+                        if tg38 > 127:
+                            tg38, pos = read_uvarint(buf, pos - 1)
+                        tz39 = buf[pos]
                         pos += 1
-                        if tz38 > 127:
-                            tz38, pos = read_uvarint(buf, pos - 1)
-                        te39 = pos + tz38
-                        if te39 > blen:
+                        if tz39 > 127:
+                            tz39, pos = read_uvarint(buf, pos - 1)
+                        te40 = pos + tz39
+                        if te40 > blen:
                             raise Malformed("tagged field past the frame end")
-                        pos = te39
-                s40 = FetchTopic(f15, v16)
-                v13.append(s40)
+                        pos = te40
+                s41 = FetchTopic(f17, v18)
+                v15.append(s41)
         fld = "forgotten_topics_data"
-        n42 = buf[pos]
+        n43 = buf[pos]
         pos += 1
-        if n42 > 127:
-            n42, pos = read_uvarint(buf, pos - 1)
-        n42 -= 1
-        if n42 < 0:
+        if n43 > 127:
+            n43, pos = read_uvarint(buf, pos - 1)
+        n43 -= 1
+        if n43 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n42 > (blen - pos) // 18:
-                raise Malformed(f"array of {n42} elements is longer than the frame")
-            left -= n42
+            if n43 > (blen - pos) // 18:
+                raise Malformed(f"array of {n43} elements is longer than the frame")
+            left -= n43
             if left < 0:
                 raise Malformed("more than 100000 array elements in one request")
-            v41: list[ForgottenTopic] = []
-            for _ in range(n42):
+            v42: list[ForgottenTopic] = []
+            for _ in range(n43):
                 fld = "forgotten_topics_data[].topic_id"
-                (f43,) = _unpack_16s(buf, pos)
+                (f44,) = _unpack_16s(buf, pos)
                 pos += 16
-                f43 = uuid_text(f43)
+                f44 = uuid_text(f44)
                 fld = "forgotten_topics_data[].partitions"
-                n45 = buf[pos]
+                n46 = buf[pos]
                 pos += 1
-                if n45 > 127:
-                    n45, pos = read_uvarint(buf, pos - 1)
-                n45 -= 1
-                if n45 < 0:
+                if n46 > 127:
+                    n46, pos = read_uvarint(buf, pos - 1)
+                n46 -= 1
+                if n46 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n45 > (blen - pos) // 4:
-                        raise Malformed(f"array of {n45} elements is longer than the frame")
-                    left -= n45
+                    if n46 > (blen - pos) // 4:
+                        raise Malformed(f"array of {n46} elements is longer than the frame")
+                    left -= n46
                     if left < 0:
                         raise Malformed("more than 100000 array elements in one request")
-                    v44 = list(unpack_from(f">{n45}i", buf, pos))
-                    pos += n45 * 4
+                    v45 = list(unpack_from(f">{n46}i", buf, pos))
+                    pos += n46 * 4
                 fld = "forgotten_topics_data[].(tagged fields)"
-                nt46 = buf[pos]
+                nt47 = buf[pos]
                 pos += 1
-                if nt46 > 127:
-                    nt46, pos = read_uvarint(buf, pos - 1)
-                if nt46:
-                    if nt46 > (blen - pos) // 2:
-                        raise Malformed(f"{nt46} tagged fields are longer than the frame")
-                    for _ in range(nt46):
-                        tg47 = buf[pos]
+                if nt47 > 127:
+                    nt47, pos = read_uvarint(buf, pos - 1)
+                if nt47:
+                    if nt47 > (blen - pos) // 2:
+                        raise Malformed(f"{nt47} tagged fields are longer than the frame")
+                    for _ in range(nt47):
+                        tg48 = buf[pos]
                         pos += 1
-                        if tg47 > 127:
-                            tg47, pos = read_uvarint(buf, pos - 1)
-                        tz48 = buf[pos]
+                        if tg48 > 127:
+                            tg48, pos = read_uvarint(buf, pos - 1)
+                        tz49 = buf[pos]
                         pos += 1
-                        if tz48 > 127:
-                            tz48, pos = read_uvarint(buf, pos - 1)
-                        te49 = pos + tz48
-                        if te49 > blen:
+                        if tz49 > 127:
+                            tz49, pos = read_uvarint(buf, pos - 1)
+                        te50 = pos + tz49
+                        if te50 > blen:
                             raise Malformed("tagged field past the frame end")
-                        pos = te49
-                s50 = ForgottenTopic(f43, v44)
-                v41.append(s50)
+                        pos = te50
+                s51 = ForgottenTopic(f44, v45)
+                v42.append(s51)
         fld = "(tagged fields)"
-        nt51 = buf[pos]
+        nt52 = buf[pos]
         pos += 1
-        if nt51 > 127:
-            nt51, pos = read_uvarint(buf, pos - 1)
-        if nt51:
-            if nt51 > (blen - pos) // 2:
-                raise Malformed(f"{nt51} tagged fields are longer than the frame")
-            for _ in range(nt51):
-                tg52 = buf[pos]
+        if nt52 > 127:
+            nt52, pos = read_uvarint(buf, pos - 1)
+        if nt52:
+            if nt52 > (blen - pos) // 2:
+                raise Malformed(f"{nt52} tagged fields are longer than the frame")
+            for _ in range(nt52):
+                tg53 = buf[pos]
                 pos += 1
-                if tg52 > 127:
-                    tg52, pos = read_uvarint(buf, pos - 1)
-                tz53 = buf[pos]
+                if tg53 > 127:
+                    tg53, pos = read_uvarint(buf, pos - 1)
+                tz54 = buf[pos]
                 pos += 1
-                if tz53 > 127:
-                    tz53, pos = read_uvarint(buf, pos - 1)
-                te54 = pos + tz53
-                if te54 > blen:
+                if tz54 > 127:
+                    tz54, pos = read_uvarint(buf, pos - 1)
+                te55 = pos + tz54
+                if te55 > blen:
                     raise Malformed("tagged field past the frame end")
-                pos = te54
-        s55 = ShareFetchRequest(v2, v6, f9, f10, f11, f12, v13, v41)
-        return s55, pos
+                pos = te55
+        s56 = ShareFetchRequest(v2, v6, f9, f10, f11, f12, f13, f14, 0, False, v15, v42)
+        return s56, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
 
-def encode_v0(
+def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ShareFetchRequest, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        left = 100000
+        fld = "group_id"
+        n3 = buf[pos]
+        pos += 1
+        if n3 > 127:
+            n3, pos = read_uvarint(buf, pos - 1)
+        n3 -= 1
+        v2: str | None
+        if n3 < 0:
+            v2 = None
+        else:
+            e4 = pos + n3
+            if e4 > blen:
+                raise Malformed(f"string of {n3} bytes is longer than the frame")
+            v2 = str(buf[pos:e4], "utf-8")
+            pos = e4
+        fld = "member_id"
+        n7 = buf[pos]
+        pos += 1
+        if n7 > 127:
+            n7, pos = read_uvarint(buf, pos - 1)
+        n7 -= 1
+        v6: str | None
+        if n7 < 0:
+            v6 = None
+        else:
+            e8 = pos + n7
+            if e8 > blen:
+                raise Malformed(f"string of {n7} bytes is longer than the frame")
+            v6 = str(buf[pos:e8], "utf-8")
+            pos = e8
+        fld = "share_session_epoch"
+        f9, f10, f11, f12, f13, f14, f15, f16 = _unpack_iiiiiibo(buf, pos)
+        pos += 26
+        fld = "topics"
+        n18 = buf[pos]
+        pos += 1
+        if n18 > 127:
+            n18, pos = read_uvarint(buf, pos - 1)
+        n18 -= 1
+        if n18 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n18 > (blen - pos) // 18:
+                raise Malformed(f"array of {n18} elements is longer than the frame")
+            left -= n18
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
+            v17: list[FetchTopic] = []
+            for _ in range(n18):
+                fld = "topics[].topic_id"
+                (f19,) = _unpack_16s(buf, pos)
+                pos += 16
+                f19 = uuid_text(f19)
+                fld = "topics[].partitions"
+                n21 = buf[pos]
+                pos += 1
+                if n21 > 127:
+                    n21, pos = read_uvarint(buf, pos - 1)
+                n21 -= 1
+                if n21 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n21 > (blen - pos) // 6:
+                        raise Malformed(f"array of {n21} elements is longer than the frame")
+                    left -= n21
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
+                    v20: list[FetchPartition] = []
+                    for _ in range(n21):
+                        fld = "topics[].partitions[].partition_index"
+                        (f22,) = _unpack_i(buf, pos)
+                        pos += 4
+                        fld = "topics[].partitions[].acknowledgement_batches"
+                        n24 = buf[pos]
+                        pos += 1
+                        if n24 > 127:
+                            n24, pos = read_uvarint(buf, pos - 1)
+                        n24 -= 1
+                        if n24 < 0:
+                            raise Malformed("null array for a non-nullable field")
+                        else:
+                            if n24 > (blen - pos) // 18:
+                                raise Malformed(f"array of {n24} elements is longer than the frame")
+                            left -= n24
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
+                            v23: list[AcknowledgementBatch] = []
+                            for _ in range(n24):
+                                fld = "topics[].partitions[].acknowledgement_batches[].first_offset"
+                                f25, f26 = _unpack_qq(buf, pos)
+                                pos += 16
+                                fld = (
+                                    "topics[].partitions[].acknowledgement_batches[].acknowledge_ty"
+                                    "pes"
+                                )
+                                n28 = buf[pos]
+                                pos += 1
+                                if n28 > 127:
+                                    n28, pos = read_uvarint(buf, pos - 1)
+                                n28 -= 1
+                                if n28 < 0:
+                                    raise Malformed("null array for a non-nullable field")
+                                else:
+                                    if n28 > blen - pos:
+                                        raise Malformed(
+                                            f"array of {n28} elements is longer than the frame"
+                                        )
+                                    left -= n28
+                                    if left < 0:
+                                        raise Malformed(
+                                            "more than 100000 array elements in one request"
+                                        )
+                                    v27 = list(unpack_from(f">{n28}b", buf, pos))
+                                    pos += n28 * 1
+                                fld = (
+                                    "topics[].partitions[].acknowledgement_batches[].(tagged fields"
+                                    ")"
+                                )
+                                nt29 = buf[pos]
+                                pos += 1
+                                if nt29 > 127:
+                                    nt29, pos = read_uvarint(buf, pos - 1)
+                                if nt29:
+                                    if nt29 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt29} tagged fields are longer than the frame"
+                                        )
+                                    for _ in range(nt29):
+                                        tg30 = buf[pos]
+                                        pos += 1
+                                        if tg30 > 127:
+                                            tg30, pos = read_uvarint(buf, pos - 1)
+                                        tz31 = buf[pos]
+                                        pos += 1
+                                        if tz31 > 127:
+                                            tz31, pos = read_uvarint(buf, pos - 1)
+                                        te32 = pos + tz31
+                                        if te32 > blen:
+                                            raise Malformed("tagged field past the frame end")
+                                        pos = te32
+                                s33 = AcknowledgementBatch(f25, f26, v27)
+                                v23.append(s33)
+                        fld = "topics[].partitions[].(tagged fields)"
+                        nt34 = buf[pos]
+                        pos += 1
+                        if nt34 > 127:
+                            nt34, pos = read_uvarint(buf, pos - 1)
+                        if nt34:
+                            if nt34 > (blen - pos) // 2:
+                                raise Malformed(f"{nt34} tagged fields are longer than the frame")
+                            for _ in range(nt34):
+                                tg35 = buf[pos]
+                                pos += 1
+                                if tg35 > 127:
+                                    tg35, pos = read_uvarint(buf, pos - 1)
+                                tz36 = buf[pos]
+                                pos += 1
+                                if tz36 > 127:
+                                    tz36, pos = read_uvarint(buf, pos - 1)
+                                te37 = pos + tz36
+                                if te37 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te37
+                        s38 = FetchPartition(f22, 0, v23)
+                        v20.append(s38)
+                fld = "topics[].(tagged fields)"
+                nt39 = buf[pos]
+                pos += 1
+                if nt39 > 127:
+                    nt39, pos = read_uvarint(buf, pos - 1)
+                if nt39:
+                    if nt39 > (blen - pos) // 2:
+                        raise Malformed(f"{nt39} tagged fields are longer than the frame")
+                    for _ in range(nt39):
+                        tg40 = buf[pos]
+                        pos += 1
+                        if tg40 > 127:
+                            tg40, pos = read_uvarint(buf, pos - 1)
+                        tz41 = buf[pos]
+                        pos += 1
+                        if tz41 > 127:
+                            tz41, pos = read_uvarint(buf, pos - 1)
+                        te42 = pos + tz41
+                        if te42 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te42
+                s43 = FetchTopic(f19, v20)
+                v17.append(s43)
+        fld = "forgotten_topics_data"
+        n45 = buf[pos]
+        pos += 1
+        if n45 > 127:
+            n45, pos = read_uvarint(buf, pos - 1)
+        n45 -= 1
+        if n45 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n45 > (blen - pos) // 18:
+                raise Malformed(f"array of {n45} elements is longer than the frame")
+            left -= n45
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
+            v44: list[ForgottenTopic] = []
+            for _ in range(n45):
+                fld = "forgotten_topics_data[].topic_id"
+                (f46,) = _unpack_16s(buf, pos)
+                pos += 16
+                f46 = uuid_text(f46)
+                fld = "forgotten_topics_data[].partitions"
+                n48 = buf[pos]
+                pos += 1
+                if n48 > 127:
+                    n48, pos = read_uvarint(buf, pos - 1)
+                n48 -= 1
+                if n48 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n48 > (blen - pos) // 4:
+                        raise Malformed(f"array of {n48} elements is longer than the frame")
+                    left -= n48
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
+                    v47 = list(unpack_from(f">{n48}i", buf, pos))
+                    pos += n48 * 4
+                fld = "forgotten_topics_data[].(tagged fields)"
+                nt49 = buf[pos]
+                pos += 1
+                if nt49 > 127:
+                    nt49, pos = read_uvarint(buf, pos - 1)
+                if nt49:
+                    if nt49 > (blen - pos) // 2:
+                        raise Malformed(f"{nt49} tagged fields are longer than the frame")
+                    for _ in range(nt49):
+                        tg50 = buf[pos]
+                        pos += 1
+                        if tg50 > 127:
+                            tg50, pos = read_uvarint(buf, pos - 1)
+                        tz51 = buf[pos]
+                        pos += 1
+                        if tz51 > 127:
+                            tz51, pos = read_uvarint(buf, pos - 1)
+                        te52 = pos + tz51
+                        if te52 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te52
+                s53 = ForgottenTopic(f46, v47)
+                v44.append(s53)
+        fld = "(tagged fields)"
+        nt54 = buf[pos]
+        pos += 1
+        if nt54 > 127:
+            nt54, pos = read_uvarint(buf, pos - 1)
+        if nt54:
+            if nt54 > (blen - pos) // 2:
+                raise Malformed(f"{nt54} tagged fields are longer than the frame")
+            for _ in range(nt54):
+                tg55 = buf[pos]
+                pos += 1
+                if tg55 > 127:
+                    tg55, pos = read_uvarint(buf, pos - 1)
+                tz56 = buf[pos]
+                pos += 1
+                if tz56 > 127:
+                    tz56, pos = read_uvarint(buf, pos - 1)
+                te57 = pos + tz56
+                if te57 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te57
+        s58 = ShareFetchRequest(v2, v6, f9, f10, f11, f12, f13, f14, f15, f16, v17, v44)
+        return s58, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def encode_v1(
+    d: ShareFetchRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    a1 = d.get("is_renew_ack")
+    if a1:
+        raise ValueError("is_renew_ack is not in version 1 and cannot be ignored")
+    v2 = d.get("group_id")
+    if v2 is None:
+        out += b"\x00"
+    else:
+        b4 = v2.encode()
+        n3 = len(b4)
+        out += UV[n3 + 1] if n3 < 127 else uvarint_bytes(n3 + 1)
+        out += b4
+    v5 = d.get("member_id", "")
+    if v5 is None:
+        out += b"\x00"
+    else:
+        b7 = v5.encode()
+        n6 = len(b7)
+        out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+        out += b7
+    out += _pack_iiiiii(
+        d.get("share_session_epoch", 0),
+        d.get("max_wait_ms", 0),
+        d.get("min_bytes", 0),
+        d.get("max_bytes", 2147483647),
+        d.get("max_records", 0),
+        d.get("batch_size", 0),
+    )
+    v8 = d.get("topics", ())
+    if v8 is None:
+        out += b"\x01"
+    else:
+        n9 = len(v8)
+        out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+        for x10 in v8:
+            out += _pack_16s(uuid_raw(x10.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+            v11 = x10.get("partitions", ())
+            if v11 is None:
+                out += b"\x01"
+            else:
+                n12 = len(v11)
+                out += UV[n12 + 1] if n12 < 127 else uvarint_bytes(n12 + 1)
+                for x13 in v11:
+                    a14 = x13.get("partition_max_bytes")
+                    if a14 is not None and a14 != 0:
+                        raise ValueError(
+                            "topics[].partitions[].partition_max_bytes is not in version 1 and cann"
+                            "ot be ignored"
+                        )
+                    out += _pack_i(x13.get("partition_index", 0))
+                    v15 = x13.get("acknowledgement_batches", ())
+                    if v15 is None:
+                        out += b"\x01"
+                    else:
+                        n16 = len(v15)
+                        out += UV[n16 + 1] if n16 < 127 else uvarint_bytes(n16 + 1)
+                        for x17 in v15:
+                            out += _pack_qq(x17.get("first_offset", 0), x17.get("last_offset", 0))
+                            v18 = x17.get("acknowledge_types", ())
+                            if v18 is None:
+                                out += b"\x01"
+                            else:
+                                n19 = len(v18)
+                                out += UV[n19 + 1] if n19 < 127 else uvarint_bytes(n19 + 1)
+                                out += pack(f">{n19}b", *v18)
+                            out += b"\x00"
+                    out += b"\x00"
+            out += b"\x00"
+    v20 = d.get("forgotten_topics_data", ())
+    if v20 is None:
+        out += b"\x01"
+    else:
+        n21 = len(v20)
+        out += UV[n21 + 1] if n21 < 127 else uvarint_bytes(n21 + 1)
+        for x22 in v20:
+            out += _pack_16s(uuid_raw(x22.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+            v23 = x22.get("partitions", ())
+            if v23 is None:
+                out += b"\x01"
+            else:
+                n24 = len(v23)
+                out += UV[n24 + 1] if n24 < 127 else uvarint_bytes(n24 + 1)
+                out += pack(f">{n24}i", *v23)
+            out += b"\x00"
+    out += b"\x00"
+    return out
+
+
+def encode_v2(
     d: ShareFetchRequest | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -711,11 +1351,15 @@ def encode_v0(
         n5 = len(b6)
         out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
         out += b6
-    out += _pack_iiii(
+    out += _pack_iiiiiibo(
         d.get("share_session_epoch", 0),
         d.get("max_wait_ms", 0),
         d.get("min_bytes", 0),
         d.get("max_bytes", 2147483647),
+        d.get("max_records", 0),
+        d.get("batch_size", 0),
+        d.get("share_acquire_mode", 0),
+        d.get("is_renew_ack", False),
     )
     v7 = d.get("topics", ())
     if v7 is None:
@@ -732,49 +1376,167 @@ def encode_v0(
                 n11 = len(v10)
                 out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
                 for x12 in v10:
-                    out += _pack_ii(
-                        x12.get("partition_index", 0),
-                        x12.get("partition_max_bytes", 0),
-                    )
-                    v13 = x12.get("acknowledgement_batches", ())
-                    if v13 is None:
+                    a13 = x12.get("partition_max_bytes")
+                    if a13 is not None and a13 != 0:
+                        raise ValueError(
+                            "topics[].partitions[].partition_max_bytes is not in version 2 and cann"
+                            "ot be ignored"
+                        )
+                    out += _pack_i(x12.get("partition_index", 0))
+                    v14 = x12.get("acknowledgement_batches", ())
+                    if v14 is None:
                         out += b"\x01"
                     else:
-                        n14 = len(v13)
-                        out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
-                        for x15 in v13:
-                            out += _pack_qq(x15.get("first_offset", 0), x15.get("last_offset", 0))
-                            v16 = x15.get("acknowledge_types", ())
-                            if v16 is None:
+                        n15 = len(v14)
+                        out += UV[n15 + 1] if n15 < 127 else uvarint_bytes(n15 + 1)
+                        for x16 in v14:
+                            out += _pack_qq(x16.get("first_offset", 0), x16.get("last_offset", 0))
+                            v17 = x16.get("acknowledge_types", ())
+                            if v17 is None:
                                 out += b"\x01"
                             else:
-                                n17 = len(v16)
-                                out += UV[n17 + 1] if n17 < 127 else uvarint_bytes(n17 + 1)
-                                out += pack(f">{n17}b", *v16)
+                                n18 = len(v17)
+                                out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
+                                out += pack(f">{n18}b", *v17)
                             out += b"\x00"
                     out += b"\x00"
             out += b"\x00"
-    v18 = d.get("forgotten_topics_data", ())
-    if v18 is None:
+    v19 = d.get("forgotten_topics_data", ())
+    if v19 is None:
         out += b"\x01"
     else:
-        n19 = len(v18)
-        out += UV[n19 + 1] if n19 < 127 else uvarint_bytes(n19 + 1)
-        for x20 in v18:
-            out += _pack_16s(uuid_raw(x20.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
-            v21 = x20.get("partitions", ())
-            if v21 is None:
+        n20 = len(v19)
+        out += UV[n20 + 1] if n20 < 127 else uvarint_bytes(n20 + 1)
+        for x21 in v19:
+            out += _pack_16s(uuid_raw(x21.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+            v22 = x21.get("partitions", ())
+            if v22 is None:
                 out += b"\x01"
             else:
-                n22 = len(v21)
-                out += UV[n22 + 1] if n22 < 127 else uvarint_bytes(n22 + 1)
-                out += pack(f">{n22}i", *v21)
+                n23 = len(v22)
+                out += UV[n23 + 1] if n23 < 127 else uvarint_bytes(n23 + 1)
+                out += pack(f">{n23}i", *v22)
             out += b"\x00"
     out += b"\x00"
     return out
 
 
-def encode_v0_tracking(
+def encode_v1_tracking(
+    d: ShareFetchRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        a1 = d.get("is_renew_ack")
+        if a1:
+            raise ValueError("is_renew_ack is not in version 1 and cannot be ignored")
+        fld = "group_id"
+        v2 = d.get("group_id")
+        if v2 is None:
+            out += b"\x00"
+        else:
+            b4 = v2.encode()
+            n3 = len(b4)
+            out += UV[n3 + 1] if n3 < 127 else uvarint_bytes(n3 + 1)
+            out += b4
+        fld = "member_id"
+        v5 = d.get("member_id", "")
+        if v5 is None:
+            out += b"\x00"
+        else:
+            b7 = v5.encode()
+            n6 = len(b7)
+            out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+            out += b7
+        fld = "share_session_epoch"
+        out += _pack_iiiiii(
+            d.get("share_session_epoch", 0),
+            d.get("max_wait_ms", 0),
+            d.get("min_bytes", 0),
+            d.get("max_bytes", 2147483647),
+            d.get("max_records", 0),
+            d.get("batch_size", 0),
+        )
+        fld = "topics"
+        v8 = d.get("topics", ())
+        if v8 is None:
+            out += b"\x01"
+        else:
+            n9 = len(v8)
+            out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+            for x10 in v8:
+                fld = "topics[].topic_id"
+                out += _pack_16s(uuid_raw(x10.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                fld = "topics[].partitions"
+                v11 = x10.get("partitions", ())
+                if v11 is None:
+                    out += b"\x01"
+                else:
+                    n12 = len(v11)
+                    out += UV[n12 + 1] if n12 < 127 else uvarint_bytes(n12 + 1)
+                    for x13 in v11:
+                        a14 = x13.get("partition_max_bytes")
+                        if a14 is not None and a14 != 0:
+                            raise ValueError(
+                                "topics[].partitions[].partition_max_bytes is not in version 1 and "
+                                "cannot be ignored"
+                            )
+                        fld = "topics[].partitions[].partition_index"
+                        out += _pack_i(x13.get("partition_index", 0))
+                        fld = "topics[].partitions[].acknowledgement_batches"
+                        v15 = x13.get("acknowledgement_batches", ())
+                        if v15 is None:
+                            out += b"\x01"
+                        else:
+                            n16 = len(v15)
+                            out += UV[n16 + 1] if n16 < 127 else uvarint_bytes(n16 + 1)
+                            for x17 in v15:
+                                fld = "topics[].partitions[].acknowledgement_batches[].first_offset"
+                                out += _pack_qq(
+                                    x17.get("first_offset", 0),
+                                    x17.get("last_offset", 0),
+                                )
+                                fld = (
+                                    "topics[].partitions[].acknowledgement_batches[].acknowledge_ty"
+                                    "pes"
+                                )
+                                v18 = x17.get("acknowledge_types", ())
+                                if v18 is None:
+                                    out += b"\x01"
+                                else:
+                                    n19 = len(v18)
+                                    out += UV[n19 + 1] if n19 < 127 else uvarint_bytes(n19 + 1)
+                                    out += pack(f">{n19}b", *v18)
+                                out += b"\x00"
+                        out += b"\x00"
+                out += b"\x00"
+        fld = "forgotten_topics_data"
+        v20 = d.get("forgotten_topics_data", ())
+        if v20 is None:
+            out += b"\x01"
+        else:
+            n21 = len(v20)
+            out += UV[n21 + 1] if n21 < 127 else uvarint_bytes(n21 + 1)
+            for x22 in v20:
+                fld = "forgotten_topics_data[].topic_id"
+                out += _pack_16s(uuid_raw(x22.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                fld = "forgotten_topics_data[].partitions"
+                v23 = x22.get("partitions", ())
+                if v23 is None:
+                    out += b"\x01"
+                else:
+                    n24 = len(v23)
+                    out += UV[n24 + 1] if n24 < 127 else uvarint_bytes(n24 + 1)
+                    out += pack(f">{n24}i", *v23)
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def encode_v2_tracking(
     d: ShareFetchRequest | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -800,11 +1562,15 @@ def encode_v0_tracking(
             out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
             out += b6
         fld = "share_session_epoch"
-        out += _pack_iiii(
+        out += _pack_iiiiiibo(
             d.get("share_session_epoch", 0),
             d.get("max_wait_ms", 0),
             d.get("min_bytes", 0),
             d.get("max_bytes", 2147483647),
+            d.get("max_records", 0),
+            d.get("batch_size", 0),
+            d.get("share_acquire_mode", 0),
+            d.get("is_renew_ack", False),
         )
         fld = "topics"
         v7 = d.get("topics", ())
@@ -824,56 +1590,59 @@ def encode_v0_tracking(
                     n11 = len(v10)
                     out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
                     for x12 in v10:
+                        a13 = x12.get("partition_max_bytes")
+                        if a13 is not None and a13 != 0:
+                            raise ValueError(
+                                "topics[].partitions[].partition_max_bytes is not in version 2 and "
+                                "cannot be ignored"
+                            )
                         fld = "topics[].partitions[].partition_index"
-                        out += _pack_ii(
-                            x12.get("partition_index", 0),
-                            x12.get("partition_max_bytes", 0),
-                        )
+                        out += _pack_i(x12.get("partition_index", 0))
                         fld = "topics[].partitions[].acknowledgement_batches"
-                        v13 = x12.get("acknowledgement_batches", ())
-                        if v13 is None:
+                        v14 = x12.get("acknowledgement_batches", ())
+                        if v14 is None:
                             out += b"\x01"
                         else:
-                            n14 = len(v13)
-                            out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
-                            for x15 in v13:
+                            n15 = len(v14)
+                            out += UV[n15 + 1] if n15 < 127 else uvarint_bytes(n15 + 1)
+                            for x16 in v14:
                                 fld = "topics[].partitions[].acknowledgement_batches[].first_offset"
                                 out += _pack_qq(
-                                    x15.get("first_offset", 0),
-                                    x15.get("last_offset", 0),
+                                    x16.get("first_offset", 0),
+                                    x16.get("last_offset", 0),
                                 )
                                 fld = (
                                     "topics[].partitions[].acknowledgement_batches[].acknowledge_ty"
                                     "pes"
                                 )
-                                v16 = x15.get("acknowledge_types", ())
-                                if v16 is None:
+                                v17 = x16.get("acknowledge_types", ())
+                                if v17 is None:
                                     out += b"\x01"
                                 else:
-                                    n17 = len(v16)
-                                    out += UV[n17 + 1] if n17 < 127 else uvarint_bytes(n17 + 1)
-                                    out += pack(f">{n17}b", *v16)
+                                    n18 = len(v17)
+                                    out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
+                                    out += pack(f">{n18}b", *v17)
                                 out += b"\x00"
                         out += b"\x00"
                 out += b"\x00"
         fld = "forgotten_topics_data"
-        v18 = d.get("forgotten_topics_data", ())
-        if v18 is None:
+        v19 = d.get("forgotten_topics_data", ())
+        if v19 is None:
             out += b"\x01"
         else:
-            n19 = len(v18)
-            out += UV[n19 + 1] if n19 < 127 else uvarint_bytes(n19 + 1)
-            for x20 in v18:
+            n20 = len(v19)
+            out += UV[n20 + 1] if n20 < 127 else uvarint_bytes(n20 + 1)
+            for x21 in v19:
                 fld = "forgotten_topics_data[].topic_id"
-                out += _pack_16s(uuid_raw(x20.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                out += _pack_16s(uuid_raw(x21.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
                 fld = "forgotten_topics_data[].partitions"
-                v21 = x20.get("partitions", ())
-                if v21 is None:
+                v22 = x21.get("partitions", ())
+                if v22 is None:
                     out += b"\x01"
                 else:
-                    n22 = len(v21)
-                    out += UV[n22 + 1] if n22 < 127 else uvarint_bytes(n22 + 1)
-                    out += pack(f">{n22}i", *v21)
+                    n23 = len(v22)
+                    out += UV[n23 + 1] if n23 < 127 else uvarint_bytes(n23 + 1)
+                    out += pack(f">{n23}i", *v22)
                 out += b"\x00"
         out += b"\x00"
         return out
@@ -882,18 +1651,22 @@ def encode_v0_tracking(
 
 
 MESSAGE = ShareFetchRequest
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (1, 2)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
-    0: decode_v0,
+    1: decode_v1,
+    2: decode_v2,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
-    0: decode_v0_tracking,
+    1: decode_v1_tracking,
+    2: decode_v2_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
-    0: encode_v0,
+    1: encode_v1,
+    2: encode_v2,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
-    0: encode_v0_tracking,
+    1: encode_v1_tracking,
+    2: encode_v2_tracking,
 }

@@ -40,14 +40,22 @@ _unpack_qqh = struct.Struct(">qqh").unpack_from
 
 
 class ShareFetchResponse(Struct):
-    """ShareFetchResponse (api key 78): the response as decoded, versions 0."""
+    """ShareFetchResponse (api key 78): the response as decoded, versions 1-2."""
 
-    _fields = ("throttle_time_ms", "error_code", "error_message", "responses", "node_endpoints")
+    _fields = (
+        "throttle_time_ms",
+        "error_code",
+        "error_message",
+        "acquisition_lock_timeout_ms",
+        "responses",
+        "node_endpoints",
+    )
     __slots__ = _fields
 
     throttle_time_ms: int  # versions 0+
     error_code: int  # versions 0+
     error_message: str | None  # versions 0+, nullable 0+
+    acquisition_lock_timeout_ms: int  # versions 1+
     responses: list[ShareFetchableTopicResponse]  # versions 0+
     node_endpoints: list[NodeEndpoint]  # versions 0+
 
@@ -56,12 +64,14 @@ class ShareFetchResponse(Struct):
         throttle_time_ms: int = 0,
         error_code: int = 0,
         error_message: str | None = None,
+        acquisition_lock_timeout_ms: int = 0,
         responses: list[ShareFetchableTopicResponse] = EMPTY,
         node_endpoints: list[NodeEndpoint] = EMPTY,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is EMPTY else responses
         self.node_endpoints = [] if node_endpoints is EMPTY else node_endpoints
 
@@ -105,7 +115,7 @@ class PartitionData(Struct):
     acknowledge_error_code: int  # versions 0+
     acknowledge_error_message: str | None  # versions 0+, nullable 0+
     current_leader: LeaderIdAndEpoch | None  # versions 0+
-    records: Records | None  # versions 0+, nullable 0+
+    records: Records | None  # versions 0+, nullable 0
     acquired_records: list[AcquiredRecords]  # versions 0+
 
     def __init__(
@@ -188,7 +198,7 @@ class NodeEndpoint(Struct):
         self.rack = rack
 
 
-def decode_v0(buf: memoryview, pos: int) -> tuple[ShareFetchResponse, int]:
+def decode_v1(buf: memoryview, pos: int) -> tuple[ShareFetchResponse, int]:
     blen = len(buf)
     f1, f2 = _unpack_ih(buf, pos)
     pos += 6
@@ -206,274 +216,278 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ShareFetchResponse, int]:
             raise Malformed(f"string of {n5} bytes is longer than the frame")
         v4 = str(buf[pos:e6], "utf-8")
         pos = e6
-    n8 = buf[pos]
+    (f7,) = _unpack_i(buf, pos)
+    pos += 4
+    n9 = buf[pos]
     pos += 1
-    if n8 > 127:
-        n8, pos = read_uvarint(buf, pos - 1)
-    n8 -= 1
-    if n8 < 0:
+    if n9 > 127:
+        n9, pos = read_uvarint(buf, pos - 1)
+    n9 -= 1
+    if n9 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n8 > (blen - pos) // 18:
-            raise Malformed(f"array of {n8} elements is longer than the frame")
-        v7: list[ShareFetchableTopicResponse] = []
-        for _ in range(n8):
-            (f9,) = _unpack_16s(buf, pos)
+        if n9 > (blen - pos) // 18:
+            raise Malformed(f"array of {n9} elements is longer than the frame")
+        v8: list[ShareFetchableTopicResponse] = []
+        for _ in range(n9):
+            (f10,) = _unpack_16s(buf, pos)
             pos += 16
-            f9 = uuid_text(f9)
-            n11 = buf[pos]
+            f10 = uuid_text(f10)
+            n12 = buf[pos]
             pos += 1
-            if n11 > 127:
-                n11, pos = read_uvarint(buf, pos - 1)
-            n11 -= 1
-            if n11 < 0:
+            if n12 > 127:
+                n12, pos = read_uvarint(buf, pos - 1)
+            n12 -= 1
+            if n12 < 0:
                 raise Malformed("null array for a non-nullable field")
             else:
-                if n11 > (blen - pos) // 22:
-                    raise Malformed(f"array of {n11} elements is longer than the frame")
-                v10: list[PartitionData] = []
-                for _ in range(n11):
-                    f12, f13 = _unpack_ih(buf, pos)
+                if n12 > (blen - pos) // 22:
+                    raise Malformed(f"array of {n12} elements is longer than the frame")
+                v11: list[PartitionData] = []
+                for _ in range(n12):
+                    f13, f14 = _unpack_ih(buf, pos)
                     pos += 6
-                    n16 = buf[pos]
+                    n17 = buf[pos]
                     pos += 1
-                    if n16 > 127:
-                        n16, pos = read_uvarint(buf, pos - 1)
-                    n16 -= 1
-                    v15: str | None
-                    if n16 < 0:
-                        v15 = None
+                    if n17 > 127:
+                        n17, pos = read_uvarint(buf, pos - 1)
+                    n17 -= 1
+                    v16: str | None
+                    if n17 < 0:
+                        v16 = None
                     else:
-                        e17 = pos + n16
-                        if e17 > blen:
-                            raise Malformed(f"string of {n16} bytes is longer than the frame")
-                        v15 = str(buf[pos:e17], "utf-8")
-                        pos = e17
-                    (f18,) = _unpack_h(buf, pos)
+                        e18 = pos + n17
+                        if e18 > blen:
+                            raise Malformed(f"string of {n17} bytes is longer than the frame")
+                        v16 = str(buf[pos:e18], "utf-8")
+                        pos = e18
+                    (f19,) = _unpack_h(buf, pos)
                     pos += 2
-                    n21 = buf[pos]
+                    n22 = buf[pos]
                     pos += 1
-                    if n21 > 127:
-                        n21, pos = read_uvarint(buf, pos - 1)
-                    n21 -= 1
-                    v20: str | None
-                    if n21 < 0:
-                        v20 = None
+                    if n22 > 127:
+                        n22, pos = read_uvarint(buf, pos - 1)
+                    n22 -= 1
+                    v21: str | None
+                    if n22 < 0:
+                        v21 = None
                     else:
-                        e22 = pos + n21
-                        if e22 > blen:
-                            raise Malformed(f"string of {n21} bytes is longer than the frame")
-                        v20 = str(buf[pos:e22], "utf-8")
-                        pos = e22
-                    f24, f25 = _unpack_ii(buf, pos)
+                        e23 = pos + n22
+                        if e23 > blen:
+                            raise Malformed(f"string of {n22} bytes is longer than the frame")
+                        v21 = str(buf[pos:e23], "utf-8")
+                        pos = e23
+                    f25, f26 = _unpack_ii(buf, pos)
                     pos += 8
-                    nt26 = buf[pos]
+                    nt27 = buf[pos]
                     pos += 1
-                    if nt26 > 127:
-                        nt26, pos = read_uvarint(buf, pos - 1)
-                    if nt26:
-                        if nt26 > (blen - pos) // 2:
-                            raise Malformed(f"{nt26} tagged fields are longer than the frame")
-                        for _ in range(nt26):
-                            tg27 = buf[pos]
+                    if nt27 > 127:
+                        nt27, pos = read_uvarint(buf, pos - 1)
+                    if nt27:
+                        if nt27 > (blen - pos) // 2:
+                            raise Malformed(f"{nt27} tagged fields are longer than the frame")
+                        for _ in range(nt27):
+                            tg28 = buf[pos]
                             pos += 1
-                            if tg27 > 127:
-                                tg27, pos = read_uvarint(buf, pos - 1)
-                            tz28 = buf[pos]
+                            if tg28 > 127:
+                                tg28, pos = read_uvarint(buf, pos - 1)
+                            tz29 = buf[pos]
                             pos += 1
-                            if tz28 > 127:
-                                tz28, pos = read_uvarint(buf, pos - 1)
-                            te29 = pos + tz28
-                            if te29 > blen:
+                            if tz29 > 127:
+                                tz29, pos = read_uvarint(buf, pos - 1)
+                            te30 = pos + tz29
+                            if te30 > blen:
                                 raise Malformed("tagged field past the frame end")
-                            pos = te29
-                    s30 = LeaderIdAndEpoch(f24, f25)
-                    n33 = buf[pos]
+                            pos = te30
+                    s31 = LeaderIdAndEpoch(f25, f26)
+                    n34 = buf[pos]
                     pos += 1
-                    if n33 > 127:
-                        n33, pos = read_uvarint(buf, pos - 1)
-                    n33 -= 1
-                    v32: Records | None
-                    if n33 < 0:
-                        v32 = None
+                    if n34 > 127:
+                        n34, pos = read_uvarint(buf, pos - 1)
+                    n34 -= 1
+                    if n34 < 0:
+                        raise Malformed("null or negative length for non-nullable records")
                     else:
-                        e34 = pos + n33
-                        if e34 > blen:
-                            raise Malformed(f"records of {n33} bytes is longer than the frame")
-                        v32 = buf[pos:e34]
-                        pos = e34
-                    n36 = buf[pos]
+                        e35 = pos + n34
+                        if e35 > blen:
+                            raise Malformed(f"records of {n34} bytes is longer than the frame")
+                        v33 = buf[pos:e35]
+                        pos = e35
+                    n37 = buf[pos]
                     pos += 1
-                    if n36 > 127:
-                        n36, pos = read_uvarint(buf, pos - 1)
-                    n36 -= 1
-                    if n36 < 0:
+                    if n37 > 127:
+                        n37, pos = read_uvarint(buf, pos - 1)
+                    n37 -= 1
+                    if n37 < 0:
                         raise Malformed("null array for a non-nullable field")
                     else:
-                        if n36 > (blen - pos) // 19:
-                            raise Malformed(f"array of {n36} elements is longer than the frame")
-                        v35: list[AcquiredRecords] = []
-                        for _ in range(n36):
-                            f37, f38, f39 = _unpack_qqh(buf, pos)
+                        if n37 > (blen - pos) // 19:
+                            raise Malformed(f"array of {n37} elements is longer than the frame")
+                        v36: list[AcquiredRecords] = []
+                        for _ in range(n37):
+                            f38, f39, f40 = _unpack_qqh(buf, pos)
                             pos += 18
-                            nt40 = buf[pos]
+                            nt41 = buf[pos]
                             pos += 1
-                            if nt40 > 127:
-                                nt40, pos = read_uvarint(buf, pos - 1)
-                            if nt40:
-                                if nt40 > (blen - pos) // 2:
+                            if nt41 > 127:
+                                nt41, pos = read_uvarint(buf, pos - 1)
+                            if nt41:
+                                if nt41 > (blen - pos) // 2:
                                     raise Malformed(
-                                        f"{nt40} tagged fields are longer than the frame"
+                                        f"{nt41} tagged fields are longer than the frame"
                                     )
-                                for _ in range(nt40):
-                                    tg41 = buf[pos]
+                                for _ in range(nt41):
+                                    tg42 = buf[pos]
                                     pos += 1
-                                    if tg41 > 127:
-                                        tg41, pos = read_uvarint(buf, pos - 1)
-                                    tz42 = buf[pos]
+                                    if tg42 > 127:
+                                        tg42, pos = read_uvarint(buf, pos - 1)
+                                    tz43 = buf[pos]
                                     pos += 1
-                                    if tz42 > 127:
-                                        tz42, pos = read_uvarint(buf, pos - 1)
-                                    te43 = pos + tz42
-                                    if te43 > blen:
+                                    if tz43 > 127:
+                                        tz43, pos = read_uvarint(buf, pos - 1)
+                                    te44 = pos + tz43
+                                    if te44 > blen:
                                         raise Malformed("tagged field past the frame end")
-                                    pos = te43
-                            s44 = AcquiredRecords(f37, f38, f39)
-                            v35.append(s44)
-                    nt45 = buf[pos]
+                                    pos = te44
+                            s45 = AcquiredRecords(f38, f39, f40)
+                            v36.append(s45)
+                    nt46 = buf[pos]
                     pos += 1
-                    if nt45 > 127:
-                        nt45, pos = read_uvarint(buf, pos - 1)
-                    if nt45:
-                        if nt45 > (blen - pos) // 2:
-                            raise Malformed(f"{nt45} tagged fields are longer than the frame")
-                        for _ in range(nt45):
-                            tg46 = buf[pos]
+                    if nt46 > 127:
+                        nt46, pos = read_uvarint(buf, pos - 1)
+                    if nt46:
+                        if nt46 > (blen - pos) // 2:
+                            raise Malformed(f"{nt46} tagged fields are longer than the frame")
+                        for _ in range(nt46):
+                            tg47 = buf[pos]
                             pos += 1
-                            if tg46 > 127:
-                                tg46, pos = read_uvarint(buf, pos - 1)
-                            tz47 = buf[pos]
+                            if tg47 > 127:
+                                tg47, pos = read_uvarint(buf, pos - 1)
+                            tz48 = buf[pos]
                             pos += 1
-                            if tz47 > 127:
-                                tz47, pos = read_uvarint(buf, pos - 1)
-                            te48 = pos + tz47
-                            if te48 > blen:
+                            if tz48 > 127:
+                                tz48, pos = read_uvarint(buf, pos - 1)
+                            te49 = pos + tz48
+                            if te49 > blen:
                                 raise Malformed("tagged field past the frame end")
-                            pos = te48
-                    s49 = PartitionData(f12, f13, v15, f18, v20, s30, v32, v35)
-                    v10.append(s49)
-            nt50 = buf[pos]
+                            pos = te49
+                    s50 = PartitionData(f13, f14, v16, f19, v21, s31, v33, v36)
+                    v11.append(s50)
+            nt51 = buf[pos]
             pos += 1
-            if nt50 > 127:
-                nt50, pos = read_uvarint(buf, pos - 1)
-            if nt50:
-                if nt50 > (blen - pos) // 2:
-                    raise Malformed(f"{nt50} tagged fields are longer than the frame")
-                for _ in range(nt50):
-                    tg51 = buf[pos]
+            if nt51 > 127:
+                nt51, pos = read_uvarint(buf, pos - 1)
+            if nt51:
+                if nt51 > (blen - pos) // 2:
+                    raise Malformed(f"{nt51} tagged fields are longer than the frame")
+                for _ in range(nt51):
+                    tg52 = buf[pos]
                     pos += 1
-                    if tg51 > 127:
-                        tg51, pos = read_uvarint(buf, pos - 1)
-                    tz52 = buf[pos]
+                    if tg52 > 127:
+                        tg52, pos = read_uvarint(buf, pos - 1)
+                    tz53 = buf[pos]
                     pos += 1
-                    if tz52 > 127:
-                        tz52, pos = read_uvarint(buf, pos - 1)
-                    te53 = pos + tz52
-                    if te53 > blen:
+                    if tz53 > 127:
+                        tz53, pos = read_uvarint(buf, pos - 1)
+                    te54 = pos + tz53
+                    if te54 > blen:
                         raise Malformed("tagged field past the frame end")
-                    pos = te53
-            s54 = ShareFetchableTopicResponse(f9, v10)
-            v7.append(s54)
-    n56 = buf[pos]
+                    pos = te54
+            s55 = ShareFetchableTopicResponse(f10, v11)
+            v8.append(s55)
+    n57 = buf[pos]
     pos += 1
-    if n56 > 127:
-        n56, pos = read_uvarint(buf, pos - 1)
-    n56 -= 1
-    if n56 < 0:
+    if n57 > 127:
+        n57, pos = read_uvarint(buf, pos - 1)
+    n57 -= 1
+    if n57 < 0:
         raise Malformed("null array for a non-nullable field")
     else:
-        if n56 > (blen - pos) // 11:
-            raise Malformed(f"array of {n56} elements is longer than the frame")
-        v55: list[NodeEndpoint] = []
-        for _ in range(n56):
-            (f57,) = _unpack_i(buf, pos)
+        if n57 > (blen - pos) // 11:
+            raise Malformed(f"array of {n57} elements is longer than the frame")
+        v56: list[NodeEndpoint] = []
+        for _ in range(n57):
+            (f58,) = _unpack_i(buf, pos)
             pos += 4
-            n60 = buf[pos]
+            n61 = buf[pos]
             pos += 1
-            if n60 > 127:
-                n60, pos = read_uvarint(buf, pos - 1)
-            n60 -= 1
-            if n60 < 0:
+            if n61 > 127:
+                n61, pos = read_uvarint(buf, pos - 1)
+            n61 -= 1
+            if n61 < 0:
                 raise Malformed("null or negative length for non-nullable string")
             else:
-                e61 = pos + n60
-                if e61 > blen:
-                    raise Malformed(f"string of {n60} bytes is longer than the frame")
-                v59 = str(buf[pos:e61], "utf-8")
-                pos = e61
-            (f62,) = _unpack_i(buf, pos)
+                e62 = pos + n61
+                if e62 > blen:
+                    raise Malformed(f"string of {n61} bytes is longer than the frame")
+                v60 = str(buf[pos:e62], "utf-8")
+                pos = e62
+            (f63,) = _unpack_i(buf, pos)
             pos += 4
-            n65 = buf[pos]
+            n66 = buf[pos]
             pos += 1
-            if n65 > 127:
-                n65, pos = read_uvarint(buf, pos - 1)
-            n65 -= 1
-            v64: str | None
-            if n65 < 0:
-                v64 = None
+            if n66 > 127:
+                n66, pos = read_uvarint(buf, pos - 1)
+            n66 -= 1
+            v65: str | None
+            if n66 < 0:
+                v65 = None
             else:
-                e66 = pos + n65
-                if e66 > blen:
-                    raise Malformed(f"string of {n65} bytes is longer than the frame")
-                v64 = str(buf[pos:e66], "utf-8")
-                pos = e66
-            nt67 = buf[pos]
+                e67 = pos + n66
+                if e67 > blen:
+                    raise Malformed(f"string of {n66} bytes is longer than the frame")
+                v65 = str(buf[pos:e67], "utf-8")
+                pos = e67
+            nt68 = buf[pos]
             pos += 1
-            if nt67 > 127:
-                nt67, pos = read_uvarint(buf, pos - 1)
-            if nt67:
-                if nt67 > (blen - pos) // 2:
-                    raise Malformed(f"{nt67} tagged fields are longer than the frame")
-                for _ in range(nt67):
-                    tg68 = buf[pos]
+            if nt68 > 127:
+                nt68, pos = read_uvarint(buf, pos - 1)
+            if nt68:
+                if nt68 > (blen - pos) // 2:
+                    raise Malformed(f"{nt68} tagged fields are longer than the frame")
+                for _ in range(nt68):
+                    tg69 = buf[pos]
                     pos += 1
-                    if tg68 > 127:
-                        tg68, pos = read_uvarint(buf, pos - 1)
-                    tz69 = buf[pos]
+                    if tg69 > 127:
+                        tg69, pos = read_uvarint(buf, pos - 1)
+                    tz70 = buf[pos]
                     pos += 1
-                    if tz69 > 127:
-                        tz69, pos = read_uvarint(buf, pos - 1)
-                    te70 = pos + tz69
-                    if te70 > blen:
+                    if tz70 > 127:
+                        tz70, pos = read_uvarint(buf, pos - 1)
+                    te71 = pos + tz70
+                    if te71 > blen:
                         raise Malformed("tagged field past the frame end")
-                    pos = te70
-            s71 = NodeEndpoint(f57, v59, f62, v64)
-            v55.append(s71)
-    nt72 = buf[pos]
+                    pos = te71
+            s72 = NodeEndpoint(f58, v60, f63, v65)
+            v56.append(s72)
+    nt73 = buf[pos]
     pos += 1
-    if nt72 > 127:
-        nt72, pos = read_uvarint(buf, pos - 1)
-    if nt72:
-        if nt72 > (blen - pos) // 2:
-            raise Malformed(f"{nt72} tagged fields are longer than the frame")
-        for _ in range(nt72):
-            tg73 = buf[pos]
+    if nt73 > 127:
+        nt73, pos = read_uvarint(buf, pos - 1)
+    if nt73:
+        if nt73 > (blen - pos) // 2:
+            raise Malformed(f"{nt73} tagged fields are longer than the frame")
+        for _ in range(nt73):
+            tg74 = buf[pos]
             pos += 1
-            if tg73 > 127:
-                tg73, pos = read_uvarint(buf, pos - 1)
-            tz74 = buf[pos]
+            if tg74 > 127:
+                tg74, pos = read_uvarint(buf, pos - 1)
+            tz75 = buf[pos]
             pos += 1
-            if tz74 > 127:
-                tz74, pos = read_uvarint(buf, pos - 1)
-            te75 = pos + tz74
-            if te75 > blen:
+            if tz75 > 127:
+                tz75, pos = read_uvarint(buf, pos - 1)
+            te76 = pos + tz75
+            if te76 > blen:
                 raise Malformed("tagged field past the frame end")
-            pos = te75
-    s76 = ShareFetchResponse(f1, f2, v4, v7, v55)
-    return s76, pos
+            pos = te76
+    s77 = ShareFetchResponse(f1, f2, v4, f7, v8, v56)
+    return s77, pos
 
 
-def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareFetchResponse, int]:
+decode_v2 = decode_v1
+
+
+def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ShareFetchResponse, int]:
     fld = "(start)"
     try:
         blen = len(buf)
@@ -495,299 +509,304 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareFetchResponse, i
                 raise Malformed(f"string of {n5} bytes is longer than the frame")
             v4 = str(buf[pos:e6], "utf-8")
             pos = e6
+        fld = "acquisition_lock_timeout_ms"
+        (f7,) = _unpack_i(buf, pos)
+        pos += 4
         fld = "responses"
-        n8 = buf[pos]
+        n9 = buf[pos]
         pos += 1
-        if n8 > 127:
-            n8, pos = read_uvarint(buf, pos - 1)
-        n8 -= 1
-        if n8 < 0:
+        if n9 > 127:
+            n9, pos = read_uvarint(buf, pos - 1)
+        n9 -= 1
+        if n9 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n8 > (blen - pos) // 18:
-                raise Malformed(f"array of {n8} elements is longer than the frame")
-            v7: list[ShareFetchableTopicResponse] = []
-            for _ in range(n8):
+            if n9 > (blen - pos) // 18:
+                raise Malformed(f"array of {n9} elements is longer than the frame")
+            v8: list[ShareFetchableTopicResponse] = []
+            for _ in range(n9):
                 fld = "responses[].topic_id"
-                (f9,) = _unpack_16s(buf, pos)
+                (f10,) = _unpack_16s(buf, pos)
                 pos += 16
-                f9 = uuid_text(f9)
+                f10 = uuid_text(f10)
                 fld = "responses[].partitions"
-                n11 = buf[pos]
+                n12 = buf[pos]
                 pos += 1
-                if n11 > 127:
-                    n11, pos = read_uvarint(buf, pos - 1)
-                n11 -= 1
-                if n11 < 0:
+                if n12 > 127:
+                    n12, pos = read_uvarint(buf, pos - 1)
+                n12 -= 1
+                if n12 < 0:
                     raise Malformed("null array for a non-nullable field")
                 else:
-                    if n11 > (blen - pos) // 22:
-                        raise Malformed(f"array of {n11} elements is longer than the frame")
-                    v10: list[PartitionData] = []
-                    for _ in range(n11):
+                    if n12 > (blen - pos) // 22:
+                        raise Malformed(f"array of {n12} elements is longer than the frame")
+                    v11: list[PartitionData] = []
+                    for _ in range(n12):
                         fld = "responses[].partitions[].partition_index"
-                        f12, f13 = _unpack_ih(buf, pos)
+                        f13, f14 = _unpack_ih(buf, pos)
                         pos += 6
                         fld = "responses[].partitions[].error_message"
-                        n16 = buf[pos]
+                        n17 = buf[pos]
                         pos += 1
-                        if n16 > 127:
-                            n16, pos = read_uvarint(buf, pos - 1)
-                        n16 -= 1
-                        v15: str | None
-                        if n16 < 0:
-                            v15 = None
+                        if n17 > 127:
+                            n17, pos = read_uvarint(buf, pos - 1)
+                        n17 -= 1
+                        v16: str | None
+                        if n17 < 0:
+                            v16 = None
                         else:
-                            e17 = pos + n16
-                            if e17 > blen:
-                                raise Malformed(f"string of {n16} bytes is longer than the frame")
-                            v15 = str(buf[pos:e17], "utf-8")
-                            pos = e17
+                            e18 = pos + n17
+                            if e18 > blen:
+                                raise Malformed(f"string of {n17} bytes is longer than the frame")
+                            v16 = str(buf[pos:e18], "utf-8")
+                            pos = e18
                         fld = "responses[].partitions[].acknowledge_error_code"
-                        (f18,) = _unpack_h(buf, pos)
+                        (f19,) = _unpack_h(buf, pos)
                         pos += 2
                         fld = "responses[].partitions[].acknowledge_error_message"
-                        n21 = buf[pos]
+                        n22 = buf[pos]
                         pos += 1
-                        if n21 > 127:
-                            n21, pos = read_uvarint(buf, pos - 1)
-                        n21 -= 1
-                        v20: str | None
-                        if n21 < 0:
-                            v20 = None
+                        if n22 > 127:
+                            n22, pos = read_uvarint(buf, pos - 1)
+                        n22 -= 1
+                        v21: str | None
+                        if n22 < 0:
+                            v21 = None
                         else:
-                            e22 = pos + n21
-                            if e22 > blen:
-                                raise Malformed(f"string of {n21} bytes is longer than the frame")
-                            v20 = str(buf[pos:e22], "utf-8")
-                            pos = e22
+                            e23 = pos + n22
+                            if e23 > blen:
+                                raise Malformed(f"string of {n22} bytes is longer than the frame")
+                            v21 = str(buf[pos:e23], "utf-8")
+                            pos = e23
                         fld = "responses[].partitions[].current_leader"
                         fld = "responses[].partitions[].current_leader.leader_id"
-                        f24, f25 = _unpack_ii(buf, pos)
+                        f25, f26 = _unpack_ii(buf, pos)
                         pos += 8
                         fld = "responses[].partitions[].current_leader.(tagged fields)"
-                        nt26 = buf[pos]
+                        nt27 = buf[pos]
                         pos += 1
-                        if nt26 > 127:
-                            nt26, pos = read_uvarint(buf, pos - 1)
-                        if nt26:
-                            if nt26 > (blen - pos) // 2:
-                                raise Malformed(f"{nt26} tagged fields are longer than the frame")
-                            for _ in range(nt26):
-                                tg27 = buf[pos]
+                        if nt27 > 127:
+                            nt27, pos = read_uvarint(buf, pos - 1)
+                        if nt27:
+                            if nt27 > (blen - pos) // 2:
+                                raise Malformed(f"{nt27} tagged fields are longer than the frame")
+                            for _ in range(nt27):
+                                tg28 = buf[pos]
                                 pos += 1
-                                if tg27 > 127:
-                                    tg27, pos = read_uvarint(buf, pos - 1)
-                                tz28 = buf[pos]
+                                if tg28 > 127:
+                                    tg28, pos = read_uvarint(buf, pos - 1)
+                                tz29 = buf[pos]
                                 pos += 1
-                                if tz28 > 127:
-                                    tz28, pos = read_uvarint(buf, pos - 1)
-                                te29 = pos + tz28
-                                if te29 > blen:
+                                if tz29 > 127:
+                                    tz29, pos = read_uvarint(buf, pos - 1)
+                                te30 = pos + tz29
+                                if te30 > blen:
                                     raise Malformed("tagged field past the frame end")
-                                pos = te29
-                        s30 = LeaderIdAndEpoch(f24, f25)
+                                pos = te30
+                        s31 = LeaderIdAndEpoch(f25, f26)
                         fld = "responses[].partitions[].records"
-                        n33 = buf[pos]
+                        n34 = buf[pos]
                         pos += 1
-                        if n33 > 127:
-                            n33, pos = read_uvarint(buf, pos - 1)
-                        n33 -= 1
-                        v32: Records | None
-                        if n33 < 0:
-                            v32 = None
+                        if n34 > 127:
+                            n34, pos = read_uvarint(buf, pos - 1)
+                        n34 -= 1
+                        if n34 < 0:
+                            raise Malformed("null or negative length for non-nullable records")
                         else:
-                            e34 = pos + n33
-                            if e34 > blen:
-                                raise Malformed(f"records of {n33} bytes is longer than the frame")
-                            v32 = buf[pos:e34]
-                            pos = e34
+                            e35 = pos + n34
+                            if e35 > blen:
+                                raise Malformed(f"records of {n34} bytes is longer than the frame")
+                            v33 = buf[pos:e35]
+                            pos = e35
                         fld = "responses[].partitions[].acquired_records"
-                        n36 = buf[pos]
+                        n37 = buf[pos]
                         pos += 1
-                        if n36 > 127:
-                            n36, pos = read_uvarint(buf, pos - 1)
-                        n36 -= 1
-                        if n36 < 0:
+                        if n37 > 127:
+                            n37, pos = read_uvarint(buf, pos - 1)
+                        n37 -= 1
+                        if n37 < 0:
                             raise Malformed("null array for a non-nullable field")
                         else:
-                            if n36 > (blen - pos) // 19:
-                                raise Malformed(f"array of {n36} elements is longer than the frame")
-                            v35: list[AcquiredRecords] = []
-                            for _ in range(n36):
+                            if n37 > (blen - pos) // 19:
+                                raise Malformed(f"array of {n37} elements is longer than the frame")
+                            v36: list[AcquiredRecords] = []
+                            for _ in range(n37):
                                 fld = "responses[].partitions[].acquired_records[].first_offset"
-                                f37, f38, f39 = _unpack_qqh(buf, pos)
+                                f38, f39, f40 = _unpack_qqh(buf, pos)
                                 pos += 18
                                 fld = "responses[].partitions[].acquired_records[].(tagged fields)"
-                                nt40 = buf[pos]
+                                nt41 = buf[pos]
                                 pos += 1
-                                if nt40 > 127:
-                                    nt40, pos = read_uvarint(buf, pos - 1)
-                                if nt40:
-                                    if nt40 > (blen - pos) // 2:
+                                if nt41 > 127:
+                                    nt41, pos = read_uvarint(buf, pos - 1)
+                                if nt41:
+                                    if nt41 > (blen - pos) // 2:
                                         raise Malformed(
-                                            f"{nt40} tagged fields are longer than the frame"
+                                            f"{nt41} tagged fields are longer than the frame"
                                         )
-                                    for _ in range(nt40):
-                                        tg41 = buf[pos]
+                                    for _ in range(nt41):
+                                        tg42 = buf[pos]
                                         pos += 1
-                                        if tg41 > 127:
-                                            tg41, pos = read_uvarint(buf, pos - 1)
-                                        tz42 = buf[pos]
+                                        if tg42 > 127:
+                                            tg42, pos = read_uvarint(buf, pos - 1)
+                                        tz43 = buf[pos]
                                         pos += 1
-                                        if tz42 > 127:
-                                            tz42, pos = read_uvarint(buf, pos - 1)
-                                        te43 = pos + tz42
-                                        if te43 > blen:
+                                        if tz43 > 127:
+                                            tz43, pos = read_uvarint(buf, pos - 1)
+                                        te44 = pos + tz43
+                                        if te44 > blen:
                                             raise Malformed("tagged field past the frame end")
-                                        pos = te43
-                                s44 = AcquiredRecords(f37, f38, f39)
-                                v35.append(s44)
+                                        pos = te44
+                                s45 = AcquiredRecords(f38, f39, f40)
+                                v36.append(s45)
                         fld = "responses[].partitions[].(tagged fields)"
-                        nt45 = buf[pos]
+                        nt46 = buf[pos]
                         pos += 1
-                        if nt45 > 127:
-                            nt45, pos = read_uvarint(buf, pos - 1)
-                        if nt45:
-                            if nt45 > (blen - pos) // 2:
-                                raise Malformed(f"{nt45} tagged fields are longer than the frame")
-                            for _ in range(nt45):
-                                tg46 = buf[pos]
+                        if nt46 > 127:
+                            nt46, pos = read_uvarint(buf, pos - 1)
+                        if nt46:
+                            if nt46 > (blen - pos) // 2:
+                                raise Malformed(f"{nt46} tagged fields are longer than the frame")
+                            for _ in range(nt46):
+                                tg47 = buf[pos]
                                 pos += 1
-                                if tg46 > 127:
-                                    tg46, pos = read_uvarint(buf, pos - 1)
-                                tz47 = buf[pos]
+                                if tg47 > 127:
+                                    tg47, pos = read_uvarint(buf, pos - 1)
+                                tz48 = buf[pos]
                                 pos += 1
-                                if tz47 > 127:
-                                    tz47, pos = read_uvarint(buf, pos - 1)
-                                te48 = pos + tz47
-                                if te48 > blen:
+                                if tz48 > 127:
+                                    tz48, pos = read_uvarint(buf, pos - 1)
+                                te49 = pos + tz48
+                                if te49 > blen:
                                     raise Malformed("tagged field past the frame end")
-                                pos = te48
-                        s49 = PartitionData(f12, f13, v15, f18, v20, s30, v32, v35)
-                        v10.append(s49)
+                                pos = te49
+                        s50 = PartitionData(f13, f14, v16, f19, v21, s31, v33, v36)
+                        v11.append(s50)
                 fld = "responses[].(tagged fields)"
-                nt50 = buf[pos]
+                nt51 = buf[pos]
                 pos += 1
-                if nt50 > 127:
-                    nt50, pos = read_uvarint(buf, pos - 1)
-                if nt50:
-                    if nt50 > (blen - pos) // 2:
-                        raise Malformed(f"{nt50} tagged fields are longer than the frame")
-                    for _ in range(nt50):
-                        tg51 = buf[pos]
+                if nt51 > 127:
+                    nt51, pos = read_uvarint(buf, pos - 1)
+                if nt51:
+                    if nt51 > (blen - pos) // 2:
+                        raise Malformed(f"{nt51} tagged fields are longer than the frame")
+                    for _ in range(nt51):
+                        tg52 = buf[pos]
                         pos += 1
-                        if tg51 > 127:
-                            tg51, pos = read_uvarint(buf, pos - 1)
-                        tz52 = buf[pos]
+                        if tg52 > 127:
+                            tg52, pos = read_uvarint(buf, pos - 1)
+                        tz53 = buf[pos]
                         pos += 1
-                        if tz52 > 127:
-                            tz52, pos = read_uvarint(buf, pos - 1)
-                        te53 = pos + tz52
-                        if te53 > blen:
+                        if tz53 > 127:
+                            tz53, pos = read_uvarint(buf, pos - 1)
+                        te54 = pos + tz53
+                        if te54 > blen:
                             raise Malformed("tagged field past the frame end")
-                        pos = te53
-                s54 = ShareFetchableTopicResponse(f9, v10)
-                v7.append(s54)
+                        pos = te54
+                s55 = ShareFetchableTopicResponse(f10, v11)
+                v8.append(s55)
         fld = "node_endpoints"
-        n56 = buf[pos]
+        n57 = buf[pos]
         pos += 1
-        if n56 > 127:
-            n56, pos = read_uvarint(buf, pos - 1)
-        n56 -= 1
-        if n56 < 0:
+        if n57 > 127:
+            n57, pos = read_uvarint(buf, pos - 1)
+        n57 -= 1
+        if n57 < 0:
             raise Malformed("null array for a non-nullable field")
         else:
-            if n56 > (blen - pos) // 11:
-                raise Malformed(f"array of {n56} elements is longer than the frame")
-            v55: list[NodeEndpoint] = []
-            for _ in range(n56):
+            if n57 > (blen - pos) // 11:
+                raise Malformed(f"array of {n57} elements is longer than the frame")
+            v56: list[NodeEndpoint] = []
+            for _ in range(n57):
                 fld = "node_endpoints[].node_id"
-                (f57,) = _unpack_i(buf, pos)
+                (f58,) = _unpack_i(buf, pos)
                 pos += 4
                 fld = "node_endpoints[].host"
-                n60 = buf[pos]
+                n61 = buf[pos]
                 pos += 1
-                if n60 > 127:
-                    n60, pos = read_uvarint(buf, pos - 1)
-                n60 -= 1
-                if n60 < 0:
+                if n61 > 127:
+                    n61, pos = read_uvarint(buf, pos - 1)
+                n61 -= 1
+                if n61 < 0:
                     raise Malformed("null or negative length for non-nullable string")
                 else:
-                    e61 = pos + n60
-                    if e61 > blen:
-                        raise Malformed(f"string of {n60} bytes is longer than the frame")
-                    v59 = str(buf[pos:e61], "utf-8")
-                    pos = e61
+                    e62 = pos + n61
+                    if e62 > blen:
+                        raise Malformed(f"string of {n61} bytes is longer than the frame")
+                    v60 = str(buf[pos:e62], "utf-8")
+                    pos = e62
                 fld = "node_endpoints[].port"
-                (f62,) = _unpack_i(buf, pos)
+                (f63,) = _unpack_i(buf, pos)
                 pos += 4
                 fld = "node_endpoints[].rack"
-                n65 = buf[pos]
+                n66 = buf[pos]
                 pos += 1
-                if n65 > 127:
-                    n65, pos = read_uvarint(buf, pos - 1)
-                n65 -= 1
-                v64: str | None
-                if n65 < 0:
-                    v64 = None
+                if n66 > 127:
+                    n66, pos = read_uvarint(buf, pos - 1)
+                n66 -= 1
+                v65: str | None
+                if n66 < 0:
+                    v65 = None
                 else:
-                    e66 = pos + n65
-                    if e66 > blen:
-                        raise Malformed(f"string of {n65} bytes is longer than the frame")
-                    v64 = str(buf[pos:e66], "utf-8")
-                    pos = e66
+                    e67 = pos + n66
+                    if e67 > blen:
+                        raise Malformed(f"string of {n66} bytes is longer than the frame")
+                    v65 = str(buf[pos:e67], "utf-8")
+                    pos = e67
                 fld = "node_endpoints[].(tagged fields)"
-                nt67 = buf[pos]
+                nt68 = buf[pos]
                 pos += 1
-                if nt67 > 127:
-                    nt67, pos = read_uvarint(buf, pos - 1)
-                if nt67:
-                    if nt67 > (blen - pos) // 2:
-                        raise Malformed(f"{nt67} tagged fields are longer than the frame")
-                    for _ in range(nt67):
-                        tg68 = buf[pos]
+                if nt68 > 127:
+                    nt68, pos = read_uvarint(buf, pos - 1)
+                if nt68:
+                    if nt68 > (blen - pos) // 2:
+                        raise Malformed(f"{nt68} tagged fields are longer than the frame")
+                    for _ in range(nt68):
+                        tg69 = buf[pos]
                         pos += 1
-                        if tg68 > 127:
-                            tg68, pos = read_uvarint(buf, pos - 1)
-                        tz69 = buf[pos]
+                        if tg69 > 127:
+                            tg69, pos = read_uvarint(buf, pos - 1)
+                        tz70 = buf[pos]
                         pos += 1
-                        if tz69 > 127:
-                            tz69, pos = read_uvarint(buf, pos - 1)
-                        te70 = pos + tz69
-                        if te70 > blen:
+                        if tz70 > 127:
+                            tz70, pos = read_uvarint(buf, pos - 1)
+                        te71 = pos + tz70
+                        if te71 > blen:
                             raise Malformed("tagged field past the frame end")
-                        pos = te70
-                s71 = NodeEndpoint(f57, v59, f62, v64)
-                v55.append(s71)
+                        pos = te71
+                s72 = NodeEndpoint(f58, v60, f63, v65)
+                v56.append(s72)
         fld = "(tagged fields)"
-        nt72 = buf[pos]
+        nt73 = buf[pos]
         pos += 1
-        if nt72 > 127:
-            nt72, pos = read_uvarint(buf, pos - 1)
-        if nt72:
-            if nt72 > (blen - pos) // 2:
-                raise Malformed(f"{nt72} tagged fields are longer than the frame")
-            for _ in range(nt72):
-                tg73 = buf[pos]
+        if nt73 > 127:
+            nt73, pos = read_uvarint(buf, pos - 1)
+        if nt73:
+            if nt73 > (blen - pos) // 2:
+                raise Malformed(f"{nt73} tagged fields are longer than the frame")
+            for _ in range(nt73):
+                tg74 = buf[pos]
                 pos += 1
-                if tg73 > 127:
-                    tg73, pos = read_uvarint(buf, pos - 1)
-                tz74 = buf[pos]
+                if tg74 > 127:
+                    tg74, pos = read_uvarint(buf, pos - 1)
+                tz75 = buf[pos]
                 pos += 1
-                if tz74 > 127:
-                    tz74, pos = read_uvarint(buf, pos - 1)
-                te75 = pos + tz74
-                if te75 > blen:
+                if tz75 > 127:
+                    tz75, pos = read_uvarint(buf, pos - 1)
+                te76 = pos + tz75
+                if te76 > blen:
                     raise Malformed("tagged field past the frame end")
-                pos = te75
-        s76 = ShareFetchResponse(f1, f2, v4, v7, v55)
-        return s76, pos
+                pos = te76
+        s77 = ShareFetchResponse(f1, f2, v4, f7, v8, v56)
+        return s77, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
 
-def encode_v0(
+decode_v2_tracking = decode_v1_tracking
+
+
+def encode_v1(
     d: ShareFetchResponse | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -801,6 +820,7 @@ def encode_v0(
         n2 = len(b3)
         out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
         out += b3
+    out += _pack_i(d.get("acquisition_lock_timeout_ms", 0))
     v4 = d.get("responses", ())
     if v4 is None:
         out += b"\x01"
@@ -840,15 +860,12 @@ def encode_v0(
                     out += _pack_ii(v16.get("leader_id", 0), v16.get("leader_epoch", 0))
                     out += b"\x00"
                     v17 = x9.get("records")
-                    if v17 is None:
-                        out += b"\x00"
-                    else:
-                        n18 = records_size(v17)
-                        out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
-                        if n18:
-                            chunks.append(out)
-                            chunks.append(v17)
-                            out = bytearray()
+                    n18 = records_size(v17)
+                    out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
+                    if n18:
+                        chunks.append(out)
+                        chunks.append(v17)
+                        out = bytearray()
                     v19 = x9.get("acquired_records", ())
                     if v19 is None:
                         out += b"\x01"
@@ -891,7 +908,10 @@ def encode_v0(
     return out
 
 
-def encode_v0_tracking(
+encode_v2 = encode_v1
+
+
+def encode_v1_tracking(
     d: ShareFetchResponse | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -909,6 +929,8 @@ def encode_v0_tracking(
             n2 = len(b3)
             out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
             out += b3
+        fld = "acquisition_lock_timeout_ms"
+        out += _pack_i(d.get("acquisition_lock_timeout_ms", 0))
         fld = "responses"
         v4 = d.get("responses", ())
         if v4 is None:
@@ -958,15 +980,12 @@ def encode_v0_tracking(
                         out += b"\x00"
                         fld = "responses[].partitions[].records"
                         v17 = x9.get("records")
-                        if v17 is None:
-                            out += b"\x00"
-                        else:
-                            n18 = records_size(v17)
-                            out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
-                            if n18:
-                                chunks.append(out)
-                                chunks.append(v17)
-                                out = bytearray()
+                        n18 = records_size(v17)
+                        out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
+                        if n18:
+                            chunks.append(out)
+                            chunks.append(v17)
+                            out = bytearray()
                         fld = "responses[].partitions[].acquired_records"
                         v19 = x9.get("acquired_records", ())
                         if v19 is None:
@@ -1018,19 +1037,26 @@ def encode_v0_tracking(
         raise FieldFailure(fld, e) from e
 
 
+encode_v2_tracking = encode_v1_tracking
+
+
 MESSAGE = ShareFetchResponse
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (1, 2)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
-    0: decode_v0,
+    1: decode_v1,
+    2: decode_v2,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
-    0: decode_v0_tracking,
+    1: decode_v1_tracking,
+    2: decode_v2_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
-    0: encode_v0,
+    1: encode_v1,
+    2: encode_v2,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
-    0: encode_v0_tracking,
+    1: encode_v1_tracking,
+    2: encode_v2_tracking,
 }

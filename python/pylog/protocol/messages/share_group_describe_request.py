@@ -26,7 +26,7 @@ _unpack_o = struct.Struct(">?").unpack_from
 
 
 class ShareGroupDescribeRequest(Struct):
-    """ShareGroupDescribeRequest (api key 77): the request as decoded, versions 0."""
+    """ShareGroupDescribeRequest (api key 77): the request as decoded, versions 1."""
 
     _fields = ("group_ids", "include_authorized_operations")
     __slots__ = _fields
@@ -43,7 +43,7 @@ class ShareGroupDescribeRequest(Struct):
         self.include_authorized_operations = include_authorized_operations
 
 
-def decode_v0(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeRequest, int]:
+def decode_v1(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeRequest, int]:
     blen = len(buf)
     left = 100000
     n2 = buf[pos]
@@ -101,7 +101,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeRequest, int
     return s11, pos
 
 
-def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeRequest, int]:
+def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
@@ -166,7 +166,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeReq
         raise FieldFailure(fld, e) from e
 
 
-def encode_v0(
+def encode_v1(
     d: ShareGroupDescribeRequest | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -187,7 +187,7 @@ def encode_v0(
     return out
 
 
-def encode_v0_tracking(
+def encode_v1_tracking(
     d: ShareGroupDescribeRequest | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -215,18 +215,18 @@ def encode_v0_tracking(
 
 
 MESSAGE = ShareGroupDescribeRequest
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (1, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
-    0: decode_v0,
+    1: decode_v1,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
-    0: decode_v0_tracking,
+    1: decode_v1_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
-    0: encode_v0,
+    1: encode_v1,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
-    0: encode_v0_tracking,
+    1: encode_v1_tracking,
 }

@@ -36,7 +36,7 @@ _unpack_ii = struct.Struct(">ii").unpack_from
 
 
 class ShareGroupDescribeResponse(Struct):
-    """ShareGroupDescribeResponse (api key 77): the response as decoded, versions 0."""
+    """ShareGroupDescribeResponse (api key 77): the response as decoded, versions 1."""
 
     _fields = ("throttle_time_ms", "groups")
     __slots__ = _fields
@@ -174,7 +174,7 @@ class TopicPartitions(Struct):
         self.partitions = [] if partitions is EMPTY else partitions
 
 
-def decode_v0(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeResponse, int]:
+def decode_v1(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeResponse, int]:
     blen = len(buf)
     (f1,) = _unpack_i(buf, pos)
     pos += 4
@@ -501,7 +501,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeResponse, in
     return s82, pos
 
 
-def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeResponse, int]:
+def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeResponse, int]:
     fld = "(start)"
     try:
         blen = len(buf)
@@ -865,7 +865,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeRes
         raise FieldFailure(fld, e) from e
 
 
-def encode_v0(
+def encode_v1(
     d: ShareGroupDescribeResponse | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -979,7 +979,7 @@ def encode_v0(
     return out
 
 
-def encode_v0_tracking(
+def encode_v1_tracking(
     d: ShareGroupDescribeResponse | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -1119,18 +1119,18 @@ def encode_v0_tracking(
 
 
 MESSAGE = ShareGroupDescribeResponse
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (1, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
-    0: decode_v0,
+    1: decode_v1,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
-    0: decode_v0_tracking,
+    1: decode_v1_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
-    0: encode_v0,
+    1: encode_v1,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
-    0: encode_v0_tracking,
+    1: encode_v1_tracking,
 }

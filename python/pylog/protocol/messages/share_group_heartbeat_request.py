@@ -25,7 +25,7 @@ _unpack_i = struct.Struct(">i").unpack_from
 
 
 class ShareGroupHeartbeatRequest(Struct):
-    """ShareGroupHeartbeatRequest (api key 76): the request as decoded, versions 0."""
+    """ShareGroupHeartbeatRequest (api key 76): the request as decoded, versions 1."""
 
     _fields = ("group_id", "member_id", "member_epoch", "rack_id", "subscribed_topic_names")
     __slots__ = _fields
@@ -51,7 +51,7 @@ class ShareGroupHeartbeatRequest(Struct):
         self.subscribed_topic_names = subscribed_topic_names
 
 
-def decode_v0(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatRequest, int]:
+def decode_v1(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatRequest, int]:
     blen = len(buf)
     left = 100000
     n3 = buf[pos]
@@ -150,7 +150,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatRequest, in
     return s23, pos
 
 
-def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatRequest, int]:
+def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatRequest, int]:
     fld = "(start)"
     try:
         blen = len(buf)
@@ -259,7 +259,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatRe
         raise FieldFailure(fld, e) from e
 
 
-def encode_v0(
+def encode_v1(
     d: ShareGroupHeartbeatRequest | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -298,7 +298,7 @@ def encode_v0(
     return out
 
 
-def encode_v0_tracking(
+def encode_v1_tracking(
     d: ShareGroupHeartbeatRequest | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -347,18 +347,18 @@ def encode_v0_tracking(
 
 
 MESSAGE = ShareGroupHeartbeatRequest
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (1, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
-    0: decode_v0,
+    1: decode_v1,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
-    0: decode_v0_tracking,
+    1: decode_v1_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
-    0: encode_v0,
+    1: encode_v1,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
-    0: encode_v0_tracking,
+    1: encode_v1_tracking,
 }

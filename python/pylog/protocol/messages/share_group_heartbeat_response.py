@@ -34,7 +34,7 @@ _unpack_ii = struct.Struct(">ii").unpack_from
 
 
 class ShareGroupHeartbeatResponse(Struct):
-    """ShareGroupHeartbeatResponse (api key 76): the response as decoded, versions 0."""
+    """ShareGroupHeartbeatResponse (api key 76): the response as decoded, versions 1."""
 
     _fields = (
         "throttle_time_ms",
@@ -104,7 +104,7 @@ class TopicPartitions(Struct):
         self.partitions = [] if partitions is EMPTY else partitions
 
 
-def decode_v0(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatResponse, int]:
+def decode_v1(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatResponse, int]:
     blen = len(buf)
     f1, f2 = _unpack_ih(buf, pos)
     pos += 6
@@ -239,7 +239,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatResponse, i
     return s33, pos
 
 
-def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatResponse, int]:
+def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatResponse, int]:
     fld = "(start)"
     try:
         blen = len(buf)
@@ -389,7 +389,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ShareGroupHeartbeatRe
         raise FieldFailure(fld, e) from e
 
 
-def encode_v0(
+def encode_v1(
     d: ShareGroupHeartbeatResponse | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -438,7 +438,7 @@ def encode_v0(
     return out
 
 
-def encode_v0_tracking(
+def encode_v1_tracking(
     d: ShareGroupHeartbeatResponse | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -500,18 +500,18 @@ def encode_v0_tracking(
 
 
 MESSAGE = ShareGroupHeartbeatResponse
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (1, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
-    0: decode_v0,
+    1: decode_v1,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
-    0: decode_v0_tracking,
+    1: decode_v1_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
-    0: encode_v0,
+    1: encode_v1,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
-    0: encode_v0_tracking,
+    1: encode_v1_tracking,
 }

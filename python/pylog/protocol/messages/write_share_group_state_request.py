@@ -25,14 +25,16 @@ from pylog.protocol._struct import Struct
 
 _pack_16s = struct.Struct(">16s").pack
 _pack_iiiq = struct.Struct(">iiiq").pack
+_pack_iiiqi = struct.Struct(">iiiqi").pack
 _pack_qqbh = struct.Struct(">qqbh").pack
 _unpack_16s = struct.Struct(">16s").unpack_from
 _unpack_iiiq = struct.Struct(">iiiq").unpack_from
+_unpack_iiiqi = struct.Struct(">iiiqi").unpack_from
 _unpack_qqbh = struct.Struct(">qqbh").unpack_from
 
 
 class WriteShareGroupStateRequest(Struct):
-    """WriteShareGroupStateRequest (api key 85): the request as decoded, versions 0."""
+    """WriteShareGroupStateRequest (api key 85): the request as decoded, versions 0-1."""
 
     _fields = ("group_id", "topics")
     __slots__ = _fields
@@ -66,13 +68,21 @@ class WriteStateData(Struct):
 class PartitionData(Struct):
     """A PartitionData of WriteShareGroupStateRequest."""
 
-    _fields = ("partition", "state_epoch", "leader_epoch", "start_offset", "state_batches")
+    _fields = (
+        "partition",
+        "state_epoch",
+        "leader_epoch",
+        "start_offset",
+        "delivery_complete_count",
+        "state_batches",
+    )
     __slots__ = _fields
 
     partition: int  # versions 0+
     state_epoch: int  # versions 0+
     leader_epoch: int  # versions 0+
     start_offset: int  # versions 0+
+    delivery_complete_count: int  # versions 1+
     state_batches: list[StateBatch]  # versions 0+
 
     def __init__(
@@ -81,12 +91,14 @@ class PartitionData(Struct):
         state_epoch: int = 0,
         leader_epoch: int = 0,
         start_offset: int = 0,
+        delivery_complete_count: int = -1,
         state_batches: list[StateBatch] = EMPTY,
     ) -> None:
         self.partition = partition
         self.state_epoch = state_epoch
         self.leader_epoch = leader_epoch
         self.start_offset = start_offset
+        self.delivery_complete_count = delivery_complete_count
         self.state_batches = [] if state_batches is EMPTY else state_batches
 
 
@@ -226,7 +238,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateRequest, i
                             if te28 > blen:
                                 raise Malformed("tagged field past the frame end")
                             pos = te28
-                    s29 = PartitionData(f10, f11, f12, f13, v14)
+                    s29 = PartitionData(f10, f11, f12, f13, -1, v14)
                     v8.append(s29)
             nt30 = buf[pos]
             pos += 1
@@ -272,6 +284,166 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateRequest, i
             pos = te38
     s39 = WriteShareGroupStateRequest(v2, v5)
     return s39, pos
+
+
+def decode_v1(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateRequest, int]:
+    blen = len(buf)
+    left = 100000
+    n3 = buf[pos]
+    pos += 1
+    if n3 > 127:
+        n3, pos = read_uvarint(buf, pos - 1)
+    n3 -= 1
+    if n3 < 0:
+        raise Malformed("null or negative length for non-nullable string")
+    else:
+        e4 = pos + n3
+        if e4 > blen:
+            raise Malformed(f"string of {n3} bytes is longer than the frame")
+        v2 = str(buf[pos:e4], "utf-8")
+        pos = e4
+    n6 = buf[pos]
+    pos += 1
+    if n6 > 127:
+        n6, pos = read_uvarint(buf, pos - 1)
+    n6 -= 1
+    if n6 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n6 > (blen - pos) // 18:
+            raise Malformed(f"array of {n6} elements is longer than the frame")
+        left -= n6
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
+        v5: list[WriteStateData] = []
+        for _ in range(n6):
+            (f7,) = _unpack_16s(buf, pos)
+            pos += 16
+            f7 = uuid_text(f7)
+            n9 = buf[pos]
+            pos += 1
+            if n9 > 127:
+                n9, pos = read_uvarint(buf, pos - 1)
+            n9 -= 1
+            if n9 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n9 > (blen - pos) // 26:
+                    raise Malformed(f"array of {n9} elements is longer than the frame")
+                left -= n9
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
+                v8: list[PartitionData] = []
+                for _ in range(n9):
+                    f10, f11, f12, f13, f14 = _unpack_iiiqi(buf, pos)
+                    pos += 24
+                    n16 = buf[pos]
+                    pos += 1
+                    if n16 > 127:
+                        n16, pos = read_uvarint(buf, pos - 1)
+                    n16 -= 1
+                    if n16 < 0:
+                        raise Malformed("null array for a non-nullable field")
+                    else:
+                        if n16 > (blen - pos) // 20:
+                            raise Malformed(f"array of {n16} elements is longer than the frame")
+                        left -= n16
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
+                        v15: list[StateBatch] = []
+                        for _ in range(n16):
+                            f17, f18, f19, f20 = _unpack_qqbh(buf, pos)
+                            pos += 19
+                            nt21 = buf[pos]
+                            pos += 1
+                            if nt21 > 127:
+                                nt21, pos = read_uvarint(buf, pos - 1)
+                            if nt21:
+                                if nt21 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt21} tagged fields are longer than the frame"
+                                    )
+                                for _ in range(nt21):
+                                    tg22 = buf[pos]
+                                    pos += 1
+                                    if tg22 > 127:
+                                        tg22, pos = read_uvarint(buf, pos - 1)
+                                    tz23 = buf[pos]
+                                    pos += 1
+                                    if tz23 > 127:
+                                        tz23, pos = read_uvarint(buf, pos - 1)
+                                    te24 = pos + tz23
+                                    if te24 > blen:
+                                        raise Malformed("tagged field past the frame end")
+                                    pos = te24
+                            s25 = StateBatch(f17, f18, f19, f20)
+                            v15.append(s25)
+                    nt26 = buf[pos]
+                    pos += 1
+                    if nt26 > 127:
+                        nt26, pos = read_uvarint(buf, pos - 1)
+                    if nt26:
+                        if nt26 > (blen - pos) // 2:
+                            raise Malformed(f"{nt26} tagged fields are longer than the frame")
+                        for _ in range(nt26):
+                            tg27 = buf[pos]
+                            pos += 1
+                            if tg27 > 127:
+                                tg27, pos = read_uvarint(buf, pos - 1)
+                            tz28 = buf[pos]
+                            pos += 1
+                            if tz28 > 127:
+                                tz28, pos = read_uvarint(buf, pos - 1)
+                            te29 = pos + tz28
+                            if te29 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te29
+                    s30 = PartitionData(f10, f11, f12, f13, f14, v15)
+                    v8.append(s30)
+            nt31 = buf[pos]
+            pos += 1
+            if nt31 > 127:
+                nt31, pos = read_uvarint(buf, pos - 1)
+            if nt31:
+                if nt31 > (blen - pos) // 2:
+                    raise Malformed(f"{nt31} tagged fields are longer than the frame")
+                for _ in range(nt31):
+                    tg32 = buf[pos]
+                    pos += 1
+                    if tg32 > 127:
+                        tg32, pos = read_uvarint(buf, pos - 1)
+                    tz33 = buf[pos]
+                    pos += 1
+                    if tz33 > 127:
+                        tz33, pos = read_uvarint(buf, pos - 1)
+                    te34 = pos + tz33
+                    if te34 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te34
+            s35 = WriteStateData(f7, v8)
+            v5.append(s35)
+    nt36 = buf[pos]
+    pos += 1
+    if nt36 > 127:
+        nt36, pos = read_uvarint(buf, pos - 1)
+    if nt36:
+        if nt36 > (blen - pos) // 2:
+            raise Malformed(f"{nt36} tagged fields are longer than the frame")
+        for _ in range(nt36):
+            tg37 = buf[pos]
+            pos += 1
+            if tg37 > 127:
+                tg37, pos = read_uvarint(buf, pos - 1)
+            tz38 = buf[pos]
+            pos += 1
+            if tz38 > 127:
+                tz38, pos = read_uvarint(buf, pos - 1)
+            te39 = pos + tz38
+            if te39 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te39
+    s40 = WriteShareGroupStateRequest(v2, v5)
+    return s40, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateRequest, int]:
@@ -397,7 +569,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateR
                                 if te28 > blen:
                                     raise Malformed("tagged field past the frame end")
                                 pos = te28
-                        s29 = PartitionData(f10, f11, f12, f13, v14)
+                        s29 = PartitionData(f10, f11, f12, f13, -1, v14)
                         v8.append(s29)
                 fld = "topics[].(tagged fields)"
                 nt30 = buf[pos]
@@ -449,6 +621,181 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateR
         raise FieldFailure(fld, e) from e
 
 
+def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateRequest, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        left = 100000
+        fld = "group_id"
+        n3 = buf[pos]
+        pos += 1
+        if n3 > 127:
+            n3, pos = read_uvarint(buf, pos - 1)
+        n3 -= 1
+        if n3 < 0:
+            raise Malformed("null or negative length for non-nullable string")
+        else:
+            e4 = pos + n3
+            if e4 > blen:
+                raise Malformed(f"string of {n3} bytes is longer than the frame")
+            v2 = str(buf[pos:e4], "utf-8")
+            pos = e4
+        fld = "topics"
+        n6 = buf[pos]
+        pos += 1
+        if n6 > 127:
+            n6, pos = read_uvarint(buf, pos - 1)
+        n6 -= 1
+        if n6 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n6 > (blen - pos) // 18:
+                raise Malformed(f"array of {n6} elements is longer than the frame")
+            left -= n6
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
+            v5: list[WriteStateData] = []
+            for _ in range(n6):
+                fld = "topics[].topic_id"
+                (f7,) = _unpack_16s(buf, pos)
+                pos += 16
+                f7 = uuid_text(f7)
+                fld = "topics[].partitions"
+                n9 = buf[pos]
+                pos += 1
+                if n9 > 127:
+                    n9, pos = read_uvarint(buf, pos - 1)
+                n9 -= 1
+                if n9 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n9 > (blen - pos) // 26:
+                        raise Malformed(f"array of {n9} elements is longer than the frame")
+                    left -= n9
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
+                    v8: list[PartitionData] = []
+                    for _ in range(n9):
+                        fld = "topics[].partitions[].partition"
+                        f10, f11, f12, f13, f14 = _unpack_iiiqi(buf, pos)
+                        pos += 24
+                        fld = "topics[].partitions[].state_batches"
+                        n16 = buf[pos]
+                        pos += 1
+                        if n16 > 127:
+                            n16, pos = read_uvarint(buf, pos - 1)
+                        n16 -= 1
+                        if n16 < 0:
+                            raise Malformed("null array for a non-nullable field")
+                        else:
+                            if n16 > (blen - pos) // 20:
+                                raise Malformed(f"array of {n16} elements is longer than the frame")
+                            left -= n16
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
+                            v15: list[StateBatch] = []
+                            for _ in range(n16):
+                                fld = "topics[].partitions[].state_batches[].first_offset"
+                                f17, f18, f19, f20 = _unpack_qqbh(buf, pos)
+                                pos += 19
+                                fld = "topics[].partitions[].state_batches[].(tagged fields)"
+                                nt21 = buf[pos]
+                                pos += 1
+                                if nt21 > 127:
+                                    nt21, pos = read_uvarint(buf, pos - 1)
+                                if nt21:
+                                    if nt21 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt21} tagged fields are longer than the frame"
+                                        )
+                                    for _ in range(nt21):
+                                        tg22 = buf[pos]
+                                        pos += 1
+                                        if tg22 > 127:
+                                            tg22, pos = read_uvarint(buf, pos - 1)
+                                        tz23 = buf[pos]
+                                        pos += 1
+                                        if tz23 > 127:
+                                            tz23, pos = read_uvarint(buf, pos - 1)
+                                        te24 = pos + tz23
+                                        if te24 > blen:
+                                            raise Malformed("tagged field past the frame end")
+                                        pos = te24
+                                s25 = StateBatch(f17, f18, f19, f20)
+                                v15.append(s25)
+                        fld = "topics[].partitions[].(tagged fields)"
+                        nt26 = buf[pos]
+                        pos += 1
+                        if nt26 > 127:
+                            nt26, pos = read_uvarint(buf, pos - 1)
+                        if nt26:
+                            if nt26 > (blen - pos) // 2:
+                                raise Malformed(f"{nt26} tagged fields are longer than the frame")
+                            for _ in range(nt26):
+                                tg27 = buf[pos]
+                                pos += 1
+                                if tg27 > 127:
+                                    tg27, pos = read_uvarint(buf, pos - 1)
+                                tz28 = buf[pos]
+                                pos += 1
+                                if tz28 > 127:
+                                    tz28, pos = read_uvarint(buf, pos - 1)
+                                te29 = pos + tz28
+                                if te29 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te29
+                        s30 = PartitionData(f10, f11, f12, f13, f14, v15)
+                        v8.append(s30)
+                fld = "topics[].(tagged fields)"
+                nt31 = buf[pos]
+                pos += 1
+                if nt31 > 127:
+                    nt31, pos = read_uvarint(buf, pos - 1)
+                if nt31:
+                    if nt31 > (blen - pos) // 2:
+                        raise Malformed(f"{nt31} tagged fields are longer than the frame")
+                    for _ in range(nt31):
+                        tg32 = buf[pos]
+                        pos += 1
+                        if tg32 > 127:
+                            tg32, pos = read_uvarint(buf, pos - 1)
+                        tz33 = buf[pos]
+                        pos += 1
+                        if tz33 > 127:
+                            tz33, pos = read_uvarint(buf, pos - 1)
+                        te34 = pos + tz33
+                        if te34 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te34
+                s35 = WriteStateData(f7, v8)
+                v5.append(s35)
+        fld = "(tagged fields)"
+        nt36 = buf[pos]
+        pos += 1
+        if nt36 > 127:
+            nt36, pos = read_uvarint(buf, pos - 1)
+        if nt36:
+            if nt36 > (blen - pos) // 2:
+                raise Malformed(f"{nt36} tagged fields are longer than the frame")
+            for _ in range(nt36):
+                tg37 = buf[pos]
+                pos += 1
+                if tg37 > 127:
+                    tg37, pos = read_uvarint(buf, pos - 1)
+                tz38 = buf[pos]
+                pos += 1
+                if tz38 > 127:
+                    tz38, pos = read_uvarint(buf, pos - 1)
+                te39 = pos + tz38
+                if te39 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te39
+        s40 = WriteShareGroupStateRequest(v2, v5)
+        return s40, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 def encode_v0(
     d: WriteShareGroupStateRequest | Mapping[str, Any],
     out: bytearray,
@@ -479,6 +826,58 @@ def encode_v0(
                         x9.get("state_epoch", 0),
                         x9.get("leader_epoch", 0),
                         x9.get("start_offset", 0),
+                    )
+                    v10 = x9.get("state_batches", ())
+                    if v10 is None:
+                        out += b"\x01"
+                    else:
+                        n11 = len(v10)
+                        out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+                        for x12 in v10:
+                            out += _pack_qqbh(
+                                x12.get("first_offset", 0),
+                                x12.get("last_offset", 0),
+                                x12.get("delivery_state", 0),
+                                x12.get("delivery_count", 0),
+                            )
+                            out += b"\x00"
+                    out += b"\x00"
+            out += b"\x00"
+    out += b"\x00"
+    return out
+
+
+def encode_v1(
+    d: WriteShareGroupStateRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    v1 = d.get("group_id", "")
+    b3 = v1.encode()
+    n2 = len(b3)
+    out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+    out += b3
+    v4 = d.get("topics", ())
+    if v4 is None:
+        out += b"\x01"
+    else:
+        n5 = len(v4)
+        out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+        for x6 in v4:
+            out += _pack_16s(uuid_raw(x6.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+            v7 = x6.get("partitions", ())
+            if v7 is None:
+                out += b"\x01"
+            else:
+                n8 = len(v7)
+                out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                for x9 in v7:
+                    out += _pack_iiiqi(
+                        x9.get("partition", 0),
+                        x9.get("state_epoch", 0),
+                        x9.get("leader_epoch", 0),
+                        x9.get("start_offset", 0),
+                        x9.get("delivery_complete_count", -1),
                     )
                     v10 = x9.get("state_batches", ())
                     if v10 is None:
@@ -562,19 +961,86 @@ def encode_v0_tracking(
         raise FieldFailure(fld, e) from e
 
 
+def encode_v1_tracking(
+    d: WriteShareGroupStateRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "group_id"
+        v1 = d.get("group_id", "")
+        b3 = v1.encode()
+        n2 = len(b3)
+        out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+        out += b3
+        fld = "topics"
+        v4 = d.get("topics", ())
+        if v4 is None:
+            out += b"\x01"
+        else:
+            n5 = len(v4)
+            out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+            for x6 in v4:
+                fld = "topics[].topic_id"
+                out += _pack_16s(uuid_raw(x6.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                fld = "topics[].partitions"
+                v7 = x6.get("partitions", ())
+                if v7 is None:
+                    out += b"\x01"
+                else:
+                    n8 = len(v7)
+                    out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                    for x9 in v7:
+                        fld = "topics[].partitions[].partition"
+                        out += _pack_iiiqi(
+                            x9.get("partition", 0),
+                            x9.get("state_epoch", 0),
+                            x9.get("leader_epoch", 0),
+                            x9.get("start_offset", 0),
+                            x9.get("delivery_complete_count", -1),
+                        )
+                        fld = "topics[].partitions[].state_batches"
+                        v10 = x9.get("state_batches", ())
+                        if v10 is None:
+                            out += b"\x01"
+                        else:
+                            n11 = len(v10)
+                            out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+                            for x12 in v10:
+                                fld = "topics[].partitions[].state_batches[].first_offset"
+                                out += _pack_qqbh(
+                                    x12.get("first_offset", 0),
+                                    x12.get("last_offset", 0),
+                                    x12.get("delivery_state", 0),
+                                    x12.get("delivery_count", 0),
+                                )
+                                out += b"\x00"
+                        out += b"\x00"
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = WriteShareGroupStateRequest
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (0, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
     0: decode_v0,
+    1: decode_v1,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
+    1: decode_v1_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
+    1: encode_v1,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
+    1: encode_v1_tracking,
 }

@@ -30,7 +30,7 @@ _unpack_ih = struct.Struct(">ih").unpack_from
 
 
 class WriteShareGroupStateResponse(Struct):
-    """WriteShareGroupStateResponse (api key 85): the response as decoded, versions 0."""
+    """WriteShareGroupStateResponse (api key 85): the response as decoded, versions 0-1."""
 
     _fields = ("results",)
     __slots__ = _fields
@@ -193,6 +193,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateResponse, 
     return s26, pos
 
 
+decode_v1 = decode_v0
+
+
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateResponse, int]:
     fld = "(start)"
     try:
@@ -318,6 +321,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateR
         raise FieldFailure(fld, e) from e
 
 
+decode_v1_tracking = decode_v0_tracking
+
+
 def encode_v0(
     d: WriteShareGroupStateResponse | Mapping[str, Any],
     out: bytearray,
@@ -351,6 +357,9 @@ def encode_v0(
             out += b"\x00"
     out += b"\x00"
     return out
+
+
+encode_v1 = encode_v0
 
 
 def encode_v0_tracking(
@@ -397,19 +406,26 @@ def encode_v0_tracking(
         raise FieldFailure(fld, e) from e
 
 
+encode_v1_tracking = encode_v0_tracking
+
+
 MESSAGE = WriteShareGroupStateResponse
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (0, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
     0: decode_v0,
+    1: decode_v1,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
+    1: decode_v1_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
+    1: encode_v1,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
+    1: encode_v1_tracking,
 }

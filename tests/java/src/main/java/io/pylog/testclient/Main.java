@@ -56,6 +56,7 @@ public final class Main {
                 case "produce" -> new ProduceCommand(args).run();
                 case "consume" -> new ConsumeCommand(args).run();
                 case "admin" -> new AdminCommand(args).run();
+                case "share-consume" -> new ShareConsumeCommand(args).run();
                 default -> throw new Args.UsageException("unknown command " + argv[0]);
             };
         } catch (Args.UsageException | NumberFormatException e) {

@@ -1,0 +1,309 @@
+"""KIP-932 share groups ("queues for Kafka") against a real broker process,
+driven by Kafka's own KafkaShareConsumer (kafka-clients 4.x, tests/java's
+``share-consume``) and by raw requests where an exact answer is checked.
+
+- two share consumers in one group on a topic of ONE partition both receive
+  records, and every record is delivered and accepted exactly once;
+- a released record comes back with its delivery count raised, a rejected
+  one never again;
+- a record released at each delivery is delivered
+  ``group.share.delivery.count.limit`` times, then archived;
+- a consumer killed while it holds records: their acquisition lock runs out
+  and another consumer of the group gets them, counted as a second delivery;
+- a broker restart keeps what was acknowledged (``__share_group_state``):
+  the next consumer gets only the records not accepted before.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from broker_process import PYLOG, BrokerProcess, ck_produce, topic_name
+from java_client import command, jar_path
+
+from pylog.protocol.client import KafkaConnection
+from pylog.testing.cluster import LocalCluster
+
+pytestmark = pytest.mark.integration
+
+DELIVERY_LIMIT = 3
+
+
+@pytest.fixture(scope="module")
+def java() -> None:
+    try:
+        jar_path()
+    except RuntimeError as e:
+        pytest.skip(str(e))
+
+
+def _broker(data: Path) -> BrokerProcess:
+    return BrokerProcess(
+        data,
+        {
+            "offsets.topic.num.partitions": 1,
+            "share.coordinator.state.topic.num.partitions": 3,
+            "group.share.min.record.lock.duration.ms": 1000,
+            # long enough that no lock runs out while a consumer works
+            "group.share.record.lock.duration.ms": 10000,
+            "group.share.delivery.count.limit": DELIVERY_LIMIT,
+            "group.share.min.heartbeat.interval.ms": 500,
+            "group.share.heartbeat.interval.ms": 500,
+            "group.share.min.session.timeout.ms": 6000,
+            "group.share.session.timeout.ms": 6000,
+        },
+        log_path=data.parent / "broker.log",
+    )
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = _broker(tmp_path_factory.mktemp("share") / "data").start()
+    try:
+        yield b
+    finally:
+        if b.proc is not None:
+            b.stop(signal.SIGKILL)
+
+
+def create_topic(bootstrap: str, partitions: int = 1) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = topic_name("queue")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(20)
+    return topic
+
+
+def produce(bootstrap: str, topic: str, values: list[str], per_batch: int = 1) -> None:
+    """Each ``per_batch`` values in a batch of their own: a share fetch acquires
+    whole batches, so small batches let several consumers share a partition."""
+    for i in range(0, len(values), per_batch):
+        ck_produce(bootstrap, topic, [(None, v.encode(), []) for v in values[i : i + per_batch]])
+
+
+def members(b: BrokerProcess | str, group: str) -> list[Any]:
+    """The group's members as its coordinator describes them ([] while it cannot)."""
+    bootstrap = b if isinstance(b, str) else b.bootstrap
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        fc = conn.request(10, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0]
+        if fc.error_code:
+            return []
+    with KafkaConnection(f"{fc.host}:{fc.port}", client_id="share-test") as conn:
+        g = conn.request(77, 1, {"group_ids": [group], "include_authorized_operations": False})
+        described = g.groups[0]
+        return list(described.members) if described.error_code == 0 else []
+
+
+def wait_members(b: BrokerProcess | str, group: str, n: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while len([m for m in members(b, group) if m.assignment.topic_partitions]) < n:
+        assert time.monotonic() < deadline, f"{group} never had {n} assigned members"
+        time.sleep(0.3)
+
+
+def start_consumer(
+    b: BrokerProcess, topic: str, group: str, tmp: Path, *args: str
+) -> subprocess.Popen[str]:
+    err = tmp / f"share-consumer-{uuid.uuid4().hex[:6]}.log"
+    with err.open("w") as f:
+        return subprocess.Popen(
+            command(
+                "share-consume",
+                "--bootstrap",
+                b.bootstrap,
+                "--topic",
+                topic,
+                "--group",
+                group,
+                *args,
+            ),
+            stdout=subprocess.PIPE,
+            stderr=f,
+            text=True,
+        )
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 120) -> list[dict[str, Any]]:
+    import json
+
+    out, _ = proc.communicate(timeout=timeout)
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def records(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The delivered records, ``ack`` as AcknowledgeType's name (or ``NONE``)."""
+    out = [line for line in lines if line["type"] == "record"]
+    for r in out:
+        r["ack"] = r["ack"].upper()
+    return out
+
+
+def test_two_consumers_share_one_partition(
+    broker: BrokerProcess, java: None, tmp_path: Path
+) -> None:
+    topic = create_topic(broker.bootstrap)
+    group = f"share-{uuid.uuid4().hex[:8]}"
+    opts = ("--property", "max.poll.records=5", "--idle-ms", "5000", "--timeout-ms", "90000")
+    a = start_consumer(broker, topic, group, tmp_path, *opts)
+    b = start_consumer(broker, topic, group, tmp_path, *opts)
+    wait_members(broker, group, 2)
+    values = [f"v{i}" for i in range(120)]
+    produce(broker.bootstrap, topic, values)
+    got_a, got_b = records(finish(a)), records(finish(b))
+    assert got_a and got_b, "both consumers of the one partition receive records"
+    assert {r["value"] for r in got_a + got_b if r["ack"] == "ACCEPT"} == set(values)
+    # Each record is acquired by one member at a time: a first delivery happens
+    # once (a second only after a lock ran out on a stalled machine).
+    first = [r["value"] for r in got_a + got_b if r["delivery_count"] == 1]
+    assert Counter(first) == Counter(values), "every record delivered first exactly once"
+
+
+def test_release_redelivers_and_reject_archives(
+    broker: BrokerProcess, java: None, tmp_path: Path
+) -> None:
+    topic = create_topic(broker.bootstrap)
+    group = f"share-{uuid.uuid4().hex[:8]}"
+    c = start_consumer(broker, topic, group, tmp_path, "--release-below", "2",
+                       "--reject", "v3", "--idle-ms", "5000")  # fmt: skip
+    wait_members(broker, group, 1)
+    values = [f"v{i}" for i in range(10)]
+    produce(broker.bootstrap, topic, values, per_batch=10)
+    got = records(finish(c))
+    by_value: dict[str, list[tuple[int, str]]] = {}
+    for r in got:
+        by_value.setdefault(r["value"], []).append((r["delivery_count"], r["ack"]))
+    for v in values:
+        want_last = "REJECT" if v == "v3" else "ACCEPT"
+        assert by_value[v] == [(1, "RELEASE"), (2, want_last)], (v, by_value[v])
+
+
+def test_delivery_count_limit_archives(broker: BrokerProcess, java: None, tmp_path: Path) -> None:
+    topic = create_topic(broker.bootstrap)
+    group = f"share-{uuid.uuid4().hex[:8]}"
+    c = start_consumer(broker, topic, group, tmp_path, "--release-below", "100",
+                       "--idle-ms", "5000")  # fmt: skip
+    wait_members(broker, group, 1)
+    values = [f"v{i}" for i in range(5)]
+    produce(broker.bootstrap, topic, values, per_batch=5)
+    got = records(finish(c))
+    counts: dict[str, list[int]] = {}
+    for r in got:
+        counts.setdefault(r["value"], []).append(r["delivery_count"])
+    assert counts == {v: list(range(1, DELIVERY_LIMIT + 1)) for v in values}
+
+
+def test_killed_consumer_lock_expires_to_another(
+    broker: BrokerProcess, java: None, tmp_path: Path
+) -> None:
+    topic = create_topic(broker.bootstrap)
+    group = f"share-{uuid.uuid4().hex[:8]}"
+    a = start_consumer(broker, topic, group, tmp_path, "--halt-after", "1")
+    wait_members(broker, group, 1)
+    values = [f"v{i}" for i in range(20)]
+    produce(broker.bootstrap, topic, values, per_batch=20)
+    held = records(finish(a))
+    assert held and all(r["ack"] == "NONE" for r in held)
+    b = start_consumer(broker, topic, group, tmp_path, "--count", "20", "--idle-ms", "15000")
+    got = records(finish(b))
+    assert sorted(r["value"] for r in got) == sorted(values)
+    counts = {r["value"]: r["delivery_count"] for r in got}
+    assert all(counts[r["value"]] == 2 for r in held), "the killed consumer's records come back"
+
+
+def test_acknowledged_records_survive_restart(tmp_path: Path, java: None) -> None:
+    b = _broker(tmp_path / "data").start()
+    try:
+        topic = create_topic(b.bootstrap)
+        group = f"share-{uuid.uuid4().hex[:8]}"
+        first = start_consumer(b, topic, group, tmp_path, "--count", "10",
+                               "--property", "max.poll.records=10")  # fmt: skip
+        wait_members(b, group, 1)
+        values = [f"v{i}" for i in range(20)]
+        produce(b.bootstrap, topic, values, per_batch=10)
+        seen = records(finish(first))
+        accepted = {r["value"] for r in seen if r["ack"] == "ACCEPT"}
+        assert len(accepted) == 10
+        b.stop(signal.SIGTERM)
+        b.start()
+        second = start_consumer(b, topic, group, tmp_path, "--count", "10", "--idle-ms", "8000")
+        got = records(finish(second))
+        assert {r["value"] for r in got} == set(values) - accepted
+    finally:
+        if b.proc is not None:
+            b.stop(signal.SIGKILL)
+
+
+def test_confluent_kafka_share_consumers(broker: BrokerProcess) -> None:
+    """librdkafka's share consumer (confluent-kafka 2.16+, implicit
+    acknowledgement): two of them on one partition split the records."""
+    share_consumers_split_one_partition(broker.bootstrap, create_topic(broker.bootstrap))
+
+
+def share_consumers_split_one_partition(bootstrap: str, topic: str) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    if not hasattr(ck, "ShareConsumer"):
+        pytest.skip("this confluent-kafka has no ShareConsumer")
+    group = f"share-{uuid.uuid4().hex[:8]}"
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "max.poll.records": 5}
+    consumers = [ck.ShareConsumer(conf) for _ in range(2)]
+    try:
+        for c in consumers:
+            c.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while len([m for m in members(bootstrap, group) if m.assignment.topic_partitions]) < 2:
+            assert time.monotonic() < deadline, "the share consumers never joined"
+            for c in consumers:
+                c.poll(0.2)
+        for c in consumers:  # their first ShareFetch: the start offset is fixed
+            c.poll(0.5)
+        values = [f"v{i}" for i in range(60)]
+        produce(bootstrap, topic, values)
+        got: list[list[str]] = [[], []]
+        deadline = time.monotonic() + 60
+        while sum(map(len, got)) < len(values) and time.monotonic() < deadline:
+            for i, c in enumerate(consumers):
+                for m in c.poll(0.3):
+                    assert m.error() is None, m.error()
+                    got[i].append(m.value().decode())
+        assert got[0] and got[1], "both share consumers of the one partition receive records"
+        assert set(got[0] + got[1]) == set(values), "every record delivered"
+        # `pylog groups` lists and describes the share group
+        cli = [PYLOG, "groups", "--bootstrap-server", bootstrap]
+        listed = subprocess.run(
+            [*cli[:2], "list", "--type", "share", *cli[2:]], capture_output=True, text=True
+        )
+        assert group in listed.stdout, listed
+        described = subprocess.run(
+            [*cli[:2], "describe", "--group", group, "--members", *cli[2:]],
+            capture_output=True,
+            text=True,
+        )
+        assert described.returncode == 0, described
+        rows = [line for line in described.stdout.splitlines() if line.startswith(group)]
+        assert len(rows) == 2 and all(f"{topic}(0)" in r for r in rows), described.stdout
+    finally:
+        for c in consumers:
+            c.close()
+
+
+def test_share_group_on_a_cluster(pylog_cluster_factory: Callable[..., LocalCluster]) -> None:
+    """Three brokers on ZooKeeper: the group's coordinator and the
+    partition's leader may be different brokers; the consumers heartbeat to
+    the one and fetch from the other."""
+    cluster = pylog_cluster_factory(3, {"offsets.topic.num.partitions": 3})
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = topic_name("queue")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+    cluster.wait_for_leader(topic, 0)
+    share_consumers_split_one_partition(cluster.bootstrap_servers, topic)
