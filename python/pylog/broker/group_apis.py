@@ -22,6 +22,7 @@ from typing import Any
 
 from pylog.broker.auth_helper import AuthHelper
 from pylog.broker.request_helpers import Pacer
+from pylog.broker.transaction_apis import TransactionApis
 from pylog.coordinator.group import GroupState
 from pylog.coordinator.group_coordinator import GroupCoordinator, JoinRequest
 from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
@@ -83,6 +84,7 @@ from pylog.security.resource_type import ResourceType
 __all__ = ["GroupApis"]
 
 _KEY_TYPE_GROUP = 0
+_KEY_TYPE_TRANSACTION = 1
 _AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
 _TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 _GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -109,8 +111,12 @@ class GroupApis:
         broker_id: int,
         broker_endpoint: Callable[[str], tuple[str, int]],
         metadata_cache: MetadataCache | None = None,
+        transactions: TransactionApis | None = None,
     ) -> None:
         self.coordinator = coordinator
+        #: FindCoordinator's answer for transactional ids (None: no
+        #: transaction coordinator runs here)
+        self.transactions = transactions
         self.broker_id = broker_id
         self.broker_endpoint = broker_endpoint
         #: the cluster as UpdateMetadata describes it: on a cluster, a group's
@@ -162,6 +168,8 @@ class GroupApis:
                                error_message="Transactional Id authorization failed.")  # fmt: skip
         if key_type == _KEY_TYPE_GROUP and self._on_cluster():
             return self._cluster_coordinator(request, key)
+        if key_type == _KEY_TYPE_TRANSACTION and self.transactions is not None:
+            return self.transactions.coordinator_for(request, key)
         host, port = self.broker_endpoint(request.listener)
         node = self.broker_id
         if key_type != _KEY_TYPE_GROUP:
@@ -210,6 +218,10 @@ class GroupApis:
         # Each key's DESCRIBE is checked once, and first: a refused requester
         # creates no internal topic (Kafka's getCoordinator).
         authorized = [self._may_describe(request, k, key_type) for k in keys]
+        if key_type == _KEY_TYPE_TRANSACTION and self.transactions is not None and any(authorized):
+            # The first FindCoordinator of a transactional id creates
+            # __transaction_state (Kafka's getOrCreateInternalTopic).
+            await self.transactions.ensure_topic()
         if key_type == _KEY_TYPE_GROUP and any(authorized):
             cache = self.metadata_cache
             if not (self._on_cluster() and cache is not None and
