@@ -68,6 +68,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_PRODUCER_ID_MAPPING = 49
     INVALID_TRANSACTION_TIMEOUT = 50
     CONCURRENT_TRANSACTIONS = 51
+    TRANSACTION_COORDINATOR_FENCED = 52
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
     SECURITY_DISABLED = 54
     KAFKA_STORAGE_ERROR = 56
@@ -182,6 +183,17 @@ class DuplicateSequenceError(KafkaError):
 
 class InvalidProducerEpochError(KafkaError):
     code, error_name = 47, "INVALID_PRODUCER_EPOCH"
+
+
+class InvalidTxnStateError(KafkaError):
+    code, error_name = 48, "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A transaction marker from a coordinator epoch older than the partition
+    has seen for that producer (a zombie coordinator)."""
+
+    code, error_name = 52, "TRANSACTION_COORDINATOR_FENCED"
 
 
 class KafkaStorageError(KafkaError):

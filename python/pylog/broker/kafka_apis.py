@@ -61,12 +61,14 @@ from pylog.broker.cluster_apis import ClusterApis
 from pylog.broker.config_apis import ConfigApis
 from pylog.broker.consumer_group_apis import ConsumerGroupApis
 from pylog.broker.controller_apis import ControllerApis
+from pylog.broker.describe_producers_apis import DescribeProducersApis
 from pylog.broker.group_apis import GroupApis
 from pylog.broker.produce_fetch_apis import ProduceFetchApis
 from pylog.broker.sasl_apis import SaslApis
 from pylog.broker.scram_apis import ScramApis
 from pylog.broker.topic_apis import TopicApis
 from pylog.broker.transaction_apis import TransactionApis
+from pylog.broker.txn_marker_apis import TxnMarkerApis
 from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
@@ -120,6 +122,7 @@ from pylog.protocol.messages import (
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
+    DescribeProducersRequest,
     DescribeTransactionsRequest,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
@@ -154,6 +157,7 @@ from pylog.protocol.messages import (
     TxnOffsetCommitRequest,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
+    WriteTxnMarkersRequest,
 )
 from pylog.protocol.messages.alter_client_quotas_response import (
     EntityData as AlterQuotaEntity,
@@ -287,6 +291,9 @@ class KafkaApis:
         )
         scram = ScramApis(metadata_store, is_controller)
         acls = AclApis(auth)
+        txn_markers = TxnMarkerApis(config, replica_manager, group_coordinator)
+        producers = DescribeProducersApis(replica_manager, metadata_store)
+        txn_markers.auth = producers.auth = auth
         data.auth = cluster.auth = configs.auth = topics.auth = auth
 
         def gated(
@@ -382,6 +389,12 @@ class KafkaApis:
             ),
             ApiKey.INIT_PRODUCER_ID: Route(
                 InitProducerIdRequest, data.handle_init_producer_id_request
+            ),
+            ApiKey.WRITE_TXN_MARKERS: Route(
+                WriteTxnMarkersRequest, txn_markers.handle_write_txn_markers_request
+            ),
+            ApiKey.DESCRIBE_PRODUCERS: Route(
+                DescribeProducersRequest, producers.handle_describe_producers_request
             ),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: Route(
                 OffsetForLeaderEpochRequest, data.handle_offset_for_leader_epoch_request

@@ -43,6 +43,7 @@ from pylog.protocol.messages import (
     OffsetForLeaderEpochResponse,
     ProduceRequest,
 )
+from pylog.protocol.messages.fetch_response import AbortedTransaction
 from pylog.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
     ListOffsetsTopicResponse,
@@ -91,6 +92,13 @@ def _refused_records(version: int, records: memoryview | None) -> int | None:
 
 
 _UNREAD_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID})
+
+
+def _aborted(r: FetchPartitionResult) -> list[AbortedTransaction]:
+    txns = r.aborted_transactions
+    if not txns:
+        return []
+    return [AbortedTransaction(t.producer_id, t.first_offset) for t in txns]
 
 
 class ProduceFetchApis:
@@ -159,20 +167,9 @@ class ProduceFetchApis:
                 if bad is not None:
                     refused[tp] = {"error_code": bad}
                     del entries[tp]
-        if body.transactional_id is not None:
-            # No transaction coordinator yet: a transactional append could never
-            # be committed or aborted, so it is refused.
-            results: dict[TopicPartition, PartitionProduceResponseDict] = {
-                tp: {
-                    "error_code": ErrorCode.INVALID_TXN_STATE,
-                    "error_message": "transactions are not supported by this broker",
-                }
-                for tp in entries
-            }
-            results.update(denied)
-            if acks == 0:
-                raise CloseConnection("transactional produce with acks=0")
-            return await self._produce_response(order, {**results, **refused})
+        # Transactional batches append as any other (the partition opens the
+        # producer's transaction at its first one); the coordinator's
+        # WriteTxnMarkers ends it (txn_marker_apis).
         appended = await self.replica_manager.append_records(
             body.timeout_ms,
             acks,
@@ -365,11 +362,11 @@ class ProduceFetchApis:
             "high_watermark": r.high_watermark,
             "last_stable_offset": r.last_stable_offset,
             "log_start_offset": r.log_start_offset,
-            # Kafka: a read-committed read lists its aborted transactions (none
-            # here), a failed read none (null); a partition refused before
-            # reading (unknown to the metadata) has the empty list its message
-            # class starts with.
-            "aborted_transactions": []
+            # Kafka: a read-committed read lists the aborted transactions of
+            # the range it read (from the .txnindex files), a failed read none
+            # (null); a partition refused before reading (unknown to the
+            # metadata) has the empty list its message class starts with.
+            "aborted_transactions": _aborted(r)
             if (committed and r.error_code == ErrorCode.NONE) or r.error_code in _UNREAD_ERRORS
             else None,
             "preferred_read_replica": -1,

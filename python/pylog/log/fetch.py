@@ -8,9 +8,13 @@ read, Kafka's ``FetchDataInfo``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pylog.log.offset_metadata import LogOffsetMetadata
 from pylog.records import EMPTY_RECORDS, FileRecords
+
+if TYPE_CHECKING:
+    from pylog.log.transaction_index import AbortedTxn
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,12 +24,14 @@ class FetchDataInfo:
     ``first_entry_incomplete`` is set when the first batch at the fetch offset
     is larger than ``max_size`` allowed and ``min_one_message`` was off: the
     slice then holds a partial batch, which a consumer recognises and answers
-    by raising its fetch size.
+    by raising its fetch size. ``aborted_transactions`` is set by a
+    read_committed read: the aborted transactions overlapping the range.
     """
 
     fetch_offset_metadata: LogOffsetMetadata
     records: FileRecords = EMPTY_RECORDS
     first_entry_incomplete: bool = False
+    aborted_transactions: list[AbortedTxn] | None = None
 
     @property
     def is_empty(self) -> bool:

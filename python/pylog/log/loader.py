@@ -29,13 +29,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import struct
 from dataclasses import dataclass
 
 from pylog import _native
 from pylog.common.utils.time import Clock, now_ms
 from pylog.errors import CorruptIndexError, InvalidOffsetError
 from pylog.log.config import LogConfig
+from pylog.log.end_transaction_marker import EndTransactionMarker
 from pylog.log.files import (
     CLEANED_FILE_SUFFIX,
     DELETE_DIR_SUFFIX,
@@ -55,15 +55,13 @@ from pylog.log.log_segments import LogSegments
 from pylog.log.offset_metadata import LogOffsetMetadata
 from pylog.log.producer_state import ProducerStateManager
 from pylog.log.segment import LogSegment
+from pylog.log.transaction_index import AbortedTxn
 
 __all__ = ["LoadedLog", "LogLoader"]
 
 _log = logging.getLogger("pylog.log")
 
 _TMP_SUFFIX = ".tmp"
-# Control record key: version i16, type i16 (0 abort, 1 commit); value: version i16,
-# coordinator epoch i32.
-_CONTROL_VALUE = struct.Struct(">hi")
 
 
 @dataclass
@@ -423,6 +421,16 @@ class LogLoader:
             _log.debug(
                 "rebuilding producer state of %s from offset %d to %d", self.dir, start, next_offset
             )
+            # The aborted transactions of the replayed range are indexed anew
+            # from its markers (Kafka's LogSegment.recover rebuilds the
+            # .txnindex the same way): entries there may be missing (not
+            # flushed) or past a cut.
+            for seg in segments:
+                seg_next = seg.txn_index
+                if seg.base_offset >= start:
+                    seg_next.reset()
+                else:
+                    seg_next.truncate_to(start)
             for i, seg in enumerate(segments):
                 seg_end = segments[i + 1].base_offset if i + 1 < len(segments) else next_offset
                 if seg_end <= start or seg.size == 0:
@@ -444,25 +452,33 @@ class LogLoader:
             for b in infos:
                 if b.producer_id < 0 or b.last_offset < from_offset:
                     continue
-                coordinator_epoch = None
-                if b.is_control:
-                    coordinator_epoch = self._coordinator_epoch(seg, b)
-                self.producer_state.update(b, b.max_timestamp, coordinator_epoch=coordinator_epoch)
+                marker = self._marker(seg, b) if b.is_control else None
+                completed = self.producer_state.update(
+                    b,
+                    b.max_timestamp,
+                    coordinator_epoch=None if marker is None else marker.coordinator_epoch,
+                    is_abort=marker is not None and not marker.is_commit,
+                )
+                if completed is not None and completed.is_aborted:
+                    seg.txn_index.append(
+                        AbortedTxn(
+                            completed.producer_id,
+                            completed.first_offset,
+                            completed.last_offset,
+                            completed.last_stable_offset,
+                        )
+                    )
             if not infos or nxt <= position:
                 break
             position = nxt
 
     @staticmethod
-    def _coordinator_epoch(seg: LogSegment, batch: _native.BatchInfo) -> int | None:
+    def _marker(seg: LogSegment, batch: _native.BatchInfo) -> EndTransactionMarker | None:
         try:
             raw = os.pread(seg.fileno(), batch.size, batch.position)
-            records = _native.decode_records(raw)
-        except Exception:
+        except OSError:
             return None
-        if not records or records[0].value is None or len(records[0].value) < _CONTROL_VALUE.size:
-            return None
-        _, epoch = _CONTROL_VALUE.unpack_from(records[0].value, 0)
-        return int(epoch)
+        return EndTransactionMarker.from_batch(raw)
 
 
 def _reason(e: BaseException) -> str:

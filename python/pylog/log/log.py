@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pylog import _native
 from pylog.common.utils.time import Clock, now_ms
 from pylog.errors import (
+    CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
     KafkaStorageError,
@@ -56,14 +57,16 @@ from pylog.errors import (
 )
 from pylog.log import retention
 from pylog.log.config import LogConfig
+from pylog.log.end_transaction_marker import EndTransactionMarker, build_marker_batch
 from pylog.log.fetch import FetchDataInfo
 from pylog.log.leader_epoch import LeaderEpochFileCache
 from pylog.log.loader import LogLoader
 from pylog.log.local_log import LocalLog, storage_errors
 from pylog.log.offset_metadata import LogOffsetMetadata
-from pylog.log.producer_state import BatchMetadata, ProducerStateManager
+from pylog.log.producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
 from pylog.log.scheduler import Scheduler, default_scheduler
 from pylog.log.segment import LogSegment
+from pylog.log.transaction_index import AbortedTxn
 
 __all__ = [
     "AppendOrigin",
@@ -80,11 +83,9 @@ _LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 
 class FetchIsolation(enum.Enum):
-    """How far a read may go: the log end (followers) or the high watermark (consumers).
-
-    ``TXN_COMMITTED`` reads up to the high watermark too until transactions keep
-    a last stable offset.
-    """
+    """How far a read may go: the log end (followers), the high watermark
+    (read_uncommitted consumers) or the last stable offset (read_committed
+    consumers, who also get the aborted transactions of the range read)."""
 
     LOG_END = "log_end"
     HIGH_WATERMARK = "high_watermark"
@@ -164,6 +165,13 @@ def _record_validation_error(
         f"and only showing the first three errors at most: [{shown}]",
         errors,
     )
+
+
+def _marker_in(segment: LogSegment, batch: _native.BatchInfo) -> EndTransactionMarker | None:
+    """The end marker of a control batch of ``segment`` (a tiny positioned read)."""
+    with storage_errors("reading", segment.log_path):
+        raw = os.pread(segment.fileno(), batch.size, batch.position)
+    return EndTransactionMarker.from_batch(raw)
 
 
 class Log:
@@ -362,6 +370,7 @@ class Log:
             else:
                 meta = LogOffsetMetadata(offset)
             self._high_watermark = meta
+            self._producer_state.on_high_watermark_updated(offset)
             return offset
 
     def maybe_increment_high_watermark(self, new_hw: LogOffsetMetadata) -> LogOffsetMetadata | None:
@@ -380,6 +389,7 @@ class Log:
                 and old.on_older_segment(new_hw)
             ):
                 self._high_watermark = new_hw
+                self._producer_state.on_high_watermark_updated(new_hw.message_offset)
                 return old
             return None
 
@@ -394,6 +404,59 @@ class Log:
             hw = self._convert_to_offset_metadata(hw.message_offset)
             self._high_watermark = hw
         return hw
+
+    # ------------------------------------------------------------------ last stable offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the first offset of the earliest transaction still open (or
+        completed with its marker not yet below the HW), bounded by the HW
+        (Kafka's UnifiedLog.lastStableOffset). Every offset below it belongs
+        to a decided transaction or none."""
+        with self._lock:
+            return self._last_stable_offset()
+
+    def _last_stable_offset(self) -> int:
+        hw = self._high_watermark.message_offset
+        first = self._producer_state.first_unstable_offset
+        if first is None:
+            return hw
+        return min(max(first, self._log_start_offset), hw)
+
+    def _last_stable_offset_metadata(self) -> LogOffsetMetadata:
+        hw = self._fetch_high_watermark_metadata()
+        lso = self._last_stable_offset()
+        if lso >= hw.message_offset:
+            return hw
+        return self._convert_to_offset_metadata(lso)
+
+    @property
+    def last_stable_offset_metadata(self) -> LogOffsetMetadata:
+        """The LSO with its segment and position (a bound for reads)."""
+        with self._lock:
+            return self._last_stable_offset_metadata()
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset,
+        upper_bound_offset)`` from the ``.txnindex`` of the segment holding
+        ``start_offset`` and those after it, until one entry's LSO shows no
+        later one can matter (Kafka's collectAbortedTransactions)."""
+        with self._lock:
+            return self._collect_aborted(start_offset, upper_bound_offset)
+
+    def _collect_aborted(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        out: list[AbortedTxn] = []
+        for segment in self._local.segments.segments_from(start_offset):
+            with storage_errors("reading the transaction index of", segment.log_path):
+                found, complete = segment.txn_index.collect_aborted_txns(
+                    start_offset, upper_bound_offset
+                )
+            out.extend(found)
+            if complete:
+                break
+        return out
 
     def _convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """Locate ``offset`` (segment and byte position); OffsetOutOfRangeError
@@ -435,6 +498,10 @@ class Log:
             buf = bytearray(records)
         if len(buf) == 0:
             return self._empty_append_info()
+        if origin is AppendOrigin.COORDINATOR:
+            marker = self._end_txn_marker_of(buf)
+            if marker is not None:
+                return self._append_end_txn_marker(marker[0], marker[1], leader_epoch)
         config = self._local.config
         if len(buf) > _MAGIC_POSITION and buf[_MAGIC_POSITION] < 2:
             buf = _native.convert_legacy_to_v2(
@@ -479,6 +546,62 @@ class Log:
             self._append_validated(buf, info, now)
             self._maybe_assign_epoch(leader_epoch, info.first_offset)
             return self._append_info(info, leader_epoch, now if config.log_append_time else -1)
+
+    @staticmethod
+    def _end_txn_marker_of(
+        buf: bytearray | memoryview,
+    ) -> tuple[_native.BatchInfo, EndTransactionMarker] | None:
+        """The transaction coordinator's control batch in ``buf`` and its
+        marker; None when ``buf`` holds data (a group coordinator's append).
+        CorruptRecordError for a control batch that is not exactly one end
+        marker of a producer (Kafka's EndTransactionMarker.deserialize)."""
+        infos, covered = _native.batch_infos(buf, 2)
+        if not infos or not infos[0].is_control:
+            return None
+        b = infos[0]
+        if len(infos) != 1 or covered != len(buf) or b.magic < 2:
+            raise CorruptRecordError("a transaction marker must be one control batch alone")
+        if b.producer_id < 0 or b.records_count != 1:
+            raise CorruptRecordError(
+                f"a transaction marker needs a producer id and one record, not "
+                f"producer id {b.producer_id} and {b.records_count} record(s)"
+            )
+        try:
+            records = _native.decode_records(buf)
+        except Exception as e:
+            raise CorruptRecordError(f"transaction marker does not decode: {e}") from e
+        if len(records) != 1:
+            raise CorruptRecordError("a transaction marker holds one record")
+        return b, EndTransactionMarker.from_record(records[0].key, records[0].value)
+
+    def _append_end_txn_marker(
+        self, batch: _native.BatchInfo, marker: EndTransactionMarker, leader_epoch: int
+    ) -> LogAppendInfo:
+        """Write a COMMIT/ABORT for the transaction coordinator (Kafka's
+        AppendOrigin.COORDINATOR): no sequence check; a producer epoch or a
+        coordinator epoch older than the partition knows is refused. The
+        batch is built anew at the LEO (offset, leader epoch, the broker's
+        time), so nothing the caller framed is trusted."""
+        with self._lock:
+            local = self._local
+            local.check_open()
+            ps = self._producer_state
+            ps.check_end_txn_marker(
+                batch.producer_id, batch.producer_epoch, marker.coordinator_epoch
+            )
+            now = self._clock()
+            data = build_marker_batch(
+                batch.producer_id,
+                batch.producer_epoch,
+                marker,
+                timestamp_ms=now,
+                base_offset=local.log_end_offset,
+                partition_leader_epoch=leader_epoch,
+            )
+            info = _native.analyze_records(data, max_batch_size=local.config.max_message_bytes)
+            self._append_validated(data, info, now)
+            self._maybe_assign_epoch(leader_epoch, info.first_offset)
+            return self._append_info(info, leader_epoch, -1)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append records fetched from the leader, offsets as they are.
@@ -620,11 +743,36 @@ class Log:
         )
         ps = self._producer_state
         for b in info.batches:
-            if b.producer_id >= 0:
+            if b.producer_id < 0:
+                continue
+            if not b.is_control:
                 ps.update(b, now)
+                continue
+            marker = EndTransactionMarker.from_batch(
+                memoryview(data)[b.position : b.position + b.size]
+            )
+            completed = ps.update(
+                b,
+                now,
+                coordinator_epoch=None if marker is None else marker.coordinator_epoch,
+                is_abort=marker is not None and not marker.is_commit,
+            )
+            if completed is not None and completed.is_aborted:
+                self._index_aborted(completed)
         ps.update_map_end_offset(info.last_offset + 1)
         if local.unflushed_messages >= config.flush_messages:
             self.flush()
+
+    def _index_aborted(self, txn: CompletedTxn) -> None:
+        """An ABORT just written: its entry goes to the active segment's
+        ``.txnindex`` (where the marker lies), as Kafka's updateTxnIndex."""
+        segment = self._local.active_segment
+        with storage_errors("appending to the transaction index of", segment.log_path):
+            segment.txn_index.append(
+                AbortedTxn(
+                    txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset
+                )
+            )
 
     # ------------------------------------------------------------------ roll
 
@@ -679,13 +827,27 @@ class Log:
                 raise self._out_of_range(start_offset)
             if isolation is FetchIsolation.LOG_END:
                 bound = end
+            elif isolation is FetchIsolation.TXN_COMMITTED:
+                bound = self._last_stable_offset_metadata()
             else:
                 bound = self._fetch_high_watermark_metadata()
             if start_offset == bound.message_offset:
                 return FetchDataInfo(bound)
             if start_offset > bound.message_offset:
                 return FetchDataInfo(self._convert_to_offset_metadata(start_offset))
-            return local.read(start_offset, max_length, bound, min_one_message)
+            fetched = local.read(start_offset, max_length, bound, min_one_message)
+            if isolation is not FetchIsolation.TXN_COMMITTED or fetched.is_empty:
+                return fetched
+            # The records read all lie below the bound (the LSO): Kafka bounds
+            # the search by an index entry past the slice instead; a wider
+            # bound only lists transactions the consumer then never meets.
+            aborted = self._collect_aborted(start_offset, bound.message_offset)
+            return FetchDataInfo(
+                fetched.fetch_offset_metadata,
+                fetched.records,
+                fetched.first_entry_incomplete,
+                aborted,
+            )
 
     def read_bytes(
         self,
@@ -742,6 +904,7 @@ class Log:
             self._rebuild_producer_state(target_offset)
             if self.high_watermark >= target_offset:
                 self._high_watermark = local.log_end_offset_metadata
+                self._producer_state.on_high_watermark_updated(target_offset)
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -776,7 +939,15 @@ class Log:
                     if b.last_offset >= last_offset:
                         break
                     if b.last_offset >= start and b.producer_id >= 0:
-                        ps.update(b, b.max_timestamp)
+                        # The .txnindex below last_offset is kept as it is:
+                        # only the producer state is replayed.
+                        marker = _marker_in(segment, b) if b.is_control else None
+                        ps.update(
+                            b,
+                            b.max_timestamp,
+                            coordinator_epoch=None if marker is None else marker.coordinator_epoch,
+                            is_abort=marker is not None and not marker.is_commit,
+                        )
         ps.update_map_end_offset(last_offset)
 
     # ------------------------------------------------------------------ flush
@@ -873,6 +1044,7 @@ class Log:
             self._local.update_recovery_point(new_log_start_offset)
         if self._high_watermark.message_offset < new_log_start_offset:
             self._high_watermark = LogOffsetMetadata(new_log_start_offset)
+            self._producer_state.on_high_watermark_updated(new_log_start_offset)
         return True
 
     # ------------------------------------------------------------------ compaction

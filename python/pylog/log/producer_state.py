@@ -23,6 +23,15 @@ in Kafka's producer-snapshot format (version 1)::
 
 All integers are big-endian. The snapshot's offset (its file name) is the
 offset the state covers up to, exclusive.
+
+Transactions (Kafka's ProducerStateManager): a producer's first
+transactional batch opens its transaction at that batch's offset; the
+partition keeps every open transaction ordered by its first offset, and the
+earliest of them bounds the last stable offset (LSO). A COMMIT or ABORT
+marker completes the producer's transaction; the completed transaction stays
+"unreplicated", still bounding the LSO, until the high watermark passes its
+marker, so a read_committed consumer never sees a transaction whose outcome
+could still be lost with a leader change.
 """
 
 from __future__ import annotations
@@ -40,8 +49,10 @@ from typing import Protocol
 from pylog import _native
 from pylog.errors import (
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     KafkaStorageError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
 )
 from pylog.log.checkpoint import replace_file_durably
 
@@ -50,6 +61,7 @@ __all__ = [
     "PRODUCER_SNAPSHOT_VERSION",
     "SNAPSHOT_SUFFIX",
     "BatchMetadata",
+    "CompletedTxn",
     "CorruptSnapshotError",
     "ProducerBatch",
     "ProducerStateEntry",
@@ -127,6 +139,18 @@ class BatchMetadata:
     @property
     def offset_delta(self) -> int:
         return self.last_offset - self.first_offset
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker just ended (Kafka's CompletedTxn), with the LSO
+    right after its marker: what an ABORT's ``.txnindex`` entry records."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
+    last_stable_offset: int
 
 
 @dataclass
@@ -279,6 +303,10 @@ class ProducerStateManager:
         self._last_map_offset = 0
         self._last_snap_offset = 0
         self._snapshots: dict[int, str] = self._scan_snapshots()
+        # first offset -> producer id of each open transaction
+        self._ongoing: dict[int, int] = {}
+        # first offset -> a completed transaction whose marker the HW has not passed
+        self._unreplicated: dict[int, CompletedTxn] = {}
 
     # ------------------------------------------------------------------ snapshots on disk
 
@@ -358,12 +386,25 @@ class ProducerStateManager:
                 for entry in entries:
                     if now_ms is None or not self._is_expired(entry, now_ms):
                         self._producers[entry.producer_id] = entry
+                self._rebuild_ongoing()
                 self._last_map_offset = offset
                 self._last_snap_offset = offset
                 return offset
+            self._ongoing.clear()
+            self._unreplicated.clear()
             self._last_map_offset = 0
             self._last_snap_offset = 0
             return None
+
+    def _rebuild_ongoing(self) -> None:
+        """The open transactions are the entries that have a first offset
+        (a snapshot carries it: Kafka's current_txn_first_offset)."""
+        self._ongoing = {
+            e.current_txn_first_offset: pid
+            for pid, e in self._producers.items()
+            if e.current_txn_first_offset is not None
+        }
+        self._unreplicated.clear()
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
         """Forget snapshots outside (log_start_offset, log_end_offset] and, unless the
@@ -410,6 +451,8 @@ class ProducerStateManager:
         """Forget every producer and snapshot; the state restarts at ``start_offset``."""
         with self._lock:
             self._producers.clear()
+            self._ongoing.clear()
+            self._unreplicated.clear()
             for o in list(self._snapshots):
                 self._delete_snapshot(o)
             self._last_snap_offset = 0
@@ -475,6 +518,14 @@ class ProducerStateManager:
                 return None
             if not verify_sequence or batch.is_control:
                 return None
+            if entry.current_txn_first_offset is not None and not batch.is_transactional:
+                # Kafka's ProducerAppendInfo.appendDataBatch: a plain batch
+                # while the producer's transaction is open
+                raise InvalidTxnStateError(
+                    f"expected a transactional write from producer {pid} at offset "
+                    f"{batch.base_offset}: its transaction opened at "
+                    f"{entry.current_txn_first_offset} is still open"
+                )
             if epoch != entry.producer_epoch:
                 if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                     raise OutOfOrderSequenceError(
@@ -489,24 +540,49 @@ class ProducerStateManager:
                 )
             return None
 
+    def check_end_txn_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Before the leader writes a COMMIT/ABORT marker for the coordinator
+        (Kafka's AppendOrigin.COORDINATOR: no sequence to check): an epoch
+        older than the producer's is INVALID_PRODUCER_EPOCH, a coordinator
+        epoch older than the last marker's TRANSACTION_COORDINATOR_FENCED."""
+        with self._lock:
+            entry = self._producers.get(producer_id)
+            if entry is None:
+                return
+            if epoch < entry.producer_epoch:
+                raise InvalidProducerEpochError(
+                    f"marker for producer {producer_id} has epoch {epoch}, older than the "
+                    f"last seen epoch {entry.producer_epoch}"
+                )
+            if coordinator_epoch < entry.coordinator_epoch:
+                raise TransactionCoordinatorFencedError(
+                    f"marker for producer {producer_id} comes from coordinator epoch "
+                    f"{coordinator_epoch} (zombie); the current one is {entry.coordinator_epoch}"
+                )
+
     def update(
         self,
         batch: ProducerBatch,
         append_time_ms: int = -1,
         *,
         coordinator_epoch: int | None = None,
-    ) -> None:
+        is_abort: bool = False,
+    ) -> CompletedTxn | None:
         """Record an appended batch (after ``check_batch`` let it through).
 
         The producer's timestamp is the batch's max timestamp, or
         ``append_time_ms`` when the batch carries none. A control batch (a
-        transaction marker) closes the open transaction; ``coordinator_epoch``
-        is the marker's, when the caller decoded it.
+        transaction marker; ``is_abort`` says which) closes the open
+        transaction and returns it, with the LSO right after the marker;
+        ``coordinator_epoch`` is the marker's, when the caller decoded it. A
+        marker with no open transaction completes none (Kafka writes no index
+        entry for an empty transaction).
         """
         pid = batch.producer_id
         if pid == NO_PRODUCER_ID:
-            return
+            return None
         timestamp = batch.max_timestamp if batch.max_timestamp >= 0 else append_time_ms
+        completed: CompletedTxn | None = None
         with self._lock:
             entry = self._producers.get(pid)
             if entry is None:
@@ -515,6 +591,18 @@ class ProducerStateManager:
             entry._set_epoch(batch.producer_epoch)
             entry.last_timestamp = timestamp
             if batch.is_control:
+                first = entry.current_txn_first_offset
+                if first is not None:
+                    completed = CompletedTxn(
+                        pid,
+                        first,
+                        batch.base_offset,
+                        is_abort,
+                        self._last_stable_offset_after(pid, batch.base_offset),
+                    )
+                    if self._ongoing.get(first) == pid:
+                        del self._ongoing[first]
+                    self._unreplicated[first] = completed
                 entry.current_txn_first_offset = None
                 if coordinator_epoch is not None:
                     entry.coordinator_epoch = coordinator_epoch
@@ -530,12 +618,45 @@ class ProducerStateManager:
                 )
                 if batch.is_transactional and entry.current_txn_first_offset is None:
                     entry.current_txn_first_offset = batch.base_offset
+                    self._ongoing[batch.base_offset] = pid
             self._last_map_offset = max(self._last_map_offset, batch.last_offset + 1)
+        return completed
+
+    def _last_stable_offset_after(self, producer_id: int, marker_offset: int) -> int:
+        """Kafka's lastStableOffset(completedTxn): the first offset of the
+        earliest other open transaction, else just past the marker."""
+        others = [first for first, pid in self._ongoing.items() if pid != producer_id]
+        return min(others) if others else marker_offset + 1
+
+    # ------------------------------------------------------------------ the LSO
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest transaction that is open, or
+        completed with its marker not yet below the HW; None when none is."""
+        with self._lock:
+            firsts = [*self._ongoing, *self._unreplicated]
+            return min(firsts) if firsts else None
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Completed transactions whose marker the HW passed stop bounding the LSO."""
+        with self._lock:
+            if self._unreplicated:
+                done = [f for f, t in self._unreplicated.items() if t.last_offset < high_watermark]
+                for f in done:
+                    del self._unreplicated[f]
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """First offset -> producer id of every open transaction (a copy)."""
+        with self._lock:
+            return dict(self._ongoing)
 
     def load_entry(self, entry: ProducerStateEntry) -> None:
         """Put an entry as is (tests, and tools restoring state)."""
         with self._lock:
             self._producers[entry.producer_id] = entry
+            if entry.current_txn_first_offset is not None:
+                self._ongoing[entry.current_txn_first_offset] = entry.producer_id
 
     def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
         return (

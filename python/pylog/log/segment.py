@@ -30,6 +30,7 @@ from pylog.log.files import (
     txn_index_file_name,
 )
 from pylog.log.offset_metadata import LogOffsetMetadata
+from pylog.log.transaction_index import TransactionIndex
 from pylog.records import EMPTY_RECORDS, FileRecords
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ class LogSegment:
         self.created_ms = clock() if created_ms is None else created_ms
         self._offset_index: _native.OffsetIndex | None = None
         self._time_index: _native.TimeIndex | None = None
+        self._txn_index: TransactionIndex | None = None
         self._bytes_since_last_index_entry = 0
         # (timestamp, offset) of the largest timestamp; None until loaded from the time index.
         self._max_ts: tuple[int, int] | None = None
@@ -177,6 +179,20 @@ class LogSegment:
     @property
     def time_index_path(self) -> str:
         return time_index_file_name(self.dir, self.base_offset, self._suffix)
+
+    @property
+    def txn_index_path(self) -> str:
+        return txn_index_file_name(self.dir, self.base_offset, self._suffix)
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        """The ``.txnindex`` (aborted transactions ending here); its file is
+        made by the first entry."""
+        idx = self._txn_index
+        if idx is None:
+            idx = TransactionIndex(self.base_offset, self.txn_index_path)
+            self._txn_index = idx
+        return idx
 
     @property
     def file_suffix(self) -> str:
@@ -595,6 +611,7 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         self.offset_index.resize(self.max_index_size)
         self.time_index.resize(self.max_index_size)
+        self.txn_index.truncate_to(offset)
         removed = 0
         if found is not None:
             position = found[1]
@@ -635,6 +652,8 @@ class LogSegment:
             self._offset_index.flush()
         if self._time_index is not None:
             self._time_index.flush()
+        if self._txn_index is not None:
+            self._txn_index.flush()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the three files from ``<name><old>`` to ``<name><new>`` (e.g.
@@ -659,7 +678,9 @@ class LogSegment:
             elif os.path.exists(old_time):
                 os.rename(old_time, self.time_index_path)
             if os.path.exists(old_txn):
-                os.rename(old_txn, txn_index_file_name(self.dir, self.base_offset, new_suffix))
+                os.rename(old_txn, self.txn_index_path)
+            if self._txn_index is not None:
+                self._txn_index.rename_to(self.txn_index_path)
         except OSError as e:
             raise _storage_error("renaming", old_log, e) from e
 

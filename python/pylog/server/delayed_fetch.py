@@ -8,6 +8,8 @@ It completes early when, for a partition it reads (Kafka's cases):
   segment than the fetch position (the log was truncated) or the fetch
   position is on an older segment than the end (a roll happened: the bytes
   between are not cheaply counted, so the fetch is answered);
+* the readable end is the last stable offset for a read_committed fetch: a
+  marker that completes a transaction and reaches the HW moves it;
 * the bytes between each fetch position and the readable end, each capped by
   the partition's max bytes, add up to ``min_bytes``.
 
@@ -25,6 +27,7 @@ from pylog.common.topic_partition import TopicPartition
 from pylog.errors import ErrorCode, KafkaError
 from pylog.log.log import FetchIsolation
 from pylog.log.offset_metadata import LogOffsetMetadata
+from pylog.log.transaction_index import AbortedTxn
 from pylog.records import FileRecords
 from pylog.server.purgatory import DelayedOperation
 
@@ -77,6 +80,7 @@ class FetchPartitionResult:
     diverging_epoch: tuple[int, int] | None = None
     fetch_offset_metadata: LogOffsetMetadata | None = None
     leader_epoch: int = -1
+    aborted_transactions: list[AbortedTxn] | None = None  # read_committed reads
 
     @property
     def size(self) -> int:
@@ -113,6 +117,8 @@ class DelayedFetch(DelayedOperation):
             log = partition.log
             if self.params.isolation is FetchIsolation.LOG_END:
                 end = log.log_end_offset_metadata
+            elif self.params.isolation is FetchIsolation.TXN_COMMITTED:
+                end = log.last_stable_offset_metadata  # a marker below the HW moves it
             else:
                 end = log.high_watermark_metadata
             if end.message_offset == start.message_offset:

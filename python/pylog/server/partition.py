@@ -225,8 +225,7 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        # No transactions yet: nothing is pending, so the LSO is the HW.
-        return self.log.high_watermark
+        return self.log.last_stable_offset
 
     @property
     def log_end_offset(self) -> int:

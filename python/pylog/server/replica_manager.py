@@ -754,6 +754,7 @@ class ReplicaManager:
                     diverging_epoch=read.diverging_epoch,
                     fetch_offset_metadata=read.fetched.fetch_offset_metadata,
                     leader_epoch=partition.leader_epoch,
+                    aborted_transactions=read.fetched.aborted_transactions,
                 )
             )
         return out
