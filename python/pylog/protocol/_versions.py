@@ -143,6 +143,10 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    # The partition side of transactions: the coordinator's markers to each
+    # leader, and the producers a replica remembers (KIP-664).
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
 }
 
 #: The consumer-group APIs: the codec handles them; the broker merges this table
@@ -212,4 +216,6 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
     ApiKey.CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     ApiKey.CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
+    ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
+    ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
 }
