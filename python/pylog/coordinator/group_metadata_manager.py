@@ -510,8 +510,8 @@ class GroupMetadataManager:
         """Append key/value records to the group's partition (with
         ``offsets.commit.required.acks`` unless told); an error code.
         ``producer``: (producer id, epoch) of a transaction the records
-        belong to (a transactional batch, without sequence numbers, as
-        Kafka's coordinator writes TxnOffsetCommit)."""
+        belong to (a transactional batch, as Kafka's coordinator writes
+        TxnOffsetCommit)."""
         if not records:
             return ErrorCode.NONE
         tp = TopicPartition(GROUP_METADATA_TOPIC, self.partition_for(group_id))
@@ -526,6 +526,9 @@ class GroupMetadataManager:
                 compression=self.compression,
                 producer_id=producer[0],
                 producer_epoch=producer[1],
+                # Kafka's coordinator writes sequence 0; a coordinator's
+                # append is not checked against the producer's sequences.
+                base_sequence=0,
                 is_transactional=True,
             )
         try:
