@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -297,14 +298,16 @@ class TxnClient:
         )  # fmt: skip
         return r.transaction_states[0]
 
-    def produce(self, topic: str, pid: int, epoch: int, seq: int, values: list[bytes]) -> int:
+    def produce(
+        self, topic: str, pid: int, epoch: int, seq: int, values: list[bytes], acks: int = -1
+    ) -> int:
         batch = _native.build_batch(
             [(None, v, [], int(time.time() * 1000)) for v in values],
             producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True,
         )  # fmt: skip
         r = self.conn.request(
             ApiKey.PRODUCE, 9,
-            {"transactional_id": "x", "acks": -1, "timeout_ms": 30000,
+            {"transactional_id": "x", "acks": acks, "timeout_ms": 30000,
              "topic_data": [{"name": topic,
                              "partition_data": [{"index": 0, "records": batch}]}]},
             ProduceResponse,
@@ -433,6 +436,51 @@ def test_timed_out_transaction_is_aborted(broker: BrokerProcess) -> None:
         wait_for(lambda: c.offsets(topic) == (2, 2), "the LSO past the ABORT marker")
     finally:
         c.close()
+
+
+def test_prepare_commit_markers_resent_after_a_crash(broker: BrokerProcess) -> None:
+    """The markers cannot be written (the topic asks for more in-sync
+    replicas than it has): the transaction stays PrepareCommit. The broker
+    is SIGKILLed; the restarted coordinator loads PrepareCommit and sends the
+    markers again, which land once the topic's config allows them."""
+    topic = topic_name("txn-resend")
+    with KafkaConnection(broker.bootstrap, timeout=WAIT) as conn:
+        t = {"name": topic, "num_partitions": 1, "replication_factor": 1,
+             "configs": [{"name": "min.insync.replicas", "value": "2"}]}  # fmt: skip
+        r = conn.request(ApiKey.CREATE_TOPICS, 5, {"topics": [t], "timeout_ms": 30000})
+        assert r.topics[0].error_code == 0, r  # type: ignore[attr-defined]
+    c = TxnClient(broker.bootstrap)
+    try:
+        c.wait_coordinator("resend")
+        pid = c.init("resend").producer_id
+        assert c.add("resend", pid, 0, topic, [0]) == NONE
+        assert c.produce(topic, pid, 0, 0, [b"r1", b"r2", b"r3"], acks=1) == NONE
+        assert c.end("resend", pid, 0, True) == NONE
+        d = c.describe("resend")
+        # Its completion is pending behind the markers, which are refused.
+        assert d.transaction_state == "PrepareCommit"
+        assert c.end("resend", pid, 0, True) == CONCURRENT_TRANSACTIONS
+    finally:
+        c.close()
+    broker.stop(signal.SIGKILL)
+    broker.start()
+    with KafkaConnection(broker.bootstrap, timeout=WAIT) as conn:
+        r = conn.request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
+            {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [
+                {"name": "min.insync.replicas", "config_operation": 0, "value": "1"}]}],
+             "validate_only": False},
+        )  # fmt: skip
+        assert r.responses[0].error_code == 0  # type: ignore[attr-defined]
+    c = TxnClient(broker.bootstrap)
+    try:
+        c.wait_coordinator("resend")
+        wait_for(lambda: c.describe("resend").transaction_state == "CompleteCommit",
+                 "CompleteCommit after the markers were resent")  # fmt: skip
+        wait_for(lambda: c.offsets(topic) == (4, 4), "the LSO past the COMMIT marker")
+    finally:
+        c.close()
+    assert "resending the COMMIT markers of 'resend'" in broker.log_path.read_text()  # type: ignore[union-attr]
 
 
 # ---------------------------------------------------------------- the cluster

@@ -274,7 +274,7 @@ class TransactionStateManager:
             for m in loaded.values()
             if m.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)
         ]
-        if loaded or self.controller_managed:
+        if loaded:
             _log.info(
                 "coordinating %d transactional id(s) of %s-%d at epoch %d "
                 "(%d records, %.0f ms; %d transaction(s) to complete)",
