@@ -483,6 +483,49 @@ def test_prepare_commit_markers_resent_after_a_crash(broker: BrokerProcess) -> N
     assert "resending the COMMIT markers of 'resend'" in broker.log_path.read_text()  # type: ignore[union-attr]
 
 
+def test_kafka_tools_read_the_coordinator(broker: BrokerProcess, tmp_path: Path) -> None:
+    """Kafka's kafka-transactions lists and describes pylog's transactional
+    ids; kafka-dump-log --transaction-log-decoder reads its
+    __transaction_state segments."""
+    ck = pytest.importorskip("confluent_kafka")
+    from kafka_tools import TOOLS, run_tool
+
+    TOOLS.setdefault("kafka-transactions", "org.apache.kafka.tools.TransactionsCommand")
+    topic = topic_name("txn-tools")
+    create_topic(broker.bootstrap, topic, 1)
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tools-txn"})
+    p.init_transactions(WAIT)
+    p.begin_transaction()
+    p.produce(topic, value=b"v")
+    p.commit_transaction(WAIT)
+    work = tmp_path / "tools"
+    work.mkdir()
+    listed = run_tool("kafka-transactions", "--bootstrap-server", broker.bootstrap, "list",
+                      workdir=work).stdout  # fmt: skip
+    assert "tools-txn" in listed and "CompleteCommit" in listed, listed
+    described = run_tool(
+        "kafka-transactions", "--bootstrap-server", broker.bootstrap, "describe",
+        "--transactional-id", "tools-txn", workdir=work,
+    ).stdout  # fmt: skip
+    assert "tools-txn" in described and "CompleteCommit" in described, described
+    segments = [
+        str(seg)
+        for seg in sorted(broker.data.glob(f"{TRANSACTION_STATE_TOPIC}-*/*.log"))
+        if seg.stat().st_size > 0
+    ]
+    assert segments
+    dumped = run_tool(
+        "kafka-dump-log", "--files", ",".join(segments), "--transaction-log-decoder",
+        workdir=work,
+    ).stdout  # fmt: skip
+    # Kafka 4.3 prints the schemas' fields as JSON: every transition of the
+    # id, Empty (0), Ongoing (1), PrepareCommit (2), CompleteCommit (4).
+    assert '"data":{"transactionalId":"tools-txn"}' in dumped, dumped[-2000:]
+    for status in (0, 1, 2, 4):
+        assert f'"transactionStatus":{status},' in dumped, dumped[-3000:]
+    assert f'"transactionPartitions":[{{"topic":"{topic}","partitionIds":[0]}}]' in dumped
+
+
 # ---------------------------------------------------------------- the cluster
 
 
