@@ -418,6 +418,73 @@ def test_coordinator_errors_state_log_and_restart(broker: BrokerProcess) -> None
         c.close()
 
 
+def _offset_fetch(c: TxnClient, group: str, topic: str, stable: bool = True) -> tuple[int, int]:
+    """(error, offset) of the group's partition 0 (with require_stable)."""
+    r = c.conn.request(
+        ApiKey.OFFSET_FETCH, 7,
+        {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}],
+         "require_stable": stable},
+    )  # fmt: skip
+    p = r.topics[0].partitions[0]  # type: ignore[attr-defined]
+    return p.error_code, p.committed_offset
+
+
+def _txn_offset_commit(c: TxnClient, txn: str, pid: int, group: str, topic: str, off: int) -> int:
+    assert c.conn.request(
+        ApiKey.ADD_OFFSETS_TO_TXN, 3,
+        {"transactional_id": txn, "producer_id": pid, "producer_epoch": 0, "group_id": group},
+    ).error_code == NONE  # type: ignore[attr-defined]  # fmt: skip
+    r = c.conn.request(
+        ApiKey.TXN_OFFSET_COMMIT, 3,
+        {"transactional_id": txn, "group_id": group, "producer_id": pid, "producer_epoch": 0,
+         "generation_id": -1, "member_id": "", "group_instance_id": None,
+         "topics": [{"name": topic, "partitions": [
+             {"partition_index": 0, "committed_offset": off, "committed_leader_epoch": -1,
+              "committed_metadata": ""}]}]},
+    )  # fmt: skip
+    return int(r.topics[0].partitions[0].error_code)  # type: ignore[attr-defined]
+
+
+def test_txn_offset_commit_pending_until_the_marker(broker: BrokerProcess) -> None:
+    """TxnOffsetCommit's offsets: pending (require_stable: UNSTABLE_OFFSET_COMMIT)
+    until the COMMIT marker, dropped by an ABORT; the group loader honours
+    the markers after a restart, and an open transaction's offsets stay
+    pending across it."""
+    topic, group = topic_name("txn-offsets"), "txn-offsets-group"
+    create_topic(broker.bootstrap, topic, 1)
+    UNSTABLE = 88
+    c = TxnClient(broker.bootstrap)
+    try:
+        c.wait_coordinator("o1")
+        c.conn.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        pid = c.init("o1").producer_id
+        wait_for(lambda: _offset_fetch(c, group, topic)[0] == NONE, "the group coordinator")
+        assert _txn_offset_commit(c, "o1", pid, group, topic, 5) == NONE
+        assert _offset_fetch(c, group, topic) == (UNSTABLE, -1)
+        assert c.end("o1", pid, 0, True) == NONE
+        wait_for(lambda: _offset_fetch(c, group, topic) == (NONE, 5), "offset 5 committed")
+        assert _txn_offset_commit(c, "o1", pid, group, topic, 9) == NONE
+        assert c.end("o1", pid, 0, False) == NONE
+        wait_for(lambda: _offset_fetch(c, group, topic) == (NONE, 5), "offset 9 dropped")
+        assert _txn_offset_commit(c, "o1", pid, group, topic, 12) == NONE  # left open
+    finally:
+        c.close()
+    broker.stop(signal.SIGKILL)
+    broker.start()
+    c = TxnClient(broker.bootstrap)
+    try:
+        wait_for(lambda: _offset_fetch(c, group, topic)[0] in (NONE, UNSTABLE), "the group")
+        # 5 committed (its COMMIT marker read), 9 aborted, 12 still pending.
+        assert _offset_fetch(c, group, topic) == (UNSTABLE, -1)
+        assert _offset_fetch(c, group, topic, stable=False) == (NONE, 5)
+        c.wait_coordinator("o1")
+        wait_for(lambda: c.describe("o1").transaction_state == "Ongoing", "the reloaded txn")
+        assert c.end("o1", pid, 0, True) == NONE
+        wait_for(lambda: _offset_fetch(c, group, topic) == (NONE, 12), "offset 12 committed")
+    finally:
+        c.close()
+
+
 def test_timed_out_transaction_is_aborted(broker: BrokerProcess) -> None:
     topic = topic_name("txn-timeout")
     create_topic(broker.bootstrap, topic, 1)

@@ -1023,6 +1023,17 @@ class GroupCoordinator:
                 return ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
 
+    def pending_txn_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """The group's partitions with a transactional offset commit whose
+        transaction has not ended (OffsetFetch's require_stable)."""
+        try:
+            group = self.manager.get_group(group_id)
+        except CoordinatorError:
+            return set()
+        if group is None:
+            return set()
+        return {tp for pending in group.pending_txn_offsets.values() for tp in pending}
+
     def schedule_handle_txn_completion(
         self, producer_id: int, offsets_partitions: Iterable[int], is_commit: bool
     ) -> None:
