@@ -121,6 +121,70 @@ SWEEPS: dict[ApiKey, Callable[[int], dict[str, Any]]] = {
         ],
         "validate_only": True,
     },
+    # The transaction coordinator's APIs, for a transactional id no broker
+    # coordinates (no __transaction_state yet: NOT_COORDINATOR everywhere),
+    # TxnOffsetCommit of a topic neither has (nothing written).
+    ApiKey.ADD_PARTITIONS_TO_TXN: lambda v: (
+        {
+            "v3_and_below_transactional_id": "sweep-txn",
+            "v3_and_below_producer_id": 1000,
+            "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": [{"name": T, "partitions": [0, 1]}],
+        }
+        if v < 4
+        else {
+            "transactions": [
+                {
+                    "transactional_id": "sweep-txn",
+                    "producer_id": 1000,
+                    "producer_epoch": 0,
+                    "verify_only": verify,
+                    "topics": [{"name": T, "partitions": [0]}],
+                }
+                for verify in (False, True)
+            ]
+        }
+    ),
+    ApiKey.ADD_OFFSETS_TO_TXN: lambda v: {
+        "transactional_id": "sweep-txn",
+        "producer_id": 1000,
+        "producer_epoch": 0,
+        "group_id": G,
+    },
+    ApiKey.END_TXN: lambda v: {
+        "transactional_id": "sweep-txn",
+        "producer_id": 1000,
+        "producer_epoch": 0,
+        "committed": True,
+    },
+    ApiKey.TXN_OFFSET_COMMIT: lambda v: {
+        "transactional_id": "sweep-txn",
+        "group_id": G,
+        "producer_id": 1000,
+        "producer_epoch": 0,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": name("sweep-absent"),
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 1,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    },
+    ApiKey.DESCRIBE_TRANSACTIONS: lambda v: {"transactional_ids": ["sweep-txn"]},
+    ApiKey.LIST_TRANSACTIONS: lambda v: {
+        "state_filters": ["Ongoing", "NoSuchState"],
+        "producer_id_filters": [],
+        "duration_filter": -1,
+    },
     # Swept once pylog serves them (the acls branch). Neither broker of the
     # differential session runs an authorizer: both answer SECURITY_DISABLED.
     ApiKey.DESCRIBE_ACLS: lambda v: {

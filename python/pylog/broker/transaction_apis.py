@@ -452,18 +452,13 @@ class TransactionApis:
                     DescribedState(
                         error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                         transactional_id=txn_id,
-                        producer_id=-1,
-                        producer_epoch=-1,
                     )
                 )
                 continue
             code, d = self.coordinator.handle_describe_transaction(txn_id)
             if d is None:
-                states.append(
-                    DescribedState(
-                        error_code=code, transactional_id=txn_id, producer_id=-1, producer_epoch=-1
-                    )
-                )
+                # Kafka leaves an error entry's other fields at their defaults.
+                states.append(DescribedState(error_code=code, transactional_id=txn_id))
                 continue
             # Only the topics the caller may describe are named (Kafka's filter).
             topics: dict[str, list[int]] = {}

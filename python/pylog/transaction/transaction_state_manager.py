@@ -349,9 +349,9 @@ class TransactionStateManager:
     # ------------------------------------------------------------ lookup
 
     def shard_for(self, transactional_id: str) -> TxnShard:
-        """The id's shard, or TxnCoordinatorError."""
-        if not self.topic_exists():
-            raise TxnCoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        """The id's shard, or TxnCoordinatorError: NOT_COORDINATOR for a
+        partition this broker does not hold (the topic not made yet too, as
+        Kafka answers), COORDINATOR_LOAD_IN_PROGRESS while it loads."""
         shard = self.shards.get(self.partition_for(transactional_id))
         if shard is None:
             raise TxnCoordinatorError(ErrorCode.NOT_COORDINATOR)
