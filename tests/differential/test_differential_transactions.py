@@ -91,6 +91,7 @@ def test_a_transactions_life(brokers: Brokers, oracle: Oracle) -> None:
     add(0, partitions=(0, 5))  # a partition the topic lacks: the whole request fails
     add(3)  # a stale epoch: PRODUCER_FENCED
     add(3, version=1)  # INVALID_PRODUCER_EPOCH before v2
+
     def records(side: str) -> bytes:
         return _native.build_batch(
             [(None, v, [], TS) for v in (b"t0", b"t1")],

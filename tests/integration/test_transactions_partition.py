@@ -22,16 +22,18 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from broker_process import BrokerProcess, topic_name
+from broker_process import BrokerProcess, metrics_broker, topic_name
 
 from pylog import _native
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
 from pylog.protocol.messages import (
+    ApiVersionsResponse,
     DescribeProducersResponse,
     FetchResponse,
     InitProducerIdResponse,
@@ -45,6 +47,7 @@ WAIT = 60.0  # upper bound for waits: only catches hangs
 FENCED = 52  # TRANSACTION_COORDINATOR_FENCED
 UNKNOWN = 3  # UNKNOWN_TOPIC_OR_PARTITION
 NOT_LEADER = 6
+PURGATORY_OPS = "pylog_server_delayedoperationpurgatory_operations_total"
 
 
 def wait_for(pred: Callable[[], object], what: str, timeout: float = WAIT) -> None:
@@ -131,13 +134,16 @@ class Client:
         assert [m.producer_id for m in r.markers] == [e[0] for e in ends]
         return [m.topics[0].partitions[0].error_code for m in r.markers]
 
-    def fetch(self, topic: str, isolation: int, offset: int = 0) -> tuple[int, int, list, list]:
+    def fetch(
+        self, topic: str, isolation: int, offset: int = 0, *, max_wait_ms: int = 0
+    ) -> tuple[int, int, list, list]:
         """(high watermark, last stable offset, aborted (pid, first offset)
-        pairs, [(offset, value or marker, is_control)])."""
+        pairs, [(offset, value or marker, is_control)]). With ``max_wait_ms``
+        the broker waits for at least one byte (a DelayedFetch)."""
         body = {
             "replica_id": -1,
-            "max_wait_ms": 0,
-            "min_bytes": 0,
+            "max_wait_ms": max_wait_ms,
+            "min_bytes": 1 if max_wait_ms else 0,
             "max_bytes": 1 << 20,
             "isolation_level": isolation,
             "topics": [
@@ -190,13 +196,19 @@ def values(records: list[tuple[int, bytes, bool]]) -> list[bytes]:
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path / "data").start()
-    try:
-        yield b
-    finally:
-        if b.proc is not None:
-            b.stop(signal.SIGKILL)
+def broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, int]]:
+    with metrics_broker(tmp_path / "data") as started:
+        yield started
+
+
+def fetches_waited(metrics_port: int) -> float:
+    """Fetches handed to the Fetch purgatory so far (the broker's /metrics)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    for line in text.splitlines():
+        if line.startswith(PURGATORY_OPS + "{") and 'delayedOperation="Fetch"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
 
 
 def write_two_transactions(c: Client, topic: str) -> tuple[int, int, int]:
@@ -209,10 +221,17 @@ def write_two_transactions(c: Client, topic: str) -> tuple[int, int, int]:
     return a, b, cc
 
 
-def test_commit_abort_read_committed_restart_and_kcat(broker: BrokerProcess) -> None:
+def test_commit_abort_read_committed_restart_and_kcat(
+    broker: tuple[BrokerProcess, int],
+) -> None:
+    bp, metrics_port = broker
     topic = topic_name("txn")
-    c = Client(broker.bootstrap)
+    c = Client(bp.bootstrap)
     try:
+        versions = c.conn.request(ApiKey.API_VERSIONS, 0, {}, ApiVersionsResponse)
+        advertised = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
+        assert advertised[ApiKey.WRITE_TXN_MARKERS] == (1, 1)
+        assert advertised[ApiKey.DESCRIBE_PRODUCERS] == (0, 0)
         c.create_topic(topic)
         a, b, cc = write_two_transactions(c, topic)
 
@@ -225,8 +244,28 @@ def test_commit_abort_read_committed_restart_and_kcat(broker: BrokerProcess) -> 
         assert (c.list_offset(topic, 1), c.list_offset(topic, 0)) == (1, 4)
         assert c.describe_producers(topic) == (0, {a: 1, b: 3})  # C has written nothing yet
 
+        # A read_committed consumer at the LSO waits (a DelayedFetch); the
+        # markers moving the LSO complete it, long before its max wait.
+        waiting = Client(bp.bootstrap)
+        waited = fetches_waited(metrics_port)
+        got: list[tuple[int, int, list, list]] = []
+        t = threading.Thread(
+            target=lambda: got.append(waiting.fetch(topic, 1, 1, max_wait_ms=int(WAIT * 1000)))
+        )
+        t.start()
+        wait_for(lambda: fetches_waited(metrics_port) > waited, "the fetch to wait")
+
         # The coordinator ends both: A commits, B aborts (coordinator epoch 5).
         assert c.markers(topic, (a, True, 5), (b, False, 5)) == [0, 0]
+        t.join(WAIT)
+        waiting.close()
+        assert got, "the waiting read_committed fetch was not answered"
+        # Answered when the first marker moved the LSO (to B's start, 3) or
+        # both had (6): the records below it, and B's abort once it is there.
+        _, lso, aborted, recs = got[0]
+        expected = {3: ([b"a0", b"a1"], []), 6: ([b"a0", b"a1", b"b0"], [(b, 3)])}
+        assert lso in expected
+        assert (values(recs), aborted) == expected[lso]
         # A zombie coordinator (epoch 4) is fenced; a topic nobody has is unknown.
         assert c.markers(topic, (b, True, 4)) == [FENCED]
         assert c.markers(topic + "-none", (b, True, 5)) == [UNKNOWN]
@@ -247,14 +286,14 @@ def test_commit_abort_read_committed_restart_and_kcat(broker: BrokerProcess) -> 
             assert aborted == [] and values(recs)[-1] == b"c0"
 
         check_after_markers()
-        txnindex = broker.data / f"{topic}-0" / "00000000000000000000.txnindex"
+        txnindex = bp.data / f"{topic}-0" / "00000000000000000000.txnindex"
         assert txnindex.stat().st_size == 34
 
         # kcat (librdkafka) with read_committed: only committed records (and
         # the open transaction's c0 not yet).
         if shutil.which("kcat") is not None:
-            assert kcat(broker.bootstrap, topic, "read_committed") == ["p0", "a0", "a1"]
-            assert kcat(broker.bootstrap, topic, "read_uncommitted") == [
+            assert kcat(bp.bootstrap, topic, "read_committed") == ["p0", "a0", "a1"]
+            assert kcat(bp.bootstrap, topic, "read_uncommitted") == [
                 "p0", "a0", "a1", "b0", "c0"
             ]  # fmt: skip
 
@@ -262,13 +301,13 @@ def test_commit_abort_read_committed_restart_and_kcat(broker: BrokerProcess) -> 
         # the log) keep the LSO, the open transaction and the .txnindex.
         for sig in (signal.SIGTERM, signal.SIGKILL):
             c.close()
-            broker.stop(sig)
+            bp.stop(sig)
             if sig == signal.SIGKILL:
                 txnindex.unlink()  # recovery must rebuild it from the markers
-                for snap in (broker.data / f"{topic}-0").glob("*.snapshot"):
+                for snap in (bp.data / f"{topic}-0").glob("*.snapshot"):
                     snap.unlink()
-            broker.start()
-            c = restarted = Client(broker.bootstrap)
+            bp.start()
+            c = restarted = Client(bp.bootstrap)
             wait_for(lambda r=restarted: r.fetch(topic, isolation=0)[0] == 7, "the restarted HW")
             check_after_markers()
             assert txnindex.stat().st_size == 34
@@ -278,7 +317,7 @@ def test_commit_abort_read_committed_restart_and_kcat(broker: BrokerProcess) -> 
         hw, lso, aborted, recs = c.fetch(topic, isolation=1)
         assert (hw, lso, aborted) == (8, 8, [(b, 3)])
         if shutil.which("kcat") is not None:
-            assert kcat(broker.bootstrap, topic, "read_committed") == ["p0", "a0", "a1", "c0"]
+            assert kcat(bp.bootstrap, topic, "read_committed") == ["p0", "a0", "a1", "c0"]
     finally:
         c.close()
 

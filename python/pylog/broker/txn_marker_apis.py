@@ -1,5 +1,5 @@
-"""WriteTxnMarkers (api key 27): the transaction coordinator ends a
-transaction on each partition it touched.
+"""WriteTxnMarkers (api key 27, version 1): the transaction coordinator ends
+a transaction on each partition it touched.
 
 Kafka's ``KafkaApis.handleWriteTxnMarkersRequest``. The coordinator (on
 any broker, this one included, over the wire) names per marker a producer

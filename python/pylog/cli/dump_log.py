@@ -1,6 +1,7 @@
 """``pylog dump-log``: print Kafka-format segment files (``.log``, ``.index``,
-``.timeindex``) the way Kafka's dump-log-segments tool does, reading them with
-the native core.
+``.timeindex``, ``.txnindex``, ``.snapshot``) the way Kafka's dump-log-segments
+tool does, reading them with the native core. A transaction's COMMIT/ABORT
+control record is printed as its marker and coordinator epoch.
 
 Every file is read (``pread``), never memory-mapped: the
 tool is run against the segments of a live broker, which may truncate one
@@ -20,7 +21,10 @@ from typing import IO, Any
 import click
 
 from pylog import _native
-from pylog.errors import CorruptIndexError, KafkaError
+from pylog.errors import CorruptIndexError, CorruptRecordError, KafkaError
+from pylog.log.end_transaction_marker import EndTransactionMarker
+from pylog.log.producer_state import read_snapshot
+from pylog.log.transaction_index import decode_aborted_txns
 
 # Files at least this large get a progress bar on stderr.
 PROGRESS_THRESHOLD_BYTES = 64 * 1024 * 1024
@@ -40,7 +44,10 @@ class DumpFailed(Exception):
     multiple=True,
     required=True,
     type=click.Path(dir_okay=False),
-    help="Segment files to dump (.log, .index, .timeindex); repeat or list several.",
+    help=(
+        "Segment files to dump (.log, .index, .timeindex, .txnindex, .snapshot); "
+        "repeat or list several."
+    ),
 )
 @click.argument("more_files", nargs=-1, type=click.Path(dir_okay=False))
 @click.option("--print-data-log", is_flag=True, help="Print every record, not just batch headers.")
@@ -109,8 +116,54 @@ def dump_file(
             dump_offset_index(path, base_offset, log_path, out, verify_index_only)
         else:
             dump_time_index(path, base_offset, log_path, out, verify_index_only)
+    elif ext == "txnindex":
+        dump_txn_index(path, out)
+    elif ext == "snapshot":
+        dump_producer_snapshot(path, out)
     else:
         raise DumpFailed(f"{path}: don't know how to dump a '.{ext}' file")
+
+
+def dump_txn_index(path: str, out: IO[str]) -> None:
+    """The aborted transactions of a ``.txnindex``, one a line (Kafka's format)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        entries = decode_aborted_txns(data, path)
+    except CorruptIndexError as e:
+        raise DumpFailed(str(e)) from None
+    for t in entries:
+        out.write(
+            f"version: {t.version} producerId: {t.producer_id} firstOffset: {t.first_offset} "
+            f"lastOffset: {t.last_offset} lastStableOffset: {t.last_stable_offset}\n"
+        )
+
+
+def _optional_long(value: int | None) -> str:
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
+def dump_producer_snapshot(path: str, out: IO[str]) -> None:
+    """Each producer of a ``.snapshot`` with its open transaction (Kafka's format)."""
+    try:
+        entries = read_snapshot(path)
+    except KafkaError as e:
+        raise DumpFailed(f"{path}: {e}") from None
+    for entry in entries:
+        line = (
+            f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+            f"coordinatorEpoch: {entry.coordinator_epoch} "
+            f"currentTxnFirstOffset: {_optional_long(entry.current_txn_first_offset)} "
+            f"lastTimestamp: {entry.last_timestamp} "
+        )
+        if entry.batches:
+            m = entry.batches[0]
+            line += (
+                f"firstSequence: {m.first_seq} lastSequence: {m.last_seq} "
+                f"lastOffset: {m.last_offset} offsetDelta: {m.offset_delta} "
+                f"timestamp: {m.timestamp}"
+            )
+        out.write(line + "\n")
 
 
 def _base_offset(path: str, stem: str) -> int:
@@ -220,6 +273,17 @@ def _format_record(b: _native.BatchInfo, r: _native.Record) -> str:
         f"keySize: {key_size} valueSize: {value_size} sequence: {r.sequence} "
         f"headerKeys: [{header_keys}]"
     )
+    if b.is_control:
+        # A control record's key and value are its type and fields, not data.
+        try:
+            marker = EndTransactionMarker.from_record(r.key, r.value)
+        except CorruptRecordError:
+            type_id = int.from_bytes(r.key[2:4], "big", signed=True) if r.key else -1
+            return line + f" controlType: UNKNOWN({type_id})\n"
+        return (
+            line + f" endTxnMarker: {marker.type_name} coordinatorEpoch: "
+            f"{marker.coordinator_epoch}\n"
+        )
     if r.key is not None:
         line += f" key: {_payload(r.key)}"
     return line + f" payload: {_payload(r.value)}\n"

@@ -18,6 +18,16 @@ thread compacts it:
    segments renamed ``.deleted`` (removed later), ``.swap`` → final name. The
    loader finishes or undoes an interrupted swap (see ``loader.py``).
 
+Transactions (Kafka's CleanedTransactionMetadata): the dirty range ends at
+the last stable offset, so no open transaction is cleaned; batches of
+aborted transactions are dropped (and never mapped); a COMMIT/ABORT marker
+stays while a batch of its transaction remains, then goes once its segment
+is older than ``delete.retention.ms`` (Kafka's horizon for markers before
+KIP-534; the native copy loop keeps every control batch it is given); the
+cleaned segment's ``.txnindex`` holds the aborted transactions whose markers
+it keeps. An aborted batch that is still its producer's last one is kept
+whole, so the producer's state survives a reload.
+
 Deleting or truncating a partition first aborts and pauses its cleaning
 (states in-progress, aborted, paused), so the cleaner never writes into a
 log that is going away. Native passes release the GIL.
@@ -40,13 +50,16 @@ from pylog.common.topic_partition import TopicPartition
 from pylog.common.utils.time import Clock, now_ms
 from pylog.errors import CorruptRecordError, InvalidRecordError, KafkaError, KafkaStorageError
 from pylog.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from pylog.log.cleaned_transaction_metadata import CleanedTransactionMetadata
 from pylog.log.config import BrokerLogConfig
+from pylog.log.end_transaction_marker import EndTransactionMarker
 from pylog.log.files import (
     CLEANED_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
     log_file_name,
     offset_index_file_name,
     time_index_file_name,
+    txn_index_file_name,
 )
 from pylog.log.log import Log
 from pylog.log.segment import LogSegment
@@ -242,7 +255,9 @@ class LogCleanerManager:
         else:
             first_dirty = checkpoint
         segments = log.segments
-        hw = log.high_watermark
+        # Not past the last stable offset: an open transaction's outcome is
+        # not known yet (Kafka bounds the dirty range by it too).
+        hw = min(log.high_watermark, log.last_stable_offset)
         config = log.config
         min_lag = config.min_compaction_lag_ms
         first_uncleanable = segments[-1].base_offset
@@ -419,6 +434,47 @@ def _index_bytes(seg: LogSegment) -> int:
         return 0
 
 
+def _filter_transactions(
+    data: bytes,
+    txn: CleanedTransactionMetadata,
+    *,
+    markers_expired: bool,
+    active_producers: Mapping[int, int],
+) -> tuple[bytes | memoryview, int, int]:
+    """The whole batches at the start of ``data`` less those compaction drops
+    for transactions (see the module's doc), the bytes those whole batches
+    cover, and how many were dropped. Batches stay bytes; only their headers
+    (``batch_infos``) and a marker's one record are read."""
+    infos, covered = _native.batch_infos(data)
+    view = memoryview(data)
+    parts: list[memoryview] = []
+    dropped = 0
+    run_start = 0
+    for b in infos:
+        if b.magic < 2 or b.producer_id < 0:
+            continue
+        if b.is_control:
+            if b.records_count == 0:
+                discard = True  # emptied by an older cleaner: its transaction is gone
+            else:
+                marker = EndTransactionMarker.from_batch(view[b.position : b.position + b.size])
+                is_abort = None if marker is None else not marker.is_commit
+                discard = txn.on_control_batch_read(b.producer_id, b.last_offset, is_abort)
+            discard = discard and markers_expired
+        else:
+            discard = txn.on_batch_read(b.producer_id, b.last_offset, b.is_transactional)
+            if discard and active_producers.get(b.producer_id) == b.last_offset:
+                discard = False
+        if discard:
+            parts.append(view[run_start : b.position])
+            run_start = b.position + b.size
+            dropped += 1
+    if not dropped:
+        return view[:covered], covered, 0
+    parts.append(view[run_start:covered])
+    return b"".join(parts), covered, dropped
+
+
 class Cleaner:
     """One cleaner thread's worker: its offset map and I/O buffer."""
 
@@ -477,6 +533,7 @@ class Cleaner:
         m.clear()
         segments = to_clean.log.segments
         limit = to_clean.log.config.max_decompressed_bytes
+        txn = CleanedTransactionMetadata(to_clean.log.collect_aborted_transactions(start, end))
         full = False
         for i, seg in enumerate(segments):
             nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
@@ -491,9 +548,16 @@ class Cleaner:
                 data: bytes, pos: int, state: dict[str, bool] = state
             ) -> tuple[int, int, bool]:
                 self.check_done(to_clean.tp)
-                consumed, needed, is_full, done, records = _native.build_offset_map(
-                    m, data, start, end, pos, max_decompressed_size=limit
+                kept, covered, _ = _filter_transactions(
+                    data, txn, markers_expired=True, active_producers={}
                 )
+                if covered == 0:  # no whole batch: the native pass says how much is needed
+                    kept = data
+                consumed, needed, is_full, done, records = _native.build_offset_map(
+                    m, kept, start, end, pos, max_decompressed_size=limit
+                )
+                if covered and not (is_full or done):
+                    consumed = covered
                 stats.map_bytes_read += consumed
                 stats.map_records += records
                 state["full"] = is_full
@@ -554,26 +618,44 @@ class Cleaner:
     ) -> None:
         log = to_clean.log
         base = group[0].base_offset
-        for name in (log_file_name, offset_index_file_name, time_index_file_name):
+        for name in (
+            log_file_name,
+            offset_index_file_name,
+            time_index_file_name,
+            txn_index_file_name,
+        ):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name(log.dir, base, CLEANED_FILE_SUFFIX))  # an earlier failed clean's
         cleaned = LogSegment.open(log.dir, base, log.config, file_suffix=CLEANED_FILE_SUFFIX)
         m = self.offset_map
         limit = log.config.max_decompressed_bytes
         retention = log.config.delete_retention_ms
+        txn = CleanedTransactionMetadata()
         try:
             mtime_ns = 0
-            for seg in group:
+            for i, seg in enumerate(group):
                 self.check_done(to_clean.tp)
                 mtime_ns = max(mtime_ns, seg.last_modified_ms * 1_000_000)
+                upper = group[i + 1].base_offset if i + 1 < len(group) else seg.read_next_offset()
+                txn.add_aborted_transactions(
+                    log.collect_aborted_transactions(seg.base_offset, upper)
+                )
+                expired = seg.last_modified_ms < now - retention
 
-                def feed(data: bytes, pos: int) -> tuple[int, int, bool]:
+                def feed(data: bytes, pos: int, expired: bool = expired) -> tuple[int, int, bool]:
                     self.check_done(to_clean.tp)
+                    kept_data, covered, _ = _filter_transactions(
+                        data, txn, markers_expired=expired, active_producers=active_producers
+                    )
+                    if covered == 0:  # no whole batch: the native pass says how much is needed
+                        kept_data = data
                     consumed, needed, out, batches, read, kept = _native.clean_batches(
-                        m, data, now_ms=now, delete_retention_ms=retention,
+                        m, kept_data, now_ms=now, delete_retention_ms=retention,
                         active_producers=active_producers, position=pos,
                         max_decompressed_size=limit,
                     )  # fmt: skip
+                    if covered:
+                        consumed = covered
                     stats.bytes_read += consumed
                     stats.records_read += read
                     stats.records_written += kept
@@ -589,6 +671,8 @@ class Cleaner:
 
                 self._chunks(seg, feed)
                 stats.segments += 1
+            # The aborted transactions whose markers stay index the new segment.
+            cleaned.txn_index.append_all(txn.cleaned_index)
             cleaned.on_became_inactive_segment()
             cleaned.flush()
             # The cleaned segment keeps its sources' age (time-based

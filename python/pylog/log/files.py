@@ -58,8 +58,8 @@ def time_index_file_name(dir: str, offset: int, suffix: str = "") -> str:
 
 
 def txn_index_file_name(dir: str, offset: int, suffix: str = "") -> str:
-    """``<dir>/<offset>.txnindex<suffix>`` (transactions are not kept yet; the
-    name exists so stale files of this type are cleaned up with their segment)."""
+    """``<dir>/<offset>.txnindex<suffix>``: the segment's aborted transactions
+    (``transaction_index.TransactionIndex``)."""
     return _name(dir, offset, TXN_INDEX_FILE_SUFFIX, suffix)
 
 

@@ -449,14 +449,32 @@ class Log:
     def _collect_aborted(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         out: list[AbortedTxn] = []
         for segment in self._local.segments.segments_from(start_offset):
-            with storage_errors("reading the transaction index of", segment.log_path):
-                found, complete = segment.txn_index.collect_aborted_txns(
-                    start_offset, upper_bound_offset
-                )
+            # (the index names its file in a KafkaStorageError itself)
+            found, complete = segment.txn_index.collect_aborted_txns(
+                start_offset, upper_bound_offset
+            )
             out.extend(found)
             if complete:
                 break
         return out
+
+    def _fetch_upper_bound(self, fetched: FetchDataInfo, bound: int) -> int:
+        """An offset past the records of a read (Kafka's addAbortedTransactions):
+        the first index entry after the slice, else the next segment's base,
+        else the bound of the read (the LSO). A loose bound only lists
+        transactions the consumer never meets; a tight one keeps the list to
+        what the slice holds."""
+        segment = fetched.records.source
+        if not isinstance(segment, LogSegment):
+            return bound
+        records = fetched.records
+        upper = None
+        if records.position + records.size < segment.size:  # else: read to the segment's end
+            upper = segment.fetch_upper_bound_offset(records.position, records.size)
+        if upper is None:
+            later = self._local.segments.higher_segments(segment.base_offset)
+            upper = later[0].base_offset if later else bound
+        return min(upper, bound)
 
     def _convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """Locate ``offset`` (segment and byte position); OffsetOutOfRangeError
@@ -838,10 +856,9 @@ class Log:
             fetched = local.read(start_offset, max_length, bound, min_one_message)
             if isolation is not FetchIsolation.TXN_COMMITTED or fetched.is_empty:
                 return fetched
-            # The records read all lie below the bound (the LSO): Kafka bounds
-            # the search by an index entry past the slice instead; a wider
-            # bound only lists transactions the consumer then never meets.
-            aborted = self._collect_aborted(start_offset, bound.message_offset)
+            aborted = self._collect_aborted(
+                start_offset, self._fetch_upper_bound(fetched, bound.message_offset)
+            )
             return FetchDataInfo(
                 fetched.fetch_offset_metadata,
                 fetched.records,

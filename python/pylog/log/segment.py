@@ -599,6 +599,22 @@ class LogSegment:
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
 
+    def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> int | None:
+        """An offset past every record of the slice ``[start_position,
+        start_position + fetch_size)``: that of the first offset-index entry
+        at or after its end (Kafka's OffsetIndex.fetchUpperBoundOffset); None
+        when no entry lies there."""
+        idx = self.offset_index
+        end = start_position + fetch_size
+        lo, hi = 0, idx.entries
+        while lo < hi:  # the first entry whose position is at or past the end
+            mid = (lo + hi) // 2
+            if idx.entry(mid)[1] < end:
+                lo = mid + 1
+            else:
+                hi = mid
+        return idx.entry(lo)[0] if lo < idx.entries else None
+
     # ------------------------------------------------------------------ truncation
 
     def truncate_to(self, offset: int) -> int:

@@ -19,6 +19,8 @@ in memory once read; the file is the durable copy, fsynced with the segment.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import struct
 from collections.abc import Iterable
@@ -69,6 +71,10 @@ def decode_aborted_txns(data: bytes, path: str = "<txnindex>") -> list[AbortedTx
             )
         out.append(AbortedTxn(pid, first, last, lso, version))
     return out
+
+
+def _last_offset(t: AbortedTxn) -> int:
+    return t.last_offset
 
 
 class TransactionIndex:
@@ -193,8 +199,13 @@ class TransactionIndex:
         entry whose LSO passes the upper bound means no later segment can hold
         a transaction that started before the bound."""
         found: list[AbortedTxn] = []
-        for t in self._load():
-            if t.last_offset >= fetch_offset and t.first_offset < upper_bound_offset:
+        entries = self._load()
+        # Entries are in marker order; one ending before the fetch offset has
+        # an LSO at most one past its marker, so it can neither match nor
+        # end the search: start at the first that ends at or after it.
+        start = bisect.bisect_left(entries, fetch_offset, key=_last_offset)
+        for t in itertools.islice(entries, start, None):
+            if t.first_offset < upper_bound_offset:
                 found.append(t)
             if t.last_stable_offset >= upper_bound_offset:
                 return found, True

@@ -153,8 +153,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     # The partition side of transactions: the coordinator's markers to each
-    # leader, and the producers a replica remembers (KIP-664).
-    ApiKey.WRITE_TXN_MARKERS: (0, 1),
+    # leader (Kafka 4 serves 1-2, KIP-896 dropped v0; v2 is not among the
+    # bundled definitions), and the producers a replica remembers (KIP-664).
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
 }
 

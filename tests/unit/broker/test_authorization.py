@@ -440,3 +440,51 @@ def test_every_api_refuses_a_principal_without_acls(tmp_path: Any) -> None:
         assert r.responses[0].partition_responses[0].error_code == TAF
 
     run(str(tmp_path), body)
+
+
+def test_write_txn_markers_needs_cluster_action_and_describe_producers_read(
+    tmp_path: Any,
+) -> None:
+    """Kafka's handleWriteTxnMarkersRequest: without ALTER or CLUSTER_ACTION on
+    the cluster every partition of every marker is CLUSTER_AUTHORIZATION_FAILED
+    and nothing is written; DescribeProducers needs READ on the topic."""
+
+    async def body(core: Core, call: Callable[..., Awaitable[Any]]) -> None:
+        topic = {"name": "t", "num_partitions": 1, "replication_factor": 1}
+        created = await call(ADMIN, K.CREATE_TOPICS, 5, {"topics": [topic], "timeout_ms": 5000})
+        assert created.topics[0].error_code == 0
+        markers = {
+            "markers": [
+                {
+                    "producer_id": 7,
+                    "producer_epoch": 0,
+                    "transaction_result": True,
+                    "coordinator_epoch": 1,
+                    "topics": [{"name": "t", "partition_indexes": [0]}],
+                }
+            ]
+        }
+        r = await call(MALLORY, K.WRITE_TXN_MARKERS, 1, markers)
+        assert r.markers[0].topics[0].partitions[0].error_code == CAF
+        log = core.log_manager.get_log(("t", 0))
+        assert log is not None and log.log_end_offset == 0
+        r = await call(ADMIN, K.WRITE_TXN_MARKERS, 1, markers)
+        assert r.markers[0].topics[0].partitions[0].error_code == 0
+        assert log.log_end_offset == 1  # the marker
+
+        describe = {"topics": [{"name": "t", "partition_indexes": [0]}]}
+        r = await call(MALLORY, K.DESCRIBE_PRODUCERS, 0, describe)
+        assert r.topics[0].partitions[0].error_code == TAF
+        r = await call(ADMIN, K.DESCRIBE_PRODUCERS, 0, describe)
+        p = r.topics[0].partitions[0]
+        assert p.error_code == 0
+        states = [
+            (s.producer_id, s.coordinator_epoch, s.current_txn_start_offset)
+            for s in p.active_producers
+        ]
+        assert states == [(7, 1, -1)]
+        unknown = {"topics": [{"name": "nope", "partition_indexes": [0]}]}
+        r = await call(ADMIN, K.DESCRIBE_PRODUCERS, 0, unknown)
+        assert r.topics[0].partitions[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+
+    run(str(tmp_path), body)

@@ -269,3 +269,62 @@ def test_truncation_while_dumping_is_an_error_never_sigbus(tmp_path: Path) -> No
             assert "Error:" in err and "position" in err, err
         else:  # read whole before a cut, or after one at a batch boundary
             assert len(printed) in (count, count // 2, count // 4), (delay, err)
+
+
+def test_transactions_control_records_txnindex_and_snapshot(tmp_path: Path) -> None:
+    """A log written by the storage layer with one committed and one aborted
+    transaction: the markers print as Kafka's tool prints them, the batches
+    carry the transactional flag, the .txnindex and .snapshot decode."""
+    from pylog.log.end_transaction_marker import (
+        ABORT,
+        COMMIT,
+        EndTransactionMarker,
+        build_marker_batch,
+    )
+    from pylog.log.log import AppendOrigin, Log
+
+    log = Log.open(str(tmp_path / "t-0"))
+    now = int(time.time() * 1000)  # an old timestamp would roll the segment (segment.ms)
+    try:
+        for pid in (7, 8):
+            data = _native.build_batch(
+                [(None, f"v{pid}".encode(), [], now)],
+                producer_id=pid,
+                producer_epoch=1,
+                base_sequence=0,
+                is_transactional=True,
+            )
+            log.append_as_leader(bytearray(data), 0)
+        for pid, kind in ((7, COMMIT), (8, ABORT)):
+            marker = build_marker_batch(pid, 1, EndTransactionMarker(kind, 4), timestamp_ms=now)
+            log.append_as_leader(bytearray(marker), 0, origin=AppendOrigin.COORDINATOR)
+        log.update_high_watermark(log.log_end_offset)
+        log.roll()  # a snapshot at offset 4
+    finally:
+        log.close()
+    d = tmp_path / "t-0"
+    result = run_dump("--files", str(d / "00000000000000000000.log"), "--print-data-log")
+    assert result.returncode == 0, result.stderr
+    batches = [ln for ln in result.stdout.splitlines() if ln.startswith("baseOffset:")]
+    assert len(batches) == 4
+    assert all("isTransactional: true" in b for b in batches)
+    assert ["isControl: true" in b for b in batches] == [False, False, True, True]
+    records = [ln for ln in result.stdout.splitlines() if ln.startswith("| offset:")]
+    assert records[2].endswith(" endTxnMarker: COMMIT coordinatorEpoch: 4")
+    assert records[3].endswith(" endTxnMarker: ABORT coordinatorEpoch: 4")
+    assert "payload" not in records[2] + records[3]
+
+    result = run_dump("--files", str(d / "00000000000000000000.txnindex"))
+    assert result.returncode == 0, result.stderr
+    assert (
+        "version: 0 producerId: 8 firstOffset: 1 lastOffset: 3 lastStableOffset: 4"
+        in result.stdout.splitlines()
+    )
+    result = run_dump("--files", str(d / "00000000000000000004.snapshot"))
+    assert result.returncode == 0, result.stderr
+    lines = [ln for ln in result.stdout.splitlines() if ln.startswith("producerId:")]
+    assert len(lines) == 2
+    assert lines[1].startswith(
+        "producerId: 8 producerEpoch: 1 coordinatorEpoch: 4 "
+        "currentTxnFirstOffset: OptionalLong.empty"
+    )

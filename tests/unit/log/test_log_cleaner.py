@@ -600,3 +600,95 @@ def test_appends_while_cleaner_threads_run(tmp_path: Path) -> None:
         assert m.cleaner.cleans >= 2
     finally:
         m.shutdown()
+
+
+def test_transactions_aborted_batches_dropped_markers_kept_until_gone(tmp_path: Path) -> None:
+    """Kafka's LogCleaner with transactions: an aborted record neither
+    survives nor hides the committed value of its key; a marker stays while
+    a batch of its transaction remains (its .txnindex entry moves to the
+    cleaned segment), then goes once its segment is past delete.retention.ms."""
+    from pylog.log.end_transaction_marker import (
+        ABORT,
+        COMMIT,
+        EndTransactionMarker,
+        build_marker_batch,
+    )
+    from pylog.log.log import AppendOrigin
+    from pylog.log.transaction_index import AbortedTxn
+
+    clock = ManualClock()
+    config = {**COMPACT, "delete.retention.ms": 1000}
+    manager = LogManager(props(tmp_path), topic_configs={TOPIC: config}, clock=clock)
+    seq: dict[int, int] = {}
+
+    def txn(pid: int, pairs: list[tuple[bytes, bytes | None]]) -> None:
+        s = seq.get(pid, 0)
+        log.append_as_leader(
+            batch(pairs, producer_id=pid, producer_epoch=0, base_sequence=s, is_transactional=True),
+            0,
+        )
+        seq[pid] = s + len(pairs)
+
+    def end(pid: int, kind: int) -> None:
+        m = build_marker_batch(pid, 0, EndTransactionMarker(kind, 1), timestamp_ms=clock())
+        log.append_as_leader(bytearray(m), 0, origin=AppendOrigin.COORDINATOR)
+
+    def data() -> list[tuple[int, bytes | None, bytes | None]]:
+        """(offset, key, value) of every data record (control batches left out)."""
+        out = []
+        for s in log.segments:
+            batches, _ = _native.decode_batches(Path(s.log_path).read_bytes())
+            for info, recs in batches:
+                if not info.is_control:
+                    out += [(r.offset, r.key, r.value) for r in recs]
+        return out
+
+    def view() -> dict[bytes | None, bytes | None]:
+        return {k: v for _, k, v in data()}
+
+    def markers() -> list[tuple[int, int]]:
+        return [
+            (b.producer_id, b.base_offset)
+            for s in log.segments
+            for b in s.batch_infos()
+            if b.is_control
+        ]
+
+    try:
+        log = manager.get_or_create_log(TP)
+        txn(1, [(b"k1", b"a1"), (b"k2", b"a2")])  # 0-1, committed
+        txn(2, [(b"k1", b"b1")])  # 2, aborted
+        end(1, COMMIT)  # 3
+        end(2, ABORT)  # 4
+        txn(3, [(b"k3", b"c1")])  # 5
+        end(3, COMMIT)  # 6
+        log.append_as_leader(batch([(b"k2", b"p2")]), 0)  # 7
+        txn(2, [(b"k4", b"b2")])  # 8: producer 2's last batch now
+        end(2, COMMIT)  # 9
+        log.roll()
+        log.update_high_watermark(log.log_end_offset)
+        assert log.last_stable_offset == 10
+        assert log.segments[0].txn_index.entries == [AbortedTxn(2, 2, 4, 5)]
+
+        assert manager.cleaner.clean_once()
+        assert view() == {b"k1": b"a1", b"k2": b"p2", b"k3": b"c1", b"k4": b"b2"}
+        assert [o for o, _, _ in data()] == [0, 5, 7, 8]  # the aborted batch is gone
+        # every marker stays: a batch of each transaction was met in this pass
+        assert markers() == [(1, 3), (2, 4), (3, 6), (2, 9)]
+        assert log.segments[0].txn_index.entries == [AbortedTxn(2, 2, 4, 5)]
+        assert os.path.getsize(log.segments[0].txn_index_path) == 34
+
+        # Later: B's aborted transaction has no batch left, and the segment is
+        # older than delete.retention.ms: its ABORT and index entry go. The
+        # commits whose data remains stay.
+        clock.advance(5000)
+        for i in range(30):
+            log.append_as_leader(batch([(b"filler-%d" % i, b"f" * 100)]), 0)
+        log.roll()
+        log.update_high_watermark(log.log_end_offset)
+        assert manager.cleaner.clean_once()
+        assert markers() == [(1, 3), (3, 6), (2, 9)]
+        assert log.segments[0].txn_index.entries == []
+        assert view()[b"k1"] == b"a1"
+    finally:
+        manager.shutdown()

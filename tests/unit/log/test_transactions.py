@@ -378,3 +378,21 @@ def test_follower_append_of_markers_updates_state_and_index(open_log: Any, tmp_p
         assert e is not None and e.current_txn_first_offset is None
     finally:
         follower.close()
+
+
+def test_a_small_read_lists_only_the_aborted_transactions_it_can_meet(open_log: Any) -> None:
+    """Kafka bounds the search by an index entry past the slice read, so a
+    consumer far behind is not sent every aborted transaction of the log."""
+    log = open_log()
+    for i in range(40):
+        p = Producer(100 + i)
+        produce(log, p, 5)
+        end(log, p, commit=False)
+    assert len(log.active_segment.txn_index) == 40
+    one_batch = log.read(0, 1 << 20, FetchIsolation.HIGH_WATERMARK).records.size // 80
+    info = log.read(0, one_batch, FetchIsolation.TXN_COMMITTED, min_one_message=True)
+    assert info.aborted_transactions is not None
+    assert 1 <= len(info.aborted_transactions) < 10
+    assert info.aborted_transactions[0] == AbortedTxn(100, 0, 5, 6)
+    whole = log.read(0, 1 << 20, FetchIsolation.TXN_COMMITTED).aborted_transactions
+    assert whole is not None and len(whole) == 40
