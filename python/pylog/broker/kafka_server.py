@@ -51,7 +51,7 @@ from pylog.broker.kafka_healthcheck import KafkaHealthcheck
 from pylog.common.topic_partition import TopicPartition
 from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
-from pylog.errors import ErrorCode
+from pylog.errors import ErrorCode, InvalidConfigurationError
 from pylog.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from pylog.metadata import JsonMetadataStore, MetadataStore
 from pylog.metadata.kafka_zk_client import KafkaZkClient
@@ -209,6 +209,13 @@ def _transaction_coordinator(
         socket_timeout_s=int(config.get("request.timeout.ms")) / 1000,
     )
     security = server.inter_broker_security
+    if not on_cluster:
+        # A lone broker sends its markers to itself, on its inter-broker
+        # listener: with that listener's TLS and SASL login when it has them.
+        try:
+            security = inter_broker_security(config)
+        except InvalidConfigurationError as e:
+            _log.warning("transaction markers go out without inter-broker credentials: %s", e)
     if security.ssl_context is not None:
         markers.connection_options["ssl_context"] = security.ssl_context
     if security.uses_sasl:
