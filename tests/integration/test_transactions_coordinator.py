@@ -593,6 +593,85 @@ def test_kafka_tools_read_the_coordinator(broker: BrokerProcess, tmp_path: Path)
     assert f'"transactionPartitions":[{{"topic":"{topic}","partitionIds":[0]}}]' in dumped
 
 
+def test_acls_on_transactions(tmp_path: Path) -> None:
+    """With an authorizer, as Kafka checks: WRITE on the TransactionalId (and
+    DESCRIBE to find its coordinator), WRITE on the topics added. The broker
+    sends its markers to itself on its inter-broker listener as the super
+    user the listener's JAAS logs in with (ClusterAction, as Kafka needs)."""
+    ck = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+    from security_support import listener_ports, plain_jaas
+
+    users = {"admin": "admin-secret", "bob": "bob-secret"}
+    b = BrokerProcess(
+        tmp_path / "data",
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "inter.broker.listener.name": "SASL_PLAINTEXT",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(users),
+            "sasl.enabled.mechanisms": "PLAIN",
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:admin",
+        },
+        log_path=tmp_path / "broker.log",
+    ).start()
+    try:
+        port = listener_ports(b.start_line)["SASL_PLAINTEXT"]
+
+        def conf(user: str) -> dict[str, Any]:
+            return {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "PLAIN", "sasl.username": user,
+                    "sasl.password": users[user]}  # fmt: skip
+
+        topic = topic_name("txn-acl")
+        admin = ck.admin.AdminClient(conf("admin"))
+        admin.create_topics([ck.admin.NewTopic(topic, 1, 1)])[topic].result(WAIT)
+
+        def allow(rtype: Any, name: str, op: Any) -> Any:
+            return AclBinding(rtype, name, ResourcePatternType.LITERAL, "User:bob", "*", op,
+                              AclPermissionType.ALLOW)  # fmt: skip
+
+        refused = ck.Producer({**conf("bob"), "transactional.id": "bob-txn"})
+        with pytest.raises(ck.KafkaException) as e:
+            refused.init_transactions(20)
+        assert e.value.args[0].code() == ck.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        for f in admin.create_acls([
+            allow(ResourceType.TRANSACTIONAL_ID, "bob-txn", AclOperation.WRITE),
+            allow(ResourceType.TRANSACTIONAL_ID, "bob-txn", AclOperation.DESCRIBE),
+            allow(ResourceType.TOPIC, topic, AclOperation.WRITE),
+        ]).values():  # fmt: skip
+            f.result(WAIT)
+        p = ck.Producer({**conf("bob"), "transactional.id": "bob-txn"})
+        p.init_transactions(WAIT)
+        p.begin_transaction()
+        p.produce(topic, value=b"bob-1")
+        p.commit_transaction(WAIT)
+        c = ck.Consumer(
+            {**conf("admin"), "group.id": "acl-reader", "isolation.level": "read_committed"}
+        )
+        try:
+            c.assign([ck.TopicPartition(topic, 0, 0)])
+            got: list[bytes] = []
+            deadline = time.monotonic() + WAIT
+            while not got and time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is not None and m.error() is None:
+                    got.append(m.value())
+            assert got == [b"bob-1"]
+        finally:
+            c.close()
+    finally:
+        b.stop()
+
+
 # ---------------------------------------------------------------- the cluster
 
 
