@@ -485,6 +485,29 @@ def test_txn_offset_commit_pending_until_the_marker(broker: BrokerProcess) -> No
         c.close()
 
 
+def test_idle_transactional_id_expires(tmp_path: Path) -> None:
+    """transactional.id.expiration.ms: an idle id is removed (a tombstone in
+    __transaction_state); a new InitProducerId starts it afresh."""
+    b = BrokerProcess(
+        tmp_path / "data",
+        {"transactional.id.expiration.ms": 1000,
+         "transaction.remove.expired.transaction.cleanup.interval.ms": 300},
+        log_path=tmp_path / "broker.log",
+    ).start()  # fmt: skip
+    c = TxnClient(b.bootstrap)
+    try:
+        c.wait_coordinator("short-lived")
+        first = c.init("short-lived").producer_id
+        wait_for(lambda: c.describe("short-lived").error_code == TRANSACTIONAL_ID_NOT_FOUND,
+                 "the id expired")  # fmt: skip
+        assert ("short-lived", None) in transaction_log_records(b.data)
+        r = c.init("short-lived")
+        assert r.error_code == NONE and r.producer_epoch == 0 and r.producer_id != first
+    finally:
+        c.close()
+        b.stop()
+
+
 def test_timed_out_transaction_is_aborted(broker: BrokerProcess) -> None:
     topic = topic_name("txn-timeout")
     create_topic(broker.bootstrap, topic, 1)
