@@ -52,6 +52,9 @@ CONFIG = {
     "auto.create.topics.enable": "false",
     "offsets.topic.num.partitions": "1",
     "offsets.topic.replication.factor": "1",
+    "transaction.state.log.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",
     "log.segment.delete.delay.ms": "1000",
 }

@@ -121,6 +121,70 @@ SWEEPS: dict[ApiKey, Callable[[int], dict[str, Any]]] = {
         ],
         "validate_only": True,
     },
+    # The transaction coordinator's APIs, for a transactional id no broker
+    # coordinates (no __transaction_state yet: NOT_COORDINATOR everywhere),
+    # TxnOffsetCommit of a topic neither has (nothing written).
+    ApiKey.ADD_PARTITIONS_TO_TXN: lambda v: (
+        {
+            "v3_and_below_transactional_id": "sweep-txn",
+            "v3_and_below_producer_id": 1000,
+            "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": [{"name": T, "partitions": [0, 1]}],
+        }
+        if v < 4
+        else {
+            "transactions": [
+                {
+                    "transactional_id": "sweep-txn",
+                    "producer_id": 1000,
+                    "producer_epoch": 0,
+                    "verify_only": verify,
+                    "topics": [{"name": T, "partitions": [0]}],
+                }
+                for verify in (False, True)
+            ]
+        }
+    ),
+    ApiKey.ADD_OFFSETS_TO_TXN: lambda v: {
+        "transactional_id": "sweep-txn",
+        "producer_id": 1000,
+        "producer_epoch": 0,
+        "group_id": G,
+    },
+    ApiKey.END_TXN: lambda v: {
+        "transactional_id": "sweep-txn",
+        "producer_id": 1000,
+        "producer_epoch": 0,
+        "committed": True,
+    },
+    ApiKey.TXN_OFFSET_COMMIT: lambda v: {
+        "transactional_id": "sweep-txn",
+        "group_id": G,
+        "producer_id": 1000,
+        "producer_epoch": 0,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {
+                "name": name("sweep-absent"),
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": 1,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
+    },
+    ApiKey.DESCRIBE_TRANSACTIONS: lambda v: {"transactional_ids": ["sweep-txn"]},
+    ApiKey.LIST_TRANSACTIONS: lambda v: {
+        "state_filters": ["Ongoing", "NoSuchState"],
+        "producer_id_filters": [],
+        "duration_filter": -1,
+    },
     # Swept once pylog serves them (the acls branch). Neither broker of the
     # differential session runs an authorizer: both answer SECURITY_DISABLED.
     ApiKey.DESCRIBE_ACLS: lambda v: {
@@ -164,6 +228,11 @@ SWEEPS: dict[ApiKey, Callable[[int], dict[str, Any]]] = {
     },
     # KIP-966's paged description: a limit of one partition, so the answer
     # stops inside the two-partition topic with a cursor; a topic neither has.
+    # The producers of both partitions (the sweep's idempotent-free produce
+    # leaves none) and of a partition neither has.
+    ApiKey.DESCRIBE_PRODUCERS: lambda v: {
+        "topics": [{"name": T, "partition_indexes": [0, 1, 7]}],
+    },
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: lambda v: {
         "topics": [{"name": T}, {"name": "sweep-missing"}],
         "response_partition_limit": 1,
@@ -180,10 +249,20 @@ SWEPT_ELSEWHERE = {
     ApiKey.INIT_PRODUCER_ID, ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS,
     ApiKey.CREATE_PARTITIONS, ApiKey.DELETE_GROUPS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
     ApiKey.DESCRIBE_CLUSTER,
+    # test_differential_share_groups.py: one share group's life, each exchange
+    ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH,
+    ApiKey.SHARE_ACKNOWLEDGE,
 }  # fmt: skip
 # Served by both but not sent: authentication needs a SASL listener (the
-# security tests drive it with real clients).
-NOT_SWEPT = {ApiKey.SASL_AUTHENTICATE, ApiKey.ALTER_USER_SCRAM_CREDENTIALS}
+# security tests drive it with real clients); WriteTxnMarkers is the
+# transaction coordinator's request to partition leaders, and a marker sent
+# here would be written (test_transactions_partition.py drives it, and the
+# transaction scenario compares what it leaves with Kafka's).
+NOT_SWEPT = {
+    ApiKey.SASL_AUTHENTICATE,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    ApiKey.WRITE_TXN_MARKERS,
+}
 
 ALLOW: dict[ApiKey, list[Rule]] = {
     ApiKey.DESCRIBE_LOG_DIRS: [

@@ -321,9 +321,8 @@ def test_docs_go_snippet(kafka: BrokerProcess, tmp_path: Path) -> None:
 
 
 # franz-go's own integration tests (package kgo) that apply to pylog: a single
-# broker without transactions. Left out: TestTxnEtl (transactions: pylog
-# answers a transactional InitProducerId with COORDINATOR_NOT_AVAILABLE, which
-# franz-go retries for ever), the share-group and KIP-848 tests (they skip
+# broker, TestTxnEtl's transactional consume-transform-produce with rebalances
+# included (docs/transactions.md). Left out: the share-group and KIP-848 tests (they skip
 # themselves: no ShareFetch, no ConsumerGroupHeartbeat), the SCRAM tests (no
 # SCRAM listener here), and the unit tests that reach no broker.
 KGO_TESTS = [
@@ -335,6 +334,7 @@ KGO_TESTS = [
     "TestIssue831", "TestIssue865", "TestIssueFetchLargerThanBrokerMaxReadBytes",
     "TestIssueProduceSyncManualPartitionNegativeDoesNotPanic", "TestPauseIssue489",
     "TestPauseIssueOct2023", "TestPing", "TestPooling", "TestUnknownGroupOffsetFetchPinned",
+    "TestTxnEtl",
 ]  # fmt: skip
 # Skips itself while pylog still serves Produce v2 (Kafka 4 no longer does).
 KGO_SKIPPED = ["TestIssueProduceBrokerTooOldFailsRecords"]

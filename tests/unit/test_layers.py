@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "metadata": 4,
     "server": 5,
     "coordinator": 6,
+    "transaction": 6,
     "controller": 7,
     "broker": 8,
     "cli": 9,

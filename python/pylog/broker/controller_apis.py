@@ -75,6 +75,8 @@ from pylog.protocol.messages.update_metadata_request import UpdateMetadataPartit
 from pylog.server.partition import PartitionState
 from pylog.server.replica_fetcher_blocking_send import BrokerEndPoint
 from pylog.server.replica_manager import ReplicaManager, StopReplicaState
+from pylog.transaction.transaction_coordinator import TransactionCoordinator
+from pylog.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 
 __all__ = ["ControllerApis"]
 
@@ -104,9 +106,12 @@ class ControllerApis:
         replica_manager: ReplicaManager,
         group_coordinator: GroupCoordinator | None = None,
         controller: Callable[[], KafkaController | None] | None = None,
+        *,
+        txn_coordinator: TransactionCoordinator | None = None,
     ) -> None:
         self.replica_manager = replica_manager
         self.group_coordinator = group_coordinator
+        self.txn_coordinator = txn_coordinator
         #: this broker's KafkaController (None: no cluster, or not started yet)
         self.controller = controller or (lambda: None)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -181,10 +186,21 @@ class ControllerApis:
     def _on_leadership_change(
         self, states: dict[TopicPartition, PartitionState], errors: dict[TopicPartition, int]
     ) -> None:
+        me = self.replica_manager.broker_id
+        txn = self.txn_coordinator
+        if txn is not None:
+            # Kafka's onLeadershipChange for __transaction_state: the
+            # coordinator epoch is the partition's leader epoch.
+            for tp, state in states.items():
+                if tp.topic != TRANSACTION_STATE_TOPIC or errors.get(tp) != ErrorCode.NONE:
+                    continue
+                if state.leader == me:
+                    txn.on_election(tp.partition, state.leader_epoch)
+                else:
+                    txn.on_resignation(tp.partition, state.leader_epoch)
         coordinator = self.group_coordinator
         if coordinator is None:
             return
-        me = self.replica_manager.broker_id
         for tp, state in states.items():
             if tp.topic != _GROUP_METADATA_TOPIC or errors.get(tp) != ErrorCode.NONE:
                 continue
@@ -294,6 +310,11 @@ class ControllerApis:
             partitions=parts,
         )
         errors = result.partition_errors or {}
+        txn = self.txn_coordinator
+        if txn is not None and result.error_code == ErrorCode.NONE:
+            for tp, code in errors.items():
+                if tp.topic == TRANSACTION_STATE_TOPIC and code == ErrorCode.NONE:
+                    txn.on_resignation(tp.partition)
         coordinator = self.group_coordinator
         if coordinator is not None and result.error_code == ErrorCode.NONE:
             for tp, code in errors.items():

@@ -3,8 +3,8 @@ replica remembers, with each one's open transaction.
 
 Kafka's ``KafkaApis.handleDescribeProducersRequest``: READ on the topic
 (else TOPIC_AUTHORIZATION_FAILED on each partition), a topic the cluster
-does not know is UNKNOWN_TOPIC_OR_PARTITION, a partition this broker holds
-no replica of NOT_LEADER_OR_FOLLOWER; any replica (leader or follower)
+does not know, or a partition it does not have, is UNKNOWN_TOPIC_OR_PARTITION,
+a partition this broker holds no replica of NOT_LEADER_OR_FOLLOWER; any replica (leader or follower)
 answers from its own producer state (``kafka-transactions
 describe-producers`` and ``find-hanging`` read it).
 """
@@ -65,6 +65,12 @@ class DescribeProducersApis:
     def _partition(self, topic: str, index: int) -> PartitionResponse:
         partition = self.replica_manager.partition(TopicPartition(topic, index))
         if partition is None:
+            # Kafka's getPartitionOrError: a partition the topic does not
+            # have is unknown; one held elsewhere is another broker's.
+            meta = self.metadata_store.topic(topic)
+            if meta is None or not 0 <= index < meta.partitions:
+                # (Kafka's answer here carries no message.)
+                return PartitionResponse(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             return PartitionResponse(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         producers = partition.log.producer_state_manager.active_producers()
         return PartitionResponse(

@@ -22,6 +22,7 @@ from typing import Any
 
 from pylog.broker.auth_helper import AuthHelper
 from pylog.broker.request_helpers import Pacer
+from pylog.broker.transaction_apis import TransactionApis
 from pylog.coordinator.group import GroupState
 from pylog.coordinator.group_coordinator import GroupCoordinator, JoinRequest
 from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
@@ -83,6 +84,7 @@ from pylog.security.resource_type import ResourceType
 __all__ = ["GroupApis"]
 
 _KEY_TYPE_GROUP = 0
+_KEY_TYPE_TRANSACTION = 1
 _AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
 _TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 _GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -109,8 +111,12 @@ class GroupApis:
         broker_id: int,
         broker_endpoint: Callable[[str], tuple[str, int]],
         metadata_cache: MetadataCache | None = None,
+        transactions: TransactionApis | None = None,
     ) -> None:
         self.coordinator = coordinator
+        #: FindCoordinator's answer for transactional ids (None: no
+        #: transaction coordinator runs here)
+        self.transactions = transactions
         self.broker_id = broker_id
         self.broker_endpoint = broker_endpoint
         #: the cluster as UpdateMetadata describes it: on a cluster, a group's
@@ -162,6 +168,8 @@ class GroupApis:
                                error_message="Transactional Id authorization failed.")  # fmt: skip
         if key_type == _KEY_TYPE_GROUP and self._on_cluster():
             return self._cluster_coordinator(request, key)
+        if key_type == _KEY_TYPE_TRANSACTION and self.transactions is not None:
+            return self.transactions.coordinator_for(request, key)
         host, port = self.broker_endpoint(request.listener)
         node = self.broker_id
         if key_type != _KEY_TYPE_GROUP:
@@ -210,6 +218,10 @@ class GroupApis:
         # Each key's DESCRIBE is checked once, and first: a refused requester
         # creates no internal topic (Kafka's getCoordinator).
         authorized = [self._may_describe(request, k, key_type) for k in keys]
+        if key_type == _KEY_TYPE_TRANSACTION and self.transactions is not None and any(authorized):
+            # The first FindCoordinator of a transactional id creates
+            # __transaction_state (Kafka's getOrCreateInternalTopic).
+            await self.transactions.ensure_topic()
         if key_type == _KEY_TYPE_GROUP and any(authorized):
             cache = self.metadata_cache
             if not (self._on_cluster() and cache is not None and
@@ -431,9 +443,12 @@ class GroupApis:
         topics: list[OffsetFetchRequestTopic] | list[OffsetFetchRequestTopics] | None,
         member_id: str | None = None,
         member_epoch: int = -1,
+        require_stable: bool = False,
     ) -> tuple[int, list[tuple[str, list[OffsetFetchResponsePartitions]]]]:
         """(error, [(topic, partitions)]) of one group's committed offsets, in
-        v8's partition class; ``topics`` None asks for every committed one."""
+        v8's partition class; ``topics`` None asks for every committed one.
+        ``require_stable`` (KIP-447): a partition with a transactional offset
+        commit still pending answers UNSTABLE_OFFSET_COMMIT, no offset."""
         wanted: list[tuple[str, int]] | None = None
         if topics is not None:
             wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
@@ -454,15 +469,23 @@ class GroupApis:
                 found = {k: o for k, o in found.items() if k[0] in describable}
             else:
                 found = {k: (o if k[0] in describable else None) for k, o in found.items()}
+        unstable = (
+            self.coordinator.pending_txn_partitions(group_id)
+            if require_stable and not code
+            else frozenset()
+        )
         by_topic: dict[str, list[OffsetFetchResponsePartitions]] = {}
         for (topic, partition), o in found.items():
+            error = 0 if describable is None or topic in describable else _TOPIC_DENIED
+            if not error and (topic, partition) in unstable:
+                o, error = None, ErrorCode.UNSTABLE_OFFSET_COMMIT
             by_topic.setdefault(topic, []).append(
                 OffsetFetchResponsePartitions(
                     partition_index=partition,
                     committed_offset=o.offset if o is not None else -1,
                     committed_leader_epoch=o.leader_epoch if o is not None else -1,
                     metadata=o.metadata if o is not None else "",
-                    error_code=0 if describable is None or topic in describable else _TOPIC_DENIED,
+                    error_code=error,
                 )
             )
         return code, list(by_topic.items())
@@ -475,14 +498,17 @@ class GroupApis:
             groups = []
             for g in body.groups:
                 code, found = self._fetch_group(
-                    request, g.group_id, g.topics, g.member_id, g.member_epoch
-                )
+                    request, g.group_id, g.topics, g.member_id, g.member_epoch,
+                    body.require_stable,
+                )  # fmt: skip
                 topics = [OffsetFetchResponseTopics(name=n, partitions=ps) for n, ps in found]
                 groups.append(
                     OffsetFetchResponseGroup(group_id=g.group_id, topics=topics, error_code=code)
                 )
             return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-        code, found = self._fetch_group(request, body.group_id, body.topics)
+        code, found = self._fetch_group(
+            request, body.group_id, body.topics, require_stable=version >= 7 and body.require_stable
+        )
         # No top-level error before v2: every partition carries it.
         partition_code = code if version < 2 else 0
         return OffsetFetchResponse(

@@ -15,6 +15,10 @@ from the handlers of each concern, as Kafka splits them:
   them the network layer's authenticator answers);
 * ``scram_apis`` — DescribeUserScramCredentials, AlterUserScramCredentials;
 * ``acl_apis`` — CreateAcls, DescribeAcls, DeleteAcls;
+* ``transaction_apis`` — InitProducerId (the transactional path; the
+  idempotent one stays ``produce_fetch_apis``'), AddPartitionsToTxn,
+  AddOffsetsToTxn, EndTxn, TxnOffsetCommit, DescribeTransactions,
+  ListTransactions, when there is a TransactionCoordinator;
 * ``client_quota_apis`` — DescribeClientQuotas, AlterClientQuotas (DESCRIBE_CONFIGS /
   ALTER_CONFIGS on the cluster, as Kafka);
 * ``controller_apis`` — the controller's LeaderAndIsr, UpdateMetadata and
@@ -64,6 +68,7 @@ from pylog.broker.sasl_apis import SaslApis
 from pylog.broker.scram_apis import ScramApis
 from pylog.broker.share_group_apis import SHARE_VERSION_FEATURE, ShareGroupApis, add_feature
 from pylog.broker.topic_apis import TopicApis
+from pylog.broker.transaction_apis import TransactionApis
 from pylog.broker.txn_marker_apis import TxnMarkerApis
 from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
@@ -89,6 +94,8 @@ from pylog.protocol import (
     served_versions,
 )
 from pylog.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
     AlterConfigsRequest,
@@ -118,10 +125,12 @@ from pylog.protocol.messages import (
     DescribeLogDirsRequest,
     DescribeProducersRequest,
     DescribeTopicPartitionsRequest,
+    DescribeTransactionsRequest,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    EndTxnRequest,
     FetchRequest,
     FindCoordinatorRequest,
     HeartbeatRequest,
@@ -135,6 +144,7 @@ from pylog.protocol.messages import (
     ListOffsetsRequest,
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
+    ListTransactionsRequest,
     MetadataRequest,
     OffsetCommitRequest,
     OffsetDeleteRequest,
@@ -146,6 +156,7 @@ from pylog.protocol.messages import (
     StopReplicaRequest,
     StopReplicaResponse,
     SyncGroupRequest,
+    TxnOffsetCommitRequest,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
     WriteTxnMarkersRequest,
@@ -168,6 +179,7 @@ from pylog.server.dynamic_broker_config import DynamicBrokerConfig
 from pylog.server.producer_id_manager import ProducerIdManager
 from pylog.server.quota_factory import QuotaManagers, now_ms
 from pylog.server.replica_manager import ReplicaManager
+from pylog.transaction.transaction_coordinator import TransactionCoordinator
 
 __all__ = ["Handler", "KafkaApis", "Route"]
 
@@ -257,12 +269,14 @@ class KafkaApis:
         authorizer: AclAuthorizer | None = None,
         quotas: QuotaManagers | None = None,
         dynamic_config: DynamicBrokerConfig | None = None,
+        txn_coordinator: TransactionCoordinator | None = None,
     ) -> None:
         self.config = config
         self.quotas = quotas
         self.replica_manager = replica_manager
         self.metadata_store = metadata_store
         self.group_coordinator = group_coordinator
+        self.txn_coordinator = txn_coordinator
         self.producer_ids = producer_id_manager or ProducerIdManager(metadata_store)
         self.broker_id = config.broker_id
         self._codec_executor: ThreadPoolExecutor | None = None
@@ -277,10 +291,12 @@ class KafkaApis:
             config, replica_manager, metadata_store, configs, on_topic_deleted=self._topic_deleted
         )
         sasl = SaslApis()
-        controller_apis = ControllerApis(replica_manager, group_coordinator, controller)
+        controller_apis = ControllerApis(
+            replica_manager, group_coordinator, controller, txn_coordinator=txn_coordinator
+        )
         scram = ScramApis(metadata_store, is_controller)
         acls = AclApis(auth)
-        txn_markers = TxnMarkerApis(config, replica_manager)
+        txn_markers = TxnMarkerApis(config, replica_manager, group_coordinator)
         producers = DescribeProducersApis(replica_manager, metadata_store)
         txn_markers.auth = producers.auth = auth
         data.auth = cluster.auth = configs.auth = topics.auth = auth
@@ -464,12 +480,51 @@ class KafkaApis:
                 ),
             ),
         }
+        transactions: TransactionApis | None = None
+        if txn_coordinator is not None:
+            transactions = TransactionApis(
+                txn_coordinator,
+                group_coordinator,
+                replica_manager,
+                metadata_store,
+                replica_manager.metadata_cache,
+                self.broker_id,
+                cluster.broker_endpoint,
+                data.handle_init_producer_id_request,
+            )
+            transactions.auth = auth
+            handlers.update(
+                {
+                    ApiKey.INIT_PRODUCER_ID: Route(
+                        InitProducerIdRequest, transactions.handle_init_producer_id_request
+                    ),
+                    ApiKey.ADD_PARTITIONS_TO_TXN: Route(
+                        AddPartitionsToTxnRequest,
+                        transactions.handle_add_partitions_to_txn_request,
+                    ),
+                    ApiKey.ADD_OFFSETS_TO_TXN: Route(
+                        AddOffsetsToTxnRequest, transactions.handle_add_offsets_to_txn_request
+                    ),
+                    ApiKey.END_TXN: Route(EndTxnRequest, transactions.handle_end_txn_request),
+                    ApiKey.TXN_OFFSET_COMMIT: Route(
+                        TxnOffsetCommitRequest, transactions.handle_txn_offset_commit_request
+                    ),
+                    ApiKey.DESCRIBE_TRANSACTIONS: Route(
+                        DescribeTransactionsRequest,
+                        transactions.handle_describe_transactions_request,
+                    ),
+                    ApiKey.LIST_TRANSACTIONS: Route(
+                        ListTransactionsRequest, transactions.handle_list_transactions_request
+                    ),
+                }
+            )
         if group_coordinator is not None:
             groups = GroupApis(
                 group_coordinator,
                 self.broker_id,
                 cluster.broker_endpoint,
                 metadata_cache=replica_manager.metadata_cache,
+                transactions=transactions,
             )
             groups.auth = auth
             handlers.update(

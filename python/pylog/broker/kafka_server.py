@@ -53,6 +53,7 @@ from pylog.broker.channel_builders import (
 )
 from pylog.broker.kafka_apis import KafkaApis
 from pylog.broker.kafka_healthcheck import KafkaHealthcheck
+from pylog.common.topic_partition import TopicPartition
 from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.errors import ErrorCode, InvalidConfigurationError
@@ -80,11 +81,18 @@ from pylog.server.broker_metadata_checkpoint import (
 )
 from pylog.server.config import KafkaConfig
 from pylog.server.dynamic_broker_config import DEFAULT_ENTITY, DynamicBrokerConfig
+from pylog.server.producer_id_manager import ProducerIdManager
 from pylog.server.quota_factory import QuotaManagers
 from pylog.server.replica_fetcher_thread import ReplicaFetcherConfig
 from pylog.server.replica_manager import ReplicaManager
 from pylog.server.replication_quota_manager import ReplicationQuotaManager
 from pylog.server.zk_alter_isr_manager import ZkAlterIsrManager
+from pylog.transaction.transaction_coordinator import TransactionCoordinator
+from pylog.transaction.transaction_marker_channel_manager import (
+    BrokerAddress,
+    TransactionMarkerChannelManager,
+)
+from pylog.transaction.transaction_state_manager import TransactionStateManager
 
 __all__ = ["KafkaServer"]
 
@@ -208,6 +216,8 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     replica_manager.register_metrics(server.metrics)
     server.replica_manager = replica_manager
     coordinator = GroupCoordinator(server.config, replica_manager, store)
+    producer_ids = ProducerIdManager(store)
+    txn_coordinator = _transaction_coordinator(server, replica_manager, store, producer_ids)
     server.authorizer = authorizer_from_config(config, store)
     quotas = QuotaManagers(config, store)
     quotas.register_metrics(server.metrics)
@@ -225,11 +235,84 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
         authorizer=server.authorizer,
         quotas=quotas,
         dynamic_config=dynamic,
+        producer_id_manager=producer_ids,
+        txn_coordinator=txn_coordinator,
     )
     coordinator.register_metrics(server.metrics)
     coordinator.startup()
     server.group_coordinator = coordinator
+    txn_coordinator.startup()
+    server.txn_coordinator = txn_coordinator
     return apis
+
+
+def _transaction_coordinator(
+    server: KafkaServer,
+    replica_manager: ReplicaManager,
+    store: MetadataStore,
+    producer_ids: ProducerIdManager,
+) -> TransactionCoordinator:
+    """The TransactionCoordinator and its marker sender, which reaches each
+    partition's leader on the inter-broker listener: on a cluster the leader
+    the controller's UpdateMetadata names, on a lone broker this one."""
+    config = server.config
+    listener = config.inter_broker_listener_name
+    cache = replica_manager.metadata_cache
+    on_cluster = server.zk_client is not None
+    own = next(
+        (ep for ep in config.advertised_listeners if ep.listener_name == listener),
+        config.advertised_listeners[0],
+    )
+
+    def locate(tp: TopicPartition) -> BrokerAddress | None:
+        if not on_cluster:
+            meta = store.topic(tp.topic)
+            if meta is None or not 0 <= tp.partition < meta.partitions:
+                return None
+            return BrokerAddress(config.broker_id, own.host, own.port)
+        leader = cache.leader_of(tp.topic, tp.partition)
+        if leader is None or leader < 0:
+            return None
+        ep = cache.broker_endpoint(leader, listener)
+        return None if ep is None else BrokerAddress(leader, ep.host, ep.port)
+
+    def topic_exists(topic: str) -> bool:
+        return cache.contains_topic(topic) if on_cluster else store.topic(topic) is not None
+
+    manager = TransactionStateManager(config, replica_manager, store)
+    txn = TransactionCoordinator(
+        manager,
+        producer_ids.generate_producer_id,
+        abort_interval_ms=int(
+            config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms")
+        ),
+        expiration_interval_ms=int(
+            config.get("transaction.remove.expired.transaction.cleanup.interval.ms")
+        ),
+    )
+    markers = TransactionMarkerChannelManager(
+        config.broker_id,
+        locate,
+        topic_exists,
+        txn.complete_transaction,
+        socket_timeout_s=int(config.get("request.timeout.ms")) / 1000,
+    )
+    security = server.inter_broker_security
+    if not on_cluster:
+        # A lone broker sends its markers to itself, on its inter-broker
+        # listener: with that listener's TLS and SASL login when it has them.
+        try:
+            security = inter_broker_security(config)
+        except InvalidConfigurationError as e:
+            _log.warning("transaction markers go out without inter-broker credentials: %s", e)
+    if security.ssl_context is not None:
+        markers.connection_options["ssl_context"] = security.ssl_context
+    if security.uses_sasl:
+        markers.connection_options["authenticate"] = lambda conn: authenticate_blocking(
+            conn.request, security
+        )
+    txn.attach_marker_channel(markers)
+    return txn
 
 
 def replica_fetcher_config(
@@ -283,6 +366,7 @@ class KafkaServer:
         self.controller: KafkaController | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
         self._broker_epoch = -1
         #: The cluster as the controller's UpdateMetadata describes it.
         self.metadata_cache = MetadataCache(config.broker_id)
@@ -682,6 +766,12 @@ class KafkaServer:
             except Exception:
                 _log.exception("stopping the group coordinator failed")
             self.group_coordinator = None
+        if self.txn_coordinator is not None:
+            try:
+                await self.txn_coordinator.shutdown()
+            except Exception:
+                _log.exception("stopping the transaction coordinator failed")
+            self.txn_coordinator = None
         if self.socket_server is not None:
             try:
                 await self.socket_server.shutdown(timeout)

@@ -23,6 +23,8 @@ import asyncio
 from pylog.broker.auth_helper import AuthHelper
 from pylog.common.topic_partition import TopicPartition
 from pylog.common.utils.time import now_ms
+from pylog.coordinator.group_coordinator import GroupCoordinator
+from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
 from pylog.errors import ErrorCode
 from pylog.log.end_transaction_marker import (
     ABORT,
@@ -53,9 +55,15 @@ class TxnMarkerApis:
     #: Who may do what (KafkaApis sets the broker's; none: everything allowed).
     auth: AuthHelper = AuthHelper()
 
-    def __init__(self, config: KafkaConfig, replica_manager: ReplicaManager) -> None:
+    def __init__(
+        self,
+        config: KafkaConfig,
+        replica_manager: ReplicaManager,
+        group_coordinator: GroupCoordinator | None = None,
+    ) -> None:
         self.replica_manager = replica_manager
         self.request_timeout_ms = int(config.get("request.timeout.ms"))
+        self.group_coordinator = group_coordinator
 
     async def handle_write_txn_markers_request(
         self, request: Request, body: WriteTxnMarkersRequest
@@ -102,10 +110,19 @@ class TxnMarkerApis:
             for tp, r in appended.items():
                 errors[tp] = r.error_code
         # __consumer_offsets: for each partition of the group metadata topic
-        # written without error, the group coordinator is to be told here that
-        # this producer's transaction completed (COMMIT: its pending
+        # written without error, the group coordinator is told that this
+        # producer's transaction completed (COMMIT: its pending
         # TxnOffsetCommits become the group's offsets; ABORT: dropped), as
-        # Kafka's groupCoordinator.onTransactionCompleted.
+        # Kafka's groupCoordinator.scheduleHandleTxnCompletion.
+        offsets_partitions = [
+            tp.partition
+            for tp, code in errors.items()
+            if tp.topic == GROUP_METADATA_TOPIC and code == ErrorCode.NONE
+        ]
+        if offsets_partitions and self.group_coordinator is not None:
+            self.group_coordinator.schedule_handle_txn_completion(
+                marker.producer_id, offsets_partitions, marker.transaction_result
+            )
         return _result(marker, errors)
 
 

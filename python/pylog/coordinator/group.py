@@ -171,12 +171,36 @@ class GroupMetadata:
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
         self.pending_members: set[str] = set()  # ids handed out by MEMBER_ID_REQUIRED
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        #: Offsets committed in a transaction (TxnOffsetCommit), by producer
+        #: id: written to the log, visible only once the transaction's COMMIT
+        #: marker lands there (Kafka's pendingTransactionalOffsetCommits).
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.new_member_added = False
         self.join_op: DelayedJoin | None = None  # the DelayedJoin of the current rebalance
         # Members of this generation that have not sent SyncGroup yet, and the
         # DelayedSync that removes them if they never do.
         self.pending_sync: set[str] = set()
         self.sync_op: DelayedSync | None = None
+
+    # ------------------------------------------------------------ transactional offsets
+
+    def prepare_txn_offset_commit(
+        self, producer_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata]
+    ) -> None:
+        """The producer's offsets were appended in its transaction."""
+        self.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, is_commit: bool) -> int:
+        """The producer's transaction ended: on COMMIT its offsets become the
+        committed ones, on ABORT they are dropped. Returns how many moved."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if not pending or not is_commit:
+            return 0
+        self.offsets.update(pending)
+        return len(pending)
+
+    def has_pending_offset_commits_for(self, tp: tuple[str, int]) -> bool:
+        return any(tp in p for p in self.pending_txn_offsets.values())
 
     # ------------------------------------------------------------ state
 

@@ -962,6 +962,86 @@ class GroupCoordinator:
                 out[tp] = code
         return {tp: out[tp] for tp in offsets}
 
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        instance_id: str | None,
+        generation_id: int,
+        offsets: dict[tuple[str, int], tuple[int, int, str | None]],
+    ) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit: offsets written in the producer's transaction,
+        committed when its COMMIT marker lands (Kafka's
+        handleTxnCommitOffsets). KIP-447: a producer naming the consumer's
+        member id and generation (v3+) is fenced like an OffsetCommit of
+        that member — unknown member, stale generation, fenced instance id;
+        without them any group state takes the commit."""
+        if not self._running:
+            return dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        try:
+            group = self.manager.get_or_create_group(group_id)
+        except CoordinatorError as e:
+            return dict.fromkeys(offsets, e.code)
+        code = self._validate_txn_commit(group, member_id, instance_id, generation_id)
+        if code:
+            return dict.fromkeys(offsets, code)
+        now = self.clock()
+        out: dict[tuple[str, int], int] = {}
+        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for tp, (offset, epoch, metadata) in offsets.items():
+            meta = metadata or ""
+            if len(meta.encode()) > self.metadata_max_bytes:
+                out[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = OffsetAndMetadata(offset, epoch, meta, now, -1)
+        if accepted:
+            code = await self.manager.store_txn_offsets(
+                group, producer_id, producer_epoch, accepted
+            )
+            for tp in accepted:
+                out[tp] = code
+        return {tp: out[tp] for tp in offsets}
+
+    def _validate_txn_commit(
+        self, group: GroupMetadata, member_id: str, instance_id: str | None, generation_id: int
+    ) -> int:
+        if group.is_in(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_in(GroupState.EMPTY):
+            return ErrorCode.NONE
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
+            if isinstance(group, ConsumerGroup):
+                return group.validate_offset_commit(member_id, instance_id, generation_id, 9)
+            fenced = self._fenced(group, member_id, instance_id)
+            if fenced:
+                return fenced
+            if member_id not in group.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation_id != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def pending_txn_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """The group's partitions with a transactional offset commit whose
+        transaction has not ended (OffsetFetch's require_stable)."""
+        try:
+            group = self.manager.get_group(group_id)
+        except CoordinatorError:
+            return set()
+        if group is None:
+            return set()
+        return {tp for pending in group.pending_txn_offsets.values() for tp in pending}
+
+    def schedule_handle_txn_completion(
+        self, producer_id: int, offsets_partitions: Iterable[int], is_commit: bool
+    ) -> None:
+        """The WriteTxnMarkers handler wrote a marker of ``producer_id`` to
+        these ``__consumer_offsets`` partitions (Kafka's
+        scheduleHandleTxnCompletion; here at once, on the event loop)."""
+        self.manager.handle_txn_completion(producer_id, offsets_partitions, is_commit)
+
     def fetch_offsets(
         self,
         group_id: str,

@@ -99,6 +99,19 @@ class _Loaded:
     groups: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
     records: int = 0
     consumer: ConsumerGroupRecords = field(default_factory=ConsumerGroupRecords)
+    #: Records of transactions whose marker was not read yet, by producer id.
+    open_txns: dict[int, list[tuple[bytes, bytes | None]]] = field(default_factory=dict)
+
+
+#: The control record's key: version int16, type int16 (0 ABORT, 1 COMMIT).
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_COMMIT = 1
+
+
+def _control_type(key: bytes | None) -> int | None:
+    if key is None or len(key) < _CONTROL_KEY.size:
+        return None
+    return int(_CONTROL_KEY.unpack_from(key)[1])
 
 
 async def _held() -> None:
@@ -342,6 +355,21 @@ class GroupMetadataManager:
             next_offset = offset
             batches, _ = _native.decode_batches(data)  # one call per read, not per batch
             for batch, records in batches:
+                if batch.is_transactional:
+                    # TxnOffsetCommit's records count once their COMMIT
+                    # marker is read; an ABORT drops them (Kafka's loader).
+                    pid = batch.producer_id
+                    if batch.is_control:
+                        held = out.open_txns.pop(pid, [])
+                        if records and _control_type(records[0].key) == _CONTROL_COMMIT:
+                            for key, value in held:
+                                self._apply(out, key, value)
+                    else:
+                        held = out.open_txns.setdefault(pid, [])
+                        held.extend((r.key, r.value) for r in records if r.key is not None)
+                        out.records += len(records)
+                    next_offset = max(next_offset, batch.last_offset + 1)
+                    continue
                 for rec in records:
                     out.records += 1
                     if rec.key is not None:
@@ -378,6 +406,16 @@ class GroupMetadataManager:
 
     def _install(self, shard: CoordinatorShard, loaded: _Loaded) -> None:
         now = self.clock()
+        # Transactions still open at the end of the log: their offsets wait
+        # for the marker, in the group's pending commits.
+        open_offsets: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]] = {}
+        for pid, held in loaded.open_txns.items():
+            found = _Loaded()
+            for k, v in held:
+                self._apply(found, k, v)
+            for group_id, offsets in found.offsets.items():
+                open_offsets.setdefault(group_id, {})[pid] = offsets
+                loaded.offsets.setdefault(group_id, {})
         names = set(loaded.offsets) | {g for g, v in loaded.groups.items() if v is not None}
         for name in names:
             value = loaded.groups.get(name)
@@ -409,11 +447,13 @@ class GroupMetadataManager:
                     # sessions (started now) say otherwise.
                     group.state = GroupState.STABLE
             group.offsets = loaded.offsets.get(name, {})
+            group.pending_txn_offsets = open_offsets.get(name, {})
             shard.groups[name] = group
             if group.members and self.on_group_loaded is not None:
                 self.on_group_loaded(group)
         for cg in loaded.consumer.build(now):
             cg.offsets = loaded.offsets.get(cg.group_id, {})
+            cg.pending_txn_offsets = open_offsets.get(cg.group_id, {})
             shard.groups[cg.group_id] = cg
             if self.on_group_loaded is not None:
                 self.on_group_loaded(cg)
@@ -464,16 +504,33 @@ class GroupMetadataManager:
         group_id: str,
         records: list[tuple[bytes, bytes | None]],
         required_acks: int | None = None,
+        *,
+        producer: tuple[int, int] | None = None,
     ) -> int:
         """Append key/value records to the group's partition (with
-        ``offsets.commit.required.acks`` unless told); an error code."""
+        ``offsets.commit.required.acks`` unless told); an error code.
+        ``producer``: (producer id, epoch) of a transaction the records
+        belong to (a transactional batch, as Kafka's coordinator writes
+        TxnOffsetCommit)."""
         if not records:
             return ErrorCode.NONE
         tp = TopicPartition(GROUP_METADATA_TOPIC, self.partition_for(group_id))
         ts = self.clock()
-        batch = _native.build_batch(
-            [(k, v, [], ts) for k, v in records], compression=self.compression
-        )
+        if producer is None:
+            batch = _native.build_batch(
+                [(k, v, [], ts) for k, v in records], compression=self.compression
+            )
+        else:
+            batch = _native.build_batch(
+                [(k, v, [], ts) for k, v in records],
+                compression=self.compression,
+                producer_id=producer[0],
+                producer_epoch=producer[1],
+                # Kafka's coordinator writes sequence 0; a coordinator's
+                # append is not checked against the producer's sequences.
+                base_sequence=0,
+                is_transactional=True,
+            )
         try:
             results = await self.replica_manager.append_records(
                 self.commit_timeout_ms,
@@ -506,6 +563,46 @@ class GroupMetadataManager:
         if code == ErrorCode.NONE:
             group.offsets.update(offsets)
         return code
+
+    async def store_txn_offsets(
+        self,
+        group: GroupMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+    ) -> int:
+        """TxnOffsetCommit: the offsets written in the producer's transaction
+        and held pending until its marker (Kafka's prepareTxnOffsetCommit)."""
+        records: list[tuple[bytes, bytes | None]] = [
+            (
+                OffsetCommitKey(group.group_id, topic, partition).encode(),
+                OffsetCommitValue(
+                    o.offset, o.leader_epoch, o.metadata, o.commit_timestamp, o.expire_timestamp
+                ).encode(),
+            )
+            for (topic, partition), o in offsets.items()
+        ]
+        code = await self._append(group.group_id, records, producer=(producer_id, producer_epoch))
+        if code == ErrorCode.NONE:
+            group.prepare_txn_offset_commit(producer_id, offsets)
+        return code
+
+    def handle_txn_completion(
+        self, producer_id: int, partitions: Iterable[int], is_commit: bool
+    ) -> int:
+        """A COMMIT or ABORT marker of ``producer_id`` was written to these
+        ``__consumer_offsets`` partitions: the pending offsets of its groups
+        there are made committed, or dropped (Kafka's
+        handleTxnCompletion). Returns how many offsets became committed."""
+        moved = 0
+        for p in set(partitions):
+            shard = self.shards.get(p)
+            if shard is None:
+                continue
+            for group in list(shard.groups.values()):
+                if producer_id in group.pending_txn_offsets:
+                    moved += group.complete_pending_txn_offset_commit(producer_id, is_commit)
+        return moved
 
     async def store_group(self, group: GroupMetadata, assignments: dict[str, bytes]) -> int:
         """The group's members, protocol and the assignment being handed out."""

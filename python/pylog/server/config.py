@@ -389,8 +389,34 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               AtLeast(1), "high"),
     ConfigKey("share.coordinator.state.topic.segment.bytes", I, 100 * 1024 * 1024,
               "Segment size of __share_group_state.", AtLeast(1), "high"),
+    # ---- transaction coordinator (Kafka's TransactionStateManagerConfig and
+    # TransactionLogConfig; docs/transactions.md)
     ConfigKey("transactional.id.expiration.ms", I, 7 * 24 * 3_600_000, "Idle time after "
               "which a transactional id is forgotten.", AtLeast(1), "high"),
+    ConfigKey("transaction.max.timeout.ms", I, 900_000, "Longest transaction timeout a "
+              "producer may ask for (INVALID_TRANSACTION_TIMEOUT beyond).", AtLeast(1),
+              "high"),
+    ConfigKey("transaction.state.log.num.partitions", I, 50, "Partitions of "
+              "__transaction_state (fixed once the topic exists).", AtLeast(1), "high"),
+    ConfigKey("transaction.state.log.replication.factor", I, 3, "Replication factor of "
+              "__transaction_state; on a cluster it is not created until this many brokers "
+              "are alive. A lone broker uses 1 unless it is set.", AtLeast(1), "high"),
+    ConfigKey("transaction.state.log.min.isr", I, 2, "min.insync.replicas of "
+              "__transaction_state (never above its replication factor).", AtLeast(1),
+              "high"),
+    ConfigKey("transaction.state.log.segment.bytes", I, 100 * _MIB, "segment.bytes of "
+              "__transaction_state.", AtLeast(1), "high"),
+    ConfigKey("transaction.state.log.load.buffer.size", I, 5 * _MIB, "Bytes read at a "
+              "time when loading a __transaction_state partition.", AtLeast(1), "high"),
+    ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", I, 10_000,
+              "How often transactions past their timeout are looked for and aborted.",
+              AtLeast(1), "low"),
+    ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", I, 3_600_000,
+              "How often transactional ids past transactional.id.expiration.ms are "
+              "removed.", AtLeast(1), "low"),
+    ConfigKey("transaction.partition.verification.enable", B, True, "KIP-890: a partition "
+              "leader asks the coordinator whether a transactional batch's partition is in "
+              "its transaction before appending it.", None, "low"),
     # ---- lifecycle
     ConfigKey("controlled.shutdown.enable", B, True, "On a cluster, ask the controller to "
               "move this broker's leaderships to other in-sync replicas before it stops.",

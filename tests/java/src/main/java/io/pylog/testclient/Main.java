@@ -19,6 +19,7 @@ import java.util.concurrent.ExecutionException;
  * admin    --bootstrap B (create-topic --topic T [--partitions P] [--replication-factor R] [--config k=v]...
  *          | describe-topic --topic T[,T...] | delete-topic --topic T[,T...] | list-topics
  *          | describe-cluster | describe-configs --topic T)
+ * txn      produce | transform | fence | hold (see TxnCommand.java)
  * </pre>
  *
  * Every line has a "type"; the last is {"type":"done",...} or {"type":"error",...}. The exit
@@ -57,6 +58,7 @@ public final class Main {
                 case "consume" -> new ConsumeCommand(args).run();
                 case "admin" -> new AdminCommand(args).run();
                 case "share-consume" -> new ShareConsumeCommand(args).run();
+                case "txn" -> new TxnCommand(args).run();
                 default -> throw new Args.UsageException("unknown command " + argv[0]);
             };
         } catch (Args.UsageException | NumberFormatException e) {

@@ -1,0 +1,122 @@
+"""A transaction's requests, in order, to Kafka and pylog alike: the
+coordinator's answers (Kafka's error codes at each step, the described and
+listed state) compared field by field. Producer ids and timestamps are each
+broker's own."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from pylog import _native
+from pylog.protocol import ApiKey
+
+from .conftest import Brokers
+from .diff_harness import TS, Oracle, Pair, Rule, name
+from .test_differential_data import produce_body
+
+PID = [Rule("producer_id", "each broker allocates its own producer ids")]
+DESCRIBED = [
+    Rule("transaction_states[*].producer_id", "each broker allocates its own producer ids"),
+    Rule("transaction_states[*].transaction_start_time_ms", "each broker's clock"),
+]
+
+
+@pytest.fixture
+def oracle(pair: Pair) -> Oracle:
+    return Oracle(pair)
+
+
+def _wait_pylog(oracle: Oracle, api_key: int, version: int, body: Any, ok: Any) -> None:
+    deadline = time.monotonic() + 30
+    while not ok(oracle.pair.pylog.request(api_key, version, body)):
+        assert time.monotonic() < deadline, f"pylog never answered {body} as wanted"
+        time.sleep(0.2)
+
+
+def test_a_transactions_life(brokers: Brokers, oracle: Oracle) -> None:
+    t, txn = name("txn-life"), name("txn-life-id")
+    oracle.create({t: 1})
+    find = {"key_type": 1, "coordinator_keys": [txn]}
+    found = lambda r: r.coordinators[0].error_code == 0  # noqa: E731
+    oracle.until_kafka(ApiKey.FIND_COORDINATOR, 4, find, found)
+    _wait_pylog(oracle, ApiKey.FIND_COORDINATOR, 4, find, found)
+
+    # Until both coordinators have loaded the id's partition (unknown to
+    # them: TRANSACTIONAL_ID_NOT_FOUND), asked without changing anything.
+    unknown = {"transactional_ids": [txn]}
+    loaded = lambda r: r.transaction_states[0].error_code == 105  # noqa: E731
+    oracle.until_kafka(ApiKey.DESCRIBE_TRANSACTIONS, 0, unknown, loaded)
+    _wait_pylog(oracle, ApiKey.DESCRIBE_TRANSACTIONS, 0, unknown, loaded)
+
+    def init(timeout_ms: int = 60000) -> Any:
+        body = {"transactional_id": txn, "transaction_timeout_ms": timeout_ms,
+                "producer_id": -1, "producer_epoch": -1}  # fmt: skip
+        return oracle.send(ApiKey.INIT_PRODUCER_ID, 4, body, allow=PID)
+
+    # INVALID_TRANSACTION_TIMEOUT: past transaction.max.timeout.ms.
+    oracle.send(
+        ApiKey.INIT_PRODUCER_ID, 4,
+        {"transactional_id": txn, "transaction_timeout_ms": 3_600_000,
+         "producer_id": -1, "producer_epoch": -1},
+    )  # fmt: skip
+    x = init()
+    pids = {"kafka": x.kafka.producer_id, "pylog": x.pylog.producer_id}
+
+    def add(epoch: int, version: int = 3, partitions: tuple[int, ...] = (0,)) -> None:
+        oracle.send(
+            ApiKey.ADD_PARTITIONS_TO_TXN, version,
+            lambda side: {
+                "v3_and_below_transactional_id": txn,
+                "v3_and_below_producer_id": pids[side],
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": t, "partitions": list(partitions)}],
+            },
+        )  # fmt: skip
+
+    def end(epoch: int, commit: bool, version: int = 3) -> None:
+        oracle.send(
+            ApiKey.END_TXN, version,
+            lambda side: {"transactional_id": txn, "producer_id": pids[side],
+                          "producer_epoch": epoch, "committed": commit},
+        )  # fmt: skip
+
+    def describe() -> None:
+        oracle.send(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]}, allow=DESCRIBED)
+
+    end(0, True)  # nothing begun: INVALID_TXN_STATE
+    add(0)
+    add(0, partitions=(0, 5))  # a partition the topic lacks: the whole request fails
+    add(3)  # a stale epoch: PRODUCER_FENCED
+    add(3, version=1)  # INVALID_PRODUCER_EPOCH before v2
+
+    def records(side: str) -> bytes:
+        return _native.build_batch(
+            [(None, v, [], TS) for v in (b"t0", b"t1")],
+            producer_id=pids[side], producer_epoch=0, base_sequence=0, is_transactional=True,
+        )  # fmt: skip
+
+    oracle.send(
+        ApiKey.PRODUCE, 9,
+        lambda side: {**produce_body(t, records(side)), "transactional_id": txn},
+    )  # fmt: skip
+    describe()  # Ongoing, with its partition
+    end(0, True)
+    done = {"transactional_ids": [txn]}
+    complete = lambda r: r.transaction_states[0].transaction_state == "CompleteCommit"  # noqa: E731
+    oracle.until_kafka(ApiKey.DESCRIBE_TRANSACTIONS, 0, done, complete)
+    _wait_pylog(oracle, ApiKey.DESCRIBE_TRANSACTIONS, 0, done, complete)
+    describe()
+    oracle.send(
+        ApiKey.LIST_TRANSACTIONS, 1,
+        {"state_filters": ["CompleteCommit"], "producer_id_filters": [], "duration_filter": -1},
+        allow=[Rule("transaction_states[*].producer_id", "each broker's own producer ids")],
+    )  # fmt: skip
+    end(0, True)  # a retried commit: NONE
+    end(0, False)  # an abort of a committed transaction: INVALID_TXN_STATE
+    init()  # the epoch goes up: 1
+    add(0)  # the old producer: PRODUCER_FENCED
+    end(0, False, version=1)  # INVALID_PRODUCER_EPOCH before v2
+    oracle.verify()
