@@ -159,8 +159,15 @@ $(LIBRDKAFKA_RUNNER):
 test-rust: ## cargo test of the native core
 	cargo test -q --workspace --exclude pylog-py
 
+# The suite's files run on PYTEST_WORKERS processes (pytest-xdist), each file
+# whole on one worker so its module fixtures (a cluster, a Kafka broker) are
+# made once; most of a file's time is waiting on brokers, JVMs and clients.
+# PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 2
+
 test-python: wheel ## pytest (real files, real segment bytes; tests/integration/test_wheel_install.py installs the wheel)
-	PYLOG_WHEEL=$$(ls $(abspath $(WHEEL_DIR))/pylog_broker-*.whl) $(PY) -m pytest -q --durations=30 tests
+	PYLOG_WHEEL=$$(ls $(abspath $(WHEEL_DIR))/pylog_broker-*.whl) $(PY) -m pytest -q --durations=30 \
+	  -n $(PYTEST_WORKERS) --dist loadfile tests
 
 # ---------------------------------------------------------------- the wheel users install
 # abi3 (one wheel for every CPython >= 3.10), linked by zig against glibc 2.17

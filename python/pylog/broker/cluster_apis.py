@@ -27,7 +27,6 @@ from pylog.common.topic_partition import TopicPartition
 from pylog.errors import (
     ErrorCode,
     InvalidReplicationFactorError,
-    InvalidRequestError,
     InvalidTopicError,
     TopicAlreadyExistsError,
 )
@@ -491,14 +490,16 @@ class ClusterApis:
         else:
             names = {t.name for t in body.topics}
         names = {n for n in names if n >= start_topic}
-        if cursor is not None and not everything and cursor.topic_name not in names:
-            raise InvalidRequestError(
-                "DescribeTopicPartitionsRequest topic list should contain the cursor topic: "
-                f"{cursor.topic_name}"
-            )
-        if cursor is not None and cursor.partition_index < 0:
-            raise InvalidRequestError(
-                f"DescribeTopicPartitionsRequest cursor partition must be valid: {cursor}"
+        bad_cursor = cursor is not None and (
+            (not everything and cursor.topic_name not in names) or cursor.partition_index < 0
+        )
+        if bad_cursor:
+            # Kafka's InvalidRequestException here becomes its error response:
+            # every requested topic with INVALID_REQUEST, the connection kept.
+            return DescribeTopicPartitionsResponse(
+                throttle_time_ms=0,
+                topics=[_described(ErrorCode.INVALID_REQUEST, t.name) for t in body.topics],
+                next_cursor=None,
             )
         auth = self.auth
         refused: list[DescribeTopicPartitionsResponseTopic] = []

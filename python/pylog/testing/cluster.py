@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from pylog.testing.network_faults import CLIENT, ZOOKEEPER, FaultProxy, NetworkFaults, kafka_peer
 from pylog.testing.zookeeper import ZooKeeperServer
@@ -469,10 +470,20 @@ class LocalCluster:
         ``timeout`` seconds (the cluster's start-up timeout by default)."""
         deadline = time.monotonic() + (self.startup_timeout if timeout is None else timeout)
         pause = threading.Event()
-        while not predicate():
+        while not self._holds(predicate):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"timed out waiting for {what}")
             pause.wait(0.05)
+
+    @staticmethod
+    def _holds(predicate: Callable[[], object]) -> bool:
+        # This cluster's own ZooKeeper client loses its connection (or, on a
+        # loaded machine, its session) while ZooKeeper restarts; kazoo
+        # reconnects, and until then the condition is simply not met yet.
+        try:
+            return bool(predicate())
+        except (ConnectionLoss, SessionExpiredError):
+            return False
 
     def wait_for_leader(
         self, topic: str, partition: int = 0, *, timeout: float | None = None
