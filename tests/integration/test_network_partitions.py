@@ -40,6 +40,14 @@ HOLD = float(os.environ.get("PYLOG_PARTITION_HOLD", "8"))
 #: follower's ZooKeeper session expired (1 run in 7).
 SOAK_ONLY = ("kill_follower", "follower_from_zookeeper")
 SCHEDULE = [f for f in Nemesis.ALL if f not in SOAK_ONLY]
+#: ``PYLOG_PARTITION_FAULTS=kill_follower*6,isolate_leader`` runs those faults
+#: in that order instead (to repeat one while chasing it).
+if os.environ.get("PYLOG_PARTITION_FAULTS"):
+    SCHEDULE = [
+        name
+        for item in os.environ["PYLOG_PARTITION_FAULTS"].split(",")
+        for name in [item.partition("*")[0].strip()] * int(item.partition("*")[2] or 1)
+    ]
 
 
 def _report(line: str) -> None:
