@@ -74,12 +74,18 @@ class History:
     attempted: set[str] = field(default_factory=set)
     polls: list[Poll] = field(default_factory=list)
     commits: list[tuple[int, int, float]] = field(default_factory=list)  # partition, offset, at
-    last_ack: dict[str, float] = field(default_factory=dict)  # producer -> its latest ack
+    #: (producer, partition) -> its latest ack
+    last_ack: dict[tuple[str, int], float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def acked_since(self, producer: str, after: float) -> bool:
+    def acked_since(self, producer: str, after: float, partitions: int = 1) -> bool:
+        """Whether ``producer`` has had an ack since ``after`` on each of the
+        first ``partitions`` partitions (one stuck partition is a liveness
+        failure even while the other one flows)."""
         with self.lock:
-            return self.last_ack.get(producer, float("-inf")) > after
+            return all(
+                self.last_ack.get((producer, p), float("-inf")) > after for p in range(partitions)
+            )
 
 
 class WorkloadProducer(threading.Thread):
@@ -126,7 +132,7 @@ class WorkloadProducer(threading.Thread):
             if err is not None:
                 h.failed.append((self.name, str(err), now))
             else:
-                h.last_ack[self.name] = now
+                h.last_ack[(self.name, msg.partition())] = now  # type: ignore[attr-defined]
                 h.acks.append(
                     Ack(
                         self.name,
@@ -520,8 +526,8 @@ def recover(
     for name in producers:
         try:
             cluster.wait_for(
-                lambda name=name: history.acked_since(name, healed_at),
-                f"producer {name} to be acknowledged after {fault}",
+                lambda name=name: history.acked_since(name, healed_at, partitions),
+                f"producer {name} to be acknowledged on every partition after {fault}",
                 WAIT,
             )
         except TimeoutError as e:
@@ -665,7 +671,9 @@ def run_schedule(
             t.start()
         start = time.monotonic()
         cluster.wait_for(
-            lambda: all(history.acked_since(n, start) for n in names), "first acks", WAIT
+            lambda: all(history.acked_since(n, start, partitions) for n in names),
+            "first acks",
+            WAIT,
         )
         queue = list(faults) if isinstance(faults, list) else None
         while True:
