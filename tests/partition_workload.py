@@ -74,12 +74,18 @@ class History:
     attempted: set[str] = field(default_factory=set)
     polls: list[Poll] = field(default_factory=list)
     commits: list[tuple[int, int, float]] = field(default_factory=list)  # partition, offset, at
-    last_ack: dict[str, float] = field(default_factory=dict)  # producer -> its latest ack
+    #: (producer, partition) -> its latest ack
+    last_ack: dict[tuple[str, int], float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def acked_since(self, producer: str, after: float) -> bool:
+    def acked_since(self, producer: str, after: float, partitions: int = 1) -> bool:
+        """Whether ``producer`` has had an ack since ``after`` on each of the
+        first ``partitions`` partitions (one stuck partition is a liveness
+        failure even while the other one flows)."""
         with self.lock:
-            return self.last_ack.get(producer, float("-inf")) > after
+            return all(
+                self.last_ack.get((producer, p), float("-inf")) > after for p in range(partitions)
+            )
 
 
 class WorkloadProducer(threading.Thread):
@@ -106,10 +112,18 @@ class WorkloadProducer(threading.Thread):
                 "message.timeout.ms": 60_000,
                 "topic.metadata.refresh.interval.ms": 1000,
                 "retry.backoff.max.ms": 500,
+                # A fatal error (idempotence) comes here with its reason; the
+                # delivery reports after it only say _FATAL.
+                "error_cb": self._error,
                 **conf,
             }
         )
         self.stop_event = threading.Event()
+
+    def _error(self, err: object) -> None:
+        if getattr(err, "fatal", lambda: False)():
+            with self.history.lock:
+                self.history.failed.append((self.name, f"fatal: {err}", time.monotonic()))
 
     def _delivered(self, err: object, msg: object) -> None:
         now = time.monotonic()
@@ -118,7 +132,7 @@ class WorkloadProducer(threading.Thread):
             if err is not None:
                 h.failed.append((self.name, str(err), now))
             else:
-                h.last_ack[self.name] = now
+                h.last_ack[(self.name, msg.partition())] = now  # type: ignore[attr-defined]
                 h.acks.append(
                     Ack(
                         self.name,
@@ -462,6 +476,19 @@ class Nemesis:
         self.kill_windows.append(KillWindow(at, float("inf"), snaps, alive))
 
     def _restart(self, brokers: list[ClusterBroker]) -> None:
+        # A broker registers /brokers/ids/<id> as it starts, and refuses to
+        # start while another ZooKeeper session holds that znode, as Kafka's
+        # does (KafkaZkClient's CheckedEphemeral: NODEEXISTS, a fatal start-up
+        # error). A killed broker's znode lives until ZooKeeper expires its
+        # session (zookeeper.session.timeout.ms, up to a tick later), so a
+        # restart inside that window fails; an operator waits for it, and so
+        # does the nemesis.
+        ids = {b.broker_id for b in brokers}
+        self.cluster.wait_for(
+            lambda: not ids.intersection(self.cluster.registered()),
+            f"the registrations of killed brokers {sorted(ids)} to expire",
+            WAIT,
+        )
         self.kill_windows[-1].until = time.monotonic()
         for b in brokers:
             b.start()
@@ -497,11 +524,20 @@ def recover(
     isr = time.monotonic() - healed_at
     times: dict[str, float] = {}
     for name in producers:
-        cluster.wait_for(
-            lambda name=name: history.acked_since(name, healed_at),
-            f"producer {name} to be acknowledged after {fault}",
-            WAIT,
-        )
+        try:
+            cluster.wait_for(
+                lambda name=name: history.acked_since(name, healed_at, partitions),
+                f"producer {name} to be acknowledged on every partition after {fault}",
+                WAIT,
+            )
+        except TimeoutError as e:
+            # Say why: a producer that stopped has its errors in the history.
+            with history.lock:
+                errors = [err for who, err, _ in history.failed if who == name]
+            fatal = [err for err in errors if err.startswith("fatal:")]
+            raise TimeoutError(
+                f"{e}; {fatal[:1]}, its last delivery errors ({len(errors)} in all): {errors[-3:]}"
+            ) from None
         times[name] = time.monotonic() - healed_at
     return Recovery(fault, isr, times, controller)
 
@@ -622,7 +658,7 @@ def run_schedule(
     names = ["idempotent", "plain"]
     producers = [
         WorkloadProducer("idempotent", cluster.bootstrap_servers, topic, partitions, history,
-                         **{"enable.idempotence": True}),
+                         **{"enable.idempotence": True, "debug": "eos"}),
         WorkloadProducer("plain", cluster.bootstrap_servers, topic, partitions, history,
                          **{"enable.idempotence": False, "retries": 2**31 - 1,
                             "max.in.flight.requests.per.connection": 1}),
@@ -635,7 +671,9 @@ def run_schedule(
             t.start()
         start = time.monotonic()
         cluster.wait_for(
-            lambda: all(history.acked_since(n, start) for n in names), "first acks", WAIT
+            lambda: all(history.acked_since(n, start, partitions) for n in names),
+            "first acks",
+            WAIT,
         )
         queue = list(faults) if isinstance(faults, list) else None
         while True:

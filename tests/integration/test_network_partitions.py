@@ -4,7 +4,7 @@ stock clients recording every operation, a nemesis cutting, resetting,
 pausing and killing, and a Jepsen-style checker over the history and the
 brokers' segment files (tests/partition_workload.py says what it checks).
 
-``make test`` runs each fault once (but SOAK_ONLY's), in a fixed order; ``make soak`` runs
+``make test`` runs each fault once, in a fixed order; ``make soak`` runs
 random faults for ``PYLOG_SOAK_SECONDS`` (an hour) with the seed printed, so
 a failing schedule can be run again with ``PYLOG_SOAK_SEED``."""
 
@@ -33,13 +33,15 @@ OVERRIDES = {
 }
 HOLD = float(os.environ.get("PYLOG_PARTITION_HOLD", "8"))
 
-#: Faults with an open failure on the current code, run by ``make soak`` only
-#: until it is understood (docs/cluster.md, "Open"): a follower's restart after
-#: SIGKILL that printed no start line within 60 s (1 run in 6), and an
-#: idempotent producer that librdkafka failed as "rewound sequence" after a
-#: follower's ZooKeeper session expired (1 run in 7).
-SOAK_ONLY = ("kill_follower", "follower_from_zookeeper")
-SCHEDULE = [f for f in Nemesis.ALL if f not in SOAK_ONLY]
+SCHEDULE = list(Nemesis.ALL)
+#: ``PYLOG_PARTITION_FAULTS=kill_follower*6,isolate_leader`` runs those faults
+#: in that order instead (to repeat one while chasing it).
+if os.environ.get("PYLOG_PARTITION_FAULTS"):
+    SCHEDULE = [
+        name
+        for item in os.environ["PYLOG_PARTITION_FAULTS"].split(",")
+        for name in [item.partition("*")[0].strip()] * int(item.partition("*")[2] or 1)
+    ]
 
 
 def _report(line: str) -> None:
@@ -66,7 +68,7 @@ def test_every_fault_once_loses_nothing_and_recovers(
 @pytest.mark.skipif(
     not os.environ.get("PYLOG_SOAK_SECONDS"), reason="make soak sets PYLOG_SOAK_SECONDS"
 )
-def test_soak_random_faults(pylog_zookeeper: ZooKeeperServer) -> None:
+def test_soak_random_faults(pylog_zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
     seconds = float(os.environ["PYLOG_SOAK_SECONDS"])
     seed = int(os.environ.get("PYLOG_SOAK_SEED") or time.time())
     print(f"soak: {seconds:.0f} s, PYLOG_SOAK_SEED={seed}", flush=True)
@@ -76,7 +78,9 @@ def test_soak_random_faults(pylog_zookeeper: ZooKeeperServer) -> None:
     def next_fault() -> str | None:
         return rng.choice(Nemesis.ALL) if time.monotonic() < deadline else None
 
-    with LocalCluster(3, OVERRIDES, zookeeper=pylog_zookeeper, network_faults=True) as cluster:
+    with LocalCluster(
+        3, OVERRIDES, zookeeper=pylog_zookeeper, network_faults=True, directory=str(tmp_path)
+    ) as cluster:
         # Holds from under a follower's lag time to past the socket timeouts
         # (replica.socket.timeout.ms, 30 s), so requests time out mid-cut too.
         problems, recoveries, history = run_schedule(

@@ -891,8 +891,17 @@ class ReplicaManager:
         _log.info("ISR of %s %ss to %s (partition epoch %d)", partition.tp, kind,
                   partition.in_sync_replicas, partition.partition_epoch)  # fmt: skip
         # A shrink may move the HW (waiting produces and consumer fetches), or
-        # leave fewer replicas than min.insync.replicas.
-        self._hw_moved(partition.tp)
+        # leave fewer replicas than min.insync.replicas. The purgatories live
+        # on the event loop, and a ZooKeeper-mode ISR change lands on the
+        # AlterIsr worker thread: completing a DelayedProduce there answered
+        # its request from that thread, racing the loop's writes on the same
+        # connection (a response lost, a request unanswered until the client
+        # gave up, or the response queue popped twice).
+        self._on_loop(self._hw_moved_all, [partition.tp])
+
+    def _hw_moved_all(self, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            self._hw_moved(tp)
 
     def _fence(self, controller_epoch: int, broker_epoch: int, what: str) -> int:
         """STALE_BROKER_EPOCH when the request was meant for an older

@@ -101,6 +101,7 @@ class ClusterBroker:
             raise RuntimeError(f"broker {self.broker_id} is already running")
         os.makedirs(self.dir, exist_ok=True)
         log = open(self.log_file, "a")  # noqa: SIM115 - handed to the child
+        log_start = log.tell()
         try:
             proc = subprocess.Popen(
                 self.command(),
@@ -121,8 +122,8 @@ class ClusterBroker:
                 proc.kill()
             proc.wait(10)
             raise RuntimeError(
-                f"broker {self.broker_id} did not start ({line.strip() or 'no output'}); "
-                f"see {self.log_file}"
+                f"broker {self.broker_id} did not start ({line.strip() or 'no output'}"
+                f"{_last_error(self.log_file, log_start)}); see {self.log_file}"
             )
         # "pylog broker 1 started: NAME://host:port, NAME://host:port (log.dirs …)"
         listeners = line.split(_STARTED, 1)[1].split(" (", 1)[0]
@@ -188,6 +189,19 @@ def _read_line(stream: IO[str], timeout: float) -> str:
     reader.start()
     reader.join(timeout)
     return out[0] if out else ""
+
+
+def _last_error(log_file: str, start: int) -> str:
+    """``: <why>`` from the last ``Error:`` line a failed start-up wrote to
+    its log past ``start`` (the CLI's one line on stderr), or nothing."""
+    try:
+        with open(log_file, "rb") as f:
+            f.seek(max(start, os.fstat(f.fileno()).st_size - 16384))
+            tail = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    errors = [ln for ln in tail if ln.startswith("Error:")]
+    return f": {errors[-1]}" if errors else ""
 
 
 def _drain(stream: IO[str]) -> None:

@@ -7,6 +7,7 @@ producer state on followers."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from conftest import build_batch
@@ -693,4 +694,47 @@ def test_an_epoch_led_without_records_is_dropped_so_fetches_stop_diverging(
     fetcher._apply_epoch_end(TP, p, s, 2, 10)
     assert p.log_end_offset == 10 and s.state is FetchState.FETCHING and s.fetch_offset == 10
     assert p.log.latest_epoch == 2, "the fetch would name epoch 4 and diverge again"
+    close(lm, rm)
+
+
+def test_an_isr_change_written_off_the_loop_answers_waiting_produces_on_the_loop(
+    tmp_path: Any,
+) -> None:
+    """On ZooKeeper an ISR change lands on the AlterIsr worker thread. The
+    acks=-1 produces it completes must be answered on the event loop, where
+    their connections write: answered from the worker, a response raced the
+    loop's writes on the same connection (the partition suite saw a Produce
+    left unanswered for 60 s, librdkafka's epoch bump and a duplicate)."""
+    alter = HeldAlterIsrManager()
+    lm, rm = make(str(tmp_path), 0, alter_isr_manager=alter, lag_ms=50)
+    purgatory = rm.delayed_produce_purgatory
+    checked_on: list[int] = []
+    check = purgatory.check_and_complete
+
+    def recording_check(key: Any) -> int:
+        checked_on.append(threading.get_ident())
+        return check(key)
+
+    purgatory.check_and_complete = recording_check  # type: ignore[method-assign]
+
+    async def main() -> None:
+        loop_thread = threading.get_ident()
+        rm._loop = asyncio.get_running_loop()  # a broker starts its ReplicaManager on the loop
+        lead(rm, isr=[0, 1, 2])
+        p = rm.partition(TP)
+        assert p is not None
+        produce = asyncio.ensure_future(rm.append_records(10_000, -1, {TP: build_batch([b"a"])}))
+        await asyncio.sleep(0.1)  # neither follower fetches: both lag
+        rm.maybe_shrink_isr()
+        assert [h[0].isr for h in alter.held] == [(0,)] and not produce.done()
+        checked_on.clear()
+        worker = threading.Thread(target=alter.answer)  # as ZkAlterIsrManager's worker
+        worker.start()
+        worker.join()
+        assert p.in_sync_replicas == [0] and p.high_watermark == 1
+        res = await asyncio.wait_for(produce, 5)
+        assert res[TP].error_code == 0 and res[TP].base_offset == 0
+        assert checked_on and set(checked_on) == {loop_thread}, "completed off the loop"
+
+    asyncio.run(main())
     close(lm, rm)
