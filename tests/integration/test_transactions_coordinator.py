@@ -755,8 +755,16 @@ def test_cluster_transactions_and_coordinator_killed(tmp_path: Path) -> None:
                 wait_for(lambda: lc.offsets(held)[0] == lc.offsets(held)[1], "LSO == HW")
             finally:
                 lc.close()
-            wait_for(lambda: c.describe("held-1").transaction_state == "CompleteCommit",
-                     "CompleteCommit at the new coordinator")  # fmt: skip
+            # DescribeTransactions is answered by the coordinator only: ask
+            # the broker that took the id's __transaction_state partition.
+            successor = c.wait_coordinator("held-1")
+            assert successor != coordinator
+            sc = TxnClient(cluster.broker(successor).bootstrap_servers)
+            try:
+                wait_for(lambda: sc.describe("held-1").transaction_state == "CompleteCommit",
+                         "CompleteCommit at the new coordinator")  # fmt: skip
+            finally:
+                sc.close()
         finally:
             c.close()
         cluster.broker(coordinator).start()
