@@ -135,7 +135,11 @@ def test_sasl_ssl_between_brokers(pylog_zookeeper: ZooKeeperServer, tmp_path: Pa
             log = Path(b.log_file).read_text()
             assert "Traceback" not in log
             # no broker spoke to another before logging in, or failed to log in
-            assert "during SASL" not in log and "authentication failed" not in log
+            # (a client closing a connection mid-login, as librdkafka does with
+            # the spare connections it opened when the consumer closes, is
+            # logged as "closed by the client during SASL" and is no failure)
+            assert "Unexpected Kafka request" not in log
+            assert "authentication failed" not in log
             assert BROKER_PASSWORD not in log and CLIENT_PASSWORD not in log
         # the brokers' credential is in ZooKeeper in Kafka's format, salted
         user = cluster._json(f"/config/users/{BROKER_USER}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -59,6 +60,15 @@ def submit(m: ZkAlterIsrManager, proposed: LeaderAndIsr) -> LeaderAndIsr | int:
     return results[0]
 
 
+def notifications(zk: KafkaZkClient) -> list[str]:
+    """The isr_change notifications, once there is one: the manager answers
+    the leaders first and writes the notification after them."""
+    deadline = time.monotonic() + 20
+    while not (notes := zk.get_isr_change_notifications()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return notes
+
+
 def test_writes_conditionally_and_notifies(zk: KafkaZkClient) -> None:
     m = ZkAlterIsrManager(zk)
     try:
@@ -70,7 +80,7 @@ def test_writes_conditionally_and_notifies(zk: KafkaZkClient) -> None:
             1, 4, [1, 2], 7,
         )  # fmt: skip
         assert state.zk_version == 1
-        notes = zk.get_isr_change_notifications()
+        notes = notifications(zk)
         assert len(notes) == 1 and zk.get_isr_change_notification(notes[0]) == [("t", 0)]
         # Based on an old version: refused, nothing written.
         assert submit(m, LeaderAndIsr(1, 4, (1, 2, 3), 0)) == INVALID_UPDATE_VERSION
@@ -127,7 +137,7 @@ def test_queued_changes_are_written_in_one_round_with_one_notification(
                 assert zk.get_partition_state("u", p).isr == [1, 2, 3]  # type: ignore[union-attr]
         assert zk.get_partition_state("u", 7).isr == [1, 2]  # type: ignore[union-attr]
         assert m.rounds == [n - 1]
-        notes = zk.get_isr_change_notifications()
+        notes = notifications(zk)
         assert len(notes) == 1
         assert sorted(zk.get_isr_change_notification(notes[0])) == sorted(
             ("u", p) for p in range(n) if p != 7
