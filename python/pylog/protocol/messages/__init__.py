@@ -15,6 +15,8 @@ from pylog.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRe
 from pylog.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
 from pylog.protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 from pylog.protocol.messages.add_partitions_to_txn_response import AddPartitionsToTxnResponse
+from pylog.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from pylog.protocol.messages.allocate_producer_ids_response import AllocateProducerIdsResponse
 from pylog.protocol.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from pylog.protocol.messages.alter_client_quotas_response import AlterClientQuotasResponse
 from pylog.protocol.messages.alter_configs_request import AlterConfigsRequest
@@ -25,6 +27,10 @@ from pylog.protocol.messages.alter_partition_reassignments_request import (
 from pylog.protocol.messages.alter_partition_reassignments_response import (
     AlterPartitionReassignmentsResponse,
 )
+from pylog.protocol.messages.alter_partition_request import AlterPartitionRequest
+from pylog.protocol.messages.alter_partition_response import AlterPartitionResponse
+from pylog.protocol.messages.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
+from pylog.protocol.messages.alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
 from pylog.protocol.messages.alter_user_scram_credentials_request import (
     AlterUserScramCredentialsRequest,
 )
@@ -178,9 +184,12 @@ from pylog.protocol.messages.write_txn_markers_response import WriteTxnMarkersRe
 Request: TypeAlias = (
     AddOffsetsToTxnRequest
     | AddPartitionsToTxnRequest
+    | AllocateProducerIdsRequest
     | AlterClientQuotasRequest
     | AlterConfigsRequest
     | AlterPartitionReassignmentsRequest
+    | AlterPartitionRequest
+    | AlterReplicaLogDirsRequest
     | AlterUserScramCredentialsRequest
     | ApiVersionsRequest
     | ConsumerGroupDescribeRequest
@@ -247,9 +256,12 @@ Request: TypeAlias = (
 Response: TypeAlias = (
     AddOffsetsToTxnResponse
     | AddPartitionsToTxnResponse
+    | AllocateProducerIdsResponse
     | AlterClientQuotasResponse
     | AlterConfigsResponse
     | AlterPartitionReassignmentsResponse
+    | AlterPartitionResponse
+    | AlterReplicaLogDirsResponse
     | AlterUserScramCredentialsResponse
     | ApiVersionsResponse
     | ConsumerGroupDescribeResponse
@@ -348,6 +360,7 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     31: DeleteAclsRequest,
     32: DescribeConfigsRequest,
     33: AlterConfigsRequest,
+    34: AlterReplicaLogDirsRequest,
     35: DescribeLogDirsRequest,
     36: SaslAuthenticateRequest,
     37: CreatePartitionsRequest,
@@ -361,10 +374,12 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     49: AlterClientQuotasRequest,
     50: DescribeUserScramCredentialsRequest,
     51: AlterUserScramCredentialsRequest,
+    56: AlterPartitionRequest,
     60: DescribeClusterRequest,
     61: DescribeProducersRequest,
     65: DescribeTransactionsRequest,
     66: ListTransactionsRequest,
+    67: AllocateProducerIdsRequest,
     68: ConsumerGroupHeartbeatRequest,
     69: ConsumerGroupDescribeRequest,
     71: GetTelemetrySubscriptionsRequest,
@@ -417,6 +432,7 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     31: DeleteAclsResponse,
     32: DescribeConfigsResponse,
     33: AlterConfigsResponse,
+    34: AlterReplicaLogDirsResponse,
     35: DescribeLogDirsResponse,
     36: SaslAuthenticateResponse,
     37: CreatePartitionsResponse,
@@ -430,10 +446,12 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     49: AlterClientQuotasResponse,
     50: DescribeUserScramCredentialsResponse,
     51: AlterUserScramCredentialsResponse,
+    56: AlterPartitionResponse,
     60: DescribeClusterResponse,
     61: DescribeProducersResponse,
     65: DescribeTransactionsResponse,
     66: ListTransactionsResponse,
+    67: AllocateProducerIdsResponse,
     68: ConsumerGroupHeartbeatResponse,
     69: ConsumerGroupDescribeResponse,
     71: GetTelemetrySubscriptionsResponse,
@@ -457,12 +475,18 @@ __all__ = [
     "AddOffsetsToTxnResponse",
     "AddPartitionsToTxnRequest",
     "AddPartitionsToTxnResponse",
+    "AllocateProducerIdsRequest",
+    "AllocateProducerIdsResponse",
     "AlterClientQuotasRequest",
     "AlterClientQuotasResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
     "AlterPartitionReassignmentsRequest",
     "AlterPartitionReassignmentsResponse",
+    "AlterPartitionRequest",
+    "AlterPartitionResponse",
+    "AlterReplicaLogDirsRequest",
+    "AlterReplicaLogDirsResponse",
     "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
