@@ -61,6 +61,7 @@ from pylog.errors import (
     InvalidTopicError,
     KafkaError,
     KafkaStorageError,
+    NotLeaderOrFollowerError,
     RecordErrorsMixin,
     UnknownTopicOrPartitionError,
 )
@@ -486,8 +487,17 @@ class ReplicaManager:
     def get_partition_or_error(self, tp: TopicPartition) -> Partition:
         p = self._partitions.get(tp)
         if p is None:
-            raise UnknownTopicOrPartitionError(f"this broker has no partition {tp}")
+            raise self.not_hosted(tp)
         return p
+
+    def not_hosted(self, tp: TopicPartition) -> KafkaError:
+        """The error for a partition this broker holds no replica of: as
+        Kafka's ReplicaManager.getPartitionOrError, NOT_LEADER_OR_FOLLOWER when
+        the cluster's metadata has it (the client's metadata is stale, e.g.
+        after a reassignment moved it away), else UNKNOWN_TOPIC_OR_PARTITION."""
+        if self.metadata_cache.partition_info(tp.topic, tp.partition) is not None:
+            return NotLeaderOrFollowerError(f"this broker holds no replica of {tp}")
+        return UnknownTopicOrPartitionError(f"this broker has no partition {tp}")
 
     # ------------------------------------------------------------------ append
 
@@ -524,9 +534,7 @@ class ReplicaManager:
         for tp, records in entries.items():
             partition = self._partitions.get(tp)
             if partition is None:
-                results[tp] = _error_result(
-                    UnknownTopicOrPartitionError(f"this broker has no partition {tp}")
-                )
+                results[tp] = _error_result(self.not_hosted(tp))
                 continue
             if partition.topic_is_internal and not internal_topics_allowed:
                 results[tp] = _error_result(
@@ -714,7 +722,7 @@ class ReplicaManager:
         for req in requests:
             partition = self._partitions.get(req.tp)
             if partition is None:
-                out.append(FetchPartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                out.append(FetchPartitionResult(self.not_hosted(req.tp).code))
                 continue
             max_bytes = max(0, min(req.partition_max_bytes, limit))
             throttled = params.is_from_follower and self._leader_throttled(
@@ -852,7 +860,7 @@ class ReplicaManager:
     ) -> EpochEndOffset:
         partition = self._partitions.get(tp)
         if partition is None:
-            return EpochEndOffset(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)
+            return EpochEndOffset(self.not_hosted(tp).code, -1, -1)
         return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
 
     def delete_records(
