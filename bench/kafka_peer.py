@@ -604,17 +604,20 @@ def produce_row(size: int, acks: str, partitions: int) -> Callable[[Peer, Bench]
 
 
 def set_verification(peer: Peer, enabled: bool) -> None:
-    """transaction.partition.verification.enable, cluster-wide and dynamic,
-    on either broker (kafka-configs --entity-type brokers --entity-default)."""
-    res = ConfigResource(ResourceType.BROKER, "")
-    res.add_incremental_config(
-        ConfigEntry(
-            "transaction.partition.verification.enable",
-            "true" if enabled else "false",
-            incremental_operation=AlterConfigOpType.SET,
+    """transaction.partition.verification.enable, dynamic, on each broker of
+    either side (kafka-configs --entity-type brokers --entity-name ID)."""
+    resources = []
+    for broker_id in peer.admin().list_topics(timeout=10).brokers:
+        res = ConfigResource(ResourceType.BROKER, str(broker_id))
+        res.add_incremental_config(
+            ConfigEntry(
+                "transaction.partition.verification.enable",
+                "true" if enabled else "false",
+                incremental_operation=AlterConfigOpType.SET,
+            )
         )
-    )
-    for fut in peer.admin().incremental_alter_configs([res]).values():
+        resources.append(res)
+    for fut in peer.admin().incremental_alter_configs(resources).values():
         fut.result(timeout=30)
     time.sleep(0.5)  # the brokers apply it as they hear of it
 

@@ -17,6 +17,7 @@ reaches the high watermark, nothing hangs.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -31,6 +32,7 @@ import pytest
 from broker_process import BrokerProcess, topic_name
 
 from pylog import _native
+from pylog.common.topic_partition import TopicPartition
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
 from pylog.protocol.messages import (
@@ -43,6 +45,7 @@ from pylog.protocol.messages import (
     ListTransactionsResponse,
     ProduceResponse,
 )
+from pylog.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager, CoordinatorNode
 from pylog.testing.cluster import LocalCluster
 from pylog.transaction.transaction_log import read_key, read_value
 from pylog.transaction.transaction_metadata import TransactionState
@@ -53,6 +56,7 @@ pytestmark = pytest.mark.integration
 WAIT = 60.0  # upper bound for waits: only catches hangs
 
 NONE = 0
+NETWORK_EXCEPTION = 13
 NOT_ENOUGH_REPLICAS = 19
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
@@ -412,6 +416,52 @@ def test_partition_verification_prevents_hanging_transactions(broker: BrokerProc
             _set_verification(broker.bootstrap, True)
     finally:
         c.close()
+
+
+def test_add_partitions_to_txn_manager_asks_over_the_wire(broker: BrokerProcess) -> None:
+    """The leaders' side of KIP-890 part 1 against a real coordinator: the
+    questions asked at once go in one AddPartitionsToTxn v5 request, each
+    transaction gets its own answer translated as Kafka's manager does, and
+    two questions for one id follow Kafka's rules (the same epoch: the older
+    one NETWORK_EXCEPTION; an older epoch: INVALID_PRODUCER_EPOCH at once)."""
+    topic = topic_name("txn-verify-wire")
+    create_topic(broker.bootstrap, topic, 2)
+    c = TxnClient(broker.bootstrap)
+    try:
+        c.wait_coordinator("w1")
+        pid1 = c.init("w1").producer_id
+        assert c.add("w1", pid1, 0, topic, [0]) == NONE
+        pid2 = c.init("w2").producer_id
+    finally:
+        c.close()
+    host, port = broker.bootstrap.rsplit(":", 1)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+
+    async def ask() -> list[dict[TopicPartition, int]]:
+        m = AddPartitionsToTxnManager(-1, lambda _id: CoordinatorNode(0, host, int(port)))
+        try:
+            return list(
+                await asyncio.gather(
+                    m.verify_transaction("w1", pid1, 0, [tp0, tp1]),
+                    m.verify_transaction("w2", pid2, 0, [tp0]),
+                    m.verify_transaction("w3", 77, 0, [tp0]),
+                    m.verify_transaction("w3", 77, 0, [tp0]),  # a retry: the first goes
+                    m.verify_transaction("w4", 78, 1, [tp1]),
+                    m.verify_transaction("w4", 78, 0, [tp1]),  # older than the one waiting
+                )
+            )
+        finally:
+            await m.shutdown()
+
+    got = asyncio.run(ask())
+    assert got == [
+        {tp1: INVALID_TXN_STATE},
+        {tp0: INVALID_TXN_STATE},
+        {tp0: NETWORK_EXCEPTION},
+        {tp0: INVALID_PRODUCER_ID_MAPPING},
+        {tp1: INVALID_PRODUCER_ID_MAPPING},
+        {tp1: INVALID_PRODUCER_EPOCH},
+    ]
 
 
 def transaction_log_records(data: Path) -> list[tuple[str, Any]]:
