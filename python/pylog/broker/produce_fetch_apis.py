@@ -170,14 +170,16 @@ class ProduceFetchApis:
                     refused[tp] = {"error_code": bad}
                     del entries[tp]
         # Transactional batches append as any other (the partition opens the
-        # producer's transaction at its first one); the coordinator's
-        # WriteTxnMarkers ends it (txn_marker_apis).
+        # producer's transaction at its first one, once the coordinator
+        # confirms it: KIP-890 part 1 in the ReplicaManager); the
+        # coordinator's WriteTxnMarkers ends it (txn_marker_apis).
         appended = await self.replica_manager.append_records(
             body.timeout_ms,
             acks,
             entries,
             before_wait=request.mark_local_complete,
             inline=not request.others_active,
+            transactional_id=body.transactional_id,
         )
         if acks == 0:
             # Kafka closes the connection when an acks=0 produce fails: the
