@@ -6,7 +6,8 @@ Kafka's dump-log-segments tool does, reading them with the native core;
 (:mod:`.topics`), ``produce`` and ``consume`` (:mod:`.console`), ``configs``
 (:mod:`.configs`), ``groups`` (:mod:`.groups`), ``cluster`` (:mod:`.cluster`)
 ``user-scram`` (:mod:`.user_scram`) and ``acls`` (:mod:`.acls`) are Kafka-protocol clients that work
-against any Kafka cluster; what they share is in :mod:`.common`.
+against any Kafka cluster; what they share is in :mod:`.common`. ``pylog console``
+is the web console of :mod:`pylog.console`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pylog.cli.dump_log import dump_log
 from pylog.cli.groups import groups
 from pylog.cli.topics import topics
 from pylog.cli.user_scram import user_scram
+from pylog.console.command import console as web_console
 
 __all__ = ["main"]
 
@@ -34,5 +36,6 @@ def main() -> None:
 
 for _command in (
     broker, dump_log, topics, produce, consume, configs, groups, cluster, user_scram, acls,
+    web_console,
 ):  # fmt: skip
     main.add_command(_command)
