@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pylog.console.admin import ConsoleAdmin
 from pylog.console.audit import AuditLog
+from pylog.console.lag_history import LagHistory
 from pylog.console.record_format import FORMATS, render_bytes
 from pylog.errors import KafkaError
 
@@ -51,9 +52,12 @@ SECURITY_HEADERS = [
 
 
 class ConsoleSettings:
-    def __init__(self, *, read_only: bool = False, refresh_s: int = 0) -> None:
+    def __init__(
+        self, *, read_only: bool = False, refresh_s: int = 0, lag_interval_s: float = 10.0
+    ) -> None:
         self.read_only = read_only
         self.refresh_s = refresh_s  # pages reload themselves this often (0: never)
+        self.lag_interval_s = lag_interval_s  # a watched group's lag is sampled this often
 
 
 def _size(n: int | None) -> str:
@@ -150,6 +154,12 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
     env = _environment()
     audit = AuditLog()
     token = secrets.token_urlsafe(24)  # a form from another site cannot know it
+
+    def total_lag(group_id: str) -> int | None:
+        view = admin.group(group_id)
+        return None if view is None or not view.offsets else view.total_lag
+
+    lag_history = LagHistory(total_lag, settings.lag_interval_s)
 
     def page(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         html = env.get_template(template).render(
@@ -356,14 +366,24 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
             return page(
                 request, "error.html", 404, title="No such group", error=f"No group {group_id}."
             )
-        return page(request, "group.html", group=view)
+        if view.offsets:
+            lag_history.add(group_id, view.total_lag)
+        return page(
+            request,
+            "group.html",
+            group=view,
+            chart=lag_history.chart(group_id),
+            lag_interval_s=settings.lag_interval_s,
+        )
 
     async def audit_page(request: Request) -> Response:
         return page(request, "audit.html", entries=audit.entries())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        lag_history.start()
         yield
+        await run_in_threadpool(lag_history.stop)
         await run_in_threadpool(admin.close)
 
     app = Starlette(

@@ -41,6 +41,14 @@ DEFAULT_PORT = 9021  # the port Kafka operators know a web console on
     default=0,
     help="Pages reload themselves every N seconds (0: never).",
 )
+@click.option(
+    "--lag-interval",
+    "lag_interval_s",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds between samples of a watched group's lag, for its chart (0: only on views).",
+)
 def console(
     bootstrap_server: str,
     command_config: str | None,
@@ -49,6 +57,7 @@ def console(
     port: int,
     read_only: bool,
     refresh_s: int,
+    lag_interval_s: float,
 ) -> None:
     """Serve the web console: the cluster, topics, messages and consumer
     groups of any Kafka-protocol cluster, on http://HOST:PORT/."""
@@ -67,7 +76,10 @@ def console(
         security=security,
         timeout_ms=request_timeout_ms,
     )
-    app = create_app(admin, ConsoleSettings(read_only=read_only, refresh_s=refresh_s))
+    app = create_app(
+        admin,
+        ConsoleSettings(read_only=read_only, refresh_s=refresh_s, lag_interval_s=lag_interval_s),
+    )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     click.echo(
         f"pylog console for {bootstrap_server} on http://{host}:{port}/"
