@@ -320,6 +320,60 @@ def _check_groups(
     page.screenshot(path=shots / f"{tag}-group.png", full_page=True)
 
 
+def _check_live_groups(
+    page: Any, console: ConsoleProcess, bootstrap: str, shots: Path, tag: str
+) -> None:
+    """A classic group and a KIP-848 consumer group, each with a live
+    confluent-kafka member: both listed with their type, each member shown
+    with its client id and the partitions it was assigned."""
+    from confluent_kafka import Consumer
+
+    topic = topic_name("live")
+    with ClusterClient(bootstrap) as client:
+        (result,) = client.create_topics(
+            [{"name": topic, "num_partitions": 2, "replication_factor": 1, "assignments": [],
+              "configs": []}]
+        )  # fmt: skip
+        assert result.error_code == 0
+    consumers = {}
+    for protocol in ("classic", "consumer"):
+        group = f"{protocol}-{topic}"
+        c = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "group.protocol": protocol,
+                "client.id": f"client-{protocol}",
+                "enable.auto.commit": False,
+            }
+        )
+        c.subscribe([topic])
+        consumers[group] = (protocol, c)
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not all(c.assignment() for _, c in consumers.values()):
+            for _, c in consumers.values():
+                c.poll(0.1)
+            assert time.monotonic() < deadline, "no assignment"
+        page.goto(console.url + "/groups")
+        for group, (protocol, _) in consumers.items():
+            row = page.locator(f"#groups tr[data-group='{group}']")
+            assert row.locator("td").nth(1).inner_text() == protocol
+        for group, (protocol, c) in consumers.items():
+            c.poll(0.1)
+            page.goto(f"{console.url}/group?id={group}")
+            assert _text(page, "#group-type") == protocol
+            members = _rows(page, "members")
+            assert len(members) == 1, members
+            assert members[0][1] == f"client-{protocol}"
+            assert members[0][4] == f"{topic}-0, {topic}-1"
+            assert _text(page, "#group-state") == "Stable"
+            page.screenshot(path=shots / f"{tag}-group-{protocol}.png", full_page=True)
+    finally:
+        for _, c in consumers.values():
+            c.close()
+
+
 # ---------------------------------------------------------------- pylog
 
 
@@ -411,6 +465,12 @@ def test_read_only_console_refuses_changes(
     assert all(r[5] == "refused: read-only console" for r in refused)
 
 
+def test_live_groups_of_both_protocols(
+    page: Any, console: ConsoleProcess, cluster: LocalCluster, shots: Path
+) -> None:
+    _check_live_groups(page, console, cluster.bootstrap_servers, shots, "pylog")
+
+
 def test_killed_broker_turns_its_partitions_under_replicated(
     page: Any, console: ConsoleProcess, cluster: LocalCluster, shots: Path
 ) -> None:
@@ -467,3 +527,9 @@ def test_kafka_topics_messages_and_groups(
     assert page.locator(f"#topics tr[data-topic='{name}']").count() == 1
     page.screenshot(path=shots / "kafka-topics.png", full_page=True)
     _check_groups(page, kafka_console, kafka.bootstrap, name, shots, "kafka")
+
+
+def test_kafka_live_groups_of_both_protocols(
+    page: Any, kafka_console: ConsoleProcess, kafka: Any, shots: Path
+) -> None:
+    _check_live_groups(page, kafka_console, kafka.bootstrap, shots, "kafka")
