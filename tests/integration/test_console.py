@@ -125,9 +125,13 @@ def page(browser: Any) -> Iterator[Any]:
         context.close()
 
 
+BROKER_CONSOLE_PORT = _free_port()
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(3) as c:
+    # Broker 1 also serves the console itself (console.port).
+    with LocalCluster(3, per_broker={1: {"console.port": BROKER_CONSOLE_PORT}}) as c:
         yield c
 
 
@@ -463,6 +467,20 @@ def test_read_only_console_refuses_changes(
     refused = [r for r in _rows(page, "audit") if r[4] == name]
     assert {r[3] for r in refused} == {"create topic", "produce to"}
     assert all(r[5] == "refused: read-only console" for r in refused)
+
+
+def test_a_broker_serves_the_console_read_only(
+    page: Any, cluster: LocalCluster, shots: Path
+) -> None:
+    url = f"http://127.0.0.1:{BROKER_CONSOLE_PORT}"
+    page.goto(url + "/cluster")
+    assert _text(page, "#broker-count") == "3"
+    assert _text(page, "#controller") == str(cluster.controller())
+    assert page.locator("#read-only").count() == 1
+    page.goto(url + "/topics")
+    assert page.locator("form[method=post]").count() == 0
+    assert page.locator("#topics tr[data-topic]").count() >= 1  # the topics made above
+    page.screenshot(path=shots / "pylog-broker-console-topics.png", full_page=True)
 
 
 def test_live_groups_of_both_protocols(
