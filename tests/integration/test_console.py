@@ -378,6 +378,37 @@ def _check_live_groups(
             c.close()
 
 
+def _check_read_committed(page: Any, console: ConsoleProcess, bootstrap: str) -> None:
+    """An aborted and a committed transaction (confluent-kafka): the browser
+    shows both under read_uncommitted and only the committed record under
+    read_committed."""
+    from confluent_kafka import Producer
+
+    topic = topic_name("txn")
+    with ClusterClient(bootstrap) as client:
+        (result,) = client.create_topics(
+            [{"name": topic, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+              "configs": []}]
+        )  # fmt: skip
+        assert result.error_code == 0
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"aborted-value", partition=0)
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"committed-value", partition=0)
+    p.commit_transaction(30)
+    base = f"{console.url}/topics/{topic}/messages?partition=0&offset=0"
+    page.goto(base + "&isolation=read_uncommitted")
+    values = [v.strip() for v in page.locator("#records td.value").all_inner_texts()]
+    assert values == ["aborted-value", "committed-value"]
+    page.goto(base + "&isolation=read_committed")
+    values = [v.strip() for v in page.locator("#records td.value").all_inner_texts()]
+    assert values == ["committed-value"]
+
+
 # ---------------------------------------------------------------- pylog
 
 
@@ -483,6 +514,12 @@ def test_a_broker_serves_the_console_read_only(
     page.screenshot(path=shots / "pylog-broker-console-topics.png", full_page=True)
 
 
+def test_read_committed_hides_aborted_records(
+    page: Any, console: ConsoleProcess, cluster: LocalCluster
+) -> None:
+    _check_read_committed(page, console, cluster.bootstrap_servers)
+
+
 def test_live_groups_of_both_protocols(
     page: Any, console: ConsoleProcess, cluster: LocalCluster, shots: Path
 ) -> None:
@@ -551,3 +588,9 @@ def test_kafka_live_groups_of_both_protocols(
     page: Any, kafka_console: ConsoleProcess, kafka: Any, shots: Path
 ) -> None:
     _check_live_groups(page, kafka_console, kafka.bootstrap, shots, "kafka")
+
+
+def test_kafka_read_committed_hides_aborted_records(
+    page: Any, kafka_console: ConsoleProcess, kafka: Any
+) -> None:
+    _check_read_committed(page, kafka_console, kafka.bootstrap)
