@@ -259,6 +259,18 @@ def _check_topic_and_messages(
         "DEFAULT_CONFIG" in page.locator("#configs tr[data-config='cleanup.policy']").inner_text()
     )
     page.screenshot(path=shots / f"{tag}-topic.png", full_page=True)
+    # Alter a config through the page, then put it back to its default.
+    page.fill("#alter-config input[name=key]", "retention.ms")
+    page.fill("#alter-config input[name=value]", "7200000")
+    page.click("#alter-config button")
+    page.wait_for_selector("#altered")
+    assert retention.locator(".value").inner_text() == "7200000"
+    page.fill("#alter-config input[name=key]", "retention.ms")
+    page.check("#alter-config input[name=default]")
+    page.click("#alter-config button")
+    page.wait_for_selector("#altered")
+    assert retention.locator(".value").inner_text() == "604800000"
+    assert "DYNAMIC_TOPIC_CONFIG" not in retention.locator(".source").inner_text()
 
     _produce(page, console, name, "k1", '{"n": 1, "html": "' + SCRIPT + '"}', f"h1: {IMG}")
     _produce(page, console, name, "k2", SCRIPT, "trace: abc")
@@ -409,6 +421,29 @@ def _check_read_committed(page: Any, console: ConsoleProcess, bootstrap: str) ->
     assert values == ["committed-value"]
 
 
+def _check_delete(page: Any, console: ConsoleProcess) -> None:
+    name = topic_name("doomed")
+    _create_topic(page, console, name, 1, 1)
+    page.fill("#delete-topic input[name=confirm]", "not-its-name")
+    page.click("#delete-topic button")
+    assert "confirm" in _text(page, "#error")
+    page.goto(f"{console.url}/topics/{name}")
+    page.fill("#delete-topic input[name=confirm]", name)
+    page.click("#delete-topic button")
+    page.wait_for_selector("#deleted")
+    deadline = time.monotonic() + DEADLINE_S
+    while page.locator(f"#topics tr[data-topic='{name}']").count():
+        assert time.monotonic() < deadline, "the deleted topic is still listed"
+        time.sleep(0.3)
+        page.goto(console.url + "/topics")
+    page.goto(console.url + "/audit")
+    outcomes = [(r[3], r[5]) for r in _rows(page, "audit") if r[4] == name]
+    assert outcomes[:2] == [
+        ("delete topic", "ok"),
+        ("delete topic", "failed: type the topic's name to confirm"),
+    ]
+
+
 # ---------------------------------------------------------------- pylog
 
 
@@ -492,6 +527,11 @@ def test_read_only_console_refuses_changes(
         f"{ro.url}/topics/{name}/messages", form={"value": "v", "csrf": token or ""}
     )
     assert resp.status == 403
+    resp = page.request.post(
+        f"{ro.url}/topics/__consumer_offsets/delete",
+        form={"confirm": "__consumer_offsets", "csrf": token or ""},
+    )
+    assert resp.status == 403
     page.goto(ro.url + "/topics")
     assert page.locator(f"#topics tr[data-topic='{name}']").count() == 0
     page.goto(ro.url + "/audit")
@@ -512,6 +552,10 @@ def test_a_broker_serves_the_console_read_only(
     assert page.locator("form[method=post]").count() == 0
     assert page.locator("#topics tr[data-topic]").count() >= 1  # the topics made above
     page.screenshot(path=shots / "pylog-broker-console-topics.png", full_page=True)
+
+
+def test_topic_deleted_through_the_page(page: Any, console: ConsoleProcess) -> None:
+    _check_delete(page, console)
 
 
 def test_read_committed_hides_aborted_records(
@@ -594,3 +638,7 @@ def test_kafka_read_committed_hides_aborted_records(
     page: Any, kafka_console: ConsoleProcess, kafka: Any
 ) -> None:
     _check_read_committed(page, kafka_console, kafka.bootstrap)
+
+
+def test_kafka_topic_deleted_through_the_page(page: Any, kafka_console: ConsoleProcess) -> None:
+    _check_delete(page, kafka_console)

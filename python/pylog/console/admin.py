@@ -496,6 +496,29 @@ class ConsoleAdmin:
 
         return self._call(create)
 
+    def alter_topic_config(self, name: str, key: str, value: str | None) -> str | None:
+        """IncrementalAlterConfigs of one topic key (None: back to its
+        default); None when done, else the error."""
+
+        def alter(client: ConsoleClient) -> str | None:
+            code, message = client.alter_configs(
+                CONFIG_RESOURCE_TOPIC, name, {key: value}, validate_only=False
+            )
+            return describe(code, message) if code else None
+
+        return self._call(alter)
+
+    def delete_topic(self, name: str) -> str | None:
+        """DeleteTopics; None when deleted, else the error."""
+
+        def delete(client: ConsoleClient) -> str | None:
+            (result,) = client.delete_topics([name])
+            if result.error_code:
+                return describe(result.error_code, result.get("error_message"))
+            return None
+
+        return self._call(delete)
+
     # -------------------------------------------------- messages
 
     def messages(

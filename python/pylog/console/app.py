@@ -217,7 +217,13 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         internal = request.query_params.get("internal") == "1"
         shown = [r for r in rows if internal or not r.internal]
         return page(
-            request, "topics.html", status, topics=shown, internal=internal, error=error, form={}
+            request,
+            "topics.html",
+            status,
+            topics=shown,
+            internal=internal,
+            error=error,
+            deleted=request.query_params.get("deleted") == "1",
         )
 
     async def create_topic(request: Request) -> Response:
@@ -263,8 +269,61 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
                 request, "error.html", 404, title="No such topic", error=f"No topic {name}."
             )
         return page(
-            request, "topic.html", topic=view, created=request.query_params.get("created") == "1"
+            request,
+            "topic.html",
+            topic=view,
+            created=request.query_params.get("created") == "1",
+            altered=request.query_params.get("altered") == "1",
         )
+
+    async def alter_config(request: Request) -> Response:
+        name = request.path_params["name"]
+        form = await request.form()
+        key = str(form.get("key", "")).strip()
+        refused = await change(request, "alter config of", name, form)
+        if refused is not None:
+            return refused
+        value = None if form.get("default") is not None else str(form.get("value", ""))
+        result = await blocking(
+            request, "topic.html", lambda: admin.alter_topic_config(name, key, value)
+        )
+        if isinstance(result, Response):
+            return result
+        what = f"{key}={value}" if value is not None else f"{key} to its default"
+        audit.record(
+            admin.principal,
+            who(request),
+            "alter config of",
+            name,
+            f"ok {what}" if result is None else f"failed: {what}: {result}",
+        )
+        if result is not None:
+            return page(request, "error.html", 400, title="Not altered", error=result)
+        return RedirectResponse(f"/topics/{name}?altered=1", status_code=303)
+
+    async def delete_topic(request: Request) -> Response:
+        name = request.path_params["name"]
+        form = await request.form()
+        refused = await change(request, "delete topic", name, form)
+        if refused is not None:
+            return refused
+        if str(form.get("confirm", "")) != name:
+            result: str | None = "type the topic's name to confirm"
+        else:
+            got = await blocking(request, "topics.html", lambda: admin.delete_topic(name))
+            if isinstance(got, Response):
+                return got
+            result = got
+        audit.record(
+            admin.principal,
+            who(request),
+            "delete topic",
+            name,
+            "ok" if result is None else f"failed: {result}",
+        )
+        if result is not None:
+            return page(request, "error.html", 400, title="Not deleted", error=result)
+        return RedirectResponse("/topics?deleted=1", status_code=303)
 
     async def messages(
         request: Request, error: str | None = None, produced: bool = False, status: int = 200
@@ -393,6 +452,8 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
             Route("/topics", topics, methods=["GET"]),
             Route("/topics", create_topic, methods=["POST"]),
             Route("/topics/{name}", topic),
+            Route("/topics/{name}/configs", alter_config, methods=["POST"]),
+            Route("/topics/{name}/delete", delete_topic, methods=["POST"]),
             Route("/topics/{name}/messages", messages, methods=["GET"]),
             Route("/topics/{name}/messages", produce, methods=["POST"]),
             Route("/groups", groups),
