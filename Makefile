@@ -181,7 +181,7 @@ WHEEL_TARGET ?= x86_64-unknown-linux-gnu
 WHEEL_DIR    := target/wheels/$(WHEEL_TARGET)
 WHEEL        := $(WHEEL_DIR)/.built
 WHEEL_TOOLS  := $(VENV)/.wheel-tools
-PY_SRC := $(shell find python/pylog -name '*.py' -o -name '*.pyi' -o -name '*.json' -o -name py.typed)
+PY_SRC := $(shell find python/pylog -name '*.py' -o -name '*.pyi' -o -name '*.json' -o -name '*.html' -o -name '*.css' -o -name py.typed)
 
 $(WHEEL_TOOLS): $(STAMP)
 	$(PIP) install -q "ziglang>=0.13" "auditwheel>=6"
