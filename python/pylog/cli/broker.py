@@ -95,10 +95,14 @@ async def _serve(server: Any) -> None:
                 from pylog.console.broker_console import BrokerConsole
 
                 console = BrokerConsole(server.config)
-            except (ImportError, ValueError) as e:
+            except ImportError as e:
                 click.echo(
-                    f"Error: console.port: {e} (pip install 'pylog-broker[console]')", err=True
+                    f"Error: console.port: the console needs its extra, pip install "
+                    f"'pylog-broker[console]' ({e}); the broker serves no console",
+                    err=True,
                 )
+            except ValueError as e:
+                click.echo(f"Error: {e}; the broker serves no console", err=True)
             else:
                 console.start()
                 consoles.append(console)
