@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP) build ## create .venv with pylog (release build of the native core) and every test/bench/lint tool
 
 build: $(STAMP) ## (re)build the native extension in place, with the test/bench/lint extras
-	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q -E test,bench,dev,spark
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q -E test,bench,dev,spark,console,console-test
 	@$(PY) -c "import pylog._native as n; print('pylog._native', n.__version__)"
 
 protocol: ## regenerate python/pylog/protocol/messages/ (typed classes, codecs) from the JSON definitions
@@ -36,11 +36,12 @@ cluster: install tools ## run a local cluster until Ctrl-C: ZooKeeper on 127.0.0
 
 test: install tools kafka java-client spark-jvm go-client node-client kafka-streams-connect librdkafka-tests test-rust wheel spark-kafka test-python spark-compat ## install everything the tests need, then run all tests
 
-tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark, the Java client and Kafka; ZooKeeper for the cluster; npm), from Debian — needs root or sudo; checks for Go
+tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark, the Java client and Kafka; ZooKeeper for the cluster; Chromium for the console; npm), from Debian — needs root or sudo; checks for Go
 	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \
 	  command -v javac >/dev/null 2>&1 || missing="$$missing openjdk-17-jdk-headless"; \
 	  command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
 	  [ -f /usr/share/java/zookeeper.jar ] || missing="$$missing zookeeper"; \
+	  command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	  if [ -n "$$missing" ]; then \
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
@@ -49,6 +50,7 @@ tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark, the Jav
 	@java -version 2>&1 | head -1
 	@ls /usr/share/java/zookeeper-3*.jar | sed 's|.*/||'
 	@mvn -v 2>/dev/null | head -1
+	@chromium --version 2>/dev/null | head -1
 	@go version 2>/dev/null || { echo "no Go toolchain on PATH: the Go client tests need Go >= 1.26 (https://go.dev/dl)"; exit 1; }
 	@command -v npm >/dev/null 2>&1 || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
@@ -179,7 +181,7 @@ WHEEL_TARGET ?= x86_64-unknown-linux-gnu
 WHEEL_DIR    := target/wheels/$(WHEEL_TARGET)
 WHEEL        := $(WHEEL_DIR)/.built
 WHEEL_TOOLS  := $(VENV)/.wheel-tools
-PY_SRC := $(shell find python/pylog -name '*.py' -o -name '*.pyi' -o -name '*.json' -o -name py.typed)
+PY_SRC := $(shell find python/pylog -name '*.py' -o -name '*.pyi' -o -name '*.json' -o -name '*.html' -o -name '*.css' -o -name py.typed)
 
 $(WHEEL_TOOLS): $(STAMP)
 	$(PIP) install -q "ziglang>=0.13" "auditwheel>=6"

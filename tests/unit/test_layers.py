@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "controller": 7,
     "broker": 8,
     "cli": 9,
+    "console": 9,
     "spark": 9,
     "testing": 9,
 }

@@ -7,7 +7,8 @@ Kafka's dump-log-segments tool does, reading them with the native core;
 (:mod:`.configs`), ``groups`` (:mod:`.groups`), ``cluster`` (:mod:`.cluster`)
 ``user-scram`` (:mod:`.user_scram`), ``acls`` (:mod:`.acls`) and
 ``transactions`` (:mod:`.transactions`) are Kafka-protocol clients that work
-against any Kafka cluster; what they share is in :mod:`.common`.
+against any Kafka cluster; what they share is in :mod:`.common`. ``pylog console``
+is the web console of :mod:`pylog.console`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pylog.cli.groups import groups
 from pylog.cli.topics import topics
 from pylog.cli.transactions import transactions
 from pylog.cli.user_scram import user_scram
+from pylog.console.command import console as web_console
 
 __all__ = ["main"]
 
@@ -37,5 +39,6 @@ def main() -> None:
 for _command in (
     broker, dump_log, topics, produce, consume, configs, groups, cluster, user_scram, acls,
     transactions,
+    web_console,
 ):  # fmt: skip
     main.add_command(_command)

@@ -76,12 +76,43 @@ def broker_start(config_path: str | None, overrides: tuple[str, ...], log_level:
         sys.exit(2)
 
     try:
-        asyncio.run(server.serve_forever(announce=_announce))
+        asyncio.run(_serve(server))
     except KeyboardInterrupt:  # a second Ctrl-C during shutdown
         sys.exit(130)
     except (OSError, KafkaError) as e:
         click.echo(f"Error: the broker could not start: {e}", err=True)
         sys.exit(1)
+
+
+async def _serve(server: Any) -> None:
+    """The broker, and the web console beside it when ``console.port`` is set
+    (docs/console.md)."""
+    consoles: list[Any] = []
+
+    def announce(server: Any) -> None:
+        if server.config.get("console.port"):
+            try:
+                from pylog.console.broker_console import BrokerConsole
+
+                console = BrokerConsole(server.config)
+            except ImportError as e:
+                click.echo(
+                    f"Error: console.port: the console needs its extra, pip install "
+                    f"'pylog-broker[console]' ({e}); the broker serves no console",
+                    err=True,
+                )
+            except ValueError as e:
+                click.echo(f"Error: {e}; the broker serves no console", err=True)
+            else:
+                console.start()
+                consoles.append(console)
+        _announce(server)
+
+    try:
+        await server.serve_forever(announce=announce)
+    finally:
+        for console in consoles:
+            await console.stop()
 
 
 def _announce(server: Any) -> None:

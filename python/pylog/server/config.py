@@ -444,6 +444,13 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               "turns it off.", Between(0, 65535), "medium"),
     ConfigKey("metrics.host", S, None, "pylog: address of the /metrics endpoint; the first "
               "listener's host when unset.", None, "low"),
+    # ---- the web console (docs/console.md), served by `pylog broker start`
+    ConfigKey("console.port", I, 0, "pylog: port of the web console the broker serves "
+              "(the console extra); 0 turns it off.", Between(0, 65535), "low"),
+    ConfigKey("console.host", S, None, "pylog: address of the web console; the first "
+              "listener's host when unset.", None, "low"),
+    ConfigKey("console.read.only", B, True, "pylog: the broker's web console shows the "
+              "cluster and refuses every change.", None, "low"),
 )
 # fmt: on
 

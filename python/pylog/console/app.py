@@ -1,0 +1,466 @@
+"""The console's web application: Starlette (ASGI) routes rendering Jinja2
+templates on the server. Pages need no script: forms post back and the
+answer is a new page, so the Content-Security-Policy forbids every script
+and a name or record that holds one can at worst show as text (Jinja2
+escapes every value it puts in a page).
+
+Changes (create a topic, produce a record) are POSTs carrying the page's
+form token, refused in read-only mode, and written to the audit log with
+who asked, whether made or refused."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import secrets
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from pylog.console.admin import ConsoleAdmin
+from pylog.console.audit import AuditLog
+from pylog.console.lag_history import LagHistory
+from pylog.console.record_format import FORMATS, render_bytes
+from pylog.errors import KafkaError
+
+__all__ = ["ConsoleSettings", "create_app"]
+
+HERE = Path(__file__).resolve().parent
+MAX_LIMIT = 500
+MAX_PRODUCED = 1024 * 1024  # bytes of key + value + headers one form may send
+
+# No script anywhere: what escaping might miss cannot run either.
+SECURITY_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'none'; style-src 'self'; img-src 'self' data:; "
+        b"form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+]
+
+
+class ConsoleSettings:
+    def __init__(
+        self, *, read_only: bool = False, refresh_s: int = 0, lag_interval_s: float = 10.0
+    ) -> None:
+        self.read_only = read_only
+        self.refresh_s = refresh_s  # pages reload themselves this often (0: never)
+        self.lag_interval_s = lag_interval_s  # a watched group's lag is sampled this often
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _timestamp(ms: int) -> str:
+    if ms < 0:
+        return "-"
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,  # every value shown is text, whatever it holds
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["size"] = _size
+    env.filters["timestamp"] = _timestamp
+    env.filters["shown"] = render_bytes
+    env.filters["ids"] = lambda ids: ",".join(str(i) for i in ids)
+    return env
+
+
+class _SecurityHeaders:
+    """Adds :data:`SECURITY_HEADERS` to every response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def _int(text: str | None, default: int | None = None) -> int | None:
+    if text is None or not text.strip():
+        return default
+    try:
+        return int(text.strip())
+    except ValueError:
+        return default
+
+
+def parse_timestamp(text: str) -> int | None:
+    """Milliseconds since the epoch, or an ISO-8601 date-time (UTC unless it
+    names its offset); None when it is neither."""
+    text = text.strip()
+    if not text:
+        return None
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+def parse_headers(text: str) -> list[tuple[str, bytes | None]]:
+    """``key: value`` per line (as an HTTP header is written)."""
+    out: list[tuple[str, bytes | None]] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        key, sep, value = line.partition(":")
+        out.append((key.strip(), value.strip().encode() if sep else None))
+    return out
+
+
+def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> ASGIApp:
+    """The console's ASGI application over ``admin``'s cluster connection."""
+    settings = settings or ConsoleSettings()
+    env = _environment()
+    audit = AuditLog()
+    token = secrets.token_urlsafe(24)  # a form from another site cannot know it
+
+    def total_lag(group_id: str) -> int | None:
+        view = admin.group(group_id)
+        return None if view is None or not view.offsets else view.total_lag
+
+    lag_history = LagHistory(total_lag, settings.lag_interval_s)
+
+    def page(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
+        html = env.get_template(template).render(
+            read_only=settings.read_only,
+            refresh_s=settings.refresh_s,
+            principal=admin.principal,
+            bootstrap=admin.bootstrap_servers,
+            csrf=token,
+            path=request.url.path,
+            formats=FORMATS,
+            **values,
+        )
+        return HTMLResponse(html, status_code=status)
+
+    def who(request: Request) -> str:
+        return request.client.host if request.client else "unknown"
+
+    async def blocking(request: Request, template: str, what: Callable[[], Any]) -> Any:
+        """``what`` on a worker thread; an unreachable cluster is a 503 page."""
+        try:
+            return await run_in_threadpool(what)
+        except KafkaError as e:
+            return page(request, "error.html", 503, title="Cluster unreachable", error=str(e))
+
+    async def change(
+        request: Request, action: str, target: str, form: FormData
+    ) -> HTMLResponse | None:
+        """A refusal page when a change may not be made (read-only, or no
+        form token), audited; None when it may."""
+        reason = None
+        if settings.read_only:
+            reason = "read-only console"
+        elif not secrets.compare_digest(str(form.get("csrf", "")), token):
+            reason = "the form's token is missing or stale"
+        if reason is None:
+            return None
+        audit.record(admin.principal, who(request), action, target, f"refused: {reason}")
+        return page(request, "error.html", 403, title="Refused", error=f"Refused: {reason}.")
+
+    # -------------------------------------------------- pages
+
+    async def home(request: Request) -> Response:
+        return RedirectResponse("/cluster", status_code=303)
+
+    async def cluster(request: Request) -> Response:
+        view = await blocking(request, "cluster.html", admin.cluster)
+        if isinstance(view, Response):
+            return view
+        return page(request, "cluster.html", cluster=view)
+
+    async def topics(request: Request, error: str | None = None, status: int = 200) -> Response:
+        rows = await blocking(request, "topics.html", admin.topics)
+        if isinstance(rows, Response):
+            return rows
+        internal = request.query_params.get("internal") == "1"
+        shown = [r for r in rows if internal or not r.internal]
+        return page(
+            request,
+            "topics.html",
+            status,
+            topics=shown,
+            internal=internal,
+            error=error,
+            deleted=request.query_params.get("deleted") == "1",
+        )
+
+    async def create_topic(request: Request) -> Response:
+        form = await request.form()
+        name = str(form.get("name", "")).strip()
+        refused = await change(request, "create topic", name, form)
+        if refused is not None:
+            return refused
+        partitions = _int(str(form.get("partitions", "")), -1)
+        replication = _int(str(form.get("replication_factor", "")), -1)
+        configs: dict[str, str] = {}
+        for line in str(form.get("configs", "")).splitlines():
+            key, _, value = line.partition("=")
+            if key.strip():
+                configs[key.strip()] = value.strip()
+        assert partitions is not None and replication is not None
+        result = await blocking(
+            request,
+            "topics.html",
+            lambda: admin.create_topic(name, partitions, replication, configs),
+        )
+        if isinstance(result, Response):
+            return result
+        detail = f"partitions={partitions} replication_factor={replication} configs={configs}"
+        audit.record(
+            admin.principal,
+            who(request),
+            "create topic",
+            name,
+            "ok " + detail if result is None else f"failed: {result}",
+        )
+        if result is not None:
+            return await topics(request, f"Creating topic {name}: {result}", 400)
+        return RedirectResponse(f"/topics/{name}?created=1", status_code=303)
+
+    async def topic(request: Request) -> Response:
+        name = request.path_params["name"]
+        view = await blocking(request, "topic.html", lambda: admin.topic(name))
+        if isinstance(view, Response):
+            return view
+        if view is None:
+            return page(
+                request, "error.html", 404, title="No such topic", error=f"No topic {name}."
+            )
+        return page(
+            request,
+            "topic.html",
+            topic=view,
+            created=request.query_params.get("created") == "1",
+            altered=request.query_params.get("altered") == "1",
+        )
+
+    async def alter_config(request: Request) -> Response:
+        name = request.path_params["name"]
+        form = await request.form()
+        key = str(form.get("key", "")).strip()
+        refused = await change(request, "alter config of", name, form)
+        if refused is not None:
+            return refused
+        value = None if form.get("default") is not None else str(form.get("value", ""))
+        result = await blocking(
+            request, "topic.html", lambda: admin.alter_topic_config(name, key, value)
+        )
+        if isinstance(result, Response):
+            return result
+        what = f"{key}={value}" if value is not None else f"{key} to its default"
+        audit.record(
+            admin.principal,
+            who(request),
+            "alter config of",
+            name,
+            f"ok {what}" if result is None else f"failed: {what}: {result}",
+        )
+        if result is not None:
+            return page(request, "error.html", 400, title="Not altered", error=result)
+        return RedirectResponse(f"/topics/{name}?altered=1", status_code=303)
+
+    async def delete_topic(request: Request) -> Response:
+        name = request.path_params["name"]
+        form = await request.form()
+        refused = await change(request, "delete topic", name, form)
+        if refused is not None:
+            return refused
+        if str(form.get("confirm", "")) != name:
+            result: str | None = "type the topic's name to confirm"
+        else:
+            got = await blocking(request, "topics.html", lambda: admin.delete_topic(name))
+            if isinstance(got, Response):
+                return got
+            result = got
+        audit.record(
+            admin.principal,
+            who(request),
+            "delete topic",
+            name,
+            "ok" if result is None else f"failed: {result}",
+        )
+        if result is not None:
+            return page(request, "error.html", 400, title="Not deleted", error=result)
+        return RedirectResponse("/topics?deleted=1", status_code=303)
+
+    async def messages(
+        request: Request, error: str | None = None, produced: bool = False, status: int = 200
+    ) -> Response:
+        name = request.path_params["name"]
+        q = request.query_params
+        partition = _int(q.get("partition"), 0) or 0
+        offset = _int(q.get("offset"))
+        ts_text = q.get("timestamp", "")
+        timestamp = parse_timestamp(ts_text)
+        limit = min(max(_int(q.get("limit"), 50) or 50, 1), MAX_LIMIT)
+        fmt = q.get("format", "text")
+        fmt = fmt if fmt in FORMATS else "text"
+        committed = q.get("isolation") == "read_committed"
+        view = await blocking(
+            request,
+            "messages.html",
+            lambda: admin.messages(
+                name,
+                partition,
+                offset=offset,
+                timestamp_ms=timestamp,
+                limit=limit,
+                read_committed=committed,
+            ),
+        )
+        if isinstance(view, Response):
+            return view
+        if view is None:
+            return page(
+                request,
+                "error.html",
+                404,
+                title="No such partition",
+                error=f"No partition {partition} of topic {name}.",
+            )
+        return page(
+            request,
+            "messages.html",
+            status,
+            view=view,
+            fmt=fmt,
+            limit=limit,
+            offset=offset,
+            timestamp=ts_text,
+            read_committed=committed,
+            error=error,
+            produced=produced,
+        )
+
+    async def produce(request: Request) -> Response:
+        name = request.path_params["name"]
+        form = await request.form()
+        refused = await change(request, "produce to", name, form)
+        if refused is not None:
+            return refused
+        key_text = str(form.get("key", ""))
+        value_text = str(form.get("value", ""))
+        key = key_text.encode() if key_text else None  # no key: null, as Kafka's tools send
+        value = None if form.get("null_value") is not None else value_text.encode()
+        headers = parse_headers(str(form.get("headers", "")))
+        part_text = str(form.get("partition", "")).strip()
+        partition = _int(part_text) if part_text else None
+        size = len(key or b"") + len(value or b"") + sum(len(k) + len(v or b"") for k, v in headers)
+        if size > MAX_PRODUCED:
+            result: str | None = f"the record is {size} bytes, more than {MAX_PRODUCED}"
+        else:
+            got = await blocking(
+                request,
+                "messages.html",
+                lambda: admin.produce(name, partition, key, value, headers),
+            )
+            if isinstance(got, Response):
+                return got
+            result = got
+        audit.record(
+            admin.principal,
+            who(request),
+            "produce to",
+            f"{name}" + ("" if partition is None else f"-{partition}"),
+            "ok" if result is None else f"failed: {result}",
+        )
+        if result is not None:
+            return await messages(request, error=f"Producing to {name}: {result}", status=400)
+        return await messages(request, produced=True)
+
+    async def groups(request: Request) -> Response:
+        rows = await blocking(request, "groups.html", admin.groups)
+        if isinstance(rows, Response):
+            return rows
+        return page(request, "groups.html", groups=rows)
+
+    async def group(request: Request) -> Response:
+        group_id = request.query_params.get("id", "")
+        view = await blocking(request, "group.html", lambda: admin.group(group_id))
+        if isinstance(view, Response):
+            return view
+        if view is None:
+            return page(
+                request, "error.html", 404, title="No such group", error=f"No group {group_id}."
+            )
+        if view.offsets:
+            lag_history.add(group_id, view.total_lag)
+        return page(
+            request,
+            "group.html",
+            group=view,
+            chart=lag_history.chart(group_id),
+            lag_interval_s=settings.lag_interval_s,
+        )
+
+    async def audit_page(request: Request) -> Response:
+        return page(request, "audit.html", entries=audit.entries())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        lag_history.start()
+        yield
+        await run_in_threadpool(lag_history.stop)
+        await run_in_threadpool(admin.close)
+
+    app = Starlette(
+        routes=[
+            Route("/", home),
+            Route("/cluster", cluster),
+            Route("/topics", topics, methods=["GET"]),
+            Route("/topics", create_topic, methods=["POST"]),
+            Route("/topics/{name}", topic),
+            Route("/topics/{name}/configs", alter_config, methods=["POST"]),
+            Route("/topics/{name}/delete", delete_topic, methods=["POST"]),
+            Route("/topics/{name}/messages", messages, methods=["GET"]),
+            Route("/topics/{name}/messages", produce, methods=["POST"]),
+            Route("/groups", groups),
+            Route("/group", group),
+            Route("/audit", audit_page),
+            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        ],
+        lifespan=lifespan,
+    )
+    return _SecurityHeaders(app)

@@ -1,0 +1,651 @@
+"""`pylog console` in a real browser: Debian's headless Chromium, driven by
+Playwright's Python API (its bundled driver speaks to the Chromium given as
+``executable_path``: nothing is downloaded), against a real three-broker
+pylog cluster and against Apache Kafka 4.x. The console runs as the
+`pylog console` process a user starts.
+
+Checked in the DOM: each page shows what the cluster says (brokers and the
+controller, log dirs, API versions; topics, partitions, replicas, ISR,
+configs with their sources; records with their headers; groups with their
+lag); a topic is created and a record produced through the pages; names,
+headers and values holding HTML or script show as text and run nothing; a
+read-only console refuses changes and logs the refusal; killing a broker
+marks its partitions under-replicated on the topic page. A screenshot of
+each page is saved under the session's base temp directory
+(``console-screenshots/``), named by cluster and page."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from broker_process import PYLOG, topic_name
+
+from pylog.cli.client import ClusterClient
+from pylog.testing import LocalCluster
+
+playwright_sync = pytest.importorskip(
+    "playwright.sync_api", reason="the console extra (make install) brings Playwright"
+)
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DEADLINE_S = 90  # only catches hangs
+SCRIPT = "<script>window.__ran = 1</script>"
+IMG = '<img src=x onerror="window.__ran = 2">'
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ConsoleProcess:
+    """`pylog console` serving one cluster on a free port."""
+
+    def __init__(self, bootstrap: str, workdir: Path, *extra: str) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = workdir / f"console-{self.port}.log"
+        self._out = open(self.log, "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [PYLOG, "console", "--bootstrap-server", bootstrap, "--port", str(self.port),
+             "--timeout-ms", "10000", "--lag-interval", "1", *extra],
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + "/audit", timeout=5) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise AssertionError(f"the console did not start:\n{self.log.read_text()}")
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._out.close()
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("console")
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.getbasetemp() / "console-screenshots"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("no chromium: `make tools` installs Debian's", pytrace=False)
+    with playwright_sync.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = context.new_page()
+    pg.set_default_timeout(DEADLINE_S * 1000)
+    try:
+        yield pg
+    finally:
+        context.close()
+
+
+BROKER_CONSOLE_PORT = _free_port()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    # Broker 1 also serves the console itself (console.port).
+    with LocalCluster(3, per_broker={1: {"console.port": BROKER_CONSOLE_PORT}}) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def console(cluster: LocalCluster, workdir: Path) -> Iterator[ConsoleProcess]:
+    c = ConsoleProcess(cluster.bootstrap_servers, workdir)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def read_only_console(cluster: LocalCluster, workdir: Path) -> Iterator[ConsoleProcess]:
+    c = ConsoleProcess(cluster.bootstrap_servers, workdir, "--read-only")
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def kafka(workdir: Path) -> Iterator[Any]:
+    from kafka_tools import start_kafka
+
+    peer: Any = start_kafka(workdir / "kafka-4")
+    try:
+        yield peer
+    finally:
+        peer.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka_console(kafka: Any, workdir: Path) -> Iterator[ConsoleProcess]:
+    c = ConsoleProcess(kafka.bootstrap, workdir)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _text(page: Any, selector: str) -> str:
+    return str(page.locator(selector).inner_text()).strip()
+
+
+def _rows(page: Any, table: str) -> list[list[str]]:
+    cells = page.eval_on_selector_all(
+        f"#{table} tbody tr",
+        "rows => rows.map(r => Array.from(r.cells).map(c => c.innerText.trim()))",
+    )
+    return [list(r) for r in cells]
+
+
+def _reload_until(page: Any, url: str, statuses: Callable[[list[str]], bool]) -> None:
+    """Load the topic page until its partitions' status column pleases
+    ``statuses`` (metadata reaches the brokers a moment after ZooKeeper)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        page.goto(url)
+        found = [r[5] for r in _rows(page, "partitions")]
+        if statuses(found):
+            return
+        assert time.monotonic() < deadline, found
+        time.sleep(0.3)
+
+
+def _no_script_ran(page: Any) -> None:
+    assert page.evaluate("window.__ran") is None
+    assert page.locator("script").count() == 0
+    assert page.locator("main img").count() == 0
+
+
+def _create_topic(page: Any, console: ConsoleProcess, name: str, partitions: int, rf: int) -> None:
+    page.goto(console.url + "/topics")
+    page.fill("#create-topic input[name=name]", name)
+    page.fill("#create-topic input[name=partitions]", str(partitions))
+    page.fill("#create-topic input[name=replication_factor]", str(rf))
+    page.fill("#create-topic textarea[name=configs]", "retention.ms=3600000")
+    page.click("#create-topic button")
+    page.wait_for_selector("#created")
+
+
+def _produce(
+    page: Any, console: ConsoleProcess, topic: str, key: str, value: str, headers: str
+) -> None:
+    page.goto(f"{console.url}/topics/{topic}/messages")
+    page.fill("#produce input[name=partition]", "0")
+    page.fill("#produce input[name=key]", key)
+    page.fill("#produce textarea[name=value]", value)
+    page.fill("#produce textarea[name=headers]", headers)
+    page.click("#produce button")
+    page.wait_for_selector("#produced")
+
+
+def _commit_group(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    # A new group's coordinator may still be making or loading
+    # __consumer_offsets (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS): again.
+    deadline = time.monotonic() + DEADLINE_S
+    with ClusterClient(bootstrap) as client:
+        while True:
+            result = client.commit(group, offsets)
+            if set(result.values()) == {0}:
+                return
+            assert set(result.values()) <= {14, 15, 16}, result
+            assert time.monotonic() < deadline, result
+            time.sleep(0.2)
+
+
+def _check_topic_and_messages(
+    page: Any, console: ConsoleProcess, name: str, partitions: int, rf: int, shots: Path, tag: str
+) -> None:
+    _create_topic(page, console, name, partitions, rf)
+    assert _text(page, "#topic-name") == name
+    rows = _rows(page, "partitions")
+    assert [r[0] for r in rows] == [str(i) for i in range(partitions)]
+    assert all(len(r[2].split(",")) == rf for r in rows)  # replicas
+    assert all(r[5] == "ok" for r in rows)
+    retention = page.locator("#configs tr[data-config='retention.ms']")
+    assert retention.locator(".value").inner_text() == "3600000"
+    assert retention.locator(".source").inner_text().startswith("DYNAMIC_TOPIC_CONFIG")
+    assert (
+        "DEFAULT_CONFIG" in page.locator("#configs tr[data-config='cleanup.policy']").inner_text()
+    )
+    page.screenshot(path=shots / f"{tag}-topic.png", full_page=True)
+    # Alter a config through the page, then put it back to its default.
+    page.fill("#alter-config input[name=key]", "retention.ms")
+    page.fill("#alter-config input[name=value]", "7200000")
+    page.click("#alter-config button")
+    page.wait_for_selector("#altered")
+    assert retention.locator(".value").inner_text() == "7200000"
+    page.fill("#alter-config input[name=key]", "retention.ms")
+    page.check("#alter-config input[name=default]")
+    page.click("#alter-config button")
+    page.wait_for_selector("#altered")
+    assert retention.locator(".value").inner_text() == "604800000"
+    assert "DYNAMIC_TOPIC_CONFIG" not in retention.locator(".source").inner_text()
+
+    _produce(page, console, name, "k1", '{"n": 1, "html": "' + SCRIPT + '"}', f"h1: {IMG}")
+    _produce(page, console, name, "k2", SCRIPT, "trace: abc")
+    page.goto(f"{console.url}/topics/{name}/messages?partition=0&format=text")
+    assert page.locator("#records tbody tr").count() == 2
+    first = page.locator("#records tr[data-offset='0']")
+    assert first.locator(".key").inner_text() == "k1"
+    assert SCRIPT in first.locator(".value").inner_text()
+    assert first.locator(".headers").inner_text() == f"h1: {IMG}"
+    second = page.locator("#records tr[data-offset='1']")
+    assert second.locator(".value").inner_text() == SCRIPT
+    _no_script_ran(page)
+    page.screenshot(path=shots / f"{tag}-messages.png", full_page=True)
+
+    page.goto(f"{console.url}/topics/{name}/messages?partition=0&format=json")
+    assert '"n": 1' in page.locator("#records tr[data-offset='0'] .value").inner_text()
+    page.goto(f"{console.url}/topics/{name}/messages?partition=0&format=hex&offset=1")
+    assert page.locator("#records tbody tr").count() == 1
+    assert page.locator("#records tr[data-offset='1'] .key").inner_text() == "6b 32"  # "k2"
+    # From a timestamp: one far in the future finds nothing, the epoch finds all.
+    page.goto(f"{console.url}/topics/{name}/messages?partition=0&timestamp=2999-01-01T00:00Z")
+    assert page.locator("#records tr[data-offset]").count() == 0
+    page.goto(f"{console.url}/topics/{name}/messages?partition=0&timestamp=0")
+    assert page.locator("#records tr[data-offset]").count() == 2
+
+
+def _check_groups(
+    page: Any, console: ConsoleProcess, bootstrap: str, topic: str, shots: Path, tag: str
+) -> None:
+    group = f"<b>g</b>{SCRIPT}-{topic}"
+    _commit_group(bootstrap, group, {(topic, 0): 1})
+    page.goto(console.url + "/groups")
+    row = page.locator("#groups tr", has_text=topic)
+    assert row.locator("a").inner_text() == group
+    _no_script_ran(page)
+    page.screenshot(path=shots / f"{tag}-groups.png", full_page=True)
+    row.locator("a").click()
+    page.wait_for_selector("#group-id")
+    assert _text(page, "#group-id") == group
+    offsets = page.locator(f"#offsets tr[data-tp='{topic}-0']")
+    assert offsets.locator(".committed").inner_text() == "1"
+    assert offsets.locator(".end").inner_text() == "2"
+    assert offsets.locator(".lag").inner_text() == "1"
+    assert _text(page, "#total-lag") == "1"
+    _no_script_ran(page)
+    # The group's consumer is stopped (its offset stays) while records come:
+    # the lag chart climbs from 1 to 4.
+    group_url = page.url
+    for i in range(3):
+        _produce(page, console, topic, f"more{i}", "v", "")
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        page.goto(group_url)
+        lags = [int(x) for x in page.locator("#lag-chart circle").evaluate_all(
+            "cs => cs.map(c => c.dataset.lag)"
+        )]  # fmt: skip
+        if lags and lags[0] == 1 and lags[-1] == 4:
+            break
+        assert time.monotonic() < deadline, lags
+        time.sleep(0.5)
+    assert lags == sorted(lags)  # never down: nothing was consumed
+    assert _text(page, "#total-lag") == "4"
+    page.screenshot(path=shots / f"{tag}-group.png", full_page=True)
+
+
+def _check_live_groups(
+    page: Any, console: ConsoleProcess, bootstrap: str, shots: Path, tag: str
+) -> None:
+    """A classic group and a KIP-848 consumer group, each with a live
+    confluent-kafka member: both listed with their type, each member shown
+    with its client id and the partitions it was assigned."""
+    from confluent_kafka import Consumer
+
+    topic = topic_name("live")
+    with ClusterClient(bootstrap) as client:
+        (result,) = client.create_topics(
+            [{"name": topic, "num_partitions": 2, "replication_factor": 1, "assignments": [],
+              "configs": []}]
+        )  # fmt: skip
+        assert result.error_code == 0
+    consumers = {}
+    for protocol in ("classic", "consumer"):
+        group = f"{protocol}-{topic}"
+        c = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "group.protocol": protocol,
+                "client.id": f"client-{protocol}",
+                "enable.auto.commit": False,
+            }
+        )
+        c.subscribe([topic])
+        consumers[group] = (protocol, c)
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not all(c.assignment() for _, c in consumers.values()):
+            for _, c in consumers.values():
+                c.poll(0.1)
+            assert time.monotonic() < deadline, "no assignment"
+        page.goto(console.url + "/groups")
+        for group, (protocol, _) in consumers.items():
+            row = page.locator(f"#groups tr[data-group='{group}']")
+            assert row.locator("td").nth(1).inner_text() == protocol
+        for group, (protocol, c) in consumers.items():
+            c.poll(0.1)
+            page.goto(f"{console.url}/group?id={group}")
+            assert _text(page, "#group-type") == protocol
+            members = _rows(page, "members")
+            assert len(members) == 1, members
+            assert members[0][1] == f"client-{protocol}"
+            assert members[0][4] == f"{topic}-0, {topic}-1"
+            assert _text(page, "#group-state") == "Stable"
+            page.screenshot(path=shots / f"{tag}-group-{protocol}.png", full_page=True)
+    finally:
+        for _, c in consumers.values():
+            c.close()
+
+
+def _check_read_committed(page: Any, console: ConsoleProcess, bootstrap: str) -> None:
+    """An aborted and a committed transaction (confluent-kafka): the browser
+    shows both under read_uncommitted and only the committed record under
+    read_committed."""
+    from confluent_kafka import Producer
+
+    topic = topic_name("txn")
+    with ClusterClient(bootstrap) as client:
+        (result,) = client.create_topics(
+            [{"name": topic, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+              "configs": []}]
+        )  # fmt: skip
+        assert result.error_code == 0
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"aborted-value", partition=0)
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"committed-value", partition=0)
+    p.commit_transaction(30)
+    base = f"{console.url}/topics/{topic}/messages?partition=0&offset=0"
+    page.goto(base + "&isolation=read_uncommitted")
+    values = [v.strip() for v in page.locator("#records td.value").all_inner_texts()]
+    assert values == ["aborted-value", "committed-value"]
+    page.goto(base + "&isolation=read_committed")
+    values = [v.strip() for v in page.locator("#records td.value").all_inner_texts()]
+    assert values == ["committed-value"]
+
+
+def _check_delete(page: Any, console: ConsoleProcess) -> None:
+    name = topic_name("doomed")
+    _create_topic(page, console, name, 1, 1)
+    page.fill("#delete-topic input[name=confirm]", "not-its-name")
+    page.click("#delete-topic button")
+    assert "confirm" in _text(page, "#error")
+    page.goto(f"{console.url}/topics/{name}")
+    page.fill("#delete-topic input[name=confirm]", name)
+    page.click("#delete-topic button")
+    page.wait_for_selector("#deleted")
+    deadline = time.monotonic() + DEADLINE_S
+    while page.locator(f"#topics tr[data-topic='{name}']").count():
+        assert time.monotonic() < deadline, "the deleted topic is still listed"
+        time.sleep(0.3)
+        page.goto(console.url + "/topics")
+    page.goto(console.url + "/audit")
+    outcomes = [(r[3], r[5]) for r in _rows(page, "audit") if r[4] == name]
+    assert outcomes[:2] == [
+        ("delete topic", "ok"),
+        ("delete topic", "failed: type the topic's name to confirm"),
+    ]
+
+
+# ---------------------------------------------------------------- pylog
+
+
+def test_cluster_page(
+    page: Any, console: ConsoleProcess, cluster: LocalCluster, shots: Path
+) -> None:
+    page.goto(console.url + "/")
+    assert page.url.endswith("/cluster")
+    assert _text(page, "#broker-count") == "3"
+    assert _text(page, "#controller") == str(cluster.controller())
+    rows = _rows(page, "brokers")
+    assert [r[0] for r in rows] == ["1", "2", "3"]
+    for r, b in zip(rows, sorted(cluster.brokers.values(), key=lambda b: b.broker_id), strict=True):
+        assert r[1] == b.bootstrap_servers
+        assert ("controller" in r[3]) == (b.broker_id == cluster.controller())
+        assert int(r[4]) > 40  # APIs served
+        assert b.broker_id and "broker-" in r[6]  # a log dir, with its size
+    apis = {r[0]: r for r in _rows(page, "api-versions")}
+    assert re.fullmatch(r"\d+\W\d+", apis["PRODUCE"][2])  # min-max at broker 1
+    assert "FETCH" in apis and "DESCRIBE_LOG_DIRS" in apis
+    page.screenshot(path=shots / "pylog-cluster.png", full_page=True)
+
+
+def test_topic_created_and_messages_produced_through_the_pages(
+    page: Any, console: ConsoleProcess, cluster: LocalCluster, shots: Path
+) -> None:
+    name = topic_name("console")
+    _check_topic_and_messages(page, console, name, 3, 3, shots, "pylog")
+    page.goto(console.url + "/topics")
+    row = page.locator(f"#topics tr[data-topic='{name}']")
+    assert row.locator("td").nth(1).inner_text() == "3"
+    assert row.locator(".under").inner_text() == "0"
+    page.screenshot(path=shots / "pylog-topics.png", full_page=True)
+    _check_groups(page, console, cluster.bootstrap_servers, name, shots, "pylog")
+    page.goto(console.url + "/audit")
+    audit = _rows(page, "audit")
+    assert any(r[3] == "create topic" and r[4] == name and r[5].startswith("ok") for r in audit)
+    assert sum(1 for r in audit if r[3] == "produce to" and r[4] == f"{name}-0") == 5
+    assert all(r[1] == "User:ANONYMOUS" and r[2] == "127.0.0.1" for r in audit)
+    page.screenshot(path=shots / "pylog-audit.png", full_page=True)
+
+
+def test_a_topic_name_holding_script_is_refused_and_shown_as_text(
+    page: Any, console: ConsoleProcess
+) -> None:
+    page.goto(console.url + "/topics")
+    page.fill("#create-topic input[name=name]", SCRIPT)
+    page.click("#create-topic button")
+    page.wait_for_selector("#error")
+    error = _text(page, "#error")
+    assert SCRIPT in error and "InvalidTopic" in error
+    _no_script_ran(page)
+
+
+def test_a_changing_form_without_its_token_is_refused(page: Any, console: ConsoleProcess) -> None:
+    name = topic_name("forged")
+    page.goto(console.url + "/topics")
+    resp = page.request.post(console.url + "/topics", form={"name": name, "partitions": "1"})
+    assert resp.status == 403
+    page.goto(console.url + "/topics")
+    assert page.locator(f"#topics tr[data-topic='{name}']").count() == 0
+
+
+def test_read_only_console_refuses_changes(
+    page: Any, read_only_console: ConsoleProcess, console: ConsoleProcess
+) -> None:
+    ro = read_only_console
+    name = topic_name("ro")
+    page.goto(ro.url + "/topics")
+    assert page.locator("#read-only").count() == 1
+    assert page.locator("form[method=post]").count() == 0
+    # A token taken from a writable console's page does not help either.
+    page.goto(console.url + "/topics")
+    token = page.locator("#create-topic input[name=csrf]").get_attribute("value")
+    resp = page.request.post(
+        ro.url + "/topics", form={"name": name, "partitions": "1", "csrf": token or ""}
+    )
+    assert resp.status == 403
+    assert "read-only" in resp.text()
+    resp = page.request.post(
+        f"{ro.url}/topics/{name}/messages", form={"value": "v", "csrf": token or ""}
+    )
+    assert resp.status == 403
+    resp = page.request.post(
+        f"{ro.url}/topics/__consumer_offsets/delete",
+        form={"confirm": "__consumer_offsets", "csrf": token or ""},
+    )
+    assert resp.status == 403
+    page.goto(ro.url + "/topics")
+    assert page.locator(f"#topics tr[data-topic='{name}']").count() == 0
+    page.goto(ro.url + "/audit")
+    refused = [r for r in _rows(page, "audit") if r[4] == name]
+    assert {r[3] for r in refused} == {"create topic", "produce to"}
+    assert all(r[5] == "refused: read-only console" for r in refused)
+
+
+def test_a_broker_serves_the_console_read_only(
+    page: Any, cluster: LocalCluster, shots: Path
+) -> None:
+    url = f"http://127.0.0.1:{BROKER_CONSOLE_PORT}"
+    name = topic_name("seen")
+    with ClusterClient(cluster.bootstrap_servers) as client:
+        (result,) = client.create_topics(
+            [{"name": name, "num_partitions": 1, "replication_factor": 3, "assignments": [],
+              "configs": []}]
+        )  # fmt: skip
+        assert result.error_code == 0
+    page.goto(url + "/cluster")
+    assert _text(page, "#broker-count") == "3"
+    assert _text(page, "#controller") == str(cluster.controller())
+    assert page.locator("#read-only").count() == 1
+    page.goto(url + "/topics")
+    assert page.locator("form[method=post]").count() == 0
+    assert page.locator(f"#topics tr[data-topic='{name}']").count() == 1
+    page.screenshot(path=shots / "pylog-broker-console-topics.png", full_page=True)
+
+
+def test_topic_deleted_through_the_page(page: Any, console: ConsoleProcess) -> None:
+    _check_delete(page, console)
+
+
+def test_read_committed_hides_aborted_records(
+    page: Any, console: ConsoleProcess, cluster: LocalCluster
+) -> None:
+    _check_read_committed(page, console, cluster.bootstrap_servers)
+
+
+def test_live_groups_of_both_protocols(
+    page: Any, console: ConsoleProcess, cluster: LocalCluster, shots: Path
+) -> None:
+    _check_live_groups(page, console, cluster.bootstrap_servers, shots, "pylog")
+
+
+def test_killed_broker_turns_its_partitions_under_replicated(
+    page: Any, console: ConsoleProcess, cluster: LocalCluster, shots: Path
+) -> None:
+    # Last of the pylog tests: it leaves a broker down.
+    name = topic_name("kill")
+    with ClusterClient(cluster.bootstrap_servers) as client:
+        (result,) = client.create_topics(
+            [{"name": name, "num_partitions": 3, "replication_factor": 3, "assignments": [],
+              "configs": []}]
+        )  # fmt: skip
+        assert result.error_code == 0
+    cluster.wait_for_full_isr(name, 3)
+    _reload_until(page, f"{console.url}/topics/{name}", lambda rows: rows == ["ok"] * 3)
+    victim = next(b for b in sorted(cluster.brokers) if b != cluster.controller())
+    cluster.broker(victim).kill()
+    killed = time.monotonic()
+    _reload_until(
+        page, f"{console.url}/topics/{name}", lambda rows: rows == ["under-replicated"] * 3
+    )
+    seen_after = time.monotonic() - killed
+    rows = _rows(page, "partitions")
+    assert all(str(victim) not in r[3].split(",") for r in rows)  # out of every ISR
+    assert page.locator("#partitions tr.under").count() == 3
+    page.screenshot(path=shots / "pylog-topic-under-replicated.png", full_page=True)
+    print(f"partitions under-replicated on the page {seen_after:.1f} s after the kill")
+    page.goto(console.url + "/cluster")
+    assert _text(page, "#broker-count") == "2"
+    assert _text(page, "#under-replicated") != "0"
+
+
+# ---------------------------------------------------------------- Apache Kafka
+
+
+def test_kafka_cluster_page(
+    page: Any, kafka_console: ConsoleProcess, kafka: Any, shots: Path
+) -> None:
+    page.goto(kafka_console.url + "/cluster")
+    assert _text(page, "#broker-count") == "1"
+    assert _text(page, "#controller") != "none"
+    (row,) = _rows(page, "brokers")
+    assert row[1] == kafka.bootstrap
+    assert "metadata.version" in row[5]  # Kafka's finalized features (ApiVersions v3)
+    assert "logs" in row[6]  # its log dir, with size and free space (DescribeLogDirs v4)
+    assert " of " in row[6]
+    page.screenshot(path=shots / "kafka-cluster.png", full_page=True)
+
+
+def test_kafka_topics_messages_and_groups(
+    page: Any, kafka_console: ConsoleProcess, kafka: Any, shots: Path
+) -> None:
+    name = topic_name("console")
+    _check_topic_and_messages(page, kafka_console, name, 2, 1, shots, "kafka")
+    page.goto(kafka_console.url + "/topics")
+    assert page.locator(f"#topics tr[data-topic='{name}']").count() == 1
+    page.screenshot(path=shots / "kafka-topics.png", full_page=True)
+    _check_groups(page, kafka_console, kafka.bootstrap, name, shots, "kafka")
+
+
+def test_kafka_live_groups_of_both_protocols(
+    page: Any, kafka_console: ConsoleProcess, kafka: Any, shots: Path
+) -> None:
+    _check_live_groups(page, kafka_console, kafka.bootstrap, shots, "kafka")
+
+
+def test_kafka_read_committed_hides_aborted_records(
+    page: Any, kafka_console: ConsoleProcess, kafka: Any
+) -> None:
+    _check_read_committed(page, kafka_console, kafka.bootstrap)
+
+
+def test_kafka_topic_deleted_through_the_page(page: Any, kafka_console: ConsoleProcess) -> None:
+    _check_delete(page, kafka_console)
