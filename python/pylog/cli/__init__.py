@@ -31,7 +31,7 @@ __all__ = ["main"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="pylog")
+@click.version_option(package_name="pylog-broker")
 def main() -> None:
     """pylog: a Kafka-compatible message broker."""
 
