@@ -214,6 +214,7 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     _replication_quotas(replica_manager, config, dynamic)
     replica_manager.startup()
     replica_manager.register_metrics(server.metrics)
+    replica_manager.log_dir_failure_hook = server.on_log_dir_failure
     server.replica_manager = replica_manager
     coordinator = GroupCoordinator(server.config, replica_manager, store)
     producer_ids = ProducerIdManager(store)
@@ -379,6 +380,8 @@ class KafkaServer:
         self.started_at: float | None = None
         self.startup_ms: float | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
+        # Fire-and-forget tasks (the log dir event writes), kept from the GC.
+        self._background: set[asyncio.Task[None]] = set()
         self._stopped = asyncio.Event()
         self._register_metrics()
 
@@ -531,7 +534,9 @@ class KafkaServer:
                 "broker is trying to join the wrong cluster (is zookeeper.connect, chroot "
                 "included, right?)"
             )
-        await asyncio.to_thread(write_broker_metadata, c.log_dirs, c.broker_id, store.cluster_id)
+        # meta.properties in every live directory (a failed one stays as it is).
+        live = self.log_manager.live_log_dirs if self.log_manager is not None else c.log_dirs
+        await asyncio.to_thread(write_broker_metadata, live, c.broker_id, store.cluster_id)
         # Leaders write ISR changes to the partition state znodes.
         self.alter_isr_manager = ZkAlterIsrManager(zk)
         healthcheck = KafkaHealthcheck(zk, self.config)
@@ -594,6 +599,33 @@ class KafkaServer:
             self._transition(BrokerState.RunningAsController)
         elif not active and self.state is BrokerState.RunningAsController:
             self._transition(BrokerState.RunningAsBroker)
+
+    def on_log_dir_failure(self, log_dir: str) -> None:
+        """A log directory went offline (its partitions already are): the
+        controller hears of it through ``/log_dir_event_notification`` and
+        elects other leaders; with no directory left the broker stops (Kafka
+        halts then)."""
+        lm = self.log_manager
+        if lm is not None and not lm.live_log_dirs:
+            _log.error("every log directory is offline (the last: %s): the broker stops", log_dir)
+            self.shutdown_soon()
+            return
+        zk = self.zk_client
+        if zk is None:
+            return
+        broker_id = self.config.broker_id
+
+        async def propagate() -> None:
+            try:
+                name = await asyncio.to_thread(zk.propagate_log_dir_event, broker_id)
+                _log.info("told the controller of the failed log directory %s (%s)",
+                          log_dir, name)  # fmt: skip
+            except Exception:
+                _log.exception("could not write the log dir event of %s", log_dir)
+
+        task = asyncio.get_running_loop().create_task(propagate())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _unclean_dirs(self) -> list[str]:
         """Log directories holding data but no clean-shutdown marker."""

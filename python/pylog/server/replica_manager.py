@@ -233,6 +233,12 @@ class ReplicaManager:
             max_workers=2, thread_name_prefix="pylog-append"
         )
         self._partitions: dict[TopicPartition, Partition] = {}
+        # Partitions whose log directory failed (Kafka's HostedPartition.Offline):
+        # they answer KAFKA_STORAGE_ERROR until the broker restarts.
+        self._offline_partitions: frozenset[TopicPartition] = frozenset()
+        #: Called on the loop with a log directory just taken offline, once its
+        #: partitions are: the broker tells the controller (or stops).
+        self.log_dir_failure_hook: Callable[[str], None] | None = None
         # Partitions with an append on a worker: the appends queued behind it.
         # A lane exists from the first append handed to a worker until the
         # worker finds it empty (both under _lanes_lock).
@@ -276,6 +282,7 @@ class ReplicaManager:
         self.isr_expands = 0
         self._isr_task: asyncio.Task[None] | None = None
         metadata_store.add_listener(self._on_metadata_event)
+        log_manager.log_dir_failure_channel.add_listener(self._on_log_dir_failure)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -370,16 +377,19 @@ class ReplicaManager:
         """Write every partition's high watermark to ``replication-offset-checkpoint``
         in its log dir (Kafka's file; readers of the segments, such as the Spark
         source, take it as the end of committed data)."""
-        by_dir: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.log_manager.log_dirs}
+        by_dir: dict[str, dict[TopicPartition, int]] = {
+            d: {} for d in self.log_manager.live_log_dirs
+        }
         for tp, partition in list(self._partitions.items()):
             d = self.log_manager.log_dir_of(tp)
-            if d is not None and not partition.log.closed:
-                by_dir.setdefault(d, {})[tp] = partition.high_watermark
+            if d is not None and d in by_dir and not partition.log.closed:
+                by_dir[d][tp] = partition.high_watermark
         for d, offsets in by_dir.items():
             try:
                 self._hw_checkpoint(d).write(offsets)
             except (OSError, KafkaStorageError) as e:
-                _log.error("cannot write the high-watermark checkpoint in %s: %s", d, e)
+                if not self.log_manager.maybe_handle_io_error(d, "writing the high watermarks", e):
+                    _log.error("cannot write the high-watermark checkpoint in %s: %s", d, e)
 
     def _hw_checkpoint(self, log_dir: str) -> OffsetCheckpointFile:
         cp = self._hw_checkpoints.get(log_dir)
@@ -473,6 +483,56 @@ class ReplicaManager:
         else:
             loop.call_soon_threadsafe(fn, arg)
 
+    # ------------------------------------------------------------------ failed log dirs
+
+    def _on_log_dir_failure(self, log_dir: str) -> None:
+        """The LogDirFailureChannel's listener (any thread): the partitions
+        go offline on the loop (Kafka's LogDirFailureHandler)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self.handle_log_dir_failure(log_dir)
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self.handle_log_dir_failure(log_dir)
+        else:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self.handle_log_dir_failure, log_dir)
+
+    def handle_log_dir_failure(self, log_dir: str) -> None:
+        """Kafka's ReplicaManager.handleLogDirFailure: stop fetching the
+        partitions of ``log_dir``, mark them offline (KAFKA_STORAGE_ERROR to
+        produce, fetch and LeaderAndIsr), answer what waits on them, drop
+        their logs, then tell the hook (the controller hears of it there)."""
+        lm = self.log_manager
+        tps = sorted(
+            tp for tp, p in self._partitions.items() if lm.log_dir_for_path(p.log.dir) == log_dir
+        )
+        if tps:
+            self.replica_fetcher_manager.remove_fetcher_for_partitions(tps)
+            gone = set(tps)
+            self._partitions = {tp: p for tp, p in self._partitions.items() if tp not in gone}
+            self._offline_partitions = self._offline_partitions | gone
+        lm.handle_log_dir_failure(log_dir)
+        self._complete_waiting(tps)
+        _log.error("partitions offline with log directory %s: %s", log_dir,
+                   ", ".join(map(str, tps)) or "none")  # fmt: skip
+        hook = self.log_dir_failure_hook
+        if hook is not None:
+            hook(log_dir)
+
+    def is_offline(self, tp: TopicPartition) -> bool:
+        return tp in self._offline_partitions
+
+    def _maybe_offline(self, partition: Partition | None, what: str, e: BaseException) -> None:
+        """An error met on ``partition``'s log: its directory goes offline when
+        the disk gave it."""
+        if partition is not None:
+            self.log_manager.maybe_handle_io_error(partition.log.dir, f"{what} {partition.tp}", e)
+
     def partition(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
 
@@ -486,6 +546,8 @@ class ReplicaManager:
     def get_partition_or_error(self, tp: TopicPartition) -> Partition:
         p = self._partitions.get(tp)
         if p is None:
+            if tp in self._offline_partitions:
+                raise KafkaStorageError(f"the log directory of {tp} is offline")
             raise UnknownTopicOrPartitionError(f"this broker has no partition {tp}")
         return p
 
@@ -525,7 +587,9 @@ class ReplicaManager:
             partition = self._partitions.get(tp)
             if partition is None:
                 results[tp] = _error_result(
-                    UnknownTopicOrPartitionError(f"this broker has no partition {tp}")
+                    KafkaStorageError(f"the log directory of {tp} is offline")
+                    if tp in self._offline_partitions
+                    else UnknownTopicOrPartitionError(f"this broker has no partition {tp}")
                 )
                 continue
             if partition.topic_is_internal and not internal_topics_allowed:
@@ -542,6 +606,7 @@ class ReplicaManager:
                 except Exception as e:
                     self._log_unexpected(tp, e)
                     self._note_space(tp, partition, e)
+                    self._maybe_offline(partition, "appending to", e)
                     results[tp] = _error_result(e, partition)
                     continue
                 self._note_space(tp, partition, None)
@@ -568,6 +633,7 @@ class ReplicaManager:
                 if isinstance(value, BaseException):
                     self._log_unexpected(tp, value)
                     self._note_space(tp, self._partitions.get(tp), value)
+                    self._maybe_offline(self._partitions.get(tp), "appending to", value)
                     results[tp] = _error_result(value, self._partitions.get(tp))
                 else:
                     self._note_space(tp, self._partitions.get(tp), None)
@@ -714,7 +780,13 @@ class ReplicaManager:
         for req in requests:
             partition = self._partitions.get(req.tp)
             if partition is None:
-                out.append(FetchPartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                out.append(
+                    FetchPartitionResult(
+                        ErrorCode.KAFKA_STORAGE_ERROR
+                        if req.tp in self._offline_partitions
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    )
+                )
                 continue
             max_bytes = max(0, min(req.partition_max_bytes, limit))
             throttled = params.is_from_follower and self._leader_throttled(
@@ -733,9 +805,11 @@ class ReplicaManager:
                     min_one_message=min_one and not held,
                 )
             except KafkaError as e:
+                self._maybe_offline(partition, "reading", e)
                 out.append(FetchPartitionResult(e.code))
                 continue
             except Exception as e:
+                self._maybe_offline(partition, "reading", e)
                 _log.error("fetch of %s failed", req.tp, exc_info=e)
                 out.append(FetchPartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR))
                 continue
@@ -1016,6 +1090,10 @@ class ReplicaManager:
         to_lead: dict[Partition, PartitionState] = {}
         to_follow: dict[Partition, PartitionState] = {}
         for tp, state in partition_states.items():
+            if tp in self._offline_partitions:
+                # Kafka: the controller learns from this that the replica is offline.
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             if self.broker_id not in state.replicas:
                 _log.warning("LeaderAndIsr for %s leaves this broker out of %s",
                              tp, list(state.replicas))  # fmt: skip
@@ -1155,13 +1233,17 @@ class ReplicaManager:
     async def append_to_follower(self, partition: Partition, records: memoryview) -> None:
         """A fetcher's append; large ones on the append executor (the native
         append drops the GIL), so the loop keeps serving."""
-        if len(records) < self.append_offload_bytes:
-            partition.append_records_to_follower(records)
-        else:
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(
-                self._executor, partition.append_records_to_follower, records
-            )
+        try:
+            if len(records) < self.append_offload_bytes:
+                partition.append_records_to_follower(records)
+            else:
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(
+                    self._executor, partition.append_records_to_follower, records
+                )
+        except Exception as e:
+            self._maybe_offline(partition, "appending to follower", e)
+            raise
 
     # ------------------------------------------------------------------ ISR expiration
 
