@@ -635,6 +635,13 @@ class ClusterApis:
             wanted = {TopicPartition(t.topic, p) for t in body.topics for p in t.partitions}
         results: list[DescribeLogDirsResultDict] = []
         for path in self.log_manager.log_dirs:
+            if self.log_manager.is_offline(path):
+                # Kafka's answer for a failed directory: the error, no sizes.
+                results.append(
+                    {"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": path, "topics": [],
+                     "total_bytes": -1, "usable_bytes": -1}
+                )  # fmt: skip
+                continue
             logs = self.log_manager.logs_in_dir(path)
             by_topic: dict[str, list[DescribeLogDirsPartitionDict]] = {}
             for tp in sorted(logs):
