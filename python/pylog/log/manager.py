@@ -153,6 +153,11 @@ class LogManager:
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
+        # Replicas being moved to another directory (AlterReplicaLogDirs, KIP-113):
+        # the future log and its directory, and where a replica not yet made goes.
+        self._future_logs: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, str] = {}
+        self._preferred_dirs: dict[TopicPartition, str] = {}
         self._topic_ids: dict[str, str] = {}
         self._dirs: list[_LogDir] = []
         self._started = False
@@ -254,6 +259,31 @@ class LogManager:
             return {}
 
     def _load_logs(self) -> None:
+        self._pending_futures: list[tuple[TopicPartition, str, str]] = []
+        self._load_dirs()
+        self._resolve_future_dirs()
+
+    def _resolve_future_dirs(self) -> None:
+        """A ``-future`` directory left by a stop: a move not finished, whose
+        current log is still there, starts again when asked (the copy goes);
+        one whose current log is gone was caught up and being swapped in when
+        the broker stopped, so it becomes the partition's log."""
+        for tp, sub, parent in self._pending_futures:
+            if tp in self._logs:
+                _log.warning("removing %s: an unfinished move of %s", sub, tp)
+                shutil.rmtree(sub, ignore_errors=True)
+                continue
+            final = os.path.join(parent, str(tp))
+            _log.warning("completing the move of %s: %s becomes %s", tp, sub, final)
+            os.rename(sub, final)
+            fsync_dir(parent)
+            log = self._load_log(tp, final, 0, 0, False)
+            with self._lock:
+                self._logs[tp] = log
+                self._log_dir_of[tp] = parent
+        self._pending_futures = []
+
+    def _load_dirs(self) -> None:
         for d in self._dirs:
             if d.offline:
                 continue
@@ -282,6 +312,7 @@ class LogManager:
         recovery_points = self._read_checkpoint(d.recovery_checkpoint)
         log_starts = self._read_checkpoint(d.log_start_checkpoint)
         jobs: dict[TopicPartition, tuple[str, int, int]] = {}
+        future_dirs: list[tuple[TopicPartition, str]] = []
         for name in sorted(os.listdir(d.path)):
             sub = os.path.join(d.path, name)
             if not os.path.isdir(sub) or name.startswith("."):
@@ -295,8 +326,11 @@ class LogManager:
             except ValueError:
                 _log.warning("skipping %s: not a <topic>-<partition> directory", sub)
                 continue
-            if name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
-                _log.warning("skipping %s: future/stray replicas are not supported", sub)
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                future_dirs.append((tp, sub))
+                continue
+            if name.endswith(STRAY_DIR_SUFFIX):
+                _log.warning("skipping %s: stray replicas are not supported", sub)
                 continue
             jobs[tp] = (sub, recovery_points.get(tp, 0), log_starts.get(tp, 0))
 
@@ -330,6 +364,7 @@ class LogManager:
                     self._log_dir_of[tp] = d.path
             if errors:
                 raise errors[0]
+        self._pending_futures.extend((tp, sub, d.path) for tp, sub in future_dirs)
         # Every log of this directory loaded: from now on a crash must be noticed.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(marker)
@@ -508,7 +543,11 @@ class LogManager:
             self._check_running()
             log = self._logs.get(tp)
             if log is None:
-                target = self._next_log_dir()
+                preferred = self._preferred_dirs.pop(tp, None)
+                target = (
+                    next((d for d in self._dirs if d.path == preferred and not d.offline), None)
+                    or self._next_log_dir()
+                )
                 dir = os.path.join(target.path, str(tp))
                 try:
                     log = Log.open(
@@ -529,6 +568,147 @@ class LogManager:
             self._topic_ids.setdefault(tp.topic, stored)
             return log
 
+    # ------------------------------------------------------------------ moves between dirs
+
+    def log_dir_path(self, path: str) -> str | None:
+        """The configured directory ``path`` names (made absolute), or None."""
+        path = os.path.abspath(path)
+        return path if any(d.path == path for d in self._dirs) else None
+
+    def maybe_update_preferred_log_dir(self, tp: TopicPartition, log_dir: str) -> None:
+        """Where the replica goes when it is made (Kafka's preferredLogDirs):
+        AlterReplicaLogDirs for a partition this broker does not hold yet."""
+        with self._lock:
+            if tp not in self._logs:
+                self._preferred_dirs[tp] = os.path.abspath(log_dir)
+
+    def future_log(self, tp: TopicPartition) -> Log | None:
+        with self._lock:
+            return self._future_logs.get(tp)
+
+    def future_log_dir_of(self, tp: TopicPartition) -> str | None:
+        with self._lock:
+            return self._future_dir_of.get(tp)
+
+    def future_logs_in_dir(self, path: str) -> dict[TopicPartition, Log]:
+        path = os.path.abspath(path)
+        with self._lock:
+            return {tp: log for tp, log in self._future_logs.items()
+                    if self._future_dir_of[tp] == path}  # fmt: skip
+
+    def create_future_log(self, tp: TopicPartition, log_dir: str, topic_id: str | None) -> Log:
+        """The empty future log of ``tp`` in ``log_dir``
+        (``<topic>-<partition>.<id>-future``, Kafka's name), starting where the
+        current log's first segment does; its cleaning pauses until the move ends."""
+        path = os.path.abspath(log_dir)
+        with self._lock:
+            self._check_running()
+            current = self._logs.get(tp)
+            if current is None:
+                raise KafkaStorageError(f"no log of {tp} to move")
+            d = self._dir(path)
+            if d.offline:
+                raise KafkaStorageError(f"log directory {path} is offline")
+            existing = self._future_logs.get(tp)
+            if existing is not None:
+                return existing
+            dir = os.path.join(path, f"{tp}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}")
+            try:
+                log = Log.open(
+                    dir,
+                    current.config,
+                    scheduler=self.scheduler,
+                    clock=self._clock,
+                    producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+                )
+                if topic_id:
+                    PartitionMetadataFile(dir).check_or_write(topic_id)
+            except KafkaStorageError as e:
+                self.maybe_handle_io_error(dir, f"creating the future log of {tp}", e)
+                raise
+            # From the first segment's base: a read from there returns whole
+            # batches, none starting below the future log's end.
+            start = current.segments[0].base_offset if current.segments else 0
+            if start > 0:
+                log.truncate_fully_and_start_at(start)
+            self._future_logs[tp] = log
+            self._future_dir_of[tp] = path
+        self.cleaner.abort_and_pause_cleaning(tp)
+        _log.info("moving %s from %s to %s", tp, self._log_dir_of.get(tp), path)
+        return log
+
+    def abort_future_log(self, tp: TopicPartition) -> None:
+        """Drop a move in flight: the future log is deleted, cleaning resumes."""
+        with self._lock:
+            log = self._future_logs.pop(tp, None)
+            self._future_dir_of.pop(tp, None)
+        if log is None:
+            return
+        with contextlib.suppress(Exception):
+            log.close_handlers()
+        shutil.rmtree(log.dir, ignore_errors=True)
+        self.cleaner.resume_cleaning([tp])
+
+    def replace_current_with_future_log(self, tp: TopicPartition) -> Log:
+        """Kafka's replaceCurrentWithFutureLog, with the caller holding off
+        every append to ``tp``: the current directory is renamed
+        ``<name>.<id>-delete`` (its open files keep serving reads under way)
+        and deleted after ``file.delete.delay.ms``; the caught-up future
+        directory is renamed to the partition's name in its directory and
+        opened there. Returns the partition's new log."""
+        with self._lock:
+            future = self._future_logs.pop(tp)
+            dest = self._future_dir_of.pop(tp)
+            current = self._logs[tp]
+            parent = self._log_dir_of[tp]
+        future.close()
+        final = os.path.join(dest, str(tp))
+        doomed = os.path.join(parent, delete_dir_name(tp))
+        # The current first: a stop between the renames leaves the future
+        # directory alone for its partition, and loading completes the move.
+        try:
+            os.rename(current.dir, doomed)
+            fsync_dir(parent)
+        except OSError as e:
+            self.maybe_handle_io_error(parent, f"renaming {current.dir}", e)
+            raise KafkaStorageError(f"cannot rename {current.dir}: {e}", e.errno) from e
+        try:
+            os.rename(future.dir, final)
+            fsync_dir(dest)
+            log = Log.open(
+                final,
+                current.config,
+                log_start_offset=current.log_start_offset,
+                recovery_point=future.log_end_offset,
+                scheduler=self.scheduler,
+                clock=self._clock,
+                producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+            )
+        except (OSError, KafkaStorageError) as e:
+            self.maybe_handle_io_error(dest, f"opening the moved log of {tp}", e)
+            raise
+        log.update_high_watermark(current.high_watermark)
+        with self._lock:
+            self._logs[tp] = log
+            self._log_dir_of[tp] = dest
+        for path in (parent, dest):
+            with contextlib.suppress(KafkaStorageError):
+                self._checkpoint_dir(path)
+        self.cleaner.update_checkpoints(parent, remove=tp)
+        self.cleaner.resume_cleaning([tp])
+
+        def delete() -> None:
+            with contextlib.suppress(Exception):
+                current.close_handlers()
+            shutil.rmtree(doomed, ignore_errors=True)
+            _log.info("deleted %s", doomed)
+
+        self.scheduler.schedule_once(
+            f"delete-{os.path.basename(doomed)}", delete, current.config.file_delete_delay_ms
+        )
+        _log.info("moved %s from %s to %s", tp, parent, dest)
+        return log
+
     def async_delete(self, tp: TopicPartition | tuple[str, int]) -> Log | None:
         """Remove a partition: its directory is renamed ``<name>.<id>-delete`` at
         once (so a restart finishes the job) and removed in the background after
@@ -542,6 +722,7 @@ class LogManager:
                 return None
             if not any(t.topic == tp.topic for t in self._logs):
                 self._topic_ids.pop(tp.topic, None)
+        self.abort_future_log(tp)
         # A clean in progress stops first: it must not swap into a closed log.
         self.cleaner.abort_cleaning(tp)
         log.close()
@@ -612,6 +793,11 @@ class LogManager:
             logs = [self._logs.pop(tp) for tp in gone]
             for tp in gone:
                 del self._log_dir_of[tp]
+            # A move into the failed directory, or out of it, stops.
+            moving = [tp for tp, p in self._future_dir_of.items() if p == path or tp in gone]
+            for tp in moving:
+                logs.append(self._future_logs.pop(tp))
+                del self._future_dir_of[tp]
             live = [x.path for x in self._dirs if not x.offline]
         for tp in gone:
             with contextlib.suppress(Exception):
@@ -752,6 +938,13 @@ class LogManager:
                 "kafka-producer-expiration",
             ):
                 self.scheduler.cancel(name)
+        with self._lock:
+            futures = list(self._future_logs.values())
+            self._future_logs.clear()
+            self._future_dir_of.clear()
+        for log in futures:  # a move in flight starts again when asked
+            with contextlib.suppress(Exception):
+                log.close()
         try:
             for d in self._dirs:
                 if d.offline:

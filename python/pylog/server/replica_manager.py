@@ -91,6 +91,7 @@ from pylog.server.partition import (
     TimestampAndOffset,
 )
 from pylog.server.purgatory import DelayedOperationPurgatory
+from pylog.server.replica_alter_log_dirs_thread import ReplicaAlterLogDirsThread
 from pylog.server.replica_fetcher_blocking_send import BrokerEndPoint
 from pylog.server.replica_fetcher_manager import ReplicaFetcherManager
 from pylog.server.replica_fetcher_thread import InitialFetchState, ReplicaFetcherConfig
@@ -278,6 +279,8 @@ class ReplicaManager:
         self.replica_fetcher_manager = ReplicaFetcherManager(
             fetcher_config or ReplicaFetcherConfig(broker_id=broker_id), self
         )
+        #: moves replicas between this broker's log dirs (AlterReplicaLogDirs)
+        self.alter_log_dirs_thread = ReplicaAlterLogDirsThread(self)
         self.isr_shrinks = 0
         self.isr_expands = 0
         self._isr_task: asyncio.Task[None] | None = None
@@ -345,6 +348,7 @@ class ReplicaManager:
 
     def shutdown(self) -> None:
         self._stopping = True
+        self.alter_log_dirs_thread.shutdown()
         if self._isr_task is not None:
             self._isr_task.cancel()
             self._isr_task = None
@@ -523,6 +527,56 @@ class ReplicaManager:
         hook = self.log_dir_failure_hook
         if hook is not None:
             hook(log_dir)
+
+    def alter_replica_log_dirs(
+        self, dirs: Mapping[TopicPartition, str]
+    ) -> dict[TopicPartition, int]:
+        """AlterReplicaLogDirs (Kafka's ReplicaManager.alterReplicaLogDirs), per
+        partition: LOG_DIR_NOT_FOUND for a directory not in ``log.dirs``,
+        KAFKA_STORAGE_ERROR for an offline one (or while any directory is
+        offline, so no future log is made twice), REPLICA_NOT_AVAILABLE for a
+        replica this broker does not hold yet (it is made in that directory
+        when it comes); otherwise a move starts (none when the replica is
+        there already; a move elsewhere in flight is dropped first)."""
+        lm = self.log_manager
+        out: dict[TopicPartition, int] = {}
+        started: list[TopicPartition] = []
+        for tp, wanted in dirs.items():
+            dest = lm.log_dir_path(wanted)
+            if dest is None:
+                out[tp] = ErrorCode.LOG_DIR_NOT_FOUND
+                continue
+            if lm.is_offline(dest):
+                out[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            if tp in self._offline_partitions:
+                out[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            in_flight = lm.future_log_dir_of(tp)
+            if in_flight is not None and in_flight != dest:
+                self.alter_log_dirs_thread.remove_partitions([tp])
+                lm.abort_future_log(tp)
+            lm.maybe_update_preferred_log_dir(tp, dest)
+            partition = self._partitions.get(tp)
+            if partition is None:
+                out[tp] = ErrorCode.REPLICA_NOT_AVAILABLE
+                continue
+            if lm.log_dir_of(tp) == dest:
+                out[tp] = ErrorCode.NONE
+                continue
+            if lm.offline_log_dirs:
+                out[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            try:
+                lm.create_future_log(tp, dest, partition.topic_id)
+            except KafkaError as e:
+                out[tp] = e.code
+                continue
+            started.append(tp)
+            out[tp] = ErrorCode.NONE
+        if started:
+            self.alter_log_dirs_thread.add_partitions(started)
+        return out
 
     def is_offline(self, tp: TopicPartition) -> bool:
         return tp in self._offline_partitions
