@@ -383,3 +383,65 @@ def test_a_failed_directory_moves_leadership_and_loses_nothing(
     b2.start()
     cluster.wait_for_full_isr(topic, 4)
     assert describe_dirs(b2.bootstrap_servers)[disk_dir][0] == 0
+
+
+def test_alter_replica_log_dirs_under_a_producer(cluster: LocalCluster, tmp_path: Path) -> None:
+    """Kafka's kafka-reassign-partitions with "log_dirs" moves broker 3's
+    replicas to its other directory while an acks=all producer writes; the
+    moved replicas stay in sync and every acknowledged record is there."""
+    boot = cluster.bootstrap_servers
+    b3 = cluster.broker(3)
+    topic = f"move-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": boot})
+    admin.create_topics([NewTopic(topic, 2, replica_assignment=[[3, 1], [1, 3]])])[topic].result(30)
+    cluster.wait_for_full_isr(topic, 2)
+    dir_a, dir_b = f"{cluster.dir}/b3-a", f"{cluster.dir}/b3-b"
+    before = dir_of(b3.bootstrap_servers, topic)
+    target = {p: dir_b if d == dir_a else dir_a for p, d in before.items()}
+
+    producer = AckedProducer(boot, topic, 2).start()
+    try:
+        wait_for("records acknowledged", lambda: producer.count([0, 1]) > 2000)
+        plan = {
+            "version": 1,
+            "partitions": [
+                {"topic": topic, "partition": p, "replicas": cluster.replicas(topic, p),
+                 "log_dirs": [target[p] if r == 3 else "any" for r in cluster.replicas(topic, p)]}
+                for p in range(2)
+            ],
+        }  # fmt: skip
+        plan_file = tmp_path / "plan.json"
+        plan_file.write_text(json.dumps(plan))
+        out = run_tool("kafka-reassign-partitions", "--bootstrap-server", boot,
+                       "--reassignment-json-file", str(plan_file), "--execute",
+                       workdir=tmp_path).stdout  # fmt: skip
+        assert "Successfully started" in out, out
+        wait_for("the replicas in their new directories",
+                 lambda: dir_of(b3.bootstrap_servers, topic) == target)  # fmt: skip
+        done = run_tool("kafka-reassign-partitions", "--bootstrap-server", boot,
+                        "--reassignment-json-file", str(plan_file), "--verify",
+                        workdir=tmp_path).stdout  # fmt: skip
+        for p in range(2):
+            assert f"Reassignment of replica {topic}-{p}-3 completed successfully" in done, done
+        moved = producer.count([0, 1])
+        wait_for(
+            "records acknowledged after the move", lambda: producer.count([0, 1]) > moved + 500
+        )
+    finally:
+        producer.stop()
+    assert producer.errors == []
+    cluster.wait_for_full_isr(topic, 2)
+    # No future log left, nothing lost, and broker 3's copies are the leader's.
+    assert not list(Path(dir_a).glob("*-future")) and not list(Path(dir_b).glob("*-future"))
+    total = producer.count([0, 1])
+    got = consume_all(boot, topic, 2, total)
+    for p in range(2):
+        assert not set(producer.acked[p]) - set(got[p]), f"partition {p} lost records"
+    sizes = {(b, p): describe_dirs(cluster.broker(b).bootstrap_servers)
+             for b in (1, 3) for p in range(2)}  # fmt: skip
+    for p in range(2):
+        size_1 = next(s for d in sizes[(1, p)].values() for (t, q), s in d[1].items()
+                      if t == topic and q == p)  # fmt: skip
+        size_3 = next(s for d in sizes[(3, p)].values() for (t, q), s in d[1].items()
+                      if t == topic and q == p)  # fmt: skip
+        assert size_1 == size_3
