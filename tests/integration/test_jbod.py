@@ -99,7 +99,8 @@ def fetch_raw(conn: KafkaConnection, topic: str, partition: int) -> tuple[int, i
 
 
 def describe_dirs(bootstrap: str) -> dict[str, tuple[int, dict[tuple[str, int], int]]]:
-    """log dir -> (error code, {(topic, partition): size}) of one broker."""
+    """log dir -> (error code, {(topic, partition): size}) of one broker's
+    replicas (future logs of moves in flight left out)."""
     with KafkaConnection(bootstrap, timeout=30) as c:
         r = c.request(
             ApiKey.DESCRIBE_LOG_DIRS,
@@ -110,7 +111,12 @@ def describe_dirs(bootstrap: str) -> dict[str, tuple[int, dict[tuple[str, int], 
     return {
         d.log_dir: (
             d.error_code,
-            {(t.name, p.partition_index): p.partition_size for t in d.topics for p in t.partitions},
+            {
+                (t.name, p.partition_index): p.partition_size
+                for t in d.topics
+                for p in t.partitions
+                if not p.is_future_key  # a move's copy: counted where the replica is
+            },
         )
         for d in r.results
     }

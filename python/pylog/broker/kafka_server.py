@@ -623,7 +623,12 @@ class KafkaServer:
             except Exception:
                 _log.exception("could not write the log dir event of %s", log_dir)
 
-        task = asyncio.get_running_loop().create_task(propagate())
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on the loop (before it runs): nothing to tell yet
+            _log.error("log directory %s failed before the broker ran", log_dir)
+            return
+        task = loop.create_task(propagate())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
