@@ -196,6 +196,29 @@ def test_lone_broker_keeps_serving_the_directory_that_did_not_fail(tmp_path: Pat
             broker.stop()
 
 
+def test_a_broker_whose_every_directory_failed_stops(tmp_path: Path) -> None:
+    """Kafka halts a broker with no live log directory; pylog stops it."""
+    with ext4_disk(tmp_path) as disk:
+        broker = lone_broker(tmp_path, [str(disk.mount_point / "logs")])
+        try:
+            boot = broker.bootstrap_servers
+            topic = f"last-{uuid.uuid4().hex[:6]}"
+            create_topic(boot, topic, 1)
+            with KafkaConnection(boot, timeout=30) as conn:
+                assert produce_raw(conn, topic, 0, b"before") == 0
+                fail_disk(disk)
+                assert produce_raw(conn, topic, 0, b"after") == STORAGE_ERROR
+            assert broker.proc is not None
+            t0 = time.monotonic()
+            broker.proc.wait(60)
+            stopped_s = time.monotonic() - t0
+            print(f"\nthe broker stopped {stopped_s:.1f} s after its last directory failed")
+            with open(broker.log_file) as f:
+                assert "every log directory is offline" in f.read()
+        finally:
+            broker.stop()
+
+
 def test_a_full_directory_gives_producers_storage_errors_not_a_crash(tmp_path: Path) -> None:
     with tiny_tmpfs(tmp_path, "4m") as small:
         good = str(tmp_path / "good")
