@@ -149,6 +149,13 @@ def _error_result(e: BaseException, partition: Partition | None = None) -> Produ
     )
 
 
+def _as_storage_error(e: BaseException) -> BaseException:
+    """A disk error as the client hears it: KAFKA_STORAGE_ERROR."""
+    if isinstance(e, KafkaError):
+        return e
+    return KafkaStorageError(str(e), getattr(e, "errno", None))
+
+
 # One append's outcome off the loop: its info and whether the log rolled, or the error.
 _Outcome = tuple[LogAppendInfo, bool] | BaseException
 
@@ -581,11 +588,14 @@ class ReplicaManager:
     def is_offline(self, tp: TopicPartition) -> bool:
         return tp in self._offline_partitions
 
-    def _maybe_offline(self, partition: Partition | None, what: str, e: BaseException) -> None:
+    def _maybe_offline(self, partition: Partition | None, what: str, e: BaseException) -> bool:
         """An error met on ``partition``'s log: its directory goes offline when
-        the disk gave it."""
-        if partition is not None:
-            self.log_manager.maybe_handle_io_error(partition.log.dir, f"{what} {partition.tp}", e)
+        the disk gave it. True when it is offline."""
+        if partition is None:
+            return False
+        return self.log_manager.maybe_handle_io_error(
+            partition.log.dir, f"{what} {partition.tp}", e
+        )
 
     def partition(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
@@ -660,8 +670,10 @@ class ReplicaManager:
                 except Exception as e:
                     self._log_unexpected(tp, e)
                     self._note_space(tp, partition, e)
-                    self._maybe_offline(partition, "appending to", e)
-                    results[tp] = _error_result(e, partition)
+                    failed: BaseException = e
+                    if self._maybe_offline(partition, "appending to", e):
+                        failed = _as_storage_error(e)
+                    results[tp] = _error_result(failed, partition)
                     continue
                 self._note_space(tp, partition, None)
                 infos[tp] = info
@@ -687,7 +699,8 @@ class ReplicaManager:
                 if isinstance(value, BaseException):
                     self._log_unexpected(tp, value)
                     self._note_space(tp, self._partitions.get(tp), value)
-                    self._maybe_offline(self._partitions.get(tp), "appending to", value)
+                    if self._maybe_offline(self._partitions.get(tp), "appending to", value):
+                        value = _as_storage_error(value)
                     results[tp] = _error_result(value, self._partitions.get(tp))
                 else:
                     self._note_space(tp, self._partitions.get(tp), None)
@@ -863,7 +876,9 @@ class ReplicaManager:
                 out.append(FetchPartitionResult(e.code))
                 continue
             except Exception as e:
-                self._maybe_offline(partition, "reading", e)
+                if self._maybe_offline(partition, "reading", e):
+                    out.append(FetchPartitionResult(ErrorCode.KAFKA_STORAGE_ERROR))
+                    continue
                 _log.error("fetch of %s failed", req.tp, exc_info=e)
                 out.append(FetchPartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR))
                 continue
@@ -1272,6 +1287,8 @@ class ReplicaManager:
         for tp in stopping:
             if not partitions[tp].delete:
                 continue
+            # Deleted: a partition of that name made later is a new one.
+            self._offline_partitions = self._offline_partitions - {tp}
             partition = self._partitions.get(tp)
             if partition is not None:
                 self._partitions = {k: v for k, v in self._partitions.items() if k != tp}
