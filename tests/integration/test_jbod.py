@@ -406,6 +406,18 @@ def test_a_failed_directory_moves_leadership_and_loses_nothing(
     assert errors[disk_dir] is not None and "Storage" in errors[disk_dir]
     assert errors[f"{cluster.dir}/b2-good"] is None
 
+    # Restarted with the disk still dead: the broker starts on its other
+    # directory, and the failed one's replicas stay offline there (answered
+    # KAFKA_STORAGE_ERROR, not made again empty elsewhere).
+    b2.stop()
+    b2.start()
+    cluster.wait_for(
+        lambda: all(2 in cluster.isr(topic, p) for p in off_disk), "broker 2 back in its ISRs"
+    )
+    assert describe_dirs(b2.bootstrap_servers)[disk_dir][0] == STORAGE_ERROR
+    assert all(2 not in cluster.isr(topic, p) for p in on_disk)
+    assert not any((Path(cluster.dir) / "b2-good" / f"{topic}-{p}").exists() for p in on_disk)
+
     # Restarted with the disk repaired: its replicas catch up and rejoin the ISRs.
     b2.stop()
     repair_disk(disk)

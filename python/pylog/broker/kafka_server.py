@@ -514,7 +514,9 @@ class KafkaServer:
         )
         self.zk_client = zk
         await asyncio.to_thread(zk.start)
-        stored = await asyncio.to_thread(resolve_broker_metadata, c.log_dirs)
+        # meta.properties of the live directories (a failed one cannot be read).
+        live = self.log_manager.live_log_dirs if self.log_manager is not None else c.log_dirs
+        stored = await asyncio.to_thread(resolve_broker_metadata, live)
         broker_id = await zk.run(self._resolve_broker_id, zk, stored)
         if broker_id != c.broker_id:
             c = self.config = c.with_broker_id(broker_id)
@@ -534,8 +536,6 @@ class KafkaServer:
                 "broker is trying to join the wrong cluster (is zookeeper.connect, chroot "
                 "included, right?)"
             )
-        # meta.properties in every live directory (a failed one stays as it is).
-        live = self.log_manager.live_log_dirs if self.log_manager is not None else c.log_dirs
         await asyncio.to_thread(write_broker_metadata, live, c.broker_id, store.cluster_id)
         # Leaders write ISR changes to the partition state znodes.
         self.alter_isr_manager = ZkAlterIsrManager(zk)

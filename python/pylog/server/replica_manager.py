@@ -1115,6 +1115,13 @@ class ReplicaManager:
             meta = store.add_partitions(tp.topic, tp.partition + 1)
         if meta.configs:  # the log starts with the topic's overrides
             self.log_manager.update_topic_config(tp.topic, meta.configs)
+        offline = self.log_manager.offline_log_dirs
+        if offline and not state.is_new and self.log_manager.get_log(tp) is None:
+            # Kafka's getOrCreateLog: a replica that existed before may be on
+            # the failed directory; an empty one elsewhere would hide that.
+            raise KafkaStorageError(
+                f"cannot create the log of {tp}: log directories {', '.join(offline)} are offline"
+            )
         log = self.log_manager.get_or_create_log(
             tp, topic_id=meta.topic_id, config=self.log_manager.config_for(tp.topic)
         )
