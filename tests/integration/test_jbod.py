@@ -292,8 +292,8 @@ class AckedProducer:
     """An idempotent acks=all producer writing numbered records to every
     partition of a topic until stopped; remembers what was acknowledged."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        self.topic, self.partitions = topic, partitions
+    def __init__(self, bootstrap: str, topic: str, partitions: int, pad: int = 0) -> None:
+        self.topic, self.partitions, self.pad = topic, partitions, b"x" * pad
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                                   "enable.idempotence": True, "linger.ms": 5,
                                   "message.timeout.ms": 120_000})  # fmt: skip
@@ -312,10 +312,16 @@ class AckedProducer:
         n = 0
         while not self.stop_event.is_set():
             for p in range(self.partitions):
-                self.producer.produce(self.topic, b"v-%d-%08d" % (p, n), partition=p,
-                                      on_delivery=self._delivered)  # fmt: skip
+                value = b"v-%d-%08d" % (p, n) + self.pad
+                while True:
+                    try:
+                        self.producer.produce(self.topic, value, partition=p,
+                                              on_delivery=self._delivered)  # fmt: skip
+                        break
+                    except BufferError:  # the local queue is full: let it drain
+                        self.producer.poll(0.1)
             n += 1
-            self.producer.poll(0.01)
+            self.producer.poll(0.002)
         self.producer.flush(120)
 
     def start(self) -> AckedProducer:
@@ -440,9 +446,9 @@ def test_alter_replica_log_dirs_under_a_producer(cluster: LocalCluster, tmp_path
     before = dir_of(b3.bootstrap_servers, topic)
     target = {p: dir_b if d == dir_a else dir_a for p, d in before.items()}
 
-    producer = AckedProducer(boot, topic, 2).start()
+    producer = AckedProducer(boot, topic, 2, pad=1000).start()
     try:
-        wait_for("records acknowledged", lambda: producer.count([0, 1]) > 2000)
+        wait_for("records acknowledged", lambda: producer.count([0, 1]) > 5000)
         plan = {
             "version": 1,
             "partitions": [
@@ -457,8 +463,13 @@ def test_alter_replica_log_dirs_under_a_producer(cluster: LocalCluster, tmp_path
                        "--reassignment-json-file", str(plan_file), "--execute",
                        workdir=tmp_path).stdout  # fmt: skip
         assert "Successfully started" in out, out
+        t0 = time.monotonic()
         wait_for("the replicas in their new directories",
                  lambda: dir_of(b3.bootstrap_servers, topic) == target)  # fmt: skip
+        sizes_mb = sum(describe_dirs(b3.bootstrap_servers)[target[p]][1][(topic, p)]
+                       for p in range(2)) / 1e6  # fmt: skip
+        print(f"\nmoved {sizes_mb:.1f} MB between directories under load, "
+              f"done {time.monotonic() - t0:.2f} s after the tool returned")  # fmt: skip
         done = run_tool("kafka-reassign-partitions", "--bootstrap-server", boot,
                         "--reassignment-json-file", str(plan_file), "--verify",
                         workdir=tmp_path).stdout  # fmt: skip
