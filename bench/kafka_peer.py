@@ -75,7 +75,13 @@ from broker_bench import (
     raw_tcp_to_file,
 )
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 from confluent_kafka.cimpl import NewTopic
 
 from pylog.metadata.store import new_uuid
@@ -597,6 +603,67 @@ def produce_row(size: int, acks: str, partitions: int) -> Callable[[Peer, Bench]
     return run
 
 
+def set_verification(peer: Peer, enabled: bool) -> None:
+    """transaction.partition.verification.enable, dynamic, on each broker of
+    either side (kafka-configs --entity-type brokers --entity-name ID)."""
+    resources = []
+    for broker_id in peer.admin().list_topics(timeout=10).brokers:
+        res = ConfigResource(ResourceType.BROKER, str(broker_id))
+        res.add_incremental_config(
+            ConfigEntry(
+                "transaction.partition.verification.enable",
+                "true" if enabled else "false",
+                incremental_operation=AlterConfigOpType.SET,
+            )
+        )
+        resources.append(res)
+    for fut in peer.admin().incremental_alter_configs(resources).values():
+        fut.result(timeout=30)
+    time.sleep(0.5)  # the brokers apply it as they hear of it
+
+
+def txn_produce(size: int, per_txn: int, verify: bool) -> Callable[[Peer, Bench], float]:
+    """Transactions of ``per_txn`` records of ``size`` bytes, each committed
+    before the next begins (init, then begin / produce / commit in a loop)
+    with one librdkafka producer for ``seconds``: committed records/s.
+    ``verify``: transaction.partition.verification.enable (KIP-890 part 1),
+    set on the broker for the row and back on after it."""
+
+    def run(peer: Peer, b: Bench) -> float:
+        topic = b.topic(f"txn{size}-{per_txn}-{int(verify)}")
+        peer.create_topic(topic, 1)
+        if not verify:
+            set_verification(peer, False)
+        try:
+            p = Producer(
+                {
+                    "bootstrap.servers": peer.bootstrap,
+                    "transactional.id": topic,
+                    "linger.ms": 5,
+                    "logger": _quiet(),
+                }
+            )
+            p.init_transactions(60)
+            value = os.urandom(size)
+            n = 0
+            b.clock(peer)
+            deadline = time.perf_counter() + b.seconds
+            while time.perf_counter() < deadline:
+                p.begin_transaction()
+                for _ in range(per_txn):
+                    p.produce(topic, value, partition=0)
+                p.commit_transaction(60)
+                n += per_txn
+            t = b.clock(peer)
+        finally:
+            if not verify:
+                set_verification(peer, True)
+        peer.delete_topic(topic)
+        return n / t / 1e3
+
+    return run
+
+
 def produce_parallel(producers: int, size: int, partitions: int) -> Callable[[Peer, Bench], float]:
     """``producers`` processes (this script in --produce-worker mode) at once."""
 
@@ -913,6 +980,18 @@ row(
     True,
     perf_produce(KiB, "1", 200_000, ("batch.size=1048576", "linger.ms=5")),
 )
+# Transactions (issue 22): librdkafka's transactional producer, committing
+# every 100 records; KIP-890 part 1's verification on (the default on both
+# brokers) and off.
+for _verify in (True, False):
+    row(
+        f"txn-produce-{'verify' if _verify else 'noverify'}",
+        "transactional produce 1 KiB, 100 records a commit, 1 partition, verification "
+        f"{'on' if _verify else 'off'} (confluent-kafka)",
+        "k rec/s",
+        True,
+        txn_produce(KiB, 100, _verify),
+    )
 row(
     "consume-1",
     "consume 1 KiB, 1 partition (confluent-kafka, assign)",

@@ -82,13 +82,16 @@ class BrokerProcess:
 
 
 @contextlib.contextmanager
-def metrics_broker(data: Path) -> Iterator[tuple[BrokerProcess, int]]:
+def metrics_broker(
+    data: Path, overrides: dict[str, object] | None = None
+) -> Iterator[tuple[BrokerProcess, int]]:
     """A broker process with its /metrics endpoint on a free loopback port:
     (the broker, that port); SIGKILLed at the end."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
-    b = BrokerProcess(data, {"metrics.port": port, "metrics.host": "127.0.0.1"}).start()
+    config = {"metrics.port": port, "metrics.host": "127.0.0.1", **(overrides or {})}
+    b = BrokerProcess(data, config).start()
     try:
         yield b, port
     finally:

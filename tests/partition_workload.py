@@ -27,7 +27,13 @@ The checker's properties, as in Jepsen's Kafka workloads:
 * **acks=all below min.insync.replicas**: a record acknowledged while fewer
   than min.insync.replicas brokers were alive is held, at its offset, by
   min.insync.replicas replicas, counting the dead brokers' logs as the kill
-  left them (it was on them before they died).
+  left them (it was on them before they died);
+* **aborted reads** (a third, transactional producer commits its
+  transactions and aborts one in four on purpose; the consumers read
+  committed): no consumer reads a record of a transaction whose commit was
+  never asked for, nor of one that was aborted; and a fresh read_committed
+  read of the whole topic at the end returns every committed record and no
+  aborted one.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ class Poll:
     partition: int
     offset: int
     value: str
+    at: float = 0.0  # time.monotonic() of the poll
 
 
 @dataclass
@@ -73,6 +80,11 @@ class History:
     failed: list[tuple[str, str, float]] = field(default_factory=list)  # producer, error, at
     attempted: set[str] = field(default_factory=set)
     polls: list[Poll] = field(default_factory=list)
+    #: the transactional producer's values: when its transaction's commit was
+    #: asked for, and how the transaction ended (committed, aborted, unknown)
+    commit_asked: dict[str, float] = field(default_factory=dict)
+    outcome: dict[str, str] = field(default_factory=dict)
+    last_txn_commit: float = float("-inf")
     commits: list[tuple[int, int, float]] = field(default_factory=list)  # partition, offset, at
     #: (producer, partition) -> its latest ack
     last_ack: dict[tuple[str, int], float] = field(default_factory=dict)
@@ -104,20 +116,19 @@ class WorkloadProducer(threading.Thread):
         from confluent_kafka import Producer
 
         self.topic, self.partitions, self.history = topic, partitions, history
-        self.producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "all",
-                "linger.ms": 5,
-                "message.timeout.ms": 60_000,
-                "topic.metadata.refresh.interval.ms": 1000,
-                "retry.backoff.max.ms": 500,
-                # A fatal error (idempotence) comes here with its reason; the
-                # delivery reports after it only say _FATAL.
-                "error_cb": self._error,
-                **conf,
-            }
-        )
+        self.conf: dict[str, object] = {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "message.timeout.ms": 60_000,
+            "topic.metadata.refresh.interval.ms": 1000,
+            "retry.backoff.max.ms": 500,
+            # A fatal error (idempotence) comes here with its reason; the
+            # delivery reports after it only say _FATAL.
+            "error_cb": self._error,
+            **conf,
+        }
+        self.producer = Producer(self.conf)
         self.stop_event = threading.Event()
 
     def _error(self, err: object) -> None:
@@ -167,6 +178,104 @@ class WorkloadProducer(threading.Thread):
         self.join(WAIT + 10)
 
 
+class TransactionalProducer(WorkloadProducer):
+    """Writes ``txn-<n>`` in transactions of ``size`` records spread over the
+    partitions, commits them and aborts one in four on purpose, and records
+    each transaction's outcome. A commit or abort that fails retriably is
+    retried, one that must abort is aborted; after a fatal error (fenced, a
+    timed-out transaction) the outcome is unknown and a new producer with the
+    same transactional.id takes over — its InitProducerId ends what the old
+    one left open."""
+
+    def __init__(
+        self, bootstrap: str, topic: str, partitions: int, history: History, *, size: int = 10
+    ) -> None:
+        super().__init__(
+            "txn", bootstrap, topic, partitions, history,
+            **{"transactional.id": "jepsen-txn", "transaction.timeout.ms": 30_000,
+              "message.timeout.ms": 30_000},
+        )  # fmt: skip
+        self.size = size
+        self.rng = random.Random(7)
+
+    def _init(self) -> None:
+        from confluent_kafka import KafkaException, Producer
+
+        while not self.stop_event.is_set():
+            try:
+                self.producer.init_transactions(WAIT)
+                return
+            except KafkaException as e:
+                if not e.args[0].retriable():
+                    self.producer = Producer(self.conf)
+                time.sleep(0.5)
+
+    def _end(self, commit: bool) -> str:
+        from confluent_kafka import KafkaException
+
+        while True:
+            try:
+                if commit:
+                    self.producer.commit_transaction(WAIT)
+                    return "committed"
+                self.producer.abort_transaction(WAIT)
+                return "aborted"
+            except KafkaException as e:
+                err = e.args[0]
+                if err.txn_requires_abort():
+                    commit = False
+                elif not err.retriable():
+                    raise
+                time.sleep(0.1)
+
+    def run(self) -> None:
+        from confluent_kafka import KafkaException, Producer
+
+        n = 0
+        self._init()
+        while not self.stop_event.is_set():
+            values = [f"txn-{n + i}" for i in range(self.size)]
+            n += self.size
+            with self.history.lock:
+                self.history.attempted.update(values)
+            outcome = "unknown"
+            try:
+                self.producer.begin_transaction()
+                for i, v in enumerate(values):
+                    while True:
+                        try:
+                            self.producer.produce(
+                                self.topic, v.encode(), partition=i % self.partitions,
+                                on_delivery=self._delivered,
+                            )  # fmt: skip
+                            break
+                        except BufferError:
+                            self.producer.poll(0.1)
+                commit = self.rng.random() >= 0.25
+                if not commit:
+                    # On the log before the abort, or librdkafka would drop
+                    # them unsent and there would be nothing to hide.
+                    self.producer.flush(WAIT)
+                if commit:
+                    now = time.monotonic()
+                    with self.history.lock:
+                        for v in values:
+                            self.history.commit_asked[v] = now
+                outcome = self._end(commit)
+            except KafkaException as e:
+                with self.history.lock:
+                    self.history.failed.append((self.name, f"transaction: {e}", time.monotonic()))
+                self.producer = Producer(self.conf)
+                self._init()
+            with self.history.lock:
+                for v in values:
+                    self.history.outcome[v] = outcome
+                if outcome == "committed":
+                    self.history.last_txn_commit = time.monotonic()
+            self.producer.poll(0)
+        self.producer.flush(WAIT)
+
+
 class WorkloadConsumer(threading.Thread):
     """A group member reading the topic and committing what it read."""
 
@@ -204,7 +313,7 @@ class WorkloadConsumer(threading.Thread):
                 continue
             p, o = msg.partition(), msg.offset()
             with h.lock:
-                h.polls.append(Poll(self.generation, p, o, msg.value().decode()))
+                h.polls.append(Poll(self.generation, p, o, msg.value().decode(), time.monotonic()))
             positions[p] = o + 1
             since_commit += 1
             if since_commit >= 200:
@@ -539,10 +648,70 @@ def recover(
                 f"{e}; {fatal[:1]}, its last delivery errors ({len(errors)} in all): {errors[-3:]}"
             ) from None
         times[name] = time.monotonic() - healed_at
+    if "txn" in producers:
+        cluster.wait_for(
+            lambda: history.last_txn_commit > healed_at,
+            f"a transaction to commit after {fault}",
+            WAIT,
+        )
+        times["txn commit"] = time.monotonic() - healed_at
     return Recovery(fault, isr, times, controller)
 
 
 # ---------------------------------------------------------------- checker
+
+
+def read_committed(bootstrap: str, topic: str, hws: dict[int, int]) -> list[Poll]:
+    """Every record a fresh read_committed consumer gets from the start of
+    each partition up to its high watermark (the LSO reaches it once no
+    transaction is open)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "final-reader",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})  # fmt: skip
+    got: list[Poll] = []
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in hws])
+        deadline = time.monotonic() + 2 * WAIT
+        while time.monotonic() < deadline:
+            positions = c.position([TopicPartition(topic, p) for p in hws])
+            if all(tp.offset >= hws[tp.partition] for tp in positions):
+                break
+            msg = c.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(
+                    Poll(0, msg.partition(), msg.offset(), msg.value().decode(), time.monotonic())
+                )
+        else:
+            raise TimeoutError(f"read_committed never reached the high watermarks {hws}")
+    finally:
+        c.close()
+    return got
+
+
+def check_transactions(topic: str, history: History, final_read: list[Poll]) -> list[str]:
+    """The aborted-reads properties of the module docstring."""
+    problems: list[str] = []
+
+    def aborted(poll: Poll, when: str) -> None:
+        where = f"{poll.value} read at {topic}-{poll.partition}@{poll.offset} {when}"
+        asked = history.commit_asked.get(poll.value)
+        if asked is None or poll.at < asked:
+            problems.append(f"uncommitted read: {where}, before its commit was asked for")
+        elif history.outcome.get(poll.value) == "aborted":
+            problems.append(f"aborted read: {where}")
+
+    for poll in history.polls:
+        if poll.value.startswith("txn-"):
+            aborted(poll, "by the group")
+    for poll in final_read:
+        if poll.value.startswith("txn-"):
+            aborted(poll, "at the end")
+    read = {poll.value for poll in final_read}
+    missing = sorted(v for v, o in history.outcome.items() if o == "committed" and v not in read)
+    if missing:
+        problems.append(f"committed but not read: {len(missing)} records, e.g. {missing[:5]}")
+    return problems
 
 
 def check(
@@ -631,6 +800,9 @@ def check(
                 problems.append(f"acks=all below min.insync.replicas: {a.value} at {topic}-"
                                 f"{a.partition}@{a.offset} acked {a.at - w.at:.1f} s after brokers "
                                 f"{sorted(w.snapshots)} died, held by {holders}")  # fmt: skip
+    if history.outcome:
+        final_read = read_committed(cluster.bootstrap_servers, topic, hws)
+        problems += check_transactions(topic, history, final_read)
     return problems
 
 
@@ -655,13 +827,14 @@ def run_schedule(
     ].result(WAIT)
     cluster.wait_for_full_isr(topic, partitions, timeout=WAIT)
     history = History()
-    names = ["idempotent", "plain"]
+    names = ["idempotent", "plain", "txn"]
     producers = [
         WorkloadProducer("idempotent", cluster.bootstrap_servers, topic, partitions, history,
                          **{"enable.idempotence": True, "debug": "eos"}),
         WorkloadProducer("plain", cluster.bootstrap_servers, topic, partitions, history,
                          **{"enable.idempotence": False, "retries": 2**31 - 1,
                             "max.in.flight.requests.per.connection": 1}),
+        TransactionalProducer(cluster.bootstrap_servers, topic, partitions, history),
     ]  # fmt: skip
     consumer = WorkloadConsumer(cluster.bootstrap_servers, topic, "jepsen-group", history)
     nemesis = Nemesis(cluster, topic, partitions, hold, random.Random(seed))
@@ -693,7 +866,9 @@ def run_schedule(
             t.stop()
         consumer.stop()
     cluster.wait_for_full_isr(topic, partitions, timeout=WAIT)
-    problems = check(cluster, topic, partitions, history, {"idempotent"}, nemesis.kill_windows, 2)
+    problems = check(
+        cluster, topic, partitions, history, {"idempotent", "txn"}, nemesis.kill_windows, 2
+    )
     for w in nemesis.kill_windows:
         late = [a.at - w.at for a in history.acks if w.at <= a.at <= w.until]
         if late:

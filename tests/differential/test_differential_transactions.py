@@ -38,7 +38,7 @@ def _wait_pylog(oracle: Oracle, api_key: int, version: int, body: Any, ok: Any) 
 
 def test_a_transactions_life(brokers: Brokers, oracle: Oracle) -> None:
     t, txn = name("txn-life"), name("txn-life-id")
-    oracle.create({t: 1})
+    oracle.create({t: 2})
     find = {"key_type": 1, "coordinator_keys": [txn]}
     found = lambda r: r.coordinators[0].error_code == 0  # noqa: E731
     oracle.until_kafka(ApiKey.FIND_COORDINATOR, 4, find, found)
@@ -98,6 +98,14 @@ def test_a_transactions_life(brokers: Brokers, oracle: Oracle) -> None:
             producer_id=pids[side], producer_epoch=0, base_sequence=0, is_transactional=True,
         )  # fmt: skip
 
+    # KIP-890 part 1: partition 1 was never added, so its leader (asking the
+    # coordinator first) refuses the batch: INVALID_TXN_STATE, "Partition
+    # was not added to the transaction", nothing written.
+    refused = oracle.send(
+        ApiKey.PRODUCE, 9,
+        lambda side: {**produce_body(t, records(side), partition=1), "transactional_id": txn},
+    )  # fmt: skip
+    assert refused.kafka.responses[0].partition_responses[0].error_code == 48  # INVALID_TXN_STATE
     oracle.send(
         ApiKey.PRODUCE, 9,
         lambda side: {**produce_body(t, records(side)), "transactional_id": txn},

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 import pytest
 from broker_process import PYLOG, BrokerProcess, topic_name
 
+from pylog import _native
+from pylog.errors import ErrorCode
 from pylog.metadata.kafka_zk_client import KafkaZkClient
 from pylog.metadata.zk_data import LeaderAndIsr
 from pylog.protocol import ApiKey
@@ -232,6 +234,73 @@ def test_tools_describe_the_cluster(cluster: Cluster) -> None:
     for b, p in cluster.brokers.items():
         assert f"Id: {b}\tEndpoint: 127.0.0.1:{p.port}\tRack: rack-{b}" in out, out
     assert "UnderReplicatedPartitions: 0" in out, out
+
+
+def test_a_broker_not_leading_names_the_leader(cluster: Cluster) -> None:
+    """KIP-951: Produce v10+ and Fetch v16+ sent to a broker that does not
+    lead the partition answer NOT_LEADER_OR_FOLLOWER with the current leader
+    and its epoch, and the leader's endpoint on the request's listener, so a
+    client goes there without a Metadata round."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    leader = cluster.leader
+    other = next(b for b in REPLICAS if b != leader)
+    topic = topic_name("kip951")
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[leader].bootstrap})
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[leader]])])[topic].result(
+        DEADLINE_S
+    )
+    led = cluster.brokers[leader]
+    with KafkaConnection(cluster.brokers[other].bootstrap, client_id="kip951") as conn:
+
+        def known() -> bool:
+            md = conn.request(
+                ApiKey.METADATA, 12, MetadataRequest(topics=[MetadataRequestTopic(name=topic)]),
+                MetadataResponse,
+            )  # fmt: skip
+            t = md.topics[0]
+            return t.error_code == 0 and t.partitions[0].leader_id == leader
+
+        wait_for("the other broker's metadata to name the leader", known)
+        md = conn.request(
+            ApiKey.METADATA, 12, MetadataRequest(topics=[MetadataRequestTopic(name=topic)]),
+            MetadataResponse,
+        )  # fmt: skip
+        topic_id = md.topics[0].topic_id
+        epoch = md.topics[0].partitions[0].leader_epoch
+        batch = _native.build_batch([(None, b"v", [], int(time.time() * 1000))])
+        produced = conn.request(
+            ApiKey.PRODUCE, 11,
+            {"acks": -1, "timeout_ms": 5000, "topic_data": [
+                {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]},
+        )  # fmt: skip
+        part = produced.responses[0].partition_responses[0]
+        assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (leader, epoch)
+        assert [(n.node_id, n.host, n.port, n.rack) for n in produced.node_endpoints] == [
+            (leader, "127.0.0.1", led.port, f"rack-{leader}")
+        ]
+        fetched = conn.request(
+            ApiKey.FETCH, 16,
+            {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+             "topics": [{"topic_id": topic_id, "partitions": [
+                 {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]},
+        )  # fmt: skip
+        fp = fetched.responses[0].partitions[0]
+        assert fp.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (fp.current_leader.leader_id, fp.current_leader.leader_epoch) == (leader, epoch)
+        assert [(n.node_id, n.port) for n in fetched.node_endpoints] == [(leader, led.port)]
+        # Fetch v15 has no NodeEndpoints and Kafka leaves its CurrentLeader unset.
+        old = conn.request(
+            ApiKey.FETCH, 15,
+            {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+             "topics": [{"topic_id": topic_id, "partitions": [
+                 {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]},
+        )  # fmt: skip
+        op = old.responses[0].partitions[0]
+        assert op.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        # (a tagged field left at its default is not sent at all)
+        assert op.current_leader is None or op.current_leader.leader_id == -1
 
 
 def test_isr_changes_land_in_zookeeper(cluster: Cluster) -> None:

@@ -6,8 +6,11 @@ tests/librdkafka/tests.txt names every test of that version: the ones that
 apply to a single broker and to what pylog has are run, in the suite's
 "default" scenario (auto.create.topics.enable=true, num.partitions=4, as the
 suite's scenarios/default.json asks) and its "noautocreate" scenario (a
-second broker with auto.create.topics.enable=false); each of the others
-carries the reason it is left out. Every run test must pass.
+second broker with auto.create.topics.enable=false); the tests marked
+`cluster` (transactions on replication-factor-3 topics) share one
+three-broker pylog cluster (pylog.testing.cluster, with its ZooKeeper);
+each of the others carries the reason it is left out. Every run test must
+pass.
 
 The suite's kafka-topics.sh calls (test_kafka_topics(): create a topic with
 configs, add partitions, delete) run Apache Kafka's own TopicCommand from the
@@ -29,6 +32,8 @@ import pytest
 from broker_process import BrokerProcess
 from client_programs import TESTS, cache_dir
 from kafka_tools import TOOL_JVM, TOOLS, kafka_libs
+
+from pylog.testing.cluster import LocalCluster
 
 ROOT = TESTS.parent
 LIST = TESTS / "librdkafka" / "tests.txt"
@@ -103,15 +108,43 @@ def kafka_path(where: Path) -> Path:
     script = bin_dir / "kafka-topics.sh"
     script.write_text(f'#!/bin/sh\nexec {java} {TOOLS["kafka-topics"]} "$@"\n')
     script.chmod(0o755)
+    # java/run-class.sh (the suite's Java helpers) runs this with CLASSPATH
+    # naming the helpers' directory, as Kafka's own script takes it.
+    run_class = bin_dir / "kafka-run-class.sh"
+    jvm = " ".join(shlex.quote(a) for a in ["java", *TOOL_JVM])
+    libs = shlex.quote(f"{kafka_libs()}/*")
+    run_class.write_text(f'#!/bin/sh\nexec {jvm} -cp "$CLASSPATH:"{libs} "$@"\n')
+    run_class.chmod(0o755)
     return where / "kafka"
 
 
+def java_helpers(src: Path) -> None:
+    """The suite's Java helpers (tests/java: TransactionProducerCli for
+    0098), compiled against Kafka's client jar beside their sources once."""
+    java = src / "tests" / "java"
+    if (java / "TransactionProducerCli.class").exists():
+        return
+    clients = sorted(kafka_libs().glob("kafka-clients-*.jar"))
+    assert clients, f"no kafka-clients jar in {kafka_libs()}"
+    subprocess.run(
+        ["javac", "-nowarn", "-classpath", str(clients[0]), "-d", str(java),
+         str(java / "TransactionProducerCli.java")],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+
+
 def run_suite(
-    src: Path, names: list[str], scenario: str, where: Path, parallel: int = 2
+    src: Path,
+    names: list[str],
+    scenario: str,
+    where: Path,
+    parallel: int = 2,
+    brokers: int = 1,
 ) -> tuple[dict[str, str], str]:
-    """Runs the tests ``names`` of one scenario against a fresh broker,
-    ``parallel`` at once: each test's state (PASSED, FAILED, SKIPPED) from the
-    runner's summary, and the whole output."""
+    """Runs the tests ``names`` of one scenario against a fresh broker (or
+    ``brokers`` of them, a ZooKeeper cluster), ``parallel`` at once: each
+    test's state (PASSED, FAILED, SKIPPED) from the runner's summary, and the
+    whole output."""
     where.mkdir(parents=True)
     overrides = {
         "num.partitions": 4,
@@ -120,16 +153,29 @@ def run_suite(
         # within it, as they do against Kafka (0118 depends on it).
         "group.initial.rebalance.delay.ms": 3000,
     }
-    broker = BrokerProcess(where / "data", overrides, log_path=where / "broker.log").start()
+    if brokers > 1:
+        cluster = LocalCluster(brokers, overrides, directory=str(where / "cluster"))
+        cluster.start()
+        bootstrap = cluster.bootstrap_servers
+        stop = cluster.close
+    else:
+        broker = BrokerProcess(where / "data", overrides, log_path=where / "broker.log").start()
+        bootstrap = broker.bootstrap
+
+        def stop() -> None:
+            broker.stop(signal.SIGKILL)
+
     conf = where / "test.conf"
     # The suite's timeouts are upper bounds, doubled here as its test.conf
     # example suggests for slow machines (two cores shared with other work).
-    conf.write_text(f"bootstrap.servers={broker.bootstrap}\ntest.timeout.multiplier=2\n")
+    conf.write_text(f"bootstrap.servers={bootstrap}\ntest.timeout.multiplier=2\n")
     numbers = sorted({n.split("_", 1)[0] for n in names})
     # The runner works in a tests/ directory beside the library's src/ (0053
     # reads ../src/statistics_schema.json); its stats files land there.
     (where / "tests").mkdir()
     (where / "src").symlink_to(src / "src")
+    # Its Java helpers run as java/run-class.sh from there.
+    (where / "tests" / "java").symlink_to(src / "tests" / "java")
     log = where / "suite.log"
     try:
         with log.open("w") as out:
@@ -143,12 +189,12 @@ def run_suite(
                 env={
                     **os.environ, "TESTS": ",".join(numbers), "TEST_KAFKA_VERSION": KAFKA_VERSION,
                     "RDKAFKA_TEST_CONF": str(conf), "KAFKA_PATH": str(kafka_path(where)),
-                    "BROKERS": broker.bootstrap,
+                    "BROKERS": bootstrap,
                     "LD_LIBRARY_PATH": f"{src / 'src'}:{src / 'src-cpp'}",
                 },
             )  # fmt: skip
     finally:
-        broker.stop(signal.SIGKILL)
+        stop()
     text = ANSI.sub("", log.read_text(errors="replace"))
     states = {name: state for name, state, _ in SUMMARY.findall(text)}
     # A test the summary does not list (the runner crashed or hung) failed.
@@ -184,22 +230,27 @@ def test_no_skipped_test_shares_a_number_with_a_run_one() -> None:
     assert shared == []
 
 
-@pytest.mark.parametrize("group", ["default", "noautocreate", "serial"])
+@pytest.mark.parametrize("group", ["default", "noautocreate", "serial", "cluster"])
 def test_librdkafka_own_tests(group: str, tmp_path: Path) -> None:
     # "serial": the default scenario one test at a time, for the tests whose
     # socket emulator (sockem) closes client sockets by number, which hits
     # another test's socket that reuses the number when two run at once.
+    # "cluster": the default scenario on three brokers, one test at a time.
     src = suite_dir()
     scenario = "noautocreate" if group == "noautocreate" else "default"
     names = [e.name for e in curated() if e.verdict == "run" and e.scenario == group]
-    results, text = run_suite(src, names, scenario, tmp_path / "run", 1 if group == "serial" else 2)
+    brokers = 3 if group == "cluster" else 1
+    if group == "cluster":
+        java_helpers(src)
+    parallel = 1 if group in ("serial", "cluster") else 2
+    results, text = run_suite(src, names, scenario, tmp_path / "run", parallel, brokers)
     failed = sorted(n for n, s in results.items() if s != "PASSED")
     if failed:
         # Some of the suite's tests bound their waits by a few seconds (on a
         # machine whose two cores other work shares), and a test that times
         # out stops the runner (the rest never start): those run once more,
         # one at a time, on a fresh broker, and are named.
-        again, retry = run_suite(src, failed, scenario, tmp_path / "rerun", parallel=1)
+        again, retry = run_suite(src, failed, scenario, tmp_path / "rerun", 1, brokers)
         still = sorted(n for n, s in again.items() if s != "PASSED")
         assert still == [], f"failed twice: {still}\n{failures(retry)}\n{failures(text)}"
         warnings.warn(f"librdkafka tests passed only when run again: {failed}", stacklevel=1)

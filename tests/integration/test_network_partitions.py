@@ -2,7 +2,9 @@
 every link through a fault proxy (``LocalCluster(network_faults=True)``),
 stock clients recording every operation, a nemesis cutting, resetting,
 pausing and killing, and a Jepsen-style checker over the history and the
-brokers' segment files (tests/partition_workload.py says what it checks).
+brokers' segment files (tests/partition_workload.py says what it checks: lost writes, reused
+offsets, duplicates, diverging replicas, phantom and aborted reads, and
+acks=all below min.insync.replicas).
 
 ``make test`` runs each fault once, in a fixed order; ``make soak`` runs
 random faults for ``PYLOG_SOAK_SECONDS`` (an hour) with the seed printed, so
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -29,6 +32,8 @@ OVERRIDES = {
     "zookeeper.session.timeout.ms": "6000",
     "replica.socket.timeout.ms": "10000",
     "controller.socket.timeout.ms": "10000",
+    # the transaction coordinator's marker channel (Kafka's request.timeout.ms)
+    "request.timeout.ms": "10000",
     "offsets.topic.replication.factor": "3",
 }
 HOLD = float(os.environ.get("PYLOG_PARTITION_HOLD", "8"))
@@ -61,6 +66,8 @@ def test_every_fault_once_loses_nothing_and_recovers(
     assert len(history.acks) > 1000, f"only {len(history.acks)} records acknowledged"
     assert history.polls, "the consumer read nothing"
     assert history.commits, "the consumer committed nothing"
+    outcomes = set(history.outcome.values())
+    assert {"committed", "aborted"} <= outcomes, f"transactions ended only {outcomes}"
     assert [r.fault for r in recoveries] == SCHEDULE
     assert not problems, "\n".join(problems[:50])
 
@@ -86,8 +93,10 @@ def test_soak_random_faults(pylog_zookeeper: ZooKeeperServer, tmp_path: Path) ->
         problems, recoveries, history = run_schedule(
             cluster, next_fault, hold=(HOLD / 2, 5 * HOLD), seed=seed, report=_report
         )
+    ended = Counter(history.outcome.values())
     print(f"soak: {len(recoveries)} faults, {len(history.acks)} acks, "
-          f"{len(history.polls)} polls, {len(history.commits)} commits", flush=True)  # fmt: skip
+          f"{len(history.polls)} polls, {len(history.commits)} commits, "
+          f"transactional records {dict(ended)}", flush=True)  # fmt: skip
     for fault in sorted({r.fault for r in recoveries}):
         isr = sorted(r.isr_full for r in recoveries if r.fault == fault)
         print(f"  {fault}: {len(isr)} times, full ISR after {isr[0]:.1f}-{isr[-1]:.1f} s")

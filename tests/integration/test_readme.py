@@ -1,5 +1,6 @@
-"""The README's Python examples run as written: the storage example in a
-scratch directory, the client examples against a real (embedded) broker."""
+"""The Python examples of README and docs/features.md (the reference README
+points to) run as written: the storage example in a scratch directory, the
+client examples against a real (embedded) broker."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from pylog.coordinator.records import partition_for
 from pylog.testing import broker
 
 README = ROOT / "README.md"
-PYTHON = code_blocks(README, "python")
+FEATURES = ROOT / "docs" / "features.md"
+PYTHON = code_blocks(README, "python") + code_blocks(FEATURES, "python")
 STORAGE = [b for b in PYTHON if "LogManager" in b]
 CLIENTS = [b for b in PYTHON if ADDRESS in b]
 
 
 def test_every_python_block_is_checked() -> None:
+    assert code_blocks(README, "python"), "README shows a first produce and consume"
     assert len(STORAGE) == 1
     assert len(STORAGE) + len(CLIENTS) == len(PYTHON)
     text = "\n".join(CLIENTS)

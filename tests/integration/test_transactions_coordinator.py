@@ -17,6 +17,7 @@ reaches the high watermark, nothing hangs.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -31,6 +32,7 @@ import pytest
 from broker_process import BrokerProcess, topic_name
 
 from pylog import _native
+from pylog.common.topic_partition import TopicPartition
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
 from pylog.protocol.messages import (
@@ -43,6 +45,7 @@ from pylog.protocol.messages import (
     ListTransactionsResponse,
     ProduceResponse,
 )
+from pylog.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager, CoordinatorNode
 from pylog.testing.cluster import LocalCluster
 from pylog.transaction.transaction_log import read_key, read_value
 from pylog.transaction.transaction_metadata import TransactionState
@@ -53,6 +56,8 @@ pytestmark = pytest.mark.integration
 WAIT = 60.0  # upper bound for waits: only catches hangs
 
 NONE = 0
+NETWORK_EXCEPTION = 13
+NOT_ENOUGH_REPLICAS = 19
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
@@ -299,7 +304,15 @@ class TxnClient:
         return r.transaction_states[0]
 
     def produce(
-        self, topic: str, pid: int, epoch: int, seq: int, values: list[bytes], acks: int = -1
+        self,
+        txn_id: str,
+        topic: str,
+        pid: int,
+        epoch: int,
+        seq: int,
+        values: list[bytes],
+        acks: int = -1,
+        partition: int = 0,
     ) -> int:
         batch = _native.build_batch(
             [(None, v, [], int(time.time() * 1000)) for v in values],
@@ -307,26 +320,148 @@ class TxnClient:
         )  # fmt: skip
         r = self.conn.request(
             ApiKey.PRODUCE, 9,
-            {"transactional_id": "x", "acks": acks, "timeout_ms": 30000,
+            {"transactional_id": txn_id, "acks": acks, "timeout_ms": 30000,
              "topic_data": [{"name": topic,
-                             "partition_data": [{"index": 0, "records": batch}]}]},
+                             "partition_data": [{"index": partition, "records": batch}]}]},
             ProduceResponse,
         )  # fmt: skip
         return r.responses[0].partition_responses[0].error_code
 
-    def offsets(self, topic: str) -> tuple[int, int]:
-        """(LSO, high watermark) of the topic's partition 0."""
+    def offsets(self, topic: str, partition: int = 0) -> tuple[int, int]:
+        """(LSO, high watermark) of one of the topic's partitions."""
         out = []
         for isolation in (READ_COMMITTED, 0):
             r = self.conn.request(
                 ApiKey.LIST_OFFSETS, 5,
                 {"replica_id": -1, "isolation_level": isolation,
                  "topics": [{"name": topic, "partitions": [
-                     {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]},
+                     {"partition_index": partition, "current_leader_epoch": -1,
+                      "timestamp": -1}]}]},
                 ListOffsetsResponse,
             )  # fmt: skip
             out.append(r.topics[0].partitions[0].offset)
         return out[0], out[1]
+
+
+def _set_verification(bootstrap: str, enabled: bool) -> None:
+    """transaction.partition.verification.enable as a cluster-wide dynamic
+    broker config (kafka-configs --entity-type brokers --entity-default)."""
+    with KafkaConnection(bootstrap, timeout=WAIT) as conn:
+        r = conn.request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
+            {"resources": [{"resource_type": 4, "resource_name": "", "configs": [
+                {"name": "transaction.partition.verification.enable", "config_operation": 0,
+                 "value": "true" if enabled else "false"}]}],
+             "validate_only": False},
+        )  # fmt: skip
+        assert r.responses[0].error_code == NONE, r  # type: ignore[attr-defined]
+
+
+def test_partition_verification_prevents_hanging_transactions(broker: BrokerProcess) -> None:
+    """KIP-890 part 1: a leader appends a transactional batch that would open
+    a transaction only once the coordinator confirms the partition is in it.
+    A batch for a partition never added, a late batch after the commit and a
+    fenced producer's batch are refused with Kafka's codes and write
+    nothing; with verification switched off the same batch is appended and
+    its transaction hangs (the LSO stays behind it)."""
+    topic = topic_name("txn-verify")
+    create_topic(broker.bootstrap, topic, 2)
+    c = TxnClient(broker.bootstrap)
+    try:
+        # No __transaction_state yet: the coordinator cannot be asked, a
+        # retriable NOT_ENOUGH_REPLICAS (Kafka's translation).
+        r = c.conn.request(
+            ApiKey.PRODUCE, 9,
+            {"transactional_id": "hang", "acks": -1, "timeout_ms": 30000,
+             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records":
+                 _native.build_batch([(None, b"early", [], 0)], producer_id=1000,
+                                     producer_epoch=0, base_sequence=0,
+                                     is_transactional=True)}]}]},
+            ProduceResponse,
+        )  # fmt: skip
+        early = r.responses[0].partition_responses[0]
+        assert early.error_code == NOT_ENOUGH_REPLICAS, early
+        assert "COORDINATOR_NOT_AVAILABLE" in (early.error_message or ""), early
+        c.wait_coordinator("hang")
+        pid = c.init("hang").producer_id
+        # Partition 1 never added: INVALID_TXN_STATE, nothing written.
+        assert c.produce("hang", topic, pid, 0, 0, [b"h1"], partition=1) == INVALID_TXN_STATE
+        assert c.add("hang", pid, 0, topic, [0]) == NONE
+        assert c.produce("hang", topic, pid, 0, 0, [b"c1"]) == NONE
+        assert c.produce("hang", topic, pid, 0, 0, [b"h1"], partition=1) == INVALID_TXN_STATE
+        # An id the coordinator does not know is its own answer.
+        assert c.produce("nobody", topic, pid, 0, 0, [b"n"], partition=1) == (
+            INVALID_PRODUCER_ID_MAPPING
+        )
+        assert c.end("hang", pid, 0, True) == NONE
+        wait_for(lambda: c.describe("hang").transaction_state == "CompleteCommit", "the commit")
+        wait_for(lambda: c.offsets(topic) == (2, 2), "the COMMIT marker")
+        # A late batch after the commit would open a transaction no marker
+        # ends: refused.
+        assert c.produce("hang", topic, pid, 0, 1, [b"late"]) == INVALID_TXN_STATE
+        # A fenced producer (the epoch moved on): INVALID_PRODUCER_EPOCH.
+        assert c.init("hang").producer_epoch == 1
+        assert c.produce("hang", topic, pid, 0, 1, [b"z"], partition=1) == INVALID_PRODUCER_EPOCH
+        assert c.offsets(topic) == (2, 2)
+        assert c.offsets(topic, 1) == (0, 0)
+        # Verification off: the same unadded batch lands and hangs.
+        _set_verification(broker.bootstrap, False)
+        try:
+            wait_for(
+                lambda: c.produce("hang", topic, pid, 1, 0, [b"h"], partition=1) == NONE,
+                "an unverified append once verification is off",
+            )
+            assert c.offsets(topic, 1) == (0, 1)  # the LSO stays at the hanging batch
+        finally:
+            _set_verification(broker.bootstrap, True)
+    finally:
+        c.close()
+
+
+def test_add_partitions_to_txn_manager_asks_over_the_wire(broker: BrokerProcess) -> None:
+    """The leaders' side of KIP-890 part 1 against a real coordinator: the
+    questions asked at once go in one AddPartitionsToTxn v5 request, each
+    transaction gets its own answer translated as Kafka's manager does, and
+    two questions for one id follow Kafka's rules (the same epoch: the older
+    one NETWORK_EXCEPTION; an older epoch: INVALID_PRODUCER_EPOCH at once)."""
+    topic = topic_name("txn-verify-wire")
+    create_topic(broker.bootstrap, topic, 2)
+    c = TxnClient(broker.bootstrap)
+    try:
+        c.wait_coordinator("w1")
+        pid1 = c.init("w1").producer_id
+        assert c.add("w1", pid1, 0, topic, [0]) == NONE
+        pid2 = c.init("w2").producer_id
+    finally:
+        c.close()
+    host, port = broker.bootstrap.rsplit(":", 1)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+
+    async def ask() -> list[dict[TopicPartition, int]]:
+        m = AddPartitionsToTxnManager(-1, lambda _id: CoordinatorNode(0, host, int(port)))
+        try:
+            return list(
+                await asyncio.gather(
+                    m.verify_transaction("w1", pid1, 0, [tp0, tp1]),
+                    m.verify_transaction("w2", pid2, 0, [tp0]),
+                    m.verify_transaction("w3", 77, 0, [tp0]),
+                    m.verify_transaction("w3", 77, 0, [tp0]),  # a retry: the first goes
+                    m.verify_transaction("w4", 78, 1, [tp1]),
+                    m.verify_transaction("w4", 78, 0, [tp1]),  # older than the one waiting
+                )
+            )
+        finally:
+            await m.shutdown()
+
+    got = asyncio.run(ask())
+    assert got == [
+        {tp1: INVALID_TXN_STATE},
+        {tp0: INVALID_TXN_STATE},
+        {tp0: NETWORK_EXCEPTION},
+        {tp0: INVALID_PRODUCER_ID_MAPPING},
+        {tp1: INVALID_PRODUCER_ID_MAPPING},
+        {tp1: INVALID_PRODUCER_EPOCH},
+    ]
 
 
 def transaction_log_records(data: Path) -> list[tuple[str, Any]]:
@@ -359,7 +494,7 @@ def test_coordinator_errors_state_log_and_restart(broker: BrokerProcess) -> None
         # EndTxn with nothing begun: INVALID_TXN_STATE.
         assert c.end("p1", pid, 0, True) == INVALID_TXN_STATE
         assert c.add("p1", pid, 0, topic, [0]) == NONE
-        assert c.produce(topic, pid, 0, 0, [b"x1", b"x2"]) == NONE
+        assert c.produce("p1", topic, pid, 0, 0, [b"x1", b"x2"]) == NONE
         d = c.describe("p1")
         assert (d.transaction_state, d.producer_id) == ("Ongoing", pid)
         assert [(t.topic, t.partitions) for t in d.topics] == [(topic, [0])]
@@ -517,7 +652,7 @@ def test_timed_out_transaction_is_aborted(broker: BrokerProcess) -> None:
         r = c.init("slow", timeout_ms=1000)
         pid = r.producer_id
         assert c.add("slow", pid, 0, topic, [0]) == NONE
-        assert c.produce(topic, pid, 0, 0, [b"never"]) == NONE
+        assert c.produce("slow", topic, pid, 0, 0, [b"never"]) == NONE
         # transaction.abort.timed.out.transaction.cleanup.interval.ms=500
         wait_for(lambda: c.describe("slow").transaction_state == "CompleteAbort", "the abort")
         d = c.describe("slow")
@@ -544,7 +679,7 @@ def test_prepare_commit_markers_resent_after_a_crash(broker: BrokerProcess) -> N
         c.wait_coordinator("resend")
         pid = c.init("resend").producer_id
         assert c.add("resend", pid, 0, topic, [0]) == NONE
-        assert c.produce(topic, pid, 0, 0, [b"r1", b"r2", b"r3"], acks=1) == NONE
+        assert c.produce("resend", topic, pid, 0, 0, [b"r1", b"r2", b"r3"], acks=1) == NONE
         assert c.end("resend", pid, 0, True) == NONE
         d = c.describe("resend")
         # Its completion is pending behind the markers, which are refused.

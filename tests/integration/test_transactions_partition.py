@@ -60,6 +60,13 @@ def wait_for(pred: Callable[[], object], what: str, timeout: float = WAIT) -> No
     raise AssertionError(f"timed out waiting for {what}")
 
 
+#: These tests play the transaction coordinator themselves (their producers
+#: have no transactional id a coordinator knows), so the leaders must not ask
+#: one before appending (KIP-890 verification, tested in
+#: test_transactions_coordinator.py).
+NO_VERIFICATION = {"transaction.partition.verification.enable": "false"}
+
+
 class Client:
     """A connection that speaks for producers and for a transaction coordinator."""
 
@@ -197,7 +204,7 @@ def values(records: list[tuple[int, bytes, bool]]) -> list[bytes]:
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[tuple[BrokerProcess, int]]:
-    with metrics_broker(tmp_path / "data") as started:
+    with metrics_broker(tmp_path / "data", NO_VERIFICATION) as started:
         yield started
 
 
@@ -335,7 +342,7 @@ def test_write_txn_markers_on_a_cluster_and_lso_after_failover(tmp_path: Path) -
     topic = topic_name("txn-cluster")
     with LocalCluster(
         3,
-        {"min.insync.replicas": "2", "replica.fetch.wait.max.ms": "100"},
+        {"min.insync.replicas": "2", "replica.fetch.wait.max.ms": "100", **NO_VERIFICATION},
         directory=str(tmp_path / "cluster"),
     ) as cluster:
         c = Client(cluster.bootstrap_servers)

@@ -72,6 +72,7 @@ from pylog.security.acl_authorizer import AclAuthorizer
 from pylog.security.sasl_client_authenticator import ClientSecurity, authenticate_blocking
 from pylog.security.scram_credential import ScramCredential
 from pylog.security.scram_mechanism import ScramMechanism
+from pylog.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager, CoordinatorNode
 from pylog.server.alter_isr_manager import AlterIsrManager, InProcessAlterIsrManager
 from pylog.server.broker_metadata_checkpoint import (
     BrokerMetadata,
@@ -92,7 +93,10 @@ from pylog.transaction.transaction_marker_channel_manager import (
     BrokerAddress,
     TransactionMarkerChannelManager,
 )
-from pylog.transaction.transaction_state_manager import TransactionStateManager
+from pylog.transaction.transaction_state_manager import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionStateManager,
+)
 
 __all__ = ["KafkaServer"]
 
@@ -313,6 +317,27 @@ def _transaction_coordinator(
             conn.request, security
         )
     txn.attach_marker_channel(markers)
+
+    # KIP-890 part 1: the leaders' questions to the coordinators, on the
+    # same inter-broker connection settings as the markers.
+    def coordinator_of(transactional_id: str) -> CoordinatorNode | None:
+        if not manager.topic_exists():
+            return None
+        partition = manager.partition_for(transactional_id)
+        at = locate(TopicPartition(TRANSACTION_STATE_TOPIC, partition))
+        return None if at is None else CoordinatorNode(at.broker_id, at.host, at.port)
+
+    verifier = AddPartitionsToTxnManager(
+        config.broker_id,
+        coordinator_of,
+        local=txn.handle_verify_partitions_in_transaction,
+        request_timeout_s=int(config.get("request.timeout.ms")) / 1000,
+    )
+    verifier.connection_options = markers.connection_options
+    replica_manager.add_partitions_to_txn_manager = verifier
+    replica_manager.verification_enabled = lambda: bool(
+        server.config.get("transaction.partition.verification.enable")
+    )
     return txn
 
 
@@ -809,6 +834,12 @@ class KafkaServer:
             except Exception:
                 _log.exception("stopping the transaction coordinator failed")
             self.txn_coordinator = None
+        verifier = getattr(self.replica_manager, "add_partitions_to_txn_manager", None)
+        if verifier is not None:
+            try:
+                await verifier.shutdown()
+            except Exception:
+                _log.exception("stopping the AddPartitionsToTxnManager failed")
         if self.socket_server is not None:
             try:
                 await self.socket_server.shutdown(timeout)

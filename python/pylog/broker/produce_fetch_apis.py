@@ -22,6 +22,8 @@ from pylog.broker.request_helpers import Pacer
 from pylog.broker.response_dicts import (
     FetchableTopicResponseDict,
     FetchResponseDict,
+    LeaderIdAndEpochDict,
+    NodeEndpointDict,
     PartitionDataDict,
     PartitionProduceResponseDict,
     ProduceResponseDict,
@@ -168,14 +170,16 @@ class ProduceFetchApis:
                     refused[tp] = {"error_code": bad}
                     del entries[tp]
         # Transactional batches append as any other (the partition opens the
-        # producer's transaction at its first one); the coordinator's
-        # WriteTxnMarkers ends it (txn_marker_apis).
+        # producer's transaction at its first one, once the coordinator
+        # confirms it: KIP-890 part 1 in the ReplicaManager); the
+        # coordinator's WriteTxnMarkers ends it (txn_marker_apis).
         appended = await self.replica_manager.append_records(
             body.timeout_ms,
             acks,
             entries,
             before_wait=request.mark_local_complete,
             inline=not request.others_active,
+            transactional_id=body.transactional_id,
         )
         if acks == 0:
             # Kafka closes the connection when an acks=0 produce fails: the
@@ -190,6 +194,7 @@ class ProduceFetchApis:
         # One pass over the request's order builds the answer from the append
         # results (and the partitions refused before it).
         responses: list[TopicProduceResponseDict] = []
+        leaders: set[int] = set()  # KIP-951: where the refused partitions went
         for name, indexes in order:
             parts: list[PartitionProduceResponseDict] = []
             for i in indexes:
@@ -207,24 +212,57 @@ class ProduceFetchApis:
                     out.update(refused.get(tp) or denied[tp])
                     parts.append(out)
                     continue
-                parts.append(
-                    {
-                        "index": i,
-                        "error_code": got.error_code,
-                        "base_offset": got.base_offset,
-                        "log_append_time_ms": got.log_append_time_ms,
-                        "log_start_offset": got.log_start_offset,
-                        "error_message": got.error_message if got.error_code else None,
-                        "record_errors": [
-                            BatchIndexAndErrorMessage(batch_index=b, batch_index_error_message=m)
-                            for b, m in got.record_errors
-                        ]
-                        if got.record_errors
-                        else [],
-                    }
-                )
+                produced: PartitionProduceResponseDict = {
+                    "index": i,
+                    "error_code": got.error_code,
+                    "base_offset": got.base_offset,
+                    "log_append_time_ms": got.log_append_time_ms,
+                    "log_start_offset": got.log_start_offset,
+                    "error_message": got.error_message if got.error_code else None,
+                    "record_errors": [
+                        BatchIndexAndErrorMessage(batch_index=b, batch_index_error_message=m)
+                        for b, m in got.record_errors
+                    ]
+                    if got.record_errors
+                    else [],
+                }
+                if version >= 10 and got.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    produced["current_leader"] = self._current_leader(tp, leaders)
+                parts.append(produced)
             responses.append({"name": name, "partition_responses": parts})
-        return {"responses": responses, "throttle_time_ms": 0}
+        answer: ProduceResponseDict = {"responses": responses, "throttle_time_ms": 0}
+        if leaders:
+            answer["node_endpoints"] = self._node_endpoints(leaders, request.listener)
+        return answer
+
+    # ------------------------------------------------------------------ KIP-951
+
+    def _current_leader(self, tp: TopicPartition, leaders: set[int]) -> LeaderIdAndEpochDict:
+        """Where a client that sent ``tp``'s produce or fetch to a broker not
+        its leader should go (KIP-951): the leader this broker's replica
+        follows, else the MetadataCache's; -1s when neither knows. The leader
+        is added to ``leaders`` for the response's NodeEndpoints."""
+        partition = self.replica_manager.partition(tp)
+        if partition is not None and partition.leader_id is not None:
+            leader, epoch = partition.leader_id, partition.leader_epoch
+        else:
+            info = self.replica_manager.metadata_cache.partition_info(tp.topic, tp.partition)
+            if info is None or info.leader < 0:
+                return {"leader_id": -1, "leader_epoch": -1}
+            leader, epoch = info.leader, info.leader_epoch
+        leaders.add(leader)
+        return {"leader_id": leader, "leader_epoch": epoch}
+
+    def _node_endpoints(self, ids: set[int], listener: str) -> list[NodeEndpointDict]:
+        """The live brokers among ``ids`` on the request's listener."""
+        out: list[NodeEndpointDict] = []
+        cache = self.replica_manager.metadata_cache
+        for i in sorted(ids):
+            b = cache.alive_broker(i)
+            ep = b.endpoint(listener) if b is not None else None
+            if b is not None and ep is not None:
+                out.append({"node_id": i, "host": ep.host, "port": ep.port, "rack": b.rack})
+        return out
 
     @staticmethod
     async def _produce_response(
@@ -338,12 +376,24 @@ class ProduceFetchApis:
         )
         committed = isolation is FetchIsolation.TXN_COMMITTED
         responses: list[FetchableTopicResponseDict] = []
+        # KIP-951 (v16+): the leaders of partitions refused as not led here
+        leaders: set[int] | None = set() if version >= 16 else None
         for topic_name, topic_uuid, slots in layout:
             parts = []
             for index, ref, ok in slots:
                 await pace()
                 r = results[ref] if ok else FetchPartitionResult(ref)
-                parts.append(self._fetch_partition(index, r, committed))
+                out = self._fetch_partition(index, r, committed)
+                if (
+                    leaders is not None
+                    and topic_name is not None
+                    and r.error_code
+                    in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                ):
+                    out["current_leader"] = self._current_leader(
+                        TopicPartition(topic_name, index), leaders
+                    )
+                parts.append(out)
             entry: FetchableTopicResponseDict = {"partitions": parts}
             if by_id:
                 entry["topic_id"] = _uuid_out(topic_uuid)
@@ -351,7 +401,12 @@ class ProduceFetchApis:
                 assert topic_name is not None  # by name: the request's own name
                 entry["topic"] = topic_name
             responses.append(entry)
-        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+        answer: FetchResponseDict = {
+            "throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses
+        }  # fmt: skip
+        if leaders:
+            answer["node_endpoints"] = self._node_endpoints(leaders, request.listener)
+        return answer
 
     def _fetch_partition(
         self, index: int, r: FetchPartitionResult, committed: bool
@@ -377,8 +432,6 @@ class ProduceFetchApis:
                 "epoch": r.diverging_epoch[0],
                 "end_offset": r.diverging_epoch[1],
             }
-        if r.error_code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
-            out["current_leader"] = {"leader_id": self.broker_id, "leader_epoch": r.leader_epoch}
         return out
 
     # ------------------------------------------------------------------ ListOffsets

@@ -24,6 +24,18 @@ from pylog.protocol.messages.produce_response import BatchIndexAndErrorMessage
 # ---------------------------------------------------------------- Produce
 
 
+class LeaderIdAndEpochDict(TypedDict):
+    leader_id: int
+    leader_epoch: int
+
+
+class NodeEndpointDict(TypedDict):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
 class PartitionProduceResponseDict(TypedDict, total=False):
     index: int
     error_code: int
@@ -32,6 +44,7 @@ class PartitionProduceResponseDict(TypedDict, total=False):
     log_start_offset: int
     record_errors: list[BatchIndexAndErrorMessage]
     error_message: str | None
+    current_leader: LeaderIdAndEpochDict | None  # v10+ (KIP-951)
 
 
 class TopicProduceResponseDict(TypedDict):
@@ -39,9 +52,10 @@ class TopicProduceResponseDict(TypedDict):
     partition_responses: list[PartitionProduceResponseDict]
 
 
-class ProduceResponseDict(TypedDict):
+class ProduceResponseDict(TypedDict, total=False):
     responses: list[TopicProduceResponseDict]
     throttle_time_ms: int
+    node_endpoints: list[NodeEndpointDict]  # v10+ (KIP-951)
 
 
 # ---------------------------------------------------------------- Fetch
@@ -50,11 +64,6 @@ class ProduceResponseDict(TypedDict):
 class EpochEndOffsetDict(TypedDict):
     epoch: int
     end_offset: int
-
-
-class LeaderIdAndEpochDict(TypedDict):
-    leader_id: int
-    leader_epoch: int
 
 
 class PartitionDataDict(TypedDict, total=False):
@@ -81,6 +90,7 @@ class FetchResponseDict(TypedDict, total=False):
     error_code: int
     session_id: int
     responses: list[FetchableTopicResponseDict]
+    node_endpoints: list[NodeEndpointDict]  # v16+ (KIP-951)
 
 
 # ---------------------------------------------------------------- CreateTopics

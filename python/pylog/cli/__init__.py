@@ -5,7 +5,8 @@ Kafka's dump-log-segments tool does, reading them with the native core;
 ``pylog broker start`` (:mod:`.broker`) runs a broker. ``pylog topics``
 (:mod:`.topics`), ``produce`` and ``consume`` (:mod:`.console`), ``configs``
 (:mod:`.configs`), ``groups`` (:mod:`.groups`), ``cluster`` (:mod:`.cluster`)
-``user-scram`` (:mod:`.user_scram`) and ``acls`` (:mod:`.acls`) are Kafka-protocol clients that work
+``user-scram`` (:mod:`.user_scram`), ``acls`` (:mod:`.acls`) and
+``transactions`` (:mod:`.transactions`) are Kafka-protocol clients that work
 against any Kafka cluster; what they share is in :mod:`.common`.
 """
 
@@ -21,6 +22,7 @@ from pylog.cli.console import consume, produce
 from pylog.cli.dump_log import dump_log
 from pylog.cli.groups import groups
 from pylog.cli.topics import topics
+from pylog.cli.transactions import transactions
 from pylog.cli.user_scram import user_scram
 
 __all__ = ["main"]
@@ -34,5 +36,6 @@ def main() -> None:
 
 for _command in (
     broker, dump_log, topics, produce, consume, configs, groups, cluster, user_scram, acls,
+    transactions,
 ):  # fmt: skip
     main.add_command(_command)

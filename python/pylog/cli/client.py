@@ -71,6 +71,10 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.DELETE_ACLS: 3,
     ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
     ApiKey.SHARE_GROUP_DESCRIBE: 1,
+    ApiKey.LIST_TRANSACTIONS: 1,
+    ApiKey.DESCRIBE_TRANSACTIONS: 0,
+    ApiKey.DESCRIBE_PRODUCERS: 0,
+    ApiKey.WRITE_TXN_MARKERS: 1,
 }
 
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
@@ -515,15 +519,17 @@ class ClusterClient:
         cluster = self.metadata([])
         return cluster.controller_id if cluster.controller_id >= 0 else self.any_node()
 
-    def coordinator(self, group: str) -> int:
-        """The node id of the group's coordinator (FindCoordinator)."""
-        node_id = self._coordinators.get(group)
+    def coordinator(self, group: str, key_type: int = 0) -> int:
+        """The node id of the group's coordinator (FindCoordinator); with
+        ``key_type`` 1 a transactional id's transaction coordinator."""
+        cached = group if key_type == 0 else f"{key_type}\0{group}"
+        node_id = self._coordinators.get(cached)
         if node_id is not None:
             return node_id
         deadline = time.monotonic() + self.timeout_s
         while True:
             resp = self.request(
-                ApiKey.FIND_COORDINATOR, {"key": group, "key_type": 0}, self.any_node()
+                ApiKey.FIND_COORDINATOR, {"key": group, "key_type": key_type}, self.any_node()
             )
             if resp.error_code == 0:
                 break
@@ -531,7 +537,7 @@ class ClusterClient:
                 raise error_for(resp.error_code, resp.error_message)
             time.sleep(RETRY_BACKOFF_S)
         self._brokers[resp.node_id] = (resp.host, resp.port)
-        self._coordinators[group] = resp.node_id
+        self._coordinators[cached] = resp.node_id
         return int(resp.node_id)
 
     def group_request(
@@ -717,6 +723,102 @@ class ClusterClient:
             return int(code)
 
         return int(self.retrying(attempt))
+
+    # -------------------------------------------------- transactions
+
+    def list_transactions(
+        self, states: Iterable[str] = (), producer_ids: Iterable[int] = (), duration_ms: int = -1
+    ) -> list[tuple[int, str, int, str]]:
+        """(coordinator id, transactional id, producer id, state) of every
+        transaction every broker coordinates (ListTransactions to each, as
+        Kafka's admin client asks); ``duration_ms`` (v1+): only those running
+        longer."""
+        cluster = self.metadata([])
+        found: list[tuple[int, str, int, str]] = []
+        for node_id in sorted(cluster.brokers):
+
+            def body(version: int) -> dict[str, Any]:
+                b: dict[str, Any] = {
+                    "state_filters": list(states),
+                    "producer_id_filters": list(producer_ids),
+                }
+                if version >= 1:
+                    b["duration_filter"] = duration_ms
+                return b
+
+            resp = self.request(ApiKey.LIST_TRANSACTIONS, body, node_id)
+            if resp.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                continue  # Kafka's admin reports it per broker; the rest still list
+            check(resp.error_code)
+            for t in resp.transaction_states:
+                found.append((node_id, t.transactional_id, t.producer_id, t.transaction_state))
+        return sorted(found, key=lambda t: (t[1], t[0]))
+
+    def describe_transaction(self, transactional_id: str) -> tuple[int, Any]:
+        """(coordinator id, DescribeTransactions' entry) of one transactional id."""
+
+        def attempt() -> tuple[int, Any]:
+            node = self.coordinator(transactional_id, 1)
+            resp = self.request(
+                ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [transactional_id]}, node
+            )
+            (state,) = resp.transaction_states
+            if state.error_code in _ROUTING:
+                raise error_for(state.error_code)
+            check(state.error_code, f"transactional id {transactional_id}")
+            return node, state
+
+        result: tuple[int, Any] = self.retrying(attempt)
+        return result
+
+    def describe_producers(self, topic: str, partition: int, broker: int | None = None) -> Any:
+        """DescribeProducers of one partition at its leader (or at
+        ``broker``, any replica): its partition entry, errors raised."""
+
+        def attempt() -> Any:
+            node = self.leader(topic, partition) if broker is None else broker
+            resp = self.request(
+                ApiKey.DESCRIBE_PRODUCERS,
+                {"topics": [{"name": topic, "partition_indexes": [partition]}]},
+                node,
+            )
+            (p,) = resp.topics[0].partitions
+            if p.error_code in _ROUTING:
+                raise error_for(p.error_code, p.error_message)
+            check(p.error_code, f"{topic}-{partition}")
+            return p
+
+        return self.retrying(attempt)
+
+    def abort_transaction(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+    ) -> None:
+        """Write an ABORT marker for the producer's open transaction on the
+        partition, at its leader (WriteTxnMarkers, as Kafka's
+        Admin.abortTransaction does: needs CLUSTER_ACTION or ALTER)."""
+
+        def attempt() -> None:
+            node = self.leader(topic, partition)
+            marker = {
+                "producer_id": producer_id,
+                "producer_epoch": producer_epoch,
+                "transaction_result": False,
+                "topics": [{"name": topic, "partition_indexes": [partition]}],
+                "coordinator_epoch": coordinator_epoch,
+            }
+            resp = self.request(ApiKey.WRITE_TXN_MARKERS, {"markers": [marker]}, node)
+            (m,) = resp.markers
+            code = m.topics[0].partitions[0].error_code
+            if code in _ROUTING:
+                raise error_for(code)
+            check(code, f"{topic}-{partition}")
+
+        self.retrying(attempt)
 
     # -------------------------------------------------- topics and configs
 

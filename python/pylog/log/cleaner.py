@@ -21,9 +21,10 @@ thread compacts it:
 Transactions (Kafka's CleanedTransactionMetadata): the dirty range ends at
 the last stable offset, so no open transaction is cleaned; batches of
 aborted transactions are dropped (and never mapped); a COMMIT/ABORT marker
-stays while a batch of its transaction remains, then goes once its segment
-is older than ``delete.retention.ms`` (Kafka's horizon for markers before
-KIP-534; the native copy loop keeps every control batch it is given); the
+stays while a batch of its transaction remains; the first clean after
+that writes its delete horizon (now + ``delete.retention.ms``) into its
+batch, and a clean past the horizon drops it (Kafka's KIP-534 rule; the
+native copy loop keeps every control batch it is given); the
 cleaned segment's ``.txnindex`` holds the aborted transactions whose markers
 it keeps. An aborted batch that is still its producer's last one is kept
 whole, so the producer's state survives a reload.
@@ -52,7 +53,7 @@ from pylog.errors import CorruptRecordError, InvalidRecordError, KafkaError, Kaf
 from pylog.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from pylog.log.cleaned_transaction_metadata import CleanedTransactionMetadata
 from pylog.log.config import BrokerLogConfig
-from pylog.log.end_transaction_marker import EndTransactionMarker
+from pylog.log.end_transaction_marker import EndTransactionMarker, with_delete_horizon
 from pylog.log.files import (
     CLEANED_FILE_SUFFIX,
     SWAP_FILE_SUFFIX,
@@ -438,41 +439,61 @@ def _filter_transactions(
     data: bytes,
     txn: CleanedTransactionMetadata,
     *,
-    markers_expired: bool,
+    now_ms: int,
+    delete_retention_ms: int,
     active_producers: Mapping[int, int],
+    copy: bool = True,
 ) -> tuple[bytes | memoryview, int, int]:
     """The whole batches at the start of ``data`` less those compaction drops
     for transactions (see the module's doc), the bytes those whole batches
     cover, and how many were dropped. Batches stay bytes; only their headers
-    (``batch_infos``) and a marker's one record are read."""
+    (``batch_infos``) and a marker's one record are read.
+
+    A marker whose transaction has no data left goes as Kafka's cleaner does
+    it (KIP-534): the first clean that finds it so writes the delete horizon
+    (now + ``delete.retention.ms``) into its batch and keeps it, so that
+    read_committed consumers still reading the transaction's range meet the
+    marker; a clean after the horizon drops it. Without ``copy`` (the offset
+    map's pass) markers are left as they are."""
     infos, covered = _native.batch_infos(data)
     view = memoryview(data)
-    parts: list[memoryview] = []
-    dropped = 0
+    parts: list[memoryview | bytes] = []
+    changed = 0
     run_start = 0
     for b in infos:
         if b.magic < 2 or b.producer_id < 0:
             continue
+        batch = view[b.position : b.position + b.size]
+        replacement: bytes | None = None
         if b.is_control:
             if b.records_count == 0:
                 discard = True  # emptied by an older cleaner: its transaction is gone
             else:
-                marker = EndTransactionMarker.from_batch(view[b.position : b.position + b.size])
+                marker = EndTransactionMarker.from_batch(batch)
                 is_abort = None if marker is None else not marker.is_commit
                 discard = txn.on_control_batch_read(b.producer_id, b.last_offset, is_abort)
-            discard = discard and markers_expired
+                if not copy:
+                    discard = False
+                elif discard and b.delete_horizon_ms < 0:
+                    # Kafka's containsMarkerForEmptyTxn: set the horizon, keep it.
+                    discard = False
+                    replacement = with_delete_horizon(batch, now_ms + delete_retention_ms)
+                elif discard:
+                    discard = b.delete_horizon_ms <= now_ms
         else:
             discard = txn.on_batch_read(b.producer_id, b.last_offset, b.is_transactional)
             if discard and active_producers.get(b.producer_id) == b.last_offset:
                 discard = False
-        if discard:
+        if discard or replacement is not None:
             parts.append(view[run_start : b.position])
+            if replacement is not None:
+                parts.append(replacement)
             run_start = b.position + b.size
-            dropped += 1
-    if not dropped:
+            changed += 1
+    if not changed:
         return view[:covered], covered, 0
     parts.append(view[run_start:covered])
-    return b"".join(parts), covered, dropped
+    return b"".join(parts), covered, changed
 
 
 class Cleaner:
@@ -548,8 +569,10 @@ class Cleaner:
                 data: bytes, pos: int, state: dict[str, bool] = state
             ) -> tuple[int, int, bool]:
                 self.check_done(to_clean.tp)
+                # Control batches map no key: what becomes of markers is the
+                # copy's business.
                 kept, covered, _ = _filter_transactions(
-                    data, txn, markers_expired=True, active_producers={}
+                    data, txn, now_ms=0, delete_retention_ms=0, active_producers={}, copy=False
                 )
                 if covered == 0:  # no whole batch: the native pass says how much is needed
                     kept = data
@@ -640,12 +663,15 @@ class Cleaner:
                 txn.add_aborted_transactions(
                     log.collect_aborted_transactions(seg.base_offset, upper)
                 )
-                expired = seg.last_modified_ms < now - retention
 
-                def feed(data: bytes, pos: int, expired: bool = expired) -> tuple[int, int, bool]:
+                def feed(data: bytes, pos: int) -> tuple[int, int, bool]:
                     self.check_done(to_clean.tp)
                     kept_data, covered, _ = _filter_transactions(
-                        data, txn, markers_expired=expired, active_producers=active_producers
+                        data,
+                        txn,
+                        now_ms=now,
+                        delete_retention_ms=retention,
+                        active_producers=active_producers,
                     )
                     if covered == 0:  # no whole batch: the native pass says how much is needed
                         kept_data = data

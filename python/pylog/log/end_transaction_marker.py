@@ -20,7 +20,20 @@ from dataclasses import dataclass
 from pylog import _native
 from pylog.errors import CorruptRecordError, KafkaError
 
-__all__ = ["ABORT", "COMMIT", "EndTransactionMarker", "build_marker_batch"]
+__all__ = [
+    "ABORT",
+    "COMMIT",
+    "DELETE_HORIZON_FLAG",
+    "EndTransactionMarker",
+    "build_marker_batch",
+    "with_delete_horizon",
+]
+
+#: Batch attribute bit 6 (KIP-534): the base timestamp is the batch's delete
+#: horizon, and its records' timestamps are deltas from it.
+DELETE_HORIZON_FLAG = 0x40
+_HEADER = struct.Struct(">qiibIhiqqqhii")  # a v2 batch header, 61 bytes
+_CRC_FROM = 21  # CRC32C covers the attributes to the end
 
 ABORT = 0
 COMMIT = 1
@@ -102,3 +115,69 @@ def build_marker_batch(
         is_transactional=True,
         is_control=True,
     )
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _varlong(n: int) -> bytes:
+    return _uvarint(((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF)
+
+
+def with_delete_horizon(batch: bytes | bytearray | memoryview, horizon_ms: int) -> bytes:
+    """The marker control batch ``batch`` with KIP-534's delete horizon set
+    (as Kafka's cleaner writes it when it first finds a marker whose
+    transaction has no data left): attribute bit 6, the horizon as base
+    timestamp, the record's timestamp kept as a delta from it; offsets,
+    epochs and the producer as they were. CorruptRecordError for a batch
+    that is not one uncompressed control record."""
+    infos, covered = _native.batch_infos(batch, 1)
+    if not infos or covered != len(batch) or not infos[0].is_control:
+        raise CorruptRecordError("a delete horizon is set on one control batch")
+    b = infos[0]
+    try:
+        (record,) = _native.decode_records(batch)
+    except (ValueError, KafkaError) as e:
+        raise CorruptRecordError(f"marker batch does not decode: {e}") from e
+    key, value = record.key or b"", record.value or b""
+    body = (
+        b"\x00"  # record attributes
+        + _varlong(record.timestamp - horizon_ms)
+        + _uvarint(0)  # offset delta
+        + _varlong(len(key))
+        + key
+        + _varlong(len(value))
+        + value
+        + _uvarint(0)  # headers
+    )
+    records = _varlong(len(body)) + body
+    attributes = 0x10 | 0x20 | DELETE_HORIZON_FLAG | (b.timestamp_type << 3)
+    header = bytearray(
+        _HEADER.pack(
+            b.base_offset,
+            _HEADER.size - 12 + len(records),
+            b.partition_leader_epoch,
+            2,
+            0,
+            attributes,
+            0,  # last offset delta
+            horizon_ms,
+            b.max_timestamp,
+            b.producer_id,
+            b.producer_epoch,
+            b.base_sequence,
+            1,
+        )
+    )
+    out = header + records
+    struct.pack_into(">I", out, 17, _native.crc32c(bytes(out[_CRC_FROM:])))
+    return bytes(out)

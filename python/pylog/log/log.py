@@ -50,6 +50,7 @@ from pylog.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
+    InvalidTxnStateError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
@@ -67,6 +68,7 @@ from pylog.log.producer_state import BatchMetadata, CompletedTxn, ProducerStateM
 from pylog.log.scheduler import Scheduler, default_scheduler
 from pylog.log.segment import LogSegment
 from pylog.log.transaction_index import AbortedTxn
+from pylog.log.verification_guard import SENTINEL, VerificationGuard
 
 __all__ = [
     "AppendOrigin",
@@ -497,9 +499,16 @@ class Log:
         leader_epoch: int,
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Validate a produce request's records, give them offsets from the LEO,
         and append them.
+
+        ``verification_guard`` (KIP-890, set when the broker verifies
+        transactions): a transactional batch of a producer with no open
+        transaction here passes only with the guard that
+        :meth:`maybe_start_transaction_verification` made and that no
+        transactional append has cleared since (InvalidTxnStateError).
 
         ``records`` is rewritten in place when writable (offsets, leader epoch,
         LogAppendTime timestamps, CRC); legacy magic 0/1 sets are converted to
@@ -561,6 +570,8 @@ class Log:
             duplicate = self._check_producer_batches(info, origin)
             if duplicate is not None:
                 return self._duplicate_info(info, duplicate, leader_epoch)
+            if verification_guard is not None:
+                self._check_verified(info, verification_guard)
             self._append_validated(buf, info, now)
             self._maybe_assign_epoch(leader_epoch, info.first_offset)
             return self._append_info(info, leader_epoch, now if config.log_append_time else -1)
@@ -711,6 +722,35 @@ class Log:
             if duplicate is not None:
                 return duplicate
         return None
+
+    def _check_verified(self, info: _native.AppendInfo, guard: VerificationGuard) -> None:
+        """Kafka's UnifiedLog check before a verified append: a transactional
+        batch that would open a transaction needs the guard its
+        verification made, still in place."""
+        ps = self._producer_state
+        for b in info.batches:
+            if not b.is_transactional or b.is_control or b.producer_id < 0:
+                continue
+            if ps.has_ongoing_transaction(b.producer_id):
+                continue
+            if not ps.verification_guard(b.producer_id).verify(guard):
+                raise InvalidTxnStateError(
+                    f"producer {b.producer_id}'s transactional batch for {self.name} is not "
+                    f"part of an ongoing transaction (not verified with the coordinator)"
+                )
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard:
+        """KIP-890 part 1 (Kafka's maybeStartTransactionVerification): SENTINEL
+        when the producer's transaction is already open here (nothing to ask);
+        else the guard of a verification to ask the coordinator for."""
+        ps = self._producer_state
+        if ps.has_ongoing_transaction(producer_id):
+            return SENTINEL
+        return ps.maybe_create_verification_state_entry(
+            producer_id, sequence, epoch, self._clock()
+        ).guard
 
     def _duplicate_info(
         self, info: _native.AppendInfo, dup: BatchMetadata, epoch: int

@@ -55,6 +55,7 @@ from pylog.errors import (
     TransactionCoordinatorFencedError,
 )
 from pylog.log.checkpoint import replace_file_durably
+from pylog.log.verification_guard import SENTINEL, VerificationGuard, VerificationStateEntry
 
 __all__ = [
     "NUM_BATCHES_TO_RETAIN",
@@ -307,6 +308,8 @@ class ProducerStateManager:
         self._ongoing: dict[int, int] = {}
         # first offset -> a completed transaction whose marker the HW has not passed
         self._unreplicated: dict[int, CompletedTxn] = {}
+        # producer id -> its guard while a KIP-890 verification is out
+        self._verifications: dict[int, VerificationStateEntry] = {}
 
     # ------------------------------------------------------------------ snapshots on disk
 
@@ -619,8 +622,44 @@ class ProducerStateManager:
                 if batch.is_transactional and entry.current_txn_first_offset is None:
                     entry.current_txn_first_offset = batch.base_offset
                     self._ongoing[batch.base_offset] = pid
+            if batch.is_transactional:
+                # A marker ends the transaction, a data batch opens it: either
+                # way a verification still out no longer speaks for it.
+                self._verifications.pop(pid, None)
             self._last_map_offset = max(self._last_map_offset, batch.last_offset + 1)
         return completed
+
+    # ------------------------------------------------------------------ KIP-890 verification
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        with self._lock:
+            entry = self._producers.get(producer_id)
+            return entry is not None and entry.current_txn_first_offset is not None
+
+    def maybe_create_verification_state_entry(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int
+    ) -> VerificationStateEntry:
+        """The producer's verification entry, made if it has none (a
+        verification already out is shared: Kafka's
+        maybeCreateVerificationStateEntry)."""
+        with self._lock:
+            entry = self._verifications.get(producer_id)
+            if entry is None:
+                entry = VerificationStateEntry(now_ms, sequence, epoch)
+                self._verifications[producer_id] = entry
+            else:
+                entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+            return entry
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard:
+        """The guard of the producer's verification; SENTINEL when none is out."""
+        with self._lock:
+            entry = self._verifications.get(producer_id)
+            return SENTINEL if entry is None else entry.guard
+
+    def clear_verification_state_entry(self, producer_id: int) -> None:
+        with self._lock:
+            self._verifications.pop(producer_id, None)
 
     def _last_stable_offset_after(self, producer_id: int, marker_offset: int) -> int:
         """Kafka's lastStableOffset(completedTxn): the first offset of the
@@ -670,6 +709,15 @@ class ProducerStateManager:
             expired = [pid for pid, e in self._producers.items() if self._is_expired(e, now_ms)]
             for pid in expired:
                 del self._producers[pid]
+            # A verification never followed by an append (the producer went
+            # away) goes after the same time (Kafka's removeExpiredProducers).
+            stale = [
+                pid
+                for pid, v in self._verifications.items()
+                if now_ms - v.timestamp_ms >= self.producer_id_expiration_ms
+            ]
+            for pid in stale:
+                del self._verifications[pid]
             return expired
 
     def __repr__(self) -> str:

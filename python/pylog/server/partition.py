@@ -45,6 +45,7 @@ from pylog.log.fetch import FetchDataInfo
 from pylog.log.leader_epoch import LeaderEpochFileCache
 from pylog.log.log import AppendOrigin, FetchIsolation, Log, LogAppendInfo
 from pylog.log.offset_metadata import LogOffsetMetadata
+from pylog.log.verification_guard import VerificationGuard
 from pylog.metadata.store import INTERNAL_TOPICS
 from pylog.server.alter_isr_manager import AlterIsrManager, LeaderAndIsr
 
@@ -484,10 +485,12 @@ class Partition:
         records: bytes | bytearray | memoryview,
         required_acks: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> tuple[LogAppendInfo, bool]:
         """Append as the leader; returns the append info and whether the HW moved.
         NOT_ENOUGH_REPLICAS when acks=-1 and the ISR is smaller than
-        min.insync.replicas (checked before writing, as Kafka does)."""
+        min.insync.replicas (checked before writing, as Kafka does);
+        ``verification_guard``: see Log.append_as_leader."""
         with self._lock:
             self._check_leader()
             isr_size = len(self.isr)
@@ -497,12 +500,25 @@ class Partition:
                     f"the ISR of {self.tp} has {isr_size} replica(s), fewer than "
                     f"min.insync.replicas={min_isr}"
                 )
-            info = self.log.append_as_leader(records, self.leader_epoch, origin=origin)
+            info = self.log.append_as_leader(
+                records, self.leader_epoch, origin=origin, verification_guard=verification_guard
+            )
             local = self._replicas[self.local_broker_id]
             local.log_end_offset = self.log.log_end_offset
             local.last_caught_up_time_ms = now_ms()
             moved = self._maybe_increment_leader_hw()
             return info, moved
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard:
+        """KIP-890 part 1, as the leader: SENTINEL when the producer's
+        transaction is open here, else the guard of a verification to ask
+        the transaction coordinator for (Kafka's
+        Partition.maybeStartTransactionVerification)."""
+        with self._lock:
+            self._check_leader()
+            return self.log.maybe_start_transaction_verification(producer_id, sequence, epoch)
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, int]:
         """For acks=-1: (done, error code). Done once the HW reaches

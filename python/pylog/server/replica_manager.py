@@ -49,6 +49,7 @@ import contextlib
 import errno
 import logging
 import os
+import struct
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -61,17 +62,20 @@ from pylog.errors import (
     InvalidTopicError,
     KafkaError,
     KafkaStorageError,
+    NotLeaderOrFollowerError,
     RecordErrorsMixin,
     UnknownTopicOrPartitionError,
 )
 from pylog.log.checkpoint import REPLICATION_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from pylog.log.log import AppendOrigin, FetchIsolation, LogAppendInfo
 from pylog.log.manager import LogManager
+from pylog.log.verification_guard import SENTINEL, VerificationGuard
 from pylog.logsafe import quoted
 from pylog.metadata.metadata_cache import MetadataBroker, MetadataCache, PartitionInfo
 from pylog.metadata.store import MetadataEvent, MetadataStore, TopicMetadata
 from pylog.network.eager_future import EagerFuture
 from pylog.network.metrics import MetricsRegistry
+from pylog.server.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from pylog.server.alter_isr_manager import (
     AlterIsrManager,
     InProcessAlterIsrManager,
@@ -169,6 +173,66 @@ class _LaneAppend:
     required_acks: int
     origin: AppendOrigin
     outcome: asyncio.Future[_Outcome]  # on the loop, settled once appended
+    verification_guard: VerificationGuard | None = None
+
+
+# A v2 batch header: magic at byte 16, attributes (int16) at 21, then
+# producer id (int64) at 43, producer epoch (int16) at 51, base sequence
+# (int32) at 53 (Kafka's DefaultRecordBatch layout).
+_MAGIC_AT = 16
+_ATTRIBUTES_AT = 21
+_PRODUCER_AT = 43
+_HEADER_END = 61
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+_PRODUCER = struct.Struct(">qhi")
+
+#: Coordinator answers that only mean "not verified yet": a client of
+#: transactions v1 might not retry them properly, so the produce gets the
+#: retriable NOT_ENOUGH_REPLICAS, which triggers no metadata refresh
+#: (Kafka's ReplicaManager).
+_VERIFY_RETRIABLE = frozenset(
+    {
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+    }
+)
+
+
+def _transactional_producer(data: bytes | bytearray | memoryview) -> tuple[int, int, int] | None:
+    """(producer id, epoch, base sequence) of the first batch when it is a
+    transactional data batch of magic 2; None otherwise (what else the
+    bytes hold, the append validates)."""
+    if len(data) < _HEADER_END or data[_MAGIC_AT] != 2:
+        return None
+    if data[_ATTRIBUTES_AT + 1] & (_TRANSACTIONAL | _CONTROL) != _TRANSACTIONAL:
+        return None
+    pid, epoch, seq = _PRODUCER.unpack_from(data, _PRODUCER_AT)
+    return (pid, epoch, seq) if pid >= 0 else None
+
+
+def _verification_failed(code: int) -> ProduceResult:
+    if code in _VERIFY_RETRIABLE:
+        return ProduceResult(
+            error_code=ErrorCode.NOT_ENOUGH_REPLICAS,
+            error_message="Unable to verify the partition has been added to the "
+            f"transaction. Underlying error: {_error_name(code)}",
+        )
+    if code == ErrorCode.INVALID_TXN_STATE:
+        return ProduceResult(
+            error_code=code, error_message="Partition was not added to the transaction"
+        )
+    return ProduceResult(error_code=code)
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
 
 
 def _settle(outcome: asyncio.Future[_Outcome], value: _Outcome) -> None:
@@ -291,6 +355,12 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self._isr_task: asyncio.Task[None] | None = None
+        #: KIP-890 part 1: the coordinators' verification of transactional
+        #: appends (set by the broker; None: never verified), asked while
+        #: ``verification_enabled()`` (transaction.partition.verification.enable,
+        #: dynamic) holds.
+        self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
+        self.verification_enabled: Callable[[], bool] = lambda: True
         metadata_store.add_listener(self._on_metadata_event)
         log_manager.log_dir_failure_channel.add_listener(self._on_log_dir_failure)
 
@@ -610,10 +680,20 @@ class ReplicaManager:
     def get_partition_or_error(self, tp: TopicPartition) -> Partition:
         p = self._partitions.get(tp)
         if p is None:
-            if tp in self._offline_partitions:
-                raise KafkaStorageError(f"the log directory of {tp} is offline")
-            raise UnknownTopicOrPartitionError(f"this broker has no partition {tp}")
+            raise self.not_hosted(tp)
         return p
+
+    def not_hosted(self, tp: TopicPartition) -> KafkaError:
+        """The error for a partition this broker holds no replica of: as
+        Kafka's ReplicaManager.getPartitionOrError, NOT_LEADER_OR_FOLLOWER when
+        the cluster's metadata has it (the client's metadata is stale, e.g.
+        after a reassignment moved it away), else UNKNOWN_TOPIC_OR_PARTITION;
+        KAFKA_STORAGE_ERROR for one whose log directory failed."""
+        if tp in self._offline_partitions:  # its log directory failed
+            return KafkaStorageError(f"the log directory of {tp} is offline")
+        if self.metadata_cache.partition_info(tp.topic, tp.partition) is not None:
+            return NotLeaderOrFollowerError(f"this broker holds no replica of {tp}")
+        return UnknownTopicOrPartitionError(f"this broker has no partition {tp}")
 
     # ------------------------------------------------------------------ append
 
@@ -627,6 +707,7 @@ class ReplicaManager:
         origin: AppendOrigin = AppendOrigin.CLIENT,
         before_wait: Callable[[], None] | None = None,
         inline: bool = False,
+        transactional_id: str | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's records as its leader; for acks=-1 wait until
         they are committed (or ``timeout_ms``). Returns a result per partition.
@@ -637,24 +718,34 @@ class ReplicaManager:
 
         ``before_wait`` runs once every append is ordered, before the first wait
         (an append on a worker thread, the purgatory): the network layer then
-        lets the connection's next request start."""
+        lets the connection's next request start.
+
+        ``transactional_id`` (a transactional producer's request): with
+        verification on, a partition where the producer has no open
+        transaction is appended to only once its coordinator says the
+        partition is in the transaction (KIP-890 part 1)."""
         if required_acks not in (0, 1, -1):
             err = InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {required_acks}")
             return {tp: _error_result(err) for tp in entries}
         results: dict[TopicPartition, ProduceResult] = {}
+        guards: dict[TopicPartition, VerificationGuard] = {}
+        if (
+            transactional_id is not None
+            and self.add_partitions_to_txn_manager is not None
+            and self.verification_enabled()
+        ):
+            guards = await self._verify_transactional(transactional_id, entries, results)
         infos: dict[TopicPartition, LogAppendInfo] = {}
         queued: list[tuple[TopicPartition, asyncio.Future[_Outcome]]] = []
         # Lanes this request opens: one worker job drains them all.
         opened: list[TopicPartition] = []
         lanes = self._lanes
         for tp, records in entries.items():
+            if tp in results:  # refused by the verification
+                continue
             partition = self._partitions.get(tp)
             if partition is None:
-                results[tp] = _error_result(
-                    KafkaStorageError(f"the log directory of {tp} is offline")
-                    if tp in self._offline_partitions
-                    else UnknownTopicOrPartitionError(f"this broker has no partition {tp}")
-                )
+                results[tp] = _error_result(self.not_hosted(tp))
                 continue
             if partition.topic_is_internal and not internal_topics_allowed:
                 results[tp] = _error_result(
@@ -666,7 +757,9 @@ class ReplicaManager:
             # partition is done, so this one may run here, after them.
             if tp not in lanes and (inline or len(data) < self.append_offload_bytes):
                 try:
-                    info, moved = partition.append_records_to_leader(data, required_acks, origin)
+                    info, moved = partition.append_records_to_leader(
+                        data, required_acks, origin, guards.get(tp)
+                    )
                 except Exception as e:
                     self._log_unexpected(tp, e)
                     self._note_space(tp, partition, e)
@@ -680,7 +773,7 @@ class ReplicaManager:
                 self._after_append(tp, moved)
                 continue
             outcome: asyncio.Future[_Outcome] = asyncio.get_running_loop().create_future()
-            item = _LaneAppend(partition, data, required_acks, origin, outcome)
+            item = _LaneAppend(partition, data, required_acks, origin, outcome, guards.get(tp))
             with self._lanes_lock:
                 lane = lanes.get(tp)
                 if lane is None:
@@ -735,6 +828,49 @@ class ReplicaManager:
             before_wait()
         return await fut
 
+    async def _verify_transactional(
+        self,
+        transactional_id: str,
+        entries: Mapping[TopicPartition, bytes | bytearray | memoryview | None],
+        results: dict[TopicPartition, ProduceResult],
+    ) -> dict[TopicPartition, VerificationGuard]:
+        """Kafka's appendRecordsWithTransactionVerification: the guard of each
+        partition holding a transactional batch (SENTINEL where the
+        producer's transaction is open already), after asking the coordinator
+        about the others in one question. A partition the coordinator does
+        not confirm gets its result in ``results`` and no guard."""
+        manager = self.add_partitions_to_txn_manager
+        assert manager is not None
+        guards: dict[TopicPartition, VerificationGuard] = {}
+        ask: list[TopicPartition] = []
+        producer: tuple[int, int, int] | None = None
+        for tp, records in entries.items():
+            if records is None:
+                continue
+            found = _transactional_producer(records)
+            if found is None:
+                continue
+            partition = self._partitions.get(tp)
+            if partition is None:
+                continue  # the append answers it
+            try:
+                guard = partition.maybe_start_transaction_verification(*found)
+            except KafkaError:
+                continue  # not the leader: the append answers it
+            guards[tp] = guard
+            if guard is not SENTINEL:
+                ask.append(tp)
+                producer = found
+        if not ask or producer is None:
+            return guards
+        # One transactional id has one producer: the first batch asked for
+        # names it (a request mixing producers fails their sequence checks).
+        codes = await manager.verify_transaction(transactional_id, producer[0], producer[1], ask)
+        for tp, code in codes.items():
+            results[tp] = _verification_failed(code)
+            guards.pop(tp, None)
+        return guards
+
     def _committed_now(
         self,
         infos: Mapping[TopicPartition, LogAppendInfo],
@@ -787,7 +923,7 @@ class ReplicaManager:
                     item = lane.popleft()
                 try:
                     value: _Outcome = item.partition.append_records_to_leader(
-                        item.data, item.required_acks, item.origin
+                        item.data, item.required_acks, item.origin, item.verification_guard
                     )
                 except Exception as e:
                     value = e
@@ -847,13 +983,7 @@ class ReplicaManager:
         for req in requests:
             partition = self._partitions.get(req.tp)
             if partition is None:
-                out.append(
-                    FetchPartitionResult(
-                        ErrorCode.KAFKA_STORAGE_ERROR
-                        if req.tp in self._offline_partitions
-                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    )
-                )
+                out.append(FetchPartitionResult(self.not_hosted(req.tp).code))
                 continue
             max_bytes = max(0, min(req.partition_max_bytes, limit))
             throttled = params.is_from_follower and self._leader_throttled(
@@ -995,7 +1125,7 @@ class ReplicaManager:
     ) -> EpochEndOffset:
         partition = self._partitions.get(tp)
         if partition is None:
-            return EpochEndOffset(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)
+            return EpochEndOffset(self.not_hosted(tp).code, -1, -1)
         return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
 
     def delete_records(

@@ -606,7 +606,9 @@ def test_transactions_aborted_batches_dropped_markers_kept_until_gone(tmp_path: 
     """Kafka's LogCleaner with transactions: an aborted record neither
     survives nor hides the committed value of its key; a marker stays while
     a batch of its transaction remains (its .txnindex entry moves to the
-    cleaned segment), then goes once its segment is past delete.retention.ms."""
+    cleaned segment); the first clean after that writes its delete horizon
+    (now + delete.retention.ms) into its batch and keeps it, and a clean past
+    the horizon drops it (KIP-534), however old its segment."""
     from pylog.log.end_transaction_marker import (
         ABORT,
         COMMIT,
@@ -654,6 +656,20 @@ def test_transactions_aborted_batches_dropped_markers_kept_until_gone(tmp_path: 
             if b.is_control
         ]
 
+    def horizons() -> dict[int, int]:
+        return {
+            b.base_offset: b.delete_horizon_ms
+            for s in log.segments
+            for b in s.batch_infos()
+            if b.is_control
+        }
+
+    def dirty_again() -> None:
+        for i in range(30):
+            log.append_as_leader(batch([(b"filler-%d" % i, b"f" * 100)]), 0)
+        log.roll()
+        log.update_high_watermark(log.log_end_offset)
+
     try:
         log = manager.get_or_create_log(TP)
         txn(1, [(b"k1", b"a1"), (b"k2", b"a2")])  # 0-1, committed
@@ -678,17 +694,38 @@ def test_transactions_aborted_batches_dropped_markers_kept_until_gone(tmp_path: 
         assert log.segments[0].txn_index.entries == [AbortedTxn(2, 2, 4, 5)]
         assert os.path.getsize(log.segments[0].txn_index_path) == 34
 
-        # Later: B's aborted transaction has no batch left, and the segment is
-        # older than delete.retention.ms: its ABORT and index entry go. The
-        # commits whose data remains stay.
+        assert set(horizons().values()) == {-1}
+
+        # Later: B's aborted transaction has no batch left. Its segment's age
+        # does not count: this clean writes the ABORT's delete horizon and
+        # keeps it (a read_committed consumer may still be reading that
+        # range); its index entry goes. The commits whose data remains stay
+        # as they were.
         clock.advance(5000)
-        for i in range(30):
-            log.append_as_leader(batch([(b"filler-%d" % i, b"f" * 100)]), 0)
-        log.roll()
-        log.update_high_watermark(log.log_end_offset)
+        dirty_again()
+        assert manager.cleaner.clean_once()
+        assert markers() == [(1, 3), (2, 4), (3, 6), (2, 9)]
+        assert horizons() == {3: -1, 4: clock() + 1000, 6: -1, 9: -1}
+        assert log.segments[0].txn_index.entries == []
+        (abort,) = [
+            r
+            for s in log.segments
+            for info, recs in _native.decode_batches(Path(s.log_path).read_bytes())[0]
+            if info.base_offset == 4
+            for r in recs
+        ]
+        assert EndTransactionMarker.from_record(abort.key, abort.value) == EndTransactionMarker(
+            ABORT, 1
+        )
+        # Before the horizon a clean keeps it; past it, a clean drops it.
+        clock.advance(500)
+        dirty_again()
+        assert manager.cleaner.clean_once()
+        assert (2, 4) in markers()
+        clock.advance(1000)
+        dirty_again()
         assert manager.cleaner.clean_once()
         assert markers() == [(1, 3), (3, 6), (2, 9)]
-        assert log.segments[0].txn_index.entries == []
         assert view()[b"k1"] == b"a1"
     finally:
         manager.shutdown()

@@ -41,6 +41,7 @@ from pylog.log.transaction_index import (
     TransactionIndex,
     decode_aborted_txns,
 )
+from pylog.log.verification_guard import SENTINEL, VerificationGuard
 
 T0 = 1_700_000_000_000
 
@@ -281,6 +282,43 @@ def test_clients_may_not_write_markers_and_plain_writes_inside_a_txn_fail(open_l
     bogus = bytearray(build_batch_control(b"\x00\x00\x00\x07", b"\x00\x00\x00\x00\x00\x00", pid=1))
     with pytest.raises(CorruptRecordError):
         log.append_as_leader(bogus, 0, origin=AppendOrigin.COORDINATOR)
+
+
+def test_verification_guard_ties_the_coordinators_answer_to_the_append(
+    open_log: Any, clock: ManualClock
+) -> None:
+    """KIP-890 part 1 on the log (Kafka's VerificationGuard): an append that
+    would open a transaction passes only with the guard made when the
+    coordinator was asked; a marker (or any transactional append of the
+    producer) in between clears it; an open transaction needs none."""
+    log = open_log()
+    a = Producer(1)
+    guard = log.maybe_start_transaction_verification(a.pid, 0, a.epoch)
+    assert guard is not SENTINEL
+    # A second question while the first is out shares its guard.
+    assert log.maybe_start_transaction_verification(a.pid, 0, a.epoch) is guard
+    with pytest.raises(InvalidTxnStateError):  # another request's guard
+        log.append_as_leader(a.batch(1), 0, verification_guard=VerificationGuard())
+    a.seq = 0
+    with pytest.raises(InvalidTxnStateError):  # the sentinel verifies nothing
+        log.append_as_leader(a.batch(1), 0, verification_guard=SENTINEL)
+    a.seq = 0
+    log.append_as_leader(a.batch(1), 0, verification_guard=guard)
+    # Open now: the next batch needs no question and passes with the sentinel.
+    assert log.maybe_start_transaction_verification(a.pid, 1, a.epoch) is SENTINEL
+    log.append_as_leader(a.batch(1), 0, verification_guard=SENTINEL)
+    end(log, a, commit=True)
+    # Asked, then the transaction ends before the append: a stale guard.
+    guard = log.maybe_start_transaction_verification(a.pid, 2, a.epoch)
+    end(log, a, commit=False)
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(a.batch(1), 0, verification_guard=guard)
+    # A guard never used expires with producer.id.expiration.ms.
+    b = Producer(2)
+    stale = log.maybe_start_transaction_verification(b.pid, 0, b.epoch)
+    clock.advance(86_400_000)
+    log._producer_state.remove_expired_producers(clock())
+    assert log.maybe_start_transaction_verification(b.pid, 0, b.epoch) is not stale
 
 
 def build_batch_control(key: bytes, value: bytes, pid: int) -> bytes:
