@@ -1,7 +1,7 @@
 """Version sweeps: every API both brokers serve, at every version both
 advertise, with requests on a topic and a group of known state — and the
 APIs the hand-written scenarios leave out (OffsetForLeaderEpoch,
-DescribeLogDirs, ElectLeaders, the reassignment APIs, OffsetDelete,
+DescribeLogDirs, AlterReplicaLogDirs, ElectLeaders, the reassignment APIs, OffsetDelete,
 DescribeUserScramCredentials, SaslHandshake, ListGroups)."""
 
 from __future__ import annotations
@@ -47,6 +47,13 @@ SWEEPS: dict[ApiKey, Callable[[int], dict[str, Any]]] = {
                 "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}],
             },
         ],
+    },
+    # A directory neither broker has: LOG_DIR_NOT_FOUND from both, before
+    # the partition is looked at (Kafka's alterReplicaLogDirs order).
+    ApiKey.ALTER_REPLICA_LOG_DIRS: lambda v: {
+        "dirs": [
+            {"path": "/sweep-no-such-dir", "topics": [{"name": T, "partitions": [0, 9]}]},
+        ]
     },
     ApiKey.DESCRIBE_LOG_DIRS: lambda v: {
         "topics": [

@@ -42,11 +42,17 @@ from pylog.metadata.store import (
 from pylog.network import Request
 from pylog.protocol import ZERO_UUID
 from pylog.protocol.messages import (
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     DescribeClusterRequest,
     DescribeLogDirsRequest,
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
     MetadataRequest,
+)
+from pylog.protocol.messages.alter_replica_log_dirs_response import (
+    AlterReplicaLogDirPartitionResult,
+    AlterReplicaLogDirTopicResult,
 )
 from pylog.protocol.messages.describe_topic_partitions_response import (
     Cursor,
@@ -635,15 +641,32 @@ class ClusterApis:
             wanted = {TopicPartition(t.topic, p) for t in body.topics for p in t.partitions}
         results: list[DescribeLogDirsResultDict] = []
         for path in self.log_manager.log_dirs:
-            logs = self.log_manager.logs_in_dir(path)
+            if self.log_manager.is_offline(path):
+                # Kafka's answer for a failed directory: the error, no sizes.
+                results.append(
+                    {"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": path, "topics": [],
+                     "total_bytes": -1, "usable_bytes": -1}
+                )  # fmt: skip
+                continue
+            lm = self.log_manager
+            logs = [(tp, log, False) for tp, log in lm.logs_in_dir(path).items()]
+            logs += [(tp, log, True) for tp, log in lm.future_logs_in_dir(path).items()]
             by_topic: dict[str, list[DescribeLogDirsPartitionDict]] = {}
-            for tp in sorted(logs):
+            for tp, log, future in sorted(logs, key=lambda x: (x[0], x[2])):
                 if wanted is not None and tp not in wanted:
                     continue
-                log = logs[tp]
+                # Kafka's getLogEndOffsetLag: a future log's distance to the
+                # current log's end; a current log's to its high watermark.
+                current = lm.get_log(tp)
+                if current is None:
+                    lag = -1
+                elif future:
+                    lag = max(current.log_end_offset - log.log_end_offset, 0)
+                else:
+                    lag = max(log.high_watermark - log.log_end_offset, 0)
                 by_topic.setdefault(tp.topic, []).append(
                     {"partition_index": tp.partition, "partition_size": log.size,
-                     "offset_lag": 0, "is_future_key": False}
+                     "offset_lag": lag, "is_future_key": future}
                 )  # fmt: skip
             total = usable = -1
             with contextlib.suppress(OSError):
@@ -659,3 +682,33 @@ class ClusterApis:
                 }
             )
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}
+
+    # ------------------------------------------------------------------ AlterReplicaLogDirs
+
+    async def handle_alter_replica_log_dirs_request(
+        self, request: Request, body: AlterReplicaLogDirsRequest
+    ) -> AlterReplicaLogDirsResponse:
+        """Move replicas between this broker's log directories (KIP-113;
+        Kafka's handleAlterReplicaLogDirsRequest): CLUSTER ALTER, then each
+        partition's outcome from the ReplicaManager."""
+        dirs: dict[TopicPartition, str] = {}
+        for d in body.dirs:
+            for t in d.topics:
+                for p in t.partitions:
+                    dirs[TopicPartition(t.name, p)] = d.path
+        if self.auth.authorize_cluster(request, AclOperation.ALTER):
+            codes = self.replica_manager.alter_replica_log_dirs(dirs)
+        else:
+            codes = {tp: int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for tp in dirs}
+        by_topic: dict[str, list[AlterReplicaLogDirPartitionResult]] = {}
+        for tp, code in codes.items():
+            by_topic.setdefault(tp.topic, []).append(
+                AlterReplicaLogDirPartitionResult(partition_index=tp.partition, error_code=code)
+            )
+        return AlterReplicaLogDirsResponse(
+            throttle_time_ms=0,
+            results=[
+                AlterReplicaLogDirTopicResult(topic_name=t, partitions=ps)
+                for t, ps in by_topic.items()
+            ],
+        )

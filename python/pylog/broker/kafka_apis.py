@@ -8,7 +8,7 @@ from the handlers of each concern, as Kafka splits them:
   InitProducerId;
 * ``topic_apis`` — CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords;
 * ``config_apis`` — DescribeConfigs, AlterConfigs, IncrementalAlterConfigs;
-* ``cluster_apis`` — Metadata, DescribeCluster, DescribeLogDirs;
+* ``cluster_apis`` — Metadata, DescribeCluster, DescribeLogDirs, AlterReplicaLogDirs;
 * ``group_apis`` — the group APIs, when there is a GroupCoordinator (the
   broker always has one; the data-path tests drive KafkaApis without);
 * ``sasl_apis`` — SaslHandshake, SaslAuthenticate (off SASL listeners: on
@@ -101,6 +101,7 @@ from pylog.protocol.messages import (
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterReplicaLogDirsRequest,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     ApiVersionsRequest,
@@ -410,6 +411,9 @@ class KafkaApis:
             ApiKey.ALTER_CONFIGS: Route(AlterConfigsRequest, configs.handle_alter_configs_request),
             ApiKey.DESCRIBE_LOG_DIRS: Route(
                 DescribeLogDirsRequest, cluster.handle_describe_log_dirs_request
+            ),
+            ApiKey.ALTER_REPLICA_LOG_DIRS: Route(
+                AlterReplicaLogDirsRequest, cluster.handle_alter_replica_log_dirs_request
             ),
             ApiKey.CREATE_PARTITIONS: Route(
                 CreatePartitionsRequest, topics.handle_create_partitions_request

@@ -218,6 +218,7 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
     _replication_quotas(replica_manager, config, dynamic)
     replica_manager.startup()
     replica_manager.register_metrics(server.metrics)
+    replica_manager.log_dir_failure_hook = server.on_log_dir_failure
     server.replica_manager = replica_manager
     coordinator = GroupCoordinator(server.config, replica_manager, store)
     producer_ids = ProducerIdManager(store)
@@ -404,6 +405,8 @@ class KafkaServer:
         self.started_at: float | None = None
         self.startup_ms: float | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
+        # Fire-and-forget tasks (the log dir event writes), kept from the GC.
+        self._background: set[asyncio.Task[None]] = set()
         self._stopped = asyncio.Event()
         self._register_metrics()
 
@@ -536,7 +539,9 @@ class KafkaServer:
         )
         self.zk_client = zk
         await asyncio.to_thread(zk.start)
-        stored = await asyncio.to_thread(resolve_broker_metadata, c.log_dirs)
+        # meta.properties of the live directories (a failed one cannot be read).
+        live = self.log_manager.live_log_dirs if self.log_manager is not None else c.log_dirs
+        stored = await asyncio.to_thread(resolve_broker_metadata, live)
         broker_id = await zk.run(self._resolve_broker_id, zk, stored)
         if broker_id != c.broker_id:
             c = self.config = c.with_broker_id(broker_id)
@@ -556,7 +561,7 @@ class KafkaServer:
                 "broker is trying to join the wrong cluster (is zookeeper.connect, chroot "
                 "included, right?)"
             )
-        await asyncio.to_thread(write_broker_metadata, c.log_dirs, c.broker_id, store.cluster_id)
+        await asyncio.to_thread(write_broker_metadata, live, c.broker_id, store.cluster_id)
         # Leaders write ISR changes to the partition state znodes.
         self.alter_isr_manager = ZkAlterIsrManager(zk)
         healthcheck = KafkaHealthcheck(zk, self.config)
@@ -619,6 +624,38 @@ class KafkaServer:
             self._transition(BrokerState.RunningAsController)
         elif not active and self.state is BrokerState.RunningAsController:
             self._transition(BrokerState.RunningAsBroker)
+
+    def on_log_dir_failure(self, log_dir: str) -> None:
+        """A log directory went offline (its partitions already are): the
+        controller hears of it through ``/log_dir_event_notification`` and
+        elects other leaders; with no directory left the broker stops (Kafka
+        halts then)."""
+        lm = self.log_manager
+        if lm is not None and not lm.live_log_dirs:
+            _log.error("every log directory is offline (the last: %s): the broker stops", log_dir)
+            self.shutdown_soon()
+            return
+        zk = self.zk_client
+        if zk is None:
+            return
+        broker_id = self.config.broker_id
+
+        async def propagate() -> None:
+            try:
+                name = await asyncio.to_thread(zk.propagate_log_dir_event, broker_id)
+                _log.info("told the controller of the failed log directory %s (%s)",
+                          log_dir, name)  # fmt: skip
+            except Exception:
+                _log.exception("could not write the log dir event of %s", log_dir)
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on the loop (before it runs): nothing to tell yet
+            _log.error("log directory %s failed before the broker ran", log_dir)
+            return
+        task = loop.create_task(propagate())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _unclean_dirs(self) -> list[str]:
         """Log directories holding data but no clean-shutdown marker."""

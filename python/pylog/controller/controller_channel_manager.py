@@ -91,6 +91,9 @@ class ControllerChannelManager:
         #: Extra KafkaConnection arguments: the inter-broker listener's TLS
         #: context and SASL login (set by the broker; docs/security.md).
         self.connection_options: dict[str, Any] = {}
+        #: ``(broker, response)`` for every LeaderAndIsr answered (the
+        #: controller reads the replicas on offline log dirs from it).
+        self.on_leader_and_isr_response: Callable[[int, object], None] | None = None
         self._channels: dict[int, _BrokerChannel] = {}
 
     def add_broker(self, info: BrokerInfo) -> None:
@@ -253,9 +256,13 @@ class ControllerBrokerRequestBatch:
 
     def send(self, callback: Callable[[int, object], None] | None = None) -> None:
         ctx = self.context
+        hook = self.channel.on_leader_and_isr_response
         for b, entries in sorted(self._leader_and_isr.items()):
+            on_response = None
+            if hook is not None:
+                on_response = (lambda broker: lambda r: hook(broker, r))(b)
             self.channel.send(b, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION,
-                              self._leader_and_isr_request(b, entries))  # fmt: skip
+                              self._leader_and_isr_request(b, entries), on_response)  # fmt: skip
         if self._update_metadata_brokers:
             partitions = sorted(self._update_metadata_partitions)
             for b in sorted(self._update_metadata_brokers):
@@ -365,7 +372,9 @@ class ControllerBrokerRequestBatch:
                         isr=list(s.isr) if s else [],
                         zk_version=max(s.zk_version, 0) if s else 0,
                         replicas=replicas,
-                        offline_replicas=[r for r in replicas if r not in live],
+                        offline_replicas=[
+                            r for r in replicas if r not in live or not ctx.is_replica_online(r, tp)
+                        ],
                     )
                 )
             topics.append(

@@ -92,6 +92,16 @@ class ControllerContext:
     partition_states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
     replica_states: dict[tuple[TopicPartition, int], ReplicaState] = field(default_factory=dict)
     topics_being_deleted: set[str] = field(default_factory=set)
+    #: broker -> its replicas on a failed log directory (Kafka's
+    #: replicasOnOfflineDirs): never elected, shown offline, until the broker
+    #: registers again
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
+
+    def is_replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
+        """Registered, and the replica's log directory has not failed."""
+        return broker_id in self.live_brokers and tp not in self.replicas_on_offline_dirs.get(
+            broker_id, ()
+        )
 
     def live_broker_ids(self) -> set[int]:
         """The brokers a leader may be elected from: registered and not in

@@ -52,6 +52,7 @@ from pylog.controller.controller_context import (
 )
 from pylog.controller.controller_event_manager import ControllerEvent, ControllerEventManager
 from pylog.controller.election import LeaderElectionStrategy
+from pylog.controller.log_dir_event_notification_handler import LogDirEventNotificationHandler
 from pylog.controller.partition_reassignment_manager import PartitionReassignmentManager
 from pylog.controller.partition_state_machine import (
     ElectionStats,
@@ -71,6 +72,7 @@ from pylog.metadata.zk_data import (
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
     LeaderAndIsr,
+    LogDirEventNotificationZNode,
     PreferredReplicaElectionZNode,
     ReassignPartitionsZNode,
     TopicsZNode,
@@ -161,6 +163,11 @@ class KafkaController:
         self.topic_deletion_manager = TopicDeletionManager(self)
         #: AlterPartitionReassignments, /admin/reassign_partitions and their steps
         self.partition_reassignment_manager = PartitionReassignmentManager(self)
+        #: /log_dir_event_notification and the replicas on failed log dirs
+        self.log_dir_event_handler = LogDirEventNotificationHandler(self)
+        self.channel.on_leader_and_isr_response = (
+            self.log_dir_event_handler.on_leader_and_isr_response
+        )
         #: the broker ``/controller`` names (-1: none known)
         self.active_controller_id = -1
         self.is_active = False
@@ -403,6 +410,7 @@ class KafkaController:
                 (TopicsZNode.path(), self._on_topic_change),
                 (DeleteTopicsZNode.path(), self._on_delete_topics),
                 (IsrChangeNotificationZNode.parent(), self._on_isr_change),
+                (LogDirEventNotificationZNode.parent(), self.log_dir_event_handler.on_children),
             )
         ]
         # Fires at once when a request is pending: it is elected then.
@@ -500,6 +508,8 @@ class KafkaController:
             info.epoch != ctx.live_brokers[b].epoch
         )  # fmt: skip
         new = sorted(b for b in infos if b not in ctx.live_brokers)
+        for b in [*dead, *bounced, *new]:  # a new registration: its log dirs start afresh
+            ctx.replicas_on_offline_dirs.pop(b, None)
         if dead or bounced:
             for b in [*dead, *bounced]:
                 ctx.live_brokers.pop(b, None)

@@ -246,8 +246,11 @@ class PartitionStateMachine:
             cached_if = leaderless if offline and attempt == 0 else None
             states = await current_states(self.zk, ctx, todo, cached_if)
             writes: list[tuple[TopicPartition, LeaderAndIsr, int, bool]] = []
+            all_live = live
             for tp, current in zip(todo, states, strict=True):
                 replicas = ctx.replicas(tp)
+                # Replicas on a failed log directory are not eligible.
+                live = {b for b in all_live if ctx.is_replica_online(b, tp)}
                 if current is None:
                     if offline:
                         missing.append(tp)

@@ -15,6 +15,18 @@ At start-up, for each log directory:
   ``<topic>-<partition>.<id>-delete`` by an interrupted deletion are removed;
 * the clean-shutdown marker is removed, so a crash from here on is seen.
 
+A directory that cannot be created, locked or loaded for an I/O error is
+offline from the start; the broker starts on the others (Kafka's
+``createAndValidateLogDirs`` and ``loadLogs``), and fails only when none is
+left. While running, an I/O error on any file of a directory takes the whole
+directory offline through the :class:`LogDirFailureChannel` (Kafka's
+``maybeHandleIOException``): its logs are dropped and their handles released,
+new partitions go to the live directories only, and no checkpoint or clean
+shutdown marker is written there any more. A full disk (ENOSPC) counts as
+such an error when the broker has other directories; a broker with one
+directory keeps refusing the writes that need space and recovers when space
+is freed (its one directory going offline would stop it).
+
 While running, background tasks apply retention
 (``log.retention.check.interval.ms``), flush logs whose ``flush.ms`` has passed
 (``log.flush.scheduler.interval.ms``) and write the two checkpoints
@@ -53,6 +65,7 @@ from pylog.log.cleaner import LogCleaner
 from pylog.log.config import BrokerLogConfig, LogConfig
 from pylog.log.files import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX
 from pylog.log.log import Log
+from pylog.log.log_dir_failure_channel import LogDirFailureChannel, is_disk_error
 from pylog.log.partition_metadata import PartitionMetadataFile, new_topic_id
 from pylog.log.producer_state import ProducerStateManager
 from pylog.log.scheduler import Scheduler
@@ -66,6 +79,7 @@ __all__ = [
 
 LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+_NO_SPACE = (errno_mod.ENOSPC, errno_mod.EDQUOT)
 # Kafka caps a directory name at 255 bytes; the topic part of a "-delete" name
 # is cut to leave room for ".<32 hex>-delete".
 _MAX_DIR_NAME = 255
@@ -109,6 +123,7 @@ class _LogDir:
     lock_fd: int
     recovery_checkpoint: OffsetCheckpointFile
     log_start_checkpoint: OffsetCheckpointFile
+    offline: bool = False
 
 
 class LogManager:
@@ -122,7 +137,9 @@ class LogManager:
         topic_configs: Mapping[str, Mapping[str, Any]] | None = None,
         scheduler: Scheduler | None = None,
         clock: Clock = now_ms,
+        log_dir_failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
+        self.log_dir_failure_channel = log_dir_failure_channel or LogDirFailureChannel()
         self.config = (
             config if isinstance(config, BrokerLogConfig) else BrokerLogConfig.from_props(config)
         )
@@ -136,15 +153,26 @@ class LogManager:
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
+        # Replicas being moved to another directory (AlterReplicaLogDirs, KIP-113):
+        # the future log and its directory, and where a replica not yet made goes.
+        self._future_logs: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, str] = {}
+        self._preferred_dirs: dict[TopicPartition, str] = {}
         self._topic_ids: dict[str, str] = {}
         self._dirs: list[_LogDir] = []
         self._started = False
         self._shut_down = False
         self.had_clean_shutdown: dict[str, bool] = {}
+        # First to hear of a failed directory: its logs go before anyone else acts.
+        self.log_dir_failure_channel.add_listener(self._on_log_dir_failure)
 
         try:
             self._create_and_lock_dirs()
             self._load_logs()
+            if not self.live_log_dirs:
+                raise KafkaStorageError(
+                    f"every log directory is offline: {', '.join(self.log_dirs)}"
+                )
             self.cleaner = LogCleaner(self.config, self.log_dirs, self._logs_with_dirs, clock)
         except BaseException:
             self._close_all_quietly()
@@ -157,7 +185,27 @@ class LogManager:
 
     @property
     def log_dirs(self) -> list[str]:
+        """Every configured directory, offline ones included."""
         return [d.path for d in self._dirs]
+
+    @property
+    def live_log_dirs(self) -> list[str]:
+        with self._lock:
+            return [d.path for d in self._dirs if not d.offline]
+
+    @property
+    def offline_log_dirs(self) -> list[str]:
+        with self._lock:
+            return [d.path for d in self._dirs if d.offline]
+
+    def is_offline(self, log_dir: str) -> bool:
+        path = os.path.abspath(log_dir)
+        with self._lock:
+            return any(d.offline for d in self._dirs if d.path == path)
+
+    def _offline_at_start(self, d: _LogDir, what: str, error: BaseException) -> None:
+        d.offline = True
+        self.log_dir_failure_channel.maybe_add_offline_log_dir(d.path, what, error)
 
     def _create_and_lock_dirs(self) -> None:
         seen: set[str] = set()
@@ -166,19 +214,22 @@ class LogManager:
             if path in seen:
                 raise KafkaStorageError(f"duplicate log directory {path} in log.dirs")
             seen.add(path)
+            d = _LogDir(
+                path,
+                -1,
+                OffsetCheckpointFile(os.path.join(path, RECOVERY_POINT_CHECKPOINT)),
+                OffsetCheckpointFile(os.path.join(path, LOG_START_OFFSET_CHECKPOINT)),
+            )
+            self._dirs.append(d)
             try:
                 os.makedirs(path, exist_ok=True)
-            except OSError as e:
-                raise KafkaStorageError(f"cannot create log directory {path}: {e}", e.errno) from e
-            lock_fd = self._lock_dir(path)
-            self._dirs.append(
-                _LogDir(
-                    path,
-                    lock_fd,
-                    OffsetCheckpointFile(os.path.join(path, RECOVERY_POINT_CHECKPOINT)),
-                    OffsetCheckpointFile(os.path.join(path, LOG_START_OFFSET_CHECKPOINT)),
-                )
-            )
+                d.lock_fd = self._lock_dir(path)
+            except LogDirLockedError:
+                raise  # another broker's directory: never start on it
+            except (OSError, KafkaStorageError) as e:
+                if not is_disk_error(e):
+                    raise
+                self._offline_at_start(d, "cannot create or lock the log directory", e)
 
     @staticmethod
     def _lock_dir(path: str) -> int:
@@ -208,68 +259,116 @@ class LogManager:
             return {}
 
     def _load_logs(self) -> None:
-        for d in self._dirs:
-            marker = os.path.join(d.path, CLEAN_SHUTDOWN_FILE)
-            clean = os.path.exists(marker)
-            self.had_clean_shutdown[d.path] = clean
-            if not clean:
-                _log.debug("%s: no clean-shutdown marker; logs past their recovery point "
-                           "will be recovered", d.path)  # fmt: skip
-            recovery_points = self._read_checkpoint(d.recovery_checkpoint)
-            log_starts = self._read_checkpoint(d.log_start_checkpoint)
-            jobs: dict[TopicPartition, tuple[str, int, int]] = {}
-            for name in sorted(os.listdir(d.path)):
-                sub = os.path.join(d.path, name)
-                if not os.path.isdir(sub) or name.startswith("."):
-                    continue
-                if name.endswith(DELETE_DIR_SUFFIX):
-                    _log.warning("deleting %s: a partition deletion interrupted by shutdown", sub)
-                    shutil.rmtree(sub, ignore_errors=True)
-                    continue
-                try:
-                    tp = parse_topic_partition_name(name)
-                except ValueError:
-                    _log.warning("skipping %s: not a <topic>-<partition> directory", sub)
-                    continue
-                if name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
-                    _log.warning("skipping %s: future/stray replicas are not supported", sub)
-                    continue
-                jobs[tp] = (sub, recovery_points.get(tp, 0), log_starts.get(tp, 0))
+        self._pending_futures: list[tuple[TopicPartition, str, str]] = []
+        self._load_dirs()
+        self._resolve_future_dirs()
 
-            threads = max(1, self.config.num_recovery_threads_per_data_dir)
-            with concurrent.futures.ThreadPoolExecutor(
-                max_workers=threads, thread_name_prefix=f"pylog-recovery-{os.path.basename(d.path)}"
-            ) as pool:
-                futures = {
-                    pool.submit(self._load_log, tp, sub, rp, ls, clean): tp
-                    for tp, (sub, rp, ls) in jobs.items()
-                }
-                errors: list[BaseException] = []
-                for fut in concurrent.futures.as_completed(futures):
-                    tp = futures[fut]
-                    try:
-                        log = fut.result()
-                    except BaseException as e:
-                        errors.append(e)
-                        continue
-                    with self._lock:
-                        other = self._log_dir_of.get(tp)
-                        if other is not None:
-                            log.close()
-                            errors.append(
-                                KafkaStorageError(
-                                    f"partition {tp} has directories in both {other} and {d.path}"
-                                )
+    def _resolve_future_dirs(self) -> None:
+        """A ``-future`` directory left by a stop: a move not finished, whose
+        current log is still there, starts again when asked (the copy goes);
+        one whose current log is gone was caught up and being swapped in when
+        the broker stopped, so it becomes the partition's log."""
+        for tp, sub, parent in self._pending_futures:
+            if tp in self._logs:
+                _log.warning("removing %s: an unfinished move of %s", sub, tp)
+                shutil.rmtree(sub, ignore_errors=True)
+                continue
+            final = os.path.join(parent, str(tp))
+            _log.warning("completing the move of %s: %s becomes %s", tp, sub, final)
+            os.rename(sub, final)
+            fsync_dir(parent)
+            log = self._load_log(tp, final, 0, 0, False)
+            with self._lock:
+                self._logs[tp] = log
+                self._log_dir_of[tp] = parent
+        self._pending_futures = []
+
+    def _load_dirs(self) -> None:
+        for d in self._dirs:
+            if d.offline:
+                continue
+            try:
+                self._load_dir(d)
+            except (OSError, KafkaStorageError) as e:
+                if not is_disk_error(e):
+                    raise
+                with self._lock:
+                    logs = [self._logs.pop(tp) for tp, p in list(self._log_dir_of.items())
+                            if p == d.path and tp in self._logs]  # fmt: skip
+                    for tp in [tp for tp, p in self._log_dir_of.items() if p == d.path]:
+                        del self._log_dir_of[tp]
+                for log in logs:
+                    with contextlib.suppress(Exception):
+                        log.close_handlers()
+                self._offline_at_start(d, "loading the logs failed", e)
+
+    def _load_dir(self, d: _LogDir) -> None:
+        marker = os.path.join(d.path, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        self.had_clean_shutdown[d.path] = clean
+        if not clean:
+            _log.debug("%s: no clean-shutdown marker; logs past their recovery point "
+                       "will be recovered", d.path)  # fmt: skip
+        recovery_points = self._read_checkpoint(d.recovery_checkpoint)
+        log_starts = self._read_checkpoint(d.log_start_checkpoint)
+        jobs: dict[TopicPartition, tuple[str, int, int]] = {}
+        future_dirs: list[tuple[TopicPartition, str]] = []
+        for name in sorted(os.listdir(d.path)):
+            sub = os.path.join(d.path, name)
+            if not os.path.isdir(sub) or name.startswith("."):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                _log.warning("deleting %s: a partition deletion interrupted by shutdown", sub)
+                shutil.rmtree(sub, ignore_errors=True)
+                continue
+            try:
+                tp = parse_topic_partition_name(name)
+            except ValueError:
+                _log.warning("skipping %s: not a <topic>-<partition> directory", sub)
+                continue
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                future_dirs.append((tp, sub))
+                continue
+            if name.endswith(STRAY_DIR_SUFFIX):
+                _log.warning("skipping %s: stray replicas are not supported", sub)
+                continue
+            jobs[tp] = (sub, recovery_points.get(tp, 0), log_starts.get(tp, 0))
+
+        threads = max(1, self.config.num_recovery_threads_per_data_dir)
+        with concurrent.futures.ThreadPoolExecutor(
+            max_workers=threads, thread_name_prefix=f"pylog-recovery-{os.path.basename(d.path)}"
+        ) as pool:
+            futures = {
+                pool.submit(self._load_log, tp, sub, rp, ls, clean): tp
+                for tp, (sub, rp, ls) in jobs.items()
+            }
+            errors: list[BaseException] = []
+            for fut in concurrent.futures.as_completed(futures):
+                tp = futures[fut]
+                try:
+                    log = fut.result()
+                except BaseException as e:
+                    errors.append(e)
+                    continue
+                with self._lock:
+                    other = self._log_dir_of.get(tp)
+                    if other is not None:
+                        log.close()
+                        errors.append(
+                            KafkaStorageError(
+                                f"partition {tp} has directories in both {other} and {d.path}"
                             )
-                            continue
-                        self._logs[tp] = log
-                        self._log_dir_of[tp] = d.path
-                if errors:
-                    raise errors[0]
-            # Every log of this directory loaded: from now on a crash must be noticed.
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(marker)
-                fsync_dir(d.path)
+                        )
+                        continue
+                    self._logs[tp] = log
+                    self._log_dir_of[tp] = d.path
+            if errors:
+                raise errors[0]
+        self._pending_futures.extend((tp, sub, d.path) for tp, sub in future_dirs)
+        # Every log of this directory loaded: from now on a crash must be noticed.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(marker)
+            fsync_dir(d.path)
 
     def _load_log(
         self, tp: TopicPartition, dir: str, recovery_point: int, log_start: int, clean: bool
@@ -413,10 +512,16 @@ class LogManager:
             return len(self._logs)
 
     def _next_log_dir(self) -> _LogDir:
-        counts = {d.path: 0 for d in self._dirs}
+        """Kafka's nextLogDirs: the live directory holding the fewest partitions
+        (the first listed on a tie)."""
+        live = [d for d in self._dirs if not d.offline]
+        if not live:
+            raise KafkaStorageError("no log directory is online")
+        counts = {d.path: 0 for d in live}
         for path in self._log_dir_of.values():
-            counts[path] += 1
-        return min(self._dirs, key=lambda d: counts[d.path])
+            if path in counts:
+                counts[path] += 1
+        return min(live, key=lambda d: counts[d.path])
 
     def get_or_create_log(
         self,
@@ -438,15 +543,23 @@ class LogManager:
             self._check_running()
             log = self._logs.get(tp)
             if log is None:
-                target = self._next_log_dir()
-                dir = os.path.join(target.path, str(tp))
-                log = Log.open(
-                    dir,
-                    config if config is not None else self.config_for(tp.topic),
-                    scheduler=self.scheduler,
-                    clock=self._clock,
-                    producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+                preferred = self._preferred_dirs.pop(tp, None)
+                target = (
+                    next((d for d in self._dirs if d.path == preferred and not d.offline), None)
+                    or self._next_log_dir()
                 )
+                dir = os.path.join(target.path, str(tp))
+                try:
+                    log = Log.open(
+                        dir,
+                        config if config is not None else self.config_for(tp.topic),
+                        scheduler=self.scheduler,
+                        clock=self._clock,
+                        producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+                    )
+                except KafkaStorageError as e:
+                    self.maybe_handle_io_error(dir, f"creating the log of {tp}", e)
+                    raise
                 self._logs[tp] = log
                 self._log_dir_of[tp] = target.path
                 _log.info("created log for partition %s in %s", tp, target.path)
@@ -454,6 +567,147 @@ class LogManager:
             stored = PartitionMetadataFile(log.dir).check_or_write(wanted)
             self._topic_ids.setdefault(tp.topic, stored)
             return log
+
+    # ------------------------------------------------------------------ moves between dirs
+
+    def log_dir_path(self, path: str) -> str | None:
+        """The configured directory ``path`` names (made absolute), or None."""
+        path = os.path.abspath(path)
+        return path if any(d.path == path for d in self._dirs) else None
+
+    def maybe_update_preferred_log_dir(self, tp: TopicPartition, log_dir: str) -> None:
+        """Where the replica goes when it is made (Kafka's preferredLogDirs):
+        AlterReplicaLogDirs for a partition this broker does not hold yet."""
+        with self._lock:
+            if tp not in self._logs:
+                self._preferred_dirs[tp] = os.path.abspath(log_dir)
+
+    def future_log(self, tp: TopicPartition) -> Log | None:
+        with self._lock:
+            return self._future_logs.get(tp)
+
+    def future_log_dir_of(self, tp: TopicPartition) -> str | None:
+        with self._lock:
+            return self._future_dir_of.get(tp)
+
+    def future_logs_in_dir(self, path: str) -> dict[TopicPartition, Log]:
+        path = os.path.abspath(path)
+        with self._lock:
+            return {tp: log for tp, log in self._future_logs.items()
+                    if self._future_dir_of[tp] == path}  # fmt: skip
+
+    def create_future_log(self, tp: TopicPartition, log_dir: str, topic_id: str | None) -> Log:
+        """The empty future log of ``tp`` in ``log_dir``
+        (``<topic>-<partition>.<id>-future``, Kafka's name), starting where the
+        current log's first segment does; its cleaning pauses until the move ends."""
+        path = os.path.abspath(log_dir)
+        with self._lock:
+            self._check_running()
+            current = self._logs.get(tp)
+            if current is None:
+                raise KafkaStorageError(f"no log of {tp} to move")
+            d = self._dir(path)
+            if d.offline:
+                raise KafkaStorageError(f"log directory {path} is offline")
+            existing = self._future_logs.get(tp)
+            if existing is not None:
+                return existing
+            dir = os.path.join(path, f"{tp}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}")
+            try:
+                log = Log.open(
+                    dir,
+                    current.config,
+                    scheduler=self.scheduler,
+                    clock=self._clock,
+                    producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+                )
+                if topic_id:
+                    PartitionMetadataFile(dir).check_or_write(topic_id)
+            except KafkaStorageError as e:
+                self.maybe_handle_io_error(dir, f"creating the future log of {tp}", e)
+                raise
+            # From the first segment's base: a read from there returns whole
+            # batches, none starting below the future log's end.
+            start = current.segments[0].base_offset if current.segments else 0
+            if start > 0:
+                log.truncate_fully_and_start_at(start)
+            self._future_logs[tp] = log
+            self._future_dir_of[tp] = path
+        self.cleaner.abort_and_pause_cleaning(tp)
+        _log.info("moving %s from %s to %s", tp, self._log_dir_of.get(tp), path)
+        return log
+
+    def abort_future_log(self, tp: TopicPartition) -> None:
+        """Drop a move in flight: the future log is deleted, cleaning resumes."""
+        with self._lock:
+            log = self._future_logs.pop(tp, None)
+            self._future_dir_of.pop(tp, None)
+        if log is None:
+            return
+        with contextlib.suppress(Exception):
+            log.close_handlers()
+        shutil.rmtree(log.dir, ignore_errors=True)
+        self.cleaner.resume_cleaning([tp])
+
+    def replace_current_with_future_log(self, tp: TopicPartition) -> Log:
+        """Kafka's replaceCurrentWithFutureLog, with the caller holding off
+        every append to ``tp``: the current directory is renamed
+        ``<name>.<id>-delete`` (its open files keep serving reads under way)
+        and deleted after ``file.delete.delay.ms``; the caught-up future
+        directory is renamed to the partition's name in its directory and
+        opened there. Returns the partition's new log."""
+        with self._lock:
+            future = self._future_logs.pop(tp)
+            dest = self._future_dir_of.pop(tp)
+            current = self._logs[tp]
+            parent = self._log_dir_of[tp]
+        future.close()
+        final = os.path.join(dest, str(tp))
+        doomed = os.path.join(parent, delete_dir_name(tp))
+        # The current first: a stop between the renames leaves the future
+        # directory alone for its partition, and loading completes the move.
+        try:
+            os.rename(current.dir, doomed)
+            fsync_dir(parent)
+        except OSError as e:
+            self.maybe_handle_io_error(parent, f"renaming {current.dir}", e)
+            raise KafkaStorageError(f"cannot rename {current.dir}: {e}", e.errno) from e
+        try:
+            os.rename(future.dir, final)
+            fsync_dir(dest)
+            log = Log.open(
+                final,
+                current.config,
+                log_start_offset=current.log_start_offset,
+                recovery_point=future.log_end_offset,
+                scheduler=self.scheduler,
+                clock=self._clock,
+                producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+            )
+        except (OSError, KafkaStorageError) as e:
+            self.maybe_handle_io_error(dest, f"opening the moved log of {tp}", e)
+            raise
+        log.update_high_watermark(current.high_watermark)
+        with self._lock:
+            self._logs[tp] = log
+            self._log_dir_of[tp] = dest
+        for path in (parent, dest):
+            with contextlib.suppress(KafkaStorageError):
+                self._checkpoint_dir(path)
+        self.cleaner.update_checkpoints(parent, remove=tp)
+        self.cleaner.resume_cleaning([tp])
+
+        def delete() -> None:
+            with contextlib.suppress(Exception):
+                current.close_handlers()
+            shutil.rmtree(doomed, ignore_errors=True)
+            _log.info("deleted %s", doomed)
+
+        self.scheduler.schedule_once(
+            f"delete-{os.path.basename(doomed)}", delete, current.config.file_delete_delay_ms
+        )
+        _log.info("moved %s from %s to %s", tp, parent, dest)
+        return log
 
     def async_delete(self, tp: TopicPartition | tuple[str, int]) -> Log | None:
         """Remove a partition: its directory is renamed ``<name>.<id>-delete`` at
@@ -468,6 +722,7 @@ class LogManager:
                 return None
             if not any(t.topic == tp.topic for t in self._logs):
                 self._topic_ids.pop(tp.topic, None)
+        self.abort_future_log(tp)
         # A clean in progress stops first: it must not swap into a closed log.
         self.cleaner.abort_cleaning(tp)
         log.close()
@@ -494,6 +749,74 @@ class LogManager:
         if self._shut_down:
             raise KafkaStorageError("the LogManager is shut down")
 
+    # ------------------------------------------------------------------ failed dirs
+
+    def log_dir_for_path(self, path: str) -> str | None:
+        """The configured log directory ``path`` lies in (a partition's
+        directory, a segment file, the directory itself), or None."""
+        path = os.path.abspath(path)
+        for d in self._dirs:
+            if path == d.path or path.startswith(d.path + os.sep):
+                return d.path
+        return None
+
+    def maybe_handle_io_error(self, path: str, message: str, error: BaseException) -> bool:
+        """An error met on a file under ``path``: when the disk gave it, the
+        directory goes offline (Kafka's maybeHandleIOException). True when the
+        directory is offline now (this call or an earlier one)."""
+        if not is_disk_error(error):
+            return False
+        log_dir = self.log_dir_for_path(path)
+        if log_dir is None:
+            return False
+        code = getattr(error, "errno", None)
+        if code in _NO_SPACE and len(self._dirs) == 1:
+            # A lone directory stays: writes needing space fail until freed.
+            return False
+        self.log_dir_failure_channel.maybe_add_offline_log_dir(log_dir, message, error)
+        return True
+
+    def _on_log_dir_failure(self, log_dir: str) -> None:
+        self.handle_log_dir_failure(log_dir)
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
+        """Take ``log_dir`` offline (Kafka's LogManager.handleLogDirFailure): its
+        logs leave the manager and release their files without writing, and
+        it gets no new partition. Returns the partitions it held."""
+        path = os.path.abspath(log_dir)
+        with self._lock:
+            d = next((d for d in self._dirs if d.path == path), None)
+            if d is None:
+                return []
+            d.offline = True
+            gone = sorted(tp for tp, p in self._log_dir_of.items() if p == path)
+            logs = [self._logs.pop(tp) for tp in gone]
+            for tp in gone:
+                del self._log_dir_of[tp]
+            # A move into the failed directory, or out of it, stops.
+            moving = [tp for tp, p in self._future_dir_of.items() if p == path or tp in gone]
+            for tp in moving:
+                logs.append(self._future_logs.pop(tp))
+                del self._future_dir_of[tp]
+            live = [x.path for x in self._dirs if not x.offline]
+        for tp in gone:
+            with contextlib.suppress(Exception):
+                self.cleaner.abort_cleaning(tp)
+        for log in logs:
+            with contextlib.suppress(Exception):
+                log.close_handlers()
+        if d.lock_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(d.lock_fd)
+            d.lock_fd = -1
+        _log.error(
+            "log directory %s is offline: %d partitions stopped there; live directories: %s",
+            path,
+            len(gone),
+            ", ".join(live) or "none",
+        )
+        return gone
+
     # ------------------------------------------------------------------ background work
 
     def cleanup_logs(self) -> int:
@@ -504,8 +827,9 @@ class LogManager:
                 continue
             try:
                 total += log.delete_old_segments()
-            except KafkaStorageError:
-                _log.exception("retention of partition %s failed", tp)
+            except KafkaStorageError as e:
+                if not self.maybe_handle_io_error(log.dir, f"retention of {tp}", e):
+                    _log.exception("retention of partition %s failed", tp)
         return total
 
     def flush_dirty_logs(self) -> None:
@@ -517,8 +841,9 @@ class LogManager:
             try:
                 if now - log.last_flush_time >= log.config.flush_ms:
                     log.flush()
-            except KafkaStorageError:
-                _log.exception("flush of partition %s failed", tp)
+            except KafkaStorageError as e:
+                if not self.maybe_handle_io_error(log.dir, f"flushing {tp}", e):
+                    _log.exception("flush of partition %s failed", tp)
 
     def remove_expired_producers(self) -> None:
         now = self._clock()
@@ -553,17 +878,23 @@ class LogManager:
 
     def checkpoint_recovery_offsets(self) -> None:
         for d in self._dirs:
+            if d.offline:
+                continue
             try:
                 self._checkpoint_recovery_offsets_in(d)
-            except KafkaStorageError:
-                _log.exception("writing %s failed", d.recovery_checkpoint.path)
+            except KafkaStorageError as e:
+                if not self.maybe_handle_io_error(d.path, "writing the recovery points", e):
+                    _log.exception("writing %s failed", d.recovery_checkpoint.path)
 
     def checkpoint_log_start_offsets(self) -> None:
         for d in self._dirs:
+            if d.offline:
+                continue
             try:
                 self._checkpoint_log_start_offsets_in(d)
-            except KafkaStorageError:
-                _log.exception("writing %s failed", d.log_start_checkpoint.path)
+            except KafkaStorageError as e:
+                if not self.maybe_handle_io_error(d.path, "writing the log start offsets", e):
+                    _log.exception("writing %s failed", d.log_start_checkpoint.path)
 
     def truncate_to(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Truncate logs (a follower matching its leader) and checkpoint their dirs."""
@@ -607,8 +938,17 @@ class LogManager:
                 "kafka-producer-expiration",
             ):
                 self.scheduler.cancel(name)
+        with self._lock:
+            futures = list(self._future_logs.values())
+            self._future_logs.clear()
+            self._future_dir_of.clear()
+        for log in futures:  # a move in flight starts again when asked
+            with contextlib.suppress(Exception):
+                log.close()
         try:
             for d in self._dirs:
+                if d.offline:
+                    continue  # nothing is written to a failed disk
                 logs = self.logs_in_dir(d.path)
                 ok = self._close_logs(d, logs.values())
                 if not ok:

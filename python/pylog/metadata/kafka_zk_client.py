@@ -73,6 +73,7 @@ from pylog.metadata.zk_data import (
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
     LeaderAndIsr,
+    LogDirEventNotificationZNode,
     ProducerIdBlock,
     ProducerIdBlockZNode,
     TopicPartitionStateZNode,
@@ -909,6 +910,44 @@ class KafkaZkClient:
     def delete_isr_change_notifications(self, names: Iterable[str]) -> None:
         for name in names:
             self.delete_recursive(f"{IsrChangeNotificationZNode.parent()}/{name}")
+
+    # ------------------------------------------------------------------ log dir events
+
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        """A sequential ``log_dir_event_<seq>`` saying ``broker_id`` lost a log
+        directory (Kafka's propagateLogDirEvent); returns its name."""
+        self.ensure_path(LogDirEventNotificationZNode.parent())
+        path = self._call(
+            "create log dir event notification",
+            lambda: self._zk.create(
+                LogDirEventNotificationZNode.path_prefix(),
+                LogDirEventNotificationZNode.encode(broker_id),
+                sequence=True,
+            ),
+        )
+        return str(path).rsplit("/", 1)[1]
+
+    def get_log_dir_event_notifications(self) -> list[str]:
+        """The pending notifications' names, oldest first."""
+        names = self.get_children(LogDirEventNotificationZNode.parent())
+        return sorted(
+            (n for n in names if n.startswith(LogDirEventNotificationZNode.PREFIX)),
+            key=LogDirEventNotificationZNode.sequence_number,
+        )
+
+    def get_log_dir_event_broker(self, name: str) -> int | None:
+        """The broker a notification names; None when it is gone or unreadable."""
+        got = self.get_data(f"{LogDirEventNotificationZNode.parent()}/{name}")
+        if not got:
+            return None
+        try:
+            return LogDirEventNotificationZNode.decode(got[0])
+        except ZkDataError:
+            return None
+
+    def delete_log_dir_event_notifications(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.delete_recursive(f"{LogDirEventNotificationZNode.parent()}/{name}")
 
     # ------------------------------------------------------------------ configs
 

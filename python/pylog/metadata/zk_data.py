@@ -617,6 +617,19 @@ class LogDirEventNotificationZNode:
     def parent() -> str:
         return "/log_dir_event_notification"
 
+    #: Kafka's LogDirFailure event (the only one it defines)
+    LOG_DIR_FAILURE_EVENT = 1
+
+    @staticmethod
+    def path_prefix() -> str:
+        return f"{LogDirEventNotificationZNode.parent()}/{LogDirEventNotificationZNode.PREFIX}"
+
+    @staticmethod
+    def sequence_number(name: str) -> int:
+        return _sequence_number(
+            LogDirEventNotificationZNode.parent(), name, LogDirEventNotificationZNode.PREFIX
+        )
+
     @staticmethod
     def encode(broker_id: int) -> bytes:
         return _dumps({"version": 1, "broker": broker_id, "event": 1})

@@ -311,6 +311,20 @@ class Partition:
                     r.log_end_offset = UNDEFINED_OFFSET
             return changed
 
+    def maybe_replace_current_with_future_replica(
+        self, catch_up: Callable[[Log], bool], replace: Callable[[], Log]
+    ) -> bool:
+        """Kafka's maybeReplaceCurrentWithFutureReplica: under the partition's
+        lock (no append runs meanwhile), ``catch_up(current)`` copies what the
+        future log still lacks and says whether it is level; if so
+        ``replace()`` swaps the logs on disk and the partition serves the new
+        one. False when the future log is not level."""
+        with self._lock:
+            if not catch_up(self.log):
+                return False
+            self.log = replace()
+            return True
+
     def append_records_to_follower(self, records: memoryview) -> LogAppendInfo:
         """Append batches fetched from the leader, offsets and bytes as they are.
 

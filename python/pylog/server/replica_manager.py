@@ -95,6 +95,7 @@ from pylog.server.partition import (
     TimestampAndOffset,
 )
 from pylog.server.purgatory import DelayedOperationPurgatory
+from pylog.server.replica_alter_log_dirs_thread import ReplicaAlterLogDirsThread
 from pylog.server.replica_fetcher_blocking_send import BrokerEndPoint
 from pylog.server.replica_fetcher_manager import ReplicaFetcherManager
 from pylog.server.replica_fetcher_thread import InitialFetchState, ReplicaFetcherConfig
@@ -150,6 +151,13 @@ def _error_result(e: BaseException, partition: Partition | None = None) -> Produ
     return ProduceResult(
         error_code=code, log_start_offset=log_start, error_message=message, record_errors=named
     )
+
+
+def _as_storage_error(e: BaseException) -> BaseException:
+    """A disk error as the client hears it: KAFKA_STORAGE_ERROR."""
+    if isinstance(e, KafkaError):
+        return e
+    return KafkaStorageError(str(e), getattr(e, "errno", None))
 
 
 # One append's outcome off the loop: its info and whether the log rolled, or the error.
@@ -297,6 +305,12 @@ class ReplicaManager:
             max_workers=2, thread_name_prefix="pylog-append"
         )
         self._partitions: dict[TopicPartition, Partition] = {}
+        # Partitions whose log directory failed (Kafka's HostedPartition.Offline):
+        # they answer KAFKA_STORAGE_ERROR until the broker restarts.
+        self._offline_partitions: frozenset[TopicPartition] = frozenset()
+        #: Called on the loop with a log directory just taken offline, once its
+        #: partitions are: the broker tells the controller (or stops).
+        self.log_dir_failure_hook: Callable[[str], None] | None = None
         # Partitions with an append on a worker: the appends queued behind it.
         # A lane exists from the first append handed to a worker until the
         # worker finds it empty (both under _lanes_lock).
@@ -336,6 +350,8 @@ class ReplicaManager:
         self.replica_fetcher_manager = ReplicaFetcherManager(
             fetcher_config or ReplicaFetcherConfig(broker_id=broker_id), self
         )
+        #: moves replicas between this broker's log dirs (AlterReplicaLogDirs)
+        self.alter_log_dirs_thread = ReplicaAlterLogDirsThread(self)
         self.isr_shrinks = 0
         self.isr_expands = 0
         self._isr_task: asyncio.Task[None] | None = None
@@ -346,6 +362,7 @@ class ReplicaManager:
         self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
         self.verification_enabled: Callable[[], bool] = lambda: True
         metadata_store.add_listener(self._on_metadata_event)
+        log_manager.log_dir_failure_channel.add_listener(self._on_log_dir_failure)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -408,6 +425,7 @@ class ReplicaManager:
 
     def shutdown(self) -> None:
         self._stopping = True
+        self.alter_log_dirs_thread.shutdown()
         if self._isr_task is not None:
             self._isr_task.cancel()
             self._isr_task = None
@@ -440,16 +458,19 @@ class ReplicaManager:
         """Write every partition's high watermark to ``replication-offset-checkpoint``
         in its log dir (Kafka's file; readers of the segments, such as the Spark
         source, take it as the end of committed data)."""
-        by_dir: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.log_manager.log_dirs}
+        by_dir: dict[str, dict[TopicPartition, int]] = {
+            d: {} for d in self.log_manager.live_log_dirs
+        }
         for tp, partition in list(self._partitions.items()):
             d = self.log_manager.log_dir_of(tp)
-            if d is not None and not partition.log.closed:
-                by_dir.setdefault(d, {})[tp] = partition.high_watermark
+            if d is not None and d in by_dir and not partition.log.closed:
+                by_dir[d][tp] = partition.high_watermark
         for d, offsets in by_dir.items():
             try:
                 self._hw_checkpoint(d).write(offsets)
             except (OSError, KafkaStorageError) as e:
-                _log.error("cannot write the high-watermark checkpoint in %s: %s", d, e)
+                if not self.log_manager.maybe_handle_io_error(d, "writing the high watermarks", e):
+                    _log.error("cannot write the high-watermark checkpoint in %s: %s", d, e)
 
     def _hw_checkpoint(self, log_dir: str) -> OffsetCheckpointFile:
         cp = self._hw_checkpoints.get(log_dir)
@@ -543,6 +564,109 @@ class ReplicaManager:
         else:
             loop.call_soon_threadsafe(fn, arg)
 
+    # ------------------------------------------------------------------ failed log dirs
+
+    def _on_log_dir_failure(self, log_dir: str) -> None:
+        """The LogDirFailureChannel's listener (any thread): the partitions
+        go offline on the loop (Kafka's LogDirFailureHandler)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self.handle_log_dir_failure(log_dir)
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self.handle_log_dir_failure(log_dir)
+        else:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self.handle_log_dir_failure, log_dir)
+
+    def handle_log_dir_failure(self, log_dir: str) -> None:
+        """Kafka's ReplicaManager.handleLogDirFailure: stop fetching the
+        partitions of ``log_dir``, mark them offline (KAFKA_STORAGE_ERROR to
+        produce, fetch and LeaderAndIsr), answer what waits on them, drop
+        their logs, then tell the hook (the controller hears of it there)."""
+        lm = self.log_manager
+        tps = sorted(
+            tp for tp, p in self._partitions.items() if lm.log_dir_for_path(p.log.dir) == log_dir
+        )
+        if tps:
+            self.replica_fetcher_manager.remove_fetcher_for_partitions(tps)
+            gone = set(tps)
+            self._partitions = {tp: p for tp, p in self._partitions.items() if tp not in gone}
+            self._offline_partitions = self._offline_partitions | gone
+        lm.handle_log_dir_failure(log_dir)
+        self._complete_waiting(tps)
+        _log.error("partitions offline with log directory %s: %s", log_dir,
+                   ", ".join(map(str, tps)) or "none")  # fmt: skip
+        hook = self.log_dir_failure_hook
+        if hook is not None:
+            hook(log_dir)
+
+    def alter_replica_log_dirs(
+        self, dirs: Mapping[TopicPartition, str]
+    ) -> dict[TopicPartition, int]:
+        """AlterReplicaLogDirs (Kafka's ReplicaManager.alterReplicaLogDirs), per
+        partition: LOG_DIR_NOT_FOUND for a directory not in ``log.dirs``,
+        KAFKA_STORAGE_ERROR for an offline one (or while any directory is
+        offline, so no future log is made twice), REPLICA_NOT_AVAILABLE for a
+        replica this broker does not hold yet (it is made in that directory
+        when it comes); otherwise a move starts (none when the replica is
+        there already; a move elsewhere in flight is dropped first)."""
+        lm = self.log_manager
+        out: dict[TopicPartition, int] = {}
+        started: list[TopicPartition] = []
+        for tp, wanted in dirs.items():
+            dest = lm.log_dir_path(wanted)
+            if dest is None:
+                out[tp] = ErrorCode.LOG_DIR_NOT_FOUND
+                continue
+            if lm.is_offline(dest):
+                out[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            if tp in self._offline_partitions:
+                out[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            in_flight = lm.future_log_dir_of(tp)
+            if in_flight is not None and in_flight != dest:
+                self.alter_log_dirs_thread.remove_partitions([tp])
+                lm.abort_future_log(tp)
+            lm.maybe_update_preferred_log_dir(tp, dest)
+            partition = self._partitions.get(tp)
+            if partition is None:
+                out[tp] = ErrorCode.REPLICA_NOT_AVAILABLE
+                continue
+            if lm.log_dir_of(tp) == dest:
+                out[tp] = ErrorCode.NONE
+                continue
+            if lm.offline_log_dirs:
+                out[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            try:
+                lm.create_future_log(tp, dest, partition.topic_id)
+            except KafkaError as e:
+                out[tp] = e.code
+                continue
+            started.append(tp)
+            out[tp] = ErrorCode.NONE
+        if started:
+            self.alter_log_dirs_thread.add_partitions(started)
+        return out
+
+    def is_offline(self, tp: TopicPartition) -> bool:
+        return tp in self._offline_partitions
+
+    def _maybe_offline(self, partition: Partition | None, what: str, e: BaseException) -> bool:
+        """An error met on ``partition``'s log: its directory goes offline when
+        the disk gave it. True when it is offline."""
+        if partition is None:
+            return False
+        return self.log_manager.maybe_handle_io_error(
+            partition.log.dir, f"{what} {partition.tp}", e
+        )
+
     def partition(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
 
@@ -563,7 +687,10 @@ class ReplicaManager:
         """The error for a partition this broker holds no replica of: as
         Kafka's ReplicaManager.getPartitionOrError, NOT_LEADER_OR_FOLLOWER when
         the cluster's metadata has it (the client's metadata is stale, e.g.
-        after a reassignment moved it away), else UNKNOWN_TOPIC_OR_PARTITION."""
+        after a reassignment moved it away), else UNKNOWN_TOPIC_OR_PARTITION;
+        KAFKA_STORAGE_ERROR for one whose log directory failed."""
+        if tp in self._offline_partitions:  # its log directory failed
+            return KafkaStorageError(f"the log directory of {tp} is offline")
         if self.metadata_cache.partition_info(tp.topic, tp.partition) is not None:
             return NotLeaderOrFollowerError(f"this broker holds no replica of {tp}")
         return UnknownTopicOrPartitionError(f"this broker has no partition {tp}")
@@ -636,7 +763,10 @@ class ReplicaManager:
                 except Exception as e:
                     self._log_unexpected(tp, e)
                     self._note_space(tp, partition, e)
-                    results[tp] = _error_result(e, partition)
+                    failed: BaseException = e
+                    if self._maybe_offline(partition, "appending to", e):
+                        failed = _as_storage_error(e)
+                    results[tp] = _error_result(failed, partition)
                     continue
                 self._note_space(tp, partition, None)
                 infos[tp] = info
@@ -662,6 +792,8 @@ class ReplicaManager:
                 if isinstance(value, BaseException):
                     self._log_unexpected(tp, value)
                     self._note_space(tp, self._partitions.get(tp), value)
+                    if self._maybe_offline(self._partitions.get(tp), "appending to", value):
+                        value = _as_storage_error(value)
                     results[tp] = _error_result(value, self._partitions.get(tp))
                 else:
                     self._note_space(tp, self._partitions.get(tp), None)
@@ -870,9 +1002,13 @@ class ReplicaManager:
                     min_one_message=min_one and not held,
                 )
             except KafkaError as e:
+                self._maybe_offline(partition, "reading", e)
                 out.append(FetchPartitionResult(e.code))
                 continue
             except Exception as e:
+                if self._maybe_offline(partition, "reading", e):
+                    out.append(FetchPartitionResult(ErrorCode.KAFKA_STORAGE_ERROR))
+                    continue
                 _log.error("fetch of %s failed", req.tp, exc_info=e)
                 out.append(FetchPartitionResult(ErrorCode.UNKNOWN_SERVER_ERROR))
                 continue
@@ -1109,6 +1245,13 @@ class ReplicaManager:
             meta = store.add_partitions(tp.topic, tp.partition + 1)
         if meta.configs:  # the log starts with the topic's overrides
             self.log_manager.update_topic_config(tp.topic, meta.configs)
+        offline = self.log_manager.offline_log_dirs
+        if offline and not state.is_new and self.log_manager.get_log(tp) is None:
+            # Kafka's getOrCreateLog: a replica that existed before may be on
+            # the failed directory; an empty one elsewhere would hide that.
+            raise KafkaStorageError(
+                f"cannot create the log of {tp}: log directories {', '.join(offline)} are offline"
+            )
         log = self.log_manager.get_or_create_log(
             tp, topic_id=meta.topic_id, config=self.log_manager.config_for(tp.topic)
         )
@@ -1153,6 +1296,10 @@ class ReplicaManager:
         to_lead: dict[Partition, PartitionState] = {}
         to_follow: dict[Partition, PartitionState] = {}
         for tp, state in partition_states.items():
+            if tp in self._offline_partitions:
+                # Kafka: the controller learns from this that the replica is offline.
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             if self.broker_id not in state.replicas:
                 _log.warning("LeaderAndIsr for %s leaves this broker out of %s",
                              tp, list(state.replicas))  # fmt: skip
@@ -1277,6 +1424,8 @@ class ReplicaManager:
         for tp in stopping:
             if not partitions[tp].delete:
                 continue
+            # Deleted: a partition of that name made later is a new one.
+            self._offline_partitions = self._offline_partitions - {tp}
             partition = self._partitions.get(tp)
             if partition is not None:
                 self._partitions = {k: v for k, v in self._partitions.items() if k != tp}
@@ -1292,13 +1441,17 @@ class ReplicaManager:
     async def append_to_follower(self, partition: Partition, records: memoryview) -> None:
         """A fetcher's append; large ones on the append executor (the native
         append drops the GIL), so the loop keeps serving."""
-        if len(records) < self.append_offload_bytes:
-            partition.append_records_to_follower(records)
-        else:
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(
-                self._executor, partition.append_records_to_follower, records
-            )
+        try:
+            if len(records) < self.append_offload_bytes:
+                partition.append_records_to_follower(records)
+            else:
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(
+                    self._executor, partition.append_records_to_follower, records
+                )
+        except Exception as e:
+            self._maybe_offline(partition, "appending to follower", e)
+            raise
 
     # ------------------------------------------------------------------ ISR expiration
 
