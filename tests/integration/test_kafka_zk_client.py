@@ -23,6 +23,7 @@ from pylog.metadata.kafka_zk_client import (
     BrokerIdInUseError,
     ControllerMovedError,
     KafkaZkClient,
+    ZkConnectionError,
     ZkNodeExists,
 )
 from pylog.metadata.store import MetadataEvent
@@ -35,6 +36,7 @@ from pylog.metadata.zk_data import (
 from pylog.metadata.zk_store import ZkMetadataStore
 from pylog.server.config import KafkaConfig
 from pylog.testing import ZooKeeperServer
+from pylog.testing.network_faults import ZOOKEEPER, NetworkFaults
 
 WAIT = 30.0  # upper bound for anything that waits: only catches hangs
 
@@ -596,3 +598,59 @@ def test_an_election_whose_answer_was_lost_takes_the_office(
             await controller.shutdown()
 
     asyncio.run(main())
+
+
+def test_a_controller_event_cut_short_by_zookeeper_runs_again_when_it_is_back(
+    pylog_zookeeper: ZooKeeperServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A ZooKeeper request in flight when the connection is lost (held by a
+    # fault proxy until the client gives up on it; the session outlives the
+    # cut) fails with the retriable ZkConnectionError. The controller event
+    # that made it is logged in one line, without a traceback, and runs again
+    # once the client is connected: an ISR change notification it was reading
+    # would otherwise wait until the next one.
+    faults = NetworkFaults()
+    host, port = pylog_zookeeper.connect.rsplit(":", 1)
+    proxy = faults.proxy(ZOOKEEPER, "controller", (host, int(port)))
+    zk = KafkaZkClient(f"{proxy.address}/cut-{uuid.uuid4().hex[:8]}", session_timeout_ms=20_000)
+    attempts: list[str] = []
+
+    async def probe() -> None:
+        if not attempts:
+            faults.cut("controller", ZOOKEEPER)
+        try:
+            await zk.run(zk.get_isr_change_notifications)
+        except ZkConnectionError:
+            attempts.append("lost")
+            faults.heal()
+            raise
+        attempts.append("read")
+
+    async def main() -> None:
+        controller = KafkaController(zk, 1, inter_broker_listener="PLAINTEXT")
+        await controller.startup()
+        try:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + WAIT
+            while not controller.is_active:
+                assert loop.time() < deadline, "never took the office"
+                await asyncio.sleep(0.05)
+            controller.put_active("Probe", probe)
+            while "read" not in attempts:
+                assert loop.time() < deadline, f"the probe never ran again: {attempts}"
+                await asyncio.sleep(0.05)
+        finally:
+            await controller.shutdown()
+
+    try:
+        zk.start()
+        zk.create_top_level_paths()
+        with caplog.at_level("WARNING", logger="pylog.controller"):
+            asyncio.run(main())
+    finally:
+        faults.heal()
+        zk.close()
+        faults.close()
+    assert attempts == ["lost", "read"]
+    stopped = [r for r in caplog.records if "controller event Probe stopped" in r.getMessage()]
+    assert stopped and all(r.exc_info is None for r in stopped)

@@ -9,6 +9,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from pylog.metadata.kafka_zk_client import ZkConnectionError
+
 __all__ = ["ControllerEvent", "ControllerEventManager"]
 
 _log = logging.getLogger("pylog.controller.events")
@@ -60,6 +62,10 @@ class ControllerEventManager:
                 await event.process()
             except asyncio.CancelledError:
                 raise
+            except ZkConnectionError as e:
+                # ZooKeeper went away: one line, not a traceback (a session
+                # that expires makes the controller resign and start over)
+                _log.warning("controller event %s failed: %s", event.name, e)
             except Exception:
                 _log.exception("controller event %s failed", event.name)
 

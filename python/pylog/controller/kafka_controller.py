@@ -65,6 +65,7 @@ from pylog.errors import ErrorCode
 from pylog.metadata.kafka_zk_client import (
     ControllerMovedError,
     KafkaZkClient,
+    ZkConnectionError,
     ZkError,
 )
 from pylog.metadata.zk_data import (
@@ -176,6 +177,8 @@ class KafkaController:
         self._stop_watches: list[Callable[[], None]] = []
         self._topic_watches: dict[str, Callable[[], None]] = {}
         self._rebalance_timer: asyncio.TimerHandle | None = None
+        #: events waiting for ZooKeeper to come back (_retry_when_connected)
+        self._retries: set[asyncio.Task[None]] = set()
         self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -195,6 +198,8 @@ class KafkaController:
         self._closed = True
         if self._stop_controller_watch is not None:
             self._stop_controller_watch()
+        for task in list(self._retries):
+            task.cancel()
         await self.events.close()
         if self.is_active:
             await self._on_resignation()
@@ -284,8 +289,28 @@ class KafkaController:
                 _log.info("controller epoch %d was fenced; re-reading /controller",
                           self.context.epoch)  # fmt: skip
                 await self._elect()
+            except ZkConnectionError as e:
+                # ZooKeeper went away mid-event (Kafka's client would block
+                # until it is back). Run the event again then: what it read
+                # is still there (an ISR change notification stays until the
+                # controller deletes it), and an expired session makes this
+                # broker resign first, so the retry finds it inactive.
+                _log.warning("controller event %s stopped (%s); it runs again once "
+                             "ZooKeeper is back", name, e)  # fmt: skip
+                self._retry_when_connected(name, process)
 
         self._put(name, run)
+
+    def _retry_when_connected(self, name: str, process: Callable[[], object]) -> None:
+        async def wait() -> None:
+            while not self._closed and not self.zk.connected:
+                await asyncio.sleep(0.2)
+            if not self._closed:
+                self.put_active(name, process)
+
+        task = asyncio.get_running_loop().create_task(wait(), name=f"retry-{name}")
+        self._retries.add(task)
+        task.add_done_callback(self._retries.discard)
 
     def new_batch(self) -> ControllerBrokerRequestBatch:
         """Requests to the brokers, gathered and sent together."""

@@ -48,10 +48,13 @@ from typing import Any, NamedTuple, TypeVar
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
     KazooException,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    SessionExpiredError,
     ZookeeperError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
@@ -176,6 +179,9 @@ class _Handler:
 def _translate(e: BaseException, what: str) -> ZkError:
     if isinstance(e, KazooTimeoutError):
         return ZkConnectionError(f"{what}: ZooKeeper did not answer in time")
+    if isinstance(e, ConnectionLoss | SessionExpiredError | ConnectionClosedError):
+        # No session to send it on: retriable once ZooKeeper is back.
+        return ZkConnectionError(f"{what}: {type(e).__name__}")
     if isinstance(e, ZookeeperError | KazooException):
         return ZkError(f"{what}: {type(e).__name__} {e}".rstrip())
     return ZkError(f"{what}: {e}")
