@@ -61,6 +61,7 @@ from pylog.broker.cluster_apis import ClusterApis
 from pylog.broker.config_apis import ConfigApis
 from pylog.broker.consumer_group_apis import ConsumerGroupApis
 from pylog.broker.controller_apis import ControllerApis
+from pylog.broker.zk_broker_apis import ZkBrokerApis
 from pylog.broker.describe_producers_apis import DescribeProducersApis
 from pylog.broker.group_apis import GroupApis
 from pylog.broker.produce_fetch_apis import ProduceFetchApis
@@ -98,9 +99,13 @@ from pylog.protocol.messages import (
     AddPartitionsToTxnRequest,
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     ApiVersionsRequest,
@@ -236,6 +241,8 @@ _THROTTLE_EXEMPT = frozenset(
         ApiKey.STOP_REPLICA,
         ApiKey.UPDATE_METADATA,
         ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.ALTER_PARTITION,
+        ApiKey.ALLOCATE_PRODUCER_IDS,
     }
 )
 
@@ -294,6 +301,7 @@ class KafkaApis:
         controller_apis = ControllerApis(
             replica_manager, group_coordinator, controller, txn_coordinator=txn_coordinator
         )
+        zk_broker_apis = ZkBrokerApis(controller or (lambda: None))
         scram = ScramApis(metadata_store, is_controller)
         acls = AclApis(auth)
         txn_markers = TxnMarkerApis(config, replica_manager, group_coordinator)
@@ -453,6 +461,23 @@ class KafkaApis:
                     _CA,
                     controller_apis.handle_controlled_shutdown_request,
                     lambda r, b: ControlledShutdownResponse(error_code=_CAF),
+                ),
+            ),
+            # A Kafka 3.x broker's requests to its controller (the mixed cluster).
+            ApiKey.ALTER_PARTITION: Route(
+                AlterPartitionRequest,
+                gated(
+                    _CA,
+                    zk_broker_apis.handle_alter_partition_request,
+                    lambda r, b: AlterPartitionResponse(error_code=_CAF),
+                ),
+            ),
+            ApiKey.ALLOCATE_PRODUCER_IDS: Route(
+                AllocateProducerIdsRequest,
+                gated(
+                    _CA,
+                    zk_broker_apis.handle_allocate_producer_ids_request,
+                    lambda r, b: AllocateProducerIdsResponse(error_code=_CAF),
                 ),
             ),
             ApiKey.ELECT_LEADERS: Route(
