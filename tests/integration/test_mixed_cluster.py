@@ -1,0 +1,147 @@
+"""pylog brokers beside an Apache Kafka 3.9 broker in ZooKeeper mode on one
+ZooKeeper (issue 25, docs/migration.md): two pylog brokers (ids 1, 2) and one
+Kafka broker (id 3), with the controller on each kind in turn.
+
+Each test: an RF-3 topic with one partition led by each broker reaches a full
+ISR; an idempotent acks=all producer (librdkafka) and a consumer group run
+through every broker; the Kafka broker is SIGKILLed, production goes on, and
+once it is started again it rejoins every ISR (the time is printed); then
+nothing acknowledged is lost or written twice, the group read every
+acknowledged record, and the replicas hold the same records below the high
+watermark on both kinds of broker (tests/partition_workload.py's checker, which
+reads Kafka's segment files as it reads pylog's).
+
+With Kafka the controller, its SIGKILL moves the controller to a pylog broker,
+and the restarted Kafka broker then lives under pylog's controller: its ISR
+changes go through AlterPartition, its producer ids through AllocateProducerIds.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka39 import Kafka39Broker, add_kafka39_broker
+from partition_workload import WAIT, History, WorkloadConsumer, WorkloadProducer, check
+
+from pylog.testing import LocalCluster, ZooKeeperServer
+
+PARTITIONS = 3
+KAFKA_ID = 3
+#: replica.lag.time.max.ms of the test brokers (CLUSTER_TEST_DEFAULTS), seconds
+LAG_S = 10.0
+
+
+def _mixed(
+    zk: ZooKeeperServer, tmp: pytest.TempPathFactory, *, kafka_first: bool
+) -> tuple[LocalCluster, Kafka39Broker]:
+    c = LocalCluster(
+        2,
+        {"offsets.topic.replication.factor": 3, "transaction.state.log.replication.factor": 3},
+        zookeeper=zk,
+        directory=str(tmp.mktemp("mixed")),
+    )
+    k = add_kafka39_broker(c, KAFKA_ID, first=kafka_first)
+    try:
+        c.start()
+    except BaseException:
+        print(k.log_tail(40))
+        raise
+    return c, k
+
+
+def _wait_acked(history: History, after: float, what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not history.acked_since("idempotent", after, PARTITIONS):
+        if time.monotonic() > deadline:
+            with history.lock:
+                errors = [e for _, e, _ in history.failed][-3:]
+            raise TimeoutError(f"no acknowledgement on every partition {what}: {errors}")
+        time.sleep(0.1)
+
+
+def _run(c: LocalCluster, k: Kafka39Broker) -> None:
+    topic = f"mixed-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+    # One partition led by each broker, every broker a replica of each.
+    assignment = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+    new = NewTopic(
+        topic, PARTITIONS, replica_assignment=assignment, config={"min.insync.replicas": "2"}
+    )
+    admin.create_topics([new])[topic].result(WAIT)
+    c.wait_for_full_isr(topic, PARTITIONS, timeout=WAIT)
+    assert [c.leader(topic, p) for p in range(PARTITIONS)] == [1, 2, 3]
+
+    history = History()
+    producer = WorkloadProducer(
+        "idempotent", c.bootstrap_servers, topic, PARTITIONS, history,
+        **{"enable.idempotence": True},
+    )  # fmt: skip
+    consumer = WorkloadConsumer(c.bootstrap_servers, topic, f"g-{topic}", history)
+    producer.start()
+    consumer.start()
+    try:
+        started = time.monotonic()
+        _wait_acked(history, started, "through the three brokers")
+
+        k.kill()
+        killed = time.monotonic()
+        # The pylog leaders drop the Kafka broker from their ISRs and go on
+        # (min.insync.replicas 2): acks=all still completes on every partition.
+        _wait_acked(history, killed + 1.0, "with the Kafka broker dead")
+        k.start()
+        restarted = time.monotonic()
+        c.wait_for_full_isr(topic, PARTITIONS, timeout=LAG_S + WAIT)
+        healed = time.monotonic()
+        print(
+            f"\nKafka broker {KAFKA_ID} SIGKILLed, restarted {restarted - killed:.1f} s later; "
+            f"ISR full again {healed - restarted:.1f} s after its restart "
+            f"({healed - killed:.1f} s after the kill); controller {c.controller()}"
+        )
+        _wait_acked(history, healed, "after the Kafka broker rejoined")
+    finally:
+        producer.stop()
+    with history.lock:
+        acked = {a.value for a in history.acks}
+    deadline = time.monotonic() + WAIT
+    while True:
+        with history.lock:
+            missing = acked - {p.value for p in history.polls}
+        if not missing or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    consumer.stop()
+    assert not missing, f"the group never read {len(missing)} acknowledged records"
+    assert history.acks, "nothing was acknowledged"
+    assert not any(e.startswith("fatal") for _, e, _ in history.failed), history.failed[:3]
+    problems = check(c, topic, PARTITIONS, history, {"idempotent"}, [], 2)
+    assert not problems, problems[:10]
+    # The restarted broker's replicas were checked above against each
+    # leader's copy; they hold records, not only an empty log.
+    assert all(c.isr(topic, p) == [1, 2, 3] for p in range(PARTITIONS))
+    bad = k.log_lines(r"unsupported version|cannot become follower since the new leader")
+    assert not bad, bad[:3]
+
+
+def test_kafka39_broker_under_the_pylog_controller(
+    pylog_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    c, k = _mixed(pylog_zookeeper, tmp_path_factory, kafka_first=False)
+    try:
+        assert c.controller() in (1, 2)
+        _run(c, k)
+    finally:
+        c.close()
+
+
+def test_pylog_brokers_under_a_kafka39_controller(
+    pylog_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    c, k = _mixed(pylog_zookeeper, tmp_path_factory, kafka_first=True)
+    try:
+        assert c.controller() == KAFKA_ID
+        _run(c, k)
+    finally:
+        c.close()
