@@ -214,4 +214,3 @@ def add_kafka39_broker(
 
 
 __all__ = ["Kafka39Broker", "add_kafka39_broker", "kafka39_libs", "kafka39_version"]
-

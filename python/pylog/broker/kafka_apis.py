@@ -61,7 +61,6 @@ from pylog.broker.cluster_apis import ClusterApis
 from pylog.broker.config_apis import ConfigApis
 from pylog.broker.consumer_group_apis import ConsumerGroupApis
 from pylog.broker.controller_apis import ControllerApis
-from pylog.broker.zk_broker_apis import ZkBrokerApis
 from pylog.broker.describe_producers_apis import DescribeProducersApis
 from pylog.broker.group_apis import GroupApis
 from pylog.broker.produce_fetch_apis import ProduceFetchApis
@@ -71,6 +70,7 @@ from pylog.broker.share_group_apis import SHARE_VERSION_FEATURE, ShareGroupApis,
 from pylog.broker.topic_apis import TopicApis
 from pylog.broker.transaction_apis import TransactionApis
 from pylog.broker.txn_marker_apis import TxnMarkerApis
+from pylog.broker.zk_broker_apis import ZkBrokerApis
 from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
@@ -97,10 +97,10 @@ from pylog.protocol import (
 from pylog.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
-    AlterClientQuotasRequest,
-    AlterClientQuotasResponse,
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,

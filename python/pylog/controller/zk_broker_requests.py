@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 __all__ = [
     "PRODUCER_ID_BLOCK_SIZE",
     "ProposedState",
-    "alter_partition",
     "allocate_producer_ids",
+    "alter_partition",
 ]
 
 _log = logging.getLogger("pylog.controller")
