@@ -4,16 +4,19 @@ Kafka broker (id 3), with the controller on each kind in turn.
 
 Each test: an RF-3 topic with one partition led by each broker reaches a full
 ISR; an idempotent acks=all producer (librdkafka) and a consumer group run
-through every broker; the Kafka broker is SIGKILLed, production goes on, and
-once it is started again it rejoins every ISR (the time is printed); then
-nothing acknowledged is lost or written twice, the group read every
-acknowledged record, and the replicas hold the same records below the high
-watermark on both kinds of broker (tests/partition_workload.py's checker, which
-reads Kafka's segment files as it reads pylog's).
+through every broker; pylog broker 2, then the Kafka broker, is SIGKILLed,
+production goes on, and once started again each rejoins every ISR (the times
+are printed); then nothing acknowledged is lost or written twice, the group
+read every acknowledged record, and the replicas hold the same records below
+the high watermark on both kinds of broker (tests/partition_workload.py's
+checker, which reads Kafka's segment files as it reads pylog's).
 
-With Kafka the controller, its SIGKILL moves the controller to a pylog broker,
-and the restarted Kafka broker then lives under pylog's controller: its ISR
-changes go through AlterPartition, its producer ids through AllocateProducerIds.
+Under the pylog controller, the Kafka leader's ISR shrink and expansion around
+broker 2's kill go through AlterPartition, its producer ids through
+AllocateProducerIds. Under the Kafka controller, pylog broker 2 restarts under
+it and the pylog leader's ISR changes reach it through ZooKeeper
+(``/isr_change_notification``); the Kafka broker's SIGKILL then moves the
+controller to a pylog broker, and the restarted Kafka broker lives under it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka39 import Kafka39Broker, add_kafka39_broker
 from partition_workload import WAIT, History, WorkloadConsumer, WorkloadProducer, check
 
-from pylog.testing import LocalCluster, ZooKeeperServer
+from pylog.testing import ClusterBroker, LocalCluster, ZooKeeperServer
 
 PARTITIONS = 3
 KAFKA_ID = 3
@@ -62,6 +65,28 @@ def _wait_acked(history: History, after: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def _kill_and_restart(c: LocalCluster, b: ClusterBroker, topic: str, history: History) -> None:
+    """SIGKILL ``b``; production goes on; start it again and wait until it
+    is back in every ISR (the times printed) and the producer is acknowledged."""
+    kind = "Kafka" if isinstance(b, Kafka39Broker) else "pylog"
+    controller = c.controller()
+    b.kill()
+    killed = time.monotonic()
+    # The other leaders drop it from their ISRs and go on (min.insync.replicas
+    # 2): acks=all still completes on every partition.
+    _wait_acked(history, killed + 1.0, f"with {kind} broker {b.broker_id} dead")
+    b.start()
+    restarted = time.monotonic()
+    c.wait_for_full_isr(topic, PARTITIONS, timeout=LAG_S + WAIT)
+    healed = time.monotonic()
+    print(
+        f"\n{kind} broker {b.broker_id} SIGKILLed (controller {controller}), restarted "
+        f"{restarted - killed:.1f} s later; ISR full again {healed - restarted:.1f} s after "
+        f"its restart ({healed - killed:.1f} s after the kill); controller now {c.controller()}"
+    )
+    _wait_acked(history, healed, f"after {kind} broker {b.broker_id} rejoined")
+
+
 def _run(c: LocalCluster, k: Kafka39Broker) -> None:
     topic = f"mixed-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
@@ -86,21 +111,8 @@ def _run(c: LocalCluster, k: Kafka39Broker) -> None:
         started = time.monotonic()
         _wait_acked(history, started, "through the three brokers")
 
-        k.kill()
-        killed = time.monotonic()
-        # The pylog leaders drop the Kafka broker from their ISRs and go on
-        # (min.insync.replicas 2): acks=all still completes on every partition.
-        _wait_acked(history, killed + 1.0, "with the Kafka broker dead")
-        k.start()
-        restarted = time.monotonic()
-        c.wait_for_full_isr(topic, PARTITIONS, timeout=LAG_S + WAIT)
-        healed = time.monotonic()
-        print(
-            f"\nKafka broker {KAFKA_ID} SIGKILLed, restarted {restarted - killed:.1f} s later; "
-            f"ISR full again {healed - restarted:.1f} s after its restart "
-            f"({healed - killed:.1f} s after the kill); controller {c.controller()}"
-        )
-        _wait_acked(history, healed, "after the Kafka broker rejoined")
+        for victim in (2, KAFKA_ID):
+            _kill_and_restart(c, c.brokers[victim], topic, history)
     finally:
         producer.stop()
     with history.lock:
