@@ -25,6 +25,7 @@ import time
 import uuid
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka39 import Kafka39Broker, add_kafka39_broker
 from partition_workload import WAIT, History, WorkloadConsumer, WorkloadProducer, check
@@ -128,6 +129,19 @@ def _run(c: LocalCluster, k: Kafka39Broker) -> None:
     assert not missing, f"the group never read {len(missing)} acknowledged records"
     assert history.acks, "nothing was acknowledged"
     assert not any(e.startswith("fatal") for _, e, _ in history.failed), history.failed[:3]
+    # The group's offsets, committed through coordinators of both kinds as
+    # they moved with the kills, are what the last commits wrote: each
+    # coordinator loaded the other kind's __consumer_offsets records.
+    last: dict[int, int] = {}
+    for p, offset, _ in history.commits:
+        last[p] = offset
+    assert last, "the group committed nothing"
+    probe = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": f"g-{topic}"})
+    try:
+        got = probe.committed([TopicPartition(topic, p) for p in sorted(last)], timeout=WAIT)
+    finally:
+        probe.close()
+    assert {tp.partition: tp.offset for tp in got} == last
     problems = check(c, topic, PARTITIONS, history, {"idempotent"}, [], 2)
     assert not problems, problems[:10]
     # The restarted broker's replicas were checked above against each
@@ -135,6 +149,12 @@ def _run(c: LocalCluster, k: Kafka39Broker) -> None:
     assert all(c.isr(topic, p) == [1, 2, 3] for p in range(PARTITIONS))
     bad = k.log_lines(r"unsupported version|cannot become follower since the new leader")
     assert not bad, bad[:3]
+    # A clean stop: the Kafka broker's ControlledShutdown (v3) to the pylog
+    # controller moves its leadership away before it exits.
+    assert c.controller() != KAFKA_ID
+    assert k.stop() in (0, 143)  # the JVM's status after SIGTERM's shutdown hooks
+    assert k.log_lines(r"Controlled shutdown request returned successfully")
+    assert all(c.leader(topic, p) in (1, 2) for p in range(PARTITIONS))
 
 
 def test_kafka39_broker_under_the_pylog_controller(
