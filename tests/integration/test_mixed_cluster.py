@@ -39,7 +39,11 @@ LAG_S = 10.0
 
 
 def _mixed(
-    zk: ZooKeeperServer, tmp: pytest.TempPathFactory, *, kafka_first: bool
+    zk: ZooKeeperServer,
+    tmp: pytest.TempPathFactory,
+    *,
+    kafka_first: bool,
+    kafka: dict[str, object] | None = None,
 ) -> tuple[LocalCluster, Kafka39Broker]:
     c = LocalCluster(
         2,
@@ -47,7 +51,7 @@ def _mixed(
         zookeeper=zk,
         directory=str(tmp.mktemp("mixed")),
     )
-    k = add_kafka39_broker(c, KAFKA_ID, first=kafka_first)
+    k = add_kafka39_broker(c, KAFKA_ID, kafka, first=kafka_first)
     try:
         c.start()
     except BaseException:
@@ -104,7 +108,7 @@ def _check_committed(c: LocalCluster, topic: str, history: History) -> None:
     assert {tp.partition: tp.offset for tp in got} == last
 
 
-def _run(c: LocalCluster, k: Kafka39Broker) -> None:
+def _run(c: LocalCluster, k: Kafka39Broker, victims: tuple[int, ...] = (2, KAFKA_ID)) -> None:
     topic = f"mixed-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
     # One partition led by each broker, every broker a replica of each.
@@ -128,7 +132,7 @@ def _run(c: LocalCluster, k: Kafka39Broker) -> None:
         started = time.monotonic()
         _wait_acked(history, started, "through the three brokers")
 
-        for victim in (2, KAFKA_ID):
+        for victim in victims:
             _kill_and_restart(c, c.brokers[victim], topic, history)
     finally:
         producer.stop()
@@ -168,6 +172,28 @@ def test_kafka39_broker_under_the_pylog_controller(
     try:
         assert c.controller() in (1, 2)
         _run(c, k)
+    finally:
+        c.close()
+
+
+def test_kafka39_broker_at_ibp_2_6_under_the_pylog_controller(
+    pylog_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Below inter.broker.protocol.version 2.7 a Kafka broker writes its ISR
+    changes to ZooKeeper itself and raises /isr_change_notification, as
+    pylog's brokers do, and below 3.0 takes producer-id blocks from
+    /latest_producer_id_block itself (which must then hold null, not an empty
+    string, before the first block: Kafka's parser refuses ""). The pylog
+    controller handles both; a kill and restart of the Kafka broker heals."""
+    c, k = _mixed(
+        pylog_zookeeper,
+        tmp_path_factory,
+        kafka_first=False,
+        kafka={"inter.broker.protocol.version": "2.6"},
+    )
+    try:
+        assert c.controller() in (1, 2)
+        _run(c, k, victims=(KAFKA_ID,))
     finally:
         c.close()
 
