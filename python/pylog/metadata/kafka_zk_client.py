@@ -374,10 +374,8 @@ class KafkaZkClient:
             parent = path.rsplit("/", 1)[0]
             if parent:
                 self.ensure_path(parent)
-            try:
+            with contextlib.suppress(NodeExistsError):
                 self._call(f"create {path}", partial(self._zk.create, path, None))
-            except NodeExistsError:
-                pass
 
     def delete_recursive(self, path: str, expected_version: int = MATCH_ANY_VERSION) -> bool:
         """Delete ``path`` and everything below it; False if it did not exist."""
