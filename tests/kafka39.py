@@ -104,6 +104,7 @@ class Kafka39Broker(ClusterBroker):
             broker_id, directory, props, port=_free_port(), startup_timeout=startup_timeout
         )
         self.libs = kafka39_libs()
+        self._log_start = 0
 
     def properties(self) -> dict[str, str]:
         props = {
@@ -133,6 +134,7 @@ class Kafka39Broker(ClusterBroker):
         )
         Path(self.dir, "log4j.properties").write_text(LOG4J)
         log = open(self.log_file, "a")  # noqa: SIM115 - handed to the child
+        self._log_start = log.tell()  # this start's lines begin here
         try:
             proc = subprocess.Popen(
                 self.command(),
@@ -163,14 +165,14 @@ class Kafka39Broker(ClusterBroker):
 
     def _serving(self) -> bool:
         # KafkaServer logs "started" once its socket server accepts and it
-        # is registered in /brokers/ids.
+        # is registered in /brokers/ids; only this start's lines count.
         try:
-            text = Path(self.log_file).read_text(errors="replace")
+            with open(self.log_file, "rb") as f:
+                f.seek(self._log_start)
+                text = f.read().decode("utf-8", "replace")
         except OSError:
             return False
-        return f"[KafkaServer id={self.broker_id}] started" in text.rsplit(
-            "Starting (kafka.server.KafkaServer)", 1
-        )[-1] and _accepts(self.port)
+        return f"[KafkaServer id={self.broker_id}] started" in text and _accepts(self.port)
 
     def log_tail(self, lines: int = 15) -> str:
         with contextlib.suppress(OSError):
