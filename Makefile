@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build protocol tools java-client spark-jvm go-client node-client kafka-streams-connect librdkafka-tests run cluster test test-rust test-python bench kafka fuzz soak lint format clean pipeline wheel spark-compat spark-kafka
+.PHONY: help install build protocol tools java-client spark-jvm go-client node-client kafka-streams-connect librdkafka-tests run cluster test test-rust test-python bench kafka kafka39 fuzz soak lint format clean pipeline wheel spark-compat spark-kafka
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -34,7 +34,7 @@ run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./
 cluster: install tools ## run a local cluster until Ctrl-C: ZooKeeper on 127.0.0.1:2181, brokers 1-3 on 127.0.0.1:9092-9094, data and logs in ./pylog-cluster
 	$(VENV)/bin/pylog cluster local --brokers 3 --dir ./pylog-cluster
 
-test: install tools kafka java-client spark-jvm go-client node-client kafka-streams-connect librdkafka-tests test-rust wheel spark-kafka test-python spark-compat ## install everything the tests need, then run all tests
+test: install tools kafka kafka39 java-client spark-jvm go-client node-client kafka-streams-connect librdkafka-tests test-rust wheel spark-kafka test-python spark-compat ## install everything the tests need, then run all tests
 
 tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark, the Java client and Kafka; ZooKeeper for the cluster; Chromium for the console; npm), from Debian — needs root or sudo; checks for Go
 	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \
@@ -284,6 +284,27 @@ $(KAFKA_STAMP): bench/kafka/pom.xml
 	mv $(KAFKA_CACHE)/libs.tmp $(KAFKA_CACHE)/libs
 	touch $@
 	@echo "Apache Kafka $(KAFKA_VERSION): $(KAFKA_CACHE)/libs"
+
+# Apache Kafka 3.9, the last line with ZooKeeper mode: the Kafka brokers of the
+# mixed-cluster tests (tests/kafka39.py, tests/integration/test_mixed_cluster.py),
+# beside pylog brokers on one ZooKeeper. Its broker jars with their runtime
+# dependencies, copied by Maven into a cache outside the repository (nothing built,
+# nothing of Kafka committed); tests/kafka39/pom.xml names the version.
+KAFKA39_VERSION := $(shell sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' tests/kafka39/pom.xml)
+KAFKA39_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pylog/kafka-$(KAFKA39_VERSION)
+KAFKA39_STAMP := $(KAFKA39_CACHE)/libs/.complete
+
+kafka39: $(KAFKA39_STAMP) ## fetch Apache Kafka 3.9 (ZooKeeper mode, tests/kafka39/pom.xml) with Maven into ~/.cache/pylog/kafka-<version>, for the mixed-cluster tests; skipped when there
+
+$(KAFKA39_STAMP): tests/kafka39/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "make kafka39: needs Maven and a JDK (apt-get install maven)"; exit 1; }
+	rm -rf $(KAFKA39_CACHE)/libs $(KAFKA39_CACHE)/libs.tmp
+	cd tests/kafka39 && mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(KAFKA39_CACHE)/m2 \
+	  -Dkafka.lib.dir=$(KAFKA39_CACHE)/libs.tmp package
+	rm -rf tests/kafka39/target
+	mv $(KAFKA39_CACHE)/libs.tmp $(KAFKA39_CACHE)/libs
+	touch $@
+	@echo "Apache Kafka $(KAFKA39_VERSION): $(KAFKA39_CACHE)/libs"
 
 # Kafka Streams (tests/kafka-streams: a word-count program) and Kafka Connect
 # (its standalone worker and file connectors, no code of ours), built and

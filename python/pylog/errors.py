@@ -104,6 +104,12 @@ class ErrorCode(enum.IntEnum):
     INCONSISTENT_TOPIC_ID = 103
     INCONSISTENT_CLUSTER_ID = 104
     TRANSACTIONAL_ID_NOT_FOUND = 105
+    # The ZooKeeper controller's answers to a Kafka 3.x broker's AlterPartition
+    # and AllocateProducerIds (the mixed cluster, docs/migration.md).
+    OPERATION_NOT_ATTEMPTED = 55
+    INVALID_UPDATE_VERSION = 95
+    BROKER_ID_NOT_REGISTERED = 102
+    INELIGIBLE_REPLICA = 107
     # KIP-848's consumer groups.
     FENCED_MEMBER_EPOCH = 110
     UNRELEASED_INSTANCE_ID = 111

@@ -70,6 +70,7 @@ from pylog.broker.share_group_apis import SHARE_VERSION_FEATURE, ShareGroupApis,
 from pylog.broker.topic_apis import TopicApis
 from pylog.broker.transaction_apis import TransactionApis
 from pylog.broker.txn_marker_apis import TxnMarkerApis
+from pylog.broker.zk_broker_apis import ZkBrokerApis
 from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
@@ -96,11 +97,15 @@ from pylog.protocol import (
 from pylog.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
     AlterReplicaLogDirsRequest,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -237,6 +242,8 @@ _THROTTLE_EXEMPT = frozenset(
         ApiKey.STOP_REPLICA,
         ApiKey.UPDATE_METADATA,
         ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.ALTER_PARTITION,
+        ApiKey.ALLOCATE_PRODUCER_IDS,
     }
 )
 
@@ -295,6 +302,7 @@ class KafkaApis:
         controller_apis = ControllerApis(
             replica_manager, group_coordinator, controller, txn_coordinator=txn_coordinator
         )
+        zk_broker_apis = ZkBrokerApis(controller or (lambda: None))
         scram = ScramApis(metadata_store, is_controller)
         acls = AclApis(auth)
         txn_markers = TxnMarkerApis(config, replica_manager, group_coordinator)
@@ -457,6 +465,23 @@ class KafkaApis:
                     _CA,
                     controller_apis.handle_controlled_shutdown_request,
                     lambda r, b: ControlledShutdownResponse(error_code=_CAF),
+                ),
+            ),
+            # A Kafka 3.x broker's requests to its controller (the mixed cluster).
+            ApiKey.ALTER_PARTITION: Route(
+                AlterPartitionRequest,
+                gated(
+                    _CA,
+                    zk_broker_apis.handle_alter_partition_request,
+                    lambda r, b: AlterPartitionResponse(error_code=_CAF),
+                ),
+            ),
+            ApiKey.ALLOCATE_PRODUCER_IDS: Route(
+                AllocateProducerIdsRequest,
+                gated(
+                    _CA,
+                    zk_broker_apis.handle_allocate_producer_ids_request,
+                    lambda r, b: AllocateProducerIdsResponse(error_code=_CAF),
                 ),
             ),
             ApiKey.ELECT_LEADERS: Route(

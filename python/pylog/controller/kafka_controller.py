@@ -274,6 +274,20 @@ class KafkaController:
 
         self.events.put(ControllerEvent(name, run, preempt))
 
+    def put_event(
+        self,
+        name: str,
+        process: Callable[[], object],
+        preempt: Callable[[], None] | None = None,
+    ) -> None:
+        """An event on the controller's queue (``preempt`` runs instead when
+        the queue is closed): the requests of zk_broker_requests.py."""
+        self._put(name, process, preempt)
+
+    async def elect(self) -> None:
+        """Re-read ``/controller`` (after a fenced write) and take or leave the office."""
+        await self._elect()
+
     def put_active(self, name: str, process: Callable[[], object]) -> None:
         """An event that only the active controller processes."""
 
@@ -407,8 +421,13 @@ class KafkaController:
                     if r in ctx.live_brokers
                     else ReplicaState.OfflineReplica
                 )
+        # Every broker learns the live brokers and partitions before any
+        # LeaderAndIsr of this controller (Kafka's onControllerFailover sends
+        # this UpdateMetadata first, on its own): see _on_broker_startup.
+        first = self.new_batch()
+        first.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
+        first.send()
         batch = self.new_batch()
-        batch.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
         for tp in ctx.all_partitions():
             if ctx.partition_states[tp] is PartitionState.OnlinePartition:
                 batch.add_leader_and_isr([r for r in ctx.replicas(tp) if r in ctx.live_brokers], tp)
@@ -575,8 +594,15 @@ class KafkaController:
     async def _on_broker_startup(self, new: list[int]) -> None:
         _log.info("brokers %s joined", new)
         ctx = self.context
+        # The live brokers and every partition go out first, in a batch of
+        # their own (Kafka's onBrokerStartup): a Kafka broker handed
+        # LeaderAndIsr before it knows the leaders' endpoints does not start
+        # following them ("cannot become follower since the new leader is
+        # unavailable") and waits for the next LeaderAndIsr.
+        first = self.new_batch()
+        first.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
+        first.send()
         batch = self.new_batch()
-        batch.add_update_metadata(ctx.live_brokers, ctx.all_partitions())
         await self.partition_state_machine.trigger_online_partition_state_change(batch)
         replicas = [
             (tp, b)

@@ -372,9 +372,17 @@ class KafkaZkClient:
         self._call(f"ensure {path}", lambda: self._zk.ensure_path(path))
 
     def create_top_level_paths(self) -> None:
-        """The persistent parents every broker expects (Kafka's PersistentZkPaths)."""
+        """The persistent parents every broker expects (Kafka's PersistentZkPaths),
+        created with no data (null), as Kafka's makeSurePersistentPathExists
+        does: an empty byte string is data to Kafka, and a Kafka 3.x broker
+        below IBP 3.0 fails to start on an empty ``/latest_producer_id_block``
+        ("Expected JSON object"), where it takes null for "no block yet"."""
         for path in PERSISTENT_ZK_PATHS:
-            self.ensure_path(path)
+            parent = path.rsplit("/", 1)[0]
+            if parent:
+                self.ensure_path(parent)
+            with contextlib.suppress(NodeExistsError):
+                self._call(f"create {path}", partial(self._zk.create, path, None))
 
     def delete_recursive(self, path: str, expected_version: int = MATCH_ANY_VERSION) -> bool:
         """Delete ``path`` and everything below it; False if it did not exist."""

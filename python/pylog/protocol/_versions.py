@@ -152,6 +152,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # header without a client id (a layout of its own), which no 3.x broker
     # sent any more: served from 1.
     ApiKey.CONTROLLED_SHUTDOWN: (1, 3),
+    # A Kafka 3.x ZooKeeper-mode broker's requests to its controller, at the
+    # versions Kafka 3.9 sends them: AlterPartition (KIP-497; v2 topic ids,
+    # v3 newIsrWithEpochs at IBP 3.5+) and AllocateProducerIds (KIP-730).
+    ApiKey.ALTER_PARTITION: (0, 3),
+    ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
@@ -198,6 +203,8 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.STOP_REPLICA: "StopReplica",
     ApiKey.UPDATE_METADATA: "UpdateMetadata",
     ApiKey.CONTROLLED_SHUTDOWN: "ControlledShutdown",
+    ApiKey.ALTER_PARTITION: "AlterPartition",
+    ApiKey.ALLOCATE_PRODUCER_IDS: "AllocateProducerIds",
     ApiKey.ELECT_LEADERS: "ElectLeaders",
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
     ApiKey.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
