@@ -326,9 +326,13 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := batch records decompress
 
 SOAK_SECONDS ?= 3600
-soak: install tools ## the partition suite's random faults for SOAK_SECONDS (3600) on three brokers (tests/integration/test_network_partitions.py; SOAK_SEED repeats a schedule)
+# The soak's broker logs and segments stay in SOAK_DIR until the next soak
+# (pytest's own temporary directories rotate away after three runs).
+SOAK_DIR ?= /tmp/pylog-soak
+
+soak: install tools ## the partition suite's random faults for SOAK_SECONDS (3600) on three brokers (tests/integration/test_network_partitions.py; SOAK_SEED repeats a schedule; logs kept in SOAK_DIR)
 	PYLOG_SOAK_SECONDS=$(SOAK_SECONDS) PYLOG_SOAK_SEED=$(SOAK_SEED) $(PY) -m pytest -q -s \
-	  tests/integration/test_network_partitions.py -k soak -p no:cacheprovider
+	  tests/integration/test_network_partitions.py -k soak -p no:cacheprovider --basetemp=$(SOAK_DIR)
 
 fuzz: ## run each cargo-fuzz target of the native core for FUZZ_SECONDS (60) each; needs `cargo install cargo-fuzz` and a nightly toolchain (not part of make test)
 	cd rust/pylog-core && for t in $(FUZZ_TARGETS); do \

@@ -694,7 +694,10 @@ def check_transactions(topic: str, history: History, final_read: list[Poll]) -> 
     problems: list[str] = []
 
     def aborted(poll: Poll, when: str) -> None:
-        where = f"{poll.value} read at {topic}-{poll.partition}@{poll.offset} {when}"
+        where = (
+            f"{poll.value} read at {topic}-{poll.partition}@{poll.offset} {when} "
+            f"(its transaction: {history.outcome.get(poll.value, 'open')})"
+        )
         asked = history.commit_asked.get(poll.value)
         if asked is None or poll.at < asked:
             problems.append(f"uncommitted read: {where}, before its commit was asked for")
