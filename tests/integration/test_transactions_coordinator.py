@@ -554,21 +554,33 @@ def test_coordinator_errors_state_log_and_restart(broker: BrokerProcess) -> None
 
 
 def _offset_fetch(c: TxnClient, group: str, topic: str, stable: bool = True) -> tuple[int, int]:
-    """(error, offset) of the group's partition 0 (with require_stable)."""
+    """(error, offset) of the group's partition 0 (with require_stable): the
+    group's error first (COORDINATOR_LOAD_IN_PROGRESS while it loads after a
+    restart), as a client reads it, then the partition's."""
     r = c.conn.request(
         ApiKey.OFFSET_FETCH, 7,
         {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}],
          "require_stable": stable},
     )  # fmt: skip
+    if r.error_code:  # type: ignore[attr-defined]
+        return r.error_code, -1  # type: ignore[attr-defined]
     p = r.topics[0].partitions[0]  # type: ignore[attr-defined]
     return p.error_code, p.committed_offset
 
 
 def _txn_offset_commit(c: TxnClient, txn: str, pid: int, group: str, topic: str, off: int) -> int:
-    assert c.conn.request(
-        ApiKey.ADD_OFFSETS_TO_TXN, 3,
-        {"transactional_id": txn, "producer_id": pid, "producer_epoch": 0, "group_id": group},
-    ).error_code == NONE  # type: ignore[attr-defined]  # fmt: skip
+    # CONCURRENT_TRANSACTIONS until the last transaction's markers are all
+    # written and it is complete: retried, as every client does.
+    def added() -> bool:
+        code = c.conn.request(
+            ApiKey.ADD_OFFSETS_TO_TXN, 3,
+            {"transactional_id": txn, "producer_id": pid, "producer_epoch": 0,
+             "group_id": group},
+        ).error_code  # type: ignore[attr-defined]  # fmt: skip
+        assert code in (NONE, CONCURRENT_TRANSACTIONS), code
+        return bool(code == NONE)
+
+    wait_for(added, f"AddOffsetsToTxn of {txn}")
     r = c.conn.request(
         ApiKey.TXN_OFFSET_COMMIT, 3,
         {"transactional_id": txn, "group_id": group, "producer_id": pid, "producer_epoch": 0,
