@@ -552,16 +552,19 @@ class Oracle:
         )  # fmt: skip
         return all(p.error_code == 0 for t in r.topics for p in t.partitions)
 
-    def until_kafka(
+    def until(
         self, api_key: int, version: int, body: Any, ok: Callable[[Any], bool], timeout: float = 30
     ) -> None:
-        """Until Kafka's answer to ``body`` satisfies ``ok`` (a coordinator that
-        moved or reloaded after topic changes): waits, never compares."""
-        deadline = time.monotonic() + timeout
-        while not ok(self.pair.kafka.request(api_key, version, body)):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"Kafka never answered {body} as wanted")
-            time.sleep(0.2)
+        """Until each side's answer to ``body`` satisfies ``ok`` (a coordinator
+        created on demand, or one that moved or reloaded after topic changes):
+        waits, never compares. Both sides: a scenario that waited on Kafka
+        alone depended on an earlier test having readied pylog."""
+        for side, conn in (("Kafka", self.pair.kafka), ("pylog", self.pair.pylog)):
+            deadline = time.monotonic() + timeout
+            while not ok(conn.request(api_key, version, body)):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"{side} never answered {body} as wanted")
+                time.sleep(0.2)
 
     def create(self, topics: Mapping[str, int], configs: Mapping[str, str] | None = None) -> None:
         """Create topics on both (not compared: the scenario's set-up)."""

@@ -87,7 +87,7 @@ class Member:
 
 def test_find_coordinator_at_every_version(brokers: Brokers, oracle: Oracle) -> None:
     g = name("fc")
-    oracle.until_kafka(
+    oracle.until(
         ApiKey.FIND_COORDINATOR,
         4,
         {"key_type": 0, "coordinator_keys": [g]},

@@ -69,7 +69,7 @@ def test_share_group_sequence(brokers: Brokers, oracle: Oracle) -> None:
         "pylog": topic_ids(oracle.pair.pylog, [t])[t],
     }
     # the coordinator of the group (both create their offsets topic on demand)
-    oracle.until_kafka(
+    oracle.until(
         ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]},
         lambda r: r.coordinators[0].error_code == 0,
     )  # fmt: skip

@@ -5,7 +5,6 @@ broker's own."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -29,27 +28,18 @@ def oracle(pair: Pair) -> Oracle:
     return Oracle(pair)
 
 
-def _wait_pylog(oracle: Oracle, api_key: int, version: int, body: Any, ok: Any) -> None:
-    deadline = time.monotonic() + 30
-    while not ok(oracle.pair.pylog.request(api_key, version, body)):
-        assert time.monotonic() < deadline, f"pylog never answered {body} as wanted"
-        time.sleep(0.2)
-
-
 def test_a_transactions_life(brokers: Brokers, oracle: Oracle) -> None:
     t, txn = name("txn-life"), name("txn-life-id")
     oracle.create({t: 2})
     find = {"key_type": 1, "coordinator_keys": [txn]}
     found = lambda r: r.coordinators[0].error_code == 0  # noqa: E731
-    oracle.until_kafka(ApiKey.FIND_COORDINATOR, 4, find, found)
-    _wait_pylog(oracle, ApiKey.FIND_COORDINATOR, 4, find, found)
+    oracle.until(ApiKey.FIND_COORDINATOR, 4, find, found)
 
     # Until both coordinators have loaded the id's partition (unknown to
     # them: TRANSACTIONAL_ID_NOT_FOUND), asked without changing anything.
     unknown = {"transactional_ids": [txn]}
     loaded = lambda r: r.transaction_states[0].error_code == 105  # noqa: E731
-    oracle.until_kafka(ApiKey.DESCRIBE_TRANSACTIONS, 0, unknown, loaded)
-    _wait_pylog(oracle, ApiKey.DESCRIBE_TRANSACTIONS, 0, unknown, loaded)
+    oracle.until(ApiKey.DESCRIBE_TRANSACTIONS, 0, unknown, loaded)
 
     def init(timeout_ms: int = 60000) -> Any:
         body = {"transactional_id": txn, "transaction_timeout_ms": timeout_ms,
@@ -114,8 +104,7 @@ def test_a_transactions_life(brokers: Brokers, oracle: Oracle) -> None:
     end(0, True)
     done = {"transactional_ids": [txn]}
     complete = lambda r: r.transaction_states[0].transaction_state == "CompleteCommit"  # noqa: E731
-    oracle.until_kafka(ApiKey.DESCRIBE_TRANSACTIONS, 0, done, complete)
-    _wait_pylog(oracle, ApiKey.DESCRIBE_TRANSACTIONS, 0, done, complete)
+    oracle.until(ApiKey.DESCRIBE_TRANSACTIONS, 0, done, complete)
     describe()
     oracle.send(
         ApiKey.LIST_TRANSACTIONS, 1,

@@ -464,8 +464,9 @@ class GroupMetadataManager:
         """The group's shard, or CoordinatorError(NOT_COORDINATOR / LOAD_IN_PROGRESS)."""
         if self.metadata_store.topic(GROUP_METADATA_TOPIC) is None:
             # The topic is created by FindCoordinator; a client that skipped
-            # it is told to look for the coordinator.
-            raise CoordinatorError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            # it is told to look for the coordinator. Kafka answers
+            # NOT_COORDINATOR here: no partition of the topic is this broker's.
+            raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
         shard = self.shards.get(self.partition_for(group_id))
         if shard is None:
             raise CoordinatorError(ErrorCode.NOT_COORDINATOR)
