@@ -169,7 +169,7 @@ PYTEST_WORKERS ?= 2
 
 test-python: wheel ## pytest (real files, real segment bytes; tests/integration/test_wheel_install.py installs the wheel)
 	PYLOG_WHEEL=$$(ls $(abspath $(WHEEL_DIR))/pylog_broker-*.whl) $(PY) -m pytest -q --durations=30 \
-	  -n $(PYTEST_WORKERS) --dist loadfile tests
+	  -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 # ---------------------------------------------------------------- the wheel users install
 # abi3 (one wheel for every CPython >= 3.10), linked by zig against glibc 2.17

@@ -95,10 +95,36 @@ def batch() -> Callable[..., bytes]:
 _TESTS = Path(__file__).resolve().parent
 
 
+# The files that take longest (make test's --durations), slowest first. Each
+# file runs whole on one xdist worker (--dist loadfile) in collection order
+# (the Makefile turns off xdist's reordering by test count, which put these
+# few-test files last): started first, they no longer leave one worker
+# running a four-minute file while the other has finished.
+SLOW_FIRST = (
+    "integration/test_librdkafka_suite.py",
+    "integration/test_cluster_guarantees.py",
+    "integration/test_network_partitions.py",
+    "integration/test_mixed_cluster.py",
+    "integration/test_kafka_streams.py",
+    "integration/test_go_clients.py",
+    "integration/test_cli_transactions.py",
+    "integration/test_cli_tools.py",
+    "integration/test_readme.py",
+    "integration/test_security_clients.py",
+)
+
+
+def _file_rank(item: pytest.Item) -> int:
+    rel = Path(item.path).resolve().relative_to(_TESTS).as_posix()
+    return SLOW_FIRST.index(rel) if rel in SLOW_FIRST else len(SLOW_FIRST)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """tests/integration → integration; tests/spark → spark and integration
     (a Spark session with a broker process). Unit tests under tests/unit carry
-    no marker, so ``-m "not integration"`` runs exactly them."""
+    no marker, so ``-m "not integration"`` runs exactly them. The slowest
+    files go first (SLOW_FIRST); a stable sort keeps every other file's place."""
+    items.sort(key=_file_rank)
     for item in items:
         parts = Path(item.path).resolve().relative_to(_TESTS).parts
         if parts[0] == "spark":

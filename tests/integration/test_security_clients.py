@@ -228,7 +228,9 @@ def kp_wrong(s: Secured, setup: tuple[Any, ...]) -> str:
     from kafka.errors import KafkaError
 
     with captured("kafka") as log, pytest.raises(KafkaError):
-        KafkaProducer(**kp_conf(s, *setup), max_block_ms=5_000)
+        # bootstrap_timeout_ms: kafka-python 3 retries a failed login until it
+        # runs out (30 s by default); the first failure is what is checked.
+        KafkaProducer(**kp_conf(s, *setup), max_block_ms=5_000, bootstrap_timeout_ms=3_000)
     return "\n".join(m for m in log.messages if "SaslAuthenticationFailed" in m)
 
 
