@@ -98,3 +98,49 @@ def test_the_check_sees_an_upward_import() -> None:
     found = [t for _, t in _imports(PACKAGE / "log" / "probe.py", source)]
     assert found == ["pylog.broker.kafka_apis", "pylog.server"]
     assert [_layer(t) for t in found] == [LAYERS["broker"], LAYERS["server"]]
+
+
+# Same-layer rules docs/architecture.md states: modules of one layer that must
+# not import each other (importer, imported). The two packages of layer 2 are
+# used apart (security knows no storage, storage no principal); the group
+# coordinator is not a client of the transaction coordinator (the reverse uses
+# its record helpers); among the edges the Spark source and the embedded broker
+# stand alone, and only the CLI mounts the console.
+APART: tuple[tuple[str, str], ...] = (
+    ("security", "log"),
+    ("log", "security"),
+    ("coordinator", "transaction"),
+    ("spark", "cli"),
+    ("spark", "console"),
+    ("spark", "testing"),
+    ("testing", "cli"),
+    ("testing", "console"),
+    ("testing", "spark"),
+    ("console", "spark"),
+    ("console", "testing"),
+    ("cli", "spark"),
+)
+
+
+def _package(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_import_crosses_a_same_layer_wall(path: Path) -> None:
+    own = _package(".".join(_module_name(path)))
+    crossing = [
+        f"line {line}: {target} ({own} must not import {_package(target)})"
+        for line, target in _imports(path)
+        if (own, _package(target)) in APART
+    ]
+    assert crossing == []
+
+
+def test_the_walls_stand_between_packages_of_one_layer() -> None:
+    for importer, imported in APART:
+        assert LAYERS[importer] == LAYERS[imported], (importer, imported)
+    source = "from pylog.transaction.transaction_log import TxnKey\n"
+    found = [t for _, t in _imports(PACKAGE / "coordinator" / "probe.py", source)]
+    assert [("coordinator", _package(t)) in APART for t in found] == [True]
