@@ -444,11 +444,13 @@ class GroupApis:
         member_id: str | None = None,
         member_epoch: int = -1,
         require_stable: bool = False,
+        legacy: bool = False,
     ) -> tuple[int, list[tuple[str, list[OffsetFetchResponsePartitions]]]]:
         """(error, [(topic, partitions)]) of one group's committed offsets, in
         v8's partition class; ``topics`` None asks for every committed one.
         ``require_stable`` (KIP-447): a partition with a transactional offset
-        commit still pending answers UNSTABLE_OFFSET_COMMIT, no offset."""
+        commit still pending answers UNSTABLE_OFFSET_COMMIT, no offset.
+        ``legacy``: v0-1, which carry a group's error on each partition."""
         wanted: list[tuple[str, int]] | None = None
         if topics is not None:
             wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
@@ -458,8 +460,10 @@ class GroupApis:
             code, found = _GROUP_DENIED, {}
         else:
             code, found = self.coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
-        if code and wanted is not None:
-            found = dict.fromkeys(wanted)
+        if code:
+            # A group-level error lists no partitions (Kafka's getErrorResponse);
+            # before v2 the caller repeats it on each partition asked for.
+            found = dict.fromkeys(wanted) if wanted is not None and legacy else {}
         describable: set[str] | None = None
         if self.auth.enabled and not code:
             describable = self._topics_allowed(
@@ -507,8 +511,9 @@ class GroupApis:
                 )
             return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
         code, found = self._fetch_group(
-            request, body.group_id, body.topics, require_stable=version >= 7 and body.require_stable
-        )
+            request, body.group_id, body.topics,
+            require_stable=version >= 7 and body.require_stable, legacy=version < 2,
+        )  # fmt: skip
         # No top-level error before v2: every partition carries it.
         partition_code = code if version < 2 else 0
         return OffsetFetchResponse(

@@ -349,6 +349,31 @@ def test_join_sync_heartbeat_leave_and_their_error_codes(tmp_path: Any) -> None:
     run(tmp_path, body)
 
 
+def test_a_group_request_before_the_offsets_topic_exists(tmp_path: Any) -> None:
+    """No FindCoordinator yet: this broker holds no partition of
+    __consumer_offsets, so it is not the group's coordinator (NOT_COORDINATOR,
+    as Kafka answers). OffsetFetch puts the group's error on each partition
+    only before v2; from v2 on it lists none."""
+
+    async def body(g: Groups) -> None:
+        topics = [{"name": "t", "partition_indexes": [0, 1]}]
+        v1 = await g.call(FETCH, 1, {"group_id": "g", "topics": topics})
+        assert [(p.partition_index, p.error_code, p.committed_offset)
+                for p in v1.topics[0].partitions] == [(0, E.NOT_COORDINATOR, -1),
+                                                      (1, E.NOT_COORDINATOR, -1)]  # fmt: skip
+        v5 = await g.call(FETCH, 5, {"group_id": "g", "topics": topics})
+        assert (v5.error_code, v5.topics) == (E.NOT_COORDINATOR, [])
+        v8 = await g.call(
+            FETCH, 8, {"groups": [{"group_id": "g", "topics": topics}], "require_stable": False}
+        )
+        assert [(x.group_id, x.error_code, x.topics) for x in v8.groups] == [
+            ("g", E.NOT_COORDINATOR, [])
+        ]
+        assert g.core.store.topic("__consumer_offsets") is None  # nothing created it
+
+    run(tmp_path, body)
+
+
 def test_commits_and_fetches_with_bad_input_rejected(tmp_path: Any) -> None:
     async def body(g: Groups) -> None:
         me, gen = await g.one_member_group("g")
