@@ -133,6 +133,9 @@ class PartitionFetchState:
     state: FetchState = FetchState.TRUNCATING
     delayed_until: float = 0.0  # time.monotonic() before which it is not fetched
     lag: int = 0
+    # Why it last backed off, until a fetch succeeds: the same reason again is
+    # logged at DEBUG (a leader gone for a minute is one INFO line, not sixty).
+    backoff_reason: str | None = None
 
     def ready(self, now: float) -> bool:
         return now >= self.delayed_until
@@ -262,9 +265,12 @@ class ReplicaFetcherThread:
     def _delay(self, tp: TopicPartition, why: str) -> None:
         s = self.states.get(tp)
         if s is not None:
-            _log.info(
-                "%s: %s backs off %d ms: %s", self.name, tp, self.config.fetch_backoff_ms, why
-            )
+            level = logging.DEBUG if why == s.backoff_reason else logging.INFO
+            _log.log(
+                level, "%s: %s backs off %d ms: %s", self.name, tp, self.config.fetch_backoff_ms,
+                why,
+            )  # fmt: skip
+            s.backoff_reason = why
             s.delayed_until = time.monotonic() + self.config.fetch_backoff_ms / 1000
 
     def _local(self, tp: TopicPartition, state: PartitionFetchState) -> Partition | None:
@@ -477,6 +483,7 @@ class ReplicaFetcherThread:
             p.update_follower_high_watermark(r.high_watermark)
             p.update_follower_log_start_offset(r.log_start_offset)
             s.lag = max(0, r.high_watermark - s.fetch_offset)
+            s.backoff_reason = None
             return
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._handle_out_of_range(tp, p, s)

@@ -7,6 +7,7 @@ producer state on followers."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from typing import Any
 
@@ -737,4 +738,26 @@ def test_an_isr_change_written_off_the_loop_answers_waiting_produces_on_the_loop
         assert checked_on and set(checked_on) == {loop_thread}, "completed off the loop"
 
     asyncio.run(main())
+    close(lm, rm)
+
+
+def test_a_repeated_back_off_is_logged_once(tmp_path: Any, caplog: Any) -> None:
+    """A leader gone for a while: one INFO line per reason, the repeats at
+    DEBUG, and a new reason (or the same one after a fetch succeeded) at INFO."""
+    lm, rm, fetcher = _follower_with_epochs(tmp_path)
+    s = fetcher.states[TP] = PartitionFetchState(10, 3)
+    caplog.set_level(logging.DEBUG, logger="pylog.server.replica_fetcher")
+    for why in ("Fetch: error 6", "Fetch: error 6", "Fetch: error 6", "Fetch: error 74"):
+        fetcher._delay(TP, why)
+    s.backoff_reason = None  # what a successful fetch does
+    fetcher._delay(TP, "Fetch: error 74")
+    lines = [(r.levelno, r.getMessage().rsplit(": ", 1)[1]) for r in caplog.records
+             if "backs off" in r.getMessage()]  # fmt: skip
+    assert lines == [
+        (logging.INFO, "error 6"),
+        (logging.DEBUG, "error 6"),
+        (logging.DEBUG, "error 6"),
+        (logging.INFO, "error 74"),
+        (logging.INFO, "error 74"),
+    ]
     close(lm, rm)
