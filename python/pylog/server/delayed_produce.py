@@ -50,10 +50,15 @@ class DelayedProduce(DelayedOperation):
         statuses: dict[TopicPartition, ProducePartitionStatus],
         get_partition: Callable[[TopicPartition], Partition | None],
         callback: Callable[[dict[TopicPartition, ProduceResult]], None],
+        not_hosted: Callable[[TopicPartition], int] | None = None,
     ) -> None:
         super().__init__(delay_ms)
         self.statuses = statuses
         self._get_partition = get_partition
+        # The error for a partition gone while the acks were awaited (Kafka's
+        # getPartitionOrError: KAFKA_STORAGE_ERROR when its directory failed,
+        # NOT_LEADER_OR_FOLLOWER when moved away).
+        self._not_hosted = not_hosted or (lambda _: int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         self._callback = callback
         for status in statuses.values():
             # Partitions whose append failed have nothing to wait for.
@@ -65,7 +70,7 @@ class DelayedProduce(DelayedOperation):
                 continue
             partition = self._get_partition(tp)
             if partition is None:
-                done, error = True, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                done, error = True, self._not_hosted(tp)
             else:
                 done, error = partition.check_enough_replicas_reach_offset(status.required_offset)
             if done:

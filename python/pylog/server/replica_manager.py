@@ -822,7 +822,9 @@ class ReplicaManager:
             if not fut.done():
                 fut.set_result(res)
 
-        op = DelayedProduce(timeout_ms, statuses, self.partition, respond)
+        op = DelayedProduce(
+            timeout_ms, statuses, self.partition, respond, lambda tp: self.not_hosted(tp).code
+        )
         waiting = not self.delayed_produce_purgatory.try_complete_else_watch(op, list(infos))
         if waiting and before_wait is not None:
             before_wait()

@@ -761,3 +761,22 @@ def test_a_repeated_back_off_is_logged_once(tmp_path: Any, caplog: Any) -> None:
         (logging.INFO, "error 74"),
     ]
     close(lm, rm)
+
+
+def test_acks_awaited_on_a_partition_whose_directory_fails(tmp_path: Any) -> None:
+    """A produce waiting for its acks when the partition's log directory fails
+    is answered KAFKA_STORAGE_ERROR (Kafka's getPartitionOrError for an offline
+    partition), not UNKNOWN_TOPIC_OR_PARTITION."""
+    lm, rm = make(str(tmp_path), 0)
+
+    async def main() -> None:
+        lead(rm, isr=[0, 1, 2])
+        produce = asyncio.ensure_future(rm.append_records(10_000, -1, {TP: build_batch([b"a"])}))
+        await asyncio.sleep(0.01)
+        assert not produce.done()
+        rm.handle_log_dir_failure(str(tmp_path))
+        res = await asyncio.wait_for(produce, 5)
+        assert res[TP].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+
+    asyncio.run(main())
+    close(lm, rm)
