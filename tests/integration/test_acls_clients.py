@@ -457,6 +457,47 @@ def test_pylog_acls_cli(secured: Secured, tmp_path: Path) -> None:
     assert "ClusterAuthorizationFailedError" in refused.stderr
 
 
+def test_pylog_admin_commands_take_a_command_config(secured: Secured, tmp_path: Path) -> None:
+    """``pylog topics|groups|cluster|configs`` reach a SASL listener with
+    Kafka's --command-config file, as ``pylog acls`` does; without it the
+    listener is out of reach and the command fails."""
+    import subprocess
+
+    from broker_process import PYLOG
+
+    props = tmp_path / "admin.properties"
+    props.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        "sasl.username=admin\nsasl.password=admin-secret\n"
+    )
+    server = secured.conf("admin")["bootstrap.servers"]
+
+    def pylog(*args: str, secure: bool = True) -> subprocess.CompletedProcess[str]:
+        security = ["--command-config", str(props)] if secure else []
+        return subprocess.run(
+            [PYLOG, *args, "--bootstrap-server", server, "--timeout-ms", "5000",
+             *security],
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    t = topic_name("cc")
+    made = pylog("topics", "create", "--topic", t, "--partitions", "2")
+    assert made.returncode == 0, made.stderr
+    listed = pylog("topics", "list")
+    assert listed.returncode == 0 and t in listed.stdout.split(), listed.stderr
+    described = pylog("topics", "describe", "--topic", t)
+    assert described.returncode == 0 and f"Topic: {t}" in described.stdout, described
+    assert pylog("topics", "alter", "--topic", t, "--partitions", "3").returncode == 0
+    configs = pylog("configs", "describe", "--topic", t, "--all")
+    assert configs.returncode == 0 and "cleanup.policy" in configs.stdout, configs.stderr
+    cluster = pylog("cluster", "describe")
+    assert cluster.returncode == 0 and "Controller" in cluster.stdout, cluster.stderr
+    assert pylog("groups", "list").returncode == 0
+    assert pylog("topics", "delete", "--topic", t).returncode == 0
+    plain = pylog("topics", "list", secure=False)
+    assert plain.returncode != 0 and t not in plain.stdout
+
+
 def test_authorized_operations_come_from_the_acls(secured: Secured) -> None:
     """include_*_authorized_operations in DescribeCluster, Metadata (topics)
     and DescribeGroups: what the principal may do, from its ACLs; the cluster

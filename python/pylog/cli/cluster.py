@@ -8,7 +8,13 @@ from __future__ import annotations
 import click
 
 from pylog.cli.client import ClusterMetadata
-from pylog.cli.common import admin_client, bootstrap_option, client_errors, timeout_option
+from pylog.cli.common import (
+    admin_client,
+    bootstrap_option,
+    client_errors,
+    command_config_option,
+    timeout_option,
+)
 
 
 @click.group("cluster")
@@ -60,12 +66,16 @@ def format_cluster(meta: ClusterMetadata) -> str:
 
 @cluster.command("describe")
 @bootstrap_option
+@command_config_option
 @timeout_option
-def describe(bootstrap_server: str, request_timeout_ms: int) -> None:
+def describe(bootstrap_server: str, request_timeout_ms: int, command_config: str | None) -> None:
     """Print the brokers (id, host:port, rack), the controller, the
     under-replicated partitions (ISR smaller than the replicas) and the
     unavailable ones (no leader)."""
-    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+    with (
+        admin_client(bootstrap_server, request_timeout_ms, command_config=command_config) as admin,
+        client_errors(),
+    ):
         meta = admin.metadata(None)
     click.echo(format_cluster(meta))
 

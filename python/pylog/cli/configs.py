@@ -23,6 +23,7 @@ from pylog.cli.common import (
     admin_client,
     bootstrap_option,
     client_errors,
+    command_config_option,
     error_for_code,
     parse_key_values,
     split_top_level,
@@ -99,6 +100,7 @@ def _check_topic_exists(admin: ClusterClient, name: str) -> None:
 
 @configs.command("describe")
 @bootstrap_option
+@command_config_option
 @timeout_option
 @entity_options
 @click.option(
@@ -115,11 +117,15 @@ def describe(
     entity_type: str | None,
     entity_name: str | None,
     show_all: bool,
+    command_config: str | None,
 ) -> None:
     """Print a topic's or broker's configs: by default the ones set on it
     (dynamic overrides), with --all every config and where its value comes from."""
     resource_type, name = resolve_entity(topic, broker_id, entity_type, entity_name)
-    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+    with (
+        admin_client(bootstrap_server, request_timeout_ms, command_config=command_config) as admin,
+        client_errors(),
+    ):
         if resource_type == "TOPIC":
             _check_topic_exists(admin, name)
         found = admin.describe_configs(RESOURCE_TYPES[resource_type], name, synonyms=True)
@@ -148,6 +154,7 @@ def format_entry(key: str, entry: Any) -> str:
 
 @configs.command("alter")
 @bootstrap_option
+@command_config_option
 @timeout_option
 @entity_options
 @click.option(
@@ -175,6 +182,7 @@ def alter(
     add_configs: tuple[str, ...],
     delete_configs: tuple[str, ...],
     validate_only: bool,
+    command_config: str | None,
 ) -> None:
     """Set or remove configs on a topic or broker. Other configs are left as
     they are (an incremental change)."""
@@ -189,7 +197,10 @@ def alter(
     changes: dict[str, str | None] = dict(to_set)
     changes.update(dict.fromkeys(to_delete))
 
-    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+    with (
+        admin_client(bootstrap_server, request_timeout_ms, command_config=command_config) as admin,
+        client_errors(),
+    ):
         code, message = admin.alter_configs(
             RESOURCE_TYPES[resource_type], name, changes, validate_only=validate_only
         )

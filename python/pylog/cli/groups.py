@@ -31,6 +31,7 @@ from pylog.cli.common import (
     admin_client,
     bootstrap_option,
     client_errors,
+    command_config_option,
     error_for_code,
     timeout_option,
 )
@@ -167,17 +168,25 @@ def _committed(admin: ClusterClient, group: str) -> dict[tuple[str, int], int]:
 
 @groups.command("list")
 @bootstrap_option
+@command_config_option
 @timeout_option
 @click.option("--state", "states", multiple=True, help="Only groups in this state; repeatable.")
 @click.option(
     "--type", "types", multiple=True, help="Only groups of this type (classic, consumer, share)."
 )
 def list_groups(
-    bootstrap_server: str, request_timeout_ms: int, states: tuple[str, ...], types: tuple[str, ...]
+    bootstrap_server: str,
+    request_timeout_ms: int,
+    states: tuple[str, ...],
+    types: tuple[str, ...],
+    command_config: str | None,
 ) -> None:
     """Print the group ids, one per line (with their state when --state is
     given, their type when --type is)."""
-    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+    with (
+        admin_client(bootstrap_server, request_timeout_ms, command_config=command_config) as admin,
+        client_errors(),
+    ):
         found = admin.list_groups_typed()
     wanted = {s.lower() for s in states}
     wanted_types = {t.lower() for t in types}
@@ -196,6 +205,7 @@ def list_groups(
 
 @groups.command("describe")
 @bootstrap_option
+@command_config_option
 @timeout_option
 @click.option("--group", "names", multiple=True, help="Group id; repeatable.")
 @click.option("--all-groups", is_flag=True, help="Every group of the cluster.")
@@ -208,11 +218,12 @@ def describe(
     all_groups: bool,
     show_members: bool,
     show_state: bool,
+    command_config: str | None,
 ) -> None:
     """Offsets and lag per partition (default), the members, or the state."""
     if bool(names) == all_groups:
         raise click.UsageError("give --group or --all-groups")
-    admin = admin_client(bootstrap_server, request_timeout_ms)
+    admin = admin_client(bootstrap_server, request_timeout_ms, command_config=command_config)
     try:
         if all_groups:
             with client_errors():
@@ -308,12 +319,21 @@ def _end_offsets(admin: ClusterClient, tps: list[tuple[str, int]]) -> dict[tuple
 
 @groups.command("delete")
 @bootstrap_option
+@command_config_option
 @timeout_option
 @click.option("--group", "names", multiple=True, required=True, help="Group id; repeatable.")
-def delete(bootstrap_server: str, request_timeout_ms: int, names: tuple[str, ...]) -> None:
+def delete(
+    bootstrap_server: str,
+    request_timeout_ms: int,
+    names: tuple[str, ...],
+    command_config: str | None,
+) -> None:
     """Delete inactive groups and their committed offsets."""
     failed = []
-    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+    with (
+        admin_client(bootstrap_server, request_timeout_ms, command_config=command_config) as admin,
+        client_errors(),
+    ):
         results = [(group, admin.delete_group(group)) for group in names]
     for group, code in results:
         if code == 0:
@@ -341,6 +361,7 @@ def _parse_topics(specs: tuple[str, ...], admin: ClusterClient) -> list[tuple[st
 
 @groups.command("reset-offsets")
 @bootstrap_option
+@command_config_option
 @timeout_option
 @click.option("--group", "name", required=True, help="Group id.")
 @click.option("--topic", "topics", multiple=True, metavar="TOPIC[:P,P...]",
@@ -367,6 +388,7 @@ def reset_offsets(
     shift_by: int | None,
     execute: bool,
     dry_run: bool,
+    command_config: str | None,
 ) -> None:
     """Plan (and with --execute, commit) new offsets for an inactive group."""
     chosen = [to_earliest, to_latest, to_datetime is not None, to_offset is not None,
@@ -379,7 +401,7 @@ def reset_offsets(
         raise click.UsageError("--execute and --dry-run don't go together")
     if bool(topics) == all_topics:
         raise click.UsageError("give --topic or --all-topics")
-    admin = admin_client(bootstrap_server, request_timeout_ms)
+    admin = admin_client(bootstrap_server, request_timeout_ms, command_config=command_config)
     try:
         info = _describe(admin, name)
         state = str(info.get("group_state", ""))

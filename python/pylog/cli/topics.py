@@ -20,6 +20,7 @@ from pylog.cli.common import (
     admin_client,
     bootstrap_option,
     client_errors,
+    command_config_option,
     error_for_code,
     parse_key_values,
     timeout_option,
@@ -36,6 +37,7 @@ def topics() -> None:
 
 @topics.command("create")
 @bootstrap_option
+@command_config_option
 @timeout_option
 @click.option("--topic", "names", multiple=True, required=True, help="Topic name; repeatable.")
 @click.option(
@@ -66,6 +68,7 @@ def create(
     replication_factor: int | None,
     configs: tuple[str, ...],
     if_not_exists: bool,
+    command_config: str | None,
 ) -> None:
     """Create topics."""
     overrides = parse_key_values(configs, "--config")
@@ -79,7 +82,10 @@ def create(
         }
         for name in names
     ]
-    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+    with (
+        admin_client(bootstrap_server, request_timeout_ms, command_config=command_config) as admin,
+        client_errors(),
+    ):
         result = admin.create_topics(request)
     failures = []
     for topic in result:
@@ -96,11 +102,20 @@ def create(
 
 @topics.command("list")
 @bootstrap_option
+@command_config_option
 @timeout_option
 @click.option("--exclude-internal", is_flag=True, help="Leave out internal topics.")
-def list_topics(bootstrap_server: str, request_timeout_ms: int, exclude_internal: bool) -> None:
+def list_topics(
+    bootstrap_server: str,
+    request_timeout_ms: int,
+    exclude_internal: bool,
+    command_config: str | None,
+) -> None:
     """Print the cluster's topic names, one per line."""
-    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+    with (
+        admin_client(bootstrap_server, request_timeout_ms, command_config=command_config) as admin,
+        client_errors(),
+    ):
         described = admin.metadata(None).topics
     for name in sorted(described):
         if not (exclude_internal and described[name].is_internal):
@@ -109,6 +124,7 @@ def list_topics(bootstrap_server: str, request_timeout_ms: int, exclude_internal
 
 @topics.command("describe")
 @bootstrap_option
+@command_config_option
 @timeout_option
 @click.option("--topic", "names", multiple=True, help="Topic name; repeatable (default: all).")
 @click.option("--exclude-internal", is_flag=True, help="Leave out internal topics.")
@@ -117,10 +133,14 @@ def describe(
     request_timeout_ms: int,
     names: tuple[str, ...],
     exclude_internal: bool,
+    command_config: str | None,
 ) -> None:
     """Print each topic's id, partition count, config overrides, and one line per
     partition with its leader, replicas and in-sync replicas."""
-    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+    with (
+        admin_client(bootstrap_server, request_timeout_ms, command_config=command_config) as admin,
+        client_errors(),
+    ):
         described = admin.metadata(list(names) if names else None).topics
         if names:
             absent = [n for n in names if n not in described]
@@ -184,6 +204,7 @@ def format_topic(topic: TopicMetadata, configs: dict[str, Any]) -> str:
 
 @topics.command("alter")
 @bootstrap_option
+@command_config_option
 @timeout_option
 @click.option("--topic", "name", required=True, help="Topic name.")
 @click.option(
@@ -192,12 +213,21 @@ def format_topic(topic: TopicMetadata, configs: dict[str, Any]) -> str:
     required=True,
     help="The new, larger partition count.",
 )
-def alter(bootstrap_server: str, request_timeout_ms: int, name: str, partitions: int) -> None:
+def alter(
+    bootstrap_server: str,
+    request_timeout_ms: int,
+    name: str,
+    partitions: int,
+    command_config: str | None,
+) -> None:
     """Add partitions to a topic (the count can only grow).
 
     Topic configs are changed with `pylog configs alter --topic`.
     """
-    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+    with (
+        admin_client(bootstrap_server, request_timeout_ms, command_config=command_config) as admin,
+        client_errors(),
+    ):
         response = admin.create_partitions({name: partitions})
     for result in response:
         if result.error_code != 0:
@@ -209,14 +239,22 @@ def alter(bootstrap_server: str, request_timeout_ms: int, name: str, partitions:
 
 @topics.command("delete")
 @bootstrap_option
+@command_config_option
 @timeout_option
 @click.option("--topic", "names", multiple=True, required=True, help="Topic name; repeatable.")
 @click.option("--if-exists", is_flag=True, help="Succeed if the topic does not exist.")
 def delete(
-    bootstrap_server: str, request_timeout_ms: int, names: tuple[str, ...], if_exists: bool
+    bootstrap_server: str,
+    request_timeout_ms: int,
+    names: tuple[str, ...],
+    if_exists: bool,
+    command_config: str | None,
 ) -> None:
     """Delete topics and their data."""
-    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+    with (
+        admin_client(bootstrap_server, request_timeout_ms, command_config=command_config) as admin,
+        client_errors(),
+    ):
         result = admin.delete_topics(list(names))
     failures = []
     for topic in result:
@@ -238,6 +276,7 @@ ELECTION_NOT_NEEDED = 84
 
 @topics.command("elect-leaders")
 @bootstrap_option
+@command_config_option
 @timeout_option
 @click.option(
     "--election-type",
@@ -262,6 +301,7 @@ def elect_leaders(
     name: str | None,
     partition: int | None,
     everything: bool,
+    command_config: str | None,
 ) -> None:
     """Elect partition leaders (Kafka's kafka-leader-election.sh)."""
     if everything == (name is not None):
@@ -269,7 +309,10 @@ def elect_leaders(
     if partition is not None and name is None:
         raise click.UsageError("--partition needs --topic")
     kind = election_type.lower()
-    with admin_client(bootstrap_server, request_timeout_ms) as admin, client_errors():
+    with (
+        admin_client(bootstrap_server, request_timeout_ms, command_config=command_config) as admin,
+        client_errors(),
+    ):
         wanted: dict[str, list[int]] | None = None
         if name is not None:
             if partition is not None:
