@@ -205,6 +205,10 @@ class TransactionMarkerChannelManager:
 
     async def _retry_unroutable(self) -> None:
         await asyncio.sleep(self.backoff_s)
+        # Done before routing: a partition still without a leader schedules
+        # the next retry, which a running retry task would have swallowed
+        # (the transaction then hung in PrepareCommit until its coordinator moved).
+        self._retry_task = None
         waiting, self._unroutable = self._unroutable, []
         for entry, tp in waiting:
             self._route(entry, tp)
