@@ -126,12 +126,18 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 BROKER_CONSOLE_PORT = _free_port()
+METRICS_PORTS = {b: _free_port() for b in (1, 2, 3)}
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
-    # Broker 1 also serves the console itself (console.port).
-    with LocalCluster(3, per_broker={1: {"console.port": BROKER_CONSOLE_PORT}}) as c:
+    # Broker 1 also serves the console itself (console.port); each broker
+    # serves /metrics for the Prometheus test.
+    per_broker: dict[int, dict[str, object]] = {
+        b: {"metrics.port": port} for b, port in METRICS_PORTS.items()
+    }
+    per_broker[1]["console.port"] = BROKER_CONSOLE_PORT
+    with LocalCluster(3, per_broker=per_broker) as c:
         yield c
 
 
@@ -575,6 +581,146 @@ def test_live_groups_of_both_protocols(
     page: Any, console: ConsoleProcess, cluster: LocalCluster, shots: Path
 ) -> None:
     _check_live_groups(page, console, cluster.bootstrap_servers, shots, "pylog")
+
+
+# ---------------------------------------------------------------- Grafana
+
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "pylog.json"
+# Grafana's variables, as the dashboard's "All" and a short rate window give them.
+GRAFANA_VARIABLES = {"$__rate_interval": "20s", "$instance": ".+", "$topic": ".+"}
+
+
+def _dashboard_queries() -> list[tuple[str, str]]:
+    import json
+
+    dash = json.loads(DASHBOARD.read_text())
+    out = []
+    for panel in dash["panels"]:
+        for target in panel.get("targets", []):
+            expr = target["expr"]
+            for var, value in GRAFANA_VARIABLES.items():
+                expr = expr.replace(var, value)
+            out.append((panel["title"], expr))
+    return out
+
+
+def _prometheus_query(url: str, expr: str) -> list[dict[str, Any]]:
+    import json
+    import urllib.parse
+
+    q = urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(f"{url}/api/v1/query?{q}", timeout=10) as r:
+        body = json.loads(r.read())
+    assert body["status"] == "success", body
+    return list(body["data"]["result"])
+
+
+@pytest.fixture(scope="module")
+def prometheus(cluster: LocalCluster, workdir: Path) -> Iterator[str]:
+    """Debian's Prometheus scraping every broker's /metrics each second."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.fail("no prometheus: `make tools` installs Debian's", pytrace=False)
+    targets = ", ".join(f"'127.0.0.1:{p}'" for p in METRICS_PORTS.values())
+    config = workdir / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"scrape_configs:\n  - job_name: pylog\n    static_configs:\n"
+        f"      - targets: [{targets}]\n"
+    )
+    port = _free_port()
+    log = open(workdir / "prometheus.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                if len(_prometheus_query(url, "up == 1")) == len(METRICS_PORTS):
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None, (workdir / "prometheus.log").read_text()
+            assert time.monotonic() < deadline, (workdir / "prometheus.log").read_text()
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def test_every_dashboard_query_returns_data_from_prometheus(
+    cluster: LocalCluster, prometheus: str
+) -> None:
+    """A producer and a consumer group on a replicated topic while Prometheus
+    scrapes the brokers: every query of docs/grafana/pylog.json returns data
+    through Prometheus' HTTP API, and the JMX exporter's names count what
+    was sent (MessagesInPerSec's counter over the leaders = records acked)."""
+    from confluent_kafka import Consumer, Producer
+
+    topic = topic_name("grafana")
+    with ClusterClient(cluster.bootstrap_servers) as client:
+        (result,) = client.create_topics(
+            [{"name": topic, "num_partitions": 3, "replication_factor": 3, "assignments": [],
+              "configs": []}]
+        )  # fmt: skip
+        assert result.error_code == 0
+    cluster.wait_for_full_isr(topic, 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5})
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "group.id": f"g-{topic}",
+         "auto.offset.reset": "earliest"}
+    )  # fmt: skip
+    consumer.subscribe([topic])
+    acked = 0
+
+    def delivered(err: Any, msg: Any) -> None:
+        nonlocal acked
+        if err is None:
+            acked += 1
+
+    queries = _dashboard_queries()
+    assert len(queries) > 25
+    empty: list[tuple[str, str]] = queries
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        # Load until every query answers (rates need two scrapes of a change).
+        while empty:
+            for i in range(50):
+                producer.produce(
+                    topic, value=b"v" * 100, key=str(i).encode(), on_delivery=delivered
+                )
+            producer.poll(0)
+            consumer.poll(0.1)
+            empty = [(t, e) for t, e in empty if not _prometheus_query(prometheus, e)]
+            assert time.monotonic() < deadline, f"queries without data: {empty}"
+        producer.flush(30)
+        # Every record acknowledged is counted once, by its partition's leader.
+        expr = f'sum(kafka_server_brokertopicmetrics_messagesin_total{{topic="{topic}"}})'
+        while True:
+            (sample,) = _prometheus_query(prometheus, expr)
+            if int(float(sample["value"][1])) == acked:
+                break
+            assert int(float(sample["value"][1])) < acked, (sample, acked)
+            assert time.monotonic() < deadline, (sample, acked)
+            time.sleep(0.5)
+    finally:
+        consumer.close()
+    p99 = _prometheus_query(
+        prometheus, 'kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"}'
+    )
+    assert any(float(s["value"][1]) > 0 for s in p99), p99
+    print(f"{len(queries)} dashboard queries answered; {acked} records counted")
 
 
 def test_killed_broker_turns_its_partitions_under_replicated(
