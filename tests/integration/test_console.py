@@ -22,6 +22,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -137,7 +138,13 @@ def cluster() -> Iterator[LocalCluster]:
         b: {"metrics.port": port} for b, port in METRICS_PORTS.items()
     }
     per_broker[1]["console.port"] = BROKER_CONSOLE_PORT
-    with LocalCluster(3, per_broker=per_broker) as c:
+    # An authorizer, for the ACLs page; the console's and the brokers'
+    # User:ANONYMOUS is a super user, so no ACL added changes what they may do.
+    overrides = {
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:ANONYMOUS",
+    }
+    with LocalCluster(3, overrides, per_broker=per_broker) as c:
         yield c
 
 
@@ -538,11 +545,26 @@ def test_read_only_console_refuses_changes(
         form={"confirm": "__consumer_offsets", "csrf": token or ""},
     )
     assert resp.status == 403
+    for path, form in (
+        ("/acls", {"resource_type": "Topic", "resource_name": name, "principal": "User:x",
+                   "operation": "Read"}),
+        ("/users", {"user": name, "mechanism": "SCRAM-SHA-512", "password": "p"}),
+        ("/quotas", {"user": name, "key": "producer_byte_rate", "value": "1"}),
+        (f"/topics/{name}/partitions", {"count": "2"}),
+        ("/group/offsets", {"id": name, "to": "earliest"}),
+    ):  # fmt: skip
+        page.goto(ro.url + path if "/" not in path[1:] else ro.url + "/topics")
+        assert page.locator("form[method=post]").count() == 0
+        resp = page.request.post(ro.url + path, form={**form, "csrf": token or ""})
+        assert resp.status == 403, path
     page.goto(ro.url + "/topics")
     assert page.locator(f"#topics tr[data-topic='{name}']").count() == 0
     page.goto(ro.url + "/audit")
-    refused = [r for r in _rows(page, "audit") if r[4] == name]
-    assert {r[3] for r in refused} == {"create topic", "produce to"}
+    refused = [r for r in _rows(page, "audit") if name in r[4]]
+    assert {r[3] for r in refused} == {
+        "create topic", "produce to", "create ACL", "set SCRAM credential of", "set quota of",
+        "add partitions to", "reset offsets of",
+    }  # fmt: skip
     assert all(r[5] == "refused: read-only console" for r in refused)
 
 
@@ -581,6 +603,176 @@ def test_live_groups_of_both_protocols(
     page: Any, console: ConsoleProcess, cluster: LocalCluster, shots: Path
 ) -> None:
     _check_live_groups(page, console, cluster.bootstrap_servers, shots, "pylog")
+
+
+def test_acls_users_and_quotas_through_the_pages(
+    page: Any, console: ConsoleProcess, shots: Path
+) -> None:
+    """An ACL, a SCRAM user and a quota made and deleted through the pages:
+    listed as the cluster describes them, names holding script shown as
+    text, each change in the audit log with who made it (never a password)."""
+    resource = f"{topic_name('acl')}-{IMG}"
+    principal = f"User:{SCRIPT}"
+    page.goto(console.url + "/acls")
+    page.select_option("#create-acl select[name=resource_type]", "Topic")
+    page.select_option("#create-acl select[name=pattern_type]", "PREFIXED")
+    page.fill("#create-acl input[name=resource_name]", resource)
+    page.fill("#create-acl input[name=principal]", principal)
+    page.select_option("#create-acl select[name=operation]", "Write")
+    page.select_option("#create-acl select[name=permission]", "DENY")
+    page.click("#create-acl button")
+    page.wait_for_selector("#done")
+    rows = [r for r in _rows(page, "acls") if r[2:3] == [resource]]
+    assert [r[:7] for r in rows] == [
+        ["Topic", "PREFIXED", resource, principal, "*", "Write", "DENY"]
+    ]
+    _no_script_ran(page)
+    page.screenshot(path=shots / "pylog-acls.png", full_page=True)
+    page.locator("#acls tr", has_text=resource).locator("form.delete-acl button").click()
+    page.wait_for_selector("#done")
+    assert not [r for r in _rows(page, "acls") if r[2:3] == [resource]]
+
+    user = f"u-{topic_name('scram')}-{IMG}"
+    password = "s3cret-never-shown"
+    page.goto(console.url + "/users")
+    page.fill("#upsert-user input[name=user]", user)
+    page.select_option("#upsert-user select[name=mechanism]", "SCRAM-SHA-256")
+    page.fill("#upsert-user input[name=password]", password)
+    page.fill("#upsert-user input[name=iterations]", "4096")
+    page.click("#upsert-user button")
+    page.wait_for_selector("#done")
+    assert [r[:3] for r in _rows(page, "users") if r[0] == user] == [
+        [user, "SCRAM-SHA-256", "4096"]
+    ]
+    _no_script_ran(page)
+    page.screenshot(path=shots / "pylog-users.png", full_page=True)
+    page.locator(f"#users tr[data-user='{user}'] form.delete-user button").click()
+    page.wait_for_selector("#done")
+    assert not [r for r in _rows(page, "users") if r[0] == user]
+
+    quota_user = f"q-{SCRIPT}"
+    page.goto(console.url + "/quotas")
+    page.fill("#set-quota input[name=user]", quota_user)
+    page.check("#set-quota input[name=client_id_default]")
+    page.select_option("#set-quota select[name=key]", "producer_byte_rate")
+    page.fill("#set-quota input[name=value]", "1048576")
+    page.click("#set-quota button")
+    page.wait_for_selector("#done")
+    entity = f"client-id=<default>, user={quota_user}"
+    assert [r[:3] for r in _rows(page, "quotas") if r[0] == entity] == [
+        [entity, "producer_byte_rate", "1048576"]
+    ]
+    _no_script_ran(page)
+    page.screenshot(path=shots / "pylog-quotas.png", full_page=True)
+    page.locator("#quotas tr", has_text=quota_user).locator("form.remove-quota button").click()
+    page.wait_for_selector("#done")
+    assert not [r for r in _rows(page, "quotas") if r[0] == entity]
+
+    page.goto(console.url + "/audit")
+    audit = _rows(page, "audit")
+    assert password not in page.content()
+    done = {(r[3], r[4]): r[5] for r in audit}
+    acl = f"Topic:PREFIXED:{resource} {principal} DENY Write from *"
+    assert done[("create ACL", acl)] == "ok"
+    assert done[("delete ACL", acl)] == "ok"
+    assert done[("set SCRAM credential of", user)] == "ok SCRAM-SHA-256 iterations=4096"
+    assert done[("delete SCRAM credential of", user)] == "ok SCRAM-SHA-256"
+    assert done[("set quota of", entity)] == "ok producer_byte_rate=1048576"
+    assert done[("remove quota of", entity)] == "ok producer_byte_rate"
+    assert all(r[1] == "User:ANONYMOUS" and r[2] == "127.0.0.1" for r in audit)
+    _no_script_ran(page)
+
+
+def test_partitions_added_and_group_offsets_reset_through_the_pages(
+    page: Any, console: ConsoleProcess, cluster: LocalCluster, shots: Path
+) -> None:
+    """A topic grown from 1 to 3 partitions (and not shrunk); a group's
+    offsets reset to earliest, an offset, a shift and a time, and refused
+    while the group has a live member."""
+    from confluent_kafka import Consumer, Producer
+
+    topic = topic_name("grow")
+    with ClusterClient(cluster.bootstrap_servers) as client:
+        (result,) = client.create_topics(
+            [{"name": topic, "num_partitions": 1, "replication_factor": 3, "assignments": [],
+              "configs": []}]
+        )  # fmt: skip
+        assert result.error_code == 0
+    page.goto(f"{console.url}/topics/{topic}")
+    page.fill("#add-partitions input[name=count]", "3")
+    page.click("#add-partitions button")
+    page.wait_for_selector("#grown")
+    assert [r[0] for r in _rows(page, "partitions")] == ["0", "1", "2"]
+    page.screenshot(path=shots / "pylog-topic-grown.png", full_page=True)
+    resp = page.request.post(
+        f"{console.url}/topics/{topic}/partitions",
+        form={
+            "count": "2",
+            "csrf": page.locator("#add-partitions input[name=csrf]").get_attribute("value") or "",
+        },
+    )
+    assert resp.status == 400 and "InvalidPartitions" in resp.text()
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for i in range(5):
+        producer.produce(topic, value=b"r%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    group = f"<i>g</i>{SCRIPT}-{topic}"
+    _commit_group(cluster.bootstrap_servers, group, {(topic, 0): 5})
+    group_url = f"{console.url}/group?id={urllib.parse.quote(group, safe='')}"
+
+    def reset(to: str, value: str = "", expect: str = "") -> None:
+        page.goto(group_url)
+        page.fill("#reset-offsets input[name=topic]", topic)
+        page.select_option("#reset-offsets select[name=to]", to)
+        page.fill("#reset-offsets input[name=value]", value)
+        page.click("#reset-offsets button")
+        if expect:
+            page.wait_for_selector("#error")
+            assert expect in _text(page, "#error")
+            return
+        page.wait_for_selector("#reset")
+        _no_script_ran(page)
+
+    def committed() -> list[str]:
+        return [
+            page.locator(f"#offsets tr[data-tp='{topic}-{p}'] .committed").inner_text()
+            for p in range(3)
+        ]
+
+    reset("earliest")
+    assert _text(page, "#group-id") == group
+    assert committed() == ["0", "0", "0"]
+    assert page.locator(f"#offsets tr[data-tp='{topic}-0'] .lag").inner_text() == "5"
+    page.screenshot(path=shots / "pylog-group-reset.png", full_page=True)
+    reset("offset", "2")
+    assert committed() == ["2", "0", "0"]  # clamped to each log's end
+    reset("shift", "-1")
+    assert committed() == ["1", "0", "0"]
+    reset("timestamp", "2999-01-01T00:00Z")  # nothing that late: the end
+    assert committed() == ["5", "0", "0"]
+
+    # A group with a live member is not reset.
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+         "enable.auto.commit": False}
+    )  # fmt: skip
+    consumer.subscribe([topic])
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not consumer.assignment():
+            consumer.poll(0.1)
+            assert time.monotonic() < deadline, "no assignment"
+        reset("earliest", expect="inactive")
+    finally:
+        consumer.close()
+    page.goto(console.url + "/audit")
+    outcomes = [r[5] for r in _rows(page, "audit") if r[3] == "reset offsets of" and r[4] == group]
+    assert outcomes[0].startswith("failed: topic=") and "Stable" in outcomes[0]
+    assert outcomes[-1] == f"ok topic={topic} to=earliest: {topic}-0=0, {topic}-1=0, {topic}-2=0"
+    grown = [r[5] for r in _rows(page, "audit") if r[3] == "add partitions to" and r[4] == topic]
+    assert grown[-1] == "ok count=3" and grown[0].startswith("failed: count=2: InvalidPartitions")
+    _no_script_ran(page)
 
 
 # ---------------------------------------------------------------- Grafana

@@ -16,6 +16,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 from starlette.applications import Starlette
@@ -31,6 +32,13 @@ from pylog.console.admin import ConsoleAdmin
 from pylog.console.audit import AuditLog
 from pylog.console.lag_history import LagHistory
 from pylog.console.record_format import FORMATS, render_bytes
+from pylog.console.security_admin import (
+    ACL_OPERATIONS,
+    ACL_RESOURCE_TYPES,
+    QUOTA_KEYS,
+    SCRAM_MECHANISMS,
+    AclSpec,
+)
 from pylog.errors import KafkaError
 
 __all__ = ["ConsoleSettings", "create_app"]
@@ -71,6 +79,11 @@ def _size(n: int | None) -> str:
     raise AssertionError("unreachable")
 
 
+def _number(value: float) -> str:
+    """A quota's value as written: 1048576, not 1.04858e+06."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
 def _timestamp(ms: int) -> str:
     if ms < 0:
         return "-"
@@ -89,6 +102,7 @@ def _environment() -> jinja2.Environment:
     env.filters["timestamp"] = _timestamp
     env.filters["shown"] = render_bytes
     env.filters["ids"] = lambda ids: ",".join(str(i) for i in ids)
+    env.filters["number"] = _number
     return env
 
 
@@ -274,6 +288,7 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
             topic=view,
             created=request.query_params.get("created") == "1",
             altered=request.query_params.get("altered") == "1",
+            grown=request.query_params.get("grown") == "1",
         )
 
     async def alter_config(request: Request) -> Response:
@@ -433,10 +448,211 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
             group=view,
             chart=lag_history.chart(group_id),
             lag_interval_s=settings.lag_interval_s,
+            reset=request.query_params.get("reset") == "1",
         )
 
     async def audit_page(request: Request) -> Response:
         return page(request, "audit.html", entries=audit.entries())
+
+    async def audited(
+        request: Request,
+        form: FormData,
+        action: str,
+        target: str,
+        detail: str | Callable[[], str],
+        do: Callable[[], str | None],
+        then: str,
+    ) -> Response:
+        """A change the page asked: refused (read-only, no token), or made
+        on a worker thread; audited either way, with who asked. ``detail``
+        (or what it returns once the change is done) says what was asked
+        and done; ``then``: where the browser goes once it is made."""
+        refused = await change(request, action, target, form)
+        if refused is not None:
+            return refused
+        result = await blocking(request, "error.html", do)
+        if isinstance(result, Response):
+            return result
+        if callable(detail):
+            detail = detail()
+        outcome = f"ok {detail}".strip() if result is None else f"failed: {detail}: {result}"
+        audit.record(admin.principal, who(request), action, target, outcome)
+        if result is not None:
+            return page(request, "error.html", 400, title="Not done", error=result)
+        return RedirectResponse(then, status_code=303)
+
+    # -------------------------------------------------- groups and topics: changes
+
+    async def reset_offsets(request: Request) -> Response:
+        form = await request.form()
+        group_id = str(form.get("id", ""))
+        topic = str(form.get("topic", "")).strip() or None
+        to = str(form.get("to", ""))
+        value_text = str(form.get("value", "")).strip()
+        value = parse_timestamp(value_text) if to == "timestamp" else _int(value_text)
+        plan: dict[tuple[str, int], int] = {}
+
+        def reset() -> str | None:
+            got, error = admin.reset_offsets(group_id, topic, to, value)
+            plan.update(got)
+            return error
+
+        asked = f"topic={topic or '(all)'} to={to}" + (f" {value_text}" if value_text else "")
+
+        def detail() -> str:
+            new = ", ".join(f"{t}-{p}={o}" for (t, p), o in sorted(plan.items()))
+            return f"{asked}: {new}" if new else asked
+
+        return await audited(
+            request, form, "reset offsets of", group_id, detail, reset,
+            f"/group?id={quote(group_id, safe='')}&reset=1",
+        )  # fmt: skip
+
+    async def add_partitions(request: Request) -> Response:
+        name = request.path_params["name"]
+        form = await request.form()
+        count = _int(str(form.get("count", ""))) or 0
+        return await audited(
+            request, form, "add partitions to", name, f"count={count}",
+            lambda: admin.add_partitions(name, count),
+            f"/topics/{quote(name, safe='')}?grown=1",
+        )  # fmt: skip
+
+    # -------------------------------------------------- ACLs, SCRAM users, quotas
+
+    async def acls_page(request: Request) -> Response:
+        view = await blocking(request, "acls.html", admin.acls)
+        if isinstance(view, Response):
+            return view
+        return page(
+            request,
+            "acls.html",
+            view=view,
+            resource_types=ACL_RESOURCE_TYPES,
+            operations=ACL_OPERATIONS,
+            done=request.query_params.get("done", ""),
+        )
+
+    def _acl(form: FormData) -> AclSpec:
+        return AclSpec(
+            str(form.get("resource_type", "")),
+            str(form.get("pattern_type", "LITERAL")),
+            str(form.get("resource_name", "")).strip(),
+            str(form.get("principal", "")).strip(),
+            str(form.get("host", "")).strip() or "*",
+            str(form.get("operation", "")),
+            str(form.get("permission", "ALLOW")),
+        )
+
+    async def create_acl(request: Request) -> Response:
+        form = await request.form()
+        acl = _acl(form)
+        return await audited(
+            request, form, "create ACL", str(acl), "", lambda: admin.create_acl(acl),
+            "/acls?done=created",
+        )  # fmt: skip
+
+    async def delete_acl(request: Request) -> Response:
+        form = await request.form()
+        acl = _acl(form)
+        return await audited(
+            request, form, "delete ACL", str(acl), "", lambda: admin.delete_acl(acl),
+            "/acls?done=deleted",
+        )  # fmt: skip
+
+    async def users_page(request: Request) -> Response:
+        view = await blocking(request, "users.html", admin.scram_users)
+        if isinstance(view, Response):
+            return view
+        return page(
+            request,
+            "users.html",
+            view=view,
+            mechanisms=SCRAM_MECHANISMS,
+            done=request.query_params.get("done", ""),
+        )
+
+    async def upsert_user(request: Request) -> Response:
+        form = await request.form()
+        user = str(form.get("user", "")).strip()
+        mechanism = str(form.get("mechanism", ""))
+        iterations = _int(str(form.get("iterations", "")), 8192) or 8192
+        password = str(form.get("password", ""))  # never logged nor audited
+        return await audited(
+            request, form, "set SCRAM credential of", user,
+            f"{mechanism} iterations={iterations}",
+            lambda: admin.upsert_scram_user(user, mechanism, password, iterations),
+            "/users?done=set",
+        )  # fmt: skip
+
+    async def delete_user(request: Request) -> Response:
+        form = await request.form()
+        user = str(form.get("user", "")).strip()
+        mechanism = str(form.get("mechanism", ""))
+        return await audited(
+            request, form, "delete SCRAM credential of", user, mechanism,
+            lambda: admin.delete_scram_user(user, mechanism),
+            "/users?done=deleted",
+        )  # fmt: skip
+
+    async def quotas_page(request: Request) -> Response:
+        view = await blocking(request, "quotas.html", admin.quotas)
+        if isinstance(view, Response):
+            return view
+        return page(
+            request,
+            "quotas.html",
+            view=view,
+            keys=QUOTA_KEYS,
+            done=request.query_params.get("done", ""),
+        )
+
+    def _entity(form: FormData) -> list[tuple[str, str | None]]:
+        """``user`` / ``client-id`` fields: a name, or with its ``*_default``
+        box the default entity; left out when neither."""
+        entity: list[tuple[str, str | None]] = []
+        for kind, field_name in (("user", "user"), ("client-id", "client_id")):
+            name = str(form.get(field_name, "")).strip()
+            if form.get(f"{field_name}_default") is not None:
+                entity.append((kind, None))
+            elif name:
+                entity.append((kind, name))
+        return entity
+
+    def _entity_text(entity: list[tuple[str, str | None]]) -> str:
+        # as the quotas page names it (entity types in order)
+        parts = sorted(entity, key=lambda e: e[0])
+        return ", ".join(f"{t}={'<default>' if n is None else n}" for t, n in parts)
+
+    async def set_quota(request: Request) -> Response:
+        form = await request.form()
+        entity = _entity(form)
+        key = str(form.get("key", ""))
+        value_text = str(form.get("value", "")).strip()
+        try:
+            value: float | None = float(value_text)
+        except ValueError:
+            value = None
+
+        def alter() -> str | None:
+            if value is None:
+                return f"{value_text!r} is not a number"
+            return admin.alter_quota(entity, key, value)
+
+        return await audited(
+            request, form, "set quota of", _entity_text(entity), f"{key}={value_text}", alter,
+            "/quotas?done=set",
+        )  # fmt: skip
+
+    async def remove_quota(request: Request) -> Response:
+        form = await request.form()
+        entity = _entity(form)
+        key = str(form.get("key", ""))
+        return await audited(
+            request, form, "remove quota of", _entity_text(entity), key,
+            lambda: admin.alter_quota(entity, key, None),
+            "/quotas?done=removed",
+        )  # fmt: skip
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -456,8 +672,19 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
             Route("/topics/{name}/delete", delete_topic, methods=["POST"]),
             Route("/topics/{name}/messages", messages, methods=["GET"]),
             Route("/topics/{name}/messages", produce, methods=["POST"]),
+            Route("/topics/{name}/partitions", add_partitions, methods=["POST"]),
             Route("/groups", groups),
             Route("/group", group),
+            Route("/group/offsets", reset_offsets, methods=["POST"]),
+            Route("/acls", acls_page, methods=["GET"]),
+            Route("/acls", create_acl, methods=["POST"]),
+            Route("/acls/delete", delete_acl, methods=["POST"]),
+            Route("/users", users_page, methods=["GET"]),
+            Route("/users", upsert_user, methods=["POST"]),
+            Route("/users/delete", delete_user, methods=["POST"]),
+            Route("/quotas", quotas_page, methods=["GET"]),
+            Route("/quotas", set_quota, methods=["POST"]),
+            Route("/quotas/delete", remove_quota, methods=["POST"]),
             Route("/audit", audit_page),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
