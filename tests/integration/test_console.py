@@ -30,8 +30,10 @@ from typing import Any
 
 import pytest
 from broker_process import PYLOG, topic_name
+from security_support import plain_jaas
 
 from pylog.cli.client import ClusterClient
+from pylog.protocol import ApiKey
 from pylog.testing import LocalCluster
 
 playwright_sync = pytest.importorskip(
@@ -127,6 +129,7 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 BROKER_CONSOLE_PORT = _free_port()
+SASL_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 METRICS_PORTS = {b: _free_port() for b in (1, 2, 3)}
 
 
@@ -140,9 +143,18 @@ def cluster() -> Iterator[LocalCluster]:
     per_broker[1]["console.port"] = BROKER_CONSOLE_PORT
     # An authorizer, for the ACLs page; the console's and the brokers'
     # User:ANONYMOUS is a super user, so no ACL added changes what they may do.
+    # A SASL_PLAINTEXT listener (PLAIN) for the sign-in test: admin is a
+    # super user too, alice only what her ACLs allow.
     overrides = {
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:ANONYMOUS",
+        "super.users": "User:ANONYMOUS;User:admin",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(
+            SASL_USERS, login=("admin", SASL_USERS["admin"])
+        ),
     }
     with LocalCluster(3, overrides, per_broker=per_broker) as c:
         yield c
@@ -773,6 +785,99 @@ def test_partitions_added_and_group_offsets_reset_through_the_pages(
     grown = [r[5] for r in _rows(page, "audit") if r[3] == "add partitions to" and r[4] == topic]
     assert grown[-1] == "ok count=3" and grown[0].startswith("failed: count=2: InvalidPartitions")
     _no_script_ran(page)
+
+
+def _sign_in(page: Any, url: str, user: str, password: str) -> None:
+    page.goto(url + "/topics")
+    assert page.url.endswith("/signin")  # nothing without a session
+    page.fill("#signin input[name=user]", user)
+    page.fill("#signin input[name=password]", password)
+    page.click("#signin button")
+
+
+def test_sign_in_as_a_sasl_user_who_sees_what_its_acls_allow(
+    browser: Any, cluster: LocalCluster, workdir: Path, shots: Path
+) -> None:
+    """`pylog console --sign-in` on the SASL listener: a wrong password is
+    refused; alice, with DESCRIBE on one topic only, sees that topic and not
+    the other, may not read the ACLs nor create a topic; admin (a super
+    user) sees both; every sign-in and change is audited with its principal."""
+    registration = cluster._json("/brokers/ids/1")
+    assert registration is not None
+    [endpoint] = [e for e in registration["endpoints"] if e.startswith("SASL_PLAINTEXT://")]
+    seen, hidden = topic_name("seen"), topic_name("hidden")
+    with ClusterClient(cluster.bootstrap_servers) as client:
+        for name in (seen, hidden):
+            (result,) = client.create_topics(
+                [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                  "configs": []}]
+            )  # fmt: skip
+            assert result.error_code == 0
+        r = client.request(
+            ApiKey.CREATE_ACLS,
+            {"creations": [{"resource_type": 2, "resource_name": seen, "resource_pattern_type": 3,
+                            "principal": "User:alice", "host": "*", "operation": 8,
+                            "permission_type": 3}]},  # Topic LITERAL, Describe, Allow
+        )  # fmt: skip
+        assert r.results[0].error_code == 0
+    config = workdir / "sasl-console.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n")
+    console = ConsoleProcess(
+        endpoint.split("//", 1)[1], workdir, "--command-config", str(config), "--sign-in"
+    )
+    contexts = [browser.new_context(viewport={"width": 1400, "height": 900}) for _ in range(2)]
+    try:
+        alice, admin = (c.new_page() for c in contexts)
+        _sign_in(alice, console.url, "alice", "wrong")
+        assert "did not accept alice" in _text(alice, "#error")
+        _sign_in(alice, console.url, "alice", SASL_USERS["alice"])
+        alice.wait_for_selector("#broker-count")
+        assert _text(alice, "#principal") == "User:alice"
+        deadline = time.monotonic() + DEADLINE_S
+        while True:  # the ACL reaches every broker through ZooKeeper
+            alice.goto(console.url + "/topics")
+            listed = {r[0] for r in _rows(alice, "topics")}
+            if seen in listed:
+                break
+            assert time.monotonic() < deadline, listed
+            time.sleep(0.3)
+        assert hidden not in listed
+        alice.screenshot(path=shots / "pylog-signed-in-topics.png", full_page=True)
+        alice.goto(f"{console.url}/topics/{hidden}")
+        assert alice.locator("#topic-name").count() == 0
+        assert "TopicAuthorization" in _text(alice, "#error")
+        alice.goto(console.url + "/acls")
+        assert "ClusterAuthorization" in _text(alice, "#acls-error")
+        alice.goto(console.url + "/topics")
+        alice.fill("#create-topic input[name=name]", topic_name("denied"))
+        alice.click("#create-topic button")
+        alice.wait_for_selector("#error")
+        assert "Authorization" in _text(alice, "#error")
+
+        _sign_in(admin, console.url, "admin", SASL_USERS["admin"])
+        admin.wait_for_selector("#broker-count")
+        admin.goto(console.url + "/topics")
+        listed = {r[0] for r in _rows(admin, "topics")}
+        assert {seen, hidden} <= listed
+
+        alice.click("#signout button")
+        alice.wait_for_selector("#signin")
+        alice.goto(console.url + "/topics")
+        assert alice.url.endswith("/signin")
+        admin.goto(console.url + "/audit")
+        audit = [(r[1], r[3], r[5]) for r in _rows(admin, "audit")]
+        assert ("User:alice", "sign in", "ok") in audit
+        assert ("User:admin", "sign in", "ok") in audit
+        assert ("User:alice", "sign out", "ok") in audit
+        assert any(p == "User:alice" and o.startswith("failed: the cluster did not accept")
+                   for p, a, o in audit if a == "sign in")  # fmt: skip
+        assert any(p == "User:alice" and a == "create topic" and o.startswith("failed:")
+                   for p, a, o in audit)  # fmt: skip
+        admin.screenshot(path=shots / "pylog-signed-in-audit.png", full_page=True)
+    finally:
+        for c in contexts:
+            c.close()
+        console.close()
 
 
 # ---------------------------------------------------------------- Grafana

@@ -284,6 +284,11 @@ class ConsoleAdmin:
         name = self.security.username if self.security.uses_sasl else None
         return f"User:{name or 'ANONYMOUS'}"
 
+    def check(self) -> None:
+        """Connect (and authenticate) now: KafkaError when the cluster
+        refuses these credentials or cannot be reached."""
+        self._call(lambda c: c.metadata([]))
+
     def close(self) -> None:
         with self._lock:
             if self._client is not None:
@@ -431,15 +436,18 @@ class ConsoleAdmin:
             )
         return rows
 
-    def topic(self, name: str) -> TopicView | None:
-        """The topic's partitions, sizes and configs; None when there is no such topic."""
+    def topic(self, name: str) -> TopicView | str | None:
+        """The topic's partitions, sizes and configs; None when there is no
+        such topic; the cluster's error when it refused (not authorized)."""
         return self._call(lambda c: self._topic(c, name))
 
-    def _topic(self, client: ConsoleClient, name: str) -> TopicView | None:
+    def _topic(self, client: ConsoleClient, name: str) -> TopicView | str | None:
         meta = client.metadata([name])
         t = meta.topics.get(name)
         if t is None or t.error_code == 3:  # UNKNOWN_TOPIC_OR_PARTITION
             return None
+        if t.error_code == 29:  # TOPIC_AUTHORIZATION_FAILED: the principal may not see it
+            return describe(t.error_code)
         sizes, failed = self._replica_sizes(client, sorted(meta.brokers))
         tps = {(name, i): 0 for i, p in t.partitions.items() if p.leader >= 0}
         starts: dict[tuple[str, int], int] = {}

@@ -22,7 +22,7 @@ import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -39,6 +39,7 @@ from pylog.console.security_admin import (
     SCRAM_MECHANISMS,
     AclSpec,
 )
+from pylog.console.sessions import COOKIE, Sessions
 from pylog.errors import KafkaError
 
 __all__ = ["ConsoleSettings", "create_app"]
@@ -61,9 +62,15 @@ SECURITY_HEADERS = [
 
 class ConsoleSettings:
     def __init__(
-        self, *, read_only: bool = False, refresh_s: int = 0, lag_interval_s: float = 10.0
+        self,
+        *,
+        read_only: bool = False,
+        refresh_s: int = 0,
+        lag_interval_s: float = 10.0,
+        sign_in: bool = False,
     ) -> None:
         self.read_only = read_only
+        self.sign_in = sign_in  # each person signs in with SASL credentials (sessions.py)
         self.refresh_s = refresh_s  # pages reload themselves this often (0: never)
         self.lag_interval_s = lag_interval_s  # a watched group's lag is sampled this often
 
@@ -125,6 +132,34 @@ class _SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
+SCOPE_ADMIN = "pylog.console.admin"  # the signed-in person's ConsoleAdmin
+SCOPE_SESSION = "pylog.console.session"
+
+
+class _SignIn:
+    """With sign-in: a request without a live session goes to the sign-in
+    page (only it and the stylesheet are open); with one, the session's
+    admin is put in the scope for the pages to ask as."""
+
+    OPEN = ("/signin", "/static/")
+
+    def __init__(self, app: ASGIApp, sessions: Sessions) -> None:
+        self.app = app
+        self.sessions = sessions
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith(self.OPEN):
+            await self.app(scope, receive, send)
+            return
+        session = self.sessions.get(HTTPConnection(scope).cookies.get(COOKIE))
+        if session is None:
+            await RedirectResponse("/signin", status_code=303)(scope, receive, send)
+            return
+        scope[SCOPE_ADMIN] = session.admin
+        scope[SCOPE_SESSION] = session.id
+        await self.app(scope, receive, send)
+
+
 def _int(text: str | None, default: int | None = None) -> int | None:
     if text is None or not text.strip():
         return default
@@ -169,8 +204,22 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
     audit = AuditLog()
     token = secrets.token_urlsafe(24)  # a form from another site cannot know it
 
-    def total_lag(group_id: str) -> int | None:
-        view = admin.group(group_id)
+    sessions = Sessions(admin) if settings.sign_in else None
+
+    def cur(request: Request) -> ConsoleAdmin:
+        """Whom the cluster sees for this request: the signed-in person's
+        admin (set by :class:`_SignIn`), else the console's own."""
+        got = request.scope.get(SCOPE_ADMIN)
+        return got if isinstance(got, ConsoleAdmin) else admin
+
+    def lag_key(request: Request, group_id: str) -> str:
+        # per principal: what one person's view sampled, another does not see
+        return f"{cur(request).principal}\n{group_id}"
+
+    def total_lag(key: str) -> int | None:
+        principal, _, group_id = key.partition("\n")
+        by = sessions.admin_of(principal) if sessions is not None else admin
+        view = by.group(group_id) if by is not None else None
         return None if view is None or not view.offsets else view.total_lag
 
     lag_history = LagHistory(total_lag, settings.lag_interval_s)
@@ -179,8 +228,11 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         html = env.get_template(template).render(
             read_only=settings.read_only,
             refresh_s=settings.refresh_s,
-            principal=admin.principal,
+            principal=cur(request).principal
+            if sessions is None or SCOPE_ADMIN in request.scope
+            else "nobody: not signed in",
             bootstrap=admin.bootstrap_servers,
+            sign_in=sessions is not None and SCOPE_ADMIN in request.scope,
             csrf=token,
             path=request.url.path,
             formats=FORMATS,
@@ -210,7 +262,7 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
             reason = "the form's token is missing or stale"
         if reason is None:
             return None
-        audit.record(admin.principal, who(request), action, target, f"refused: {reason}")
+        audit.record(cur(request).principal, who(request), action, target, f"refused: {reason}")
         return page(request, "error.html", 403, title="Refused", error=f"Refused: {reason}.")
 
     # -------------------------------------------------- pages
@@ -219,13 +271,13 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         return RedirectResponse("/cluster", status_code=303)
 
     async def cluster(request: Request) -> Response:
-        view = await blocking(request, "cluster.html", admin.cluster)
+        view = await blocking(request, "cluster.html", cur(request).cluster)
         if isinstance(view, Response):
             return view
         return page(request, "cluster.html", cluster=view)
 
     async def topics(request: Request, error: str | None = None, status: int = 200) -> Response:
-        rows = await blocking(request, "topics.html", admin.topics)
+        rows = await blocking(request, "topics.html", cur(request).topics)
         if isinstance(rows, Response):
             return rows
         internal = request.query_params.get("internal") == "1"
@@ -257,13 +309,13 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         result = await blocking(
             request,
             "topics.html",
-            lambda: admin.create_topic(name, partitions, replication, configs),
+            lambda: cur(request).create_topic(name, partitions, replication, configs),
         )
         if isinstance(result, Response):
             return result
         detail = f"partitions={partitions} replication_factor={replication} configs={configs}"
         audit.record(
-            admin.principal,
+            cur(request).principal,
             who(request),
             "create topic",
             name,
@@ -275,13 +327,15 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
 
     async def topic(request: Request) -> Response:
         name = request.path_params["name"]
-        view = await blocking(request, "topic.html", lambda: admin.topic(name))
+        view = await blocking(request, "topic.html", lambda: cur(request).topic(name))
         if isinstance(view, Response):
             return view
         if view is None:
             return page(
                 request, "error.html", 404, title="No such topic", error=f"No topic {name}."
             )
+        if isinstance(view, str):
+            return page(request, "error.html", 403, title="Not allowed", error=view)
         return page(
             request,
             "topic.html",
@@ -300,13 +354,13 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
             return refused
         value = None if form.get("default") is not None else str(form.get("value", ""))
         result = await blocking(
-            request, "topic.html", lambda: admin.alter_topic_config(name, key, value)
+            request, "topic.html", lambda: cur(request).alter_topic_config(name, key, value)
         )
         if isinstance(result, Response):
             return result
         what = f"{key}={value}" if value is not None else f"{key} to its default"
         audit.record(
-            admin.principal,
+            cur(request).principal,
             who(request),
             "alter config of",
             name,
@@ -325,12 +379,12 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         if str(form.get("confirm", "")) != name:
             result: str | None = "type the topic's name to confirm"
         else:
-            got = await blocking(request, "topics.html", lambda: admin.delete_topic(name))
+            got = await blocking(request, "topics.html", lambda: cur(request).delete_topic(name))
             if isinstance(got, Response):
                 return got
             result = got
         audit.record(
-            admin.principal,
+            cur(request).principal,
             who(request),
             "delete topic",
             name,
@@ -356,7 +410,7 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         view = await blocking(
             request,
             "messages.html",
-            lambda: admin.messages(
+            lambda: cur(request).messages(
                 name,
                 partition,
                 offset=offset,
@@ -409,13 +463,13 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
             got = await blocking(
                 request,
                 "messages.html",
-                lambda: admin.produce(name, partition, key, value, headers),
+                lambda: cur(request).produce(name, partition, key, value, headers),
             )
             if isinstance(got, Response):
                 return got
             result = got
         audit.record(
-            admin.principal,
+            cur(request).principal,
             who(request),
             "produce to",
             f"{name}" + ("" if partition is None else f"-{partition}"),
@@ -426,14 +480,14 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         return await messages(request, produced=True)
 
     async def groups(request: Request) -> Response:
-        rows = await blocking(request, "groups.html", admin.groups)
+        rows = await blocking(request, "groups.html", cur(request).groups)
         if isinstance(rows, Response):
             return rows
         return page(request, "groups.html", groups=rows)
 
     async def group(request: Request) -> Response:
         group_id = request.query_params.get("id", "")
-        view = await blocking(request, "group.html", lambda: admin.group(group_id))
+        view = await blocking(request, "group.html", lambda: cur(request).group(group_id))
         if isinstance(view, Response):
             return view
         if view is None:
@@ -441,12 +495,12 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
                 request, "error.html", 404, title="No such group", error=f"No group {group_id}."
             )
         if view.offsets:
-            lag_history.add(group_id, view.total_lag)
+            lag_history.add(lag_key(request, group_id), view.total_lag)
         return page(
             request,
             "group.html",
             group=view,
-            chart=lag_history.chart(group_id),
+            chart=lag_history.chart(lag_key(request, group_id)),
             lag_interval_s=settings.lag_interval_s,
             reset=request.query_params.get("reset") == "1",
         )
@@ -476,7 +530,7 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         if callable(detail):
             detail = detail()
         outcome = f"ok {detail}".strip() if result is None else f"failed: {detail}: {result}"
-        audit.record(admin.principal, who(request), action, target, outcome)
+        audit.record(cur(request).principal, who(request), action, target, outcome)
         if result is not None:
             return page(request, "error.html", 400, title="Not done", error=result)
         return RedirectResponse(then, status_code=303)
@@ -493,7 +547,7 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         plan: dict[tuple[str, int], int] = {}
 
         def reset() -> str | None:
-            got, error = admin.reset_offsets(group_id, topic, to, value)
+            got, error = cur(request).reset_offsets(group_id, topic, to, value)
             plan.update(got)
             return error
 
@@ -514,14 +568,14 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         count = _int(str(form.get("count", ""))) or 0
         return await audited(
             request, form, "add partitions to", name, f"count={count}",
-            lambda: admin.add_partitions(name, count),
+            lambda: cur(request).add_partitions(name, count),
             f"/topics/{quote(name, safe='')}?grown=1",
         )  # fmt: skip
 
     # -------------------------------------------------- ACLs, SCRAM users, quotas
 
     async def acls_page(request: Request) -> Response:
-        view = await blocking(request, "acls.html", admin.acls)
+        view = await blocking(request, "acls.html", cur(request).acls)
         if isinstance(view, Response):
             return view
         return page(
@@ -548,7 +602,7 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         form = await request.form()
         acl = _acl(form)
         return await audited(
-            request, form, "create ACL", str(acl), "", lambda: admin.create_acl(acl),
+            request, form, "create ACL", str(acl), "", lambda: cur(request).create_acl(acl),
             "/acls?done=created",
         )  # fmt: skip
 
@@ -556,12 +610,12 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         form = await request.form()
         acl = _acl(form)
         return await audited(
-            request, form, "delete ACL", str(acl), "", lambda: admin.delete_acl(acl),
+            request, form, "delete ACL", str(acl), "", lambda: cur(request).delete_acl(acl),
             "/acls?done=deleted",
         )  # fmt: skip
 
     async def users_page(request: Request) -> Response:
-        view = await blocking(request, "users.html", admin.scram_users)
+        view = await blocking(request, "users.html", cur(request).scram_users)
         if isinstance(view, Response):
             return view
         return page(
@@ -581,7 +635,7 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         return await audited(
             request, form, "set SCRAM credential of", user,
             f"{mechanism} iterations={iterations}",
-            lambda: admin.upsert_scram_user(user, mechanism, password, iterations),
+            lambda: cur(request).upsert_scram_user(user, mechanism, password, iterations),
             "/users?done=set",
         )  # fmt: skip
 
@@ -591,12 +645,12 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         mechanism = str(form.get("mechanism", ""))
         return await audited(
             request, form, "delete SCRAM credential of", user, mechanism,
-            lambda: admin.delete_scram_user(user, mechanism),
+            lambda: cur(request).delete_scram_user(user, mechanism),
             "/users?done=deleted",
         )  # fmt: skip
 
     async def quotas_page(request: Request) -> Response:
-        view = await blocking(request, "quotas.html", admin.quotas)
+        view = await blocking(request, "quotas.html", cur(request).quotas)
         if isinstance(view, Response):
             return view
         return page(
@@ -637,7 +691,7 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         def alter() -> str | None:
             if value is None:
                 return f"{value_text!r} is not a number"
-            return admin.alter_quota(entity, key, value)
+            return cur(request).alter_quota(entity, key, value)
 
         return await audited(
             request, form, "set quota of", _entity_text(entity), f"{key}={value_text}", alter,
@@ -650,15 +704,56 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         key = str(form.get("key", ""))
         return await audited(
             request, form, "remove quota of", _entity_text(entity), key,
-            lambda: admin.alter_quota(entity, key, None),
+            lambda: cur(request).alter_quota(entity, key, None),
             "/quotas?done=removed",
         )  # fmt: skip
+
+    # -------------------------------------------------- sign-in
+
+    async def signin_page(request: Request, error: str | None = None) -> Response:
+        if sessions is None:
+            return RedirectResponse("/cluster", status_code=303)
+        return page(request, "signin.html", 401 if error else 200, error=error)
+
+    async def signin(request: Request) -> Response:
+        if sessions is None:
+            return RedirectResponse("/cluster", status_code=303)
+        form = await request.form()
+        user = str(form.get("user", "")).strip()
+        if not secrets.compare_digest(str(form.get("csrf", "")), token):
+            audit.record(f"User:{user}", who(request), "sign in", user, "refused: no form token")
+            return page(request, "error.html", 403, title="Refused", error="Refused: no token.")
+        got = await run_in_threadpool(sessions.sign_in, user, str(form.get("password", "")))
+        if isinstance(got, str):
+            audit.record(f"User:{user}", who(request), "sign in", user, f"failed: {got}")
+            return await signin_page(request, got)
+        audit.record(got.admin.principal, who(request), "sign in", user, "ok")
+        response = RedirectResponse("/cluster", status_code=303)
+        response.set_cookie(
+            COOKIE,
+            got.id,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        return response
+
+    async def signout(request: Request) -> Response:
+        if sessions is not None:
+            gone = sessions.sign_out(request.cookies.get(COOKIE))
+            if gone is not None:
+                audit.record(gone.admin.principal, who(request), "sign out", "", "ok")
+        response = RedirectResponse("/signin", status_code=303)
+        response.delete_cookie(COOKIE)
+        return response
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         lag_history.start()
         yield
         await run_in_threadpool(lag_history.stop)
+        if sessions is not None:
+            await run_in_threadpool(sessions.close)
         await run_in_threadpool(admin.close)
 
     app = Starlette(
@@ -686,8 +781,13 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
             Route("/quotas", set_quota, methods=["POST"]),
             Route("/quotas/delete", remove_quota, methods=["POST"]),
             Route("/audit", audit_page),
+            Route("/signin", signin_page, methods=["GET"]),
+            Route("/signin", signin, methods=["POST"]),
+            Route("/signout", signout, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
         lifespan=lifespan,
     )
+    if sessions is not None:
+        return _SecurityHeaders(_SignIn(app, sessions))
     return _SecurityHeaders(app)
