@@ -1004,12 +1004,13 @@ def test_every_dashboard_query_returns_data_from_prometheus(
         producer.flush(30)
         # Every record acknowledged is counted once, by its partition's leader.
         expr = f'sum(kafka_server_brokertopicmetrics_messagesin_total{{topic="{topic}"}})'
-        while True:
-            (sample,) = _prometheus_query(prometheus, expr)
-            if int(float(sample["value"][1])) == acked:
+        while True:  # until a scrape after the last append (none yet: no series)
+            got = _prometheus_query(prometheus, expr)
+            counted = int(float(got[0]["value"][1])) if got else 0
+            if counted == acked:
                 break
-            assert int(float(sample["value"][1])) < acked, (sample, acked)
-            assert time.monotonic() < deadline, (sample, acked)
+            assert counted < acked, (got, acked)
+            assert time.monotonic() < deadline, (got, acked)
             time.sleep(0.5)
     finally:
         consumer.close()
