@@ -36,12 +36,13 @@ cluster: install tools ## run a local cluster until Ctrl-C: ZooKeeper on 127.0.0
 
 test: install tools kafka kafka39 java-client spark-jvm go-client node-client kafka-streams-connect librdkafka-tests test-rust wheel spark-kafka test-python spark-compat ## install everything the tests need, then run all tests
 
-tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark, the Java client and Kafka; ZooKeeper for the cluster; Chromium for the console; npm), from Debian — needs root or sudo; checks for Go
+tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark, the Java client and Kafka; ZooKeeper for the cluster; Chromium for the console; Prometheus for the dashboard test; npm), from Debian — needs root or sudo; checks for Go
 	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \
 	  command -v javac >/dev/null 2>&1 || missing="$$missing openjdk-17-jdk-headless"; \
 	  command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
 	  [ -f /usr/share/java/zookeeper.jar ] || missing="$$missing zookeeper"; \
 	  command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	  command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	  if [ -n "$$missing" ]; then \
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
@@ -51,6 +52,7 @@ tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark, the Jav
 	@ls /usr/share/java/zookeeper-3*.jar | sed 's|.*/||'
 	@mvn -v 2>/dev/null | head -1
 	@chromium --version 2>/dev/null | head -1
+	@prometheus --version 2>&1 | head -1
 	@go version 2>/dev/null || { echo "no Go toolchain on PATH: the Go client tests need Go >= 1.26 (https://go.dev/dl)"; exit 1; }
 	@command -v npm >/dev/null 2>&1 || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }

@@ -22,6 +22,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,8 +30,10 @@ from typing import Any
 
 import pytest
 from broker_process import PYLOG, topic_name
+from security_support import plain_jaas
 
 from pylog.cli.client import ClusterClient
+from pylog.protocol import ApiKey
 from pylog.testing import LocalCluster
 
 playwright_sync = pytest.importorskip(
@@ -126,12 +129,34 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 BROKER_CONSOLE_PORT = _free_port()
+SASL_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
+METRICS_PORTS = {b: _free_port() for b in (1, 2, 3)}
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
-    # Broker 1 also serves the console itself (console.port).
-    with LocalCluster(3, per_broker={1: {"console.port": BROKER_CONSOLE_PORT}}) as c:
+    # Broker 1 also serves the console itself (console.port); each broker
+    # serves /metrics for the Prometheus test.
+    per_broker: dict[int, dict[str, object]] = {
+        b: {"metrics.port": port} for b, port in METRICS_PORTS.items()
+    }
+    per_broker[1]["console.port"] = BROKER_CONSOLE_PORT
+    # An authorizer, for the ACLs page; the console's and the brokers'
+    # User:ANONYMOUS is a super user, so no ACL added changes what they may do.
+    # A SASL_PLAINTEXT listener (PLAIN) for the sign-in test: admin is a
+    # super user too, alice only what her ACLs allow.
+    overrides = {
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:ANONYMOUS;User:admin",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(
+            SASL_USERS, login=("admin", SASL_USERS["admin"])
+        ),
+    }
+    with LocalCluster(3, overrides, per_broker=per_broker) as c:
         yield c
 
 
@@ -532,11 +557,26 @@ def test_read_only_console_refuses_changes(
         form={"confirm": "__consumer_offsets", "csrf": token or ""},
     )
     assert resp.status == 403
+    for path, form in (
+        ("/acls", {"resource_type": "Topic", "resource_name": name, "principal": "User:x",
+                   "operation": "Read"}),
+        ("/users", {"user": name, "mechanism": "SCRAM-SHA-512", "password": "p"}),
+        ("/quotas", {"user": name, "key": "producer_byte_rate", "value": "1"}),
+        (f"/topics/{name}/partitions", {"count": "2"}),
+        ("/group/offsets", {"id": name, "to": "earliest"}),
+    ):  # fmt: skip
+        page.goto(ro.url + path if "/" not in path[1:] else ro.url + "/topics")
+        assert page.locator("form[method=post]").count() == 0
+        resp = page.request.post(ro.url + path, form={**form, "csrf": token or ""})
+        assert resp.status == 403, path
     page.goto(ro.url + "/topics")
     assert page.locator(f"#topics tr[data-topic='{name}']").count() == 0
     page.goto(ro.url + "/audit")
-    refused = [r for r in _rows(page, "audit") if r[4] == name]
-    assert {r[3] for r in refused} == {"create topic", "produce to"}
+    refused = [r for r in _rows(page, "audit") if name in r[4]]
+    assert {r[3] for r in refused} == {
+        "create topic", "produce to", "create ACL", "set SCRAM credential of", "set quota of",
+        "add partitions to", "reset offsets of",
+    }  # fmt: skip
     assert all(r[5] == "refused: read-only console" for r in refused)
 
 
@@ -575,6 +615,438 @@ def test_live_groups_of_both_protocols(
     page: Any, console: ConsoleProcess, cluster: LocalCluster, shots: Path
 ) -> None:
     _check_live_groups(page, console, cluster.bootstrap_servers, shots, "pylog")
+
+
+PASSWORD = "s3cret-never-shown"
+
+
+def _shows(
+    page: Any, table: str, select: Callable[[list[list[str]]], list[Any]], expected: list[Any]
+) -> None:
+    """The table shows ``expected`` (what ``select`` picks from its rows),
+    reloading until it does: Kafka's KRaft brokers answer
+    DescribeClientQuotas and DescribeUserScramCredentials from their
+    metadata image, which a change reaches a moment after its answer
+    (pylog's pages show it at once)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while (got := select(_rows(page, table))) != expected:
+        assert time.monotonic() < deadline, (got, expected)
+        time.sleep(0.3)
+        page.reload()
+
+
+def _check_users_and_quotas(
+    page: Any, console: ConsoleProcess, shots: Path, tag: str
+) -> tuple[str, str]:
+    """A SCRAM user and a quota made and deleted through their pages; the
+    user's name and the quota's entity."""
+    user = f"u-{topic_name('scram')}-{IMG}"
+    page.goto(console.url + "/users")
+    page.fill("#upsert-user input[name=user]", user)
+    page.select_option("#upsert-user select[name=mechanism]", "SCRAM-SHA-256")
+    page.fill("#upsert-user input[name=password]", PASSWORD)
+    page.fill("#upsert-user input[name=iterations]", "4096")
+    page.click("#upsert-user button")
+    page.wait_for_selector("#done")
+    _shows(
+        page, "users", lambda rows: [r[:3] for r in rows if r[0] == user],
+        [[user, "SCRAM-SHA-256", "4096"]],
+    )  # fmt: skip
+    _no_script_ran(page)
+    page.screenshot(path=shots / f"{tag}-users.png", full_page=True)
+    page.locator(f"#users tr[data-user='{user}'] form.delete-user button").click()
+    page.wait_for_selector("#done")
+    _shows(page, "users", lambda rows: [r for r in rows if r[0] == user], [])
+
+    quota_user = f"q-{SCRIPT}"
+    page.goto(console.url + "/quotas")
+    page.fill("#set-quota input[name=user]", quota_user)
+    page.check("#set-quota input[name=client_id_default]")
+    page.select_option("#set-quota select[name=key]", "producer_byte_rate")
+    page.fill("#set-quota input[name=value]", "1048576")
+    page.click("#set-quota button")
+    page.wait_for_selector("#done")
+    entity = f"client-id=<default>, user={quota_user}"
+    _shows(
+        page, "quotas", lambda rows: [r[:3] for r in rows if r[0] == entity],
+        [[entity, "producer_byte_rate", "1048576"]],
+    )  # fmt: skip
+    _no_script_ran(page)
+    page.screenshot(path=shots / f"{tag}-quotas.png", full_page=True)
+    page.locator("#quotas tr", has_text=quota_user).locator("form.remove-quota button").click()
+    page.wait_for_selector("#done")
+    _shows(page, "quotas", lambda rows: [r for r in rows if r[0] == entity], [])
+
+    return user, entity
+
+
+def test_acls_users_and_quotas_through_the_pages(
+    page: Any, console: ConsoleProcess, shots: Path
+) -> None:
+    """An ACL, a SCRAM user and a quota made and deleted through the pages:
+    listed as the cluster describes them, names holding script shown as
+    text, each change in the audit log with who made it (never a password)."""
+    resource = f"{topic_name('acl')}-{IMG}"
+    principal = f"User:{SCRIPT}"
+    page.goto(console.url + "/acls")
+    page.select_option("#create-acl select[name=resource_type]", "Topic")
+    page.select_option("#create-acl select[name=pattern_type]", "PREFIXED")
+    page.fill("#create-acl input[name=resource_name]", resource)
+    page.fill("#create-acl input[name=principal]", principal)
+    page.select_option("#create-acl select[name=operation]", "Write")
+    page.select_option("#create-acl select[name=permission]", "DENY")
+    page.click("#create-acl button")
+    page.wait_for_selector("#done")
+    rows = [r for r in _rows(page, "acls") if r[2:3] == [resource]]
+    assert [r[:7] for r in rows] == [
+        ["Topic", "PREFIXED", resource, principal, "*", "Write", "DENY"]
+    ]
+    _no_script_ran(page)
+    page.screenshot(path=shots / "pylog-acls.png", full_page=True)
+    page.locator("#acls tr", has_text=resource).locator("form.delete-acl button").click()
+    page.wait_for_selector("#done")
+    assert not [r for r in _rows(page, "acls") if r[2:3] == [resource]]
+
+    user, entity = _check_users_and_quotas(page, console, shots, "pylog")
+    page.goto(console.url + "/audit")
+    audit = _rows(page, "audit")
+    assert PASSWORD not in page.content()
+    done = {(r[3], r[4]): r[5] for r in audit}
+    acl = f"Topic:PREFIXED:{resource} {principal} DENY Write from *"
+    assert done[("create ACL", acl)] == "ok"
+    assert done[("delete ACL", acl)] == "ok"
+    assert done[("set SCRAM credential of", user)] == "ok SCRAM-SHA-256 iterations=4096"
+    assert done[("delete SCRAM credential of", user)] == "ok SCRAM-SHA-256"
+    assert done[("set quota of", entity)] == "ok producer_byte_rate=1048576"
+    assert done[("remove quota of", entity)] == "ok producer_byte_rate"
+    assert all(r[1] == "User:ANONYMOUS" and r[2] == "127.0.0.1" for r in audit)
+    _no_script_ran(page)
+
+
+def test_partitions_added_and_group_offsets_reset_through_the_pages(
+    page: Any, console: ConsoleProcess, cluster: LocalCluster, shots: Path
+) -> None:
+    """A topic grown from 1 to 3 partitions (and not shrunk); a group's
+    offsets reset to earliest, an offset, a shift and a time, and refused
+    while the group has a live member."""
+    from confluent_kafka import Consumer, Producer
+
+    topic = topic_name("grow")
+    with ClusterClient(cluster.bootstrap_servers) as client:
+        (result,) = client.create_topics(
+            [{"name": topic, "num_partitions": 1, "replication_factor": 3, "assignments": [],
+              "configs": []}]
+        )  # fmt: skip
+        assert result.error_code == 0
+    page.goto(f"{console.url}/topics/{topic}")
+    page.fill("#add-partitions input[name=count]", "3")
+    page.click("#add-partitions button")
+    page.wait_for_selector("#grown")
+    assert [r[0] for r in _rows(page, "partitions")] == ["0", "1", "2"]
+    page.screenshot(path=shots / "pylog-topic-grown.png", full_page=True)
+    resp = page.request.post(
+        f"{console.url}/topics/{topic}/partitions",
+        form={
+            "count": "2",
+            "csrf": page.locator("#add-partitions input[name=csrf]").get_attribute("value") or "",
+        },
+    )
+    assert resp.status == 400 and "InvalidPartitions" in resp.text()
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for i in range(5):
+        producer.produce(topic, value=b"r%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    group = f"<i>g</i>{SCRIPT}-{topic}"
+    _commit_group(cluster.bootstrap_servers, group, {(topic, 0): 5})
+    group_url = f"{console.url}/group?id={urllib.parse.quote(group, safe='')}"
+
+    def reset(to: str, value: str = "", expect: str = "") -> None:
+        page.goto(group_url)
+        page.fill("#reset-offsets input[name=topic]", topic)
+        page.select_option("#reset-offsets select[name=to]", to)
+        page.fill("#reset-offsets input[name=value]", value)
+        page.click("#reset-offsets button")
+        if expect:
+            page.wait_for_selector("#error")
+            assert expect in _text(page, "#error")
+            return
+        page.wait_for_selector("#reset")
+        _no_script_ran(page)
+
+    def committed() -> list[str]:
+        return [
+            page.locator(f"#offsets tr[data-tp='{topic}-{p}'] .committed").inner_text()
+            for p in range(3)
+        ]
+
+    reset("earliest")
+    assert _text(page, "#group-id") == group
+    assert committed() == ["0", "0", "0"]
+    assert page.locator(f"#offsets tr[data-tp='{topic}-0'] .lag").inner_text() == "5"
+    page.screenshot(path=shots / "pylog-group-reset.png", full_page=True)
+    reset("offset", "2")
+    assert committed() == ["2", "0", "0"]  # clamped to each log's end
+    reset("shift", "-1")
+    assert committed() == ["1", "0", "0"]
+    reset("timestamp", "2999-01-01T00:00Z")  # nothing that late: the end
+    assert committed() == ["5", "0", "0"]
+
+    # A group with a live member is not reset.
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+         "enable.auto.commit": False}
+    )  # fmt: skip
+    consumer.subscribe([topic])
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not consumer.assignment():
+            consumer.poll(0.1)
+            assert time.monotonic() < deadline, "no assignment"
+        reset("earliest", expect="inactive")
+    finally:
+        consumer.close()
+    page.goto(console.url + "/audit")
+    outcomes = [r[5] for r in _rows(page, "audit") if r[3] == "reset offsets of" and r[4] == group]
+    assert outcomes[0].startswith("failed: topic=") and "Stable" in outcomes[0]
+    assert outcomes[-1] == f"ok topic={topic} to=earliest: {topic}-0=0, {topic}-1=0, {topic}-2=0"
+    grown = [r[5] for r in _rows(page, "audit") if r[3] == "add partitions to" and r[4] == topic]
+    assert grown[-1] == "ok count=3" and grown[0].startswith("failed: count=2: InvalidPartitions")
+    _no_script_ran(page)
+
+
+def _sign_in(page: Any, url: str, user: str, password: str) -> None:
+    page.goto(url + "/topics")
+    assert page.url.endswith("/signin")  # nothing without a session
+    page.fill("#signin input[name=user]", user)
+    page.fill("#signin input[name=password]", password)
+    page.click("#signin button")
+
+
+def test_sign_in_as_a_sasl_user_who_sees_what_its_acls_allow(
+    browser: Any, cluster: LocalCluster, workdir: Path, shots: Path
+) -> None:
+    """`pylog console --sign-in` on the SASL listener: a wrong password is
+    refused; alice, with DESCRIBE on one topic only, sees that topic and not
+    the other, may not read the ACLs nor create a topic; admin (a super
+    user) sees both; every sign-in and change is audited with its principal."""
+    registration = cluster._json("/brokers/ids/1")
+    assert registration is not None
+    [endpoint] = [e for e in registration["endpoints"] if e.startswith("SASL_PLAINTEXT://")]
+    seen, hidden = topic_name("seen"), topic_name("hidden")
+    with ClusterClient(cluster.bootstrap_servers) as client:
+        for name in (seen, hidden):
+            (result,) = client.create_topics(
+                [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                  "configs": []}]
+            )  # fmt: skip
+            assert result.error_code == 0
+        r = client.request(
+            ApiKey.CREATE_ACLS,
+            {"creations": [{"resource_type": 2, "resource_name": seen, "resource_pattern_type": 3,
+                            "principal": "User:alice", "host": "*", "operation": 8,
+                            "permission_type": 3}]},  # Topic LITERAL, Describe, Allow
+        )  # fmt: skip
+        assert r.results[0].error_code == 0
+    config = workdir / "sasl-console.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n")
+    console = ConsoleProcess(
+        endpoint.split("//", 1)[1], workdir, "--command-config", str(config), "--sign-in"
+    )
+    contexts = [browser.new_context(viewport={"width": 1400, "height": 900}) for _ in range(2)]
+    try:
+        alice, admin = (c.new_page() for c in contexts)
+        _sign_in(alice, console.url, "alice", "wrong")
+        assert "did not accept alice" in _text(alice, "#error")
+        _sign_in(alice, console.url, "alice", SASL_USERS["alice"])
+        alice.wait_for_selector("#broker-count")
+        assert _text(alice, "#principal") == "User:alice"
+        deadline = time.monotonic() + DEADLINE_S
+        while True:  # the ACL reaches every broker through ZooKeeper
+            alice.goto(console.url + "/topics")
+            listed = {r[0] for r in _rows(alice, "topics")}
+            if seen in listed:
+                break
+            assert time.monotonic() < deadline, listed
+            time.sleep(0.3)
+        assert hidden not in listed
+        alice.screenshot(path=shots / "pylog-signed-in-topics.png", full_page=True)
+        alice.goto(f"{console.url}/topics/{hidden}")
+        assert alice.locator("#topic-name").count() == 0
+        assert "TopicAuthorization" in _text(alice, "#error")
+        alice.goto(console.url + "/acls")
+        assert "ClusterAuthorization" in _text(alice, "#acls-error")
+        alice.goto(console.url + "/topics")
+        alice.fill("#create-topic input[name=name]", topic_name("denied"))
+        alice.click("#create-topic button")
+        alice.wait_for_selector("#error")
+        assert "Authorization" in _text(alice, "#error")
+
+        _sign_in(admin, console.url, "admin", SASL_USERS["admin"])
+        admin.wait_for_selector("#broker-count")
+        admin.goto(console.url + "/topics")
+        listed = {r[0] for r in _rows(admin, "topics")}
+        assert {seen, hidden} <= listed
+
+        alice.click("#signout button")
+        alice.wait_for_selector("#signin")
+        alice.goto(console.url + "/topics")
+        assert alice.url.endswith("/signin")
+        admin.goto(console.url + "/audit")
+        audit = [(r[1], r[3], r[5]) for r in _rows(admin, "audit")]
+        assert ("User:alice", "sign in", "ok") in audit
+        assert ("User:admin", "sign in", "ok") in audit
+        assert ("User:alice", "sign out", "ok") in audit
+        assert any(p == "User:alice" and o.startswith("failed: the cluster did not accept")
+                   for p, a, o in audit if a == "sign in")  # fmt: skip
+        assert any(p == "User:alice" and a == "create topic" and o.startswith("failed:")
+                   for p, a, o in audit)  # fmt: skip
+        admin.screenshot(path=shots / "pylog-signed-in-audit.png", full_page=True)
+    finally:
+        for c in contexts:
+            c.close()
+        console.close()
+
+
+# ---------------------------------------------------------------- Grafana
+
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "pylog.json"
+# Grafana's variables, as the dashboard's "All" and a short rate window give them.
+GRAFANA_VARIABLES = {"$__rate_interval": "20s", "$instance": ".+", "$topic": ".+"}
+
+
+def _dashboard_queries() -> list[tuple[str, str]]:
+    import json
+
+    dash = json.loads(DASHBOARD.read_text())
+    out = []
+    for panel in dash["panels"]:
+        for target in panel.get("targets", []):
+            expr = target["expr"]
+            for var, value in GRAFANA_VARIABLES.items():
+                expr = expr.replace(var, value)
+            out.append((panel["title"], expr))
+    return out
+
+
+def _prometheus_query(url: str, expr: str) -> list[dict[str, Any]]:
+    import json
+    import urllib.parse
+
+    q = urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(f"{url}/api/v1/query?{q}", timeout=10) as r:
+        body = json.loads(r.read())
+    assert body["status"] == "success", body
+    return list(body["data"]["result"])
+
+
+@pytest.fixture(scope="module")
+def prometheus(cluster: LocalCluster, workdir: Path) -> Iterator[str]:
+    """Debian's Prometheus scraping every broker's /metrics each second."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.fail("no prometheus: `make tools` installs Debian's", pytrace=False)
+    targets = ", ".join(f"'127.0.0.1:{p}'" for p in METRICS_PORTS.values())
+    config = workdir / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"scrape_configs:\n  - job_name: pylog\n    static_configs:\n"
+        f"      - targets: [{targets}]\n"
+    )
+    port = _free_port()
+    log = open(workdir / "prometheus.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                if len(_prometheus_query(url, "up == 1")) == len(METRICS_PORTS):
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None, (workdir / "prometheus.log").read_text()
+            assert time.monotonic() < deadline, (workdir / "prometheus.log").read_text()
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def test_every_dashboard_query_returns_data_from_prometheus(
+    cluster: LocalCluster, prometheus: str
+) -> None:
+    """A producer and a consumer group on a replicated topic while Prometheus
+    scrapes the brokers: every query of docs/grafana/pylog.json returns data
+    through Prometheus' HTTP API, and the JMX exporter's names count what
+    was sent (MessagesInPerSec's counter over the leaders = records acked)."""
+    from confluent_kafka import Consumer, Producer
+
+    topic = topic_name("grafana")
+    with ClusterClient(cluster.bootstrap_servers) as client:
+        (result,) = client.create_topics(
+            [{"name": topic, "num_partitions": 3, "replication_factor": 3, "assignments": [],
+              "configs": []}]
+        )  # fmt: skip
+        assert result.error_code == 0
+    cluster.wait_for_full_isr(topic, 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5})
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "group.id": f"g-{topic}",
+         "auto.offset.reset": "earliest"}
+    )  # fmt: skip
+    consumer.subscribe([topic])
+    acked = 0
+
+    def delivered(err: Any, msg: Any) -> None:
+        nonlocal acked
+        if err is None:
+            acked += 1
+
+    queries = _dashboard_queries()
+    assert len(queries) > 25
+    empty: list[tuple[str, str]] = queries
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        # Load until every query answers (rates need two scrapes of a change).
+        while empty:
+            for i in range(50):
+                producer.produce(
+                    topic, value=b"v" * 100, key=str(i).encode(), on_delivery=delivered
+                )
+            producer.poll(0)
+            consumer.poll(0.1)
+            empty = [(t, e) for t, e in empty if not _prometheus_query(prometheus, e)]
+            assert time.monotonic() < deadline, f"queries without data: {empty}"
+        producer.flush(30)
+        # Every record acknowledged is counted once, by its partition's leader.
+        expr = f'sum(kafka_server_brokertopicmetrics_messagesin_total{{topic="{topic}"}})'
+        while True:  # until a scrape after the last append (none yet: no series)
+            got = _prometheus_query(prometheus, expr)
+            counted = int(float(got[0]["value"][1])) if got else 0
+            if counted == acked:
+                break
+            assert counted < acked, (got, acked)
+            assert time.monotonic() < deadline, (got, acked)
+            time.sleep(0.5)
+    finally:
+        consumer.close()
+    p99 = _prometheus_query(
+        prometheus, 'kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"}'
+    )
+    assert any(float(s["value"][1]) > 0 for s in p99), p99
+    print(f"{len(queries)} dashboard queries answered; {acked} records counted")
 
 
 def test_killed_broker_turns_its_partitions_under_replicated(
@@ -649,3 +1121,14 @@ def test_kafka_read_committed_hides_aborted_records(
 
 def test_kafka_topic_deleted_through_the_page(page: Any, kafka_console: ConsoleProcess) -> None:
     _check_delete(page, kafka_console)
+
+
+def test_kafka_users_quotas_and_acls_pages(
+    page: Any, kafka_console: ConsoleProcess, shots: Path
+) -> None:
+    """Apache Kafka (KRaft) answers the same SCRAM and quota APIs; without an
+    authorizer its ACLs page says security is disabled."""
+    _check_users_and_quotas(page, kafka_console, shots, "kafka")
+    page.goto(kafka_console.url + "/acls")
+    assert "SecurityDisabled" in _text(page, "#acls-error")
+    page.screenshot(path=shots / "kafka-acls.png", full_page=True)

@@ -57,12 +57,13 @@ from pylog.common.topic_partition import TopicPartition
 from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.errors import ErrorCode, InvalidConfigurationError
+from pylog.log.log import Log
 from pylog.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from pylog.metadata import JsonMetadataStore, MetadataStore
 from pylog.metadata.kafka_zk_client import KafkaZkClient
 from pylog.metadata.metadata_cache import MetadataCache
 from pylog.metadata.zk_store import ZkMetadataStore
-from pylog.network.metrics import MetricsRegistry, MetricsServer
+from pylog.network.metrics import MetricsRegistry, MetricsServer, register_process_metrics
 from pylog.network.request_channel import RequestHandler
 from pylog.network.socket_server import SocketServer
 from pylog.protocol import ApiKey
@@ -934,15 +935,21 @@ class KafkaServer:
             lambda: len(self.log_manager) if self.log_manager is not None else 0,
         )
         m.gauge(
-            "kafka_server_replicamanager_leadercount",
-            "Partitions this broker leads.",
-            lambda: len(self.log_manager) if self.log_manager is not None else 0,
-        )
-        m.gauge(
             "kafka_log_logmanager_size_bytes",
             "Bytes of every partition's log, per topic.",
             self._topic_sizes,
         )
+        # Kafka's kafka.log:type=Log,name=<Name>,topic=,partition= gauges, as
+        # the JMX exporter names them (kafka_log_log_size{topic,partition}).
+        for name, doc, read in (
+            ("size", "Bytes of each partition's log.", lambda log: log.size),
+            ("numlogsegments", "Segments of each partition's log.", lambda log: log.num_segments),
+            ("logendoffset", "Log end offset of each partition.", lambda log: log.log_end_offset),
+            ("logstartoffset", "Log start offset of each partition.",
+             lambda log: log.log_start_offset),
+        ):  # fmt: skip
+            m.gauge(f"kafka_log_log_{name}", doc, self._per_log(read))
+        register_process_metrics(m)
         m.gauge(
             "kafka_server_kafkaserver_uptime_seconds",
             "Seconds since the broker finished starting.",
@@ -957,6 +964,21 @@ class KafkaServer:
             return lm.cleaner.metrics().get(key, 0.0) if lm is not None else 0.0
 
         return read
+
+    def _per_log(
+        self, read: Callable[[Log], int]
+    ) -> Callable[[], list[tuple[dict[str, str], float]]]:
+        def values() -> list[tuple[dict[str, str], float]]:
+            if self.log_manager is None:
+                return []
+            out = []
+            for tp, log in sorted(self.log_manager.all_logs().items()):
+                with contextlib.suppress(Exception):  # a log being deleted
+                    out.append(({"topic": tp.topic, "partition": str(tp.partition)},
+                                float(read(log))))  # fmt: skip
+            return out
+
+        return values
 
     def _topic_sizes(self) -> list[tuple[dict[str, str], float]]:
         if self.log_manager is None:

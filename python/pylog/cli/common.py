@@ -125,9 +125,11 @@ def command_config_option(f: F) -> F:
     )(f)
 
 
-def client_security(path: str) -> ClientSecurity:
+def client_security(path: str, *, need_credentials: bool = True) -> ClientSecurity:
     """The TLS and SASL settings of a Kafka client properties file (Java's
-    keys, and librdkafka's where they differ)."""
+    keys, and librdkafka's where they differ). ``need_credentials`` False:
+    SASL without a user name and password is fine (the console's sign-in
+    supplies each person's)."""
     from pylog.config import parse_properties
     from pylog.security.jaas_config import JaasConfig
     from pylog.security.ssl_factory import SslConfig, client_context
@@ -180,7 +182,7 @@ def client_security(path: str) -> ClientSecurity:
             raise CommandError(f"{path}: {e}") from None
         username = jaas.options.get("username", username)
         password = jaas.options.get("password", password)
-    if username is None or password is None:
+    if (username is None or password is None) and need_credentials:
         raise CommandError(
             f"{path}: {protocol} needs a username and password (sasl.jaas.config, or "
             "sasl.username and sasl.password)"

@@ -29,6 +29,20 @@ from pylog.cli.client import (
 )
 from pylog.cli.consumer import ConsumedRecord, Consumer, ConsumerSettings
 from pylog.cli.producer import Producer, ProducerSettings
+from pylog.console.security_admin import (
+    AclSpec,
+    AclsView,
+    QuotasView,
+    ScramUsersView,
+    alter_quota,
+    create_acl,
+    delete_acl,
+    delete_scram_user,
+    describe_acls,
+    describe_quotas,
+    describe_scram_users,
+    upsert_scram_user,
+)
 from pylog.coordinator.records import assigned_partitions
 from pylog.errors import KafkaError, UnsupportedVersionError
 from pylog.protocol import ApiKey
@@ -48,10 +62,20 @@ __all__ = [
 
 T = TypeVar("T")
 
+# Kafka's ConsumerGroupCommand resets only a group nobody is in.
+INACTIVE_GROUP_STATES = ("Empty", "Dead")
+RESET_TARGETS = ("earliest", "latest", "offset", "timestamp", "shift")
+
 # APIs the console asks beyond those of the CLI's client, with the newest
 # version it builds: ApiVersions v3 for the brokers' features, DescribeLogDirs
-# v4 for the directories' total and usable bytes (KIP-827).
-_CONSOLE_MAX_VERSIONS: dict[int, int] = {ApiKey.API_VERSIONS: 3, ApiKey.DESCRIBE_LOG_DIRS: 4}
+# v4 for the directories' total and usable bytes (KIP-827); the client quota
+# APIs (KIP-546) for the quotas page.
+_CONSOLE_MAX_VERSIONS: dict[int, int] = {
+    ApiKey.API_VERSIONS: 3,
+    ApiKey.DESCRIBE_LOG_DIRS: 4,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
+    ApiKey.ALTER_CLIENT_QUOTAS: 1,
+}
 
 
 class ConsoleClient(ClusterClient):
@@ -260,6 +284,11 @@ class ConsoleAdmin:
         name = self.security.username if self.security.uses_sasl else None
         return f"User:{name or 'ANONYMOUS'}"
 
+    def check(self) -> None:
+        """Connect (and authenticate) now: KafkaError when the cluster
+        refuses these credentials or cannot be reached."""
+        self._call(lambda c: c.metadata([]))
+
     def close(self) -> None:
         with self._lock:
             if self._client is not None:
@@ -407,15 +436,18 @@ class ConsoleAdmin:
             )
         return rows
 
-    def topic(self, name: str) -> TopicView | None:
-        """The topic's partitions, sizes and configs; None when there is no such topic."""
+    def topic(self, name: str) -> TopicView | str | None:
+        """The topic's partitions, sizes and configs; None when there is no
+        such topic; the cluster's error when it refused (not authorized)."""
         return self._call(lambda c: self._topic(c, name))
 
-    def _topic(self, client: ConsoleClient, name: str) -> TopicView | None:
+    def _topic(self, client: ConsoleClient, name: str) -> TopicView | str | None:
         meta = client.metadata([name])
         t = meta.topics.get(name)
         if t is None or t.error_code == 3:  # UNKNOWN_TOPIC_OR_PARTITION
             return None
+        if t.error_code == 29:  # TOPIC_AUTHORIZATION_FAILED: the principal may not see it
+            return describe(t.error_code)
         sizes, failed = self._replica_sizes(client, sorted(meta.brokers))
         tps = {(name, i): 0 for i, p in t.partitions.items() if p.leader >= 0}
         starts: dict[tuple[str, int], int] = {}
@@ -706,3 +738,125 @@ class ConsoleAdmin:
             OffsetRow(t, p, committed.get((t, p)), ends.get((t, p)), owners.get((t, p)))
             for t, p in tps
         ]
+
+    # -------------------------------------------------- changes to groups and topics
+
+    def reset_offsets(
+        self, group_id: str, topic: str | None, to: str, value: int | None
+    ) -> tuple[dict[tuple[str, int], int], str | None]:
+        """New committed offsets for an inactive group, as Kafka's
+        ``kafka-consumer-groups --reset-offsets --execute`` makes them: of
+        ``topic``'s partitions (None: every partition the group has an
+        offset for), ``to`` "earliest", "latest", "offset" (``value``),
+        "timestamp" (``value`` ms: the first offset at or after it) or "shift"
+        (the committed offset moved by ``value``), clamped to the log's
+        range. The plan, and None when committed, else why not."""
+
+        def reset(client: ConsoleClient) -> tuple[dict[tuple[str, int], int], str | None]:
+            listed = {g: s for g, s, _ in client.list_groups_typed()}
+            state = listed.get(group_id)
+            if state is None:
+                return {}, f"no group {group_id}"
+            if state not in INACTIVE_GROUP_STATES:
+                return {}, (
+                    f"offsets can only be reset while the group is inactive (Empty), "
+                    f"and it is {state}: stop its consumers first"
+                )
+            if to not in RESET_TARGETS:
+                return {}, f"reset to what? ({to!r})"
+            if to in ("offset", "timestamp", "shift") and value is None:
+                return {}, f"resetting to {to} needs a number"
+            committed = client.committed(group_id)
+            if topic:
+                parts = client.partitions(topic)
+                if not parts:
+                    return {}, f"no topic {topic}"
+                tps = sorted((topic, p) for p in parts)
+            else:
+                tps = sorted(committed)
+            if not tps:
+                return {}, "the group has no committed offsets to reset"
+            starts = client.list_offsets(dict.fromkeys(tps, EARLIEST_TIMESTAMP))
+            ends = client.list_offsets(dict.fromkeys(tps, LATEST_TIMESTAMP))
+            found = client.list_offsets(dict.fromkeys(tps, value or 0)) if to == "timestamp" else {}
+            plan: dict[tuple[str, int], int] = {}
+            for tp in tps:
+                lo, hi = starts[tp], ends[tp]
+                if to == "earliest":
+                    new = lo
+                elif to == "latest":
+                    new = hi
+                elif to == "offset":
+                    new = value or 0
+                elif to == "shift":
+                    new = committed.get(tp, lo) + (value or 0)
+                else:
+                    new = found[tp] if found.get(tp, -1) >= 0 else hi
+                plan[tp] = min(max(new, lo), hi)
+            results = client.commit(group_id, plan)
+            bad = [f"{t}-{p}: {describe(c)}" for (t, p), c in sorted(results.items()) if c]
+            return plan, ("; ".join(bad) if bad else None)
+
+        try:
+            return self._call(reset)
+        except KafkaError as e:
+            return {}, _error_text(e)
+
+    def add_partitions(self, topic: str, count: int) -> str | None:
+        """CreatePartitions: ``topic`` grown to ``count`` partitions (Kafka
+        never shrinks one); None when done, else the error."""
+
+        def grow(client: ConsoleClient) -> str | None:
+            (result,) = client.create_partitions({topic: count})
+            if result.error_code:
+                return describe(result.error_code, result.get("error_message"))
+            deadline = time.monotonic() + min(5.0, self.timeout_ms / 1000)
+            while time.monotonic() < deadline:  # the next page shows them all, led
+                parts = client.partitions(topic, wait_s=deadline - time.monotonic())
+                if parts and len(parts) >= count and all(p.leader >= 0 for p in parts.values()):
+                    break
+                time.sleep(0.1)
+            return None
+
+        try:
+            return self._call(grow)
+        except KafkaError as e:
+            return _error_text(e)
+
+    # -------------------------------------------------- ACLs, SCRAM users, quotas
+
+    def acls(self) -> AclsView:
+        return self._call(describe_acls)
+
+    def create_acl(self, acl: AclSpec) -> str | None:
+        return self._change(lambda c: create_acl(c, acl))
+
+    def delete_acl(self, acl: AclSpec) -> str | None:
+        return self._change(lambda c: delete_acl(c, acl))
+
+    def scram_users(self) -> ScramUsersView:
+        return self._call(describe_scram_users)
+
+    def upsert_scram_user(
+        self, user: str, mechanism: str, password: str, iterations: int
+    ) -> str | None:
+        return self._change(lambda c: upsert_scram_user(c, user, mechanism, password, iterations))
+
+    def delete_scram_user(self, user: str, mechanism: str) -> str | None:
+        return self._change(lambda c: delete_scram_user(c, user, mechanism))
+
+    def quotas(self) -> QuotasView:
+        return self._call(describe_quotas)
+
+    def alter_quota(
+        self, entity: list[tuple[str, str | None]], key: str, value: float | None
+    ) -> str | None:
+        return self._change(lambda c: alter_quota(c, entity, key, value))
+
+    def _change(self, what: Callable[[ConsoleClient], str | None]) -> str | None:
+        """A change's error as text, whether the cluster answered it with an
+        error code or refused the request itself."""
+        try:
+            return self._call(what)
+        except KafkaError as e:
+            return _error_text(e)

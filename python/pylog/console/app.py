@@ -16,12 +16,13 @@ import secrets
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -31,6 +32,14 @@ from pylog.console.admin import ConsoleAdmin
 from pylog.console.audit import AuditLog
 from pylog.console.lag_history import LagHistory
 from pylog.console.record_format import FORMATS, render_bytes
+from pylog.console.security_admin import (
+    ACL_OPERATIONS,
+    ACL_RESOURCE_TYPES,
+    QUOTA_KEYS,
+    SCRAM_MECHANISMS,
+    AclSpec,
+)
+from pylog.console.sessions import COOKIE, Sessions
 from pylog.errors import KafkaError
 
 __all__ = ["ConsoleSettings", "create_app"]
@@ -53,9 +62,15 @@ SECURITY_HEADERS = [
 
 class ConsoleSettings:
     def __init__(
-        self, *, read_only: bool = False, refresh_s: int = 0, lag_interval_s: float = 10.0
+        self,
+        *,
+        read_only: bool = False,
+        refresh_s: int = 0,
+        lag_interval_s: float = 10.0,
+        sign_in: bool = False,
     ) -> None:
         self.read_only = read_only
+        self.sign_in = sign_in  # each person signs in with SASL credentials (sessions.py)
         self.refresh_s = refresh_s  # pages reload themselves this often (0: never)
         self.lag_interval_s = lag_interval_s  # a watched group's lag is sampled this often
 
@@ -69,6 +84,11 @@ def _size(n: int | None) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def _number(value: float) -> str:
+    """A quota's value as written: 1048576, not 1.04858e+06."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def _timestamp(ms: int) -> str:
@@ -89,6 +109,7 @@ def _environment() -> jinja2.Environment:
     env.filters["timestamp"] = _timestamp
     env.filters["shown"] = render_bytes
     env.filters["ids"] = lambda ids: ",".join(str(i) for i in ids)
+    env.filters["number"] = _number
     return env
 
 
@@ -109,6 +130,34 @@ class _SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, with_headers)
+
+
+SCOPE_ADMIN = "pylog.console.admin"  # the signed-in person's ConsoleAdmin
+SCOPE_SESSION = "pylog.console.session"
+
+
+class _SignIn:
+    """With sign-in: a request without a live session goes to the sign-in
+    page (only it and the stylesheet are open); with one, the session's
+    admin is put in the scope for the pages to ask as."""
+
+    OPEN = ("/signin", "/static/")
+
+    def __init__(self, app: ASGIApp, sessions: Sessions) -> None:
+        self.app = app
+        self.sessions = sessions
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith(self.OPEN):
+            await self.app(scope, receive, send)
+            return
+        session = self.sessions.get(HTTPConnection(scope).cookies.get(COOKIE))
+        if session is None:
+            await RedirectResponse("/signin", status_code=303)(scope, receive, send)
+            return
+        scope[SCOPE_ADMIN] = session.admin
+        scope[SCOPE_SESSION] = session.id
+        await self.app(scope, receive, send)
 
 
 def _int(text: str | None, default: int | None = None) -> int | None:
@@ -155,8 +204,22 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
     audit = AuditLog()
     token = secrets.token_urlsafe(24)  # a form from another site cannot know it
 
-    def total_lag(group_id: str) -> int | None:
-        view = admin.group(group_id)
+    sessions = Sessions(admin) if settings.sign_in else None
+
+    def cur(request: Request) -> ConsoleAdmin:
+        """Whom the cluster sees for this request: the signed-in person's
+        admin (set by :class:`_SignIn`), else the console's own."""
+        got = request.scope.get(SCOPE_ADMIN)
+        return got if isinstance(got, ConsoleAdmin) else admin
+
+    def lag_key(request: Request, group_id: str) -> str:
+        # per principal: what one person's view sampled, another does not see
+        return f"{cur(request).principal}\n{group_id}"
+
+    def total_lag(key: str) -> int | None:
+        principal, _, group_id = key.partition("\n")
+        by = sessions.admin_of(principal) if sessions is not None else admin
+        view = by.group(group_id) if by is not None else None
         return None if view is None or not view.offsets else view.total_lag
 
     lag_history = LagHistory(total_lag, settings.lag_interval_s)
@@ -165,8 +228,11 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         html = env.get_template(template).render(
             read_only=settings.read_only,
             refresh_s=settings.refresh_s,
-            principal=admin.principal,
+            principal=cur(request).principal
+            if sessions is None or SCOPE_ADMIN in request.scope
+            else "nobody: not signed in",
             bootstrap=admin.bootstrap_servers,
+            sign_in=sessions is not None and SCOPE_ADMIN in request.scope,
             csrf=token,
             path=request.url.path,
             formats=FORMATS,
@@ -196,7 +262,7 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
             reason = "the form's token is missing or stale"
         if reason is None:
             return None
-        audit.record(admin.principal, who(request), action, target, f"refused: {reason}")
+        audit.record(cur(request).principal, who(request), action, target, f"refused: {reason}")
         return page(request, "error.html", 403, title="Refused", error=f"Refused: {reason}.")
 
     # -------------------------------------------------- pages
@@ -205,13 +271,13 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         return RedirectResponse("/cluster", status_code=303)
 
     async def cluster(request: Request) -> Response:
-        view = await blocking(request, "cluster.html", admin.cluster)
+        view = await blocking(request, "cluster.html", cur(request).cluster)
         if isinstance(view, Response):
             return view
         return page(request, "cluster.html", cluster=view)
 
     async def topics(request: Request, error: str | None = None, status: int = 200) -> Response:
-        rows = await blocking(request, "topics.html", admin.topics)
+        rows = await blocking(request, "topics.html", cur(request).topics)
         if isinstance(rows, Response):
             return rows
         internal = request.query_params.get("internal") == "1"
@@ -243,13 +309,13 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         result = await blocking(
             request,
             "topics.html",
-            lambda: admin.create_topic(name, partitions, replication, configs),
+            lambda: cur(request).create_topic(name, partitions, replication, configs),
         )
         if isinstance(result, Response):
             return result
         detail = f"partitions={partitions} replication_factor={replication} configs={configs}"
         audit.record(
-            admin.principal,
+            cur(request).principal,
             who(request),
             "create topic",
             name,
@@ -261,19 +327,22 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
 
     async def topic(request: Request) -> Response:
         name = request.path_params["name"]
-        view = await blocking(request, "topic.html", lambda: admin.topic(name))
+        view = await blocking(request, "topic.html", lambda: cur(request).topic(name))
         if isinstance(view, Response):
             return view
         if view is None:
             return page(
                 request, "error.html", 404, title="No such topic", error=f"No topic {name}."
             )
+        if isinstance(view, str):
+            return page(request, "error.html", 403, title="Not allowed", error=view)
         return page(
             request,
             "topic.html",
             topic=view,
             created=request.query_params.get("created") == "1",
             altered=request.query_params.get("altered") == "1",
+            grown=request.query_params.get("grown") == "1",
         )
 
     async def alter_config(request: Request) -> Response:
@@ -285,13 +354,13 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
             return refused
         value = None if form.get("default") is not None else str(form.get("value", ""))
         result = await blocking(
-            request, "topic.html", lambda: admin.alter_topic_config(name, key, value)
+            request, "topic.html", lambda: cur(request).alter_topic_config(name, key, value)
         )
         if isinstance(result, Response):
             return result
         what = f"{key}={value}" if value is not None else f"{key} to its default"
         audit.record(
-            admin.principal,
+            cur(request).principal,
             who(request),
             "alter config of",
             name,
@@ -310,12 +379,12 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         if str(form.get("confirm", "")) != name:
             result: str | None = "type the topic's name to confirm"
         else:
-            got = await blocking(request, "topics.html", lambda: admin.delete_topic(name))
+            got = await blocking(request, "topics.html", lambda: cur(request).delete_topic(name))
             if isinstance(got, Response):
                 return got
             result = got
         audit.record(
-            admin.principal,
+            cur(request).principal,
             who(request),
             "delete topic",
             name,
@@ -341,7 +410,7 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         view = await blocking(
             request,
             "messages.html",
-            lambda: admin.messages(
+            lambda: cur(request).messages(
                 name,
                 partition,
                 offset=offset,
@@ -394,13 +463,13 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
             got = await blocking(
                 request,
                 "messages.html",
-                lambda: admin.produce(name, partition, key, value, headers),
+                lambda: cur(request).produce(name, partition, key, value, headers),
             )
             if isinstance(got, Response):
                 return got
             result = got
         audit.record(
-            admin.principal,
+            cur(request).principal,
             who(request),
             "produce to",
             f"{name}" + ("" if partition is None else f"-{partition}"),
@@ -411,14 +480,14 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
         return await messages(request, produced=True)
 
     async def groups(request: Request) -> Response:
-        rows = await blocking(request, "groups.html", admin.groups)
+        rows = await blocking(request, "groups.html", cur(request).groups)
         if isinstance(rows, Response):
             return rows
         return page(request, "groups.html", groups=rows)
 
     async def group(request: Request) -> Response:
         group_id = request.query_params.get("id", "")
-        view = await blocking(request, "group.html", lambda: admin.group(group_id))
+        view = await blocking(request, "group.html", lambda: cur(request).group(group_id))
         if isinstance(view, Response):
             return view
         if view is None:
@@ -426,23 +495,265 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
                 request, "error.html", 404, title="No such group", error=f"No group {group_id}."
             )
         if view.offsets:
-            lag_history.add(group_id, view.total_lag)
+            lag_history.add(lag_key(request, group_id), view.total_lag)
         return page(
             request,
             "group.html",
             group=view,
-            chart=lag_history.chart(group_id),
+            chart=lag_history.chart(lag_key(request, group_id)),
             lag_interval_s=settings.lag_interval_s,
+            reset=request.query_params.get("reset") == "1",
         )
 
     async def audit_page(request: Request) -> Response:
         return page(request, "audit.html", entries=audit.entries())
+
+    async def audited(
+        request: Request,
+        form: FormData,
+        action: str,
+        target: str,
+        detail: str | Callable[[], str],
+        do: Callable[[], str | None],
+        then: str,
+    ) -> Response:
+        """A change the page asked: refused (read-only, no token), or made
+        on a worker thread; audited either way, with who asked. ``detail``
+        (or what it returns once the change is done) says what was asked
+        and done; ``then``: where the browser goes once it is made."""
+        refused = await change(request, action, target, form)
+        if refused is not None:
+            return refused
+        result = await blocking(request, "error.html", do)
+        if isinstance(result, Response):
+            return result
+        if callable(detail):
+            detail = detail()
+        outcome = f"ok {detail}".strip() if result is None else f"failed: {detail}: {result}"
+        audit.record(cur(request).principal, who(request), action, target, outcome)
+        if result is not None:
+            return page(request, "error.html", 400, title="Not done", error=result)
+        return RedirectResponse(then, status_code=303)
+
+    # -------------------------------------------------- groups and topics: changes
+
+    async def reset_offsets(request: Request) -> Response:
+        form = await request.form()
+        group_id = str(form.get("id", ""))
+        topic = str(form.get("topic", "")).strip() or None
+        to = str(form.get("to", ""))
+        value_text = str(form.get("value", "")).strip()
+        value = parse_timestamp(value_text) if to == "timestamp" else _int(value_text)
+        plan: dict[tuple[str, int], int] = {}
+
+        def reset() -> str | None:
+            got, error = cur(request).reset_offsets(group_id, topic, to, value)
+            plan.update(got)
+            return error
+
+        asked = f"topic={topic or '(all)'} to={to}" + (f" {value_text}" if value_text else "")
+
+        def detail() -> str:
+            new = ", ".join(f"{t}-{p}={o}" for (t, p), o in sorted(plan.items()))
+            return f"{asked}: {new}" if new else asked
+
+        return await audited(
+            request, form, "reset offsets of", group_id, detail, reset,
+            f"/group?id={quote(group_id, safe='')}&reset=1",
+        )  # fmt: skip
+
+    async def add_partitions(request: Request) -> Response:
+        name = request.path_params["name"]
+        form = await request.form()
+        count = _int(str(form.get("count", ""))) or 0
+        return await audited(
+            request, form, "add partitions to", name, f"count={count}",
+            lambda: cur(request).add_partitions(name, count),
+            f"/topics/{quote(name, safe='')}?grown=1",
+        )  # fmt: skip
+
+    # -------------------------------------------------- ACLs, SCRAM users, quotas
+
+    async def acls_page(request: Request) -> Response:
+        view = await blocking(request, "acls.html", cur(request).acls)
+        if isinstance(view, Response):
+            return view
+        return page(
+            request,
+            "acls.html",
+            view=view,
+            resource_types=ACL_RESOURCE_TYPES,
+            operations=ACL_OPERATIONS,
+            done=request.query_params.get("done", ""),
+        )
+
+    def _acl(form: FormData) -> AclSpec:
+        return AclSpec(
+            str(form.get("resource_type", "")),
+            str(form.get("pattern_type", "LITERAL")),
+            str(form.get("resource_name", "")).strip(),
+            str(form.get("principal", "")).strip(),
+            str(form.get("host", "")).strip() or "*",
+            str(form.get("operation", "")),
+            str(form.get("permission", "ALLOW")),
+        )
+
+    async def create_acl(request: Request) -> Response:
+        form = await request.form()
+        acl = _acl(form)
+        return await audited(
+            request, form, "create ACL", str(acl), "", lambda: cur(request).create_acl(acl),
+            "/acls?done=created",
+        )  # fmt: skip
+
+    async def delete_acl(request: Request) -> Response:
+        form = await request.form()
+        acl = _acl(form)
+        return await audited(
+            request, form, "delete ACL", str(acl), "", lambda: cur(request).delete_acl(acl),
+            "/acls?done=deleted",
+        )  # fmt: skip
+
+    async def users_page(request: Request) -> Response:
+        view = await blocking(request, "users.html", cur(request).scram_users)
+        if isinstance(view, Response):
+            return view
+        return page(
+            request,
+            "users.html",
+            view=view,
+            mechanisms=SCRAM_MECHANISMS,
+            done=request.query_params.get("done", ""),
+        )
+
+    async def upsert_user(request: Request) -> Response:
+        form = await request.form()
+        user = str(form.get("user", "")).strip()
+        mechanism = str(form.get("mechanism", ""))
+        iterations = _int(str(form.get("iterations", "")), 8192) or 8192
+        password = str(form.get("password", ""))  # never logged nor audited
+        return await audited(
+            request, form, "set SCRAM credential of", user,
+            f"{mechanism} iterations={iterations}",
+            lambda: cur(request).upsert_scram_user(user, mechanism, password, iterations),
+            "/users?done=set",
+        )  # fmt: skip
+
+    async def delete_user(request: Request) -> Response:
+        form = await request.form()
+        user = str(form.get("user", "")).strip()
+        mechanism = str(form.get("mechanism", ""))
+        return await audited(
+            request, form, "delete SCRAM credential of", user, mechanism,
+            lambda: cur(request).delete_scram_user(user, mechanism),
+            "/users?done=deleted",
+        )  # fmt: skip
+
+    async def quotas_page(request: Request) -> Response:
+        view = await blocking(request, "quotas.html", cur(request).quotas)
+        if isinstance(view, Response):
+            return view
+        return page(
+            request,
+            "quotas.html",
+            view=view,
+            keys=QUOTA_KEYS,
+            done=request.query_params.get("done", ""),
+        )
+
+    def _entity(form: FormData) -> list[tuple[str, str | None]]:
+        """``user`` / ``client-id`` fields: a name, or with its ``*_default``
+        box the default entity; left out when neither."""
+        entity: list[tuple[str, str | None]] = []
+        for kind, field_name in (("user", "user"), ("client-id", "client_id")):
+            name = str(form.get(field_name, "")).strip()
+            if form.get(f"{field_name}_default") is not None:
+                entity.append((kind, None))
+            elif name:
+                entity.append((kind, name))
+        return entity
+
+    def _entity_text(entity: list[tuple[str, str | None]]) -> str:
+        # as the quotas page names it (entity types in order)
+        parts = sorted(entity, key=lambda e: e[0])
+        return ", ".join(f"{t}={'<default>' if n is None else n}" for t, n in parts)
+
+    async def set_quota(request: Request) -> Response:
+        form = await request.form()
+        entity = _entity(form)
+        key = str(form.get("key", ""))
+        value_text = str(form.get("value", "")).strip()
+        try:
+            value: float | None = float(value_text)
+        except ValueError:
+            value = None
+
+        def alter() -> str | None:
+            if value is None:
+                return f"{value_text!r} is not a number"
+            return cur(request).alter_quota(entity, key, value)
+
+        return await audited(
+            request, form, "set quota of", _entity_text(entity), f"{key}={value_text}", alter,
+            "/quotas?done=set",
+        )  # fmt: skip
+
+    async def remove_quota(request: Request) -> Response:
+        form = await request.form()
+        entity = _entity(form)
+        key = str(form.get("key", ""))
+        return await audited(
+            request, form, "remove quota of", _entity_text(entity), key,
+            lambda: cur(request).alter_quota(entity, key, None),
+            "/quotas?done=removed",
+        )  # fmt: skip
+
+    # -------------------------------------------------- sign-in
+
+    async def signin_page(request: Request, error: str | None = None) -> Response:
+        if sessions is None:
+            return RedirectResponse("/cluster", status_code=303)
+        return page(request, "signin.html", 401 if error else 200, error=error)
+
+    async def signin(request: Request) -> Response:
+        if sessions is None:
+            return RedirectResponse("/cluster", status_code=303)
+        form = await request.form()
+        user = str(form.get("user", "")).strip()
+        if not secrets.compare_digest(str(form.get("csrf", "")), token):
+            audit.record(f"User:{user}", who(request), "sign in", user, "refused: no form token")
+            return page(request, "error.html", 403, title="Refused", error="Refused: no token.")
+        got = await run_in_threadpool(sessions.sign_in, user, str(form.get("password", "")))
+        if isinstance(got, str):
+            audit.record(f"User:{user}", who(request), "sign in", user, f"failed: {got}")
+            return await signin_page(request, got)
+        audit.record(got.admin.principal, who(request), "sign in", user, "ok")
+        response = RedirectResponse("/cluster", status_code=303)
+        response.set_cookie(
+            COOKIE,
+            got.id,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        return response
+
+    async def signout(request: Request) -> Response:
+        if sessions is not None:
+            gone = sessions.sign_out(request.cookies.get(COOKIE))
+            if gone is not None:
+                audit.record(gone.admin.principal, who(request), "sign out", "", "ok")
+        response = RedirectResponse("/signin", status_code=303)
+        response.delete_cookie(COOKIE)
+        return response
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         lag_history.start()
         yield
         await run_in_threadpool(lag_history.stop)
+        if sessions is not None:
+            await run_in_threadpool(sessions.close)
         await run_in_threadpool(admin.close)
 
     app = Starlette(
@@ -456,11 +767,27 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
             Route("/topics/{name}/delete", delete_topic, methods=["POST"]),
             Route("/topics/{name}/messages", messages, methods=["GET"]),
             Route("/topics/{name}/messages", produce, methods=["POST"]),
+            Route("/topics/{name}/partitions", add_partitions, methods=["POST"]),
             Route("/groups", groups),
             Route("/group", group),
+            Route("/group/offsets", reset_offsets, methods=["POST"]),
+            Route("/acls", acls_page, methods=["GET"]),
+            Route("/acls", create_acl, methods=["POST"]),
+            Route("/acls/delete", delete_acl, methods=["POST"]),
+            Route("/users", users_page, methods=["GET"]),
+            Route("/users", upsert_user, methods=["POST"]),
+            Route("/users/delete", delete_user, methods=["POST"]),
+            Route("/quotas", quotas_page, methods=["GET"]),
+            Route("/quotas", set_quota, methods=["POST"]),
+            Route("/quotas/delete", remove_quota, methods=["POST"]),
             Route("/audit", audit_page),
+            Route("/signin", signin_page, methods=["GET"]),
+            Route("/signin", signin, methods=["POST"]),
+            Route("/signout", signout, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
         lifespan=lifespan,
     )
+    if sessions is not None:
+        return _SecurityHeaders(_SignIn(app, sessions))
     return _SecurityHeaders(app)

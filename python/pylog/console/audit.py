@@ -41,7 +41,8 @@ class AuditLog:
         # Names come from the browser: quoted, so a line cannot be forged.
         log.info(
             "console change by %s from %s: %s %s: %s",
-            principal,
+            # a signed-in user's name is theirs to choose: quoted unless plain
+            principal if principal.isprintable() else quoted(principal),
             quoted(address),
             action,
             quoted(target),

@@ -35,6 +35,13 @@ DEFAULT_PORT = 9021  # the port Kafka operators know a web console on
 @click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True)
 @click.option("--read-only", is_flag=True, help="Show the cluster; refuse every change.")
 @click.option(
+    "--sign-in",
+    is_flag=True,
+    help="Each person signs in with their SASL user and password and the console acts as "
+    "them (the cluster's ACLs decide what they see); --command-config names the protocol "
+    "and mechanism.",
+)
+@click.option(
     "--refresh",
     "refresh_s",
     type=click.IntRange(min=0),
@@ -56,6 +63,7 @@ def console(
     host: str,
     port: int,
     read_only: bool,
+    sign_in: bool,
     refresh_s: int,
     lag_interval_s: float,
 ) -> None:
@@ -70,7 +78,14 @@ def console(
         raise CommandError(
             f"the console needs its extra: pip install 'pylog-broker[console]' ({e})"
         ) from None
-    security = client_security(command_config) if command_config else None
+    security = (
+        client_security(command_config, need_credentials=not sign_in) if command_config else None
+    )
+    if sign_in and (security is None or not security.uses_sasl):
+        raise CommandError(
+            "--sign-in needs a --command-config with security.protocol SASL_PLAINTEXT or "
+            "SASL_SSL and its sasl.mechanism"
+        )
     admin = ConsoleAdmin(
         ",".join(bootstrap_list(bootstrap_server)),
         security=security,
@@ -78,11 +93,17 @@ def console(
     )
     app = create_app(
         admin,
-        ConsoleSettings(read_only=read_only, refresh_s=refresh_s, lag_interval_s=lag_interval_s),
+        ConsoleSettings(
+            read_only=read_only,
+            refresh_s=refresh_s,
+            lag_interval_s=lag_interval_s,
+            sign_in=sign_in,
+        ),
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     click.echo(
         f"pylog console for {bootstrap_server} on http://{host}:{port}/"
         + (" (read-only)" if read_only else "")
+        + (" (sign-in)" if sign_in else "")
     )
     uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)

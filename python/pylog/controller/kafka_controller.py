@@ -250,7 +250,7 @@ class KafkaController:
             kind="counter",
         )
         metrics.gauge(
-            "kafka_controller_controllerstats_uncleanleaderelectionspersec",
+            "kafka_controller_controllerstats_uncleanleaderelections_total",
             "Leaders elected from outside the ISR (UncleanLeaderElectionsPerSec count).",
             lambda: float(self.stats.unclean_elections),
             kind="counter",

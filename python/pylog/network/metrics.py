@@ -26,10 +26,13 @@ import bisect
 import contextlib
 import logging
 import math
+import os
 import re
 import socket
 import socketserver
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,6 +45,7 @@ __all__ = [
     "MetricsServer",
     "RequestMetrics",
     "api_display_name",
+    "register_process_metrics",
 ]
 
 _log = logging.getLogger("pylog.network")
@@ -123,6 +127,37 @@ class Counter:
         self.value += amount
 
 
+# Kafka's histogram percentiles (Yammer's 50th ... 999th) as the JMX
+# exporter's rules label them: quantile="0.<n>".
+QUANTILES = (
+    ("0.50", 0.50), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98), ("0.99", 0.99),
+    ("0.999", 0.999),
+)  # fmt: skip
+# Kafka's histograms weigh the last five minutes (an exponentially decaying
+# reservoir); here the percentiles are over the observations since a snapshot
+# of the bucket counts 1 to 5 minutes old.
+RECENT_WINDOW_S = 300
+SNAPSHOT_EVERY_S = 60
+
+
+def _bucket_quantile(bounds: tuple[float, ...], counts: list[int], q: float) -> float:
+    """The ``q`` quantile of bucketed observations, linear inside its bucket
+    (0 below the first bound; the last bound for the overflow bucket)."""
+    total = sum(counts)
+    if total <= 0:
+        return 0.0
+    rank = q * total
+    seen = 0
+    for i, c in enumerate(counts):
+        if c and seen + c >= rank:
+            if i >= len(bounds):
+                return bounds[-1]
+            lower = bounds[i - 1] if i else 0.0
+            return lower + (bounds[i] - lower) * (rank - seen) / c
+        seen += c
+    return bounds[-1]
+
+
 @dataclass(slots=True)
 class Histogram:
     """Cumulative-on-render bucket counts plus sum and count (Prometheus histogram)."""
@@ -131,6 +166,8 @@ class Histogram:
     counts: list[int] = field(default_factory=list)
     total: float = 0.0
     count: int = 0
+    #: (monotonic time, counts then), oldest first: the recent window's start
+    snapshots: deque[tuple[float, tuple[int, ...]]] = field(default_factory=deque)
 
     def __post_init__(self) -> None:
         if not self.counts:
@@ -140,6 +177,23 @@ class Histogram:
         self.counts[bisect.bisect_left(self.bounds, value)] += 1
         self.total += value
         self.count += 1
+
+    def recent_quantiles(self, now: float) -> list[tuple[str, float]]:
+        """Kafka's percentiles (:data:`QUANTILES`) of the observations since
+        the oldest snapshot kept (1-5 minutes old; all of them until then),
+        interpolated inside their bucket as Prometheus' histogram_quantile
+        does. A snapshot of the counts is kept every :data:`SNAPSHOT_EVERY_S`
+        of scrapes."""
+        snaps = self.snapshots
+        if not snaps or now - snaps[-1][0] >= SNAPSHOT_EVERY_S:
+            snaps.append((now, tuple(self.counts)))
+        while len(snaps) > 1 and now - snaps[1][0] >= RECENT_WINDOW_S:
+            snaps.popleft()
+        base = snaps[0][1] if now - snaps[0][0] >= SNAPSHOT_EVERY_S else None
+        window = (
+            self.counts if base is None else [c - b for c, b in zip(self.counts, base, strict=True)]
+        )
+        return [(name, _bucket_quantile(self.bounds, window, q)) for name, q in QUANTILES]
 
     def quantile(self, q: float) -> float:
         """Upper bound of the bucket holding the ``q`` quantile (inf past the last)."""
@@ -236,8 +290,27 @@ class MetricsRegistry:
             for m in reqs:
                 value = getattr(m, counter).value
                 out.append(f"{fam}{_labels([('request', m.name)])} {_number(value)}")
+        now = time.monotonic()
         for phase in REQUEST_TIMES:
+            # The JMX exporter's form of Kafka's Yammer histogram: percentiles
+            # as ``quantile`` samples and a ``_count`` (plus ``_sum``).
             fam = f"kafka_network_requestmetrics_{phase.lower()}"
+            out.append(
+                f"# HELP {fam} {phase} of requests, per API, in milliseconds: percentiles "
+                f"of the last {RECENT_WINDOW_S // 60} minutes or so (Kafka's are decaying)."
+            )
+            out.append(f"# TYPE {fam} summary")
+            for m in reqs:
+                h = m.times[phase]
+                lab = [("request", m.name)]
+                for q, value in h.recent_quantiles(now):
+                    out.append(f"{fam}{_labels([*lab, ('quantile', q)])} {_number(value)}")
+                out.append(f"{fam}_sum{_labels(lab)} {_number(h.total)}")
+                out.append(f"{fam}_count{_labels(lab)} {h.count}")
+        for phase in REQUEST_TIMES:
+            # The same observations in buckets, for histogram_quantile() over
+            # any window and any set of brokers.
+            fam = f"pylog_network_requestmetrics_{phase.lower()}"
             out.append(f"# HELP {fam} {phase} of requests, per API, in milliseconds.")
             out.append(f"# TYPE {fam} histogram")
             for m in reqs:
@@ -247,9 +320,9 @@ class MetricsRegistry:
                     cumulative += c
                     labels = _labels([("request", m.name), ("le", _number(bound))])
                     out.append(f"{fam}_bucket{labels} {cumulative}")
-                lab = _labels([("request", m.name)])
-                out.append(f"{fam}_sum{lab} {_number(h.total)}")
-                out.append(f"{fam}_count{lab} {h.count}")
+                lab_text = _labels([("request", m.name)])
+                out.append(f"{fam}_sum{lab_text} {_number(h.total)}")
+                out.append(f"{fam}_count{lab_text} {h.count}")
         for g in sorted(self._gauges.values(), key=lambda g: g.name):
             try:
                 value = g.read()
@@ -264,6 +337,56 @@ class MetricsRegistry:
                 for label_map, v in value:
                     out.append(f"{g.name}{_labels(sorted(label_map.items()))} {_number(v)}")
         return "\n".join(out) + "\n"
+
+
+def register_process_metrics(registry: MetricsRegistry) -> None:
+    """The process' CPU, memory and descriptors under the names every
+    Prometheus client (and the JMX exporter's agent) gives them, and the
+    event loop's idle share under Kafka's handler and processor idle names.
+
+    The loop is pylog's request handler pool and network processors in one
+    thread: it is idle while its thread is off the CPU (waiting in select, or
+    blocked in a system call). Read on the loop's thread (``/metrics`` is
+    rendered there), ``time.thread_time()`` is that thread's CPU time.
+    ``..._requesthandleravgidle_percent`` is the share since start (the
+    JMX exporter reads Kafka's meter's MeanRate), ``..._count`` the idle
+    nanoseconds (the meter's Count): ``rate(..._count[1m]) / 1e9`` is the
+    recent share."""
+    start_wall = time.monotonic()
+    start_cpu = time.thread_time()
+    started = time.time()
+
+    def idle_ns() -> float:
+        busy = time.thread_time() - start_cpu
+        return max(0.0, (time.monotonic() - start_wall - busy) * 1e9)
+
+    def idle_share() -> float:
+        wall = time.monotonic() - start_wall
+        return min(1.0, idle_ns() / 1e9 / wall) if wall > 0 else 1.0
+
+    def resident() -> float:
+        with open("/proc/self/statm") as f:
+            return float(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"))
+
+    for name, doc, read, kind in (
+        ("process_cpu_seconds_total", "CPU seconds of the broker process, user and system.",
+         time.process_time, "counter"),
+        ("process_resident_memory_bytes", "Resident memory of the broker process.",
+         resident, "gauge"),
+        ("process_open_fds", "Open file descriptors of the broker process.",
+         lambda: float(len(os.listdir("/proc/self/fd"))), "gauge"),
+        ("process_start_time_seconds", "When the broker process' metrics began (Unix time).",
+         lambda: started, "gauge"),
+        ("kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
+         "Share of time (0-1) the event loop, which handles requests, was idle since start.",
+         idle_share, "gauge"),
+        ("kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent_count",
+         "Nanoseconds the event loop was idle (rate / 1e9: the idle share).", idle_ns, "counter"),
+        ("kafka_network_socketserver_networkprocessoravgidlepercent",
+         "Share of time (0-1) the event loop, which also reads and writes the sockets, was idle.",
+         idle_share, "gauge"),
+    ):  # fmt: skip
+        registry.gauge(name, doc, read, kind=kind)
 
 
 class _MetricsHandler(BaseHTTPRequestHandler):

@@ -64,6 +64,8 @@ _log = logging.getLogger("pylog.network")
 # who asked what, on which listener, and how long it took.
 _request_log = logging.getLogger("pylog.request")
 
+_FETCH = 1  # ApiKey.FETCH
+
 Chunk: TypeAlias = "bytes | bytearray | memoryview | FileRecords"
 
 # How long after another connection's prompt request (anything but a bulk
@@ -317,18 +319,24 @@ class RequestChannel:
             )
         if self.metrics is None:
             return
-        m = self.metrics.request(r.api_name or f"Api{r.header.api_key}")
-        m.bytes_in.inc(len(r.frame) + 4)
-        if response.close:
-            m.errors.inc()
+        names = [r.api_name or f"Api{r.header.api_key}"]
+        if r.header.api_key == _FETCH:
+            # Kafka's RequestChannel also counts a Fetch as FetchFollower
+            # (a replica's: the handler marks it quota-exempt) or FetchConsumer.
+            names.append("FetchFollower" if r.quota_exempt else "FetchConsumer")
         dequeued = r.dequeued_ns or r.received_ns
         local = r.local_complete_ns or dequeued
         ready = r.response_ready_ns or local
-        m.record(
-            queue_ms=(dequeued - r.received_ns) / 1e6,
-            local_ms=(local - dequeued) / 1e6,
-            remote_ms=(ready - local) / 1e6,
-            response_queue_ms=max(0, send_start_ns - ready) / 1e6,
-            send_ms=max(0, sent_ns - send_start_ns) / 1e6,
-            total_ms=(sent_ns - r.received_ns) / 1e6,
-        )
+        for name in names:
+            m = self.metrics.request(name)
+            m.bytes_in.inc(len(r.frame) + 4)
+            if response.close:
+                m.errors.inc()
+            m.record(
+                queue_ms=(dequeued - r.received_ns) / 1e6,
+                local_ms=(local - dequeued) / 1e6,
+                remote_ms=(ready - local) / 1e6,
+                response_queue_ms=max(0, send_start_ns - ready) / 1e6,
+                send_ms=max(0, sent_ns - send_start_ns) / 1e6,
+                total_ms=(sent_ns - r.received_ns) / 1e6,
+            )

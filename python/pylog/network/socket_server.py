@@ -404,14 +404,14 @@ class SocketServer:
             kind="counter",
         )
         m.gauge(
-            "kafka_server_brokertopicmetrics_bytesin_total",
-            "Request bytes received (BytesInPerSec).",
+            "kafka_server_socketservermetrics_incoming_byte_total",
+            "Request bytes received (incoming-byte-total).",
             lambda: self.channel.bytes_in,
             kind="counter",
         )
         m.gauge(
-            "kafka_server_brokertopicmetrics_bytesout_total",
-            "Response bytes sent (BytesOutPerSec).",
+            "kafka_server_socketservermetrics_outgoing_byte_total",
+            "Response bytes sent (outgoing-byte-total).",
             lambda: self.channel.bytes_out,
             kind="counter",
         )

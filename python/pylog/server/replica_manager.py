@@ -81,6 +81,7 @@ from pylog.server.alter_isr_manager import (
     InProcessAlterIsrManager,
     LeaderAndIsr,
 )
+from pylog.server.broker_topic_stats import BROKER_TOPIC_METERS, BrokerTopicStats
 from pylog.server.delayed_fetch import (
     DelayedFetch,
     FetchParams,
@@ -354,6 +355,8 @@ class ReplicaManager:
         self.alter_log_dirs_thread = ReplicaAlterLogDirsThread(self)
         self.isr_shrinks = 0
         self.isr_expands = 0
+        #: Kafka's BrokerTopicMetrics: bytes and records in and out, per topic
+        self.broker_topic_stats = BrokerTopicStats()
         self._isr_task: asyncio.Task[None] | None = None
         #: KIP-890 part 1: the coordinators' verification of transactional
         #: appends (set by the broker; None: never verified), asked while
@@ -536,6 +539,7 @@ class ReplicaManager:
         gone = set(doomed)
         self._partitions = {tp: p for tp, p in self._partitions.items() if tp not in gone}
         self._on_loop(self._complete_waiting, doomed)
+        self.broker_topic_stats.remove(meta.name)  # a pop: safe from a worker thread
         for tp in doomed:
             self.log_manager.async_delete(tp)
 
@@ -807,6 +811,14 @@ class ReplicaManager:
                 log_start_offset=info.log_start_offset,
             )
         ordered = {tp: results[tp] for tp in entries}
+        stats = self.broker_topic_stats
+        for tp in ordered:
+            appended = infos.get(tp)
+            if appended is None or appended.duplicate:
+                stats.produced(tp.topic, failed=appended is None)
+            else:
+                stats.produced(tp.topic, failed=False, size=appended.valid_bytes,
+                               records=appended.num_records)  # fmt: skip
         if required_acks != -1 or not infos or self._committed_now(infos, ordered):
             return ordered
         statuses = {
@@ -1076,6 +1088,14 @@ class ReplicaManager:
         """Answer at once when the wait is 0, nothing is asked, min_bytes are
         there, or a partition errs or diverges; else wait in the purgatory."""
         results = self.read_from_local_log(params, requests)
+        stats = self.broker_topic_stats
+
+        def sent(res: list[FetchPartitionResult]) -> list[FetchPartitionResult]:
+            for req, r in zip(requests, res, strict=True):
+                if r.error_code == ErrorCode.NONE:
+                    stats.fetched(req.tp.topic, from_follower=params.is_from_follower, size=r.size)
+            return res
+
         readable = 0
         must_answer = params.max_wait_ms <= 0 or not requests
         for r in results:
@@ -1083,14 +1103,14 @@ class ReplicaManager:
             if r.error_code != ErrorCode.NONE or r.diverging_epoch is not None:
                 must_answer = True
         if must_answer or readable >= params.min_bytes:
-            return results
+            return sent(results)
         # Woken by an append, the Fetch's handler resumes and answers inside
         # it (see EagerFuture), before the appending request's own answer.
         fut: EagerFuture[list[FetchPartitionResult]] = EagerFuture()
 
         def respond(res: list[FetchPartitionResult]) -> None:
             if not fut.done():
-                fut.set_result(res)
+                fut.set_result(sent(res))
 
         op = DelayedFetch(
             params.max_wait_ms,
@@ -1437,6 +1457,9 @@ class ReplicaManager:
             self.delayed_produce_purgatory.check_and_complete(tp)
             if self.log_manager.get_log(tp) is not None:
                 self.log_manager.async_delete(tp)
+        hosted = {tp.topic for tp in self._partitions}
+        for topic in {tp.topic for tp in stopping if partitions[tp].delete} - hosted:
+            self.broker_topic_stats.remove(topic)  # its per-topic series go with it
         self.replica_fetcher_manager.shutdown_idle_fetcher_threads()
         return ControllerResult(ErrorCode.NONE, errors)
 
@@ -1499,6 +1522,19 @@ class ReplicaManager:
         def parts() -> list[Partition]:
             return list(self._partitions.values())
 
+        metrics.gauge(
+            "kafka_server_replicamanager_leadercount",
+            "Partitions this broker leads (Kafka's LeaderCount).",
+            lambda: float(sum(1 for p in parts() if p.is_leader)),
+        )
+        stats = self.broker_topic_stats
+        for meter, doc in BROKER_TOPIC_METERS.items():
+            metrics.gauge(
+                f"kafka_server_brokertopicmetrics_{meter.lower()}_total",
+                doc + " No topic label: all topics.",
+                lambda meter=meter: list(stats.series(meter)),  # type: ignore[misc]
+                kind="counter",
+            )
         metrics.gauge(
             "kafka_server_replicamanager_underreplicatedpartitions",
             "Partitions this broker leads whose ISR is smaller than their replicas.",

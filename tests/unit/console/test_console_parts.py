@@ -76,8 +76,10 @@ def test_audit_log_records_and_quotes(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="pylog.console.audit"):
         audit.record("User:alice", "10.0.0.1", "create topic", "t\nforged line", "ok")
         audit.record("User:alice", "10.0.0.1", "produce to", "t-0", "refused: read-only console")
+        # a name typed at sign-in cannot forge a line either
+        audit.record("User:x\nconsole change by User:admin", "10.0.0.1", "sign in", "x", "failed")
     entries = audit.entries()
-    assert [e.action for e in entries] == ["produce to", "create topic"]  # newest first
-    assert len(caplog.records) == 2
+    assert [e.action for e in entries] == ["sign in", "produce to", "create topic"]  # newest first
+    assert len(caplog.records) == 3
     assert all("\n" not in r.getMessage() for r in caplog.records)
     assert "User:alice" in caplog.records[0].getMessage()
