@@ -708,6 +708,7 @@ class ReplicaManager:
         before_wait: Callable[[], None] | None = None,
         inline: bool = False,
         transactional_id: str | None = None,
+        add_to_transaction: bool = False,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's records as its leader; for acks=-1 wait until
         they are committed (or ``timeout_ms``). Returns a result per partition.
@@ -723,7 +724,10 @@ class ReplicaManager:
         ``transactional_id`` (a transactional producer's request): with
         verification on, a partition where the producer has no open
         transaction is appended to only once its coordinator says the
-        partition is in the transaction (KIP-890 part 1)."""
+        partition is in the transaction (KIP-890 part 1).
+        ``add_to_transaction`` (a transactions-v2 producer's Produce v12, a
+        TxnOffsetCommit v5): the coordinator is asked to add the partition
+        instead, whatever the verification setting (KIP-890 part 2)."""
         if required_acks not in (0, 1, -1):
             err = InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {required_acks}")
             return {tp: _error_result(err) for tp in entries}
@@ -732,9 +736,11 @@ class ReplicaManager:
         if (
             transactional_id is not None
             and self.add_partitions_to_txn_manager is not None
-            and self.verification_enabled()
+            and (add_to_transaction or self.verification_enabled())
         ):
-            guards = await self._verify_transactional(transactional_id, entries, results)
+            guards = await self._verify_transactional(
+                transactional_id, entries, results, add_to_transaction
+            )
         infos: dict[TopicPartition, LogAppendInfo] = {}
         queued: list[tuple[TopicPartition, asyncio.Future[_Outcome]]] = []
         # Lanes this request opens: one worker job drains them all.
@@ -833,6 +839,7 @@ class ReplicaManager:
         transactional_id: str,
         entries: Mapping[TopicPartition, bytes | bytearray | memoryview | None],
         results: dict[TopicPartition, ProduceResult],
+        add: bool = False,
     ) -> dict[TopicPartition, VerificationGuard]:
         """Kafka's appendRecordsWithTransactionVerification: the guard of each
         partition holding a transactional batch (SENTINEL where the
@@ -865,7 +872,9 @@ class ReplicaManager:
             return guards
         # One transactional id has one producer: the first batch asked for
         # names it (a request mixing producers fails their sequence checks).
-        codes = await manager.verify_transaction(transactional_id, producer[0], producer[1], ask)
+        codes = await manager.verify_transaction(
+            transactional_id, producer[0], producer[1], ask, add=add
+        )
         for tp, code in codes.items():
             results[tp] = _verification_failed(code)
             guards.pop(tp, None)
