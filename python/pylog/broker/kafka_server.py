@@ -346,6 +346,12 @@ def _transaction_coordinator(
     replica_manager.verification_enabled = lambda: bool(
         server.config.get("transaction.partition.verification.enable")
     )
+    replica_manager.add_partitions_max_timeout_ms = int(
+        config.get("add.partitions.to.txn.max.timeout.ms")
+    )
+    replica_manager.add_partitions_retry_backoff_ms = int(
+        config.get("add.partitions.to.txn.retry.backoff.ms")
+    )
     return txn
 
 

@@ -51,6 +51,7 @@ import logging
 import os
 import struct
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -361,6 +362,10 @@ class ReplicaManager:
         #: dynamic) holds.
         self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
         self.verification_enabled: Callable[[], bool] = lambda: True
+        #: Transactions v2's retries of an add meeting CONCURRENT_TRANSACTIONS
+        #: (set by the broker from add.partitions.to.txn.*).
+        self.add_partitions_max_timeout_ms = 100
+        self.add_partitions_retry_backoff_ms = 20
         metadata_store.add_listener(self._on_metadata_event)
         log_manager.log_dir_failure_channel.add_listener(self._on_log_dir_failure)
 
@@ -861,7 +866,7 @@ class ReplicaManager:
             if partition is None:
                 continue  # the append answers it
             try:
-                guard = partition.maybe_start_transaction_verification(*found)
+                guard = partition.maybe_start_transaction_verification(found[0], found[2], found[1])
             except KafkaError:
                 continue  # not the leader: the append answers it
             guards[tp] = guard
@@ -875,6 +880,36 @@ class ReplicaManager:
         codes = await manager.verify_transaction(
             transactional_id, producer[0], producer[1], ask, add=add
         )
+        # Transactions v2: the producer's next transaction starts as soon as
+        # EndTxn answers, while the coordinator may still be writing the last
+        # one's markers (CONCURRENT_TRANSACTIONS). The leader asks again for a
+        # while before answering the producer (Kafka 4's
+        # add.partitions.to.txn.max.timeout.ms / .retry.backoff.ms).
+        deadline = time.monotonic() + self.add_partitions_max_timeout_ms / 1000
+        while (
+            add
+            and codes
+            and all(c == ErrorCode.CONCURRENT_TRANSACTIONS for c in codes.values())
+            and time.monotonic() + self.add_partitions_retry_backoff_ms / 1000 < deadline
+        ):
+            await asyncio.sleep(self.add_partitions_retry_backoff_ms / 1000)
+            retry = [tp for tp in ask if tp in codes]
+            for tp in retry:
+                partition = self._partitions.get(tp)
+                if partition is None:
+                    break
+                try:
+                    guards[tp] = partition.maybe_start_transaction_verification(
+                        producer[0], producer[2], producer[1]
+                    )
+                except KafkaError:
+                    break
+            else:
+                codes = await manager.verify_transaction(
+                    transactional_id, producer[0], producer[1], retry, add=True
+                )
+                continue
+            break
         for tp, code in codes.items():
             results[tp] = _verification_failed(code)
             guards.pop(tp, None)
