@@ -70,6 +70,7 @@ from pylog.broker.share_group_apis import SHARE_VERSION_FEATURE, ShareGroupApis,
 from pylog.broker.topic_apis import TopicApis
 from pylog.broker.transaction_apis import TransactionApis
 from pylog.broker.txn_marker_apis import TxnMarkerApis
+from pylog.broker.update_features_apis import UpdateFeaturesApis
 from pylog.broker.zk_broker_apis import ZkBrokerApis
 from pylog.common.transaction_version import FEATURE_NAME as TRANSACTION_VERSION_FEATURE
 from pylog.common.transaction_version import MAX_TRANSACTION_VERSION
@@ -166,6 +167,7 @@ from pylog.protocol.messages import (
     StopReplicaResponse,
     SyncGroupRequest,
     TxnOffsetCommitRequest,
+    UpdateFeaturesRequest,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
     WriteTxnMarkersRequest,
@@ -330,6 +332,7 @@ class KafkaApis:
         )
         _CAF = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         client_quotas = ClientQuotaApis(metadata_store)
+        features = UpdateFeaturesApis(metadata_store, auth, is_controller)
         handlers: dict[int, Route] = {
             ApiKey.PRODUCE: Route(ProduceRequest, data.handle_produce_request),
             ApiKey.FETCH: Route(FetchRequest, data.handle_fetch_request),
@@ -402,6 +405,9 @@ class KafkaApis:
                 ),
             ),
             ApiKey.API_VERSIONS: Route(ApiVersionsRequest, self.handle_api_versions_request),
+            ApiKey.UPDATE_FEATURES: Route(
+                UpdateFeaturesRequest, features.handle_update_features_request
+            ),
             ApiKey.CREATE_TOPICS: Route(CreateTopicsRequest, topics.handle_create_topics_request),
             ApiKey.DELETE_TOPICS: Route(DeleteTopicsRequest, topics.handle_delete_topics_request),
             ApiKey.DELETE_RECORDS: Route(

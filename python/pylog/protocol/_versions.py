@@ -145,6 +145,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_ACLS: (1, 3),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    # KIP-584's finalized features: kafka-features.sh upgrade / downgrade of
+    # transaction.version (Kafka 4 serves 0-2; v2 answers no per-feature results).
+    ApiKey.UPDATE_FEATURES: (0, 2),
     # The ZooKeeper controller's requests to brokers, at every version the
     # Kafka 3.x ZooKeeper-mode brokers served (v7 / v8 / v4 are 3.4+'s).
     ApiKey.LEADER_AND_ISR: (0, 7),
@@ -250,6 +253,7 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.DELETE_ACLS: "DeleteAcls",
     ApiKey.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas",
     ApiKey.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
+    ApiKey.UPDATE_FEATURES: "UpdateFeatures",
     ApiKey.CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     ApiKey.CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
     ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
