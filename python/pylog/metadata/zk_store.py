@@ -918,9 +918,13 @@ class ZkMetadataStore(MetadataStore):
         return f"ZkMetadataStore({self.zk.connect_string!r}, topics={len(self._topics)})"
 
 
-def _feature_support(brokers: Iterable[BrokerInfo]) -> dict[str, int]:
+def _feature_support(registered: Iterable[BrokerInfo]) -> dict[str, int] | None:
     """Per feature any broker registers, the highest level all of them
-    support: a broker that does not name a feature supports only level 0."""
+    support: a broker that does not name a feature supports only level 0.
+    None while no broker is registered (this one is about to be)."""
+    brokers = list(registered)
+    if not brokers:
+        return None
     names = {name for b in brokers for name in b.features}
     return {name: min(b.features.get(name, (0, 0))[1] for b in brokers) for name in names}
 
