@@ -451,6 +451,10 @@ class TransactionCoordinator:
                 next_producer_id=next_pid,
                 no_partition_added=state != _S.ONGOING,
             )
+        elif v2 and not (retry_on_bump or retry_on_overflow):
+            # A completed transaction at the current epoch under v2: not a
+            # retry but a commit of nothing (an abort of nothing went above).
+            return EndTxnResult(ErrorCode.INVALID_TXN_STATE)
         elif state == _S.COMPLETE_COMMIT:
             return done if commit else EndTxnResult(ErrorCode.INVALID_TXN_STATE)
         elif state == _S.COMPLETE_ABORT:
