@@ -117,3 +117,62 @@ def test_a_transactions_life(brokers: Brokers, oracle: Oracle) -> None:
     add(0)  # the old producer: PRODUCER_FENCED
     end(0, False, version=1)  # INVALID_PRODUCER_EPOCH before v2
     oracle.verify()
+
+
+def test_a_v2_transactions_life(brokers: Brokers, oracle: Oracle) -> None:
+    """Transactions v2 (KIP-890 part 2; both brokers finalize transaction.version
+    2 by default): Produce v12 adds the partition, EndTxn v5 bumps the epoch
+    and names it, a retry names the old one, a stale batch and a stale EndTxn
+    are refused, an abort of a transaction never begun bumps it again."""
+    t, txn = name("txn-v2"), name("txn-v2-id")
+    oracle.create({t: 1})
+    find = {"key_type": 1, "coordinator_keys": [txn]}
+    oracle.until(ApiKey.FIND_COORDINATOR, 4, find, lambda r: r.coordinators[0].error_code == 0)
+    unknown = {"transactional_ids": [txn]}
+    loaded = lambda r: r.transaction_states[0].error_code == 105  # noqa: E731
+    oracle.until(ApiKey.DESCRIBE_TRANSACTIONS, 0, unknown, loaded)
+    x = oracle.send(
+        ApiKey.INIT_PRODUCER_ID, 5,
+        {"transactional_id": txn, "transaction_timeout_ms": 60000,
+         "producer_id": -1, "producer_epoch": -1},
+        allow=PID,
+    )  # fmt: skip
+    pids = {"kafka": x.kafka.producer_id, "pylog": x.pylog.producer_id}
+
+    def produce(epoch: int, seq: int) -> None:
+        oracle.send(
+            ApiKey.PRODUCE, 12,
+            lambda side: {
+                **produce_body(t, _native.build_batch(
+                    [(None, b"v2", [], TS)], producer_id=pids[side], producer_epoch=epoch,
+                    base_sequence=seq, is_transactional=True)),
+                "transactional_id": txn,
+            },
+        )  # fmt: skip
+
+    def end(epoch: int, commit: bool) -> None:
+        oracle.send(
+            ApiKey.END_TXN, 5,
+            lambda side: {"transactional_id": txn, "producer_id": pids[side],
+                          "producer_epoch": epoch, "committed": commit},
+            allow=PID,
+        )  # fmt: skip
+
+    def settled(state: str) -> None:
+        done = {"transactional_ids": [txn]}
+        oracle.until(ApiKey.DESCRIBE_TRANSACTIONS, 0, done,
+                     lambda r: r.transaction_states[0].transaction_state == state)  # fmt: skip
+        oracle.send(ApiKey.DESCRIBE_TRANSACTIONS, 0, done, allow=DESCRIBED)
+
+    produce(0, 0)  # added by the leader: no AddPartitionsToTxn
+    oracle.send(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]}, allow=DESCRIBED)
+    end(0, True)  # the answer names epoch 1
+    settled("CompleteCommit")
+    end(0, True)  # a retry: the answer it had
+    end(0, False)  # an abort of it: INVALID_TXN_STATE
+    end(7, True)  # PRODUCER_FENCED
+    produce(0, 1)  # a late batch of the committed transaction: refused
+    end(1, True)  # a commit of nothing: INVALID_TXN_STATE
+    end(1, False)  # an abort of a transaction never begun: epoch 2
+    settled("CompleteAbort")
+    oracle.verify()

@@ -158,6 +158,14 @@ def test_java_commit_abort_read_committed(broker: BrokerProcess) -> None:
     # The aborted records are in the log all the same (a read_uncommitted
     # consumer sees them), with the markers between.
     assert read_uncommitted_count(broker.bootstrap, topic, 3) == 90
+    # Kafka 4's client ran transactions v2 (transaction.version 2 is
+    # finalized): no AddPartitionsToTxn (Produce v12 added the partitions),
+    # and every EndTxn bumped the epoch, the markers carrying the new one.
+    S = TransactionState
+    log = [v for tid, v in transaction_log_records(broker.data) if tid == "java-txn" and v]
+    prepared = [v.producer_epoch for v in log if v.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)]
+    assert prepared == list(range(1, 10))
+    assert {v.client_transaction_version for v in log if v.state != S.EMPTY} == {2}
 
 
 def test_java_consume_transform_produce(broker: BrokerProcess) -> None:
@@ -188,6 +196,11 @@ def test_java_consume_transform_produce(broker: BrokerProcess) -> None:
             if t.name == src
         }
     assert sum(committed.values()) == 50, committed
+    # Under transactions v2 the offsets partition came in with TxnOffsetCommit
+    # v5 (the group coordinator added it), the epoch bumped at each commit.
+    log = [v for tid, v in transaction_log_records(broker.data) if tid == "ctp-1" and v]
+    added = [v for v in log if any(tp.topic == "__consumer_offsets" for tp in v.partitions)]
+    assert added and {v.client_transaction_version for v in added} == {2}
     # A second run finds nothing left to do: the committed offsets hold.
     r = jc.run_java(
         "txn", "transform", "--bootstrap", broker.bootstrap, "--input", src, "--output", dst,
@@ -668,7 +681,10 @@ def test_timed_out_transaction_is_aborted(broker: BrokerProcess) -> None:
         # transaction.abort.timed.out.transaction.cleanup.interval.ms=500
         wait_for(lambda: c.describe("slow").transaction_state == "CompleteAbort", "the abort")
         d = c.describe("slow")
-        assert d.producer_epoch == 1  # bumped: the producer is fenced
+        # Bumped: the producer is fenced. With transaction.version 2 finalized
+        # the abort is written at the cluster's level, which bumps it once
+        # more (the fence's epoch, then the abort's), as Kafka 4 does.
+        assert d.producer_epoch == 2
         assert c.end("slow", pid, 0, True) == PRODUCER_FENCED
         wait_for(lambda: c.offsets(topic) == (2, 2), "the LSO past the ABORT marker")
     finally:

@@ -70,7 +70,10 @@ from pylog.broker.share_group_apis import SHARE_VERSION_FEATURE, ShareGroupApis,
 from pylog.broker.topic_apis import TopicApis
 from pylog.broker.transaction_apis import TransactionApis
 from pylog.broker.txn_marker_apis import TxnMarkerApis
+from pylog.broker.update_features_apis import UpdateFeaturesApis
 from pylog.broker.zk_broker_apis import ZkBrokerApis
+from pylog.common.transaction_version import FEATURE_NAME as TRANSACTION_VERSION_FEATURE
+from pylog.common.transaction_version import MAX_TRANSACTION_VERSION
 from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
@@ -80,6 +83,7 @@ from pylog.errors import (
     InvalidRequestError,
     UnsupportedVersionError,
 )
+from pylog.metadata.finalized_feature_cache import FinalizedFeatureCache
 from pylog.metadata.store import MetadataStore, TopicMetadata
 from pylog.network import Chunk, Request
 from pylog.protocol import (
@@ -163,10 +167,12 @@ from pylog.protocol.messages import (
     StopReplicaResponse,
     SyncGroupRequest,
     TxnOffsetCommitRequest,
+    UpdateFeaturesRequest,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
     WriteTxnMarkersRequest,
 )
+from pylog.protocol.messages import api_versions_response as avr
 from pylog.protocol.messages.alter_client_quotas_response import (
     EntityData as AlterQuotaEntity,
 )
@@ -290,6 +296,8 @@ class KafkaApis:
         self._codec_executor: ThreadPoolExecutor | None = None
         self._decoding: dict[str, asyncio.Future[_Call]] = {}  # connection -> its last decode
         self.share_groups: ShareGroupApis | None = None
+        #: The finalized features ApiVersions advertises (KIP-584).
+        self.features = FinalizedFeatureCache(metadata_store)
 
         auth = self.auth = AuthHelper(authorizer)
         data = ProduceFetchApis(config, replica_manager, metadata_store, self.producer_ids)
@@ -324,6 +332,7 @@ class KafkaApis:
         )
         _CAF = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         client_quotas = ClientQuotaApis(metadata_store)
+        features = UpdateFeaturesApis(metadata_store, auth, is_controller)
         handlers: dict[int, Route] = {
             ApiKey.PRODUCE: Route(ProduceRequest, data.handle_produce_request),
             ApiKey.FETCH: Route(FetchRequest, data.handle_fetch_request),
@@ -396,6 +405,9 @@ class KafkaApis:
                 ),
             ),
             ApiKey.API_VERSIONS: Route(ApiVersionsRequest, self.handle_api_versions_request),
+            ApiKey.UPDATE_FEATURES: Route(
+                UpdateFeaturesRequest, features.handle_update_features_request
+            ),
             ApiKey.CREATE_TOPICS: Route(CreateTopicsRequest, topics.handle_create_topics_request),
             ApiKey.DELETE_TOPICS: Route(DeleteTopicsRequest, topics.handle_delete_topics_request),
             ApiKey.DELETE_RECORDS: Route(
@@ -785,7 +797,30 @@ class KafkaApis:
         )
         if self.share_groups is not None:
             add_feature(response, *SHARE_VERSION_FEATURE)
+        self._add_transaction_version(response)
         return response
+
+    def _add_transaction_version(self, response: ApiVersionsResponse) -> None:
+        """``transaction.version``: supported 0..2, finalized at the cluster's
+        level (2 unless lowered, KIP-890); a Kafka 4 producer runs
+        transactions v2 when it sees 2."""
+        levels, epoch = self.features.features()
+        level = levels[TRANSACTION_VERSION_FEATURE]
+        response.supported_features = [
+            *(response.supported_features or []),
+            avr.SupportedFeatureKey(
+                name=TRANSACTION_VERSION_FEATURE,
+                min_version=0,
+                max_version=int(MAX_TRANSACTION_VERSION),
+            ),
+        ]
+        response.finalized_features = [
+            *(response.finalized_features or []),
+            avr.FinalizedFeatureKey(
+                name=TRANSACTION_VERSION_FEATURE, max_version_level=level, min_version_level=level
+            ),
+        ]
+        response.finalized_features_epoch = max(response.finalized_features_epoch or 0, epoch)
 
 
 _CLUSTER_REFUSED = "Cluster authorization failed."

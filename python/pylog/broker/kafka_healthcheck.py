@@ -25,6 +25,7 @@ import logging
 import threading
 import time
 
+from pylog.common.transaction_version import FEATURE_NAME, MAX_TRANSACTION_VERSION
 from pylog.metadata.kafka_zk_client import BrokerIdInUseError, KafkaZkClient, ZkError
 from pylog.metadata.zk_data import BrokerInfo, EndPointInfo
 from pylog.server.config import KafkaConfig
@@ -46,6 +47,9 @@ def broker_info(config: KafkaConfig) -> BrokerInfo:
         ),
         rack=config.get("broker.rack"),
         timestamp_ms=int(time.time() * 1000),
+        # The features this broker supports (KIP-584): a feature is finalized
+        # only at a level every registered broker supports.
+        features={FEATURE_NAME: (0, int(MAX_TRANSACTION_VERSION))},
     )
 
 

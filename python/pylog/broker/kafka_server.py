@@ -54,12 +54,14 @@ from pylog.broker.channel_builders import (
 from pylog.broker.kafka_apis import KafkaApis
 from pylog.broker.kafka_healthcheck import KafkaHealthcheck
 from pylog.common.topic_partition import TopicPartition
+from pylog.common.transaction_version import TransactionVersion
 from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.errors import ErrorCode, InvalidConfigurationError
 from pylog.log.log import Log
 from pylog.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from pylog.metadata import JsonMetadataStore, MetadataStore
+from pylog.metadata.finalized_feature_cache import FinalizedFeatureCache
 from pylog.metadata.kafka_zk_client import KafkaZkClient
 from pylog.metadata.metadata_cache import MetadataCache
 from pylog.metadata.zk_store import ZkMetadataStore
@@ -285,7 +287,10 @@ def _transaction_coordinator(
     def topic_exists(topic: str) -> bool:
         return cache.contains_topic(topic) if on_cluster else store.topic(topic) is not None
 
-    manager = TransactionStateManager(config, replica_manager, store)
+    features = FinalizedFeatureCache(store)
+    manager = TransactionStateManager(
+        config, replica_manager, store, transaction_version=features.transaction_version
+    )
     txn = TransactionCoordinator(
         manager,
         producer_ids.generate_producer_id,
@@ -332,12 +337,21 @@ def _transaction_coordinator(
         config.broker_id,
         coordinator_of,
         local=txn.handle_verify_partitions_in_transaction,
+        local_add=lambda txn_id, pid, epoch, parts: txn.handle_add_partitions_to_transaction(
+            txn_id, pid, epoch, set(parts), TransactionVersion.TV_2
+        ),
         request_timeout_s=int(config.get("request.timeout.ms")) / 1000,
     )
     verifier.connection_options = markers.connection_options
     replica_manager.add_partitions_to_txn_manager = verifier
     replica_manager.verification_enabled = lambda: bool(
         server.config.get("transaction.partition.verification.enable")
+    )
+    replica_manager.add_partitions_max_timeout_ms = int(
+        config.get("add.partitions.to.txn.max.timeout.ms")
+    )
+    replica_manager.add_partitions_retry_backoff_ms = int(
+        config.get("add.partitions.to.txn.retry.backoff.ms")
     )
     return txn
 

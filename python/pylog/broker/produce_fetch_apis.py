@@ -180,6 +180,9 @@ class ProduceFetchApis:
             before_wait=request.mark_local_complete,
             inline=not request.others_active,
             transactional_id=body.transactional_id,
+            # Produce v12 is a transactions-v2 producer's: its first batch to
+            # a partition in a transaction adds the partition (KIP-890 part 2).
+            add_to_transaction=request.header.api_version >= 12,
         )
         if acks == 0:
             # Kafka closes the connection when an acks=0 produce fails: the

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 
 from pylog.broker.auth_helper import AuthHelper
 from pylog.common.topic_partition import TopicPartition
+from pylog.common.transaction_version import TransactionVersion
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
 from pylog.errors import ErrorCode
@@ -322,8 +323,14 @@ class TransactionApis:
             return self.coordinator.handle_verify_partitions_in_transaction(
                 txn_id, producer_id, producer_epoch, ok
             )
+        # v4+ without verify_only is a partition leader adding the partition
+        # of a transactions-v2 producer's first batch (KIP-890 part 2).
         code = await self.coordinator.handle_add_partitions_to_transaction(
-            txn_id, producer_id, producer_epoch, set(ok)
+            txn_id,
+            producer_id,
+            producer_epoch,
+            set(ok),
+            TransactionVersion.TV_2 if version >= 4 else TransactionVersion.TV_0,
         )
         return dict.fromkeys(partitions, _fenced_for(version, 2, code))
 
@@ -360,17 +367,20 @@ class TransactionApis:
                 producer_id=_NO_ID,
                 producer_epoch=_NO_EPOCH,
             )
-        code = await self.coordinator.handle_end_transaction(
-            body.transactional_id, body.producer_id, body.producer_epoch, body.committed
+        # v5 is a transactions-v2 producer's: the epoch is bumped and the
+        # answer names the producer id and epoch to go on with.
+        result = await self.coordinator.handle_end_transaction(
+            body.transactional_id,
+            body.producer_id,
+            body.producer_epoch,
+            body.committed,
+            TransactionVersion.TV_2 if version >= 5 else TransactionVersion.TV_0,
         )
-        # v5 names the producer id and epoch to go on with (transactions v2);
-        # under v1 they are unchanged.
-        ok = code == ErrorCode.NONE
         return EndTxnResponse(
             throttle_time_ms=0,
-            error_code=_fenced_for(version, 2, code),
-            producer_id=body.producer_id if ok else _NO_ID,
-            producer_epoch=body.producer_epoch if ok else _NO_EPOCH,
+            error_code=_fenced_for(version, 2, result.error_code),
+            producer_id=result.producer_id,
+            producer_epoch=result.producer_epoch,
         )
 
     # ------------------------------------------------------------ TxnOffsetCommit
@@ -434,6 +444,10 @@ class TransactionApis:
                     instance,
                     generation,
                     offsets,
+                    transactional_id=body.transactional_id,
+                    # v5: a transactions-v2 producer, whose offsets partition
+                    # the group coordinator adds to the transaction itself.
+                    add_to_transaction=version >= 5,
                 )
             )
         return answer({k: codes[k] for k in everything if k in codes})

@@ -971,13 +971,24 @@ class GroupCoordinator:
         instance_id: str | None,
         generation_id: int,
         offsets: dict[tuple[str, int], tuple[int, int, str | None]],
+        *,
+        transactional_id: str | None = None,
+        add_to_transaction: bool = False,
     ) -> dict[tuple[str, int], int]:
         """TxnOffsetCommit: offsets written in the producer's transaction,
         committed when its COMMIT marker lands (Kafka's
         handleTxnCommitOffsets). KIP-447: a producer naming the consumer's
         member id and generation (v3+) is fenced like an OffsetCommit of
         that member — unknown member, stale generation, fenced instance id;
-        without them any group state takes the commit."""
+        without them any group state takes the commit.
+
+        KIP-890: with ``transactional_id`` the append is verified with the
+        transaction coordinator first, as a partition leader verifies a
+        Produce (``transaction.partition.verification.enable``): the group's
+        ``__consumer_offsets`` partition must be in the transaction, or the
+        commit is refused (INVALID_TXN_STATE) and nothing written;
+        ``add_to_transaction`` (v5, transactions v2) has the coordinator add
+        it instead."""
         if not self._running:
             return dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         try:
@@ -998,7 +1009,12 @@ class GroupCoordinator:
                 accepted[tp] = OffsetAndMetadata(offset, epoch, meta, now, -1)
         if accepted:
             code = await self.manager.store_txn_offsets(
-                group, producer_id, producer_epoch, accepted
+                group,
+                producer_id,
+                producer_epoch,
+                accepted,
+                transactional_id=transactional_id,
+                add_to_transaction=add_to_transaction,
             )
             for tp in accepted:
                 out[tp] = code

@@ -134,6 +134,19 @@ def _append_error(code: int) -> int:
     return ErrorCode.UNKNOWN_SERVER_ERROR if code else ErrorCode.NONE
 
 
+#: What a transactional offset commit's verification answers that reaches the
+#: producer as it is (Kafka's maybeConvertOffsetCommitError keeps them).
+_TXN_REFUSALS = frozenset(
+    {
+        ErrorCode.INVALID_TXN_STATE,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.PRODUCER_FENCED,
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+)
+
+
 class GroupMetadataManager:
     def __init__(
         self,
@@ -507,6 +520,8 @@ class GroupMetadataManager:
         required_acks: int | None = None,
         *,
         producer: tuple[int, int] | None = None,
+        transactional_id: str | None = None,
+        add_to_transaction: bool = False,
     ) -> int:
         """Append key/value records to the group's partition (with
         ``offsets.commit.required.acks`` unless told); an error code.
@@ -539,10 +554,15 @@ class GroupMetadataManager:
                 {tp: bytearray(batch)},
                 internal_topics_allowed=True,
                 origin=AppendOrigin.COORDINATOR,
+                transactional_id=transactional_id,
+                add_to_transaction=add_to_transaction,
             )
         except KafkaError as e:
             return _append_error(e.code)
-        code = _append_error(results[tp].error_code)
+        code = results[tp].error_code
+        if transactional_id is not None and code in _TXN_REFUSALS:
+            return code  # the coordinator's refusal, as the producer is to see it
+        code = _append_error(code)
         if code:
             _log.warning("append to %s for group %s failed: %s", tp, quoted(group_id),
                          ErrorCode(results[tp].error_code).name)  # fmt: skip
@@ -571,9 +591,16 @@ class GroupMetadataManager:
         producer_id: int,
         producer_epoch: int,
         offsets: dict[tuple[str, int], OffsetAndMetadata],
+        *,
+        transactional_id: str | None = None,
+        add_to_transaction: bool = False,
     ) -> int:
         """TxnOffsetCommit: the offsets written in the producer's transaction
-        and held pending until its marker (Kafka's prepareTxnOffsetCommit)."""
+        and held pending until its marker (Kafka's prepareTxnOffsetCommit).
+        ``transactional_id``: the append is verified with (or, with
+        ``add_to_transaction``, added by) the transaction coordinator first,
+        KIP-890; its refusals are answered as they are (Kafka's
+        maybeConvertOffsetCommitError passes them through)."""
         records: list[tuple[bytes, bytes | None]] = [
             (
                 OffsetCommitKey(group.group_id, topic, partition).encode(),
@@ -583,7 +610,13 @@ class GroupMetadataManager:
             )
             for (topic, partition), o in offsets.items()
         ]
-        code = await self._append(group.group_id, records, producer=(producer_id, producer_epoch))
+        code = await self._append(
+            group.group_id,
+            records,
+            producer=(producer_id, producer_epoch),
+            transactional_id=transactional_id,
+            add_to_transaction=add_to_transaction,
+        )
         if code == ErrorCode.NONE:
             group.prepare_txn_offset_commit(producer_id, offsets)
         return code

@@ -731,7 +731,7 @@ class Log:
         for b in info.batches:
             if not b.is_transactional or b.is_control or b.producer_id < 0:
                 continue
-            if ps.has_ongoing_transaction(b.producer_id):
+            if ps.has_ongoing_transaction(b.producer_id, b.producer_epoch):
                 continue
             if not ps.verification_guard(b.producer_id).verify(guard):
                 raise InvalidTxnStateError(
@@ -746,7 +746,7 @@ class Log:
         when the producer's transaction is already open here (nothing to ask);
         else the guard of a verification to ask the coordinator for."""
         ps = self._producer_state
-        if ps.has_ongoing_transaction(producer_id):
+        if ps.has_ongoing_transaction(producer_id, epoch):
             return SENTINEL
         return ps.maybe_create_verification_state_entry(
             producer_id, sequence, epoch, self._clock()

@@ -631,10 +631,18 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------------ KIP-890 verification
 
-    def has_ongoing_transaction(self, producer_id: int) -> bool:
+    def has_ongoing_transaction(self, producer_id: int, epoch: int | None = None) -> bool:
+        """Whether the producer's transaction is open here; with ``epoch``,
+        opened at that epoch: under transactions v2 every transaction has
+        its own epoch, so a batch of the next one is not part of an older
+        one whose marker has not arrived yet (Kafka 4's check)."""
         with self._lock:
             entry = self._producers.get(producer_id)
-            return entry is not None and entry.current_txn_first_offset is not None
+            return (
+                entry is not None
+                and entry.current_txn_first_offset is not None
+                and (epoch is None or entry.producer_epoch == epoch)
+            )
 
     def maybe_create_verification_state_entry(
         self, producer_id: int, sequence: int, epoch: int, now_ms: int

@@ -73,6 +73,7 @@ from pylog.metadata.store import (
     new_uuid,
     validate_topic_name,
 )
+from pylog.metadata.zk_data import FinalizedFeatures
 from pylog.security.access_control_entry import AccessControlEntry
 from pylog.security.acl_entry import acls_doc, acls_from_doc
 from pylog.security.pattern_type import PatternType
@@ -188,6 +189,9 @@ class JsonMetadataStore(MetadataStore):
                 self._apply_quota(entry)
             for entity, configs in (doc.get("broker_configs") or {}).items():
                 self._put_broker_config(str(entity), {str(k): str(v) for k, v in configs.items()})
+            features = doc.get("finalized_features")
+            if features is not None:
+                self._apply_features(features)
             return str(doc["cluster_id"])
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise KafkaStorageError(f"{self._path} is not a pylog metadata document: {e}") from e
@@ -255,8 +259,17 @@ class JsonMetadataStore(MetadataStore):
             self._apply_quota(op["quota"])
         elif "broker_config" in op:
             self._put_broker_config(str(op["broker_config"]), op["configs"])
+        elif "features" in op:
+            self._apply_features(op["features"])
         else:
             raise ValueError(f"unknown journal entry {op!r}")
+
+    def _apply_features(self, doc: Mapping[str, Any]) -> None:
+        """``{"epoch": E, "levels": {name: level}}``: the finalized features
+        (KIP-584) as UpdateFeatures left them."""
+        self._finalized_features = FinalizedFeatures(
+            True, {str(k): int(v) for k, v in doc["levels"].items()}, int(doc["epoch"])
+        )
 
     def _apply_scram(self, user: str, creds: Mapping[str, str]) -> None:
         """A user's credentials as the document holds them (all of them)."""
@@ -305,6 +318,8 @@ class JsonMetadataStore(MetadataStore):
             "producer_id_block_end": self._producer_id_block_end,
             "topics": {name: _topic_doc(t) for name, t in sorted(self._topics.items())},
         }
+        if self._finalized_features.epoch >= 0:
+            doc["finalized_features"] = _features_doc(self._finalized_features)
         cache = self.scram_credentials
         users = {
             user: {m.mechanism_name: c.to_string() for m, c in cache.credentials(user).items()}
@@ -715,6 +730,14 @@ class JsonMetadataStore(MetadataStore):
     def _replace(self, new: TopicMetadata) -> None:
         self._commit([{"put": new.name, "topic": _topic_doc(new)}], (new,), ())
 
+    def update_finalized_features(self, features: Mapping[str, int]) -> FinalizedFeatures:
+        with self._lock:
+            new = FinalizedFeatures(True, dict(features), self._finalized_features.epoch + 1)
+            self._append([{"features": _features_doc(new)}])
+            self._finalized_features = new
+            self._maybe_compact()
+            return new
+
     def reserve_producer_id_block(self, size: int) -> int:
         """Persist a new block of ``size`` producer ids; returns its first id.
 
@@ -731,6 +754,10 @@ class JsonMetadataStore(MetadataStore):
 
     def __repr__(self) -> str:
         return f"JsonMetadataStore({self._path!r}, topics={len(self._topics)})"
+
+
+def _features_doc(features: FinalizedFeatures) -> dict[str, Any]:
+    return {"epoch": features.epoch, "levels": dict(sorted(features.features.items()))}
 
 
 def _acl_item(pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> dict[str, Any]:

@@ -74,6 +74,8 @@ from pylog.metadata.zk_data import (
     ControllerZNode,
     DeleteTopicsTopicZNode,
     DeleteTopicsZNode,
+    FeatureZNode,
+    FinalizedFeatures,
     IsrChangeNotificationZNode,
     LeaderAndIsr,
     LogDirEventNotificationZNode,
@@ -1113,6 +1115,31 @@ class KafkaZkClient:
                 path, ProducerIdBlockZNode.encode(block), stat.version
             ).succeeded:
                 return block
+
+    # ------------------------------------------------------------------ features
+
+    def get_finalized_features(self) -> FinalizedFeatures | None:
+        """``/feature`` (KIP-584), its znode version as the epoch; None when
+        nobody finalized any feature."""
+        got = self.get_data(FeatureZNode.path())
+        if got is None or not got[0]:
+            return None
+        return FeatureZNode.decode(got[0], got[1].version)
+
+    def set_finalized_features(self, features: Mapping[str, int], expected_epoch: int) -> int:
+        """Write ``/feature`` if it is still at ``expected_epoch`` (-1: absent,
+        created now), as Kafka's ZooKeeper controller wrote it; returns the new
+        epoch, or -1 when another writer won the race."""
+        path = FeatureZNode.path()
+        data = FeatureZNode.encode(features)
+        if expected_epoch < 0:
+            try:
+                self._call(f"create {path}", partial(self._zk.create, path, data))
+            except NodeExistsError:
+                return -1
+            return 0
+        update = self.conditional_set(path, data, expected_epoch)
+        return update.version if update.succeeded else -1
 
     # ------------------------------------------------------------------ watches
 

@@ -26,6 +26,7 @@ from types import MappingProxyType
 from pylog.errors import InvalidTopicError, KafkaError, PolicyViolationError
 from pylog.log.partition_metadata import new_topic_id
 from pylog.metadata.client_quota_entity import ClientQuotaEntity
+from pylog.metadata.zk_data import FinalizedFeatures
 from pylog.security.access_control_entry import AccessControlEntry
 from pylog.security.acl_cache import AclCache
 from pylog.security.credential_cache import CredentialCache
@@ -369,6 +370,27 @@ class MetadataStore(abc.ABC):
         self._broker_configs = MappingProxyType(current)
         for listener in list(getattr(self, "_broker_config_listeners", [])):
             listener(entity, dict(configs))
+
+    # ------------------------------------------------------------------ finalized features
+
+    #: What the store holds of the finalized features (KIP-584): ``/feature``
+    #: on a ZooKeeper cluster, the document on a lone broker. Nothing stored
+    #: (epoch -1): the brokers run each feature at its default.
+    _finalized_features: FinalizedFeatures = FinalizedFeatures(True, {}, -1)
+    #: Per feature, the highest level every registered broker supports (None:
+    #: this store knows of no other broker, as on a lone broker).
+    _feature_support: Mapping[str, int] | None = None
+
+    def finalized_features(self) -> FinalizedFeatures:
+        return self._finalized_features
+
+    def feature_support(self) -> Mapping[str, int] | None:
+        return self._feature_support
+
+    def update_finalized_features(self, features: Mapping[str, int]) -> FinalizedFeatures:
+        """Durably replace the finalized feature levels (validated by the
+        caller: Kafka's UpdateFeatures); returns what is stored now."""
+        raise KafkaError("this metadata store keeps no finalized features")
 
     def close(self) -> None:  # noqa: B027 - a store with a connection overrides it
         """Release what the store holds (a connection); nothing for a file."""

@@ -29,6 +29,8 @@ The layout (docs/cluster.md has it with examples)::
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<topic>"}
     /latest_producer_id_block                     {"version":1,"broker":..,
                                                    "block_start":"..","block_end":".."}
+    /feature                                      {"version":2,"status":1,"features":
+                                                   {"<name>":{"max_version_level":L}}}
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ __all__ = [
     "DeleteTopicsTopicZNode",
     "DeleteTopicsZNode",
     "EndPointInfo",
+    "FeatureZNode",
+    "FinalizedFeatures",
     "IsrChangeNotificationZNode",
     "LeaderAndIsr",
     "LogDirEventNotificationZNode",
@@ -842,8 +846,59 @@ class ZkAclStore:
 
 # ---------------------------------------------------------------- start-up
 
+
 #: The persistent znodes every broker makes sure exist at start (Kafka's
 #: ZkData.PersistentZkPaths), so watches on their children can be set.
+@dataclass(frozen=True)
+class FinalizedFeatures:
+    """What ``/feature`` holds: whether versioning is enabled (status 1) and
+    each finalized feature's level; ``epoch`` is the znode's version (KIP-584:
+    the finalized features epoch ApiVersions answers)."""
+
+    enabled: bool
+    features: dict[str, int]
+    epoch: int = -1
+
+
+class FeatureZNode:
+    """``/feature`` (KIP-584, Kafka's ``FeatureZNode``): the cluster-wide
+    finalized feature levels of a ZooKeeper-mode cluster. Version 2 (Kafka
+    3.3+) keeps only ``max_version_level`` per feature; version 1 also had
+    ``min_version_level``. Status 1 is Enabled, 0 Disabled (the features are
+    then to be ignored)."""
+
+    VERSION = 2
+    ENABLED = 1
+
+    @staticmethod
+    def path() -> str:
+        return "/feature"
+
+    @staticmethod
+    def encode(features: Mapping[str, int]) -> bytes:
+        return _dumps(
+            {
+                "version": FeatureZNode.VERSION,
+                "status": FeatureZNode.ENABLED,
+                "features": {
+                    name: {"max_version_level": level} for name, level in sorted(features.items())
+                },
+            }
+        )
+
+    @staticmethod
+    def decode(data: bytes, epoch: int = -1) -> FinalizedFeatures:
+        path = FeatureZNode.path()
+        doc = _loads(path, data)
+        enabled = _int(path, doc, "status", 0) == FeatureZNode.ENABLED
+        features: dict[str, int] = {}
+        for name, levels in (doc.get("features") or {}).items():
+            if not isinstance(levels, dict):
+                raise ZkDataError(f"{path}: feature {name!r} has no levels")
+            features[str(name)] = _int(path, levels, "max_version_level")
+        return FinalizedFeatures(enabled, features if enabled else {}, epoch)
+
+
 PERSISTENT_ZK_PATHS: tuple[str, ...] = (
     "/consumers",  # the old consumer's; kept for Kafka's tools
     BrokerIdsZNode.path(),

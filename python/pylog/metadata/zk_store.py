@@ -92,7 +92,11 @@ from pylog.metadata.store import (
     validate_topic_name,
 )
 from pylog.metadata.zk_data import (
+    BrokerIdsZNode,
+    BrokerInfo,
     ConfigEntityTypeZNode,
+    FeatureZNode,
+    FinalizedFeatures,
     LeaderAndIsr,
     TopicReplicaAssignment,
     TopicsZNode,
@@ -205,6 +209,7 @@ class ZkMetadataStore(MetadataStore):
                     self._load_quotas("users", f"{sanitized}/clients/{client}")
             for client in zk.get_children(ConfigEntityTypeZNode.path("clients")):
                 self._load_quotas("clients", client)
+            self._read_features()
 
     def start_watching(self) -> None:
         """Follow changes made by others (other brokers, tools)."""
@@ -216,6 +221,55 @@ class ZkMetadataStore(MetadataStore):
                 self.zk.watch_children(TopicsZNode.path(), self._on_topics_changed)
             )
             self.config_manager.start()
+            # KIP-584: the finalized features (/feature, written by
+            # UpdateFeatures on any broker or by a Kafka controller) and what
+            # the registered brokers support (a level is finalized only if
+            # every broker supports it; a Kafka 3.9 broker supports
+            # transaction.version 0 alone and stops on a higher one).
+            self._stop_watches.append(
+                self.zk.watch_data(FeatureZNode.path(), self._on_feature_changed)
+            )
+            self._stop_watches.append(
+                self.zk.watch_children(BrokerIdsZNode.path(), self._on_brokers_changed)
+            )
+
+    # ------------------------------------------------------------------ finalized features
+
+    def _read_features(self) -> None:
+        got = self.zk.get_finalized_features()
+        self._finalized_features = got or FinalizedFeatures(True, {}, -1)
+        self._feature_support = _feature_support(self.zk.get_all_brokers())
+
+    def _on_feature_changed(self, data: bytes | None, version: int) -> None:
+        if data is None or not data:
+            self._finalized_features = FinalizedFeatures(True, {}, -1)
+            return
+        try:
+            self._finalized_features = FeatureZNode.decode(data, version)
+        except ZkDataError:
+            _log.exception("unreadable %s", FeatureZNode.path())
+
+    def _on_brokers_changed(self, children: list[str]) -> None:
+        if not self._closed:
+            with contextlib.suppress(RuntimeError):
+                self._reader.submit(self._reread_broker_features)
+
+    def _reread_broker_features(self) -> None:
+        try:
+            self._feature_support = _feature_support(self.zk.get_all_brokers())
+        except (ZkError, ZkDataError):
+            _log.exception("reading the brokers' features from ZooKeeper failed")
+
+    def update_finalized_features(self, features: Mapping[str, int]) -> FinalizedFeatures:
+        with _zk_errors("writing the finalized features"):
+            for _ in range(10):
+                current = self.zk.get_finalized_features()
+                epoch = -1 if current is None else current.epoch
+                written = self.zk.set_finalized_features(features, epoch)
+                if written >= 0:
+                    self._finalized_features = FinalizedFeatures(True, dict(features), written)
+                    return self._finalized_features
+        raise ZkMetadataError(f"{FeatureZNode.path()} kept changing")
 
     def close(self) -> None:
         self._closed = True
@@ -862,6 +916,17 @@ class ZkMetadataStore(MetadataStore):
 
     def __repr__(self) -> str:
         return f"ZkMetadataStore({self.zk.connect_string!r}, topics={len(self._topics)})"
+
+
+def _feature_support(registered: Iterable[BrokerInfo]) -> dict[str, int] | None:
+    """Per feature any broker registers, the highest level all of them
+    support: a broker that does not name a feature supports only level 0.
+    None while no broker is registered (this one is about to be)."""
+    brokers = list(registered)
+    if not brokers:
+        return None
+    names = {name for b in brokers for name in b.features}
+    return {name: min(b.features.get(name, (0, 0))[1] for b in brokers) for name in names}
 
 
 def _topic_metadata(

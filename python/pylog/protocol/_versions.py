@@ -102,9 +102,11 @@ class ApiKey(enum.IntEnum):
 #: Minimums are what Kafka 4.0 advertises (KIP-896 removed the older versions,
 #: except Produce, which Kafka 4 still advertises from 0 because librdkafka before
 #: 2.11.1 turns compression off when the Produce minimum is above 0). Maximums are
-#: Kafka 4.0's, capped at the newest version in the bundled message definitions.
+#: Kafka 4.0's, capped at the newest version in the bundled message definitions
+#: (Produce 12 and TxnOffsetCommit 5 are Kafka 4.x's transactions-v2 versions,
+#: added to the definitions; Produce 13, KIP-516's topic ids, is not served).
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 11),
+    ApiKey.PRODUCE: (0, 12),
     ApiKey.FETCH: (4, 17),
     ApiKey.LIST_OFFSETS: (1, 10),
     ApiKey.METADATA: (0, 12),
@@ -114,13 +116,13 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
-    # The transaction coordinator's APIs (Kafka 4.0's ranges; TxnOffsetCommit
-    # capped at the bundled definition's newest). AddPartitionsToTxn v4+ and
-    # EndTxn v5 are the broker-side and transactions-v2 forms.
+    # The transaction coordinator's APIs (Kafka 4.x's ranges). AddPartitionsToTxn
+    # v4+ is the brokers' form; EndTxn v5 and TxnOffsetCommit v5 are what
+    # transactions-v2 producers send (KIP-890 part 2, docs/transactions.md).
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.END_TXN: (0, 5),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
@@ -143,6 +145,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_ACLS: (1, 3),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    # KIP-584's finalized features: kafka-features.sh upgrade / downgrade of
+    # transaction.version (Kafka 4 serves 0-2; v2 answers no per-feature results).
+    ApiKey.UPDATE_FEATURES: (0, 2),
     # The ZooKeeper controller's requests to brokers, at every version the
     # Kafka 3.x ZooKeeper-mode brokers served (v7 / v8 / v4 are 3.4+'s).
     ApiKey.LEADER_AND_ISR: (0, 7),
@@ -248,6 +253,7 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.DELETE_ACLS: "DeleteAcls",
     ApiKey.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas",
     ApiKey.ALTER_CLIENT_QUOTAS: "AlterClientQuotas",
+    ApiKey.UPDATE_FEATURES: "UpdateFeatures",
     ApiKey.CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat",
     ApiKey.CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
     ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",

@@ -18,8 +18,13 @@ answers the older one at once (Kafka's rules): a newer epoch fences it
 (INVALID_PRODUCER_EPOCH), the same epoch is a client retry
 (NETWORK_EXCEPTION, retriable); an older epoch is itself fenced.
 
-A coordinator on this broker is asked in-process (``local``): the same
-question, without a connection to oneself.
+Transactions v2 (KIP-890 part 2): for a producer's Produce v12 or
+TxnOffsetCommit v5 the question is an add (``add=True``: ``verify_only``
+false), and the coordinator adds the partition to the transaction instead of
+only checking it (Kafka's ``addPartition`` supported operation).
+
+A coordinator on this broker is asked in-process (``local`` /
+``local_add``): the same question, without a connection to oneself.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +51,7 @@ __all__ = [
     "TRANSACTION_ABORTABLE",
     "AddPartitionsToTxnManager",
     "CoordinatorNode",
+    "LocalAdd",
     "LocalVerify",
 ]
 
@@ -61,6 +67,8 @@ TRANSACTION_ABORTABLE = 120
 #: What the coordinator on this broker answers in-process: an error code
 #: per partition (NONE: in the transaction).
 LocalVerify = Callable[[str, int, int, list[TopicPartition]], dict[TopicPartition, int]]
+#: The in-process add of transactions v2: one error code for the partitions.
+LocalAdd = Callable[[str, int, int, list[TopicPartition]], Awaitable[int]]
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,7 @@ class _Question:
     producer_epoch: int
     partitions: list[TopicPartition]
     answer: asyncio.Future[dict[TopicPartition, int]]
+    add: bool = False
 
 
 @dataclass(eq=False)
@@ -104,12 +113,14 @@ class AddPartitionsToTxnManager:
         locate: Callable[[str], CoordinatorNode | None],
         *,
         local: LocalVerify | None = None,
+        local_add: LocalAdd | None = None,
         request_timeout_s: float = 30.0,
     ) -> None:
         self.broker_id = broker_id
         #: The coordinator of a transactional id now (None: none known).
         self.locate = locate
         self.local = local
+        self.local_add = local_add
         self.request_timeout_s = request_timeout_s
         #: Extra KafkaConnection arguments (the inter-broker listener's TLS
         #: context and SASL login), set by the broker.
@@ -127,8 +138,11 @@ class AddPartitionsToTxnManager:
         producer_id: int,
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
+        *,
+        add: bool = False,
     ) -> dict[TopicPartition, int]:
-        """Ask whether ``partitions`` are in the transaction; returns the error
+        """Ask whether ``partitions`` are in the transaction (``add``: have
+        them added, transactions v2); returns the error
         code of each one that is not (empty: all verified). The codes are the
         coordinator's, translated as Kafka's manager does: PRODUCER_FENCED
         becomes INVALID_PRODUCER_EPOCH (what producers expect here),
@@ -140,7 +154,12 @@ class AddPartitionsToTxnManager:
         node = self.locate(transactional_id)
         if node is None:
             return self._failed(dict.fromkeys(parts, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-        if node.broker_id == self.broker_id and self.local is not None:
+        if node.broker_id == self.broker_id and add and self.local_add is not None:
+            code = await self.local_add(transactional_id, producer_id, producer_epoch, parts)
+            if code == ErrorCode.NONE:
+                return {}
+            return self._failed(dict.fromkeys(parts, _translate(code)))
+        if node.broker_id == self.broker_id and not add and self.local is not None:
             codes = self.local(transactional_id, producer_id, producer_epoch, parts)
             return self._failed(
                 {tp: _translate(c) for tp, c in codes.items() if c != ErrorCode.NONE}
@@ -153,6 +172,7 @@ class AddPartitionsToTxnManager:
             producer_epoch,
             parts,
             asyncio.get_running_loop().create_future(),
+            add,
         )
         dest = self._nodes.get(node)
         if dest is None:
@@ -301,7 +321,7 @@ def _entry(q: _Question) -> AddPartitionsToTxnTransaction:
         transactional_id=q.transactional_id,
         producer_id=q.producer_id,
         producer_epoch=q.producer_epoch,
-        verify_only=True,
+        verify_only=not q.add,
         topics=[AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
     )
 

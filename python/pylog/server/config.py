@@ -417,6 +417,12 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
     ConfigKey("transaction.partition.verification.enable", B, True, "KIP-890: a partition "
               "leader asks the coordinator whether a transactional batch's partition is in "
               "its transaction before appending it.", None, "low"),
+    ConfigKey("add.partitions.to.txn.max.timeout.ms", I, 100, "KIP-890 part 2: how long a "
+              "partition leader keeps asking the coordinator to add a transactions-v2 "
+              "producer's partition while the previous transaction's markers are still "
+              "being written (CONCURRENT_TRANSACTIONS).", AtLeast(1), "high"),
+    ConfigKey("add.partitions.to.txn.retry.backoff.ms", I, 20, "The pause between those "
+              "attempts.", AtLeast(1), "high"),
     # ---- lifecycle
     ConfigKey("controlled.shutdown.enable", B, True, "On a cluster, ask the controller to "
               "move this broker's leaderships to other in-sync replicas before it stops.",

@@ -51,6 +51,7 @@ import logging
 import os
 import struct
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -364,6 +365,10 @@ class ReplicaManager:
         #: dynamic) holds.
         self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
         self.verification_enabled: Callable[[], bool] = lambda: True
+        #: Transactions v2's retries of an add meeting CONCURRENT_TRANSACTIONS
+        #: (set by the broker from add.partitions.to.txn.*).
+        self.add_partitions_max_timeout_ms = 100
+        self.add_partitions_retry_backoff_ms = 20
         metadata_store.add_listener(self._on_metadata_event)
         log_manager.log_dir_failure_channel.add_listener(self._on_log_dir_failure)
 
@@ -712,6 +717,7 @@ class ReplicaManager:
         before_wait: Callable[[], None] | None = None,
         inline: bool = False,
         transactional_id: str | None = None,
+        add_to_transaction: bool = False,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's records as its leader; for acks=-1 wait until
         they are committed (or ``timeout_ms``). Returns a result per partition.
@@ -727,7 +733,10 @@ class ReplicaManager:
         ``transactional_id`` (a transactional producer's request): with
         verification on, a partition where the producer has no open
         transaction is appended to only once its coordinator says the
-        partition is in the transaction (KIP-890 part 1)."""
+        partition is in the transaction (KIP-890 part 1).
+        ``add_to_transaction`` (a transactions-v2 producer's Produce v12, a
+        TxnOffsetCommit v5): the coordinator is asked to add the partition
+        instead, whatever the verification setting (KIP-890 part 2)."""
         if required_acks not in (0, 1, -1):
             err = InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {required_acks}")
             return {tp: _error_result(err) for tp in entries}
@@ -736,9 +745,11 @@ class ReplicaManager:
         if (
             transactional_id is not None
             and self.add_partitions_to_txn_manager is not None
-            and self.verification_enabled()
+            and (add_to_transaction or self.verification_enabled())
         ):
-            guards = await self._verify_transactional(transactional_id, entries, results)
+            guards = await self._verify_transactional(
+                transactional_id, entries, results, add_to_transaction
+            )
         infos: dict[TopicPartition, LogAppendInfo] = {}
         queued: list[tuple[TopicPartition, asyncio.Future[_Outcome]]] = []
         # Lanes this request opens: one worker job drains them all.
@@ -847,6 +858,7 @@ class ReplicaManager:
         transactional_id: str,
         entries: Mapping[TopicPartition, bytes | bytearray | memoryview | None],
         results: dict[TopicPartition, ProduceResult],
+        add: bool = False,
     ) -> dict[TopicPartition, VerificationGuard]:
         """Kafka's appendRecordsWithTransactionVerification: the guard of each
         partition holding a transactional batch (SENTINEL where the
@@ -868,7 +880,7 @@ class ReplicaManager:
             if partition is None:
                 continue  # the append answers it
             try:
-                guard = partition.maybe_start_transaction_verification(*found)
+                guard = partition.maybe_start_transaction_verification(found[0], found[2], found[1])
             except KafkaError:
                 continue  # not the leader: the append answers it
             guards[tp] = guard
@@ -879,7 +891,39 @@ class ReplicaManager:
             return guards
         # One transactional id has one producer: the first batch asked for
         # names it (a request mixing producers fails their sequence checks).
-        codes = await manager.verify_transaction(transactional_id, producer[0], producer[1], ask)
+        codes = await manager.verify_transaction(
+            transactional_id, producer[0], producer[1], ask, add=add
+        )
+        # Transactions v2: the producer's next transaction starts as soon as
+        # EndTxn answers, while the coordinator may still be writing the last
+        # one's markers (CONCURRENT_TRANSACTIONS). The leader asks again for a
+        # while before answering the producer (Kafka 4's
+        # add.partitions.to.txn.max.timeout.ms / .retry.backoff.ms).
+        deadline = time.monotonic() + self.add_partitions_max_timeout_ms / 1000
+        while (
+            add
+            and codes
+            and all(c == ErrorCode.CONCURRENT_TRANSACTIONS for c in codes.values())
+            and time.monotonic() + self.add_partitions_retry_backoff_ms / 1000 < deadline
+        ):
+            await asyncio.sleep(self.add_partitions_retry_backoff_ms / 1000)
+            retry = [tp for tp in ask if tp in codes]
+            for tp in retry:
+                partition = self._partitions.get(tp)
+                if partition is None:
+                    break
+                try:
+                    guards[tp] = partition.maybe_start_transaction_verification(
+                        producer[0], producer[2], producer[1]
+                    )
+                except KafkaError:
+                    break
+            else:
+                codes = await manager.verify_transaction(
+                    transactional_id, producer[0], producer[1], retry, add=True
+                )
+                continue
+            break
         for tp, code in codes.items():
             results[tp] = _verification_failed(code)
             guards.pop(tp, None)

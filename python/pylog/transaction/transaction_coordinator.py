@@ -21,9 +21,16 @@ ListTransactions, and the timeouts.
   ``transaction.remove.expired.transaction.cleanup.interval.ms`` the ids idle
   past ``transactional.id.expiration.ms`` are removed.
 
-Transactions v2 (KIP-890 part 2) is not offered: ``transaction.version`` is
-not advertised, so clients use v1 (explicit AddPartitionsToTxn, the epoch
-unchanged by EndTxn).
+Transactions v2 (KIP-890 part 2), for producers that see ``transaction.version``
+2 finalized: a partition leader adds the partition when the producer's
+first batch of a transaction reaches it (AddPartitionsToTxn v5 without
+``verify_only``), the group coordinator the offsets partition at
+TxnOffsetCommit v5; every EndTxn (v5) bumps the producer epoch, the markers
+carry the bumped epoch (a late batch of the old transaction is refused), and
+the answer names the producer id and epoch to go on with: a new producer id
+at epoch 0 when the old one's epochs ran out. The client's version is kept
+per transactional id (``client_transaction_version``, written with the
+state): a v1 producer beside a v2 one keeps the v1 rules.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pylog.common.topic_partition import TopicPartition
+from pylog.common.transaction_version import TransactionVersion
 from pylog.common.utils.time import Clock, now_ms
 from pylog.errors import ErrorCode
 from pylog.logsafe import quoted
@@ -54,11 +62,14 @@ from pylog.transaction.transaction_state_manager import (
     TxnCoordinatorError,
 )
 
-__all__ = ["InitProducerIdResult", "TransactionCoordinator", "TxnDescription"]
+__all__ = ["EndTxnResult", "InitProducerIdResult", "TransactionCoordinator", "TxnDescription"]
 
 _log = logging.getLogger("pylog.transaction")
 
 _S = TransactionState
+#: The last epoch a producer may use (Short.MaxValue - 1): an EndTxn under
+#: transactions v2 at it moves the producer to a new producer id.
+_LAST_EPOCH = 32766
 #: Kafka's TRANSACTION_ABORTABLE (KIP-890): a partition the verification
 #: does not find in the transaction.
 TRANSACTION_ABORTABLE = 120
@@ -66,6 +77,15 @@ TRANSACTION_ABORTABLE = 120
 
 @dataclass(frozen=True)
 class InitProducerIdResult:
+    error_code: int
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True)
+class EndTxnResult:
+    """EndTxn's answer: v5 names the producer id and epoch to go on with."""
+
     error_code: int
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
@@ -199,14 +219,15 @@ class TransactionCoordinator:
             return InitProducerIdResult(prepared)
         if prepared.state == _S.PREPARE_EPOCH_FENCE:
             # The ongoing transaction is aborted first; the producer retries.
-            code = await self._end_transaction(
+            ended = await self._end_transaction(
                 transactional_id,
                 prepared.producer_id,
                 prepared.producer_epoch,
                 False,
                 from_client=False,
+                client_version=self.txn_manager.transaction_version(),
             )
-            return InitProducerIdResult(code or ErrorCode.CONCURRENT_TRANSACTIONS)
+            return InitProducerIdResult(ended.error_code or ErrorCode.CONCURRENT_TRANSACTIONS)
         code = await self.txn_manager.append_transaction_to_log(
             transactional_id, coordinator_epoch, prepared
         )
@@ -280,7 +301,11 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: set[TopicPartition],
+        client_version: TransactionVersion = TransactionVersion.TV_0,
     ) -> int:
+        """AddPartitionsToTxn / AddOffsetsToTxn of a v1 producer, or a
+        partition leader's (or group coordinator's) add for a v2 one
+        (``client_version`` 2: KIP-890 part 2's implicit add)."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
         owned = self._owned(transactional_id)
@@ -295,7 +320,7 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if m.state == _S.ONGOING and partitions <= m.partitions:
             return ErrorCode.NONE  # already there: nothing to write
-        transit = m.prepare_add_partitions(partitions, self.clock())
+        transit = m.prepare_add_partitions(partitions, self.clock(), client_version)
         return await self.txn_manager.append_transaction_to_log(
             transactional_id, coordinator_epoch, transit
         )
@@ -327,10 +352,21 @@ class TransactionCoordinator:
     # ------------------------------------------------------------ EndTxn
 
     async def handle_end_transaction(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
-    ) -> int:
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        client_version: TransactionVersion = TransactionVersion.TV_0,
+    ) -> EndTxnResult:
+        """``client_version``: 2 for EndTxn v5 (Kafka's clientTransactionVersion)."""
         return await self._end_transaction(
-            transactional_id, producer_id, producer_epoch, commit, from_client=True
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            commit,
+            from_client=True,
+            client_version=client_version,
         )
 
     async def _end_transaction(
@@ -341,59 +377,112 @@ class TransactionCoordinator:
         commit: bool,
         *,
         from_client: bool,
-    ) -> int:
+        client_version: TransactionVersion,
+    ) -> EndTxnResult:
         if not transactional_id:
-            return ErrorCode.INVALID_REQUEST
+            return EndTxnResult(ErrorCode.INVALID_REQUEST)
         owned = self._owned(transactional_id)
         if isinstance(owned, int):
-            return owned
+            return EndTxnResult(owned)
         coordinator_epoch, m = owned
         fencing = m.pending_state == _S.PREPARE_EPOCH_FENCE
-        valid_epoch = (not from_client or producer_epoch == m.producer_epoch) and (
-            producer_epoch >= m.producer_epoch
+        # Under transactions v2 the epoch moved on at the last EndTxn, so the
+        # same epoch no longer says "a retry": a retry names the epoch before
+        # the bump (or, past the last epoch, the previous producer id).
+        v2 = not fencing and m.client_transaction_version.supports_epoch_bump
+        retry_on_bump = v2 and m.producer_epoch == producer_epoch + 1
+        retry_on_overflow = (
+            v2
+            and m.previous_producer_id == producer_id
+            and producer_epoch == _LAST_EPOCH
+            and m.producer_epoch == 0
         )
-        if m.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if not valid_epoch:
-            return ErrorCode.PRODUCER_FENCED
-        if m.pending_transition_in_progress and not fencing:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
         state = m.state
-        if state == _S.ONGOING:
+        if v2:
+            if state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+                valid_epoch = retry_on_bump
+            elif state in (_S.COMPLETE_COMMIT, _S.COMPLETE_ABORT):
+                valid_epoch = (
+                    retry_on_bump or retry_on_overflow or producer_epoch == m.producer_epoch
+                )
+            else:
+                valid_epoch = producer_epoch == m.producer_epoch
+        else:
+            valid_epoch = (not from_client or producer_epoch == m.producer_epoch) and (
+                producer_epoch >= m.producer_epoch
+            )
+        if m.producer_id != producer_id and not retry_on_overflow:
+            return EndTxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if not valid_epoch:
+            return EndTxnResult(ErrorCode.PRODUCER_FENCED)
+        if m.pending_transition_in_progress and not fencing:
+            return EndTxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+        # A retry of an EndTxn that completed is answered with what it got.
+        done = EndTxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)
+        empty_abort = (
+            not commit
+            and client_version.supports_epoch_bump
+            and producer_epoch == m.producer_epoch
+            and not fencing
+        )
+        if state == _S.ONGOING or (
+            empty_abort and state in (_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT)
+        ):
             if fencing:
                 if commit:
                     m.abort_pending()
-                    return ErrorCode.INVALID_TXN_STATE
+                    return EndTxnResult(ErrorCode.INVALID_TXN_STATE)
                 # The fence's bumped epoch takes effect now: the old producer
                 # is refused from here on, whatever becomes of the write.
                 m.pending_state = None
                 m.producer_epoch = producer_epoch
                 m.last_producer_epoch = NO_PRODUCER_EPOCH
+            next_pid = NO_PRODUCER_ID
+            if client_version.supports_epoch_bump and not fencing and m.producer_epoch_exhausted:
+                # The bump takes this producer id's last epoch: the next one
+                # is made now and handed out with the answer.
+                next_pid = await self._new_producer_id()
+                if m.pending_transition_in_progress:
+                    return EndTxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
             transit = m.prepare_abort_or_commit(
-                _S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT, self.clock()
+                _S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT,
+                self.clock(),
+                client_version,
+                next_producer_id=next_pid,
+                no_partition_added=state != _S.ONGOING,
             )
+        elif v2 and not (retry_on_bump or retry_on_overflow):
+            # A completed transaction at the current epoch under v2: not a
+            # retry but a commit of nothing (an abort of nothing went above).
+            return EndTxnResult(ErrorCode.INVALID_TXN_STATE)
         elif state == _S.COMPLETE_COMMIT:
-            return ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE
+            return done if commit else EndTxnResult(ErrorCode.INVALID_TXN_STATE)
         elif state == _S.COMPLETE_ABORT:
-            return ErrorCode.NONE if not commit else ErrorCode.INVALID_TXN_STATE
-        elif state == _S.PREPARE_COMMIT:
-            return ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
-        elif state == _S.PREPARE_ABORT:
-            return ErrorCode.CONCURRENT_TRANSACTIONS if not commit else ErrorCode.INVALID_TXN_STATE
+            return done if not commit else EndTxnResult(ErrorCode.INVALID_TXN_STATE)
+        elif state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+            same = commit == (state == _S.PREPARE_COMMIT)
+            return EndTxnResult(
+                ErrorCode.CONCURRENT_TRANSACTIONS if same else ErrorCode.INVALID_TXN_STATE
+            )
         else:  # Empty (Dead and PrepareEpochFence are never a current state)
             if fencing:
                 m.abort_pending()
-            return ErrorCode.INVALID_TXN_STATE
+            return EndTxnResult(ErrorCode.INVALID_TXN_STATE)
         code = await self.txn_manager.append_transaction_to_log(
             transactional_id, coordinator_epoch, transit
         )
         if code != ErrorCode.NONE:
             if fencing:
                 m.has_failed_epoch_fence = True
-            return code
-        # Written: the producer is answered now, the markers go out.
+            return EndTxnResult(code)
+        # Written: the producer is answered now, the markers go out. Past the
+        # last epoch the producer goes on with the next producer id at 0.
+        if m.next_producer_id != NO_PRODUCER_ID:
+            answer = EndTxnResult(ErrorCode.NONE, m.next_producer_id, 0)
+        else:
+            answer = EndTxnResult(ErrorCode.NONE, m.producer_id, m.producer_epoch)
         self._send_markers(coordinator_epoch, m)
-        return ErrorCode.NONE
+        return answer
 
     def _send_markers(self, coordinator_epoch: int, m: TransactionMetadata) -> None:
         """``m`` is in PrepareCommit / PrepareAbort: its markers go out, and
@@ -469,10 +558,15 @@ class TransactionCoordinator:
             if m.producer_id != pid or m.pending_transition_in_progress:
                 continue
             transit = m.prepare_fence_producer_epoch()
-            code = await self._end_transaction(
-                txn_id, transit.producer_id, transit.producer_epoch, False, from_client=False
+            ended = await self._end_transaction(
+                txn_id,
+                transit.producer_id,
+                transit.producer_epoch,
+                False,
+                from_client=False,
+                client_version=self.txn_manager.transaction_version(),
             )
-            if code == ErrorCode.NONE:
+            if ended.error_code == ErrorCode.NONE:
                 _log.info(
                     "aborting the transaction of %s: past its timeout of %d ms",
                     quoted(txn_id),

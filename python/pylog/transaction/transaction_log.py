@@ -5,14 +5,16 @@ Kafka writes them (its TransactionLogKey / TransactionLogValue schemas), so
 Every key and value starts with an int16 schema version:
 
 * key v0: the transactional id (int16-length string);
-* value v0 (written, as Kafka writes it while ``transaction.version`` < 1):
+* value v0 (written while ``transaction.version`` is 0, as Kafka does):
   producer id int64, producer epoch int16, transaction timeout int32, state
   int8 (:class:`TransactionState`'s ids), the partitions as a nullable array
   of (topic, [partition int32]) — null when Empty — then the last-update and
   start timestamps, int64 each;
-* value v1 (read): the same fields in the flexible encoding, with the tagged
-  fields previous producer id (0), next producer id (1) and the client's
-  transaction version (2).
+* value v1 (written once ``transaction.version`` >= 1): the same fields in
+  the flexible encoding (compact strings and arrays, a tagged-field section
+  after each struct), with the tagged fields previous producer id (0), next
+  producer id (1) and the client's transaction version (2), each written only
+  when it is not its default (-1, -1, 0), as Kafka's generated code does.
 
 A null value is a tombstone: the transactional id expired (Dead).
 Kafka writes these records uncompressed with acks=-1 (TransactionLog's
@@ -25,6 +27,7 @@ import struct
 from dataclasses import dataclass
 
 from pylog.common.topic_partition import TopicPartition
+from pylog.common.transaction_version import TransactionVersion
 from pylog.transaction.transaction_metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -63,10 +66,23 @@ def key_to_bytes(transactional_id: str) -> bytes:
     return _I16.pack(TXN_KEY_VERSION) + _I16.pack(len(b)) + b
 
 
-def value_to_bytes(transit: TxnTransitMetadata) -> bytes | None:
-    """The value of a transition; None (a tombstone) for Dead."""
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def value_to_bytes(transit: TxnTransitMetadata, version: int = TXN_VALUE_VERSION) -> bytes | None:
+    """The value of a transition at ``version`` (0 or 1: the transaction
+    version's, :attr:`TransactionVersion.transaction_log_value_version`);
+    None (a tombstone) for Dead."""
     if transit.state == TransactionState.DEAD:
         return None
+    if version >= 1:
+        return _value_v1(transit)
     out = bytearray(_I16.pack(TXN_VALUE_VERSION))
     out += _VALUE_HEAD.pack(
         transit.producer_id, transit.producer_epoch, transit.txn_timeout_ms, transit.state
@@ -88,6 +104,39 @@ def value_to_bytes(transit: TxnTransitMetadata) -> bytes | None:
     return bytes(out)
 
 
+def _value_v1(transit: TxnTransitMetadata) -> bytes:
+    out = bytearray(_I16.pack(1))
+    out += _VALUE_HEAD.pack(
+        transit.producer_id, transit.producer_epoch, transit.txn_timeout_ms, transit.state
+    )
+    if transit.state == TransactionState.EMPTY:
+        if transit.partitions:
+            raise ValueError("an Empty transaction has no partitions")
+        out += _uvarint(0)  # a null compact array
+    else:
+        by_topic: dict[str, list[int]] = {}
+        for tp in sorted(transit.partitions, key=lambda t: (t.topic, t.partition)):
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        out += _uvarint(len(by_topic) + 1)
+        for topic, parts in by_topic.items():
+            name = topic.encode()
+            out += _uvarint(len(name) + 1) + name + _uvarint(len(parts) + 1)
+            out += struct.pack(f">{len(parts)}i", *parts)
+            out += _uvarint(0)  # the partition entry's tagged fields: none
+    out += _TIMES.pack(transit.txn_last_update_ms, transit.txn_start_ms)
+    tags: list[tuple[int, bytes]] = []
+    if transit.previous_producer_id != NO_PRODUCER_ID:
+        tags.append((0, struct.pack(">q", transit.previous_producer_id)))
+    if transit.next_producer_id != NO_PRODUCER_ID:
+        tags.append((1, struct.pack(">q", transit.next_producer_id)))
+    if transit.client_transaction_version != 0:
+        tags.append((2, _I16.pack(transit.client_transaction_version)))
+    out += _uvarint(len(tags))
+    for tag, data in tags:
+        out += _uvarint(tag) + _uvarint(len(data)) + data
+    return bytes(out)
+
+
 # ---------------------------------------------------------------- reading
 
 
@@ -105,6 +154,7 @@ class TxnLogValue:
     client_transaction_version: int = 0
 
     def to_metadata(self, transactional_id: str) -> TransactionMetadata:
+        """The metadata this record leaves (Kafka's readTxnRecordValue)."""
         return TransactionMetadata(
             transactional_id,
             self.producer_id,
@@ -117,6 +167,7 @@ class TxnLogValue:
             partitions=set(self.partitions) if self.state != TransactionState.EMPTY else set(),
             txn_start_ms=self.txn_start_ms,
             txn_last_update_ms=self.txn_last_update_ms,
+            client_transaction_version=TransactionVersion.of(self.client_transaction_version),
         )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from pylog.common.topic_partition import TopicPartition
+from pylog.common.transaction_version import TransactionVersion
 from pylog.errors import ErrorCode
 
 __all__ = [
@@ -88,7 +89,11 @@ VALID_PREVIOUS: dict[TransactionState, frozenset[TransactionState]] = {
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
-    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
+    # Transactions v2: a producer unsure whether its transaction reached the
+    # coordinator (adds are implicit) may abort from Empty or a completed one.
+    _S.PREPARE_ABORT: frozenset(
+        {_S.ONGOING, _S.PREPARE_EPOCH_FENCE, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}
+    ),
     _S.COMPLETE_COMMIT: frozenset({_S.PREPARE_COMMIT}),
     _S.COMPLETE_ABORT: frozenset({_S.PREPARE_ABORT}),
     _S.DEAD: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
@@ -115,6 +120,7 @@ class TxnTransitMetadata:
     partitions: frozenset[TopicPartition]
     txn_start_ms: int
     txn_last_update_ms: int
+    client_transaction_version: TransactionVersion = TransactionVersion.TV_0
 
 
 class TransactionMetadata:
@@ -122,6 +128,7 @@ class TransactionMetadata:
     of ``__transaction_state`` says) and its pending transition."""
 
     __slots__ = (
+        "client_transaction_version",
         "has_failed_epoch_fence",
         "last_producer_epoch",
         "next_producer_id",
@@ -151,6 +158,7 @@ class TransactionMetadata:
         partitions: set[TopicPartition] | None = None,
         txn_start_ms: int = -1,
         txn_last_update_ms: int = -1,
+        client_transaction_version: TransactionVersion = TransactionVersion.TV_0,
     ) -> None:
         self.transactional_id = transactional_id
         self.producer_id = producer_id
@@ -163,6 +171,10 @@ class TransactionMetadata:
         self.partitions: set[TopicPartition] = set(partitions or ())
         self.txn_start_ms = txn_start_ms
         self.txn_last_update_ms = txn_last_update_ms
+        #: The transaction version of the client's last transaction (Kafka's
+        #: clientTransactionVersion): 2 when it ran transactions v2, whose
+        #: every EndTxn bumps the epoch.
+        self.client_transaction_version = client_transaction_version
         self.pending_state: TransactionState | None = None
         #: An epoch fence whose write failed: the bumped epoch was never
         #: handed out, so the next fence reuses it instead of bumping again.
@@ -201,6 +213,7 @@ class TransactionMetadata:
         update_ms: int,
         *,
         next_producer_id: int = NO_PRODUCER_ID,
+        client_transaction_version: TransactionVersion | None = None,
     ) -> TxnTransitMetadata:
         if self.pending_state is not None:
             raise IllegalTransitionError(
@@ -225,6 +238,9 @@ class TransactionMetadata:
             partitions=partitions,
             txn_start_ms=txn_start_ms,
             txn_last_update_ms=update_ms,
+            client_transaction_version=self.client_transaction_version
+            if client_transaction_version is None
+            else client_transaction_version,
         )
 
     def prepare_fence_producer_epoch(self) -> TxnTransitMetadata:
@@ -232,9 +248,13 @@ class TransactionMetadata:
         fence with it already failed) so the producer holding the old one is
         fenced; the ongoing transaction is then aborted under it. Never
         written as such: EndTxn(ABORT) turns it into PrepareAbort."""
-        if self.producer_epoch >= _MAX_EPOCH:
-            raise IllegalTransitionError(f"{self.transactional_id}: epoch {_MAX_EPOCH} reached")
-        epoch = self.producer_epoch if self.has_failed_epoch_fence else self.producer_epoch + 1
+        # At Short.MaxValue (an abort under transactions v2 took the last
+        # one) the epoch stays: the abort below goes through without a bump.
+        epoch = (
+            self.producer_epoch
+            if self.has_failed_epoch_fence or self.producer_epoch >= _MAX_EPOCH
+            else self.producer_epoch + 1
+        )
         return self._prepare(
             _S.PREPARE_EPOCH_FENCE,
             self.producer_id,
@@ -280,7 +300,12 @@ class TransactionMetadata:
             _S.EMPTY, new_producer_id, 0, last, txn_timeout_ms, frozenset(), -1, now_ms
         )
 
-    def prepare_add_partitions(self, added: set[TopicPartition], now_ms: int) -> TxnTransitMetadata:
+    def prepare_add_partitions(
+        self,
+        added: set[TopicPartition],
+        now_ms: int,
+        client_transaction_version: TransactionVersion = TransactionVersion.TV_0,
+    ) -> TxnTransitMetadata:
         start = now_ms if self.state in VALID_PREVIOUS[_S.EMPTY] else self.txn_start_ms
         return self._prepare(
             _S.ONGOING,
@@ -291,18 +316,45 @@ class TransactionMetadata:
             frozenset(self.partitions | added),
             start,
             now_ms,
+            client_transaction_version=client_transaction_version,
         )
 
-    def prepare_abort_or_commit(self, state: TransactionState, now_ms: int) -> TxnTransitMetadata:
+    def prepare_abort_or_commit(
+        self,
+        state: TransactionState,
+        now_ms: int,
+        client_transaction_version: TransactionVersion | None = None,
+        *,
+        next_producer_id: int = NO_PRODUCER_ID,
+        no_partition_added: bool = False,
+    ) -> TxnTransitMetadata:
+        """PrepareCommit / PrepareAbort. Under transactions v2 the epoch goes
+        up by one (the markers carry it, so the producer's late batches of
+        this transaction are refused), the last epoch remembers the old one,
+        and ``next_producer_id`` is the id to go on with when that was the
+        last epoch of this producer id. ``no_partition_added``: a v2 abort
+        of a transaction the coordinator never saw (it starts now)."""
+        tv = self.client_transaction_version
+        if client_transaction_version is not None:
+            tv = client_transaction_version
+        epoch, last = self.producer_epoch, self.last_producer_epoch
+        if tv.supports_epoch_bump:
+            # An abort already at Short.MaxValue (a bug's doing) goes through
+            # without overflowing, as Kafka lets it.
+            if not (epoch >= _MAX_EPOCH and state == _S.PREPARE_ABORT):
+                epoch += 1
+            last = self.producer_epoch
         return self._prepare(
             state,
             self.producer_id,
-            self.producer_epoch,
-            self.last_producer_epoch,
+            epoch,
+            last,
             self.txn_timeout_ms,
             frozenset(self.partitions),
-            self.txn_start_ms,
+            now_ms if no_partition_added else self.txn_start_ms,
             now_ms,
+            next_producer_id=next_producer_id,
+            client_transaction_version=tv,
         )
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
@@ -310,10 +362,19 @@ class TransactionMetadata:
         every partition has its marker."""
         state = _S.COMPLETE_COMMIT if self.state == _S.PREPARE_COMMIT else _S.COMPLETE_ABORT
         self.has_failed_epoch_fence = False
+        # Transactions v2 past the last epoch of its producer id: the id
+        # prepared with the EndTxn takes over at epoch 0 (the last epoch
+        # stays the one the producer last used).
+        pid, epoch = self.producer_id, self.producer_epoch
+        if (
+            self.client_transaction_version.supports_epoch_bump
+            and self.next_producer_id != NO_PRODUCER_ID
+        ):
+            pid, epoch = self.next_producer_id, 0
         return self._prepare(
             state,
-            self.producer_id,
-            self.producer_epoch,
+            pid,
+            epoch,
             self.last_producer_epoch,
             self.txn_timeout_ms,
             frozenset(),
@@ -368,6 +429,7 @@ class TransactionMetadata:
         self.partitions = set(transit.partitions)
         self.txn_start_ms = transit.txn_start_ms
         self.txn_last_update_ms = transit.txn_last_update_ms
+        self.client_transaction_version = transit.client_transaction_version
         self.state = to
         self.pending_state = None
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from pylog import _native
 from pylog.common.topic_partition import TopicPartition
+from pylog.common.transaction_version import TransactionVersion
 from pylog.common.utils.time import Clock, now_ms
 from pylog.coordinator.records import partition_for
 from pylog.errors import (
@@ -116,8 +117,13 @@ class TransactionStateManager:
         metadata_store: MetadataStore,
         *,
         clock: Clock = now_ms,
+        transaction_version: Callable[[], TransactionVersion] = lambda: TransactionVersion.TV_0,
     ) -> None:
         self.config = config
+        #: The cluster's finalized transaction.version: the version of the
+        #: values written (Kafka's transactionVersionLevel), and the level of
+        #: the coordinator's own aborts (timeouts, fences).
+        self.transaction_version = transaction_version
         self.replica_manager = replica_manager
         self.metadata_store = metadata_store
         self.clock = clock
@@ -393,9 +399,8 @@ class TransactionStateManager:
         any error the pending transition is dropped."""
         partition = self.partition_for(transactional_id)
         tp = TopicPartition(TRANSACTION_STATE_TOPIC, partition)
-        batch = _native.build_batch(
-            [(key_to_bytes(transactional_id), value_to_bytes(transit), [], self.clock())]
-        )
+        value = value_to_bytes(transit, self.transaction_version().transaction_log_value_version)
+        batch = _native.build_batch([(key_to_bytes(transactional_id), value, [], self.clock())])
         try:
             results = await self.replica_manager.append_records(
                 self.append_timeout_ms,

@@ -4,6 +4,7 @@ shapes Kafka's documentation and zookeeper-shell show) parses."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -223,3 +224,42 @@ def test_producer_id_block() -> None:
 def test_garbage_is_a_clear_error(data: bytes) -> None:
     with pytest.raises(ZkDataError, match="/cluster/id"):
         ClusterIdZNode.decode(data)
+
+
+def test_feature_znode_is_kafkas_version_2_json() -> None:
+    from pylog.metadata.zk_data import FeatureZNode
+
+    data = FeatureZNode.encode({"transaction.version": 1})
+    assert json.loads(data) == {
+        "version": 2, "status": 1, "features": {"transaction.version": {"max_version_level": 1}},
+    }  # fmt: skip
+    got = FeatureZNode.decode(data, 4)
+    assert (got.enabled, got.features, got.epoch) == (True, {"transaction.version": 1}, 4)
+    # Version 1 (Kafka before 3.3) also had min_version_level; disabled means none.
+    v1 = (
+        b'{"version":1,"status":1,"features":'
+        b'{"metadata.version":{"min_version_level":1,"max_version_level":7}}}'
+    )
+    assert FeatureZNode.decode(v1).features == {"metadata.version": 7}
+    off = b'{"version":2,"status":0,"features":{"transaction.version":{"max_version_level":2}}}'
+    assert FeatureZNode.decode(off).features == {}
+
+
+def test_transaction_version_default_is_capped_by_the_registered_brokers(
+    tmp_path: Path,
+) -> None:
+    from pylog.metadata.finalized_feature_cache import FinalizedFeatureCache
+    from pylog.metadata.json_store import JsonMetadataStore
+
+    store = JsonMetadataStore(str(tmp_path))
+    cache = FinalizedFeatureCache(store)
+    assert cache.features() == ({"transaction.version": 2}, 0)  # a lone broker: 2
+    store._feature_support = {"transaction.version": 0}  # a Kafka 3.9 broker registered
+    assert cache.transaction_version() == 0
+    store._feature_support = None
+    store.update_finalized_features({"transaction.version": 1})
+    assert cache.features() == ({"transaction.version": 1}, 1)
+    # Durable: a reopened store has it.
+    store.close()
+    again = FinalizedFeatureCache(JsonMetadataStore(str(tmp_path)))
+    assert again.features() == ({"transaction.version": 1}, 1)

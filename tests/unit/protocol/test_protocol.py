@@ -639,7 +639,7 @@ def test_unknown_api_key_and_versions() -> None:
             decode_request(header, memoryview(raw))
         assert err.value.code == 35
     with pytest.raises(UnsupportedVersionError):
-        encode_response(RequestHeader(ApiKey.PRODUCE, 12, 1, None, 0), {})
+        encode_response(RequestHeader(ApiKey.PRODUCE, 13, 1, None, 0), {})
 
 
 @pytest.mark.parametrize(("api", "version", "kind"), list(every_version(("request",))))

@@ -9,6 +9,7 @@ import struct
 import pytest
 
 from pylog.common.topic_partition import TopicPartition
+from pylog.common.transaction_version import TransactionVersion
 from pylog.transaction.transaction_log import (
     TransactionLogFormatError,
     format_record,
@@ -99,6 +100,43 @@ def test_reads_the_flexible_version_1_with_its_tagged_fields() -> None:
     assert v.partitions == frozenset({TopicPartition("t", 9)})
     assert (v.previous_producer_id, v.next_producer_id, v.client_transaction_version) == (76, 78, 2)
     assert (v.txn_last_update_ms, v.txn_start_ms) == (20, 10)
+
+
+def test_writes_version_1_with_the_tagged_fields_that_are_not_defaults() -> None:
+    # What Kafka writes once transaction.version >= 1 (the same bytes as above).
+    transit = TxnTransitMetadata(
+        producer_id=77,
+        previous_producer_id=76,
+        next_producer_id=78,
+        producer_epoch=5,
+        last_producer_epoch=4,
+        txn_timeout_ms=30000,
+        state=TransactionState.COMPLETE_COMMIT,
+        partitions=frozenset({TopicPartition("t", 9)}),
+        txn_start_ms=10,
+        txn_last_update_ms=20,
+        client_transaction_version=TransactionVersion.TV_2,
+    )
+    assert value_to_bytes(transit, 1) == (
+        struct.pack(">h", 1)
+        + struct.pack(">qhib", 77, 5, 30000, 4)
+        + bytes([2, 2]) + b"t" + bytes([2]) + struct.pack(">i", 9) + bytes([0])
+        + struct.pack(">qq", 20, 10)
+        + bytes([3])
+        + bytes([0, 8]) + struct.pack(">q", 76)
+        + bytes([1, 8]) + struct.pack(">q", 78)
+        + bytes([2, 2]) + struct.pack(">h", 2)
+    )  # fmt: skip
+    # Empty: a null compact array; defaults leave the tagged section empty.
+    empty = _transit(TransactionState.EMPTY)
+    assert value_to_bytes(empty, 1) == (
+        struct.pack(">h", 1) + struct.pack(">qhib", 4242, 3, 60000, 0) + bytes([0])
+        + struct.pack(">qq", 1_700_000_000_500, 1_700_000_000_000) + bytes([0])
+    )  # fmt: skip
+    back = read_value(value_to_bytes(empty, 1) or b"")
+    assert (back.state, back.partitions, back.client_transaction_version) == (
+        TransactionState.EMPTY, frozenset(), 0,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(

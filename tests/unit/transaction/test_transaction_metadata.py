@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pylog.common.topic_partition import TopicPartition
+from pylog.common.transaction_version import TransactionVersion
 from pylog.errors import ErrorCode
 from pylog.transaction.transaction_metadata import (
     VALID_PREVIOUS,
@@ -29,7 +30,10 @@ def apply(m: TransactionMetadata, t: TxnTransitMetadata | int) -> None:
 
 
 def test_valid_previous_states_are_kafkas() -> None:
-    assert VALID_PREVIOUS[S.PREPARE_ABORT] == {S.ONGOING, S.PREPARE_EPOCH_FENCE}
+    # Transactions v2 may abort from Empty and the completed states too.
+    assert VALID_PREVIOUS[S.PREPARE_ABORT] == {
+        S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT,
+    }  # fmt: skip
     assert VALID_PREVIOUS[S.COMPLETE_COMMIT] == {S.PREPARE_COMMIT}
     assert VALID_PREVIOUS[S.DEAD] == {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
     assert [s.kafka_name for s in S] == [
@@ -105,3 +109,39 @@ def test_rotation_to_a_new_producer_id() -> None:
         m.prepare_increment_producer_epoch(60000, None, 1)
     apply(m, m.prepare_producer_id_rotation(11, 60000, 1, record_last_epoch=True))
     assert (m.producer_id, m.previous_producer_id, m.producer_epoch) == (11, 10, 0)
+
+
+def test_transactions_v2_bumps_the_epoch_at_every_end_and_rotates_past_the_last() -> None:
+    tv2 = TransactionVersion.TV_2
+    m = fresh()
+    apply(m, m.prepare_increment_producer_epoch(60000, None, 1))
+    apply(m, m.prepare_add_partitions({TP}, 2, tv2))
+    assert m.client_transaction_version == tv2
+    t = m.prepare_abort_or_commit(S.PREPARE_COMMIT, 3)
+    # The markers carry the bumped epoch; the last epoch is the one the
+    # producer wrote its batches with.
+    assert (t.producer_epoch, t.last_producer_epoch) == (1, 0)
+    apply(m, t)
+    apply(m, m.prepare_complete(4))
+    assert (m.state, m.producer_id, m.producer_epoch) == (S.COMPLETE_COMMIT, 10, 1)
+    # Past the last epoch: PrepareCommit at Short.MaxValue names the next
+    # producer id, which takes over at epoch 0 when the markers are done.
+    m.producer_epoch = 32766
+    apply(m, m.prepare_add_partitions({TP}, 5, tv2))
+    t = m.prepare_abort_or_commit(S.PREPARE_COMMIT, 6, next_producer_id=11)
+    assert (t.producer_epoch, t.next_producer_id) == (32767, 11)
+    apply(m, t)
+    apply(m, m.prepare_complete(7))
+    assert (m.producer_id, m.producer_epoch, m.previous_producer_id) == (11, 0, 10)
+    # A v2 abort of a transaction the coordinator never saw: from Empty.
+    apply(m, m.prepare_increment_producer_epoch(60000, None, 8))
+    t = m.prepare_abort_or_commit(S.PREPARE_ABORT, 9, tv2, no_partition_added=True)
+    assert (t.partitions, t.txn_start_ms, t.producer_epoch) == (frozenset(), 9, 2)
+
+
+def test_transactions_v1_keeps_the_epoch() -> None:
+    m = fresh()
+    apply(m, m.prepare_increment_producer_epoch(60000, None, 1))
+    apply(m, m.prepare_add_partitions({TP}, 2))
+    t = m.prepare_abort_or_commit(S.PREPARE_ABORT, 3)
+    assert (t.producer_epoch, t.client_transaction_version) == (0, TransactionVersion.TV_0)

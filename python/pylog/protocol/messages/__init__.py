@@ -173,6 +173,8 @@ from pylog.protocol.messages.sync_group_request import SyncGroupRequest
 from pylog.protocol.messages.sync_group_response import SyncGroupResponse
 from pylog.protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
 from pylog.protocol.messages.txn_offset_commit_response import TxnOffsetCommitResponse
+from pylog.protocol.messages.update_features_request import UpdateFeaturesRequest
+from pylog.protocol.messages.update_features_response import UpdateFeaturesResponse
 from pylog.protocol.messages.update_metadata_request import UpdateMetadataRequest
 from pylog.protocol.messages.update_metadata_response import UpdateMetadataResponse
 from pylog.protocol.messages.write_share_group_state_request import WriteShareGroupStateRequest
@@ -247,6 +249,7 @@ Request: TypeAlias = (
     | StopReplicaRequest
     | SyncGroupRequest
     | TxnOffsetCommitRequest
+    | UpdateFeaturesRequest
     | UpdateMetadataRequest
     | WriteShareGroupStateRequest
     | WriteTxnMarkersRequest
@@ -319,6 +322,7 @@ Response: TypeAlias = (
     | StopReplicaResponse
     | SyncGroupResponse
     | TxnOffsetCommitResponse
+    | UpdateFeaturesResponse
     | UpdateMetadataResponse
     | WriteShareGroupStateResponse
     | WriteTxnMarkersResponse
@@ -375,6 +379,7 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     50: DescribeUserScramCredentialsRequest,
     51: AlterUserScramCredentialsRequest,
     56: AlterPartitionRequest,
+    57: UpdateFeaturesRequest,
     60: DescribeClusterRequest,
     61: DescribeProducersRequest,
     65: DescribeTransactionsRequest,
@@ -447,6 +452,7 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     50: DescribeUserScramCredentialsResponse,
     51: AlterUserScramCredentialsResponse,
     56: AlterPartitionResponse,
+    57: UpdateFeaturesResponse,
     60: DescribeClusterResponse,
     61: DescribeProducersResponse,
     65: DescribeTransactionsResponse,
@@ -603,6 +609,8 @@ __all__ = [
     "SyncGroupResponse",
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
+    "UpdateFeaturesRequest",
+    "UpdateFeaturesResponse",
     "UpdateMetadataRequest",
     "UpdateMetadataResponse",
     "WriteShareGroupStateRequest",

@@ -33,7 +33,7 @@ _unpack_i = struct.Struct(">i").unpack_from
 
 
 class ProduceRequest(Struct):
-    """ProduceRequest (api key 0): the request as decoded, versions 0-11."""
+    """ProduceRequest (api key 0): the request as decoded, versions 0-12."""
 
     _fields = ("transactional_id", "acks", "timeout_ms", "topic_data")
     __slots__ = _fields
@@ -388,6 +388,9 @@ decode_v10 = decode_v9
 decode_v11 = decode_v9
 
 
+decode_v12 = decode_v9
+
+
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
     fld = "(start)"
     try:
@@ -727,6 +730,9 @@ decode_v10_tracking = decode_v9_tracking
 decode_v11_tracking = decode_v9_tracking
 
 
+decode_v12_tracking = decode_v9_tracking
+
+
 def encode_v0(
     d: ProduceRequest | Mapping[str, Any],
     out: bytearray,
@@ -969,6 +975,9 @@ encode_v10 = encode_v9
 
 
 encode_v11 = encode_v9
+
+
+encode_v12 = encode_v9
 
 
 def encode_v0_tracking(
@@ -1267,8 +1276,11 @@ encode_v10_tracking = encode_v9_tracking
 encode_v11_tracking = encode_v9_tracking
 
 
+encode_v12_tracking = encode_v9_tracking
+
+
 MESSAGE = ProduceRequest
-VALID_VERSIONS = (0, 11)
+VALID_VERSIONS = (0, 12)
 FLEXIBLE_VERSIONS = (9, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -1284,6 +1296,7 @@ DECODERS: dict[int, Decoder] = {
     9: decode_v9,
     10: decode_v10,
     11: decode_v11,
+    12: decode_v12,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -1298,6 +1311,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     9: decode_v9_tracking,
     10: decode_v10_tracking,
     11: decode_v11_tracking,
+    12: decode_v12_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -1312,6 +1326,7 @@ ENCODERS: dict[int, Encoder] = {
     9: encode_v9,
     10: encode_v10,
     11: encode_v11,
+    12: encode_v12,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -1326,4 +1341,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     9: encode_v9_tracking,
     10: encode_v10_tracking,
     11: encode_v11_tracking,
+    12: encode_v12_tracking,
 }

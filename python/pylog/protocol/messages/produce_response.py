@@ -38,7 +38,7 @@ _unpack_ii = struct.Struct(">ii").unpack_from
 
 
 class ProduceResponse(Struct):
-    """ProduceResponse (api key 0): the response as decoded, versions 0-11."""
+    """ProduceResponse (api key 0): the response as decoded, versions 0-12."""
 
     _fields = ("responses", "throttle_time_ms", "node_endpoints")
     __slots__ = _fields
@@ -887,6 +887,9 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
 decode_v11 = decode_v10
 
 
+decode_v12 = decode_v10
+
+
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     fld = "(start)"
     try:
@@ -1724,6 +1727,9 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int
 decode_v11_tracking = decode_v10_tracking
 
 
+decode_v12_tracking = decode_v10_tracking
+
+
 def encode_v0(
     d: ProduceResponse | Mapping[str, Any],
     out: bytearray,
@@ -2116,6 +2122,9 @@ def encode_v10(
 
 
 encode_v11 = encode_v10
+
+
+encode_v12 = encode_v10
 
 
 def encode_v0_tracking(
@@ -2610,8 +2619,11 @@ def encode_v10_tracking(
 encode_v11_tracking = encode_v10_tracking
 
 
+encode_v12_tracking = encode_v10_tracking
+
+
 MESSAGE = ProduceResponse
-VALID_VERSIONS = (0, 11)
+VALID_VERSIONS = (0, 12)
 FLEXIBLE_VERSIONS = (9, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -2627,6 +2639,7 @@ DECODERS: dict[int, Decoder] = {
     9: decode_v9,
     10: decode_v10,
     11: decode_v11,
+    12: decode_v12,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -2641,6 +2654,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     9: decode_v9_tracking,
     10: decode_v10_tracking,
     11: decode_v11_tracking,
+    12: decode_v12_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -2655,6 +2669,7 @@ ENCODERS: dict[int, Encoder] = {
     9: encode_v9,
     10: encode_v10,
     11: encode_v11,
+    12: encode_v12,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -2669,4 +2684,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     9: encode_v9_tracking,
     10: encode_v10_tracking,
     11: encode_v11_tracking,
+    12: encode_v12_tracking,
 }

@@ -36,7 +36,7 @@ _unpack_qhi = struct.Struct(">qhi").unpack_from
 
 
 class TxnOffsetCommitRequest(Struct):
-    """TxnOffsetCommitRequest (api key 28): the request as decoded, versions 0-4."""
+    """TxnOffsetCommitRequest (api key 28): the request as decoded, versions 0-5."""
 
     _fields = (
         "transactional_id",
@@ -478,6 +478,9 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
 decode_v4 = decode_v3
 
 
+decode_v5 = decode_v3
+
+
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
     fld = "(start)"
     try:
@@ -870,6 +873,9 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitReques
 decode_v4_tracking = decode_v3_tracking
 
 
+decode_v5_tracking = decode_v3_tracking
+
+
 def encode_v0(
     d: TxnOffsetCommitRequest | Mapping[str, Any],
     out: bytearray,
@@ -1114,6 +1120,9 @@ def encode_v3(
 
 
 encode_v4 = encode_v3
+
+
+encode_v5 = encode_v3
 
 
 def encode_v0_tracking(
@@ -1418,8 +1427,11 @@ def encode_v3_tracking(
 encode_v4_tracking = encode_v3_tracking
 
 
+encode_v5_tracking = encode_v3_tracking
+
+
 MESSAGE = TxnOffsetCommitRequest
-VALID_VERSIONS = (0, 4)
+VALID_VERSIONS = (0, 5)
 FLEXIBLE_VERSIONS = (3, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -1428,6 +1440,7 @@ DECODERS: dict[int, Decoder] = {
     2: decode_v2,
     3: decode_v3,
     4: decode_v4,
+    5: decode_v5,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -1435,6 +1448,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     2: decode_v2_tracking,
     3: decode_v3_tracking,
     4: decode_v4_tracking,
+    5: decode_v5_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -1442,6 +1456,7 @@ ENCODERS: dict[int, Encoder] = {
     2: encode_v2,
     3: encode_v3,
     4: encode_v4,
+    5: encode_v5,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -1449,4 +1464,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     2: encode_v2_tracking,
     3: encode_v3_tracking,
     4: encode_v4_tracking,
+    5: encode_v5_tracking,
 }

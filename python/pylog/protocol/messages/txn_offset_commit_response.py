@@ -32,7 +32,7 @@ _unpack_ih = struct.Struct(">ih").unpack_from
 
 
 class TxnOffsetCommitResponse(Struct):
-    """TxnOffsetCommitResponse (api key 28): the response as decoded, versions 0-4."""
+    """TxnOffsetCommitResponse (api key 28): the response as decoded, versions 0-5."""
 
     _fields = ("throttle_time_ms", "topics")
     __slots__ = _fields
@@ -243,6 +243,9 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
 decode_v4 = decode_v3
 
 
+decode_v5 = decode_v3
+
+
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitResponse, int]:
     fld = "(start)"
     try:
@@ -426,6 +429,9 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRespon
 decode_v4_tracking = decode_v3_tracking
 
 
+decode_v5_tracking = decode_v3_tracking
+
+
 def encode_v0(
     d: TxnOffsetCommitResponse | Mapping[str, Any],
     out: bytearray,
@@ -494,6 +500,9 @@ def encode_v3(
 
 
 encode_v4 = encode_v3
+
+
+encode_v5 = encode_v3
 
 
 def encode_v0_tracking(
@@ -584,8 +593,11 @@ def encode_v3_tracking(
 encode_v4_tracking = encode_v3_tracking
 
 
+encode_v5_tracking = encode_v3_tracking
+
+
 MESSAGE = TxnOffsetCommitResponse
-VALID_VERSIONS = (0, 4)
+VALID_VERSIONS = (0, 5)
 FLEXIBLE_VERSIONS = (3, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -594,6 +606,7 @@ DECODERS: dict[int, Decoder] = {
     2: decode_v2,
     3: decode_v3,
     4: decode_v4,
+    5: decode_v5,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -601,6 +614,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     2: decode_v2_tracking,
     3: decode_v3_tracking,
     4: decode_v4_tracking,
+    5: decode_v5_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -608,6 +622,7 @@ ENCODERS: dict[int, Encoder] = {
     2: encode_v2,
     3: encode_v3,
     4: encode_v4,
+    5: encode_v5,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -615,4 +630,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     2: encode_v2_tracking,
     3: encode_v3_tracking,
     4: encode_v4_tracking,
+    5: encode_v5_tracking,
 }
