@@ -8,6 +8,8 @@ Spark's Kafka schema; writes through a broker like Spark's Kafka sink.
 from __future__ import annotations
 
 import json
+import logging
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +33,7 @@ from pyspark.sql.types import (
 )
 
 from ._arrow import kafka_schema, projection, to_record_batch
-from ._logdirs import LogDirs, batch_starts, read_partition, segment_bases
+from ._logdirs import LogDirs, batch_starts, partition_log_end, read_partition, segment_bases
 from ._options import (
     TP,
     Catalog,
@@ -48,6 +50,8 @@ from ._wire import BrokerClient, fetch_partition
 
 __all__ = ["PylogDataSource", "PylogOptionError", "PylogPartition"]
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class PylogPartition(InputPartition):
@@ -60,6 +64,9 @@ class PylogPartition(InputPartition):
     # the partition directory (path mode) or the bootstrap servers (wire mode)
     location: str
     from_files: bool
+    # with both `path` and `kafka.bootstrap.servers`: the broker reads what the
+    # partition directory does not hold (its tail, on a lagging replica)
+    servers: str | None = None
 
 
 class _DirsCatalog:
@@ -80,18 +87,29 @@ class _DirsCatalog:
 
 
 class _BrokerCatalog:
-    def __init__(self, servers: str) -> None:
-        self.servers = servers
+    """Planning from the cluster: the partitions' leaders answer; the latest
+    offset is the high watermark, or the last stable offset under
+    read_committed (ListOffsets with isolation level 1, as Kafka's consumer
+    asks for its end offsets)."""
+
+    def __init__(self, o: ReadOptions) -> None:
+        assert o.servers is not None
+        self.servers = o.servers
+        self.conf = o.client_conf
+        self.isolation = o.isolation
+
+    def _client(self) -> BrokerClient:
+        return BrokerClient(self.servers, self.conf)
 
     def topics(self) -> dict[str, list[int]]:
-        with BrokerClient(self.servers) as c:
-            return {t: sorted(ps) for t, ps in c.topics().items()}
+        with self._client() as c:
+            return c.topics()
 
     def _list(self, query: dict[TP, int]) -> dict[TP, int]:
         if not query:
             return {}
-        with BrokerClient(self.servers) as c:
-            return c.list_offsets(query)
+        with self._client() as c:
+            return c.list_offsets(query, self.isolation)
 
     def earliest(self, tps: list[TP]) -> dict[TP, int]:
         return self._list(dict.fromkeys(tps, -2))
@@ -104,33 +122,41 @@ class _BrokerCatalog:
 
 
 def _catalog(o: ReadOptions) -> tuple[Catalog, LogDirs | None]:
-    if o.paths is not None:
-        dirs = LogDirs(o.paths, up_to_log_end=o.up_to_log_end)
-        return _DirsCatalog(dirs), dirs
-    assert o.servers is not None
-    return _BrokerCatalog(o.servers), None
+    """Where planning learns the offsets, and the log dirs executors read.
+    With both ``path`` and ``kafka.bootstrap.servers`` the broker pins the
+    ends (one high watermark or last stable offset per partition) and the
+    files are read up to them, the broker filling in what they lack."""
+    dirs = None if o.paths is None else LogDirs(o.paths, up_to_log_end=o.up_to_log_end)
+    if o.servers is not None:
+        return _BrokerCatalog(o), dirs
+    assert dirs is not None
+    return _DirsCatalog(dirs), dirs
 
 
 def _partitions(
     o: ReadOptions, dirs: LogDirs | None, start: dict[TP, int], end: dict[TP, int]
 ) -> list[PylogPartition]:
     ranges = [OffsetRange(t, p, start[(t, p)], end.get((t, p), start[(t, p)])) for t, p in start]
-    cuts = None
-    if dirs is not None:
-        # a split never straddles a segment when it need not
-        cuts = {tp: segment_bases(dirs.partitions[tp].path) for tp in start}
+    local = (
+        {}
+        if dirs is None
+        else {tp: dirs.partitions[tp].path for tp in start if tp in dirs.partitions}
+    )
+    # a split never straddles a segment when it need not
+    cuts = {tp: segment_bases(path) for tp, path in local.items()}
     pieces = split_ranges(ranges, o.min_partitions, o.max_records_per_partition, cuts)
-    if dirs is not None and len(pieces) > len(ranges):
+    if local and len(pieces) > len(ranges):
         # and starts where the offset index points
-        pieces = snap_to(pieces, {tp: batch_starts(dirs.partitions[tp].path) for tp in start})
+        pieces = snap_to(pieces, {tp: batch_starts(path) for tp, path in local.items()})
     out = []
     for r in pieces:
-        if dirs is not None:
-            loc, files = dirs.partitions[(r.topic, r.partition)].path, True
+        path = local.get((r.topic, r.partition))
+        if path is not None:
+            loc, files = path, True
         else:
             assert o.servers is not None
             loc, files = o.servers, False
-        out.append(PylogPartition(r.topic, r.partition, r.start, r.end, loc, files))
+        out.append(PylogPartition(r.topic, r.partition, r.start, r.end, loc, files, o.servers))
     return out
 
 
@@ -152,12 +178,53 @@ class _Columns:
         return o.include_headers if self.names is None else "headers" in self.names
 
 
+def _fetch(
+    servers: str, p: PylogPartition, start: int, end: int, o: ReadOptions, headers: bool
+) -> Iterator[tuple[object, ...]]:
+    return fetch_partition(
+        servers,
+        p.topic,
+        p.partition,
+        start,
+        end,
+        headers,
+        o.fail_on_data_loss,
+        o.client_conf,
+        o.isolation,
+    )
+
+
+def _column_tuples(
+    p: PylogPartition, o: ReadOptions, headers: bool
+) -> Iterator[tuple[object, ...]]:
+    if not p.from_files:
+        yield from _fetch(p.location, p, p.start, p.end, o, headers)
+        return
+    if p.servers is None:
+        yield from read_partition(
+            p.location, p.topic, p.partition, p.start, p.end, headers, o.fail_on_data_loss
+        )
+        return
+    # the broker pinned [start, end); the files hold what they hold of it
+    # (a follower's directory may lag, its log start may differ)
+    bases = segment_bases(p.location)
+    lo = max(p.start, bases[0]) if bases else p.end
+    hi = min(p.end, partition_log_end(p.location)) if bases else p.end
+    if hi <= lo:
+        yield from _fetch(p.servers, p, p.start, p.end, o, headers)
+        return
+    if p.start < lo:
+        yield from _fetch(p.servers, p, p.start, lo, o, headers)
+    yield from read_partition(
+        p.location, p.topic, p.partition, lo, hi, headers, o.fail_on_data_loss, o.read_committed
+    )
+    if hi < p.end:
+        yield from _fetch(p.servers, p, hi, p.end, o, headers)
+
+
 def _read(p: PylogPartition, o: ReadOptions, c: _Columns) -> Iterator[pa.RecordBatch]:
-    source = read_partition if p.from_files else fetch_partition
     headers = c.headers(o)
-    for cols in source(
-        p.location, p.topic, p.partition, p.start, p.end, headers, o.fail_on_data_loss
-    ):
+    for cols in _column_tuples(p, o, headers):
         yield to_record_batch(cols, p.topic, p.partition, headers, c.names, c.spelled)
 
 
@@ -209,11 +276,17 @@ class PylogStreamReader(DataSourceStreamReader):
         self.catalog, self.dirs = _catalog(self.o)
         # the end of the last planned batch: maxOffsetsPerTrigger counts from it
         self._planned: dict[TP, int] | None = None
+        # Spark's KafkaSourceProvider: kafka.group.id as given, else the
+        # prefix and a suffix unique to this query run
+        self.group = self.o.group_id or (
+            None if self.o.group_prefix is None else f"{self.o.group_prefix}-{uuid.uuid4()}"
+        )
 
     def _refresh(self) -> list[TP]:
         if self.o.paths is not None:
             self.dirs = LogDirs(self.o.paths, up_to_log_end=self.o.up_to_log_end)
-            self.catalog = _DirsCatalog(self.dirs)
+            if self.o.servers is None:
+                self.catalog = _DirsCatalog(self.dirs)
         return topic_partitions(self.o, self.catalog)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
@@ -277,6 +350,21 @@ class PylogStreamReader(DataSourceStreamReader):
         done = _offsets_from_json(end)
         if self._planned is None or any(self._planned.get(tp, -1) < o for tp, o in done.items()):
             self._planned = done
+        if self.group is not None and done:
+            self._commit_to_group(done)
+
+    def _commit_to_group(self, done: dict[TP, int]) -> None:
+        """The finished micro-batch's end offsets to the consumer group
+        (OffsetCommit with generation -1, as a consumer with manual
+        assignment commits), so lag tools see the query; the checkpoint stays
+        the source of truth, so a failure is logged and the query goes on
+        (Spark's Kafka source commits nothing: SPARK-27549)."""
+        assert self.o.servers is not None and self.group is not None
+        try:
+            with BrokerClient(self.o.servers, self.o.client_conf) as c:
+                c.commit(self.group, done)
+        except Exception as e:
+            log.warning("pylog.spark: committing offsets to group %s failed: %s", self.group, e)
 
 
 def _rate_limit(base: dict[TP, int], latest: dict[TP, int], limit: int) -> dict[TP, int]:
