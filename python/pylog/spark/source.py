@@ -281,6 +281,9 @@ class PylogStreamReader(DataSourceStreamReader):
         self.group = self.o.group_id or (
             None if self.o.group_prefix is None else f"{self.o.group_prefix}-{uuid.uuid4()}"
         )
+        # the end of the micro-batch being run, and the last end committed
+        self._running: dict[TP, int] | None = None
+        self._committed: dict[TP, int] | None = None
 
     def _refresh(self) -> list[TP]:
         if self.o.paths is not None:
@@ -297,6 +300,7 @@ class PylogStreamReader(DataSourceStreamReader):
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: Any = None
     ) -> dict[str, dict[str, int]]:
+        self._commit_finished()
         tps = self._refresh()
         latest = self.catalog.latest(tps)
         if start is not None:
@@ -340,6 +344,7 @@ class PylogStreamReader(DataSourceStreamReader):
             self._refresh()
         for tp in e:
             s.setdefault(tp, self.catalog.earliest([tp])[tp])
+        self._running = e
         return _partitions(self.o, self.dirs, {tp: s[tp] for tp in e}, e)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -350,8 +355,24 @@ class PylogStreamReader(DataSourceStreamReader):
         done = _offsets_from_json(end)
         if self._planned is None or any(self._planned.get(tp, -1) < o for tp, o in done.items()):
             self._planned = done
-        if self.group is not None and done:
-            self._commit_to_group(done)
+        self._commit_finished(done)
+
+    def _commit_finished(self, done: dict[TP, int] | None = None) -> None:
+        """Commit a finished micro-batch's end to the group. Spark tells the
+        source (``commit``) only when it plans the batch after next, so the
+        end of the batch whose partitions were planned last is committed at
+        the next trigger: micro-batches run one at a time, and a failed one
+        stops the query, so by then it has completed."""
+        finished = done if done is not None else self._running
+        self._running = None
+        if self.group is None or not finished or finished == self._committed:
+            return
+        if self._committed is not None and all(
+            self._committed.get(tp, -1) >= off for tp, off in finished.items()
+        ):
+            return  # Spark's late commit of a batch already committed here
+        self._commit_to_group(finished)
+        self._committed = dict(finished)
 
     def _commit_to_group(self, done: dict[TP, int]) -> None:
         """The finished micro-batch's end offsets to the consumer group
