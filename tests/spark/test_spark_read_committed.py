@@ -372,6 +372,89 @@ def _committed(
         time.sleep(0.2)
 
 
+def _recreate(bootstrap: str, topic: str, records: int) -> None:
+    """Delete the topic and make it again with ``records`` records."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 60
+    while True:  # the deletion completes in the background
+        try:
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(records):
+        p.produce(topic, value=b"new-%d" % i, partition=0)
+    assert p.flush(30) == 0
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_a_topic_recreated_under_a_running_query(
+    spark: Any, broker: BrokerProcess, tmp_path: Path, fail: bool
+) -> None:
+    """failOnDataLoss, as Spark's Kafka source: the offsets went back, so the
+    query stops naming the partition and the offsets, or logs it and goes on
+    from the new log's end."""
+    from confluent_kafka import Producer
+
+    topic = topic_name("recreated")
+    create_topic(broker.bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(30):
+        p.produce(topic, value=b"old-%d" % i, partition=0)
+    p.flush(30)
+    name = f"recreated_{'fail' if fail else 'go_on'}"
+    q = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("failOnDataLoss", str(fail).lower())
+        .load()
+        .writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .start()
+    )
+    try:
+        q.processAllAvailable()
+        assert spark.table(name).count() == 30
+        _recreate(broker.bootstrap, topic, 5)
+        if fail:
+            with pytest.raises(Exception) as info:
+                q.processAllAvailable()
+            msg = str(info.value)
+            # found at a trigger while the topic is gone, or once it is back
+            gone = f"{topic}-0 is gone (its topic deleted?) after offset 30"
+            back = f"{topic}-0's offset went back from 30 to 5"
+            assert gone in msg or back in msg, msg[:3000]
+            assert "failOnDataLoss" in msg
+            return
+        q.processAllAvailable()
+        p2 = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+        for i in range(5, 12):
+            p2.produce(topic, value=b"new-%d" % i, partition=0)
+        p2.flush(30)
+        q.processAllAvailable()
+        got = sorted(bytes(r.value) for r in spark.table(name).collect())
+        # the old log whole, then the new one: from its start when a trigger
+        # saw the topic gone (a new partition), from the end the query found
+        # when the offsets had gone back; never a record twice
+        old = [b"old-%d" % i for i in range(30)]
+        assert got in (
+            sorted(old + [b"new-%d" % i for i in range(12)]),
+            sorted(old + [b"new-%d" % i for i in range(5, 12)]),
+        ), got
+    finally:
+        q.stop()
+
+
 # ---------------------------------------------------------------- security
 
 SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-scram-secret"

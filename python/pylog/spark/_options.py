@@ -283,11 +283,15 @@ class Catalog(Protocol):
     def offsets_for_times(self, query: dict[TP, int]) -> dict[TP, int | None]: ...
 
 
-def topic_partitions(o: ReadOptions, catalog: Catalog) -> list[TP]:
-    """The partitions the options select; UnknownTopicOrPartitionError for a missing topic."""
+def topic_partitions(o: ReadOptions, catalog: Catalog, missing_ok: bool = False) -> list[TP]:
+    """The partitions the options select; UnknownTopicOrPartitionError for a
+    missing topic (``missing_ok``: left out, as a running query's consumer
+    subscription leaves out a topic deleted under it)."""
     topics = catalog.topics()
     if o.subscribe is not None:
         missing = [t for t in o.subscribe if t not in topics]
+        if missing and missing_ok:
+            return [(t, p) for t in o.subscribe if t in topics for p in topics[t]]
         if missing:
             where = f"on {o.servers}" if o.servers else f"in {o.paths}"
             raise UnknownTopicOrPartitionError(f"unknown topic(s) {missing} {where}")
@@ -306,6 +310,8 @@ def topic_partitions(o: ReadOptions, catalog: Catalog) -> list[TP]:
     out = []
     for t, parts in o.assign.items():
         for p in parts:
+            if p not in topics.get(t, []) and missing_ok:
+                continue
             if p not in topics.get(t, []):
                 raise UnknownTopicOrPartitionError(f"assigned partition {t}-{p} does not exist")
             out.append((t, p))

@@ -141,15 +141,23 @@ class BrokerClient:
             out[name] = sorted(t.partitions)
         return out
 
-    def list_offsets(self, query: Mapping[TP, int], isolation: int = 0) -> dict[TP, int]:
+    def list_offsets(
+        self, query: Mapping[TP, int], isolation: int = 0, skip_unknown: bool = False
+    ) -> dict[TP, int]:
         """ListOffsets at each leader: tp -> timestamp (-2 earliest, -1 latest:
         the high watermark, or the last stable offset under read_committed)
-        gives tp -> offset (-1 none)."""
+        gives tp -> offset (-1 none). ``skip_unknown``: a partition that does
+        not exist (any more) is left out of the answer instead of failing."""
 
         def attempt() -> dict[TP, int]:
             by_leader: dict[int, dict[str, list[dict[str, int]]]] = {}
             for (t, p), ts in query.items():
-                node, epoch = self._leader(t, p)
+                try:
+                    node, epoch = self._leader(t, p)
+                except KafkaError as e:
+                    if skip_unknown and e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                        continue
+                    raise
                 by_leader.setdefault(node, {}).setdefault(t, []).append(
                     {"partition_index": p, "timestamp": ts, "current_leader_epoch": epoch}
                 )
@@ -163,6 +171,8 @@ class BrokerClient:
                 resp = self.client.request(ApiKey.LIST_OFFSETS, body, node)
                 for t in resp.topics:
                     for p in t.partitions:
+                        if skip_unknown and p.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                            continue
                         check(p.error_code, f"{t.name}-{p.partition_index}")
                         out[(t.name, p.partition_index)] = p.offset
             return out

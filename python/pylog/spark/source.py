@@ -32,6 +32,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from pylog.errors import OffsetOutOfRangeError
+
 from ._arrow import kafka_schema, projection, to_record_batch
 from ._logdirs import LogDirs, batch_starts, partition_log_end, read_partition, segment_bases
 from ._options import (
@@ -97,6 +99,10 @@ class _BrokerCatalog:
         self.servers = o.servers
         self.conf = o.client_conf
         self.isolation = o.isolation
+        # a streaming read's latest offsets leave out a partition deleted
+        # between listing the topics and asking its offset (reported as gone
+        # when the micro-batch is planned)
+        self.skip_unknown = False
 
     def _client(self) -> BrokerClient:
         return BrokerClient(self.servers, self.conf)
@@ -109,7 +115,7 @@ class _BrokerCatalog:
         if not query:
             return {}
         with self._client() as c:
-            return c.list_offsets(query, self.isolation)
+            return c.list_offsets(query, self.isolation, self.skip_unknown)
 
     def earliest(self, tps: list[TP]) -> dict[TP, int]:
         return self._list(dict.fromkeys(tps, -2))
@@ -274,6 +280,8 @@ class PylogStreamReader(DataSourceStreamReader):
         self.o = parse_read_options(options, streaming=True)
         self.columns = _Columns.of(schema or kafka_schema(self.o.include_headers), self.o)
         self.catalog, self.dirs = _catalog(self.o)
+        if isinstance(self.catalog, _BrokerCatalog):
+            self.catalog.skip_unknown = True
         # the end of the last planned batch: maxOffsetsPerTrigger counts from it
         self._planned: dict[TP, int] | None = None
         # Spark's KafkaSourceProvider: kafka.group.id as given, else the
@@ -285,15 +293,17 @@ class PylogStreamReader(DataSourceStreamReader):
         self._running: dict[TP, int] | None = None
         self._committed: dict[TP, int] | None = None
 
-    def _refresh(self) -> list[TP]:
+    def _refresh(self, missing_ok: bool = True) -> list[TP]:
         if self.o.paths is not None:
             self.dirs = LogDirs(self.o.paths, up_to_log_end=self.o.up_to_log_end)
             if self.o.servers is None:
                 self.catalog = _DirsCatalog(self.dirs)
-        return topic_partitions(self.o, self.catalog)
+        # a running query goes on without a topic deleted under it (the loss
+        # is reported when the next micro-batch is planned)
+        return topic_partitions(self.o, self.catalog, missing_ok)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
-        tps = self._refresh()
+        tps = self._refresh(missing_ok=False)
         start = resolve_offsets(self.o, self.catalog, tps, "start")
         return _offsets_json(start)
 
@@ -312,7 +322,7 @@ class PylogStreamReader(DataSourceStreamReader):
             if rows is not None:
                 base = _offsets_from_json(start)
                 for tp in tps:
-                    base.setdefault(tp, self.catalog.earliest([tp])[tp])
+                    base.setdefault(tp, self.catalog.earliest([tp]).get(tp, 0))
                 latest = _rate_limit({tp: base[tp] for tp in tps}, latest, rows)
             return _offsets_json(latest)
         limit_rows = self.o.max_offsets_per_trigger
@@ -322,7 +332,7 @@ class PylogStreamReader(DataSourceStreamReader):
         # starts, so the limit applies from the end of the previous batch on;
         # capping from a guess could go behind a checkpoint
         if limit_rows is not None and self._planned is not None:
-            base = {tp: self._planned.get(tp, self.catalog.earliest([tp])[tp]) for tp in tps}
+            base = {tp: self._planned.get(tp, self.catalog.earliest([tp]).get(tp, 0)) for tp in tps}
             latest = _rate_limit(base, latest, limit_rows)
         self._planned = dict(latest)
         return _offsets_json(latest)
@@ -342,10 +352,49 @@ class PylogStreamReader(DataSourceStreamReader):
         s, e = _offsets_from_json(start), _offsets_from_json(end)
         if self.dirs is None and self.o.paths is not None:
             self._refresh()
-        for tp in e:
-            s.setdefault(tp, self.catalog.earliest([tp])[tp])
+        new = [tp for tp in e if tp not in s]
+        s.update(self.catalog.earliest(new) if new else {})
+        lost = [
+            f"{t}-{p} is gone (its topic deleted?) after offset {off}"
+            for (t, p), off in sorted(s.items())
+            if (t, p) not in e
+        ]
+        for t, p in new:
+            if (t, p) not in s:  # gone again before its start was known
+                lost.append(f"{t}-{p} was added and is gone again")
+                del e[(t, p)]
+        new = [tp for tp in new if tp in e]
+        lost += [
+            f"{t}-{p} was added starting at offset {s[(t, p)]}, not 0"
+            for t, p in sorted(new)
+            if s[(t, p)] != 0
+        ]
+        for (t, p), until in sorted(e.items()):
+            if until < s[(t, p)]:
+                # Spark's KafkaOffsetReader: the offsets went back; this
+                # batch reads nothing of it, the next starts at the new end
+                lost.append(
+                    f"{t}-{p}'s offset went back from {s[(t, p)]} to {until} (the topic "
+                    "deleted and recreated, or its log truncated): what was at offsets "
+                    f"{until} to {s[(t, p)] - 1} is lost, and the records now below {until} "
+                    "are not read"
+                )
+                s[(t, p)] = until
+        if lost:
+            self._report_data_loss(lost)
         self._running = e
         return _partitions(self.o, self.dirs, {tp: s[tp] for tp in e}, e)
+
+    def _report_data_loss(self, lost: list[str]) -> None:
+        """failOnDataLoss (Spark's reportDataLoss): fail naming what was
+        lost, or log it and go on."""
+        what = "; ".join(lost)
+        if self.o.fail_on_data_loss:
+            raise OffsetOutOfRangeError(
+                f"some data may have been lost: {what}. If this is expected, set the "
+                "source option failOnDataLoss to false"
+            )
+        log.warning("pylog.spark: some data may have been lost: %s", what)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PylogPartition)
