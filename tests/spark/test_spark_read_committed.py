@@ -455,6 +455,101 @@ def test_a_topic_recreated_under_a_running_query(
         q.stop()
 
 
+def _produce_values(bootstrap: str, topic: str, values: range, partitions: int = 2) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in values:
+        p.produce(topic, value=b"%d" % i, partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+def _stream(spark: Any, broker: BrokerProcess, topic: str, name: str, **opts: str) -> Any:
+    r = (
+        spark.readStream.format("pylog")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    for k, v in opts.items():
+        r = r.option(k, v)
+    return r.load().writeStream.format("memory").queryName(name)
+
+
+def test_trigger_available_now_reads_to_the_end_in_limited_batches(
+    spark: Any, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow  # 4.2+
+
+    from pylog.spark.source import PylogStreamReader
+
+    assert issubclass(PylogStreamReader, SupportsTriggerAvailableNow)
+    topic = topic_name("available-now")
+    create_topic(broker.bootstrap, topic, 2)
+    _produce_values(broker.bootstrap, topic, range(100))
+    q = (
+        _stream(spark, broker, topic, "available_now", maxOffsetsPerTrigger="30")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert q.awaitTermination(300)  # it stops by itself at the end it found
+    sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+    assert sum(sizes) == 100 and max(sizes) <= 30 and len(sizes) >= 4
+    assert spark.table("available_now").count() == 100
+    # a second run reads what came since, from the checkpoint
+    _produce_values(broker.bootstrap, topic, range(100, 140))
+    q = (
+        _stream(spark, broker, topic, "available_now_2", maxOffsetsPerTrigger="30")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert q.awaitTermination(300)
+    got = sorted(int(bytes(r.value)) for r in spark.table("available_now_2").collect())
+    assert got == list(range(100, 140))
+
+
+def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(
+    spark: Any, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    topic = topic_name("min-offsets")
+    create_topic(broker.bootstrap, topic, 2)
+    _produce_values(broker.bootstrap, topic, range(10))
+    q = (
+        _stream(
+            spark, broker, topic, "min_offsets", minOffsetsPerTrigger="50", maxTriggerDelay="4s"
+        )
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        q.processAllAvailable()  # the first batch never waits
+        assert spark.table("min_offsets").count() == 10
+        _produce_values(broker.bootstrap, topic, range(10, 30))  # 20 < 50: they wait
+        deadline = time.monotonic() + 120
+        while spark.table("min_offsets").count() < 30 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert spark.table("min_offsets").count() == 30
+        batches = [p for p in q.recentProgress if p["numInputRows"]]
+        assert [p["numInputRows"] for p in batches] == [10, 20]
+        # the 20 were let through only once the delay since the first batch passed
+        t0, t1 = (_progress_time(p["timestamp"]) for p in batches)
+        assert t1 - t0 >= 4.0
+        _produce_values(broker.bootstrap, topic, range(30, 90))  # 60 >= 50: at once
+        q.processAllAvailable()
+        assert spark.table("min_offsets").count() == 90
+    finally:
+        q.stop()
+
+
+def _progress_time(stamp: str) -> float:
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
 # ---------------------------------------------------------------- security
 
 SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-scram-secret"

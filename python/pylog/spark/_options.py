@@ -73,6 +73,10 @@ class ReadOptions:
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     max_offsets_per_trigger: int | None = None
+    #: streaming: wait for this many new offsets, but no longer than
+    #: ``max_trigger_delay_ms`` (Spark's minOffsetsPerTrigger / maxTriggerDelay)
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
     up_to_log_end: bool = False
     extra: dict[str, str] = field(default_factory=dict)
     #: 0 read_uncommitted (Spark's default), 1 read_committed
@@ -267,7 +271,24 @@ def parse_read_options(raw: Mapping[str, str], streaming: bool) -> ReadOptions:
     o.min_partitions = _positive(opts, "minpartitions")
     o.max_records_per_partition = _positive(opts, "maxrecordsperpartition")
     o.max_offsets_per_trigger = _positive(opts, "maxoffsetspertrigger")
+    o.min_offsets_per_trigger = _positive(opts, "minoffsetspertrigger")
+    if "maxtriggerdelay" in opts:
+        o.max_trigger_delay_ms = _duration_ms("maxTriggerDelay", opts["maxtriggerdelay"])
     return o
+
+
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(key: str, value: str) -> int:
+    """A duration as Spark's timeStringAsMs reads it: ``500ms``, ``3s``,
+    ``15m``, ``1h``, ``1d``; a bare number is milliseconds."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", value.lower())
+    if m is None or m[2] not in ("", *_UNITS_MS):
+        raise PylogOptionError(
+            f"option {key!r} must be a duration like 500ms, 30s, 15m or 1h, not {value!r}"
+        )
+    return int(m[1]) * _UNITS_MS.get(m[2], 1)
 
 
 def raw_get(opts: Mapping[str, str], key: str) -> str | None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -272,7 +274,16 @@ def _offsets_from_json(spec: dict[str, dict[str, int]]) -> dict[TP, int]:
     return {(t, int(p)): int(off) for t, ps in spec.items() for p, off in ps.items()}
 
 
-class PylogStreamReader(DataSourceStreamReader):
+def _available_now_mixin() -> tuple[type, ...]:
+    """PySpark 4.2's SupportsTriggerAvailableNow, where there is one."""
+    try:
+        from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+    except ImportError:
+        return ()
+    return (SupportsTriggerAvailableNow,)
+
+
+class PylogStreamReader(DataSourceStreamReader, *_available_now_mixin()):  # type: ignore[misc]
     """Micro-batches over per-partition offsets, JSON like Spark's Kafka source:
     ``{"topic": {"0": 12}}``. New partitions start at their earliest offset."""
 
@@ -289,6 +300,9 @@ class PylogStreamReader(DataSourceStreamReader):
         self.group = self.o.group_id or (
             None if self.o.group_prefix is None else f"{self.o.group_prefix}-{uuid.uuid4()}"
         )
+        # Trigger.AvailableNow's end, and when the last batch was let through
+        self._target: dict[TP, int] | None = None
+        self._last_trigger = -math.inf
         # the end of the micro-batch being run, and the last end committed
         self._running: dict[TP, int] | None = None
         self._committed: dict[TP, int] | None = None
@@ -318,24 +332,66 @@ class PylogStreamReader(DataSourceStreamReader):
             # and the engine's ReadLimit): the limit counts from the start of
             # this very batch, the first of a run included, as Spark's Kafka
             # source does; ReadAllAvailable (Trigger.Once...) lifts it
+            started = _offsets_from_json(start)
+            base = dict(started)
+            unknown = [tp for tp in tps if tp not in base]
+            base.update(self.catalog.earliest(unknown) if unknown else {})
+            latest = self._up_to_target(latest, started)
             rows = getattr(limit, "max_rows", None)
             if rows is not None:
-                base = _offsets_from_json(start)
-                for tp in tps:
-                    base.setdefault(tp, self.catalog.earliest([tp]).get(tp, 0))
-                latest = _rate_limit({tp: base[tp] for tp in tps}, latest, rows)
+                latest = _rate_limit({tp: base.get(tp, 0) for tp in latest}, latest, rows)
+            if self._delay(base, latest):
+                return start
             return _offsets_json(latest)
         limit_rows = self.o.max_offsets_per_trigger
         # PySpark 4.0 and 4.1 do not pass the start to latestOffset, and
         # Spark asks for it before initialOffset (new query) or without a
         # commit (restart): the first batch of a run cannot know where it
-        # starts, so the limit applies from the end of the previous batch on;
+        # starts, so the limits apply from the end of the previous batch on;
         # capping from a guess could go behind a checkpoint
-        if limit_rows is not None and self._planned is not None:
-            base = {tp: self._planned.get(tp, self.catalog.earliest([tp]).get(tp, 0)) for tp in tps}
-            latest = _rate_limit(base, latest, limit_rows)
+        if self._planned is not None:
+            planned = self._planned
+            base = {tp: planned.get(tp, self.catalog.earliest([tp]).get(tp, 0)) for tp in tps}
+            if limit_rows is not None:
+                latest = _rate_limit(base, latest, limit_rows)
+            if self._delay(base, latest):
+                return _offsets_json(planned)
         self._planned = dict(latest)
         return _offsets_json(latest)
+
+    def _delay(self, base: dict[TP, int], latest: dict[TP, int]) -> bool:
+        """minOffsetsPerTrigger / maxTriggerDelay, as Spark's Kafka source
+        delays a batch: fewer new offsets than the minimum wait until the
+        delay since the last batch has passed (the first batch never waits).
+        Trigger.AvailableNow reads what there is."""
+        least = self.o.min_offsets_per_trigger
+        if least is None or self._target is not None:
+            return False
+        new = sum(max(0, off - base.get(tp, off)) for tp, off in latest.items())
+        now = time.monotonic()
+        if new < least and (now - self._last_trigger) * 1000 < self.o.max_trigger_delay_ms:
+            return True
+        self._last_trigger = now
+        return False
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """PySpark >= 4.2, Trigger.AvailableNow: the latest offsets now are
+        where the run ends (in as many micro-batches as maxOffsetsPerTrigger
+        makes); what arrives later, and partitions added later, wait for the
+        next run."""
+        self._target = self.catalog.latest(self._refresh())
+
+    def _up_to_target(self, latest: dict[TP, int], started: dict[TP, int]) -> dict[TP, int]:
+        target = self._target
+        if target is None:
+            return latest
+        out = {}
+        for tp, off in latest.items():
+            if tp in target:
+                out[tp] = min(off, max(target[tp], started.get(tp, target[tp])))
+            elif tp in started:
+                out[tp] = started[tp]
+        return out
 
     def getDefaultReadLimit(self) -> Any:
         """PySpark >= 4.2: ``maxOffsetsPerTrigger`` as the engine's ReadMaxRows."""
