@@ -37,7 +37,32 @@ def test_options_parse_like_sparks_kafka_source() -> None:
         "must be 'true' or 'false'": ({"failOnDataLoss": "yes"}, False),
         "'maxoffsetspertrigger' must be a positive integer": ({"maxOffsetsPerTrigger": "-1"}, True),
         "can't be earliest for batch": ({"endingOffsets": '{"t":{"0":-2}}'}, False),
-        "must be read_uncommitted": ({"kafka.isolation.level": "read_committed"}, False),
+        "read_committed needs 'kafka.bootstrap.servers'": (
+            {"kafka.isolation.level": "read_committed"},
+            False,
+        ),
+        "must be read_uncommitted or read_committed": ({"kafka.isolation.level": "x"}, False),
+        "'groupIdPrefix' need 'kafka.bootstrap.servers'": ({"kafka.group.id": "g"}, True),
+        "'upToLogEnd' reads segment files": (
+            {"upToLogEnd": "true", "kafka.bootstrap.servers": "h:1"},
+            False,
+        ),
+        "'kafka.security.protocol' must be one of": (
+            {"kafka.bootstrap.servers": "h:1", "kafka.security.protocol": "TLS"},
+            False,
+        ),
+        "SASL_PLAINTEXT needs a user": (
+            {
+                "kafka.bootstrap.servers": "h:1",
+                "kafka.security.protocol": "SASL_PLAINTEXT",
+                "kafka.sasl.mechanism": "PLAIN",
+            },
+            False,
+        ),
+        "'kafka.sasl.mechanism' must be one of": (
+            {"kafka.bootstrap.servers": "h:1", "kafka.security.protocol": "SASL_SSL"},
+            False,
+        ),
     }
     for want, (extra, streaming) in bad.items():
         with pytest.raises(PylogOptionError, match=want):

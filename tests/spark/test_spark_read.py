@@ -285,7 +285,9 @@ def test_bad_input_fails_at_planning_with_a_clear_error(
         "one of the options subscribe, subscribePattern, assign must be specified": {},
         "ending offset can't be earliest": {"subscribe": topic, "endingOffsets": "earliest"},
         "starting offset can't be latest": {"subscribe": topic, "startingOffsets": "latest"},
-        "'kafka.group.id' is not supported": {"subscribe": topic, "kafka.group.id": "g"},
+        "'groupIdPrefix' need 'kafka.bootstrap.servers'": {
+            "subscribe": topic, "kafka.group.id": "g",
+        },
         "'kafka.auto.offset.reset' is not supported": {
             "subscribe": topic, "kafka.auto.offset.reset": "earliest",
         },

@@ -234,6 +234,9 @@ class PartitionMetadata:
     isr: list[int]
     offline: list[int]
     error_code: int
+    #: Metadata v7+ (KIP-320): what a Fetch or ListOffsets names as the
+    #: current leader epoch so a stale leader is fenced; -1 when unknown.
+    leader_epoch: int = -1
 
 
 @dataclass(frozen=True)
@@ -468,6 +471,7 @@ class ClusterClient:
                         list(p.isr_nodes),
                         list(p.offline_replicas or []),
                         p.error_code,
+                        p.get("leader_epoch", -1),
                     )
                     for p in t.partitions
                 },

@@ -22,9 +22,17 @@ from pylog.log.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from pylog.log.files import log_file_name, offset_from_file_name, offset_index_file_name
+from pylog.log.files import (
+    TXN_INDEX_FILE_SUFFIX,
+    log_file_name,
+    offset_from_file_name,
+    offset_index_file_name,
+)
+from pylog.log.transaction_index import decode_aborted_txns
 
-__all__ = ["LogDirs", "PartitionDir", "read_partition"]
+from ._aborted import aborted_ranges, kept_ranges
+
+__all__ = ["LogDirs", "PartitionDir", "aborted_batches", "partition_log_end", "read_partition"]
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 # rows per Arrow batch and bytes of segment read per native call: big enough to
@@ -105,21 +113,7 @@ class LogDirs:
 
     def log_end(self, tp: tuple[str, int]) -> int:
         """The offset after the last complete batch of the partition."""
-        pd = self.partitions[tp]
-        for base in reversed(segment_bases(pd.path)):
-            log = log_file_name(pd.path, base)
-            pos = _floor_position(pd.path, base, _LAST)
-            last = -1
-            while True:
-                infos, pos = _native.read_batch_infos(log, pos, 10000)
-                if not infos:
-                    break
-                last = infos[-1].last_offset
-            if last >= 0:
-                return last + 1
-            if base > 0 or os.path.getsize(log) == 0:
-                return base
-        return 0
+        return partition_log_end(self.partitions[tp].path)
 
     def latest(self, tp: tuple[str, int]) -> int:
         end = self.log_end(tp)
@@ -138,6 +132,24 @@ class LogDirs:
         return None
 
 
+def partition_log_end(path: str) -> int:
+    """The offset after the last complete batch in a partition directory."""
+    for base in reversed(segment_bases(path)):
+        log = log_file_name(path, base)
+        pos = _floor_position(path, base, _LAST)
+        last = -1
+        while True:
+            infos, pos = _native.read_batch_infos(log, pos, 10000)
+            if not infos:
+                break
+            last = infos[-1].last_offset
+        if last >= 0:
+            return last + 1
+        if base > 0 or os.path.getsize(log) == 0:
+            return base
+    return 0
+
+
 def batch_starts(path: str) -> list[int]:
     """Offsets where a batch starts that the offset indexes know of (an entry's
     offset is its batch's last), with the segment bases, ascending."""
@@ -150,6 +162,51 @@ def batch_starts(path: str) -> list[int]:
     return sorted(set(out))
 
 
+def aborted_batches(path: str, start: int, end: int) -> list[tuple[int, int]]:
+    """(base, last) offsets of the batches in ``[start, end)`` of aborted
+    transactions: the ``.txnindex`` entries (one per ABORT marker, Kafka's
+    format) overlapping the range, then the batch headers they span."""
+    txns = []
+    try:
+        names = os.listdir(path)
+    except OSError as e:
+        raise KafkaStorageError(f"cannot list partition directory {path}: {e}") from e
+    for name in names:
+        if not name.endswith(TXN_INDEX_FILE_SUFFIX):
+            continue
+        full = os.path.join(path, name)
+        try:
+            with open(full, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise KafkaStorageError(f"cannot read {full}: {e}") from e
+        txns += [
+            t
+            for t in decode_aborted_txns(data, full)
+            if t.last_offset >= start and t.first_offset < end
+        ]
+    if not txns:
+        return []
+    lo = max(start, min(t.first_offset for t in txns))
+    hi = min(end, max(t.last_offset for t in txns) + 1)
+    infos: list[_native.BatchInfo] = []
+    bases = segment_bases(path)
+    for i, base in enumerate(bases):
+        nxt = bases[i + 1] if i + 1 < len(bases) else None
+        if (nxt is not None and nxt <= lo) or base >= hi:
+            continue
+        log = log_file_name(path, base)
+        pos = _floor_position(path, base, max(lo, base))
+        while True:
+            got, pos = _native.read_batch_infos(log, pos, 10000)
+            if not got:
+                break
+            infos += [b for b in got if b.last_offset >= lo]
+            if got[-1].last_offset + 1 >= hi:
+                break
+    return aborted_ranges(infos, [(t.producer_id, t.first_offset) for t in txns])
+
+
 def read_partition(
     path: str,
     topic: str,
@@ -158,8 +215,31 @@ def read_partition(
     end: int,
     include_headers: bool,
     fail_on_data_loss: bool,
+    read_committed: bool = False,
 ) -> Iterator[tuple[object, ...]]:
-    """Native column tuples for the records of ``[start, end)`` in a partition directory."""
+    """Native column tuples for the records of ``[start, end)`` in a partition
+    directory; ``read_committed`` leaves out aborted transactions' records."""
+    if not read_committed:
+        yield from _read_range(
+            path, topic, partition, start, end, include_headers, fail_on_data_loss
+        )
+        return
+    holes = aborted_batches(path, start, end)
+    for i, (a, b) in enumerate(kept_ranges(start, end, holes)):
+        # only the first piece can start below the log start
+        check = fail_on_data_loss if i == 0 else False
+        yield from _read_range(path, topic, partition, a, b, include_headers, check)
+
+
+def _read_range(
+    path: str,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+) -> Iterator[tuple[object, ...]]:
     bases = segment_bases(path)
     if not bases or start < bases[0]:
         first = bases[0] if bases else None

@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 from pylog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 
+from ._security import SecurityOptionError, security_options
+
 __all__ = [
     "EARLIEST",
     "LATEST",
@@ -43,9 +45,6 @@ _REFUSED = {
     "kafka.value.deserializer": "values are always read as bytes; use DataFrame operations",
     "kafka.enable.auto.commit": "pylog.spark commits no offsets; Spark tracks them",
     "kafka.interceptor.classes": "consumer interceptors are not supported",
-    # pylog's reader uses no consumer group at all
-    "kafka.group.id": "pylog.spark reads without a consumer group (no broker-side state)",
-    "groupidprefix": "pylog.spark reads without a consumer group (no broker-side state)",
 }
 
 
@@ -74,8 +73,24 @@ class ReadOptions:
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     max_offsets_per_trigger: int | None = None
+    #: streaming: wait for this many new offsets, but no longer than
+    #: ``max_trigger_delay_ms`` (Spark's minOffsetsPerTrigger / maxTriggerDelay)
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
     up_to_log_end: bool = False
     extra: dict[str, str] = field(default_factory=dict)
+    #: 0 read_uncommitted (Spark's default), 1 read_committed
+    isolation: int = 0
+    #: the ``kafka.*`` security options, as strings (they travel to executors)
+    client_conf: dict[str, str] = field(default_factory=dict)
+    #: a streaming read's group (``kafka.group.id``, or ``groupIdPrefix`` and
+    #: a query-unique suffix): each finished micro-batch's end is committed to it
+    group_id: str | None = None
+    group_prefix: str | None = None
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation == 1
 
 
 def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
@@ -136,17 +151,35 @@ def parse_read_options(raw: Mapping[str, str], streaming: bool) -> ReadOptions:
     for key, why in _REFUSED.items():
         if key in opts:
             raise PylogOptionError(f"option {key!r} is not supported: {why}")
-    if opts.get("kafka.isolation.level", "read_uncommitted").lower() != "read_uncommitted":
+    isolation = opts.get("kafka.isolation.level", "read_uncommitted").strip().lower()
+    if isolation not in ("read_uncommitted", "read_committed"):
         raise PylogOptionError(
-            "option 'kafka.isolation.level' must be read_uncommitted: pylog.spark does not "
-            "filter aborted transactions yet"
+            "option 'kafka.isolation.level' must be read_uncommitted or read_committed, "
+            f"not {opts['kafka.isolation.level']!r}"
         )
     paths = [p.strip() for p in opts.get("path", "").split(",") if p.strip()] or None
-    servers = opts.get("kafka.bootstrap.servers")
+    servers = opts.get("kafka.bootstrap.servers") or None
     if paths is None and not servers:
         raise PylogOptionError(
             "one of 'path' (log directories the executors can read) or "
             "'kafka.bootstrap.servers' must be given"
+        )
+    if isolation == "read_committed" and servers is None:
+        raise PylogOptionError(
+            "option 'kafka.isolation.level' read_committed needs 'kafka.bootstrap.servers' "
+            "beside 'path': the last stable offset (where committed reads end) is the "
+            "broker's; the records are still read from the files"
+        )
+    try:
+        client_conf = security_options(opts)
+    except SecurityOptionError as e:
+        raise PylogOptionError(str(e)) from None
+    group_id = opts.get("kafka.group.id") or None
+    group_prefix = opts.get("groupidprefix") or None
+    if (group_id or group_prefix) and servers is None:
+        raise PylogOptionError(
+            "options 'kafka.group.id' / 'groupIdPrefix' need 'kafka.bootstrap.servers': "
+            "a streaming read commits its offsets to the group there"
         )
     chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
     if len(chosen) != 1:
@@ -154,7 +187,14 @@ def parse_read_options(raw: Mapping[str, str], streaming: bool) -> ReadOptions:
         if not chosen:
             raise PylogOptionError(f"one of the options {names} must be specified")
         raise PylogOptionError(f"only one of the options {names} can be specified, got {chosen}")
-    o = ReadOptions(paths=paths, servers=servers if paths is None else None)
+    o = ReadOptions(
+        paths=paths,
+        servers=servers,
+        isolation=1 if isolation == "read_committed" else 0,
+        client_conf=client_conf,
+        group_id=group_id,
+        group_prefix=group_prefix,
+    )
     if "subscribe" in opts:
         topics = [t.strip() for t in opts["subscribe"].split(",") if t.strip()]
         if not topics:
@@ -222,10 +262,33 @@ def parse_read_options(raw: Mapping[str, str], streaming: bool) -> ReadOptions:
     o.include_headers = _bool(opts, "includeheaders", False)
     o.fail_on_data_loss = _bool(opts, "failondataloss", True)
     o.up_to_log_end = _bool(opts, "uptologend", False) or _bool(opts, "readuncommitted", False)
+    if o.up_to_log_end and (o.read_committed or o.servers is not None):
+        raise PylogOptionError(
+            "option 'upToLogEnd' reads segment files past the checkpointed high watermark; "
+            "with 'kafka.bootstrap.servers' the broker's high watermark (or last stable "
+            "offset) is where a read ends"
+        )
     o.min_partitions = _positive(opts, "minpartitions")
     o.max_records_per_partition = _positive(opts, "maxrecordsperpartition")
     o.max_offsets_per_trigger = _positive(opts, "maxoffsetspertrigger")
+    o.min_offsets_per_trigger = _positive(opts, "minoffsetspertrigger")
+    if "maxtriggerdelay" in opts:
+        o.max_trigger_delay_ms = _duration_ms("maxTriggerDelay", opts["maxtriggerdelay"])
     return o
+
+
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(key: str, value: str) -> int:
+    """A duration as Spark's timeStringAsMs reads it: ``500ms``, ``3s``,
+    ``15m``, ``1h``, ``1d``; a bare number is milliseconds."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", value.lower())
+    if m is None or m[2] not in ("", *_UNITS_MS):
+        raise PylogOptionError(
+            f"option {key!r} must be a duration like 500ms, 30s, 15m or 1h, not {value!r}"
+        )
+    return int(m[1]) * _UNITS_MS.get(m[2], 1)
 
 
 def raw_get(opts: Mapping[str, str], key: str) -> str | None:
@@ -241,13 +304,17 @@ class Catalog(Protocol):
     def offsets_for_times(self, query: dict[TP, int]) -> dict[TP, int | None]: ...
 
 
-def topic_partitions(o: ReadOptions, catalog: Catalog) -> list[TP]:
-    """The partitions the options select; UnknownTopicOrPartitionError for a missing topic."""
+def topic_partitions(o: ReadOptions, catalog: Catalog, missing_ok: bool = False) -> list[TP]:
+    """The partitions the options select; UnknownTopicOrPartitionError for a
+    missing topic (``missing_ok``: left out, as a running query's consumer
+    subscription leaves out a topic deleted under it)."""
     topics = catalog.topics()
     if o.subscribe is not None:
         missing = [t for t in o.subscribe if t not in topics]
+        if missing and missing_ok:
+            return [(t, p) for t in o.subscribe if t in topics for p in topics[t]]
         if missing:
-            where = f"in {o.paths}" if o.paths else f"on {o.servers}"
+            where = f"on {o.servers}" if o.servers else f"in {o.paths}"
             raise UnknownTopicOrPartitionError(f"unknown topic(s) {missing} {where}")
         return [(t, p) for t in o.subscribe for p in topics[t]]
     if o.pattern is not None:
@@ -264,6 +331,8 @@ def topic_partitions(o: ReadOptions, catalog: Catalog) -> list[TP]:
     out = []
     for t, parts in o.assign.items():
         for p in parts:
+            if p not in topics.get(t, []) and missing_ok:
+                continue
             if p not in topics.get(t, []):
                 raise UnknownTopicOrPartitionError(f"assigned partition {t}-{p} does not exist")
             out.append((t, p))
