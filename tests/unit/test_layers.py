@@ -104,13 +104,13 @@ def test_the_check_sees_an_upward_import() -> None:
 # not import each other (importer, imported). The two packages of layer 2 are
 # used apart (security knows no storage, storage no principal); the group
 # coordinator is not a client of the transaction coordinator (the reverse uses
-# its record helpers); among the edges the Spark source and the embedded broker
-# stand alone, and only the CLI mounts the console.
+# its record helpers); among the edges the Spark source uses only the CLI's
+# cluster client, the embedded broker stands alone, and only the CLI mounts the
+# console.
 APART: tuple[tuple[str, str], ...] = (
     ("security", "log"),
     ("log", "security"),
     ("coordinator", "transaction"),
-    ("spark", "cli"),
     ("spark", "console"),
     ("spark", "testing"),
     ("testing", "cli"),
