@@ -37,6 +37,10 @@ __all__ = ["spark_cluster"]  # a fixture, imported for pytest
 
 DRIVER = Path(__file__).with_name("eos_driver.py")
 WAIT = 240.0  # upper bounds only: Spark on a busy 2-core machine
+# rows reach the writer a few at a time while a held task waits: Arrow batches
+# of 5 rows, and Python workers' and the JVM's streams (spark.buffer.size,
+# SPARK_BUFFER_SIZE in the workers) flushed every few hundred bytes
+SMALL_BATCHES = {"spark.sql.execution.arrow.maxRecordsPerBatch": "5", "spark.buffer.size": "256"}
 
 
 @pytest.fixture(scope="module")
@@ -240,16 +244,19 @@ def test_batch_write_survives_an_executor_kill_and_a_retry_after_commit(
         *("batch", "--bootstrap", boot, "--topic", topic, "--records", "200"),
         *("--hold", f"2,-1,20={hold}", "--option", "pylog.testing.failAfterCommit=1"),
         log=tmp_path / "driver.log",
-        conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "5"},
+        conf=SMALL_BATCHES,
     )
     try:
-        held = {f"r-{i}" for i in range(100, 120)}
         wait_for("a held write task", (hold / "holding").exists, proc=proc)
-        wait_for(
-            "its 20 records in an open transaction",
-            lambda: held <= set(read_topic(boot, topic, committed=False)),
-            proc=proc,
-        )
+        held: set[str] = set()
+
+        def some_written() -> bool:
+            held.update(
+                v for v in read_topic(boot, topic, committed=False) if 100 <= int(v[2:]) < 120
+            )
+            return len(held) >= 5
+
+        wait_for("its records in an open transaction", some_written, proc=proc)
         assert not set(read_topic(boot, topic)) & {f"r-{i}" for i in range(100, 150)}
         pid = int((hold / "holding").read_text())
         executor = spark_cluster.executor_of(pid)
@@ -291,10 +298,10 @@ def test_streaming_write_survives_the_driver_and_a_broker_killed(
     args = (
         *("stream", "--bootstrap", boot, "--topic", topic, "--input", str(inputs)),
         *("--checkpoint", str(ckpt)),
-        # task 1 of micro-batch 0 and task 0 of micro-batch 2 hold after 3 rows
-        *("--hold", f"1,0,3={first}", "--hold", f"0,2,3={second}"),
+        # task 1 of micro-batch 0 and task 0 of micro-batch 2 hold after 10 rows
+        *("--hold", f"1,0,10={first}", "--hold", f"0,2,10={second}"),
     )
-    conf = {"spark.sql.execution.arrow.maxRecordsPerBatch": "1"}
+    conf = SMALL_BATCHES
     proc = spark_cluster.driver(DRIVER, *args, log=tmp_path / "driver-1.log", conf=conf)
     try:
         wait_for("a held write task", (first / "holding").exists, proc=proc)
