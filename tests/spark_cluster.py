@@ -45,11 +45,12 @@ def python_path() -> str:
 
 
 def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
+    # every thread's children: a JVM starts processes from threads other than its main one
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _parent(int(entry)) == pid:
+            out.append(int(entry))
+    return out
 
 
 def _cmdline(pid: int) -> str:

@@ -37,9 +37,16 @@ __all__ = ["PylogBatchWriter", "PylogStreamWriter", "TaskIdentity", "write_task"
 
 log = logging.getLogger(__name__)
 
-#: how long a task waits for the transaction calls (InitProducerId, commit) and
-#: for its records to be delivered; past it the task fails and Spark retries it
+#: how long a task waits for its records to be delivered and, exactly-once,
+#: for each transaction step (InitProducerId, the ledger, the commit); past it
+#: the task fails and Spark retries it. ``kafka.message.timeout.ms`` (or
+#: ``kafka.delivery.timeout.ms``), which bounds a delivery, sets it when given
 _TIMEOUT_S = 60.0
+
+
+def _timeout_s(producer: dict[str, str]) -> float:
+    given = producer.get("message.timeout.ms") or producer.get("delivery.timeout.ms")
+    return int(given) / 1000 if given else _TIMEOUT_S
 
 
 def _check_write_schema(schema: StructType, options: dict[str, str]) -> tuple[str | None, str]:
@@ -146,7 +153,9 @@ def _row_kwargs(row: Any, topic_opt: str | None, n: int) -> tuple[str, dict[str,
     return topic, kwargs
 
 
-def _send_all(producer: Any, rows: Iterator[Any], topic_opt: str | None) -> tuple[int, set[str]]:
+def _send_all(
+    producer: Any, rows: Iterator[Any], topic_opt: str | None, timeout: float
+) -> tuple[int, set[str]]:
     """Produce every row and wait for every delivery; any failed delivery fails
     the task. Returns (records, the topics written)."""
     errors: list[str] = []
@@ -167,9 +176,9 @@ def _send_all(producer: Any, rows: Iterator[Any], topic_opt: str | None) -> tupl
                 producer.poll(0.1)
         producer.poll(0)
         n += 1
-    left = producer.flush(_TIMEOUT_S)
+    left = producer.flush(timeout)
     if left:
-        raise RuntimeError(f"{left} of {n} records were not delivered within {_TIMEOUT_S:.0f} s")
+        raise RuntimeError(f"{left} of {n} records were not delivered within {timeout:.0f} s")
     if errors:
         raise RuntimeError(f"{len(errors)} of {n} records failed delivery: {errors[:5]}")
     return n, topics
@@ -182,7 +191,7 @@ def _produce(rows: Iterator[Any], o: WriteOptions) -> int:
 
     conf = dict(o.producer)
     conf.setdefault("linger.ms", "5")
-    return _send_all(Producer(conf), rows, o.topic)[0]
+    return _send_all(Producer(conf), rows, o.topic, _timeout_s(o.producer))[0]
 
 
 @dataclass(frozen=True)
@@ -256,7 +265,8 @@ def write_task(rows: Iterator[Any], o: WriteOptions, task: TaskIdentity) -> _Wri
         # have read the same (empty) input
         return _Written(0, task.partition)
     tid = task.transactional_id(o.prefix)
-    deadline = time.monotonic() + _TIMEOUT_S
+    timeout = _timeout_s(o.producer)
+    deadline = time.monotonic() + timeout
     conf = dict(o.producer)
     conf.setdefault("linger.ms", "5")
     conf["transactional.id"] = tid
@@ -264,7 +274,7 @@ def write_task(rows: Iterator[Any], o: WriteOptions, task: TaskIdentity) -> _Wri
     # InitProducerId: bumps the epoch, so an older attempt still running can
     # neither produce nor commit (PRODUCER_FENCED), and its open transaction is
     # aborted before this returns; one that already committed is complete
-    _retrying(f"{tid}: InitProducerId", lambda: producer.init_transactions(_TIMEOUT_S), deadline)
+    _retrying(f"{tid}: InitProducerId", lambda: producer.init_transactions(timeout), deadline)
     client = {k: v for k, v in o.producer.items() if k not in _PRODUCER_ONLY}
     group = Consumer(
         {
@@ -284,17 +294,17 @@ def write_task(rows: Iterator[Any], o: WriteOptions, task: TaskIdentity) -> _Wri
             return _Written(0, task.partition, skipped=True)
         producer.begin_transaction()
         try:
-            n, topics = _send_all(producer, chain([head], it), o.topic)
+            n, topics = _send_all(producer, chain([head], it), o.topic, timeout)
             meta = json.dumps({"batch": task.batch, "attempt": task.attempt, "records": n})
             entry = [TopicPartition(t, 0, task.batch + 1, metadata=meta) for t in sorted(topics)]
             _retrying(
                 f"{tid}: TxnOffsetCommit",
                 lambda: producer.send_offsets_to_transaction(
-                    entry, group.consumer_group_metadata(), _TIMEOUT_S
+                    entry, group.consumer_group_metadata(), timeout
                 ),
                 deadline,
             )
-            _retrying(f"{tid}: EndTxn", lambda: producer.commit_transaction(_TIMEOUT_S), deadline)
+            _retrying(f"{tid}: EndTxn", lambda: producer.commit_transaction(timeout), deadline)
         except (KafkaException, RuntimeError):
             _abort(producer, tid)
             raise
