@@ -36,7 +36,7 @@ from pylog.testing.cluster import LocalCluster
 __all__ = ["spark_cluster"]  # a fixture, imported for pytest
 
 DRIVER = Path(__file__).with_name("eos_driver.py")
-WAIT = 600.0  # upper bounds only, to catch a hang: Spark on a busy 2-core machine (load 10-18) is slow
+WAIT = 600.0  # an upper bound only, to catch a hang: Spark on a loaded 2-core machine is slow
 # rows reach the writer a few at a time while a held task waits: Arrow batches
 # of 5 rows, and Python workers' and the JVM's streams (spark.buffer.size,
 # SPARK_BUFFER_SIZE in the workers) flushed every few hundred bytes
