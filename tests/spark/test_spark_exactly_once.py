@@ -329,7 +329,8 @@ def test_streaming_write_survives_the_driver_and_a_broker_killed(
             lambda: len(_of_file(2, read_topic(boot, topic, False))) >= 3,
             proc=proc,
         )
-        assert not _of_file(2, read_topic(boot, topic))
+        # tasks 1 and 2 of batch 2 may have committed; task 0 has not
+        assert len(_of_file(2, read_topic(boot, topic))) < 60
         # the transaction coordinator of the held task dies
         query = json.loads((ckpt / "metadata").read_text())["id"]
         tid = f"pylog-spark-{query}-0"
