@@ -60,9 +60,11 @@ def create_topic(c: LocalCluster, topic: str, partitions: int) -> None:
         c.wait_for_full_isr(topic, p)
 
 
-def read_topic(bootstrap: str, topic: str, committed: bool = True) -> list[str]:
-    """Every value of ``topic`` from the start to its end (the last stable
-    offset under read_committed), each partition read to its EOF."""
+def read_topic(
+    bootstrap: str, topic: str, committed: bool = True, partition: int | None = None
+) -> list[str]:
+    """Every value of ``topic`` (or of one partition) from the start to its end
+    (the last stable offset under read_committed), each partition to its EOF."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     c = Consumer(
@@ -76,6 +78,8 @@ def read_topic(bootstrap: str, topic: str, committed: bool = True) -> list[str]:
     )
     try:
         parts = c.list_topics(topic, timeout=30).topics[topic].partitions
+        if partition is not None:
+            parts = {partition: parts[partition]}
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
         out: list[str] = []
         eof: set[int] = set()
@@ -298,8 +302,9 @@ def test_streaming_write_survives_the_driver_and_a_broker_killed(
     args = (
         *("stream", "--bootstrap", boot, "--topic", topic, "--input", str(inputs)),
         *("--checkpoint", str(ckpt)),
-        # task 1 of micro-batch 0 and task 0 of micro-batch 2 hold after 10 rows
-        *("--hold", f"1,0,10={first}", "--hold", f"0,2,10={second}"),
+        # task 1 of micro-batch 0 (18 rows) and task 0 of micro-batch 2 (20 rows)
+        # hold after 15 rows; task P writes partition P
+        *("--hold", f"1,0,15={first}", "--hold", f"0,2,15={second}"),
     )
     conf = SMALL_BATCHES
     proc = spark_cluster.driver(DRIVER, *args, log=tmp_path / "driver-1.log", conf=conf)
@@ -308,9 +313,10 @@ def test_streaming_write_survives_the_driver_and_a_broker_killed(
         # tasks 0 and 2 of batch 0 commit; task 1 has records in an open transaction
         wait_for(
             "committed and open transactions of batch 0",
-            lambda: 0 < len(read_topic(boot, topic)) < len(read_topic(boot, topic, False)),
+            lambda: read_topic(boot, topic) and read_topic(boot, topic, False, partition=1),
             proc=proc,
         )
+        assert not read_topic(boot, topic, partition=1)
         assert not (ckpt / "commits" / "0").exists()  # the batch is not over
         kill_driver(proc)
     finally:
@@ -326,9 +332,10 @@ def test_streaming_write_survives_the_driver_and_a_broker_killed(
         wait_for("batch 2 held", (second / "holding").exists, proc=proc)
         wait_for(
             "an open transaction in batch 2",
-            lambda: len(_of_file(2, read_topic(boot, topic, False))) >= 3,
+            lambda: _of_file(2, read_topic(boot, topic, False, partition=0)),
             proc=proc,
         )
+        assert not _of_file(2, read_topic(boot, topic, partition=0))
         # tasks 1 and 2 of batch 2 may have committed; task 0 has not
         assert len(_of_file(2, read_topic(boot, topic))) < 60
         # the transaction coordinator of the held task dies
