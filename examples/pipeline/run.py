@@ -9,8 +9,15 @@
    which is read back to show the result.
 
 Run it with ``make pipeline`` or ``.venv/bin/python examples/pipeline/run.py``
-(``--events N`` to change the size). Copy and change what you need: the broker
-here is pylog's embedded test broker; point ``bootstrap``/``log_dir`` at yours.
+(``--events N`` to change the size; ``--master spark://host:7077`` to run it on
+a Spark standalone cluster whose workers see this machine's files and run this
+Python). Copy and change what you need: the broker here is pylog's embedded
+test broker; point ``bootstrap``/``log_dir`` at yours.
+
+Step 4's writes are exactly-once (``format("pylog")``'s default, see
+docs/spark.md "Exactly-once writes"): a failed task, a lost executor or a
+query restarted from its checkpoint leaves each alert once in the topic as a
+``read_committed`` consumer reads it.
 """
 
 from __future__ import annotations
@@ -157,13 +164,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=10_000)
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--master", default="local[2]", help="local[N] or spark://host:port")
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     spark = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(args.master)
         .appName("pylog-pipeline")
+        # executors run this interpreter, so they load the same pylog
+        .config("spark.pyspark.python", sys.executable)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.showConsoleProgress", "false")

@@ -198,6 +198,17 @@ def test_a_delivery_failure_fails_the_write(spark: Any, tmp_path: Path) -> None:
             .option("kafka.bootstrap.servers", f"127.0.0.1:{port}")
             .option("kafka.message.timeout.ms", "1500")
             .option("topic", "nowhere")
+            .option("exactlyOnce", "false")
+            .mode("append")
+            .save()
+        )
+    # exactly-once (the default) fails at its first step, within the same bound
+    with pytest.raises(Exception, match=r"InitProducerId: .*[Tt]imed out"):
+        (
+            df.write.format("pylog")
+            .option("kafka.bootstrap.servers", f"127.0.0.1:{port}")
+            .option("kafka.message.timeout.ms", "1500")
+            .option("topic", "nowhere")
             .mode("append")
             .save()
         )
