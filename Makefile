@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
-.PHONY: help install build protocol tools java-client spark-jvm go-client node-client kafka-streams-connect librdkafka-tests run cluster test test-rust test-python bench kafka kafka39 fuzz soak lint format clean pipeline wheel spark-compat spark-kafka
+.PHONY: help install build protocol tools java-client spark-jvm go-client node-client kafka-streams-connect librdkafka-tests run cluster test test-rust test-python test-spark-cluster bench kafka kafka39 fuzz soak lint format clean pipeline wheel spark-compat spark-kafka
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -172,6 +172,9 @@ PYTEST_WORKERS ?= 2
 test-python: wheel ## pytest (real files, real segment bytes; tests/integration/test_wheel_install.py installs the wheel)
 	PYLOG_WHEEL=$$(ls $(abspath $(WHEEL_DIR))/pylog_broker-*.whl) $(PY) -m pytest -q --durations=30 \
 	  -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
+
+test-spark-cluster: install tools ## the exactly-once Spark tests on a Spark standalone cluster (a master and two workers) against three pylog brokers, killing an executor, the driver and a broker (~10 min; not in make test)
+	PYLOG_SPARK_CLUSTER_TESTS=1 $(PY) -m pytest -q tests/spark/test_spark_exactly_once.py
 
 # ---------------------------------------------------------------- the wheel users install
 # abi3 (one wheel for every CPython >= 3.10), linked by zig against glibc 2.17
