@@ -266,6 +266,7 @@ SWEPT_ELSEWHERE = {
 # here would be written (test_transactions_partition.py drives it, and the
 # transaction scenario compares what it leaves with Kafka's).
 NOT_SWEPT = {
+    ApiKey.UPDATE_FEATURES,  # changes the cluster's finalized levels (test_transactions_v2.py)
     ApiKey.SASL_AUTHENTICATE,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.WRITE_TXN_MARKERS,

@@ -87,7 +87,8 @@ def _raw_batches(bootstrap: str, topic: str) -> dict[int, bytes]:
             data = bytearray()
             offset, hw = 0, None
             while hw is None or offset < hw:
-                records, hw = client.fetch(topic, p, offset, 1 << 20)
+                fetched = client.fetch(topic, p, offset, 1 << 20)
+                records, hw = fetched.records, fetched.high_watermark
                 if not records:
                     break
                 chunk = bytes(records)
