@@ -6,6 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
+BUILT  := $(VENV)/.built
 NATIVE_SRC := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
 .DEFAULT_GOAL := help
@@ -19,11 +20,18 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q --upgrade pip "maturin>=1.5,<2"
 	touch $(STAMP)
 
-install: $(STAMP) build ## create .venv with pylog (release build of the native core) and every test/bench/lint tool
+install: $(BUILT) ## create .venv with pylog (release build of the native core) and every test/bench/lint tool
+
+# $(BUILT) stamps the last build, so a target that needs the venv (and make
+# test's stages, each a make of its own) builds again only after a change to
+# the Rust sources or pyproject.toml; `make build` always builds.
+$(BUILT): $(STAMP) $(NATIVE_SRC)
+	@$(MAKE) --no-print-directory build
 
 build: $(STAMP) ## (re)build the native extension in place, with the test/bench/lint extras
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release -q -E test,bench,dev,spark,console,console-test
 	@$(PY) -c "import pylog._native as n; print('pylog._native', n.__version__)"
+	@touch $(BUILT)
 
 protocol: ## regenerate python/pylog/protocol/messages/ (typed classes, codecs) from the JSON definitions
 	PYTHONPATH=python $(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m pylog.protocol.generator
@@ -34,7 +42,16 @@ run: install ## start a broker on PLAINTEXT://127.0.0.1:9092 with its data in ./
 cluster: install tools ## run a local cluster until Ctrl-C: ZooKeeper on 127.0.0.1:2181, brokers 1-3 on 127.0.0.1:9092-9094, data and logs in ./pylog-cluster
 	$(VENV)/bin/pylog cluster local --brokers 3 --dir ./pylog-cluster
 
-test: install tools kafka kafka39 java-client spark-jvm go-client node-client kafka-streams-connect librdkafka-tests test-rust wheel spark-kafka test-python spark-compat ## install everything the tests need, then run all tests
+# make test: what the tests need, in stages whose parts run side by side (the
+# downloads from Maven Central, PyPI, Debian and the Go proxy overlap the
+# compiles), then the tests. apt-get runs alone first (one dpkg lock); each
+# Maven build has a local repository of its own, so none share one at once.
+SETUP_JOBS ?= 4
+test: ## install everything the tests need, then run all tests
+	@$(MAKE) --no-print-directory tools
+	@$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target install kafka kafka39 java-client spark-jvm go-client node-client kafka-streams-connect librdkafka-tests
+	@$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target test-rust wheel spark-kafka
+	@$(MAKE) --no-print-directory test-python spark-compat
 
 tools: ## system tools the tests drive (kcat; a JDK and Maven for Spark, the Java client and Kafka; ZooKeeper for the cluster; Chromium for the console; Prometheus for the dashboard test; npm), from Debian — needs root or sudo; checks for Go
 	@missing=""; command -v kcat >/dev/null 2>&1 || missing="kcat"; \
@@ -84,7 +101,7 @@ spark-jvm: $(SPARK_JVM_JAR) ## build format("pylog-jvm"), the JVM segment-file r
 
 $(SPARK_JVM_JAR): $(SPARK_JVM_SRC)
 	rm -rf $(SPARK_JVM_CACHE)/build
-	cd java/pylog-spark && mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(JAVA_CACHE)/m2 \
+	cd java/pylog-spark && mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(SPARK_JVM_CACHE)/m2 \
 	  -Dpylog.build.dir=$(SPARK_JVM_CACHE)/build package
 	cp $(SPARK_JVM_CACHE)/build/pylog-spark.jar $@
 	@echo "spark jvm reader: $@"
