@@ -127,67 +127,23 @@ def command_config_option(f: F) -> F:
 
 def client_security(path: str, *, need_credentials: bool = True) -> ClientSecurity:
     """The TLS and SASL settings of a Kafka client properties file (Java's
-    keys, and librdkafka's where they differ). ``need_credentials`` False:
-    SASL without a user name and password is fine (the console's sign-in
-    supplies each person's)."""
+    keys, and librdkafka's where they differ; SASL's mechanism PLAIN unless
+    named). ``need_credentials`` False: SASL without a user name and password
+    is fine (the console's sign-in supplies each person's)."""
     from pylog.config import parse_properties
-    from pylog.security.jaas_config import JaasConfig
-    from pylog.security.ssl_factory import SslConfig, client_context
+    from pylog.security.client_properties import ClientPropertyError, client_security_from
 
     try:
         with open(path, encoding="utf-8") as f:
             props = parse_properties(f.read())
     except OSError as e:
         raise CommandError(f"cannot read --command-config {path}: {e}") from None
-    protocol = props.get("security.protocol", "PLAINTEXT").upper()
-    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-        raise CommandError(f"{path}: security.protocol {protocol} is not known")
-    context = None
-    if protocol.endswith("SSL"):
-        keystore = props.get("ssl.keystore.location")
-        cert, key = props.get("ssl.certificate.location"), props.get("ssl.key.location")
-        pem_chain = None
-        if cert and key and not keystore:
-            with open(key, encoding="ascii") as k, open(cert, encoding="ascii") as c:
-                pem_chain = (k.read(), c.read())
-        try:
-            context = client_context(
-                SslConfig(
-                    where=path,
-                    keystore_type=props.get("ssl.keystore.type"),
-                    keystore_location=keystore,
-                    keystore_password=props.get("ssl.keystore.password"),
-                    keystore_key=pem_chain[0] if pem_chain else None,
-                    keystore_certificate_chain=pem_chain[1] if pem_chain else None,
-                    key_password=props.get("ssl.key.password"),
-                    truststore_type=props.get("ssl.truststore.type"),
-                    truststore_location=props.get("ssl.truststore.location")
-                    or props.get("ssl.ca.location"),
-                    truststore_password=props.get("ssl.truststore.password"),
-                    endpoint_identification_algorithm=props.get(
-                        "ssl.endpoint.identification.algorithm", "https"
-                    ),
-                )
-            )
-        except KafkaError as e:
-            raise CommandError(str(e)) from None
-    if not protocol.startswith("SASL_"):
-        return ClientSecurity(protocol, context)
-    mechanism = props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "PLAIN"
-    username, password = props.get("sasl.username"), props.get("sasl.password")
-    if "sasl.jaas.config" in props:
-        try:
-            jaas = JaasConfig.parse(props["sasl.jaas.config"])
-        except ValueError as e:
-            raise CommandError(f"{path}: {e}") from None
-        username = jaas.options.get("username", username)
-        password = jaas.options.get("password", password)
-    if (username is None or password is None) and need_credentials:
-        raise CommandError(
-            f"{path}: {protocol} needs a username and password (sasl.jaas.config, or "
-            "sasl.username and sasl.password)"
+    try:
+        return client_security_from(
+            props, where=path, need_credentials=need_credentials, default_mechanism="PLAIN"
         )
-    return ClientSecurity(protocol, context, mechanism.upper(), username, password)
+    except ClientPropertyError as e:
+        raise CommandError(f"{path}: {e}") from None
 
 
 def split_top_level(text: str, sep: str = ",") -> list[str]:

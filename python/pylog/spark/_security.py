@@ -21,15 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pylog.errors import KafkaError
-from pylog.security.jaas_config import JaasConfig
+from pylog.security.client_properties import ClientPropertyError, client_security_from
 from pylog.security.sasl_client_authenticator import ClientSecurity
-from pylog.security.ssl_factory import SslConfig, client_context
 
 __all__ = ["SECURITY_OPTIONS", "SecurityOptionError", "client_security", "security_options"]
 
-_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SECURITY_OPTIONS = (
     "kafka.security.protocol",
     "kafka.sasl.mechanism",
@@ -66,65 +62,7 @@ def security_options(opts: Mapping[str, str]) -> dict[str, str]:
 
 def client_security(conf: Mapping[str, str]) -> ClientSecurity:
     """The TLS and SASL settings of one connection, from :func:`security_options`."""
-    protocol = conf.get("kafka.security.protocol", "PLAINTEXT").strip().upper()
-    if protocol not in _PROTOCOLS:
-        raise SecurityOptionError(
-            f"option 'kafka.security.protocol' must be one of {', '.join(_PROTOCOLS)}"
-        )
-    context = None
-    if protocol.endswith("SSL"):
-        pem_key = pem_chain = None
-        cert, key = conf.get("kafka.ssl.certificate.location"), conf.get("kafka.ssl.key.location")
-        if cert and key and not conf.get("kafka.ssl.keystore.location"):
-            try:
-                with open(key, encoding="ascii") as k, open(cert, encoding="ascii") as c:
-                    pem_key, pem_chain = k.read(), c.read()
-            except OSError as e:
-                raise SecurityOptionError(
-                    f"options 'kafka.ssl.certificate.location' / 'kafka.ssl.key.location': {e}"
-                ) from None
-        try:
-            context = client_context(
-                SslConfig(
-                    where="kafka.ssl options",
-                    keystore_type=conf.get("kafka.ssl.keystore.type"),
-                    keystore_location=conf.get("kafka.ssl.keystore.location"),
-                    keystore_password=conf.get("kafka.ssl.keystore.password"),
-                    keystore_key=pem_key,
-                    keystore_certificate_chain=pem_chain,
-                    key_password=conf.get("kafka.ssl.key.password"),
-                    truststore_type=conf.get("kafka.ssl.truststore.type"),
-                    truststore_location=conf.get("kafka.ssl.truststore.location")
-                    or conf.get("kafka.ssl.ca.location"),
-                    truststore_password=conf.get("kafka.ssl.truststore.password"),
-                    truststore_certificates=conf.get("kafka.ssl.truststore.certificates"),
-                    # the Java client's default since Kafka 2.0 (KIP-294)
-                    endpoint_identification_algorithm=conf.get(
-                        "kafka.ssl.endpoint.identification.algorithm", "https"
-                    ),
-                )
-            )
-        except KafkaError as e:
-            raise SecurityOptionError(str(e)) from None
-    if not protocol.startswith("SASL_"):
-        return ClientSecurity(protocol, context)
-    mechanism = conf.get("kafka.sasl.mechanism", "GSSAPI").strip().upper()
-    if mechanism not in _MECHANISMS:
-        raise SecurityOptionError(
-            f"option 'kafka.sasl.mechanism' must be one of {', '.join(_MECHANISMS)} "
-            "(the Java client's default, GSSAPI, is not supported)"
-        )
-    username, password = conf.get("kafka.sasl.username"), conf.get("kafka.sasl.password")
-    if "kafka.sasl.jaas.config" in conf:
-        try:
-            jaas = JaasConfig.parse(conf["kafka.sasl.jaas.config"], "kafka.sasl.jaas.config")
-        except ValueError as e:
-            raise SecurityOptionError(f"option {e}") from None
-        username = jaas.options.get("username", username)
-        password = jaas.options.get("password", password)
-    if username is None or password is None:
-        raise SecurityOptionError(
-            f"{protocol} needs a user: option 'kafka.sasl.jaas.config' with username and "
-            "password (or 'kafka.sasl.username' and 'kafka.sasl.password')"
-        )
-    return ClientSecurity(protocol, context, mechanism, username, password)
+    try:
+        return client_security_from(conf, where="kafka.ssl options", prefix="kafka.")
+    except ClientPropertyError as e:
+        raise SecurityOptionError(str(e)) from None
