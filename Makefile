@@ -2,6 +2,11 @@
 # which `make install` creates, so a fresh clone needs nothing set up by hand.
 
 PYTHON ?= python3
+# Python's compiled modules are written and reused: an environment that turns
+# that off (PYTHONDONTWRITEBYTECODE, set on some CI images) makes every process
+# the tests start (brokers, CLI calls, Spark's Python workers) compile the
+# 5 MB of generated protocol classes again, 3x the import time of pylog.spark.
+unexport PYTHONDONTWRITEBYTECODE
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
