@@ -13,32 +13,48 @@ is the web console of :mod:`pylog.console`.
 
 from __future__ import annotations
 
-import click
+import importlib
 
-from pylog.cli.acls import acls
-from pylog.cli.broker import broker
-from pylog.cli.cluster import cluster
-from pylog.cli.configs import configs
-from pylog.cli.console import consume, produce
-from pylog.cli.dump_log import dump_log
-from pylog.cli.groups import groups
-from pylog.cli.topics import topics
-from pylog.cli.transactions import transactions
-from pylog.cli.user_scram import user_scram
-from pylog.console.command import console as web_console
+import click
 
 __all__ = ["main"]
 
+# Each command's module, imported only when that command runs (or `--help`
+# lists them all): `pylog topics` does not load the broker, and a Spark worker
+# importing pylog.cli.client does not load every command.
+COMMANDS = {
+    "acls": "pylog.cli.acls:acls",
+    "broker": "pylog.cli.broker:broker",
+    "cluster": "pylog.cli.cluster:cluster",
+    "configs": "pylog.cli.configs:configs",
+    "console": "pylog.console.command:console",
+    "consume": "pylog.cli.console:consume",
+    "dump-log": "pylog.cli.dump_log:dump_log",
+    "groups": "pylog.cli.groups:groups",
+    "produce": "pylog.cli.console:produce",
+    "topics": "pylog.cli.topics:topics",
+    "transactions": "pylog.cli.transactions:transactions",
+    "user-scram": "pylog.cli.user_scram:user_scram",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A group whose commands are named in :data:`COMMANDS` and imported on use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *super().list_commands(ctx)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return super().get_command(ctx, cmd_name)
+        module, attr = where.split(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command) and command.name == cmd_name, where
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="pylog-broker")
 def main() -> None:
     """pylog: a Kafka-compatible message broker."""
-
-
-for _command in (
-    broker, dump_log, topics, produce, consume, configs, groups, cluster, user_scram, acls,
-    transactions,
-    web_console,
-):  # fmt: skip
-    main.add_command(_command)
