@@ -197,6 +197,15 @@ def _check_topic_exists(admin: ClusterClient, name: str) -> None:
         raise CommandError(f"topic '{name}' does not exist")
 
 
+def _check_broker_exists(admin: ClusterClient, broker_id: str) -> None:
+    live = admin.metadata([]).brokers
+    if int(broker_id) not in live:
+        raise CommandError(
+            f"broker {broker_id} is not in the cluster (its brokers: "
+            f"{', '.join(map(str, sorted(live)))})"
+        )
+
+
 @configs.command("describe")
 @bootstrap_option
 @command_config_option
@@ -244,6 +253,8 @@ def describe(
         resource_type = ENTITY_TYPES[kind]
         if resource_type == "TOPIC":
             _check_topic_exists(admin, name)
+        elif name:
+            _check_broker_exists(admin, name)
         found = admin.describe_configs(RESOURCE_TYPES[resource_type], name, synonyms=True)
     if not name:  # the brokers' cluster-wide default
         entries = {e.name: e for e in found if show_all or e.config_source == 3}
@@ -384,6 +395,8 @@ def alter(
             ) as admin,
             client_errors(),
         ):
+            if resource_type == "BROKER" and name:
+                _check_broker_exists(admin, name)
             code, message = admin.alter_configs(
                 RESOURCE_TYPES[resource_type], name, changes, validate_only=validate_only
             )

@@ -800,9 +800,9 @@ def _check_log_dirs(admin: ClusterClient, wanted: Mapping[Replica, str]) -> None
                 continue
             if path not in dirs:
                 raise CommandError(
-                    f"Failed to alter dir for {replica_name(replica)}: "
-                    f"{error_for_code(ErrorCode.LOG_DIR_NOT_FOUND)} (broker {broker}'s "
-                    f"log dirs are {', '.join(sorted(dirs))})"
+                    f"Failed to alter dir for {replica_name(replica)}: LogDirNotFoundException: "
+                    f"the log directory {path} is not in broker {broker}'s log.dirs "
+                    f"({', '.join(sorted(dirs))})"
                 )
             if dirs[path].error_code:
                 raise CommandError(
