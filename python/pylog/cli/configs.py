@@ -156,12 +156,12 @@ def resolve_entities(
     out: list[Entity] = []
     for kind, name in given:
         if name is None:
-            if names_needed or kind in ENTITY_TYPES:
+            if names_needed:
                 raise click.UsageError(
                     f"--entity-type {kind} needs an --entity-name or --entity-default"
                 )
             name = "*"  # every entity of the type (describe only)
-        if kind == "brokers" and name and not name.isdigit():
+        if kind == "brokers" and name not in ("", "*") and not name.isdigit():
             raise click.BadParameter(
                 f"The entity name for brokers must be a valid integer broker id, found: {name}"
             )
@@ -249,24 +249,34 @@ def describe(
                     + ", ".join(f"{k}={java_double(v)}" for k, v in sorted(values.items()))
                 )
             return
-        ((kind, name),) = entities
+        ((kind, wanted),) = entities
         resource_type = ENTITY_TYPES[kind]
-        if resource_type == "TOPIC":
-            _check_topic_exists(admin, name)
-        elif name:
-            _check_broker_exists(admin, name)
-        found = admin.describe_configs(RESOURCE_TYPES[resource_type], name, synonyms=True)
-    if not name:  # the brokers' cluster-wide default
-        entries = {e.name: e for e in found if show_all or e.config_source == 3}
-        click.echo("Default configs for brokers in the cluster are:")
-    else:
-        entries = {
-            e.name: e for e in found if show_all or e.config_source not in UNMODIFIED_SOURCES
-        }
-        heading = "All" if show_all else "Dynamic"
-        click.echo(f"{heading} configs for {_label(resource_type, name)} are:")
-    for key in sorted(entries):
-        click.echo("  " + format_entry(key, entries[key]))
+        if wanted != "*":
+            names = [wanted]
+        elif resource_type == "TOPIC":  # every topic, as Kafka's tool lists them
+            names = sorted(admin.metadata(None).topics)
+        else:  # every broker, then the cluster-wide default
+            names = [*map(str, sorted(admin.metadata([]).brokers)), ""]
+        described: list[tuple[str, list[Any]]] = []
+        for name in names:
+            if resource_type == "TOPIC":
+                _check_topic_exists(admin, name)
+            elif name:
+                _check_broker_exists(admin, name)
+            found = admin.describe_configs(RESOURCE_TYPES[resource_type], name, synonyms=True)
+            described.append((name, found))
+    for name, found in described:
+        if not name:  # the brokers' cluster-wide default
+            entries = {e.name: e for e in found if show_all or e.config_source == 3}
+            click.echo("Default configs for brokers in the cluster are:")
+        else:
+            entries = {
+                e.name: e for e in found if show_all or e.config_source not in UNMODIFIED_SOURCES
+            }
+            heading = "All" if show_all else "Dynamic"
+            click.echo(f"{heading} configs for {_label(resource_type, name)} are:")
+        for key in sorted(entries):
+            click.echo("  " + format_entry(key, entries[key]))
 
 
 def quota_components(entities: list[Entity]) -> list[dict[str, Any]]:
