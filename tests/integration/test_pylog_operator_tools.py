@@ -303,6 +303,16 @@ def test_cancel_a_throttled_reassignment(cluster: LocalCluster, tmp_path: Path) 
                        other))  # fmt: skip
     assert "Cannot execute because there is an existing partition assignment." in err
 
+    # --additional with the plan in flight changes its throttle.
+    out = ok(pylog(cluster, "reassign-partitions", "--execute", "--additional",
+                   "--reassignment-json-file", plan, "--throttle", "2048"))  # fmt: skip
+    assert "The inter-broker throttle limit was set to 2048 B/s" in out
+    assert broker_dynamic(cluster, 3) == dict.fromkeys(THROTTLE_KEYS, "2048")
+    assert topic_config(cluster, topic, "follower.replication.throttled.replicas") == "0:3"
+    assert f"{topic}-0: replicas: 1,3. adding: 3." in ok(
+        pylog(cluster, "reassign-partitions", "--list")
+    )
+
     out = ok(pylog(cluster, "reassign-partitions", "--cancel", "--reassignment-json-file", plan))
     assert f"Successfully cancelled partition reassignment for: {topic}-0" in out
     assert "Clearing broker-level throttles on brokers 1,2,3,4" in out
