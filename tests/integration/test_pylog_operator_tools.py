@@ -313,14 +313,25 @@ def test_cancel_a_throttled_reassignment(cluster: LocalCluster, tmp_path: Path) 
         pylog(cluster, "reassign-partitions", "--list")
     )
 
-    out = ok(pylog(cluster, "reassign-partitions", "--cancel", "--reassignment-json-file", plan))
+    out = ok(pylog(cluster, "reassign-partitions", "--cancel", "--reassignment-json-file", plan,
+                   "--preserve-throttles"))  # fmt: skip
     assert f"Successfully cancelled partition reassignment for: {topic}-0" in out
-    assert "Clearing broker-level throttles on brokers 1,2,3,4" in out
+    assert "None of the specified partition moves are active." in out
+    assert "Clearing" not in out
     assert "No partition reassignments found." in ok(
         pylog(cluster, "reassign-partitions", "--list")
     )
     assert cluster.replicas(topic) == [1]
     cluster.wait_for(lambda: cluster.isr(topic) == [1], "the ISR back to [1]", 30)
+    assert broker_dynamic(cluster, 3) == dict.fromkeys(THROTTLE_KEYS, "2048")
+    # --verify of the cancelled plan: not what it asked for, nothing moving,
+    # so the throttles come off.
+    out = ok(pylog(cluster, "reassign-partitions", "--verify", "--reassignment-json-file", plan))
+    assert (
+        f"There is no active reassignment of partition {topic}-0, but replica set is 1 rather "
+        "than 1,3." in out
+    )
+    assert "Clearing broker-level throttles on brokers 1,2,3,4" in out
     assert THROTTLE_KEYS.isdisjoint(broker_dynamic(cluster, 3))
     assert topic_config(cluster, topic, "follower.replication.throttled.replicas") == ""
 
@@ -554,3 +565,26 @@ def test_broker_default_configs(cluster: LocalCluster) -> None:
         *(f"Dynamic configs for broker {b} are:" for b in (1, 2, 3, 4)),
         "Default configs for brokers in the cluster are:",
     ]
+
+
+def test_a_plan_naming_a_stopped_broker_changes_nothing(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Last in the module: it stops broker 3 for good."""
+    topic = new_topic(cluster, "dead", [[1, 2]])
+    cluster.broker(3).stop()
+
+    def gone() -> bool:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        return 3 not in admin.list_topics(timeout=10).brokers
+
+    cluster.wait_for(gone, "broker 3 out of the cluster's metadata", 60)
+    plan = write_json(tmp_path, {"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [1, 3]}]})  # fmt: skip
+    err = failed(pylog(cluster, "reassign-partitions", "--execute", "--reassignment-json-file",
+                       plan, "--throttle", "5000"))  # fmt: skip
+    assert "Unknown broker id 3" in err
+    assert cluster.replicas(topic) == [1, 2]
+    assert THROTTLE_KEYS.isdisjoint(broker_dynamic(cluster, 1))
+    err = failed(pylog(cluster, "log-dirs", "--describe", "--broker-list", "3"))
+    assert "do not exist from --broker-list: 3. Current existent brokers: 1,2,4" in err
