@@ -527,6 +527,10 @@ def test_quota_configs_for_users_clients_and_ips(cluster: LocalCluster) -> None:
     err = failed(pylog(cluster, "configs", "alter", "--ip", "127.0.0.1", "--add-config",
                        "producer_byte_rate=1"))  # fmt: skip
     assert "Only connection quota configs can be added for 'ips'" in err
+    result = pylog(cluster, "configs", "alter", "--ip", "not an ip", "--add-config",
+                   "connection_creation_rate=1")  # fmt: skip
+    assert result.exit_code == 2
+    assert "must be a valid IP or resolvable host, but it is: not an ip" in result.stderr
     assert ok(pylog(cluster, "configs", "describe", "--entity-type", "users")) == ""
 
     # IPs: the CLI sends Kafka's "ip" entity; a broker with IP quotas keeps

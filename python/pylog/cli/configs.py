@@ -12,7 +12,9 @@ Broker loggers (Kafka's ``broker-loggers``) are not served by pylog.
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import socket
 from decimal import Decimal
 from typing import Any
 
@@ -56,7 +58,8 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
 @click.group("configs")
 def configs() -> None:
-    """Describe and change topic and broker configs; list the known keys."""
+    """Describe and change the configs of topics and brokers and the quotas of
+    users, clients and IPs; list the known keys."""
 
 
 @configs.command("keys")
@@ -165,11 +168,29 @@ def resolve_entities(
             raise click.BadParameter(
                 f"The entity name for brokers must be a valid integer broker id, found: {name}"
             )
+        if kind == "ips" and name not in ("", "*") and not valid_ip_entity(name):
+            raise click.BadParameter(
+                f"The entity name for ips must be a valid IP or resolvable host, but it is: {name}"
+            )
         if kind == "topics" and not name:
             raise click.UsageError("topics have no default entity")
         out.append((kind, name))
     # Kafka orders a pair user first, client second.
     return sorted(out, key=lambda e: ("users", "clients", "ips", "topics", "brokers").index(e[0]))
+
+
+def valid_ip_entity(name: str) -> bool:
+    """An IP address, or a host name that resolves (Kafka's isValidIpEntity)."""
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    try:
+        socket.getaddrinfo(name, None)
+    except (OSError, UnicodeError):
+        return False
+    return True
 
 
 def _label(resource_type: str, name: str) -> str:
