@@ -6,8 +6,10 @@ Kafka's dump-log-segments tool does, reading them with the native core;
 (:mod:`.topics`), ``produce`` and ``consume`` (:mod:`.console`), ``configs``
 (:mod:`.configs`), ``groups`` (:mod:`.groups`), ``cluster`` (:mod:`.cluster`)
 ``user-scram`` (:mod:`.user_scram`), ``acls`` (:mod:`.acls`) and
-``transactions`` (:mod:`.transactions`) are Kafka-protocol clients that work
-against any Kafka cluster; what they share is in :mod:`.common`. ``pylog console``
+``transactions`` (:mod:`.transactions`), and the operator tools
+``reassign-partitions`` (:mod:`.reassign_partitions`), ``leader-election``
+(:mod:`.leader_election`) and ``log-dirs`` (:mod:`.log_dirs`) are
+Kafka-protocol clients that work against any Kafka cluster; what they share is in :mod:`.common`. ``pylog console``
 is the web console of :mod:`pylog.console`.
 """
 
@@ -31,7 +33,10 @@ COMMANDS = {
     "consume": "pylog.cli.console:consume",
     "dump-log": "pylog.cli.dump_log:dump_log",
     "groups": "pylog.cli.groups:groups",
+    "leader-election": "pylog.cli.leader_election:leader_election",
+    "log-dirs": "pylog.cli.log_dirs:log_dirs",
     "produce": "pylog.cli.console:produce",
+    "reassign-partitions": "pylog.cli.reassign_partitions:reassign_partitions",
     "topics": "pylog.cli.topics:topics",
     "transactions": "pylog.cli.transactions:transactions",
     "user-scram": "pylog.cli.user_scram:user_scram",

@@ -75,6 +75,12 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.DESCRIBE_TRANSACTIONS: 0,
     ApiKey.DESCRIBE_PRODUCERS: 0,
     ApiKey.WRITE_TXN_MARKERS: 1,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.DESCRIBE_LOG_DIRS: 4,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: 2,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
+    ApiKey.ALTER_CLIENT_QUOTAS: 1,
 }
 
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
@@ -888,7 +894,8 @@ class ClusterClient:
     def describe_configs(self, resource_type: int, name: str, *, synonyms: bool) -> list[Any]:
         """DescribeConfigs of one resource (a broker's at that broker); its
         config entries."""
-        node_id = int(name) if resource_type == CONFIG_RESOURCE_BROKER else self.any_node()
+        # A broker's own configs at that broker; the cluster default ("") anywhere.
+        node_id = int(name) if resource_type == CONFIG_RESOURCE_BROKER and name else self.any_node()
         body = {
             "resources": [
                 {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}
@@ -911,7 +918,8 @@ class ClusterClient:
     ) -> tuple[int, str | None]:
         """IncrementalAlterConfigs: each key set to its value, or deleted when
         the value is None; (error code, message)."""
-        node_id = int(name) if resource_type == CONFIG_RESOURCE_BROKER else self.any_node()
+        # A broker's own configs at that broker; the cluster default ("") anywhere.
+        node_id = int(name) if resource_type == CONFIG_RESOURCE_BROKER and name else self.any_node()
         body = {
             "resources": [
                 {
