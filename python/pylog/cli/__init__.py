@@ -9,8 +9,9 @@ Kafka's dump-log-segments tool does, reading them with the native core;
 ``transactions`` (:mod:`.transactions`), and the operator tools
 ``reassign-partitions`` (:mod:`.reassign_partitions`), ``leader-election``
 (:mod:`.leader_election`) and ``log-dirs`` (:mod:`.log_dirs`) are
-Kafka-protocol clients that work against any Kafka cluster; what they share is in :mod:`.common`. ``pylog console``
-is the web console of :mod:`pylog.console`.
+Kafka-protocol clients that work against any Kafka cluster; what they share
+is in :mod:`.common`. ``pylog console`` is the web console of
+:mod:`pylog.console`.
 """
 
 from __future__ import annotations
