@@ -257,7 +257,11 @@ def test_truncation_while_dumping_is_an_error_never_sigbus(tmp_path: Path) -> No
         for batches, extra in ((count // 2, 0), (count // 4, 0), (3, 7)):
             os.truncate(path, batches * len(one) + extra)
             time.sleep(0.005)
-        out, err = proc.communicate(timeout=120)
+        # Read the rest through the same buffered reader: communicate()
+        # reads the pipe itself and would lose lines readline() buffered.
+        out = proc.stdout.read()
+        err = proc.stderr.read() if proc.stderr is not None else ""
+        proc.wait(timeout=120)
         assert proc.returncode != -signal.SIGBUS, f"SIGBUS at delay {delay}"
         assert proc.returncode in (0, 1), (delay, proc.returncode, err)
         printed = [
