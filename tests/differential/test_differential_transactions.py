@@ -5,6 +5,7 @@ broker's own."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -175,4 +176,65 @@ def test_a_v2_transactions_life(brokers: Brokers, oracle: Oracle) -> None:
     end(1, True)  # a commit of nothing: INVALID_TXN_STATE
     end(1, False)  # an abort of a transaction never begun: epoch 2
     settled("CompleteAbort")
+    oracle.verify()
+
+
+def test_a_v2_abort_right_after_a_commit(brokers: Brokers, oracle: Oracle) -> None:
+    """franz-go's TestTxnEtl: a v2 producer whose next transaction's produces
+    all failed aborts at the new epoch at once, while the commit's markers
+    may still be on their way. Kafka answers CONCURRENT_TRANSACTIONS until
+    they are written (a transition in flight comes before the epoch is
+    judged), then takes the abort; pylog answered PRODUCER_FENCED, fatal to
+    franz-go. Whether the first abort meets the markers is a race on each
+    broker, so each side's answers are checked for that shape, not compared
+    one by one; what follows is compared."""
+    t, txn = name("txn-v2-next"), name("txn-v2-next-id")
+    oracle.create({t: 1})
+    find = {"key_type": 1, "coordinator_keys": [txn]}
+    oracle.until(ApiKey.FIND_COORDINATOR, 4, find, lambda r: r.coordinators[0].error_code == 0)
+    described = {"transactional_ids": [txn]}
+    loaded = lambda r: r.transaction_states[0].error_code == 105  # noqa: E731
+    oracle.until(ApiKey.DESCRIBE_TRANSACTIONS, 0, described, loaded)
+    x = oracle.send(
+        ApiKey.INIT_PRODUCER_ID, 5,
+        {"transactional_id": txn, "transaction_timeout_ms": 60000,
+         "producer_id": -1, "producer_epoch": -1},
+        allow=PID,
+    )  # fmt: skip
+    pids = {"kafka": x.kafka.producer_id, "pylog": x.pylog.producer_id}
+
+    def end_body(side: str, epoch: int, commit: bool) -> dict[str, Any]:
+        return {"transactional_id": txn, "producer_id": pids[side],
+                "producer_epoch": epoch, "committed": commit}  # fmt: skip
+
+    oracle.send(
+        ApiKey.PRODUCE, 12,
+        lambda side: {
+            **produce_body(t, _native.build_batch(
+                [(None, b"next", [], TS)], producer_id=pids[side], producer_epoch=0,
+                base_sequence=0, is_transactional=True)),
+            "transactional_id": txn,
+        },
+    )  # fmt: skip
+    oracle.send(ApiKey.END_TXN, 5, lambda side: end_body(side, 0, True), allow=PID)  # epoch 1
+    # Each side asked in turn, from right after the commit, until it takes it.
+    conns = {"kafka": oracle.pair.kafka, "pylog": oracle.pair.pylog}
+    answers: dict[str, list[int]] = {side: [] for side in conns}
+    last: dict[str, Any] = {}
+    deadline = time.monotonic() + 30
+    while len(last) < len(conns) and time.monotonic() < deadline:
+        for side in conns.keys() - last.keys():
+            r = conns[side].request(ApiKey.END_TXN, 5, end_body(side, 1, False))
+            answers[side].append(r.error_code)
+            if r.error_code != 51:  # CONCURRENT_TRANSACTIONS: the markers are on their way
+                last[side] = r
+        time.sleep(0.01)
+    for side, codes in answers.items():
+        assert codes[-1] == 0 and set(codes[:-1]) <= {51}, (side, answers)
+        assert (last[side].producer_id, last[side].producer_epoch) == (pids[side], 2), last
+    aborted = lambda r: r.transaction_states[0].transaction_state == "CompleteAbort"  # noqa: E731
+    oracle.until(ApiKey.DESCRIBE_TRANSACTIONS, 0, described, aborted)
+    oracle.send(ApiKey.DESCRIBE_TRANSACTIONS, 0, described, allow=DESCRIBED)
+    oracle.send(ApiKey.END_TXN, 5, lambda side: end_body(side, 1, False), allow=PID)  # a retry
+    oracle.send(ApiKey.END_TXN, 5, lambda side: end_body(side, 2, True))  # nothing to commit
     oracle.verify()

@@ -321,9 +321,8 @@ def test_docs_go_snippet(kafka: BrokerProcess, tmp_path: Path) -> None:
 
 
 # franz-go's own integration tests (package kgo) that apply to pylog: a single
-# broker. Left out: TestTxnEtl (KGO_OPEN_UNDER_TV2, below), the share-group
-# and KIP-848 tests (they skip themselves: no ShareFetch, no
-# ConsumerGroupHeartbeat), the SCRAM tests (no SCRAM listener here), and the
+# broker. Left out: the share-group and KIP-848 tests (they skip themselves:
+# no ShareFetch, no ConsumerGroupHeartbeat), the SCRAM tests (no SCRAM listener here), and the
 # unit tests that reach no broker.
 KGO_TESTS = [
     "TestAddRemovePartitions", "TestClient_Produce", "TestClient_ProduceLargeMessages",
@@ -333,14 +332,9 @@ KGO_TESTS = [
     "TestIssue434", "TestIssue523", "TestIssue648", "TestIssue769", "TestIssue810",
     "TestIssue831", "TestIssue865", "TestIssueFetchLargerThanBrokerMaxReadBytes",
     "TestIssueProduceSyncManualPartitionNegativeDoesNotPanic", "TestPauseIssue489",
-    "TestPauseIssueOct2023", "TestPing", "TestPooling", "TestUnknownGroupOffsetFetchPinned",
+    "TestPauseIssueOct2023", "TestPing", "TestPooling", "TestTxnEtl",
+    "TestUnknownGroupOffsetFetchPinned",
 ]  # fmt: skip
-# Open: franz-go 1.22 switches to transactions v2 (KIP-890 part 2) when the
-# broker finalizes transaction.version 2, as pylog now does by default, and
-# its TestTxnEtl then fails against pylog (its produces meet
-# "cannot produce record transactionally if not in a transaction" after a
-# rebalance); it passed under transactions v1. docs/transactions.md says so.
-KGO_OPEN_UNDER_TV2 = ["TestTxnEtl"]
 # Skips itself while pylog still serves Produce v2 (Kafka 4 no longer does).
 KGO_SKIPPED = ["TestIssueProduceBrokerTooOldFailsRecords"]
 

@@ -739,7 +739,7 @@ def test_prepare_commit_markers_resent_after_a_crash(broker: BrokerProcess) -> N
 def test_kafka_tools_read_the_coordinator(broker: BrokerProcess, tmp_path: Path) -> None:
     """Kafka's kafka-transactions lists and describes pylog's transactional
     ids; kafka-dump-log --transaction-log-decoder reads its
-    __transaction_state segments."""
+    __transaction_state segments, and pylog dump-log prints them as it does."""
     ck = pytest.importorskip("confluent_kafka")
     from kafka_tools import TOOLS, run_tool
 
@@ -777,6 +777,15 @@ def test_kafka_tools_read_the_coordinator(broker: BrokerProcess, tmp_path: Path)
     for status in (0, 1, 2, 4):
         assert f'"transactionStatus":{status},' in dumped, dumped[-3000:]
     assert f'"transactionPartitions":[{{"topic":"{topic}","partitionIds":[0]}}]' in dumped
+    # pylog dump-log --transaction-log-decoder prints the same, line for line.
+    from broker_process import PYLOG
+
+    ours = subprocess.run(
+        [PYLOG, "dump-log", "--transaction-log-decoder", "--files", *segments],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert ours.returncode == 0, ours.stderr
+    assert ours.stdout.splitlines() == dumped.splitlines()
 
 
 def test_acls_on_transactions(tmp_path: Path) -> None:

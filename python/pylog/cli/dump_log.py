@@ -21,6 +21,11 @@ from typing import IO, Any
 import click
 
 from pylog import _native
+from pylog.cli.coordinator_record_message_parser import (
+    MessageParser,
+    offsets_message_parser,
+    transaction_log_message_parser,
+)
 from pylog.errors import CorruptIndexError, CorruptRecordError, KafkaError
 from pylog.log.end_transaction_marker import EndTransactionMarker
 from pylog.log.producer_state import read_snapshot
@@ -68,6 +73,16 @@ class DumpFailed(Exception):
     show_default=True,
     help="Largest batch size accepted when validating.",
 )
+@click.option(
+    "--offsets-decoder",
+    is_flag=True,
+    help="Decode the records as __consumer_offsets' (implies --print-data-log).",
+)
+@click.option(
+    "--transaction-log-decoder",
+    is_flag=True,
+    help="Decode the records as __transaction_state's (implies --print-data-log).",
+)
 def dump_log(
     files: tuple[str, ...],
     more_files: tuple[str, ...],
@@ -75,6 +90,8 @@ def dump_log(
     verify_index_only: bool,
     deep_iteration: bool,
     max_bytes: int,
+    offsets_decoder: bool,
+    transaction_log_decoder: bool,
 ) -> None:
     """Print the contents of Kafka-format segment files.
 
@@ -83,9 +100,20 @@ def dump_log(
     """
     out = sys.stdout
     failures = 0
+    if offsets_decoder and transaction_log_decoder:
+        raise click.UsageError("--offsets-decoder and --transaction-log-decoder: one at most")
+    # Kafka's kafka-dump-log: a decoder prints every record's key and value
+    # as its coordinator's record schema says.
+    parser = offsets_message_parser if offsets_decoder else None
+    if transaction_log_decoder:
+        parser = transaction_log_message_parser
+    if parser is not None:
+        print_data_log = True
     for path in (*files, *more_files):
         try:
-            dump_file(path, out, print_data_log, verify_index_only, deep_iteration, max_bytes)
+            dump_file(
+                path, out, print_data_log, verify_index_only, deep_iteration, max_bytes, parser
+            )
         except DumpFailed as e:
             click.echo(f"Error: {e}", err=True)
             failures += 1
@@ -103,12 +131,13 @@ def dump_file(
     verify_index_only: bool,
     deep: bool,
     max_bytes: int,
+    parser: MessageParser | None = None,
 ) -> None:
     out.write(f"Dumping {path}\n")
     name = os.path.basename(path)
     stem, _, ext = name.partition(".")
     if ext == "log":
-        dump_log_file(path, out, print_data_log, deep, max_bytes)
+        dump_log_file(path, out, print_data_log, deep, max_bytes, parser)
     elif ext in ("index", "timeindex"):
         base_offset = _base_offset(path, stem)
         log_path = os.path.join(os.path.dirname(path), f"{stem}.log")
@@ -185,7 +214,12 @@ def _progress(path: str, total: int) -> Iterator[Any]:
 
 
 def dump_log_file(
-    path: str, out: IO[str], print_data_log: bool, deep: bool, max_bytes: int
+    path: str,
+    out: IO[str],
+    print_data_log: bool,
+    deep: bool,
+    max_bytes: int,
+    parser: MessageParser | None = None,
 ) -> None:
     size = os.path.getsize(path)
     stem = os.path.basename(path).partition(".")[0]
@@ -214,7 +248,7 @@ def dump_log_file(
                 if print_data_log:
                     batch = os.pread(f.fileno(), info.size, info.position)
                     for record in _native.decode_records(batch):
-                        out.write(_format_record(info, record))
+                        out.write(_format_record(info, record, parser))
             if bar is not None:
                 bar.update(end - position)
             if scan.error is not None:
@@ -264,7 +298,9 @@ def _payload(data: bytes | None) -> str:
     return data.decode("utf-8", errors="backslashreplace")
 
 
-def _format_record(b: _native.BatchInfo, r: _native.Record) -> str:
+def _format_record(
+    b: _native.BatchInfo, r: _native.Record, parser: MessageParser | None = None
+) -> str:
     key_size = -1 if r.key is None else len(r.key)
     value_size = -1 if r.value is None else len(r.value)
     header_keys = ",".join(k for k, _ in r.headers)
@@ -284,6 +320,13 @@ def _format_record(b: _native.BatchInfo, r: _native.Record) -> str:
             line + f" endTxnMarker: {marker.type_name} coordinatorEpoch: "
             f"{marker.coordinator_epoch}\n"
         )
+    if parser is not None:
+        try:
+            key, value = parser.parse(r.offset, r.key, r.value)
+        except ValueError as e:  # a record without a key: Kafka's tool stops there
+            raise DumpFailed(str(e)) from None
+        line += f" key: {key}"
+        return line + ("" if value is None else f" payload: {value}") + "\n"
     if r.key is not None:
         line += f" key: {_payload(r.key)}"
     return line + f" payload: {_payload(r.value)}\n"

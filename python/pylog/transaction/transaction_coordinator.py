@@ -312,11 +312,15 @@ class TransactionCoordinator:
         if isinstance(owned, int):
             return owned
         coordinator_epoch, m = owned
+        # A transition in flight is answered first, whoever asks (Kafka 4's
+        # handleAddPartitionsToTransaction): the asker backs off and retries.
+        if m.pending_transition_in_progress:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         if m.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if m.producer_epoch != producer_epoch:
             return ErrorCode.PRODUCER_FENCED
-        if m.pending_transition_in_progress or m.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+        if m.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if m.state == _S.ONGOING and partitions <= m.partitions:
             return ErrorCode.NONE  # already there: nothing to write
@@ -398,6 +402,14 @@ class TransactionCoordinator:
             and m.producer_epoch == 0
         )
         state = m.state
+        # An EndTxn v5 that meets a transition in flight (the last EndTxn's
+        # markers still being written) is CONCURRENT_TRANSACTIONS before its
+        # producer id and epoch are looked at, as Kafka 4's endTransaction
+        # answers: the producer retries and, once the transaction is
+        # complete, its abort at the new epoch is valid. Judged by the epoch,
+        # PrepareCommit would fence it (only a retry names an epoch there).
+        if client_version.supports_epoch_bump and m.pending_transition_in_progress and not fencing:
+            return EndTxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if v2:
             if state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
                 valid_epoch = retry_on_bump

@@ -332,3 +332,137 @@ def test_transactions_control_records_txnindex_and_snapshot(tmp_path: Path) -> N
         "producerId: 8 producerEpoch: 1 coordinatorEpoch: 4 "
         "currentTxnFirstOffset: OptionalLong.empty"
     )
+
+
+def _coordinator_segment(path: Path, records: list[tuple[bytes | None, bytes | None]]) -> Path:
+    """One batch of ``records`` (key, value) as a coordinator writes them."""
+    batch = _native.build_batch(
+        [(k, v, [], 1_700_000_000_000) for k, v in records],
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        is_transactional=False,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(batch)
+    return path
+
+
+def _decoded(path: Path, option: str) -> list[str]:
+    """Each record's ``key: ...`` onwards, as ``pylog dump-log`` prints it
+    (in-process: a subprocess per call costs seconds here)."""
+    from click.testing import CliRunner
+
+    from pylog.cli.dump_log import dump_log
+
+    result = CliRunner().invoke(dump_log, ["--files", str(path), option])
+    assert result.exit_code == 0, result.output
+    return [
+        ln.split(" headerKeys: [] ", 1)[1]
+        for ln in result.stdout.splitlines()
+        if ln.startswith("| offset:")
+    ]
+
+
+def test_transaction_log_decoder_prints_kafkas_json(tmp_path: Path) -> None:
+    """--transaction-log-decoder: __transaction_state records as Kafka 4.3's
+    kafka-dump-log prints them (value v0 and the flexible v1 with its tagged
+    fields only when not their default, a tombstone as <DELETE>), written by
+    pylog's TransactionLog (this segment's dump is Kafka's, line for line)."""
+    from pylog.common.topic_partition import TopicPartition
+    from pylog.common.transaction_version import TransactionVersion
+    from pylog.transaction.transaction_log import key_to_bytes, value_to_bytes
+    from pylog.transaction.transaction_metadata import TransactionState, TxnTransitMetadata
+
+    def transit(state: TransactionState, parts: list[TopicPartition]) -> TxnTransitMetadata:
+        return TxnTransitMetadata(
+            producer_id=7, previous_producer_id=7, next_producer_id=-1, producer_epoch=3,
+            last_producer_epoch=2, txn_timeout_ms=60000, state=state,
+            partitions=frozenset(parts), txn_start_ms=1000, txn_last_update_ms=2000,
+            client_transaction_version=TransactionVersion.TV_2,
+        )  # fmt: skip
+
+    key = key_to_bytes("tx-1")
+    empty = value_to_bytes(transit(TransactionState.EMPTY, []), 0)
+    ongoing = value_to_bytes(transit(TransactionState.ONGOING, [TopicPartition("t", 0)]), 1)
+    seg = _coordinator_segment(
+        tmp_path / "__transaction_state-0" / "00000000000000000000.log",
+        [(key, empty), (key, ongoing), (key, None), (b"\x00\x07", b"\x00\x00")],
+    )
+    k = 'key: {"type":"0","data":{"transactionalId":"tx-1"}}'
+    assert _decoded(seg, "--transaction-log-decoder") == [
+        f'{k} payload: {{"version":"0","data":{{"producerId":7,"producerEpoch":3,'
+        '"transactionTimeoutMs":60000,"transactionStatus":0,"transactionPartitions":null,'
+        '"transactionLastUpdateTimestampMs":2000,"transactionStartTimestampMs":1000}}',
+        f'{k} payload: {{"version":"1","data":{{"producerId":7,"previousProducerId":7,'
+        '"producerEpoch":3,"transactionTimeoutMs":60000,"transactionStatus":1,'
+        '"transactionPartitions":[{"topic":"t","partitionIds":[0]}],'
+        '"transactionLastUpdateTimestampMs":2000,"transactionStartTimestampMs":1000,'
+        '"clientTransactionVersion":2}}',
+        f"{k} payload: <DELETE>",
+        "key: Unknown record type 7 at offset 3, skipping.",
+    ]
+
+
+def test_offsets_decoder_prints_kafkas_json(tmp_path: Path) -> None:
+    """--offsets-decoder: __consumer_offsets records as Kafka 4.3's
+    kafka-dump-log prints them (this segment's dump is Kafka's, line for
+    line): an offset commit, a classic group whose
+    member's subscription and assignment decode as the consumer protocol's,
+    KIP-848 records (tagged fields, topic ids as Kafka prints a Uuid), a
+    tombstone, and a value that does not decode (named, the dump goes on)."""
+    from pylog.coordinator.consumer_group_records import (
+        group_epoch_record,
+        target_epoch_record,
+    )
+    from pylog.coordinator.records import (
+        GroupMetadataKey,
+        GroupMetadataValue,
+        MemberRecord,
+        OffsetCommitKey,
+        OffsetCommitValue,
+    )
+
+    # ConsumerProtocolSubscription v1 (topics, no user data, no owned
+    # partitions) and ConsumerProtocolAssignment v0 (t: [0, 1]).
+    subscription = struct.pack(">hih1sii", 1, 1, 1, b"t", -1, 0)
+    assignment = struct.pack(">hih1siiii", 0, 1, 1, b"t", 2, 0, 1, -1)
+    member = MemberRecord("m-1", None, "c", "/127.0.0.1", 30000, 10000, subscription, assignment)
+    group = GroupMetadataValue("consumer", 2, "range", "m-1", 5000, [member])
+    offset_key = OffsetCommitKey("g", "t", 0).encode()
+    assignment_key, assignment_value = target_epoch_record("g2", 4)
+    seg = _coordinator_segment(
+        tmp_path / "__consumer_offsets-0" / "00000000000000000000.log",
+        [
+            (offset_key, OffsetCommitValue(42, 3, "meta", 1234).encode()),
+            (GroupMetadataKey("g").encode(), group.encode()),
+            group_epoch_record("g2", 3),
+            (assignment_key, assignment_value),
+            (offset_key, None),
+            (GroupMetadataKey("g").encode(), b"\x00\x09"),
+        ],
+    )
+    assert _decoded(seg, "--offsets-decoder") == [
+        'key: {"type":"1","data":{"group":"g","topic":"t","partition":0}} payload: '
+        '{"version":"3","data":{"offset":42,"leaderEpoch":3,"metadata":"meta",'
+        '"commitTimestamp":1234}}',
+        'key: {"type":"2","data":{"group":"g"}} payload: {"version":"3","data":{'
+        '"protocolType":"consumer","generation":2,"protocol":"range","leader":"m-1",'
+        '"currentStateTimestamp":5000,"members":[{"memberId":"m-1","groupInstanceId":null,'
+        '"clientId":"c","clientHost":"/127.0.0.1","rebalanceTimeout":30000,'
+        '"sessionTimeout":10000,"subscription":{"topics":["t"],"userData":null,'
+        '"ownedPartitions":[]},"assignment":{"assignedPartitions":[{"topic":"t",'
+        '"partitions":[0,1]}],"userData":null}}]}}',
+        'key: {"type":"3","data":{"groupId":"g2"}} payload: {"version":"0","data":{"epoch":3}}',
+        'key: {"type":"6","data":{"groupId":"g2"}} payload: {"version":"0","data":{'
+        '"assignmentEpoch":4}}',
+        'key: {"type":"1","data":{"group":"g","topic":"t","partition":0}} payload: <DELETE>',
+        "key: Error at offset 5, skipping. Found an unknown record version 9 for 2 type",
+    ]
+    from click.testing import CliRunner
+
+    from pylog.cli.dump_log import dump_log
+
+    both = ["--files", str(seg), "--offsets-decoder", "--transaction-log-decoder"]
+    result = CliRunner().invoke(dump_log, both)
+    assert result.exit_code != 0 and "one at most" in result.output
