@@ -20,7 +20,7 @@ Kafka's order:
 Usage is measured per *metric tags* — (user, client id) for the levels naming
 both, (user, "") for a user's own or the default user's quota, ("", client id)
 for a client id's — so every connection of alice shares her user quota, as in
-Kafka. The measured rate (:class:`~pylog.server.sampled_stat.Rate` over
+Kafka. The measured rate (:class:`~pylog.common.metrics.sampled_stat.Rate` over
 ``quota.window.num`` windows of ``quota.window.size.seconds``) above the quota
 gives a throttle time: how long the client must stay quiet for its rate to
 come back down to the quota. The response says so (``throttle_time_ms``) and
@@ -37,6 +37,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from pylog.common.metrics.sampled_stat import Avg, Rate
 from pylog.metadata.client_quota_entity import (
     CONSUMER_BYTE_RATE,
     DEFAULT,
@@ -46,7 +47,6 @@ from pylog.metadata.client_quota_entity import (
     sanitize,
 )
 from pylog.security.kafka_principal import KafkaPrincipal
-from pylog.server.sampled_stat import Avg, Rate
 
 __all__ = ["ClientQuotaManager", "QuotaType"]
 

@@ -46,6 +46,7 @@ from pylog.config import (
     Between,
     ConfigKey,
     ConfigType,
+    HostCounts,
     ListOf,
     OneOf,
     config_table,
@@ -223,6 +224,14 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               "further ones are closed as they arrive.", AtLeast(0), "medium"),
     ConfigKey("max.connections.per.ip", I, INT_MAX, "Most connections from one address.",
               AtLeast(0), "medium"),
+    ConfigKey("max.connections.per.ip.overrides", S, "", "Per host or IP, the most "
+              "connections from it, over max.connections.per.ip: host:count,host:count.",
+              HostCounts(), "medium"),
+    ConfigKey("max.connection.creation.rate", I, INT_MAX, "Most new connections the broker "
+              "accepts per second (KIP-612); a connection over it is held before it is "
+              "served. Per listener: listener.name.<l>.max.connection.creation.rate. The "
+              "inter-broker listener is exempt when there are others.", AtLeast(0),
+              "medium"),
     # ---- topics and produce
     ConfigKey("num.partitions", I, 1, "Partitions of an auto-created topic, and of a "
               "CreateTopics request that asks for the default (-1).", AtLeast(1), "medium"),
@@ -283,6 +292,11 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               "over.", AtLeast(1), "low"),
     ConfigKey("quota.window.size.seconds", I, 1, "Length of each client quota sample.",
               AtLeast(1), "low"),
+    ConfigKey("controller.quota.window.num", I, 11, "Samples of the controller mutation "
+              "quota (controller_mutation_rate, KIP-599): its token bucket holds this many "
+              "windows of credits.", AtLeast(1), "low"),
+    ConfigKey("controller.quota.window.size.seconds", I, 1, "Length of each controller "
+              "mutation quota sample.", AtLeast(1), "low"),
     # ---- group coordinator and offset manager (Kafka's names and defaults)
     ConfigKey("offsets.topic.num.partitions", I, 50, "Partitions of __consumer_offsets "
               "(fixed once the topic exists).", AtLeast(1), "high"),
@@ -470,6 +484,8 @@ ALL_BROKER_CONFIG: dict[str, ConfigKey] = {**BROKER_CONFIG, **BROKER_LOG_CONFIG}
 LISTENER_KEYS = frozenset(
     [k for k in BROKER_CONFIG if k.startswith("ssl.")]
     + ["sasl.enabled.mechanisms", "sasl.server.max.receive.size", "connections.max.reauth.ms"]
+    # Kafka's ListenerReconfigurableConfigs of the SocketServer
+    + ["max.connections", "max.connection.creation.rate"]
 )
 #: Keys set per listener and SASL mechanism:
 #: ``listener.name.<listener>.<mechanism>.<key>`` (mechanism lower-cased).

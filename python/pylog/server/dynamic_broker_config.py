@@ -39,6 +39,7 @@ __all__ = [
     "BrokerReconfigurable",
     "DynamicBrokerConfig",
     "ReconfigurationValidator",
+    "listener_socket_key",
     "listener_ssl_key",
 ]
 
@@ -71,7 +72,13 @@ _THREAD_KEYS = frozenset(
     {"num.io.threads", "num.network.threads", "num.replica.fetchers",
      "num.recovery.threads.per.data.dir", "background.threads"}
 )  # fmt: skip
-_SOCKET_KEYS = frozenset({"max.connections", "max.connections.per.ip"})
+_SOCKET_KEYS = frozenset(
+    {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+     "max.connection.creation.rate"}
+)  # fmt: skip
+# Kafka's SocketServer.ListenerReconfigurableConfigs: dynamic per listener
+# (``listener.name.<listener>.<key>``), per broker or cluster-wide.
+_LISTENER_SOCKET_KEYS = frozenset({"max.connections", "max.connection.creation.rate"})
 # DynamicProducerStateManagerConfig.
 _PRODUCER_STATE_KEYS = frozenset(
     {"producer.id.expiration.ms", "transaction.partition.verification.enable"}
@@ -117,8 +124,21 @@ def listener_ssl_key(name: str) -> tuple[str, str] | None:
     return m.group(1).upper(), m.group(2)
 
 
+def listener_socket_key(name: str) -> tuple[str, str] | None:
+    """(listener, key) of a ``listener.name.<listener>.max.connections`` or
+    ``….max.connection.creation.rate`` key, else None."""
+    m = _LISTENER_KEY.match(name)
+    if m is None or m.group(2) not in _LISTENER_SOCKET_KEYS:
+        return None
+    return m.group(1).upper(), m.group(2)
+
+
 def _is_dynamic(name: str) -> bool:
-    return name in DYNAMIC_BROKER_CONFIGS or listener_ssl_key(name) is not None
+    return (
+        name in DYNAMIC_BROKER_CONFIGS
+        or listener_ssl_key(name) is not None
+        or listener_socket_key(name) is not None
+    )
 
 
 #: Called with the old and the new configuration after a change was applied
@@ -194,11 +214,24 @@ class DynamicBrokerConfig:
                 _SSL_PASSWORD_KEYS],
                "pylog keeps no dynamic passwords (Kafka stores them encrypted with "
                "password.encoder.secret); set these in server.properties")  # fmt: skip
-        for k in listener_keys:
-            listener = (listener_ssl_key(k) or ("", ""))[0]
+        socket_keys = [k for k in configs if listener_socket_key(k) is not None]
+        for k in [*listener_keys, *socket_keys]:
+            listener = (listener_ssl_key(k) or listener_socket_key(k) or ("", ""))[0]
             if self.static.listener(listener) is None:
                 raise InvalidConfigurationError(f"Invalid listener name in {k}: no listener "
                                                 f"is named {listener}")  # fmt: skip
+        for k in socket_keys:
+            # Kafka's ListenerConnectionQuota.validateReconfiguration: above 0.
+            try:
+                value = int(str(configs[k]).strip())
+            except ValueError:
+                raise InvalidConfigurationError(
+                    f"Invalid value {configs[k]} for configuration {k}: Not a number of type INT"
+                ) from None
+            if value <= 0:
+                raise InvalidConfigurationError(
+                    f"Invalid {(listener_socket_key(k) or ('', k))[1]} {value}"
+                )
         with self._lock:
             default, broker = dict(self._default), dict(self._per_broker)
             validators = list(self._validators)
@@ -255,6 +288,11 @@ class DynamicBrokerConfig:
         # rotating a certificate in place is how operators renew it (Kafka's
         # ReloadableFileConfigs).
         changed += sorted(k for k in {**default, **broker} if listener_ssl_key(k) is not None)
+        changed += sorted(
+            k
+            for k in {**old.originals, **new.originals}
+            if listener_socket_key(k) is not None and old.originals.get(k) != new.originals.get(k)
+        )
         if not changed:
             return
         _log.info("dynamic config of %s: %s", entity,

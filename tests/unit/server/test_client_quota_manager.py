@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pylog.common.metrics.sampled_stat import Avg, Rate
 from pylog.metadata.client_quota_entity import (
     DEFAULT,
     PRODUCER_BYTE_RATE,
@@ -18,7 +19,6 @@ from pylog.metadata.client_quota_entity import (
 from pylog.metadata.json_store import JsonMetadataStore
 from pylog.security.kafka_principal import KafkaPrincipal
 from pylog.server.client_quota_manager import ClientQuotaManager, QuotaType
-from pylog.server.sampled_stat import Avg, Rate
 
 ALICE = KafkaPrincipal("User", "alice")
 BOB = KafkaPrincipal("User", "bob")
