@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pylog.common.metrics.sampled_stat import Avg, Rate
 from pylog.metadata.client_quota_entity import (
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     DEFAULT,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
@@ -67,6 +68,8 @@ class QuotaType(enum.Enum):
     PRODUCE = ("Produce", PRODUCER_BYTE_RATE, "byte-rate")
     FETCH = ("Fetch", CONSUMER_BYTE_RATE, "byte-rate")
     REQUEST = ("Request", REQUEST_PERCENTAGE, "request-time")
+    #: ControllerMutationQuotaManager's (a token bucket, not a rate).
+    CONTROLLER_MUTATION = ("ControllerMutation", CONTROLLER_MUTATION_RATE, "mutation-rate")
 
     def __init__(self, group: str, key: str, metric: str) -> None:
         self.group = group
