@@ -9,6 +9,7 @@ through ``/config/changes``)."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,10 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_tools import run_tool
 
+from pylog.protocol import ApiKey
+from pylog.protocol.client import KafkaConnection
+from pylog.protocol.codec import encode_request
+from pylog.protocol.messages import AlterClientQuotasResponse
 from pylog.testing import LocalCluster, ZooKeeperServer
 
 BIG = b"x" * 10_000  # past message.max.bytes=5000, well inside the default
@@ -240,3 +245,86 @@ def test_tls_certificate_rotation_without_a_restart(tmp_path: Path) -> None:
     finally:
         if broker.proc is not None:
             broker.stop()
+
+
+def _answered(port: int, source: str, hold: list[socket.socket] | None = None) -> bool:
+    """Whether a connection from ``source`` gets an answer to ApiVersions
+    (False: closed unanswered); kept open in ``hold`` when given."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(source, 0))
+    try:
+        s.sendall(encode_request(ApiKey.API_VERSIONS, 0, 1, "probe", {}))
+        try:
+            got = s.recv(4)
+        except ConnectionResetError:
+            got = b""
+    finally:
+        if hold is None or not got:
+            s.close()
+        else:
+            hold.append(s)
+    return bool(got)
+
+
+def _ip_quota(bootstrap: str, ip: str, rate: float | None) -> None:
+    body = {"entries": [{"entity": [{"entity_type": "ip", "entity_name": ip}],
+                         "ops": [{"key": "connection_creation_rate", "value": rate or 0.0,
+                                  "remove": rate is None}]}],
+            "validate_only": False}  # fmt: skip
+    with KafkaConnection(bootstrap) as c:
+        r = c.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, body, AlterClientQuotasResponse)
+    assert [e.error_code for e in r.entries] == [0], r
+
+
+def test_ip_quotas_and_connection_limits_reach_every_broker(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """KIP-612 on ZooKeeper: an IP quota set through one broker is
+    ``/config/ips/<ip>`` in Kafka's JSON, announced under ``/config/changes``
+    as ``ips/<ip>``, and every broker applies it (rate 0: every connection
+    from the address is closed unanswered) and drops it; the dynamic
+    ``max.connections.per.ip.overrides`` set cluster-wide with kafka-configs
+    holds on every broker; a listener's ``max.connection.creation.rate`` of 0
+    is refused as Kafka refuses it."""
+    assert cluster.zk is not None
+    ports = {i: cluster.broker(i).port for i in cluster.registered()}
+    first = ports[min(ports)]
+    _ip_quota(f"127.0.0.1:{first}", "127.0.0.2", 0)
+    doc = json.loads(cluster.zk.get("/config/ips/127.0.0.2")[0])
+    assert doc == {"version": 1, "config": {"connection_creation_rate": "0"}}
+    notes = [json.loads(cluster.zk.get(f"/config/changes/{n}")[0])
+             for n in cluster.zk.get_children("/config/changes")]  # fmt: skip
+    assert {"version": 2, "entity_path": "ips/127.0.0.2"} in notes
+    try:
+        for port in ports.values():
+            _until(lambda port=port: not _answered(port, "127.0.0.2"), f"{port} refusing")
+            assert _answered(port, "127.0.0.1")  # other addresses are served
+    finally:
+        _ip_quota(f"127.0.0.1:{first}", "127.0.0.2", None)
+    for port in ports.values():
+        _until(lambda port=port: _answered(port, "127.0.0.2"), f"{port} serving again")
+
+    b = cluster.bootstrap_servers
+    _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-default",
+             "--add-config", "max.connections.per.ip.overrides=127.0.0.3:1")  # fmt: skip
+    held: list[socket.socket] = []
+    try:
+        for port in ports.values():
+
+            def one_only(port: int = port) -> bool:
+                for s in held:
+                    s.close()
+                held.clear()
+                return _answered(port, "127.0.0.3", held) and not _answered(port, "127.0.0.3")
+
+            _until(one_only, f"{port} holding 127.0.0.3 to one connection")
+            assert _answered(port, "127.0.0.1")
+    finally:
+        for s in held:
+            s.close()
+        _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-default",
+                 "--delete-config", "max.connections.per.ip.overrides")  # fmt: skip
+    out = _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name",
+                   str(min(ports)), "--add-config",
+                   "listener.name.plaintext.max.connection.creation.rate=0",
+                   check=False)  # fmt: skip
+    assert "Invalid max.connection.creation.rate 0" in out, out
