@@ -184,6 +184,11 @@ def _apply_connection_limits(quotas: ConnectionQuotas, config: KafkaConfig) -> N
         quotas.update_listener_connection_rate(
             ep.listener_name, UNLIMITED if rate is None else int(rate)
         )
+        most = scoped.get("max.connections")
+        if most is None:
+            quotas.listener_max_connections.pop(ep.listener_name, None)
+        else:
+            quotas.listener_max_connections[ep.listener_name] = int(most)
 
 
 def _ip_connection_rates(store: MetadataStore) -> Callable[[], Mapping[str | None, int]]:

@@ -18,8 +18,10 @@ Three limits apply when a connection is accepted, in Kafka's order:
    it, so a client reconnecting in a loop is slowed rather than spun. Its
    connection is taken back out of the broker's and listener's rates.
 3. **The count per IP address** (``max.connections.per.ip``, with
-   ``max.connections.per.ip.overrides`` per host or IP): one over it is
-   closed at once.
+   ``max.connections.per.ip.overrides`` per host or IP) and per listener
+   (``listener.name.<listener>.max.connections``): one over it is closed at
+   once (Kafka's Acceptor waits for a listener's slot instead; pylog treats
+   it as it treats the broker-wide ``max.connections``).
 
 The rates are Kafka's ``Rate`` over ``quota.window.num`` windows of
 ``quota.window.size.seconds`` (measured over at least ``num - 1`` windows, so
@@ -152,6 +154,8 @@ class ConnectionQuotas:
         self._default_ip_rate = UNLIMITED
         self._ip_sensors: dict[str, _RateSensor] = {}
         self.counts: dict[str, int] = {}
+        self.listener_counts: dict[str, int] = {}
+        self.listener_max_connections: dict[str, int] = {}
         #: Connections closed for their address's rate, and delayed for the
         #: broker's or a listener's (the throttle metrics' counts).
         self.ip_throttled = 0
@@ -244,15 +248,24 @@ class ConnectionQuotas:
             self.ip_throttled += 1
         return throttle
 
-    def inc(self, ip: str) -> None:
-        self.counts[ip] = self.counts.get(ip, 0) + 1
+    def listener_full(self, listener: str) -> int | None:
+        """The listener's ``max.connections`` when it has that many, else None."""
+        limit = self.listener_max_connections.get(listener.upper(), UNLIMITED)
+        return limit if self.listener_counts.get(listener.upper(), 0) >= limit else None
 
-    def dec(self, ip: str) -> None:
+    def inc(self, ip: str, listener: str = "") -> None:
+        self.counts[ip] = self.counts.get(ip, 0) + 1
+        key = listener.upper()
+        self.listener_counts[key] = self.listener_counts.get(key, 0) + 1
+
+    def dec(self, ip: str, listener: str = "") -> None:
         n = self.counts.get(ip, 1) - 1
         if n > 0:
             self.counts[ip] = n
         else:
             self.counts.pop(ip, None)
+        key = listener.upper()
+        self.listener_counts[key] = max(self.listener_counts.get(key, 1) - 1, 0)
 
     def get(self, ip: str) -> int:
         return self.counts.get(ip, 0)

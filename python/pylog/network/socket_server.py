@@ -356,6 +356,10 @@ class SocketServer:
                 f"connection_creation_rate of {ip} ({quotas.connection_rate_for_ip(ip)}/s) "
                 "exceeded",
             )
+        full = quotas.listener_full(listener)
+        if full is not None:
+            self.connections_refused += 1
+            return f"listener.name.{listener.lower()}.max.connections ({full}) reached"
         limit = quotas.max_connections_for(ip)
         if quotas.get(ip) >= limit:
             self.connections_refused += 1
@@ -365,14 +369,14 @@ class SocketServer:
                 else f"max.connections.per.ip.overrides ({ip}:{limit}) reached"
             )
         self.processors[p.connection_id] = p
-        quotas.inc(ip)
+        quotas.inc(ip, listener)
         self.connections_total += 1
         return None
 
     def forget(self, p: Processor) -> None:
         self.held.discard(p)
         if self.processors.pop(p.connection_id, None) is not None:
-            self.connection_quotas.dec(normalize_host(p.client_host))
+            self.connection_quotas.dec(normalize_host(p.client_host), p.acceptor.spec.name)
 
     def tune_socket(self, sock: socket.socket) -> None:
         with contextlib.suppress(OSError):

@@ -114,10 +114,14 @@ def test_counts_and_overrides() -> None:
     assert q.max_connections_for("127.0.0.2") == 5
     # a host name is resolved, as Kafka's InetAddress.getByName does
     assert q.max_connections_for(normalize_host("localhost", resolve=True)) == 7
-    q.inc("127.0.0.1")
-    q.inc("127.0.0.1")
-    q.dec("127.0.0.1")
+    q.listener_max_connections["EXTERNAL"] = 2
+    q.inc("127.0.0.1", "external")
+    assert q.listener_full("EXTERNAL") is None
+    q.inc("127.0.0.1", "external")
+    assert q.listener_full("external") == 2 and q.listener_full("INTERNAL") is None
+    q.dec("127.0.0.1", "external")
     assert q.get("127.0.0.1") == 1 and q.get("127.0.0.3") == 0
+    assert q.listener_full("EXTERNAL") is None
 
 
 def test_addresses_are_normalized_as_java_does() -> None:
