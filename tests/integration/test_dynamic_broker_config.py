@@ -9,6 +9,7 @@ through ``/config/changes``)."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 import uuid
@@ -97,6 +98,11 @@ def test_kafka_configs_changes_a_lone_broker_without_a_restart(tmp_path: Path) -
         out = _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name", "0",
                        "--add-config", "message.max.bytes=lots", check=False)  # fmt: skip
         assert "message.max.bytes" in out and "InvalidConfigurationException" in out
+        # a dynamic password needs password.encoder.secret, which this broker lacks
+        out = _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name", "0",
+                       "--add-config", "listener.name.plaintext.ssl.key.password=x",
+                       check=False)  # fmt: skip
+        assert "Password encoder secret not configured" in out
         assert _too_large(_send(b, topic, 0, BIG))
 
         # The dynamic layers live in the broker's store: a restart keeps them.
@@ -242,6 +248,75 @@ def test_tls_certificate_rotation_without_a_restart(tmp_path: Path) -> None:
         broker.start()
         ssl_port = listener_ports(broker.start_line)["SSL"]
         assert trusted(new.ca) and not trusted(old.ca)
+    finally:
+        if broker.proc is not None:
+            broker.stop()
+
+
+def test_keystore_password_rotation_with_password_encoder_secret(tmp_path: Path) -> None:
+    """A PKCS12 keystore and its password replaced together through
+    ``kafka-configs`` (Kafka's ``listener.name.<l>.ssl.keystore.password``):
+    the password is stored encrypted with ``password.encoder.secret`` in
+    Kafka's format, new connections get the new certificate, a restart
+    decrypts it again, and a wrong password is refused with nothing changed."""
+    from confluent_kafka import KafkaException
+    from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, pkcs12
+    from security_support import STORE_PASSWORD, listener_ports, make_certs
+
+    from pylog.security.password_encoder import PasswordEncoder
+
+    old, new = make_certs(tmp_path / "old"), make_certs(tmp_path / "new")  # two CAs
+    key, cert, chain = pkcs12.load_key_and_certificates(
+        new.broker_p12.read_bytes(), STORE_PASSWORD.encode()
+    )
+    rotated = tmp_path / "rotated.p12"
+    rotated.write_bytes(pkcs12.serialize_key_and_certificates(
+        b"broker", key, cert, chain, BestAvailableEncryption(b"rotated-secret")))  # fmt: skip
+    broker = BrokerProcess(tmp_path / "data", {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(old.broker_p12),
+        "ssl.keystore.password": STORE_PASSWORD,
+        "password.encoder.secret": "encoder-secret",
+    }).start()  # fmt: skip
+    try:
+        plain = broker.bootstrap
+
+        def trusted(ca: Path) -> bool:
+            ssl_port = listener_ports(broker.start_line)["SSL"]
+            try:
+                AdminClient({"bootstrap.servers": f"127.0.0.1:{ssl_port}",
+                             "security.protocol": "SSL", "ssl.ca.location": str(ca),
+                             "socket.timeout.ms": 5000}).list_topics(timeout=5)  # fmt: skip
+                return True
+            except KafkaException:
+                return False
+
+        assert trusted(old.ca)
+        prefix = "listener.name.ssl.ssl.keystore"
+        bad = _configs(plain, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name",
+                       "0", "--add-config",
+                       f"{prefix}.location={rotated},{prefix}.password=wrong-password",
+                       check=False)  # fmt: skip
+        assert "Validation of dynamic config update of SSLFactory failed" in bad
+        out = _configs(plain, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name",
+                       "0", "--add-config",
+                       f"{prefix}.location={rotated},{prefix}.password=rotated-secret")  # fmt: skip
+        assert "Completed updating config for broker 0." in out
+        assert trusted(new.ca) and not trusted(old.ca)
+        out = _configs(plain, tmp_path, "--describe", "--entity-type", "brokers",
+                       "--entity-name", "0")  # fmt: skip
+        assert f"{prefix}.password=null sensitive=true" in out, out
+
+        # Stored as Kafka stores it: encrypted, never in the clear.
+        stored = "".join(f.read_text() for f in (tmp_path / "data").glob("pylog-metadata.*"))
+        assert "rotated-secret" not in stored
+        found = re.search(r'"(keyFactoryAlgorithm:[^"]+)"', stored)
+        assert found is not None, stored
+        assert PasswordEncoder("encoder-secret").decode(found.group(1)) == "rotated-secret"
+
+        broker.stop()
+        broker.start()
+        assert trusted(new.ca)  # the stored password decoded: the rotated keystore loads
     finally:
         if broker.proc is not None:
             broker.stop()

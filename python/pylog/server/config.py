@@ -292,6 +292,22 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               "over.", AtLeast(1), "low"),
     ConfigKey("quota.window.size.seconds", I, 1, "Length of each client quota sample.",
               AtLeast(1), "low"),
+    # ---- dynamic password configs (Kafka's PasswordEncoderConfigs; docs/operations.md)
+    ConfigKey("password.encoder.secret", P, None, "Secret that encrypts the dynamic "
+              "password configs (listener.name.<l>.ssl.keystore.password, ...) kept in "
+              "/config/brokers/<id>; the same on every broker of a cluster.", None, "medium"),
+    ConfigKey("password.encoder.old.secret", P, None, "The previous password.encoder.secret, "
+              "while rotating it: stored passwords it encrypted still decode.", None, "medium"),
+    ConfigKey("password.encoder.keyfactory.algorithm", S, None, "PBKDF2 variant deriving the "
+              "key: PBKDF2WithHmacSHA512 (when unset), PBKDF2WithHmacSHA256 or "
+              "PBKDF2WithHmacSHA1.", None, "low"),
+    ConfigKey("password.encoder.cipher.algorithm", S, "AES/CBC/PKCS5Padding", "Cipher of the "
+              "dynamic passwords: AES/CBC/PKCS5Padding or AES/GCM/NoPadding.",
+              OneOf("AES/CBC/PKCS5Padding", "AES/GCM/NoPadding"), "low"),
+    ConfigKey("password.encoder.key.length", I, 128, "Key length in bits (128, 192 or 256 "
+              "for AES).", AtLeast(8), "low"),
+    ConfigKey("password.encoder.iterations", I, 4096, "PBKDF2 iterations.", AtLeast(1024),
+              "low"),
     ConfigKey("controller.quota.window.num", I, 11, "Samples of the controller mutation "
               "quota (controller_mutation_rate, KIP-599): its token bucket holds this many "
               "windows of credits.", AtLeast(1), "low"),
