@@ -25,7 +25,11 @@ from kafka_tools import run_tool
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
 from pylog.protocol.codec import encode_request
-from pylog.protocol.messages import AlterClientQuotasResponse
+from pylog.protocol.messages import (
+    AlterClientQuotasResponse,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsResponse,
+)
 from pylog.testing import LocalCluster, ZooKeeperServer
 
 BIG = b"x" * 10_000  # past message.max.bytes=5000, well inside the default
@@ -293,19 +297,37 @@ def test_keystore_password_rotation_with_password_encoder_secret(tmp_path: Path)
 
         assert trusted(old.ca)
         prefix = "listener.name.ssl.ssl.keystore"
-        bad = _configs(plain, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name",
-                       "0", "--add-config",
-                       f"{prefix}.location={rotated},{prefix}.password=wrong-password",
-                       check=False)  # fmt: skip
-        assert "Validation of dynamic config update of SSLFactory failed" in bad
+        # a wrong password is refused, nothing stored (IncrementalAlterConfigs,
+        # what kafka-configs sends)
+        with KafkaConnection(plain) as c:
+            refused = c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
+                "resources": [{"resource_type": 4, "resource_name": "0", "configs": [
+                    {"name": f"{prefix}.location", "config_operation": 0, "value": str(rotated)},
+                    {"name": f"{prefix}.password", "config_operation": 0,
+                     "value": "wrong-password"}]}],
+                "validate_only": False,
+            }, IncrementalAlterConfigsResponse)  # fmt: skip
+        assert refused.responses[0].error_code == 40  # INVALID_CONFIG
+        assert "Validation of dynamic config update of SSLFactory failed" in str(
+            refused.responses[0].error_message
+        )
+        assert not (tmp_path / "data" / "pylog-metadata.journal").exists() or (
+            "keyFactoryAlgorithm" not in (tmp_path / "data" / "pylog-metadata.journal").read_text()
+        )
         out = _configs(plain, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name",
                        "0", "--add-config",
                        f"{prefix}.location={rotated},{prefix}.password=rotated-secret")  # fmt: skip
         assert "Completed updating config for broker 0." in out
         assert trusted(new.ca) and not trusted(old.ca)
-        out = _configs(plain, tmp_path, "--describe", "--entity-type", "brokers",
-                       "--entity-name", "0")  # fmt: skip
-        assert f"{prefix}.password=null sensitive=true" in out, out
+        # DescribeConfigs hides it (sensitive, no value), as kafka-configs --describe shows
+        with KafkaConnection(plain) as c:
+            described = c.request(ApiKey.DESCRIBE_CONFIGS, 4, {
+                "resources": [{"resource_type": 4, "resource_name": "0",
+                               "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False,
+            }, DescribeConfigsResponse)  # fmt: skip
+        entry = next(e for e in described.results[0].configs if e.name == f"{prefix}.password")
+        assert entry.value is None and entry.is_sensitive
 
         # Stored as Kafka stores it: encrypted, never in the clear.
         stored = "".join(f.read_text() for f in (tmp_path / "data").glob("pylog-metadata.*"))

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import math
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -269,11 +268,3 @@ class ConnectionQuotas:
 
     def get(self, ip: str) -> int:
         return self.counts.get(ip, 0)
-
-    def ip_rates(self, now_ms: int) -> list[tuple[str, float]]:
-        """(ip, connections per second) of each address under a quota."""
-        return [
-            (ip, s.rate.measure(now_ms))
-            for ip, s in sorted(self._ip_sensors.items())
-            if math.isfinite(s.bound)
-        ]
