@@ -162,7 +162,14 @@ def _dynamic_broker_config(server: KafkaServer, store: MetadataStore) -> Dynamic
             else None
         )
     )
-    for entity in (DEFAULT_ENTITY, str(server.config.broker_id)):
+    own = str(server.config.broker_id)
+    again = dynamic.reencoded(store.broker_config(own))
+    if again is not None:
+        # password.encoder.secret rotated: the stored passwords move to the
+        # new secret (Kafka's maybeReEncodePasswords), heard like any change
+        store.set_broker_config(own, again)
+        _log.info("dynamic passwords of broker %s encrypted again with the new secret", own)
+    for entity in (DEFAULT_ENTITY, own):
         layer = store.broker_config(entity)
         if layer:
             dynamic.update(entity, layer)

@@ -217,6 +217,30 @@ class DynamicBrokerConfig:
             out[name] = self.password_encoder.encode(value)
         return out
 
+    def reencoded(self, configs: Mapping[str, str]) -> dict[str, str] | None:
+        """A stored layer whose passwords only ``password.encoder.old.secret``
+        decodes, encrypted again with the current secret (what Kafka writes
+        back at start-up while the secret is rotated); None when none needs it."""
+        current, old = self.password_encoder, self._old_password_encoder
+        if current is None or old is None:
+            return None
+        out = dict(configs)
+        changed = False
+        for name, value in configs.items():
+            if not is_password_config(name):
+                continue
+            try:
+                current.decode(value)
+                continue
+            except InvalidConfigurationError:
+                pass
+            try:
+                out[name] = current.encode(old.decode(value))
+                changed = True
+            except InvalidConfigurationError:
+                continue  # neither decodes it: from_persistent leaves it out
+        return out if changed else None
+
     def from_persistent(self, configs: Mapping[str, str]) -> dict[str, str]:
         """A stored layer with its passwords decrypted; one that does not
         decode is left out, with an error (Kafka's fromPersistentProps)."""

@@ -62,3 +62,36 @@ def test_a_wrong_secret_or_a_damaged_value_is_refused() -> None:
         PasswordEncoder("right").decode("not an encoded password")
     with pytest.raises(InvalidConfigurationError):
         PasswordEncoder("x", cipher_algorithm="DES/ECB/NoPadding")
+
+
+def test_dynamic_config_encrypts_decrypts_and_moves_to_a_new_secret() -> None:
+    """DynamicBrokerConfig's persistent form: a listener password encrypted
+    with password.encoder.secret, refused at the cluster default or without
+    a secret, decoded again, and at start-up with a rotated secret encrypted
+    again from password.encoder.old.secret (Kafka's maybeReEncodePasswords)."""
+    from pylog.server.config import KafkaConfig
+    from pylog.server.dynamic_broker_config import DEFAULT_ENTITY, DynamicBrokerConfig
+
+    def dynamic(**secrets: str) -> DynamicBrokerConfig:
+        props = {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"}
+        props.update({f"password.encoder.{k.replace('_', '.')}": v for k, v in secrets.items()})
+        return DynamicBrokerConfig(KafkaConfig.from_props(props))
+
+    key = "listener.name.ssl.ssl.keystore.password"
+    first = dynamic(secret="one")
+    stored = first.to_persistent("0", {key: "pw", "message.max.bytes": "5000"})
+    assert stored["message.max.bytes"] == "5000" and "pw" not in stored[key]
+    assert first.from_persistent(stored) == {key: "pw", "message.max.bytes": "5000"}
+    with pytest.raises(InvalidConfigurationError, match="only at broker level"):
+        first.to_persistent(DEFAULT_ENTITY, {key: "pw"})
+    with pytest.raises(InvalidConfigurationError, match="secret not configured"):
+        dynamic().to_persistent("0", {key: "pw"})
+    assert first.reencoded(stored) is None  # no old secret: nothing to move
+
+    rotated = dynamic(secret="two", old_secret="one")
+    again = rotated.reencoded(stored)
+    assert again is not None and again[key] != stored[key]
+    assert dynamic(secret="two").from_persistent(again)[key] == "pw"
+    assert rotated.reencoded(again) is None  # already on the new secret
+    # a password neither secret decodes is left out
+    assert dynamic(secret="three").from_persistent(stored) == {"message.max.bytes": "5000"}
