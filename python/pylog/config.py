@@ -142,6 +142,39 @@ class IntOrDefault(Validator):
         return f"[-1, {self.low},...,{self.high}]"
 
 
+def parse_host_counts(text: str) -> dict[str, int]:
+    """``host:count`` pairs, comma separated (Kafka's ``getMap``, as
+    ``max.connections.per.ip.overrides`` takes them); ValueError naming the
+    bad entry."""
+    out: dict[str, int] = {}
+    for entry in (e.strip() for e in (text or "").split(",")):
+        if not entry:
+            continue
+        host, sep, count = entry.rpartition(":")
+        if not sep or not host.strip():
+            raise ValueError(f"map entry {entry!r} is not of the form host:count")
+        try:
+            out[host.strip()] = int(count.strip())
+        except ValueError:
+            raise ValueError(f"{count.strip()!r} in {entry!r} is not a number") from None
+    return out
+
+
+class HostCounts(Validator):
+    """``host:count,host:count`` with each count at least 0."""
+
+    def check(self, value: Any) -> str | None:
+        try:
+            counts = parse_host_counts(str(value or ""))
+        except ValueError as e:
+            return str(e)
+        bad = [h for h, n in counts.items() if n < 0]
+        return f"the count of {bad[0]} must be at least 0" if bad else None
+
+    def __str__(self) -> str:
+        return "host:count,..."
+
+
 # ---------------------------------------------------------------- keys
 
 

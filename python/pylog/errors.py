@@ -96,6 +96,7 @@ class ErrorCode(enum.IntEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
+    THROTTLING_QUOTA_EXCEEDED = 89
     PRODUCER_FENCED = 90
     RESOURCE_NOT_FOUND = 91
     DUPLICATE_RESOURCE = 92
@@ -274,6 +275,19 @@ class InvalidReplicaAssignmentError(KafkaError):
 
 class PolicyViolationError(KafkaError):
     code, error_name = 44, "POLICY_VIOLATION"
+
+
+class ThrottlingQuotaExceededError(KafkaError):
+    """KIP-599: a topic or partition mutation over the client's
+    ``controller_mutation_rate``; ``throttle_time_ms`` says how long until
+    the quota has room again."""
+
+    code, error_name, retriable = 89, "THROTTLING_QUOTA_EXCEEDED", True
+
+    def __init__(self, throttle_time_ms: int) -> None:
+        # Kafka's Errors.THROTTLING_QUOTA_EXCEEDED message.
+        super().__init__("The throttling quota has been exceeded.")
+        self.throttle_time_ms = throttle_time_ms
 
 
 class ReassignmentInProgressError(KafkaError):

@@ -5,12 +5,21 @@ wait (throttle_time_ms in the Produce and Fetch responses, as confluent-kafka's
 throttle_cb reports them) while bob, under his, is not; nothing is lost to the
 throttling; /metrics shows each user's byte rate and throttle time.
 
+KIP-612's IP quotas: ``kafka-configs --entity-type ips`` sets a
+``connection_creation_rate``; connections from that address beyond it are
+closed unanswered while another loopback address (127.0.0.2) is served, and
+removing the quota restores the address at once. KIP-599's
+``controller_mutation_rate``: CreateTopics, CreatePartitions and DeleteTopics
+beyond a client's quota get THROTTLING_QUOTA_EXCEEDED (new versions) or a
+throttle (old ones).
+
 Assertions are on what the broker answered and measured, never on how long
 anything took."""
 
 from __future__ import annotations
 
 import re
+import socket
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -24,13 +33,19 @@ from security_support import listener_ports, plain_jaas
 
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
+from pylog.protocol.codec import encode_request
 from pylog.protocol.messages import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
 )
 from pylog.protocol.messages import alter_client_quotas_request as alter_in
+from pylog.protocol.messages import create_topics_request as create_in
 from pylog.protocol.messages import describe_client_quotas_request as describe_in
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
@@ -93,7 +108,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 
 
 def alter(broker: Broker, *entries: tuple[list[tuple[str, str | None]], dict[str, float | None]],
-          validate_only: bool = False) -> list[tuple[int, str | None]]:  # fmt: skip
+          validate_only: bool = False,
+          source: str = "127.0.0.1") -> list[tuple[int, str | None]]:  # fmt: skip
     body = AlterClientQuotasRequest(
         entries=[
             alter_in.EntryData(
@@ -106,13 +122,16 @@ def alter(broker: Broker, *entries: tuple[list[tuple[str, str | None]], dict[str
         ],
         validate_only=validate_only,
     )
-    with KafkaConnection(broker.plaintext) as c:
+    with KafkaConnection(broker.plaintext, source_address=(source, 0)) as c:
         r = c.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, body, AlterClientQuotasResponse)
     return [(e.error_code, e.error_message) for e in r.entries]
 
 
 def describe(
-    broker: Broker, components: list[tuple[str, int, str | None]], strict: bool = False
+    broker: Broker,
+    components: list[tuple[str, int, str | None]],
+    strict: bool = False,
+    source: str = "127.0.0.1",
 ) -> DescribeClientQuotasResponse:
     body = DescribeClientQuotasRequest(
         components=[
@@ -121,7 +140,7 @@ def describe(
         ],
         strict=strict,
     )
-    with KafkaConnection(broker.plaintext) as c:
+    with KafkaConnection(broker.plaintext, source_address=(source, 0)) as c:
         return c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, body, DescribeClientQuotasResponse)
 
 
@@ -307,3 +326,180 @@ def metric(text: str, family: str, user: str) -> float:
         line for line in text.splitlines() if family in line
     )
     return sum(float(v) for v in found)
+
+
+# ---------------------------------------------------------------- KIP-612: IP quotas
+
+# Kafka's ip quota is connections per second over the quota window (11
+# windows of 1 s, measured over at least 10 s): at 1/s an address may open 10
+# connections at once; BURST goes well past that, so some are refused
+# whatever the timing.
+BURST = 25
+
+
+def burst(broker: Broker, source: str, count: int = BURST) -> tuple[int, int]:
+    """Opens ``count`` connections from ``source`` at once, each sending an
+    ApiVersions: (answered, closed unanswered)."""
+    port = int(broker.ports["PLAINTEXT"])
+    socks = [
+        socket.create_connection(("127.0.0.1", port), timeout=WAIT, source_address=(source, 0))
+        for _ in range(count)
+    ]
+    answered = closed = 0
+    try:
+        for i, s in enumerate(socks):
+            s.sendall(encode_request(ApiKey.API_VERSIONS, 0, i, "burst", {}))
+        for s in socks:
+            try:
+                got = s.recv(4)
+            except ConnectionResetError:
+                got = b""
+            if got:
+                answered += 1
+            else:
+                closed += 1
+    finally:
+        for s in socks:
+            s.close()
+    return answered, closed
+
+
+def test_kafka_configs_ip_quota_closes_connections_beyond_the_rate(
+    broker: Broker, tmp_path: Path
+) -> None:
+    def configs(*args: str) -> str:
+        return run_tool(
+            "kafka-configs", "--bootstrap-server", broker.plaintext, *args, workdir=tmp_path
+        ).stdout
+
+    configs("--alter", "--entity-type", "ips", "--entity-default",
+            "--add-config", "connection_creation_rate=1000")  # fmt: skip
+    configs("--alter", "--entity-type", "ips", "--entity-name", "127.0.0.1",
+            "--add-config", "connection_creation_rate=1")  # fmt: skip
+    try:
+        # DescribeClientQuotas from the other address (127.0.0.1 is limited now)
+        assert entities(describe(broker, [("ip", 2, None)], source="127.0.0.2")) == {
+            (("ip", "127.0.0.1"),): {"connection_creation_rate": 1.0},
+            (("ip", None),): {"connection_creation_rate": 1000.0},
+        }
+        answered, closed = burst(broker, "127.0.0.1")
+        assert closed > 0, "no connection from 127.0.0.1 was refused at 1 connection/s"
+        assert answered + closed == BURST
+        # another address is served meanwhile (the default's 1000/s)
+        assert burst(broker, "127.0.0.2") == (BURST, 0)
+        text = broker.scrape()
+        assert metric_value(text, "kafka_network_socketserver_ip_connection_throttled_total") > 0
+    finally:
+        # removed from the address that is not limited; no restart
+        assert alter(
+            broker,
+            ([("ip", "127.0.0.1")], {"connection_creation_rate": None}),
+            ([("ip", None)], {"connection_creation_rate": None}),
+            source="127.0.0.2",
+        ) == [(0, None), (0, None)]  # fmt: skip
+    assert burst(broker, "127.0.0.1") == (BURST, 0)
+    assert entities(describe(broker, [("ip", 2, None)])) == {}
+
+
+def test_bad_ip_quotas_are_refused_and_change_nothing(broker: Broker) -> None:
+    results = alter(
+        broker,
+        ([("ip", "127.0.0.9")], {"connection_creation_rate": -5.0}),  # Kafka: not an INT
+        ([("ip", "127.0.0.9")], {"connection_creation_rate": 2.5}),
+        ([("ip", "127.0.0.9")], {"connection_creation_rate": 3e9}),  # beyond an INT
+        ([("ip", "127.0.0.9")], {"producer_byte_rate": 1.0}),  # a user/client key
+        ([("ip", None)], {"no_such_quota": 1.0}),
+        ([("ip", "not an address")], {"connection_creation_rate": 1.0}),
+        ([("ip", "")], {"connection_creation_rate": 1.0}),
+        ([("ip", "127.0.0.9"), ("client-id", "x")], {"connection_creation_rate": 1.0}),
+        ([("user", "dave")], {"connection_creation_rate": 1.0}),  # an IP key on a user
+    )
+    assert [code for code, _ in results] == [42] * 9, results
+    assert results[0][1] == "Configuration connection_creation_rate must be a INT value"
+    assert results[3][1] == "Invalid configuration key producer_byte_rate"
+    assert results[5][1] == "not an address is not a valid IP or resolvable host."
+    assert "IP entity should not be used with user/client ID entity" in str(results[7][1])
+    assert entities(describe(broker, [])) == {}
+    # an IP filter beside a user one is refused; a user filter sees no IPs
+    assert describe(broker, [("ip", 0, "127.0.0.9"), ("user", 2, None)]).error_code == 42
+    # validate_only: checked, not stored
+    assert alter(broker, ([("ip", "127.0.0.9")], {"connection_creation_rate": 3.0}),
+                 validate_only=True) == [(0, None)]  # fmt: skip
+    assert entities(describe(broker, [("ip", 0, "127.0.0.9")])) == {}
+
+
+def metric_value(text: str, family: str) -> float:
+    found = re.findall(rf"^{family}(?:{{[^}}]*}})? (\S+)$", text, re.M)
+    assert found, f"no {family} in the metrics"
+    return sum(float(v) for v in found)
+
+
+# ---------------------------------------------------------------- KIP-599: controller mutations
+
+
+def create_topics(broker: Broker, client_id: str, names: list[str], partitions: int | list[int],
+                  version: int) -> CreateTopicsResponse:  # fmt: skip
+    counts = partitions if isinstance(partitions, list) else [partitions] * len(names)
+    body = CreateTopicsRequest(
+        topics=[
+            create_in.CreatableTopic(
+                name=n, num_partitions=p, replication_factor=1, assignments=[], configs=[]
+            )
+            for n, p in zip(names, counts, strict=True)
+        ],
+        timeout_ms=30_000,
+        validate_only=False,
+    )
+    with KafkaConnection(broker.plaintext, client_id=client_id) as c:
+        return c.request(ApiKey.CREATE_TOPICS, version, body, CreateTopicsResponse)
+
+
+def test_controller_mutation_rate_refuses_the_excess_of_a_burst(broker: Broker) -> None:
+    """controller_mutation_rate=1 on client id "mutator": a full bucket holds
+    11 partitions (11 windows of 1 s); topics of 4, 4 and 40 partitions take
+    it to 7, 3, then -37 (the third found it at 3: it passes whole), so of
+    five topics in one CreateTopics v7 the last two are refused, with the
+    time the bucket takes to refill — 37 s, longer than the rest of the test
+    takes, so what follows finds it below zero whatever the timing."""
+    assert alter(broker, ([("client-id", "mutator")], {"controller_mutation_rate": 1.0})) == [
+        (0, None)
+    ]
+    try:
+        names = [topic_name("mutated") for _ in range(5)]
+        r = create_topics(broker, "mutator", names, [4, 4, 40, 4, 4], 7)
+        codes = {t.name: t.error_code for t in r.topics}
+        assert [codes[n] for n in names] == [0, 0, 0, 89, 89], r
+        refused = [t for t in r.topics if t.error_code == 89]
+        assert all(t.error_message == "The throttling quota has been exceeded." for t in refused)
+        assert all(t.num_partitions == -1 and not t.configs for t in refused)
+        assert r.throttle_time_ms > 0
+        # the refused topics were not made; the others were
+        meta = {t.name for t in create_topics(broker, "free", names[3:], 4, 7).topics
+                if t.error_code == 0}  # fmt: skip
+        assert meta == set(names[3:])  # created now, by a client without a quota
+        # a client without a quota is never held back
+        free = create_topics(broker, "free", [topic_name("free") for _ in range(5)], 4, 7)
+        assert [t.error_code for t in free.topics] == [0] * 5 and free.throttle_time_ms == 0
+        # still below zero: the strict versions of the other two refuse too
+        # (each on a new connection: a throttled one is not read meanwhile)
+        with KafkaConnection(broker.plaintext, client_id="mutator") as c:
+            grow = c.request(ApiKey.CREATE_PARTITIONS, 3, {
+                "topics": [{"name": names[0], "count": 6, "assignments": None}],
+                "timeout_ms": 30_000, "validate_only": False,
+            }, CreatePartitionsResponse)  # fmt: skip
+        assert [res.error_code for res in grow.results] == [89] and grow.throttle_time_ms > 0
+        with KafkaConnection(broker.plaintext, client_id="mutator") as c:
+            gone = c.request(ApiKey.DELETE_TOPICS, 5, {
+                "topic_names": [names[1]], "timeout_ms": 30_000,
+            }, DeleteTopicsResponse)  # fmt: skip
+        assert [res.error_code for res in gone.responses] == [89]
+        # an old version (CreateTopics v5) is not refused: it is throttled
+        old = create_topics(broker, "mutator", [topic_name("old")], 2, 5)
+        assert [t.error_code for t in old.topics] == [0] and old.throttle_time_ms > 0
+        text = broker.scrape()
+        assert metric_value(text, "kafka_server_controllermutation_throttle_time") > 0
+    finally:
+        alter(broker, ([("client-id", "mutator")], {"controller_mutation_rate": None}))
+    # without the quota the same client passes
+    r = create_topics(broker, "mutator", [topic_name("after")], 4, 7)
+    assert [t.error_code for t in r.topics] == [0] and r.throttle_time_ms == 0

@@ -9,6 +9,8 @@ through ``/config/changes``)."""
 from __future__ import annotations
 
 import json
+import re
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +22,14 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_tools import run_tool
 
+from pylog.protocol import ApiKey
+from pylog.protocol.client import KafkaConnection
+from pylog.protocol.codec import encode_request
+from pylog.protocol.messages import (
+    AlterClientQuotasResponse,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsResponse,
+)
 from pylog.testing import LocalCluster, ZooKeeperServer
 
 BIG = b"x" * 10_000  # past message.max.bytes=5000, well inside the default
@@ -92,6 +102,11 @@ def test_kafka_configs_changes_a_lone_broker_without_a_restart(tmp_path: Path) -
         out = _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name", "0",
                        "--add-config", "message.max.bytes=lots", check=False)  # fmt: skip
         assert "message.max.bytes" in out and "InvalidConfigurationException" in out
+        # a dynamic password needs password.encoder.secret, which this broker lacks
+        out = _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name", "0",
+                       "--add-config", "listener.name.plaintext.ssl.key.password=x",
+                       check=False)  # fmt: skip
+        assert "Password encoder secret not configured" in out
         assert _too_large(_send(b, topic, 0, BIG))
 
         # The dynamic layers live in the broker's store: a restart keeps them.
@@ -240,3 +255,173 @@ def test_tls_certificate_rotation_without_a_restart(tmp_path: Path) -> None:
     finally:
         if broker.proc is not None:
             broker.stop()
+
+
+def test_keystore_password_rotation_with_password_encoder_secret(tmp_path: Path) -> None:
+    """A PKCS12 keystore and its password replaced together through
+    ``kafka-configs`` (Kafka's ``listener.name.<l>.ssl.keystore.password``):
+    the password is stored encrypted with ``password.encoder.secret`` in
+    Kafka's format, new connections get the new certificate, a restart
+    decrypts it again, and a wrong password is refused with nothing changed."""
+    from confluent_kafka import KafkaException
+    from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, pkcs12
+    from security_support import STORE_PASSWORD, listener_ports, make_certs
+
+    from pylog.security.password_encoder import PasswordEncoder
+
+    old, new = make_certs(tmp_path / "old"), make_certs(tmp_path / "new")  # two CAs
+    key, cert, chain = pkcs12.load_key_and_certificates(
+        new.broker_p12.read_bytes(), STORE_PASSWORD.encode()
+    )
+    rotated = tmp_path / "rotated.p12"
+    rotated.write_bytes(pkcs12.serialize_key_and_certificates(
+        b"broker", key, cert, chain, BestAvailableEncryption(b"rotated-secret")))  # fmt: skip
+    broker = BrokerProcess(tmp_path / "data", {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(old.broker_p12),
+        "ssl.keystore.password": STORE_PASSWORD,
+        "password.encoder.secret": "encoder-secret",
+    }).start()  # fmt: skip
+    try:
+        plain = broker.bootstrap
+
+        def trusted(ca: Path) -> bool:
+            ssl_port = listener_ports(broker.start_line)["SSL"]
+            try:
+                AdminClient({"bootstrap.servers": f"127.0.0.1:{ssl_port}",
+                             "security.protocol": "SSL", "ssl.ca.location": str(ca),
+                             "socket.timeout.ms": 5000}).list_topics(timeout=5)  # fmt: skip
+                return True
+            except KafkaException:
+                return False
+
+        assert trusted(old.ca)
+        prefix = "listener.name.ssl.ssl.keystore"
+        # a wrong password is refused, nothing stored (IncrementalAlterConfigs,
+        # what kafka-configs sends)
+        with KafkaConnection(plain) as c:
+            refused = c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
+                "resources": [{"resource_type": 4, "resource_name": "0", "configs": [
+                    {"name": f"{prefix}.location", "config_operation": 0, "value": str(rotated)},
+                    {"name": f"{prefix}.password", "config_operation": 0,
+                     "value": "wrong-password"}]}],
+                "validate_only": False,
+            }, IncrementalAlterConfigsResponse)  # fmt: skip
+        assert refused.responses[0].error_code == 40  # INVALID_CONFIG
+        assert "Validation of dynamic config update of SSLFactory failed" in str(
+            refused.responses[0].error_message
+        )
+        assert not (tmp_path / "data" / "pylog-metadata.journal").exists() or (
+            "keyFactoryAlgorithm" not in (tmp_path / "data" / "pylog-metadata.journal").read_text()
+        )
+        out = _configs(plain, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name",
+                       "0", "--add-config",
+                       f"{prefix}.location={rotated},{prefix}.password=rotated-secret")  # fmt: skip
+        assert "Completed updating config for broker 0." in out
+        assert trusted(new.ca) and not trusted(old.ca)
+        # DescribeConfigs hides it (sensitive, no value), as kafka-configs --describe shows
+        with KafkaConnection(plain) as c:
+            described = c.request(ApiKey.DESCRIBE_CONFIGS, 4, {
+                "resources": [{"resource_type": 4, "resource_name": "0",
+                               "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False,
+            }, DescribeConfigsResponse)  # fmt: skip
+        entry = next(e for e in described.results[0].configs if e.name == f"{prefix}.password")
+        assert entry.value is None and entry.is_sensitive
+
+        # Stored as Kafka stores it: encrypted, never in the clear.
+        stored = "".join(f.read_text() for f in (tmp_path / "data").glob("pylog-metadata.*"))
+        assert "rotated-secret" not in stored
+        found = re.search(r'"(keyFactoryAlgorithm:[^"]+)"', stored)
+        assert found is not None, stored
+        assert PasswordEncoder("encoder-secret").decode(found.group(1)) == "rotated-secret"
+
+        broker.stop()
+        broker.start()
+        assert trusted(new.ca)  # the stored password decoded: the rotated keystore loads
+    finally:
+        if broker.proc is not None:
+            broker.stop()
+
+
+def _answered(port: int, source: str, hold: list[socket.socket] | None = None) -> bool:
+    """Whether a connection from ``source`` gets an answer to ApiVersions
+    (False: closed unanswered); kept open in ``hold`` when given."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(source, 0))
+    try:
+        s.sendall(encode_request(ApiKey.API_VERSIONS, 0, 1, "probe", {}))
+        try:
+            got = s.recv(4)
+        except ConnectionResetError:
+            got = b""
+    finally:
+        if hold is None or not got:
+            s.close()
+        else:
+            hold.append(s)
+    return bool(got)
+
+
+def _ip_quota(bootstrap: str, ip: str, rate: float | None) -> None:
+    body = {"entries": [{"entity": [{"entity_type": "ip", "entity_name": ip}],
+                         "ops": [{"key": "connection_creation_rate", "value": rate or 0.0,
+                                  "remove": rate is None}]}],
+            "validate_only": False}  # fmt: skip
+    with KafkaConnection(bootstrap) as c:
+        r = c.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, body, AlterClientQuotasResponse)
+    assert [e.error_code for e in r.entries] == [0], r
+
+
+def test_ip_quotas_and_connection_limits_reach_every_broker(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """KIP-612 on ZooKeeper: an IP quota set through one broker is
+    ``/config/ips/<ip>`` in Kafka's JSON, announced under ``/config/changes``
+    as ``ips/<ip>``, and every broker applies it (rate 0: every connection
+    from the address is closed unanswered) and drops it; the dynamic
+    ``max.connections.per.ip.overrides`` set cluster-wide with kafka-configs
+    holds on every broker; a listener's ``max.connection.creation.rate`` of 0
+    is refused as Kafka refuses it."""
+    assert cluster.zk is not None
+    ports = {i: cluster.broker(i).port for i in cluster.registered()}
+    first = ports[min(ports)]
+    _ip_quota(f"127.0.0.1:{first}", "127.0.0.2", 0)
+    doc = json.loads(cluster.zk.get("/config/ips/127.0.0.2")[0])
+    assert doc == {"version": 1, "config": {"connection_creation_rate": "0"}}
+    notes = [json.loads(cluster.zk.get(f"/config/changes/{n}")[0])
+             for n in cluster.zk.get_children("/config/changes")]  # fmt: skip
+    assert {"version": 2, "entity_path": "ips/127.0.0.2"} in notes
+    try:
+        for port in ports.values():
+            _until(lambda port=port: not _answered(port, "127.0.0.2"), f"{port} refusing")
+            assert _answered(port, "127.0.0.1")  # other addresses are served
+    finally:
+        _ip_quota(f"127.0.0.1:{first}", "127.0.0.2", None)
+    for port in ports.values():
+        _until(lambda port=port: _answered(port, "127.0.0.2"), f"{port} serving again")
+
+    b = cluster.bootstrap_servers
+    _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-default",
+             "--add-config", "max.connections.per.ip.overrides=127.0.0.3:1")  # fmt: skip
+    held: list[socket.socket] = []
+    try:
+        for port in ports.values():
+
+            def one_only(port: int = port) -> bool:
+                for s in held:
+                    s.close()
+                held.clear()
+                return _answered(port, "127.0.0.3", held) and not _answered(port, "127.0.0.3")
+
+            _until(one_only, f"{port} holding 127.0.0.3 to one connection")
+            assert _answered(port, "127.0.0.1")
+    finally:
+        for s in held:
+            s.close()
+        _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-default",
+                 "--delete-config", "max.connections.per.ip.overrides")  # fmt: skip
+    out = _configs(b, tmp_path, "--alter", "--entity-type", "brokers", "--entity-name",
+                   str(min(ports)), "--add-config",
+                   "listener.name.plaintext.max.connection.creation.rate=0",
+                   check=False)  # fmt: skip
+    assert "Invalid max.connection.creation.rate 0" in out, out

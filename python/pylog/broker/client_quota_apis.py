@@ -1,23 +1,30 @@
 """DescribeClientQuotas and AlterClientQuotas: the quotas of users and client
-ids (entity types ``user`` and ``client-id``), kept in the metadata store
-(``/config/users`` and ``/config/clients`` in ZooKeeper), validated as
-Kafka's ZooKeeper-mode brokers validate them (``ZkAdminManager``): any broker
-answers both, each entity of an AlterClientQuotas gets its own error.
+ids (entity types ``user`` and ``client-id``) and of IP addresses (``ip``,
+KIP-612's ``connection_creation_rate``), kept in the metadata store
+(``/config/users``, ``/config/clients`` and ``/config/ips`` in ZooKeeper),
+validated as Kafka's ZooKeeper-mode brokers validate them (``ZkAdminManager``):
+any broker answers both, each entity of an AlterClientQuotas gets its own error.
+
+A negative integral value is refused as Kafka refuses it: its check rounds
+toward zero (``(value + 1e-6).toInt``), so ``-5`` is "not a INT value".
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import math
+import socket
 from collections.abc import Mapping
 
 from pylog.errors import ErrorCode, KafkaError
 from pylog.metadata.client_quota_entity import (
     CLIENT_ID,
     DEFAULT,
-    QUOTA_KEYS,
+    IP,
     USER,
     ClientQuotaEntity,
+    desanitize,
     sanitize,
 )
 from pylog.metadata.store import MetadataStore
@@ -35,7 +42,7 @@ __all__ = ["ClientQuotaApis"]
 
 # DescribeClientQuotas' match types
 _MATCH_EXACT, _MATCH_DEFAULT, _MATCH_SPECIFIED = 0, 1, 2
-_IP = "ip"
+_IP = IP
 _EPSILON = 1e-6
 
 
@@ -51,6 +58,7 @@ def _entity_of(parts: list[tuple[str, str | None]]) -> ClientQuotaEntity:
         raise _Invalid(ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity")
     user: str | None = None
     client_id: str | None = None
+    ip: str | None = None
     seen: set[str] = set()
     for entity_type, name in parts:
         if entity_type in seen:
@@ -67,23 +75,50 @@ def _entity_of(parts: list[tuple[str, str | None]]) -> ClientQuotaEntity:
             user = znode
         elif entity_type == CLIENT_ID:
             client_id = znode
-    if _IP in seen:
+        else:
+            ip = znode
+    if ip is not None:
         if len(seen) > 1:
             raise _Invalid(
                 ErrorCode.INVALID_REQUEST,
                 "Invalid quota entity combination, IP entity should not be used with "
                 "user/client ID entity.",
             )
-        raise _Invalid(ErrorCode.INVALID_REQUEST, "IP quotas are not supported by this broker")
+        return ClientQuotaEntity(None, None, ip)
     return ClientQuotaEntity(user, client_id)
 
 
-def _value_of(key: str, value: float) -> float:
-    integral = QUOTA_KEYS.get(key)
+def _is_valid_ip_entity(entity: ClientQuotaEntity) -> bool:
+    """Kafka's DynamicConfig.Ip.isValidIpEntity: the default, an IP, or a
+    host name that resolves (InetAddress.getByName). May block on DNS."""
+    if entity.ip is None or entity.ip == DEFAULT:
+        return True
+    name = desanitize(entity.ip)
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    try:
+        socket.getaddrinfo(name, None)
+    except (OSError, UnicodeError):
+        return False
+    return True
+
+
+def _value_of(entity: ClientQuotaEntity, key: str, value: float) -> float:
+    integral = entity.quota_keys().get(key)
     if integral is None:
         raise _Invalid(ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}")
     if not math.isfinite(value):
         raise _Invalid(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a finite number")
+    if entity.ip is not None:
+        # Kafka's QuotaConfig.ipConfigs: an INT (at least 0: a negative one
+        # already fails here, int() rounding toward zero as Scala's toInt).
+        as_int = int(value + _EPSILON) if -(2**31) <= value < 2**31 else None
+        if as_int is None or abs(as_int - value) > _EPSILON:
+            raise _Invalid(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a INT value")
+        return float(as_int)
     if integral:
         if not -(2**63) <= value < 2**63:  # Kafka's LONG
             raise _Invalid(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a LONG value")
@@ -112,7 +147,7 @@ class ClientQuotaApis:
         entries = []
         for entity, values in sorted(
             self.metadata_store.client_quotas.items(),
-            key=lambda kv: (kv[0].user or "", kv[0].client_id or ""),
+            key=lambda kv: (kv[0].ip or "", kv[0].user or "", kv[0].client_id or ""),
         ):
             if not _matches(entity, filters, body.strict):
                 continue
@@ -178,9 +213,16 @@ class ClientQuotaApis:
             parts = [(e.entity_type, e.entity_name) for e in entry.entity]
             try:
                 entity = _entity_of(parts)
+                if entity.ip is not None and not await asyncio.to_thread(
+                    _is_valid_ip_entity, entity
+                ):
+                    raise _Invalid(
+                        ErrorCode.INVALID_REQUEST,
+                        f"{desanitize(entity.ip)} is not a valid IP or resolvable host.",
+                    )
                 ops: dict[str, float | None] = {}
                 for op in entry.ops:
-                    ops[op.key] = None if op.remove else _value_of(op.key, op.value)
+                    ops[op.key] = None if op.remove else _value_of(entity, op.key, op.value)
             except _Invalid as e:
                 results.append((parts, e.code, str(e)))
                 continue
@@ -211,9 +253,22 @@ def _matches(
     entity: ClientQuotaEntity, filters: Mapping[str, tuple[int, str | None]], strict: bool
 ) -> bool:
     """Kafka's describe filter: a component's entity type must be present and
-    match; with ``strict`` the entity may have no other type."""
+    match; with ``strict`` the entity may have no other type. IP entities
+    answer only filters of no user or client-id component (Kafka's)."""
+    if entity.ip is not None:
+        if USER in filters or CLIENT_ID in filters:
+            return False
+        wanted_ip = filters.get(_IP)
+        if wanted_ip is None:
+            return not strict
+        match_type, name = wanted_ip
+        if match_type == _MATCH_EXACT:
+            return entity.ip == name
+        if match_type == _MATCH_DEFAULT:
+            return entity.ip == DEFAULT
+        return True
     if _IP in filters:
-        return False  # no IP quotas here
+        return False  # a user or client-id entity
     for entity_type, znode in ((USER, entity.user), (CLIENT_ID, entity.client_id)):
         wanted = filters.get(entity_type)
         if wanted is None:

@@ -651,11 +651,15 @@ class ConfigApis:
         broker-config listener applies it (here and on every broker)."""
         this_broker = self._broker_resource_check(r.resource_name, allow_default=True)
         entity = str(self.broker_id) if this_broker else DEFAULT_ENTITY
-        wanted = broker_configs(self.metadata_store.broker_config(entity), r)
-        self.dynamic_config.validate(entity, wanted)
+        dynamic = self.dynamic_config
+        stored = dynamic.from_persistent(self.metadata_store.broker_config(entity))
+        wanted = broker_configs(stored, r)
+        dynamic.validate(entity, wanted)
+        persistent = dynamic.to_persistent(entity, wanted)
         if not validate_only:
-            self.metadata_store.set_broker_config(entity, wanted)
-            _log.info("broker %s dynamic configs set to %s", entity, quoted(wanted, 2048))
+            self.metadata_store.set_broker_config(entity, persistent)
+            shown = {k: "[hidden]" if _sensitive(k) else v for k, v in wanted.items()}
+            _log.info("broker %s dynamic configs set to %s", entity, quoted(shown, 2048))
 
 
 def _in_order(

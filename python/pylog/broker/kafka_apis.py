@@ -317,6 +317,8 @@ class KafkaApis:
         producers = DescribeProducersApis(replica_manager, metadata_store)
         txn_markers.auth = producers.auth = auth
         data.auth = cluster.auth = configs.auth = topics.auth = auth
+        if quotas is not None:
+            topics.mutation_quotas = quotas.controller_mutation
 
         def gated(
             operation: AclOperation,
@@ -720,7 +722,8 @@ class KafkaApis:
                 response = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
                             "responses": []}  # fmt: skip
                 chunks = None
-        if throttle > 0:
+        if throttle > 0 and throttle > request.throttle_ms:
+            # (a handler may have set a longer one: the controller mutation quota's)
             by.record_throttle(principal, client_id, throttle, now)
             request.throttle_ms = throttle
             if isinstance(response, Struct):

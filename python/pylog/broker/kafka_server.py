@@ -42,7 +42,7 @@ import os
 import signal
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from pylog.broker.auth_helper import authorizer_from_config
 from pylog.broker.broker_state import BrokerState, IllegalBrokerStateTransition
@@ -55,16 +55,20 @@ from pylog.broker.kafka_apis import KafkaApis
 from pylog.broker.kafka_healthcheck import KafkaHealthcheck
 from pylog.common.topic_partition import TopicPartition
 from pylog.common.transaction_version import TransactionVersion
+from pylog.config import parse_host_counts
 from pylog.controller.kafka_controller import KafkaController
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.errors import ErrorCode, InvalidConfigurationError
 from pylog.log.log import Log
 from pylog.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from pylog.metadata import JsonMetadataStore, MetadataStore
+from pylog.metadata.client_quota_entity import CONNECTION_CREATION_RATE, desanitize
+from pylog.metadata.client_quota_entity import DEFAULT as DEFAULT_QUOTA_ENTITY
 from pylog.metadata.finalized_feature_cache import FinalizedFeatureCache
 from pylog.metadata.kafka_zk_client import KafkaZkClient
 from pylog.metadata.metadata_cache import MetadataCache
 from pylog.metadata.zk_store import ZkMetadataStore
+from pylog.network.connection_quotas import UNLIMITED, ConnectionQuotas
 from pylog.network.metrics import MetricsRegistry, MetricsServer, register_process_metrics
 from pylog.network.request_channel import RequestHandler
 from pylog.network.socket_server import SocketServer
@@ -124,7 +128,7 @@ def _dynamic_broker_config(server: KafkaServer, store: MetadataStore) -> Dynamic
 
     def connections(_old: KafkaConfig, new: KafkaConfig) -> None:
         socket_server.max_connections = new.max_connections
-        socket_server.max_connections_per_ip = new.max_connections_per_ip
+        _apply_connection_limits(socket_server.connection_quotas, new)
 
     def tls_contexts(config: KafkaConfig) -> dict[str, ssl.SSLContext]:
         # Building a context loads the keystore and truststore: what fails
@@ -158,11 +162,61 @@ def _dynamic_broker_config(server: KafkaServer, store: MetadataStore) -> Dynamic
             else None
         )
     )
-    for entity in (DEFAULT_ENTITY, str(server.config.broker_id)):
+    own = str(server.config.broker_id)
+    again = dynamic.reencoded(store.broker_config(own))
+    if again is not None:
+        # password.encoder.secret rotated: the stored passwords move to the
+        # new secret (Kafka's maybeReEncodePasswords), heard like any change
+        store.set_broker_config(own, again)
+        _log.info("dynamic passwords of broker %s encrypted again with the new secret", own)
+    for entity in (DEFAULT_ENTITY, own):
         layer = store.broker_config(entity)
         if layer:
             dynamic.update(entity, layer)
     return dynamic
+
+
+def _apply_connection_limits(quotas: ConnectionQuotas, config: KafkaConfig) -> None:
+    """``max.connections.per.ip`` (and its overrides) and the connection
+    creation rates, broker-wide and per listener (Kafka's SocketServer and
+    ListenerConnectionQuota reconfiguration)."""
+    quotas.max_connections_per_ip = config.max_connections_per_ip
+    quotas.update_max_connections_per_ip_overrides(
+        parse_host_counts(str(config.get("max.connections.per.ip.overrides") or ""))
+    )
+    quotas.update_broker_connection_rate(int(config.get("max.connection.creation.rate")))
+    for ep in config.listeners:
+        scoped = config.listener_values.get(ep.listener_name, {})
+        rate = scoped.get("max.connection.creation.rate")
+        quotas.update_listener_connection_rate(
+            ep.listener_name, UNLIMITED if rate is None else int(rate)
+        )
+        most = scoped.get("max.connections")
+        if most is None:
+            quotas.listener_max_connections.pop(ep.listener_name, None)
+        else:
+            quotas.listener_max_connections[ep.listener_name] = int(most)
+
+
+def _ip_connection_rates(store: MetadataStore) -> Callable[[], Mapping[str | None, int]]:
+    """The ``connection_creation_rate`` of each IP entity in the store (None:
+    the default entity), for the ConnectionQuotas (Kafka's IpConfigHandler):
+    the same mapping while the store's quotas are unchanged."""
+    seen: list[object] = [None]
+    rates: list[Mapping[str | None, int]] = [{}]
+
+    def read() -> Mapping[str | None, int]:
+        quotas = store.client_quotas
+        if quotas is not seen[0]:
+            out: dict[str | None, int] = {}
+            for entity, values in quotas.items():
+                if entity.ip is not None and CONNECTION_CREATION_RATE in values:
+                    ip = None if entity.ip == DEFAULT_QUOTA_ENTITY else desanitize(entity.ip)
+                    out[ip] = int(values[CONNECTION_CREATION_RATE])
+            seen[0], rates[0] = quotas, out
+        return rates[0]
+
+    return read
 
 
 def _replication_quotas(
@@ -200,6 +254,8 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
         store = JsonMetadataStore(server.log_manager.log_dirs[0])
         server.metadata_store = store
     dynamic = _dynamic_broker_config(server, store)
+    assert server.socket_server is not None
+    server.socket_server.connection_quotas.ip_quotas = _ip_connection_rates(store)
     config = server.config
     replica_manager = ReplicaManager(
         server.log_manager,
@@ -473,12 +529,18 @@ class KafkaServer:
                 connections_max_idle_ms=c.connections_max_idle_ms,
                 max_connections=c.max_connections,
                 max_connections_per_ip=c.max_connections_per_ip,
+                connection_quotas=ConnectionQuotas(
+                    protected_listener=c.inter_broker_listener_name,
+                    samples=int(c.get("quota.window.num")),
+                    window_seconds=int(c.get("quota.window.size.seconds")),
+                ),
                 send_buffer_bytes=int(c.get("socket.send.buffer.bytes")),
                 network_threads=int(c.get("num.network.threads")),
                 receive_buffer_bytes=int(c.get("socket.receive.buffer.bytes")),
                 backlog=int(c.get("socket.listen.backlog.size")),
                 metrics=self.metrics,
             )
+            _apply_connection_limits(self.socket_server.connection_quotas, c)
             ports = await self.socket_server.bind()
             self.config = c.with_bound_ports(ports)
             if c.get("zookeeper.connect"):

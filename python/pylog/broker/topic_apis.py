@@ -2,6 +2,11 @@
 DeleteRecords, answered as a single Kafka broker that is also its own
 controller would, error codes included.
 
+The first three are held to the client's ``controller_mutation_rate`` (KIP-599,
+:mod:`pylog.server.controller_mutation_quota_manager`): each topic's
+partitions are counted right before it is created, grown or deleted, after
+every other check, so a topic refused for another reason costs nothing.
+
 Topic changes go through the MetadataStore; its listeners (the ReplicaManager)
 create, grow and delete the partitions' logs, so a handler never touches a log
 except to move a log start offset (DeleteRecords, through the ReplicaManager).
@@ -41,6 +46,7 @@ from pylog.errors import (
     InvalidRequestError,
     KafkaError,
     PolicyViolationError,
+    ThrottlingQuotaExceededError,
     UnknownTopicOrPartitionError,
 )
 from pylog.log.config import LogConfig
@@ -62,6 +68,13 @@ from pylog.protocol.messages.create_topics_request import (
 from pylog.security.acl_operation import AclOperation
 from pylog.security.resource_type import ResourceType
 from pylog.server.config import KafkaConfig
+from pylog.server.controller_mutation_quota_manager import (
+    STRICT_SINCE_VERSION,
+    UNBOUNDED,
+    ControllerMutationQuota,
+    ControllerMutationQuotaManager,
+)
+from pylog.server.quota_factory import now_ms
 from pylog.server.replica_manager import ReplicaManager
 
 __all__ = ["TopicApis"]
@@ -78,6 +91,8 @@ class TopicApis:
 
     #: Who may do what (KafkaApis sets the broker's; none: everything allowed).
     auth: AuthHelper = AuthHelper()
+    #: The controller_mutation_rate quotas (KafkaApis sets the broker's; none: unbounded).
+    mutation_quotas: ControllerMutationQuotaManager | None = None
 
     def __init__(
         self,
@@ -94,6 +109,34 @@ class TopicApis:
         self.config_apis = config_apis
         self.broker_id = config.broker_id
         self.max_partitions = int(config.get("max.broker.partitions"))
+
+    # ------------------------------------------------------------------ KIP-599
+
+    def _mutation_quota(self, request: Request) -> ControllerMutationQuota:
+        """The request's controller mutation quota: strict from the version
+        whose clients understand THROTTLING_QUOTA_EXCEEDED, else permissive
+        (Kafka's newQuotaFor)."""
+        manager = self.mutation_quotas
+        if manager is None:
+            return UNBOUNDED
+        header = request.header
+        return manager.new_quota_for(
+            request.principal,
+            header.client_id or "",
+            strict=header.api_version >= STRICT_SINCE_VERSION[header.api_key],
+            exempt=request.quota_exempt,
+        )
+
+    def _throttle(self, request: Request, quota: ControllerMutationQuota) -> int:
+        """The answer's throttle time; the connection is then not read for as
+        long (the client waits, whatever its version)."""
+        throttle = quota.throttle_time()
+        if throttle > 0 and self.mutation_quotas is not None:
+            request.throttle_ms = max(request.throttle_ms, throttle)
+            self.mutation_quotas.record_throttle(
+                request.principal, request.header.client_id or "", throttle, now_ms()
+            )
+        return throttle
 
     # ------------------------------------------------------------------ CreateTopics
 
@@ -165,6 +208,21 @@ class TopicApis:
                 result["error_message"] = TOO_MANY_PARTITIONS
                 result.pop("topic_config_error_code", None)
             return {"throttle_time_ms": 0, "topics": results}
+        quota = self._mutation_quota(request)
+        if pending and not validate_only:
+            counted = []
+            for entry in pending:
+                result, new, _ = entry
+                # An existing topic is refused by the store: it mutates nothing.
+                if self.metadata_store.topic(new.name) is None:
+                    try:
+                        quota.record(new.num_partitions)
+                    except ThrottlingQuotaExceededError as e:
+                        result["error_code"], result["error_message"] = error_of(e)
+                        result.pop("topic_config_error_code", None)
+                        continue
+                counted.append(entry)
+            pending = counted
         if pending:
             # Making thousands of logs takes seconds: not on the event loop.
             made = await asyncio.to_thread(
@@ -184,7 +242,7 @@ class TopicApis:
                     # stay out (Kafka leaves them at their defaults).
                     result["configs"] = []
                     result["num_partitions"] = result["replication_factor"] = -1
-        return {"throttle_time_ms": 0, "topics": results}
+        return {"throttle_time_ms": self._throttle(request, quota), "topics": results}
 
     def _requested_partitions(self, topics: list[CreatableTopic]) -> int:
         """The partitions a CreateTopics request asks for in all (Kafka's
@@ -360,6 +418,7 @@ class TopicApis:
         dup_names = duplicates(n for n, i in wanted if n is not None and i == ZERO_UUID)
         dup_ids = duplicates(i for n, i in wanted if i != ZERO_UUID)
         enabled = bool(self.config.delete_topic_enable)
+        quota = self._mutation_quota(request)
         responses: list[DeletableTopicResultDict] = []
         for name, topic_id in wanted:
             out: DeletableTopicResultDict = {
@@ -415,6 +474,7 @@ class TopicApis:
                 else:
                     out["name"], out["topic_id"] = meta.name, meta.topic_id
                     try:
+                        quota.record(meta.partitions)
                         # Closing and renaming every log: not on the event loop.
                         await asyncio.to_thread(self.metadata_store.delete_topic, meta.name)
                         _log.info("deleted topic %s", quoted(meta.name))
@@ -425,7 +485,7 @@ class TopicApis:
             out["error_code"], out["error_message"] = int(code), msg
             if version < 6:
                 out["topic_id"] = ZERO_UUID
-        return {"throttle_time_ms": 0, "responses": responses}
+        return {"throttle_time_ms": self._throttle(request, quota), "responses": responses}
 
     # ------------------------------------------------------------------ CreatePartitions
 
@@ -468,23 +528,30 @@ class TopicApis:
                 result["error_code"] = ErrorCode.POLICY_VIOLATION
                 result["error_message"] = TOO_MANY_PARTITIONS
             return {"throttle_time_ms": 0, "results": results}
+        quota = self._mutation_quota(request)
         if wanted:
             # Making the new logs takes a while: not on the event loop.
-            await asyncio.to_thread(self._create_all_partitions, wanted, validate_only)
-        return {"throttle_time_ms": 0, "results": results}
+            await asyncio.to_thread(self._create_all_partitions, wanted, validate_only, quota)
+        return {"throttle_time_ms": self._throttle(request, quota), "results": results}
 
     def _create_all_partitions(
         self,
         wanted: list[tuple[CreatePartitionsTopicResultDict, CreatePartitionsTopic]],
         validate_only: bool,
+        quota: ControllerMutationQuota = UNBOUNDED,
     ) -> None:
         for result, t in wanted:
             try:
-                self._create_partitions(t, validate_only)
+                self._create_partitions(t, validate_only, quota)
             except Exception as e:
                 result["error_code"], result["error_message"] = error_of(e)
 
-    def _create_partitions(self, t: CreatePartitionsTopic, validate_only: bool) -> None:
+    def _create_partitions(
+        self,
+        t: CreatePartitionsTopic,
+        validate_only: bool,
+        quota: ControllerMutationQuota = UNBOUNDED,
+    ) -> None:
         meta = self.metadata_store.topic(t.name)
         if meta is None:
             raise UnknownTopicOrPartitionError(f"The topic '{t.name}' does not exist.")
@@ -534,6 +601,8 @@ class TopicApis:
                     f"{meta.replication_factor} while partitions [{ids}] have replication "
                     f"factors [{factors}], respectively."
                 )
+        if not validate_only:
+            quota.record(count - meta.partitions)
         self.metadata_store.add_partitions(
             t.name,
             count,

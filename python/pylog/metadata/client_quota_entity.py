@@ -1,7 +1,7 @@
-"""ClientQuotaEntity: whom a client quota applies to — a user, a client id, or
-a user and one of their client ids, each either named or the default
-(Kafka's ``org.apache.kafka.common.quota.ClientQuotaEntity`` as its
-ZooKeeper-mode brokers keep it).
+"""ClientQuotaEntity: whom a client quota applies to — a user, a client id, a
+user and one of their client ids, or an IP address (KIP-612), each either
+named or the default (Kafka's ``org.apache.kafka.common.quota.ClientQuotaEntity``
+as its ZooKeeper-mode brokers keep it).
 
 Names are kept as ZooKeeper keeps them: URL-encoded by Kafka's Sanitizer, with
 ``<default>`` for the default entity. An encoded name never contains ``<``, so
@@ -10,7 +10,8 @@ a user literally called ``<default>`` stays a user of its own
 
 * ``/config/users/<user>`` and ``/config/users/<default>``;
 * ``/config/users/<user>/clients/<client-id>`` (either side may be ``<default>``);
-* ``/config/clients/<client-id>`` and ``/config/clients/<default>``.
+* ``/config/clients/<client-id>`` and ``/config/clients/<default>``;
+* ``/config/ips/<ip>`` and ``/config/ips/<default>`` (``connection_creation_rate``).
 
 Each holds ``{"version":1,"config":{"producer_byte_rate":"1024",...}}`` (a
 user's node holds its SCRAM credentials too).
@@ -23,9 +24,12 @@ from dataclasses import dataclass
 
 __all__ = [
     "CLIENT_ID",
+    "CONNECTION_CREATION_RATE",
     "CONSUMER_BYTE_RATE",
     "CONTROLLER_MUTATION_RATE",
     "DEFAULT",
+    "IP",
+    "IP_QUOTA_KEYS",
     "PRODUCER_BYTE_RATE",
     "QUOTA_KEYS",
     "REQUEST_PERCENTAGE",
@@ -37,15 +41,18 @@ __all__ = [
 
 USER = "user"
 CLIENT_ID = "client-id"
+IP = "ip"
 #: ZooKeeperInternals.DEFAULT_STRING: the znode name of a default entity.
 DEFAULT = "<default>"
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
-#: KIP-599's quota on topic and partition mutations: stored and described,
-#: not enforced (docs/security.md).
+#: KIP-599's quota on topic and partition mutations (partitions created or
+#: deleted per second; ControllerMutationQuotaManager).
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+#: KIP-612's quota of an IP entity: connections accepted per second.
+CONNECTION_CREATION_RATE = "connection_creation_rate"
 
 #: The quota keys of a user or client-id entity and whether each is integral
 #: (Kafka's QuotaConfigs: LONG for the byte rates, DOUBLE for the others).
@@ -55,6 +62,8 @@ QUOTA_KEYS: dict[str, bool] = {
     REQUEST_PERCENTAGE: False,
     CONTROLLER_MUTATION_RATE: False,
 }
+#: The quota keys of an IP entity (Kafka's QuotaConfig.ipConfigs: an INT, at least 0).
+IP_QUOTA_KEYS: dict[str, bool] = {CONNECTION_CREATION_RATE: True}
 
 
 def sanitize(name: str) -> str:
@@ -69,11 +78,22 @@ def desanitize(name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ClientQuotaEntity:
-    """``user`` and ``client_id``: a sanitized name, :data:`DEFAULT`, or None
-    when the entity has no such part. At least one is set."""
+    """``user`` and ``client_id``, or ``ip`` alone: a sanitized name,
+    :data:`DEFAULT`, or None when the entity has no such part. At least one
+    is set."""
 
     user: str | None = None
     client_id: str | None = None
+    ip: str | None = None
+
+    @classmethod
+    def of_ip(cls, ip: str | None) -> ClientQuotaEntity:
+        """The entity of an address (None: the default IP entity)."""
+        return cls(None, None, DEFAULT if ip is None else sanitize(ip))
+
+    def quota_keys(self) -> dict[str, bool]:
+        """The quota keys this kind of entity takes, each with whether it is integral."""
+        return IP_QUOTA_KEYS if self.ip is not None else QUOTA_KEYS
 
     @classmethod
     def of(
@@ -94,6 +114,8 @@ class ClientQuotaEntity:
 
     def path(self) -> tuple[str, str]:
         """The entity's ``/config/<type>/<name>`` as (type, name)."""
+        if self.ip is not None:
+            return "ips", self.ip
         if self.user is not None and self.client_id is not None:
             return "users", f"{self.user}/clients/{self.client_id}"
         if self.user is not None:
@@ -107,6 +129,8 @@ class ClientQuotaEntity:
         """The entity of ``/config/<entity_type>/<name>``; None for another kind of node."""
         if entity_type == "clients" and name and "/" not in name:
             return cls(None, name)
+        if entity_type == "ips" and name and "/" not in name:
+            return cls(None, None, name)
         if entity_type != "users" or not name:
             return None
         parts = name.split("/")
@@ -119,6 +143,8 @@ class ClientQuotaEntity:
     def components(self) -> list[tuple[str, str | None]]:
         """(entity type, name as clients see it, None for the default), user first."""
         out: list[tuple[str, str | None]] = []
+        if self.ip is not None:
+            out.append((IP, None if self.ip == DEFAULT else desanitize(self.ip)))
         if self.user is not None:
             out.append((USER, None if self.user == DEFAULT else desanitize(self.user)))
         if self.client_id is not None:

@@ -106,6 +106,8 @@ def _topic_doc(t: TopicMetadata) -> dict[str, Any]:
 
 
 def _quota_doc(entity: ClientQuotaEntity, values: Mapping[str, float]) -> dict[str, Any]:
+    if entity.ip is not None:
+        return {"ip": entity.ip, "values": dict(values)}
     return {"user": entity.user, "client_id": entity.client_id, "values": dict(values)}
 
 
@@ -292,9 +294,11 @@ class JsonMetadataStore(MetadataStore):
 
     def _apply_quota(self, entry: Mapping[str, Any]) -> None:
         """One entity's quotas as the document holds them (all of them)."""
-        user, client_id = entry.get("user"), entry.get("client_id")
+        user, client_id, ip = entry.get("user"), entry.get("client_id"), entry.get("ip")
         entity = ClientQuotaEntity(
-            None if user is None else str(user), None if client_id is None else str(client_id)
+            None if user is None else str(user),
+            None if client_id is None else str(client_id),
+            None if ip is None else str(ip),
         )
         entity.path()  # an entity with neither part is not a document of this store
         values = {str(k): float(v) for k, v in (entry.get("values") or {}).items()}
@@ -333,7 +337,8 @@ class JsonMetadataStore(MetadataStore):
         quotas = [_quota_doc(e, v) for e, v in self.client_quotas.items()]
         if quotas:
             doc["client_quotas"] = sorted(
-                quotas, key=lambda q: (q["user"] or "", q["client_id"] or "")
+                quotas,
+                key=lambda q: (q.get("ip") or "", q.get("user") or "", q.get("client_id") or ""),
             )
         if self._broker_configs:
             doc["broker_configs"] = {e: dict(c) for e, c in self._broker_configs.items()}

@@ -69,7 +69,7 @@ from pylog.errors import (
     UnknownTopicOrPartitionError,
 )
 from pylog.metadata.admin_utils import assign_replicas_to_brokers
-from pylog.metadata.client_quota_entity import QUOTA_KEYS, ClientQuotaEntity
+from pylog.metadata.client_quota_entity import ClientQuotaEntity
 from pylog.metadata.dynamic_config_manager import (
     CHANGE_EXPIRATION_MS,
     ConfigType,
@@ -180,6 +180,8 @@ class ZkMetadataStore(MetadataStore):
                 ConfigType.TOPIC: self._on_topic_config,
                 ConfigType.USER: self._on_user_config,
                 ConfigType.CLIENT: partial(self._apply_quotas, ConfigType.CLIENT),
+                # Kafka's IpConfigHandler: connection_creation_rate (KIP-612)
+                ConfigType.IP: partial(self._apply_quotas, ConfigType.IP),
                 ConfigType.BROKER: self._put_broker_config,
             },
             executor=self._reader,
@@ -209,6 +211,8 @@ class ZkMetadataStore(MetadataStore):
                     self._load_quotas("users", f"{sanitized}/clients/{client}")
             for client in zk.get_children(ConfigEntityTypeZNode.path("clients")):
                 self._load_quotas("clients", client)
+            for ip in zk.get_children(ConfigEntityTypeZNode.path(ConfigType.IP)):
+                self._load_quotas(ConfigType.IP, ip)
             self._read_features()
 
     def start_watching(self) -> None:
@@ -452,7 +456,7 @@ class ZkMetadataStore(MetadataStore):
         if entity is None:
             return
         values = {}
-        for key in QUOTA_KEYS.keys() & config.keys():
+        for key in entity.quota_keys().keys() & config.keys():
             try:
                 values[key] = float(config[key])
             except ValueError:
@@ -475,7 +479,7 @@ class ZkMetadataStore(MetadataStore):
                     for key, value in per_key.items():
                         if value is None:
                             config.pop(key, None)
-                        elif QUOTA_KEYS.get(key):
+                        elif entity.quota_keys().get(key):
                             config[key] = str(int(value))
                         else:
                             config[key] = repr(float(value))

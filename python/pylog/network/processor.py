@@ -61,6 +61,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from pylog.errors import CloseConnection, KafkaError
 from pylog.logsafe import quoted
+from pylog.network.connection_quotas import ConnectionHold
 from pylog.network.eager_future import EagerFuture
 from pylog.network.request_channel import (
     BULK_PRODUCE_BYTES,
@@ -216,6 +217,8 @@ class Processor(asyncio.BufferedProtocol):
         self._write_resumed.set()
         self._reading_paused_for: set[str] = set()
         self._throttled: asyncio.TimerHandle | None = None
+        # A connection held unread on arrival (ConnectionQuotas' rates).
+        self._hold: asyncio.TimerHandle | None = None
         self._closing = False
         # The duplicate socket a network thread is sending on, while it is.
         self._thread_sock: socket.socket | None = None
@@ -242,12 +245,53 @@ class Processor(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.client_host, self.client_port = str(peer[0]), int(peer[1])
-        refusal = self.server.admit(self)
+        self._admit(transport, rate_checked=False)
+
+    def _admit(self, transport: asyncio.Transport, *, rate_checked: bool) -> None:
+        """Serve the connection, refuse it, or hold it unread first
+        (ConnectionQuotas: a connection rate over its bound)."""
+        if self._closing:
+            return
+        refusal = self.server.admit(self, rate_checked=rate_checked)
+        if isinstance(refusal, ConnectionHold):
+            transport.pause_reading()
+            self.server.held.add(self)
+            loop = asyncio.get_running_loop()
+            if refusal.close:
+                # Kafka's Acceptor keeps an IP-throttled socket, unread, for
+                # the throttle time and then closes it: a client reconnecting
+                # in a loop is slowed down, not spun.
+                self._closing = True
+                _log.info("closing connection from %s:%s after %d ms: %s", self.client_host,
+                          self.client_port, refusal.ms, refusal.reason)  # fmt: skip
+                self._hold = loop.call_later(refusal.ms / 1000, self._end_hold_close, transport)
+            else:
+                _log.debug("delaying connection from %s:%s for %d ms: %s", self.client_host,
+                           self.client_port, refusal.ms, refusal.reason)  # fmt: skip
+                self._hold = loop.call_later(refusal.ms / 1000, self._end_hold_admit, transport)
+            return
         if refusal is not None:
-            _log.warning("closing connection from %s:%s: %s", *peer[:2], refusal)
+            _log.warning("closing connection from %s:%s: %s", self.client_host,
+                         self.client_port, refusal)  # fmt: skip
             self._closing = True
             transport.abort()
             return
+        self._serve(transport)
+
+    def _end_hold_close(self, transport: asyncio.Transport) -> None:
+        self._hold = None
+        self.server.held.discard(self)
+        transport.abort()
+
+    def _end_hold_admit(self, transport: asyncio.Transport) -> None:
+        self._hold = None
+        self.server.held.discard(self)
+        if self._closing or transport.is_closing():
+            return
+        transport.resume_reading()
+        self._admit(transport, rate_checked=True)
+
+    def _serve(self, transport: asyncio.Transport) -> None:
         sock = transport.get_extra_info("socket")
         if sock is not None:
             self.server.tune_socket(sock)
@@ -349,6 +393,9 @@ class Processor(asyncio.BufferedProtocol):
         if self._throttled is not None:
             self._throttled.cancel()
             self._throttled = None
+        if self._hold is not None:
+            self._hold.cancel()
+            self._hold = None
 
     def close(self, reason: str | None = None, *, abort: bool = False) -> None:
         """Close the connection (buffered writes flushed unless ``abort``)."""

@@ -7,8 +7,10 @@ asyncio the event loop is the selector, so the same roles become:
 
 * :class:`Acceptor` — one per listener: the listening socket and the accept
   callback (asyncio's protocol factory), which enforces ``max.connections``
-  (KIP-402) and ``max.connections.per.ip`` and tunes the new socket
-  (``socket.send.buffer.bytes``, ``socket.receive.buffer.bytes``);
+  (KIP-402) and the :class:`~pylog.network.connection_quotas.ConnectionQuotas`
+  (connection creation rates, KIP-612's IP quotas, ``max.connections.per.ip``)
+  and tunes the new socket (``socket.send.buffer.bytes``,
+  ``socket.receive.buffer.bytes``);
 * :class:`~pylog.network.processor.Processor` — one per connection: framing,
   request hand-off to the RequestChannel, in-order responses, sendfile;
 * the SocketServer itself — binding before serving (so a port 0 is known
@@ -42,6 +44,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from pylog.network.connection_quotas import ConnectionHold, ConnectionQuotas, normalize_host
 from pylog.network.metrics import MetricsRegistry, api_display_name
 from pylog.network.processor import FrameBuffers, Processor
 from pylog.network.request_channel import SOLE_CONNECTION_NS, RequestChannel, RequestHandler
@@ -150,6 +153,7 @@ class SocketServer:
         connections_max_idle_ms: int = 600_000,
         max_connections: int = 2**31 - 1,
         max_connections_per_ip: int = 2**31 - 1,
+        connection_quotas: ConnectionQuotas | None = None,
         send_buffer_bytes: int = 100 * 1024,
         receive_buffer_bytes: int = 100 * 1024,
         backlog: int = 50,
@@ -168,7 +172,11 @@ class SocketServer:
         self.max_request_size = socket_request_max_bytes
         self.connections_max_idle_ms = connections_max_idle_ms
         self.max_connections = max_connections
-        self.max_connections_per_ip = max_connections_per_ip
+        self.connection_quotas = connection_quotas or ConnectionQuotas()
+        self.connection_quotas.max_connections_per_ip = max_connections_per_ip
+        self.connection_quotas.listener_count = len(listeners)
+        #: Connections held unread before being served or closed (ConnectionHold).
+        self.held: set[Processor] = set()
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
         self.backlog = backlog
@@ -183,7 +191,6 @@ class SocketServer:
         self._parse_header = parse_header
         self.acceptors = [Acceptor(self, spec) for spec in listeners]
         self.processors: dict[str, Processor] = {}
-        self._per_ip: dict[str, int] = {}
         self._ids = itertools.count()
         self._reaper: asyncio.Task[None] | None = None
         self._api_names: dict[int, str] = {}
@@ -262,10 +269,21 @@ class SocketServer:
             if a.spec.name == listener and a.spec.ssl_context is not None:
                 a.update_ssl_context(context)
 
+    @property
+    def max_connections_per_ip(self) -> int:
+        return self.connection_quotas.max_connections_per_ip
+
+    @max_connections_per_ip.setter
+    def max_connections_per_ip(self, value: int) -> None:
+        self.connection_quotas.max_connections_per_ip = value
+
     def stop_accepting(self) -> None:
         self.accepting = False
         for acceptor in self.acceptors:
             acceptor.stop_accepting()
+        for p in list(self.held):
+            p.close(abort=True)
+        self.held.clear()
 
     async def shutdown(self, timeout: float = 30.0) -> None:
         """Stop accepting, stop reading, answer what was received, close everything."""
@@ -311,28 +329,54 @@ class SocketServer:
     def _next_connection_id(self, acceptor: Acceptor) -> str:
         return f"{acceptor.spec.name}-{acceptor.port}-{next(self._ids)}"
 
-    def admit(self, p: Processor) -> str | None:
+    def admit(self, p: Processor, *, rate_checked: bool = False) -> str | ConnectionHold | None:
+        """Whether a new connection is served: None (registered), a refusal
+        (close it now) or a ConnectionHold. ``rate_checked``: the connection
+        was held for the broker's or its listener's rate already, and is
+        not counted in them again."""
         if not self.accepting:
             self.connections_refused += 1
             return "the broker is shutting down"
         if len(self.processors) >= self.max_connections:
             self.connections_refused += 1
             return f"max.connections ({self.max_connections}) reached"
-        if self._per_ip.get(p.client_host, 0) >= self.max_connections_per_ip:
+        quotas = self.connection_quotas
+        listener = p.acceptor.spec.name
+        now = time.monotonic_ns() // 1_000_000
+        if not rate_checked:
+            delay = quotas.record_connection_and_get_delay_ms(listener, now)
+            if delay > 0:
+                return ConnectionHold(delay, False, "max.connection.creation.rate")
+        ip = normalize_host(p.client_host)
+        throttle = quotas.record_ip_connection_and_get_throttle_ms(listener, ip, now)
+        if throttle > 0:
+            return ConnectionHold(
+                throttle,
+                True,
+                f"connection_creation_rate of {ip} ({quotas.connection_rate_for_ip(ip)}/s) "
+                "exceeded",
+            )
+        full = quotas.listener_full(listener)
+        if full is not None:
             self.connections_refused += 1
-            return f"max.connections.per.ip ({self.max_connections_per_ip}) reached"
+            return f"listener.name.{listener.lower()}.max.connections ({full}) reached"
+        limit = quotas.max_connections_for(ip)
+        if quotas.get(ip) >= limit:
+            self.connections_refused += 1
+            return (
+                f"max.connections.per.ip ({limit}) reached"
+                if limit == quotas.max_connections_per_ip
+                else f"max.connections.per.ip.overrides ({ip}:{limit}) reached"
+            )
         self.processors[p.connection_id] = p
-        self._per_ip[p.client_host] = self._per_ip.get(p.client_host, 0) + 1
+        quotas.inc(ip, listener)
         self.connections_total += 1
         return None
 
     def forget(self, p: Processor) -> None:
+        self.held.discard(p)
         if self.processors.pop(p.connection_id, None) is not None:
-            n = self._per_ip.get(p.client_host, 1) - 1
-            if n:
-                self._per_ip[p.client_host] = n
-            else:
-                self._per_ip.pop(p.client_host, None)
+            self.connection_quotas.dec(normalize_host(p.client_host), p.acceptor.spec.name)
 
     def tune_socket(self, sock: socket.socket) -> None:
         with contextlib.suppress(OSError):
@@ -395,6 +439,18 @@ class SocketServer:
             "kafka_server_socketservermetrics_connection_refused_total",
             "Connections closed on arrival (max.connections, shutting down).",
             lambda: self.connections_refused,
+            kind="counter",
+        )
+        m.gauge(
+            "kafka_network_socketserver_ip_connection_throttled_total",
+            "Connections closed for their address's connection_creation_rate (KIP-612).",
+            lambda: self.connection_quotas.ip_throttled,
+            kind="counter",
+        )
+        m.gauge(
+            "kafka_network_socketserver_connection_rate_delayed_total",
+            "Connections held for the broker's or a listener's max.connection.creation.rate.",
+            lambda: self.connection_quotas.rate_delayed,
             kind="counter",
         )
         m.gauge(

@@ -32,7 +32,8 @@ _R = TypeVar("_R", bound=Response)
 
 class KafkaConnection:
     """Connects to the first reachable ``host:port`` of the comma-separated
-    ``servers``; KafkaError (naming every address tried) when none is."""
+    ``servers`` (from ``source_address`` when given: a loopback alias, say);
+    KafkaError (naming every address tried) when none is."""
 
     def __init__(
         self,
@@ -42,6 +43,7 @@ class KafkaConnection:
         client_id: str = "pylog",
         ssl_context: ssl.SSLContext | None = None,
         authenticate: Callable[[KafkaConnection], None] | None = None,
+        source_address: tuple[str, int] | None = None,
     ) -> None:
         self.client_id = client_id
         self._correlation_id = 0
@@ -49,7 +51,9 @@ class KafkaConnection:
         for server in (s.strip() for s in servers.split(",") if s.strip()):
             host, _, port = server.rpartition(":")
             try:
-                sock = socket.create_connection((host, int(port)), timeout=timeout)
+                sock = socket.create_connection(
+                    (host, int(port)), timeout=timeout, source_address=source_address
+                )
             except (OSError, ValueError) as e:
                 errors.append(f"{server}: {e}")
                 continue

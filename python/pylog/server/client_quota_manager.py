@@ -20,7 +20,7 @@ Kafka's order:
 Usage is measured per *metric tags* — (user, client id) for the levels naming
 both, (user, "") for a user's own or the default user's quota, ("", client id)
 for a client id's — so every connection of alice shares her user quota, as in
-Kafka. The measured rate (:class:`~pylog.server.sampled_stat.Rate` over
+Kafka. The measured rate (:class:`~pylog.common.metrics.sampled_stat.Rate` over
 ``quota.window.num`` windows of ``quota.window.size.seconds``) above the quota
 gives a throttle time: how long the client must stay quiet for its rate to
 come back down to the quota. The response says so (``throttle_time_ms``) and
@@ -37,8 +37,10 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from pylog.common.metrics.sampled_stat import Avg, Rate
 from pylog.metadata.client_quota_entity import (
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     DEFAULT,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
@@ -46,7 +48,6 @@ from pylog.metadata.client_quota_entity import (
     sanitize,
 )
 from pylog.security.kafka_principal import KafkaPrincipal
-from pylog.server.sampled_stat import Avg, Rate
 
 __all__ = ["ClientQuotaManager", "QuotaType"]
 
@@ -67,6 +68,8 @@ class QuotaType(enum.Enum):
     PRODUCE = ("Produce", PRODUCER_BYTE_RATE, "byte-rate")
     FETCH = ("Fetch", CONSUMER_BYTE_RATE, "byte-rate")
     REQUEST = ("Request", REQUEST_PERCENTAGE, "request-time")
+    #: ControllerMutationQuotaManager's (a token bucket, not a rate).
+    CONTROLLER_MUTATION = ("ControllerMutation", CONTROLLER_MUTATION_RATE, "mutation-rate")
 
     def __init__(self, group: str, key: str, metric: str) -> None:
         self.group = group

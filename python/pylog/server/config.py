@@ -46,6 +46,7 @@ from pylog.config import (
     Between,
     ConfigKey,
     ConfigType,
+    HostCounts,
     ListOf,
     OneOf,
     config_table,
@@ -223,6 +224,14 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               "further ones are closed as they arrive.", AtLeast(0), "medium"),
     ConfigKey("max.connections.per.ip", I, INT_MAX, "Most connections from one address.",
               AtLeast(0), "medium"),
+    ConfigKey("max.connections.per.ip.overrides", S, "", "Per host or IP, the most "
+              "connections from it, over max.connections.per.ip: host:count,host:count.",
+              HostCounts(), "medium"),
+    ConfigKey("max.connection.creation.rate", I, INT_MAX, "Most new connections the broker "
+              "accepts per second (KIP-612); a connection over it is held before it is "
+              "served. Per listener: listener.name.<l>.max.connection.creation.rate. The "
+              "inter-broker listener is exempt when there are others.", AtLeast(0),
+              "medium"),
     # ---- topics and produce
     ConfigKey("num.partitions", I, 1, "Partitions of an auto-created topic, and of a "
               "CreateTopics request that asks for the default (-1).", AtLeast(1), "medium"),
@@ -283,6 +292,27 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               "over.", AtLeast(1), "low"),
     ConfigKey("quota.window.size.seconds", I, 1, "Length of each client quota sample.",
               AtLeast(1), "low"),
+    # ---- dynamic password configs (Kafka's PasswordEncoderConfigs; docs/operations.md)
+    ConfigKey("password.encoder.secret", P, None, "Secret that encrypts the dynamic "
+              "password configs (listener.name.<l>.ssl.keystore.password, ...) kept in "
+              "/config/brokers/<id>; the same on every broker of a cluster.", None, "medium"),
+    ConfigKey("password.encoder.old.secret", P, None, "The previous password.encoder.secret, "
+              "while rotating it: stored passwords it encrypted still decode.", None, "medium"),
+    ConfigKey("password.encoder.keyfactory.algorithm", S, None, "PBKDF2 variant deriving the "
+              "key: PBKDF2WithHmacSHA512 (when unset), PBKDF2WithHmacSHA256 or "
+              "PBKDF2WithHmacSHA1.", None, "low"),
+    ConfigKey("password.encoder.cipher.algorithm", S, "AES/CBC/PKCS5Padding", "Cipher of the "
+              "dynamic passwords: AES/CBC/PKCS5Padding or AES/GCM/NoPadding.",
+              OneOf("AES/CBC/PKCS5Padding", "AES/GCM/NoPadding"), "low"),
+    ConfigKey("password.encoder.key.length", I, 128, "Key length in bits (128, 192 or 256 "
+              "for AES).", AtLeast(8), "low"),
+    ConfigKey("password.encoder.iterations", I, 4096, "PBKDF2 iterations.", AtLeast(1024),
+              "low"),
+    ConfigKey("controller.quota.window.num", I, 11, "Samples of the controller mutation "
+              "quota (controller_mutation_rate, KIP-599): its token bucket holds this many "
+              "windows of credits.", AtLeast(1), "low"),
+    ConfigKey("controller.quota.window.size.seconds", I, 1, "Length of each controller "
+              "mutation quota sample.", AtLeast(1), "low"),
     # ---- group coordinator and offset manager (Kafka's names and defaults)
     ConfigKey("offsets.topic.num.partitions", I, 50, "Partitions of __consumer_offsets "
               "(fixed once the topic exists).", AtLeast(1), "high"),
@@ -470,6 +500,8 @@ ALL_BROKER_CONFIG: dict[str, ConfigKey] = {**BROKER_CONFIG, **BROKER_LOG_CONFIG}
 LISTENER_KEYS = frozenset(
     [k for k in BROKER_CONFIG if k.startswith("ssl.")]
     + ["sasl.enabled.mechanisms", "sasl.server.max.receive.size", "connections.max.reauth.ms"]
+    # Kafka's ListenerReconfigurableConfigs of the SocketServer
+    + ["max.connections", "max.connection.creation.rate"]
 )
 #: Keys set per listener and SASL mechanism:
 #: ``listener.name.<listener>.<mechanism>.<key>`` (mechanism lower-cased).

@@ -11,6 +11,15 @@ IncrementalAlterConfigs; every broker hears the change (``/config/changes``, or
 the embedded store of a lone broker) and hands this object the layer's whole
 new content.
 
+A listener's TLS passwords (``listener.name.<l>.ssl.keystore.password``,
+``….ssl.key.password``, ``….ssl.truststore.password``, ``….ssl.keystore.key``)
+are stored encrypted with ``password.encoder.secret`` as Kafka stores them
+(:class:`~pylog.security.password_encoder.PasswordEncoder`):
+:meth:`DynamicBrokerConfig.to_persistent` before the store,
+:meth:`~DynamicBrokerConfig.from_persistent` after it; without a secret they
+are refused ("Password encoder secret not configured"), and a stored one
+that does not decode (another secret) is left out with an error, as Kafka does.
+
 Only the keys Kafka lists as dynamic may be set (``DYNAMIC_BROKER_CONFIGS``):
 the log defaults topics inherit (DynamicLogConfig), the cleaner's keys, thread
 counts, connection limits, producer-id expiry and the replication throttles.
@@ -31,6 +40,7 @@ from collections.abc import Callable, Mapping
 
 from pylog.errors import InvalidConfigurationError
 from pylog.log.config import TOPIC_CONFIG
+from pylog.security.password_encoder import PasswordEncoder
 from pylog.server.config import ALL_BROKER_CONFIG, KafkaConfig
 
 __all__ = [
@@ -39,6 +49,8 @@ __all__ = [
     "BrokerReconfigurable",
     "DynamicBrokerConfig",
     "ReconfigurationValidator",
+    "is_password_config",
+    "listener_socket_key",
     "listener_ssl_key",
 ]
 
@@ -71,7 +83,13 @@ _THREAD_KEYS = frozenset(
     {"num.io.threads", "num.network.threads", "num.replica.fetchers",
      "num.recovery.threads.per.data.dir", "background.threads"}
 )  # fmt: skip
-_SOCKET_KEYS = frozenset({"max.connections", "max.connections.per.ip"})
+_SOCKET_KEYS = frozenset(
+    {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+     "max.connection.creation.rate"}
+)  # fmt: skip
+# Kafka's SocketServer.ListenerReconfigurableConfigs: dynamic per listener
+# (``listener.name.<listener>.<key>``), per broker or cluster-wide.
+_LISTENER_SOCKET_KEYS = frozenset({"max.connections", "max.connection.creation.rate"})
 # DynamicProducerStateManagerConfig.
 _PRODUCER_STATE_KEYS = frozenset(
     {"producer.id.expiration.ms", "transaction.partition.verification.enable"}
@@ -117,8 +135,42 @@ def listener_ssl_key(name: str) -> tuple[str, str] | None:
     return m.group(1).upper(), m.group(2)
 
 
+def listener_socket_key(name: str) -> tuple[str, str] | None:
+    """(listener, key) of a ``listener.name.<listener>.max.connections`` or
+    ``….max.connection.creation.rate`` key, else None."""
+    m = _LISTENER_KEY.match(name)
+    if m is None or m.group(2) not in _LISTENER_SOCKET_KEYS:
+        return None
+    return m.group(1).upper(), m.group(2)
+
+
+def is_password_config(name: str) -> bool:
+    """A dynamic key whose value is a secret, stored encrypted (Kafka's
+    DynamicBrokerConfig.isPasswordConfig, of the keys pylog makes dynamic)."""
+    scoped = listener_ssl_key(name)
+    return scoped is not None and scoped[1] in _SSL_PASSWORD_KEYS
+
+
+def _password_encoder(config: KafkaConfig, key: str) -> PasswordEncoder | None:
+    secret = config.get(key)
+    if secret is None or str(secret) == "":
+        return None
+    algorithm = config.get("password.encoder.keyfactory.algorithm")
+    return PasswordEncoder(
+        str(secret),
+        key_factory_algorithm=None if algorithm is None else str(algorithm),
+        cipher_algorithm=str(config.get("password.encoder.cipher.algorithm")),
+        key_length=int(config.get("password.encoder.key.length")),
+        iterations=int(config.get("password.encoder.iterations")),
+    )
+
+
 def _is_dynamic(name: str) -> bool:
-    return name in DYNAMIC_BROKER_CONFIGS or listener_ssl_key(name) is not None
+    return (
+        name in DYNAMIC_BROKER_CONFIGS
+        or listener_ssl_key(name) is not None
+        or listener_socket_key(name) is not None
+    )
 
 
 #: Called with the old and the new configuration after a change was applied
@@ -142,6 +194,75 @@ class DynamicBrokerConfig:
         self._reconfigurables: list[tuple[str, BrokerReconfigurable]] = []
         self._validators: list[ReconfigurationValidator] = []
         self._lock = threading.RLock()
+        #: Encrypts and decrypts the stored passwords (password.encoder.secret;
+        #: the old secret still decodes while it is being rotated).
+        self.password_encoder = _password_encoder(static, "password.encoder.secret")
+        self._old_password_encoder = _password_encoder(static, "password.encoder.old.secret")
+
+    # ------------------------------------------------------------------ passwords
+
+    def to_persistent(self, entity: str, configs: Mapping[str, str]) -> dict[str, str]:
+        """``configs`` as the store keeps them: passwords encrypted (Kafka's
+        toPersistentProps)."""
+        out = dict(configs)
+        for name, value in configs.items():
+            if not is_password_config(name):
+                continue
+            if entity == DEFAULT_ENTITY:
+                raise InvalidConfigurationError(
+                    "Password config can be defined only at broker level"
+                )
+            if self.password_encoder is None:
+                raise InvalidConfigurationError("Password encoder secret not configured")
+            out[name] = self.password_encoder.encode(value)
+        return out
+
+    def reencoded(self, configs: Mapping[str, str]) -> dict[str, str] | None:
+        """A stored layer whose passwords only ``password.encoder.old.secret``
+        decodes, encrypted again with the current secret (what Kafka writes
+        back at start-up while the secret is rotated); None when none needs it."""
+        current, old = self.password_encoder, self._old_password_encoder
+        if current is None or old is None:
+            return None
+        out = dict(configs)
+        changed = False
+        for name, value in configs.items():
+            if not is_password_config(name):
+                continue
+            try:
+                current.decode(value)
+                continue
+            except InvalidConfigurationError:
+                pass
+            try:
+                out[name] = current.encode(old.decode(value))
+                changed = True
+            except InvalidConfigurationError:
+                continue  # neither decodes it: from_persistent leaves it out
+        return out if changed else None
+
+    def from_persistent(self, configs: Mapping[str, str]) -> dict[str, str]:
+        """A stored layer with its passwords decrypted; one that does not
+        decode is left out, with an error (Kafka's fromPersistentProps)."""
+        out = dict(configs)
+        for name, value in configs.items():
+            if not is_password_config(name):
+                continue
+            decoded = None
+            for encoder in (self.password_encoder, self._old_password_encoder):
+                if encoder is None:
+                    continue
+                try:
+                    decoded = encoder.decode(value)
+                    break
+                except InvalidConfigurationError:
+                    continue
+            if decoded is None:
+                _log.error("dynamic password config %s could not be decoded, ignoring", name)
+                del out[name]
+            else:
+                out[name] = decoded
+        return out
 
     @property
     def current(self) -> KafkaConfig:
@@ -190,15 +311,26 @@ class DynamicBrokerConfig:
         if entity == DEFAULT_ENTITY:
             refuse(listener_keys, "Cannot update these configs at default cluster level, "
                    "broker id must be specified")  # fmt: skip
-        refuse([k for k in listener_keys if (listener_ssl_key(k) or ("", ""))[1] in
-                _SSL_PASSWORD_KEYS],
-               "pylog keeps no dynamic passwords (Kafka stores them encrypted with "
-               "password.encoder.secret); set these in server.properties")  # fmt: skip
-        for k in listener_keys:
-            listener = (listener_ssl_key(k) or ("", ""))[0]
+        if self.password_encoder is None and any(is_password_config(k) for k in configs):
+            raise InvalidConfigurationError("Password encoder secret not configured")
+        socket_keys = [k for k in configs if listener_socket_key(k) is not None]
+        for k in [*listener_keys, *socket_keys]:
+            listener = (listener_ssl_key(k) or listener_socket_key(k) or ("", ""))[0]
             if self.static.listener(listener) is None:
                 raise InvalidConfigurationError(f"Invalid listener name in {k}: no listener "
                                                 f"is named {listener}")  # fmt: skip
+        for k in socket_keys:
+            # Kafka's ListenerConnectionQuota.validateReconfiguration: above 0.
+            try:
+                value = int(str(configs[k]).strip())
+            except ValueError:
+                raise InvalidConfigurationError(
+                    f"Invalid value {configs[k]} for configuration {k}: Not a number of type INT"
+                ) from None
+            if value <= 0:
+                raise InvalidConfigurationError(
+                    f"Invalid {(listener_socket_key(k) or ('', k))[1]} {value}"
+                )
         with self._lock:
             default, broker = dict(self._default), dict(self._per_broker)
             validators = list(self._validators)
@@ -229,7 +361,7 @@ class DynamicBrokerConfig:
         not treat as dynamic (written by another tool) are left out with a
         warning, as Kafka ignores them; a value that does not parse leaves the
         layer as it was."""
-        wanted = {k: v for k, v in configs.items() if _is_dynamic(k)}
+        wanted = {k: v for k, v in self.from_persistent(configs).items() if _is_dynamic(k)}
         if len(wanted) != len(configs):
             _log.warning(
                 "dynamic config of %s: ignoring keys that are not dynamic: %s",
@@ -255,6 +387,11 @@ class DynamicBrokerConfig:
         # rotating a certificate in place is how operators renew it (Kafka's
         # ReloadableFileConfigs).
         changed += sorted(k for k in {**default, **broker} if listener_ssl_key(k) is not None)
+        changed += sorted(
+            k
+            for k in {**old.originals, **new.originals}
+            if listener_socket_key(k) is not None and old.originals.get(k) != new.originals.get(k)
+        )
         if not changed:
             return
         _log.info("dynamic config of %s: %s", entity,

@@ -1,6 +1,7 @@
-"""QuotaManagers: the broker's three client quota managers — produce bytes,
-fetch bytes, request time — over the metadata store's quotas (Kafka's
-``QuotaFactory.QuotaManagers``), and their metrics.
+"""QuotaManagers: the broker's client quota managers — produce bytes, fetch
+bytes, request time, and the controller mutations of KIP-599 — over the
+metadata store's quotas (Kafka's ``QuotaFactory.QuotaManagers``), and their
+metrics.
 
 The metrics are Kafka's quota sensors (JMX ``kafka.server:type=Produce|Fetch|Request,
 user=…,client-id=…``, attributes ``byte-rate`` / ``request-time`` and
@@ -10,7 +11,10 @@ the quota is measured under:
 * ``kafka_server_produce_byte_rate``, ``kafka_server_fetch_byte_rate`` (bytes/s),
   ``kafka_server_request_request_time`` (percent of one thread);
 * ``kafka_server_{produce,fetch,request}_throttle_time`` (mean ms of the
-  throttles of the last minute or so).
+  throttles of the last minute or so);
+* ``kafka_server_controllermutation_tokens`` (credits left in the token
+  bucket), ``kafka_server_controllermutation_mutation_rate`` (partitions
+  created or deleted per second) and ``kafka_server_controllermutation_throttle_time``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pylog.metadata.store import MetadataStore
 from pylog.network.metrics import MetricsRegistry
 from pylog.server.client_quota_manager import ClientQuotaManager, QuotaType
 from pylog.server.config import KafkaConfig
+from pylog.server.controller_mutation_quota_manager import ControllerMutationQuotaManager
 
 __all__ = ["QuotaManagers", "now_ms"]
 
@@ -44,6 +49,12 @@ class QuotaManagers:
         self.produce = manager(QuotaType.PRODUCE)
         self.fetch = manager(QuotaType.FETCH)
         self.request = manager(QuotaType.REQUEST)
+        self.controller_mutation = ControllerMutationQuotaManager(
+            lambda: store.client_quotas,
+            samples=int(config.get("controller.quota.window.num")),
+            window_seconds=int(config.get("controller.quota.window.size.seconds")),
+            clock=now_ms,
+        )
 
     def any_enabled(self) -> bool:
         return (
@@ -66,6 +77,17 @@ class QuotaManagers:
                 f"kafka_server_{group}_throttle_time",
                 f"Mean {m.quota_type.group} throttle time per user and client-id, in ms.",
                 _reader(m, "throttle"),
+            )
+        cm = self.controller_mutation
+        for which, name, doc in (
+            ("tokens", "tokens", "Credits left in the controller mutation token bucket"),
+            ("rate", "mutation_rate", "Partitions created or deleted per second"),
+            ("throttle", "throttle_time", "Mean controller mutation throttle time, in ms,"),
+        ):
+            metrics.gauge(
+                f"kafka_server_controllermutation_{name}",
+                f"{doc} per user and client-id (KIP-599).",
+                _reader(cm, which),
             )
 
 

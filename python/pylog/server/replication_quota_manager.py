@@ -22,9 +22,9 @@ from __future__ import annotations
 import functools
 import threading
 
+from pylog.common.metrics.sampled_stat import Rate
 from pylog.common.topic_partition import TopicPartition
 from pylog.common.utils.time import Clock, now_ms
-from pylog.server.sampled_stat import Rate
 
 __all__ = ["UNBOUNDED", "ReplicationQuotaManager", "throttled_partitions"]
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from pylog.common.metrics.sampled_stat import Avg, Rate
 from pylog.metadata.client_quota_entity import (
+    CONNECTION_CREATION_RATE,
     DEFAULT,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
@@ -18,7 +20,6 @@ from pylog.metadata.client_quota_entity import (
 from pylog.metadata.json_store import JsonMetadataStore
 from pylog.security.kafka_principal import KafkaPrincipal
 from pylog.server.client_quota_manager import ClientQuotaManager, QuotaType
-from pylog.server.sampled_stat import Avg, Rate
 
 ALICE = KafkaPrincipal("User", "alice")
 BOB = KafkaPrincipal("User", "bob")
@@ -105,6 +106,33 @@ def test_quotas_survive_a_restart(tmp_path: Path) -> None:
         ClientQuotaEntity.of("alice"): {PRODUCER_BYTE_RATE: 1024.0, "consumer_byte_rate": 2048.0},
         ClientQuotaEntity.of(None, "app"): {REQUEST_PERCENTAGE: 12.5},
     }
+
+
+def test_ip_entities_are_kept_apart_and_survive_a_restart(tmp_path: Path) -> None:
+    """KIP-612's IP entities: their own znode names (``ips/<ip>``, IPv6
+    sanitized as Kafka's Sanitizer does), stored beside the client quotas and
+    never mistaken for one."""
+    store = JsonMetadataStore(str(tmp_path))
+    v4, v6, default = (ClientQuotaEntity.of_ip("127.0.0.1"), ClientQuotaEntity.of_ip("::1"),
+                       ClientQuotaEntity.of_ip(None))  # fmt: skip
+    assert v4.path() == ("ips", "127.0.0.1") and v6.path() == ("ips", "%3A%3A1")
+    assert default.path() == ("ips", DEFAULT) and default.components() == [("ip", None)]
+    assert ClientQuotaEntity.from_path("ips", "%3A%3A1") == v6
+    assert v6.components() == [("ip", "::1")]
+    store.alter_client_quotas(
+        {v4: {CONNECTION_CREATION_RATE: 5.0}, default: {CONNECTION_CREATION_RATE: 50.0}}
+    )
+    store.alter_client_quotas({ClientQuotaEntity.of(client_id=None): {PRODUCER_BYTE_RATE: 10.0}})
+    store.close()
+    again = JsonMetadataStore(str(tmp_path))
+    assert again.client_quotas == {
+        v4: {CONNECTION_CREATION_RATE: 5.0},
+        default: {CONNECTION_CREATION_RATE: 50.0},
+        ClientQuotaEntity.of(client_id=None): {PRODUCER_BYTE_RATE: 10.0},
+    }
+    # the client quotas' precedence never lands on an IP entity
+    m = produce_manager(again)
+    assert m.quota(ALICE, "app") == (("", "app"), 10.0)
 
 
 def test_rate_is_measured_over_at_least_samples_minus_one_windows() -> None:
