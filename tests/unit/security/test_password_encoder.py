@@ -53,7 +53,7 @@ def test_round_trip_in_kafkas_format(cipher: str) -> None:
 
 
 def test_a_wrong_secret_or_a_damaged_value_is_refused() -> None:
-    encoded = PasswordEncoder("right").encode("pw")
+    encoded = PasswordEncoder("right").encode("pw-1!")
     with pytest.raises(InvalidConfigurationError, match="Password could not be decoded"):
         PasswordEncoder("wrong").decode(KAFKA_GCM)
     with pytest.raises(InvalidConfigurationError, match="Password could not be decoded"):
@@ -79,19 +79,19 @@ def test_dynamic_config_encrypts_decrypts_and_moves_to_a_new_secret() -> None:
 
     key = "listener.name.ssl.ssl.keystore.password"
     first = dynamic(secret="one")
-    stored = first.to_persistent("0", {key: "pw", "message.max.bytes": "5000"})
-    assert stored["message.max.bytes"] == "5000" and "pw" not in stored[key]
-    assert first.from_persistent(stored) == {key: "pw", "message.max.bytes": "5000"}
+    stored = first.to_persistent("0", {key: "pw-1!", "message.max.bytes": "5000"})
+    assert stored["message.max.bytes"] == "5000" and "pw-1!" not in stored[key]
+    assert first.from_persistent(stored) == {key: "pw-1!", "message.max.bytes": "5000"}
     with pytest.raises(InvalidConfigurationError, match="only at broker level"):
-        first.to_persistent(DEFAULT_ENTITY, {key: "pw"})
+        first.to_persistent(DEFAULT_ENTITY, {key: "pw-1!"})
     with pytest.raises(InvalidConfigurationError, match="secret not configured"):
-        dynamic().to_persistent("0", {key: "pw"})
+        dynamic().to_persistent("0", {key: "pw-1!"})
     assert first.reencoded(stored) is None  # no old secret: nothing to move
 
     rotated = dynamic(secret="two", old_secret="one")
     again = rotated.reencoded(stored)
     assert again is not None and again[key] != stored[key]
-    assert dynamic(secret="two").from_persistent(again)[key] == "pw"
+    assert dynamic(secret="two").from_persistent(again)[key] == "pw-1!"
     assert rotated.reencoded(again) is None  # already on the new secret
     # a password neither secret decodes is left out
     assert dynamic(secret="three").from_persistent(stored) == {"message.max.bytes": "5000"}
