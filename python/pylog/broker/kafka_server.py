@@ -48,8 +48,8 @@ from pylog.broker.auth_helper import authorizer_from_config
 from pylog.broker.broker_state import BrokerState, IllegalBrokerStateTransition
 from pylog.broker.channel_builders import (
     inter_broker_security,
-    listener_specs,
     listener_sasl_configs,
+    listener_specs,
     listener_ssl_context,
 )
 from pylog.broker.kafka_apis import KafkaApis

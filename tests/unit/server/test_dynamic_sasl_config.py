@@ -72,9 +72,7 @@ def test_a_valid_change_is_applied_and_stored_encrypted() -> None:
         ({"listener.name.nope.plain.sasl.jaas.config": f"{PLAIN} required;"}, "no listener"),
     ],
 )
-def test_a_bad_change_is_refused_and_nothing_applied(
-    configs: dict[str, str], message: str
-) -> None:
+def test_a_bad_change_is_refused_and_nothing_applied(configs: dict[str, str], message: str) -> None:
     dynamic = _dynamic()
     before = dynamic.current
     with pytest.raises(InvalidConfigurationError, match=message):
