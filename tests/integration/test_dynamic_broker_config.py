@@ -425,3 +425,120 @@ def test_ip_quotas_and_connection_limits_reach_every_broker(
                    "listener.name.plaintext.max.connection.creation.rate=0",
                    check=False)  # fmt: skip
     assert "Invalid max.connection.creation.rate 0" in out, out
+
+
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+def test_sasl_users_and_mechanisms_change_without_a_restart(tmp_path: Path) -> None:
+    """A SASL_PLAINTEXT listener's JAAS text and mechanisms changed through
+    ``kafka-configs --add-config-file`` (``listener.name.<l>.plain.sasl.jaas.config``,
+    a PASSWORD, and ``listener.name.<l>.sasl.enabled.mechanisms``): a JAAS text
+    that does not parse is refused with nothing stored; then user carol added
+    and SCRAM-SHA-256 removed: carol produces without a restart, a new SCRAM
+    handshake gets UNSUPPORTED_SASL_MECHANISM while a connection opened before
+    the change still gets SCRAM; the JAAS text is stored encrypted, described
+    masked, and all of it survives a restart."""
+    from security_support import listener_ports
+
+    from pylog.errors import KafkaError as PylogKafkaError
+    from pylog.protocol.messages import SaslHandshakeResponse
+    from pylog.security.sasl_client_authenticator import ClientSecurity, authenticate_blocking
+
+    jaas_key = "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+    mechanisms_key = "listener.name.sasl_plaintext.sasl.enabled.mechanisms"
+    broker = BrokerProcess(tmp_path / "data", {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        jaas_key: f'{PLAIN_MODULE} required user_alice="alice-pw";',
+        "password.encoder.secret": "encoder-secret",
+    }).start()  # fmt: skip
+    try:
+        plain = broker.bootstrap
+
+        def sasl() -> str:
+            return f"127.0.0.1:{listener_ports(broker.start_line)['SASL_PLAINTEXT']}"
+
+        def produced_as(user: str, password: str) -> bool:
+            p = Producer({"bootstrap.servers": sasl(), "security.protocol": "SASL_PLAINTEXT",
+                          "sasl.mechanism": "PLAIN", "sasl.username": user,
+                          "sasl.password": password, "linger.ms": 0,
+                          "message.timeout.ms": 8000})  # fmt: skip
+            got: list[KafkaError | None] = []
+            p.produce("jaas", b"v", on_delivery=lambda err, _m: got.append(err))
+            p.flush(15)
+            return got == [None]
+
+        def refused(user: str, password: str) -> bool:
+            """PLAIN login refused (SASL_AUTHENTICATION_FAILED), over a raw connection."""
+            security = ClientSecurity("SASL_PLAINTEXT", None, sasl_mechanism="PLAIN",
+                                      username=user, password=password)  # fmt: skip
+            try:
+                KafkaConnection(
+                    sasl(), authenticate=lambda c: authenticate_blocking(c.request, security)
+                ).close()
+            except PylogKafkaError as e:
+                assert "SASL_AUTHENTICATION_FAILED" in str(e), e
+                return True
+            return False
+
+        def handshake(c: KafkaConnection, mechanism: str) -> SaslHandshakeResponse:
+            return c.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism},
+                             SaslHandshakeResponse)  # fmt: skip
+
+        _create(plain, "jaas")
+        assert produced_as("alice", "alice-pw") and refused("carol", "carol-pw")
+
+        # A JAAS text without its closing ';' does not parse: INVALID_CONFIG, nothing stored.
+        with KafkaConnection(plain) as c:
+            bad = c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
+                "resources": [{"resource_type": 4, "resource_name": "0", "configs": [
+                    {"name": jaas_key, "config_operation": 0,
+                     "value": f'{PLAIN_MODULE} required user_carol="carol-pw"'}]}],
+                "validate_only": False,
+            }, IncrementalAlterConfigsResponse)  # fmt: skip
+        assert bad.responses[0].error_code == 40, bad  # INVALID_CONFIG
+        assert "SaslChannelBuilder" in str(bad.responses[0].error_message)
+        assert refused("carol", "carol-pw")
+
+        before = KafkaConnection(sasl())  # opened before the change: keeps its settings
+        try:
+            changes = tmp_path / "sasl.properties"
+            changes.write_text(
+                f'{jaas_key}={PLAIN_MODULE} required user_alice="alice-pw" '
+                f'user_carol="carol-pw";\n{mechanisms_key}=PLAIN\n'
+            )
+            out = _configs(plain, tmp_path, "--alter", "--entity-type", "brokers",
+                           "--entity-name", "0", "--add-config-file", str(changes))  # fmt: skip
+            assert "Completed updating config for broker 0." in out
+            assert produced_as("carol", "carol-pw") and produced_as("alice", "alice-pw")
+            assert refused("carol", "wrong")
+            with KafkaConnection(sasl()) as c:
+                refused_scram = handshake(c, "SCRAM-SHA-256")
+            assert refused_scram.error_code == 33  # UNSUPPORTED_SASL_MECHANISM
+            assert refused_scram.mechanisms == ["PLAIN"]
+            assert handshake(before, "SCRAM-SHA-256").error_code == 0
+        finally:
+            before.close()
+
+        # Described masked (sensitive, no value); stored encrypted, never in the clear.
+        with KafkaConnection(plain) as c:
+            described = c.request(ApiKey.DESCRIBE_CONFIGS, 4, {
+                "resources": [{"resource_type": 4, "resource_name": "0",
+                               "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False,
+            }, DescribeConfigsResponse)  # fmt: skip
+        entries = {e.name: e for e in described.results[0].configs}
+        assert entries[jaas_key].value is None and entries[jaas_key].is_sensitive
+        assert entries[mechanisms_key].value == "PLAIN"
+        stored = "".join(f.read_text() for f in (tmp_path / "data").glob("pylog-metadata.*"))
+        assert "carol-pw" not in stored and "keyFactoryAlgorithm:" in stored
+
+        broker.stop()
+        broker.start()
+        assert produced_as("carol", "carol-pw")
+        with KafkaConnection(sasl()) as c:
+            assert handshake(c, "SCRAM-SHA-256").error_code == 33
+    finally:
+        if broker.proc is not None:
+            broker.stop()

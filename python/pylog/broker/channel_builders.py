@@ -40,7 +40,7 @@ from pylog.security.ssl_factory import SslConfig, client_context, server_context
 from pylog.security.ssl_principal_mapper import SslPrincipalMapper
 from pylog.server.config import EndPoint, KafkaConfig
 
-__all__ = ["inter_broker_security", "listener_specs"]
+__all__ = ["inter_broker_security", "listener_sasl_configs", "listener_specs"]
 
 Credentials = Callable[[str, ScramMechanism], "ScramCredential | None"]
 
@@ -118,6 +118,19 @@ def _sasl_config(config: KafkaConfig, ep: EndPoint, credentials: Credentials) ->
         failed_authentication_delay_ms=int(config.get("connection.failed.authentication.delay.ms")),
         max_receive_size=int(config.listener_get(listener, "sasl.server.max.receive.size")),
     )
+
+
+def listener_sasl_configs(
+    config: KafkaConfig, credentials: Credentials
+) -> dict[str, SaslServerConfig]:
+    """The SASL settings of every SASL_PLAINTEXT / SASL_SSL listener as
+    ``config`` has them now (a dynamic JAAS text or mechanism list checked
+    and applied: InvalidConfigurationError names the key, never the secret)."""
+    return {
+        ep.listener_name: _sasl_config(config, ep, credentials)
+        for ep in config.listeners
+        if ep.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+    }
 
 
 def listener_specs(config: KafkaConfig, credentials: Credentials) -> list[ListenerSpec]:

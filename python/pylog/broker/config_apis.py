@@ -69,6 +69,7 @@ from pylog.server.dynamic_broker_config import (
     DEFAULT_ENTITY,
     DYNAMIC_BROKER_CONFIGS,
     DynamicBrokerConfig,
+    listener_sasl_key,
     listener_ssl_key,
 )
 
@@ -136,6 +137,15 @@ def _sensitive(name: str) -> bool:
     if key is not None:
         return key.type is ConfigType.PASSWORD
     return name.endswith((".sasl.jaas.config", ".password", ".ssl.keystore.key"))
+
+
+def _listener_key_type(name: str) -> ConfigType:
+    """The type of a listener-prefixed dynamic key (its base key's)."""
+    if _sensitive(name):
+        return ConfigType.PASSWORD
+    if name.endswith(".sasl.enabled.mechanisms"):
+        return ConfigType.LIST
+    return ConfigType.STRING
 
 
 def _show(value: object) -> str | None:
@@ -317,9 +327,10 @@ class ConfigApis:
                 )
             )
         # The listener-prefixed keys of this broker's dynamic layer (a
-        # rotated keystore's location), as Kafka lists them.
+        # rotated keystore's location, a JAAS text masked), as Kafka lists them.
         for name, value in sorted(self.dynamic_config.dynamic_broker().items()):
-            if listener_ssl_key(name) is None or (names is not None and name not in names):
+            listener_key = listener_ssl_key(name) or listener_sasl_key(name)
+            if listener_key is None or (names is not None and name not in names):
                 continue
             source = ConfigSource.DYNAMIC_BROKER_CONFIG
             shown = None if _sensitive(name) else value
@@ -335,7 +346,7 @@ class ConfigApis:
                         if synonyms
                         else []
                     ),
-                    config_type=_CONFIG_TYPE_ID[ConfigType.STRING] if typed else 0,
+                    config_type=_CONFIG_TYPE_ID[_listener_key_type(name)] if typed else 0,
                     documentation=None,
                 )
             )

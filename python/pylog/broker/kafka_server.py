@@ -48,6 +48,7 @@ from pylog.broker.auth_helper import authorizer_from_config
 from pylog.broker.broker_state import BrokerState, IllegalBrokerStateTransition
 from pylog.broker.channel_builders import (
     inter_broker_security,
+    listener_sasl_configs,
     listener_specs,
     listener_ssl_context,
 )
@@ -151,8 +152,26 @@ def _dynamic_broker_config(server: KafkaServer, store: MetadataStore) -> Dynamic
         for listener, context in tls_contexts(new).items():
             socket_server.update_ssl_context(listener, context)
 
+    def check_sasl(new: KafkaConfig) -> None:
+        # A JAAS text that does not parse, or names another login module than
+        # its mechanism's, or a mechanism pylog does not serve: refused whole.
+        try:
+            listener_sasl_configs(new, server._scram_credential)
+        except InvalidConfigurationError as e:
+            raise InvalidConfigurationError(
+                f"Validation of dynamic config update of SaslChannelBuilder failed: {e}"
+            ) from None
+
+    def sasl_settings(old: KafkaConfig, new: KafkaConfig) -> None:
+        before = listener_sasl_configs(old, server._scram_credential)
+        for listener, sasl in listener_sasl_configs(new, server._scram_credential).items():
+            if sasl != before.get(listener):
+                # New connections authenticate with it; open ones keep theirs.
+                socket_server.update_sasl_config(listener, sasl)
+
     dynamic.add_reconfigurable("KafkaServer", follow)
     dynamic.add_reconfigurable("SslFactory", rotate_tls, check_tls)
+    dynamic.add_reconfigurable("SaslChannelBuilder", sasl_settings, check_sasl)
     dynamic.add_reconfigurable("LogManager", lambda _old, new: log_manager.reconfigure(new.log))
     dynamic.add_reconfigurable("SocketServer", connections)
     store.add_broker_config_listener(

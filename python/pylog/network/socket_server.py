@@ -126,6 +126,11 @@ class Acceptor:
         its CAs (a rotated keystore); connections made before keep theirs."""
         self.spec = dataclasses.replace(self.spec, ssl_context=context)
 
+    def update_sasl_config(self, sasl: SaslServerConfig) -> None:
+        """Connections from now on authenticate with ``sasl`` (a dynamic JAAS
+        text or mechanism list); connections made before keep theirs."""
+        self.spec = dataclasses.replace(self.spec, sasl=sasl)
+
     def _new_processor(self) -> Processor:
         return Processor(self.server, self, self.server._next_connection_id(self))
 
@@ -268,6 +273,12 @@ class SocketServer:
         for a in self.acceptors:
             if a.spec.name == listener and a.spec.ssl_context is not None:
                 a.update_ssl_context(context)
+
+    def update_sasl_config(self, listener: str, sasl: SaslServerConfig) -> None:
+        """The SASL settings new connections of ``listener`` get."""
+        for a in self.acceptors:
+            if a.spec.name == listener and a.spec.sasl is not None:
+                a.update_sasl_config(sasl)
 
     @property
     def max_connections_per_ip(self) -> int:

@@ -50,6 +50,7 @@ __all__ = [
     "DynamicBrokerConfig",
     "ReconfigurationValidator",
     "is_password_config",
+    "listener_sasl_key",
     "listener_socket_key",
     "listener_ssl_key",
 ]
@@ -124,6 +125,11 @@ _SSL_PASSWORD_KEYS = frozenset(
     {"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password", "ssl.keystore.key"}
 )
 _LISTENER_KEY = re.compile(r"^listener\.name\.([^.]+)\.(.+)$")
+# A SASL listener's mechanisms and each mechanism's JAAS text, named as
+# Kafka's ListenerName.saslMechanismConfigPrefix names them
+# (``listener.name.<listener>.<mechanism, lower case>.sasl.jaas.config``).
+_SASL_MECHANISM_KEY = re.compile(r"^(plain|scram-sha-256|scram-sha-512)\.sasl\.jaas\.config$")
+_SASL_ENABLED_MECHANISMS = "sasl.enabled.mechanisms"
 
 
 def listener_ssl_key(name: str) -> tuple[str, str] | None:
@@ -144,11 +150,32 @@ def listener_socket_key(name: str) -> tuple[str, str] | None:
     return m.group(1).upper(), m.group(2)
 
 
+def listener_sasl_key(name: str) -> tuple[str, str] | None:
+    """(listener, key) of a ``listener.name.<listener>.sasl.enabled.mechanisms``
+    or ``listener.name.<listener>.<mechanism>.sasl.jaas.config`` key, else None.
+
+    Kafka accepts these per broker (they are in DynamicListenerConfig's
+    ReconfigurableConfigs, prefixed so per-broker only) but its
+    SaslChannelBuilder does not reconfigure an existing listener: the change
+    waits for a restart. pylog applies it to the listener's next connections."""
+    m = _LISTENER_KEY.match(name)
+    if m is None:
+        return None
+    key = m.group(2)
+    if key != _SASL_ENABLED_MECHANISMS and _SASL_MECHANISM_KEY.match(key) is None:
+        return None
+    return m.group(1).upper(), key
+
+
 def is_password_config(name: str) -> bool:
     """A dynamic key whose value is a secret, stored encrypted (Kafka's
-    DynamicBrokerConfig.isPasswordConfig, of the keys pylog makes dynamic)."""
+    DynamicBrokerConfig.isPasswordConfig, of the keys pylog makes dynamic):
+    the TLS passwords and a JAAS text (``sasl.jaas.config`` is PASSWORD)."""
     scoped = listener_ssl_key(name)
-    return scoped is not None and scoped[1] in _SSL_PASSWORD_KEYS
+    if scoped is not None:
+        return scoped[1] in _SSL_PASSWORD_KEYS
+    sasl = listener_sasl_key(name)
+    return sasl is not None and sasl[1].endswith(".sasl.jaas.config")
 
 
 def _password_encoder(config: KafkaConfig, key: str) -> PasswordEncoder | None:
@@ -170,6 +197,7 @@ def _is_dynamic(name: str) -> bool:
         name in DYNAMIC_BROKER_CONFIGS
         or listener_ssl_key(name) is not None
         or listener_socket_key(name) is not None
+        or listener_sasl_key(name) is not None
     )
 
 
@@ -307,7 +335,9 @@ class DynamicBrokerConfig:
         refuse([k for k in configs if k in unprefixed],
                "These security configs can be dynamically updated only per-listener using "
                "the listener prefix")  # fmt: skip
-        listener_keys = [k for k in configs if listener_ssl_key(k) is not None]
+        listener_keys = [
+            k for k in configs if listener_ssl_key(k) is not None or listener_sasl_key(k)
+        ]
         if entity == DEFAULT_ENTITY:
             refuse(listener_keys, "Cannot update these configs at default cluster level, "
                    "broker id must be specified")  # fmt: skip
@@ -315,7 +345,9 @@ class DynamicBrokerConfig:
             raise InvalidConfigurationError("Password encoder secret not configured")
         socket_keys = [k for k in configs if listener_socket_key(k) is not None]
         for k in [*listener_keys, *socket_keys]:
-            listener = (listener_ssl_key(k) or listener_socket_key(k) or ("", ""))[0]
+            listener = (
+                listener_ssl_key(k) or listener_sasl_key(k) or listener_socket_key(k) or ("", "")
+            )[0]
             if self.static.listener(listener) is None:
                 raise InvalidConfigurationError(f"Invalid listener name in {k}: no listener "
                                                 f"is named {listener}")  # fmt: skip
@@ -390,7 +422,8 @@ class DynamicBrokerConfig:
         changed += sorted(
             k
             for k in {**old.originals, **new.originals}
-            if listener_socket_key(k) is not None and old.originals.get(k) != new.originals.get(k)
+            if (listener_socket_key(k) is not None or listener_sasl_key(k) is not None)
+            and old.originals.get(k) != new.originals.get(k)
         )
         if not changed:
             return
