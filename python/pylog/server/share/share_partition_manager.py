@@ -42,7 +42,7 @@ from pylog.records import FileRecords
 from pylog.server.config import KafkaConfig
 from pylog.server.delayed_fetch import FetchParams, FetchPartitionRequest
 from pylog.server.replica_manager import ReplicaManager
-from pylog.server.share.persister import InMemoryPersister, Persister
+from pylog.server.share.persister import InMemoryPersister, Persister, PersisterError
 from pylog.server.share.share_partition import AcknowledgeType, SharePartition
 from pylog.server.share.share_session_cache import ShareSessionCache
 
@@ -134,7 +134,10 @@ class SharePartitionManager:
             self._loading.pop(key, None)
 
     async def _load(self, group_id: str, topic_id: str, tp: TopicPartition) -> SharePartition:
-        st = await self.persister.read_state(group_id, topic_id, tp.partition)
+        try:
+            st = await self.persister.read_state(group_id, topic_id, tp.partition)
+        except PersisterError as e:
+            raise _Failed(e.code) from e
         limits = {
             "delivery_count_limit": self.delivery_count_limit,
             "max_in_flight": self.max_in_flight,
@@ -145,7 +148,9 @@ class SharePartitionManager:
         reset = self.auto_offset_reset(group_id)
         start = part.log_start_offset if reset == "earliest" else part.high_watermark
         sp = SharePartition(group_id, topic_id, tp, start, **limits)
-        code = await self.persister.write_state(group_id, topic_id, tp.partition, sp.persisted())
+        code = await self.persister.initialize_state(
+            group_id, topic_id, tp.partition, sp.state_epoch, start
+        )
         if code:
             raise _Failed(code)
         _log.info("share group %s: %s starts at offset %d (%s)", quoted(group_id), tp, start, reset)
