@@ -298,8 +298,22 @@ def share_consumers_split_one_partition(bootstrap: str, topic: str) -> None:
 def test_share_group_on_a_cluster(pylog_cluster_factory: Callable[..., LocalCluster]) -> None:
     """Three brokers on ZooKeeper: the group's coordinator and the
     partition's leader may be different brokers; the consumers heartbeat to
-    the one and fetch from the other."""
-    cluster = pylog_cluster_factory(3, {"offsets.topic.num.partitions": 3})
+    the one and fetch from the other. Then a share group whose
+    ``__share_group_state`` partition another broker leads than its share
+    partition: the leader persists through the share coordinator
+    (WriteShareGroupState), and when that broker is SIGKILLed the state moves
+    with the partition's next leader — nothing acknowledged is delivered
+    again, nothing is lost, and the new coordinator holds what was
+    acknowledged before and after the kill."""
+    cluster = pylog_cluster_factory(
+        3,
+        {
+            "offsets.topic.num.partitions": 3,
+            "share.coordinator.state.topic.num.partitions": 3,
+            "group.share.min.heartbeat.interval.ms": 500,
+            "group.share.heartbeat.interval.ms": 500,
+        },
+    )
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic = topic_name("queue")
@@ -307,3 +321,107 @@ def test_share_group_on_a_cluster(pylog_cluster_factory: Callable[..., LocalClus
     admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
     cluster.wait_for_leader(topic, 0)
     share_consumers_split_one_partition(cluster.bootstrap_servers, topic)
+    state_survives_its_coordinator(cluster, topic)
+
+
+def _topic_id(bootstrap: str, topic: str) -> str:
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        md = conn.request(
+            3,
+            12,
+            {
+                "topics": [{"name": topic, "topic_id": None}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
+    return str(md.topics[0].topic_id)
+
+
+def _coordinator(bootstrap: str, key: str, key_type: int) -> int:
+    """FindCoordinator's node for ``key`` (-1 while none)."""
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        fc = conn.request(10, 6, {"key_type": key_type, "coordinator_keys": [key]})
+    c = fc.coordinators[0]
+    return -1 if c.error_code else int(c.node_id)
+
+
+def _state_start(cluster: LocalCluster, group: str, topic_id: str) -> int:
+    """The share partition's start offset as its share coordinator answers
+    ReadShareGroupStateSummary (-2 while it cannot)."""
+    node = _coordinator(cluster.bootstrap_servers, f"{group}:{topic_id}:0", 2)
+    if node < 0:
+        return -2
+    try:
+        with KafkaConnection(cluster.broker(node).bootstrap_servers) as conn:
+            r = conn.request(87, 1, {"group_id": group, "topics": [
+                {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": -1}]}
+            ]})  # fmt: skip
+    except Exception:
+        return -2
+    p = r.results[0].partitions[0]
+    return -2 if p.error_code else int(p.start_offset)
+
+
+def state_survives_its_coordinator(cluster: LocalCluster, topic: str) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    bootstrap = cluster.bootstrap_servers
+    leader = cluster.leader(topic, 0)
+    controller = cluster.controller()
+    topic_id = _topic_id(bootstrap, topic)
+    # A group whose state another broker leads than the share partition (and
+    # than its group coordinator and the controller, which stay up).
+    group, state_leader = "", -1
+    deadline = time.monotonic() + 30
+    while not group:
+        assert time.monotonic() < deadline, "no group found whose state another broker leads"
+        for _ in range(64):
+            g = f"moved-{uuid.uuid4().hex[:8]}"
+            s = _coordinator(bootstrap, f"{g}:{topic_id}:0", 2)
+            if s >= 0 and s not in (leader, controller) and _coordinator(bootstrap, g, 0) != s:
+                group, state_leader = g, s
+                break
+        else:
+            time.sleep(0.5)  # __share_group_state is being placed
+    consumer = ck.ShareConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "max.poll.records": 10}
+    )
+    got: Counter[str] = Counter()
+
+    def consume_until(n: int, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while sum(got.values()) < n:
+            assert time.monotonic() < end, f"{sum(got.values())} of {n} records delivered"
+            for m in consumer.poll(0.3):
+                if m.error() is None:
+                    got[m.value().decode()] += 1
+
+    try:
+        consumer.subscribe([topic])
+        wait_members(bootstrap, group, 1)
+        deadline = time.monotonic() + 30
+        while (initial := _state_start(cluster, group, topic_id)) < 0:
+            assert time.monotonic() < deadline, "the share partition was never initialized"
+            consumer.poll(0.3)
+        before = [f"b{i}" for i in range(50)]
+        produce(bootstrap, topic, before, per_batch=5)
+        consume_until(len(before), 60)
+        # The implicit acknowledgements reach the share coordinator on the other broker.
+        deadline = time.monotonic() + 30
+        while (start := _state_start(cluster, group, topic_id)) < initial + len(before):
+            assert time.monotonic() < deadline, f"state start {start}: acks not persisted"
+            consumer.poll(0.3)
+        cluster.broker(state_leader).kill()
+        after = [f"a{i}" for i in range(50)]
+        produce(bootstrap, topic, after, per_batch=5)
+        consume_until(len(before) + len(after), 90)
+        # The state partition's next leader holds everything acknowledged.
+        deadline = time.monotonic() + 60
+        while (start := _state_start(cluster, group, topic_id)) < initial + len(before + after):
+            assert time.monotonic() < deadline, f"state start {start} after the move"
+            assert not [m for m in consumer.poll(0.3) if m.error() is None], "redelivered"
+        assert _coordinator(bootstrap, f"{group}:{topic_id}:0", 2) != state_leader
+        assert set(got) == set(before + after), "nothing lost"
+        assert max(got.values()) == 1, f"delivered twice: {[v for v, n in got.items() if n > 1]}"
+    finally:
+        consumer.close()

@@ -212,6 +212,7 @@ class ShareCoordinator:
     ) -> tuple[int, PersistedState | None]:
         """ReadShareGroupState: (error, the state or None when never
         initialized). A leader epoch older than the last writer's is fenced."""
+        self.ensure_topic()
         code = self._status(self.partition_for(group_id, topic_id, partition))
         if code:
             return code, None

@@ -196,6 +196,13 @@ GROUP_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.SHARE_FETCH: (1, 2),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
+    # The share coordinator's inter-broker APIs (Kafka 4.1+'s versions; v1 of
+    # Write and ReadSummary carry DeliveryCompleteCount).
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 1),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 1),
 }
 
 #: The message-definition file stem of every API the codec carries.
@@ -262,4 +269,9 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
     ApiKey.SHARE_FETCH: "ShareFetch",
     ApiKey.SHARE_ACKNOWLEDGE: "ShareAcknowledge",
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: "InitializeShareGroupState",
+    ApiKey.READ_SHARE_GROUP_STATE: "ReadShareGroupState",
+    ApiKey.WRITE_SHARE_GROUP_STATE: "WriteShareGroupState",
+    ApiKey.DELETE_SHARE_GROUP_STATE: "DeleteShareGroupState",
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: "ReadShareGroupStateSummary",
 }
