@@ -425,3 +425,107 @@ def state_survives_its_coordinator(cluster: LocalCluster, topic: str) -> None:
         assert max(got.values()) == 1, f"delivered twice: {[v for v, n in got.items() if n > 1]}"
     finally:
         consumer.close()
+
+
+def _share_consume(
+    bootstrap: str, group: str, topic: str, n: int, produce_values: list[str] | None = None
+) -> list[str]:
+    """One confluent-kafka ShareConsumer: joins ``group``, (produces
+    ``produce_values`` once it has fetched), takes ``n`` records, closes."""
+    ck = pytest.importorskip("confluent_kafka")
+    c = ck.ShareConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "max.poll.records": 50}
+    )
+    got: list[str] = []
+    try:
+        c.subscribe([topic])
+        wait_members(bootstrap, group, 1)
+        got += [m.value().decode() for m in c.poll(0.5) if m.error() is None]
+        if produce_values:
+            produce(bootstrap, topic, produce_values, per_batch=5)
+        deadline = time.monotonic() + 60
+        while len(got) < n:
+            assert time.monotonic() < deadline, f"{len(got)} of {n} records"
+            got += [m.value().decode() for m in c.poll(0.3) if m.error() is None]
+        c.poll(0.3)  # the implicit acknowledgement of the last records
+    finally:
+        c.close()
+    return got
+
+
+def _offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    """DescribeShareGroupOffsets v1 (all topics): (topic, partition) -> start offset."""
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        r = conn.request(90, 1, {"groups": [{"group_id": group, "topics": None}]})
+    g = r.groups[0]
+    assert g.error_code == 0, g
+    return {
+        (t.topic_name, p.partition_index): p.start_offset for t in g.topics for p in t.partitions
+    }
+
+
+def test_share_group_offsets_with_kafka_tools(broker: BrokerProcess, tmp_path: Path) -> None:
+    """kafka-share-groups --describe --offsets and --reset-offsets --to-earliest
+    (DescribeShareGroupOffsets, AlterShareGroupOffsets); a reset refused while
+    the group has a member, or naming an unknown topic, changes nothing."""
+    from kafka_tools import run_tool
+
+    bootstrap = broker.bootstrap
+    topic = create_topic(bootstrap)
+    group = f"offsets-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap, topic, [f"old{i}" for i in range(10)], per_batch=5)
+    new = [f"new{i}" for i in range(10)]
+    assert sorted(_share_consume(bootstrap, group, topic, 10, new)) == sorted(new)
+    deadline = time.monotonic() + 30
+    while _offsets(bootstrap, group) != {(topic, 0): 20}:
+        assert time.monotonic() < deadline, _offsets(bootstrap, group)
+        time.sleep(0.3)
+    tool = ["--bootstrap-server", bootstrap, "--group", group]
+    out = run_tool("kafka-share-groups", *tool, "--describe", "--offsets", workdir=tmp_path).stdout
+    row = [line.split() for line in out.splitlines() if topic in line]
+    assert row and row[0][:4] == [group, topic, "0", "20"], out
+    # An unknown topic: the partition's error, the group's offsets unchanged.
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        r = conn.request(91, 0, {"group_id": group, "topics": [
+            {"topic_name": "no-such-topic",
+             "partitions": [{"partition_index": 0, "start_offset": 0}]}
+        ]})  # fmt: skip
+    assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 3, r
+    assert _offsets(bootstrap, group) == {(topic, 0): 20}
+    # A member in the group: NON_EMPTY_GROUP, nothing changes.
+    ck = pytest.importorskip("confluent_kafka")
+    member = ck.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        member.subscribe([topic])
+        wait_members(bootstrap, group, 1)
+        with KafkaConnection(bootstrap, client_id="share-test") as conn:
+            r = conn.request(91, 0, {"group_id": group, "topics": [
+                {"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 0}]}
+            ]})  # fmt: skip
+        assert r.error_code == 68, r  # NON_EMPTY_GROUP
+    finally:
+        member.close()
+    assert _offsets(bootstrap, group) == {(topic, 0): 20}
+    deadline = time.monotonic() + 30
+    while members(broker, group):
+        assert time.monotonic() < deadline, "the member never left"
+        time.sleep(0.3)
+    reset = run_tool("kafka-share-groups", *tool, "--reset-offsets", "--to-earliest",
+                     "--topic", topic, "--execute", workdir=tmp_path)  # fmt: skip
+    assert _offsets(bootstrap, group) == {(topic, 0): 0}, reset.stdout
+    # The group reads again from the log start.
+    again = _share_consume(bootstrap, group, topic, 20)
+    assert sorted(again) == sorted([f"old{i}" for i in range(10)] + new)
+    # DeleteGroups deletes the group's share state (DeleteShareGroupState) with it.
+    deadline = time.monotonic() + 30
+    while members(broker, group):
+        assert time.monotonic() < deadline, "the member never left"
+        time.sleep(0.3)
+    topic_id = _topic_id(bootstrap, topic)
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        d = conn.request(42, 2, {"groups_names": [group]})
+        assert d.results[0].error_code == 0, d
+        s = conn.request(87, 1, {"group_id": group, "topics": [
+            {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": -1}]}
+        ]})  # fmt: skip
+    assert s.results[0].partitions[0].start_offset == -1, s

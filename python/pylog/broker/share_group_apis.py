@@ -22,6 +22,7 @@ from typing import Any
 
 from pylog.broker.auth_helper import AuthHelper
 from pylog.broker.share_coordinator_apis import ShareCoordinatorApis
+from pylog.broker.share_group_offsets_apis import ShareGroupOffsetsApis
 from pylog.common.topic_partition import TopicPartition
 from pylog.coordinator.group import GroupState
 from pylog.coordinator.group_coordinator import GroupCoordinator
@@ -109,6 +110,12 @@ class ShareGroupApis:
             )
         self.listener = config.inter_broker_listener_name
         self.partitions = SharePartitionManager(config, replica_manager, persister)
+        self.offsets = ShareGroupOffsetsApis(
+            coordinator, persister, self.partitions, replica_manager, metadata_store
+        )
+        # DeleteGroups of a share group deletes its state first (Kafka's
+        # DeleteShareGroupState from the group coordinator).
+        coordinator.on_share_group_deleted = self.offsets.delete_state
         self.heartbeats = ShareGroupHeartbeat(
             config, coordinator.manager, metadata_store, coordinator.clock
         )
@@ -134,9 +141,10 @@ class ShareGroupApis:
 
     def routes(self) -> dict[int, tuple[type, Callable[[Request, Any], Awaitable[Struct]]]]:
         """KafkaApis' table entries: api key -> (request class, handler)."""
-        self.coordinator_apis.auth = self.auth
+        self.coordinator_apis.auth = self.offsets.auth = self.auth
         return {
             **self.coordinator_apis.routes(),
+            **self.offsets.routes(),
             ApiKey.SHARE_GROUP_HEARTBEAT: (
                 ShareGroupHeartbeatRequest,
                 self.handle_share_group_heartbeat_request,
@@ -161,6 +169,7 @@ class ShareGroupApis:
     def _member_left(self, group_id: str, member_id: str) -> None:
         self.partitions.sessions.remove(group_id, member_id)
         self.partitions.release_member(group_id, member_id)
+        self.partitions.forget_idle(group_id)
 
     def _ensure_loaded(self) -> None:
         """A lone broker: the persisted share-partition state, read once
@@ -316,6 +325,10 @@ class ShareGroupApis:
             return refused(ErrorCode.INVALID_REQUEST)  # Kafka 4.3: no message
         sessions = self.partitions.sessions
         if epoch == INITIAL_EPOCH:
+            if not sessions.has_group(group_id):
+                # The group's first session here: its idle share partitions are
+                # read again (the offsets may have been altered meanwhile).
+                self.partitions.forget_idle(group_id)
             session, gone = sessions.open(group_id, member_id)
             for s in gone:
                 if s.group_id != group_id or s.member_id != member_id:
@@ -387,6 +400,7 @@ class ShareGroupApis:
         if epoch == FINAL_EPOCH:
             sessions.remove(group_id, member_id)
             self.partitions.release_member(group_id, member_id)
+            self.partitions.forget_idle(group_id)
         else:
             max_records = body.max_records if body.max_records > 0 else _INT_MAX
             results = await self.partitions.fetch(
@@ -479,6 +493,7 @@ class ShareGroupApis:
         if epoch == FINAL_EPOCH:
             sessions.remove(group_id, member_id)
             self.partitions.release_member(group_id, member_id)
+            self.partitions.forget_idle(group_id)
         return ShareAcknowledgeResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.NONE,

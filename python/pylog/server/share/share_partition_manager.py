@@ -82,6 +82,8 @@ class SharePartitionManager:
         self._released = asyncio.Event()
         self._tasks: set[asyncio.Future[object]] = set()
         self._timers: set[asyncio.TimerHandle] = set()
+        #: share partitions whose last write failed (their memory is ahead)
+        self._dirty: set[_Key] = set()
         #: the group's ``share.auto.offset.reset`` (Kafka's group config; default latest)
         self.auto_offset_reset: Callable[[str], str] = lambda group_id: "latest"
 
@@ -193,9 +195,22 @@ class SharePartitionManager:
         code = await self.persister.write_state(
             sp.group_id, sp.topic_id, sp.tp.partition, sp.persisted()
         )
+        key = (sp.group_id, sp.topic_id, sp.tp.partition)
+        if code == ErrorCode.FENCED_STATE_EPOCH:
+            # The group's offsets were altered or its state deleted (a newer
+            # state epoch): this copy is stale, the next use reads it again.
+            _log.info("share group %s: state of %s fenced: read again at next use",
+                      quoted(sp.group_id), sp.tp)  # fmt: skip
+            if self.partitions.get(key) is sp:
+                del self.partitions[key]
+            self._dirty.discard(key)
+            return code
         if code:
+            self._dirty.add(key)
             _log.warning("share group %s: state of %s not written: %s",
                          quoted(sp.group_id), sp.tp, ErrorCode(code).name)  # fmt: skip
+        else:
+            self._dirty.discard(key)
         return code
 
     def release_member(self, group_id: str, member_id: str) -> None:
@@ -204,6 +219,26 @@ class SharePartitionManager:
             if sp.group_id == group_id and sp.release_member(member_id):
                 self._spawn(self._persist(sp))
                 self._wake()
+
+    def forget_idle(
+        self, group_id: str, topic_id: str | None = None, *, group_empty: bool = False
+    ) -> None:
+        """Drop the group's share partitions (of ``topic_id``, else all) that
+        hold nothing in flight for a member and were saved: with no session
+        of the group left here, the next use reads the persisted state again
+        — which AlterShareGroupOffsets or DeleteShareGroupOffsets may have
+        changed meanwhile. ``group_empty``: the group's coordinator knows it
+        has no member, so sessions left here are stale and go too."""
+        if group_empty:
+            self.sessions.remove_group(group_id)
+        elif self.sessions.has_group(group_id):
+            return
+        for key, sp in list(self.partitions.items()):
+            if key[0] != group_id or (topic_id is not None and key[1] != topic_id):
+                continue
+            if key in self._dirty or sp.counts()["ACQUIRED"]:
+                continue
+            del self.partitions[key]
 
     # ------------------------------------------------------------ locks
 
