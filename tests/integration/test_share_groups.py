@@ -529,3 +529,58 @@ def test_share_group_offsets_with_kafka_tools(broker: BrokerProcess, tmp_path: P
             {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": -1}]}
         ]})  # fmt: skip
     assert s.results[0].partitions[0].start_offset == -1, s
+
+
+def _alter_group_config(bootstrap: str, group: str, configs: dict[str, str]) -> tuple[int, str]:
+    """IncrementalAlterConfigs (SET) on the GROUP resource: (error, message)."""
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        r = conn.request(44, 1, {"resources": [{
+            "resource_type": 32, "resource_name": group,
+            "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in configs.items()],
+        }], "validate_only": False})  # fmt: skip
+    res = r.responses[0]
+    return res.error_code, res.error_message or ""
+
+
+def _group_configs(bootstrap: str, group: str) -> dict[str, tuple[str, int]]:
+    """DescribeConfigs of the GROUP resource: key -> (value, source)."""
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        r = conn.request(32, 4, {"resources": [
+            {"resource_type": 32, "resource_name": group, "configuration_keys": None}
+        ], "include_synonyms": False, "include_documentation": False})  # fmt: skip
+    res = r.results[0]
+    assert res.error_code == 0, res
+    return {c.name: (c.value, c.config_source) for c in res.configs}
+
+
+def test_share_group_configs(broker: BrokerProcess, tmp_path: Path) -> None:
+    """Per-group configs (GroupConfig, GROUP resource 32): kafka-configs sets
+    share.auto.offset.reset=earliest and the new group reads the topic from
+    its start; an unknown key or a value outside the broker's bounds is
+    INVALID_CONFIG and leaves the group's configs as they were."""
+    from kafka_tools import run_tool
+
+    bootstrap = broker.bootstrap
+    topic = create_topic(bootstrap)
+    group = f"configs-{uuid.uuid4().hex[:8]}"
+    old = [f"old{i}" for i in range(10)]
+    produce(bootstrap, topic, old, per_batch=5)
+    run_tool("kafka-configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type",
+             "groups", "--entity-name", group, "--add-config",
+             "share.auto.offset.reset=earliest,share.record.lock.duration.ms=20000",
+             workdir=tmp_path)  # fmt: skip
+    configs = _group_configs(bootstrap, group)
+    assert configs["share.auto.offset.reset"] == ("earliest", 8), configs  # GROUP_CONFIG
+    assert configs["share.record.lock.duration.ms"] == ("20000", 8), configs
+    assert configs["share.session.timeout.ms"] == ("6000", 5), configs  # the broker's
+    for bad in (
+        {"share.no.such.key": "1"},
+        {"share.record.lock.duration.ms": "1"},  # below group.share.min.record.lock.duration.ms
+        {"share.auto.offset.reset": "sometimes"},
+        {"share.heartbeat.interval.ms": "6000"},  # not below the session timeout
+    ):
+        code, message = _alter_group_config(bootstrap, group, bad)
+        assert code == 40, (bad, code, message)  # INVALID_CONFIG
+        assert _group_configs(bootstrap, group) == configs, bad
+    # The group's share partition starts at the log start: the old records come.
+    assert sorted(_share_consume(bootstrap, group, topic, len(old))) == sorted(old)

@@ -120,6 +120,8 @@ class ShareGroupApis:
             config, coordinator.manager, metadata_store, coordinator.clock
         )
         self.heartbeats.on_assigned = self.partitions.initialize
+        # The groups' own configs (IncrementalAlterConfigs on a GROUP resource).
+        self.heartbeats.group_config = self.partitions.group_config = metadata_store.group_config
         self.heartbeats.on_member_left = self._member_left
         self._loaded = False
 
@@ -302,7 +304,7 @@ class ShareGroupApis:
     async def handle_share_fetch_request(
         self, request: Request, body: ShareFetchRequest
     ) -> ShareFetchResponse:
-        lock_ms = self.partitions.record_lock_duration_ms
+        lock_ms = self.partitions.lock_duration_ms(body.group_id or "")
 
         def refused(code: int, message: str | None = None) -> ShareFetchResponse:
             return ShareFetchResponse(error_code=code, error_message=message)
@@ -433,7 +435,7 @@ class ShareGroupApis:
     async def handle_share_acknowledge_request(
         self, request: Request, body: ShareAcknowledgeRequest
     ) -> ShareAcknowledgeResponse:
-        lock_ms = self.partitions.record_lock_duration_ms
+        lock_ms = self.partitions.lock_duration_ms(body.group_id or "")
 
         def refused(code: int, message: str | None = None) -> ShareAcknowledgeResponse:
             return ShareAcknowledgeResponse(error_code=code, error_message=message)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pylog import _native
@@ -84,8 +84,17 @@ class SharePartitionManager:
         self._timers: set[asyncio.TimerHandle] = set()
         #: share partitions whose last write failed (their memory is ahead)
         self._dirty: set[_Key] = set()
-        #: the group's ``share.auto.offset.reset`` (Kafka's group config; default latest)
-        self.auto_offset_reset: Callable[[str], str] = lambda group_id: "latest"
+        #: A group's overrides (Kafka's GroupConfig: share.auto.offset.reset,
+        #: share.record.lock.duration.ms, share.delivery.count.limit); none by default.
+        self.group_config: Callable[[str], Mapping[str, str]] = lambda group_id: {}
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        """The group's acquisition lock (share.record.lock.duration.ms)."""
+        return int(
+            self.group_config(group_id).get(
+                "share.record.lock.duration.ms", self.record_lock_duration_ms
+            )
+        )
 
     def shutdown(self) -> None:
         for t in list(self._timers):
@@ -141,13 +150,17 @@ class SharePartitionManager:
         except PersisterError as e:
             raise _Failed(e.code) from e
         limits = {
-            "delivery_count_limit": self.delivery_count_limit,
+            "delivery_count_limit": int(
+                self.group_config(group_id).get(
+                    "share.delivery.count.limit", self.delivery_count_limit
+                )
+            ),
             "max_in_flight": self.max_in_flight,
         }
         if st is not None:
             return SharePartition.from_persisted(group_id, topic_id, tp, st, **limits)
         part = self.replica_manager.get_partition_or_error(tp)
-        reset = self.auto_offset_reset(group_id)
+        reset = self.group_config(group_id).get("share.auto.offset.reset", "latest")
         start = part.log_start_offset if reset == "earliest" else part.high_watermark
         sp = SharePartition(group_id, topic_id, tp, start, **limits)
         code = await self.persister.initialize_state(
@@ -258,7 +271,7 @@ class SharePartitionManager:
                 self._spawn(self._persist(sp))
                 self._wake()
 
-        handle = loop.call_later(self.record_lock_duration_ms / 1000, expired)
+        handle = loop.call_later(self.lock_duration_ms(sp.group_id) / 1000, expired)
         self._timers.add(handle)
 
     def _wake(self) -> None:
