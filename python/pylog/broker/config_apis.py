@@ -717,13 +717,28 @@ class ConfigApis:
         if not group_id:
             raise InvalidRequestError("Group name must not be empty")
         overrides = self.metadata_store.group_config(group_id)
-        values = {**group_config_defaults(self.config), **overrides}
+        defaults = group_config_defaults(self.config)
+        values = {**defaults, **overrides}
         wanted = list(GROUP_CONFIG_KEYS) if names is None else [n for n in names if n in values]
         out = []
         for name in wanted:
             key = GROUP_CONFIG_KEYS[name]
             source = ConfigSource.GROUP_CONFIG if name in overrides else ConfigSource.DEFAULT_CONFIG
-            syn = [DescribeConfigsSynonym(name=name, value=values[name], source=source)]
+            # As Kafka: the override, then the broker's value under its own key.
+            syn = [
+                DescribeConfigsSynonym(
+                    name=key.broker_key or name,
+                    value=defaults[name],
+                    source=ConfigSource.DEFAULT_CONFIG,
+                )
+            ]
+            if name in overrides:
+                syn.insert(
+                    0,
+                    DescribeConfigsSynonym(
+                        name=name, value=overrides[name], source=ConfigSource.GROUP_CONFIG
+                    ),
+                )
             out.append(
                 DescribeConfigsResourceResult(
                     name=name,

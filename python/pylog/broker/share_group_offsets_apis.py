@@ -135,19 +135,26 @@ class ShareGroupOffsetsApis:
                 entry.error_message = "Group authorization failed."
                 continue
             code, message, group = self._share_group(g.group_id)
-            if group is None:
+            if group is None and code != ErrorCode.GROUP_ID_NOT_FOUND:
                 entry.error_code, entry.error_message = code, message or _message(code)
                 continue
+            if group is None and message and "not a share group" in message:
+                entry.error_code, entry.error_message = code, message
+                continue
+            # A group that is not there has no state: Kafka 4.3 answers its
+            # partitions uninitialized (start offset -1), not an error.
             wanted: list[tuple[str, list[int]]]
-            if g.topics is None:
+            if group is None and g.topics is None:
+                wanted = []
+            elif group is None or g.topics is not None:
+                wanted = [(t.topic_name, list(t.partitions)) for t in g.topics or []]
+            else:
                 by_id = {t.topic_id: t.name for t in self.metadata_store.topics()}
                 every: dict[str, list[int]] = {}
                 for tid, p in sorted(group.initialized):
                     if tid in by_id:
                         every.setdefault(by_id[tid], []).append(p)
                 wanted = sorted(every.items())
-            else:
-                wanted = [(t.topic_name, list(t.partitions)) for t in g.topics]
             for name, partitions in wanted:
                 meta = self._topic(name)
                 topic = dgr.DescribeShareGroupOffsetsResponseTopic(
@@ -163,7 +170,7 @@ class ShareGroupOffsetsApis:
                     res = dgr.DescribeShareGroupOffsetsResponsePartition(
                         partition_index=p,
                         start_offset=-1,
-                        leader_epoch=-1,
+                        leader_epoch=0,  # Kafka's default for a share partition's state
                         lag=-1,
                         error_code=ErrorCode.NONE,
                     )
@@ -171,7 +178,7 @@ class ShareGroupOffsetsApis:
                     if not allowed:
                         res.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     elif meta is None or not 0 <= p < meta.partitions:
-                        res.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        pass  # no state: uninitialized, as Kafka 4.3 answers
                     else:
                         try:
                             st = await self.persister.read_state(g.group_id, meta.topic_id, p)
@@ -180,7 +187,7 @@ class ShareGroupOffsetsApis:
                         else:
                             if st is not None:
                                 res.start_offset = st.start_offset
-                                res.leader_epoch = st.leader_epoch
+                                res.leader_epoch = max(0, st.leader_epoch)
                                 res.lag = self._lag(name, p, st)
                     res.error_message = _message(res.error_code)
         return DescribeShareGroupOffsetsResponse(throttle_time_ms=0, groups=out)

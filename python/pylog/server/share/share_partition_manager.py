@@ -145,6 +145,15 @@ class SharePartitionManager:
             self._loading.pop(key, None)
 
     async def _load(self, group_id: str, topic_id: str, tp: TopicPartition) -> SharePartition:
+        sp = await self._read_or_initialize(group_id, topic_id, tp)
+        part = self.replica_manager.partition(tp)
+        if part is not None:
+            sp.leader_epoch = part.leader_epoch
+        return sp
+
+    async def _read_or_initialize(
+        self, group_id: str, topic_id: str, tp: TopicPartition
+    ) -> SharePartition:
         try:
             st = await self.persister.read_state(group_id, topic_id, tp.partition)
         except PersisterError as e:
