@@ -49,6 +49,14 @@ def _message(code: int) -> str | None:
     return None if code == ErrorCode.NONE else ErrorCode(code).name
 
 
+def _start(code: int, st: PersistedState | None) -> int:
+    """The start offset answered: Kafka's error answers carry the default (0);
+    a key never initialized, -1."""
+    if st is not None:
+        return st.start_offset
+    return 0 if code else -1
+
+
 class ShareCoordinatorApis:
     auth: AuthHelper = AuthHelper()
 
@@ -125,7 +133,7 @@ class ShareCoordinatorApis:
                         error_code=code,
                         error_message=_message(code),
                         state_epoch=st.state_epoch if st is not None else 0,
-                        start_offset=st.start_offset if st is not None else -1,
+                        start_offset=_start(code, st),
                         state_batches=[
                             rsr.StateBatch(
                                 first_offset=b.first_offset,
@@ -209,8 +217,8 @@ class ShareCoordinatorApis:
                 code: int = _DENIED
                 st: PersistedState | None = None
                 if ok:
-                    code, st = await self.coordinator.read(
-                        body.group_id, t.topic_id, p.partition, p.leader_epoch
+                    code, st = await self.coordinator.summary(
+                        body.group_id, t.topic_id, p.partition
                     )
                 parts.append(
                     rss.PartitionResult(
@@ -218,8 +226,8 @@ class ShareCoordinatorApis:
                         error_code=code,
                         error_message=_message(code),
                         state_epoch=st.state_epoch if st is not None else 0,
-                        leader_epoch=st.leader_epoch if st is not None else -1,
-                        start_offset=st.start_offset if st is not None else -1,
+                        leader_epoch=max(0, st.leader_epoch) if st is not None else 0,
+                        start_offset=_start(code, st),
                         delivery_complete_count=-1,
                     )
                 )

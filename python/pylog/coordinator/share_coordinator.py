@@ -211,15 +211,39 @@ class ShareCoordinator:
         self, group_id: str, topic_id: str, partition: int, leader_epoch: int = -1
     ) -> tuple[int, PersistedState | None]:
         """ReadShareGroupState: (error, the state or None when never
-        initialized). A leader epoch older than the last writer's is fenced."""
+        initialized). Kafka 4.3's checks, in its order: a key never
+        initialized is INVALID_REQUEST, a leader epoch older than the last
+        writer's FENCED_LEADER_EPOCH, a topic-partition the metadata does not
+        hold UNKNOWN_TOPIC_OR_PARTITION."""
         self.ensure_topic()
         code = self._status(self.partition_for(group_id, topic_id, partition))
         if code:
             return code, None
         st = self.states.get((group_id, topic_id, partition))
-        if st is not None and 0 <= leader_epoch < st.leader_epoch:
+        if partition < 0 or st is None:
+            return ErrorCode.INVALID_REQUEST, None
+        if 0 <= leader_epoch < st.leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH, None
+        if not self._exists(topic_id, partition):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
         return ErrorCode.NONE, st
+
+    async def summary(
+        self, group_id: str, topic_id: str, partition: int
+    ) -> tuple[int, PersistedState | None]:
+        """ReadShareGroupStateSummary: the state (None: never initialized)."""
+        code = self._status(self.partition_for(group_id, topic_id, partition))
+        if code:
+            return code, None
+        if partition < 0:
+            return ErrorCode.INVALID_REQUEST, None
+        if not self._exists(topic_id, partition):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        return ErrorCode.NONE, self.states.get((group_id, topic_id, partition))
+
+    def _exists(self, topic_id: str, partition: int) -> bool:
+        meta = self.metadata_store.topic_by_id(topic_id)
+        return meta is not None and 0 <= partition < meta.partitions
 
     async def write(
         self, group_id: str, topic_id: str, partition: int, state: PersistedState
@@ -231,6 +255,8 @@ class ShareCoordinator:
         if code:
             return code
         old = self.states.get(k)
+        if partition < 0 or old is None:
+            return ErrorCode.INVALID_REQUEST  # never initialized (Kafka 4.3)
         if old is not None:
             if state.state_epoch < old.state_epoch:
                 return ErrorCode.FENCED_STATE_EPOCH
@@ -258,6 +284,10 @@ class ShareCoordinator:
         code = self._status(self.partition_for(*k))
         if code:
             return code
+        if partition < 0:
+            return ErrorCode.INVALID_REQUEST
+        if not self._exists(topic_id, partition):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         old = self.states.get(k)
         if old is not None and state_epoch <= old.state_epoch:
             return ErrorCode.FENCED_STATE_EPOCH
@@ -273,6 +303,10 @@ class ShareCoordinator:
         code = self._status(self.partition_for(*k))
         if code:
             return code
+        if partition < 0:
+            return ErrorCode.INVALID_REQUEST
+        if not self._exists(topic_id, partition):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if k not in self.states:
             return ErrorCode.NONE
         return await self._append(k, None)
@@ -314,6 +348,8 @@ class ShareCoordinator:
         self, group_id: str, topic_id: str, partition: int
     ) -> PersistedState | None:
         code, st = await self.read(group_id, topic_id, partition)
+        if code == ErrorCode.INVALID_REQUEST:
+            return None  # never initialized: the leader initializes it
         if code:
             raise PersisterError(code)
         return st

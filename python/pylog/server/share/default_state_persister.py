@@ -160,6 +160,8 @@ class DefaultStatePersister:
 
         failed: tuple[int, PersistedState | None] = (ErrorCode.UNKNOWN_SERVER_ERROR, None)
         code, st = await self._call(k, "ReadShareGroupState", local, remote, failed)
+        if code == ErrorCode.INVALID_REQUEST:
+            return None  # never initialized (Kafka 4.3's answer): the leader initializes it
         if code:
             raise PersisterError(code)
         return st

@@ -218,9 +218,10 @@ class SharePartitionManager:
             sp.group_id, sp.topic_id, sp.tp.partition, sp.persisted()
         )
         key = (sp.group_id, sp.topic_id, sp.tp.partition)
-        if code == ErrorCode.FENCED_STATE_EPOCH:
-            # The group's offsets were altered or its state deleted (a newer
-            # state epoch): this copy is stale, the next use reads it again.
+        if code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.INVALID_REQUEST):
+            # The group's offsets were altered (a newer state epoch) or its
+            # state deleted (no longer initialized): this copy is stale, the
+            # next use reads it again.
             _log.info("share group %s: state of %s fenced: read again at next use",
                       quoted(sp.group_id), sp.tp)  # fmt: skip
             if self.partitions.get(key) is sp:
