@@ -80,6 +80,7 @@ class ShareCoordinator:
         #: partitions of __share_group_state read back here (a cluster's shards)
         self.loaded: set[int] = set()
         self._loading: set[int] = set()
+        self._tasks: set[asyncio.Future[None]] = set()
         self.write_timeout_ms = int(config.get("share.coordinator.write.timeout.ms"))
 
     # ------------------------------------------------------------ the topic
@@ -202,7 +203,11 @@ class ShareCoordinator:
             return ErrorCode.NOT_COORDINATOR
         if partition not in self.loaded:
             if self.replica_manager.controller_managed:
-                # LeaderAndIsr made this broker the leader; its load has not begun
+                # This broker leads it but its load has not begun (its
+                # LeaderAndIsr is being handled): begin it here.
+                task = asyncio.ensure_future(self.on_election(partition))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
                 return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
             self._load_partition(partition)
         return ErrorCode.NONE

@@ -914,6 +914,8 @@ class ZkMetadataStore(MetadataStore):
 
     def group_config(self, group_id: str) -> dict[str, str]:
         # Read through once per group; /config/changes keeps it current after.
+        if not group_id or "/" in group_id or group_id in (".", ".."):
+            return {}  # no znode can be named so: nothing was ever set
         got = self._group_configs.get(group_id)
         if got is not None:
             return dict(got)
