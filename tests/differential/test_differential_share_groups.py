@@ -183,4 +183,83 @@ def test_share_group_sequence(brokers: Brokers, oracle: Oracle) -> None:
         DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": False},
         allow=[CLIENT_HOST, MEMBER_ORDER, *EPOCHS, ASSIGNMENT],
     )  # fmt: skip
+    share_group_offsets(oracle, group, t, lambda: hb(M1, -1, None))
+    oracle.verify()
+
+
+DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = (
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+)
+
+
+def share_group_offsets(oracle: Oracle, group: str, t: str, leave: Any) -> None:
+    """The offsets admin on the group the sequence left (offsets 0-2 done, so
+    its start offset is 3): described, an alter refused while a member is
+    in, an unknown topic, an alter to 0 and a delete once it is empty."""
+
+    def describe(topics: list[Any] | None) -> dict[str, Any]:
+        return {"groups": [{"group_id": group, "topics": topics}]}
+
+    def alter(topic: str, offset: int) -> dict[str, Any]:
+        return {"group_id": group, "topics": [
+            {"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": offset}]}
+        ]}  # fmt: skip
+
+    named = [{"topic_name": t, "partitions": [0]}]
+    lagging = Rule(
+        "groups[*].topics[*].partitions[*].start_offset",
+        "Kafka 4.3's persisted start offset stayed at 1 after offsets 1 and 2 of the same "
+        "batch were done; pylog's moves past every completed record (3)",
+    )
+    oracle.send(DESCRIBE_OFFSETS, 1, describe(named), [lagging])
+    oracle.send(DESCRIBE_OFFSETS, 0, describe(named), [lagging])
+    oracle.send(DESCRIBE_OFFSETS, 1, describe([{"topic_name": name("none"), "partitions": [0]}]))
+    oracle.send(ALTER_OFFSETS, 0, alter(t, 0))  # NON_EMPTY_GROUP: M1 is still in
+    oracle.send(HB, 1, leave())
+    oracle.send(ALTER_OFFSETS, 0, alter(name("none"), 0))  # UNKNOWN_TOPIC_OR_PARTITION
+    oracle.send(ALTER_OFFSETS, 0, alter(t, 1))
+    oracle.send(DESCRIBE_OFFSETS, 1, describe(named))
+    oracle.send(DELETE_OFFSETS, 0, {"group_id": group, "topics": [{"topic_name": t}]})
+    oracle.send(DESCRIBE_OFFSETS, 1, describe(named))
+    oracle.send(DESCRIBE_OFFSETS, 1, {"groups": [{"group_id": name("nogroup"), "topics": None}]})
+
+
+def test_share_group_configs(brokers: Brokers, oracle: Oracle) -> None:
+    """GroupConfig on the GROUP resource (32): set, described (overrides and
+    the broker's values), and the refusals of an unknown key or a value out
+    of the broker's bounds."""
+    group = name("configured")
+
+    def alter(configs: dict[str, str], validate_only: bool = False) -> dict[str, Any]:
+        return {"resources": [{
+            "resource_type": 32, "resource_name": group,
+            "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in configs.items()],
+        }], "validate_only": validate_only}  # fmt: skip
+
+    def describe(keys: list[str] | None) -> dict[str, Any]:
+        return {
+            "resources": [
+                {"resource_type": 32, "resource_name": group, "configuration_keys": keys}
+            ],
+            "include_synonyms": True,
+            "include_documentation": False,
+        }
+
+    keys = ["share.auto.offset.reset", "share.record.lock.duration.ms", "share.session.timeout.ms"]
+    message = Rule("responses[*].error_message", "the refusal's wording is each broker's own")
+    oracle.send(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, alter({"share.auto.offset.reset": "earliest"}))
+    oracle.send(ApiKey.DESCRIBE_CONFIGS, 4, describe(keys))
+    oracle.send(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, alter({"share.no.such.key": "1"}), [message])
+    oracle.send(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        alter({"share.record.lock.duration.ms": "1"}),
+        [message],
+    )
+    oracle.send(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, alter({"share.auto.offset.reset": "never"}), [message]
+    )
+    oracle.send(ApiKey.DESCRIBE_CONFIGS, 4, describe(keys))
     oracle.verify()

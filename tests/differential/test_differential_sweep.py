@@ -25,6 +25,7 @@ def oracle(pair: Pair) -> Oracle:
 
 T = name("sweep")
 G = name("sweep-group")
+SHARE_TOPIC_ID = "c2hhcmUtc3dlZXAtdG9waQ"  # no topic's id
 
 # What each API's sweep sends, by version. The APIs with scenarios of their own
 # (test_differential_admin / _data / _groups) are swept there; this table holds
@@ -245,6 +246,64 @@ SWEEPS: dict[ApiKey, Callable[[int], dict[str, Any]]] = {
         "response_partition_limit": 1,
         "cursor": None,
     },
+    # The share coordinator's inter-broker APIs, on a key never used (a topic
+    # id no topic has): what a share-partition leader's persister would send.
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: lambda v: {
+        "group_id": G,
+        "topics": [
+            {
+                "topic_id": SHARE_TOPIC_ID,
+                "partitions": [{"partition": 0, "state_epoch": 0, "start_offset": 5}],
+            }
+        ],
+    },
+    ApiKey.READ_SHARE_GROUP_STATE: lambda v: {
+        "group_id": G,
+        "topics": [
+            {
+                "topic_id": SHARE_TOPIC_ID,
+                "partitions": [
+                    {"partition": 0, "leader_epoch": 0},
+                    {"partition": 1, "leader_epoch": 0},
+                ],
+            }
+        ],
+    },
+    ApiKey.WRITE_SHARE_GROUP_STATE: lambda v: {
+        "group_id": G,
+        "topics": [
+            {
+                "topic_id": SHARE_TOPIC_ID,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "state_epoch": 0,
+                        "leader_epoch": 0,
+                        "start_offset": 7,
+                        "delivery_complete_count": -1,
+                        "state_batches": [
+                            {
+                                "first_offset": 7,
+                                "last_offset": 9,
+                                "delivery_state": 0,
+                                "delivery_count": 1,
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+    },
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: lambda v: {
+        "group_id": G,
+        "topics": [
+            {"topic_id": SHARE_TOPIC_ID, "partitions": [{"partition": 0, "leader_epoch": 0}]}
+        ],
+    },
+    ApiKey.DELETE_SHARE_GROUP_STATE: lambda v: {
+        "group_id": G,
+        "topics": [{"topic_id": SHARE_TOPIC_ID, "partitions": [{"partition": 0}]}],
+    },
 }
 
 # Swept by the scenario files (every version both serve).
@@ -258,7 +317,8 @@ SWEPT_ELSEWHERE = {
     ApiKey.DESCRIBE_CLUSTER,
     # test_differential_share_groups.py: one share group's life, each exchange
     ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH,
-    ApiKey.SHARE_ACKNOWLEDGE,
+    ApiKey.SHARE_ACKNOWLEDGE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS,
 }  # fmt: skip
 # Served by both but not sent: authentication needs a SASL listener (the
 # security tests drive it with real clients); WriteTxnMarkers is the
@@ -293,6 +353,13 @@ def test_sweep(brokers: Brokers, oracle: Oracle) -> None:
     oracle.create({T: 2})
     for p in range(2):
         oracle.send(ApiKey.PRODUCE, 9, produce_body(T, batch([b"s1", b"s2"]), partition=p))
+    # The share coordinator of the swept key (both make __share_group_state
+    # on this first FindCoordinator of a share-partition key).
+    oracle.until(
+        ApiKey.FIND_COORDINATOR, 6,
+        {"key_type": 2, "coordinator_keys": [f"{G}:{SHARE_TOPIC_ID}:0", f"{G}:{SHARE_TOPIC_ID}:1"]},
+        lambda r: all(c.error_code == 0 for c in r.coordinators), timeout=60,
+    )  # fmt: skip
     for key, body in SWEEPS.items():
         for v in versions(brokers.kafka_versions, brokers.pylog_versions, key):
             oracle.send(key, v, body(v), allow=ALLOW.get(key, ()))

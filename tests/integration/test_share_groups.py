@@ -298,8 +298,23 @@ def share_consumers_split_one_partition(bootstrap: str, topic: str) -> None:
 def test_share_group_on_a_cluster(pylog_cluster_factory: Callable[..., LocalCluster]) -> None:
     """Three brokers on ZooKeeper: the group's coordinator and the
     partition's leader may be different brokers; the consumers heartbeat to
-    the one and fetch from the other."""
-    cluster = pylog_cluster_factory(3, {"offsets.topic.num.partitions": 3})
+    the one and fetch from the other. Then a share group whose
+    ``__share_group_state`` partition another broker leads than its share
+    partition: the leader persists through the share coordinator
+    (WriteShareGroupState), and when that broker is SIGKILLed the state moves
+    with the partition's next leader — nothing acknowledged is delivered
+    again, nothing is lost, and the new coordinator holds what was
+    acknowledged before and after the kill; when the share partition's
+    leader dies next, its successor reads that state back."""
+    cluster = pylog_cluster_factory(
+        3,
+        {
+            "offsets.topic.num.partitions": 3,
+            "share.coordinator.state.topic.num.partitions": 3,
+            "group.share.min.heartbeat.interval.ms": 500,
+            "group.share.heartbeat.interval.ms": 500,
+        },
+    )
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic = topic_name("queue")
@@ -307,3 +322,284 @@ def test_share_group_on_a_cluster(pylog_cluster_factory: Callable[..., LocalClus
     admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
     cluster.wait_for_leader(topic, 0)
     share_consumers_split_one_partition(cluster.bootstrap_servers, topic)
+    state_survives_its_coordinator(cluster, topic)
+
+
+def _topic_id(bootstrap: str, topic: str) -> str:
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        md = conn.request(
+            3,
+            12,
+            {
+                "topics": [{"name": topic, "topic_id": None}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
+    return str(md.topics[0].topic_id)
+
+
+def _coordinator(bootstrap: str, key: str, key_type: int) -> int:
+    """FindCoordinator's node for ``key`` (-1 while none)."""
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        fc = conn.request(10, 6, {"key_type": key_type, "coordinator_keys": [key]})
+    c = fc.coordinators[0]
+    return -1 if c.error_code else int(c.node_id)
+
+
+def _state_start(cluster: LocalCluster, group: str, topic_id: str) -> int:
+    """The share partition's start offset as its share coordinator answers
+    ReadShareGroupStateSummary (-2 while it cannot)."""
+    node = _coordinator(cluster.bootstrap_servers, f"{group}:{topic_id}:0", 2)
+    if node < 0:
+        return -2
+    try:
+        with KafkaConnection(cluster.broker(node).bootstrap_servers) as conn:
+            r = conn.request(87, 1, {"group_id": group, "topics": [
+                {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": -1}]}
+            ]})  # fmt: skip
+    except Exception:
+        return -2
+    p = r.results[0].partitions[0]
+    return -2 if p.error_code else int(p.start_offset)
+
+
+def state_survives_its_coordinator(cluster: LocalCluster, topic: str) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    bootstrap = cluster.bootstrap_servers
+    leader = cluster.leader(topic, 0)
+    controller = cluster.controller()
+    topic_id = _topic_id(bootstrap, topic)
+    # A group whose state another broker leads than the share partition (and
+    # than the controller, which stays up).
+    group, state_leader = "", -1
+    deadline = time.monotonic() + 30
+    while not group:
+        assert time.monotonic() < deadline, "no group found whose state another broker leads"
+        for _ in range(64):
+            g = f"moved-{uuid.uuid4().hex[:8]}"
+            s = _coordinator(bootstrap, f"{g}:{topic_id}:0", 2)
+            # The group's coordinator is neither of the brokers killed: its
+            # membership lives in memory only (docs/compatibility.md).
+            if (
+                s >= 0
+                and s not in (leader, controller)
+                and _coordinator(bootstrap, g, 0) not in (s, leader)
+            ):
+                group, state_leader = g, s
+                break
+        else:
+            time.sleep(0.5)  # __share_group_state is being placed
+    consumer = ck.ShareConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "max.poll.records": 10}
+    )
+    got: Counter[str] = Counter()
+
+    def consume_until(n: int, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while sum(got.values()) < n:
+            assert time.monotonic() < end, f"{sum(got.values())} of {n} records delivered"
+            for m in consumer.poll(0.3):
+                if m.error() is None:
+                    got[m.value().decode()] += 1
+
+    try:
+        consumer.subscribe([topic])
+        wait_members(bootstrap, group, 1)
+        deadline = time.monotonic() + 30
+        while (initial := _state_start(cluster, group, topic_id)) < 0:
+            assert time.monotonic() < deadline, "the share partition was never initialized"
+            consumer.poll(0.3)
+        before = [f"b{i}" for i in range(50)]
+        produce(bootstrap, topic, before, per_batch=5)
+        consume_until(len(before), 60)
+        # The implicit acknowledgements reach the share coordinator on the other broker.
+        deadline = time.monotonic() + 30
+        while (start := _state_start(cluster, group, topic_id)) < initial + len(before):
+            assert time.monotonic() < deadline, f"state start {start}: acks not persisted"
+            consumer.poll(0.3)
+        cluster.broker(state_leader).kill()
+        after = [f"a{i}" for i in range(50)]
+        produce(bootstrap, topic, after, per_batch=5)
+        consume_until(len(before) + len(after), 90)
+        # The state partition's next leader holds everything acknowledged.
+        deadline = time.monotonic() + 60
+        while (start := _state_start(cluster, group, topic_id)) < initial + len(before + after):
+            assert time.monotonic() < deadline, f"state start {start} after the move"
+            assert not [m for m in consumer.poll(0.3) if m.error() is None], "redelivered"
+        assert _coordinator(bootstrap, f"{group}:{topic_id}:0", 2) != state_leader
+        assert set(got) == set(before + after), "nothing lost"
+        assert max(got.values()) == 1, f"delivered twice: {[v for v, n in got.items() if n > 1]}"
+        # Then the share partition's leader dies (the state's broker back
+        # first): its next leader reads the state from the share coordinator,
+        # and what was acknowledged is not delivered again.
+        cluster.broker(state_leader).restart()
+        cluster.wait_for_full_isr("__share_group_state", 3)
+        cluster.wait_for_full_isr(topic)
+        cluster.broker(leader).kill()
+        later = [f"c{i}" for i in range(20)]
+        produce(cluster.bootstrap_servers, topic, later, per_batch=5)
+        consume_until(len(before + after + later), 90)
+        assert set(got) == set(before + after + later), "nothing lost"
+        assert max(got.values()) == 1, f"delivered twice: {[v for v, n in got.items() if n > 1]}"
+    finally:
+        consumer.close()
+
+
+def _share_consume(
+    bootstrap: str, group: str, topic: str, n: int, produce_values: list[str] | None = None
+) -> list[str]:
+    """One confluent-kafka ShareConsumer: joins ``group``, (produces
+    ``produce_values`` once it has fetched), takes ``n`` records, closes."""
+    ck = pytest.importorskip("confluent_kafka")
+    c = ck.ShareConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "max.poll.records": 50}
+    )
+    got: list[str] = []
+    try:
+        c.subscribe([topic])
+        wait_members(bootstrap, group, 1)
+        got += [m.value().decode() for m in c.poll(0.5) if m.error() is None]
+        if produce_values:
+            produce(bootstrap, topic, produce_values, per_batch=5)
+        deadline = time.monotonic() + 60
+        while len(got) < n:
+            assert time.monotonic() < deadline, f"{len(got)} of {n} records"
+            got += [m.value().decode() for m in c.poll(0.3) if m.error() is None]
+        c.poll(0.3)  # the implicit acknowledgement of the last records
+    finally:
+        c.close()
+    return got
+
+
+def _offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    """DescribeShareGroupOffsets v1 (all topics): (topic, partition) -> start offset."""
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        r = conn.request(90, 1, {"groups": [{"group_id": group, "topics": None}]})
+    g = r.groups[0]
+    assert g.error_code == 0, g
+    return {
+        (t.topic_name, p.partition_index): p.start_offset for t in g.topics for p in t.partitions
+    }
+
+
+def test_share_group_offsets_with_kafka_tools(broker: BrokerProcess, tmp_path: Path) -> None:
+    """kafka-share-groups --describe --offsets and --reset-offsets --to-earliest
+    (DescribeShareGroupOffsets, AlterShareGroupOffsets); a reset refused while
+    the group has a member, or naming an unknown topic, changes nothing."""
+    from kafka_tools import run_tool
+
+    bootstrap = broker.bootstrap
+    topic = create_topic(bootstrap)
+    group = f"offsets-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap, topic, [f"old{i}" for i in range(10)], per_batch=5)
+    new = [f"new{i}" for i in range(10)]
+    assert sorted(_share_consume(bootstrap, group, topic, 10, new)) == sorted(new)
+    deadline = time.monotonic() + 30
+    while _offsets(bootstrap, group) != {(topic, 0): 20}:
+        assert time.monotonic() < deadline, _offsets(bootstrap, group)
+        time.sleep(0.3)
+    tool = ["--bootstrap-server", bootstrap, "--group", group]
+    out = run_tool("kafka-share-groups", *tool, "--describe", "--offsets", workdir=tmp_path).stdout
+    row = [line.split() for line in out.splitlines() if topic in line]
+    assert row and row[0][:4] == [group, topic, "0", "20"], out
+    # An unknown topic: the partition's error, the group's offsets unchanged.
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        r = conn.request(91, 0, {"group_id": group, "topics": [
+            {"topic_name": "no-such-topic",
+             "partitions": [{"partition_index": 0, "start_offset": 0}]}
+        ]})  # fmt: skip
+    assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 3, r
+    assert _offsets(bootstrap, group) == {(topic, 0): 20}
+    # A member in the group: NON_EMPTY_GROUP, nothing changes.
+    ck = pytest.importorskip("confluent_kafka")
+    member = ck.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        member.subscribe([topic])
+        wait_members(bootstrap, group, 1)
+        with KafkaConnection(bootstrap, client_id="share-test") as conn:
+            r = conn.request(91, 0, {"group_id": group, "topics": [
+                {"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 0}]}
+            ]})  # fmt: skip
+        assert r.error_code == 68, r  # NON_EMPTY_GROUP
+    finally:
+        member.close()
+    assert _offsets(bootstrap, group) == {(topic, 0): 20}
+    deadline = time.monotonic() + 30
+    while members(broker, group):
+        assert time.monotonic() < deadline, "the member never left"
+        time.sleep(0.3)
+    reset = run_tool("kafka-share-groups", *tool, "--reset-offsets", "--to-earliest",
+                     "--topic", topic, "--execute", workdir=tmp_path)  # fmt: skip
+    assert _offsets(bootstrap, group) == {(topic, 0): 0}, reset.stdout
+    # The group reads again from the log start.
+    again = _share_consume(bootstrap, group, topic, 20)
+    assert sorted(again) == sorted([f"old{i}" for i in range(10)] + new)
+    # DeleteGroups deletes the group's share state (DeleteShareGroupState) with it.
+    deadline = time.monotonic() + 30
+    while members(broker, group):
+        assert time.monotonic() < deadline, "the member never left"
+        time.sleep(0.3)
+    topic_id = _topic_id(bootstrap, topic)
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        d = conn.request(42, 2, {"groups_names": [group]})
+        assert d.results[0].error_code == 0, d
+        s = conn.request(87, 1, {"group_id": group, "topics": [
+            {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": -1}]}
+        ]})  # fmt: skip
+    assert s.results[0].partitions[0].start_offset == -1, s
+
+
+def _alter_group_config(bootstrap: str, group: str, configs: dict[str, str]) -> tuple[int, str]:
+    """IncrementalAlterConfigs (SET) on the GROUP resource: (error, message)."""
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        r = conn.request(44, 1, {"resources": [{
+            "resource_type": 32, "resource_name": group,
+            "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in configs.items()],
+        }], "validate_only": False})  # fmt: skip
+    res = r.responses[0]
+    return res.error_code, res.error_message or ""
+
+
+def _group_configs(bootstrap: str, group: str) -> dict[str, tuple[str, int]]:
+    """DescribeConfigs of the GROUP resource: key -> (value, source)."""
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        r = conn.request(32, 4, {"resources": [
+            {"resource_type": 32, "resource_name": group, "configuration_keys": None}
+        ], "include_synonyms": False, "include_documentation": False})  # fmt: skip
+    res = r.results[0]
+    assert res.error_code == 0, res
+    return {c.name: (c.value, c.config_source) for c in res.configs}
+
+
+def test_share_group_configs(broker: BrokerProcess, tmp_path: Path) -> None:
+    """Per-group configs (GroupConfig, GROUP resource 32): kafka-configs sets
+    share.auto.offset.reset=earliest and the new group reads the topic from
+    its start; an unknown key or a value outside the broker's bounds is
+    INVALID_CONFIG and leaves the group's configs as they were."""
+    from kafka_tools import run_tool
+
+    bootstrap = broker.bootstrap
+    topic = create_topic(bootstrap)
+    group = f"configs-{uuid.uuid4().hex[:8]}"
+    old = [f"old{i}" for i in range(10)]
+    produce(bootstrap, topic, old, per_batch=5)
+    run_tool("kafka-configs", "--bootstrap-server", bootstrap, "--alter", "--entity-type",
+             "groups", "--entity-name", group, "--add-config",
+             "share.auto.offset.reset=earliest,share.record.lock.duration.ms=20000",
+             workdir=tmp_path)  # fmt: skip
+    configs = _group_configs(bootstrap, group)
+    assert configs["share.auto.offset.reset"] == ("earliest", 8), configs  # GROUP_CONFIG
+    assert configs["share.record.lock.duration.ms"] == ("20000", 8), configs
+    assert configs["share.session.timeout.ms"] == ("6000", 5), configs  # the broker's
+    for bad in (
+        {"share.no.such.key": "1"},
+        {"share.record.lock.duration.ms": "1"},  # below group.share.min.record.lock.duration.ms
+        {"share.auto.offset.reset": "sometimes"},
+        {"share.heartbeat.interval.ms": "6000"},  # not below the session timeout
+    ):
+        code, message = _alter_group_config(bootstrap, group, bad)
+        assert code == 40, (bad, code, message)  # INVALID_CONFIG
+        assert _group_configs(bootstrap, group) == configs, bad
+    # The group's share partition starts at the log start: the old records come.
+    assert sorted(_share_consume(bootstrap, group, topic, len(old))) == sorted(old)

@@ -35,6 +35,11 @@ from typing import TypeVar
 from pylog.broker.auth_helper import AuthHelper
 from pylog.broker.request_helpers import Pacer, duplicates, error_of
 from pylog.config import ConfigKey, ConfigType
+from pylog.coordinator.group_config import (
+    GROUP_CONFIG_KEYS,
+    group_config_defaults,
+    validate_group_config,
+)
 from pylog.errors import (
     ErrorCode,
     InvalidConfigurationError,
@@ -98,6 +103,7 @@ class ConfigSource:
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    GROUP_CONFIG = 8
 
 
 # DescribeConfigs v3+ config_type ids.
@@ -194,6 +200,10 @@ class ConfigApis:
             ResourceType.BROKER_LOGGER,
         ) and not self.auth.authorize_cluster(request, operation):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        if rtype == ResourceType.GROUP and not self.auth.authorize(
+            request, operation, AclResourceType.GROUP, rname
+        ):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
         return None
 
     def __init__(
@@ -459,6 +469,10 @@ class ConfigApis:
                         out.configs = self._default_entries(
                             keys, synonyms=synonyms, documentation=documentation, typed=typed
                         )
+                elif rtype == ResourceType.GROUP:
+                    out.configs = self.group_config_entries(
+                        rname, keys, synonyms=synonyms, documentation=documentation, typed=typed
+                    )
                 else:
                     raise InvalidRequestError(
                         f"Unsupported resource type {rtype} for DescribeConfigs"
@@ -486,6 +500,9 @@ class ConfigApis:
             "AlterConfigs",
             lambda meta, r: {c.name: c.value for c in r.configs if c.value is not None},
             lambda current, r: {c.name: c.value for c in r.configs if c.value is not None},
+            group_configs=lambda current, r: {
+                c.name: c.value for c in r.configs if c.value is not None
+            },
         )
         results = _in_order(body.resources, results, refused)
         return AlterConfigsResponse(
@@ -522,6 +539,9 @@ class ConfigApis:
             ),
             lambda current, r: self._apply_incremental(current, r.configs, broker=True),
             precheck=known_operations,
+            group_configs=lambda current, r: self._apply_incremental(
+                current, r.configs, group=True
+            ),
         )
         results = _in_order(body.resources, results, refused)
         return IncrementalAlterConfigsResponse(
@@ -562,6 +582,7 @@ class ConfigApis:
         topic_configs: Callable[[TopicMetadata, _Resource], dict[str, str]],
         broker_configs: Callable[[Mapping[str, str], _Resource], dict[str, str]],
         precheck: Callable[[_Resource], None] | None = None,
+        group_configs: Callable[[Mapping[str, str], _Resource], dict[str, str]] | None = None,
     ) -> list[tuple[_Resource, int, str | None]]:
         """The per-resource loop both alter-configs APIs share: checks, the
         topic's new override set from ``topic_configs``, a broker's new dynamic
@@ -587,6 +608,8 @@ class ConfigApis:
                         )
                 elif r.resource_type == ResourceType.BROKER:
                     self._alter_broker(r, validate_only, broker_configs)
+                elif r.resource_type == ResourceType.GROUP:
+                    self._alter_group(r, validate_only, group_configs)
                 else:
                     raise InvalidRequestError(
                         f"Unsupported resource type {r.resource_type} for {api}"
@@ -603,6 +626,7 @@ class ConfigApis:
         defaults: Mapping[str, str] | None = None,
         *,
         broker: bool = False,
+        group: bool = False,
     ) -> dict[str, str]:
         """``current`` overrides changed by ``ops``; APPEND and SUBTRACT start
         from the override, else from the value the topic has by default (as
@@ -611,6 +635,8 @@ class ConfigApis:
         for c in ops:
             name, op, value = c.name, c.config_operation, c.value
             key = (ALL_BROKER_CONFIG if broker else TOPIC_CONFIG).get(name)
+            if group:  # checked whole by validate_group_config, naming the key
+                key = ConfigKey(name, ConfigType.STRING, None, "")
             if key is None:
                 if broker:  # refused by the dynamic-config check, naming it
                     key = ConfigKey(name, ConfigType.STRING, None, "")
@@ -618,7 +644,7 @@ class ConfigApis:
                     raise InvalidConfigurationError(f"Unknown topic config name: {name}")
             if op == _SET:
                 if value is None:
-                    kind = "broker" if broker else "topic"
+                    kind = "broker" if broker else "group" if group else "topic"
                     raise InvalidConfigurationError(
                         f"Null value not supported for {kind} configs: {name}"
                     )
@@ -671,6 +697,77 @@ class ConfigApis:
             self.metadata_store.set_broker_config(entity, persistent)
             shown = {k: "[hidden]" if _sensitive(k) else v for k, v in wanted.items()}
             _log.info("broker %s dynamic configs set to %s", entity, quoted(shown, 2048))
+
+    def _alter_group(
+        self,
+        r: _Resource,
+        validate_only: bool,
+        group_configs: Callable[[Mapping[str, str], _Resource], dict[str, str]] | None,
+    ) -> None:
+        """Check and write a group's new overrides (Kafka's GroupConfig):
+        an unknown key or a value outside the broker's bounds is
+        INVALID_CONFIG, and nothing of the group's changes."""
+        gid = r.resource_name
+        if not gid or "/" in gid or gid in (".", ".."):
+            raise InvalidRequestError(f"Invalid group name {gid!r} for a GROUP config resource")
+        if group_configs is None:
+            raise InvalidRequestError("Unsupported resource type 32")
+        wanted = group_configs(self.metadata_store.group_config(gid), r)
+        validate_group_config(self.config, wanted)
+        if not validate_only:
+            self.metadata_store.set_group_config(gid, wanted)
+            _log.info("group %s configs set to %s", quoted(gid), quoted(wanted, 2048))
+
+    def group_config_entries(
+        self,
+        group_id: str,
+        names: Iterable[str] | None,
+        *,
+        synonyms: bool,
+        documentation: bool,
+        typed: bool,
+    ) -> list[DescribeConfigsResourceResult]:
+        """DescribeConfigs entries of a group: every GroupConfig key, its
+        override (GROUP_CONFIG) or the broker's value (DEFAULT_CONFIG)."""
+        if not group_id:
+            raise InvalidRequestError("Group name must not be empty")
+        overrides = self.metadata_store.group_config(group_id)
+        defaults = group_config_defaults(self.config)
+        values = {**defaults, **overrides}
+        wanted = list(GROUP_CONFIG_KEYS) if names is None else [n for n in names if n in values]
+        out = []
+        for name in wanted:
+            key = GROUP_CONFIG_KEYS[name]
+            source = ConfigSource.GROUP_CONFIG if name in overrides else ConfigSource.DEFAULT_CONFIG
+            # As Kafka: the override, then the broker's value under its own key.
+            syn = [
+                DescribeConfigsSynonym(
+                    name=key.broker_key or name,
+                    value=defaults[name],
+                    source=ConfigSource.DEFAULT_CONFIG,
+                )
+            ]
+            if name in overrides:
+                syn.insert(
+                    0,
+                    DescribeConfigsSynonym(
+                        name=name, value=overrides[name], source=ConfigSource.GROUP_CONFIG
+                    ),
+                )
+            out.append(
+                DescribeConfigsResourceResult(
+                    name=name,
+                    value=values[name],
+                    read_only=False,
+                    config_source=source,
+                    is_sensitive=False,
+                    synonyms=syn if synonyms else [],
+                    config_type=(_CONFIG_TYPE_ID[ConfigType.STRING if key.choices
+                                                 else ConfigType.INT] if typed else 0),
+                    documentation=key.doc if documentation and typed else None,
+                )
+            )  # fmt: skip
+        return out
 
 
 def _in_order(

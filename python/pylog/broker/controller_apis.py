@@ -32,6 +32,7 @@ from pylog.controller.kafka_controller import (
     KafkaController,
 )
 from pylog.coordinator.group_coordinator import GroupCoordinator
+from pylog.coordinator.share_coordinator import SHARE_GROUP_STATE_TOPIC, ShareCoordinator
 from pylog.errors import ErrorCode
 from pylog.metadata.metadata_cache import BrokerEndpoint, MetadataBroker, PartitionInfo
 from pylog.network import Request
@@ -112,6 +113,8 @@ class ControllerApis:
         self.replica_manager = replica_manager
         self.group_coordinator = group_coordinator
         self.txn_coordinator = txn_coordinator
+        #: the share coordinator (KafkaApis sets it when share groups are served)
+        self.share_coordinator: ShareCoordinator | None = None
         #: this broker's KafkaController (None: no cluster, or not started yet)
         self.controller = controller or (lambda: None)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -198,6 +201,15 @@ class ControllerApis:
                     txn.on_election(tp.partition, state.leader_epoch)
                 else:
                     txn.on_resignation(tp.partition, state.leader_epoch)
+        share = self.share_coordinator
+        if share is not None:
+            for tp, state in states.items():
+                if tp.topic != SHARE_GROUP_STATE_TOPIC or errors.get(tp) != ErrorCode.NONE:
+                    continue
+                if state.leader == me:
+                    self._spawn(share.on_election(tp.partition))
+                else:
+                    share.on_resignation(tp.partition)
         coordinator = self.group_coordinator
         if coordinator is None:
             return
@@ -315,6 +327,11 @@ class ControllerApis:
             for tp, code in errors.items():
                 if tp.topic == TRANSACTION_STATE_TOPIC and code == ErrorCode.NONE:
                     txn.on_resignation(tp.partition)
+        share = self.share_coordinator
+        if share is not None and result.error_code == ErrorCode.NONE:
+            for tp, code in errors.items():
+                if tp.topic == SHARE_GROUP_STATE_TOPIC and code == ErrorCode.NONE:
+                    share.on_resignation(tp.partition)
         coordinator = self.group_coordinator
         if coordinator is not None and result.error_code == ErrorCode.NONE:
             for tp, code in errors.items():

@@ -26,9 +26,11 @@ from pylog.broker.transaction_apis import TransactionApis
 from pylog.coordinator.group import GroupState
 from pylog.coordinator.group_coordinator import GroupCoordinator, JoinRequest
 from pylog.coordinator.group_metadata_manager import GROUP_METADATA_TOPIC
+from pylog.coordinator.share_coordinator import SHARE_GROUP_STATE_TOPIC, ShareCoordinator
 from pylog.errors import ErrorCode
 from pylog.metadata.metadata_cache import MetadataCache
 from pylog.network import Request
+from pylog.protocol._runtime import uuid_raw
 from pylog.protocol.messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -85,6 +87,7 @@ __all__ = ["GroupApis"]
 
 _KEY_TYPE_GROUP = 0
 _KEY_TYPE_TRANSACTION = 1
+_KEY_TYPE_SHARE = 2  # "groupId:topicId:partition", a share partition's share coordinator
 _AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
 _TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 _GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -123,6 +126,9 @@ class GroupApis:
         #: coordinator is the leader of its offsets partition, wherever it is
         self.metadata_cache = metadata_cache
         self._creating: asyncio.Future[None] | None = None
+        #: FindCoordinator's answer for share-partition keys (KafkaApis sets
+        #: it when share groups are served)
+        self.share_coordinator: ShareCoordinator | None = None
 
     # ------------------------------------------------------------ FindCoordinator
 
@@ -147,11 +153,49 @@ class GroupApis:
     def _on_cluster(self) -> bool:
         return self.metadata_cache is not None and self.coordinator.manager.controller_managed
 
+    def _share_coordinator(self, request: Request, key: str) -> Coordinator:
+        """A share-partition key's share coordinator: the leader of its
+        ``__share_group_state`` partition (Kafka's SharePartitionKey format,
+        ``groupId:topicId:partition``; INVALID_REQUEST otherwise)."""
+        share = self.share_coordinator
+
+        def refused(code: int, message: str) -> Coordinator:
+            return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code,
+                               error_message=message)  # fmt: skip
+
+        if share is None:
+            return refused(ErrorCode.INVALID_REQUEST, "Share groups are not enabled.")
+        parts = key.split(":")
+        if len(parts) != 3 or not parts[0] or not parts[1] or not parts[2].isdigit():
+            return refused(ErrorCode.INVALID_REQUEST, f"Invalid coordinator key {key}.")
+        try:
+            if len(uuid_raw(parts[1])) != 16:
+                raise ValueError(parts[1])
+        except (ValueError, TypeError):
+            return refused(ErrorCode.INVALID_REQUEST, f"Invalid coordinator key {key}.")
+        partition = share.partition_for(parts[0], parts[1], int(parts[2]))
+        if self._on_cluster():
+            cache = self.metadata_cache
+            assert cache is not None
+            leader = cache.leader_of(SHARE_GROUP_STATE_TOPIC, partition)
+            ep = cache.broker_endpoint(leader, request.listener) if leader is not None else None
+            if leader is None or leader < 0 or ep is None:
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                return refused(code, code.name)
+            return Coordinator(key=key, node_id=leader, host=ep.host, port=ep.port,
+                               error_code=0, error_message="")  # fmt: skip
+        host, port = self.broker_endpoint(request.listener)
+        return Coordinator(key=key, node_id=self.broker_id, host=host, port=port,
+                           error_code=0, error_message="")  # fmt: skip
+
     def _may_describe(self, request: Request, key: str, key_type: int) -> bool:
         """DESCRIBE on the group (or transactional id): what FindCoordinator
-        needs before anything else, the offsets topic's creation included."""
+        needs before anything else, the offsets topic's creation included.
+        A share-partition key is the brokers' own: CLUSTER_ACTION."""
         if key_type == _KEY_TYPE_GROUP:
             return self._may(request, AclOperation.DESCRIBE, key)
+        if key_type == _KEY_TYPE_SHARE:
+            return self.auth.authorize(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
         return self.auth.authorize(
             request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
         )
@@ -162,6 +206,12 @@ class GroupApis:
         if not authorized and key_type == _KEY_TYPE_GROUP:
             return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=_GROUP_DENIED,
                                error_message="Group authorization failed.")  # fmt: skip
+        if not authorized and key_type == _KEY_TYPE_SHARE:
+            return Coordinator(key=key, node_id=-1, host="", port=-1,
+                               error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                               error_message="Cluster authorization failed.")  # fmt: skip
+        if key_type == _KEY_TYPE_SHARE:
+            return self._share_coordinator(request, key)
         if not authorized:
             return Coordinator(key=key, node_id=-1, host="", port=-1,
                                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -231,6 +281,11 @@ class GroupApis:
                 # stays COORDINATOR_NOT_AVAILABLE until the controller has
                 # placed it and told this broker (UpdateMetadata).
                 await self._create_offsets_topic()
+        if key_type == _KEY_TYPE_SHARE and self.share_coordinator is not None and any(authorized):
+            # The first FindCoordinator of a share-partition key creates
+            # __share_group_state (Kafka's getOrCreateInternalTopic).
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.share_coordinator.ensure_topic)
         found = [
             self._coordinator_for(request, k, key_type, ok)
             for k, ok in zip(keys, authorized, strict=True)

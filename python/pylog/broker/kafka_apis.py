@@ -614,6 +614,8 @@ class KafkaApis:
                 )
                 shares.auth = auth
                 handlers.update({k: Route(c, h) for k, (c, h) in shares.routes().items()})
+                controller_apis.share_coordinator = shares.state
+                groups.share_coordinator = shares.state
         self.handlers: Mapping[int, Route] = MappingProxyType(
             {int(k): h for k, h in sorted(handlers.items())}
         )

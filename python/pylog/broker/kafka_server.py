@@ -321,6 +321,17 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
         producer_id_manager=producer_ids,
         txn_coordinator=txn_coordinator,
     )
+    shares = apis.share_groups
+    if shares is not None and shares.persister is not None:
+        # The share-partition leaders reach their share coordinators on the
+        # inter-broker listener, with its TLS and SASL login.
+        security = server.inter_broker_security
+        if security.ssl_context is not None:
+            shares.persister.connection_options["ssl_context"] = security.ssl_context
+        if security.uses_sasl:
+            shares.persister.connection_options["authenticate"] = lambda conn: (
+                authenticate_blocking(conn.request, security)
+            )
     coordinator.register_metrics(server.metrics)
     coordinator.startup()
     server.group_coordinator = coordinator

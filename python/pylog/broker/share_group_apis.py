@@ -21,10 +21,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pylog.broker.auth_helper import AuthHelper
+from pylog.broker.share_coordinator_apis import ShareCoordinatorApis
+from pylog.broker.share_group_offsets_apis import ShareGroupOffsetsApis
 from pylog.common.topic_partition import TopicPartition
 from pylog.coordinator.group import GroupState
 from pylog.coordinator.group_coordinator import GroupCoordinator
-from pylog.coordinator.share_coordinator import ShareCoordinator
+from pylog.coordinator.share_coordinator import SHARE_GROUP_STATE_TOPIC, ShareCoordinator
 from pylog.coordinator.share_group import ShareGroup
 from pylog.coordinator.share_group_heartbeat import ShareGroupHeartbeat
 from pylog.errors import ErrorCode
@@ -50,8 +52,11 @@ from pylog.protocol.messages import share_group_describe_response as sgd
 from pylog.protocol.messages import share_group_heartbeat_response as sgh
 from pylog.security.acl_operation import AclOperation
 from pylog.security.resource_type import ResourceType
+from pylog.server.add_partitions_to_txn_manager import CoordinatorNode
 from pylog.server.config import KafkaConfig
 from pylog.server.replica_manager import ReplicaManager
+from pylog.server.share.default_state_persister import DefaultStatePersister
+from pylog.server.share.persister import Persister
 from pylog.server.share.share_partition_manager import (
     ShareFetchPartitionResult,
     SharePartitionManager,
@@ -65,6 +70,9 @@ __all__ = ["SHARE_VERSION_FEATURE", "ShareGroupApis", "add_feature"]
 SHARE_VERSION_FEATURE = ("share.version", 0, 1)
 
 _AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
+#: How long a share-partition leader retries its share coordinator (a moved
+#: state partition gets its next leader within the ZooKeeper session timeout)
+_PERSISTER_RETRY_S = 15.0
 _INT_MAX = 2**31 - 1
 
 _Acks = list[tuple[int, int, list[int]]]
@@ -85,17 +93,60 @@ class ShareGroupApis:
         self.replica_manager = replica_manager
         self.broker_id = config.broker_id
         self.state = ShareCoordinator(config, replica_manager, metadata_store)
-        self.partitions = SharePartitionManager(config, replica_manager, self.state)
+        self.coordinator_apis = ShareCoordinatorApis(self.state)
+        #: On a cluster the share coordinator of a key may be another broker:
+        #: the leaders reach it with the DefaultStatePersister; a lone broker
+        #: is every key's coordinator and persists in-process.
+        self.persister: DefaultStatePersister | None = None
+        persister: Persister = self.state
+        if replica_manager.controller_managed:
+            persister = self.persister = DefaultStatePersister(
+                config.broker_id,
+                self._share_coordinator_of,
+                self.state,
+                ensure_topic=self.state.ensure_topic,
+                request_timeout_s=int(config.get("request.timeout.ms")) / 1000,
+                retry_timeout_s=_PERSISTER_RETRY_S,
+            )
+        self.listener = config.inter_broker_listener_name
+        self.partitions = SharePartitionManager(config, replica_manager, persister)
+        self.offsets = ShareGroupOffsetsApis(
+            coordinator, persister, self.partitions, replica_manager, metadata_store
+        )
+        # DeleteGroups of a share group deletes its state first (Kafka's
+        # DeleteShareGroupState from the group coordinator).
+        coordinator.on_share_group_deleted = self.offsets.delete_state
         self.heartbeats = ShareGroupHeartbeat(
             config, coordinator.manager, metadata_store, coordinator.clock
         )
         self.heartbeats.on_assigned = self.partitions.initialize
+        # The groups' own configs (IncrementalAlterConfigs on a GROUP resource).
+        self.heartbeats.group_config = self.partitions.group_config = metadata_store.group_config
         self.heartbeats.on_member_left = self._member_left
         self._loaded = False
 
+    def _share_coordinator_of(
+        self, group_id: str, topic_id: str, partition: int
+    ) -> CoordinatorNode | None:
+        """The leader of the key's ``__share_group_state`` partition as the
+        metadata cache has it, on the inter-broker listener (Kafka's
+        ShareCoordinatorMetadataCacheHelper); None while unknown."""
+        cache = self.replica_manager.metadata_cache
+        if not cache.contains_topic(SHARE_GROUP_STATE_TOPIC):
+            return None
+        p = self.state.partition_for(group_id, topic_id, partition)
+        leader = cache.leader_of(SHARE_GROUP_STATE_TOPIC, p)
+        if leader is None or leader < 0:
+            return None
+        ep = cache.broker_endpoint(leader, self.listener)
+        return None if ep is None else CoordinatorNode(leader, ep.host, ep.port)
+
     def routes(self) -> dict[int, tuple[type, Callable[[Request, Any], Awaitable[Struct]]]]:
         """KafkaApis' table entries: api key -> (request class, handler)."""
+        self.coordinator_apis.auth = self.offsets.auth = self.auth
         return {
+            **self.coordinator_apis.routes(),
+            **self.offsets.routes(),
             ApiKey.SHARE_GROUP_HEARTBEAT: (
                 ShareGroupHeartbeatRequest,
                 self.handle_share_group_heartbeat_request,
@@ -114,14 +165,19 @@ class ShareGroupApis:
     def shutdown(self) -> None:
         self.heartbeats.shutdown()
         self.partitions.shutdown()
+        if self.persister is not None:
+            self.persister.shutdown()
 
     def _member_left(self, group_id: str, member_id: str) -> None:
         self.partitions.sessions.remove(group_id, member_id)
         self.partitions.release_member(group_id, member_id)
+        self.partitions.forget_idle(group_id)
 
     def _ensure_loaded(self) -> None:
-        """The persisted share-partition state, read once before it is first used."""
-        if not self._loaded:
+        """A lone broker: the persisted share-partition state, read once
+        before it is first used (a cluster's coordinator loads a partition
+        when it is elected its leader)."""
+        if not self._loaded and not self.replica_manager.controller_managed:
             self._loaded = True
             self.state.load()
 
@@ -248,7 +304,7 @@ class ShareGroupApis:
     async def handle_share_fetch_request(
         self, request: Request, body: ShareFetchRequest
     ) -> ShareFetchResponse:
-        lock_ms = self.partitions.record_lock_duration_ms
+        lock_ms = self.partitions.lock_duration_ms(body.group_id or "")
 
         def refused(code: int, message: str | None = None) -> ShareFetchResponse:
             return ShareFetchResponse(error_code=code, error_message=message)
@@ -271,6 +327,10 @@ class ShareGroupApis:
             return refused(ErrorCode.INVALID_REQUEST)  # Kafka 4.3: no message
         sessions = self.partitions.sessions
         if epoch == INITIAL_EPOCH:
+            if not sessions.has_group(group_id):
+                # The group's first session here: its idle share partitions are
+                # read again (the offsets may have been altered meanwhile).
+                self.partitions.forget_idle(group_id)
             session, gone = sessions.open(group_id, member_id)
             for s in gone:
                 if s.group_id != group_id or s.member_id != member_id:
@@ -342,6 +402,7 @@ class ShareGroupApis:
         if epoch == FINAL_EPOCH:
             sessions.remove(group_id, member_id)
             self.partitions.release_member(group_id, member_id)
+            self.partitions.forget_idle(group_id)
         else:
             max_records = body.max_records if body.max_records > 0 else _INT_MAX
             results = await self.partitions.fetch(
@@ -374,7 +435,7 @@ class ShareGroupApis:
     async def handle_share_acknowledge_request(
         self, request: Request, body: ShareAcknowledgeRequest
     ) -> ShareAcknowledgeResponse:
-        lock_ms = self.partitions.record_lock_duration_ms
+        lock_ms = self.partitions.lock_duration_ms(body.group_id or "")
 
         def refused(code: int, message: str | None = None) -> ShareAcknowledgeResponse:
             return ShareAcknowledgeResponse(error_code=code, error_message=message)
@@ -434,6 +495,7 @@ class ShareGroupApis:
         if epoch == FINAL_EPOCH:
             sessions.remove(group_id, member_id)
             self.partitions.release_member(group_id, member_id)
+            self.partitions.forget_idle(group_id)
         return ShareAcknowledgeResponse(
             throttle_time_ms=0,
             error_code=ErrorCode.NONE,

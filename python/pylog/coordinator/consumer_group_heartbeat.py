@@ -485,7 +485,7 @@ class ConsumerGroupHeartbeat:
             None,
             reconciled.member_id,
             reconciled.member_epoch,
-            self.heartbeat_interval_ms,
+            self._group_ms(group.group_id, "consumer.heartbeat.interval.ms"),
             reconciled.assigned if show else None,
         )
 
@@ -670,12 +670,22 @@ class ConsumerGroupHeartbeat:
             if op is not None:
                 op.force_complete()
 
+    def _group_ms(self, group_id: str, key: str) -> int:
+        """The group's override of ``key`` (Kafka's GroupConfig), else the broker's."""
+        default = (
+            self.session_timeout_ms
+            if key == "consumer.session.timeout.ms"
+            else self.heartbeat_interval_ms
+        )
+        return int(self.metadata_store.group_config(group_id).get(key, default))
+
     def _schedule_session(self, group: ConsumerGroup, member_id: str) -> None:
         old = group.session_ops.pop(member_id, None)
         if old is not None:
             old.force_complete()
         op = ConsumerGroupTimeout(
-            TimeoutKind.SESSION, group.group_id, member_id, self.session_timeout_ms,
+            TimeoutKind.SESSION, group.group_id, member_id,
+            self._group_ms(group.group_id, "consumer.session.timeout.ms"),
             lambda o: self._expired(group, o),
         )  # fmt: skip
         group.session_ops[member_id] = op

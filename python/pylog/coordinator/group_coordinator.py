@@ -152,6 +152,11 @@ class GroupCoordinator:
         self._tasks: set[asyncio.Task[object]] = set()
         self._expiry: asyncio.TimerHandle | None = None
         self._running = False
+        #: Deletes a share group's state of these (topic id, partition)s
+        #: before the group goes (set when share groups are served); an error code.
+        self.on_share_group_deleted: (
+            Callable[[str, set[tuple[str, int]]], Coroutine[object, object, int]] | None
+        ) = None
         #: KIP-848's protocol (ConsumerGroupHeartbeat), when
         #: group.coordinator.rebalance.protocols names it
         self.consumer_protocol = "consumer" in config.get("group.coordinator.rebalance.protocols")
@@ -1196,5 +1201,14 @@ class GroupCoordinator:
             elif not group.is_in(GroupState.EMPTY):
                 out[gid] = ErrorCode.NON_EMPTY_GROUP
             else:
+                initialized = getattr(group, "initialized", None)
+                if initialized and self.on_share_group_deleted is not None:
+                    # A share group's delivery state goes first (Kafka's
+                    # DeleteShareGroupState): kept if it cannot go, with the group.
+                    code = await self.on_share_group_deleted(gid, set(initialized))
+                    if code:
+                        out[gid] = code
+                        continue
+                    initialized.clear()
                 out[gid] = await self.manager.delete_group(group)
         return out

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pylog.common.utils.time import Clock
@@ -84,6 +84,9 @@ class ShareGroupHeartbeat:
         self.clock = clock
         self.session_timeout_ms = int(config.get("group.share.session.timeout.ms"))
         self.heartbeat_interval_ms = int(config.get("group.share.heartbeat.interval.ms"))
+        #: A group's overrides (GroupConfig: share.session.timeout.ms,
+        #: share.heartbeat.interval.ms); none by default.
+        self.group_config: Callable[[str], Mapping[str, str]] = lambda group_id: {}
         self.max_size = int(config.get("group.share.max.size"))
         self.assignor = SimpleAssignor()
         self.on_assigned: InitializeHook = lambda group_id, tps: None
@@ -239,7 +242,11 @@ class ShareGroupHeartbeat:
         return ShareHeartbeatResult(
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            heartbeat_interval_ms=int(
+                self.group_config(group.group_id).get(
+                    "share.heartbeat.interval.ms", self.heartbeat_interval_ms
+                )
+            ),
             assignment=dict(member.assignment) if full else None,
         )
 
@@ -301,9 +308,12 @@ class ShareGroupHeartbeat:
         if member.session is not None:
             member.session.cancel()
         loop = asyncio.get_running_loop()
-        member.session = loop.call_later(
-            self.session_timeout_ms / 1000, self._expired, group, member
+        timeout_ms = int(
+            self.group_config(group.group_id).get(
+                "share.session.timeout.ms", self.session_timeout_ms
+            )
         )
+        member.session = loop.call_later(timeout_ms / 1000, self._expired, group, member)
 
     def _expired(self, group: ShareGroup, member: ShareGroupMember) -> None:
         if group.share_members.get(member.member_id) is not member:

@@ -60,6 +60,9 @@ class ConfigType:
     USER = "users"
     BROKER = "brokers"
     IP = "ips"
+    #: Per-group configs: not in Kafka's ZooKeeper mode (which had none); pylog
+    #: keeps them as the other entities, ``/config/groups/<group id>``.
+    GROUP = "groups"
 
 
 class DynamicConfigManager:

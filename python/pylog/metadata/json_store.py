@@ -191,6 +191,8 @@ class JsonMetadataStore(MetadataStore):
                 self._apply_quota(entry)
             for entity, configs in (doc.get("broker_configs") or {}).items():
                 self._put_broker_config(str(entity), {str(k): str(v) for k, v in configs.items()})
+            for group, configs in (doc.get("group_configs") or {}).items():
+                self._put_group_config(str(group), {str(k): str(v) for k, v in configs.items()})
             features = doc.get("finalized_features")
             if features is not None:
                 self._apply_features(features)
@@ -261,6 +263,8 @@ class JsonMetadataStore(MetadataStore):
             self._apply_quota(op["quota"])
         elif "broker_config" in op:
             self._put_broker_config(str(op["broker_config"]), op["configs"])
+        elif "group_config" in op:
+            self._put_group_config(str(op["group_config"]), op["configs"])
         elif "features" in op:
             self._apply_features(op["features"])
         else:
@@ -342,6 +346,8 @@ class JsonMetadataStore(MetadataStore):
             )
         if self._broker_configs:
             doc["broker_configs"] = {e: dict(c) for e, c in self._broker_configs.items()}
+        if self._group_configs:
+            doc["group_configs"] = {g: dict(c) for g, c in self._group_configs.items()}
         data = json.dumps(doc, indent=1, sort_keys=True).encode()
         tmp = self._path + ".tmp"
         try:
@@ -492,6 +498,13 @@ class JsonMetadataStore(MetadataStore):
         with self._lock:
             self._append([{"broker_config": entity, "configs": clean}])
             self._put_broker_config(entity, clean)
+            self._maybe_compact()
+
+    def set_group_config(self, group_id: str, configs: Mapping[str, str]) -> None:
+        clean = {str(k): str(v) for k, v in configs.items()}
+        with self._lock:
+            self._append([{"group_config": group_id, "configs": clean}])
+            self._put_group_config(group_id, clean)
             self._maybe_compact()
 
     # ------------------------------------------------------------------ listeners

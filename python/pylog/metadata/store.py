@@ -361,6 +361,28 @@ class MetadataStore(abc.ABC):
             self._broker_config_listeners: list[BrokerConfigListener] = listeners
         listeners.append(listener)
 
+    # ------------------------------------------------------------------ group configs
+
+    #: Per-group overrides (KIP-848 / KIP-932 GroupConfig): group id -> key -> value.
+    _group_configs: Mapping[str, Mapping[str, str]] = MappingProxyType({})
+
+    def group_config(self, group_id: str) -> dict[str, str]:
+        """The overrides of ``group_id`` (IncrementalAlterConfigs on a GROUP
+        resource), as ``/config/groups/<group>`` holds them on ZooKeeper."""
+        return dict(self._group_configs.get(group_id, {}))
+
+    def set_group_config(self, group_id: str, configs: Mapping[str, str]) -> None:
+        """Durably replace ``group_id``'s overrides; validated by the caller."""
+        raise KafkaError("this metadata store keeps no group configs")
+
+    def _put_group_config(self, group_id: str, configs: Mapping[str, str]) -> None:
+        current = dict(self._group_configs)
+        if configs:
+            current[group_id] = MappingProxyType(dict(configs))
+        else:
+            current.pop(group_id, None)
+        self._group_configs = MappingProxyType(current)
+
     def _put_broker_config(self, entity: str, configs: Mapping[str, str]) -> None:
         current = dict(self._broker_configs)
         if configs:

@@ -56,6 +56,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
+from types import MappingProxyType
 
 from pylog.errors import (
     InvalidPartitionsError,
@@ -183,6 +184,7 @@ class ZkMetadataStore(MetadataStore):
                 # Kafka's IpConfigHandler: connection_creation_rate (KIP-612)
                 ConfigType.IP: partial(self._apply_quotas, ConfigType.IP),
                 ConfigType.BROKER: self._put_broker_config,
+                ConfigType.GROUP: self._put_group_config,
             },
             executor=self._reader,
             lock=self._lock,
@@ -913,6 +915,29 @@ class ZkMetadataStore(MetadataStore):
             change = self.zk.set_entity_config(ConfigType.BROKER, entity, clean)
             self.config_manager.mark_processed(change)  # applied here, below
             self._put_broker_config(entity, clean)
+
+    def group_config(self, group_id: str) -> dict[str, str]:
+        # Read through once per group; /config/changes keeps it current after.
+        if not group_id or "/" in group_id or group_id in (".", ".."):
+            return {}  # no znode can be named so: nothing was ever set
+        got = self._group_configs.get(group_id)
+        if got is not None:
+            return dict(got)
+        with _zk_errors(f"reading the config of group {group_id}"):
+            configs = self.zk.get_entity_config(ConfigType.GROUP, group_id)
+        with self._lock:
+            if group_id not in self._group_configs:
+                current = dict(self._group_configs)
+                current[group_id] = MappingProxyType(configs)
+                self._group_configs = MappingProxyType(current)
+        return dict(configs)
+
+    def set_group_config(self, group_id: str, configs: Mapping[str, str]) -> None:
+        clean = {str(k): str(v) for k, v in configs.items()}
+        with self._lock, _zk_errors(f"setting the config of group {group_id}"):
+            change = self.zk.set_entity_config(ConfigType.GROUP, group_id, clean)
+            self.config_manager.mark_processed(change)
+            self._put_group_config(group_id, clean)
 
     def reserve_producer_id_block(self, size: int) -> int:
         with _zk_errors("allocating producer ids"):

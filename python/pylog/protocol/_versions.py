@@ -96,6 +96,10 @@ class ApiKey(enum.IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    # Kafka 4.1+'s share-group offsets admin (definitions written for pylog)
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 #: (min, max) version per API that the broker serves and advertises in ApiVersions.
@@ -196,6 +200,18 @@ GROUP_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.SHARE_FETCH: (1, 2),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
+    # The share coordinator's inter-broker APIs (Kafka 4.1+'s versions; v1 of
+    # Write and ReadSummary carry DeliveryCompleteCount).
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 1),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 1),
+    # kafka-share-groups.sh --describe --offsets / --reset-offsets / --delete-offsets
+    # (DescribeShareGroupOffsets v1 adds the lag).
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 
 #: The message-definition file stem of every API the codec carries.
@@ -262,4 +278,12 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
     ApiKey.SHARE_FETCH: "ShareFetch",
     ApiKey.SHARE_ACKNOWLEDGE: "ShareAcknowledge",
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: "InitializeShareGroupState",
+    ApiKey.READ_SHARE_GROUP_STATE: "ReadShareGroupState",
+    ApiKey.WRITE_SHARE_GROUP_STATE: "WriteShareGroupState",
+    ApiKey.DELETE_SHARE_GROUP_STATE: "DeleteShareGroupState",
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: "ReadShareGroupStateSummary",
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: "DescribeShareGroupOffsets",
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: "AlterShareGroupOffsets",
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: "DeleteShareGroupOffsets",
 }

@@ -419,6 +419,10 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               AtLeast(1), "high"),
     ConfigKey("share.coordinator.state.topic.segment.bytes", I, 100 * 1024 * 1024,
               "Segment size of __share_group_state.", AtLeast(1), "high"),
+    ConfigKey("share.coordinator.state.topic.min.isr", I, 2, "min.insync.replicas of "
+              "__share_group_state (at creation, when replicated).", AtLeast(1), "high"),
+    ConfigKey("share.coordinator.write.timeout.ms", I, 5000, "How long the share coordinator "
+              "waits for a state record to be replicated.", AtLeast(1), "high"),
     # ---- transaction coordinator (Kafka's TransactionStateManagerConfig and
     # TransactionLogConfig; docs/transactions.md)
     ConfigKey("transactional.id.expiration.ms", I, 7 * 24 * 3_600_000, "Idle time after "

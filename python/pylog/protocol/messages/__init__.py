@@ -31,6 +31,10 @@ from pylog.protocol.messages.alter_partition_request import AlterPartitionReques
 from pylog.protocol.messages.alter_partition_response import AlterPartitionResponse
 from pylog.protocol.messages.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
 from pylog.protocol.messages.alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
+from pylog.protocol.messages.alter_share_group_offsets_request import AlterShareGroupOffsetsRequest
+from pylog.protocol.messages.alter_share_group_offsets_response import (
+    AlterShareGroupOffsetsResponse,
+)
 from pylog.protocol.messages.alter_user_scram_credentials_request import (
     AlterUserScramCredentialsRequest,
 )
@@ -57,6 +61,12 @@ from pylog.protocol.messages.delete_groups_request import DeleteGroupsRequest
 from pylog.protocol.messages.delete_groups_response import DeleteGroupsResponse
 from pylog.protocol.messages.delete_records_request import DeleteRecordsRequest
 from pylog.protocol.messages.delete_records_response import DeleteRecordsResponse
+from pylog.protocol.messages.delete_share_group_offsets_request import (
+    DeleteShareGroupOffsetsRequest,
+)
+from pylog.protocol.messages.delete_share_group_offsets_response import (
+    DeleteShareGroupOffsetsResponse,
+)
 from pylog.protocol.messages.delete_share_group_state_request import DeleteShareGroupStateRequest
 from pylog.protocol.messages.delete_share_group_state_response import DeleteShareGroupStateResponse
 from pylog.protocol.messages.delete_topics_request import DeleteTopicsRequest
@@ -75,6 +85,12 @@ from pylog.protocol.messages.describe_log_dirs_request import DescribeLogDirsReq
 from pylog.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
 from pylog.protocol.messages.describe_producers_request import DescribeProducersRequest
 from pylog.protocol.messages.describe_producers_response import DescribeProducersResponse
+from pylog.protocol.messages.describe_share_group_offsets_request import (
+    DescribeShareGroupOffsetsRequest,
+)
+from pylog.protocol.messages.describe_share_group_offsets_response import (
+    DescribeShareGroupOffsetsResponse,
+)
 from pylog.protocol.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from pylog.protocol.messages.describe_topic_partitions_response import (
     DescribeTopicPartitionsResponse,
@@ -192,6 +208,7 @@ Request: TypeAlias = (
     | AlterPartitionReassignmentsRequest
     | AlterPartitionRequest
     | AlterReplicaLogDirsRequest
+    | AlterShareGroupOffsetsRequest
     | AlterUserScramCredentialsRequest
     | ApiVersionsRequest
     | ConsumerGroupDescribeRequest
@@ -203,6 +220,7 @@ Request: TypeAlias = (
     | DeleteAclsRequest
     | DeleteGroupsRequest
     | DeleteRecordsRequest
+    | DeleteShareGroupOffsetsRequest
     | DeleteShareGroupStateRequest
     | DeleteTopicsRequest
     | DescribeAclsRequest
@@ -212,6 +230,7 @@ Request: TypeAlias = (
     | DescribeGroupsRequest
     | DescribeLogDirsRequest
     | DescribeProducersRequest
+    | DescribeShareGroupOffsetsRequest
     | DescribeTopicPartitionsRequest
     | DescribeTransactionsRequest
     | DescribeUserScramCredentialsRequest
@@ -265,6 +284,7 @@ Response: TypeAlias = (
     | AlterPartitionReassignmentsResponse
     | AlterPartitionResponse
     | AlterReplicaLogDirsResponse
+    | AlterShareGroupOffsetsResponse
     | AlterUserScramCredentialsResponse
     | ApiVersionsResponse
     | ConsumerGroupDescribeResponse
@@ -276,6 +296,7 @@ Response: TypeAlias = (
     | DeleteAclsResponse
     | DeleteGroupsResponse
     | DeleteRecordsResponse
+    | DeleteShareGroupOffsetsResponse
     | DeleteShareGroupStateResponse
     | DeleteTopicsResponse
     | DescribeAclsResponse
@@ -285,6 +306,7 @@ Response: TypeAlias = (
     | DescribeGroupsResponse
     | DescribeLogDirsResponse
     | DescribeProducersResponse
+    | DescribeShareGroupOffsetsResponse
     | DescribeTopicPartitionsResponse
     | DescribeTransactionsResponse
     | DescribeUserScramCredentialsResponse
@@ -399,6 +421,9 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     85: WriteShareGroupStateRequest,
     86: DeleteShareGroupStateRequest,
     87: ReadShareGroupStateSummaryRequest,
+    90: DescribeShareGroupOffsetsRequest,
+    91: AlterShareGroupOffsetsRequest,
+    92: DeleteShareGroupOffsetsRequest,
 }
 
 #: The response class of each api key.
@@ -472,6 +497,9 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     85: WriteShareGroupStateResponse,
     86: DeleteShareGroupStateResponse,
     87: ReadShareGroupStateSummaryResponse,
+    90: DescribeShareGroupOffsetsResponse,
+    91: AlterShareGroupOffsetsResponse,
+    92: DeleteShareGroupOffsetsResponse,
 }
 
 __all__ = [
@@ -493,6 +521,8 @@ __all__ = [
     "AlterPartitionResponse",
     "AlterReplicaLogDirsRequest",
     "AlterReplicaLogDirsResponse",
+    "AlterShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsResponse",
     "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
@@ -515,6 +545,8 @@ __all__ = [
     "DeleteGroupsResponse",
     "DeleteRecordsRequest",
     "DeleteRecordsResponse",
+    "DeleteShareGroupOffsetsRequest",
+    "DeleteShareGroupOffsetsResponse",
     "DeleteShareGroupStateRequest",
     "DeleteShareGroupStateResponse",
     "DeleteTopicsRequest",
@@ -533,6 +565,8 @@ __all__ = [
     "DescribeLogDirsResponse",
     "DescribeProducersRequest",
     "DescribeProducersResponse",
+    "DescribeShareGroupOffsetsRequest",
+    "DescribeShareGroupOffsetsResponse",
     "DescribeTopicPartitionsRequest",
     "DescribeTopicPartitionsResponse",
     "DescribeTransactionsRequest",

@@ -1,9 +1,11 @@
 """The Persister: where share-partition state is saved and read back
-(Kafka's ``org.apache.kafka.server.share.persister.Persister``; its
-DefaultStatePersister talks to the share coordinator). The share coordinator
-(``pylog.coordinator.share_coordinator``) implements it on the
-``__share_group_state`` topic; ``InMemoryPersister`` keeps nothing across a
-restart (a broker built without a coordinator)."""
+(Kafka's ``org.apache.kafka.server.share.persister.Persister``). On a
+cluster it is the DefaultStatePersister
+(``pylog.server.share.default_state_persister``), which sends the share
+coordinator of each key the share-state requests; a lone broker's share
+coordinator (``pylog.coordinator.share_coordinator``) is its own persister;
+``InMemoryPersister`` keeps nothing across a restart (a broker built
+without a coordinator)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Protocol
 
 from pylog.errors import ErrorCode
 
-__all__ = ["InMemoryPersister", "PersistedState", "Persister", "StateBatch"]
+__all__ = ["InMemoryPersister", "PersistedState", "Persister", "PersisterError", "StateBatch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,14 +35,30 @@ class PersistedState:
     batches: list[StateBatch] = field(default_factory=list)
 
 
+class PersisterError(Exception):
+    """A read that failed with this Kafka error code."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 class Persister(Protocol):
     async def read_state(
         self, group_id: str, topic_id: str, partition: int
-    ) -> PersistedState | None: ...
+    ) -> PersistedState | None:
+        """The state, None when never initialized; PersisterError if unreadable."""
+        ...
 
     async def write_state(
         self, group_id: str, topic_id: str, partition: int, state: PersistedState
     ) -> int: ...
+
+    async def initialize_state(
+        self, group_id: str, topic_id: str, partition: int, state_epoch: int, start_offset: int
+    ) -> int: ...
+
+    async def delete_state(self, group_id: str, topic_id: str, partition: int) -> int: ...
 
 
 class InMemoryPersister:
@@ -56,4 +74,16 @@ class InMemoryPersister:
         self, group_id: str, topic_id: str, partition: int, state: PersistedState
     ) -> int:
         self.states[(group_id, topic_id, partition)] = state
+        return ErrorCode.NONE
+
+    async def initialize_state(
+        self, group_id: str, topic_id: str, partition: int, state_epoch: int, start_offset: int
+    ) -> int:
+        self.states[(group_id, topic_id, partition)] = PersistedState(
+            start_offset, state_epoch, -1, []
+        )
+        return ErrorCode.NONE
+
+    async def delete_state(self, group_id: str, topic_id: str, partition: int) -> int:
+        self.states.pop((group_id, topic_id, partition), None)
         return ErrorCode.NONE

@@ -86,6 +86,9 @@ class SharePartition:
         self.delivery_count_limit = delivery_count_limit
         self.max_in_flight = max_in_flight
         self.state_epoch = 0
+        #: the partition's leader epoch when this leader loaded it (written with
+        #: the state: the share coordinator fences an older leader's writes)
+        self.leader_epoch = -1
         self.in_flight: dict[int, _InFlight] = {}
         # One past the highest offset ever acquired or persisted.
         self.end_offset = start_offset
@@ -149,7 +152,7 @@ class SharePartition:
             run = [o, o, int(state), e.delivery_count]
         if run is not None:
             batches.append(StateBatch(run[0], run[1], run[2], run[3]))
-        return PersistedState(self.start_offset, self.state_epoch, -1, batches)
+        return PersistedState(self.start_offset, self.state_epoch, self.leader_epoch, batches)
 
     # ------------------------------------------------------------ fetching
 

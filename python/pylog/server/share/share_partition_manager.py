@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pylog import _native
@@ -42,7 +42,7 @@ from pylog.records import FileRecords
 from pylog.server.config import KafkaConfig
 from pylog.server.delayed_fetch import FetchParams, FetchPartitionRequest
 from pylog.server.replica_manager import ReplicaManager
-from pylog.server.share.persister import InMemoryPersister, Persister
+from pylog.server.share.persister import InMemoryPersister, Persister, PersisterError
 from pylog.server.share.share_partition import AcknowledgeType, SharePartition
 from pylog.server.share.share_session_cache import ShareSessionCache
 
@@ -82,8 +82,19 @@ class SharePartitionManager:
         self._released = asyncio.Event()
         self._tasks: set[asyncio.Future[object]] = set()
         self._timers: set[asyncio.TimerHandle] = set()
-        #: the group's ``share.auto.offset.reset`` (Kafka's group config; default latest)
-        self.auto_offset_reset: Callable[[str], str] = lambda group_id: "latest"
+        #: share partitions whose last write failed (their memory is ahead)
+        self._dirty: set[_Key] = set()
+        #: A group's overrides (Kafka's GroupConfig: share.auto.offset.reset,
+        #: share.record.lock.duration.ms, share.delivery.count.limit); none by default.
+        self.group_config: Callable[[str], Mapping[str, str]] = lambda group_id: {}
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        """The group's acquisition lock (share.record.lock.duration.ms)."""
+        return int(
+            self.group_config(group_id).get(
+                "share.record.lock.duration.ms", self.record_lock_duration_ms
+            )
+        )
 
     def shutdown(self) -> None:
         for t in list(self._timers):
@@ -134,18 +145,36 @@ class SharePartitionManager:
             self._loading.pop(key, None)
 
     async def _load(self, group_id: str, topic_id: str, tp: TopicPartition) -> SharePartition:
-        st = await self.persister.read_state(group_id, topic_id, tp.partition)
+        sp = await self._read_or_initialize(group_id, topic_id, tp)
+        part = self.replica_manager.partition(tp)
+        if part is not None:
+            sp.leader_epoch = part.leader_epoch
+        return sp
+
+    async def _read_or_initialize(
+        self, group_id: str, topic_id: str, tp: TopicPartition
+    ) -> SharePartition:
+        try:
+            st = await self.persister.read_state(group_id, topic_id, tp.partition)
+        except PersisterError as e:
+            raise _Failed(e.code) from e
         limits = {
-            "delivery_count_limit": self.delivery_count_limit,
+            "delivery_count_limit": int(
+                self.group_config(group_id).get(
+                    "share.delivery.count.limit", self.delivery_count_limit
+                )
+            ),
             "max_in_flight": self.max_in_flight,
         }
         if st is not None:
             return SharePartition.from_persisted(group_id, topic_id, tp, st, **limits)
         part = self.replica_manager.get_partition_or_error(tp)
-        reset = self.auto_offset_reset(group_id)
+        reset = self.group_config(group_id).get("share.auto.offset.reset", "latest")
         start = part.log_start_offset if reset == "earliest" else part.high_watermark
         sp = SharePartition(group_id, topic_id, tp, start, **limits)
-        code = await self.persister.write_state(group_id, topic_id, tp.partition, sp.persisted())
+        code = await self.persister.initialize_state(
+            group_id, topic_id, tp.partition, sp.state_epoch, start
+        )
         if code:
             raise _Failed(code)
         _log.info("share group %s: %s starts at offset %d (%s)", quoted(group_id), tp, start, reset)
@@ -188,9 +217,23 @@ class SharePartitionManager:
         code = await self.persister.write_state(
             sp.group_id, sp.topic_id, sp.tp.partition, sp.persisted()
         )
+        key = (sp.group_id, sp.topic_id, sp.tp.partition)
+        if code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.INVALID_REQUEST):
+            # The group's offsets were altered (a newer state epoch) or its
+            # state deleted (no longer initialized): this copy is stale, the
+            # next use reads it again.
+            _log.info("share group %s: state of %s fenced: read again at next use",
+                      quoted(sp.group_id), sp.tp)  # fmt: skip
+            if self.partitions.get(key) is sp:
+                del self.partitions[key]
+            self._dirty.discard(key)
+            return code
         if code:
+            self._dirty.add(key)
             _log.warning("share group %s: state of %s not written: %s",
                          quoted(sp.group_id), sp.tp, ErrorCode(code).name)  # fmt: skip
+        else:
+            self._dirty.discard(key)
         return code
 
     def release_member(self, group_id: str, member_id: str) -> None:
@@ -199,6 +242,26 @@ class SharePartitionManager:
             if sp.group_id == group_id and sp.release_member(member_id):
                 self._spawn(self._persist(sp))
                 self._wake()
+
+    def forget_idle(
+        self, group_id: str, topic_id: str | None = None, *, group_empty: bool = False
+    ) -> None:
+        """Drop the group's share partitions (of ``topic_id``, else all) that
+        hold nothing in flight for a member and were saved: with no session
+        of the group left here, the next use reads the persisted state again
+        — which AlterShareGroupOffsets or DeleteShareGroupOffsets may have
+        changed meanwhile. ``group_empty``: the group's coordinator knows it
+        has no member, so sessions left here are stale and go too."""
+        if group_empty:
+            self.sessions.remove_group(group_id)
+        elif self.sessions.has_group(group_id):
+            return
+        for key, sp in list(self.partitions.items()):
+            if key[0] != group_id or (topic_id is not None and key[1] != topic_id):
+                continue
+            if key in self._dirty or sp.counts()["ACQUIRED"]:
+                continue
+            del self.partitions[key]
 
     # ------------------------------------------------------------ locks
 
@@ -218,7 +281,7 @@ class SharePartitionManager:
                 self._spawn(self._persist(sp))
                 self._wake()
 
-        handle = loop.call_later(self.record_lock_duration_ms / 1000, expired)
+        handle = loop.call_later(self.lock_duration_ms(sp.group_id) / 1000, expired)
         self._timers.add(handle)
 
     def _wake(self) -> None:

@@ -70,3 +70,11 @@ class ShareSessionCache:
 
     def of_group_member(self, group_id: str, member_id: str) -> ShareSession | None:
         return self._sessions.get((group_id, member_id))
+
+    def has_group(self, group_id: str) -> bool:
+        """Whether some member of the group has a session here."""
+        return any(g == group_id for g, _ in self._sessions)
+
+    def remove_group(self, group_id: str) -> None:
+        for key in [k for k in self._sessions if k[0] == group_id]:
+            del self._sessions[key]
