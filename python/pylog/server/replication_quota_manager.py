@@ -126,8 +126,8 @@ class ReplicationQuotaManager:
                 return 0
             if bound <= 0:
                 return self._rate.window_ms
-            # The window grows one millisecond per millisecond waited.
-            return max(1, int(total * 1000.0 / bound - window) + 1)
+            needed = int(total * 1000.0 / bound) + 1
+            return max(1, self._rate.time_until_window_ms(needed, now))
 
     def record(self, size: int) -> None:
         if size <= 0:

@@ -92,6 +92,11 @@ class Rate(SampledStat):
         value, _ = self.total(now_ms)
         return value / (self.window_size_ms(now_ms) / 1000.0)
 
+    def time_until_window_ms(self, window_ms: int, now_ms: int) -> int:
+        """About how long until the measured window is ``window_ms`` long
+        (no sample expiring meanwhile)."""
+        return max(0, window_ms - self.window_size_ms(now_ms))
+
 
 class SimpleRate(Rate):
     """Values per second since the oldest live sample started, counting the
@@ -104,6 +109,12 @@ class SimpleRate(Rate):
         self._purge(now_ms)
         oldest = min((s.start_ms for s in self._samples), default=now_ms)
         return max(now_ms - oldest, self.window_ms)
+
+    def time_until_window_ms(self, window_ms: int, now_ms: int) -> int:
+        # The window is the time since the oldest sample began, once past one window.
+        self._purge(now_ms)
+        oldest = min((s.start_ms for s in self._samples), default=now_ms)
+        return max(0, oldest + window_ms - now_ms)
 
 
 class Avg(SampledStat):
