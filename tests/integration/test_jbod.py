@@ -473,6 +473,11 @@ def test_a_move_goes_on_after_its_broker_stops_and_after_it_crashes(
     with KafkaConnection(b3.bootstrap_servers, timeout=30) as conn:
         for _ in range(150):  # 15 MB: at 1 MB/s, far from copied by the end
             assert produce_raw(conn, topic, 0, os.urandom(100_000)) == 0
+    # Written with acks=1: replicated before the leader stops, or the new
+    # leader would not have them and broker 3 would rightly drop them.
+    b1_dir = Path(cluster.broker(1).log_dir) / f"{topic}-0"
+    wait_for("broker 1 to replicate them",
+             lambda: log_size(b1_dir) >= log_size(Path(src) / f"{topic}-0"))  # fmt: skip
 
     producer = AckedProducer(boot, topic, 1).start()
     try:
@@ -511,10 +516,8 @@ def test_a_move_goes_on_after_its_broker_stops_and_after_it_crashes(
     got = consume_all(boot, topic, 1, 150 + producer.count([0]))  # the 15 MB first
     missing = set(producer.acked[0]) - set(got[0])
     assert not missing, f"{len(missing)} acknowledged records lost"
-    b1_dir = Path(cluster.broker(1).log_dir) / f"{topic}-0"
     b3_dir = Path(dst) / f"{topic}-0"
-    wait_for("broker 3 level with the leader",
-             lambda: len(partition_bytes(b3_dir)) == len(partition_bytes(b1_dir)))  # fmt: skip
+    wait_for("broker 3 level with the leader", lambda: log_size(b3_dir) == log_size(b1_dir))
     assert partition_bytes(b3_dir) == partition_bytes(b1_dir)
 
 
@@ -595,16 +598,18 @@ def partition_bytes(partition_dir: Path) -> bytes:
     return b"".join(f.read_bytes() for f in sorted(partition_dir.glob("*.log")))
 
 
+def log_size(partition_dir: Path) -> int:
+    total = 0
+    for f in partition_dir.glob("*.log"):
+        with contextlib.suppress(FileNotFoundError):  # rolled or swapped meanwhile
+            total += f.stat().st_size
+    return total
+
+
 def future_of(log_dir: str, topic: str, partition: int) -> tuple[Path | None, int]:
     """The move's future log directory in ``log_dir`` and its segments' bytes."""
     found = list(Path(log_dir).glob(f"{topic}-{partition}.*-future"))
-    if not found:
-        return None, 0
-    total = 0
-    for f in found[0].glob("*.log"):
-        with contextlib.suppress(FileNotFoundError):  # swapped in meanwhile
-            total += f.stat().st_size
-    return found[0], total
+    return (found[0], log_size(found[0])) if found else (None, 0)
 
 
 def set_move_throttle(bootstrap: str, broker: int, rate: int | None) -> None:
