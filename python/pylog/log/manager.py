@@ -13,6 +13,9 @@ At start-up, for each log directory:
 * every ``<topic>-<partition>`` directory is loaded by a pool of
   ``num.recovery.threads.per.data.dir`` threads; directories renamed
   ``<topic>-<partition>.<id>-delete`` by an interrupted deletion are removed;
+  ``<topic>-<partition>.<id>-future`` ones, moves between directories the
+  stop cut short, are loaded as the partitions' future logs, and the moves go
+  on (``_resolve_future_logs``);
 * the clean-shutdown marker is removed, so a crash from here on is seen.
 
 A directory that cannot be created, locked or loaded for an I/O error is

@@ -48,6 +48,16 @@ _MAX_THROTTLE_WAIT_S = 0.2
 _ROUNDS_PER_BOUND = 10
 
 
+class _CopyFailed(Exception):
+    """A copy's read of the current log or write of the future log failed:
+    ``path`` says which, so only that log's directory is suspected."""
+
+    def __init__(self, path: str, error: Exception) -> None:
+        super().__init__(str(error))
+        self.path = path
+        self.error = error
+
+
 class Truncation(NamedTuple):
     """A cut of the current log the future log must follow: truncated to
     ``offset``, or (``full``) emptied and restarted there."""
@@ -161,7 +171,9 @@ class ReplicaAlterLogDirsThread:
                     lm = self.replica_manager.log_manager
                     dest = lm.future_log_dir_of(tp)
                     lm.abort_future_log(tp)
-                    if dest is not None:
+                    if isinstance(e, _CopyFailed):
+                        lm.maybe_handle_io_error(e.path, f"moving {tp}", e.error)
+                    elif dest is not None:
                         lm.maybe_handle_io_error(dest, f"moving {tp}", e)
                     continue
                 quota.record(copied)
@@ -225,29 +237,41 @@ class ReplicaAlterLogDirsThread:
         cut = self.manager.take_truncation(tp) if self.manager is not None else None
         if cut is None:
             return False
-        if cut.full:
-            future.truncate_fully_and_start_at(cut.offset)
-            return True
-        if future.log_end_offset > cut.offset:
-            future.truncate_to(cut.offset)
-            return True
+        try:
+            if cut.full:
+                future.truncate_fully_and_start_at(cut.offset)
+                return True
+            if future.log_end_offset > cut.offset:
+                future.truncate_to(cut.offset)
+                return True
+        except Exception as e:
+            raise _CopyFailed(future.dir, e) from e
         return False
 
     def _copy(self, current: Log, future: Log, max_bytes: int) -> tuple[bool, int]:
         """Bring ``future`` one read closer to ``current``: whether it changed,
         and the bytes appended."""
         leo = future.log_end_offset
-        if leo > current.log_end_offset:  # the current log was truncated
-            future.truncate_to(current.log_end_offset)
-            return True, 0
-        if current.log_start_offset > leo:  # retention went past the copy
-            segments = current.segments
-            future.truncate_fully_and_start_at(segments[0].base_offset if segments else 0)
-            return True, 0
+        try:
+            if leo > current.log_end_offset:  # the current log was truncated
+                future.truncate_to(current.log_end_offset)
+                return True, 0
+            if current.log_start_offset > leo:  # retention went past the copy
+                segments = current.segments
+                future.truncate_fully_and_start_at(segments[0].base_offset if segments else 0)
+                return True, 0
+        except Exception as e:
+            raise _CopyFailed(future.dir, e) from e
         if leo == current.log_end_offset:
             return False, 0
-        data = current.read_bytes(leo, max_bytes, FetchIsolation.LOG_END)
+        try:
+            data = current.read_bytes(leo, max_bytes, FetchIsolation.LOG_END)
+        except Exception as e:
+            raise _CopyFailed(current.dir, e) from e
         if not data:
             return False, 0
-        future.append_as_follower(data)
+        try:
+            future.append_as_follower(data)
+        except Exception as e:
+            raise _CopyFailed(future.dir, e) from e
         return future.log_end_offset > leo, len(data)
