@@ -640,8 +640,9 @@ def test_a_throttled_move_takes_at_least_its_size_over_the_rate(tmp_path: Path) 
     broker: the ~24 MB move keeps within the bound all along (Kafka's
     SimpleRate: one second's worth at first, then the bound); a second move
     under a throttle it cannot finish within this test's patience finishes
-    once the throttle is raised with kafka-configs' IncrementalAlterConfigs;
-    --verify takes the throttle off."""
+    once the throttle is raised with kafka-configs' IncrementalAlterConfigs,
+    after the broker was restarted in its middle; --verify takes the
+    throttle off."""
     dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
     broker = lone_broker(tmp_path, dirs)
     try:
@@ -702,12 +703,21 @@ def test_a_throttled_move_takes_at_least_its_size_over_the_rate(tmp_path: Path) 
               f" MB/s under a throttle of {rate / 1e6:.1f} MB/s")  # fmt: skip
         assert partition_bytes(Path(dst) / f"{topic}-0") == before
 
-        # Back, under a throttle it could not finish under in 60 s; raised, it does.
+        # Back, under a throttle it could not finish under in 60 s; stopped
+        # and started again, the lone broker takes the same copy up (its
+        # store keeps the throttle); raised, the move finishes.
         slow = 100_000
         set_move_throttle(boot, 1, slow)
         assert alter_replica_log_dir(boot, topic, 0, src) == 0
         wait_for("the move back to start", lambda: future_of(src, topic, 0)[0] is not None)
-        time.sleep(1.0)
+        path = future_of(src, topic, 0)[0]
+        broker.stop()
+        kept, at_stop = future_of(src, topic, 0)
+        assert kept == path
+        broker.start()
+        wait_for("the move back to go on after the restart",
+                 lambda: future_of(src, topic, 0)[1] > at_stop)  # fmt: skip
+        assert future_of(src, topic, 0)[0] == path
         assert future_of(src, topic, 0)[1] < size // 2
         t0 = time.monotonic()
         set_move_throttle(boot, 1, 1_000_000_000)
