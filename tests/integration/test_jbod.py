@@ -13,14 +13,20 @@ keeps serving the others, as Kafka's LogDirFailureChannel does.
   ISRs;
 * AlterReplicaLogDirs (Kafka's ``kafka-reassign-partitions`` with
   ``log_dirs``) moves a replica between a broker's directories under a
-  producer.
+  producer;
+* ``--replica-alter-log-dirs-throttle`` paces such a move (the broker's
+  ``replica.alter.log.dirs.io.max.bytes.per.second``) and raising it lets
+  the move finish; a broker stopped (SIGTERM) or killed (SIGKILL) in the
+  middle of a move takes it up again from where it was when it restarts.
 
 The disks need root (tests/jbod_disks.py); elsewhere these tests skip.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import threading
 import time
 import uuid
@@ -30,19 +36,32 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 from jbod_disks import Ext4Disk, ext4_disk, fail_disk, fill, repair_disk, tiny_tmpfs
 from kafka_tools import run_tool
 
 from pylog.protocol import ApiKey
 from pylog.protocol.client import KafkaConnection
 from pylog.protocol.messages import (
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
     FetchRequest,
     FetchResponse,
     ProduceRequest,
     ProduceResponse,
+)
+from pylog.protocol.messages.alter_replica_log_dirs_request import (
+    AlterReplicaLogDir,
+    AlterReplicaLogDirTopic,
 )
 from pylog.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from pylog.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
@@ -432,6 +451,76 @@ def test_a_failed_directory_moves_leadership_and_loses_nothing(
     assert describe_dirs(b2.bootstrap_servers)[disk_dir][0] == 0
 
 
+def test_a_move_goes_on_after_its_broker_stops_and_after_it_crashes(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Broker 3 moves a replica it leads, throttled so it is still copying
+    when it is stopped (SIGTERM: controlled shutdown) and, later, killed
+    (SIGKILL); each restart takes up the same future log where it was, and
+    once the throttle is off the replica ends up whole in its new directory.
+    An acks=all idempotent producer writes all along: nothing acknowledged
+    is lost and broker 3's copy holds the leader's bytes. (Before
+    test_alter_replica_log_dirs_under_a_producer: broker 3 has moved nothing
+    yet, so the throttle paces this move from its first byte.)"""
+    boot = cluster.bootstrap_servers
+    b3 = cluster.broker(3)
+    topic = f"resume-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": boot})
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[3, 1]])])[topic].result(30)
+    cluster.wait_for_full_isr(topic, 1)
+    src = dir_of(b3.bootstrap_servers, topic)[0]
+    dst = f"{cluster.dir}/b3-b" if src.endswith("b3-a") else f"{cluster.dir}/b3-a"
+    with KafkaConnection(b3.bootstrap_servers, timeout=30) as conn:
+        for _ in range(150):  # 15 MB: at 1 MB/s, far from copied by the end
+            assert produce_raw(conn, topic, 0, os.urandom(100_000)) == 0
+    # Written with acks=1: replicated before the leader stops, or the new
+    # leader would not have them and broker 3 would rightly drop them.
+    b1_dir = Path(cluster.broker(1).log_dir) / f"{topic}-0"
+    wait_for("broker 1 to replicate them",
+             lambda: log_size(b1_dir) >= log_size(Path(src) / f"{topic}-0"))  # fmt: skip
+
+    producer = AckedProducer(boot, topic, 1).start()
+    try:
+        set_move_throttle(boot, 3, 1_000_000)
+        assert alter_replica_log_dir(b3.bootstrap_servers, topic, 0, dst) == 0
+        wait_for("the copy to start", lambda: future_of(dst, topic, 0)[1] > 500_000)
+        path = future_of(dst, topic, 0)[0]
+        for how in ("SIGTERM", "SIGKILL"):
+            if how == "SIGTERM":
+                b3.stop()
+            else:
+                b3.kill()
+                # Its ZooKeeper session must end before it may register again.
+                cluster.wait_for(lambda: 3 not in cluster.registered(), "broker 3 to leave")
+            kept, at_stop = future_of(dst, topic, 0)
+            assert kept == path, f"the future log went with the {how}"
+            b3.start()
+            # The same future log grows again (a new move would be a new
+            # directory, starting from nothing).
+            wait_for(f"the move to go on after the {how}",
+                     lambda n=at_stop: future_of(dst, topic, 0)[1] > n + 500_000)  # fmt: skip
+            assert future_of(dst, topic, 0)[0] == path
+            print(f"\nafter the {how}: the move went on from {at_stop / 1e6:.1f} MB")
+        set_move_throttle(boot, 3, None)
+        wait_for("the replica in its new directory",
+                 lambda: dir_of(b3.bootstrap_servers, topic).get(0) == dst)  # fmt: skip
+        moved = producer.count([0])
+        wait_for("records acknowledged after the move", lambda: producer.count([0]) > moved + 200)
+    finally:
+        producer.stop()
+        with contextlib.suppress(Exception):
+            set_move_throttle(boot, 3, None)
+    assert producer.errors == []
+    cluster.wait_for_full_isr(topic, 1)
+    assert not list(Path(src).glob("*-future")) and not list(Path(dst).glob("*-future"))
+    got = consume_all(boot, topic, 1, 150 + producer.count([0]))  # the 15 MB first
+    missing = set(producer.acked[0]) - set(got[0])
+    assert not missing, f"{len(missing)} acknowledged records lost"
+    b3_dir = Path(dst) / f"{topic}-0"
+    wait_for("broker 3 level with the leader", lambda: log_size(b3_dir) == log_size(b1_dir))
+    assert partition_bytes(b3_dir) == partition_bytes(b1_dir)
+
+
 def test_alter_replica_log_dirs_under_a_producer(cluster: LocalCluster, tmp_path: Path) -> None:
     """Kafka's kafka-reassign-partitions with "log_dirs" moves broker 3's
     replicas to its other directory while an acks=all producer writes; the
@@ -497,3 +586,157 @@ def test_alter_replica_log_dirs_under_a_producer(cluster: LocalCluster, tmp_path
         size_3 = next(s for d in sizes[(3, p)].values() for (t, q), s in d[1].items()
                       if t == topic and q == p)  # fmt: skip
         assert size_1 == size_3
+
+
+# ---------------------------------------------------------------- throttled and resumed moves
+
+MOVE_THROTTLE = "replica.alter.log.dirs.io.max.bytes.per.second"
+
+
+def partition_bytes(partition_dir: Path) -> bytes:
+    """The records of a partition directory: its segments' bytes in order."""
+    return b"".join(f.read_bytes() for f in sorted(partition_dir.glob("*.log")))
+
+
+def log_size(partition_dir: Path) -> int:
+    total = 0
+    for f in partition_dir.glob("*.log"):
+        with contextlib.suppress(FileNotFoundError):  # rolled or swapped meanwhile
+            total += f.stat().st_size
+    return total
+
+
+def future_of(log_dir: str, topic: str, partition: int) -> tuple[Path | None, int]:
+    """The move's future log directory in ``log_dir`` and its segments' bytes."""
+    found = list(Path(log_dir).glob(f"{topic}-{partition}.*-future"))
+    return (found[0], log_size(found[0])) if found else (None, 0)
+
+
+def set_move_throttle(bootstrap: str, broker: int, rate: int | None) -> None:
+    """Kafka's IncrementalAlterConfigs on the broker (what kafka-configs
+    --entity-type brokers --entity-name <id> does); None deletes the key."""
+    entry = (
+        ConfigEntry(MOVE_THROTTLE, None, incremental_operation=AlterConfigOpType.DELETE)
+        if rate is None
+        else ConfigEntry(MOVE_THROTTLE, str(rate), incremental_operation=AlterConfigOpType.SET)
+    )
+    res = ConfigResource(ResourceType.BROKER, str(broker), incremental_configs=[entry])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.incremental_alter_configs([res])[res].result(30)
+
+
+def alter_replica_log_dir(bootstrap: str, topic: str, partition: int, log_dir: str) -> int:
+    body = AlterReplicaLogDirsRequest(
+        dirs=[AlterReplicaLogDir(path=log_dir, topics=[
+            AlterReplicaLogDirTopic(name=topic, partitions=[partition])])]
+    )  # fmt: skip
+    with KafkaConnection(bootstrap, timeout=30) as c:
+        r = c.request(ApiKey.ALTER_REPLICA_LOG_DIRS, 2, body, AlterReplicaLogDirsResponse)
+    return r.results[0].partitions[0].error_code
+
+
+def test_a_throttled_move_takes_at_least_its_size_over_the_rate(tmp_path: Path) -> None:
+    """kafka-reassign-partitions --replica-alter-log-dirs-throttle on a lone
+    broker: the ~24 MB move keeps within the bound all along (Kafka's
+    SimpleRate: one second's worth at first, then the bound); a second move
+    under a throttle it cannot finish within this test's patience finishes
+    once the throttle is raised with kafka-configs' IncrementalAlterConfigs,
+    after the broker was restarted in its middle; --verify takes the
+    throttle off."""
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    broker = lone_broker(tmp_path, dirs)
+    try:
+        boot = broker.bootstrap_servers
+        topic = f"thr-{uuid.uuid4().hex[:6]}"
+        create_topic(boot, topic, 1)
+        src = dir_of(boot, topic)[0]
+        (dst,) = [d for d in dirs if d != src]
+        batch_bytes = 100_000
+        with KafkaConnection(boot, timeout=30) as conn:
+            for _ in range(240):
+                assert produce_raw(conn, topic, 0, os.urandom(batch_bytes)) == 0
+        before = partition_bytes(Path(src) / f"{topic}-0")
+        size = len(before)
+        assert size > 24_000_000
+
+        rate = 6_000_000
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": 0, "replicas": [1], "log_dirs": [dst]}]}))  # fmt: skip
+        samples: list[tuple[float, int]] = []
+        outcome: list[str] = []
+
+        def execute() -> None:
+            outcome.append(run_tool("kafka-reassign-partitions", "--bootstrap-server", boot,
+                                    "--reassignment-json-file", str(plan), "--execute",
+                                    "--replica-alter-log-dirs-throttle", str(rate),
+                                    workdir=tmp_path).stdout)  # fmt: skip
+
+        tool = threading.Thread(target=execute)
+        tool.start()
+        # The copy starts after the last look that found no future log: time
+        # from there over-counts the copy's, so the bound below is safe.
+        start = time.monotonic()
+        deadline = start + 120
+        while True:
+            now = time.monotonic()
+            path, copied = future_of(dst, topic, 0)
+            if path is None and not samples:
+                start = now
+            elif path is not None:
+                samples.append((now - start, copied))
+            if dir_of(boot, topic).get(0) == dst:
+                break
+            assert now < deadline, samples[-3:]
+            time.sleep(0.05)
+        took = time.monotonic() - start
+        tool.join(120)
+        assert "The replica-alter-dir throttle limit was set to 6000000 B/s" in outcome[0]
+        # Each round asks the quota first and copies at most a tenth of the
+        # bound or one batch: the copy can be at most that ahead of
+        # rate * max(elapsed, 1 s) at any time.
+        slack = rate // 10 + batch_bytes + 1000
+        for t, copied in samples:
+            assert copied <= rate * max(t, 1.0) + slack, (t, copied, samples)
+        assert took >= (size - slack) / rate
+        print(f"\nthrottled move: {size / 1e6:.1f} MB in {took:.2f} s = {size / took / 1e6:.2f}"
+              f" MB/s under a throttle of {rate / 1e6:.1f} MB/s")  # fmt: skip
+        assert partition_bytes(Path(dst) / f"{topic}-0") == before
+
+        # Back, under a throttle it could not finish under in 60 s; stopped
+        # and started again, the lone broker takes the same copy up (its
+        # store keeps the throttle); raised, the move finishes.
+        slow = 100_000
+        set_move_throttle(boot, 1, slow)
+        assert alter_replica_log_dir(boot, topic, 0, src) == 0
+        wait_for("the move back to start", lambda: future_of(src, topic, 0)[0] is not None)
+        path = future_of(src, topic, 0)[0]
+        broker.stop()
+        kept, at_stop = future_of(src, topic, 0)
+        assert kept == path
+        broker.start()
+        wait_for("the move back to go on after the restart",
+                 lambda: future_of(src, topic, 0)[1] > at_stop)  # fmt: skip
+        assert future_of(src, topic, 0)[0] == path
+        assert future_of(src, topic, 0)[1] < size // 2
+        t0 = time.monotonic()
+        set_move_throttle(boot, 1, 1_000_000_000)
+        wait_for("the move back to finish once the throttle is raised",
+                 lambda: dir_of(boot, topic).get(0) == src, timeout=size / slow / 4)  # fmt: skip
+        print(f"raised from {slow / 1e6:.1f} MB/s, the move back finished in "
+              f"{time.monotonic() - t0:.2f} s")  # fmt: skip
+        assert partition_bytes(Path(src) / f"{topic}-0") == before
+
+        done = run_tool("kafka-reassign-partitions", "--bootstrap-server", boot,
+                        "--reassignment-json-file", str(plan), "--verify",
+                        workdir=tmp_path).stdout  # fmt: skip
+        # The plan said dst; the replica is back in src: Kafka's tool reports
+        # that, and still clears the throttles (no reassignment is in flight).
+        assert "Clearing broker-level throttles on broker 1" in done, done
+        admin = AdminClient({"bootstrap.servers": boot})
+        res = ConfigResource(ResourceType.BROKER, "1")
+        entry = admin.describe_configs([res])[res].result(30)[MOVE_THROTTLE]
+        assert entry.source != 2  # no DYNAMIC_BROKER_CONFIG left
+        assert int(entry.value) == (1 << 63) - 1
+    finally:
+        broker.stop()

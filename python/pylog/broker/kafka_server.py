@@ -94,7 +94,7 @@ from pylog.server.producer_id_manager import ProducerIdManager
 from pylog.server.quota_factory import QuotaManagers
 from pylog.server.replica_fetcher_thread import ReplicaFetcherConfig
 from pylog.server.replica_manager import ReplicaManager
-from pylog.server.replication_quota_manager import ReplicationQuotaManager
+from pylog.server.replication_quota_manager import QuotaType, ReplicationQuotaManager
 from pylog.server.zk_alter_isr_manager import ZkAlterIsrManager
 from pylog.transaction.transaction_coordinator import TransactionCoordinator
 from pylog.transaction.transaction_marker_channel_manager import (
@@ -241,25 +241,37 @@ def _ip_connection_rates(store: MetadataStore) -> Callable[[], Mapping[str | Non
 def _replication_quotas(
     replica_manager: ReplicaManager, config: KafkaConfig, dynamic: DynamicBrokerConfig
 ) -> None:
-    """The leader's and the follower's replication throttles, following the
-    dynamic ``*.replication.throttled.rate`` keys."""
+    """The leader's and the follower's replication throttles and the one of
+    moves between log directories, following the dynamic
+    ``*.replication.throttled.rate`` and
+    ``replica.alter.log.dirs.io.max.bytes.per.second`` keys (Kafka's
+    BrokerConfigHandler)."""
 
-    def quota(side: str) -> ReplicationQuotaManager:
+    def quota(key: str, quota_type: QuotaType, window: str) -> ReplicationQuotaManager:
         return ReplicationQuotaManager(
             config.broker_id,
-            int(config.get(f"{side}.replication.throttled.rate")),
-            window_num=int(config.get("replication.quota.window.num")),
-            window_size_seconds=int(config.get("replication.quota.window.size.seconds")),
+            int(config.get(key)),
+            quota_type=quota_type,
+            window_num=int(config.get(f"{window}.window.num")),
+            window_size_seconds=int(config.get(f"{window}.window.size.seconds")),
         )
 
-    replica_manager.leader_quota = quota("leader")
-    replica_manager.follower_quota = quota("follower")
+    leader, follower, moves = (
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+    )
+    rm = replica_manager
+    rm.leader_quota = quota(leader, QuotaType.LEADER_REPLICATION, "replication.quota")
+    rm.follower_quota = quota(follower, QuotaType.FOLLOWER_REPLICATION, "replication.quota")
+    rm.alter_log_dirs_quota = quota(
+        moves, QuotaType.ALTER_LOG_DIRS_REPLICATION, "alter.log.dirs.replication.quota"
+    )
 
     def throttles(_old: KafkaConfig, new: KafkaConfig) -> None:
-        replica_manager.leader_quota.update_quota(int(new.get("leader.replication.throttled.rate")))
-        replica_manager.follower_quota.update_quota(
-            int(new.get("follower.replication.throttled.rate"))
-        )
+        rm.leader_quota.update_quota(int(new.get(leader)))
+        rm.follower_quota.update_quota(int(new.get(follower)))
+        rm.alter_log_dirs_quota.update_quota(int(new.get(moves)))
 
     dynamic.add_reconfigurable("ReplicationQuotaManager", throttles)
 
@@ -286,6 +298,7 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
         alter_isr_manager=server.alter_isr_manager,
         fetcher_config=replica_fetcher_config(config, server.inter_broker_security),
         replica_lag_time_max_ms=int(config.get("replica.lag.time.max.ms")),
+        alter_log_dirs_threads=config.get("num.replica.alter.log.dirs.threads"),
         broker_epoch=lambda: server.broker_epoch,
         inter_broker_listener=config.inter_broker_listener_name,
         # On ZooKeeper the KafkaController places partitions (LeaderAndIsr):

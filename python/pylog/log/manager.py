@@ -13,6 +13,9 @@ At start-up, for each log directory:
 * every ``<topic>-<partition>`` directory is loaded by a pool of
   ``num.recovery.threads.per.data.dir`` threads; directories renamed
   ``<topic>-<partition>.<id>-delete`` by an interrupted deletion are removed;
+  ``<topic>-<partition>.<id>-future`` ones, moves between directories the
+  stop cut short, are loaded as the partitions' future logs, and the moves go
+  on (``_resolve_future_logs``);
 * the clean-shutdown marker is removed, so a crash from here on is seen.
 
 A directory that cannot be created, locked or loaded for an I/O error is
@@ -107,6 +110,14 @@ def parse_topic_partition_name(name: str) -> TopicPartition:
     return TopicPartition(topic, int(partition))
 
 
+def _topic_id_in(partition_dir: str) -> str | None:
+    """The topic id in a partition directory's ``partition.metadata``, if readable."""
+    try:
+        return PartitionMetadataFile(partition_dir).read()
+    except Exception:
+        return None
+
+
 def delete_dir_name(tp: TopicPartition) -> str:
     """Kafka's name for a partition directory awaiting deletion."""
     suffix = f".{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
@@ -174,6 +185,8 @@ class LogManager:
                     f"every log directory is offline: {', '.join(self.log_dirs)}"
                 )
             self.cleaner = LogCleaner(self.config, self.log_dirs, self._logs_with_dirs, clock)
+            for tp in self._future_logs:  # moves resumed: not cleaned until they end
+                self.cleaner.abort_and_pause_cleaning(tp)
         except BaseException:
             self._close_all_quietly()
             self._release_locks()
@@ -259,29 +272,81 @@ class LogManager:
             return {}
 
     def _load_logs(self) -> None:
-        self._pending_futures: list[tuple[TopicPartition, str, str]] = []
+        # Filled by _load_dir: future logs loaded (tp, log, their log dir) and
+        # ``-delete`` directories found (tp or None, path), removed only once
+        # the future logs are resolved (one may be the proof of a swap).
+        self._pending_futures: list[tuple[TopicPartition, Log, str]] = []
+        self._pending_deletes: list[tuple[TopicPartition | None, str]] = []
         self._load_dirs()
-        self._resolve_future_dirs()
+        self._resolve_future_logs()
+        for _tp, sub in self._pending_deletes:
+            _log.warning("deleting %s: a partition deletion interrupted by shutdown", sub)
+            shutil.rmtree(sub, ignore_errors=True)
+        self._pending_deletes = []
 
-    def _resolve_future_dirs(self) -> None:
-        """A ``-future`` directory left by a stop: a move not finished, whose
-        current log is still there, starts again when asked (the copy goes);
-        one whose current log is gone was caught up and being swapped in when
-        the broker stopped, so it becomes the partition's log."""
-        for tp, sub, parent in self._pending_futures:
-            if tp in self._logs:
-                _log.warning("removing %s: an unfinished move of %s", sub, tp)
-                shutil.rmtree(sub, ignore_errors=True)
+    def _resolve_future_logs(self) -> None:
+        """The ``-future`` logs a stop left (Kafka's LogManager loads them as
+        future logs): a move not finished, whose current log is there, goes on
+        (the ReplicaManager resumes its copy once the partition is made); one
+        whose current log was renamed ``-delete`` was caught up and being
+        swapped in, so it becomes the partition's log; one whose source
+        partition is gone is removed, unless a directory is offline (its
+        current log may be there: the copy is kept on disk for the next start)."""
+        # The current logs renamed -delete: (partition, topic id). A long topic
+        # name is cut short in a -delete name, so the topic id matches too.
+        doomed = [(tp, _topic_id_in(sub)) for tp, sub in self._pending_deletes if tp is not None]
+
+        def was_swapped(tp: TopicPartition, topic_id: str | None) -> bool:
+            return any(
+                (t == tp and (i is None or topic_id is None or i == topic_id))
+                or (t.partition == tp.partition and topic_id is not None and i == topic_id)
+                for t, i in doomed
+            )
+
+        resolved: set[TopicPartition] = set()
+        for tp, log, parent in self._pending_futures:
+            current_dir = self._log_dir_of.get(tp)
+            if tp in resolved or current_dir == parent:
+                _log.warning("removing %s: a second copy of %s", log.dir, tp)
+                self._discard(log, remove=True)
                 continue
-            final = os.path.join(parent, str(tp))
-            _log.warning("completing the move of %s: %s becomes %s", tp, sub, final)
-            os.rename(sub, final)
-            fsync_dir(parent)
-            log = self._load_log(tp, final, 0, 0, False)
-            with self._lock:
-                self._logs[tp] = log
-                self._log_dir_of[tp] = parent
+            resolved.add(tp)
+            if current_dir is not None:
+                _log.info("%s: the move of %s from %s resumes at offset %d", log.dir, tp,
+                          current_dir, log.log_end_offset)  # fmt: skip
+                with self._lock:
+                    self._future_logs[tp] = log
+                    self._future_dir_of[tp] = parent
+                continue
+            if was_swapped(tp, _topic_id_in(log.dir)):
+                self._complete_swap(tp, log, parent)
+            elif self.offline_log_dirs:
+                _log.warning("%s: no log of %s to move it from; kept, as it may be on the "
+                             "offline directories %s", log.dir, tp,
+                             ", ".join(self.offline_log_dirs))  # fmt: skip
+                self._discard(log, remove=False)
+            else:
+                _log.warning("removing %s: the move of %s has no source any more", log.dir, tp)
+                self._discard(log, remove=True)
         self._pending_futures = []
+
+    def _complete_swap(self, tp: TopicPartition, future: Log, parent: str) -> None:
+        final = os.path.join(parent, str(tp))
+        _log.warning("completing the move of %s: %s becomes %s", tp, future.dir, final)
+        future.close()
+        os.rename(future.dir, final)
+        fsync_dir(parent)
+        log = self._load_log(tp, final, 0, 0, False)
+        with self._lock:
+            self._logs[tp] = log
+            self._log_dir_of[tp] = parent
+
+    @staticmethod
+    def _discard(log: Log, *, remove: bool) -> None:
+        with contextlib.suppress(Exception):
+            log.close_handlers()
+        if remove:
+            shutil.rmtree(log.dir, ignore_errors=True)
 
     def _load_dirs(self) -> None:
         for d in self._dirs:
@@ -297,6 +362,11 @@ class LogManager:
                             if p == d.path and tp in self._logs]  # fmt: skip
                     for tp in [tp for tp, p in self._log_dir_of.items() if p == d.path]:
                         del self._log_dir_of[tp]
+                    logs += [f for _tp, f, p in self._pending_futures if p == d.path]
+                    self._pending_futures = [e for e in self._pending_futures if e[2] != d.path]
+                    self._pending_deletes = [
+                        e for e in self._pending_deletes if not e[1].startswith(d.path + os.sep)
+                    ]
                 for log in logs:
                     with contextlib.suppress(Exception):
                         log.close_handlers()
@@ -312,22 +382,26 @@ class LogManager:
         recovery_points = self._read_checkpoint(d.recovery_checkpoint)
         log_starts = self._read_checkpoint(d.log_start_checkpoint)
         jobs: dict[TopicPartition, tuple[str, int, int]] = {}
-        future_dirs: list[tuple[TopicPartition, str]] = []
+        # A future log is keyed by its directory: a partition has at most one
+        # log per log dir, so the dir's checkpoints hold its offsets.
+        future_jobs: dict[str, tuple[TopicPartition, int, int]] = {}
         for name in sorted(os.listdir(d.path)):
             sub = os.path.join(d.path, name)
             if not os.path.isdir(sub) or name.startswith("."):
                 continue
-            if name.endswith(DELETE_DIR_SUFFIX):
-                _log.warning("deleting %s: a partition deletion interrupted by shutdown", sub)
-                shutil.rmtree(sub, ignore_errors=True)
-                continue
             try:
                 tp = parse_topic_partition_name(name)
             except ValueError:
-                _log.warning("skipping %s: not a <topic>-<partition> directory", sub)
+                if name.endswith(DELETE_DIR_SUFFIX):
+                    self._pending_deletes.append((None, sub))
+                else:
+                    _log.warning("skipping %s: not a <topic>-<partition> directory", sub)
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                self._pending_deletes.append((tp, sub))
                 continue
             if name.endswith(FUTURE_DIR_SUFFIX):
-                future_dirs.append((tp, sub))
+                future_jobs[sub] = (tp, recovery_points.get(tp, 0), log_starts.get(tp, 0))
                 continue
             if name.endswith(STRAY_DIR_SUFFIX):
                 _log.warning("skipping %s: stray replicas are not supported", sub)
@@ -342,13 +416,21 @@ class LogManager:
                 pool.submit(self._load_log, tp, sub, rp, ls, clean): tp
                 for tp, (sub, rp, ls) in jobs.items()
             }
+            moving = {
+                pool.submit(self._load_log, tp, sub, rp, ls, clean): tp
+                for sub, (tp, rp, ls) in future_jobs.items()
+            }
             errors: list[BaseException] = []
-            for fut in concurrent.futures.as_completed(futures):
-                tp = futures[fut]
+            for fut in concurrent.futures.as_completed([*futures, *moving]):
+                tp = futures[fut] if fut in futures else moving[fut]
                 try:
                     log = fut.result()
                 except BaseException as e:
                     errors.append(e)
+                    continue
+                if fut in moving:
+                    with self._lock:
+                        self._pending_futures.append((tp, log, d.path))
                     continue
                 with self._lock:
                     other = self._log_dir_of.get(tp)
@@ -364,7 +446,6 @@ class LogManager:
                     self._log_dir_of[tp] = d.path
             if errors:
                 raise errors[0]
-        self._pending_futures.extend((tp, sub, d.path) for tp, sub in future_dirs)
         # Every log of this directory loaded: from now on a crash must be noticed.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(marker)
@@ -495,6 +576,15 @@ class LogManager:
         with self._lock:
             return {tp: log for tp, log in self._logs.items() if self._log_dir_of[tp] == path}
 
+    def _all_logs_in_dir(self, path: str) -> dict[TopicPartition, Log]:
+        """The current and the future logs in ``path`` (never both of one
+        partition: a move goes to another directory), as Kafka's logsByDir."""
+        with self._lock:
+            logs = {tp: log for tp, log in self._logs.items() if self._log_dir_of[tp] == path}
+            logs.update((tp, log) for tp, log in self._future_logs.items()
+                        if self._future_dir_of[tp] == path)  # fmt: skip
+            return logs
+
     def log_dir_of(self, tp: TopicPartition | tuple[str, int]) -> str | None:
         with self._lock:
             return self._log_dir_of.get(TopicPartition(tp[0], tp[1]))
@@ -581,6 +671,10 @@ class LogManager:
         with self._lock:
             if tp not in self._logs:
                 self._preferred_dirs[tp] = os.path.abspath(log_dir)
+
+    def all_future_logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return dict(self._future_logs)
 
     def future_log(self, tp: TopicPartition) -> Log | None:
         with self._lock:
@@ -835,7 +929,7 @@ class LogManager:
     def flush_dirty_logs(self) -> None:
         """Flush every log whose ``flush.ms`` has passed since its last flush."""
         now = self._clock()
-        for tp, log in self.all_logs().items():
+        for tp, log in [*self.all_logs().items(), *self.all_future_logs().items()]:
             if log.closed:
                 continue
             try:
@@ -863,12 +957,12 @@ class LogManager:
         self._checkpoint_log_start_offsets_in(self._dir(path))
 
     def _checkpoint_recovery_offsets_in(self, d: _LogDir) -> None:
-        logs = self.logs_in_dir(d.path)
+        logs = self._all_logs_in_dir(d.path)
         d.recovery_checkpoint.write({tp: log.recovery_point for tp, log in logs.items()})
 
     def _checkpoint_log_start_offsets_in(self, d: _LogDir) -> None:
         # Only starts past the first segment's base say something the files do not.
-        logs = self.logs_in_dir(d.path)
+        logs = self._all_logs_in_dir(d.path)
         starts: dict[TopicPartition, int] = {}
         for tp, log in logs.items():
             segments = log.segments
@@ -938,18 +1032,13 @@ class LogManager:
                 "kafka-producer-expiration",
             ):
                 self.scheduler.cancel(name)
-        with self._lock:
-            futures = list(self._future_logs.values())
-            self._future_logs.clear()
-            self._future_dir_of.clear()
-        for log in futures:  # a move in flight starts again when asked
-            with contextlib.suppress(Exception):
-                log.close()
         try:
             for d in self._dirs:
                 if d.offline:
                     continue  # nothing is written to a failed disk
-                logs = self.logs_in_dir(d.path)
+                # Future logs too, flushed and checkpointed: a move in flight
+                # goes on from where it is at the next start.
+                logs = self._all_logs_in_dir(d.path)
                 ok = self._close_logs(d, logs.values())
                 if not ok:
                     _log.error(

@@ -263,6 +263,19 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               "are measured over.", AtLeast(1), "low"),
     ConfigKey("replication.quota.window.size.seconds", I, 1, "Length of each replication "
               "quota sample.", AtLeast(1), "low"),
+    ConfigKey("replica.alter.log.dirs.io.max.bytes.per.second", L, LONG_MAX, "Bytes per "
+              "second this broker copies for the replicas it moves between its own log "
+              "directories (AlterReplicaLogDirs), all moves together (Kafka's "
+              "AlterLogDirsReplication quota); set dynamically, as "
+              "kafka-reassign-partitions --replica-alter-log-dirs-throttle does.", AtLeast(0),
+              "medium"),
+    ConfigKey("alter.log.dirs.replication.quota.window.num", I, 11, "Samples the move "
+              "throttle's rate is measured over.", AtLeast(1), "low"),
+    ConfigKey("alter.log.dirs.replication.quota.window.size.seconds", I, 1, "Length of each "
+              "move throttle sample.", AtLeast(1), "low"),
+    ConfigKey("num.replica.alter.log.dirs.threads", I, None, "Tasks that copy the replicas "
+              "moving between this broker's log directories, each moving one replica at a "
+              "time; unset: one per log directory.", AtLeast(1), "high"),
     ConfigKey("num.replica.fetchers", I, 1, "Fetchers per source broker that replicate "
               "its partitions to this one.", AtLeast(1), "high"),
     ConfigKey("replica.fetch.max.bytes", I, _MIB, "Bytes a follower asks per partition in "

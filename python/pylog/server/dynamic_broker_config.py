@@ -97,10 +97,11 @@ _PRODUCER_STATE_KEYS = frozenset(
 )
 
 # Kafka's broker quota configs of DynamicConfig.Broker (what
-# kafka-reassign-partitions --throttle sets).
+# kafka-reassign-partitions --throttle and --replica-alter-log-dirs-throttle set).
 _REPLICATION_QUOTA_KEYS = frozenset(
-    {"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
-)
+    {"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+     "replica.alter.log.dirs.io.max.bytes.per.second"}
+)  # fmt: skip
 
 #: Every key a dynamic layer may hold (Kafka's DynamicBrokerConfig.AllDynamicConfigs,
 #: as far as pylog has the keys).

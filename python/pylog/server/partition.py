@@ -104,6 +104,9 @@ class PartitionState:
 
 #: ISR changes a partition reports to its owner: "shrink" or "expand".
 IsrListener = Callable[["Partition", str], None]
+#: Hears that a follower's log was truncated: (partition, offset, emptied and
+#: restarted there); a move of the log to another directory follows it.
+TruncationListener = Callable[[TopicPartition, int, bool], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +168,7 @@ class Partition:
         # Set by the ReplicaManager: where ISR changes are written, who hears of them.
         self.alter_isr_manager: AlterIsrManager | None = None
         self.isr_listener: IsrListener | None = None
+        self.truncation_listener: TruncationListener | None = None
         self._isr_pending = False
         #: While an ISR change is being written: the current ISR and the
         #: proposed one together (Kafka's maximal ISR, KIP-497). The HW waits
@@ -349,6 +353,7 @@ class Partition:
                 # put inside a batch: the log starts over at the batch's first offset.
                 # (The leader's log start comes back with the next fetch response.)
                 log.truncate_fully_and_start_at(e.first_offset)
+                self._truncated(e.first_offset, True)
                 info = log.append_as_follower(records)
             self._replicas[self.local_broker_id].log_end_offset = log.log_end_offset
             return info
@@ -364,13 +369,25 @@ class Partition:
             self.log.maybe_increment_log_start_offset(target)
 
     def truncate_to(self, offset: int) -> None:
-        """Follower truncation (the leader-epoch protocol decided the offset)."""
-        self.log.truncate_to(offset)
-        self._replicas[self.local_broker_id].log_end_offset = self.log.log_end_offset
+        """Follower truncation (the leader-epoch protocol decided the offset).
+        Under the partition's lock, as Kafka truncates under
+        leaderIsrUpdateLock: a future log being swapped in meanwhile would
+        bring the cut batches back."""
+        with self._lock:
+            self.log.truncate_to(offset)
+            self._truncated(offset, False)
+            self._replicas[self.local_broker_id].log_end_offset = self.log.log_end_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        self.log.truncate_fully_and_start_at(offset)
-        self._replicas[self.local_broker_id].log_end_offset = self.log.log_end_offset
+        with self._lock:
+            self.log.truncate_fully_and_start_at(offset)
+            self._truncated(offset, True)
+            self._replicas[self.local_broker_id].log_end_offset = self.log.log_end_offset
+
+    def _truncated(self, offset: int, full: bool) -> None:
+        listener = self.truncation_listener
+        if listener is not None:
+            listener(self.tp, offset, full)
 
     def _check_leader(self) -> None:
         if not self.is_leader:

@@ -97,11 +97,11 @@ from pylog.server.partition import (
     TimestampAndOffset,
 )
 from pylog.server.purgatory import DelayedOperationPurgatory
-from pylog.server.replica_alter_log_dirs_thread import ReplicaAlterLogDirsThread
+from pylog.server.replica_alter_log_dirs_manager import ReplicaAlterLogDirsManager
 from pylog.server.replica_fetcher_blocking_send import BrokerEndPoint
 from pylog.server.replica_fetcher_manager import ReplicaFetcherManager
 from pylog.server.replica_fetcher_thread import InitialFetchState, ReplicaFetcherConfig
-from pylog.server.replication_quota_manager import ReplicationQuotaManager
+from pylog.server.replication_quota_manager import QuotaType, ReplicationQuotaManager
 
 __all__ = [
     "DEFAULT_APPEND_OFFLOAD_BYTES",
@@ -288,6 +288,7 @@ class ReplicaManager:
         alter_isr_manager: AlterIsrManager | None = None,
         fetcher_config: ReplicaFetcherConfig | None = None,
         replica_lag_time_max_ms: int = 30_000,
+        alter_log_dirs_threads: int | None = None,
         broker_epoch: Callable[[], int] | None = None,
         inter_broker_listener: str = "PLAINTEXT",
         isr_expiration_interval_ms: int | None = None,
@@ -326,7 +327,13 @@ class ReplicaManager:
         # Replication throttles (kafka-reassign-partitions --throttle); the
         # broker sets their bounds from its (dynamic) configuration.
         self.leader_quota = ReplicationQuotaManager(broker_id)
-        self.follower_quota = ReplicationQuotaManager(broker_id)
+        self.follower_quota = ReplicationQuotaManager(
+            broker_id, quota_type=QuotaType.FOLLOWER_REPLICATION
+        )
+        # replica.alter.log.dirs.io.max.bytes.per.second: every move between dirs.
+        self.alter_log_dirs_quota = ReplicationQuotaManager(
+            broker_id, quota_type=QuotaType.ALTER_LOG_DIRS_REPLICATION
+        )
         self.delayed_fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = (
             DelayedOperationPurgatory("Fetch")
         )
@@ -352,8 +359,11 @@ class ReplicaManager:
         self.replica_fetcher_manager = ReplicaFetcherManager(
             fetcher_config or ReplicaFetcherConfig(broker_id=broker_id), self
         )
-        #: moves replicas between this broker's log dirs (AlterReplicaLogDirs)
-        self.alter_log_dirs_thread = ReplicaAlterLogDirsThread(self)
+        #: moves replicas between this broker's log dirs (AlterReplicaLogDirs), on
+        #: num.replica.alter.log.dirs.threads tasks (unset: one per log dir)
+        self.alter_log_dirs_manager = ReplicaAlterLogDirsManager(
+            self, alter_log_dirs_threads or len(log_manager.log_dirs)
+        )
         self.isr_shrinks = 0
         self.isr_expands = 0
         #: Kafka's BrokerTopicMetrics: bytes and records in and out, per topic
@@ -418,6 +428,8 @@ class ReplicaManager:
                 continue
             self._ensure_partitions(meta)
             opened += meta.partitions
+        # A lone broker's partitions exist now: moves left by the last stop go on.
+        self._maybe_add_log_dir_fetchers(self.log_manager.all_future_logs())
         self.log_manager.scheduler.schedule(
             "highwatermark-checkpoint",
             self.checkpoint_high_watermarks,
@@ -433,7 +445,7 @@ class ReplicaManager:
 
     def shutdown(self) -> None:
         self._stopping = True
-        self.alter_log_dirs_thread.shutdown()
+        self.alter_log_dirs_manager.shutdown()
         if self._isr_task is not None:
             self._isr_task.cancel()
             self._isr_task = None
@@ -535,7 +547,28 @@ class ReplicaManager:
     def _wire(self, partition: Partition) -> Partition:
         partition.alter_isr_manager = self.alter_isr_manager
         partition.isr_listener = self._on_isr_change
+        partition.truncation_listener = self._on_truncation
         return partition
+
+    def _on_truncation(self, tp: TopicPartition, offset: int, full: bool) -> None:
+        """A follower's log was truncated (any thread): a move of it in
+        flight must drop what its copy took beyond (Kafka's
+        ReplicaFetcherThread marking the alter-log-dirs fetcher)."""
+        if self.log_manager.future_log(tp) is not None:
+            self.alter_log_dirs_manager.mark_partitions_for_truncation(tp, offset, full=full)
+
+    def _maybe_add_log_dir_fetchers(self, tps: Iterable[TopicPartition]) -> None:
+        """Resume the moves of partitions whose future log was loaded at
+        start-up (a move in flight when the broker stopped), once the
+        partition exists (Kafka's ReplicaManager does it on LeaderAndIsr)."""
+        lm = self.log_manager
+        moving = [tp for tp in tps if tp in self._partitions and lm.future_log(tp) is not None]
+        fresh = [tp for tp in moving if tp not in self.alter_log_dirs_manager.partitions]
+        if not fresh:
+            return
+        for tp in fresh:
+            _log.info("resuming the move of %s to %s", tp, lm.future_log_dir_of(tp))
+        self.alter_log_dirs_manager.add_partitions(fresh)
 
     def _remove_topic(self, meta: TopicMetadata) -> None:
         doomed = [tp for tp in self._partitions if tp.topic == meta.name]
@@ -640,7 +673,7 @@ class ReplicaManager:
                 continue
             in_flight = lm.future_log_dir_of(tp)
             if in_flight is not None and in_flight != dest:
-                self.alter_log_dirs_thread.remove_partitions([tp])
+                self.alter_log_dirs_manager.remove_partitions([tp])
                 lm.abort_future_log(tp)
             lm.maybe_update_preferred_log_dir(tp, dest)
             partition = self._partitions.get(tp)
@@ -661,7 +694,7 @@ class ReplicaManager:
             started.append(tp)
             out[tp] = ErrorCode.NONE
         if started:
-            self.alter_log_dirs_thread.add_partitions(started)
+            self.alter_log_dirs_manager.add_partitions(started)
         return out
 
     def is_offline(self, tp: TopicPartition) -> bool:
@@ -1404,6 +1437,7 @@ class ReplicaManager:
                 to_follow[partition] = state
         self._make_leaders(to_lead)
         self._make_followers(to_follow, leaders)
+        self._maybe_add_log_dir_fetchers(p.tp for p in [*to_lead, *to_follow])
         self.replica_fetcher_manager.shutdown_idle_fetcher_threads()
         self._ensure_isr_expiration()
         return ControllerResult(ErrorCode.NONE, errors)
@@ -1487,6 +1521,8 @@ class ReplicaManager:
             errors[tp] = ErrorCode.NONE
             stopping.append(tp)
         self.replica_fetcher_manager.remove_fetcher_for_partitions(stopping)
+        # Kafka stops the moves too; a future log kept goes on at the next LeaderAndIsr.
+        self.alter_log_dirs_manager.remove_partitions(stopping)
         for tp in stopping:
             if not partitions[tp].delete:
                 continue

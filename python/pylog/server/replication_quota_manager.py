@@ -15,21 +15,44 @@ without data and the follower leaves them out of its fetches until the rate
 drops. The rate is measured as the client quotas are, over
 ``replication.quota.window.num`` samples of
 ``replication.quota.window.size.seconds``.
+
+A third one, of Kafka's quota type AlterLogDirsReplication, paces the copies
+of replicas moving between this broker's own log directories
+(``replica.alter.log.dirs.io.max.bytes.per.second``; the
+ReplicaAlterLogDirsThreads): every move is throttled, there is no replica
+list, and the rate is measured over ``alter.log.dirs.replication.quota.window.num``
+samples of ``alter.log.dirs.replication.quota.window.size.seconds``.
+
+Kafka measures all three with its SimpleRate: the bytes of the live samples
+over the time since the oldest began, at least one window, so a copy that
+starts idle moves at most one window's worth before the pacing shows. The
+alter-log-dirs quota does so here; the leader's and the follower's still use
+the client quotas' Rate (at least ``window.num - 1`` windows: ten seconds'
+worth at once, docs/operations.md).
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import threading
 
-from pylog.common.metrics.sampled_stat import Rate
+from pylog.common.metrics.sampled_stat import Rate, SimpleRate
 from pylog.common.topic_partition import TopicPartition
 from pylog.common.utils.time import Clock, now_ms
 
-__all__ = ["UNBOUNDED", "ReplicationQuotaManager", "throttled_partitions"]
+__all__ = ["UNBOUNDED", "QuotaType", "ReplicationQuotaManager", "throttled_partitions"]
 
 #: The bound of an unset throttle (Kafka's Long.MaxValue default).
 UNBOUNDED = (1 << 63) - 1
+
+
+class QuotaType(enum.Enum):
+    """The replication quotas of Kafka's ``org.apache.kafka.server.quota.QuotaType``."""
+
+    LEADER_REPLICATION = "LeaderReplication"
+    FOLLOWER_REPLICATION = "FollowerReplication"
+    ALTER_LOG_DIRS_REPLICATION = "AlterLogDirsReplication"
 
 
 @functools.lru_cache(maxsize=1024)
@@ -57,13 +80,16 @@ class ReplicationQuotaManager:
         broker_id: int,
         bound: int = UNBOUNDED,
         *,
+        quota_type: QuotaType = QuotaType.LEADER_REPLICATION,
         window_num: int = 11,
         window_size_seconds: int = 1,
         clock: Clock = now_ms,
     ) -> None:
         self.broker_id = broker_id
         self.bound = bound
-        self._rate = Rate(window_num, window_size_seconds * 1000)
+        self.quota_type = quota_type
+        stat = SimpleRate if quota_type is QuotaType.ALTER_LOG_DIRS_REPLICATION else Rate
+        self._rate: Rate = stat(window_num, window_size_seconds * 1000)
         self._clock = clock
         self._lock = threading.Lock()
 
@@ -83,6 +109,25 @@ class ReplicationQuotaManager:
             if self.bound >= UNBOUNDED:
                 return False
             return self._rate.measure(self._clock()) > self.bound
+
+    def throttle_time_ms(self) -> int:
+        """How long to hold off before the next throttled copy: 0 while the
+        rate is within the bound, else the time until the bytes already
+        recorded, spread over the measured window, fall to the bound (no
+        sample expiring meanwhile: an upper estimate, worth checking again)."""
+        with self._lock:
+            bound = self.bound
+            if bound >= UNBOUNDED:
+                return 0
+            now = self._clock()
+            total, _ = self._rate.total(now)
+            window = self._rate.window_size_ms(now)
+            if total * 1000.0 <= bound * window:
+                return 0
+            if bound <= 0:
+                return self._rate.window_ms
+            needed = int(total * 1000.0 / bound) + 1
+            return max(1, self._rate.time_until_window_ms(needed, now))
 
     def record(self, size: int) -> None:
         if size <= 0:

@@ -8,12 +8,14 @@ first value recorded after the previous one filled its window (samples are
 not aligned to the clock), and a sample older than ``samples * window_ms`` is
 forgotten. A Rate is the sum of the samples divided by the time they cover —
 at least ``samples - 1`` windows, so a client's first burst is not measured
-over a few milliseconds and throttled for ever.
+over a few milliseconds and throttled for ever. A SimpleRate (Kafka's, which
+its ReplicationQuotaManager measures with) divides by the time since the
+oldest sample, at least one window.
 """
 
 from __future__ import annotations
 
-__all__ = ["Avg", "Rate", "SampledStat"]
+__all__ = ["Avg", "Rate", "SampledStat", "SimpleRate"]
 
 
 class _Sample:
@@ -89,6 +91,30 @@ class Rate(SampledStat):
     def measure(self, now_ms: int) -> float:
         value, _ = self.total(now_ms)
         return value / (self.window_size_ms(now_ms) / 1000.0)
+
+    def time_until_window_ms(self, window_ms: int, now_ms: int) -> int:
+        """About how long until the measured window is ``window_ms`` long
+        (no sample expiring meanwhile)."""
+        return max(0, window_ms - self.window_size_ms(now_ms))
+
+
+class SimpleRate(Rate):
+    """Values per second since the oldest live sample started, counting the
+    first window whole (Kafka's SimpleRate): a first burst is measured over
+    one window, not ``samples - 1``."""
+
+    __slots__ = ()
+
+    def window_size_ms(self, now_ms: int) -> int:
+        self._purge(now_ms)
+        oldest = min((s.start_ms for s in self._samples), default=now_ms)
+        return max(now_ms - oldest, self.window_ms)
+
+    def time_until_window_ms(self, window_ms: int, now_ms: int) -> int:
+        # The window is the time since the oldest sample began, once past one window.
+        self._purge(now_ms)
+        oldest = min((s.start_ms for s in self._samples), default=now_ms)
+        return max(0, oldest + window_ms - now_ms)
 
 
 class Avg(SampledStat):
