@@ -10,13 +10,13 @@ from pathlib import Path
 
 from support.clock import ManualClock
 
+from pylog.common.metrics.sampled_stat import Rate, SimpleRate
 from pylog.common.topic_partition import TopicPartition
 from pylog.log.manager import LogManager
 from pylog.metadata.json_store import JsonMetadataStore
 from pylog.server.replica_alter_log_dirs_thread import Truncation
 from pylog.server.replica_manager import ReplicaManager
 from pylog.server.replication_quota_manager import UNBOUNDED, QuotaType, ReplicationQuotaManager
-from pylog.common.metrics.sampled_stat import Rate, SimpleRate
 
 MB = 1_000_000
 
