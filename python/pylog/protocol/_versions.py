@@ -104,10 +104,11 @@ class ApiKey(enum.IntEnum):
 #: 2.11.1 turns compression off when the Produce minimum is above 0). Maximums are
 #: Kafka 4.0's, capped at the newest version in the bundled message definitions
 #: (Produce 12 and TxnOffsetCommit 5 are Kafka 4.x's transactions-v2 versions,
-#: added to the definitions; Produce 13, KIP-516's topic ids, is not served).
+#: added to the definitions; Produce 13, OffsetCommit 10 and OffsetFetch 10 are
+#: Kafka 4.1+'s topic ids, KIP-516; Fetch 18 is 4.1+'s follower high watermark).
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 12),
-    ApiKey.FETCH: (4, 17),
+    ApiKey.PRODUCE: (0, 13),
+    ApiKey.FETCH: (4, 18),
     ApiKey.LIST_OFFSETS: (1, 10),
     ApiKey.METADATA: (0, 12),
     ApiKey.SASL_HANDSHAKE: (0, 1),
@@ -175,8 +176,8 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
 #: The consumer-group APIs: the codec handles them; the broker merges this table
 #: into what it advertises once the group coordinator serves them.
 GROUP_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.OFFSET_COMMIT: (2, 9),
-    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.OFFSET_COMMIT: (2, 10),
+    ApiKey.OFFSET_FETCH: (1, 10),
     ApiKey.FIND_COORDINATOR: (0, 6),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),
