@@ -294,6 +294,10 @@ def test_list_offsets_at_every_version(brokers: Brokers, oracle: Oracle) -> None
             oracle.send(ApiKey.LIST_OFFSETS, v, list_offsets_body(t, [-1, -2], isolation_level=1))
         if v >= 8:  # EARLIEST_LOCAL (-4) of KIP-405
             oracle.send(ApiKey.LIST_OFFSETS, v, list_offsets_body(t, [-4]))
+        if v >= 9:  # LATEST_TIERED (-5) of KIP-1005: no remote storage here
+            oracle.send(ApiKey.LIST_OFFSETS, v, list_offsets_body(t, [-5]))
+        if v >= 11:  # EARLIEST_PENDING_UPLOAD (-6) of KIP-1023
+            oracle.send(ApiKey.LIST_OFFSETS, v, list_offsets_body(t, [-6, -2]))
     oracle.send(ApiKey.LIST_OFFSETS, 7, list_offsets_body(name("offsets-absent"), [-1]))
     bad = list_offsets_body(t, [-1])
     bad["topics"][0]["partitions"][0]["partition_index"] = 9

@@ -706,6 +706,26 @@ class GroupApis:
                 )
                 continue
             code, group = self.coordinator.describe_group(gid)
+            not_classic = group is not None and self.coordinator.group_type(group) != "classic"
+            missing = group is None or group.is_in(GroupState.DEAD)
+            if version >= 6 and not code and (missing or not_classic):
+                # v6 (KIP-1043): a group that is missing, or not a classic
+                # group, is GROUP_ID_NOT_FOUND with a message, as
+                # Kafka's GroupMetadataManager answers
+                why = "is not a classic group" if not_classic else "not found"
+                out.append(
+                    DescribedGroup(
+                        error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                        error_message=f"Group {gid} {why}.",
+                        group_id=gid,
+                        group_state=GroupState.DEAD.value,
+                        protocol_type="",
+                        protocol_data="",
+                        members=[],
+                        authorized_operations=_AUTHORIZED_OPS_NOT_REQUESTED,
+                    )
+                )
+                continue
             ops = (
                 self.auth.authorized_operations(request, ResourceType.GROUP, gid)
                 if with_ops
@@ -720,7 +740,7 @@ class GroupApis:
                 members=[],
                 authorized_operations=ops,
             )
-            if group is not None and self.coordinator.group_type(group) != "classic":
+            if not_classic:
                 # As Kafka before DescribeGroups v6: a group of another type
                 # is Dead, without an error (ConsumerGroupDescribe tells).
                 group = None

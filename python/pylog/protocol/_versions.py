@@ -105,12 +105,13 @@ class ApiKey(enum.IntEnum):
 #: Kafka 4.0's, capped at the newest version in the bundled message definitions
 #: (Produce 12 and TxnOffsetCommit 5 are Kafka 4.x's transactions-v2 versions,
 #: added to the definitions; Produce 13, OffsetCommit 10 and OffsetFetch 10 are
-#: Kafka 4.1+'s topic ids, KIP-516; Fetch 18 is 4.1+'s follower high watermark).
+#: Kafka 4.1+'s topic ids, KIP-516; Fetch 18 is 4.1+'s follower high watermark;
+#: Metadata 13's top-level error and ListOffsets 11's timestamp -6 need no more).
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 13),
     ApiKey.FETCH: (4, 18),
-    ApiKey.LIST_OFFSETS: (1, 10),
-    ApiKey.METADATA: (0, 12),
+    ApiKey.LIST_OFFSETS: (1, 11),
+    ApiKey.METADATA: (0, 13),
     ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (2, 7),
@@ -183,14 +184,14 @@ GROUP_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
     ApiKey.SYNC_GROUP: (0, 5),
-    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 6),
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
     # KIP-848's consumer groups (group.protocol=consumer): v1 adds the regex
     # subscription; Kafka 4.0 serves both.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
-    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     # KIP-932's share groups, as Kafka 4.1+ serves them (v0 was 4.0's early
     # access, removed in 4.1; ShareFetch/ShareAcknowledge v2 add KIP-1222's Renew).
     ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
