@@ -617,11 +617,11 @@ def test_supported_versions_cover_what_real_clients_negotiate() -> None:
         for kind in ("request", "response"):
             valid = message_spec(api, kind).valid
             assert valid.low <= lo <= hi <= valid.high, (api, kind)
-    # kafka-python infers the broker version from the maxima: ListOffsets 11
-    # (with Produce 13) is Kafka 4.2's
+    # kafka-python infers the broker version from the maxima: DescribeLogDirs 5
+    # is Kafka 4.3's
     from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
 
-    assert infer_broker_version_from_api_versions({int(k): v for k, v in sv.items()}) == (4, 2)
+    assert infer_broker_version_from_api_versions({int(k): v for k, v in sv.items()}) == (4, 3)
 
 
 # --- errors -----------------------------------------------------------------------------------
