@@ -168,9 +168,10 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     # The partition side of transactions: the coordinator's markers to each
-    # leader (Kafka 4 serves 1-2, KIP-896 dropped v0; v2 is not among the
-    # bundled definitions), and the producers a replica remembers (KIP-664).
-    ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    # leader (Kafka 4 serves 1-2, KIP-896 dropped v0; v2, KIP-1228, gives each
+    # marker its transaction version), and the producers a replica remembers
+    # (KIP-664).
+    ApiKey.WRITE_TXN_MARKERS: (1, 2),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
 }
 
