@@ -375,9 +375,10 @@ class Pair:
         return Exchange(ApiKey(api_key).name, version, k, p, diff(k, p, allow))
 
     def send_acks0(self, version: int, body: Any) -> None:
-        """A Produce with acks=0: no response comes back from either broker."""
-        for conn in (self.kafka, self.pylog):
-            conn.send(ApiKey.PRODUCE, version, body)
+        """A Produce with acks=0: no response comes back from either broker.
+        ``body`` may be a function of the broker's name, as for ``Oracle.send``."""
+        for side, conn in (("kafka", self.kafka), ("pylog", self.pylog)):
+            conn.send(ApiKey.PRODUCE, version, body(side) if callable(body) else body)
 
 
 def both(fn: Callable[[KafkaConnection, str], Any], pair: Pair) -> tuple[Any, Any]:

@@ -336,7 +336,8 @@ def test_describe_cluster(brokers: Brokers, oracle: Oracle) -> None:
             oracle.send(
                 ApiKey.DESCRIBE_CLUSTER,
                 v,
-                {"include_cluster_authorized_operations": ops, "endpoint_type": 1},
+                {"include_cluster_authorized_operations": ops, "endpoint_type": 1,
+                 "include_fenced_brokers": v >= 2},  # KIP-1073: none is fenced
                 allow=[Rule("cluster_authorized_operations",
                             "fixed on acls (cluster operations: 7, no WRITE)")],
             )  # fmt: skip

@@ -15,6 +15,8 @@ from pylog.protocol.client import KafkaConnection
 from .conftest import Brokers
 from .diff_harness import TS, Oracle, Pair, Rule, batch, name, versions
 
+ZERO = "AAAAAAAAAAAAAAAAAAAAAA"
+
 
 @pytest.fixture
 def oracle(pair: Pair) -> Oracle:
@@ -27,15 +29,37 @@ def vr(brokers: Brokers, key: ApiKey, lo: int = 0) -> range:
     return range(max(lo, r.start), r.stop)
 
 
-def produce_body(topic: str, records: bytes, acks: int = -1, partition: int = 0) -> dict[str, Any]:
+def produce_body(
+    topic: str,
+    records: bytes,
+    acks: int = -1,
+    partition: int = 0,
+    topic_id: str = "AAAAAAAAAAAAAAAAAAAAAA",
+) -> dict[str, Any]:
     return {
         "transactional_id": None,
         "acks": acks,
         "timeout_ms": 30000,
         "topic_data": [
-            {"name": topic, "partition_data": [{"index": partition, "records": records}]}
+            {
+                "name": topic,
+                "topic_id": topic_id,
+                "partition_data": [{"index": partition, "records": records}],
+            }
         ],
     }
+
+
+def produce_at(
+    pair: Pair, version: int, topic: str, records: bytes, acks: int = -1, partition: int = 0
+) -> Any:
+    """A Produce body for ``version``: from v13 (KIP-516) the topic is named
+    by its id, each broker's own (the zero id for a topic neither has)."""
+    if version < 13:
+        return produce_body(topic, records, acks, partition)
+    ids = {side: topic_ids(c, [topic]).get(topic, ZERO) for side, c in
+           (("kafka", pair.kafka), ("pylog", pair.pylog))}  # fmt: skip
+    return lambda side: produce_body(topic, records, acks, partition, ids[side])
 
 
 def topic_ids(conn: KafkaConnection, topics: list[str]) -> dict[str, str]:
@@ -49,18 +73,24 @@ def topic_ids(conn: KafkaConnection, topics: list[str]) -> dict[str, str]:
 # ---------------------------------------------------------------- Produce
 
 
-def test_produce_at_every_version(brokers: Brokers, oracle: Oracle) -> None:
-    """acks 1 and all, then the errors of a request: unknown topic and
-    partition, acks 2, a batch of magic 2 where it is not allowed."""
+def test_produce_at_every_version(brokers: Brokers, oracle: Oracle, pair: Pair) -> None:
+    """acks 1 and all, then the errors of a request: unknown topic (from v13
+    an unknown topic id) and partition, acks 2, a batch of magic 2 where it is
+    not allowed."""
     t = name("produce")
     oracle.create({t: 2})
     for v in vr(brokers, ApiKey.PRODUCE, lo=3):  # v3+: magic 2 batches
         for acks in (1, -1):
-            oracle.send(ApiKey.PRODUCE, v, produce_body(t, batch([b"a", b"b"]), acks))
-        oracle.send(ApiKey.PRODUCE, v, produce_body(t, batch([b"p1"]), 1, partition=1))
-        oracle.send(ApiKey.PRODUCE, v, produce_body(t, batch([b"x"]), 1, partition=7))
-        oracle.send(ApiKey.PRODUCE, v, produce_body(name("produce-absent"), batch([b"x"])))
-        oracle.send(ApiKey.PRODUCE, v, produce_body(t, batch([b"x"]), acks=2))
+            oracle.send(ApiKey.PRODUCE, v, produce_at(pair, v, t, batch([b"a", b"b"]), acks))
+        oracle.send(ApiKey.PRODUCE, v, produce_at(pair, v, t, batch([b"p1"]), 1, partition=1))
+        oracle.send(ApiKey.PRODUCE, v, produce_at(pair, v, t, batch([b"x"]), 1, partition=7))
+        oracle.send(ApiKey.PRODUCE, v, produce_at(pair, v, name("produce-absent"), batch([b"x"])))
+        oracle.send(ApiKey.PRODUCE, v, produce_at(pair, v, t, batch([b"x"]), acks=2))
+        if v >= 13:
+            # an id neither broker gave any topic: UNKNOWN_TOPIC_ID
+            stray = produce_body(t, batch([b"x"]), topic_id="AAAAAAAAAAAAAAAAAAAAAQ")
+            oracle.send(ApiKey.PRODUCE, v, stray)
+    oracle.send(ApiKey.LIST_OFFSETS, 7, list_offsets_body(t, [-1]))
     oracle.verify()
 
 
@@ -68,7 +98,7 @@ def test_produce_acks_0_then_read_back(brokers: Brokers, oracle: Oracle, pair: P
     t = name("acks0")
     oracle.create({t: 1})
     for v in vr(brokers, ApiKey.PRODUCE, lo=3):
-        pair.send_acks0(v, produce_body(t, batch([f"v{v}".encode()]), acks=0))
+        pair.send_acks0(v, produce_at(pair, v, t, batch([f"v{v}".encode()]), acks=0))
     # a request after them on the same connections: answered once they are written
     oracle.send(ApiKey.LIST_OFFSETS, 7, list_offsets_body(t, [-1, -2]))
     oracle.send(ApiKey.FETCH, 12, fetch_body({t: 0}, 0))
@@ -124,26 +154,26 @@ def test_produce_idempotent_sequences(brokers: Brokers, oracle: Oracle, pair: Pa
     oracle.verify()
 
 
-def test_produce_record_validation_errors(brokers: Brokers, oracle: Oracle) -> None:
+def test_produce_record_validation_errors(brokers: Brokers, oracle: Oracle, pair: Pair) -> None:
     compacted, t = name("compacted"), name("validated")
     oracle.create({compacted: 1}, {"cleanup.policy": "compact"})
     oracle.create({t: 1}, {"message.timestamp.type": "CreateTime",
                            "message.timestamp.before.max.ms": "3600000"})  # fmt: skip
     for v in vr(brokers, ApiKey.PRODUCE, lo=3):
         # a compacted topic takes no record without a key
-        oracle.send(ApiKey.PRODUCE, v, produce_body(compacted, batch([b"nokey"])))
+        oracle.send(ApiKey.PRODUCE, v, produce_at(pair, v, compacted, batch([b"nokey"])))
         # a timestamp too far in the past
-        oracle.send(ApiKey.PRODUCE, v, produce_body(t, batch([b"old"], timestamps=[TS])))
+        oracle.send(ApiKey.PRODUCE, v, produce_at(pair, v, t, batch([b"old"], timestamps=[TS])))
     oracle.verify()
 
 
-def test_produce_corrupt_batch(brokers: Brokers, oracle: Oracle) -> None:
+def test_produce_corrupt_batch(brokers: Brokers, oracle: Oracle, pair: Pair) -> None:
     t = name("corrupt")
     oracle.create({t: 1})
     good = bytearray(batch([b"c"]))
     good[-1] ^= 0xFF  # the record's last byte: the CRC no longer matches
     for v in vr(brokers, ApiKey.PRODUCE, lo=3):
-        oracle.send(ApiKey.PRODUCE, v, produce_body(t, bytes(good)))
+        oracle.send(ApiKey.PRODUCE, v, produce_at(pair, v, t, bytes(good)))
     oracle.verify()
 
 
@@ -264,6 +294,10 @@ def test_list_offsets_at_every_version(brokers: Brokers, oracle: Oracle) -> None
             oracle.send(ApiKey.LIST_OFFSETS, v, list_offsets_body(t, [-1, -2], isolation_level=1))
         if v >= 8:  # EARLIEST_LOCAL (-4) of KIP-405
             oracle.send(ApiKey.LIST_OFFSETS, v, list_offsets_body(t, [-4]))
+        if v >= 9:  # LATEST_TIERED (-5) of KIP-1005: no remote storage here
+            oracle.send(ApiKey.LIST_OFFSETS, v, list_offsets_body(t, [-5]))
+        if v >= 11:  # EARLIEST_PENDING_UPLOAD (-6) of KIP-1023
+            oracle.send(ApiKey.LIST_OFFSETS, v, list_offsets_body(t, [-6, -2]))
     oracle.send(ApiKey.LIST_OFFSETS, 7, list_offsets_body(name("offsets-absent"), [-1]))
     bad = list_offsets_body(t, [-1])
     bad["topics"][0]["partitions"][0]["partition_index"] = 9
@@ -326,14 +360,14 @@ def _legacy(magic: int) -> bytes:
     return bytes(b.build())
 
 
-def test_produce_v3_takes_one_magic_2_batch(brokers: Brokers, oracle: Oracle) -> None:
+def test_produce_v3_takes_one_magic_2_batch(brokers: Brokers, oracle: Oracle, pair: Pair) -> None:
     """Legacy message sets, two batches, no batch: INVALID_RECORD from v3."""
     t = name("one-batch")
     oracle.create({t: 1})
     for v in vr(brokers, ApiKey.PRODUCE, lo=3):
         for records in (_legacy(0), _legacy(1), batch([b"a"]) + batch([b"b"]), b""):
-            oracle.send(ApiKey.PRODUCE, v, produce_body(t, records))
-        oracle.send(ApiKey.PRODUCE, v, produce_body(t, batch([b"ok"])))
+            oracle.send(ApiKey.PRODUCE, v, produce_at(pair, v, t, records))
+        oracle.send(ApiKey.PRODUCE, v, produce_at(pair, v, t, batch([b"ok"])))
     oracle.send(ApiKey.LIST_OFFSETS, 7, list_offsets_body(t, [-1]))
     oracle.verify()
 

@@ -44,8 +44,12 @@ def test_random_produce_fetch_list_offsets(brokers: Brokers, oracle: Oracle, pai
             key = rng.choice((None, b"k", os.urandom(8)))
             values = [rng.randbytes(rng.randint(0, 300)) for _ in range(n)]
             records = batch(values, key=key, timestamps=stamps, compression=rng.randint(0, 4))
-            oracle.send(ApiKey.PRODUCE, rng.choice(produce_v),
-                        produce_body(t, records, rng.choice((1, -1)), partition))  # fmt: skip
+            pv, acks = rng.choice(produce_v), rng.choice((1, -1))
+            # v13+ names the topic by id (KIP-516): each broker's own
+            oracle.send(ApiKey.PRODUCE, pv,
+                        lambda side, pv=pv, r=records, a=acks, p=partition: produce_body(
+                            t, r, a, p, (kids if side == "kafka" else pids)[t]
+                            if pv >= 13 else "AAAAAAAAAAAAAAAAAAAAAA"))  # fmt: skip
             if partition < 3:
                 ends[partition] += n
         elif op == "fetch":

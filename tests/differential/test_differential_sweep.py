@@ -74,14 +74,18 @@ SWEEPS: dict[ApiKey, Callable[[int], dict[str, Any]]] = {
         "timeout_ms": 30000,
         "topics": [{"name": T, "partition_indexes": [0, 1, 9]}],
     },
+    # v1 (KIP-860) refuses a change of replication factor, after the target's
+    # brokers are checked: partition 1 to two replicas, one of no broker
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: lambda v: {
         "timeout_ms": 30000,
+        "allow_replication_factor_change": v < 1,
         "topics": [
             {
                 "name": T,
                 "partitions": [
                     {"partition_index": 0, "replicas": None},
                     {"partition_index": 9, "replicas": [1]},
+                    *([{"partition_index": 1, "replicas": [1, 2]}] if v >= 1 else []),
                 ],
             },
         ],

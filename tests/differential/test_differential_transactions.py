@@ -112,6 +112,15 @@ def test_a_transactions_life(brokers: Brokers, oracle: Oracle) -> None:
         {"state_filters": ["CompleteCommit"], "producer_id_filters": [], "duration_filter": -1},
         allow=[Rule("transaction_states[*].producer_id", "each broker's own producer ids")],
     )  # fmt: skip
+    # v2 (KIP-1152): by a pattern of the id, the whole id to match; and one
+    # that does not compile
+    for pattern in (txn, txn[:-3], txn[:-3] + ".*", "(unclosed"):
+        oracle.send(
+            ApiKey.LIST_TRANSACTIONS, 2,
+            {"state_filters": [], "producer_id_filters": [], "duration_filter": -1,
+             "transactional_id_pattern": pattern},
+            allow=[Rule("transaction_states[*].producer_id", "each broker's own producer ids")],
+        )  # fmt: skip
     end(0, True)  # a retried commit: NONE
     end(0, False)  # an abort of a committed transaction: INVALID_TXN_STATE
     init()  # the epoch goes up: 1

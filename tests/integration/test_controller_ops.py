@@ -786,6 +786,21 @@ def test_partition_reassignment(cluster: Cluster) -> None:
         assert _codes(got) == {(topic, 0): ErrorCode.INVALID_REPLICA_ASSIGNMENT}
         got = kp.alter_partition_reassignments({KTP(topic, 0): None})
         assert _codes(got) == {(topic, 0): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS}
+        # v1 (KIP-860) without replication factor changes: [z, y] -> [z] refused
+        controller = cluster.controller()
+        assert controller is not None
+        with KafkaConnection(cluster.brokers[controller].bootstrap, timeout=30) as conn:
+            body = {"timeout_ms": 30000, "allow_replication_factor_change": False,
+                    "topics": [{"name": topic, "partitions": [
+                        {"partition_index": 0, "replicas": [z]}]}]}  # fmt: skip
+            r = conn.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 1, body)
+        refused = r.responses[0].partitions[0]
+        assert (r.error_code, r.allow_replication_factor_change) == (0, False)
+        assert (refused.error_code, refused.error_message) == (
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            "The replication factor is changed from 2 to 1",
+        )
+        assert _settled(cluster, topic, [z, y])  # nothing moved
     finally:
         kp.close()
 

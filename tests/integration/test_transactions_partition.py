@@ -237,7 +237,7 @@ def test_commit_abort_read_committed_restart_and_kcat(
     try:
         versions = c.conn.request(ApiKey.API_VERSIONS, 0, {}, ApiVersionsResponse)
         advertised = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
-        assert advertised[ApiKey.WRITE_TXN_MARKERS] == (1, 1)
+        assert advertised[ApiKey.WRITE_TXN_MARKERS] == (1, 2)  # v2: KIP-1228
         assert advertised[ApiKey.DESCRIBE_PRODUCERS] == (0, 0)
         c.create_topic(topic)
         a, b, cc = write_two_transactions(c, topic)

@@ -33,6 +33,10 @@ __all__ = ["ConsumerGroupApis"]
 _AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
 
 
+#: ConsumerGroupDescribe v1 MemberType of a consumer-protocol member (KIP-1099).
+_CONSUMER_MEMBER = 1
+
+
 class ConsumerGroupApis:
     auth: AuthHelper = AuthHelper()
 
@@ -132,11 +136,15 @@ class ConsumerGroupApis:
                     client_id=m.client_id,
                     client_host=m.client_host,
                     subscribed_topic_names=list(m.subscribed_topic_names),
-                    subscribed_topic_regex=m.subscribed_topic_regex,
+                    # Kafka's member keeps "" for no regex, and describes it so
+                    subscribed_topic_regex=m.subscribed_topic_regex or "",
                     assignment=cgd.Assignment(topic_partitions=_described(m.assigned, names)),
                     target_assignment=cgd.Assignment(
                         topic_partitions=_described(group.targets.get(m.member_id, {}), names)
                     ),
+                    # v1 (KIP-1099): every member here speaks the consumer
+                    # protocol (pylog converts only an empty classic group)
+                    member_type=_CONSUMER_MEMBER,
                 )
                 for m in group.consumer_members.values()
             ]

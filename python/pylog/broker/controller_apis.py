@@ -456,8 +456,13 @@ class ControllerApis:
     ) -> AlterPartitionReassignmentsResponse:
         controller = self.controller()
         lone = not self.replica_manager.controller_managed
+        # v1 (KIP-860): false refuses a change of replication factor; the
+        # answer says which the request asked for
+        allow_rf = body.allow_replication_factor_change or request.header.api_version < 1
         if not lone and (controller is None or not controller.is_active):
-            return AlterPartitionReassignmentsResponse(error_code=ErrorCode.NOT_CONTROLLER)
+            return AlterPartitionReassignmentsResponse(
+                error_code=ErrorCode.NOT_CONTROLLER, allow_replication_factor_change=allow_rf
+            )
         wanted: dict[TopicPartition, list[int] | None] = {}
         for t in body.topics:
             for p in t.partitions:
@@ -467,12 +472,16 @@ class ControllerApis:
                 )
         got: dict[TopicPartition, ApiError] | ApiError
         if lone or controller is None:
+            # (a lone broker's only valid target is itself: the replication
+            # factor cannot change)
             got = {tp: self._lone_reassignment(tp, r) for tp, r in wanted.items()}
         else:
-            got = await controller.alter_partition_reassignments(wanted)
+            got = await controller.alter_partition_reassignments(wanted, allow_rf)
         if isinstance(got, ApiError):
             return AlterPartitionReassignmentsResponse(
-                error_code=got.error_code, error_message=got.message
+                error_code=got.error_code,
+                error_message=got.message,
+                allow_replication_factor_change=allow_rf,
             )
         by_topic: dict[str, list[ReassignablePartitionResponse]] = {}
         for tp, e in sorted(got.items()):
@@ -484,6 +493,7 @@ class ControllerApis:
                 )
             )
         return AlterPartitionReassignmentsResponse(
+            allow_replication_factor_change=allow_rf,
             error_code=ErrorCode.NONE,
             error_message=None,  # Kafka's ApiError.NONE: null, not ""
             responses=[

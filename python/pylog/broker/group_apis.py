@@ -30,6 +30,7 @@ from pylog.coordinator.share_coordinator import SHARE_GROUP_STATE_TOPIC, ShareCo
 from pylog.errors import ErrorCode
 from pylog.metadata.metadata_cache import MetadataCache
 from pylog.network import Request
+from pylog.protocol import ZERO_UUID
 from pylog.protocol._runtime import uuid_raw
 from pylog.protocol.messages import (
     DeleteGroupsRequest,
@@ -91,6 +92,9 @@ _KEY_TYPE_SHARE = 2  # "groupId:topicId:partition", a share partition's share co
 _AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
 _TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 _GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+#: Prefixes an unknown topic id (OffsetCommit/OffsetFetch v10) to key it apart
+#: from every topic name (a NUL is in no valid name).
+_UNKNOWN_ID_KEY = "\x00"
 
 
 class GroupApis:
@@ -425,6 +429,15 @@ class GroupApis:
     ) -> OffsetCommitResponse:
         offsets: dict[tuple[str, int], tuple[int, int, str | None]] = {}
         denied: dict[tuple[str, int], int] = {}
+        if request.header.api_version >= 10:
+            # v10 names topics by id (KIP-516): an id the cluster does not
+            # know answers UNKNOWN_TOPIC_ID on each of its partitions, ahead
+            # of any topic authorization, as KafkaApis does
+            for t in body.topics:
+                t.name = self._topic_name(t.topic_id)
+                if t.name.startswith(_UNKNOWN_ID_KEY):
+                    for p in t.partitions:
+                        denied[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_ID
         if self.auth.enabled:
             # a group it may not read commits nothing; a topic it may not read, nothing of it
             if not self._may(request, AclOperation.READ, body.group_id):
@@ -432,13 +445,18 @@ class GroupApis:
                 code = _GROUP_DENIED
             else:
                 readable = self._topics_allowed(
-                    request, AclOperation.READ, (t.name for t in body.topics)
+                    request,
+                    AclOperation.READ,
+                    (t.name for t in body.topics if not t.name.startswith(_UNKNOWN_ID_KEY)),
                 )
                 code = _TOPIC_DENIED
             for t in body.topics:
                 if t.name not in readable:
                     for p in t.partitions:
-                        denied[(t.name, p.partition_index)] = code
+                        tp = (t.name, p.partition_index)
+                        # a group it may not read refuses everything, even unknown ids
+                        if code == _GROUP_DENIED or tp not in denied:
+                            denied[tp] = code
         codes: dict[tuple[str, int], int] = {}
         for t in body.topics:
             for p in t.partitions:
@@ -470,6 +488,7 @@ class GroupApis:
             topics=[
                 OffsetCommitResponseTopic(
                     name=t.name,
+                    topic_id=t.topic_id,
                     partitions=[
                         OffsetCommitResponsePartition(
                             partition_index=p.partition_index,
@@ -481,6 +500,17 @@ class GroupApis:
                 for t in body.topics
             ],
         )
+
+    def _topic_name(self, topic_id: str) -> str:
+        """The name of the topic with id ``topic_id``, or for an id the
+        cluster does not know, a key no topic name can equal."""
+        meta = self.coordinator.manager.metadata_store.topic_by_id(topic_id)
+        return meta.name if meta is not None else _UNKNOWN_ID_KEY + topic_id
+
+    def _topic_id(self, name: str) -> str:
+        """The id of topic ``name``; the zero id when it has none (deleted)."""
+        meta = self.coordinator.manager.metadata_store.topic(name)
+        return meta.topic_id if meta is not None else ZERO_UUID
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         """Whether the cluster has ``topic``'s partition ``partition``: the
@@ -554,13 +584,49 @@ class GroupApis:
     ) -> OffsetFetchResponse:
         version = request.header.api_version
         if version >= 8:
+            by_id = version >= 10
             groups = []
             for g in body.groups:
+                unknown: list[OffsetFetchResponseTopics] = []
+                asked = g.topics
+                if by_id and asked is not None:
+                    # v10 names topics by id (KIP-516): an unknown id answers
+                    # UNKNOWN_TOPIC_ID on each partition asked for
+                    for t in asked:
+                        t.name = self._topic_name(t.topic_id)
+                    unknown = [
+                        OffsetFetchResponseTopics(
+                            topic_id=t.topic_id,
+                            partitions=[
+                                OffsetFetchResponsePartitions(
+                                    partition_index=p,
+                                    committed_offset=-1,
+                                    committed_leader_epoch=-1,
+                                    metadata="",
+                                    error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                                )
+                                for p in t.partition_indexes
+                            ],
+                        )
+                        for t in asked
+                        if t.name.startswith(_UNKNOWN_ID_KEY)
+                    ]
+                    asked = [t for t in asked if not t.name.startswith(_UNKNOWN_ID_KEY)]
                 code, found = self._fetch_group(
-                    request, g.group_id, g.topics, g.member_id, g.member_epoch,
+                    request, g.group_id, asked, g.member_id, g.member_epoch,
                     body.require_stable,
                 )  # fmt: skip
-                topics = [OffsetFetchResponseTopics(name=n, partitions=ps) for n, ps in found]
+                topics = [
+                    OffsetFetchResponseTopics(
+                        name=n, topic_id=self._topic_id(n) if by_id else ZERO_UUID, partitions=ps
+                    )
+                    for n, ps in found
+                ]
+                if by_id:
+                    # a committed topic since deleted has no id to name it by
+                    topics = [t for t in topics if t.topic_id != ZERO_UUID]
+                    if not code:
+                        topics += unknown
                 groups.append(
                     OffsetFetchResponseGroup(group_id=g.group_id, topics=topics, error_code=code)
                 )
@@ -695,6 +761,26 @@ class GroupApis:
                 )
                 continue
             code, group = self.coordinator.describe_group(gid)
+            not_classic = group is not None and self.coordinator.group_type(group) != "classic"
+            missing = group is None or group.is_in(GroupState.DEAD)
+            if version >= 6 and not code and (missing or not_classic):
+                # v6 (KIP-1043): a group that is missing, or not a classic
+                # group, is GROUP_ID_NOT_FOUND with a message, as
+                # Kafka's GroupMetadataManager answers
+                why = "is not a classic group" if not_classic else "not found"
+                out.append(
+                    DescribedGroup(
+                        error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                        error_message=f"Group {gid} {why}.",
+                        group_id=gid,
+                        group_state=GroupState.DEAD.value,
+                        protocol_type="",
+                        protocol_data="",
+                        members=[],
+                        authorized_operations=_AUTHORIZED_OPS_NOT_REQUESTED,
+                    )
+                )
+                continue
             ops = (
                 self.auth.authorized_operations(request, ResourceType.GROUP, gid)
                 if with_ops
@@ -709,7 +795,7 @@ class GroupApis:
                 members=[],
                 authorized_operations=ops,
             )
-            if group is not None and self.coordinator.group_type(group) != "classic":
+            if not_classic:
                 # As Kafka before DescribeGroups v6: a group of another type
                 # is Dead, without an error (ConsumerGroupDescribe tells).
                 group = None

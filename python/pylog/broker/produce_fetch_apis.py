@@ -68,6 +68,11 @@ _FETCH_SESSION_ID_NOT_FOUND = 70
 _INVALID_FETCH_SESSION_EPOCH = 71
 
 
+#: Prefixes an unknown topic id to key its partitions apart from every topic
+#: name (a NUL is in no valid name).
+_UNKNOWN_ID_KEY = "\x00"
+
+
 def _uuid_out(topic_id: str | None) -> str:
     return topic_id or ZERO_UUID
 
@@ -128,18 +133,35 @@ class ProduceFetchApis:
         self, request: Request, body: ProduceRequest
     ) -> ProduceResponseDict | None:
         acks = body.acks
+        version = request.header.api_version
+        by_id = version >= 13
         entries: dict[TopicPartition, memoryview | None] = {}
-        order: list[tuple[str, list[int]]] = []
+        # (key, topic id, partitions): the key is the topic's name, or, for an
+        # id this broker does not know, a string no topic name can be
+        order: list[tuple[str, str, list[int]]] = []
+        # v13 names topics by id (KIP-516): an unknown one is answered
+        # UNKNOWN_TOPIC_ID before any authorization, as KafkaApis does
+        unknown: dict[TopicPartition, PartitionProduceResponseDict] = {}
         pace = Pacer()
         for t in body.topic_data:
             indexes = []
+            if by_id:
+                meta = self.metadata_store.topic_by_id(t.topic_id)
+                name = meta.name if meta is not None else _UNKNOWN_ID_KEY + t.topic_id
+            else:
+                name = t.name
             for p in t.partition_data:
                 await pace()
-                tp = TopicPartition(t.name, p.index)
-                entries[tp] = p.records
+                tp = TopicPartition(name, p.index)
+                if by_id and meta is None:
+                    unknown[tp] = {"error_code": ErrorCode.UNKNOWN_TOPIC_ID}
+                else:
+                    entries[tp] = p.records
                 indexes.append(p.index)
-            order.append((t.name, indexes))
-        denied: dict[TopicPartition, PartitionProduceResponseDict] = {}
+            order.append((name, t.topic_id, indexes))
+        if unknown and acks == 0:
+            raise CloseConnection("acks=0 produce to an unknown topic id")
+        denied: dict[TopicPartition, PartitionProduceResponseDict] = unknown
         if self.auth.enabled:
             if body.transactional_id is not None and not self.auth.authorize(
                 request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
@@ -148,17 +170,19 @@ class ProduceFetchApis:
                     raise CloseConnection("produce refused: transactional id not authorized")
                 code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                 return await self._produce_response(
-                    order, {tp: {"error_code": code} for tp in entries}
+                    order, {tp: {"error_code": code} for tp in (*entries, *unknown)}
                 )
             allowed = self.auth.filter_by_authorized(
-                request, AclOperation.WRITE, ResourceType.TOPIC, (n for n, _ in order)
+                request,
+                AclOperation.WRITE,
+                ResourceType.TOPIC,
+                (n for n, _, _ in order if not n.startswith(_UNKNOWN_ID_KEY)),
             )
             for tp in [tp for tp in entries if tp.topic not in allowed]:
                 del entries[tp]
                 denied[tp] = {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
             if denied and acks == 0:
                 raise CloseConnection("acks=0 produce to topics it may not write")
-        version = request.header.api_version
         refused: dict[TopicPartition, PartitionProduceResponseDict] = {}
         if version >= 3:
             # Checked once the partition is known to exist, as Kafka does.
@@ -198,7 +222,7 @@ class ProduceFetchApis:
         # results (and the partitions refused before it).
         responses: list[TopicProduceResponseDict] = []
         leaders: set[int] = set()  # KIP-951: where the refused partitions went
-        for name, indexes in order:
+        for name, topic_id, indexes in order:
             parts: list[PartitionProduceResponseDict] = []
             for i in indexes:
                 await pace()
@@ -232,7 +256,7 @@ class ProduceFetchApis:
                 if version >= 10 and got.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
                     produced["current_leader"] = self._current_leader(tp, leaders)
                 parts.append(produced)
-            responses.append({"name": name, "partition_responses": parts})
+            responses.append({"name": name, "topic_id": topic_id, "partition_responses": parts})
         answer: ProduceResponseDict = {"responses": responses, "throttle_time_ms": 0}
         if leaders:
             answer["node_endpoints"] = self._node_endpoints(leaders, request.listener)
@@ -269,12 +293,12 @@ class ProduceFetchApis:
 
     @staticmethod
     async def _produce_response(
-        order: list[tuple[str, list[int]]],
+        order: list[tuple[str, str, list[int]]],
         results: Mapping[TopicPartition, PartitionProduceResponseDict],
     ) -> ProduceResponseDict:
         responses: list[TopicProduceResponseDict] = []
         pace = Pacer()
-        for name, indexes in order:
+        for name, topic_id, indexes in order:
             parts: list[PartitionProduceResponseDict] = []
             for i in indexes:
                 await pace()
@@ -287,7 +311,7 @@ class ProduceFetchApis:
                 }
                 r.update(results[TopicPartition(name, i)])
                 parts.append(r)
-            responses.append({"name": name, "partition_responses": parts})
+            responses.append({"name": name, "topic_id": topic_id, "partition_responses": parts})
         return {"responses": responses, "throttle_time_ms": 0}
 
     # ------------------------------------------------------------------ Fetch

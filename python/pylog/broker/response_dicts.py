@@ -49,6 +49,7 @@ class PartitionProduceResponseDict(TypedDict, total=False):
 
 class TopicProduceResponseDict(TypedDict):
     name: str
+    topic_id: str  # v13+ (KIP-516); the name before
     partition_responses: list[PartitionProduceResponseDict]
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Awaitable, Callable
 
 from pylog.broker.auth_helper import AuthHelper
@@ -503,9 +504,23 @@ class TransactionApis:
         self, request: Request, body: ListTransactionsRequest
     ) -> ListTransactionsResponse:
         duration = body.duration_filter if request.header.api_version >= 1 else -1
+        # v2 (KIP-1152): only the ids the pattern matches (null or "": all)
+        pattern: re.Pattern[str] | None = None
+        if request.header.api_version >= 2 and body.transactional_id_pattern:
+            try:
+                pattern = re.compile(body.transactional_id_pattern)
+            except re.error:
+                return ListTransactionsResponse(
+                    throttle_time_ms=0,
+                    error_code=ErrorCode.INVALID_REGULAR_EXPRESSION,
+                    unknown_state_filters=[],
+                    transaction_states=[],
+                )
         code, unknown, found = self.coordinator.handle_list_transactions(
             set(body.producer_id_filters), set(body.state_filters), duration
         )
+        if pattern is not None:
+            found = [d for d in found if pattern.fullmatch(d.transactional_id)]
         listed = [
             ListedState(
                 transactional_id=d.transactional_id,

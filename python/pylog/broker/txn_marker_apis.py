@@ -106,6 +106,8 @@ class TxnMarkerApis:
                 internal_topics_allowed=True,
                 origin=AppendOrigin.COORDINATOR,
                 before_wait=request.mark_local_complete,
+                # v2 (KIP-1228): the marker's transaction version (0 before)
+                transaction_version=marker.transaction_version,
             )
             for tp, r in appended.items():
                 errors[tp] = r.error_code

@@ -978,7 +978,9 @@ class KafkaController:
     # ------------------------------------------------------------------ partition reassignment
 
     async def alter_partition_reassignments(
-        self, reassignments: Mapping[TopicPartition, list[int] | None]
+        self,
+        reassignments: Mapping[TopicPartition, list[int] | None],
+        allow_replication_factor_change: bool = True,
     ) -> dict[TopicPartition, ApiError] | ApiError:
         """AlterPartitionReassignments (KIP-455): per partition, its target
         replicas, or None to cancel the reassignment in flight. An error for
@@ -995,7 +997,7 @@ class KafkaController:
             try:
                 reply(
                     await self.partition_reassignment_manager.process_api_partition_reassignment(
-                        wanted
+                        wanted, allow_replication_factor_change
                     )
                 )
             except ControllerMovedError:

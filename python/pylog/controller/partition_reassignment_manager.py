@@ -85,7 +85,9 @@ class PartitionReassignmentManager:
         return {tp: a for tp, a in found.items() if a.is_being_reassigned}
 
     async def process_api_partition_reassignment(
-        self, reassignments: dict[TopicPartition, list[int] | None]
+        self,
+        reassignments: dict[TopicPartition, list[int] | None],
+        allow_replication_factor_change: bool = True,
     ) -> dict[TopicPartition, ApiError] | ApiError:
         if not self._controller.is_active:
             return ApiError(ErrorCode.NOT_CONTROLLER)
@@ -93,6 +95,10 @@ class PartitionReassignmentManager:
         to_reassign: dict[TopicPartition, ReplicaAssignment] = {}
         for tp, target in sorted(reassignments.items()):
             error = self._validate_replicas(tp, target) if target is not None else None
+            if error is None and target is not None and not allow_replication_factor_change:
+                error = replication_factor_unchanged(
+                    len(self._context.full_assignment(tp).origin_replicas), target
+                )
             if error is not None:
                 results[tp] = error
                 continue
@@ -400,3 +406,16 @@ class PartitionReassignmentManager:
             )
             if done.succeeded:
                 return
+
+
+def replication_factor_unchanged(current: int, target: list[int]) -> ApiError | None:
+    """AlterPartitionReassignments v1 with allowReplicationFactorChange false
+    (KIP-860): a target of another size than the partition's replicas (before
+    any reassignment in flight) is INVALID_REPLICATION_FACTOR, as Kafka's
+    ReplicationControlManager refuses it."""
+    if current == len(target):
+        return None
+    return ApiError(
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+        f"The replication factor is changed from {current} to {len(target)}",
+    )

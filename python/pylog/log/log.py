@@ -500,9 +500,10 @@ class Log:
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         verification_guard: VerificationGuard | None = None,
+        transaction_version: int = 0,
     ) -> LogAppendInfo:
         """Validate a produce request's records, give them offsets from the LEO,
-        and append them.
+        and append them (``transaction_version``: a coordinator's marker's).
 
         ``verification_guard`` (KIP-890, set when the broker verifies
         transactions): a transactional batch of a producer with no open
@@ -528,7 +529,9 @@ class Log:
         if origin is AppendOrigin.COORDINATOR:
             marker = self._end_txn_marker_of(buf)
             if marker is not None:
-                return self._append_end_txn_marker(marker[0], marker[1], leader_epoch)
+                return self._append_end_txn_marker(
+                    marker[0], marker[1], leader_epoch, transaction_version
+                )
         config = self._local.config
         if len(buf) > _MAGIC_POSITION and buf[_MAGIC_POSITION] < 2:
             buf = _native.convert_legacy_to_v2(
@@ -604,7 +607,11 @@ class Log:
         return b, EndTransactionMarker.from_record(records[0].key, records[0].value)
 
     def _append_end_txn_marker(
-        self, batch: _native.BatchInfo, marker: EndTransactionMarker, leader_epoch: int
+        self,
+        batch: _native.BatchInfo,
+        marker: EndTransactionMarker,
+        leader_epoch: int,
+        transaction_version: int = 0,
     ) -> LogAppendInfo:
         """Write a COMMIT/ABORT for the transaction coordinator (Kafka's
         AppendOrigin.COORDINATOR): no sequence check; a producer epoch or a
@@ -616,7 +623,10 @@ class Log:
             local.check_open()
             ps = self._producer_state
             ps.check_end_txn_marker(
-                batch.producer_id, batch.producer_epoch, marker.coordinator_epoch
+                batch.producer_id,
+                batch.producer_epoch,
+                marker.coordinator_epoch,
+                transaction_version=transaction_version,
             )
             now = self._clock()
             data = build_marker_batch(

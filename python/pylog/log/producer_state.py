@@ -543,16 +543,31 @@ class ProducerStateManager:
                 )
             return None
 
-    def check_end_txn_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+    def check_end_txn_marker(
+        self, producer_id: int, epoch: int, coordinator_epoch: int, *, transaction_version: int = 0
+    ) -> None:
         """Before the leader writes a COMMIT/ABORT marker for the coordinator
         (Kafka's AppendOrigin.COORDINATOR: no sequence to check): an epoch
         older than the producer's is INVALID_PRODUCER_EPOCH, a coordinator
-        epoch older than the last marker's TRANSACTION_COORDINATOR_FENCED."""
+        epoch older than the last marker's TRANSACTION_COORDINATOR_FENCED.
+
+        A transactions-v2 marker (``transaction_version`` 2, WriteTxnMarkers
+        v2, KIP-1228) carries the epoch the coordinator bumped at the end of
+        the transaction, so it must be newer than the producer's; the same
+        epoch passes only as a retry of a marker already written (no
+        transaction open), as Kafka's ProducerAppendInfo checks since
+        KAFKA-19999."""
         with self._lock:
             entry = self._producers.get(producer_id)
             if entry is None:
                 return
-            if epoch < entry.producer_epoch:
+            if transaction_version >= 2 and epoch == entry.producer_epoch:
+                if entry.current_txn_first_offset is not None:
+                    raise InvalidProducerEpochError(
+                        f"transactions-v2 marker for producer {producer_id} has epoch {epoch}, "
+                        f"not newer than the current epoch {entry.producer_epoch}"
+                    )
+            elif epoch < entry.producer_epoch:
                 raise InvalidProducerEpochError(
                     f"marker for producer {producer_id} has epoch {epoch}, older than the "
                     f"last seen epoch {entry.producer_epoch}"

@@ -108,12 +108,14 @@ class ApiKey(enum.IntEnum):
 #: 2.11.1 turns compression off when the Produce minimum is above 0). Maximums are
 #: Kafka 4.0's, capped at the newest version in the bundled message definitions
 #: (Produce 12 and TxnOffsetCommit 5 are Kafka 4.x's transactions-v2 versions,
-#: added to the definitions; Produce 13, KIP-516's topic ids, is not served).
+#: added to the definitions; Produce 13, OffsetCommit 10 and OffsetFetch 10 are
+#: Kafka 4.1+'s topic ids, KIP-516; Fetch 18 is 4.1+'s follower high watermark;
+#: Metadata 13's top-level error and ListOffsets 11's timestamp -6 need no more).
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 12),
-    ApiKey.FETCH: (4, 17),
-    ApiKey.LIST_OFFSETS: (1, 10),
-    ApiKey.METADATA: (0, 12),
+    ApiKey.PRODUCE: (0, 13),
+    ApiKey.FETCH: (4, 18),
+    ApiKey.LIST_OFFSETS: (1, 11),
+    ApiKey.METADATA: (0, 13),
     ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (2, 7),
@@ -128,16 +130,16 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.END_TXN: (0, 5),
     ApiKey.TXN_OFFSET_COMMIT: (0, 5),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
-    ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.LIST_TRANSACTIONS: (0, 2),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
     # KIP-113's replica moves between log dirs (Kafka 4 serves 1-2).
     ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),
-    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 5),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
@@ -167,33 +169,34 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION: (0, 3),
     ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
     ApiKey.ELECT_LEADERS: (0, 2),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     # The partition side of transactions: the coordinator's markers to each
-    # leader (Kafka 4 serves 1-2, KIP-896 dropped v0; v2 is not among the
-    # bundled definitions), and the producers a replica remembers (KIP-664).
-    ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    # leader (Kafka 4 serves 1-2, KIP-896 dropped v0; v2, KIP-1228, gives each
+    # marker its transaction version), and the producers a replica remembers
+    # (KIP-664).
+    ApiKey.WRITE_TXN_MARKERS: (1, 2),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
 }
 
 #: The consumer-group APIs: the codec handles them; the broker merges this table
 #: into what it advertises once the group coordinator serves them.
 GROUP_API_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.OFFSET_COMMIT: (2, 9),
-    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.OFFSET_COMMIT: (2, 10),
+    ApiKey.OFFSET_FETCH: (1, 10),
     ApiKey.FIND_COORDINATOR: (0, 6),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
     ApiKey.SYNC_GROUP: (0, 5),
-    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 6),
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
     # KIP-848's consumer groups (group.protocol=consumer): v1 adds the regex
     # subscription; Kafka 4.0 serves both.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
-    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     # KIP-932's share groups, as Kafka 4.1+ serves them (v0 was 4.0's early
     # access, removed in 4.1; ShareFetch/ShareAcknowledge v2 add KIP-1222's Renew).
     ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),

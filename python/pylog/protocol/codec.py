@@ -341,7 +341,10 @@ def _produce_elements(buf: memoryview, pos: int, version: int, limit: int) -> in
     if count > limit:
         return None
     for _ in range(topics):
-        skip(length(2))  # name
+        if version >= 13:
+            skip(16)  # topic_id (KIP-516)
+        else:
+            skip(length(2))  # name
         partitions = length(4)
         count += max(partitions, 0)
         if count > limit:

@@ -503,6 +503,7 @@ class Partition:
         required_acks: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         verification_guard: VerificationGuard | None = None,
+        transaction_version: int = 0,
     ) -> tuple[LogAppendInfo, bool]:
         """Append as the leader; returns the append info and whether the HW moved.
         NOT_ENOUGH_REPLICAS when acks=-1 and the ISR is smaller than
@@ -518,7 +519,11 @@ class Partition:
                     f"min.insync.replicas={min_isr}"
                 )
             info = self.log.append_as_leader(
-                records, self.leader_epoch, origin=origin, verification_guard=verification_guard
+                records,
+                self.leader_epoch,
+                origin=origin,
+                verification_guard=verification_guard,
+                transaction_version=transaction_version,
             )
             local = self._replicas[self.local_broker_id]
             local.log_end_offset = self.log.log_end_offset

@@ -176,6 +176,7 @@ class _LaneAppend:
     origin: AppendOrigin
     outcome: asyncio.Future[_Outcome]  # on the loop, settled once appended
     verification_guard: VerificationGuard | None = None
+    transaction_version: int = 0
 
 
 # A v2 batch header: magic at byte 16, attributes (int16) at 21, then
@@ -751,6 +752,7 @@ class ReplicaManager:
         inline: bool = False,
         transactional_id: str | None = None,
         add_to_transaction: bool = False,
+        transaction_version: int = 0,
     ) -> dict[TopicPartition, ProduceResult]:
         """Append each partition's records as its leader; for acks=-1 wait until
         they are committed (or ``timeout_ms``). Returns a result per partition.
@@ -769,7 +771,9 @@ class ReplicaManager:
         partition is in the transaction (KIP-890 part 1).
         ``add_to_transaction`` (a transactions-v2 producer's Produce v12, a
         TxnOffsetCommit v5): the coordinator is asked to add the partition
-        instead, whatever the verification setting (KIP-890 part 2)."""
+        instead, whatever the verification setting (KIP-890 part 2).
+        ``transaction_version``: a coordinator's marker's (WriteTxnMarkers v2,
+        KIP-1228), which decides how its producer epoch is checked."""
         if required_acks not in (0, 1, -1):
             err = InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {required_acks}")
             return {tp: _error_result(err) for tp in entries}
@@ -806,7 +810,7 @@ class ReplicaManager:
             if tp not in lanes and (inline or len(data) < self.append_offload_bytes):
                 try:
                     info, moved = partition.append_records_to_leader(
-                        data, required_acks, origin, guards.get(tp)
+                        data, required_acks, origin, guards.get(tp), transaction_version
                     )
                 except Exception as e:
                     self._log_unexpected(tp, e)
@@ -821,7 +825,10 @@ class ReplicaManager:
                 self._after_append(tp, moved)
                 continue
             outcome: asyncio.Future[_Outcome] = asyncio.get_running_loop().create_future()
-            item = _LaneAppend(partition, data, required_acks, origin, outcome, guards.get(tp))
+            item = _LaneAppend(
+                partition, data, required_acks, origin, outcome, guards.get(tp),
+                transaction_version,
+            )  # fmt: skip
             with self._lanes_lock:
                 lane = lanes.get(tp)
                 if lane is None:
@@ -1014,7 +1021,11 @@ class ReplicaManager:
                     item = lane.popleft()
                 try:
                     value: _Outcome = item.partition.append_records_to_leader(
-                        item.data, item.required_acks, item.origin, item.verification_guard
+                        item.data,
+                        item.required_acks,
+                        item.origin,
+                        item.verification_guard,
+                        item.transaction_version,
                     )
                 except Exception as e:
                     value = e

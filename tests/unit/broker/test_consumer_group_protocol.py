@@ -200,7 +200,7 @@ def test_api_versions_follow_the_rebalance_protocols(tmp_path: Any) -> None:
         return out
 
     served = advertised()
-    assert served[HB] == (0, 1) and served[DESCRIBE] == (0, 0)
+    assert served[HB] == (0, 1) and served[DESCRIBE] == (0, 1)
     classic_only = advertised(**{"group.coordinator.rebalance.protocols": "classic"})
     assert HB not in classic_only and DESCRIBE not in classic_only
     assert classic_only[ApiKey.JOIN_GROUP] == served[ApiKey.JOIN_GROUP]

@@ -802,17 +802,19 @@ def test_every_advertised_version_of_the_group_apis_is_served(tmp_path: Any) -> 
             hv = min(v, GROUP_API_VERSIONS[HB][1])
             assert (await g.call(HB, hv, {"group_id": group, "generation_id": 1,
                                           "member_id": j.member_id})).error_code == 0  # fmt: skip
+        t_id = g.core.store.topic("t").topic_id  # type: ignore[union-attr]
         lo, hi = GROUP_API_VERSIONS[COMMIT]
         for v in range(lo, hi + 1):
+            # v10 names the topic by its id (KIP-516), the older ones by name
             req = {"group_id": "c", "generation_id_or_member_epoch": -1, "member_id": "",
-                   "topics": [{"name": "t", "partitions": [
+                   "topics": [{"name": "t", "topic_id": t_id, "partitions": [
                        {"partition_index": 0, "committed_offset": v,
                         "committed_metadata": ""}]}]}  # fmt: skip
             r = await g.call(COMMIT, v, req)
             assert r.topics[0].partitions[0].error_code == 0
         lo, hi = GROUP_API_VERSIONS[FETCH]
         for v in range(lo, hi + 1):
-            topics = [{"name": "t", "partition_indexes": [0]}]
+            topics = [{"name": "t", "topic_id": t_id, "partition_indexes": [0]}]
             if v < 8:
                 r = await g.call(FETCH, v, {"group_id": "c", "topics": topics})
                 got = r.topics[0].partitions[0].committed_offset

@@ -270,6 +270,36 @@ def test_marker_checks_coordinator_and_producer_epochs(open_log: Any) -> None:
     assert log.last_stable_offset == log.log_end_offset
 
 
+def test_transactions_v2_markers_need_the_bumped_epoch(open_log: Any) -> None:
+    """WriteTxnMarkers v2 (KIP-1228): a TV2 marker's epoch is the one the
+    coordinator bumped, newer than the transaction's; the same epoch passes
+    only as a retry once the transaction is closed (KAFKA-19999). A TV0/1
+    marker of the same epoch still closes the transaction."""
+    log = open_log()
+    a = Producer(1, epoch=3)
+    produce(log, a, 1)
+
+    def tv2_end(p: Producer) -> None:
+        log.append_as_leader(
+            p.marker(True), 0, origin=AppendOrigin.COORDINATOR, transaction_version=2
+        )
+
+    leo = log.log_end_offset
+    with pytest.raises(InvalidProducerEpochError):
+        tv2_end(a)  # the transaction's own epoch: not bumped
+    assert log.log_end_offset == leo
+    bumped = Producer(1, epoch=4)
+    tv2_end(bumped)
+    tv2_end(bumped)  # a retry of the marker written: no transaction open
+    with pytest.raises(InvalidProducerEpochError):
+        tv2_end(a)  # older
+    legacy = Producer(2, epoch=0)
+    produce(log, legacy, 1)
+    end(log, legacy, commit=True)  # TV0/1: the same epoch
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == log.log_end_offset
+
+
 def test_clients_may_not_write_markers_and_plain_writes_inside_a_txn_fail(open_log: Any) -> None:
     log = open_log()
     a = Producer(1)

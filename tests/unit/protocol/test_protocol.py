@@ -617,10 +617,11 @@ def test_supported_versions_cover_what_real_clients_negotiate() -> None:
         for kind in ("request", "response"):
             valid = message_spec(api, kind).valid
             assert valid.low <= lo <= hi <= valid.high, (api, kind)
-    # kafka-python infers the broker version from the maxima: it should see Kafka 4.0
+    # kafka-python infers the broker version from the maxima: DescribeLogDirs 5
+    # is Kafka 4.3's
     from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
 
-    assert infer_broker_version_from_api_versions({int(k): v for k, v in sv.items()}) == (4, 0)
+    assert infer_broker_version_from_api_versions({int(k): v for k, v in sv.items()}) == (4, 3)
 
 
 # --- errors -----------------------------------------------------------------------------------
@@ -632,14 +633,14 @@ def test_unknown_api_key_and_versions() -> None:
     assert (header.api_key, header.client_id, header.header_size) == (999, None, 10)
     with pytest.raises(UnsupportedVersionError):
         decode_request(header, memoryview(raw))
-    for api, version in ((ApiKey.FETCH, 3), (ApiKey.FETCH, 18), (ApiKey.VOTE, 0)):
+    for api, version in ((ApiKey.FETCH, 3), (ApiKey.FETCH, 19), (ApiKey.VOTE, 0)):
         raw = struct.pack(">hhih", api, version, 1, -1) + b"\x00" * 64
         header = parse_request_header(memoryview(raw))
         with pytest.raises(UnsupportedVersionError) as err:
             decode_request(header, memoryview(raw))
         assert err.value.code == 35
     with pytest.raises(UnsupportedVersionError):
-        encode_response(RequestHeader(ApiKey.PRODUCE, 13, 1, None, 0), {})
+        encode_response(RequestHeader(ApiKey.PRODUCE, 14, 1, None, 0), {})
 
 
 @pytest.mark.parametrize(("api", "version", "kind"), list(every_version(("request",))))

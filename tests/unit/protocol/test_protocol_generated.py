@@ -174,7 +174,10 @@ def test_a_request_built_from_classes_decodes_to_the_same_classes() -> None:
         acks=-1,
         timeout_ms=500,
         topic_data=[
-            TopicProduceData("t", [PartitionProduceData(index=1, records=memoryview(b"abc"))])
+            TopicProduceData(
+                name="t",
+                partition_data=[PartitionProduceData(index=1, records=memoryview(b"abc"))],
+            )
         ],
     )
     frame = memoryview(encode_request(ApiKey.PRODUCE, 9, 5, "c", body))[4:]

@@ -24,20 +24,29 @@ from pylog.protocol._runtime import (
 from pylog.protocol._struct import Struct
 
 _pack_i = struct.Struct(">i").pack
+_pack_io = struct.Struct(">i?").pack
 _unpack_i = struct.Struct(">i").unpack_from
+_unpack_io = struct.Struct(">i?").unpack_from
 
 
 class AlterPartitionReassignmentsRequest(Struct):
-    """AlterPartitionReassignmentsRequest (api key 45): the request as decoded, versions 0."""
+    """AlterPartitionReassignmentsRequest (api key 45): the request as decoded, versions 0-1."""
 
-    _fields = ("timeout_ms", "topics")
+    _fields = ("timeout_ms", "allow_replication_factor_change", "topics")
     __slots__ = _fields
 
     timeout_ms: int  # versions 0+
+    allow_replication_factor_change: bool  # versions 1+
     topics: list[ReassignableTopic]  # versions 0+
 
-    def __init__(self, timeout_ms: int = 60000, topics: list[ReassignableTopic] = EMPTY) -> None:
+    def __init__(
+        self,
+        timeout_ms: int = 60000,
+        allow_replication_factor_change: bool = True,
+        topics: list[ReassignableTopic] = EMPTY,
+    ) -> None:
         self.timeout_ms = timeout_ms
+        self.allow_replication_factor_change = allow_replication_factor_change
         self.topics = [] if topics is EMPTY else topics
 
 
@@ -199,8 +208,142 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsReq
             if te26 > blen:
                 raise Malformed("tagged field past the frame end")
             pos = te26
-    s27 = AlterPartitionReassignmentsRequest(f1, v2)
+    s27 = AlterPartitionReassignmentsRequest(f1, True, v2)
     return s27, pos
+
+
+def decode_v1(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest, int]:
+    blen = len(buf)
+    left = 100000
+    f1, f2 = _unpack_io(buf, pos)
+    pos += 5
+    n4 = buf[pos]
+    pos += 1
+    if n4 > 127:
+        n4, pos = read_uvarint(buf, pos - 1)
+    n4 -= 1
+    if n4 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n4 > (blen - pos) // 3:
+            raise Malformed(f"array of {n4} elements is longer than the frame")
+        left -= n4
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
+        v3: list[ReassignableTopic] = []
+        for _ in range(n4):
+            n7 = buf[pos]
+            pos += 1
+            if n7 > 127:
+                n7, pos = read_uvarint(buf, pos - 1)
+            n7 -= 1
+            if n7 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e8 = pos + n7
+                if e8 > blen:
+                    raise Malformed(f"string of {n7} bytes is longer than the frame")
+                v6 = str(buf[pos:e8], "utf-8")
+                pos = e8
+            n10 = buf[pos]
+            pos += 1
+            if n10 > 127:
+                n10, pos = read_uvarint(buf, pos - 1)
+            n10 -= 1
+            if n10 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n10 > (blen - pos) // 6:
+                    raise Malformed(f"array of {n10} elements is longer than the frame")
+                left -= n10
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
+                v9: list[ReassignablePartition] = []
+                for _ in range(n10):
+                    (f11,) = _unpack_i(buf, pos)
+                    pos += 4
+                    n13 = buf[pos]
+                    pos += 1
+                    if n13 > 127:
+                        n13, pos = read_uvarint(buf, pos - 1)
+                    n13 -= 1
+                    v12: list[int] | None
+                    if n13 < 0:
+                        v12 = None
+                    else:
+                        if n13 > (blen - pos) // 4:
+                            raise Malformed(f"array of {n13} elements is longer than the frame")
+                        left -= n13
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
+                        v12 = list(unpack_from(f">{n13}i", buf, pos))
+                        pos += n13 * 4
+                    nt14 = buf[pos]
+                    pos += 1
+                    if nt14 > 127:
+                        nt14, pos = read_uvarint(buf, pos - 1)
+                    if nt14:
+                        if nt14 > (blen - pos) // 2:
+                            raise Malformed(f"{nt14} tagged fields are longer than the frame")
+                        for _ in range(nt14):
+                            tg15 = buf[pos]
+                            pos += 1
+                            if tg15 > 127:
+                                tg15, pos = read_uvarint(buf, pos - 1)
+                            tz16 = buf[pos]
+                            pos += 1
+                            if tz16 > 127:
+                                tz16, pos = read_uvarint(buf, pos - 1)
+                            te17 = pos + tz16
+                            if te17 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te17
+                    s18 = ReassignablePartition(f11, v12)
+                    v9.append(s18)
+            nt19 = buf[pos]
+            pos += 1
+            if nt19 > 127:
+                nt19, pos = read_uvarint(buf, pos - 1)
+            if nt19:
+                if nt19 > (blen - pos) // 2:
+                    raise Malformed(f"{nt19} tagged fields are longer than the frame")
+                for _ in range(nt19):
+                    tg20 = buf[pos]
+                    pos += 1
+                    if tg20 > 127:
+                        tg20, pos = read_uvarint(buf, pos - 1)
+                    tz21 = buf[pos]
+                    pos += 1
+                    if tz21 > 127:
+                        tz21, pos = read_uvarint(buf, pos - 1)
+                    te22 = pos + tz21
+                    if te22 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te22
+            s23 = ReassignableTopic(v6, v9)
+            v3.append(s23)
+    nt24 = buf[pos]
+    pos += 1
+    if nt24 > 127:
+        nt24, pos = read_uvarint(buf, pos - 1)
+    if nt24:
+        if nt24 > (blen - pos) // 2:
+            raise Malformed(f"{nt24} tagged fields are longer than the frame")
+        for _ in range(nt24):
+            tg25 = buf[pos]
+            pos += 1
+            if tg25 > 127:
+                tg25, pos = read_uvarint(buf, pos - 1)
+            tz26 = buf[pos]
+            pos += 1
+            if tz26 > 127:
+                tz26, pos = read_uvarint(buf, pos - 1)
+            te27 = pos + tz26
+            if te27 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te27
+    s28 = AlterPartitionReassignmentsRequest(f1, f2, v3)
+    return s28, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest, int]:
@@ -344,8 +487,155 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[AlterPartitionReassig
                 if te26 > blen:
                     raise Malformed("tagged field past the frame end")
                 pos = te26
-        s27 = AlterPartitionReassignmentsRequest(f1, v2)
+        s27 = AlterPartitionReassignmentsRequest(f1, True, v2)
         return s27, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        left = 100000
+        fld = "timeout_ms"
+        f1, f2 = _unpack_io(buf, pos)
+        pos += 5
+        fld = "topics"
+        n4 = buf[pos]
+        pos += 1
+        if n4 > 127:
+            n4, pos = read_uvarint(buf, pos - 1)
+        n4 -= 1
+        if n4 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n4 > (blen - pos) // 3:
+                raise Malformed(f"array of {n4} elements is longer than the frame")
+            left -= n4
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
+            v3: list[ReassignableTopic] = []
+            for _ in range(n4):
+                fld = "topics[].name"
+                n7 = buf[pos]
+                pos += 1
+                if n7 > 127:
+                    n7, pos = read_uvarint(buf, pos - 1)
+                n7 -= 1
+                if n7 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e8 = pos + n7
+                    if e8 > blen:
+                        raise Malformed(f"string of {n7} bytes is longer than the frame")
+                    v6 = str(buf[pos:e8], "utf-8")
+                    pos = e8
+                fld = "topics[].partitions"
+                n10 = buf[pos]
+                pos += 1
+                if n10 > 127:
+                    n10, pos = read_uvarint(buf, pos - 1)
+                n10 -= 1
+                if n10 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n10 > (blen - pos) // 6:
+                        raise Malformed(f"array of {n10} elements is longer than the frame")
+                    left -= n10
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
+                    v9: list[ReassignablePartition] = []
+                    for _ in range(n10):
+                        fld = "topics[].partitions[].partition_index"
+                        (f11,) = _unpack_i(buf, pos)
+                        pos += 4
+                        fld = "topics[].partitions[].replicas"
+                        n13 = buf[pos]
+                        pos += 1
+                        if n13 > 127:
+                            n13, pos = read_uvarint(buf, pos - 1)
+                        n13 -= 1
+                        v12: list[int] | None
+                        if n13 < 0:
+                            v12 = None
+                        else:
+                            if n13 > (blen - pos) // 4:
+                                raise Malformed(f"array of {n13} elements is longer than the frame")
+                            left -= n13
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
+                            v12 = list(unpack_from(f">{n13}i", buf, pos))
+                            pos += n13 * 4
+                        fld = "topics[].partitions[].(tagged fields)"
+                        nt14 = buf[pos]
+                        pos += 1
+                        if nt14 > 127:
+                            nt14, pos = read_uvarint(buf, pos - 1)
+                        if nt14:
+                            if nt14 > (blen - pos) // 2:
+                                raise Malformed(f"{nt14} tagged fields are longer than the frame")
+                            for _ in range(nt14):
+                                tg15 = buf[pos]
+                                pos += 1
+                                if tg15 > 127:
+                                    tg15, pos = read_uvarint(buf, pos - 1)
+                                tz16 = buf[pos]
+                                pos += 1
+                                if tz16 > 127:
+                                    tz16, pos = read_uvarint(buf, pos - 1)
+                                te17 = pos + tz16
+                                if te17 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te17
+                        s18 = ReassignablePartition(f11, v12)
+                        v9.append(s18)
+                fld = "topics[].(tagged fields)"
+                nt19 = buf[pos]
+                pos += 1
+                if nt19 > 127:
+                    nt19, pos = read_uvarint(buf, pos - 1)
+                if nt19:
+                    if nt19 > (blen - pos) // 2:
+                        raise Malformed(f"{nt19} tagged fields are longer than the frame")
+                    for _ in range(nt19):
+                        tg20 = buf[pos]
+                        pos += 1
+                        if tg20 > 127:
+                            tg20, pos = read_uvarint(buf, pos - 1)
+                        tz21 = buf[pos]
+                        pos += 1
+                        if tz21 > 127:
+                            tz21, pos = read_uvarint(buf, pos - 1)
+                        te22 = pos + tz21
+                        if te22 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te22
+                s23 = ReassignableTopic(v6, v9)
+                v3.append(s23)
+        fld = "(tagged fields)"
+        nt24 = buf[pos]
+        pos += 1
+        if nt24 > 127:
+            nt24, pos = read_uvarint(buf, pos - 1)
+        if nt24:
+            if nt24 > (blen - pos) // 2:
+                raise Malformed(f"{nt24} tagged fields are longer than the frame")
+            for _ in range(nt24):
+                tg25 = buf[pos]
+                pos += 1
+                if tg25 > 127:
+                    tg25, pos = read_uvarint(buf, pos - 1)
+                tz26 = buf[pos]
+                pos += 1
+                if tz26 > 127:
+                    tz26, pos = read_uvarint(buf, pos - 1)
+                te27 = pos + tz26
+                if te27 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te27
+        s28 = AlterPartitionReassignmentsRequest(f1, f2, v3)
+        return s28, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
@@ -355,7 +645,51 @@ def encode_v0(
     out: bytearray,
     chunks: list[Chunk],
 ) -> bytearray:
+    a1 = d.get("allow_replication_factor_change")
+    if a1 is not None and not a1:
+        raise ValueError(
+            "allow_replication_factor_change is not in version 0 and cannot be ignored"
+        )
     out += _pack_i(d.get("timeout_ms", 60000))
+    v2 = d.get("topics", ())
+    if v2 is None:
+        out += b"\x01"
+    else:
+        n3 = len(v2)
+        out += UV[n3 + 1] if n3 < 127 else uvarint_bytes(n3 + 1)
+        for x4 in v2:
+            v5 = x4.get("name", "")
+            b7 = v5.encode()
+            n6 = len(b7)
+            out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+            out += b7
+            v8 = x4.get("partitions", ())
+            if v8 is None:
+                out += b"\x01"
+            else:
+                n9 = len(v8)
+                out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+                for x10 in v8:
+                    out += _pack_i(x10.get("partition_index", 0))
+                    v11 = x10.get("replicas")
+                    if v11 is None:
+                        out += b"\x00"
+                    else:
+                        n12 = len(v11)
+                        out += UV[n12 + 1] if n12 < 127 else uvarint_bytes(n12 + 1)
+                        out += pack(f">{n12}i", *v11)
+                    out += b"\x00"
+            out += b"\x00"
+    out += b"\x00"
+    return out
+
+
+def encode_v1(
+    d: AlterPartitionReassignmentsRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    out += _pack_io(d.get("timeout_ms", 60000), d.get("allow_replication_factor_change", True))
     v1 = d.get("topics", ())
     if v1 is None:
         out += b"\x01"
@@ -396,8 +730,62 @@ def encode_v0_tracking(
 ) -> bytearray:
     fld = "(start)"
     try:
+        a1 = d.get("allow_replication_factor_change")
+        if a1 is not None and not a1:
+            raise ValueError(
+                "allow_replication_factor_change is not in version 0 and cannot be ignored"
+            )
         fld = "timeout_ms"
         out += _pack_i(d.get("timeout_ms", 60000))
+        fld = "topics"
+        v2 = d.get("topics", ())
+        if v2 is None:
+            out += b"\x01"
+        else:
+            n3 = len(v2)
+            out += UV[n3 + 1] if n3 < 127 else uvarint_bytes(n3 + 1)
+            for x4 in v2:
+                fld = "topics[].name"
+                v5 = x4.get("name", "")
+                b7 = v5.encode()
+                n6 = len(b7)
+                out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+                out += b7
+                fld = "topics[].partitions"
+                v8 = x4.get("partitions", ())
+                if v8 is None:
+                    out += b"\x01"
+                else:
+                    n9 = len(v8)
+                    out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+                    for x10 in v8:
+                        fld = "topics[].partitions[].partition_index"
+                        out += _pack_i(x10.get("partition_index", 0))
+                        fld = "topics[].partitions[].replicas"
+                        v11 = x10.get("replicas")
+                        if v11 is None:
+                            out += b"\x00"
+                        else:
+                            n12 = len(v11)
+                            out += UV[n12 + 1] if n12 < 127 else uvarint_bytes(n12 + 1)
+                            out += pack(f">{n12}i", *v11)
+                        out += b"\x00"
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def encode_v1_tracking(
+    d: AlterPartitionReassignmentsRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "timeout_ms"
+        out += _pack_io(d.get("timeout_ms", 60000), d.get("allow_replication_factor_change", True))
         fld = "topics"
         v1 = d.get("topics", ())
         if v1 is None:
@@ -439,18 +827,22 @@ def encode_v0_tracking(
 
 
 MESSAGE = AlterPartitionReassignmentsRequest
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (0, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
     0: decode_v0,
+    1: decode_v1,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
+    1: decode_v1_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
+    1: encode_v1,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
+    1: encode_v1_tracking,
 }

@@ -22,16 +22,25 @@ from pylog.protocol._runtime import (
 from pylog.protocol._struct import Struct
 
 _pack_ih = struct.Struct(">ih").pack
+_pack_ioh = struct.Struct(">i?h").pack
 _unpack_ih = struct.Struct(">ih").unpack_from
+_unpack_ioh = struct.Struct(">i?h").unpack_from
 
 
 class AlterPartitionReassignmentsResponse(Struct):
-    """AlterPartitionReassignmentsResponse (api key 45): the response as decoded, versions 0."""
+    """AlterPartitionReassignmentsResponse (api key 45): the response as decoded, versions 0-1."""
 
-    _fields = ("throttle_time_ms", "error_code", "error_message", "responses")
+    _fields = (
+        "throttle_time_ms",
+        "allow_replication_factor_change",
+        "error_code",
+        "error_message",
+        "responses",
+    )
     __slots__ = _fields
 
     throttle_time_ms: int  # versions 0+
+    allow_replication_factor_change: bool  # versions 1+
     error_code: int  # versions 0+
     error_message: str | None  # versions 0+, nullable 0+
     responses: list[ReassignableTopicResponse]  # versions 0+
@@ -39,11 +48,13 @@ class AlterPartitionReassignmentsResponse(Struct):
     def __init__(
         self,
         throttle_time_ms: int = 0,
+        allow_replication_factor_change: bool = True,
         error_code: int = 0,
         error_message: str | None = "",
         responses: list[ReassignableTopicResponse] = EMPTY,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
+        self.allow_replication_factor_change = allow_replication_factor_change
         self.error_code = error_code
         self.error_message = error_message
         self.responses = [] if responses is EMPTY else responses
@@ -223,8 +234,147 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRes
             if te34 > blen:
                 raise Malformed("tagged field past the frame end")
             pos = te34
-    s35 = AlterPartitionReassignmentsResponse(f1, f2, v4, v7)
+    s35 = AlterPartitionReassignmentsResponse(f1, True, f2, v4, v7)
     return s35, pos
+
+
+def decode_v1(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse, int]:
+    blen = len(buf)
+    f1, f2, f3 = _unpack_ioh(buf, pos)
+    pos += 7
+    n6 = buf[pos]
+    pos += 1
+    if n6 > 127:
+        n6, pos = read_uvarint(buf, pos - 1)
+    n6 -= 1
+    v5: str | None
+    if n6 < 0:
+        v5 = None
+    else:
+        e7 = pos + n6
+        if e7 > blen:
+            raise Malformed(f"string of {n6} bytes is longer than the frame")
+        v5 = str(buf[pos:e7], "utf-8")
+        pos = e7
+    n9 = buf[pos]
+    pos += 1
+    if n9 > 127:
+        n9, pos = read_uvarint(buf, pos - 1)
+    n9 -= 1
+    if n9 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n9 > (blen - pos) // 3:
+            raise Malformed(f"array of {n9} elements is longer than the frame")
+        v8: list[ReassignableTopicResponse] = []
+        for _ in range(n9):
+            n12 = buf[pos]
+            pos += 1
+            if n12 > 127:
+                n12, pos = read_uvarint(buf, pos - 1)
+            n12 -= 1
+            if n12 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e13 = pos + n12
+                if e13 > blen:
+                    raise Malformed(f"string of {n12} bytes is longer than the frame")
+                v11 = str(buf[pos:e13], "utf-8")
+                pos = e13
+            n15 = buf[pos]
+            pos += 1
+            if n15 > 127:
+                n15, pos = read_uvarint(buf, pos - 1)
+            n15 -= 1
+            if n15 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n15 > (blen - pos) // 8:
+                    raise Malformed(f"array of {n15} elements is longer than the frame")
+                v14: list[ReassignablePartitionResponse] = []
+                for _ in range(n15):
+                    f16, f17 = _unpack_ih(buf, pos)
+                    pos += 6
+                    n20 = buf[pos]
+                    pos += 1
+                    if n20 > 127:
+                        n20, pos = read_uvarint(buf, pos - 1)
+                    n20 -= 1
+                    v19: str | None
+                    if n20 < 0:
+                        v19 = None
+                    else:
+                        e21 = pos + n20
+                        if e21 > blen:
+                            raise Malformed(f"string of {n20} bytes is longer than the frame")
+                        v19 = str(buf[pos:e21], "utf-8")
+                        pos = e21
+                    nt22 = buf[pos]
+                    pos += 1
+                    if nt22 > 127:
+                        nt22, pos = read_uvarint(buf, pos - 1)
+                    if nt22:
+                        if nt22 > (blen - pos) // 2:
+                            raise Malformed(f"{nt22} tagged fields are longer than the frame")
+                        for _ in range(nt22):
+                            tg23 = buf[pos]
+                            pos += 1
+                            if tg23 > 127:
+                                tg23, pos = read_uvarint(buf, pos - 1)
+                            tz24 = buf[pos]
+                            pos += 1
+                            if tz24 > 127:
+                                tz24, pos = read_uvarint(buf, pos - 1)
+                            te25 = pos + tz24
+                            if te25 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te25
+                    s26 = ReassignablePartitionResponse(f16, f17, v19)
+                    v14.append(s26)
+            nt27 = buf[pos]
+            pos += 1
+            if nt27 > 127:
+                nt27, pos = read_uvarint(buf, pos - 1)
+            if nt27:
+                if nt27 > (blen - pos) // 2:
+                    raise Malformed(f"{nt27} tagged fields are longer than the frame")
+                for _ in range(nt27):
+                    tg28 = buf[pos]
+                    pos += 1
+                    if tg28 > 127:
+                        tg28, pos = read_uvarint(buf, pos - 1)
+                    tz29 = buf[pos]
+                    pos += 1
+                    if tz29 > 127:
+                        tz29, pos = read_uvarint(buf, pos - 1)
+                    te30 = pos + tz29
+                    if te30 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te30
+            s31 = ReassignableTopicResponse(v11, v14)
+            v8.append(s31)
+    nt32 = buf[pos]
+    pos += 1
+    if nt32 > 127:
+        nt32, pos = read_uvarint(buf, pos - 1)
+    if nt32:
+        if nt32 > (blen - pos) // 2:
+            raise Malformed(f"{nt32} tagged fields are longer than the frame")
+        for _ in range(nt32):
+            tg33 = buf[pos]
+            pos += 1
+            if tg33 > 127:
+                tg33, pos = read_uvarint(buf, pos - 1)
+            tz34 = buf[pos]
+            pos += 1
+            if tz34 > 127:
+                tz34, pos = read_uvarint(buf, pos - 1)
+            te35 = pos + tz34
+            if te35 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te35
+    s36 = AlterPartitionReassignmentsResponse(f1, f2, f3, v5, v8)
+    return s36, pos
 
 
 def decode_v0_tracking(
@@ -377,8 +527,164 @@ def decode_v0_tracking(
                 if te34 > blen:
                     raise Malformed("tagged field past the frame end")
                 pos = te34
-        s35 = AlterPartitionReassignmentsResponse(f1, f2, v4, v7)
+        s35 = AlterPartitionReassignmentsResponse(f1, True, f2, v4, v7)
         return s35, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def decode_v1_tracking(
+    buf: memoryview,
+    pos: int,
+) -> tuple[AlterPartitionReassignmentsResponse, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        fld = "throttle_time_ms"
+        f1, f2, f3 = _unpack_ioh(buf, pos)
+        pos += 7
+        fld = "error_message"
+        n6 = buf[pos]
+        pos += 1
+        if n6 > 127:
+            n6, pos = read_uvarint(buf, pos - 1)
+        n6 -= 1
+        v5: str | None
+        if n6 < 0:
+            v5 = None
+        else:
+            e7 = pos + n6
+            if e7 > blen:
+                raise Malformed(f"string of {n6} bytes is longer than the frame")
+            v5 = str(buf[pos:e7], "utf-8")
+            pos = e7
+        fld = "responses"
+        n9 = buf[pos]
+        pos += 1
+        if n9 > 127:
+            n9, pos = read_uvarint(buf, pos - 1)
+        n9 -= 1
+        if n9 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n9 > (blen - pos) // 3:
+                raise Malformed(f"array of {n9} elements is longer than the frame")
+            v8: list[ReassignableTopicResponse] = []
+            for _ in range(n9):
+                fld = "responses[].name"
+                n12 = buf[pos]
+                pos += 1
+                if n12 > 127:
+                    n12, pos = read_uvarint(buf, pos - 1)
+                n12 -= 1
+                if n12 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e13 = pos + n12
+                    if e13 > blen:
+                        raise Malformed(f"string of {n12} bytes is longer than the frame")
+                    v11 = str(buf[pos:e13], "utf-8")
+                    pos = e13
+                fld = "responses[].partitions"
+                n15 = buf[pos]
+                pos += 1
+                if n15 > 127:
+                    n15, pos = read_uvarint(buf, pos - 1)
+                n15 -= 1
+                if n15 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n15 > (blen - pos) // 8:
+                        raise Malformed(f"array of {n15} elements is longer than the frame")
+                    v14: list[ReassignablePartitionResponse] = []
+                    for _ in range(n15):
+                        fld = "responses[].partitions[].partition_index"
+                        f16, f17 = _unpack_ih(buf, pos)
+                        pos += 6
+                        fld = "responses[].partitions[].error_message"
+                        n20 = buf[pos]
+                        pos += 1
+                        if n20 > 127:
+                            n20, pos = read_uvarint(buf, pos - 1)
+                        n20 -= 1
+                        v19: str | None
+                        if n20 < 0:
+                            v19 = None
+                        else:
+                            e21 = pos + n20
+                            if e21 > blen:
+                                raise Malformed(f"string of {n20} bytes is longer than the frame")
+                            v19 = str(buf[pos:e21], "utf-8")
+                            pos = e21
+                        fld = "responses[].partitions[].(tagged fields)"
+                        nt22 = buf[pos]
+                        pos += 1
+                        if nt22 > 127:
+                            nt22, pos = read_uvarint(buf, pos - 1)
+                        if nt22:
+                            if nt22 > (blen - pos) // 2:
+                                raise Malformed(f"{nt22} tagged fields are longer than the frame")
+                            for _ in range(nt22):
+                                tg23 = buf[pos]
+                                pos += 1
+                                if tg23 > 127:
+                                    tg23, pos = read_uvarint(buf, pos - 1)
+                                tz24 = buf[pos]
+                                pos += 1
+                                if tz24 > 127:
+                                    tz24, pos = read_uvarint(buf, pos - 1)
+                                te25 = pos + tz24
+                                if te25 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te25
+                        s26 = ReassignablePartitionResponse(f16, f17, v19)
+                        v14.append(s26)
+                fld = "responses[].(tagged fields)"
+                nt27 = buf[pos]
+                pos += 1
+                if nt27 > 127:
+                    nt27, pos = read_uvarint(buf, pos - 1)
+                if nt27:
+                    if nt27 > (blen - pos) // 2:
+                        raise Malformed(f"{nt27} tagged fields are longer than the frame")
+                    for _ in range(nt27):
+                        tg28 = buf[pos]
+                        pos += 1
+                        if tg28 > 127:
+                            tg28, pos = read_uvarint(buf, pos - 1)
+                        tz29 = buf[pos]
+                        pos += 1
+                        if tz29 > 127:
+                            tz29, pos = read_uvarint(buf, pos - 1)
+                        te30 = pos + tz29
+                        if te30 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te30
+                s31 = ReassignableTopicResponse(v11, v14)
+                v8.append(s31)
+        fld = "(tagged fields)"
+        nt32 = buf[pos]
+        pos += 1
+        if nt32 > 127:
+            nt32, pos = read_uvarint(buf, pos - 1)
+        if nt32:
+            if nt32 > (blen - pos) // 2:
+                raise Malformed(f"{nt32} tagged fields are longer than the frame")
+            for _ in range(nt32):
+                tg33 = buf[pos]
+                pos += 1
+                if tg33 > 127:
+                    tg33, pos = read_uvarint(buf, pos - 1)
+                tz34 = buf[pos]
+                pos += 1
+                if tz34 > 127:
+                    tz34, pos = read_uvarint(buf, pos - 1)
+                te35 = pos + tz34
+                if te35 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te35
+        s36 = AlterPartitionReassignmentsResponse(f1, f2, f3, v5, v8)
+        return s36, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
@@ -389,6 +695,58 @@ def encode_v0(
     chunks: list[Chunk],
 ) -> bytearray:
     out += _pack_ih(d.get("throttle_time_ms", 0), d.get("error_code", 0))
+    v1 = d.get("error_message", "")
+    if v1 is None:
+        out += b"\x00"
+    else:
+        b3 = v1.encode()
+        n2 = len(b3)
+        out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+        out += b3
+    v4 = d.get("responses", ())
+    if v4 is None:
+        out += b"\x01"
+    else:
+        n5 = len(v4)
+        out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+        for x6 in v4:
+            v7 = x6.get("name", "")
+            b9 = v7.encode()
+            n8 = len(b9)
+            out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+            out += b9
+            v10 = x6.get("partitions", ())
+            if v10 is None:
+                out += b"\x01"
+            else:
+                n11 = len(v10)
+                out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+                for x12 in v10:
+                    out += _pack_ih(x12.get("partition_index", 0), x12.get("error_code", 0))
+                    v13 = x12.get("error_message", "")
+                    if v13 is None:
+                        out += b"\x00"
+                    else:
+                        b15 = v13.encode()
+                        n14 = len(b15)
+                        out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
+                        out += b15
+                    out += b"\x00"
+            out += b"\x00"
+    out += b"\x00"
+    return out
+
+
+def encode_v1(
+    d: AlterPartitionReassignmentsResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    out += _pack_ioh(
+        d.get("throttle_time_ms", 0),
+        d.get("allow_replication_factor_change", True),
+        d.get("error_code", 0),
+    )
     v1 = d.get("error_message", "")
     if v1 is None:
         out += b"\x00"
@@ -490,19 +848,86 @@ def encode_v0_tracking(
         raise FieldFailure(fld, e) from e
 
 
+def encode_v1_tracking(
+    d: AlterPartitionReassignmentsResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "throttle_time_ms"
+        out += _pack_ioh(
+            d.get("throttle_time_ms", 0),
+            d.get("allow_replication_factor_change", True),
+            d.get("error_code", 0),
+        )
+        fld = "error_message"
+        v1 = d.get("error_message", "")
+        if v1 is None:
+            out += b"\x00"
+        else:
+            b3 = v1.encode()
+            n2 = len(b3)
+            out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+            out += b3
+        fld = "responses"
+        v4 = d.get("responses", ())
+        if v4 is None:
+            out += b"\x01"
+        else:
+            n5 = len(v4)
+            out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+            for x6 in v4:
+                fld = "responses[].name"
+                v7 = x6.get("name", "")
+                b9 = v7.encode()
+                n8 = len(b9)
+                out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                out += b9
+                fld = "responses[].partitions"
+                v10 = x6.get("partitions", ())
+                if v10 is None:
+                    out += b"\x01"
+                else:
+                    n11 = len(v10)
+                    out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+                    for x12 in v10:
+                        fld = "responses[].partitions[].partition_index"
+                        out += _pack_ih(x12.get("partition_index", 0), x12.get("error_code", 0))
+                        fld = "responses[].partitions[].error_message"
+                        v13 = x12.get("error_message", "")
+                        if v13 is None:
+                            out += b"\x00"
+                        else:
+                            b15 = v13.encode()
+                            n14 = len(b15)
+                            out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
+                            out += b15
+                        out += b"\x00"
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = AlterPartitionReassignmentsResponse
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (0, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
     0: decode_v0,
+    1: decode_v1,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
+    1: decode_v1_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
+    1: encode_v1,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
+    1: encode_v1_tracking,
 }

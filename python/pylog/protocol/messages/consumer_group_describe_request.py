@@ -26,7 +26,7 @@ _unpack_o = struct.Struct(">?").unpack_from
 
 
 class ConsumerGroupDescribeRequest(Struct):
-    """ConsumerGroupDescribeRequest (api key 69): the request as decoded, versions 0."""
+    """ConsumerGroupDescribeRequest (api key 69): the request as decoded, versions 0-1."""
 
     _fields = ("group_ids", "include_authorized_operations")
     __slots__ = _fields
@@ -101,6 +101,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeRequest, 
     return s11, pos
 
 
+decode_v1 = decode_v0
+
+
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeRequest, int]:
     fld = "(start)"
     try:
@@ -166,6 +169,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribe
         raise FieldFailure(fld, e) from e
 
 
+decode_v1_tracking = decode_v0_tracking
+
+
 def encode_v0(
     d: ConsumerGroupDescribeRequest | Mapping[str, Any],
     out: bytearray,
@@ -185,6 +191,9 @@ def encode_v0(
     out += _pack_o(d.get("include_authorized_operations", False))
     out += b"\x00"
     return out
+
+
+encode_v1 = encode_v0
 
 
 def encode_v0_tracking(
@@ -214,19 +223,26 @@ def encode_v0_tracking(
         raise FieldFailure(fld, e) from e
 
 
+encode_v1_tracking = encode_v0_tracking
+
+
 MESSAGE = ConsumerGroupDescribeRequest
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (0, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
     0: decode_v0,
+    1: decode_v1,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
+    1: decode_v1_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
+    1: encode_v1,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
+    1: encode_v1_tracking,
 }

@@ -26,17 +26,19 @@ from pylog.protocol._runtime import (
 from pylog.protocol._struct import Struct
 
 _pack_16s = struct.Struct(">16s").pack
+_pack_b = struct.Struct(">b").pack
 _pack_h = struct.Struct(">h").pack
 _pack_i = struct.Struct(">i").pack
 _pack_ii = struct.Struct(">ii").pack
 _unpack_16s = struct.Struct(">16s").unpack_from
+_unpack_b = struct.Struct(">b").unpack_from
 _unpack_h = struct.Struct(">h").unpack_from
 _unpack_i = struct.Struct(">i").unpack_from
 _unpack_ii = struct.Struct(">ii").unpack_from
 
 
 class ConsumerGroupDescribeResponse(Struct):
-    """ConsumerGroupDescribeResponse (api key 69): the response as decoded, versions 0."""
+    """ConsumerGroupDescribeResponse (api key 69): the response as decoded, versions 0-1."""
 
     _fields = ("throttle_time_ms", "groups")
     __slots__ = _fields
@@ -112,6 +114,7 @@ class Member(Struct):
         "subscribed_topic_regex",
         "assignment",
         "target_assignment",
+        "member_type",
     )
     __slots__ = _fields
 
@@ -125,6 +128,7 @@ class Member(Struct):
     subscribed_topic_regex: str | None  # versions 0+, nullable 0+
     assignment: Assignment | None  # versions 0+
     target_assignment: Assignment | None  # versions 0+
+    member_type: int  # versions 1+
 
     def __init__(
         self,
@@ -138,6 +142,7 @@ class Member(Struct):
         subscribed_topic_regex: str | None = None,
         assignment: Assignment | None = None,
         target_assignment: Assignment | None = None,
+        member_type: int = -1,
     ) -> None:
         self.member_id = member_id
         self.instance_id = instance_id
@@ -151,6 +156,7 @@ class Member(Struct):
         self.subscribed_topic_regex = subscribed_topic_regex
         self.assignment = assignment
         self.target_assignment = target_assignment
+        self.member_type = member_type
 
 
 class Assignment(Struct):
@@ -580,7 +586,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse,
                             if te98 > blen:
                                 raise Malformed("tagged field past the frame end")
                             pos = te98
-                    s99 = Member(v26, v30, v34, f37, v39, v43, v46, v52, s74, s94)
+                    s99 = Member(v26, v30, v34, f37, v39, v43, v46, v52, s74, s94, -1)
                     v23.append(s99)
             (f100,) = _unpack_i(buf, pos)
             pos += 4
@@ -628,6 +634,452 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse,
             pos = te109
     s110 = ConsumerGroupDescribeResponse(f1, v2)
     return s110, pos
+
+
+def decode_v1(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse, int]:
+    blen = len(buf)
+    (f1,) = _unpack_i(buf, pos)
+    pos += 4
+    n3 = buf[pos]
+    pos += 1
+    if n3 > 127:
+        n3, pos = read_uvarint(buf, pos - 1)
+    n3 -= 1
+    if n3 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n3 > (blen - pos) // 20:
+            raise Malformed(f"array of {n3} elements is longer than the frame")
+        v2: list[DescribedGroup] = []
+        for _ in range(n3):
+            (f4,) = _unpack_h(buf, pos)
+            pos += 2
+            n7 = buf[pos]
+            pos += 1
+            if n7 > 127:
+                n7, pos = read_uvarint(buf, pos - 1)
+            n7 -= 1
+            v6: str | None
+            if n7 < 0:
+                v6 = None
+            else:
+                e8 = pos + n7
+                if e8 > blen:
+                    raise Malformed(f"string of {n7} bytes is longer than the frame")
+                v6 = str(buf[pos:e8], "utf-8")
+                pos = e8
+            n11 = buf[pos]
+            pos += 1
+            if n11 > 127:
+                n11, pos = read_uvarint(buf, pos - 1)
+            n11 -= 1
+            if n11 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e12 = pos + n11
+                if e12 > blen:
+                    raise Malformed(f"string of {n11} bytes is longer than the frame")
+                v10 = str(buf[pos:e12], "utf-8")
+                pos = e12
+            n15 = buf[pos]
+            pos += 1
+            if n15 > 127:
+                n15, pos = read_uvarint(buf, pos - 1)
+            n15 -= 1
+            if n15 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e16 = pos + n15
+                if e16 > blen:
+                    raise Malformed(f"string of {n15} bytes is longer than the frame")
+                v14 = str(buf[pos:e16], "utf-8")
+                pos = e16
+            f17, f18 = _unpack_ii(buf, pos)
+            pos += 8
+            n21 = buf[pos]
+            pos += 1
+            if n21 > 127:
+                n21, pos = read_uvarint(buf, pos - 1)
+            n21 -= 1
+            if n21 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e22 = pos + n21
+                if e22 > blen:
+                    raise Malformed(f"string of {n21} bytes is longer than the frame")
+                v20 = str(buf[pos:e22], "utf-8")
+                pos = e22
+            n24 = buf[pos]
+            pos += 1
+            if n24 > 127:
+                n24, pos = read_uvarint(buf, pos - 1)
+            n24 -= 1
+            if n24 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n24 > (blen - pos) // 17:
+                    raise Malformed(f"array of {n24} elements is longer than the frame")
+                v23: list[Member] = []
+                for _ in range(n24):
+                    n27 = buf[pos]
+                    pos += 1
+                    if n27 > 127:
+                        n27, pos = read_uvarint(buf, pos - 1)
+                    n27 -= 1
+                    if n27 < 0:
+                        raise Malformed("null or negative length for non-nullable string")
+                    else:
+                        e28 = pos + n27
+                        if e28 > blen:
+                            raise Malformed(f"string of {n27} bytes is longer than the frame")
+                        v26 = str(buf[pos:e28], "utf-8")
+                        pos = e28
+                    n31 = buf[pos]
+                    pos += 1
+                    if n31 > 127:
+                        n31, pos = read_uvarint(buf, pos - 1)
+                    n31 -= 1
+                    v30: str | None
+                    if n31 < 0:
+                        v30 = None
+                    else:
+                        e32 = pos + n31
+                        if e32 > blen:
+                            raise Malformed(f"string of {n31} bytes is longer than the frame")
+                        v30 = str(buf[pos:e32], "utf-8")
+                        pos = e32
+                    n35 = buf[pos]
+                    pos += 1
+                    if n35 > 127:
+                        n35, pos = read_uvarint(buf, pos - 1)
+                    n35 -= 1
+                    v34: str | None
+                    if n35 < 0:
+                        v34 = None
+                    else:
+                        e36 = pos + n35
+                        if e36 > blen:
+                            raise Malformed(f"string of {n35} bytes is longer than the frame")
+                        v34 = str(buf[pos:e36], "utf-8")
+                        pos = e36
+                    (f37,) = _unpack_i(buf, pos)
+                    pos += 4
+                    n40 = buf[pos]
+                    pos += 1
+                    if n40 > 127:
+                        n40, pos = read_uvarint(buf, pos - 1)
+                    n40 -= 1
+                    if n40 < 0:
+                        raise Malformed("null or negative length for non-nullable string")
+                    else:
+                        e41 = pos + n40
+                        if e41 > blen:
+                            raise Malformed(f"string of {n40} bytes is longer than the frame")
+                        v39 = str(buf[pos:e41], "utf-8")
+                        pos = e41
+                    n44 = buf[pos]
+                    pos += 1
+                    if n44 > 127:
+                        n44, pos = read_uvarint(buf, pos - 1)
+                    n44 -= 1
+                    if n44 < 0:
+                        raise Malformed("null or negative length for non-nullable string")
+                    else:
+                        e45 = pos + n44
+                        if e45 > blen:
+                            raise Malformed(f"string of {n44} bytes is longer than the frame")
+                        v43 = str(buf[pos:e45], "utf-8")
+                        pos = e45
+                    n47 = buf[pos]
+                    pos += 1
+                    if n47 > 127:
+                        n47, pos = read_uvarint(buf, pos - 1)
+                    n47 -= 1
+                    if n47 < 0:
+                        raise Malformed("null array for a non-nullable field")
+                    else:
+                        if n47 > blen - pos:
+                            raise Malformed(f"array of {n47} elements is longer than the frame")
+                        v46: list[str] = []
+                        for _ in range(n47):
+                            n49 = buf[pos]
+                            pos += 1
+                            if n49 > 127:
+                                n49, pos = read_uvarint(buf, pos - 1)
+                            n49 -= 1
+                            if n49 < 0:
+                                raise Malformed("null or negative length for non-nullable string")
+                            else:
+                                e50 = pos + n49
+                                if e50 > blen:
+                                    raise Malformed(
+                                        f"string of {n49} bytes is longer than the frame"
+                                    )
+                                v48 = str(buf[pos:e50], "utf-8")
+                                pos = e50
+                            v46.append(v48)
+                    n53 = buf[pos]
+                    pos += 1
+                    if n53 > 127:
+                        n53, pos = read_uvarint(buf, pos - 1)
+                    n53 -= 1
+                    v52: str | None
+                    if n53 < 0:
+                        v52 = None
+                    else:
+                        e54 = pos + n53
+                        if e54 > blen:
+                            raise Malformed(f"string of {n53} bytes is longer than the frame")
+                        v52 = str(buf[pos:e54], "utf-8")
+                        pos = e54
+                    n57 = buf[pos]
+                    pos += 1
+                    if n57 > 127:
+                        n57, pos = read_uvarint(buf, pos - 1)
+                    n57 -= 1
+                    if n57 < 0:
+                        raise Malformed("null array for a non-nullable field")
+                    else:
+                        if n57 > (blen - pos) // 19:
+                            raise Malformed(f"array of {n57} elements is longer than the frame")
+                        v56: list[TopicPartitions] = []
+                        for _ in range(n57):
+                            (f58,) = _unpack_16s(buf, pos)
+                            pos += 16
+                            f58 = uuid_text(f58)
+                            n61 = buf[pos]
+                            pos += 1
+                            if n61 > 127:
+                                n61, pos = read_uvarint(buf, pos - 1)
+                            n61 -= 1
+                            if n61 < 0:
+                                raise Malformed("null or negative length for non-nullable string")
+                            else:
+                                e62 = pos + n61
+                                if e62 > blen:
+                                    raise Malformed(
+                                        f"string of {n61} bytes is longer than the frame"
+                                    )
+                                v60 = str(buf[pos:e62], "utf-8")
+                                pos = e62
+                            n64 = buf[pos]
+                            pos += 1
+                            if n64 > 127:
+                                n64, pos = read_uvarint(buf, pos - 1)
+                            n64 -= 1
+                            if n64 < 0:
+                                raise Malformed("null array for a non-nullable field")
+                            else:
+                                if n64 > (blen - pos) // 4:
+                                    raise Malformed(
+                                        f"array of {n64} elements is longer than the frame"
+                                    )
+                                v63 = list(unpack_from(f">{n64}i", buf, pos))
+                                pos += n64 * 4
+                            nt65 = buf[pos]
+                            pos += 1
+                            if nt65 > 127:
+                                nt65, pos = read_uvarint(buf, pos - 1)
+                            if nt65:
+                                if nt65 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt65} tagged fields are longer than the frame"
+                                    )
+                                for _ in range(nt65):
+                                    tg66 = buf[pos]
+                                    pos += 1
+                                    if tg66 > 127:
+                                        tg66, pos = read_uvarint(buf, pos - 1)
+                                    tz67 = buf[pos]
+                                    pos += 1
+                                    if tz67 > 127:
+                                        tz67, pos = read_uvarint(buf, pos - 1)
+                                    te68 = pos + tz67
+                                    if te68 > blen:
+                                        raise Malformed("tagged field past the frame end")
+                                    pos = te68
+                            s69 = TopicPartitions(f58, v60, v63)
+                            v56.append(s69)
+                    nt70 = buf[pos]
+                    pos += 1
+                    if nt70 > 127:
+                        nt70, pos = read_uvarint(buf, pos - 1)
+                    if nt70:
+                        if nt70 > (blen - pos) // 2:
+                            raise Malformed(f"{nt70} tagged fields are longer than the frame")
+                        for _ in range(nt70):
+                            tg71 = buf[pos]
+                            pos += 1
+                            if tg71 > 127:
+                                tg71, pos = read_uvarint(buf, pos - 1)
+                            tz72 = buf[pos]
+                            pos += 1
+                            if tz72 > 127:
+                                tz72, pos = read_uvarint(buf, pos - 1)
+                            te73 = pos + tz72
+                            if te73 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te73
+                    s74 = Assignment(v56)
+                    n77 = buf[pos]
+                    pos += 1
+                    if n77 > 127:
+                        n77, pos = read_uvarint(buf, pos - 1)
+                    n77 -= 1
+                    if n77 < 0:
+                        raise Malformed("null array for a non-nullable field")
+                    else:
+                        if n77 > (blen - pos) // 19:
+                            raise Malformed(f"array of {n77} elements is longer than the frame")
+                        v76: list[TopicPartitions] = []
+                        for _ in range(n77):
+                            (f78,) = _unpack_16s(buf, pos)
+                            pos += 16
+                            f78 = uuid_text(f78)
+                            n81 = buf[pos]
+                            pos += 1
+                            if n81 > 127:
+                                n81, pos = read_uvarint(buf, pos - 1)
+                            n81 -= 1
+                            if n81 < 0:
+                                raise Malformed("null or negative length for non-nullable string")
+                            else:
+                                e82 = pos + n81
+                                if e82 > blen:
+                                    raise Malformed(
+                                        f"string of {n81} bytes is longer than the frame"
+                                    )
+                                v80 = str(buf[pos:e82], "utf-8")
+                                pos = e82
+                            n84 = buf[pos]
+                            pos += 1
+                            if n84 > 127:
+                                n84, pos = read_uvarint(buf, pos - 1)
+                            n84 -= 1
+                            if n84 < 0:
+                                raise Malformed("null array for a non-nullable field")
+                            else:
+                                if n84 > (blen - pos) // 4:
+                                    raise Malformed(
+                                        f"array of {n84} elements is longer than the frame"
+                                    )
+                                v83 = list(unpack_from(f">{n84}i", buf, pos))
+                                pos += n84 * 4
+                            nt85 = buf[pos]
+                            pos += 1
+                            if nt85 > 127:
+                                nt85, pos = read_uvarint(buf, pos - 1)
+                            if nt85:
+                                if nt85 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt85} tagged fields are longer than the frame"
+                                    )
+                                for _ in range(nt85):
+                                    tg86 = buf[pos]
+                                    pos += 1
+                                    if tg86 > 127:
+                                        tg86, pos = read_uvarint(buf, pos - 1)
+                                    tz87 = buf[pos]
+                                    pos += 1
+                                    if tz87 > 127:
+                                        tz87, pos = read_uvarint(buf, pos - 1)
+                                    te88 = pos + tz87
+                                    if te88 > blen:
+                                        raise Malformed("tagged field past the frame end")
+                                    pos = te88
+                            s89 = TopicPartitions(f78, v80, v83)
+                            v76.append(s89)
+                    nt90 = buf[pos]
+                    pos += 1
+                    if nt90 > 127:
+                        nt90, pos = read_uvarint(buf, pos - 1)
+                    if nt90:
+                        if nt90 > (blen - pos) // 2:
+                            raise Malformed(f"{nt90} tagged fields are longer than the frame")
+                        for _ in range(nt90):
+                            tg91 = buf[pos]
+                            pos += 1
+                            if tg91 > 127:
+                                tg91, pos = read_uvarint(buf, pos - 1)
+                            tz92 = buf[pos]
+                            pos += 1
+                            if tz92 > 127:
+                                tz92, pos = read_uvarint(buf, pos - 1)
+                            te93 = pos + tz92
+                            if te93 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te93
+                    s94 = Assignment(v76)
+                    (f95,) = _unpack_b(buf, pos)
+                    pos += 1
+                    nt96 = buf[pos]
+                    pos += 1
+                    if nt96 > 127:
+                        nt96, pos = read_uvarint(buf, pos - 1)
+                    if nt96:
+                        if nt96 > (blen - pos) // 2:
+                            raise Malformed(f"{nt96} tagged fields are longer than the frame")
+                        for _ in range(nt96):
+                            tg97 = buf[pos]
+                            pos += 1
+                            if tg97 > 127:
+                                tg97, pos = read_uvarint(buf, pos - 1)
+                            tz98 = buf[pos]
+                            pos += 1
+                            if tz98 > 127:
+                                tz98, pos = read_uvarint(buf, pos - 1)
+                            te99 = pos + tz98
+                            if te99 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te99
+                    s100 = Member(v26, v30, v34, f37, v39, v43, v46, v52, s74, s94, f95)
+                    v23.append(s100)
+            (f101,) = _unpack_i(buf, pos)
+            pos += 4
+            nt102 = buf[pos]
+            pos += 1
+            if nt102 > 127:
+                nt102, pos = read_uvarint(buf, pos - 1)
+            if nt102:
+                if nt102 > (blen - pos) // 2:
+                    raise Malformed(f"{nt102} tagged fields are longer than the frame")
+                for _ in range(nt102):
+                    tg103 = buf[pos]
+                    pos += 1
+                    if tg103 > 127:
+                        tg103, pos = read_uvarint(buf, pos - 1)
+                    tz104 = buf[pos]
+                    pos += 1
+                    if tz104 > 127:
+                        tz104, pos = read_uvarint(buf, pos - 1)
+                    te105 = pos + tz104
+                    if te105 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te105
+            s106 = DescribedGroup(f4, v6, v10, v14, f17, f18, v20, v23, f101)
+            v2.append(s106)
+    nt107 = buf[pos]
+    pos += 1
+    if nt107 > 127:
+        nt107, pos = read_uvarint(buf, pos - 1)
+    if nt107:
+        if nt107 > (blen - pos) // 2:
+            raise Malformed(f"{nt107} tagged fields are longer than the frame")
+        for _ in range(nt107):
+            tg108 = buf[pos]
+            pos += 1
+            if tg108 > 127:
+                tg108, pos = read_uvarint(buf, pos - 1)
+            tz109 = buf[pos]
+            pos += 1
+            if tz109 > 127:
+                tz109, pos = read_uvarint(buf, pos - 1)
+            te110 = pos + tz109
+            if te110 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te110
+    s111 = ConsumerGroupDescribeResponse(f1, v2)
+    return s111, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse, int]:
@@ -1079,7 +1531,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribe
                                 if te98 > blen:
                                     raise Malformed("tagged field past the frame end")
                                 pos = te98
-                        s99 = Member(v26, v30, v34, f37, v39, v43, v46, v52, s74, s94)
+                        s99 = Member(v26, v30, v34, f37, v39, v43, v46, v52, s74, s94, -1)
                         v23.append(s99)
                 fld = "groups[].authorized_operations"
                 (f100,) = _unpack_i(buf, pos)
@@ -1130,6 +1582,513 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribe
                 pos = te109
         s110 = ConsumerGroupDescribeResponse(f1, v2)
         return s110, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        fld = "throttle_time_ms"
+        (f1,) = _unpack_i(buf, pos)
+        pos += 4
+        fld = "groups"
+        n3 = buf[pos]
+        pos += 1
+        if n3 > 127:
+            n3, pos = read_uvarint(buf, pos - 1)
+        n3 -= 1
+        if n3 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n3 > (blen - pos) // 20:
+                raise Malformed(f"array of {n3} elements is longer than the frame")
+            v2: list[DescribedGroup] = []
+            for _ in range(n3):
+                fld = "groups[].error_code"
+                (f4,) = _unpack_h(buf, pos)
+                pos += 2
+                fld = "groups[].error_message"
+                n7 = buf[pos]
+                pos += 1
+                if n7 > 127:
+                    n7, pos = read_uvarint(buf, pos - 1)
+                n7 -= 1
+                v6: str | None
+                if n7 < 0:
+                    v6 = None
+                else:
+                    e8 = pos + n7
+                    if e8 > blen:
+                        raise Malformed(f"string of {n7} bytes is longer than the frame")
+                    v6 = str(buf[pos:e8], "utf-8")
+                    pos = e8
+                fld = "groups[].group_id"
+                n11 = buf[pos]
+                pos += 1
+                if n11 > 127:
+                    n11, pos = read_uvarint(buf, pos - 1)
+                n11 -= 1
+                if n11 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e12 = pos + n11
+                    if e12 > blen:
+                        raise Malformed(f"string of {n11} bytes is longer than the frame")
+                    v10 = str(buf[pos:e12], "utf-8")
+                    pos = e12
+                fld = "groups[].group_state"
+                n15 = buf[pos]
+                pos += 1
+                if n15 > 127:
+                    n15, pos = read_uvarint(buf, pos - 1)
+                n15 -= 1
+                if n15 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e16 = pos + n15
+                    if e16 > blen:
+                        raise Malformed(f"string of {n15} bytes is longer than the frame")
+                    v14 = str(buf[pos:e16], "utf-8")
+                    pos = e16
+                fld = "groups[].group_epoch"
+                f17, f18 = _unpack_ii(buf, pos)
+                pos += 8
+                fld = "groups[].assignor_name"
+                n21 = buf[pos]
+                pos += 1
+                if n21 > 127:
+                    n21, pos = read_uvarint(buf, pos - 1)
+                n21 -= 1
+                if n21 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e22 = pos + n21
+                    if e22 > blen:
+                        raise Malformed(f"string of {n21} bytes is longer than the frame")
+                    v20 = str(buf[pos:e22], "utf-8")
+                    pos = e22
+                fld = "groups[].members"
+                n24 = buf[pos]
+                pos += 1
+                if n24 > 127:
+                    n24, pos = read_uvarint(buf, pos - 1)
+                n24 -= 1
+                if n24 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n24 > (blen - pos) // 17:
+                        raise Malformed(f"array of {n24} elements is longer than the frame")
+                    v23: list[Member] = []
+                    for _ in range(n24):
+                        fld = "groups[].members[].member_id"
+                        n27 = buf[pos]
+                        pos += 1
+                        if n27 > 127:
+                            n27, pos = read_uvarint(buf, pos - 1)
+                        n27 -= 1
+                        if n27 < 0:
+                            raise Malformed("null or negative length for non-nullable string")
+                        else:
+                            e28 = pos + n27
+                            if e28 > blen:
+                                raise Malformed(f"string of {n27} bytes is longer than the frame")
+                            v26 = str(buf[pos:e28], "utf-8")
+                            pos = e28
+                        fld = "groups[].members[].instance_id"
+                        n31 = buf[pos]
+                        pos += 1
+                        if n31 > 127:
+                            n31, pos = read_uvarint(buf, pos - 1)
+                        n31 -= 1
+                        v30: str | None
+                        if n31 < 0:
+                            v30 = None
+                        else:
+                            e32 = pos + n31
+                            if e32 > blen:
+                                raise Malformed(f"string of {n31} bytes is longer than the frame")
+                            v30 = str(buf[pos:e32], "utf-8")
+                            pos = e32
+                        fld = "groups[].members[].rack_id"
+                        n35 = buf[pos]
+                        pos += 1
+                        if n35 > 127:
+                            n35, pos = read_uvarint(buf, pos - 1)
+                        n35 -= 1
+                        v34: str | None
+                        if n35 < 0:
+                            v34 = None
+                        else:
+                            e36 = pos + n35
+                            if e36 > blen:
+                                raise Malformed(f"string of {n35} bytes is longer than the frame")
+                            v34 = str(buf[pos:e36], "utf-8")
+                            pos = e36
+                        fld = "groups[].members[].member_epoch"
+                        (f37,) = _unpack_i(buf, pos)
+                        pos += 4
+                        fld = "groups[].members[].client_id"
+                        n40 = buf[pos]
+                        pos += 1
+                        if n40 > 127:
+                            n40, pos = read_uvarint(buf, pos - 1)
+                        n40 -= 1
+                        if n40 < 0:
+                            raise Malformed("null or negative length for non-nullable string")
+                        else:
+                            e41 = pos + n40
+                            if e41 > blen:
+                                raise Malformed(f"string of {n40} bytes is longer than the frame")
+                            v39 = str(buf[pos:e41], "utf-8")
+                            pos = e41
+                        fld = "groups[].members[].client_host"
+                        n44 = buf[pos]
+                        pos += 1
+                        if n44 > 127:
+                            n44, pos = read_uvarint(buf, pos - 1)
+                        n44 -= 1
+                        if n44 < 0:
+                            raise Malformed("null or negative length for non-nullable string")
+                        else:
+                            e45 = pos + n44
+                            if e45 > blen:
+                                raise Malformed(f"string of {n44} bytes is longer than the frame")
+                            v43 = str(buf[pos:e45], "utf-8")
+                            pos = e45
+                        fld = "groups[].members[].subscribed_topic_names"
+                        n47 = buf[pos]
+                        pos += 1
+                        if n47 > 127:
+                            n47, pos = read_uvarint(buf, pos - 1)
+                        n47 -= 1
+                        if n47 < 0:
+                            raise Malformed("null array for a non-nullable field")
+                        else:
+                            if n47 > blen - pos:
+                                raise Malformed(f"array of {n47} elements is longer than the frame")
+                            v46: list[str] = []
+                            for _ in range(n47):
+                                n49 = buf[pos]
+                                pos += 1
+                                if n49 > 127:
+                                    n49, pos = read_uvarint(buf, pos - 1)
+                                n49 -= 1
+                                if n49 < 0:
+                                    raise Malformed(
+                                        "null or negative length for non-nullable string"
+                                    )
+                                else:
+                                    e50 = pos + n49
+                                    if e50 > blen:
+                                        raise Malformed(
+                                            f"string of {n49} bytes is longer than the frame"
+                                        )
+                                    v48 = str(buf[pos:e50], "utf-8")
+                                    pos = e50
+                                v46.append(v48)
+                        fld = "groups[].members[].subscribed_topic_regex"
+                        n53 = buf[pos]
+                        pos += 1
+                        if n53 > 127:
+                            n53, pos = read_uvarint(buf, pos - 1)
+                        n53 -= 1
+                        v52: str | None
+                        if n53 < 0:
+                            v52 = None
+                        else:
+                            e54 = pos + n53
+                            if e54 > blen:
+                                raise Malformed(f"string of {n53} bytes is longer than the frame")
+                            v52 = str(buf[pos:e54], "utf-8")
+                            pos = e54
+                        fld = "groups[].members[].assignment"
+                        fld = "groups[].members[].assignment.topic_partitions"
+                        n57 = buf[pos]
+                        pos += 1
+                        if n57 > 127:
+                            n57, pos = read_uvarint(buf, pos - 1)
+                        n57 -= 1
+                        if n57 < 0:
+                            raise Malformed("null array for a non-nullable field")
+                        else:
+                            if n57 > (blen - pos) // 19:
+                                raise Malformed(f"array of {n57} elements is longer than the frame")
+                            v56: list[TopicPartitions] = []
+                            for _ in range(n57):
+                                fld = "groups[].members[].assignment.topic_partitions[].topic_id"
+                                (f58,) = _unpack_16s(buf, pos)
+                                pos += 16
+                                f58 = uuid_text(f58)
+                                fld = "groups[].members[].assignment.topic_partitions[].topic_name"
+                                n61 = buf[pos]
+                                pos += 1
+                                if n61 > 127:
+                                    n61, pos = read_uvarint(buf, pos - 1)
+                                n61 -= 1
+                                if n61 < 0:
+                                    raise Malformed(
+                                        "null or negative length for non-nullable string"
+                                    )
+                                else:
+                                    e62 = pos + n61
+                                    if e62 > blen:
+                                        raise Malformed(
+                                            f"string of {n61} bytes is longer than the frame"
+                                        )
+                                    v60 = str(buf[pos:e62], "utf-8")
+                                    pos = e62
+                                fld = "groups[].members[].assignment.topic_partitions[].partitions"
+                                n64 = buf[pos]
+                                pos += 1
+                                if n64 > 127:
+                                    n64, pos = read_uvarint(buf, pos - 1)
+                                n64 -= 1
+                                if n64 < 0:
+                                    raise Malformed("null array for a non-nullable field")
+                                else:
+                                    if n64 > (blen - pos) // 4:
+                                        raise Malformed(
+                                            f"array of {n64} elements is longer than the frame"
+                                        )
+                                    v63 = list(unpack_from(f">{n64}i", buf, pos))
+                                    pos += n64 * 4
+                                fld = (
+                                    "groups[].members[].assignment.topic_partitions[].(tagged field"
+                                    "s)"
+                                )
+                                nt65 = buf[pos]
+                                pos += 1
+                                if nt65 > 127:
+                                    nt65, pos = read_uvarint(buf, pos - 1)
+                                if nt65:
+                                    if nt65 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt65} tagged fields are longer than the frame"
+                                        )
+                                    for _ in range(nt65):
+                                        tg66 = buf[pos]
+                                        pos += 1
+                                        if tg66 > 127:
+                                            tg66, pos = read_uvarint(buf, pos - 1)
+                                        tz67 = buf[pos]
+                                        pos += 1
+                                        if tz67 > 127:
+                                            tz67, pos = read_uvarint(buf, pos - 1)
+                                        te68 = pos + tz67
+                                        if te68 > blen:
+                                            raise Malformed("tagged field past the frame end")
+                                        pos = te68
+                                s69 = TopicPartitions(f58, v60, v63)
+                                v56.append(s69)
+                        fld = "groups[].members[].assignment.(tagged fields)"
+                        nt70 = buf[pos]
+                        pos += 1
+                        if nt70 > 127:
+                            nt70, pos = read_uvarint(buf, pos - 1)
+                        if nt70:
+                            if nt70 > (blen - pos) // 2:
+                                raise Malformed(f"{nt70} tagged fields are longer than the frame")
+                            for _ in range(nt70):
+                                tg71 = buf[pos]
+                                pos += 1
+                                if tg71 > 127:
+                                    tg71, pos = read_uvarint(buf, pos - 1)
+                                tz72 = buf[pos]
+                                pos += 1
+                                if tz72 > 127:
+                                    tz72, pos = read_uvarint(buf, pos - 1)
+                                te73 = pos + tz72
+                                if te73 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te73
+                        s74 = Assignment(v56)
+                        fld = "groups[].members[].target_assignment"
+                        fld = "groups[].members[].target_assignment.topic_partitions"
+                        n77 = buf[pos]
+                        pos += 1
+                        if n77 > 127:
+                            n77, pos = read_uvarint(buf, pos - 1)
+                        n77 -= 1
+                        if n77 < 0:
+                            raise Malformed("null array for a non-nullable field")
+                        else:
+                            if n77 > (blen - pos) // 19:
+                                raise Malformed(f"array of {n77} elements is longer than the frame")
+                            v76: list[TopicPartitions] = []
+                            for _ in range(n77):
+                                fld = (
+                                    "groups[].members[].target_assignment.topic_partitions[].topic_"
+                                    "id"
+                                )
+                                (f78,) = _unpack_16s(buf, pos)
+                                pos += 16
+                                f78 = uuid_text(f78)
+                                fld = (
+                                    "groups[].members[].target_assignment.topic_partitions[].topic_"
+                                    "name"
+                                )
+                                n81 = buf[pos]
+                                pos += 1
+                                if n81 > 127:
+                                    n81, pos = read_uvarint(buf, pos - 1)
+                                n81 -= 1
+                                if n81 < 0:
+                                    raise Malformed(
+                                        "null or negative length for non-nullable string"
+                                    )
+                                else:
+                                    e82 = pos + n81
+                                    if e82 > blen:
+                                        raise Malformed(
+                                            f"string of {n81} bytes is longer than the frame"
+                                        )
+                                    v80 = str(buf[pos:e82], "utf-8")
+                                    pos = e82
+                                fld = (
+                                    "groups[].members[].target_assignment.topic_partitions[].partit"
+                                    "ions"
+                                )
+                                n84 = buf[pos]
+                                pos += 1
+                                if n84 > 127:
+                                    n84, pos = read_uvarint(buf, pos - 1)
+                                n84 -= 1
+                                if n84 < 0:
+                                    raise Malformed("null array for a non-nullable field")
+                                else:
+                                    if n84 > (blen - pos) // 4:
+                                        raise Malformed(
+                                            f"array of {n84} elements is longer than the frame"
+                                        )
+                                    v83 = list(unpack_from(f">{n84}i", buf, pos))
+                                    pos += n84 * 4
+                                fld = (
+                                    "groups[].members[].target_assignment.topic_partitions[].(tagge"
+                                    "d fields)"
+                                )
+                                nt85 = buf[pos]
+                                pos += 1
+                                if nt85 > 127:
+                                    nt85, pos = read_uvarint(buf, pos - 1)
+                                if nt85:
+                                    if nt85 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt85} tagged fields are longer than the frame"
+                                        )
+                                    for _ in range(nt85):
+                                        tg86 = buf[pos]
+                                        pos += 1
+                                        if tg86 > 127:
+                                            tg86, pos = read_uvarint(buf, pos - 1)
+                                        tz87 = buf[pos]
+                                        pos += 1
+                                        if tz87 > 127:
+                                            tz87, pos = read_uvarint(buf, pos - 1)
+                                        te88 = pos + tz87
+                                        if te88 > blen:
+                                            raise Malformed("tagged field past the frame end")
+                                        pos = te88
+                                s89 = TopicPartitions(f78, v80, v83)
+                                v76.append(s89)
+                        fld = "groups[].members[].target_assignment.(tagged fields)"
+                        nt90 = buf[pos]
+                        pos += 1
+                        if nt90 > 127:
+                            nt90, pos = read_uvarint(buf, pos - 1)
+                        if nt90:
+                            if nt90 > (blen - pos) // 2:
+                                raise Malformed(f"{nt90} tagged fields are longer than the frame")
+                            for _ in range(nt90):
+                                tg91 = buf[pos]
+                                pos += 1
+                                if tg91 > 127:
+                                    tg91, pos = read_uvarint(buf, pos - 1)
+                                tz92 = buf[pos]
+                                pos += 1
+                                if tz92 > 127:
+                                    tz92, pos = read_uvarint(buf, pos - 1)
+                                te93 = pos + tz92
+                                if te93 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te93
+                        s94 = Assignment(v76)
+                        fld = "groups[].members[].member_type"
+                        (f95,) = _unpack_b(buf, pos)
+                        pos += 1
+                        fld = "groups[].members[].(tagged fields)"
+                        nt96 = buf[pos]
+                        pos += 1
+                        if nt96 > 127:
+                            nt96, pos = read_uvarint(buf, pos - 1)
+                        if nt96:
+                            if nt96 > (blen - pos) // 2:
+                                raise Malformed(f"{nt96} tagged fields are longer than the frame")
+                            for _ in range(nt96):
+                                tg97 = buf[pos]
+                                pos += 1
+                                if tg97 > 127:
+                                    tg97, pos = read_uvarint(buf, pos - 1)
+                                tz98 = buf[pos]
+                                pos += 1
+                                if tz98 > 127:
+                                    tz98, pos = read_uvarint(buf, pos - 1)
+                                te99 = pos + tz98
+                                if te99 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te99
+                        s100 = Member(v26, v30, v34, f37, v39, v43, v46, v52, s74, s94, f95)
+                        v23.append(s100)
+                fld = "groups[].authorized_operations"
+                (f101,) = _unpack_i(buf, pos)
+                pos += 4
+                fld = "groups[].(tagged fields)"
+                nt102 = buf[pos]
+                pos += 1
+                if nt102 > 127:
+                    nt102, pos = read_uvarint(buf, pos - 1)
+                if nt102:
+                    if nt102 > (blen - pos) // 2:
+                        raise Malformed(f"{nt102} tagged fields are longer than the frame")
+                    for _ in range(nt102):
+                        tg103 = buf[pos]
+                        pos += 1
+                        if tg103 > 127:
+                            tg103, pos = read_uvarint(buf, pos - 1)
+                        tz104 = buf[pos]
+                        pos += 1
+                        if tz104 > 127:
+                            tz104, pos = read_uvarint(buf, pos - 1)
+                        te105 = pos + tz104
+                        if te105 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te105
+                s106 = DescribedGroup(f4, v6, v10, v14, f17, f18, v20, v23, f101)
+                v2.append(s106)
+        fld = "(tagged fields)"
+        nt107 = buf[pos]
+        pos += 1
+        if nt107 > 127:
+            nt107, pos = read_uvarint(buf, pos - 1)
+        if nt107:
+            if nt107 > (blen - pos) // 2:
+                raise Malformed(f"{nt107} tagged fields are longer than the frame")
+            for _ in range(nt107):
+                tg108 = buf[pos]
+                pos += 1
+                if tg108 > 127:
+                    tg108, pos = read_uvarint(buf, pos - 1)
+                tz109 = buf[pos]
+                pos += 1
+                if tz109 > 127:
+                    tz109, pos = read_uvarint(buf, pos - 1)
+                te110 = pos + tz109
+                if te110 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te110
+        s111 = ConsumerGroupDescribeResponse(f1, v2)
+        return s111, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
@@ -1284,6 +2243,164 @@ def encode_v0(
                                 out += pack(f">{n59}i", *v58)
                             out += b"\x00"
                     out += b"\x00"
+                    out += b"\x00"
+            out += _pack_i(x3.get("authorized_operations", -2147483648))
+            out += b"\x00"
+    out += b"\x00"
+    return out
+
+
+def encode_v1(
+    d: ConsumerGroupDescribeResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    out += _pack_i(d.get("throttle_time_ms", 0))
+    v1 = d.get("groups", ())
+    if v1 is None:
+        out += b"\x01"
+    else:
+        n2 = len(v1)
+        out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+        for x3 in v1:
+            out += _pack_h(x3.get("error_code", 0))
+            v4 = x3.get("error_message")
+            if v4 is None:
+                out += b"\x00"
+            else:
+                b6 = v4.encode()
+                n5 = len(b6)
+                out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+                out += b6
+            v7 = x3.get("group_id", "")
+            b9 = v7.encode()
+            n8 = len(b9)
+            out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+            out += b9
+            v10 = x3.get("group_state", "")
+            b12 = v10.encode()
+            n11 = len(b12)
+            out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+            out += b12
+            out += _pack_ii(x3.get("group_epoch", 0), x3.get("assignment_epoch", 0))
+            v13 = x3.get("assignor_name", "")
+            b15 = v13.encode()
+            n14 = len(b15)
+            out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
+            out += b15
+            v16 = x3.get("members", ())
+            if v16 is None:
+                out += b"\x01"
+            else:
+                n17 = len(v16)
+                out += UV[n17 + 1] if n17 < 127 else uvarint_bytes(n17 + 1)
+                for x18 in v16:
+                    v19 = x18.get("member_id", "")
+                    b21 = v19.encode()
+                    n20 = len(b21)
+                    out += UV[n20 + 1] if n20 < 127 else uvarint_bytes(n20 + 1)
+                    out += b21
+                    v22 = x18.get("instance_id")
+                    if v22 is None:
+                        out += b"\x00"
+                    else:
+                        b24 = v22.encode()
+                        n23 = len(b24)
+                        out += UV[n23 + 1] if n23 < 127 else uvarint_bytes(n23 + 1)
+                        out += b24
+                    v25 = x18.get("rack_id")
+                    if v25 is None:
+                        out += b"\x00"
+                    else:
+                        b27 = v25.encode()
+                        n26 = len(b27)
+                        out += UV[n26 + 1] if n26 < 127 else uvarint_bytes(n26 + 1)
+                        out += b27
+                    out += _pack_i(x18.get("member_epoch", 0))
+                    v28 = x18.get("client_id", "")
+                    b30 = v28.encode()
+                    n29 = len(b30)
+                    out += UV[n29 + 1] if n29 < 127 else uvarint_bytes(n29 + 1)
+                    out += b30
+                    v31 = x18.get("client_host", "")
+                    b33 = v31.encode()
+                    n32 = len(b33)
+                    out += UV[n32 + 1] if n32 < 127 else uvarint_bytes(n32 + 1)
+                    out += b33
+                    v34 = x18.get("subscribed_topic_names", ())
+                    if v34 is None:
+                        out += b"\x01"
+                    else:
+                        n35 = len(v34)
+                        out += UV[n35 + 1] if n35 < 127 else uvarint_bytes(n35 + 1)
+                        for x36 in v34:
+                            b38 = x36.encode()
+                            n37 = len(b38)
+                            out += UV[n37 + 1] if n37 < 127 else uvarint_bytes(n37 + 1)
+                            out += b38
+                    v39 = x18.get("subscribed_topic_regex")
+                    if v39 is None:
+                        out += b"\x00"
+                    else:
+                        b41 = v39.encode()
+                        n40 = len(b41)
+                        out += UV[n40 + 1] if n40 < 127 else uvarint_bytes(n40 + 1)
+                        out += b41
+                    v42 = x18.get("assignment")
+                    if v42 is None:
+                        v42 = {}
+                    v43 = v42.get("topic_partitions", ())
+                    if v43 is None:
+                        out += b"\x01"
+                    else:
+                        n44 = len(v43)
+                        out += UV[n44 + 1] if n44 < 127 else uvarint_bytes(n44 + 1)
+                        for x45 in v43:
+                            out += _pack_16s(
+                                uuid_raw(x45.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")),
+                            )
+                            v46 = x45.get("topic_name", "")
+                            b48 = v46.encode()
+                            n47 = len(b48)
+                            out += UV[n47 + 1] if n47 < 127 else uvarint_bytes(n47 + 1)
+                            out += b48
+                            v49 = x45.get("partitions", ())
+                            if v49 is None:
+                                out += b"\x01"
+                            else:
+                                n50 = len(v49)
+                                out += UV[n50 + 1] if n50 < 127 else uvarint_bytes(n50 + 1)
+                                out += pack(f">{n50}i", *v49)
+                            out += b"\x00"
+                    out += b"\x00"
+                    v51 = x18.get("target_assignment")
+                    if v51 is None:
+                        v51 = {}
+                    v52 = v51.get("topic_partitions", ())
+                    if v52 is None:
+                        out += b"\x01"
+                    else:
+                        n53 = len(v52)
+                        out += UV[n53 + 1] if n53 < 127 else uvarint_bytes(n53 + 1)
+                        for x54 in v52:
+                            out += _pack_16s(
+                                uuid_raw(x54.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")),
+                            )
+                            v55 = x54.get("topic_name", "")
+                            b57 = v55.encode()
+                            n56 = len(b57)
+                            out += UV[n56 + 1] if n56 < 127 else uvarint_bytes(n56 + 1)
+                            out += b57
+                            v58 = x54.get("partitions", ())
+                            if v58 is None:
+                                out += b"\x01"
+                            else:
+                                n59 = len(v58)
+                                out += UV[n59 + 1] if n59 < 127 else uvarint_bytes(n59 + 1)
+                                out += pack(f">{n59}i", *v58)
+                            out += b"\x00"
+                    out += b"\x00"
+                    out += _pack_b(x18.get("member_type", -1))
                     out += b"\x00"
             out += _pack_i(x3.get("authorized_operations", -2147483648))
             out += b"\x00"
@@ -1489,19 +2606,223 @@ def encode_v0_tracking(
         raise FieldFailure(fld, e) from e
 
 
+def encode_v1_tracking(
+    d: ConsumerGroupDescribeResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "throttle_time_ms"
+        out += _pack_i(d.get("throttle_time_ms", 0))
+        fld = "groups"
+        v1 = d.get("groups", ())
+        if v1 is None:
+            out += b"\x01"
+        else:
+            n2 = len(v1)
+            out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+            for x3 in v1:
+                fld = "groups[].error_code"
+                out += _pack_h(x3.get("error_code", 0))
+                fld = "groups[].error_message"
+                v4 = x3.get("error_message")
+                if v4 is None:
+                    out += b"\x00"
+                else:
+                    b6 = v4.encode()
+                    n5 = len(b6)
+                    out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+                    out += b6
+                fld = "groups[].group_id"
+                v7 = x3.get("group_id", "")
+                b9 = v7.encode()
+                n8 = len(b9)
+                out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                out += b9
+                fld = "groups[].group_state"
+                v10 = x3.get("group_state", "")
+                b12 = v10.encode()
+                n11 = len(b12)
+                out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+                out += b12
+                fld = "groups[].group_epoch"
+                out += _pack_ii(x3.get("group_epoch", 0), x3.get("assignment_epoch", 0))
+                fld = "groups[].assignor_name"
+                v13 = x3.get("assignor_name", "")
+                b15 = v13.encode()
+                n14 = len(b15)
+                out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
+                out += b15
+                fld = "groups[].members"
+                v16 = x3.get("members", ())
+                if v16 is None:
+                    out += b"\x01"
+                else:
+                    n17 = len(v16)
+                    out += UV[n17 + 1] if n17 < 127 else uvarint_bytes(n17 + 1)
+                    for x18 in v16:
+                        fld = "groups[].members[].member_id"
+                        v19 = x18.get("member_id", "")
+                        b21 = v19.encode()
+                        n20 = len(b21)
+                        out += UV[n20 + 1] if n20 < 127 else uvarint_bytes(n20 + 1)
+                        out += b21
+                        fld = "groups[].members[].instance_id"
+                        v22 = x18.get("instance_id")
+                        if v22 is None:
+                            out += b"\x00"
+                        else:
+                            b24 = v22.encode()
+                            n23 = len(b24)
+                            out += UV[n23 + 1] if n23 < 127 else uvarint_bytes(n23 + 1)
+                            out += b24
+                        fld = "groups[].members[].rack_id"
+                        v25 = x18.get("rack_id")
+                        if v25 is None:
+                            out += b"\x00"
+                        else:
+                            b27 = v25.encode()
+                            n26 = len(b27)
+                            out += UV[n26 + 1] if n26 < 127 else uvarint_bytes(n26 + 1)
+                            out += b27
+                        fld = "groups[].members[].member_epoch"
+                        out += _pack_i(x18.get("member_epoch", 0))
+                        fld = "groups[].members[].client_id"
+                        v28 = x18.get("client_id", "")
+                        b30 = v28.encode()
+                        n29 = len(b30)
+                        out += UV[n29 + 1] if n29 < 127 else uvarint_bytes(n29 + 1)
+                        out += b30
+                        fld = "groups[].members[].client_host"
+                        v31 = x18.get("client_host", "")
+                        b33 = v31.encode()
+                        n32 = len(b33)
+                        out += UV[n32 + 1] if n32 < 127 else uvarint_bytes(n32 + 1)
+                        out += b33
+                        fld = "groups[].members[].subscribed_topic_names"
+                        v34 = x18.get("subscribed_topic_names", ())
+                        if v34 is None:
+                            out += b"\x01"
+                        else:
+                            n35 = len(v34)
+                            out += UV[n35 + 1] if n35 < 127 else uvarint_bytes(n35 + 1)
+                            for x36 in v34:
+                                b38 = x36.encode()
+                                n37 = len(b38)
+                                out += UV[n37 + 1] if n37 < 127 else uvarint_bytes(n37 + 1)
+                                out += b38
+                        fld = "groups[].members[].subscribed_topic_regex"
+                        v39 = x18.get("subscribed_topic_regex")
+                        if v39 is None:
+                            out += b"\x00"
+                        else:
+                            b41 = v39.encode()
+                            n40 = len(b41)
+                            out += UV[n40 + 1] if n40 < 127 else uvarint_bytes(n40 + 1)
+                            out += b41
+                        fld = "groups[].members[].assignment"
+                        v42 = x18.get("assignment")
+                        if v42 is None:
+                            v42 = {}
+                        fld = "groups[].members[].assignment.topic_partitions"
+                        v43 = v42.get("topic_partitions", ())
+                        if v43 is None:
+                            out += b"\x01"
+                        else:
+                            n44 = len(v43)
+                            out += UV[n44 + 1] if n44 < 127 else uvarint_bytes(n44 + 1)
+                            for x45 in v43:
+                                fld = "groups[].members[].assignment.topic_partitions[].topic_id"
+                                out += _pack_16s(
+                                    uuid_raw(x45.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")),
+                                )
+                                fld = "groups[].members[].assignment.topic_partitions[].topic_name"
+                                v46 = x45.get("topic_name", "")
+                                b48 = v46.encode()
+                                n47 = len(b48)
+                                out += UV[n47 + 1] if n47 < 127 else uvarint_bytes(n47 + 1)
+                                out += b48
+                                fld = "groups[].members[].assignment.topic_partitions[].partitions"
+                                v49 = x45.get("partitions", ())
+                                if v49 is None:
+                                    out += b"\x01"
+                                else:
+                                    n50 = len(v49)
+                                    out += UV[n50 + 1] if n50 < 127 else uvarint_bytes(n50 + 1)
+                                    out += pack(f">{n50}i", *v49)
+                                out += b"\x00"
+                        out += b"\x00"
+                        fld = "groups[].members[].target_assignment"
+                        v51 = x18.get("target_assignment")
+                        if v51 is None:
+                            v51 = {}
+                        fld = "groups[].members[].target_assignment.topic_partitions"
+                        v52 = v51.get("topic_partitions", ())
+                        if v52 is None:
+                            out += b"\x01"
+                        else:
+                            n53 = len(v52)
+                            out += UV[n53 + 1] if n53 < 127 else uvarint_bytes(n53 + 1)
+                            for x54 in v52:
+                                fld = (
+                                    "groups[].members[].target_assignment.topic_partitions[].topic_"
+                                    "id"
+                                )
+                                out += _pack_16s(
+                                    uuid_raw(x54.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")),
+                                )
+                                fld = (
+                                    "groups[].members[].target_assignment.topic_partitions[].topic_"
+                                    "name"
+                                )
+                                v55 = x54.get("topic_name", "")
+                                b57 = v55.encode()
+                                n56 = len(b57)
+                                out += UV[n56 + 1] if n56 < 127 else uvarint_bytes(n56 + 1)
+                                out += b57
+                                fld = (
+                                    "groups[].members[].target_assignment.topic_partitions[].partit"
+                                    "ions"
+                                )
+                                v58 = x54.get("partitions", ())
+                                if v58 is None:
+                                    out += b"\x01"
+                                else:
+                                    n59 = len(v58)
+                                    out += UV[n59 + 1] if n59 < 127 else uvarint_bytes(n59 + 1)
+                                    out += pack(f">{n59}i", *v58)
+                                out += b"\x00"
+                        out += b"\x00"
+                        fld = "groups[].members[].member_type"
+                        out += _pack_b(x18.get("member_type", -1))
+                        out += b"\x00"
+                fld = "groups[].authorized_operations"
+                out += _pack_i(x3.get("authorized_operations", -2147483648))
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = ConsumerGroupDescribeResponse
-VALID_VERSIONS = (0, 0)
+VALID_VERSIONS = (0, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
     0: decode_v0,
+    1: decode_v1,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
+    1: decode_v1_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
+    1: encode_v1,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
+    1: encode_v1_tracking,
 }

@@ -13,26 +13,31 @@ from pylog.protocol._struct import Struct
 
 _pack_o = struct.Struct(">?").pack
 _pack_ob = struct.Struct(">?b").pack
+_pack_obo = struct.Struct(">?b?").pack
 _unpack_o = struct.Struct(">?").unpack_from
 _unpack_ob = struct.Struct(">?b").unpack_from
+_unpack_obo = struct.Struct(">?b?").unpack_from
 
 
 class DescribeClusterRequest(Struct):
-    """DescribeClusterRequest (api key 60): the request as decoded, versions 0-1."""
+    """DescribeClusterRequest (api key 60): the request as decoded, versions 0-2."""
 
-    _fields = ("include_cluster_authorized_operations", "endpoint_type")
+    _fields = ("include_cluster_authorized_operations", "endpoint_type", "include_fenced_brokers")
     __slots__ = _fields
 
     include_cluster_authorized_operations: bool  # versions 0+
     endpoint_type: int  # versions 1+
+    include_fenced_brokers: bool  # versions 2+
 
     def __init__(
         self,
         include_cluster_authorized_operations: bool = False,
         endpoint_type: int = 1,
+        include_fenced_brokers: bool = False,
     ) -> None:
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.endpoint_type = endpoint_type
+        self.include_fenced_brokers = include_fenced_brokers
 
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
@@ -59,7 +64,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
             if te5 > blen:
                 raise Malformed("tagged field past the frame end")
             pos = te5
-    s6 = DescribeClusterRequest(f1, 1)
+    s6 = DescribeClusterRequest(f1, 1, False)
     return s6, pos
 
 
@@ -87,8 +92,36 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
             if te6 > blen:
                 raise Malformed("tagged field past the frame end")
             pos = te6
-    s7 = DescribeClusterRequest(f1, f2)
+    s7 = DescribeClusterRequest(f1, f2, False)
     return s7, pos
+
+
+def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
+    blen = len(buf)
+    f1, f2, f3 = _unpack_obo(buf, pos)
+    pos += 3
+    nt4 = buf[pos]
+    pos += 1
+    if nt4 > 127:
+        nt4, pos = read_uvarint(buf, pos - 1)
+    if nt4:
+        if nt4 > (blen - pos) // 2:
+            raise Malformed(f"{nt4} tagged fields are longer than the frame")
+        for _ in range(nt4):
+            tg5 = buf[pos]
+            pos += 1
+            if tg5 > 127:
+                tg5, pos = read_uvarint(buf, pos - 1)
+            tz6 = buf[pos]
+            pos += 1
+            if tz6 > 127:
+                tz6, pos = read_uvarint(buf, pos - 1)
+            te7 = pos + tz6
+            if te7 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te7
+    s8 = DescribeClusterRequest(f1, f2, f3)
+    return s8, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
@@ -119,7 +152,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterReques
                 if te5 > blen:
                     raise Malformed("tagged field past the frame end")
                 pos = te5
-        s6 = DescribeClusterRequest(f1, 1)
+        s6 = DescribeClusterRequest(f1, 1, False)
         return s6, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
@@ -153,8 +186,42 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterReques
                 if te6 > blen:
                     raise Malformed("tagged field past the frame end")
                 pos = te6
-        s7 = DescribeClusterRequest(f1, f2)
+        s7 = DescribeClusterRequest(f1, f2, False)
         return s7, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        fld = "include_cluster_authorized_operations"
+        f1, f2, f3 = _unpack_obo(buf, pos)
+        pos += 3
+        fld = "(tagged fields)"
+        nt4 = buf[pos]
+        pos += 1
+        if nt4 > 127:
+            nt4, pos = read_uvarint(buf, pos - 1)
+        if nt4:
+            if nt4 > (blen - pos) // 2:
+                raise Malformed(f"{nt4} tagged fields are longer than the frame")
+            for _ in range(nt4):
+                tg5 = buf[pos]
+                pos += 1
+                if tg5 > 127:
+                    tg5, pos = read_uvarint(buf, pos - 1)
+                tz6 = buf[pos]
+                pos += 1
+                if tz6 > 127:
+                    tz6, pos = read_uvarint(buf, pos - 1)
+                te7 = pos + tz6
+                if te7 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te7
+        s8 = DescribeClusterRequest(f1, f2, f3)
+        return s8, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
@@ -167,6 +234,9 @@ def encode_v0(
     a1 = d.get("endpoint_type")
     if a1 is not None and a1 != 1:
         raise ValueError("endpoint_type is not in version 0 and cannot be ignored")
+    a2 = d.get("include_fenced_brokers")
+    if a2:
+        raise ValueError("include_fenced_brokers is not in version 0 and cannot be ignored")
     out += _pack_o(d.get("include_cluster_authorized_operations", False))
     out += b"\x00"
     return out
@@ -177,9 +247,26 @@ def encode_v1(
     out: bytearray,
     chunks: list[Chunk],
 ) -> bytearray:
+    a1 = d.get("include_fenced_brokers")
+    if a1:
+        raise ValueError("include_fenced_brokers is not in version 1 and cannot be ignored")
     out += _pack_ob(
         d.get("include_cluster_authorized_operations", False),
         d.get("endpoint_type", 1),
+    )
+    out += b"\x00"
+    return out
+
+
+def encode_v2(
+    d: DescribeClusterRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    out += _pack_obo(
+        d.get("include_cluster_authorized_operations", False),
+        d.get("endpoint_type", 1),
+        d.get("include_fenced_brokers", False),
     )
     out += b"\x00"
     return out
@@ -195,6 +282,9 @@ def encode_v0_tracking(
         a1 = d.get("endpoint_type")
         if a1 is not None and a1 != 1:
             raise ValueError("endpoint_type is not in version 0 and cannot be ignored")
+        a2 = d.get("include_fenced_brokers")
+        if a2:
+            raise ValueError("include_fenced_brokers is not in version 0 and cannot be ignored")
         fld = "include_cluster_authorized_operations"
         out += _pack_o(d.get("include_cluster_authorized_operations", False))
         out += b"\x00"
@@ -210,6 +300,9 @@ def encode_v1_tracking(
 ) -> bytearray:
     fld = "(start)"
     try:
+        a1 = d.get("include_fenced_brokers")
+        if a1:
+            raise ValueError("include_fenced_brokers is not in version 1 and cannot be ignored")
         fld = "include_cluster_authorized_operations"
         out += _pack_ob(
             d.get("include_cluster_authorized_operations", False),
@@ -221,23 +314,46 @@ def encode_v1_tracking(
         raise FieldFailure(fld, e) from e
 
 
+def encode_v2_tracking(
+    d: DescribeClusterRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "include_cluster_authorized_operations"
+        out += _pack_obo(
+            d.get("include_cluster_authorized_operations", False),
+            d.get("endpoint_type", 1),
+            d.get("include_fenced_brokers", False),
+        )
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = DescribeClusterRequest
-VALID_VERSIONS = (0, 1)
+VALID_VERSIONS = (0, 2)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
     0: decode_v0,
     1: decode_v1,
+    2: decode_v2,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
     1: decode_v1_tracking,
+    2: decode_v2_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
     1: encode_v1,
+    2: encode_v2,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
     1: encode_v1_tracking,
+    2: encode_v2_tracking,
 }

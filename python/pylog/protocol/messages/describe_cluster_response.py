@@ -24,13 +24,15 @@ from pylog.protocol._struct import Struct
 _pack_b = struct.Struct(">b").pack
 _pack_i = struct.Struct(">i").pack
 _pack_ih = struct.Struct(">ih").pack
+_pack_o = struct.Struct(">?").pack
 _unpack_b = struct.Struct(">b").unpack_from
 _unpack_i = struct.Struct(">i").unpack_from
 _unpack_ih = struct.Struct(">ih").unpack_from
+_unpack_o = struct.Struct(">?").unpack_from
 
 
 class DescribeClusterResponse(Struct):
-    """DescribeClusterResponse (api key 60): the response as decoded, versions 0-1."""
+    """DescribeClusterResponse (api key 60): the response as decoded, versions 0-2."""
 
     _fields = (
         "throttle_time_ms",
@@ -77,13 +79,14 @@ class DescribeClusterResponse(Struct):
 class DescribeClusterBroker(Struct):
     """A DescribeClusterBroker of DescribeClusterResponse."""
 
-    _fields = ("broker_id", "host", "port", "rack")
+    _fields = ("broker_id", "host", "port", "rack", "is_fenced")
     __slots__ = _fields
 
     broker_id: int  # versions 0+
     host: str  # versions 0+
     port: int  # versions 0+
     rack: str | None  # versions 0+, nullable 0+
+    is_fenced: bool  # versions 2+
 
     def __init__(
         self,
@@ -91,11 +94,13 @@ class DescribeClusterBroker(Struct):
         host: str = "",
         port: int = 0,
         rack: str | None = None,
+        is_fenced: bool = False,
     ) -> None:
         self.broker_id = broker_id
         self.host = host
         self.port = port
         self.rack = rack
+        self.is_fenced = is_fenced
 
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
@@ -194,7 +199,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
                     if te27 > blen:
                         raise Malformed("tagged field past the frame end")
                     pos = te27
-            s28 = DescribeClusterBroker(f14, v16, f19, v21)
+            s28 = DescribeClusterBroker(f14, v16, f19, v21, False)
             v12.append(s28)
     (f29,) = _unpack_i(buf, pos)
     pos += 4
@@ -320,7 +325,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
                     if te28 > blen:
                         raise Malformed("tagged field past the frame end")
                     pos = te28
-            s29 = DescribeClusterBroker(f15, v17, f20, v22)
+            s29 = DescribeClusterBroker(f15, v17, f20, v22, False)
             v13.append(s29)
     (f30,) = _unpack_i(buf, pos)
     pos += 4
@@ -346,6 +351,134 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
             pos = te34
     s35 = DescribeClusterResponse(f1, f2, v4, f7, v9, f12, v13, f30)
     return s35, pos
+
+
+def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
+    blen = len(buf)
+    f1, f2 = _unpack_ih(buf, pos)
+    pos += 6
+    n5 = buf[pos]
+    pos += 1
+    if n5 > 127:
+        n5, pos = read_uvarint(buf, pos - 1)
+    n5 -= 1
+    v4: str | None
+    if n5 < 0:
+        v4 = None
+    else:
+        e6 = pos + n5
+        if e6 > blen:
+            raise Malformed(f"string of {n5} bytes is longer than the frame")
+        v4 = str(buf[pos:e6], "utf-8")
+        pos = e6
+    (f7,) = _unpack_b(buf, pos)
+    pos += 1
+    n10 = buf[pos]
+    pos += 1
+    if n10 > 127:
+        n10, pos = read_uvarint(buf, pos - 1)
+    n10 -= 1
+    if n10 < 0:
+        raise Malformed("null or negative length for non-nullable string")
+    else:
+        e11 = pos + n10
+        if e11 > blen:
+            raise Malformed(f"string of {n10} bytes is longer than the frame")
+        v9 = str(buf[pos:e11], "utf-8")
+        pos = e11
+    (f12,) = _unpack_i(buf, pos)
+    pos += 4
+    n14 = buf[pos]
+    pos += 1
+    if n14 > 127:
+        n14, pos = read_uvarint(buf, pos - 1)
+    n14 -= 1
+    if n14 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n14 > (blen - pos) // 12:
+            raise Malformed(f"array of {n14} elements is longer than the frame")
+        v13: list[DescribeClusterBroker] = []
+        for _ in range(n14):
+            (f15,) = _unpack_i(buf, pos)
+            pos += 4
+            n18 = buf[pos]
+            pos += 1
+            if n18 > 127:
+                n18, pos = read_uvarint(buf, pos - 1)
+            n18 -= 1
+            if n18 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e19 = pos + n18
+                if e19 > blen:
+                    raise Malformed(f"string of {n18} bytes is longer than the frame")
+                v17 = str(buf[pos:e19], "utf-8")
+                pos = e19
+            (f20,) = _unpack_i(buf, pos)
+            pos += 4
+            n23 = buf[pos]
+            pos += 1
+            if n23 > 127:
+                n23, pos = read_uvarint(buf, pos - 1)
+            n23 -= 1
+            v22: str | None
+            if n23 < 0:
+                v22 = None
+            else:
+                e24 = pos + n23
+                if e24 > blen:
+                    raise Malformed(f"string of {n23} bytes is longer than the frame")
+                v22 = str(buf[pos:e24], "utf-8")
+                pos = e24
+            (f25,) = _unpack_o(buf, pos)
+            pos += 1
+            nt26 = buf[pos]
+            pos += 1
+            if nt26 > 127:
+                nt26, pos = read_uvarint(buf, pos - 1)
+            if nt26:
+                if nt26 > (blen - pos) // 2:
+                    raise Malformed(f"{nt26} tagged fields are longer than the frame")
+                for _ in range(nt26):
+                    tg27 = buf[pos]
+                    pos += 1
+                    if tg27 > 127:
+                        tg27, pos = read_uvarint(buf, pos - 1)
+                    tz28 = buf[pos]
+                    pos += 1
+                    if tz28 > 127:
+                        tz28, pos = read_uvarint(buf, pos - 1)
+                    te29 = pos + tz28
+                    if te29 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te29
+            s30 = DescribeClusterBroker(f15, v17, f20, v22, f25)
+            v13.append(s30)
+    (f31,) = _unpack_i(buf, pos)
+    pos += 4
+    nt32 = buf[pos]
+    pos += 1
+    if nt32 > 127:
+        nt32, pos = read_uvarint(buf, pos - 1)
+    if nt32:
+        if nt32 > (blen - pos) // 2:
+            raise Malformed(f"{nt32} tagged fields are longer than the frame")
+        for _ in range(nt32):
+            tg33 = buf[pos]
+            pos += 1
+            if tg33 > 127:
+                tg33, pos = read_uvarint(buf, pos - 1)
+            tz34 = buf[pos]
+            pos += 1
+            if tz34 > 127:
+                tz34, pos = read_uvarint(buf, pos - 1)
+            te35 = pos + tz34
+            if te35 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te35
+    s36 = DescribeClusterResponse(f1, f2, v4, f7, v9, f12, v13, f31)
+    return s36, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
@@ -456,7 +589,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterRespon
                         if te27 > blen:
                             raise Malformed("tagged field past the frame end")
                         pos = te27
-                s28 = DescribeClusterBroker(f14, v16, f19, v21)
+                s28 = DescribeClusterBroker(f14, v16, f19, v21, False)
                 v12.append(s28)
         fld = "cluster_authorized_operations"
         (f29,) = _unpack_i(buf, pos)
@@ -599,7 +732,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterRespon
                         if te28 > blen:
                             raise Malformed("tagged field past the frame end")
                         pos = te28
-                s29 = DescribeClusterBroker(f15, v17, f20, v22)
+                s29 = DescribeClusterBroker(f15, v17, f20, v22, False)
                 v13.append(s29)
         fld = "cluster_authorized_operations"
         (f30,) = _unpack_i(buf, pos)
@@ -627,6 +760,152 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterRespon
                 pos = te34
         s35 = DescribeClusterResponse(f1, f2, v4, f7, v9, f12, v13, f30)
         return s35, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        fld = "throttle_time_ms"
+        f1, f2 = _unpack_ih(buf, pos)
+        pos += 6
+        fld = "error_message"
+        n5 = buf[pos]
+        pos += 1
+        if n5 > 127:
+            n5, pos = read_uvarint(buf, pos - 1)
+        n5 -= 1
+        v4: str | None
+        if n5 < 0:
+            v4 = None
+        else:
+            e6 = pos + n5
+            if e6 > blen:
+                raise Malformed(f"string of {n5} bytes is longer than the frame")
+            v4 = str(buf[pos:e6], "utf-8")
+            pos = e6
+        fld = "endpoint_type"
+        (f7,) = _unpack_b(buf, pos)
+        pos += 1
+        fld = "cluster_id"
+        n10 = buf[pos]
+        pos += 1
+        if n10 > 127:
+            n10, pos = read_uvarint(buf, pos - 1)
+        n10 -= 1
+        if n10 < 0:
+            raise Malformed("null or negative length for non-nullable string")
+        else:
+            e11 = pos + n10
+            if e11 > blen:
+                raise Malformed(f"string of {n10} bytes is longer than the frame")
+            v9 = str(buf[pos:e11], "utf-8")
+            pos = e11
+        fld = "controller_id"
+        (f12,) = _unpack_i(buf, pos)
+        pos += 4
+        fld = "brokers"
+        n14 = buf[pos]
+        pos += 1
+        if n14 > 127:
+            n14, pos = read_uvarint(buf, pos - 1)
+        n14 -= 1
+        if n14 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n14 > (blen - pos) // 12:
+                raise Malformed(f"array of {n14} elements is longer than the frame")
+            v13: list[DescribeClusterBroker] = []
+            for _ in range(n14):
+                fld = "brokers[].broker_id"
+                (f15,) = _unpack_i(buf, pos)
+                pos += 4
+                fld = "brokers[].host"
+                n18 = buf[pos]
+                pos += 1
+                if n18 > 127:
+                    n18, pos = read_uvarint(buf, pos - 1)
+                n18 -= 1
+                if n18 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e19 = pos + n18
+                    if e19 > blen:
+                        raise Malformed(f"string of {n18} bytes is longer than the frame")
+                    v17 = str(buf[pos:e19], "utf-8")
+                    pos = e19
+                fld = "brokers[].port"
+                (f20,) = _unpack_i(buf, pos)
+                pos += 4
+                fld = "brokers[].rack"
+                n23 = buf[pos]
+                pos += 1
+                if n23 > 127:
+                    n23, pos = read_uvarint(buf, pos - 1)
+                n23 -= 1
+                v22: str | None
+                if n23 < 0:
+                    v22 = None
+                else:
+                    e24 = pos + n23
+                    if e24 > blen:
+                        raise Malformed(f"string of {n23} bytes is longer than the frame")
+                    v22 = str(buf[pos:e24], "utf-8")
+                    pos = e24
+                fld = "brokers[].is_fenced"
+                (f25,) = _unpack_o(buf, pos)
+                pos += 1
+                fld = "brokers[].(tagged fields)"
+                nt26 = buf[pos]
+                pos += 1
+                if nt26 > 127:
+                    nt26, pos = read_uvarint(buf, pos - 1)
+                if nt26:
+                    if nt26 > (blen - pos) // 2:
+                        raise Malformed(f"{nt26} tagged fields are longer than the frame")
+                    for _ in range(nt26):
+                        tg27 = buf[pos]
+                        pos += 1
+                        if tg27 > 127:
+                            tg27, pos = read_uvarint(buf, pos - 1)
+                        tz28 = buf[pos]
+                        pos += 1
+                        if tz28 > 127:
+                            tz28, pos = read_uvarint(buf, pos - 1)
+                        te29 = pos + tz28
+                        if te29 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te29
+                s30 = DescribeClusterBroker(f15, v17, f20, v22, f25)
+                v13.append(s30)
+        fld = "cluster_authorized_operations"
+        (f31,) = _unpack_i(buf, pos)
+        pos += 4
+        fld = "(tagged fields)"
+        nt32 = buf[pos]
+        pos += 1
+        if nt32 > 127:
+            nt32, pos = read_uvarint(buf, pos - 1)
+        if nt32:
+            if nt32 > (blen - pos) // 2:
+                raise Malformed(f"{nt32} tagged fields are longer than the frame")
+            for _ in range(nt32):
+                tg33 = buf[pos]
+                pos += 1
+                if tg33 > 127:
+                    tg33, pos = read_uvarint(buf, pos - 1)
+                tz34 = buf[pos]
+                pos += 1
+                if tz34 > 127:
+                    tz34, pos = read_uvarint(buf, pos - 1)
+                te35 = pos + tz34
+                if te35 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te35
+        s36 = DescribeClusterResponse(f1, f2, v4, f7, v9, f12, v13, f31)
+        return s36, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
@@ -661,14 +940,69 @@ def encode_v0(
         n9 = len(v8)
         out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
         for x10 in v8:
+            a11 = x10.get("is_fenced")
+            if a11:
+                raise ValueError("brokers[].is_fenced is not in version 0 and cannot be ignored")
             out += _pack_i(x10.get("broker_id", 0))
-            v11 = x10.get("host", "")
+            v12 = x10.get("host", "")
+            b14 = v12.encode()
+            n13 = len(b14)
+            out += UV[n13 + 1] if n13 < 127 else uvarint_bytes(n13 + 1)
+            out += b14
+            out += _pack_i(x10.get("port", 0))
+            v15 = x10.get("rack")
+            if v15 is None:
+                out += b"\x00"
+            else:
+                b17 = v15.encode()
+                n16 = len(b17)
+                out += UV[n16 + 1] if n16 < 127 else uvarint_bytes(n16 + 1)
+                out += b17
+            out += b"\x00"
+    out += _pack_i(d.get("cluster_authorized_operations", -2147483648))
+    out += b"\x00"
+    return out
+
+
+def encode_v1(
+    d: DescribeClusterResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    out += _pack_ih(d.get("throttle_time_ms", 0), d.get("error_code", 0))
+    v1 = d.get("error_message")
+    if v1 is None:
+        out += b"\x00"
+    else:
+        b3 = v1.encode()
+        n2 = len(b3)
+        out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+        out += b3
+    out += _pack_b(d.get("endpoint_type", 1))
+    v4 = d.get("cluster_id", "")
+    b6 = v4.encode()
+    n5 = len(b6)
+    out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+    out += b6
+    out += _pack_i(d.get("controller_id", -1))
+    v7 = d.get("brokers", ())
+    if v7 is None:
+        out += b"\x01"
+    else:
+        n8 = len(v7)
+        out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+        for x9 in v7:
+            a10 = x9.get("is_fenced")
+            if a10:
+                raise ValueError("brokers[].is_fenced is not in version 1 and cannot be ignored")
+            out += _pack_i(x9.get("broker_id", 0))
+            v11 = x9.get("host", "")
             b13 = v11.encode()
             n12 = len(b13)
             out += UV[n12 + 1] if n12 < 127 else uvarint_bytes(n12 + 1)
             out += b13
-            out += _pack_i(x10.get("port", 0))
-            v14 = x10.get("rack")
+            out += _pack_i(x9.get("port", 0))
+            v14 = x9.get("rack")
             if v14 is None:
                 out += b"\x00"
             else:
@@ -682,7 +1016,7 @@ def encode_v0(
     return out
 
 
-def encode_v1(
+def encode_v2(
     d: DescribeClusterResponse | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -725,6 +1059,7 @@ def encode_v1(
                 n14 = len(b15)
                 out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
                 out += b15
+            out += _pack_o(x9.get("is_fenced", False))
             out += b"\x00"
     out += _pack_i(d.get("cluster_authorized_operations", -2147483648))
     out += b"\x00"
@@ -768,18 +1103,92 @@ def encode_v0_tracking(
             n9 = len(v8)
             out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
             for x10 in v8:
+                a11 = x10.get("is_fenced")
+                if a11:
+                    raise ValueError(
+                        "brokers[].is_fenced is not in version 0 and cannot be ignored"
+                    )
                 fld = "brokers[].broker_id"
                 out += _pack_i(x10.get("broker_id", 0))
                 fld = "brokers[].host"
-                v11 = x10.get("host", "")
+                v12 = x10.get("host", "")
+                b14 = v12.encode()
+                n13 = len(b14)
+                out += UV[n13 + 1] if n13 < 127 else uvarint_bytes(n13 + 1)
+                out += b14
+                fld = "brokers[].port"
+                out += _pack_i(x10.get("port", 0))
+                fld = "brokers[].rack"
+                v15 = x10.get("rack")
+                if v15 is None:
+                    out += b"\x00"
+                else:
+                    b17 = v15.encode()
+                    n16 = len(b17)
+                    out += UV[n16 + 1] if n16 < 127 else uvarint_bytes(n16 + 1)
+                    out += b17
+                out += b"\x00"
+        fld = "cluster_authorized_operations"
+        out += _pack_i(d.get("cluster_authorized_operations", -2147483648))
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def encode_v1_tracking(
+    d: DescribeClusterResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "throttle_time_ms"
+        out += _pack_ih(d.get("throttle_time_ms", 0), d.get("error_code", 0))
+        fld = "error_message"
+        v1 = d.get("error_message")
+        if v1 is None:
+            out += b"\x00"
+        else:
+            b3 = v1.encode()
+            n2 = len(b3)
+            out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+            out += b3
+        fld = "endpoint_type"
+        out += _pack_b(d.get("endpoint_type", 1))
+        fld = "cluster_id"
+        v4 = d.get("cluster_id", "")
+        b6 = v4.encode()
+        n5 = len(b6)
+        out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+        out += b6
+        fld = "controller_id"
+        out += _pack_i(d.get("controller_id", -1))
+        fld = "brokers"
+        v7 = d.get("brokers", ())
+        if v7 is None:
+            out += b"\x01"
+        else:
+            n8 = len(v7)
+            out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+            for x9 in v7:
+                a10 = x9.get("is_fenced")
+                if a10:
+                    raise ValueError(
+                        "brokers[].is_fenced is not in version 1 and cannot be ignored"
+                    )
+                fld = "brokers[].broker_id"
+                out += _pack_i(x9.get("broker_id", 0))
+                fld = "brokers[].host"
+                v11 = x9.get("host", "")
                 b13 = v11.encode()
                 n12 = len(b13)
                 out += UV[n12 + 1] if n12 < 127 else uvarint_bytes(n12 + 1)
                 out += b13
                 fld = "brokers[].port"
-                out += _pack_i(x10.get("port", 0))
+                out += _pack_i(x9.get("port", 0))
                 fld = "brokers[].rack"
-                v14 = x10.get("rack")
+                v14 = x9.get("rack")
                 if v14 is None:
                     out += b"\x00"
                 else:
@@ -796,7 +1205,7 @@ def encode_v0_tracking(
         raise FieldFailure(fld, e) from e
 
 
-def encode_v1_tracking(
+def encode_v2_tracking(
     d: DescribeClusterResponse | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -851,6 +1260,8 @@ def encode_v1_tracking(
                     n14 = len(b15)
                     out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
                     out += b15
+                fld = "brokers[].is_fenced"
+                out += _pack_o(x9.get("is_fenced", False))
                 out += b"\x00"
         fld = "cluster_authorized_operations"
         out += _pack_i(d.get("cluster_authorized_operations", -2147483648))
@@ -861,22 +1272,26 @@ def encode_v1_tracking(
 
 
 MESSAGE = DescribeClusterResponse
-VALID_VERSIONS = (0, 1)
+VALID_VERSIONS = (0, 2)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
     0: decode_v0,
     1: decode_v1,
+    2: decode_v2,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
     1: decode_v1_tracking,
+    2: decode_v2_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
     1: encode_v1,
+    2: encode_v2,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
     1: encode_v1_tracking,
+    2: encode_v2_tracking,
 }

@@ -30,7 +30,7 @@ _unpack_o = struct.Struct(">?").unpack_from
 
 
 class DescribeGroupsRequest(Struct):
-    """DescribeGroupsRequest (api key 15): the request as decoded, versions 0-5."""
+    """DescribeGroupsRequest (api key 15): the request as decoded, versions 0-6."""
 
     _fields = ("groups", "include_authorized_operations")
     __slots__ = _fields
@@ -174,6 +174,9 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
             pos = te10
     s11 = DescribeGroupsRequest(v1, f6)
     return s11, pos
+
+
+decode_v6 = decode_v5
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
@@ -323,6 +326,9 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest
         raise FieldFailure(fld, e) from e
 
 
+decode_v6_tracking = decode_v5_tracking
+
+
 def encode_v0(
     d: DescribeGroupsRequest | Mapping[str, Any],
     out: bytearray,
@@ -431,6 +437,9 @@ def encode_v5(
     out += _pack_o(d.get("include_authorized_operations", False))
     out += b"\x00"
     return out
+
+
+encode_v6 = encode_v5
 
 
 def encode_v0_tracking(
@@ -576,8 +585,11 @@ def encode_v5_tracking(
         raise FieldFailure(fld, e) from e
 
 
+encode_v6_tracking = encode_v5_tracking
+
+
 MESSAGE = DescribeGroupsRequest
-VALID_VERSIONS = (0, 5)
+VALID_VERSIONS = (0, 6)
 FLEXIBLE_VERSIONS = (5, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -587,6 +599,7 @@ DECODERS: dict[int, Decoder] = {
     3: decode_v3,
     4: decode_v4,
     5: decode_v5,
+    6: decode_v6,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -595,6 +608,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     3: decode_v3_tracking,
     4: decode_v4_tracking,
     5: decode_v5_tracking,
+    6: decode_v6_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -603,6 +617,7 @@ ENCODERS: dict[int, Encoder] = {
     3: encode_v3,
     4: encode_v4,
     5: encode_v5,
+    6: encode_v6,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -611,4 +626,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     3: encode_v3_tracking,
     4: encode_v4_tracking,
     5: encode_v5_tracking,
+    6: encode_v6_tracking,
 }

@@ -33,7 +33,7 @@ _unpack_i = struct.Struct(">i").unpack_from
 
 
 class DescribeGroupsResponse(Struct):
-    """DescribeGroupsResponse (api key 15): the response as decoded, versions 0-5."""
+    """DescribeGroupsResponse (api key 15): the response as decoded, versions 0-6."""
 
     _fields = ("throttle_time_ms", "groups")
     __slots__ = _fields
@@ -51,6 +51,7 @@ class DescribedGroup(Struct):
 
     _fields = (
         "error_code",
+        "error_message",
         "group_id",
         "group_state",
         "protocol_type",
@@ -61,6 +62,7 @@ class DescribedGroup(Struct):
     __slots__ = _fields
 
     error_code: int  # versions 0+
+    error_message: str | None  # versions 6+, nullable 6+
     group_id: str  # versions 0+
     group_state: str  # versions 0+
     protocol_type: str  # versions 0+
@@ -71,6 +73,7 @@ class DescribedGroup(Struct):
     def __init__(
         self,
         error_code: int = 0,
+        error_message: str | None = None,
         group_id: str = "",
         group_state: str = "",
         protocol_type: str = "",
@@ -79,6 +82,7 @@ class DescribedGroup(Struct):
         authorized_operations: int = -2147483648,
     ) -> None:
         self.error_code = error_code
+        self.error_message = error_message
         self.group_id = group_id
         self.group_state = group_state
         self.protocol_type = protocol_type
@@ -238,7 +242,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
                         pos = e41
                     s42 = DescribedGroupMember(v23, None, v27, v31, v35, v39)
                     v20.append(s42)
-            s43 = DescribedGroup(f3, v5, v9, v13, v17, v20, -2147483648)
+            s43 = DescribedGroup(f3, None, v5, v9, v13, v17, v20, -2147483648)
             v1.append(s43)
     s44 = DescribeGroupsResponse(0, v1)
     return s44, pos
@@ -360,7 +364,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
                         pos = e42
                     s43 = DescribedGroupMember(v24, None, v28, v32, v36, v40)
                     v21.append(s43)
-            s44 = DescribedGroup(f4, v6, v10, v14, v18, v21, -2147483648)
+            s44 = DescribedGroup(f4, None, v6, v10, v14, v18, v21, -2147483648)
             v2.append(s44)
     s45 = DescribeGroupsResponse(f1, v2)
     return s45, pos
@@ -487,7 +491,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
                     v21.append(s43)
             (f44,) = _unpack_i(buf, pos)
             pos += 4
-            s45 = DescribedGroup(f4, v6, v10, v14, v18, v21, f44)
+            s45 = DescribedGroup(f4, None, v6, v10, v14, v18, v21, f44)
             v2.append(s45)
     s46 = DescribeGroupsResponse(f1, v2)
     return s46, pos
@@ -622,7 +626,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
                     v21.append(s47)
             (f48,) = _unpack_i(buf, pos)
             pos += 4
-            s49 = DescribedGroup(f4, v6, v10, v14, v18, v21, f48)
+            s49 = DescribedGroup(f4, None, v6, v10, v14, v18, v21, f48)
             v2.append(s49)
     s50 = DescribeGroupsResponse(f1, v2)
     return s50, pos
@@ -833,7 +837,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
                     if te56 > blen:
                         raise Malformed("tagged field past the frame end")
                     pos = te56
-            s57 = DescribedGroup(f4, v6, v10, v14, v18, v21, f52)
+            s57 = DescribedGroup(f4, None, v6, v10, v14, v18, v21, f52)
             v2.append(s57)
     nt58 = buf[pos]
     pos += 1
@@ -857,6 +861,251 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
             pos = te61
     s62 = DescribeGroupsResponse(f1, v2)
     return s62, pos
+
+
+def decode_v6(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    blen = len(buf)
+    (f1,) = _unpack_i(buf, pos)
+    pos += 4
+    n3 = buf[pos]
+    pos += 1
+    if n3 > 127:
+        n3, pos = read_uvarint(buf, pos - 1)
+    n3 -= 1
+    if n3 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n3 > (blen - pos) // 13:
+            raise Malformed(f"array of {n3} elements is longer than the frame")
+        v2: list[DescribedGroup] = []
+        for _ in range(n3):
+            (f4,) = _unpack_h(buf, pos)
+            pos += 2
+            n7 = buf[pos]
+            pos += 1
+            if n7 > 127:
+                n7, pos = read_uvarint(buf, pos - 1)
+            n7 -= 1
+            v6: str | None
+            if n7 < 0:
+                v6 = None
+            else:
+                e8 = pos + n7
+                if e8 > blen:
+                    raise Malformed(f"string of {n7} bytes is longer than the frame")
+                v6 = str(buf[pos:e8], "utf-8")
+                pos = e8
+            n11 = buf[pos]
+            pos += 1
+            if n11 > 127:
+                n11, pos = read_uvarint(buf, pos - 1)
+            n11 -= 1
+            if n11 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e12 = pos + n11
+                if e12 > blen:
+                    raise Malformed(f"string of {n11} bytes is longer than the frame")
+                v10 = str(buf[pos:e12], "utf-8")
+                pos = e12
+            n15 = buf[pos]
+            pos += 1
+            if n15 > 127:
+                n15, pos = read_uvarint(buf, pos - 1)
+            n15 -= 1
+            if n15 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e16 = pos + n15
+                if e16 > blen:
+                    raise Malformed(f"string of {n15} bytes is longer than the frame")
+                v14 = str(buf[pos:e16], "utf-8")
+                pos = e16
+            n19 = buf[pos]
+            pos += 1
+            if n19 > 127:
+                n19, pos = read_uvarint(buf, pos - 1)
+            n19 -= 1
+            if n19 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e20 = pos + n19
+                if e20 > blen:
+                    raise Malformed(f"string of {n19} bytes is longer than the frame")
+                v18 = str(buf[pos:e20], "utf-8")
+                pos = e20
+            n23 = buf[pos]
+            pos += 1
+            if n23 > 127:
+                n23, pos = read_uvarint(buf, pos - 1)
+            n23 -= 1
+            if n23 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e24 = pos + n23
+                if e24 > blen:
+                    raise Malformed(f"string of {n23} bytes is longer than the frame")
+                v22 = str(buf[pos:e24], "utf-8")
+                pos = e24
+            n26 = buf[pos]
+            pos += 1
+            if n26 > 127:
+                n26, pos = read_uvarint(buf, pos - 1)
+            n26 -= 1
+            if n26 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n26 > (blen - pos) // 7:
+                    raise Malformed(f"array of {n26} elements is longer than the frame")
+                v25: list[DescribedGroupMember] = []
+                for _ in range(n26):
+                    n29 = buf[pos]
+                    pos += 1
+                    if n29 > 127:
+                        n29, pos = read_uvarint(buf, pos - 1)
+                    n29 -= 1
+                    if n29 < 0:
+                        raise Malformed("null or negative length for non-nullable string")
+                    else:
+                        e30 = pos + n29
+                        if e30 > blen:
+                            raise Malformed(f"string of {n29} bytes is longer than the frame")
+                        v28 = str(buf[pos:e30], "utf-8")
+                        pos = e30
+                    n33 = buf[pos]
+                    pos += 1
+                    if n33 > 127:
+                        n33, pos = read_uvarint(buf, pos - 1)
+                    n33 -= 1
+                    v32: str | None
+                    if n33 < 0:
+                        v32 = None
+                    else:
+                        e34 = pos + n33
+                        if e34 > blen:
+                            raise Malformed(f"string of {n33} bytes is longer than the frame")
+                        v32 = str(buf[pos:e34], "utf-8")
+                        pos = e34
+                    n37 = buf[pos]
+                    pos += 1
+                    if n37 > 127:
+                        n37, pos = read_uvarint(buf, pos - 1)
+                    n37 -= 1
+                    if n37 < 0:
+                        raise Malformed("null or negative length for non-nullable string")
+                    else:
+                        e38 = pos + n37
+                        if e38 > blen:
+                            raise Malformed(f"string of {n37} bytes is longer than the frame")
+                        v36 = str(buf[pos:e38], "utf-8")
+                        pos = e38
+                    n41 = buf[pos]
+                    pos += 1
+                    if n41 > 127:
+                        n41, pos = read_uvarint(buf, pos - 1)
+                    n41 -= 1
+                    if n41 < 0:
+                        raise Malformed("null or negative length for non-nullable string")
+                    else:
+                        e42 = pos + n41
+                        if e42 > blen:
+                            raise Malformed(f"string of {n41} bytes is longer than the frame")
+                        v40 = str(buf[pos:e42], "utf-8")
+                        pos = e42
+                    n45 = buf[pos]
+                    pos += 1
+                    if n45 > 127:
+                        n45, pos = read_uvarint(buf, pos - 1)
+                    n45 -= 1
+                    if n45 < 0:
+                        raise Malformed("null or negative length for non-nullable bytes")
+                    else:
+                        e46 = pos + n45
+                        if e46 > blen:
+                            raise Malformed(f"bytes of {n45} bytes is longer than the frame")
+                        v44 = bytes(buf[pos:e46])
+                        pos = e46
+                    n49 = buf[pos]
+                    pos += 1
+                    if n49 > 127:
+                        n49, pos = read_uvarint(buf, pos - 1)
+                    n49 -= 1
+                    if n49 < 0:
+                        raise Malformed("null or negative length for non-nullable bytes")
+                    else:
+                        e50 = pos + n49
+                        if e50 > blen:
+                            raise Malformed(f"bytes of {n49} bytes is longer than the frame")
+                        v48 = bytes(buf[pos:e50])
+                        pos = e50
+                    nt51 = buf[pos]
+                    pos += 1
+                    if nt51 > 127:
+                        nt51, pos = read_uvarint(buf, pos - 1)
+                    if nt51:
+                        if nt51 > (blen - pos) // 2:
+                            raise Malformed(f"{nt51} tagged fields are longer than the frame")
+                        for _ in range(nt51):
+                            tg52 = buf[pos]
+                            pos += 1
+                            if tg52 > 127:
+                                tg52, pos = read_uvarint(buf, pos - 1)
+                            tz53 = buf[pos]
+                            pos += 1
+                            if tz53 > 127:
+                                tz53, pos = read_uvarint(buf, pos - 1)
+                            te54 = pos + tz53
+                            if te54 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te54
+                    s55 = DescribedGroupMember(v28, v32, v36, v40, v44, v48)
+                    v25.append(s55)
+            (f56,) = _unpack_i(buf, pos)
+            pos += 4
+            nt57 = buf[pos]
+            pos += 1
+            if nt57 > 127:
+                nt57, pos = read_uvarint(buf, pos - 1)
+            if nt57:
+                if nt57 > (blen - pos) // 2:
+                    raise Malformed(f"{nt57} tagged fields are longer than the frame")
+                for _ in range(nt57):
+                    tg58 = buf[pos]
+                    pos += 1
+                    if tg58 > 127:
+                        tg58, pos = read_uvarint(buf, pos - 1)
+                    tz59 = buf[pos]
+                    pos += 1
+                    if tz59 > 127:
+                        tz59, pos = read_uvarint(buf, pos - 1)
+                    te60 = pos + tz59
+                    if te60 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te60
+            s61 = DescribedGroup(f4, v6, v10, v14, v18, v22, v25, f56)
+            v2.append(s61)
+    nt62 = buf[pos]
+    pos += 1
+    if nt62 > 127:
+        nt62, pos = read_uvarint(buf, pos - 1)
+    if nt62:
+        if nt62 > (blen - pos) // 2:
+            raise Malformed(f"{nt62} tagged fields are longer than the frame")
+        for _ in range(nt62):
+            tg63 = buf[pos]
+            pos += 1
+            if tg63 > 127:
+                tg63, pos = read_uvarint(buf, pos - 1)
+            tz64 = buf[pos]
+            pos += 1
+            if tz64 > 127:
+                tz64, pos = read_uvarint(buf, pos - 1)
+            te65 = pos + tz64
+            if te65 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te65
+    s66 = DescribeGroupsResponse(f1, v2)
+    return s66, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
@@ -987,7 +1236,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
                             pos = e41
                         s42 = DescribedGroupMember(v23, None, v27, v31, v35, v39)
                         v20.append(s42)
-                s43 = DescribedGroup(f3, v5, v9, v13, v17, v20, -2147483648)
+                s43 = DescribedGroup(f3, None, v5, v9, v13, v17, v20, -2147483648)
                 v1.append(s43)
         s44 = DescribeGroupsResponse(0, v1)
         return s44, pos
@@ -1126,7 +1375,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
                             pos = e42
                         s43 = DescribedGroupMember(v24, None, v28, v32, v36, v40)
                         v21.append(s43)
-                s44 = DescribedGroup(f4, v6, v10, v14, v18, v21, -2147483648)
+                s44 = DescribedGroup(f4, None, v6, v10, v14, v18, v21, -2147483648)
                 v2.append(s44)
         s45 = DescribeGroupsResponse(f1, v2)
         return s45, pos
@@ -1271,7 +1520,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
                 fld = "groups[].authorized_operations"
                 (f44,) = _unpack_i(buf, pos)
                 pos += 4
-                s45 = DescribedGroup(f4, v6, v10, v14, v18, v21, f44)
+                s45 = DescribedGroup(f4, None, v6, v10, v14, v18, v21, f44)
                 v2.append(s45)
         s46 = DescribeGroupsResponse(f1, v2)
         return s46, pos
@@ -1425,7 +1674,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
                 fld = "groups[].authorized_operations"
                 (f48,) = _unpack_i(buf, pos)
                 pos += 4
-                s49 = DescribedGroup(f4, v6, v10, v14, v18, v21, f48)
+                s49 = DescribedGroup(f4, None, v6, v10, v14, v18, v21, f48)
                 v2.append(s49)
         s50 = DescribeGroupsResponse(f1, v2)
         return s50, pos
@@ -1657,7 +1906,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
                         if te56 > blen:
                             raise Malformed("tagged field past the frame end")
                         pos = te56
-                s57 = DescribedGroup(f4, v6, v10, v14, v18, v21, f52)
+                s57 = DescribedGroup(f4, None, v6, v10, v14, v18, v21, f52)
                 v2.append(s57)
         fld = "(tagged fields)"
         nt58 = buf[pos]
@@ -1686,6 +1935,274 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsRespons
         raise FieldFailure(fld, e) from e
 
 
+def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        fld = "throttle_time_ms"
+        (f1,) = _unpack_i(buf, pos)
+        pos += 4
+        fld = "groups"
+        n3 = buf[pos]
+        pos += 1
+        if n3 > 127:
+            n3, pos = read_uvarint(buf, pos - 1)
+        n3 -= 1
+        if n3 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n3 > (blen - pos) // 13:
+                raise Malformed(f"array of {n3} elements is longer than the frame")
+            v2: list[DescribedGroup] = []
+            for _ in range(n3):
+                fld = "groups[].error_code"
+                (f4,) = _unpack_h(buf, pos)
+                pos += 2
+                fld = "groups[].error_message"
+                n7 = buf[pos]
+                pos += 1
+                if n7 > 127:
+                    n7, pos = read_uvarint(buf, pos - 1)
+                n7 -= 1
+                v6: str | None
+                if n7 < 0:
+                    v6 = None
+                else:
+                    e8 = pos + n7
+                    if e8 > blen:
+                        raise Malformed(f"string of {n7} bytes is longer than the frame")
+                    v6 = str(buf[pos:e8], "utf-8")
+                    pos = e8
+                fld = "groups[].group_id"
+                n11 = buf[pos]
+                pos += 1
+                if n11 > 127:
+                    n11, pos = read_uvarint(buf, pos - 1)
+                n11 -= 1
+                if n11 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e12 = pos + n11
+                    if e12 > blen:
+                        raise Malformed(f"string of {n11} bytes is longer than the frame")
+                    v10 = str(buf[pos:e12], "utf-8")
+                    pos = e12
+                fld = "groups[].group_state"
+                n15 = buf[pos]
+                pos += 1
+                if n15 > 127:
+                    n15, pos = read_uvarint(buf, pos - 1)
+                n15 -= 1
+                if n15 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e16 = pos + n15
+                    if e16 > blen:
+                        raise Malformed(f"string of {n15} bytes is longer than the frame")
+                    v14 = str(buf[pos:e16], "utf-8")
+                    pos = e16
+                fld = "groups[].protocol_type"
+                n19 = buf[pos]
+                pos += 1
+                if n19 > 127:
+                    n19, pos = read_uvarint(buf, pos - 1)
+                n19 -= 1
+                if n19 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e20 = pos + n19
+                    if e20 > blen:
+                        raise Malformed(f"string of {n19} bytes is longer than the frame")
+                    v18 = str(buf[pos:e20], "utf-8")
+                    pos = e20
+                fld = "groups[].protocol_data"
+                n23 = buf[pos]
+                pos += 1
+                if n23 > 127:
+                    n23, pos = read_uvarint(buf, pos - 1)
+                n23 -= 1
+                if n23 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e24 = pos + n23
+                    if e24 > blen:
+                        raise Malformed(f"string of {n23} bytes is longer than the frame")
+                    v22 = str(buf[pos:e24], "utf-8")
+                    pos = e24
+                fld = "groups[].members"
+                n26 = buf[pos]
+                pos += 1
+                if n26 > 127:
+                    n26, pos = read_uvarint(buf, pos - 1)
+                n26 -= 1
+                if n26 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n26 > (blen - pos) // 7:
+                        raise Malformed(f"array of {n26} elements is longer than the frame")
+                    v25: list[DescribedGroupMember] = []
+                    for _ in range(n26):
+                        fld = "groups[].members[].member_id"
+                        n29 = buf[pos]
+                        pos += 1
+                        if n29 > 127:
+                            n29, pos = read_uvarint(buf, pos - 1)
+                        n29 -= 1
+                        if n29 < 0:
+                            raise Malformed("null or negative length for non-nullable string")
+                        else:
+                            e30 = pos + n29
+                            if e30 > blen:
+                                raise Malformed(f"string of {n29} bytes is longer than the frame")
+                            v28 = str(buf[pos:e30], "utf-8")
+                            pos = e30
+                        fld = "groups[].members[].group_instance_id"
+                        n33 = buf[pos]
+                        pos += 1
+                        if n33 > 127:
+                            n33, pos = read_uvarint(buf, pos - 1)
+                        n33 -= 1
+                        v32: str | None
+                        if n33 < 0:
+                            v32 = None
+                        else:
+                            e34 = pos + n33
+                            if e34 > blen:
+                                raise Malformed(f"string of {n33} bytes is longer than the frame")
+                            v32 = str(buf[pos:e34], "utf-8")
+                            pos = e34
+                        fld = "groups[].members[].client_id"
+                        n37 = buf[pos]
+                        pos += 1
+                        if n37 > 127:
+                            n37, pos = read_uvarint(buf, pos - 1)
+                        n37 -= 1
+                        if n37 < 0:
+                            raise Malformed("null or negative length for non-nullable string")
+                        else:
+                            e38 = pos + n37
+                            if e38 > blen:
+                                raise Malformed(f"string of {n37} bytes is longer than the frame")
+                            v36 = str(buf[pos:e38], "utf-8")
+                            pos = e38
+                        fld = "groups[].members[].client_host"
+                        n41 = buf[pos]
+                        pos += 1
+                        if n41 > 127:
+                            n41, pos = read_uvarint(buf, pos - 1)
+                        n41 -= 1
+                        if n41 < 0:
+                            raise Malformed("null or negative length for non-nullable string")
+                        else:
+                            e42 = pos + n41
+                            if e42 > blen:
+                                raise Malformed(f"string of {n41} bytes is longer than the frame")
+                            v40 = str(buf[pos:e42], "utf-8")
+                            pos = e42
+                        fld = "groups[].members[].member_metadata"
+                        n45 = buf[pos]
+                        pos += 1
+                        if n45 > 127:
+                            n45, pos = read_uvarint(buf, pos - 1)
+                        n45 -= 1
+                        if n45 < 0:
+                            raise Malformed("null or negative length for non-nullable bytes")
+                        else:
+                            e46 = pos + n45
+                            if e46 > blen:
+                                raise Malformed(f"bytes of {n45} bytes is longer than the frame")
+                            v44 = bytes(buf[pos:e46])
+                            pos = e46
+                        fld = "groups[].members[].member_assignment"
+                        n49 = buf[pos]
+                        pos += 1
+                        if n49 > 127:
+                            n49, pos = read_uvarint(buf, pos - 1)
+                        n49 -= 1
+                        if n49 < 0:
+                            raise Malformed("null or negative length for non-nullable bytes")
+                        else:
+                            e50 = pos + n49
+                            if e50 > blen:
+                                raise Malformed(f"bytes of {n49} bytes is longer than the frame")
+                            v48 = bytes(buf[pos:e50])
+                            pos = e50
+                        fld = "groups[].members[].(tagged fields)"
+                        nt51 = buf[pos]
+                        pos += 1
+                        if nt51 > 127:
+                            nt51, pos = read_uvarint(buf, pos - 1)
+                        if nt51:
+                            if nt51 > (blen - pos) // 2:
+                                raise Malformed(f"{nt51} tagged fields are longer than the frame")
+                            for _ in range(nt51):
+                                tg52 = buf[pos]
+                                pos += 1
+                                if tg52 > 127:
+                                    tg52, pos = read_uvarint(buf, pos - 1)
+                                tz53 = buf[pos]
+                                pos += 1
+                                if tz53 > 127:
+                                    tz53, pos = read_uvarint(buf, pos - 1)
+                                te54 = pos + tz53
+                                if te54 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te54
+                        s55 = DescribedGroupMember(v28, v32, v36, v40, v44, v48)
+                        v25.append(s55)
+                fld = "groups[].authorized_operations"
+                (f56,) = _unpack_i(buf, pos)
+                pos += 4
+                fld = "groups[].(tagged fields)"
+                nt57 = buf[pos]
+                pos += 1
+                if nt57 > 127:
+                    nt57, pos = read_uvarint(buf, pos - 1)
+                if nt57:
+                    if nt57 > (blen - pos) // 2:
+                        raise Malformed(f"{nt57} tagged fields are longer than the frame")
+                    for _ in range(nt57):
+                        tg58 = buf[pos]
+                        pos += 1
+                        if tg58 > 127:
+                            tg58, pos = read_uvarint(buf, pos - 1)
+                        tz59 = buf[pos]
+                        pos += 1
+                        if tz59 > 127:
+                            tz59, pos = read_uvarint(buf, pos - 1)
+                        te60 = pos + tz59
+                        if te60 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te60
+                s61 = DescribedGroup(f4, v6, v10, v14, v18, v22, v25, f56)
+                v2.append(s61)
+        fld = "(tagged fields)"
+        nt62 = buf[pos]
+        pos += 1
+        if nt62 > 127:
+            nt62, pos = read_uvarint(buf, pos - 1)
+        if nt62:
+            if nt62 > (blen - pos) // 2:
+                raise Malformed(f"{nt62} tagged fields are longer than the frame")
+            for _ in range(nt62):
+                tg63 = buf[pos]
+                pos += 1
+                if tg63 > 127:
+                    tg63, pos = read_uvarint(buf, pos - 1)
+                tz64 = buf[pos]
+                pos += 1
+                if tz64 > 127:
+                    tz64, pos = read_uvarint(buf, pos - 1)
+                te65 = pos + tz64
+                if te65 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te65
+        s66 = DescribeGroupsResponse(f1, v2)
+        return s66, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 def encode_v0(
     d: DescribeGroupsResponse | Mapping[str, Any],
     out: bytearray,
@@ -1698,62 +2215,65 @@ def encode_v0(
         n2 = len(v1)
         out += len32(n2)
         for x3 in v1:
-            a4 = x3.get("authorized_operations")
-            if a4 is not None and a4 != -2147483648:
+            a4 = x3.get("error_message")
+            if a4 is not None:
+                raise ValueError("groups[].error_message is not in version 0 and cannot be ignored")
+            a5 = x3.get("authorized_operations")
+            if a5 is not None and a5 != -2147483648:
                 raise ValueError(
                     "groups[].authorized_operations is not in version 0 and cannot be ignored"
                 )
             out += _pack_h(x3.get("error_code", 0))
-            v5 = x3.get("group_id", "")
-            b7 = v5.encode()
-            n6 = len(b7)
-            out += len16(n6)
-            out += b7
-            v8 = x3.get("group_state", "")
-            b10 = v8.encode()
-            n9 = len(b10)
-            out += len16(n9)
-            out += b10
-            v11 = x3.get("protocol_type", "")
-            b13 = v11.encode()
-            n12 = len(b13)
-            out += len16(n12)
-            out += b13
-            v14 = x3.get("protocol_data", "")
-            b16 = v14.encode()
-            n15 = len(b16)
-            out += len16(n15)
-            out += b16
-            v17 = x3.get("members", ())
-            if v17 is None:
+            v6 = x3.get("group_id", "")
+            b8 = v6.encode()
+            n7 = len(b8)
+            out += len16(n7)
+            out += b8
+            v9 = x3.get("group_state", "")
+            b11 = v9.encode()
+            n10 = len(b11)
+            out += len16(n10)
+            out += b11
+            v12 = x3.get("protocol_type", "")
+            b14 = v12.encode()
+            n13 = len(b14)
+            out += len16(n13)
+            out += b14
+            v15 = x3.get("protocol_data", "")
+            b17 = v15.encode()
+            n16 = len(b17)
+            out += len16(n16)
+            out += b17
+            v18 = x3.get("members", ())
+            if v18 is None:
                 out += b"\x00\x00\x00\x00"
             else:
-                n18 = len(v17)
-                out += len32(n18)
-                for x19 in v17:
-                    v20 = x19.get("member_id", "")
-                    b22 = v20.encode()
-                    n21 = len(b22)
-                    out += len16(n21)
-                    out += b22
-                    v23 = x19.get("client_id", "")
-                    b25 = v23.encode()
-                    n24 = len(b25)
-                    out += len16(n24)
-                    out += b25
-                    v26 = x19.get("client_host", "")
-                    b28 = v26.encode()
-                    n27 = len(b28)
-                    out += len16(n27)
-                    out += b28
-                    v29 = x19.get("member_metadata", b"")
-                    n30 = records_size(v29)
-                    out += len32(n30)
-                    out += v29
-                    v31 = x19.get("member_assignment", b"")
-                    n32 = records_size(v31)
-                    out += len32(n32)
-                    out += v31
+                n19 = len(v18)
+                out += len32(n19)
+                for x20 in v18:
+                    v21 = x20.get("member_id", "")
+                    b23 = v21.encode()
+                    n22 = len(b23)
+                    out += len16(n22)
+                    out += b23
+                    v24 = x20.get("client_id", "")
+                    b26 = v24.encode()
+                    n25 = len(b26)
+                    out += len16(n25)
+                    out += b26
+                    v27 = x20.get("client_host", "")
+                    b29 = v27.encode()
+                    n28 = len(b29)
+                    out += len16(n28)
+                    out += b29
+                    v30 = x20.get("member_metadata", b"")
+                    n31 = records_size(v30)
+                    out += len32(n31)
+                    out += v30
+                    v32 = x20.get("member_assignment", b"")
+                    n33 = records_size(v32)
+                    out += len32(n33)
+                    out += v32
     return out
 
 
@@ -1770,62 +2290,65 @@ def encode_v1(
         n2 = len(v1)
         out += len32(n2)
         for x3 in v1:
-            a4 = x3.get("authorized_operations")
-            if a4 is not None and a4 != -2147483648:
+            a4 = x3.get("error_message")
+            if a4 is not None:
+                raise ValueError("groups[].error_message is not in version 1 and cannot be ignored")
+            a5 = x3.get("authorized_operations")
+            if a5 is not None and a5 != -2147483648:
                 raise ValueError(
                     "groups[].authorized_operations is not in version 1 and cannot be ignored"
                 )
             out += _pack_h(x3.get("error_code", 0))
-            v5 = x3.get("group_id", "")
-            b7 = v5.encode()
-            n6 = len(b7)
-            out += len16(n6)
-            out += b7
-            v8 = x3.get("group_state", "")
-            b10 = v8.encode()
-            n9 = len(b10)
-            out += len16(n9)
-            out += b10
-            v11 = x3.get("protocol_type", "")
-            b13 = v11.encode()
-            n12 = len(b13)
-            out += len16(n12)
-            out += b13
-            v14 = x3.get("protocol_data", "")
-            b16 = v14.encode()
-            n15 = len(b16)
-            out += len16(n15)
-            out += b16
-            v17 = x3.get("members", ())
-            if v17 is None:
+            v6 = x3.get("group_id", "")
+            b8 = v6.encode()
+            n7 = len(b8)
+            out += len16(n7)
+            out += b8
+            v9 = x3.get("group_state", "")
+            b11 = v9.encode()
+            n10 = len(b11)
+            out += len16(n10)
+            out += b11
+            v12 = x3.get("protocol_type", "")
+            b14 = v12.encode()
+            n13 = len(b14)
+            out += len16(n13)
+            out += b14
+            v15 = x3.get("protocol_data", "")
+            b17 = v15.encode()
+            n16 = len(b17)
+            out += len16(n16)
+            out += b17
+            v18 = x3.get("members", ())
+            if v18 is None:
                 out += b"\x00\x00\x00\x00"
             else:
-                n18 = len(v17)
-                out += len32(n18)
-                for x19 in v17:
-                    v20 = x19.get("member_id", "")
-                    b22 = v20.encode()
-                    n21 = len(b22)
-                    out += len16(n21)
-                    out += b22
-                    v23 = x19.get("client_id", "")
-                    b25 = v23.encode()
-                    n24 = len(b25)
-                    out += len16(n24)
-                    out += b25
-                    v26 = x19.get("client_host", "")
-                    b28 = v26.encode()
-                    n27 = len(b28)
-                    out += len16(n27)
-                    out += b28
-                    v29 = x19.get("member_metadata", b"")
-                    n30 = records_size(v29)
-                    out += len32(n30)
-                    out += v29
-                    v31 = x19.get("member_assignment", b"")
-                    n32 = records_size(v31)
-                    out += len32(n32)
-                    out += v31
+                n19 = len(v18)
+                out += len32(n19)
+                for x20 in v18:
+                    v21 = x20.get("member_id", "")
+                    b23 = v21.encode()
+                    n22 = len(b23)
+                    out += len16(n22)
+                    out += b23
+                    v24 = x20.get("client_id", "")
+                    b26 = v24.encode()
+                    n25 = len(b26)
+                    out += len16(n25)
+                    out += b26
+                    v27 = x20.get("client_host", "")
+                    b29 = v27.encode()
+                    n28 = len(b29)
+                    out += len16(n28)
+                    out += b29
+                    v30 = x20.get("member_metadata", b"")
+                    n31 = records_size(v30)
+                    out += len32(n31)
+                    out += v30
+                    v32 = x20.get("member_assignment", b"")
+                    n33 = records_size(v32)
+                    out += len32(n33)
+                    out += v32
     return out
 
 
@@ -1842,11 +2365,84 @@ def encode_v2(
         n2 = len(v1)
         out += len32(n2)
         for x3 in v1:
-            a4 = x3.get("authorized_operations")
-            if a4 is not None and a4 != -2147483648:
+            a4 = x3.get("error_message")
+            if a4 is not None:
+                raise ValueError("groups[].error_message is not in version 2 and cannot be ignored")
+            a5 = x3.get("authorized_operations")
+            if a5 is not None and a5 != -2147483648:
                 raise ValueError(
                     "groups[].authorized_operations is not in version 2 and cannot be ignored"
                 )
+            out += _pack_h(x3.get("error_code", 0))
+            v6 = x3.get("group_id", "")
+            b8 = v6.encode()
+            n7 = len(b8)
+            out += len16(n7)
+            out += b8
+            v9 = x3.get("group_state", "")
+            b11 = v9.encode()
+            n10 = len(b11)
+            out += len16(n10)
+            out += b11
+            v12 = x3.get("protocol_type", "")
+            b14 = v12.encode()
+            n13 = len(b14)
+            out += len16(n13)
+            out += b14
+            v15 = x3.get("protocol_data", "")
+            b17 = v15.encode()
+            n16 = len(b17)
+            out += len16(n16)
+            out += b17
+            v18 = x3.get("members", ())
+            if v18 is None:
+                out += b"\x00\x00\x00\x00"
+            else:
+                n19 = len(v18)
+                out += len32(n19)
+                for x20 in v18:
+                    v21 = x20.get("member_id", "")
+                    b23 = v21.encode()
+                    n22 = len(b23)
+                    out += len16(n22)
+                    out += b23
+                    v24 = x20.get("client_id", "")
+                    b26 = v24.encode()
+                    n25 = len(b26)
+                    out += len16(n25)
+                    out += b26
+                    v27 = x20.get("client_host", "")
+                    b29 = v27.encode()
+                    n28 = len(b29)
+                    out += len16(n28)
+                    out += b29
+                    v30 = x20.get("member_metadata", b"")
+                    n31 = records_size(v30)
+                    out += len32(n31)
+                    out += v30
+                    v32 = x20.get("member_assignment", b"")
+                    n33 = records_size(v32)
+                    out += len32(n33)
+                    out += v32
+    return out
+
+
+def encode_v3(
+    d: DescribeGroupsResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    out += _pack_i(d.get("throttle_time_ms", 0))
+    v1 = d.get("groups", ())
+    if v1 is None:
+        out += b"\x00\x00\x00\x00"
+    else:
+        n2 = len(v1)
+        out += len32(n2)
+        for x3 in v1:
+            a4 = x3.get("error_message")
+            if a4 is not None:
+                raise ValueError("groups[].error_message is not in version 3 and cannot be ignored")
             out += _pack_h(x3.get("error_code", 0))
             v5 = x3.get("group_id", "")
             b7 = v5.encode()
@@ -1898,73 +2494,6 @@ def encode_v2(
                     n32 = records_size(v31)
                     out += len32(n32)
                     out += v31
-    return out
-
-
-def encode_v3(
-    d: DescribeGroupsResponse | Mapping[str, Any],
-    out: bytearray,
-    chunks: list[Chunk],
-) -> bytearray:
-    out += _pack_i(d.get("throttle_time_ms", 0))
-    v1 = d.get("groups", ())
-    if v1 is None:
-        out += b"\x00\x00\x00\x00"
-    else:
-        n2 = len(v1)
-        out += len32(n2)
-        for x3 in v1:
-            out += _pack_h(x3.get("error_code", 0))
-            v4 = x3.get("group_id", "")
-            b6 = v4.encode()
-            n5 = len(b6)
-            out += len16(n5)
-            out += b6
-            v7 = x3.get("group_state", "")
-            b9 = v7.encode()
-            n8 = len(b9)
-            out += len16(n8)
-            out += b9
-            v10 = x3.get("protocol_type", "")
-            b12 = v10.encode()
-            n11 = len(b12)
-            out += len16(n11)
-            out += b12
-            v13 = x3.get("protocol_data", "")
-            b15 = v13.encode()
-            n14 = len(b15)
-            out += len16(n14)
-            out += b15
-            v16 = x3.get("members", ())
-            if v16 is None:
-                out += b"\x00\x00\x00\x00"
-            else:
-                n17 = len(v16)
-                out += len32(n17)
-                for x18 in v16:
-                    v19 = x18.get("member_id", "")
-                    b21 = v19.encode()
-                    n20 = len(b21)
-                    out += len16(n20)
-                    out += b21
-                    v22 = x18.get("client_id", "")
-                    b24 = v22.encode()
-                    n23 = len(b24)
-                    out += len16(n23)
-                    out += b24
-                    v25 = x18.get("client_host", "")
-                    b27 = v25.encode()
-                    n26 = len(b27)
-                    out += len16(n26)
-                    out += b27
-                    v28 = x18.get("member_metadata", b"")
-                    n29 = records_size(v28)
-                    out += len32(n29)
-                    out += v28
-                    v30 = x18.get("member_assignment", b"")
-                    n31 = records_size(v30)
-                    out += len32(n31)
-                    out += v30
             out += _pack_i(x3.get("authorized_operations", -2147483648))
     return out
 
@@ -1982,65 +2511,68 @@ def encode_v4(
         n2 = len(v1)
         out += len32(n2)
         for x3 in v1:
+            a4 = x3.get("error_message")
+            if a4 is not None:
+                raise ValueError("groups[].error_message is not in version 4 and cannot be ignored")
             out += _pack_h(x3.get("error_code", 0))
-            v4 = x3.get("group_id", "")
-            b6 = v4.encode()
-            n5 = len(b6)
-            out += len16(n5)
-            out += b6
-            v7 = x3.get("group_state", "")
-            b9 = v7.encode()
-            n8 = len(b9)
-            out += len16(n8)
-            out += b9
-            v10 = x3.get("protocol_type", "")
-            b12 = v10.encode()
-            n11 = len(b12)
-            out += len16(n11)
-            out += b12
-            v13 = x3.get("protocol_data", "")
-            b15 = v13.encode()
-            n14 = len(b15)
-            out += len16(n14)
-            out += b15
-            v16 = x3.get("members", ())
-            if v16 is None:
+            v5 = x3.get("group_id", "")
+            b7 = v5.encode()
+            n6 = len(b7)
+            out += len16(n6)
+            out += b7
+            v8 = x3.get("group_state", "")
+            b10 = v8.encode()
+            n9 = len(b10)
+            out += len16(n9)
+            out += b10
+            v11 = x3.get("protocol_type", "")
+            b13 = v11.encode()
+            n12 = len(b13)
+            out += len16(n12)
+            out += b13
+            v14 = x3.get("protocol_data", "")
+            b16 = v14.encode()
+            n15 = len(b16)
+            out += len16(n15)
+            out += b16
+            v17 = x3.get("members", ())
+            if v17 is None:
                 out += b"\x00\x00\x00\x00"
             else:
-                n17 = len(v16)
-                out += len32(n17)
-                for x18 in v16:
-                    v19 = x18.get("member_id", "")
-                    b21 = v19.encode()
-                    n20 = len(b21)
-                    out += len16(n20)
-                    out += b21
-                    v22 = x18.get("group_instance_id")
-                    if v22 is None:
+                n18 = len(v17)
+                out += len32(n18)
+                for x19 in v17:
+                    v20 = x19.get("member_id", "")
+                    b22 = v20.encode()
+                    n21 = len(b22)
+                    out += len16(n21)
+                    out += b22
+                    v23 = x19.get("group_instance_id")
+                    if v23 is None:
                         out += b"\xff\xff"
                     else:
-                        b24 = v22.encode()
-                        n23 = len(b24)
-                        out += len16(n23)
-                        out += b24
-                    v25 = x18.get("client_id", "")
-                    b27 = v25.encode()
-                    n26 = len(b27)
-                    out += len16(n26)
-                    out += b27
-                    v28 = x18.get("client_host", "")
-                    b30 = v28.encode()
-                    n29 = len(b30)
-                    out += len16(n29)
-                    out += b30
-                    v31 = x18.get("member_metadata", b"")
-                    n32 = records_size(v31)
-                    out += len32(n32)
-                    out += v31
-                    v33 = x18.get("member_assignment", b"")
-                    n34 = records_size(v33)
-                    out += len32(n34)
-                    out += v33
+                        b25 = v23.encode()
+                        n24 = len(b25)
+                        out += len16(n24)
+                        out += b25
+                    v26 = x19.get("client_id", "")
+                    b28 = v26.encode()
+                    n27 = len(b28)
+                    out += len16(n27)
+                    out += b28
+                    v29 = x19.get("client_host", "")
+                    b31 = v29.encode()
+                    n30 = len(b31)
+                    out += len16(n30)
+                    out += b31
+                    v32 = x19.get("member_metadata", b"")
+                    n33 = records_size(v32)
+                    out += len32(n33)
+                    out += v32
+                    v34 = x19.get("member_assignment", b"")
+                    n35 = records_size(v34)
+                    out += len32(n35)
+                    out += v34
             out += _pack_i(x3.get("authorized_operations", -2147483648))
     return out
 
@@ -2058,65 +2590,155 @@ def encode_v5(
         n2 = len(v1)
         out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
         for x3 in v1:
+            a4 = x3.get("error_message")
+            if a4 is not None:
+                raise ValueError("groups[].error_message is not in version 5 and cannot be ignored")
             out += _pack_h(x3.get("error_code", 0))
-            v4 = x3.get("group_id", "")
-            b6 = v4.encode()
-            n5 = len(b6)
-            out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
-            out += b6
-            v7 = x3.get("group_state", "")
+            v5 = x3.get("group_id", "")
+            b7 = v5.encode()
+            n6 = len(b7)
+            out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+            out += b7
+            v8 = x3.get("group_state", "")
+            b10 = v8.encode()
+            n9 = len(b10)
+            out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+            out += b10
+            v11 = x3.get("protocol_type", "")
+            b13 = v11.encode()
+            n12 = len(b13)
+            out += UV[n12 + 1] if n12 < 127 else uvarint_bytes(n12 + 1)
+            out += b13
+            v14 = x3.get("protocol_data", "")
+            b16 = v14.encode()
+            n15 = len(b16)
+            out += UV[n15 + 1] if n15 < 127 else uvarint_bytes(n15 + 1)
+            out += b16
+            v17 = x3.get("members", ())
+            if v17 is None:
+                out += b"\x01"
+            else:
+                n18 = len(v17)
+                out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
+                for x19 in v17:
+                    v20 = x19.get("member_id", "")
+                    b22 = v20.encode()
+                    n21 = len(b22)
+                    out += UV[n21 + 1] if n21 < 127 else uvarint_bytes(n21 + 1)
+                    out += b22
+                    v23 = x19.get("group_instance_id")
+                    if v23 is None:
+                        out += b"\x00"
+                    else:
+                        b25 = v23.encode()
+                        n24 = len(b25)
+                        out += UV[n24 + 1] if n24 < 127 else uvarint_bytes(n24 + 1)
+                        out += b25
+                    v26 = x19.get("client_id", "")
+                    b28 = v26.encode()
+                    n27 = len(b28)
+                    out += UV[n27 + 1] if n27 < 127 else uvarint_bytes(n27 + 1)
+                    out += b28
+                    v29 = x19.get("client_host", "")
+                    b31 = v29.encode()
+                    n30 = len(b31)
+                    out += UV[n30 + 1] if n30 < 127 else uvarint_bytes(n30 + 1)
+                    out += b31
+                    v32 = x19.get("member_metadata", b"")
+                    n33 = records_size(v32)
+                    out += UV[n33 + 1] if n33 < 127 else uvarint_bytes(n33 + 1)
+                    out += v32
+                    v34 = x19.get("member_assignment", b"")
+                    n35 = records_size(v34)
+                    out += UV[n35 + 1] if n35 < 127 else uvarint_bytes(n35 + 1)
+                    out += v34
+                    out += b"\x00"
+            out += _pack_i(x3.get("authorized_operations", -2147483648))
+            out += b"\x00"
+    out += b"\x00"
+    return out
+
+
+def encode_v6(
+    d: DescribeGroupsResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    out += _pack_i(d.get("throttle_time_ms", 0))
+    v1 = d.get("groups", ())
+    if v1 is None:
+        out += b"\x01"
+    else:
+        n2 = len(v1)
+        out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+        for x3 in v1:
+            out += _pack_h(x3.get("error_code", 0))
+            v4 = x3.get("error_message")
+            if v4 is None:
+                out += b"\x00"
+            else:
+                b6 = v4.encode()
+                n5 = len(b6)
+                out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+                out += b6
+            v7 = x3.get("group_id", "")
             b9 = v7.encode()
             n8 = len(b9)
             out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
             out += b9
-            v10 = x3.get("protocol_type", "")
+            v10 = x3.get("group_state", "")
             b12 = v10.encode()
             n11 = len(b12)
             out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
             out += b12
-            v13 = x3.get("protocol_data", "")
+            v13 = x3.get("protocol_type", "")
             b15 = v13.encode()
             n14 = len(b15)
             out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
             out += b15
-            v16 = x3.get("members", ())
-            if v16 is None:
+            v16 = x3.get("protocol_data", "")
+            b18 = v16.encode()
+            n17 = len(b18)
+            out += UV[n17 + 1] if n17 < 127 else uvarint_bytes(n17 + 1)
+            out += b18
+            v19 = x3.get("members", ())
+            if v19 is None:
                 out += b"\x01"
             else:
-                n17 = len(v16)
-                out += UV[n17 + 1] if n17 < 127 else uvarint_bytes(n17 + 1)
-                for x18 in v16:
-                    v19 = x18.get("member_id", "")
-                    b21 = v19.encode()
-                    n20 = len(b21)
-                    out += UV[n20 + 1] if n20 < 127 else uvarint_bytes(n20 + 1)
-                    out += b21
-                    v22 = x18.get("group_instance_id")
-                    if v22 is None:
+                n20 = len(v19)
+                out += UV[n20 + 1] if n20 < 127 else uvarint_bytes(n20 + 1)
+                for x21 in v19:
+                    v22 = x21.get("member_id", "")
+                    b24 = v22.encode()
+                    n23 = len(b24)
+                    out += UV[n23 + 1] if n23 < 127 else uvarint_bytes(n23 + 1)
+                    out += b24
+                    v25 = x21.get("group_instance_id")
+                    if v25 is None:
                         out += b"\x00"
                     else:
-                        b24 = v22.encode()
-                        n23 = len(b24)
-                        out += UV[n23 + 1] if n23 < 127 else uvarint_bytes(n23 + 1)
-                        out += b24
-                    v25 = x18.get("client_id", "")
-                    b27 = v25.encode()
-                    n26 = len(b27)
-                    out += UV[n26 + 1] if n26 < 127 else uvarint_bytes(n26 + 1)
-                    out += b27
-                    v28 = x18.get("client_host", "")
+                        b27 = v25.encode()
+                        n26 = len(b27)
+                        out += UV[n26 + 1] if n26 < 127 else uvarint_bytes(n26 + 1)
+                        out += b27
+                    v28 = x21.get("client_id", "")
                     b30 = v28.encode()
                     n29 = len(b30)
                     out += UV[n29 + 1] if n29 < 127 else uvarint_bytes(n29 + 1)
                     out += b30
-                    v31 = x18.get("member_metadata", b"")
-                    n32 = records_size(v31)
+                    v31 = x21.get("client_host", "")
+                    b33 = v31.encode()
+                    n32 = len(b33)
                     out += UV[n32 + 1] if n32 < 127 else uvarint_bytes(n32 + 1)
-                    out += v31
-                    v33 = x18.get("member_assignment", b"")
-                    n34 = records_size(v33)
-                    out += UV[n34 + 1] if n34 < 127 else uvarint_bytes(n34 + 1)
-                    out += v33
+                    out += b33
+                    v34 = x21.get("member_metadata", b"")
+                    n35 = records_size(v34)
+                    out += UV[n35 + 1] if n35 < 127 else uvarint_bytes(n35 + 1)
+                    out += v34
+                    v36 = x21.get("member_assignment", b"")
+                    n37 = records_size(v36)
+                    out += UV[n37 + 1] if n37 < 127 else uvarint_bytes(n37 + 1)
+                    out += v36
                     out += b"\x00"
             out += _pack_i(x3.get("authorized_operations", -2147483648))
             out += b"\x00"
@@ -2139,73 +2761,78 @@ def encode_v0_tracking(
             n2 = len(v1)
             out += len32(n2)
             for x3 in v1:
-                a4 = x3.get("authorized_operations")
-                if a4 is not None and a4 != -2147483648:
+                a4 = x3.get("error_message")
+                if a4 is not None:
+                    raise ValueError(
+                        "groups[].error_message is not in version 0 and cannot be ignored"
+                    )
+                a5 = x3.get("authorized_operations")
+                if a5 is not None and a5 != -2147483648:
                     raise ValueError(
                         "groups[].authorized_operations is not in version 0 and cannot be ignored"
                     )
                 fld = "groups[].error_code"
                 out += _pack_h(x3.get("error_code", 0))
                 fld = "groups[].group_id"
-                v5 = x3.get("group_id", "")
-                b7 = v5.encode()
-                n6 = len(b7)
-                out += len16(n6)
-                out += b7
+                v6 = x3.get("group_id", "")
+                b8 = v6.encode()
+                n7 = len(b8)
+                out += len16(n7)
+                out += b8
                 fld = "groups[].group_state"
-                v8 = x3.get("group_state", "")
-                b10 = v8.encode()
-                n9 = len(b10)
-                out += len16(n9)
-                out += b10
+                v9 = x3.get("group_state", "")
+                b11 = v9.encode()
+                n10 = len(b11)
+                out += len16(n10)
+                out += b11
                 fld = "groups[].protocol_type"
-                v11 = x3.get("protocol_type", "")
-                b13 = v11.encode()
-                n12 = len(b13)
-                out += len16(n12)
-                out += b13
+                v12 = x3.get("protocol_type", "")
+                b14 = v12.encode()
+                n13 = len(b14)
+                out += len16(n13)
+                out += b14
                 fld = "groups[].protocol_data"
-                v14 = x3.get("protocol_data", "")
-                b16 = v14.encode()
-                n15 = len(b16)
-                out += len16(n15)
-                out += b16
+                v15 = x3.get("protocol_data", "")
+                b17 = v15.encode()
+                n16 = len(b17)
+                out += len16(n16)
+                out += b17
                 fld = "groups[].members"
-                v17 = x3.get("members", ())
-                if v17 is None:
+                v18 = x3.get("members", ())
+                if v18 is None:
                     out += b"\x00\x00\x00\x00"
                 else:
-                    n18 = len(v17)
-                    out += len32(n18)
-                    for x19 in v17:
+                    n19 = len(v18)
+                    out += len32(n19)
+                    for x20 in v18:
                         fld = "groups[].members[].member_id"
-                        v20 = x19.get("member_id", "")
-                        b22 = v20.encode()
-                        n21 = len(b22)
-                        out += len16(n21)
-                        out += b22
+                        v21 = x20.get("member_id", "")
+                        b23 = v21.encode()
+                        n22 = len(b23)
+                        out += len16(n22)
+                        out += b23
                         fld = "groups[].members[].client_id"
-                        v23 = x19.get("client_id", "")
-                        b25 = v23.encode()
-                        n24 = len(b25)
-                        out += len16(n24)
-                        out += b25
+                        v24 = x20.get("client_id", "")
+                        b26 = v24.encode()
+                        n25 = len(b26)
+                        out += len16(n25)
+                        out += b26
                         fld = "groups[].members[].client_host"
-                        v26 = x19.get("client_host", "")
-                        b28 = v26.encode()
-                        n27 = len(b28)
-                        out += len16(n27)
-                        out += b28
+                        v27 = x20.get("client_host", "")
+                        b29 = v27.encode()
+                        n28 = len(b29)
+                        out += len16(n28)
+                        out += b29
                         fld = "groups[].members[].member_metadata"
-                        v29 = x19.get("member_metadata", b"")
-                        n30 = records_size(v29)
-                        out += len32(n30)
-                        out += v29
+                        v30 = x20.get("member_metadata", b"")
+                        n31 = records_size(v30)
+                        out += len32(n31)
+                        out += v30
                         fld = "groups[].members[].member_assignment"
-                        v31 = x19.get("member_assignment", b"")
-                        n32 = records_size(v31)
-                        out += len32(n32)
-                        out += v31
+                        v32 = x20.get("member_assignment", b"")
+                        n33 = records_size(v32)
+                        out += len32(n33)
+                        out += v32
         return out
     except Exception as e:
         raise FieldFailure(fld, e) from e
@@ -2228,73 +2855,78 @@ def encode_v1_tracking(
             n2 = len(v1)
             out += len32(n2)
             for x3 in v1:
-                a4 = x3.get("authorized_operations")
-                if a4 is not None and a4 != -2147483648:
+                a4 = x3.get("error_message")
+                if a4 is not None:
+                    raise ValueError(
+                        "groups[].error_message is not in version 1 and cannot be ignored"
+                    )
+                a5 = x3.get("authorized_operations")
+                if a5 is not None and a5 != -2147483648:
                     raise ValueError(
                         "groups[].authorized_operations is not in version 1 and cannot be ignored"
                     )
                 fld = "groups[].error_code"
                 out += _pack_h(x3.get("error_code", 0))
                 fld = "groups[].group_id"
-                v5 = x3.get("group_id", "")
-                b7 = v5.encode()
-                n6 = len(b7)
-                out += len16(n6)
-                out += b7
+                v6 = x3.get("group_id", "")
+                b8 = v6.encode()
+                n7 = len(b8)
+                out += len16(n7)
+                out += b8
                 fld = "groups[].group_state"
-                v8 = x3.get("group_state", "")
-                b10 = v8.encode()
-                n9 = len(b10)
-                out += len16(n9)
-                out += b10
+                v9 = x3.get("group_state", "")
+                b11 = v9.encode()
+                n10 = len(b11)
+                out += len16(n10)
+                out += b11
                 fld = "groups[].protocol_type"
-                v11 = x3.get("protocol_type", "")
-                b13 = v11.encode()
-                n12 = len(b13)
-                out += len16(n12)
-                out += b13
+                v12 = x3.get("protocol_type", "")
+                b14 = v12.encode()
+                n13 = len(b14)
+                out += len16(n13)
+                out += b14
                 fld = "groups[].protocol_data"
-                v14 = x3.get("protocol_data", "")
-                b16 = v14.encode()
-                n15 = len(b16)
-                out += len16(n15)
-                out += b16
+                v15 = x3.get("protocol_data", "")
+                b17 = v15.encode()
+                n16 = len(b17)
+                out += len16(n16)
+                out += b17
                 fld = "groups[].members"
-                v17 = x3.get("members", ())
-                if v17 is None:
+                v18 = x3.get("members", ())
+                if v18 is None:
                     out += b"\x00\x00\x00\x00"
                 else:
-                    n18 = len(v17)
-                    out += len32(n18)
-                    for x19 in v17:
+                    n19 = len(v18)
+                    out += len32(n19)
+                    for x20 in v18:
                         fld = "groups[].members[].member_id"
-                        v20 = x19.get("member_id", "")
-                        b22 = v20.encode()
-                        n21 = len(b22)
-                        out += len16(n21)
-                        out += b22
+                        v21 = x20.get("member_id", "")
+                        b23 = v21.encode()
+                        n22 = len(b23)
+                        out += len16(n22)
+                        out += b23
                         fld = "groups[].members[].client_id"
-                        v23 = x19.get("client_id", "")
-                        b25 = v23.encode()
-                        n24 = len(b25)
-                        out += len16(n24)
-                        out += b25
+                        v24 = x20.get("client_id", "")
+                        b26 = v24.encode()
+                        n25 = len(b26)
+                        out += len16(n25)
+                        out += b26
                         fld = "groups[].members[].client_host"
-                        v26 = x19.get("client_host", "")
-                        b28 = v26.encode()
-                        n27 = len(b28)
-                        out += len16(n27)
-                        out += b28
+                        v27 = x20.get("client_host", "")
+                        b29 = v27.encode()
+                        n28 = len(b29)
+                        out += len16(n28)
+                        out += b29
                         fld = "groups[].members[].member_metadata"
-                        v29 = x19.get("member_metadata", b"")
-                        n30 = records_size(v29)
-                        out += len32(n30)
-                        out += v29
+                        v30 = x20.get("member_metadata", b"")
+                        n31 = records_size(v30)
+                        out += len32(n31)
+                        out += v30
                         fld = "groups[].members[].member_assignment"
-                        v31 = x19.get("member_assignment", b"")
-                        n32 = records_size(v31)
-                        out += len32(n32)
-                        out += v31
+                        v32 = x20.get("member_assignment", b"")
+                        n33 = records_size(v32)
+                        out += len32(n33)
+                        out += v32
         return out
     except Exception as e:
         raise FieldFailure(fld, e) from e
@@ -2317,10 +2949,104 @@ def encode_v2_tracking(
             n2 = len(v1)
             out += len32(n2)
             for x3 in v1:
-                a4 = x3.get("authorized_operations")
-                if a4 is not None and a4 != -2147483648:
+                a4 = x3.get("error_message")
+                if a4 is not None:
+                    raise ValueError(
+                        "groups[].error_message is not in version 2 and cannot be ignored"
+                    )
+                a5 = x3.get("authorized_operations")
+                if a5 is not None and a5 != -2147483648:
                     raise ValueError(
                         "groups[].authorized_operations is not in version 2 and cannot be ignored"
+                    )
+                fld = "groups[].error_code"
+                out += _pack_h(x3.get("error_code", 0))
+                fld = "groups[].group_id"
+                v6 = x3.get("group_id", "")
+                b8 = v6.encode()
+                n7 = len(b8)
+                out += len16(n7)
+                out += b8
+                fld = "groups[].group_state"
+                v9 = x3.get("group_state", "")
+                b11 = v9.encode()
+                n10 = len(b11)
+                out += len16(n10)
+                out += b11
+                fld = "groups[].protocol_type"
+                v12 = x3.get("protocol_type", "")
+                b14 = v12.encode()
+                n13 = len(b14)
+                out += len16(n13)
+                out += b14
+                fld = "groups[].protocol_data"
+                v15 = x3.get("protocol_data", "")
+                b17 = v15.encode()
+                n16 = len(b17)
+                out += len16(n16)
+                out += b17
+                fld = "groups[].members"
+                v18 = x3.get("members", ())
+                if v18 is None:
+                    out += b"\x00\x00\x00\x00"
+                else:
+                    n19 = len(v18)
+                    out += len32(n19)
+                    for x20 in v18:
+                        fld = "groups[].members[].member_id"
+                        v21 = x20.get("member_id", "")
+                        b23 = v21.encode()
+                        n22 = len(b23)
+                        out += len16(n22)
+                        out += b23
+                        fld = "groups[].members[].client_id"
+                        v24 = x20.get("client_id", "")
+                        b26 = v24.encode()
+                        n25 = len(b26)
+                        out += len16(n25)
+                        out += b26
+                        fld = "groups[].members[].client_host"
+                        v27 = x20.get("client_host", "")
+                        b29 = v27.encode()
+                        n28 = len(b29)
+                        out += len16(n28)
+                        out += b29
+                        fld = "groups[].members[].member_metadata"
+                        v30 = x20.get("member_metadata", b"")
+                        n31 = records_size(v30)
+                        out += len32(n31)
+                        out += v30
+                        fld = "groups[].members[].member_assignment"
+                        v32 = x20.get("member_assignment", b"")
+                        n33 = records_size(v32)
+                        out += len32(n33)
+                        out += v32
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def encode_v3_tracking(
+    d: DescribeGroupsResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "throttle_time_ms"
+        out += _pack_i(d.get("throttle_time_ms", 0))
+        fld = "groups"
+        v1 = d.get("groups", ())
+        if v1 is None:
+            out += b"\x00\x00\x00\x00"
+        else:
+            n2 = len(v1)
+            out += len32(n2)
+            for x3 in v1:
+                a4 = x3.get("error_message")
+                if a4 is not None:
+                    raise ValueError(
+                        "groups[].error_message is not in version 3 and cannot be ignored"
                     )
                 fld = "groups[].error_code"
                 out += _pack_h(x3.get("error_code", 0))
@@ -2384,90 +3110,6 @@ def encode_v2_tracking(
                         n32 = records_size(v31)
                         out += len32(n32)
                         out += v31
-        return out
-    except Exception as e:
-        raise FieldFailure(fld, e) from e
-
-
-def encode_v3_tracking(
-    d: DescribeGroupsResponse | Mapping[str, Any],
-    out: bytearray,
-    chunks: list[Chunk],
-) -> bytearray:
-    fld = "(start)"
-    try:
-        fld = "throttle_time_ms"
-        out += _pack_i(d.get("throttle_time_ms", 0))
-        fld = "groups"
-        v1 = d.get("groups", ())
-        if v1 is None:
-            out += b"\x00\x00\x00\x00"
-        else:
-            n2 = len(v1)
-            out += len32(n2)
-            for x3 in v1:
-                fld = "groups[].error_code"
-                out += _pack_h(x3.get("error_code", 0))
-                fld = "groups[].group_id"
-                v4 = x3.get("group_id", "")
-                b6 = v4.encode()
-                n5 = len(b6)
-                out += len16(n5)
-                out += b6
-                fld = "groups[].group_state"
-                v7 = x3.get("group_state", "")
-                b9 = v7.encode()
-                n8 = len(b9)
-                out += len16(n8)
-                out += b9
-                fld = "groups[].protocol_type"
-                v10 = x3.get("protocol_type", "")
-                b12 = v10.encode()
-                n11 = len(b12)
-                out += len16(n11)
-                out += b12
-                fld = "groups[].protocol_data"
-                v13 = x3.get("protocol_data", "")
-                b15 = v13.encode()
-                n14 = len(b15)
-                out += len16(n14)
-                out += b15
-                fld = "groups[].members"
-                v16 = x3.get("members", ())
-                if v16 is None:
-                    out += b"\x00\x00\x00\x00"
-                else:
-                    n17 = len(v16)
-                    out += len32(n17)
-                    for x18 in v16:
-                        fld = "groups[].members[].member_id"
-                        v19 = x18.get("member_id", "")
-                        b21 = v19.encode()
-                        n20 = len(b21)
-                        out += len16(n20)
-                        out += b21
-                        fld = "groups[].members[].client_id"
-                        v22 = x18.get("client_id", "")
-                        b24 = v22.encode()
-                        n23 = len(b24)
-                        out += len16(n23)
-                        out += b24
-                        fld = "groups[].members[].client_host"
-                        v25 = x18.get("client_host", "")
-                        b27 = v25.encode()
-                        n26 = len(b27)
-                        out += len16(n26)
-                        out += b27
-                        fld = "groups[].members[].member_metadata"
-                        v28 = x18.get("member_metadata", b"")
-                        n29 = records_size(v28)
-                        out += len32(n29)
-                        out += v28
-                        fld = "groups[].members[].member_assignment"
-                        v30 = x18.get("member_assignment", b"")
-                        n31 = records_size(v30)
-                        out += len32(n31)
-                        out += v30
                 fld = "groups[].authorized_operations"
                 out += _pack_i(x3.get("authorized_operations", -2147483648))
         return out
@@ -2492,77 +3134,82 @@ def encode_v4_tracking(
             n2 = len(v1)
             out += len32(n2)
             for x3 in v1:
+                a4 = x3.get("error_message")
+                if a4 is not None:
+                    raise ValueError(
+                        "groups[].error_message is not in version 4 and cannot be ignored"
+                    )
                 fld = "groups[].error_code"
                 out += _pack_h(x3.get("error_code", 0))
                 fld = "groups[].group_id"
-                v4 = x3.get("group_id", "")
-                b6 = v4.encode()
-                n5 = len(b6)
-                out += len16(n5)
-                out += b6
+                v5 = x3.get("group_id", "")
+                b7 = v5.encode()
+                n6 = len(b7)
+                out += len16(n6)
+                out += b7
                 fld = "groups[].group_state"
-                v7 = x3.get("group_state", "")
-                b9 = v7.encode()
-                n8 = len(b9)
-                out += len16(n8)
-                out += b9
+                v8 = x3.get("group_state", "")
+                b10 = v8.encode()
+                n9 = len(b10)
+                out += len16(n9)
+                out += b10
                 fld = "groups[].protocol_type"
-                v10 = x3.get("protocol_type", "")
-                b12 = v10.encode()
-                n11 = len(b12)
-                out += len16(n11)
-                out += b12
+                v11 = x3.get("protocol_type", "")
+                b13 = v11.encode()
+                n12 = len(b13)
+                out += len16(n12)
+                out += b13
                 fld = "groups[].protocol_data"
-                v13 = x3.get("protocol_data", "")
-                b15 = v13.encode()
-                n14 = len(b15)
-                out += len16(n14)
-                out += b15
+                v14 = x3.get("protocol_data", "")
+                b16 = v14.encode()
+                n15 = len(b16)
+                out += len16(n15)
+                out += b16
                 fld = "groups[].members"
-                v16 = x3.get("members", ())
-                if v16 is None:
+                v17 = x3.get("members", ())
+                if v17 is None:
                     out += b"\x00\x00\x00\x00"
                 else:
-                    n17 = len(v16)
-                    out += len32(n17)
-                    for x18 in v16:
+                    n18 = len(v17)
+                    out += len32(n18)
+                    for x19 in v17:
                         fld = "groups[].members[].member_id"
-                        v19 = x18.get("member_id", "")
-                        b21 = v19.encode()
-                        n20 = len(b21)
-                        out += len16(n20)
-                        out += b21
+                        v20 = x19.get("member_id", "")
+                        b22 = v20.encode()
+                        n21 = len(b22)
+                        out += len16(n21)
+                        out += b22
                         fld = "groups[].members[].group_instance_id"
-                        v22 = x18.get("group_instance_id")
-                        if v22 is None:
+                        v23 = x19.get("group_instance_id")
+                        if v23 is None:
                             out += b"\xff\xff"
                         else:
-                            b24 = v22.encode()
-                            n23 = len(b24)
-                            out += len16(n23)
-                            out += b24
+                            b25 = v23.encode()
+                            n24 = len(b25)
+                            out += len16(n24)
+                            out += b25
                         fld = "groups[].members[].client_id"
-                        v25 = x18.get("client_id", "")
-                        b27 = v25.encode()
-                        n26 = len(b27)
-                        out += len16(n26)
-                        out += b27
+                        v26 = x19.get("client_id", "")
+                        b28 = v26.encode()
+                        n27 = len(b28)
+                        out += len16(n27)
+                        out += b28
                         fld = "groups[].members[].client_host"
-                        v28 = x18.get("client_host", "")
-                        b30 = v28.encode()
-                        n29 = len(b30)
-                        out += len16(n29)
-                        out += b30
+                        v29 = x19.get("client_host", "")
+                        b31 = v29.encode()
+                        n30 = len(b31)
+                        out += len16(n30)
+                        out += b31
                         fld = "groups[].members[].member_metadata"
-                        v31 = x18.get("member_metadata", b"")
-                        n32 = records_size(v31)
-                        out += len32(n32)
-                        out += v31
+                        v32 = x19.get("member_metadata", b"")
+                        n33 = records_size(v32)
+                        out += len32(n33)
+                        out += v32
                         fld = "groups[].members[].member_assignment"
-                        v33 = x18.get("member_assignment", b"")
-                        n34 = records_size(v33)
-                        out += len32(n34)
-                        out += v33
+                        v34 = x19.get("member_assignment", b"")
+                        n35 = records_size(v34)
+                        out += len32(n35)
+                        out += v34
                 fld = "groups[].authorized_operations"
                 out += _pack_i(x3.get("authorized_operations", -2147483648))
         return out
@@ -2587,77 +3234,189 @@ def encode_v5_tracking(
             n2 = len(v1)
             out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
             for x3 in v1:
+                a4 = x3.get("error_message")
+                if a4 is not None:
+                    raise ValueError(
+                        "groups[].error_message is not in version 5 and cannot be ignored"
+                    )
                 fld = "groups[].error_code"
                 out += _pack_h(x3.get("error_code", 0))
                 fld = "groups[].group_id"
-                v4 = x3.get("group_id", "")
-                b6 = v4.encode()
-                n5 = len(b6)
-                out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
-                out += b6
+                v5 = x3.get("group_id", "")
+                b7 = v5.encode()
+                n6 = len(b7)
+                out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+                out += b7
                 fld = "groups[].group_state"
-                v7 = x3.get("group_state", "")
+                v8 = x3.get("group_state", "")
+                b10 = v8.encode()
+                n9 = len(b10)
+                out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+                out += b10
+                fld = "groups[].protocol_type"
+                v11 = x3.get("protocol_type", "")
+                b13 = v11.encode()
+                n12 = len(b13)
+                out += UV[n12 + 1] if n12 < 127 else uvarint_bytes(n12 + 1)
+                out += b13
+                fld = "groups[].protocol_data"
+                v14 = x3.get("protocol_data", "")
+                b16 = v14.encode()
+                n15 = len(b16)
+                out += UV[n15 + 1] if n15 < 127 else uvarint_bytes(n15 + 1)
+                out += b16
+                fld = "groups[].members"
+                v17 = x3.get("members", ())
+                if v17 is None:
+                    out += b"\x01"
+                else:
+                    n18 = len(v17)
+                    out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
+                    for x19 in v17:
+                        fld = "groups[].members[].member_id"
+                        v20 = x19.get("member_id", "")
+                        b22 = v20.encode()
+                        n21 = len(b22)
+                        out += UV[n21 + 1] if n21 < 127 else uvarint_bytes(n21 + 1)
+                        out += b22
+                        fld = "groups[].members[].group_instance_id"
+                        v23 = x19.get("group_instance_id")
+                        if v23 is None:
+                            out += b"\x00"
+                        else:
+                            b25 = v23.encode()
+                            n24 = len(b25)
+                            out += UV[n24 + 1] if n24 < 127 else uvarint_bytes(n24 + 1)
+                            out += b25
+                        fld = "groups[].members[].client_id"
+                        v26 = x19.get("client_id", "")
+                        b28 = v26.encode()
+                        n27 = len(b28)
+                        out += UV[n27 + 1] if n27 < 127 else uvarint_bytes(n27 + 1)
+                        out += b28
+                        fld = "groups[].members[].client_host"
+                        v29 = x19.get("client_host", "")
+                        b31 = v29.encode()
+                        n30 = len(b31)
+                        out += UV[n30 + 1] if n30 < 127 else uvarint_bytes(n30 + 1)
+                        out += b31
+                        fld = "groups[].members[].member_metadata"
+                        v32 = x19.get("member_metadata", b"")
+                        n33 = records_size(v32)
+                        out += UV[n33 + 1] if n33 < 127 else uvarint_bytes(n33 + 1)
+                        out += v32
+                        fld = "groups[].members[].member_assignment"
+                        v34 = x19.get("member_assignment", b"")
+                        n35 = records_size(v34)
+                        out += UV[n35 + 1] if n35 < 127 else uvarint_bytes(n35 + 1)
+                        out += v34
+                        out += b"\x00"
+                fld = "groups[].authorized_operations"
+                out += _pack_i(x3.get("authorized_operations", -2147483648))
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def encode_v6_tracking(
+    d: DescribeGroupsResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "throttle_time_ms"
+        out += _pack_i(d.get("throttle_time_ms", 0))
+        fld = "groups"
+        v1 = d.get("groups", ())
+        if v1 is None:
+            out += b"\x01"
+        else:
+            n2 = len(v1)
+            out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+            for x3 in v1:
+                fld = "groups[].error_code"
+                out += _pack_h(x3.get("error_code", 0))
+                fld = "groups[].error_message"
+                v4 = x3.get("error_message")
+                if v4 is None:
+                    out += b"\x00"
+                else:
+                    b6 = v4.encode()
+                    n5 = len(b6)
+                    out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+                    out += b6
+                fld = "groups[].group_id"
+                v7 = x3.get("group_id", "")
                 b9 = v7.encode()
                 n8 = len(b9)
                 out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
                 out += b9
-                fld = "groups[].protocol_type"
-                v10 = x3.get("protocol_type", "")
+                fld = "groups[].group_state"
+                v10 = x3.get("group_state", "")
                 b12 = v10.encode()
                 n11 = len(b12)
                 out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
                 out += b12
-                fld = "groups[].protocol_data"
-                v13 = x3.get("protocol_data", "")
+                fld = "groups[].protocol_type"
+                v13 = x3.get("protocol_type", "")
                 b15 = v13.encode()
                 n14 = len(b15)
                 out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
                 out += b15
+                fld = "groups[].protocol_data"
+                v16 = x3.get("protocol_data", "")
+                b18 = v16.encode()
+                n17 = len(b18)
+                out += UV[n17 + 1] if n17 < 127 else uvarint_bytes(n17 + 1)
+                out += b18
                 fld = "groups[].members"
-                v16 = x3.get("members", ())
-                if v16 is None:
+                v19 = x3.get("members", ())
+                if v19 is None:
                     out += b"\x01"
                 else:
-                    n17 = len(v16)
-                    out += UV[n17 + 1] if n17 < 127 else uvarint_bytes(n17 + 1)
-                    for x18 in v16:
+                    n20 = len(v19)
+                    out += UV[n20 + 1] if n20 < 127 else uvarint_bytes(n20 + 1)
+                    for x21 in v19:
                         fld = "groups[].members[].member_id"
-                        v19 = x18.get("member_id", "")
-                        b21 = v19.encode()
-                        n20 = len(b21)
-                        out += UV[n20 + 1] if n20 < 127 else uvarint_bytes(n20 + 1)
-                        out += b21
+                        v22 = x21.get("member_id", "")
+                        b24 = v22.encode()
+                        n23 = len(b24)
+                        out += UV[n23 + 1] if n23 < 127 else uvarint_bytes(n23 + 1)
+                        out += b24
                         fld = "groups[].members[].group_instance_id"
-                        v22 = x18.get("group_instance_id")
-                        if v22 is None:
+                        v25 = x21.get("group_instance_id")
+                        if v25 is None:
                             out += b"\x00"
                         else:
-                            b24 = v22.encode()
-                            n23 = len(b24)
-                            out += UV[n23 + 1] if n23 < 127 else uvarint_bytes(n23 + 1)
-                            out += b24
+                            b27 = v25.encode()
+                            n26 = len(b27)
+                            out += UV[n26 + 1] if n26 < 127 else uvarint_bytes(n26 + 1)
+                            out += b27
                         fld = "groups[].members[].client_id"
-                        v25 = x18.get("client_id", "")
-                        b27 = v25.encode()
-                        n26 = len(b27)
-                        out += UV[n26 + 1] if n26 < 127 else uvarint_bytes(n26 + 1)
-                        out += b27
-                        fld = "groups[].members[].client_host"
-                        v28 = x18.get("client_host", "")
+                        v28 = x21.get("client_id", "")
                         b30 = v28.encode()
                         n29 = len(b30)
                         out += UV[n29 + 1] if n29 < 127 else uvarint_bytes(n29 + 1)
                         out += b30
-                        fld = "groups[].members[].member_metadata"
-                        v31 = x18.get("member_metadata", b"")
-                        n32 = records_size(v31)
+                        fld = "groups[].members[].client_host"
+                        v31 = x21.get("client_host", "")
+                        b33 = v31.encode()
+                        n32 = len(b33)
                         out += UV[n32 + 1] if n32 < 127 else uvarint_bytes(n32 + 1)
-                        out += v31
+                        out += b33
+                        fld = "groups[].members[].member_metadata"
+                        v34 = x21.get("member_metadata", b"")
+                        n35 = records_size(v34)
+                        out += UV[n35 + 1] if n35 < 127 else uvarint_bytes(n35 + 1)
+                        out += v34
                         fld = "groups[].members[].member_assignment"
-                        v33 = x18.get("member_assignment", b"")
-                        n34 = records_size(v33)
-                        out += UV[n34 + 1] if n34 < 127 else uvarint_bytes(n34 + 1)
-                        out += v33
+                        v36 = x21.get("member_assignment", b"")
+                        n37 = records_size(v36)
+                        out += UV[n37 + 1] if n37 < 127 else uvarint_bytes(n37 + 1)
+                        out += v36
                         out += b"\x00"
                 fld = "groups[].authorized_operations"
                 out += _pack_i(x3.get("authorized_operations", -2147483648))
@@ -2669,7 +3428,7 @@ def encode_v5_tracking(
 
 
 MESSAGE = DescribeGroupsResponse
-VALID_VERSIONS = (0, 5)
+VALID_VERSIONS = (0, 6)
 FLEXIBLE_VERSIONS = (5, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -2679,6 +3438,7 @@ DECODERS: dict[int, Decoder] = {
     3: decode_v3,
     4: decode_v4,
     5: decode_v5,
+    6: decode_v6,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -2687,6 +3447,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     3: decode_v3_tracking,
     4: decode_v4_tracking,
     5: decode_v5_tracking,
+    6: decode_v6_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -2695,6 +3456,7 @@ ENCODERS: dict[int, Encoder] = {
     3: encode_v3,
     4: encode_v4,
     5: encode_v5,
+    6: encode_v6,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -2703,4 +3465,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     3: encode_v3_tracking,
     4: encode_v4_tracking,
     5: encode_v5_tracking,
+    6: encode_v6_tracking,
 }

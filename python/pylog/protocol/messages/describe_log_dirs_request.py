@@ -28,7 +28,7 @@ from pylog.protocol._struct import Struct
 
 
 class DescribeLogDirsRequest(Struct):
-    """DescribeLogDirsRequest (api key 35): the request as decoded, versions 0-4."""
+    """DescribeLogDirsRequest (api key 35): the request as decoded, versions 0-5."""
 
     _fields = ("topics",)
     __slots__ = _fields
@@ -199,6 +199,9 @@ decode_v3 = decode_v2
 decode_v4 = decode_v2
 
 
+decode_v5 = decode_v2
+
+
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     fld = "(start)"
     try:
@@ -361,6 +364,9 @@ decode_v3_tracking = decode_v2_tracking
 decode_v4_tracking = decode_v2_tracking
 
 
+decode_v5_tracking = decode_v2_tracking
+
+
 def encode_v0(
     d: DescribeLogDirsRequest | Mapping[str, Any],
     out: bytearray,
@@ -424,6 +430,9 @@ encode_v3 = encode_v2
 
 
 encode_v4 = encode_v2
+
+
+encode_v5 = encode_v2
 
 
 def encode_v0_tracking(
@@ -505,8 +514,11 @@ encode_v3_tracking = encode_v2_tracking
 encode_v4_tracking = encode_v2_tracking
 
 
+encode_v5_tracking = encode_v2_tracking
+
+
 MESSAGE = DescribeLogDirsRequest
-VALID_VERSIONS = (0, 4)
+VALID_VERSIONS = (0, 5)
 FLEXIBLE_VERSIONS = (2, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -515,6 +527,7 @@ DECODERS: dict[int, Decoder] = {
     2: decode_v2,
     3: decode_v3,
     4: decode_v4,
+    5: decode_v5,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -522,6 +535,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     2: decode_v2_tracking,
     3: decode_v3_tracking,
     4: decode_v4_tracking,
+    5: decode_v5_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -529,6 +543,7 @@ ENCODERS: dict[int, Encoder] = {
     2: encode_v2,
     3: encode_v3,
     4: encode_v4,
+    5: encode_v5,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -536,4 +551,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     2: encode_v2_tracking,
     3: encode_v3_tracking,
     4: encode_v4_tracking,
+    5: encode_v5_tracking,
 }

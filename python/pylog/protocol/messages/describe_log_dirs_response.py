@@ -30,15 +30,17 @@ _pack_i = struct.Struct(">i").pack
 _pack_ih = struct.Struct(">ih").pack
 _pack_iqqo = struct.Struct(">iqq?").pack
 _pack_qq = struct.Struct(">qq").pack
+_pack_qqo = struct.Struct(">qq?").pack
 _unpack_h = struct.Struct(">h").unpack_from
 _unpack_i = struct.Struct(">i").unpack_from
 _unpack_ih = struct.Struct(">ih").unpack_from
 _unpack_iqqo = struct.Struct(">iqq?").unpack_from
 _unpack_qq = struct.Struct(">qq").unpack_from
+_unpack_qqo = struct.Struct(">qq?").unpack_from
 
 
 class DescribeLogDirsResponse(Struct):
-    """DescribeLogDirsResponse (api key 35): the response as decoded, versions 0-4."""
+    """DescribeLogDirsResponse (api key 35): the response as decoded, versions 0-5."""
 
     _fields = ("throttle_time_ms", "error_code", "results")
     __slots__ = _fields
@@ -61,7 +63,7 @@ class DescribeLogDirsResponse(Struct):
 class DescribeLogDirsResult(Struct):
     """A DescribeLogDirsResult of DescribeLogDirsResponse."""
 
-    _fields = ("error_code", "log_dir", "topics", "total_bytes", "usable_bytes")
+    _fields = ("error_code", "log_dir", "topics", "total_bytes", "usable_bytes", "is_cordoned")
     __slots__ = _fields
 
     error_code: int  # versions 0+
@@ -69,6 +71,7 @@ class DescribeLogDirsResult(Struct):
     topics: list[DescribeLogDirsTopic]  # versions 0+
     total_bytes: int  # versions 4+
     usable_bytes: int  # versions 4+
+    is_cordoned: bool  # versions 5+
 
     def __init__(
         self,
@@ -77,12 +80,14 @@ class DescribeLogDirsResult(Struct):
         topics: list[DescribeLogDirsTopic] = EMPTY,
         total_bytes: int = -1,
         usable_bytes: int = -1,
+        is_cordoned: bool = False,
     ) -> None:
         self.error_code = error_code
         self.log_dir = log_dir
         self.topics = [] if topics is EMPTY else topics
         self.total_bytes = total_bytes
         self.usable_bytes = usable_bytes
+        self.is_cordoned = is_cordoned
 
 
 class DescribeLogDirsTopic(Struct):
@@ -182,7 +187,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
                             v15.append(s21)
                     s22 = DescribeLogDirsTopic(v12, v15)
                     v9.append(s22)
-            s23 = DescribeLogDirsResult(f4, v6, v9, -1, -1)
+            s23 = DescribeLogDirsResult(f4, v6, v9, -1, -1, False)
             v2.append(s23)
     s24 = DescribeLogDirsResponse(f1, 0, v2)
     return s24, pos
@@ -327,7 +332,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
                     if te34 > blen:
                         raise Malformed("tagged field past the frame end")
                     pos = te34
-            s35 = DescribeLogDirsResult(f4, v6, v9, -1, -1)
+            s35 = DescribeLogDirsResult(f4, v6, v9, -1, -1, False)
             v2.append(s35)
     nt36 = buf[pos]
     pos += 1
@@ -489,7 +494,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
                     if te35 > blen:
                         raise Malformed("tagged field past the frame end")
                     pos = te35
-            s36 = DescribeLogDirsResult(f5, v7, v10, -1, -1)
+            s36 = DescribeLogDirsResult(f5, v7, v10, -1, -1, False)
             v3.append(s36)
     nt37 = buf[pos]
     pos += 1
@@ -653,7 +658,7 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
                     if te37 > blen:
                         raise Malformed("tagged field past the frame end")
                     pos = te37
-            s38 = DescribeLogDirsResult(f5, v7, v10, f32, f33)
+            s38 = DescribeLogDirsResult(f5, v7, v10, f32, f33, False)
             v3.append(s38)
     nt39 = buf[pos]
     pos += 1
@@ -677,6 +682,170 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
             pos = te42
     s43 = DescribeLogDirsResponse(f1, f2, v3)
     return s43, pos
+
+
+def decode_v5(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
+    blen = len(buf)
+    f1, f2 = _unpack_ih(buf, pos)
+    pos += 6
+    n4 = buf[pos]
+    pos += 1
+    if n4 > 127:
+        n4, pos = read_uvarint(buf, pos - 1)
+    n4 -= 1
+    if n4 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n4 > (blen - pos) // 22:
+            raise Malformed(f"array of {n4} elements is longer than the frame")
+        v3: list[DescribeLogDirsResult] = []
+        for _ in range(n4):
+            (f5,) = _unpack_h(buf, pos)
+            pos += 2
+            n8 = buf[pos]
+            pos += 1
+            if n8 > 127:
+                n8, pos = read_uvarint(buf, pos - 1)
+            n8 -= 1
+            if n8 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e9 = pos + n8
+                if e9 > blen:
+                    raise Malformed(f"string of {n8} bytes is longer than the frame")
+                v7 = str(buf[pos:e9], "utf-8")
+                pos = e9
+            n11 = buf[pos]
+            pos += 1
+            if n11 > 127:
+                n11, pos = read_uvarint(buf, pos - 1)
+            n11 -= 1
+            if n11 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n11 > (blen - pos) // 3:
+                    raise Malformed(f"array of {n11} elements is longer than the frame")
+                v10: list[DescribeLogDirsTopic] = []
+                for _ in range(n11):
+                    n14 = buf[pos]
+                    pos += 1
+                    if n14 > 127:
+                        n14, pos = read_uvarint(buf, pos - 1)
+                    n14 -= 1
+                    if n14 < 0:
+                        raise Malformed("null or negative length for non-nullable string")
+                    else:
+                        e15 = pos + n14
+                        if e15 > blen:
+                            raise Malformed(f"string of {n14} bytes is longer than the frame")
+                        v13 = str(buf[pos:e15], "utf-8")
+                        pos = e15
+                    n17 = buf[pos]
+                    pos += 1
+                    if n17 > 127:
+                        n17, pos = read_uvarint(buf, pos - 1)
+                    n17 -= 1
+                    if n17 < 0:
+                        raise Malformed("null array for a non-nullable field")
+                    else:
+                        if n17 > (blen - pos) // 22:
+                            raise Malformed(f"array of {n17} elements is longer than the frame")
+                        v16: list[DescribeLogDirsPartition] = []
+                        for _ in range(n17):
+                            f18, f19, f20, f21 = _unpack_iqqo(buf, pos)
+                            pos += 21
+                            nt22 = buf[pos]
+                            pos += 1
+                            if nt22 > 127:
+                                nt22, pos = read_uvarint(buf, pos - 1)
+                            if nt22:
+                                if nt22 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt22} tagged fields are longer than the frame"
+                                    )
+                                for _ in range(nt22):
+                                    tg23 = buf[pos]
+                                    pos += 1
+                                    if tg23 > 127:
+                                        tg23, pos = read_uvarint(buf, pos - 1)
+                                    tz24 = buf[pos]
+                                    pos += 1
+                                    if tz24 > 127:
+                                        tz24, pos = read_uvarint(buf, pos - 1)
+                                    te25 = pos + tz24
+                                    if te25 > blen:
+                                        raise Malformed("tagged field past the frame end")
+                                    pos = te25
+                            s26 = DescribeLogDirsPartition(f18, f19, f20, f21)
+                            v16.append(s26)
+                    nt27 = buf[pos]
+                    pos += 1
+                    if nt27 > 127:
+                        nt27, pos = read_uvarint(buf, pos - 1)
+                    if nt27:
+                        if nt27 > (blen - pos) // 2:
+                            raise Malformed(f"{nt27} tagged fields are longer than the frame")
+                        for _ in range(nt27):
+                            tg28 = buf[pos]
+                            pos += 1
+                            if tg28 > 127:
+                                tg28, pos = read_uvarint(buf, pos - 1)
+                            tz29 = buf[pos]
+                            pos += 1
+                            if tz29 > 127:
+                                tz29, pos = read_uvarint(buf, pos - 1)
+                            te30 = pos + tz29
+                            if te30 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te30
+                    s31 = DescribeLogDirsTopic(v13, v16)
+                    v10.append(s31)
+            f32, f33, f34 = _unpack_qqo(buf, pos)
+            pos += 17
+            nt35 = buf[pos]
+            pos += 1
+            if nt35 > 127:
+                nt35, pos = read_uvarint(buf, pos - 1)
+            if nt35:
+                if nt35 > (blen - pos) // 2:
+                    raise Malformed(f"{nt35} tagged fields are longer than the frame")
+                for _ in range(nt35):
+                    tg36 = buf[pos]
+                    pos += 1
+                    if tg36 > 127:
+                        tg36, pos = read_uvarint(buf, pos - 1)
+                    tz37 = buf[pos]
+                    pos += 1
+                    if tz37 > 127:
+                        tz37, pos = read_uvarint(buf, pos - 1)
+                    te38 = pos + tz37
+                    if te38 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te38
+            s39 = DescribeLogDirsResult(f5, v7, v10, f32, f33, f34)
+            v3.append(s39)
+    nt40 = buf[pos]
+    pos += 1
+    if nt40 > 127:
+        nt40, pos = read_uvarint(buf, pos - 1)
+    if nt40:
+        if nt40 > (blen - pos) // 2:
+            raise Malformed(f"{nt40} tagged fields are longer than the frame")
+        for _ in range(nt40):
+            tg41 = buf[pos]
+            pos += 1
+            if tg41 > 127:
+                tg41, pos = read_uvarint(buf, pos - 1)
+            tz42 = buf[pos]
+            pos += 1
+            if tz42 > 127:
+                tz42, pos = read_uvarint(buf, pos - 1)
+            te43 = pos + tz42
+            if te43 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te43
+    s44 = DescribeLogDirsResponse(f1, f2, v3)
+    return s44, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
@@ -748,7 +917,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                                 v15.append(s21)
                         s22 = DescribeLogDirsTopic(v12, v15)
                         v9.append(s22)
-                s23 = DescribeLogDirsResult(f4, v6, v9, -1, -1)
+                s23 = DescribeLogDirsResult(f4, v6, v9, -1, -1, False)
                 v2.append(s23)
         s24 = DescribeLogDirsResponse(f1, 0, v2)
         return s24, pos
@@ -908,7 +1077,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                         if te34 > blen:
                             raise Malformed("tagged field past the frame end")
                         pos = te34
-                s35 = DescribeLogDirsResult(f4, v6, v9, -1, -1)
+                s35 = DescribeLogDirsResult(f4, v6, v9, -1, -1, False)
                 v2.append(s35)
         fld = "(tagged fields)"
         nt36 = buf[pos]
@@ -1086,7 +1255,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                         if te35 > blen:
                             raise Malformed("tagged field past the frame end")
                         pos = te35
-                s36 = DescribeLogDirsResult(f5, v7, v10, -1, -1)
+                s36 = DescribeLogDirsResult(f5, v7, v10, -1, -1, False)
                 v3.append(s36)
         fld = "(tagged fields)"
         nt37 = buf[pos]
@@ -1267,7 +1436,7 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                         if te37 > blen:
                             raise Malformed("tagged field past the frame end")
                         pos = te37
-                s38 = DescribeLogDirsResult(f5, v7, v10, f32, f33)
+                s38 = DescribeLogDirsResult(f5, v7, v10, f32, f33, False)
                 v3.append(s38)
         fld = "(tagged fields)"
         nt39 = buf[pos]
@@ -1292,6 +1461,187 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRespon
                 pos = te42
         s43 = DescribeLogDirsResponse(f1, f2, v3)
         return s43, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        fld = "throttle_time_ms"
+        f1, f2 = _unpack_ih(buf, pos)
+        pos += 6
+        fld = "results"
+        n4 = buf[pos]
+        pos += 1
+        if n4 > 127:
+            n4, pos = read_uvarint(buf, pos - 1)
+        n4 -= 1
+        if n4 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n4 > (blen - pos) // 22:
+                raise Malformed(f"array of {n4} elements is longer than the frame")
+            v3: list[DescribeLogDirsResult] = []
+            for _ in range(n4):
+                fld = "results[].error_code"
+                (f5,) = _unpack_h(buf, pos)
+                pos += 2
+                fld = "results[].log_dir"
+                n8 = buf[pos]
+                pos += 1
+                if n8 > 127:
+                    n8, pos = read_uvarint(buf, pos - 1)
+                n8 -= 1
+                if n8 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e9 = pos + n8
+                    if e9 > blen:
+                        raise Malformed(f"string of {n8} bytes is longer than the frame")
+                    v7 = str(buf[pos:e9], "utf-8")
+                    pos = e9
+                fld = "results[].topics"
+                n11 = buf[pos]
+                pos += 1
+                if n11 > 127:
+                    n11, pos = read_uvarint(buf, pos - 1)
+                n11 -= 1
+                if n11 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n11 > (blen - pos) // 3:
+                        raise Malformed(f"array of {n11} elements is longer than the frame")
+                    v10: list[DescribeLogDirsTopic] = []
+                    for _ in range(n11):
+                        fld = "results[].topics[].name"
+                        n14 = buf[pos]
+                        pos += 1
+                        if n14 > 127:
+                            n14, pos = read_uvarint(buf, pos - 1)
+                        n14 -= 1
+                        if n14 < 0:
+                            raise Malformed("null or negative length for non-nullable string")
+                        else:
+                            e15 = pos + n14
+                            if e15 > blen:
+                                raise Malformed(f"string of {n14} bytes is longer than the frame")
+                            v13 = str(buf[pos:e15], "utf-8")
+                            pos = e15
+                        fld = "results[].topics[].partitions"
+                        n17 = buf[pos]
+                        pos += 1
+                        if n17 > 127:
+                            n17, pos = read_uvarint(buf, pos - 1)
+                        n17 -= 1
+                        if n17 < 0:
+                            raise Malformed("null array for a non-nullable field")
+                        else:
+                            if n17 > (blen - pos) // 22:
+                                raise Malformed(f"array of {n17} elements is longer than the frame")
+                            v16: list[DescribeLogDirsPartition] = []
+                            for _ in range(n17):
+                                fld = "results[].topics[].partitions[].partition_index"
+                                f18, f19, f20, f21 = _unpack_iqqo(buf, pos)
+                                pos += 21
+                                fld = "results[].topics[].partitions[].(tagged fields)"
+                                nt22 = buf[pos]
+                                pos += 1
+                                if nt22 > 127:
+                                    nt22, pos = read_uvarint(buf, pos - 1)
+                                if nt22:
+                                    if nt22 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt22} tagged fields are longer than the frame"
+                                        )
+                                    for _ in range(nt22):
+                                        tg23 = buf[pos]
+                                        pos += 1
+                                        if tg23 > 127:
+                                            tg23, pos = read_uvarint(buf, pos - 1)
+                                        tz24 = buf[pos]
+                                        pos += 1
+                                        if tz24 > 127:
+                                            tz24, pos = read_uvarint(buf, pos - 1)
+                                        te25 = pos + tz24
+                                        if te25 > blen:
+                                            raise Malformed("tagged field past the frame end")
+                                        pos = te25
+                                s26 = DescribeLogDirsPartition(f18, f19, f20, f21)
+                                v16.append(s26)
+                        fld = "results[].topics[].(tagged fields)"
+                        nt27 = buf[pos]
+                        pos += 1
+                        if nt27 > 127:
+                            nt27, pos = read_uvarint(buf, pos - 1)
+                        if nt27:
+                            if nt27 > (blen - pos) // 2:
+                                raise Malformed(f"{nt27} tagged fields are longer than the frame")
+                            for _ in range(nt27):
+                                tg28 = buf[pos]
+                                pos += 1
+                                if tg28 > 127:
+                                    tg28, pos = read_uvarint(buf, pos - 1)
+                                tz29 = buf[pos]
+                                pos += 1
+                                if tz29 > 127:
+                                    tz29, pos = read_uvarint(buf, pos - 1)
+                                te30 = pos + tz29
+                                if te30 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te30
+                        s31 = DescribeLogDirsTopic(v13, v16)
+                        v10.append(s31)
+                fld = "results[].total_bytes"
+                f32, f33, f34 = _unpack_qqo(buf, pos)
+                pos += 17
+                fld = "results[].(tagged fields)"
+                nt35 = buf[pos]
+                pos += 1
+                if nt35 > 127:
+                    nt35, pos = read_uvarint(buf, pos - 1)
+                if nt35:
+                    if nt35 > (blen - pos) // 2:
+                        raise Malformed(f"{nt35} tagged fields are longer than the frame")
+                    for _ in range(nt35):
+                        tg36 = buf[pos]
+                        pos += 1
+                        if tg36 > 127:
+                            tg36, pos = read_uvarint(buf, pos - 1)
+                        tz37 = buf[pos]
+                        pos += 1
+                        if tz37 > 127:
+                            tz37, pos = read_uvarint(buf, pos - 1)
+                        te38 = pos + tz37
+                        if te38 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te38
+                s39 = DescribeLogDirsResult(f5, v7, v10, f32, f33, f34)
+                v3.append(s39)
+        fld = "(tagged fields)"
+        nt40 = buf[pos]
+        pos += 1
+        if nt40 > 127:
+            nt40, pos = read_uvarint(buf, pos - 1)
+        if nt40:
+            if nt40 > (blen - pos) // 2:
+                raise Malformed(f"{nt40} tagged fields are longer than the frame")
+            for _ in range(nt40):
+                tg41 = buf[pos]
+                pos += 1
+                if tg41 > 127:
+                    tg41, pos = read_uvarint(buf, pos - 1)
+                tz42 = buf[pos]
+                pos += 1
+                if tz42 > 127:
+                    tz42, pos = read_uvarint(buf, pos - 1)
+                te43 = pos + tz42
+                if te43 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te43
+        s44 = DescribeLogDirsResponse(f1, f2, v3)
+        return s44, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
@@ -1495,6 +1845,62 @@ def encode_v4(
                             out += b"\x00"
                     out += b"\x00"
             out += _pack_qq(x3.get("total_bytes", -1), x3.get("usable_bytes", -1))
+            out += b"\x00"
+    out += b"\x00"
+    return out
+
+
+def encode_v5(
+    d: DescribeLogDirsResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    out += _pack_ih(d.get("throttle_time_ms", 0), d.get("error_code", 0))
+    v1 = d.get("results", ())
+    if v1 is None:
+        out += b"\x01"
+    else:
+        n2 = len(v1)
+        out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+        for x3 in v1:
+            out += _pack_h(x3.get("error_code", 0))
+            v4 = x3.get("log_dir", "")
+            b6 = v4.encode()
+            n5 = len(b6)
+            out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+            out += b6
+            v7 = x3.get("topics", ())
+            if v7 is None:
+                out += b"\x01"
+            else:
+                n8 = len(v7)
+                out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                for x9 in v7:
+                    v10 = x9.get("name", "")
+                    b12 = v10.encode()
+                    n11 = len(b12)
+                    out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+                    out += b12
+                    v13 = x9.get("partitions", ())
+                    if v13 is None:
+                        out += b"\x01"
+                    else:
+                        n14 = len(v13)
+                        out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
+                        for x15 in v13:
+                            out += _pack_iqqo(
+                                x15.get("partition_index", 0),
+                                x15.get("partition_size", 0),
+                                x15.get("offset_lag", 0),
+                                x15.get("is_future_key", False),
+                            )
+                            out += b"\x00"
+                    out += b"\x00"
+            out += _pack_qqo(
+                x3.get("total_bytes", -1),
+                x3.get("usable_bytes", -1),
+                x3.get("is_cordoned", False),
+            )
             out += b"\x00"
     out += b"\x00"
     return out
@@ -1753,8 +2159,77 @@ def encode_v4_tracking(
         raise FieldFailure(fld, e) from e
 
 
+def encode_v5_tracking(
+    d: DescribeLogDirsResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "throttle_time_ms"
+        out += _pack_ih(d.get("throttle_time_ms", 0), d.get("error_code", 0))
+        fld = "results"
+        v1 = d.get("results", ())
+        if v1 is None:
+            out += b"\x01"
+        else:
+            n2 = len(v1)
+            out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+            for x3 in v1:
+                fld = "results[].error_code"
+                out += _pack_h(x3.get("error_code", 0))
+                fld = "results[].log_dir"
+                v4 = x3.get("log_dir", "")
+                b6 = v4.encode()
+                n5 = len(b6)
+                out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+                out += b6
+                fld = "results[].topics"
+                v7 = x3.get("topics", ())
+                if v7 is None:
+                    out += b"\x01"
+                else:
+                    n8 = len(v7)
+                    out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                    for x9 in v7:
+                        fld = "results[].topics[].name"
+                        v10 = x9.get("name", "")
+                        b12 = v10.encode()
+                        n11 = len(b12)
+                        out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+                        out += b12
+                        fld = "results[].topics[].partitions"
+                        v13 = x9.get("partitions", ())
+                        if v13 is None:
+                            out += b"\x01"
+                        else:
+                            n14 = len(v13)
+                            out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
+                            for x15 in v13:
+                                fld = "results[].topics[].partitions[].partition_index"
+                                out += _pack_iqqo(
+                                    x15.get("partition_index", 0),
+                                    x15.get("partition_size", 0),
+                                    x15.get("offset_lag", 0),
+                                    x15.get("is_future_key", False),
+                                )
+                                out += b"\x00"
+                        out += b"\x00"
+                fld = "results[].total_bytes"
+                out += _pack_qqo(
+                    x3.get("total_bytes", -1),
+                    x3.get("usable_bytes", -1),
+                    x3.get("is_cordoned", False),
+                )
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = DescribeLogDirsResponse
-VALID_VERSIONS = (0, 4)
+VALID_VERSIONS = (0, 5)
 FLEXIBLE_VERSIONS = (2, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -1763,6 +2238,7 @@ DECODERS: dict[int, Decoder] = {
     2: decode_v2,
     3: decode_v3,
     4: decode_v4,
+    5: decode_v5,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -1770,6 +2246,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     2: decode_v2_tracking,
     3: decode_v3_tracking,
     4: decode_v4_tracking,
+    5: decode_v5_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -1777,6 +2254,7 @@ ENCODERS: dict[int, Encoder] = {
     2: encode_v2,
     3: encode_v3,
     4: encode_v4,
+    5: encode_v5,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -1784,4 +2262,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     2: encode_v2_tracking,
     3: encode_v3_tracking,
     4: encode_v4_tracking,
+    5: encode_v5_tracking,
 }

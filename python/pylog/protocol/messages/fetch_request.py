@@ -40,6 +40,7 @@ _pack_iiqqi = struct.Struct(">iiqqi").pack
 _pack_iq = struct.Struct(">iq").pack
 _pack_iqi = struct.Struct(">iqi").pack
 _pack_iqqi = struct.Struct(">iqqi").pack
+_pack_q = struct.Struct(">q").pack
 _unpack_16s = struct.Struct(">16s").unpack_from
 _unpack_iii = struct.Struct(">iii").unpack_from
 _unpack_iiibii = struct.Struct(">iiibii").unpack_from
@@ -51,10 +52,11 @@ _unpack_iiqqi = struct.Struct(">iiqqi").unpack_from
 _unpack_iq = struct.Struct(">iq").unpack_from
 _unpack_iqi = struct.Struct(">iqi").unpack_from
 _unpack_iqqi = struct.Struct(">iqqi").unpack_from
+_unpack_q = struct.Struct(">q").unpack_from
 
 
 class FetchRequest(Struct):
-    """FetchRequest (api key 1): the request as decoded, versions 0-17."""
+    """FetchRequest (api key 1): the request as decoded, versions 0-18."""
 
     _fields = (
         "cluster_id",
@@ -160,6 +162,7 @@ class FetchPartition(Struct):
         "log_start_offset",
         "partition_max_bytes",
         "replica_directory_id",
+        "high_watermark",
     )
     __slots__ = _fields
 
@@ -170,6 +173,7 @@ class FetchPartition(Struct):
     log_start_offset: int  # versions 5+
     partition_max_bytes: int  # versions 0+
     replica_directory_id: str  # versions 17+, tagged 17+ (tag 0)
+    high_watermark: int  # versions 18+, tagged 18+ (tag 1)
 
     def __init__(
         self,
@@ -180,6 +184,7 @@ class FetchPartition(Struct):
         log_start_offset: int = -1,
         partition_max_bytes: int = 0,
         replica_directory_id: str = "AAAAAAAAAAAAAAAAAAAAAA",
+        high_watermark: int = 9223372036854775807,
     ) -> None:
         self.partition = partition
         self.current_leader_epoch = current_leader_epoch
@@ -188,6 +193,7 @@ class FetchPartition(Struct):
         self.log_start_offset = log_start_offset
         self.partition_max_bytes = partition_max_bytes
         self.replica_directory_id = replica_directory_id
+        self.high_watermark = high_watermark
 
 
 class ForgottenTopic(Struct):
@@ -252,7 +258,16 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 for _ in range(n11):
                     f12, f13, f14 = _unpack_iqi(buf, pos)
                     pos += 16
-                    s15 = FetchPartition(f12, -1, f13, -1, -1, f14, "AAAAAAAAAAAAAAAAAAAAAA")
+                    s15 = FetchPartition(
+                        f12,
+                        -1,
+                        f13,
+                        -1,
+                        -1,
+                        f14,
+                        "AAAAAAAAAAAAAAAAAAAAAA",
+                        9223372036854775807,
+                    )
                     v10.append(s15)
             s16 = FetchTopic(v7, "AAAAAAAAAAAAAAAAAAAAAA", v10)
             v4.append(s16)
@@ -307,7 +322,16 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 for _ in range(n12):
                     f13, f14, f15 = _unpack_iqi(buf, pos)
                     pos += 16
-                    s16 = FetchPartition(f13, -1, f14, -1, -1, f15, "AAAAAAAAAAAAAAAAAAAAAA")
+                    s16 = FetchPartition(
+                        f13,
+                        -1,
+                        f14,
+                        -1,
+                        -1,
+                        f15,
+                        "AAAAAAAAAAAAAAAAAAAAAA",
+                        9223372036854775807,
+                    )
                     v11.append(s16)
             s17 = FetchTopic(v8, "AAAAAAAAAAAAAAAAAAAAAA", v11)
             v5.append(s17)
@@ -356,7 +380,16 @@ def decode_v4(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 for _ in range(n13):
                     f14, f15, f16 = _unpack_iqi(buf, pos)
                     pos += 16
-                    s17 = FetchPartition(f14, -1, f15, -1, -1, f16, "AAAAAAAAAAAAAAAAAAAAAA")
+                    s17 = FetchPartition(
+                        f14,
+                        -1,
+                        f15,
+                        -1,
+                        -1,
+                        f16,
+                        "AAAAAAAAAAAAAAAAAAAAAA",
+                        9223372036854775807,
+                    )
                     v12.append(s17)
             s18 = FetchTopic(v9, "AAAAAAAAAAAAAAAAAAAAAA", v12)
             v6.append(s18)
@@ -405,7 +438,16 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 for _ in range(n13):
                     f14, f15, f16, f17 = _unpack_iqqi(buf, pos)
                     pos += 24
-                    s18 = FetchPartition(f14, -1, f15, -1, f16, f17, "AAAAAAAAAAAAAAAAAAAAAA")
+                    s18 = FetchPartition(
+                        f14,
+                        -1,
+                        f15,
+                        -1,
+                        f16,
+                        f17,
+                        "AAAAAAAAAAAAAAAAAAAAAA",
+                        9223372036854775807,
+                    )
                     v12.append(s18)
             s19 = FetchTopic(v9, "AAAAAAAAAAAAAAAAAAAAAA", v12)
             v6.append(s19)
@@ -457,7 +499,16 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 for _ in range(n15):
                     f16, f17, f18, f19 = _unpack_iqqi(buf, pos)
                     pos += 24
-                    s20 = FetchPartition(f16, -1, f17, -1, f18, f19, "AAAAAAAAAAAAAAAAAAAAAA")
+                    s20 = FetchPartition(
+                        f16,
+                        -1,
+                        f17,
+                        -1,
+                        f18,
+                        f19,
+                        "AAAAAAAAAAAAAAAAAAAAAA",
+                        9223372036854775807,
+                    )
                     v14.append(s20)
             s21 = FetchTopic(v11, "AAAAAAAAAAAAAAAAAAAAAA", v14)
             v8.append(s21)
@@ -545,7 +596,16 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 for _ in range(n15):
                     f16, f17, f18, f19, f20 = _unpack_iiqqi(buf, pos)
                     pos += 28
-                    s21 = FetchPartition(f16, f17, f18, -1, f19, f20, "AAAAAAAAAAAAAAAAAAAAAA")
+                    s21 = FetchPartition(
+                        f16,
+                        f17,
+                        f18,
+                        -1,
+                        f19,
+                        f20,
+                        "AAAAAAAAAAAAAAAAAAAAAA",
+                        9223372036854775807,
+                    )
                     v14.append(s21)
             s22 = FetchTopic(v11, "AAAAAAAAAAAAAAAAAAAAAA", v14)
             v8.append(s22)
@@ -633,7 +693,16 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 for _ in range(n15):
                     f16, f17, f18, f19, f20 = _unpack_iiqqi(buf, pos)
                     pos += 28
-                    s21 = FetchPartition(f16, f17, f18, -1, f19, f20, "AAAAAAAAAAAAAAAAAAAAAA")
+                    s21 = FetchPartition(
+                        f16,
+                        f17,
+                        f18,
+                        -1,
+                        f19,
+                        f20,
+                        "AAAAAAAAAAAAAAAAAAAAAA",
+                        9223372036854775807,
+                    )
                     v14.append(s21)
             s22 = FetchTopic(v11, "AAAAAAAAAAAAAAAAAAAAAA", v14)
             v8.append(s22)
@@ -757,7 +826,16 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                             if te25 > blen:
                                 raise Malformed("tagged field past the frame end")
                             pos = te25
-                    s26 = FetchPartition(f16, f17, f18, f19, f20, f21, "AAAAAAAAAAAAAAAAAAAAAA")
+                    s26 = FetchPartition(
+                        f16,
+                        f17,
+                        f18,
+                        f19,
+                        f20,
+                        f21,
+                        "AAAAAAAAAAAAAAAAAAAAAA",
+                        9223372036854775807,
+                    )
                     v14.append(s26)
             nt27 = buf[pos]
             pos += 1
@@ -960,7 +1038,16 @@ def decode_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                             if te22 > blen:
                                 raise Malformed("tagged field past the frame end")
                             pos = te22
-                    s23 = FetchPartition(f13, f14, f15, f16, f17, f18, "AAAAAAAAAAAAAAAAAAAAAA")
+                    s23 = FetchPartition(
+                        f13,
+                        f14,
+                        f15,
+                        f16,
+                        f17,
+                        f18,
+                        "AAAAAAAAAAAAAAAAAAAAAA",
+                        9223372036854775807,
+                    )
                     v11.append(s23)
             nt24 = buf[pos]
             pos += 1
@@ -1156,7 +1243,16 @@ def decode_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                             if te21 > blen:
                                 raise Malformed("tagged field past the frame end")
                             pos = te21
-                    s22 = FetchPartition(f12, f13, f14, f15, f16, f17, "AAAAAAAAAAAAAAAAAAAAAA")
+                    s22 = FetchPartition(
+                        f12,
+                        f13,
+                        f14,
+                        f15,
+                        f16,
+                        f17,
+                        "AAAAAAAAAAAAAAAAAAAAAA",
+                        9223372036854775807,
+                    )
                     v10.append(s22)
             nt23 = buf[pos]
             pos += 1
@@ -1384,7 +1480,7 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                                 v24 = uuid_text(v24)
                                 t18 = v24
                             pos = te22
-                    s25 = FetchPartition(f12, f13, f14, f15, f16, f17, t18)
+                    s25 = FetchPartition(f12, f13, f14, f15, f16, f17, t18, 9223372036854775807)
                     v10.append(s25)
             nt26 = buf[pos]
             pos += 1
@@ -1543,6 +1639,236 @@ def decode_v17(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     return s63, pos
 
 
+def decode_v18(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    blen = len(buf)
+    left = 100000
+    f1, f2, f3, f4, f5, f6 = _unpack_iiibii(buf, pos)
+    pos += 21
+    n8 = buf[pos]
+    pos += 1
+    if n8 > 127:
+        n8, pos = read_uvarint(buf, pos - 1)
+    n8 -= 1
+    if n8 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n8 > (blen - pos) // 18:
+            raise Malformed(f"array of {n8} elements is longer than the frame")
+        left -= n8
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
+        v7: list[FetchTopic] = []
+        for _ in range(n8):
+            (f9,) = _unpack_16s(buf, pos)
+            pos += 16
+            f9 = uuid_text(f9)
+            n11 = buf[pos]
+            pos += 1
+            if n11 > 127:
+                n11, pos = read_uvarint(buf, pos - 1)
+            n11 -= 1
+            if n11 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n11 > (blen - pos) // 33:
+                    raise Malformed(f"array of {n11} elements is longer than the frame")
+                left -= n11
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
+                v10: list[FetchPartition] = []
+                for _ in range(n11):
+                    f12, f13, f14, f15, f16, f17 = _unpack_iiqiqi(buf, pos)
+                    pos += 32
+                    t18: str = "AAAAAAAAAAAAAAAAAAAAAA"
+                    t19: int = 9223372036854775807
+                    nt20 = buf[pos]
+                    pos += 1
+                    if nt20 > 127:
+                        nt20, pos = read_uvarint(buf, pos - 1)
+                    if nt20:
+                        if nt20 > (blen - pos) // 2:
+                            raise Malformed(f"{nt20} tagged fields are longer than the frame")
+                        for _ in range(nt20):
+                            tg21 = buf[pos]
+                            pos += 1
+                            if tg21 > 127:
+                                tg21, pos = read_uvarint(buf, pos - 1)
+                            tz22 = buf[pos]
+                            pos += 1
+                            if tz22 > 127:
+                                tz22, pos = read_uvarint(buf, pos - 1)
+                            te23 = pos + tz22
+                            if te23 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            if tg21 == 0:
+                                (v25,) = _unpack_16s(buf, pos)
+                                pos += 16
+                                v25 = uuid_text(v25)
+                                t18 = v25
+                            elif tg21 == 1:
+                                (v27,) = _unpack_q(buf, pos)
+                                pos += 8
+                                t19 = v27
+                            pos = te23
+                    s28 = FetchPartition(f12, f13, f14, f15, f16, f17, t18, t19)
+                    v10.append(s28)
+            nt29 = buf[pos]
+            pos += 1
+            if nt29 > 127:
+                nt29, pos = read_uvarint(buf, pos - 1)
+            if nt29:
+                if nt29 > (blen - pos) // 2:
+                    raise Malformed(f"{nt29} tagged fields are longer than the frame")
+                for _ in range(nt29):
+                    tg30 = buf[pos]
+                    pos += 1
+                    if tg30 > 127:
+                        tg30, pos = read_uvarint(buf, pos - 1)
+                    tz31 = buf[pos]
+                    pos += 1
+                    if tz31 > 127:
+                        tz31, pos = read_uvarint(buf, pos - 1)
+                    te32 = pos + tz31
+                    if te32 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te32
+            s33 = FetchTopic("", f9, v10)
+            v7.append(s33)
+    n35 = buf[pos]
+    pos += 1
+    if n35 > 127:
+        n35, pos = read_uvarint(buf, pos - 1)
+    n35 -= 1
+    if n35 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n35 > (blen - pos) // 18:
+            raise Malformed(f"array of {n35} elements is longer than the frame")
+        left -= n35
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
+        v34: list[ForgottenTopic] = []
+        for _ in range(n35):
+            (f36,) = _unpack_16s(buf, pos)
+            pos += 16
+            f36 = uuid_text(f36)
+            n38 = buf[pos]
+            pos += 1
+            if n38 > 127:
+                n38, pos = read_uvarint(buf, pos - 1)
+            n38 -= 1
+            if n38 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n38 > (blen - pos) // 4:
+                    raise Malformed(f"array of {n38} elements is longer than the frame")
+                left -= n38
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
+                v37 = list(unpack_from(f">{n38}i", buf, pos))
+                pos += n38 * 4
+            nt39 = buf[pos]
+            pos += 1
+            if nt39 > 127:
+                nt39, pos = read_uvarint(buf, pos - 1)
+            if nt39:
+                if nt39 > (blen - pos) // 2:
+                    raise Malformed(f"{nt39} tagged fields are longer than the frame")
+                for _ in range(nt39):
+                    tg40 = buf[pos]
+                    pos += 1
+                    if tg40 > 127:
+                        tg40, pos = read_uvarint(buf, pos - 1)
+                    tz41 = buf[pos]
+                    pos += 1
+                    if tz41 > 127:
+                        tz41, pos = read_uvarint(buf, pos - 1)
+                    te42 = pos + tz41
+                    if te42 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te42
+            s43 = ForgottenTopic("", f36, v37)
+            v34.append(s43)
+    n46 = buf[pos]
+    pos += 1
+    if n46 > 127:
+        n46, pos = read_uvarint(buf, pos - 1)
+    n46 -= 1
+    if n46 < 0:
+        raise Malformed("null or negative length for non-nullable string")
+    else:
+        e47 = pos + n46
+        if e47 > blen:
+            raise Malformed(f"string of {n46} bytes is longer than the frame")
+        v45 = str(buf[pos:e47], "utf-8")
+        pos = e47
+    t48: str | None = None
+    t49: ReplicaState | None = None
+    nt50 = buf[pos]
+    pos += 1
+    if nt50 > 127:
+        nt50, pos = read_uvarint(buf, pos - 1)
+    if nt50:
+        if nt50 > (blen - pos) // 2:
+            raise Malformed(f"{nt50} tagged fields are longer than the frame")
+        for _ in range(nt50):
+            tg51 = buf[pos]
+            pos += 1
+            if tg51 > 127:
+                tg51, pos = read_uvarint(buf, pos - 1)
+            tz52 = buf[pos]
+            pos += 1
+            if tz52 > 127:
+                tz52, pos = read_uvarint(buf, pos - 1)
+            te53 = pos + tz52
+            if te53 > blen:
+                raise Malformed("tagged field past the frame end")
+            if tg51 == 0:
+                n56 = buf[pos]
+                pos += 1
+                if n56 > 127:
+                    n56, pos = read_uvarint(buf, pos - 1)
+                n56 -= 1
+                v55: str | None
+                if n56 < 0:
+                    v55 = None
+                else:
+                    e57 = pos + n56
+                    if e57 > blen:
+                        raise Malformed(f"string of {n56} bytes is longer than the frame")
+                    v55 = str(buf[pos:e57], "utf-8")
+                    pos = e57
+                t48 = v55
+            elif tg51 == 1:
+                f59, f60 = _unpack_iq(buf, pos)
+                pos += 12
+                nt61 = buf[pos]
+                pos += 1
+                if nt61 > 127:
+                    nt61, pos = read_uvarint(buf, pos - 1)
+                if nt61:
+                    if nt61 > (blen - pos) // 2:
+                        raise Malformed(f"{nt61} tagged fields are longer than the frame")
+                    for _ in range(nt61):
+                        tg62 = buf[pos]
+                        pos += 1
+                        if tg62 > 127:
+                            tg62, pos = read_uvarint(buf, pos - 1)
+                        tz63 = buf[pos]
+                        pos += 1
+                        if tz63 > 127:
+                            tz63, pos = read_uvarint(buf, pos - 1)
+                        te64 = pos + tz63
+                        if te64 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te64
+                s65 = ReplicaState(f59, f60)
+                t49 = s65
+            pos = te53
+    s66 = FetchRequest(t48, -1, t49, f1, f2, f3, f4, f5, f6, v7, v34, v45)
+    return s66, pos
+
+
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     fld = "(start)"
     try:
@@ -1591,7 +1917,16 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                         fld = "topics[].partitions[].partition"
                         f12, f13, f14 = _unpack_iqi(buf, pos)
                         pos += 16
-                        s15 = FetchPartition(f12, -1, f13, -1, -1, f14, "AAAAAAAAAAAAAAAAAAAAAA")
+                        s15 = FetchPartition(
+                            f12,
+                            -1,
+                            f13,
+                            -1,
+                            -1,
+                            f14,
+                            "AAAAAAAAAAAAAAAAAAAAAA",
+                            9223372036854775807,
+                        )
                         v10.append(s15)
                 s16 = FetchTopic(v7, "AAAAAAAAAAAAAAAAAAAAAA", v10)
                 v4.append(s16)
@@ -1655,7 +1990,16 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                         fld = "topics[].partitions[].partition"
                         f13, f14, f15 = _unpack_iqi(buf, pos)
                         pos += 16
-                        s16 = FetchPartition(f13, -1, f14, -1, -1, f15, "AAAAAAAAAAAAAAAAAAAAAA")
+                        s16 = FetchPartition(
+                            f13,
+                            -1,
+                            f14,
+                            -1,
+                            -1,
+                            f15,
+                            "AAAAAAAAAAAAAAAAAAAAAA",
+                            9223372036854775807,
+                        )
                         v11.append(s16)
                 s17 = FetchTopic(v8, "AAAAAAAAAAAAAAAAAAAAAA", v11)
                 v5.append(s17)
@@ -1713,7 +2057,16 @@ def decode_v4_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                         fld = "topics[].partitions[].partition"
                         f14, f15, f16 = _unpack_iqi(buf, pos)
                         pos += 16
-                        s17 = FetchPartition(f14, -1, f15, -1, -1, f16, "AAAAAAAAAAAAAAAAAAAAAA")
+                        s17 = FetchPartition(
+                            f14,
+                            -1,
+                            f15,
+                            -1,
+                            -1,
+                            f16,
+                            "AAAAAAAAAAAAAAAAAAAAAA",
+                            9223372036854775807,
+                        )
                         v12.append(s17)
                 s18 = FetchTopic(v9, "AAAAAAAAAAAAAAAAAAAAAA", v12)
                 v6.append(s18)
@@ -1771,7 +2124,16 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                         fld = "topics[].partitions[].partition"
                         f14, f15, f16, f17 = _unpack_iqqi(buf, pos)
                         pos += 24
-                        s18 = FetchPartition(f14, -1, f15, -1, f16, f17, "AAAAAAAAAAAAAAAAAAAAAA")
+                        s18 = FetchPartition(
+                            f14,
+                            -1,
+                            f15,
+                            -1,
+                            f16,
+                            f17,
+                            "AAAAAAAAAAAAAAAAAAAAAA",
+                            9223372036854775807,
+                        )
                         v12.append(s18)
                 s19 = FetchTopic(v9, "AAAAAAAAAAAAAAAAAAAAAA", v12)
                 v6.append(s19)
@@ -1832,7 +2194,16 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                         fld = "topics[].partitions[].partition"
                         f16, f17, f18, f19 = _unpack_iqqi(buf, pos)
                         pos += 24
-                        s20 = FetchPartition(f16, -1, f17, -1, f18, f19, "AAAAAAAAAAAAAAAAAAAAAA")
+                        s20 = FetchPartition(
+                            f16,
+                            -1,
+                            f17,
+                            -1,
+                            f18,
+                            f19,
+                            "AAAAAAAAAAAAAAAAAAAAAA",
+                            9223372036854775807,
+                        )
                         v14.append(s20)
                 s21 = FetchTopic(v11, "AAAAAAAAAAAAAAAAAAAAAA", v14)
                 v8.append(s21)
@@ -1932,7 +2303,16 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                         fld = "topics[].partitions[].partition"
                         f16, f17, f18, f19, f20 = _unpack_iiqqi(buf, pos)
                         pos += 28
-                        s21 = FetchPartition(f16, f17, f18, -1, f19, f20, "AAAAAAAAAAAAAAAAAAAAAA")
+                        s21 = FetchPartition(
+                            f16,
+                            f17,
+                            f18,
+                            -1,
+                            f19,
+                            f20,
+                            "AAAAAAAAAAAAAAAAAAAAAA",
+                            9223372036854775807,
+                        )
                         v14.append(s21)
                 s22 = FetchTopic(v11, "AAAAAAAAAAAAAAAAAAAAAA", v14)
                 v8.append(s22)
@@ -2032,7 +2412,16 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                         fld = "topics[].partitions[].partition"
                         f16, f17, f18, f19, f20 = _unpack_iiqqi(buf, pos)
                         pos += 28
-                        s21 = FetchPartition(f16, f17, f18, -1, f19, f20, "AAAAAAAAAAAAAAAAAAAAAA")
+                        s21 = FetchPartition(
+                            f16,
+                            f17,
+                            f18,
+                            -1,
+                            f19,
+                            f20,
+                            "AAAAAAAAAAAAAAAAAAAAAA",
+                            9223372036854775807,
+                        )
                         v14.append(s21)
                 s22 = FetchTopic(v11, "AAAAAAAAAAAAAAAAAAAAAA", v14)
                 v8.append(s22)
@@ -2170,7 +2559,16 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                                 if te25 > blen:
                                     raise Malformed("tagged field past the frame end")
                                 pos = te25
-                        s26 = FetchPartition(f16, f17, f18, f19, f20, f21, "AAAAAAAAAAAAAAAAAAAAAA")
+                        s26 = FetchPartition(
+                            f16,
+                            f17,
+                            f18,
+                            f19,
+                            f20,
+                            f21,
+                            "AAAAAAAAAAAAAAAAAAAAAA",
+                            9223372036854775807,
+                        )
                         v14.append(s26)
                 fld = "topics[].(tagged fields)"
                 nt27 = buf[pos]
@@ -2391,7 +2789,16 @@ def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                                 if te22 > blen:
                                     raise Malformed("tagged field past the frame end")
                                 pos = te22
-                        s23 = FetchPartition(f13, f14, f15, f16, f17, f18, "AAAAAAAAAAAAAAAAAAAAAA")
+                        s23 = FetchPartition(
+                            f13,
+                            f14,
+                            f15,
+                            f16,
+                            f17,
+                            f18,
+                            "AAAAAAAAAAAAAAAAAAAAAA",
+                            9223372036854775807,
+                        )
                         v11.append(s23)
                 fld = "topics[].(tagged fields)"
                 nt24 = buf[pos]
@@ -2605,7 +3012,16 @@ def decode_v15_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                                 if te21 > blen:
                                     raise Malformed("tagged field past the frame end")
                                 pos = te21
-                        s22 = FetchPartition(f12, f13, f14, f15, f16, f17, "AAAAAAAAAAAAAAAAAAAAAA")
+                        s22 = FetchPartition(
+                            f12,
+                            f13,
+                            f14,
+                            f15,
+                            f16,
+                            f17,
+                            "AAAAAAAAAAAAAAAAAAAAAA",
+                            9223372036854775807,
+                        )
                         v10.append(s22)
                 fld = "topics[].(tagged fields)"
                 nt23 = buf[pos]
@@ -2855,7 +3271,7 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                                     v24 = uuid_text(v24)
                                     t18 = v24
                                 pos = te22
-                        s25 = FetchPartition(f12, f13, f14, f15, f16, f17, t18)
+                        s25 = FetchPartition(f12, f13, f14, f15, f16, f17, t18, 9223372036854775807)
                         v10.append(s25)
                 fld = "topics[].(tagged fields)"
                 nt26 = buf[pos]
@@ -3023,6 +3439,259 @@ def decode_v17_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
                 pos = te50
         s63 = FetchRequest(t45, -1, t46, f1, f2, f3, f4, f5, f6, v7, v31, v42)
         return s63, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def decode_v18_tracking(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        left = 100000
+        fld = "max_wait_ms"
+        f1, f2, f3, f4, f5, f6 = _unpack_iiibii(buf, pos)
+        pos += 21
+        fld = "topics"
+        n8 = buf[pos]
+        pos += 1
+        if n8 > 127:
+            n8, pos = read_uvarint(buf, pos - 1)
+        n8 -= 1
+        if n8 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n8 > (blen - pos) // 18:
+                raise Malformed(f"array of {n8} elements is longer than the frame")
+            left -= n8
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
+            v7: list[FetchTopic] = []
+            for _ in range(n8):
+                fld = "topics[].topic_id"
+                (f9,) = _unpack_16s(buf, pos)
+                pos += 16
+                f9 = uuid_text(f9)
+                fld = "topics[].partitions"
+                n11 = buf[pos]
+                pos += 1
+                if n11 > 127:
+                    n11, pos = read_uvarint(buf, pos - 1)
+                n11 -= 1
+                if n11 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n11 > (blen - pos) // 33:
+                        raise Malformed(f"array of {n11} elements is longer than the frame")
+                    left -= n11
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
+                    v10: list[FetchPartition] = []
+                    for _ in range(n11):
+                        fld = "topics[].partitions[].partition"
+                        f12, f13, f14, f15, f16, f17 = _unpack_iiqiqi(buf, pos)
+                        pos += 32
+                        t18: str = "AAAAAAAAAAAAAAAAAAAAAA"
+                        t19: int = 9223372036854775807
+                        fld = "topics[].partitions[].(tagged fields)"
+                        nt20 = buf[pos]
+                        pos += 1
+                        if nt20 > 127:
+                            nt20, pos = read_uvarint(buf, pos - 1)
+                        if nt20:
+                            if nt20 > (blen - pos) // 2:
+                                raise Malformed(f"{nt20} tagged fields are longer than the frame")
+                            for _ in range(nt20):
+                                tg21 = buf[pos]
+                                pos += 1
+                                if tg21 > 127:
+                                    tg21, pos = read_uvarint(buf, pos - 1)
+                                tz22 = buf[pos]
+                                pos += 1
+                                if tz22 > 127:
+                                    tz22, pos = read_uvarint(buf, pos - 1)
+                                te23 = pos + tz22
+                                if te23 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                if tg21 == 0:
+                                    fld = "topics[].partitions[].replica_directory_id"
+                                    (v25,) = _unpack_16s(buf, pos)
+                                    pos += 16
+                                    v25 = uuid_text(v25)
+                                    t18 = v25
+                                elif tg21 == 1:
+                                    fld = "topics[].partitions[].high_watermark"
+                                    (v27,) = _unpack_q(buf, pos)
+                                    pos += 8
+                                    t19 = v27
+                                pos = te23
+                        s28 = FetchPartition(f12, f13, f14, f15, f16, f17, t18, t19)
+                        v10.append(s28)
+                fld = "topics[].(tagged fields)"
+                nt29 = buf[pos]
+                pos += 1
+                if nt29 > 127:
+                    nt29, pos = read_uvarint(buf, pos - 1)
+                if nt29:
+                    if nt29 > (blen - pos) // 2:
+                        raise Malformed(f"{nt29} tagged fields are longer than the frame")
+                    for _ in range(nt29):
+                        tg30 = buf[pos]
+                        pos += 1
+                        if tg30 > 127:
+                            tg30, pos = read_uvarint(buf, pos - 1)
+                        tz31 = buf[pos]
+                        pos += 1
+                        if tz31 > 127:
+                            tz31, pos = read_uvarint(buf, pos - 1)
+                        te32 = pos + tz31
+                        if te32 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te32
+                s33 = FetchTopic("", f9, v10)
+                v7.append(s33)
+        fld = "forgotten_topics_data"
+        n35 = buf[pos]
+        pos += 1
+        if n35 > 127:
+            n35, pos = read_uvarint(buf, pos - 1)
+        n35 -= 1
+        if n35 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n35 > (blen - pos) // 18:
+                raise Malformed(f"array of {n35} elements is longer than the frame")
+            left -= n35
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
+            v34: list[ForgottenTopic] = []
+            for _ in range(n35):
+                fld = "forgotten_topics_data[].topic_id"
+                (f36,) = _unpack_16s(buf, pos)
+                pos += 16
+                f36 = uuid_text(f36)
+                fld = "forgotten_topics_data[].partitions"
+                n38 = buf[pos]
+                pos += 1
+                if n38 > 127:
+                    n38, pos = read_uvarint(buf, pos - 1)
+                n38 -= 1
+                if n38 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n38 > (blen - pos) // 4:
+                        raise Malformed(f"array of {n38} elements is longer than the frame")
+                    left -= n38
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
+                    v37 = list(unpack_from(f">{n38}i", buf, pos))
+                    pos += n38 * 4
+                fld = "forgotten_topics_data[].(tagged fields)"
+                nt39 = buf[pos]
+                pos += 1
+                if nt39 > 127:
+                    nt39, pos = read_uvarint(buf, pos - 1)
+                if nt39:
+                    if nt39 > (blen - pos) // 2:
+                        raise Malformed(f"{nt39} tagged fields are longer than the frame")
+                    for _ in range(nt39):
+                        tg40 = buf[pos]
+                        pos += 1
+                        if tg40 > 127:
+                            tg40, pos = read_uvarint(buf, pos - 1)
+                        tz41 = buf[pos]
+                        pos += 1
+                        if tz41 > 127:
+                            tz41, pos = read_uvarint(buf, pos - 1)
+                        te42 = pos + tz41
+                        if te42 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te42
+                s43 = ForgottenTopic("", f36, v37)
+                v34.append(s43)
+        fld = "rack_id"
+        n46 = buf[pos]
+        pos += 1
+        if n46 > 127:
+            n46, pos = read_uvarint(buf, pos - 1)
+        n46 -= 1
+        if n46 < 0:
+            raise Malformed("null or negative length for non-nullable string")
+        else:
+            e47 = pos + n46
+            if e47 > blen:
+                raise Malformed(f"string of {n46} bytes is longer than the frame")
+            v45 = str(buf[pos:e47], "utf-8")
+            pos = e47
+        t48: str | None = None
+        t49: ReplicaState | None = None
+        fld = "(tagged fields)"
+        nt50 = buf[pos]
+        pos += 1
+        if nt50 > 127:
+            nt50, pos = read_uvarint(buf, pos - 1)
+        if nt50:
+            if nt50 > (blen - pos) // 2:
+                raise Malformed(f"{nt50} tagged fields are longer than the frame")
+            for _ in range(nt50):
+                tg51 = buf[pos]
+                pos += 1
+                if tg51 > 127:
+                    tg51, pos = read_uvarint(buf, pos - 1)
+                tz52 = buf[pos]
+                pos += 1
+                if tz52 > 127:
+                    tz52, pos = read_uvarint(buf, pos - 1)
+                te53 = pos + tz52
+                if te53 > blen:
+                    raise Malformed("tagged field past the frame end")
+                if tg51 == 0:
+                    fld = "cluster_id"
+                    n56 = buf[pos]
+                    pos += 1
+                    if n56 > 127:
+                        n56, pos = read_uvarint(buf, pos - 1)
+                    n56 -= 1
+                    v55: str | None
+                    if n56 < 0:
+                        v55 = None
+                    else:
+                        e57 = pos + n56
+                        if e57 > blen:
+                            raise Malformed(f"string of {n56} bytes is longer than the frame")
+                        v55 = str(buf[pos:e57], "utf-8")
+                        pos = e57
+                    t48 = v55
+                elif tg51 == 1:
+                    fld = "replica_state"
+                    fld = "replica_state.replica_id"
+                    f59, f60 = _unpack_iq(buf, pos)
+                    pos += 12
+                    fld = "replica_state.(tagged fields)"
+                    nt61 = buf[pos]
+                    pos += 1
+                    if nt61 > 127:
+                        nt61, pos = read_uvarint(buf, pos - 1)
+                    if nt61:
+                        if nt61 > (blen - pos) // 2:
+                            raise Malformed(f"{nt61} tagged fields are longer than the frame")
+                        for _ in range(nt61):
+                            tg62 = buf[pos]
+                            pos += 1
+                            if tg62 > 127:
+                                tg62, pos = read_uvarint(buf, pos - 1)
+                            tz63 = buf[pos]
+                            pos += 1
+                            if tz63 > 127:
+                                tz63, pos = read_uvarint(buf, pos - 1)
+                            te64 = pos + tz63
+                            if te64 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te64
+                    s65 = ReplicaState(f59, f60)
+                    t49 = s65
+                pos = te53
+        s66 = FetchRequest(t48, -1, t49, f1, f2, f3, f4, f5, f6, v7, v34, v45)
+        return s66, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
@@ -4197,6 +4866,135 @@ def encode_v17(
             tz37 = len(tb36)
             out += UV[tz37] if tz37 < 128 else uvarint_bytes(tz37)
             out += tb36
+    return out
+
+
+def encode_v18(
+    d: FetchRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    a1 = d.get("replica_id")
+    if a1 is not None and a1 != -1:
+        raise ValueError("replica_id is not in version 18 and cannot be ignored")
+    out += _pack_iiibii(
+        d.get("max_wait_ms", 0),
+        d.get("min_bytes", 0),
+        d.get("max_bytes", 2147483647),
+        d.get("isolation_level", 0),
+        d.get("session_id", 0),
+        d.get("session_epoch", -1),
+    )
+    v2 = d.get("topics", ())
+    if v2 is None:
+        out += b"\x01"
+    else:
+        n3 = len(v2)
+        out += UV[n3 + 1] if n3 < 127 else uvarint_bytes(n3 + 1)
+        for x4 in v2:
+            out += _pack_16s(uuid_raw(x4.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+            v5 = x4.get("partitions", ())
+            if v5 is None:
+                out += b"\x01"
+            else:
+                n6 = len(v5)
+                out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+                for x7 in v5:
+                    out += _pack_iiqiqi(
+                        x7.get("partition", 0),
+                        x7.get("current_leader_epoch", -1),
+                        x7.get("fetch_offset", 0),
+                        x7.get("last_fetched_epoch", -1),
+                        x7.get("log_start_offset", -1),
+                        x7.get("partition_max_bytes", 0),
+                    )
+                    tl8: list[tuple[int, bytearray]] | None = None
+                    tv9 = x7.get("replica_directory_id")
+                    if tv9 is not None and tv9 != "AAAAAAAAAAAAAAAAAAAAAA":
+                        tb10 = bytearray()
+                        th11 = {"replica_directory_id": tv9}
+                        v12 = th11.get("replica_directory_id", "AAAAAAAAAAAAAAAAAAAAAA")
+                        tb10 += _pack_16s(uuid_raw(v12))
+                        if tl8 is None:
+                            tl8 = []
+                        tl8.append((0, tb10))
+                    tv13 = x7.get("high_watermark")
+                    if tv13 is not None and tv13 != 9223372036854775807:
+                        tb14 = bytearray()
+                        th15 = {"high_watermark": tv13}
+                        v16 = th15.get("high_watermark", 9223372036854775807)
+                        tb14 += _pack_q(v16)
+                        if tl8 is None:
+                            tl8 = []
+                        tl8.append((1, tb14))
+                    if tl8 is None:
+                        out += b"\x00"
+                    else:
+                        out += UV[len(tl8)]
+                        for tg17, tb18 in tl8:
+                            out += UV[tg17] if tg17 < 128 else uvarint_bytes(tg17)
+                            tz19 = len(tb18)
+                            out += UV[tz19] if tz19 < 128 else uvarint_bytes(tz19)
+                            out += tb18
+            out += b"\x00"
+    v20 = d.get("forgotten_topics_data", ())
+    if v20 is None:
+        out += b"\x01"
+    else:
+        n21 = len(v20)
+        out += UV[n21 + 1] if n21 < 127 else uvarint_bytes(n21 + 1)
+        for x22 in v20:
+            out += _pack_16s(uuid_raw(x22.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+            v23 = x22.get("partitions", ())
+            if v23 is None:
+                out += b"\x01"
+            else:
+                n24 = len(v23)
+                out += UV[n24 + 1] if n24 < 127 else uvarint_bytes(n24 + 1)
+                out += pack(f">{n24}i", *v23)
+            out += b"\x00"
+    v25 = d.get("rack_id", "")
+    b27 = v25.encode()
+    n26 = len(b27)
+    out += UV[n26 + 1] if n26 < 127 else uvarint_bytes(n26 + 1)
+    out += b27
+    tl28: list[tuple[int, bytearray]] | None = None
+    tv29 = d.get("cluster_id")
+    if tv29 is not None:
+        tb30 = bytearray()
+        th31 = {"cluster_id": tv29}
+        v32 = th31.get("cluster_id")
+        if v32 is None:
+            tb30 += b"\x00"
+        else:
+            b34 = v32.encode()
+            n33 = len(b34)
+            tb30 += UV[n33 + 1] if n33 < 127 else uvarint_bytes(n33 + 1)
+            tb30 += b34
+        if tl28 is None:
+            tl28 = []
+        tl28.append((0, tb30))
+    tv35 = d.get("replica_state")
+    if tv35 is not None:
+        tb36 = bytearray()
+        th37 = {"replica_state": tv35}
+        v38 = th37.get("replica_state")
+        if v38 is None:
+            v38 = {}
+        tb36 += _pack_iq(v38.get("replica_id", -1), v38.get("replica_epoch", -1))
+        tb36 += b"\x00"
+        if tl28 is None:
+            tl28 = []
+        tl28.append((1, tb36))
+    if tl28 is None:
+        out += b"\x00"
+    else:
+        out += UV[len(tl28)]
+        for tg39, tb40 in tl28:
+            out += UV[tg39] if tg39 < 128 else uvarint_bytes(tg39)
+            tz41 = len(tb40)
+            out += UV[tz41] if tz41 < 128 else uvarint_bytes(tz41)
+            out += tb40
     return out
 
 
@@ -5583,8 +6381,159 @@ def encode_v17_tracking(
         raise FieldFailure(fld, e) from e
 
 
+def encode_v18_tracking(
+    d: FetchRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        a1 = d.get("replica_id")
+        if a1 is not None and a1 != -1:
+            raise ValueError("replica_id is not in version 18 and cannot be ignored")
+        fld = "max_wait_ms"
+        out += _pack_iiibii(
+            d.get("max_wait_ms", 0),
+            d.get("min_bytes", 0),
+            d.get("max_bytes", 2147483647),
+            d.get("isolation_level", 0),
+            d.get("session_id", 0),
+            d.get("session_epoch", -1),
+        )
+        fld = "topics"
+        v2 = d.get("topics", ())
+        if v2 is None:
+            out += b"\x01"
+        else:
+            n3 = len(v2)
+            out += UV[n3 + 1] if n3 < 127 else uvarint_bytes(n3 + 1)
+            for x4 in v2:
+                fld = "topics[].topic_id"
+                out += _pack_16s(uuid_raw(x4.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                fld = "topics[].partitions"
+                v5 = x4.get("partitions", ())
+                if v5 is None:
+                    out += b"\x01"
+                else:
+                    n6 = len(v5)
+                    out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+                    for x7 in v5:
+                        fld = "topics[].partitions[].partition"
+                        out += _pack_iiqiqi(
+                            x7.get("partition", 0),
+                            x7.get("current_leader_epoch", -1),
+                            x7.get("fetch_offset", 0),
+                            x7.get("last_fetched_epoch", -1),
+                            x7.get("log_start_offset", -1),
+                            x7.get("partition_max_bytes", 0),
+                        )
+                        tl8: list[tuple[int, bytearray]] | None = None
+                        fld = "topics[].partitions[].replica_directory_id"
+                        tv9 = x7.get("replica_directory_id")
+                        if tv9 is not None and tv9 != "AAAAAAAAAAAAAAAAAAAAAA":
+                            tb10 = bytearray()
+                            th11 = {"replica_directory_id": tv9}
+                            fld = "topics[].partitions[].replica_directory_id"
+                            v12 = th11.get("replica_directory_id", "AAAAAAAAAAAAAAAAAAAAAA")
+                            tb10 += _pack_16s(uuid_raw(v12))
+                            if tl8 is None:
+                                tl8 = []
+                            tl8.append((0, tb10))
+                        fld = "topics[].partitions[].high_watermark"
+                        tv13 = x7.get("high_watermark")
+                        if tv13 is not None and tv13 != 9223372036854775807:
+                            tb14 = bytearray()
+                            th15 = {"high_watermark": tv13}
+                            fld = "topics[].partitions[].high_watermark"
+                            v16 = th15.get("high_watermark", 9223372036854775807)
+                            tb14 += _pack_q(v16)
+                            if tl8 is None:
+                                tl8 = []
+                            tl8.append((1, tb14))
+                        if tl8 is None:
+                            out += b"\x00"
+                        else:
+                            out += UV[len(tl8)]
+                            for tg17, tb18 in tl8:
+                                out += UV[tg17] if tg17 < 128 else uvarint_bytes(tg17)
+                                tz19 = len(tb18)
+                                out += UV[tz19] if tz19 < 128 else uvarint_bytes(tz19)
+                                out += tb18
+                out += b"\x00"
+        fld = "forgotten_topics_data"
+        v20 = d.get("forgotten_topics_data", ())
+        if v20 is None:
+            out += b"\x01"
+        else:
+            n21 = len(v20)
+            out += UV[n21 + 1] if n21 < 127 else uvarint_bytes(n21 + 1)
+            for x22 in v20:
+                fld = "forgotten_topics_data[].topic_id"
+                out += _pack_16s(uuid_raw(x22.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                fld = "forgotten_topics_data[].partitions"
+                v23 = x22.get("partitions", ())
+                if v23 is None:
+                    out += b"\x01"
+                else:
+                    n24 = len(v23)
+                    out += UV[n24 + 1] if n24 < 127 else uvarint_bytes(n24 + 1)
+                    out += pack(f">{n24}i", *v23)
+                out += b"\x00"
+        fld = "rack_id"
+        v25 = d.get("rack_id", "")
+        b27 = v25.encode()
+        n26 = len(b27)
+        out += UV[n26 + 1] if n26 < 127 else uvarint_bytes(n26 + 1)
+        out += b27
+        tl28: list[tuple[int, bytearray]] | None = None
+        fld = "cluster_id"
+        tv29 = d.get("cluster_id")
+        if tv29 is not None:
+            tb30 = bytearray()
+            th31 = {"cluster_id": tv29}
+            fld = "cluster_id"
+            v32 = th31.get("cluster_id")
+            if v32 is None:
+                tb30 += b"\x00"
+            else:
+                b34 = v32.encode()
+                n33 = len(b34)
+                tb30 += UV[n33 + 1] if n33 < 127 else uvarint_bytes(n33 + 1)
+                tb30 += b34
+            if tl28 is None:
+                tl28 = []
+            tl28.append((0, tb30))
+        fld = "replica_state"
+        tv35 = d.get("replica_state")
+        if tv35 is not None:
+            tb36 = bytearray()
+            th37 = {"replica_state": tv35}
+            fld = "replica_state"
+            v38 = th37.get("replica_state")
+            if v38 is None:
+                v38 = {}
+            fld = "replica_state.replica_id"
+            tb36 += _pack_iq(v38.get("replica_id", -1), v38.get("replica_epoch", -1))
+            tb36 += b"\x00"
+            if tl28 is None:
+                tl28 = []
+            tl28.append((1, tb36))
+        if tl28 is None:
+            out += b"\x00"
+        else:
+            out += UV[len(tl28)]
+            for tg39, tb40 in tl28:
+                out += UV[tg39] if tg39 < 128 else uvarint_bytes(tg39)
+                tz41 = len(tb40)
+                out += UV[tz41] if tz41 < 128 else uvarint_bytes(tz41)
+                out += tb40
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = FetchRequest
-VALID_VERSIONS = (0, 17)
+VALID_VERSIONS = (0, 18)
 FLEXIBLE_VERSIONS = (12, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -5606,6 +6555,7 @@ DECODERS: dict[int, Decoder] = {
     15: decode_v15,
     16: decode_v16,
     17: decode_v17,
+    18: decode_v18,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -5626,6 +6576,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     15: decode_v15_tracking,
     16: decode_v16_tracking,
     17: decode_v17_tracking,
+    18: decode_v18_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -5646,6 +6597,7 @@ ENCODERS: dict[int, Encoder] = {
     15: encode_v15,
     16: encode_v16,
     17: encode_v17,
+    18: encode_v18,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -5666,4 +6618,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     15: encode_v15_tracking,
     16: encode_v16_tracking,
     17: encode_v17_tracking,
+    18: encode_v18_tracking,
 }

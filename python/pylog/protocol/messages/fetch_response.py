@@ -52,7 +52,7 @@ _unpack_qq = struct.Struct(">qq").unpack_from
 
 
 class FetchResponse(Struct):
-    """FetchResponse (api key 1): the response as decoded, versions 0-17."""
+    """FetchResponse (api key 1): the response as decoded, versions 0-18."""
 
     _fields = ("throttle_time_ms", "error_code", "session_id", "responses", "node_endpoints")
     __slots__ = _fields
@@ -1435,6 +1435,9 @@ def decode_v16(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
 decode_v17 = decode_v16
 
 
+decode_v18 = decode_v16
+
+
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
     fld = "(start)"
     try:
@@ -2813,6 +2816,9 @@ def decode_v16_tracking(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
 decode_v17_tracking = decode_v16_tracking
 
 
+decode_v18_tracking = decode_v16_tracking
+
+
 def encode_v0(
     d: FetchResponse | Mapping[str, Any],
     out: bytearray,
@@ -3842,6 +3848,9 @@ def encode_v16(
 
 
 encode_v17 = encode_v16
+
+
+encode_v18 = encode_v16
 
 
 def encode_v0_tracking(
@@ -5142,8 +5151,11 @@ def encode_v16_tracking(
 encode_v17_tracking = encode_v16_tracking
 
 
+encode_v18_tracking = encode_v16_tracking
+
+
 MESSAGE = FetchResponse
-VALID_VERSIONS = (0, 17)
+VALID_VERSIONS = (0, 18)
 FLEXIBLE_VERSIONS = (12, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -5165,6 +5177,7 @@ DECODERS: dict[int, Decoder] = {
     15: decode_v15,
     16: decode_v16,
     17: decode_v17,
+    18: decode_v18,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -5185,6 +5198,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     15: decode_v15_tracking,
     16: decode_v16_tracking,
     17: decode_v17_tracking,
+    18: decode_v18_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -5205,6 +5219,7 @@ ENCODERS: dict[int, Encoder] = {
     15: encode_v15,
     16: encode_v16,
     17: encode_v17,
+    18: encode_v18,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -5225,4 +5240,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     15: encode_v15_tracking,
     16: encode_v16_tracking,
     17: encode_v17_tracking,
+    18: encode_v18_tracking,
 }

@@ -38,7 +38,7 @@ _unpack_iqi = struct.Struct(">iqi").unpack_from
 
 
 class ListOffsetsRequest(Struct):
-    """ListOffsetsRequest (api key 2): the request as decoded, versions 0-10."""
+    """ListOffsetsRequest (api key 2): the request as decoded, versions 0-11."""
 
     _fields = ("replica_id", "isolation_level", "topics", "timeout_ms")
     __slots__ = _fields
@@ -546,6 +546,9 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
             pos = te28
     s29 = ListOffsetsRequest(f1, f2, v3, f24)
     return s29, pos
+
+
+decode_v11 = decode_v10
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
@@ -1058,6 +1061,9 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, 
         raise FieldFailure(fld, e) from e
 
 
+decode_v11_tracking = decode_v10_tracking
+
+
 def encode_v0(
     d: ListOffsetsRequest | Mapping[str, Any],
     out: bytearray,
@@ -1477,6 +1483,49 @@ def encode_v10(
                     if a10 is not None and a10 != 1:
                         raise ValueError(
                             "topics[].partitions[].max_num_offsets is not in version 10 and cannot "
+                            "be ignored"
+                        )
+                    out += _pack_iiq(
+                        x9.get("partition_index", 0),
+                        x9.get("current_leader_epoch", -1),
+                        x9.get("timestamp", 0),
+                    )
+                    out += b"\x00"
+            out += b"\x00"
+    out += _pack_i(d.get("timeout_ms", 0))
+    out += b"\x00"
+    return out
+
+
+def encode_v11(
+    d: ListOffsetsRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    out += _pack_ib(d.get("replica_id", 0), d.get("isolation_level", 0))
+    v1 = d.get("topics", ())
+    if v1 is None:
+        out += b"\x01"
+    else:
+        n2 = len(v1)
+        out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+        for x3 in v1:
+            v4 = x3.get("name", "")
+            b6 = v4.encode()
+            n5 = len(b6)
+            out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+            out += b6
+            v7 = x3.get("partitions", ())
+            if v7 is None:
+                out += b"\x01"
+            else:
+                n8 = len(v7)
+                out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                for x9 in v7:
+                    a10 = x9.get("max_num_offsets")
+                    if a10 is not None and a10 != 1:
+                        raise ValueError(
+                            "topics[].partitions[].max_num_offsets is not in version 11 and cannot "
                             "be ignored"
                         )
                     out += _pack_iiq(
@@ -2024,8 +2073,61 @@ def encode_v10_tracking(
         raise FieldFailure(fld, e) from e
 
 
+def encode_v11_tracking(
+    d: ListOffsetsRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "replica_id"
+        out += _pack_ib(d.get("replica_id", 0), d.get("isolation_level", 0))
+        fld = "topics"
+        v1 = d.get("topics", ())
+        if v1 is None:
+            out += b"\x01"
+        else:
+            n2 = len(v1)
+            out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+            for x3 in v1:
+                fld = "topics[].name"
+                v4 = x3.get("name", "")
+                b6 = v4.encode()
+                n5 = len(b6)
+                out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+                out += b6
+                fld = "topics[].partitions"
+                v7 = x3.get("partitions", ())
+                if v7 is None:
+                    out += b"\x01"
+                else:
+                    n8 = len(v7)
+                    out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                    for x9 in v7:
+                        a10 = x9.get("max_num_offsets")
+                        if a10 is not None and a10 != 1:
+                            raise ValueError(
+                                "topics[].partitions[].max_num_offsets is not in version 11 and can"
+                                "not be ignored"
+                            )
+                        fld = "topics[].partitions[].partition_index"
+                        out += _pack_iiq(
+                            x9.get("partition_index", 0),
+                            x9.get("current_leader_epoch", -1),
+                            x9.get("timestamp", 0),
+                        )
+                        out += b"\x00"
+                out += b"\x00"
+        fld = "timeout_ms"
+        out += _pack_i(d.get("timeout_ms", 0))
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = ListOffsetsRequest
-VALID_VERSIONS = (0, 10)
+VALID_VERSIONS = (0, 11)
 FLEXIBLE_VERSIONS = (6, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -2040,6 +2142,7 @@ DECODERS: dict[int, Decoder] = {
     8: decode_v8,
     9: decode_v9,
     10: decode_v10,
+    11: decode_v11,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -2053,6 +2156,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     8: decode_v8_tracking,
     9: decode_v9_tracking,
     10: decode_v10_tracking,
+    11: decode_v11_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -2066,6 +2170,7 @@ ENCODERS: dict[int, Encoder] = {
     8: encode_v8,
     9: encode_v9,
     10: encode_v10,
+    11: encode_v11,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -2079,4 +2184,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     8: encode_v8_tracking,
     9: encode_v9_tracking,
     10: encode_v10_tracking,
+    11: encode_v11_tracking,
 }

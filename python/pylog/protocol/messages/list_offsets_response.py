@@ -38,7 +38,7 @@ _unpack_ihqqi = struct.Struct(">ihqqi").unpack_from
 
 
 class ListOffsetsResponse(Struct):
-    """ListOffsetsResponse (api key 2): the response as decoded, versions 0-10."""
+    """ListOffsetsResponse (api key 2): the response as decoded, versions 0-11."""
 
     _fields = ("throttle_time_ms", "topics")
     __slots__ = _fields
@@ -412,6 +412,9 @@ decode_v9 = decode_v6
 decode_v10 = decode_v6
 
 
+decode_v11 = decode_v6
+
+
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     fld = "(start)"
     try:
@@ -759,6 +762,9 @@ decode_v9_tracking = decode_v6_tracking
 
 
 decode_v10_tracking = decode_v6_tracking
+
+
+decode_v11_tracking = decode_v6_tracking
 
 
 def encode_v0(
@@ -1237,6 +1243,50 @@ def encode_v10(
                     if a10:
                         raise ValueError(
                             "topics[].partitions[].old_style_offsets is not in version 10 and canno"
+                            "t be ignored"
+                        )
+                    out += _pack_ihqqi(
+                        x9.get("partition_index", 0),
+                        x9.get("error_code", 0),
+                        x9.get("timestamp", -1),
+                        x9.get("offset", -1),
+                        x9.get("leader_epoch", -1),
+                    )
+                    out += b"\x00"
+            out += b"\x00"
+    out += b"\x00"
+    return out
+
+
+def encode_v11(
+    d: ListOffsetsResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    out += _pack_i(d.get("throttle_time_ms", 0))
+    v1 = d.get("topics", ())
+    if v1 is None:
+        out += b"\x01"
+    else:
+        n2 = len(v1)
+        out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+        for x3 in v1:
+            v4 = x3.get("name", "")
+            b6 = v4.encode()
+            n5 = len(b6)
+            out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+            out += b6
+            v7 = x3.get("partitions", ())
+            if v7 is None:
+                out += b"\x01"
+            else:
+                n8 = len(v7)
+                out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                for x9 in v7:
+                    a10 = x9.get("old_style_offsets")
+                    if a10:
+                        raise ValueError(
+                            "topics[].partitions[].old_style_offsets is not in version 11 and canno"
                             "t be ignored"
                         )
                     out += _pack_ihqqi(
@@ -1842,8 +1892,61 @@ def encode_v10_tracking(
         raise FieldFailure(fld, e) from e
 
 
+def encode_v11_tracking(
+    d: ListOffsetsResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "throttle_time_ms"
+        out += _pack_i(d.get("throttle_time_ms", 0))
+        fld = "topics"
+        v1 = d.get("topics", ())
+        if v1 is None:
+            out += b"\x01"
+        else:
+            n2 = len(v1)
+            out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+            for x3 in v1:
+                fld = "topics[].name"
+                v4 = x3.get("name", "")
+                b6 = v4.encode()
+                n5 = len(b6)
+                out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+                out += b6
+                fld = "topics[].partitions"
+                v7 = x3.get("partitions", ())
+                if v7 is None:
+                    out += b"\x01"
+                else:
+                    n8 = len(v7)
+                    out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                    for x9 in v7:
+                        a10 = x9.get("old_style_offsets")
+                        if a10:
+                            raise ValueError(
+                                "topics[].partitions[].old_style_offsets is not in version 11 and c"
+                                "annot be ignored"
+                            )
+                        fld = "topics[].partitions[].partition_index"
+                        out += _pack_ihqqi(
+                            x9.get("partition_index", 0),
+                            x9.get("error_code", 0),
+                            x9.get("timestamp", -1),
+                            x9.get("offset", -1),
+                            x9.get("leader_epoch", -1),
+                        )
+                        out += b"\x00"
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = ListOffsetsResponse
-VALID_VERSIONS = (0, 10)
+VALID_VERSIONS = (0, 11)
 FLEXIBLE_VERSIONS = (6, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -1858,6 +1961,7 @@ DECODERS: dict[int, Decoder] = {
     8: decode_v8,
     9: decode_v9,
     10: decode_v10,
+    11: decode_v11,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -1871,6 +1975,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     8: decode_v8_tracking,
     9: decode_v9_tracking,
     10: decode_v10_tracking,
+    11: decode_v11_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -1884,6 +1989,7 @@ ENCODERS: dict[int, Encoder] = {
     8: encode_v8,
     9: encode_v9,
     10: encode_v10,
+    11: encode_v11,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -1897,4 +2003,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     8: encode_v8_tracking,
     9: encode_v9_tracking,
     10: encode_v10_tracking,
+    11: encode_v11_tracking,
 }

@@ -28,24 +28,32 @@ _unpack_q = struct.Struct(">q").unpack_from
 
 
 class ListTransactionsRequest(Struct):
-    """ListTransactionsRequest (api key 66): the request as decoded, versions 0-1."""
+    """ListTransactionsRequest (api key 66): the request as decoded, versions 0-2."""
 
-    _fields = ("state_filters", "producer_id_filters", "duration_filter")
+    _fields = (
+        "state_filters",
+        "producer_id_filters",
+        "duration_filter",
+        "transactional_id_pattern",
+    )
     __slots__ = _fields
 
     state_filters: list[str]  # versions 0+
     producer_id_filters: list[int]  # versions 0+
     duration_filter: int  # versions 1+
+    transactional_id_pattern: str | None  # versions 2+, nullable 2+
 
     def __init__(
         self,
         state_filters: list[str] = EMPTY,
         producer_id_filters: list[int] = EMPTY,
         duration_filter: int = -1,
+        transactional_id_pattern: str | None = None,
     ) -> None:
         self.state_filters = [] if state_filters is EMPTY else state_filters
         self.producer_id_filters = [] if producer_id_filters is EMPTY else producer_id_filters
         self.duration_filter = duration_filter
+        self.transactional_id_pattern = transactional_id_pattern
 
 
 def decode_v0(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
@@ -115,7 +123,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
             if te11 > blen:
                 raise Malformed("tagged field past the frame end")
             pos = te11
-    s12 = ListTransactionsRequest(v1, v6, -1)
+    s12 = ListTransactionsRequest(v1, v6, -1, None)
     return s12, pos
 
 
@@ -188,8 +196,95 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
             if te12 > blen:
                 raise Malformed("tagged field past the frame end")
             pos = te12
-    s13 = ListTransactionsRequest(v1, v6, f8)
+    s13 = ListTransactionsRequest(v1, v6, f8, None)
     return s13, pos
+
+
+def decode_v2(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
+    blen = len(buf)
+    left = 100000
+    n2 = buf[pos]
+    pos += 1
+    if n2 > 127:
+        n2, pos = read_uvarint(buf, pos - 1)
+    n2 -= 1
+    if n2 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n2 > blen - pos:
+            raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
+        v1: list[str] = []
+        for _ in range(n2):
+            n4 = buf[pos]
+            pos += 1
+            if n4 > 127:
+                n4, pos = read_uvarint(buf, pos - 1)
+            n4 -= 1
+            if n4 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e5 = pos + n4
+                if e5 > blen:
+                    raise Malformed(f"string of {n4} bytes is longer than the frame")
+                v3 = str(buf[pos:e5], "utf-8")
+                pos = e5
+            v1.append(v3)
+    n7 = buf[pos]
+    pos += 1
+    if n7 > 127:
+        n7, pos = read_uvarint(buf, pos - 1)
+    n7 -= 1
+    if n7 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n7 > (blen - pos) // 8:
+            raise Malformed(f"array of {n7} elements is longer than the frame")
+        left -= n7
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
+        v6 = list(unpack_from(f">{n7}q", buf, pos))
+        pos += n7 * 8
+    (f8,) = _unpack_q(buf, pos)
+    pos += 8
+    n11 = buf[pos]
+    pos += 1
+    if n11 > 127:
+        n11, pos = read_uvarint(buf, pos - 1)
+    n11 -= 1
+    v10: str | None
+    if n11 < 0:
+        v10 = None
+    else:
+        e12 = pos + n11
+        if e12 > blen:
+            raise Malformed(f"string of {n11} bytes is longer than the frame")
+        v10 = str(buf[pos:e12], "utf-8")
+        pos = e12
+    nt13 = buf[pos]
+    pos += 1
+    if nt13 > 127:
+        nt13, pos = read_uvarint(buf, pos - 1)
+    if nt13:
+        if nt13 > (blen - pos) // 2:
+            raise Malformed(f"{nt13} tagged fields are longer than the frame")
+        for _ in range(nt13):
+            tg14 = buf[pos]
+            pos += 1
+            if tg14 > 127:
+                tg14, pos = read_uvarint(buf, pos - 1)
+            tz15 = buf[pos]
+            pos += 1
+            if tz15 > 127:
+                tz15, pos = read_uvarint(buf, pos - 1)
+            te16 = pos + tz15
+            if te16 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te16
+    s17 = ListTransactionsRequest(v1, v6, f8, v10)
+    return s17, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
@@ -264,7 +359,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListTransactionsReque
                 if te11 > blen:
                     raise Malformed("tagged field past the frame end")
                 pos = te11
-        s12 = ListTransactionsRequest(v1, v6, -1)
+        s12 = ListTransactionsRequest(v1, v6, -1, None)
         return s12, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
@@ -345,8 +440,104 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ListTransactionsReque
                 if te12 > blen:
                     raise Malformed("tagged field past the frame end")
                 pos = te12
-        s13 = ListTransactionsRequest(v1, v6, f8)
+        s13 = ListTransactionsRequest(v1, v6, f8, None)
         return s13, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        left = 100000
+        fld = "state_filters"
+        n2 = buf[pos]
+        pos += 1
+        if n2 > 127:
+            n2, pos = read_uvarint(buf, pos - 1)
+        n2 -= 1
+        if n2 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n2 > blen - pos:
+                raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
+            v1: list[str] = []
+            for _ in range(n2):
+                n4 = buf[pos]
+                pos += 1
+                if n4 > 127:
+                    n4, pos = read_uvarint(buf, pos - 1)
+                n4 -= 1
+                if n4 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e5 = pos + n4
+                    if e5 > blen:
+                        raise Malformed(f"string of {n4} bytes is longer than the frame")
+                    v3 = str(buf[pos:e5], "utf-8")
+                    pos = e5
+                v1.append(v3)
+        fld = "producer_id_filters"
+        n7 = buf[pos]
+        pos += 1
+        if n7 > 127:
+            n7, pos = read_uvarint(buf, pos - 1)
+        n7 -= 1
+        if n7 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n7 > (blen - pos) // 8:
+                raise Malformed(f"array of {n7} elements is longer than the frame")
+            left -= n7
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
+            v6 = list(unpack_from(f">{n7}q", buf, pos))
+            pos += n7 * 8
+        fld = "duration_filter"
+        (f8,) = _unpack_q(buf, pos)
+        pos += 8
+        fld = "transactional_id_pattern"
+        n11 = buf[pos]
+        pos += 1
+        if n11 > 127:
+            n11, pos = read_uvarint(buf, pos - 1)
+        n11 -= 1
+        v10: str | None
+        if n11 < 0:
+            v10 = None
+        else:
+            e12 = pos + n11
+            if e12 > blen:
+                raise Malformed(f"string of {n11} bytes is longer than the frame")
+            v10 = str(buf[pos:e12], "utf-8")
+            pos = e12
+        fld = "(tagged fields)"
+        nt13 = buf[pos]
+        pos += 1
+        if nt13 > 127:
+            nt13, pos = read_uvarint(buf, pos - 1)
+        if nt13:
+            if nt13 > (blen - pos) // 2:
+                raise Malformed(f"{nt13} tagged fields are longer than the frame")
+            for _ in range(nt13):
+                tg14 = buf[pos]
+                pos += 1
+                if tg14 > 127:
+                    tg14, pos = read_uvarint(buf, pos - 1)
+                tz15 = buf[pos]
+                pos += 1
+                if tz15 > 127:
+                    tz15, pos = read_uvarint(buf, pos - 1)
+                te16 = pos + tz15
+                if te16 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te16
+        s17 = ListTransactionsRequest(v1, v6, f8, v10)
+        return s17, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
@@ -359,6 +550,39 @@ def encode_v0(
     a1 = d.get("duration_filter")
     if a1 is not None and a1 != -1:
         raise ValueError("duration_filter is not in version 0 and cannot be ignored")
+    a2 = d.get("transactional_id_pattern")
+    if a2 is not None:
+        raise ValueError("transactional_id_pattern is not in version 0 and cannot be ignored")
+    v3 = d.get("state_filters", ())
+    if v3 is None:
+        out += b"\x01"
+    else:
+        n4 = len(v3)
+        out += UV[n4 + 1] if n4 < 127 else uvarint_bytes(n4 + 1)
+        for x5 in v3:
+            b7 = x5.encode()
+            n6 = len(b7)
+            out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+            out += b7
+    v8 = d.get("producer_id_filters", ())
+    if v8 is None:
+        out += b"\x01"
+    else:
+        n9 = len(v8)
+        out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+        out += pack(f">{n9}q", *v8)
+    out += b"\x00"
+    return out
+
+
+def encode_v1(
+    d: ListTransactionsRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    a1 = d.get("transactional_id_pattern")
+    if a1 is not None:
+        raise ValueError("transactional_id_pattern is not in version 1 and cannot be ignored")
     v2 = d.get("state_filters", ())
     if v2 is None:
         out += b"\x01"
@@ -377,11 +601,12 @@ def encode_v0(
         n8 = len(v7)
         out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
         out += pack(f">{n8}q", *v7)
+    out += _pack_q(d.get("duration_filter", -1))
     out += b"\x00"
     return out
 
 
-def encode_v1(
+def encode_v2(
     d: ListTransactionsRequest | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -405,6 +630,14 @@ def encode_v1(
         out += UV[n7 + 1] if n7 < 127 else uvarint_bytes(n7 + 1)
         out += pack(f">{n7}q", *v6)
     out += _pack_q(d.get("duration_filter", -1))
+    v8 = d.get("transactional_id_pattern")
+    if v8 is None:
+        out += b"\x00"
+    else:
+        b10 = v8.encode()
+        n9 = len(b10)
+        out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+        out += b10
     out += b"\x00"
     return out
 
@@ -419,6 +652,45 @@ def encode_v0_tracking(
         a1 = d.get("duration_filter")
         if a1 is not None and a1 != -1:
             raise ValueError("duration_filter is not in version 0 and cannot be ignored")
+        a2 = d.get("transactional_id_pattern")
+        if a2 is not None:
+            raise ValueError("transactional_id_pattern is not in version 0 and cannot be ignored")
+        fld = "state_filters"
+        v3 = d.get("state_filters", ())
+        if v3 is None:
+            out += b"\x01"
+        else:
+            n4 = len(v3)
+            out += UV[n4 + 1] if n4 < 127 else uvarint_bytes(n4 + 1)
+            for x5 in v3:
+                b7 = x5.encode()
+                n6 = len(b7)
+                out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+                out += b7
+        fld = "producer_id_filters"
+        v8 = d.get("producer_id_filters", ())
+        if v8 is None:
+            out += b"\x01"
+        else:
+            n9 = len(v8)
+            out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+            out += pack(f">{n9}q", *v8)
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def encode_v1_tracking(
+    d: ListTransactionsRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        a1 = d.get("transactional_id_pattern")
+        if a1 is not None:
+            raise ValueError("transactional_id_pattern is not in version 1 and cannot be ignored")
         fld = "state_filters"
         v2 = d.get("state_filters", ())
         if v2 is None:
@@ -439,13 +711,15 @@ def encode_v0_tracking(
             n8 = len(v7)
             out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
             out += pack(f">{n8}q", *v7)
+        fld = "duration_filter"
+        out += _pack_q(d.get("duration_filter", -1))
         out += b"\x00"
         return out
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
 
-def encode_v1_tracking(
+def encode_v2_tracking(
     d: ListTransactionsRequest | Mapping[str, Any],
     out: bytearray,
     chunks: list[Chunk],
@@ -474,6 +748,15 @@ def encode_v1_tracking(
             out += pack(f">{n7}q", *v6)
         fld = "duration_filter"
         out += _pack_q(d.get("duration_filter", -1))
+        fld = "transactional_id_pattern"
+        v8 = d.get("transactional_id_pattern")
+        if v8 is None:
+            out += b"\x00"
+        else:
+            b10 = v8.encode()
+            n9 = len(b10)
+            out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+            out += b10
         out += b"\x00"
         return out
     except Exception as e:
@@ -481,22 +764,26 @@ def encode_v1_tracking(
 
 
 MESSAGE = ListTransactionsRequest
-VALID_VERSIONS = (0, 1)
+VALID_VERSIONS = (0, 2)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
     0: decode_v0,
     1: decode_v1,
+    2: decode_v2,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
     1: decode_v1_tracking,
+    2: decode_v2_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
     1: encode_v1,
+    2: encode_v2,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
     1: encode_v1_tracking,
+    2: encode_v2_tracking,
 }

@@ -28,7 +28,7 @@ _unpack_q = struct.Struct(">q").unpack_from
 
 
 class ListTransactionsResponse(Struct):
-    """ListTransactionsResponse (api key 66): the response as decoded, versions 0-1."""
+    """ListTransactionsResponse (api key 66): the response as decoded, versions 0-2."""
 
     _fields = ("throttle_time_ms", "error_code", "unknown_state_filters", "transaction_states")
     __slots__ = _fields
@@ -191,6 +191,9 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ListTransactionsResponse, int]
 decode_v1 = decode_v0
 
 
+decode_v2 = decode_v0
+
+
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListTransactionsResponse, int]:
     fld = "(start)"
     try:
@@ -322,6 +325,9 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ListTransactionsRespo
 decode_v1_tracking = decode_v0_tracking
 
 
+decode_v2_tracking = decode_v0_tracking
+
+
 def encode_v0(
     d: ListTransactionsResponse | Mapping[str, Any],
     out: bytearray,
@@ -363,6 +369,9 @@ def encode_v0(
 
 
 encode_v1 = encode_v0
+
+
+encode_v2 = encode_v0
 
 
 def encode_v0_tracking(
@@ -418,23 +427,30 @@ def encode_v0_tracking(
 encode_v1_tracking = encode_v0_tracking
 
 
+encode_v2_tracking = encode_v0_tracking
+
+
 MESSAGE = ListTransactionsResponse
-VALID_VERSIONS = (0, 1)
+VALID_VERSIONS = (0, 2)
 FLEXIBLE_VERSIONS = (0, 32767)
 
 DECODERS: dict[int, Decoder] = {
     0: decode_v0,
     1: decode_v1,
+    2: decode_v2,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
     1: decode_v1_tracking,
+    2: decode_v2_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
     1: encode_v1,
+    2: encode_v2,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
     1: encode_v1_tracking,
+    2: encode_v2_tracking,
 }

@@ -38,7 +38,7 @@ _unpack_ooo = struct.Struct(">???").unpack_from
 
 
 class MetadataRequest(Struct):
-    """MetadataRequest (api key 3): the request as decoded, versions 0-12."""
+    """MetadataRequest (api key 3): the request as decoded, versions 0-13."""
 
     _fields = (
         "topics",
@@ -475,6 +475,9 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
 
 
 decode_v12 = decode_v11
+
+
+decode_v13 = decode_v11
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
@@ -929,6 +932,9 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataRequest, int
 decode_v12_tracking = decode_v11_tracking
 
 
+decode_v13_tracking = decode_v11_tracking
+
+
 def encode_v0(
     d: MetadataRequest | Mapping[str, Any],
     out: bytearray,
@@ -1312,6 +1318,41 @@ def encode_v12(
     if a1:
         raise ValueError(
             "include_cluster_authorized_operations is not in version 12 and cannot be ignored"
+        )
+    v2 = d.get("topics", ())
+    if v2 is None:
+        out += b"\x00"
+    else:
+        n3 = len(v2)
+        out += UV[n3 + 1] if n3 < 127 else uvarint_bytes(n3 + 1)
+        for x4 in v2:
+            out += _pack_16s(uuid_raw(x4.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+            v5 = x4.get("name", "")
+            if v5 is None:
+                out += b"\x00"
+            else:
+                b7 = v5.encode()
+                n6 = len(b7)
+                out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+                out += b7
+            out += b"\x00"
+    out += _pack_oo(
+        d.get("allow_auto_topic_creation", True),
+        d.get("include_topic_authorized_operations", False),
+    )
+    out += b"\x00"
+    return out
+
+
+def encode_v13(
+    d: MetadataRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    a1 = d.get("include_cluster_authorized_operations")
+    if a1:
+        raise ValueError(
+            "include_cluster_authorized_operations is not in version 13 and cannot be ignored"
         )
     v2 = d.get("topics", ())
     if v2 is None:
@@ -1837,8 +1878,51 @@ def encode_v12_tracking(
         raise FieldFailure(fld, e) from e
 
 
+def encode_v13_tracking(
+    d: MetadataRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        a1 = d.get("include_cluster_authorized_operations")
+        if a1:
+            raise ValueError(
+                "include_cluster_authorized_operations is not in version 13 and cannot be ignored"
+            )
+        fld = "topics"
+        v2 = d.get("topics", ())
+        if v2 is None:
+            out += b"\x00"
+        else:
+            n3 = len(v2)
+            out += UV[n3 + 1] if n3 < 127 else uvarint_bytes(n3 + 1)
+            for x4 in v2:
+                fld = "topics[].topic_id"
+                out += _pack_16s(uuid_raw(x4.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                fld = "topics[].name"
+                v5 = x4.get("name", "")
+                if v5 is None:
+                    out += b"\x00"
+                else:
+                    b7 = v5.encode()
+                    n6 = len(b7)
+                    out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+                    out += b7
+                out += b"\x00"
+        fld = "allow_auto_topic_creation"
+        out += _pack_oo(
+            d.get("allow_auto_topic_creation", True),
+            d.get("include_topic_authorized_operations", False),
+        )
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = MetadataRequest
-VALID_VERSIONS = (0, 12)
+VALID_VERSIONS = (0, 13)
 FLEXIBLE_VERSIONS = (9, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -1855,6 +1939,7 @@ DECODERS: dict[int, Decoder] = {
     10: decode_v10,
     11: decode_v11,
     12: decode_v12,
+    13: decode_v13,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -1870,6 +1955,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     10: decode_v10_tracking,
     11: decode_v11_tracking,
     12: decode_v12_tracking,
+    13: decode_v13_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -1885,6 +1971,7 @@ ENCODERS: dict[int, Encoder] = {
     10: encode_v10,
     11: encode_v11,
     12: encode_v12,
+    13: encode_v13,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -1900,4 +1987,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     10: encode_v10_tracking,
     11: encode_v11_tracking,
     12: encode_v12_tracking,
+    13: encode_v13_tracking,
 }

@@ -44,7 +44,7 @@ _unpack_o = struct.Struct(">?").unpack_from
 
 
 class MetadataResponse(Struct):
-    """MetadataResponse (api key 3): the response as decoded, versions 0-12."""
+    """MetadataResponse (api key 3): the response as decoded, versions 0-13."""
 
     _fields = (
         "throttle_time_ms",
@@ -53,6 +53,7 @@ class MetadataResponse(Struct):
         "controller_id",
         "topics",
         "cluster_authorized_operations",
+        "error_code",
     )
     __slots__ = _fields
 
@@ -62,6 +63,7 @@ class MetadataResponse(Struct):
     controller_id: int  # versions 1+
     topics: list[MetadataResponseTopic]  # versions 0+
     cluster_authorized_operations: int  # versions 8-10
+    error_code: int  # versions 13+
 
     def __init__(
         self,
@@ -71,6 +73,7 @@ class MetadataResponse(Struct):
         controller_id: int = -1,
         topics: list[MetadataResponseTopic] = EMPTY,
         cluster_authorized_operations: int = -2147483648,
+        error_code: int = 0,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.brokers = [] if brokers is EMPTY else brokers
@@ -78,6 +81,7 @@ class MetadataResponse(Struct):
         self.controller_id = controller_id
         self.topics = [] if topics is EMPTY else topics
         self.cluster_authorized_operations = cluster_authorized_operations
+        self.error_code = error_code
 
 
 class MetadataResponseBroker(Struct):
@@ -263,7 +267,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     v17.append(s26)
             s27 = MetadataResponseTopic(f12, v14, "AAAAAAAAAAAAAAAAAAAAAA", False, v17, -2147483648)
             v10.append(s27)
-    s28 = MetadataResponse(0, v1, None, -1, v10, -2147483648)
+    s28 = MetadataResponse(0, v1, None, -1, v10, -2147483648, 0)
     return s28, pos
 
 
@@ -363,7 +367,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     v23.append(s32)
             s33 = MetadataResponseTopic(f17, v19, "AAAAAAAAAAAAAAAAAAAAAA", f22, v23, -2147483648)
             v15.append(s33)
-    s34 = MetadataResponse(0, v1, None, f14, v15, -2147483648)
+    s34 = MetadataResponse(0, v1, None, f14, v15, -2147483648, 0)
     return s34, pos
 
 
@@ -474,7 +478,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     v27.append(s36)
             s37 = MetadataResponseTopic(f21, v23, "AAAAAAAAAAAAAAAAAAAAAA", f26, v27, -2147483648)
             v19.append(s37)
-    s38 = MetadataResponse(0, v1, v15, f18, v19, -2147483648)
+    s38 = MetadataResponse(0, v1, v15, f18, v19, -2147483648, 0)
     return s38, pos
 
 
@@ -587,7 +591,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     v28.append(s37)
             s38 = MetadataResponseTopic(f22, v24, "AAAAAAAAAAAAAAAAAAAAAA", f27, v28, -2147483648)
             v20.append(s38)
-    s39 = MetadataResponse(f1, v2, v16, f19, v20, -2147483648)
+    s39 = MetadataResponse(f1, v2, v16, f19, v20, -2147483648, 0)
     return s39, pos
 
 
@@ -712,7 +716,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     v28.append(s39)
             s40 = MetadataResponseTopic(f22, v24, "AAAAAAAAAAAAAAAAAAAAAA", f27, v28, -2147483648)
             v20.append(s40)
-    s41 = MetadataResponse(f1, v2, v16, f19, v20, -2147483648)
+    s41 = MetadataResponse(f1, v2, v16, f19, v20, -2147483648, 0)
     return s41, pos
 
 
@@ -837,7 +841,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
                     v28.append(s40)
             s41 = MetadataResponseTopic(f22, v24, "AAAAAAAAAAAAAAAAAAAAAA", f27, v28, -2147483648)
             v20.append(s41)
-    s42 = MetadataResponse(f1, v2, v16, f19, v20, -2147483648)
+    s42 = MetadataResponse(f1, v2, v16, f19, v20, -2147483648, 0)
     return s42, pos
 
 
@@ -963,7 +967,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             v20.append(s42)
     (f43,) = _unpack_i(buf, pos)
     pos += 4
-    s44 = MetadataResponse(f1, v2, v16, f19, v20, f43)
+    s44 = MetadataResponse(f1, v2, v16, f19, v20, f43, 0)
     return s44, pos
 
 
@@ -1199,7 +1203,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if te59 > blen:
                 raise Malformed("tagged field past the frame end")
             pos = te59
-    s60 = MetadataResponse(f1, v2, v20, f23, v24, f55)
+    s60 = MetadataResponse(f1, v2, v20, f23, v24, f55, 0)
     return s60, pos
 
 
@@ -1436,7 +1440,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if te60 > blen:
                 raise Malformed("tagged field past the frame end")
             pos = te60
-    s61 = MetadataResponse(f1, v2, v20, f23, v24, f56)
+    s61 = MetadataResponse(f1, v2, v20, f23, v24, f56, 0)
     return s61, pos
 
 
@@ -1671,7 +1675,7 @@ def decode_v11(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if te59 > blen:
                 raise Malformed("tagged field past the frame end")
             pos = te59
-    s60 = MetadataResponse(f1, v2, v20, f23, v24, -2147483648)
+    s60 = MetadataResponse(f1, v2, v20, f23, v24, -2147483648, 0)
     return s60, pos
 
 
@@ -1907,8 +1911,246 @@ def decode_v12(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
             if te59 > blen:
                 raise Malformed("tagged field past the frame end")
             pos = te59
-    s60 = MetadataResponse(f1, v2, v20, f23, v24, -2147483648)
+    s60 = MetadataResponse(f1, v2, v20, f23, v24, -2147483648, 0)
     return s60, pos
+
+
+def decode_v13(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
+    blen = len(buf)
+    (f1,) = _unpack_i(buf, pos)
+    pos += 4
+    n3 = buf[pos]
+    pos += 1
+    if n3 > 127:
+        n3, pos = read_uvarint(buf, pos - 1)
+    n3 -= 1
+    if n3 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n3 > (blen - pos) // 11:
+            raise Malformed(f"array of {n3} elements is longer than the frame")
+        v2: list[MetadataResponseBroker] = []
+        for _ in range(n3):
+            (f4,) = _unpack_i(buf, pos)
+            pos += 4
+            n7 = buf[pos]
+            pos += 1
+            if n7 > 127:
+                n7, pos = read_uvarint(buf, pos - 1)
+            n7 -= 1
+            if n7 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e8 = pos + n7
+                if e8 > blen:
+                    raise Malformed(f"string of {n7} bytes is longer than the frame")
+                v6 = str(buf[pos:e8], "utf-8")
+                pos = e8
+            (f9,) = _unpack_i(buf, pos)
+            pos += 4
+            n12 = buf[pos]
+            pos += 1
+            if n12 > 127:
+                n12, pos = read_uvarint(buf, pos - 1)
+            n12 -= 1
+            v11: str | None
+            if n12 < 0:
+                v11 = None
+            else:
+                e13 = pos + n12
+                if e13 > blen:
+                    raise Malformed(f"string of {n12} bytes is longer than the frame")
+                v11 = str(buf[pos:e13], "utf-8")
+                pos = e13
+            nt14 = buf[pos]
+            pos += 1
+            if nt14 > 127:
+                nt14, pos = read_uvarint(buf, pos - 1)
+            if nt14:
+                if nt14 > (blen - pos) // 2:
+                    raise Malformed(f"{nt14} tagged fields are longer than the frame")
+                for _ in range(nt14):
+                    tg15 = buf[pos]
+                    pos += 1
+                    if tg15 > 127:
+                        tg15, pos = read_uvarint(buf, pos - 1)
+                    tz16 = buf[pos]
+                    pos += 1
+                    if tz16 > 127:
+                        tz16, pos = read_uvarint(buf, pos - 1)
+                    te17 = pos + tz16
+                    if te17 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te17
+            s18 = MetadataResponseBroker(f4, v6, f9, v11)
+            v2.append(s18)
+    n21 = buf[pos]
+    pos += 1
+    if n21 > 127:
+        n21, pos = read_uvarint(buf, pos - 1)
+    n21 -= 1
+    v20: str | None
+    if n21 < 0:
+        v20 = None
+    else:
+        e22 = pos + n21
+        if e22 > blen:
+            raise Malformed(f"string of {n21} bytes is longer than the frame")
+        v20 = str(buf[pos:e22], "utf-8")
+        pos = e22
+    (f23,) = _unpack_i(buf, pos)
+    pos += 4
+    n25 = buf[pos]
+    pos += 1
+    if n25 > 127:
+        n25, pos = read_uvarint(buf, pos - 1)
+    n25 -= 1
+    if n25 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n25 > (blen - pos) // 26:
+            raise Malformed(f"array of {n25} elements is longer than the frame")
+        v24: list[MetadataResponseTopic] = []
+        for _ in range(n25):
+            (f26,) = _unpack_h(buf, pos)
+            pos += 2
+            n29 = buf[pos]
+            pos += 1
+            if n29 > 127:
+                n29, pos = read_uvarint(buf, pos - 1)
+            n29 -= 1
+            v28: str | None
+            if n29 < 0:
+                v28 = None
+            else:
+                e30 = pos + n29
+                if e30 > blen:
+                    raise Malformed(f"string of {n29} bytes is longer than the frame")
+                v28 = str(buf[pos:e30], "utf-8")
+                pos = e30
+            f31, f32 = _unpack_16so(buf, pos)
+            pos += 17
+            f31 = uuid_text(f31)
+            n34 = buf[pos]
+            pos += 1
+            if n34 > 127:
+                n34, pos = read_uvarint(buf, pos - 1)
+            n34 -= 1
+            if n34 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n34 > (blen - pos) // 18:
+                    raise Malformed(f"array of {n34} elements is longer than the frame")
+                v33: list[MetadataResponsePartition] = []
+                for _ in range(n34):
+                    f35, f36, f37, f38 = _unpack_hiii(buf, pos)
+                    pos += 14
+                    n40 = buf[pos]
+                    pos += 1
+                    if n40 > 127:
+                        n40, pos = read_uvarint(buf, pos - 1)
+                    n40 -= 1
+                    if n40 < 0:
+                        raise Malformed("null array for a non-nullable field")
+                    else:
+                        if n40 > (blen - pos) // 4:
+                            raise Malformed(f"array of {n40} elements is longer than the frame")
+                        v39 = list(unpack_from(f">{n40}i", buf, pos))
+                        pos += n40 * 4
+                    n42 = buf[pos]
+                    pos += 1
+                    if n42 > 127:
+                        n42, pos = read_uvarint(buf, pos - 1)
+                    n42 -= 1
+                    if n42 < 0:
+                        raise Malformed("null array for a non-nullable field")
+                    else:
+                        if n42 > (blen - pos) // 4:
+                            raise Malformed(f"array of {n42} elements is longer than the frame")
+                        v41 = list(unpack_from(f">{n42}i", buf, pos))
+                        pos += n42 * 4
+                    n44 = buf[pos]
+                    pos += 1
+                    if n44 > 127:
+                        n44, pos = read_uvarint(buf, pos - 1)
+                    n44 -= 1
+                    if n44 < 0:
+                        raise Malformed("null array for a non-nullable field")
+                    else:
+                        if n44 > (blen - pos) // 4:
+                            raise Malformed(f"array of {n44} elements is longer than the frame")
+                        v43 = list(unpack_from(f">{n44}i", buf, pos))
+                        pos += n44 * 4
+                    nt45 = buf[pos]
+                    pos += 1
+                    if nt45 > 127:
+                        nt45, pos = read_uvarint(buf, pos - 1)
+                    if nt45:
+                        if nt45 > (blen - pos) // 2:
+                            raise Malformed(f"{nt45} tagged fields are longer than the frame")
+                        for _ in range(nt45):
+                            tg46 = buf[pos]
+                            pos += 1
+                            if tg46 > 127:
+                                tg46, pos = read_uvarint(buf, pos - 1)
+                            tz47 = buf[pos]
+                            pos += 1
+                            if tz47 > 127:
+                                tz47, pos = read_uvarint(buf, pos - 1)
+                            te48 = pos + tz47
+                            if te48 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te48
+                    s49 = MetadataResponsePartition(f35, f36, f37, f38, v39, v41, v43)
+                    v33.append(s49)
+            (f50,) = _unpack_i(buf, pos)
+            pos += 4
+            nt51 = buf[pos]
+            pos += 1
+            if nt51 > 127:
+                nt51, pos = read_uvarint(buf, pos - 1)
+            if nt51:
+                if nt51 > (blen - pos) // 2:
+                    raise Malformed(f"{nt51} tagged fields are longer than the frame")
+                for _ in range(nt51):
+                    tg52 = buf[pos]
+                    pos += 1
+                    if tg52 > 127:
+                        tg52, pos = read_uvarint(buf, pos - 1)
+                    tz53 = buf[pos]
+                    pos += 1
+                    if tz53 > 127:
+                        tz53, pos = read_uvarint(buf, pos - 1)
+                    te54 = pos + tz53
+                    if te54 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te54
+            s55 = MetadataResponseTopic(f26, v28, f31, f32, v33, f50)
+            v24.append(s55)
+    (f56,) = _unpack_h(buf, pos)
+    pos += 2
+    nt57 = buf[pos]
+    pos += 1
+    if nt57 > 127:
+        nt57, pos = read_uvarint(buf, pos - 1)
+    if nt57:
+        if nt57 > (blen - pos) // 2:
+            raise Malformed(f"{nt57} tagged fields are longer than the frame")
+        for _ in range(nt57):
+            tg58 = buf[pos]
+            pos += 1
+            if tg58 > 127:
+                tg58, pos = read_uvarint(buf, pos - 1)
+            tz59 = buf[pos]
+            pos += 1
+            if tz59 > 127:
+                tz59, pos = read_uvarint(buf, pos - 1)
+            te60 = pos + tz59
+            if te60 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te60
+    s61 = MetadataResponse(f1, v2, v20, f23, v24, -2147483648, f56)
+    return s61, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
@@ -2012,7 +2254,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                     -2147483648,
                 )
                 v10.append(s27)
-        s28 = MetadataResponse(0, v1, None, -1, v10, -2147483648)
+        s28 = MetadataResponse(0, v1, None, -1, v10, -2147483648, 0)
         return s28, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
@@ -2137,7 +2379,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                     -2147483648,
                 )
                 v15.append(s33)
-        s34 = MetadataResponse(0, v1, None, f14, v15, -2147483648)
+        s34 = MetadataResponse(0, v1, None, f14, v15, -2147483648, 0)
         return s34, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
@@ -2274,7 +2516,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                     -2147483648,
                 )
                 v19.append(s37)
-        s38 = MetadataResponse(0, v1, v15, f18, v19, -2147483648)
+        s38 = MetadataResponse(0, v1, v15, f18, v19, -2147483648, 0)
         return s38, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
@@ -2414,7 +2656,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                     -2147483648,
                 )
                 v20.append(s38)
-        s39 = MetadataResponse(f1, v2, v16, f19, v20, -2147483648)
+        s39 = MetadataResponse(f1, v2, v16, f19, v20, -2147483648, 0)
         return s39, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
@@ -2567,7 +2809,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                     -2147483648,
                 )
                 v20.append(s40)
-        s41 = MetadataResponse(f1, v2, v16, f19, v20, -2147483648)
+        s41 = MetadataResponse(f1, v2, v16, f19, v20, -2147483648, 0)
         return s41, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
@@ -2720,7 +2962,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                     -2147483648,
                 )
                 v20.append(s41)
-        s42 = MetadataResponse(f1, v2, v16, f19, v20, -2147483648)
+        s42 = MetadataResponse(f1, v2, v16, f19, v20, -2147483648, 0)
         return s42, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
@@ -2869,7 +3111,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
         fld = "cluster_authorized_operations"
         (f43,) = _unpack_i(buf, pos)
         pos += 4
-        s44 = MetadataResponse(f1, v2, v16, f19, v20, f43)
+        s44 = MetadataResponse(f1, v2, v16, f19, v20, f43, 0)
         return s44, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
@@ -3132,7 +3374,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int
                 if te59 > blen:
                     raise Malformed("tagged field past the frame end")
                 pos = te59
-        s60 = MetadataResponse(f1, v2, v20, f23, v24, f55)
+        s60 = MetadataResponse(f1, v2, v20, f23, v24, f55, 0)
         return s60, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
@@ -3396,7 +3638,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                 if te60 > blen:
                     raise Malformed("tagged field past the frame end")
                 pos = te60
-        s61 = MetadataResponse(f1, v2, v20, f23, v24, f56)
+        s61 = MetadataResponse(f1, v2, v20, f23, v24, f56, 0)
         return s61, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
@@ -3657,7 +3899,7 @@ def decode_v11_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                 if te59 > blen:
                     raise Malformed("tagged field past the frame end")
                 pos = te59
-        s60 = MetadataResponse(f1, v2, v20, f23, v24, -2147483648)
+        s60 = MetadataResponse(f1, v2, v20, f23, v24, -2147483648, 0)
         return s60, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
@@ -3919,8 +4161,273 @@ def decode_v12_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, in
                 if te59 > blen:
                     raise Malformed("tagged field past the frame end")
                 pos = te59
-        s60 = MetadataResponse(f1, v2, v20, f23, v24, -2147483648)
+        s60 = MetadataResponse(f1, v2, v20, f23, v24, -2147483648, 0)
         return s60, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[MetadataResponse, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        fld = "throttle_time_ms"
+        (f1,) = _unpack_i(buf, pos)
+        pos += 4
+        fld = "brokers"
+        n3 = buf[pos]
+        pos += 1
+        if n3 > 127:
+            n3, pos = read_uvarint(buf, pos - 1)
+        n3 -= 1
+        if n3 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n3 > (blen - pos) // 11:
+                raise Malformed(f"array of {n3} elements is longer than the frame")
+            v2: list[MetadataResponseBroker] = []
+            for _ in range(n3):
+                fld = "brokers[].node_id"
+                (f4,) = _unpack_i(buf, pos)
+                pos += 4
+                fld = "brokers[].host"
+                n7 = buf[pos]
+                pos += 1
+                if n7 > 127:
+                    n7, pos = read_uvarint(buf, pos - 1)
+                n7 -= 1
+                if n7 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e8 = pos + n7
+                    if e8 > blen:
+                        raise Malformed(f"string of {n7} bytes is longer than the frame")
+                    v6 = str(buf[pos:e8], "utf-8")
+                    pos = e8
+                fld = "brokers[].port"
+                (f9,) = _unpack_i(buf, pos)
+                pos += 4
+                fld = "brokers[].rack"
+                n12 = buf[pos]
+                pos += 1
+                if n12 > 127:
+                    n12, pos = read_uvarint(buf, pos - 1)
+                n12 -= 1
+                v11: str | None
+                if n12 < 0:
+                    v11 = None
+                else:
+                    e13 = pos + n12
+                    if e13 > blen:
+                        raise Malformed(f"string of {n12} bytes is longer than the frame")
+                    v11 = str(buf[pos:e13], "utf-8")
+                    pos = e13
+                fld = "brokers[].(tagged fields)"
+                nt14 = buf[pos]
+                pos += 1
+                if nt14 > 127:
+                    nt14, pos = read_uvarint(buf, pos - 1)
+                if nt14:
+                    if nt14 > (blen - pos) // 2:
+                        raise Malformed(f"{nt14} tagged fields are longer than the frame")
+                    for _ in range(nt14):
+                        tg15 = buf[pos]
+                        pos += 1
+                        if tg15 > 127:
+                            tg15, pos = read_uvarint(buf, pos - 1)
+                        tz16 = buf[pos]
+                        pos += 1
+                        if tz16 > 127:
+                            tz16, pos = read_uvarint(buf, pos - 1)
+                        te17 = pos + tz16
+                        if te17 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te17
+                s18 = MetadataResponseBroker(f4, v6, f9, v11)
+                v2.append(s18)
+        fld = "cluster_id"
+        n21 = buf[pos]
+        pos += 1
+        if n21 > 127:
+            n21, pos = read_uvarint(buf, pos - 1)
+        n21 -= 1
+        v20: str | None
+        if n21 < 0:
+            v20 = None
+        else:
+            e22 = pos + n21
+            if e22 > blen:
+                raise Malformed(f"string of {n21} bytes is longer than the frame")
+            v20 = str(buf[pos:e22], "utf-8")
+            pos = e22
+        fld = "controller_id"
+        (f23,) = _unpack_i(buf, pos)
+        pos += 4
+        fld = "topics"
+        n25 = buf[pos]
+        pos += 1
+        if n25 > 127:
+            n25, pos = read_uvarint(buf, pos - 1)
+        n25 -= 1
+        if n25 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n25 > (blen - pos) // 26:
+                raise Malformed(f"array of {n25} elements is longer than the frame")
+            v24: list[MetadataResponseTopic] = []
+            for _ in range(n25):
+                fld = "topics[].error_code"
+                (f26,) = _unpack_h(buf, pos)
+                pos += 2
+                fld = "topics[].name"
+                n29 = buf[pos]
+                pos += 1
+                if n29 > 127:
+                    n29, pos = read_uvarint(buf, pos - 1)
+                n29 -= 1
+                v28: str | None
+                if n29 < 0:
+                    v28 = None
+                else:
+                    e30 = pos + n29
+                    if e30 > blen:
+                        raise Malformed(f"string of {n29} bytes is longer than the frame")
+                    v28 = str(buf[pos:e30], "utf-8")
+                    pos = e30
+                fld = "topics[].topic_id"
+                f31, f32 = _unpack_16so(buf, pos)
+                pos += 17
+                f31 = uuid_text(f31)
+                fld = "topics[].partitions"
+                n34 = buf[pos]
+                pos += 1
+                if n34 > 127:
+                    n34, pos = read_uvarint(buf, pos - 1)
+                n34 -= 1
+                if n34 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n34 > (blen - pos) // 18:
+                        raise Malformed(f"array of {n34} elements is longer than the frame")
+                    v33: list[MetadataResponsePartition] = []
+                    for _ in range(n34):
+                        fld = "topics[].partitions[].error_code"
+                        f35, f36, f37, f38 = _unpack_hiii(buf, pos)
+                        pos += 14
+                        fld = "topics[].partitions[].replica_nodes"
+                        n40 = buf[pos]
+                        pos += 1
+                        if n40 > 127:
+                            n40, pos = read_uvarint(buf, pos - 1)
+                        n40 -= 1
+                        if n40 < 0:
+                            raise Malformed("null array for a non-nullable field")
+                        else:
+                            if n40 > (blen - pos) // 4:
+                                raise Malformed(f"array of {n40} elements is longer than the frame")
+                            v39 = list(unpack_from(f">{n40}i", buf, pos))
+                            pos += n40 * 4
+                        fld = "topics[].partitions[].isr_nodes"
+                        n42 = buf[pos]
+                        pos += 1
+                        if n42 > 127:
+                            n42, pos = read_uvarint(buf, pos - 1)
+                        n42 -= 1
+                        if n42 < 0:
+                            raise Malformed("null array for a non-nullable field")
+                        else:
+                            if n42 > (blen - pos) // 4:
+                                raise Malformed(f"array of {n42} elements is longer than the frame")
+                            v41 = list(unpack_from(f">{n42}i", buf, pos))
+                            pos += n42 * 4
+                        fld = "topics[].partitions[].offline_replicas"
+                        n44 = buf[pos]
+                        pos += 1
+                        if n44 > 127:
+                            n44, pos = read_uvarint(buf, pos - 1)
+                        n44 -= 1
+                        if n44 < 0:
+                            raise Malformed("null array for a non-nullable field")
+                        else:
+                            if n44 > (blen - pos) // 4:
+                                raise Malformed(f"array of {n44} elements is longer than the frame")
+                            v43 = list(unpack_from(f">{n44}i", buf, pos))
+                            pos += n44 * 4
+                        fld = "topics[].partitions[].(tagged fields)"
+                        nt45 = buf[pos]
+                        pos += 1
+                        if nt45 > 127:
+                            nt45, pos = read_uvarint(buf, pos - 1)
+                        if nt45:
+                            if nt45 > (blen - pos) // 2:
+                                raise Malformed(f"{nt45} tagged fields are longer than the frame")
+                            for _ in range(nt45):
+                                tg46 = buf[pos]
+                                pos += 1
+                                if tg46 > 127:
+                                    tg46, pos = read_uvarint(buf, pos - 1)
+                                tz47 = buf[pos]
+                                pos += 1
+                                if tz47 > 127:
+                                    tz47, pos = read_uvarint(buf, pos - 1)
+                                te48 = pos + tz47
+                                if te48 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te48
+                        s49 = MetadataResponsePartition(f35, f36, f37, f38, v39, v41, v43)
+                        v33.append(s49)
+                fld = "topics[].topic_authorized_operations"
+                (f50,) = _unpack_i(buf, pos)
+                pos += 4
+                fld = "topics[].(tagged fields)"
+                nt51 = buf[pos]
+                pos += 1
+                if nt51 > 127:
+                    nt51, pos = read_uvarint(buf, pos - 1)
+                if nt51:
+                    if nt51 > (blen - pos) // 2:
+                        raise Malformed(f"{nt51} tagged fields are longer than the frame")
+                    for _ in range(nt51):
+                        tg52 = buf[pos]
+                        pos += 1
+                        if tg52 > 127:
+                            tg52, pos = read_uvarint(buf, pos - 1)
+                        tz53 = buf[pos]
+                        pos += 1
+                        if tz53 > 127:
+                            tz53, pos = read_uvarint(buf, pos - 1)
+                        te54 = pos + tz53
+                        if te54 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te54
+                s55 = MetadataResponseTopic(f26, v28, f31, f32, v33, f50)
+                v24.append(s55)
+        fld = "error_code"
+        (f56,) = _unpack_h(buf, pos)
+        pos += 2
+        fld = "(tagged fields)"
+        nt57 = buf[pos]
+        pos += 1
+        if nt57 > 127:
+            nt57, pos = read_uvarint(buf, pos - 1)
+        if nt57:
+            if nt57 > (blen - pos) // 2:
+                raise Malformed(f"{nt57} tagged fields are longer than the frame")
+            for _ in range(nt57):
+                tg58 = buf[pos]
+                pos += 1
+                if tg58 > 127:
+                    tg58, pos = read_uvarint(buf, pos - 1)
+                tz59 = buf[pos]
+                pos += 1
+                if tz59 > 127:
+                    tz59, pos = read_uvarint(buf, pos - 1)
+                te60 = pos + tz59
+                if te60 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te60
+        s61 = MetadataResponse(f1, v2, v20, f23, v24, -2147483648, f56)
+        return s61, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
@@ -5100,6 +5607,109 @@ def encode_v12(
                     out += b"\x00"
             out += _pack_i(x16.get("topic_authorized_operations", -2147483648))
             out += b"\x00"
+    out += b"\x00"
+    return out
+
+
+def encode_v13(
+    d: MetadataResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    a1 = d.get("cluster_authorized_operations")
+    if a1 is not None and a1 != -2147483648:
+        raise ValueError("cluster_authorized_operations is not in version 13 and cannot be ignored")
+    out += _pack_i(d.get("throttle_time_ms", 0))
+    v2 = d.get("brokers", ())
+    if v2 is None:
+        out += b"\x01"
+    else:
+        n3 = len(v2)
+        out += UV[n3 + 1] if n3 < 127 else uvarint_bytes(n3 + 1)
+        for x4 in v2:
+            out += _pack_i(x4.get("node_id", 0))
+            v5 = x4.get("host", "")
+            b7 = v5.encode()
+            n6 = len(b7)
+            out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+            out += b7
+            out += _pack_i(x4.get("port", 0))
+            v8 = x4.get("rack")
+            if v8 is None:
+                out += b"\x00"
+            else:
+                b10 = v8.encode()
+                n9 = len(b10)
+                out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+                out += b10
+            out += b"\x00"
+    v11 = d.get("cluster_id")
+    if v11 is None:
+        out += b"\x00"
+    else:
+        b13 = v11.encode()
+        n12 = len(b13)
+        out += UV[n12 + 1] if n12 < 127 else uvarint_bytes(n12 + 1)
+        out += b13
+    out += _pack_i(d.get("controller_id", -1))
+    v14 = d.get("topics", ())
+    if v14 is None:
+        out += b"\x01"
+    else:
+        n15 = len(v14)
+        out += UV[n15 + 1] if n15 < 127 else uvarint_bytes(n15 + 1)
+        for x16 in v14:
+            out += _pack_h(x16.get("error_code", 0))
+            v17 = x16.get("name", "")
+            if v17 is None:
+                out += b"\x00"
+            else:
+                b19 = v17.encode()
+                n18 = len(b19)
+                out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
+                out += b19
+            out += _pack_16so(
+                uuid_raw(x16.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")),
+                x16.get("is_internal", False),
+            )
+            v20 = x16.get("partitions", ())
+            if v20 is None:
+                out += b"\x01"
+            else:
+                n21 = len(v20)
+                out += UV[n21 + 1] if n21 < 127 else uvarint_bytes(n21 + 1)
+                for x22 in v20:
+                    out += _pack_hiii(
+                        x22.get("error_code", 0),
+                        x22.get("partition_index", 0),
+                        x22.get("leader_id", 0),
+                        x22.get("leader_epoch", -1),
+                    )
+                    v23 = x22.get("replica_nodes", ())
+                    if v23 is None:
+                        out += b"\x01"
+                    else:
+                        n24 = len(v23)
+                        out += UV[n24 + 1] if n24 < 127 else uvarint_bytes(n24 + 1)
+                        out += pack(f">{n24}i", *v23)
+                    v25 = x22.get("isr_nodes", ())
+                    if v25 is None:
+                        out += b"\x01"
+                    else:
+                        n26 = len(v25)
+                        out += UV[n26 + 1] if n26 < 127 else uvarint_bytes(n26 + 1)
+                        out += pack(f">{n26}i", *v25)
+                    v27 = x22.get("offline_replicas", ())
+                    if v27 is None:
+                        out += b"\x01"
+                    else:
+                        n28 = len(v27)
+                        out += UV[n28 + 1] if n28 < 127 else uvarint_bytes(n28 + 1)
+                        out += pack(f">{n28}i", *v27)
+                    out += b"\x00"
+            out += _pack_i(x16.get("topic_authorized_operations", -2147483648))
+            out += b"\x00"
+    out += _pack_h(d.get("error_code", 0))
     out += b"\x00"
     return out
 
@@ -6579,8 +7189,136 @@ def encode_v12_tracking(
         raise FieldFailure(fld, e) from e
 
 
+def encode_v13_tracking(
+    d: MetadataResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        a1 = d.get("cluster_authorized_operations")
+        if a1 is not None and a1 != -2147483648:
+            raise ValueError(
+                "cluster_authorized_operations is not in version 13 and cannot be ignored"
+            )
+        fld = "throttle_time_ms"
+        out += _pack_i(d.get("throttle_time_ms", 0))
+        fld = "brokers"
+        v2 = d.get("brokers", ())
+        if v2 is None:
+            out += b"\x01"
+        else:
+            n3 = len(v2)
+            out += UV[n3 + 1] if n3 < 127 else uvarint_bytes(n3 + 1)
+            for x4 in v2:
+                fld = "brokers[].node_id"
+                out += _pack_i(x4.get("node_id", 0))
+                fld = "brokers[].host"
+                v5 = x4.get("host", "")
+                b7 = v5.encode()
+                n6 = len(b7)
+                out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+                out += b7
+                fld = "brokers[].port"
+                out += _pack_i(x4.get("port", 0))
+                fld = "brokers[].rack"
+                v8 = x4.get("rack")
+                if v8 is None:
+                    out += b"\x00"
+                else:
+                    b10 = v8.encode()
+                    n9 = len(b10)
+                    out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+                    out += b10
+                out += b"\x00"
+        fld = "cluster_id"
+        v11 = d.get("cluster_id")
+        if v11 is None:
+            out += b"\x00"
+        else:
+            b13 = v11.encode()
+            n12 = len(b13)
+            out += UV[n12 + 1] if n12 < 127 else uvarint_bytes(n12 + 1)
+            out += b13
+        fld = "controller_id"
+        out += _pack_i(d.get("controller_id", -1))
+        fld = "topics"
+        v14 = d.get("topics", ())
+        if v14 is None:
+            out += b"\x01"
+        else:
+            n15 = len(v14)
+            out += UV[n15 + 1] if n15 < 127 else uvarint_bytes(n15 + 1)
+            for x16 in v14:
+                fld = "topics[].error_code"
+                out += _pack_h(x16.get("error_code", 0))
+                fld = "topics[].name"
+                v17 = x16.get("name", "")
+                if v17 is None:
+                    out += b"\x00"
+                else:
+                    b19 = v17.encode()
+                    n18 = len(b19)
+                    out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
+                    out += b19
+                fld = "topics[].topic_id"
+                out += _pack_16so(
+                    uuid_raw(x16.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")),
+                    x16.get("is_internal", False),
+                )
+                fld = "topics[].partitions"
+                v20 = x16.get("partitions", ())
+                if v20 is None:
+                    out += b"\x01"
+                else:
+                    n21 = len(v20)
+                    out += UV[n21 + 1] if n21 < 127 else uvarint_bytes(n21 + 1)
+                    for x22 in v20:
+                        fld = "topics[].partitions[].error_code"
+                        out += _pack_hiii(
+                            x22.get("error_code", 0),
+                            x22.get("partition_index", 0),
+                            x22.get("leader_id", 0),
+                            x22.get("leader_epoch", -1),
+                        )
+                        fld = "topics[].partitions[].replica_nodes"
+                        v23 = x22.get("replica_nodes", ())
+                        if v23 is None:
+                            out += b"\x01"
+                        else:
+                            n24 = len(v23)
+                            out += UV[n24 + 1] if n24 < 127 else uvarint_bytes(n24 + 1)
+                            out += pack(f">{n24}i", *v23)
+                        fld = "topics[].partitions[].isr_nodes"
+                        v25 = x22.get("isr_nodes", ())
+                        if v25 is None:
+                            out += b"\x01"
+                        else:
+                            n26 = len(v25)
+                            out += UV[n26 + 1] if n26 < 127 else uvarint_bytes(n26 + 1)
+                            out += pack(f">{n26}i", *v25)
+                        fld = "topics[].partitions[].offline_replicas"
+                        v27 = x22.get("offline_replicas", ())
+                        if v27 is None:
+                            out += b"\x01"
+                        else:
+                            n28 = len(v27)
+                            out += UV[n28 + 1] if n28 < 127 else uvarint_bytes(n28 + 1)
+                            out += pack(f">{n28}i", *v27)
+                        out += b"\x00"
+                fld = "topics[].topic_authorized_operations"
+                out += _pack_i(x16.get("topic_authorized_operations", -2147483648))
+                out += b"\x00"
+        fld = "error_code"
+        out += _pack_h(d.get("error_code", 0))
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = MetadataResponse
-VALID_VERSIONS = (0, 12)
+VALID_VERSIONS = (0, 13)
 FLEXIBLE_VERSIONS = (9, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -6597,6 +7335,7 @@ DECODERS: dict[int, Decoder] = {
     10: decode_v10,
     11: decode_v11,
     12: decode_v12,
+    13: decode_v13,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -6612,6 +7351,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     10: decode_v10_tracking,
     11: decode_v11_tracking,
     12: decode_v12_tracking,
+    13: decode_v13_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -6627,6 +7367,7 @@ ENCODERS: dict[int, Encoder] = {
     10: encode_v10,
     11: encode_v11,
     12: encode_v12,
+    13: encode_v13,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -6642,4 +7383,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     10: encode_v10_tracking,
     11: encode_v11_tracking,
     12: encode_v12_tracking,
+    13: encode_v13_tracking,
 }

@@ -21,15 +21,19 @@ from pylog.protocol._runtime import (
     rd16,
     rd32,
     read_uvarint,
+    uuid_raw,
+    uuid_text,
     uvarint_bytes,
 )
 from pylog.protocol._struct import Struct
 
+_pack_16s = struct.Struct(">16s").pack
 _pack_i = struct.Struct(">i").pack
 _pack_iq = struct.Struct(">iq").pack
 _pack_iqi = struct.Struct(">iqi").pack
 _pack_iqq = struct.Struct(">iqq").pack
 _pack_q = struct.Struct(">q").pack
+_unpack_16s = struct.Struct(">16s").unpack_from
 _unpack_i = struct.Struct(">i").unpack_from
 _unpack_iq = struct.Struct(">iq").unpack_from
 _unpack_iqi = struct.Struct(">iqi").unpack_from
@@ -38,7 +42,7 @@ _unpack_q = struct.Struct(">q").unpack_from
 
 
 class OffsetCommitRequest(Struct):
-    """OffsetCommitRequest (api key 8): the request as decoded, versions 0-9."""
+    """OffsetCommitRequest (api key 8): the request as decoded, versions 0-10."""
 
     _fields = (
         "group_id",
@@ -77,18 +81,21 @@ class OffsetCommitRequest(Struct):
 class OffsetCommitRequestTopic(Struct):
     """A OffsetCommitRequestTopic of OffsetCommitRequest."""
 
-    _fields = ("name", "partitions")
+    _fields = ("name", "topic_id", "partitions")
     __slots__ = _fields
 
-    name: str  # versions 0+
+    name: str  # versions 0-9
+    topic_id: str  # versions 10+
     partitions: list[OffsetCommitRequestPartition]  # versions 0+
 
     def __init__(
         self,
         name: str = "",
+        topic_id: str = "AAAAAAAAAAAAAAAAAAAAAA",
         partitions: list[OffsetCommitRequestPartition] = EMPTY,
     ) -> None:
         self.name = name
+        self.topic_id = topic_id
         self.partitions = [] if partitions is EMPTY else partitions
 
 
@@ -187,7 +194,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
                         pos = e18
                     s19 = OffsetCommitRequestPartition(f13, f14, -1, -1, v16)
                     v11.append(s19)
-            s20 = OffsetCommitRequestTopic(v8, v11)
+            s20 = OffsetCommitRequestTopic(v8, "AAAAAAAAAAAAAAAAAAAAAA", v11)
             v5.append(s20)
     s21 = OffsetCommitRequest(v2, -1, "", None, -1, v5)
     return s21, pos
@@ -267,7 +274,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
                         pos = e24
                     s25 = OffsetCommitRequestPartition(f18, f19, -1, f20, v22)
                     v16.append(s25)
-            s26 = OffsetCommitRequestTopic(v13, v16)
+            s26 = OffsetCommitRequestTopic(v13, "AAAAAAAAAAAAAAAAAAAAAA", v16)
             v10.append(s26)
     s27 = OffsetCommitRequest(v2, f5, v7, None, -1, v10)
     return s27, pos
@@ -349,7 +356,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
                         pos = e24
                     s25 = OffsetCommitRequestPartition(f19, f20, -1, -1, v22)
                     v17.append(s25)
-            s26 = OffsetCommitRequestTopic(v14, v17)
+            s26 = OffsetCommitRequestTopic(v14, "AAAAAAAAAAAAAAAAAAAAAA", v17)
             v11.append(s26)
     s27 = OffsetCommitRequest(v2, f5, v7, None, f10, v11)
     return s27, pos
@@ -435,7 +442,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
                         pos = e23
                     s24 = OffsetCommitRequestPartition(f18, f19, -1, -1, v21)
                     v16.append(s24)
-            s25 = OffsetCommitRequestTopic(v13, v16)
+            s25 = OffsetCommitRequestTopic(v13, "AAAAAAAAAAAAAAAAAAAAAA", v16)
             v10.append(s25)
     s26 = OffsetCommitRequest(v2, f5, v7, None, -1, v10)
     return s26, pos
@@ -515,7 +522,7 @@ def decode_v6(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
                         pos = e24
                     s25 = OffsetCommitRequestPartition(f18, f19, f20, -1, v22)
                     v16.append(s25)
-            s26 = OffsetCommitRequestTopic(v13, v16)
+            s26 = OffsetCommitRequestTopic(v13, "AAAAAAAAAAAAAAAAAAAAAA", v16)
             v10.append(s26)
     s27 = OffsetCommitRequest(v2, f5, v7, None, -1, v10)
     return s27, pos
@@ -606,7 +613,7 @@ def decode_v7(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
                         pos = e28
                     s29 = OffsetCommitRequestPartition(f22, f23, f24, -1, v26)
                     v20.append(s29)
-            s30 = OffsetCommitRequestTopic(v17, v20)
+            s30 = OffsetCommitRequestTopic(v17, "AAAAAAAAAAAAAAAAAAAAAA", v20)
             v14.append(s30)
     s31 = OffsetCommitRequest(v2, f5, v7, v11, -1, v14)
     return s31, pos
@@ -758,7 +765,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
                     if te37 > blen:
                         raise Malformed("tagged field past the frame end")
                     pos = te37
-            s38 = OffsetCommitRequestTopic(v17, v20)
+            s38 = OffsetCommitRequestTopic(v17, "AAAAAAAAAAAAAAAAAAAAAA", v20)
             v14.append(s38)
     nt39 = buf[pos]
     pos += 1
@@ -785,6 +792,168 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
 
 
 decode_v9 = decode_v8
+
+
+def decode_v10(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
+    blen = len(buf)
+    left = 100000
+    n3 = buf[pos]
+    pos += 1
+    if n3 > 127:
+        n3, pos = read_uvarint(buf, pos - 1)
+    n3 -= 1
+    if n3 < 0:
+        raise Malformed("null or negative length for non-nullable string")
+    else:
+        e4 = pos + n3
+        if e4 > blen:
+            raise Malformed(f"string of {n3} bytes is longer than the frame")
+        v2 = str(buf[pos:e4], "utf-8")
+        pos = e4
+    (f5,) = _unpack_i(buf, pos)
+    pos += 4
+    n8 = buf[pos]
+    pos += 1
+    if n8 > 127:
+        n8, pos = read_uvarint(buf, pos - 1)
+    n8 -= 1
+    if n8 < 0:
+        raise Malformed("null or negative length for non-nullable string")
+    else:
+        e9 = pos + n8
+        if e9 > blen:
+            raise Malformed(f"string of {n8} bytes is longer than the frame")
+        v7 = str(buf[pos:e9], "utf-8")
+        pos = e9
+    n12 = buf[pos]
+    pos += 1
+    if n12 > 127:
+        n12, pos = read_uvarint(buf, pos - 1)
+    n12 -= 1
+    v11: str | None
+    if n12 < 0:
+        v11 = None
+    else:
+        e13 = pos + n12
+        if e13 > blen:
+            raise Malformed(f"string of {n12} bytes is longer than the frame")
+        v11 = str(buf[pos:e13], "utf-8")
+        pos = e13
+    n15 = buf[pos]
+    pos += 1
+    if n15 > 127:
+        n15, pos = read_uvarint(buf, pos - 1)
+    n15 -= 1
+    if n15 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n15 > (blen - pos) // 18:
+            raise Malformed(f"array of {n15} elements is longer than the frame")
+        left -= n15
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
+        v14: list[OffsetCommitRequestTopic] = []
+        for _ in range(n15):
+            (f16,) = _unpack_16s(buf, pos)
+            pos += 16
+            f16 = uuid_text(f16)
+            n18 = buf[pos]
+            pos += 1
+            if n18 > 127:
+                n18, pos = read_uvarint(buf, pos - 1)
+            n18 -= 1
+            if n18 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n18 > (blen - pos) // 18:
+                    raise Malformed(f"array of {n18} elements is longer than the frame")
+                left -= n18
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
+                v17: list[OffsetCommitRequestPartition] = []
+                for _ in range(n18):
+                    f19, f20, f21 = _unpack_iqi(buf, pos)
+                    pos += 16
+                    n24 = buf[pos]
+                    pos += 1
+                    if n24 > 127:
+                        n24, pos = read_uvarint(buf, pos - 1)
+                    n24 -= 1
+                    v23: str | None
+                    if n24 < 0:
+                        v23 = None
+                    else:
+                        e25 = pos + n24
+                        if e25 > blen:
+                            raise Malformed(f"string of {n24} bytes is longer than the frame")
+                        v23 = str(buf[pos:e25], "utf-8")
+                        pos = e25
+                    nt26 = buf[pos]
+                    pos += 1
+                    if nt26 > 127:
+                        nt26, pos = read_uvarint(buf, pos - 1)
+                    if nt26:
+                        if nt26 > (blen - pos) // 2:
+                            raise Malformed(f"{nt26} tagged fields are longer than the frame")
+                        for _ in range(nt26):
+                            tg27 = buf[pos]
+                            pos += 1
+                            if tg27 > 127:
+                                tg27, pos = read_uvarint(buf, pos - 1)
+                            tz28 = buf[pos]
+                            pos += 1
+                            if tz28 > 127:
+                                tz28, pos = read_uvarint(buf, pos - 1)
+                            te29 = pos + tz28
+                            if te29 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te29
+                    s30 = OffsetCommitRequestPartition(f19, f20, f21, -1, v23)
+                    v17.append(s30)
+            nt31 = buf[pos]
+            pos += 1
+            if nt31 > 127:
+                nt31, pos = read_uvarint(buf, pos - 1)
+            if nt31:
+                if nt31 > (blen - pos) // 2:
+                    raise Malformed(f"{nt31} tagged fields are longer than the frame")
+                for _ in range(nt31):
+                    tg32 = buf[pos]
+                    pos += 1
+                    if tg32 > 127:
+                        tg32, pos = read_uvarint(buf, pos - 1)
+                    tz33 = buf[pos]
+                    pos += 1
+                    if tz33 > 127:
+                        tz33, pos = read_uvarint(buf, pos - 1)
+                    te34 = pos + tz33
+                    if te34 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te34
+            s35 = OffsetCommitRequestTopic("", f16, v17)
+            v14.append(s35)
+    nt36 = buf[pos]
+    pos += 1
+    if nt36 > 127:
+        nt36, pos = read_uvarint(buf, pos - 1)
+    if nt36:
+        if nt36 > (blen - pos) // 2:
+            raise Malformed(f"{nt36} tagged fields are longer than the frame")
+        for _ in range(nt36):
+            tg37 = buf[pos]
+            pos += 1
+            if tg37 > 127:
+                tg37, pos = read_uvarint(buf, pos - 1)
+            tz38 = buf[pos]
+            pos += 1
+            if tz38 > 127:
+                tz38, pos = read_uvarint(buf, pos - 1)
+            te39 = pos + tz38
+            if te39 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te39
+    s40 = OffsetCommitRequest(v2, f5, v7, v11, -1, v14)
+    return s40, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
@@ -857,7 +1026,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                             pos = e18
                         s19 = OffsetCommitRequestPartition(f13, f14, -1, -1, v16)
                         v11.append(s19)
-                s20 = OffsetCommitRequestTopic(v8, v11)
+                s20 = OffsetCommitRequestTopic(v8, "AAAAAAAAAAAAAAAAAAAAAA", v11)
                 v5.append(s20)
         s21 = OffsetCommitRequest(v2, -1, "", None, -1, v5)
         return s21, pos
@@ -949,7 +1118,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                             pos = e24
                         s25 = OffsetCommitRequestPartition(f18, f19, -1, f20, v22)
                         v16.append(s25)
-                s26 = OffsetCommitRequestTopic(v13, v16)
+                s26 = OffsetCommitRequestTopic(v13, "AAAAAAAAAAAAAAAAAAAAAA", v16)
                 v10.append(s26)
         s27 = OffsetCommitRequest(v2, f5, v7, None, -1, v10)
         return s27, pos
@@ -1044,7 +1213,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                             pos = e24
                         s25 = OffsetCommitRequestPartition(f19, f20, -1, -1, v22)
                         v17.append(s25)
-                s26 = OffsetCommitRequestTopic(v14, v17)
+                s26 = OffsetCommitRequestTopic(v14, "AAAAAAAAAAAAAAAAAAAAAA", v17)
                 v11.append(s26)
         s27 = OffsetCommitRequest(v2, f5, v7, None, f10, v11)
         return s27, pos
@@ -1142,7 +1311,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                             pos = e23
                         s24 = OffsetCommitRequestPartition(f18, f19, -1, -1, v21)
                         v16.append(s24)
-                s25 = OffsetCommitRequestTopic(v13, v16)
+                s25 = OffsetCommitRequestTopic(v13, "AAAAAAAAAAAAAAAAAAAAAA", v16)
                 v10.append(s25)
         s26 = OffsetCommitRequest(v2, f5, v7, None, -1, v10)
         return s26, pos
@@ -1234,7 +1403,7 @@ def decode_v6_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                             pos = e24
                         s25 = OffsetCommitRequestPartition(f18, f19, f20, -1, v22)
                         v16.append(s25)
-                s26 = OffsetCommitRequestTopic(v13, v16)
+                s26 = OffsetCommitRequestTopic(v13, "AAAAAAAAAAAAAAAAAAAAAA", v16)
                 v10.append(s26)
         s27 = OffsetCommitRequest(v2, f5, v7, None, -1, v10)
         return s27, pos
@@ -1338,7 +1507,7 @@ def decode_v7_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                             pos = e28
                         s29 = OffsetCommitRequestPartition(f22, f23, f24, -1, v26)
                         v20.append(s29)
-                s30 = OffsetCommitRequestTopic(v17, v20)
+                s30 = OffsetCommitRequestTopic(v17, "AAAAAAAAAAAAAAAAAAAAAA", v20)
                 v14.append(s30)
         s31 = OffsetCommitRequest(v2, f5, v7, v11, -1, v14)
         return s31, pos
@@ -1505,7 +1674,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
                         if te37 > blen:
                             raise Malformed("tagged field past the frame end")
                         pos = te37
-                s38 = OffsetCommitRequestTopic(v17, v20)
+                s38 = OffsetCommitRequestTopic(v17, "AAAAAAAAAAAAAAAAAAAAAA", v20)
                 v14.append(s38)
         fld = "(tagged fields)"
         nt39 = buf[pos]
@@ -1535,6 +1704,184 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, 
 
 
 decode_v9_tracking = decode_v8_tracking
+
+
+def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        left = 100000
+        fld = "group_id"
+        n3 = buf[pos]
+        pos += 1
+        if n3 > 127:
+            n3, pos = read_uvarint(buf, pos - 1)
+        n3 -= 1
+        if n3 < 0:
+            raise Malformed("null or negative length for non-nullable string")
+        else:
+            e4 = pos + n3
+            if e4 > blen:
+                raise Malformed(f"string of {n3} bytes is longer than the frame")
+            v2 = str(buf[pos:e4], "utf-8")
+            pos = e4
+        fld = "generation_id_or_member_epoch"
+        (f5,) = _unpack_i(buf, pos)
+        pos += 4
+        fld = "member_id"
+        n8 = buf[pos]
+        pos += 1
+        if n8 > 127:
+            n8, pos = read_uvarint(buf, pos - 1)
+        n8 -= 1
+        if n8 < 0:
+            raise Malformed("null or negative length for non-nullable string")
+        else:
+            e9 = pos + n8
+            if e9 > blen:
+                raise Malformed(f"string of {n8} bytes is longer than the frame")
+            v7 = str(buf[pos:e9], "utf-8")
+            pos = e9
+        fld = "group_instance_id"
+        n12 = buf[pos]
+        pos += 1
+        if n12 > 127:
+            n12, pos = read_uvarint(buf, pos - 1)
+        n12 -= 1
+        v11: str | None
+        if n12 < 0:
+            v11 = None
+        else:
+            e13 = pos + n12
+            if e13 > blen:
+                raise Malformed(f"string of {n12} bytes is longer than the frame")
+            v11 = str(buf[pos:e13], "utf-8")
+            pos = e13
+        fld = "topics"
+        n15 = buf[pos]
+        pos += 1
+        if n15 > 127:
+            n15, pos = read_uvarint(buf, pos - 1)
+        n15 -= 1
+        if n15 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n15 > (blen - pos) // 18:
+                raise Malformed(f"array of {n15} elements is longer than the frame")
+            left -= n15
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
+            v14: list[OffsetCommitRequestTopic] = []
+            for _ in range(n15):
+                fld = "topics[].topic_id"
+                (f16,) = _unpack_16s(buf, pos)
+                pos += 16
+                f16 = uuid_text(f16)
+                fld = "topics[].partitions"
+                n18 = buf[pos]
+                pos += 1
+                if n18 > 127:
+                    n18, pos = read_uvarint(buf, pos - 1)
+                n18 -= 1
+                if n18 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n18 > (blen - pos) // 18:
+                        raise Malformed(f"array of {n18} elements is longer than the frame")
+                    left -= n18
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
+                    v17: list[OffsetCommitRequestPartition] = []
+                    for _ in range(n18):
+                        fld = "topics[].partitions[].partition_index"
+                        f19, f20, f21 = _unpack_iqi(buf, pos)
+                        pos += 16
+                        fld = "topics[].partitions[].committed_metadata"
+                        n24 = buf[pos]
+                        pos += 1
+                        if n24 > 127:
+                            n24, pos = read_uvarint(buf, pos - 1)
+                        n24 -= 1
+                        v23: str | None
+                        if n24 < 0:
+                            v23 = None
+                        else:
+                            e25 = pos + n24
+                            if e25 > blen:
+                                raise Malformed(f"string of {n24} bytes is longer than the frame")
+                            v23 = str(buf[pos:e25], "utf-8")
+                            pos = e25
+                        fld = "topics[].partitions[].(tagged fields)"
+                        nt26 = buf[pos]
+                        pos += 1
+                        if nt26 > 127:
+                            nt26, pos = read_uvarint(buf, pos - 1)
+                        if nt26:
+                            if nt26 > (blen - pos) // 2:
+                                raise Malformed(f"{nt26} tagged fields are longer than the frame")
+                            for _ in range(nt26):
+                                tg27 = buf[pos]
+                                pos += 1
+                                if tg27 > 127:
+                                    tg27, pos = read_uvarint(buf, pos - 1)
+                                tz28 = buf[pos]
+                                pos += 1
+                                if tz28 > 127:
+                                    tz28, pos = read_uvarint(buf, pos - 1)
+                                te29 = pos + tz28
+                                if te29 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te29
+                        s30 = OffsetCommitRequestPartition(f19, f20, f21, -1, v23)
+                        v17.append(s30)
+                fld = "topics[].(tagged fields)"
+                nt31 = buf[pos]
+                pos += 1
+                if nt31 > 127:
+                    nt31, pos = read_uvarint(buf, pos - 1)
+                if nt31:
+                    if nt31 > (blen - pos) // 2:
+                        raise Malformed(f"{nt31} tagged fields are longer than the frame")
+                    for _ in range(nt31):
+                        tg32 = buf[pos]
+                        pos += 1
+                        if tg32 > 127:
+                            tg32, pos = read_uvarint(buf, pos - 1)
+                        tz33 = buf[pos]
+                        pos += 1
+                        if tz33 > 127:
+                            tz33, pos = read_uvarint(buf, pos - 1)
+                        te34 = pos + tz33
+                        if te34 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te34
+                s35 = OffsetCommitRequestTopic("", f16, v17)
+                v14.append(s35)
+        fld = "(tagged fields)"
+        nt36 = buf[pos]
+        pos += 1
+        if nt36 > 127:
+            nt36, pos = read_uvarint(buf, pos - 1)
+        if nt36:
+            if nt36 > (blen - pos) // 2:
+                raise Malformed(f"{nt36} tagged fields are longer than the frame")
+            for _ in range(nt36):
+                tg37 = buf[pos]
+                pos += 1
+                if tg37 > 127:
+                    tg37, pos = read_uvarint(buf, pos - 1)
+                tz38 = buf[pos]
+                pos += 1
+                if tz38 > 127:
+                    tz38, pos = read_uvarint(buf, pos - 1)
+                te39 = pos + tz38
+                if te39 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te39
+        s40 = OffsetCommitRequest(v2, f5, v7, v11, -1, v14)
+        return s40, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
 
 
 def encode_v0(
@@ -2123,6 +2470,70 @@ def encode_v9(
                         n21 = len(b22)
                         out += UV[n21 + 1] if n21 < 127 else uvarint_bytes(n21 + 1)
                         out += b22
+                    out += b"\x00"
+            out += b"\x00"
+    out += b"\x00"
+    return out
+
+
+def encode_v10(
+    d: OffsetCommitRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    v1 = d.get("group_id", "")
+    b3 = v1.encode()
+    n2 = len(b3)
+    out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+    out += b3
+    out += _pack_i(d.get("generation_id_or_member_epoch", -1))
+    v4 = d.get("member_id", "")
+    b6 = v4.encode()
+    n5 = len(b6)
+    out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+    out += b6
+    v7 = d.get("group_instance_id")
+    if v7 is None:
+        out += b"\x00"
+    else:
+        b9 = v7.encode()
+        n8 = len(b9)
+        out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+        out += b9
+    v10 = d.get("topics", ())
+    if v10 is None:
+        out += b"\x01"
+    else:
+        n11 = len(v10)
+        out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+        for x12 in v10:
+            out += _pack_16s(uuid_raw(x12.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+            v13 = x12.get("partitions", ())
+            if v13 is None:
+                out += b"\x01"
+            else:
+                n14 = len(v13)
+                out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
+                for x15 in v13:
+                    a16 = x15.get("commit_timestamp")
+                    if a16 is not None and a16 != -1:
+                        raise ValueError(
+                            "topics[].partitions[].commit_timestamp is not in version 10 and cannot"
+                            " be ignored"
+                        )
+                    out += _pack_iqi(
+                        x15.get("partition_index", 0),
+                        x15.get("committed_offset", 0),
+                        x15.get("committed_leader_epoch", -1),
+                    )
+                    v17 = x15.get("committed_metadata", "")
+                    if v17 is None:
+                        out += b"\x00"
+                    else:
+                        b19 = v17.encode()
+                        n18 = len(b19)
+                        out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
+                        out += b19
                     out += b"\x00"
             out += b"\x00"
     out += b"\x00"
@@ -2860,8 +3271,85 @@ def encode_v9_tracking(
         raise FieldFailure(fld, e) from e
 
 
+def encode_v10_tracking(
+    d: OffsetCommitRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "group_id"
+        v1 = d.get("group_id", "")
+        b3 = v1.encode()
+        n2 = len(b3)
+        out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+        out += b3
+        fld = "generation_id_or_member_epoch"
+        out += _pack_i(d.get("generation_id_or_member_epoch", -1))
+        fld = "member_id"
+        v4 = d.get("member_id", "")
+        b6 = v4.encode()
+        n5 = len(b6)
+        out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+        out += b6
+        fld = "group_instance_id"
+        v7 = d.get("group_instance_id")
+        if v7 is None:
+            out += b"\x00"
+        else:
+            b9 = v7.encode()
+            n8 = len(b9)
+            out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+            out += b9
+        fld = "topics"
+        v10 = d.get("topics", ())
+        if v10 is None:
+            out += b"\x01"
+        else:
+            n11 = len(v10)
+            out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+            for x12 in v10:
+                fld = "topics[].topic_id"
+                out += _pack_16s(uuid_raw(x12.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                fld = "topics[].partitions"
+                v13 = x12.get("partitions", ())
+                if v13 is None:
+                    out += b"\x01"
+                else:
+                    n14 = len(v13)
+                    out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
+                    for x15 in v13:
+                        a16 = x15.get("commit_timestamp")
+                        if a16 is not None and a16 != -1:
+                            raise ValueError(
+                                "topics[].partitions[].commit_timestamp is not in version 10 and ca"
+                                "nnot be ignored"
+                            )
+                        fld = "topics[].partitions[].partition_index"
+                        out += _pack_iqi(
+                            x15.get("partition_index", 0),
+                            x15.get("committed_offset", 0),
+                            x15.get("committed_leader_epoch", -1),
+                        )
+                        fld = "topics[].partitions[].committed_metadata"
+                        v17 = x15.get("committed_metadata", "")
+                        if v17 is None:
+                            out += b"\x00"
+                        else:
+                            b19 = v17.encode()
+                            n18 = len(b19)
+                            out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
+                            out += b19
+                        out += b"\x00"
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = OffsetCommitRequest
-VALID_VERSIONS = (0, 9)
+VALID_VERSIONS = (0, 10)
 FLEXIBLE_VERSIONS = (8, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -2875,6 +3363,7 @@ DECODERS: dict[int, Decoder] = {
     7: decode_v7,
     8: decode_v8,
     9: decode_v9,
+    10: decode_v10,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -2887,6 +3376,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     7: decode_v7_tracking,
     8: decode_v8_tracking,
     9: decode_v9_tracking,
+    10: decode_v10_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -2899,6 +3389,7 @@ ENCODERS: dict[int, Encoder] = {
     7: encode_v7,
     8: encode_v8,
     9: encode_v9,
+    10: encode_v10,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -2911,4 +3402,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     7: encode_v7_tracking,
     8: encode_v8_tracking,
     9: encode_v9_tracking,
+    10: encode_v10_tracking,
 }

@@ -21,18 +21,22 @@ from pylog.protocol._runtime import (
     rd16,
     rd32,
     read_uvarint,
+    uuid_raw,
+    uuid_text,
     uvarint_bytes,
 )
 from pylog.protocol._struct import Struct
 
+_pack_16s = struct.Struct(">16s").pack
 _pack_i = struct.Struct(">i").pack
 _pack_ih = struct.Struct(">ih").pack
+_unpack_16s = struct.Struct(">16s").unpack_from
 _unpack_i = struct.Struct(">i").unpack_from
 _unpack_ih = struct.Struct(">ih").unpack_from
 
 
 class OffsetCommitResponse(Struct):
-    """OffsetCommitResponse (api key 8): the response as decoded, versions 0-9."""
+    """OffsetCommitResponse (api key 8): the response as decoded, versions 0-10."""
 
     _fields = ("throttle_time_ms", "topics")
     __slots__ = _fields
@@ -52,18 +56,21 @@ class OffsetCommitResponse(Struct):
 class OffsetCommitResponseTopic(Struct):
     """A OffsetCommitResponseTopic of OffsetCommitResponse."""
 
-    _fields = ("name", "partitions")
+    _fields = ("name", "topic_id", "partitions")
     __slots__ = _fields
 
-    name: str  # versions 0+
+    name: str  # versions 0-9
+    topic_id: str  # versions 10+
     partitions: list[OffsetCommitResponsePartition]  # versions 0+
 
     def __init__(
         self,
         name: str = "",
+        topic_id: str = "AAAAAAAAAAAAAAAAAAAAAA",
         partitions: list[OffsetCommitResponsePartition] = EMPTY,
     ) -> None:
         self.name = name
+        self.topic_id = topic_id
         self.partitions = [] if partitions is EMPTY else partitions
 
 
@@ -115,7 +122,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
                     pos += 6
                     s11 = OffsetCommitResponsePartition(f9, f10)
                     v7.append(s11)
-            s12 = OffsetCommitResponseTopic(v4, v7)
+            s12 = OffsetCommitResponseTopic(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
             v1.append(s12)
     s13 = OffsetCommitResponse(0, v1)
     return s13, pos
@@ -163,7 +170,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
                     pos += 6
                     s12 = OffsetCommitResponsePartition(f10, f11)
                     v8.append(s12)
-            s13 = OffsetCommitResponseTopic(v5, v8)
+            s13 = OffsetCommitResponseTopic(v5, "AAAAAAAAAAAAAAAAAAAAAA", v8)
             v2.append(s13)
     s14 = OffsetCommitResponse(f1, v2)
     return s14, pos
@@ -266,7 +273,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
                     if te20 > blen:
                         raise Malformed("tagged field past the frame end")
                     pos = te20
-            s21 = OffsetCommitResponseTopic(v5, v8)
+            s21 = OffsetCommitResponseTopic(v5, "AAAAAAAAAAAAAAAAAAAAAA", v8)
             v2.append(s21)
     nt22 = buf[pos]
     pos += 1
@@ -293,6 +300,107 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
 
 
 decode_v9 = decode_v8
+
+
+def decode_v10(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
+    blen = len(buf)
+    (f1,) = _unpack_i(buf, pos)
+    pos += 4
+    n3 = buf[pos]
+    pos += 1
+    if n3 > 127:
+        n3, pos = read_uvarint(buf, pos - 1)
+    n3 -= 1
+    if n3 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n3 > (blen - pos) // 18:
+            raise Malformed(f"array of {n3} elements is longer than the frame")
+        v2: list[OffsetCommitResponseTopic] = []
+        for _ in range(n3):
+            (f4,) = _unpack_16s(buf, pos)
+            pos += 16
+            f4 = uuid_text(f4)
+            n6 = buf[pos]
+            pos += 1
+            if n6 > 127:
+                n6, pos = read_uvarint(buf, pos - 1)
+            n6 -= 1
+            if n6 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n6 > (blen - pos) // 7:
+                    raise Malformed(f"array of {n6} elements is longer than the frame")
+                v5: list[OffsetCommitResponsePartition] = []
+                for _ in range(n6):
+                    f7, f8 = _unpack_ih(buf, pos)
+                    pos += 6
+                    nt9 = buf[pos]
+                    pos += 1
+                    if nt9 > 127:
+                        nt9, pos = read_uvarint(buf, pos - 1)
+                    if nt9:
+                        if nt9 > (blen - pos) // 2:
+                            raise Malformed(f"{nt9} tagged fields are longer than the frame")
+                        for _ in range(nt9):
+                            tg10 = buf[pos]
+                            pos += 1
+                            if tg10 > 127:
+                                tg10, pos = read_uvarint(buf, pos - 1)
+                            tz11 = buf[pos]
+                            pos += 1
+                            if tz11 > 127:
+                                tz11, pos = read_uvarint(buf, pos - 1)
+                            te12 = pos + tz11
+                            if te12 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te12
+                    s13 = OffsetCommitResponsePartition(f7, f8)
+                    v5.append(s13)
+            nt14 = buf[pos]
+            pos += 1
+            if nt14 > 127:
+                nt14, pos = read_uvarint(buf, pos - 1)
+            if nt14:
+                if nt14 > (blen - pos) // 2:
+                    raise Malformed(f"{nt14} tagged fields are longer than the frame")
+                for _ in range(nt14):
+                    tg15 = buf[pos]
+                    pos += 1
+                    if tg15 > 127:
+                        tg15, pos = read_uvarint(buf, pos - 1)
+                    tz16 = buf[pos]
+                    pos += 1
+                    if tz16 > 127:
+                        tz16, pos = read_uvarint(buf, pos - 1)
+                    te17 = pos + tz16
+                    if te17 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te17
+            s18 = OffsetCommitResponseTopic("", f4, v5)
+            v2.append(s18)
+    nt19 = buf[pos]
+    pos += 1
+    if nt19 > 127:
+        nt19, pos = read_uvarint(buf, pos - 1)
+    if nt19:
+        if nt19 > (blen - pos) // 2:
+            raise Malformed(f"{nt19} tagged fields are longer than the frame")
+        for _ in range(nt19):
+            tg20 = buf[pos]
+            pos += 1
+            if tg20 > 127:
+                tg20, pos = read_uvarint(buf, pos - 1)
+            tz21 = buf[pos]
+            pos += 1
+            if tz21 > 127:
+                tz21, pos = read_uvarint(buf, pos - 1)
+            te22 = pos + tz21
+            if te22 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te22
+    s23 = OffsetCommitResponse(f1, v2)
+    return s23, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
@@ -335,7 +443,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse,
                         pos += 6
                         s11 = OffsetCommitResponsePartition(f9, f10)
                         v7.append(s11)
-                s12 = OffsetCommitResponseTopic(v4, v7)
+                s12 = OffsetCommitResponseTopic(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
                 v1.append(s12)
         s13 = OffsetCommitResponse(0, v1)
         return s13, pos
@@ -392,7 +500,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse,
                         pos += 6
                         s12 = OffsetCommitResponsePartition(f10, f11)
                         v8.append(s12)
-                s13 = OffsetCommitResponseTopic(v5, v8)
+                s13 = OffsetCommitResponseTopic(v5, "AAAAAAAAAAAAAAAAAAAAAA", v8)
                 v2.append(s13)
         s14 = OffsetCommitResponse(f1, v2)
         return s14, pos
@@ -506,7 +614,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse,
                         if te20 > blen:
                             raise Malformed("tagged field past the frame end")
                         pos = te20
-                s21 = OffsetCommitResponseTopic(v5, v8)
+                s21 = OffsetCommitResponseTopic(v5, "AAAAAAAAAAAAAAAAAAAAAA", v8)
                 v2.append(s21)
         fld = "(tagged fields)"
         nt22 = buf[pos]
@@ -536,6 +644,119 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse,
 
 
 decode_v9_tracking = decode_v8_tracking
+
+
+def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        fld = "throttle_time_ms"
+        (f1,) = _unpack_i(buf, pos)
+        pos += 4
+        fld = "topics"
+        n3 = buf[pos]
+        pos += 1
+        if n3 > 127:
+            n3, pos = read_uvarint(buf, pos - 1)
+        n3 -= 1
+        if n3 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n3 > (blen - pos) // 18:
+                raise Malformed(f"array of {n3} elements is longer than the frame")
+            v2: list[OffsetCommitResponseTopic] = []
+            for _ in range(n3):
+                fld = "topics[].topic_id"
+                (f4,) = _unpack_16s(buf, pos)
+                pos += 16
+                f4 = uuid_text(f4)
+                fld = "topics[].partitions"
+                n6 = buf[pos]
+                pos += 1
+                if n6 > 127:
+                    n6, pos = read_uvarint(buf, pos - 1)
+                n6 -= 1
+                if n6 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n6 > (blen - pos) // 7:
+                        raise Malformed(f"array of {n6} elements is longer than the frame")
+                    v5: list[OffsetCommitResponsePartition] = []
+                    for _ in range(n6):
+                        fld = "topics[].partitions[].partition_index"
+                        f7, f8 = _unpack_ih(buf, pos)
+                        pos += 6
+                        fld = "topics[].partitions[].(tagged fields)"
+                        nt9 = buf[pos]
+                        pos += 1
+                        if nt9 > 127:
+                            nt9, pos = read_uvarint(buf, pos - 1)
+                        if nt9:
+                            if nt9 > (blen - pos) // 2:
+                                raise Malformed(f"{nt9} tagged fields are longer than the frame")
+                            for _ in range(nt9):
+                                tg10 = buf[pos]
+                                pos += 1
+                                if tg10 > 127:
+                                    tg10, pos = read_uvarint(buf, pos - 1)
+                                tz11 = buf[pos]
+                                pos += 1
+                                if tz11 > 127:
+                                    tz11, pos = read_uvarint(buf, pos - 1)
+                                te12 = pos + tz11
+                                if te12 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te12
+                        s13 = OffsetCommitResponsePartition(f7, f8)
+                        v5.append(s13)
+                fld = "topics[].(tagged fields)"
+                nt14 = buf[pos]
+                pos += 1
+                if nt14 > 127:
+                    nt14, pos = read_uvarint(buf, pos - 1)
+                if nt14:
+                    if nt14 > (blen - pos) // 2:
+                        raise Malformed(f"{nt14} tagged fields are longer than the frame")
+                    for _ in range(nt14):
+                        tg15 = buf[pos]
+                        pos += 1
+                        if tg15 > 127:
+                            tg15, pos = read_uvarint(buf, pos - 1)
+                        tz16 = buf[pos]
+                        pos += 1
+                        if tz16 > 127:
+                            tz16, pos = read_uvarint(buf, pos - 1)
+                        te17 = pos + tz16
+                        if te17 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te17
+                s18 = OffsetCommitResponseTopic("", f4, v5)
+                v2.append(s18)
+        fld = "(tagged fields)"
+        nt19 = buf[pos]
+        pos += 1
+        if nt19 > 127:
+            nt19, pos = read_uvarint(buf, pos - 1)
+        if nt19:
+            if nt19 > (blen - pos) // 2:
+                raise Malformed(f"{nt19} tagged fields are longer than the frame")
+            for _ in range(nt19):
+                tg20 = buf[pos]
+                pos += 1
+                if tg20 > 127:
+                    tg20, pos = read_uvarint(buf, pos - 1)
+                tz21 = buf[pos]
+                pos += 1
+                if tz21 > 127:
+                    tz21, pos = read_uvarint(buf, pos - 1)
+                te22 = pos + tz21
+                if te22 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te22
+        s23 = OffsetCommitResponse(f1, v2)
+        return s23, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
 
 
 def encode_v0(
@@ -646,6 +867,34 @@ def encode_v8(
 
 
 encode_v9 = encode_v8
+
+
+def encode_v10(
+    d: OffsetCommitResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    out += _pack_i(d.get("throttle_time_ms", 0))
+    v1 = d.get("topics", ())
+    if v1 is None:
+        out += b"\x01"
+    else:
+        n2 = len(v1)
+        out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+        for x3 in v1:
+            out += _pack_16s(uuid_raw(x3.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+            v4 = x3.get("partitions", ())
+            if v4 is None:
+                out += b"\x01"
+            else:
+                n5 = len(v4)
+                out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+                for x6 in v4:
+                    out += _pack_ih(x6.get("partition_index", 0), x6.get("error_code", 0))
+                    out += b"\x00"
+            out += b"\x00"
+    out += b"\x00"
+    return out
 
 
 def encode_v0_tracking(
@@ -784,8 +1033,45 @@ def encode_v8_tracking(
 encode_v9_tracking = encode_v8_tracking
 
 
+def encode_v10_tracking(
+    d: OffsetCommitResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "throttle_time_ms"
+        out += _pack_i(d.get("throttle_time_ms", 0))
+        fld = "topics"
+        v1 = d.get("topics", ())
+        if v1 is None:
+            out += b"\x01"
+        else:
+            n2 = len(v1)
+            out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+            for x3 in v1:
+                fld = "topics[].topic_id"
+                out += _pack_16s(uuid_raw(x3.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                fld = "topics[].partitions"
+                v4 = x3.get("partitions", ())
+                if v4 is None:
+                    out += b"\x01"
+                else:
+                    n5 = len(v4)
+                    out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+                    for x6 in v4:
+                        fld = "topics[].partitions[].partition_index"
+                        out += _pack_ih(x6.get("partition_index", 0), x6.get("error_code", 0))
+                        out += b"\x00"
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = OffsetCommitResponse
-VALID_VERSIONS = (0, 9)
+VALID_VERSIONS = (0, 10)
 FLEXIBLE_VERSIONS = (8, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -799,6 +1085,7 @@ DECODERS: dict[int, Decoder] = {
     7: decode_v7,
     8: decode_v8,
     9: decode_v9,
+    10: decode_v10,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -811,6 +1098,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     7: decode_v7_tracking,
     8: decode_v8_tracking,
     9: decode_v9_tracking,
+    10: decode_v10_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -823,6 +1111,7 @@ ENCODERS: dict[int, Encoder] = {
     7: encode_v7,
     8: encode_v8,
     9: encode_v9,
+    10: encode_v10,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -835,4 +1124,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     7: encode_v7_tracking,
     8: encode_v8_tracking,
     9: encode_v9_tracking,
+    10: encode_v10_tracking,
 }

@@ -23,18 +23,22 @@ from pylog.protocol._runtime import (
     rd32,
     read_uvarint,
     unpack_from,
+    uuid_raw,
+    uuid_text,
     uvarint_bytes,
 )
 from pylog.protocol._struct import Struct
 
+_pack_16s = struct.Struct(">16s").pack
 _pack_i = struct.Struct(">i").pack
 _pack_o = struct.Struct(">?").pack
+_unpack_16s = struct.Struct(">16s").unpack_from
 _unpack_i = struct.Struct(">i").unpack_from
 _unpack_o = struct.Struct(">?").unpack_from
 
 
 class OffsetFetchRequest(Struct):
-    """OffsetFetchRequest (api key 9): the request as decoded, versions 0-9."""
+    """OffsetFetchRequest (api key 9): the request as decoded, versions 0-10."""
 
     _fields = ("group_id", "topics", "groups", "require_stable")
     __slots__ = _fields
@@ -98,14 +102,21 @@ class OffsetFetchRequestGroup(Struct):
 class OffsetFetchRequestTopics(Struct):
     """A OffsetFetchRequestTopics of OffsetFetchRequest."""
 
-    _fields = ("name", "partition_indexes")
+    _fields = ("name", "topic_id", "partition_indexes")
     __slots__ = _fields
 
-    name: str  # versions 8+
+    name: str  # versions 8-9
+    topic_id: str  # versions 10+
     partition_indexes: list[int]  # versions 8+
 
-    def __init__(self, name: str = "", partition_indexes: list[int] = EMPTY) -> None:
+    def __init__(
+        self,
+        name: str = "",
+        topic_id: str = "AAAAAAAAAAAAAAAAAAAAAA",
+        partition_indexes: list[int] = EMPTY,
+    ) -> None:
         self.name = name
+        self.topic_id = topic_id
         self.partition_indexes = [] if partition_indexes is EMPTY else partition_indexes
 
 
@@ -537,7 +548,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
                             if te18 > blen:
                                 raise Malformed("tagged field past the frame end")
                             pos = te18
-                    s19 = OffsetFetchRequestTopics(v10, v13)
+                    s19 = OffsetFetchRequestTopics(v10, "AAAAAAAAAAAAAAAAAAAAAA", v13)
                     v7.append(s19)
             nt20 = buf[pos]
             pos += 1
@@ -698,7 +709,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
                             if te23 > blen:
                                 raise Malformed("tagged field past the frame end")
                             pos = te23
-                    s24 = OffsetFetchRequestTopics(v15, v18)
+                    s24 = OffsetFetchRequestTopics(v15, "AAAAAAAAAAAAAAAAAAAAAA", v18)
                     v12.append(s24)
             nt25 = buf[pos]
             pos += 1
@@ -746,6 +757,157 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
             pos = te34
     s35 = OffsetFetchRequest("", [], v1, f30)
     return s35, pos
+
+
+def decode_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
+    blen = len(buf)
+    left = 100000
+    n2 = buf[pos]
+    pos += 1
+    if n2 > 127:
+        n2, pos = read_uvarint(buf, pos - 1)
+    n2 -= 1
+    if n2 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n2 > (blen - pos) // 8:
+            raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
+        v1: list[OffsetFetchRequestGroup] = []
+        for _ in range(n2):
+            n5 = buf[pos]
+            pos += 1
+            if n5 > 127:
+                n5, pos = read_uvarint(buf, pos - 1)
+            n5 -= 1
+            if n5 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e6 = pos + n5
+                if e6 > blen:
+                    raise Malformed(f"string of {n5} bytes is longer than the frame")
+                v4 = str(buf[pos:e6], "utf-8")
+                pos = e6
+            n9 = buf[pos]
+            pos += 1
+            if n9 > 127:
+                n9, pos = read_uvarint(buf, pos - 1)
+            n9 -= 1
+            v8: str | None
+            if n9 < 0:
+                v8 = None
+            else:
+                e10 = pos + n9
+                if e10 > blen:
+                    raise Malformed(f"string of {n9} bytes is longer than the frame")
+                v8 = str(buf[pos:e10], "utf-8")
+                pos = e10
+            (f11,) = _unpack_i(buf, pos)
+            pos += 4
+            n13 = buf[pos]
+            pos += 1
+            if n13 > 127:
+                n13, pos = read_uvarint(buf, pos - 1)
+            n13 -= 1
+            v12: list[OffsetFetchRequestTopics] | None
+            if n13 < 0:
+                v12 = None
+            else:
+                if n13 > (blen - pos) // 18:
+                    raise Malformed(f"array of {n13} elements is longer than the frame")
+                left -= n13
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
+                v12 = []
+                for _ in range(n13):
+                    (f14,) = _unpack_16s(buf, pos)
+                    pos += 16
+                    f14 = uuid_text(f14)
+                    n16 = buf[pos]
+                    pos += 1
+                    if n16 > 127:
+                        n16, pos = read_uvarint(buf, pos - 1)
+                    n16 -= 1
+                    if n16 < 0:
+                        raise Malformed("null array for a non-nullable field")
+                    else:
+                        if n16 > (blen - pos) // 4:
+                            raise Malformed(f"array of {n16} elements is longer than the frame")
+                        left -= n16
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
+                        v15 = list(unpack_from(f">{n16}i", buf, pos))
+                        pos += n16 * 4
+                    nt17 = buf[pos]
+                    pos += 1
+                    if nt17 > 127:
+                        nt17, pos = read_uvarint(buf, pos - 1)
+                    if nt17:
+                        if nt17 > (blen - pos) // 2:
+                            raise Malformed(f"{nt17} tagged fields are longer than the frame")
+                        for _ in range(nt17):
+                            tg18 = buf[pos]
+                            pos += 1
+                            if tg18 > 127:
+                                tg18, pos = read_uvarint(buf, pos - 1)
+                            tz19 = buf[pos]
+                            pos += 1
+                            if tz19 > 127:
+                                tz19, pos = read_uvarint(buf, pos - 1)
+                            te20 = pos + tz19
+                            if te20 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te20
+                    s21 = OffsetFetchRequestTopics("", f14, v15)
+                    v12.append(s21)
+            nt22 = buf[pos]
+            pos += 1
+            if nt22 > 127:
+                nt22, pos = read_uvarint(buf, pos - 1)
+            if nt22:
+                if nt22 > (blen - pos) // 2:
+                    raise Malformed(f"{nt22} tagged fields are longer than the frame")
+                for _ in range(nt22):
+                    tg23 = buf[pos]
+                    pos += 1
+                    if tg23 > 127:
+                        tg23, pos = read_uvarint(buf, pos - 1)
+                    tz24 = buf[pos]
+                    pos += 1
+                    if tz24 > 127:
+                        tz24, pos = read_uvarint(buf, pos - 1)
+                    te25 = pos + tz24
+                    if te25 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te25
+            s26 = OffsetFetchRequestGroup(v4, v8, f11, v12)
+            v1.append(s26)
+    (f27,) = _unpack_o(buf, pos)
+    pos += 1
+    nt28 = buf[pos]
+    pos += 1
+    if nt28 > 127:
+        nt28, pos = read_uvarint(buf, pos - 1)
+    if nt28:
+        if nt28 > (blen - pos) // 2:
+            raise Malformed(f"{nt28} tagged fields are longer than the frame")
+        for _ in range(nt28):
+            tg29 = buf[pos]
+            pos += 1
+            if tg29 > 127:
+                tg29, pos = read_uvarint(buf, pos - 1)
+            tz30 = buf[pos]
+            pos += 1
+            if tz30 > 127:
+                tz30, pos = read_uvarint(buf, pos - 1)
+            te31 = pos + tz30
+            if te31 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te31
+    s32 = OffsetFetchRequest("", [], v1, f27)
+    return s32, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
@@ -1221,7 +1383,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                                 if te18 > blen:
                                     raise Malformed("tagged field past the frame end")
                                 pos = te18
-                        s19 = OffsetFetchRequestTopics(v10, v13)
+                        s19 = OffsetFetchRequestTopics(v10, "AAAAAAAAAAAAAAAAAAAAAA", v13)
                         v7.append(s19)
                 fld = "groups[].(tagged fields)"
                 nt20 = buf[pos]
@@ -1397,7 +1559,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                                 if te23 > blen:
                                     raise Malformed("tagged field past the frame end")
                                 pos = te23
-                        s24 = OffsetFetchRequestTopics(v15, v18)
+                        s24 = OffsetFetchRequestTopics(v15, "AAAAAAAAAAAAAAAAAAAAAA", v18)
                         v12.append(s24)
                 fld = "groups[].(tagged fields)"
                 nt25 = buf[pos]
@@ -1448,6 +1610,172 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, i
                 pos = te34
         s35 = OffsetFetchRequest("", [], v1, f30)
         return s35, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        left = 100000
+        fld = "groups"
+        n2 = buf[pos]
+        pos += 1
+        if n2 > 127:
+            n2, pos = read_uvarint(buf, pos - 1)
+        n2 -= 1
+        if n2 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n2 > (blen - pos) // 8:
+                raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
+            v1: list[OffsetFetchRequestGroup] = []
+            for _ in range(n2):
+                fld = "groups[].group_id"
+                n5 = buf[pos]
+                pos += 1
+                if n5 > 127:
+                    n5, pos = read_uvarint(buf, pos - 1)
+                n5 -= 1
+                if n5 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e6 = pos + n5
+                    if e6 > blen:
+                        raise Malformed(f"string of {n5} bytes is longer than the frame")
+                    v4 = str(buf[pos:e6], "utf-8")
+                    pos = e6
+                fld = "groups[].member_id"
+                n9 = buf[pos]
+                pos += 1
+                if n9 > 127:
+                    n9, pos = read_uvarint(buf, pos - 1)
+                n9 -= 1
+                v8: str | None
+                if n9 < 0:
+                    v8 = None
+                else:
+                    e10 = pos + n9
+                    if e10 > blen:
+                        raise Malformed(f"string of {n9} bytes is longer than the frame")
+                    v8 = str(buf[pos:e10], "utf-8")
+                    pos = e10
+                fld = "groups[].member_epoch"
+                (f11,) = _unpack_i(buf, pos)
+                pos += 4
+                fld = "groups[].topics"
+                n13 = buf[pos]
+                pos += 1
+                if n13 > 127:
+                    n13, pos = read_uvarint(buf, pos - 1)
+                n13 -= 1
+                v12: list[OffsetFetchRequestTopics] | None
+                if n13 < 0:
+                    v12 = None
+                else:
+                    if n13 > (blen - pos) // 18:
+                        raise Malformed(f"array of {n13} elements is longer than the frame")
+                    left -= n13
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
+                    v12 = []
+                    for _ in range(n13):
+                        fld = "groups[].topics[].topic_id"
+                        (f14,) = _unpack_16s(buf, pos)
+                        pos += 16
+                        f14 = uuid_text(f14)
+                        fld = "groups[].topics[].partition_indexes"
+                        n16 = buf[pos]
+                        pos += 1
+                        if n16 > 127:
+                            n16, pos = read_uvarint(buf, pos - 1)
+                        n16 -= 1
+                        if n16 < 0:
+                            raise Malformed("null array for a non-nullable field")
+                        else:
+                            if n16 > (blen - pos) // 4:
+                                raise Malformed(f"array of {n16} elements is longer than the frame")
+                            left -= n16
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
+                            v15 = list(unpack_from(f">{n16}i", buf, pos))
+                            pos += n16 * 4
+                        fld = "groups[].topics[].(tagged fields)"
+                        nt17 = buf[pos]
+                        pos += 1
+                        if nt17 > 127:
+                            nt17, pos = read_uvarint(buf, pos - 1)
+                        if nt17:
+                            if nt17 > (blen - pos) // 2:
+                                raise Malformed(f"{nt17} tagged fields are longer than the frame")
+                            for _ in range(nt17):
+                                tg18 = buf[pos]
+                                pos += 1
+                                if tg18 > 127:
+                                    tg18, pos = read_uvarint(buf, pos - 1)
+                                tz19 = buf[pos]
+                                pos += 1
+                                if tz19 > 127:
+                                    tz19, pos = read_uvarint(buf, pos - 1)
+                                te20 = pos + tz19
+                                if te20 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te20
+                        s21 = OffsetFetchRequestTopics("", f14, v15)
+                        v12.append(s21)
+                fld = "groups[].(tagged fields)"
+                nt22 = buf[pos]
+                pos += 1
+                if nt22 > 127:
+                    nt22, pos = read_uvarint(buf, pos - 1)
+                if nt22:
+                    if nt22 > (blen - pos) // 2:
+                        raise Malformed(f"{nt22} tagged fields are longer than the frame")
+                    for _ in range(nt22):
+                        tg23 = buf[pos]
+                        pos += 1
+                        if tg23 > 127:
+                            tg23, pos = read_uvarint(buf, pos - 1)
+                        tz24 = buf[pos]
+                        pos += 1
+                        if tz24 > 127:
+                            tz24, pos = read_uvarint(buf, pos - 1)
+                        te25 = pos + tz24
+                        if te25 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te25
+                s26 = OffsetFetchRequestGroup(v4, v8, f11, v12)
+                v1.append(s26)
+        fld = "require_stable"
+        (f27,) = _unpack_o(buf, pos)
+        pos += 1
+        fld = "(tagged fields)"
+        nt28 = buf[pos]
+        pos += 1
+        if nt28 > 127:
+            nt28, pos = read_uvarint(buf, pos - 1)
+        if nt28:
+            if nt28 > (blen - pos) // 2:
+                raise Malformed(f"{nt28} tagged fields are longer than the frame")
+            for _ in range(nt28):
+                tg29 = buf[pos]
+                pos += 1
+                if tg29 > 127:
+                    tg29, pos = read_uvarint(buf, pos - 1)
+                tz30 = buf[pos]
+                pos += 1
+                if tz30 > 127:
+                    tz30, pos = read_uvarint(buf, pos - 1)
+                te31 = pos + tz30
+                if te31 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te31
+        s32 = OffsetFetchRequest("", [], v1, f27)
+        return s32, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
@@ -1858,6 +2186,60 @@ def encode_v9(
                         n19 = len(v18)
                         out += UV[n19 + 1] if n19 < 127 else uvarint_bytes(n19 + 1)
                         out += pack(f">{n19}i", *v18)
+                    out += b"\x00"
+            out += b"\x00"
+    out += _pack_o(d.get("require_stable", False))
+    out += b"\x00"
+    return out
+
+
+def encode_v10(
+    d: OffsetFetchRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    a1 = d.get("group_id")
+    if a1 is not None and a1 != "":
+        raise ValueError("group_id is not in version 10 and cannot be ignored")
+    a2 = d.get("topics")
+    if a2:
+        raise ValueError("topics is not in version 10 and cannot be ignored")
+    v3 = d.get("groups", ())
+    if v3 is None:
+        out += b"\x01"
+    else:
+        n4 = len(v3)
+        out += UV[n4 + 1] if n4 < 127 else uvarint_bytes(n4 + 1)
+        for x5 in v3:
+            v6 = x5.get("group_id", "")
+            b8 = v6.encode()
+            n7 = len(b8)
+            out += UV[n7 + 1] if n7 < 127 else uvarint_bytes(n7 + 1)
+            out += b8
+            v9 = x5.get("member_id")
+            if v9 is None:
+                out += b"\x00"
+            else:
+                b11 = v9.encode()
+                n10 = len(b11)
+                out += UV[n10 + 1] if n10 < 127 else uvarint_bytes(n10 + 1)
+                out += b11
+            out += _pack_i(x5.get("member_epoch", -1))
+            v12 = x5.get("topics", ())
+            if v12 is None:
+                out += b"\x00"
+            else:
+                n13 = len(v12)
+                out += UV[n13 + 1] if n13 < 127 else uvarint_bytes(n13 + 1)
+                for x14 in v12:
+                    out += _pack_16s(uuid_raw(x14.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                    v15 = x14.get("partition_indexes", ())
+                    if v15 is None:
+                        out += b"\x01"
+                    else:
+                        n16 = len(v15)
+                        out += UV[n16 + 1] if n16 < 127 else uvarint_bytes(n16 + 1)
+                        out += pack(f">{n16}i", *v15)
                     out += b"\x00"
             out += b"\x00"
     out += _pack_o(d.get("require_stable", False))
@@ -2365,8 +2747,74 @@ def encode_v9_tracking(
         raise FieldFailure(fld, e) from e
 
 
+def encode_v10_tracking(
+    d: OffsetFetchRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        a1 = d.get("group_id")
+        if a1 is not None and a1 != "":
+            raise ValueError("group_id is not in version 10 and cannot be ignored")
+        a2 = d.get("topics")
+        if a2:
+            raise ValueError("topics is not in version 10 and cannot be ignored")
+        fld = "groups"
+        v3 = d.get("groups", ())
+        if v3 is None:
+            out += b"\x01"
+        else:
+            n4 = len(v3)
+            out += UV[n4 + 1] if n4 < 127 else uvarint_bytes(n4 + 1)
+            for x5 in v3:
+                fld = "groups[].group_id"
+                v6 = x5.get("group_id", "")
+                b8 = v6.encode()
+                n7 = len(b8)
+                out += UV[n7 + 1] if n7 < 127 else uvarint_bytes(n7 + 1)
+                out += b8
+                fld = "groups[].member_id"
+                v9 = x5.get("member_id")
+                if v9 is None:
+                    out += b"\x00"
+                else:
+                    b11 = v9.encode()
+                    n10 = len(b11)
+                    out += UV[n10 + 1] if n10 < 127 else uvarint_bytes(n10 + 1)
+                    out += b11
+                fld = "groups[].member_epoch"
+                out += _pack_i(x5.get("member_epoch", -1))
+                fld = "groups[].topics"
+                v12 = x5.get("topics", ())
+                if v12 is None:
+                    out += b"\x00"
+                else:
+                    n13 = len(v12)
+                    out += UV[n13 + 1] if n13 < 127 else uvarint_bytes(n13 + 1)
+                    for x14 in v12:
+                        fld = "groups[].topics[].topic_id"
+                        out += _pack_16s(uuid_raw(x14.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                        fld = "groups[].topics[].partition_indexes"
+                        v15 = x14.get("partition_indexes", ())
+                        if v15 is None:
+                            out += b"\x01"
+                        else:
+                            n16 = len(v15)
+                            out += UV[n16 + 1] if n16 < 127 else uvarint_bytes(n16 + 1)
+                            out += pack(f">{n16}i", *v15)
+                        out += b"\x00"
+                out += b"\x00"
+        fld = "require_stable"
+        out += _pack_o(d.get("require_stable", False))
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = OffsetFetchRequest
-VALID_VERSIONS = (0, 9)
+VALID_VERSIONS = (0, 10)
 FLEXIBLE_VERSIONS = (6, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -2380,6 +2828,7 @@ DECODERS: dict[int, Decoder] = {
     7: decode_v7,
     8: decode_v8,
     9: decode_v9,
+    10: decode_v10,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -2392,6 +2841,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     7: decode_v7_tracking,
     8: decode_v8_tracking,
     9: decode_v9_tracking,
+    10: decode_v10_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -2404,6 +2854,7 @@ ENCODERS: dict[int, Encoder] = {
     7: encode_v7,
     8: encode_v8,
     9: encode_v9,
+    10: encode_v10,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -2416,4 +2867,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     7: encode_v7_tracking,
     8: encode_v8_tracking,
     9: encode_v9_tracking,
+    10: encode_v10_tracking,
 }

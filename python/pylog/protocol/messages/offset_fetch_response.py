@@ -21,14 +21,18 @@ from pylog.protocol._runtime import (
     rd16,
     rd32,
     read_uvarint,
+    uuid_raw,
+    uuid_text,
     uvarint_bytes,
 )
 from pylog.protocol._struct import Struct
 
+_pack_16s = struct.Struct(">16s").pack
 _pack_h = struct.Struct(">h").pack
 _pack_i = struct.Struct(">i").pack
 _pack_iq = struct.Struct(">iq").pack
 _pack_iqi = struct.Struct(">iqi").pack
+_unpack_16s = struct.Struct(">16s").unpack_from
 _unpack_h = struct.Struct(">h").unpack_from
 _unpack_i = struct.Struct(">i").unpack_from
 _unpack_iq = struct.Struct(">iq").unpack_from
@@ -36,7 +40,7 @@ _unpack_iqi = struct.Struct(">iqi").unpack_from
 
 
 class OffsetFetchResponse(Struct):
-    """OffsetFetchResponse (api key 9): the response as decoded, versions 0-9."""
+    """OffsetFetchResponse (api key 9): the response as decoded, versions 0-10."""
 
     _fields = ("throttle_time_ms", "topics", "error_code", "groups")
     __slots__ = _fields
@@ -134,18 +138,21 @@ class OffsetFetchResponseGroup(Struct):
 class OffsetFetchResponseTopics(Struct):
     """A OffsetFetchResponseTopics of OffsetFetchResponse."""
 
-    _fields = ("name", "partitions")
+    _fields = ("name", "topic_id", "partitions")
     __slots__ = _fields
 
-    name: str  # versions 8+
+    name: str  # versions 8-9
+    topic_id: str  # versions 10+
     partitions: list[OffsetFetchResponsePartitions]  # versions 8+
 
     def __init__(
         self,
         name: str = "",
+        topic_id: str = "AAAAAAAAAAAAAAAAAAAAAA",
         partitions: list[OffsetFetchResponsePartitions] = EMPTY,
     ) -> None:
         self.name = name
+        self.topic_id = topic_id
         self.partitions = [] if partitions is EMPTY else partitions
 
 
@@ -672,7 +679,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
                             if te32 > blen:
                                 raise Malformed("tagged field past the frame end")
                             pos = te32
-                    s33 = OffsetFetchResponseTopics(v11, v14)
+                    s33 = OffsetFetchResponseTopics(v11, "AAAAAAAAAAAAAAAAAAAAAA", v14)
                     v8.append(s33)
             (f34,) = _unpack_h(buf, pos)
             pos += 2
@@ -723,6 +730,176 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
 
 
 decode_v9 = decode_v8
+
+
+def decode_v10(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
+    blen = len(buf)
+    (f1,) = _unpack_i(buf, pos)
+    pos += 4
+    n3 = buf[pos]
+    pos += 1
+    if n3 > 127:
+        n3, pos = read_uvarint(buf, pos - 1)
+    n3 -= 1
+    if n3 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n3 > (blen - pos) // 5:
+            raise Malformed(f"array of {n3} elements is longer than the frame")
+        v2: list[OffsetFetchResponseGroup] = []
+        for _ in range(n3):
+            n6 = buf[pos]
+            pos += 1
+            if n6 > 127:
+                n6, pos = read_uvarint(buf, pos - 1)
+            n6 -= 1
+            if n6 < 0:
+                raise Malformed("null or negative length for non-nullable string")
+            else:
+                e7 = pos + n6
+                if e7 > blen:
+                    raise Malformed(f"string of {n6} bytes is longer than the frame")
+                v5 = str(buf[pos:e7], "utf-8")
+                pos = e7
+            n9 = buf[pos]
+            pos += 1
+            if n9 > 127:
+                n9, pos = read_uvarint(buf, pos - 1)
+            n9 -= 1
+            if n9 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n9 > (blen - pos) // 18:
+                    raise Malformed(f"array of {n9} elements is longer than the frame")
+                v8: list[OffsetFetchResponseTopics] = []
+                for _ in range(n9):
+                    (f10,) = _unpack_16s(buf, pos)
+                    pos += 16
+                    f10 = uuid_text(f10)
+                    n12 = buf[pos]
+                    pos += 1
+                    if n12 > 127:
+                        n12, pos = read_uvarint(buf, pos - 1)
+                    n12 -= 1
+                    if n12 < 0:
+                        raise Malformed("null array for a non-nullable field")
+                    else:
+                        if n12 > (blen - pos) // 20:
+                            raise Malformed(f"array of {n12} elements is longer than the frame")
+                        v11: list[OffsetFetchResponsePartitions] = []
+                        for _ in range(n12):
+                            f13, f14, f15 = _unpack_iqi(buf, pos)
+                            pos += 16
+                            n18 = buf[pos]
+                            pos += 1
+                            if n18 > 127:
+                                n18, pos = read_uvarint(buf, pos - 1)
+                            n18 -= 1
+                            v17: str | None
+                            if n18 < 0:
+                                v17 = None
+                            else:
+                                e19 = pos + n18
+                                if e19 > blen:
+                                    raise Malformed(
+                                        f"string of {n18} bytes is longer than the frame"
+                                    )
+                                v17 = str(buf[pos:e19], "utf-8")
+                                pos = e19
+                            (f20,) = _unpack_h(buf, pos)
+                            pos += 2
+                            nt21 = buf[pos]
+                            pos += 1
+                            if nt21 > 127:
+                                nt21, pos = read_uvarint(buf, pos - 1)
+                            if nt21:
+                                if nt21 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt21} tagged fields are longer than the frame"
+                                    )
+                                for _ in range(nt21):
+                                    tg22 = buf[pos]
+                                    pos += 1
+                                    if tg22 > 127:
+                                        tg22, pos = read_uvarint(buf, pos - 1)
+                                    tz23 = buf[pos]
+                                    pos += 1
+                                    if tz23 > 127:
+                                        tz23, pos = read_uvarint(buf, pos - 1)
+                                    te24 = pos + tz23
+                                    if te24 > blen:
+                                        raise Malformed("tagged field past the frame end")
+                                    pos = te24
+                            s25 = OffsetFetchResponsePartitions(f13, f14, f15, v17, f20)
+                            v11.append(s25)
+                    nt26 = buf[pos]
+                    pos += 1
+                    if nt26 > 127:
+                        nt26, pos = read_uvarint(buf, pos - 1)
+                    if nt26:
+                        if nt26 > (blen - pos) // 2:
+                            raise Malformed(f"{nt26} tagged fields are longer than the frame")
+                        for _ in range(nt26):
+                            tg27 = buf[pos]
+                            pos += 1
+                            if tg27 > 127:
+                                tg27, pos = read_uvarint(buf, pos - 1)
+                            tz28 = buf[pos]
+                            pos += 1
+                            if tz28 > 127:
+                                tz28, pos = read_uvarint(buf, pos - 1)
+                            te29 = pos + tz28
+                            if te29 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te29
+                    s30 = OffsetFetchResponseTopics("", f10, v11)
+                    v8.append(s30)
+            (f31,) = _unpack_h(buf, pos)
+            pos += 2
+            nt32 = buf[pos]
+            pos += 1
+            if nt32 > 127:
+                nt32, pos = read_uvarint(buf, pos - 1)
+            if nt32:
+                if nt32 > (blen - pos) // 2:
+                    raise Malformed(f"{nt32} tagged fields are longer than the frame")
+                for _ in range(nt32):
+                    tg33 = buf[pos]
+                    pos += 1
+                    if tg33 > 127:
+                        tg33, pos = read_uvarint(buf, pos - 1)
+                    tz34 = buf[pos]
+                    pos += 1
+                    if tz34 > 127:
+                        tz34, pos = read_uvarint(buf, pos - 1)
+                    te35 = pos + tz34
+                    if te35 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te35
+            s36 = OffsetFetchResponseGroup(v5, v8, f31)
+            v2.append(s36)
+    nt37 = buf[pos]
+    pos += 1
+    if nt37 > 127:
+        nt37, pos = read_uvarint(buf, pos - 1)
+    if nt37:
+        if nt37 > (blen - pos) // 2:
+            raise Malformed(f"{nt37} tagged fields are longer than the frame")
+        for _ in range(nt37):
+            tg38 = buf[pos]
+            pos += 1
+            if tg38 > 127:
+                tg38, pos = read_uvarint(buf, pos - 1)
+            tz39 = buf[pos]
+            pos += 1
+            if tz39 > 127:
+                tz39, pos = read_uvarint(buf, pos - 1)
+            te40 = pos + tz39
+            if te40 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te40
+    s41 = OffsetFetchResponse(f1, [], 0, v2)
+    return s41, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
@@ -1288,7 +1465,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
                                 if te32 > blen:
                                     raise Malformed("tagged field past the frame end")
                                 pos = te32
-                        s33 = OffsetFetchResponseTopics(v11, v14)
+                        s33 = OffsetFetchResponseTopics(v11, "AAAAAAAAAAAAAAAAAAAAAA", v14)
                         v8.append(s33)
                 fld = "groups[].error_code"
                 (f34,) = _unpack_h(buf, pos)
@@ -1344,6 +1521,194 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, 
 
 
 decode_v9_tracking = decode_v8_tracking
+
+
+def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        fld = "throttle_time_ms"
+        (f1,) = _unpack_i(buf, pos)
+        pos += 4
+        fld = "groups"
+        n3 = buf[pos]
+        pos += 1
+        if n3 > 127:
+            n3, pos = read_uvarint(buf, pos - 1)
+        n3 -= 1
+        if n3 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n3 > (blen - pos) // 5:
+                raise Malformed(f"array of {n3} elements is longer than the frame")
+            v2: list[OffsetFetchResponseGroup] = []
+            for _ in range(n3):
+                fld = "groups[].group_id"
+                n6 = buf[pos]
+                pos += 1
+                if n6 > 127:
+                    n6, pos = read_uvarint(buf, pos - 1)
+                n6 -= 1
+                if n6 < 0:
+                    raise Malformed("null or negative length for non-nullable string")
+                else:
+                    e7 = pos + n6
+                    if e7 > blen:
+                        raise Malformed(f"string of {n6} bytes is longer than the frame")
+                    v5 = str(buf[pos:e7], "utf-8")
+                    pos = e7
+                fld = "groups[].topics"
+                n9 = buf[pos]
+                pos += 1
+                if n9 > 127:
+                    n9, pos = read_uvarint(buf, pos - 1)
+                n9 -= 1
+                if n9 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n9 > (blen - pos) // 18:
+                        raise Malformed(f"array of {n9} elements is longer than the frame")
+                    v8: list[OffsetFetchResponseTopics] = []
+                    for _ in range(n9):
+                        fld = "groups[].topics[].topic_id"
+                        (f10,) = _unpack_16s(buf, pos)
+                        pos += 16
+                        f10 = uuid_text(f10)
+                        fld = "groups[].topics[].partitions"
+                        n12 = buf[pos]
+                        pos += 1
+                        if n12 > 127:
+                            n12, pos = read_uvarint(buf, pos - 1)
+                        n12 -= 1
+                        if n12 < 0:
+                            raise Malformed("null array for a non-nullable field")
+                        else:
+                            if n12 > (blen - pos) // 20:
+                                raise Malformed(f"array of {n12} elements is longer than the frame")
+                            v11: list[OffsetFetchResponsePartitions] = []
+                            for _ in range(n12):
+                                fld = "groups[].topics[].partitions[].partition_index"
+                                f13, f14, f15 = _unpack_iqi(buf, pos)
+                                pos += 16
+                                fld = "groups[].topics[].partitions[].metadata"
+                                n18 = buf[pos]
+                                pos += 1
+                                if n18 > 127:
+                                    n18, pos = read_uvarint(buf, pos - 1)
+                                n18 -= 1
+                                v17: str | None
+                                if n18 < 0:
+                                    v17 = None
+                                else:
+                                    e19 = pos + n18
+                                    if e19 > blen:
+                                        raise Malformed(
+                                            f"string of {n18} bytes is longer than the frame"
+                                        )
+                                    v17 = str(buf[pos:e19], "utf-8")
+                                    pos = e19
+                                fld = "groups[].topics[].partitions[].error_code"
+                                (f20,) = _unpack_h(buf, pos)
+                                pos += 2
+                                fld = "groups[].topics[].partitions[].(tagged fields)"
+                                nt21 = buf[pos]
+                                pos += 1
+                                if nt21 > 127:
+                                    nt21, pos = read_uvarint(buf, pos - 1)
+                                if nt21:
+                                    if nt21 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt21} tagged fields are longer than the frame"
+                                        )
+                                    for _ in range(nt21):
+                                        tg22 = buf[pos]
+                                        pos += 1
+                                        if tg22 > 127:
+                                            tg22, pos = read_uvarint(buf, pos - 1)
+                                        tz23 = buf[pos]
+                                        pos += 1
+                                        if tz23 > 127:
+                                            tz23, pos = read_uvarint(buf, pos - 1)
+                                        te24 = pos + tz23
+                                        if te24 > blen:
+                                            raise Malformed("tagged field past the frame end")
+                                        pos = te24
+                                s25 = OffsetFetchResponsePartitions(f13, f14, f15, v17, f20)
+                                v11.append(s25)
+                        fld = "groups[].topics[].(tagged fields)"
+                        nt26 = buf[pos]
+                        pos += 1
+                        if nt26 > 127:
+                            nt26, pos = read_uvarint(buf, pos - 1)
+                        if nt26:
+                            if nt26 > (blen - pos) // 2:
+                                raise Malformed(f"{nt26} tagged fields are longer than the frame")
+                            for _ in range(nt26):
+                                tg27 = buf[pos]
+                                pos += 1
+                                if tg27 > 127:
+                                    tg27, pos = read_uvarint(buf, pos - 1)
+                                tz28 = buf[pos]
+                                pos += 1
+                                if tz28 > 127:
+                                    tz28, pos = read_uvarint(buf, pos - 1)
+                                te29 = pos + tz28
+                                if te29 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te29
+                        s30 = OffsetFetchResponseTopics("", f10, v11)
+                        v8.append(s30)
+                fld = "groups[].error_code"
+                (f31,) = _unpack_h(buf, pos)
+                pos += 2
+                fld = "groups[].(tagged fields)"
+                nt32 = buf[pos]
+                pos += 1
+                if nt32 > 127:
+                    nt32, pos = read_uvarint(buf, pos - 1)
+                if nt32:
+                    if nt32 > (blen - pos) // 2:
+                        raise Malformed(f"{nt32} tagged fields are longer than the frame")
+                    for _ in range(nt32):
+                        tg33 = buf[pos]
+                        pos += 1
+                        if tg33 > 127:
+                            tg33, pos = read_uvarint(buf, pos - 1)
+                        tz34 = buf[pos]
+                        pos += 1
+                        if tz34 > 127:
+                            tz34, pos = read_uvarint(buf, pos - 1)
+                        te35 = pos + tz34
+                        if te35 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te35
+                s36 = OffsetFetchResponseGroup(v5, v8, f31)
+                v2.append(s36)
+        fld = "(tagged fields)"
+        nt37 = buf[pos]
+        pos += 1
+        if nt37 > 127:
+            nt37, pos = read_uvarint(buf, pos - 1)
+        if nt37:
+            if nt37 > (blen - pos) // 2:
+                raise Malformed(f"{nt37} tagged fields are longer than the frame")
+            for _ in range(nt37):
+                tg38 = buf[pos]
+                pos += 1
+                if tg38 > 127:
+                    tg38, pos = read_uvarint(buf, pos - 1)
+                tz39 = buf[pos]
+                pos += 1
+                if tz39 > 127:
+                    tz39, pos = read_uvarint(buf, pos - 1)
+                te40 = pos + tz39
+                if te40 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te40
+        s41 = OffsetFetchResponse(f1, [], 0, v2)
+        return s41, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
 
 
 def encode_v0(
@@ -1811,6 +2176,64 @@ def encode_v9(
                                 out += UV[n18 + 1] if n18 < 127 else uvarint_bytes(n18 + 1)
                                 out += b19
                             out += _pack_h(x16.get("error_code", 0))
+                            out += b"\x00"
+                    out += b"\x00"
+            out += _pack_h(x4.get("error_code", 0))
+            out += b"\x00"
+    out += b"\x00"
+    return out
+
+
+def encode_v10(
+    d: OffsetFetchResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    a1 = d.get("topics")
+    if a1:
+        raise ValueError("topics is not in version 10 and cannot be ignored")
+    out += _pack_i(d.get("throttle_time_ms", 0))
+    v2 = d.get("groups", ())
+    if v2 is None:
+        out += b"\x01"
+    else:
+        n3 = len(v2)
+        out += UV[n3 + 1] if n3 < 127 else uvarint_bytes(n3 + 1)
+        for x4 in v2:
+            v5 = x4.get("group_id", "")
+            b7 = v5.encode()
+            n6 = len(b7)
+            out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+            out += b7
+            v8 = x4.get("topics", ())
+            if v8 is None:
+                out += b"\x01"
+            else:
+                n9 = len(v8)
+                out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+                for x10 in v8:
+                    out += _pack_16s(uuid_raw(x10.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                    v11 = x10.get("partitions", ())
+                    if v11 is None:
+                        out += b"\x01"
+                    else:
+                        n12 = len(v11)
+                        out += UV[n12 + 1] if n12 < 127 else uvarint_bytes(n12 + 1)
+                        for x13 in v11:
+                            out += _pack_iqi(
+                                x13.get("partition_index", 0),
+                                x13.get("committed_offset", 0),
+                                x13.get("committed_leader_epoch", -1),
+                            )
+                            v14 = x13.get("metadata", "")
+                            if v14 is None:
+                                out += b"\x00"
+                            else:
+                                b16 = v14.encode()
+                                n15 = len(b16)
+                                out += UV[n15 + 1] if n15 < 127 else uvarint_bytes(n15 + 1)
+                                out += b16
+                            out += _pack_h(x13.get("error_code", 0))
                             out += b"\x00"
                     out += b"\x00"
             out += _pack_h(x4.get("error_code", 0))
@@ -2426,8 +2849,80 @@ def encode_v9_tracking(
         raise FieldFailure(fld, e) from e
 
 
+def encode_v10_tracking(
+    d: OffsetFetchResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        a1 = d.get("topics")
+        if a1:
+            raise ValueError("topics is not in version 10 and cannot be ignored")
+        fld = "throttle_time_ms"
+        out += _pack_i(d.get("throttle_time_ms", 0))
+        fld = "groups"
+        v2 = d.get("groups", ())
+        if v2 is None:
+            out += b"\x01"
+        else:
+            n3 = len(v2)
+            out += UV[n3 + 1] if n3 < 127 else uvarint_bytes(n3 + 1)
+            for x4 in v2:
+                fld = "groups[].group_id"
+                v5 = x4.get("group_id", "")
+                b7 = v5.encode()
+                n6 = len(b7)
+                out += UV[n6 + 1] if n6 < 127 else uvarint_bytes(n6 + 1)
+                out += b7
+                fld = "groups[].topics"
+                v8 = x4.get("topics", ())
+                if v8 is None:
+                    out += b"\x01"
+                else:
+                    n9 = len(v8)
+                    out += UV[n9 + 1] if n9 < 127 else uvarint_bytes(n9 + 1)
+                    for x10 in v8:
+                        fld = "groups[].topics[].topic_id"
+                        out += _pack_16s(uuid_raw(x10.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                        fld = "groups[].topics[].partitions"
+                        v11 = x10.get("partitions", ())
+                        if v11 is None:
+                            out += b"\x01"
+                        else:
+                            n12 = len(v11)
+                            out += UV[n12 + 1] if n12 < 127 else uvarint_bytes(n12 + 1)
+                            for x13 in v11:
+                                fld = "groups[].topics[].partitions[].partition_index"
+                                out += _pack_iqi(
+                                    x13.get("partition_index", 0),
+                                    x13.get("committed_offset", 0),
+                                    x13.get("committed_leader_epoch", -1),
+                                )
+                                fld = "groups[].topics[].partitions[].metadata"
+                                v14 = x13.get("metadata", "")
+                                if v14 is None:
+                                    out += b"\x00"
+                                else:
+                                    b16 = v14.encode()
+                                    n15 = len(b16)
+                                    out += UV[n15 + 1] if n15 < 127 else uvarint_bytes(n15 + 1)
+                                    out += b16
+                                fld = "groups[].topics[].partitions[].error_code"
+                                out += _pack_h(x13.get("error_code", 0))
+                                out += b"\x00"
+                        out += b"\x00"
+                fld = "groups[].error_code"
+                out += _pack_h(x4.get("error_code", 0))
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = OffsetFetchResponse
-VALID_VERSIONS = (0, 9)
+VALID_VERSIONS = (0, 10)
 FLEXIBLE_VERSIONS = (6, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -2441,6 +2936,7 @@ DECODERS: dict[int, Decoder] = {
     7: decode_v7,
     8: decode_v8,
     9: decode_v9,
+    10: decode_v10,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -2453,6 +2949,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     7: decode_v7_tracking,
     8: decode_v8_tracking,
     9: decode_v9_tracking,
+    10: decode_v10_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -2465,6 +2962,7 @@ ENCODERS: dict[int, Encoder] = {
     7: encode_v7,
     8: encode_v8,
     9: encode_v9,
+    10: encode_v10,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -2477,4 +2975,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     7: encode_v7_tracking,
     8: encode_v8_tracking,
     9: encode_v9_tracking,
+    10: encode_v10_tracking,
 }

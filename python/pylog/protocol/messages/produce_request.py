@@ -22,18 +22,22 @@ from pylog.protocol._runtime import (
     rd32,
     read_uvarint,
     records_size,
+    uuid_raw,
+    uuid_text,
     uvarint_bytes,
 )
 from pylog.protocol._struct import Struct
 
+_pack_16s = struct.Struct(">16s").pack
 _pack_hi = struct.Struct(">hi").pack
 _pack_i = struct.Struct(">i").pack
+_unpack_16s = struct.Struct(">16s").unpack_from
 _unpack_hi = struct.Struct(">hi").unpack_from
 _unpack_i = struct.Struct(">i").unpack_from
 
 
 class ProduceRequest(Struct):
-    """ProduceRequest (api key 0): the request as decoded, versions 0-12."""
+    """ProduceRequest (api key 0): the request as decoded, versions 0-13."""
 
     _fields = ("transactional_id", "acks", "timeout_ms", "topic_data")
     __slots__ = _fields
@@ -59,14 +63,21 @@ class ProduceRequest(Struct):
 class TopicProduceData(Struct):
     """A TopicProduceData of ProduceRequest."""
 
-    _fields = ("name", "partition_data")
+    _fields = ("name", "topic_id", "partition_data")
     __slots__ = _fields
 
-    name: str  # versions 0+
+    name: str  # versions 0-12
+    topic_id: str  # versions 13+
     partition_data: list[PartitionProduceData]  # versions 0+
 
-    def __init__(self, name: str = "", partition_data: list[PartitionProduceData] = EMPTY) -> None:
+    def __init__(
+        self,
+        name: str = "",
+        topic_id: str = "AAAAAAAAAAAAAAAAAAAAAA",
+        partition_data: list[PartitionProduceData] = EMPTY,
+    ) -> None:
         self.name = name
+        self.topic_id = topic_id
         self.partition_data = [] if partition_data is EMPTY else partition_data
 
 
@@ -138,7 +149,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                         pos = e15
                     s16 = PartitionProduceData(f11, v13)
                     v9.append(s16)
-            s17 = TopicProduceData(v6, v9)
+            s17 = TopicProduceData(v6, "AAAAAAAAAAAAAAAAAAAAAA", v9)
             v3.append(s17)
     s18 = ProduceRequest(None, f1, f2, v3)
     return s18, pos
@@ -215,7 +226,7 @@ def decode_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                         pos = e19
                     s20 = PartitionProduceData(f15, v17)
                     v13.append(s20)
-            s21 = TopicProduceData(v10, v13)
+            s21 = TopicProduceData(v10, "AAAAAAAAAAAAAAAAAAAAAA", v13)
             v7.append(s21)
     s22 = ProduceRequest(v2, f5, f6, v7)
     return s22, pos
@@ -356,7 +367,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                     if te28 > blen:
                         raise Malformed("tagged field past the frame end")
                     pos = te28
-            s29 = TopicProduceData(v10, v13)
+            s29 = TopicProduceData(v10, "AAAAAAAAAAAAAAAAAAAAAA", v13)
             v7.append(s29)
     nt30 = buf[pos]
     pos += 1
@@ -389,6 +400,142 @@ decode_v11 = decode_v9
 
 
 decode_v12 = decode_v9
+
+
+def decode_v13(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
+    blen = len(buf)
+    left = 100000
+    n3 = buf[pos]
+    pos += 1
+    if n3 > 127:
+        n3, pos = read_uvarint(buf, pos - 1)
+    n3 -= 1
+    v2: str | None
+    if n3 < 0:
+        v2 = None
+    else:
+        e4 = pos + n3
+        if e4 > blen:
+            raise Malformed(f"string of {n3} bytes is longer than the frame")
+        v2 = str(buf[pos:e4], "utf-8")
+        pos = e4
+    f5, f6 = _unpack_hi(buf, pos)
+    pos += 6
+    n8 = buf[pos]
+    pos += 1
+    if n8 > 127:
+        n8, pos = read_uvarint(buf, pos - 1)
+    n8 -= 1
+    if n8 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n8 > (blen - pos) // 18:
+            raise Malformed(f"array of {n8} elements is longer than the frame")
+        left -= n8
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
+        v7: list[TopicProduceData] = []
+        for _ in range(n8):
+            (f9,) = _unpack_16s(buf, pos)
+            pos += 16
+            f9 = uuid_text(f9)
+            n11 = buf[pos]
+            pos += 1
+            if n11 > 127:
+                n11, pos = read_uvarint(buf, pos - 1)
+            n11 -= 1
+            if n11 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n11 > (blen - pos) // 6:
+                    raise Malformed(f"array of {n11} elements is longer than the frame")
+                left -= n11
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
+                v10: list[PartitionProduceData] = []
+                for _ in range(n11):
+                    (f12,) = _unpack_i(buf, pos)
+                    pos += 4
+                    n15 = buf[pos]
+                    pos += 1
+                    if n15 > 127:
+                        n15, pos = read_uvarint(buf, pos - 1)
+                    n15 -= 1
+                    v14: memoryview | None
+                    if n15 < 0:
+                        v14 = None
+                    else:
+                        e16 = pos + n15
+                        if e16 > blen:
+                            raise Malformed(f"records of {n15} bytes is longer than the frame")
+                        v14 = buf[pos:e16]
+                        pos = e16
+                    nt17 = buf[pos]
+                    pos += 1
+                    if nt17 > 127:
+                        nt17, pos = read_uvarint(buf, pos - 1)
+                    if nt17:
+                        if nt17 > (blen - pos) // 2:
+                            raise Malformed(f"{nt17} tagged fields are longer than the frame")
+                        for _ in range(nt17):
+                            tg18 = buf[pos]
+                            pos += 1
+                            if tg18 > 127:
+                                tg18, pos = read_uvarint(buf, pos - 1)
+                            tz19 = buf[pos]
+                            pos += 1
+                            if tz19 > 127:
+                                tz19, pos = read_uvarint(buf, pos - 1)
+                            te20 = pos + tz19
+                            if te20 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te20
+                    s21 = PartitionProduceData(f12, v14)
+                    v10.append(s21)
+            nt22 = buf[pos]
+            pos += 1
+            if nt22 > 127:
+                nt22, pos = read_uvarint(buf, pos - 1)
+            if nt22:
+                if nt22 > (blen - pos) // 2:
+                    raise Malformed(f"{nt22} tagged fields are longer than the frame")
+                for _ in range(nt22):
+                    tg23 = buf[pos]
+                    pos += 1
+                    if tg23 > 127:
+                        tg23, pos = read_uvarint(buf, pos - 1)
+                    tz24 = buf[pos]
+                    pos += 1
+                    if tz24 > 127:
+                        tz24, pos = read_uvarint(buf, pos - 1)
+                    te25 = pos + tz24
+                    if te25 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te25
+            s26 = TopicProduceData("", f9, v10)
+            v7.append(s26)
+    nt27 = buf[pos]
+    pos += 1
+    if nt27 > 127:
+        nt27, pos = read_uvarint(buf, pos - 1)
+    if nt27:
+        if nt27 > (blen - pos) // 2:
+            raise Malformed(f"{nt27} tagged fields are longer than the frame")
+        for _ in range(nt27):
+            tg28 = buf[pos]
+            pos += 1
+            if tg28 > 127:
+                tg28, pos = read_uvarint(buf, pos - 1)
+            tz29 = buf[pos]
+            pos += 1
+            if tz29 > 127:
+                tz29, pos = read_uvarint(buf, pos - 1)
+            te30 = pos + tz29
+            if te30 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te30
+    s31 = ProduceRequest(v2, f5, f6, v7)
+    return s31, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
@@ -453,7 +600,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                             pos = e15
                         s16 = PartitionProduceData(f11, v13)
                         v9.append(s16)
-                s17 = TopicProduceData(v6, v9)
+                s17 = TopicProduceData(v6, "AAAAAAAAAAAAAAAAAAAAAA", v9)
                 v3.append(s17)
         s18 = ProduceRequest(None, f1, f2, v3)
         return s18, pos
@@ -541,7 +688,7 @@ def decode_v3_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                             pos = e19
                         s20 = PartitionProduceData(f15, v17)
                         v13.append(s20)
-                s21 = TopicProduceData(v10, v13)
+                s21 = TopicProduceData(v10, "AAAAAAAAAAAAAAAAAAAAAA", v13)
                 v7.append(s21)
         s22 = ProduceRequest(v2, f5, f6, v7)
         return s22, pos
@@ -695,7 +842,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
                         if te28 > blen:
                             raise Malformed("tagged field past the frame end")
                         pos = te28
-                s29 = TopicProduceData(v10, v13)
+                s29 = TopicProduceData(v10, "AAAAAAAAAAAAAAAAAAAAAA", v13)
                 v7.append(s29)
         fld = "(tagged fields)"
         nt30 = buf[pos]
@@ -731,6 +878,156 @@ decode_v11_tracking = decode_v9_tracking
 
 
 decode_v12_tracking = decode_v9_tracking
+
+
+def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[ProduceRequest, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        left = 100000
+        fld = "transactional_id"
+        n3 = buf[pos]
+        pos += 1
+        if n3 > 127:
+            n3, pos = read_uvarint(buf, pos - 1)
+        n3 -= 1
+        v2: str | None
+        if n3 < 0:
+            v2 = None
+        else:
+            e4 = pos + n3
+            if e4 > blen:
+                raise Malformed(f"string of {n3} bytes is longer than the frame")
+            v2 = str(buf[pos:e4], "utf-8")
+            pos = e4
+        fld = "acks"
+        f5, f6 = _unpack_hi(buf, pos)
+        pos += 6
+        fld = "topic_data"
+        n8 = buf[pos]
+        pos += 1
+        if n8 > 127:
+            n8, pos = read_uvarint(buf, pos - 1)
+        n8 -= 1
+        if n8 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n8 > (blen - pos) // 18:
+                raise Malformed(f"array of {n8} elements is longer than the frame")
+            left -= n8
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
+            v7: list[TopicProduceData] = []
+            for _ in range(n8):
+                fld = "topic_data[].topic_id"
+                (f9,) = _unpack_16s(buf, pos)
+                pos += 16
+                f9 = uuid_text(f9)
+                fld = "topic_data[].partition_data"
+                n11 = buf[pos]
+                pos += 1
+                if n11 > 127:
+                    n11, pos = read_uvarint(buf, pos - 1)
+                n11 -= 1
+                if n11 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n11 > (blen - pos) // 6:
+                        raise Malformed(f"array of {n11} elements is longer than the frame")
+                    left -= n11
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
+                    v10: list[PartitionProduceData] = []
+                    for _ in range(n11):
+                        fld = "topic_data[].partition_data[].index"
+                        (f12,) = _unpack_i(buf, pos)
+                        pos += 4
+                        fld = "topic_data[].partition_data[].records"
+                        n15 = buf[pos]
+                        pos += 1
+                        if n15 > 127:
+                            n15, pos = read_uvarint(buf, pos - 1)
+                        n15 -= 1
+                        v14: memoryview | None
+                        if n15 < 0:
+                            v14 = None
+                        else:
+                            e16 = pos + n15
+                            if e16 > blen:
+                                raise Malformed(f"records of {n15} bytes is longer than the frame")
+                            v14 = buf[pos:e16]
+                            pos = e16
+                        fld = "topic_data[].partition_data[].(tagged fields)"
+                        nt17 = buf[pos]
+                        pos += 1
+                        if nt17 > 127:
+                            nt17, pos = read_uvarint(buf, pos - 1)
+                        if nt17:
+                            if nt17 > (blen - pos) // 2:
+                                raise Malformed(f"{nt17} tagged fields are longer than the frame")
+                            for _ in range(nt17):
+                                tg18 = buf[pos]
+                                pos += 1
+                                if tg18 > 127:
+                                    tg18, pos = read_uvarint(buf, pos - 1)
+                                tz19 = buf[pos]
+                                pos += 1
+                                if tz19 > 127:
+                                    tz19, pos = read_uvarint(buf, pos - 1)
+                                te20 = pos + tz19
+                                if te20 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te20
+                        s21 = PartitionProduceData(f12, v14)
+                        v10.append(s21)
+                fld = "topic_data[].(tagged fields)"
+                nt22 = buf[pos]
+                pos += 1
+                if nt22 > 127:
+                    nt22, pos = read_uvarint(buf, pos - 1)
+                if nt22:
+                    if nt22 > (blen - pos) // 2:
+                        raise Malformed(f"{nt22} tagged fields are longer than the frame")
+                    for _ in range(nt22):
+                        tg23 = buf[pos]
+                        pos += 1
+                        if tg23 > 127:
+                            tg23, pos = read_uvarint(buf, pos - 1)
+                        tz24 = buf[pos]
+                        pos += 1
+                        if tz24 > 127:
+                            tz24, pos = read_uvarint(buf, pos - 1)
+                        te25 = pos + tz24
+                        if te25 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te25
+                s26 = TopicProduceData("", f9, v10)
+                v7.append(s26)
+        fld = "(tagged fields)"
+        nt27 = buf[pos]
+        pos += 1
+        if nt27 > 127:
+            nt27, pos = read_uvarint(buf, pos - 1)
+        if nt27:
+            if nt27 > (blen - pos) // 2:
+                raise Malformed(f"{nt27} tagged fields are longer than the frame")
+            for _ in range(nt27):
+                tg28 = buf[pos]
+                pos += 1
+                if tg28 > 127:
+                    tg28, pos = read_uvarint(buf, pos - 1)
+                tz29 = buf[pos]
+                pos += 1
+                if tz29 > 127:
+                    tz29, pos = read_uvarint(buf, pos - 1)
+                te30 = pos + tz29
+                if te30 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te30
+        s31 = ProduceRequest(v2, f5, f6, v7)
+        return s31, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
 
 
 def encode_v0(
@@ -978,6 +1275,52 @@ encode_v11 = encode_v9
 
 
 encode_v12 = encode_v9
+
+
+def encode_v13(
+    d: ProduceRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    v1 = d.get("transactional_id")
+    if v1 is None:
+        out += b"\x00"
+    else:
+        b3 = v1.encode()
+        n2 = len(b3)
+        out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+        out += b3
+    out += _pack_hi(d.get("acks", 0), d.get("timeout_ms", 0))
+    v4 = d.get("topic_data", ())
+    if v4 is None:
+        out += b"\x01"
+    else:
+        n5 = len(v4)
+        out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+        for x6 in v4:
+            out += _pack_16s(uuid_raw(x6.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+            v7 = x6.get("partition_data", ())
+            if v7 is None:
+                out += b"\x01"
+            else:
+                n8 = len(v7)
+                out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                for x9 in v7:
+                    out += _pack_i(x9.get("index", 0))
+                    v10 = x9.get("records")
+                    if v10 is None:
+                        out += b"\x00"
+                    else:
+                        n11 = records_size(v10)
+                        out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+                        if n11:
+                            chunks.append(out)
+                            chunks.append(v10)
+                            out = bytearray()
+                    out += b"\x00"
+            out += b"\x00"
+    out += b"\x00"
+    return out
 
 
 def encode_v0_tracking(
@@ -1279,8 +1622,65 @@ encode_v11_tracking = encode_v9_tracking
 encode_v12_tracking = encode_v9_tracking
 
 
+def encode_v13_tracking(
+    d: ProduceRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "transactional_id"
+        v1 = d.get("transactional_id")
+        if v1 is None:
+            out += b"\x00"
+        else:
+            b3 = v1.encode()
+            n2 = len(b3)
+            out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+            out += b3
+        fld = "acks"
+        out += _pack_hi(d.get("acks", 0), d.get("timeout_ms", 0))
+        fld = "topic_data"
+        v4 = d.get("topic_data", ())
+        if v4 is None:
+            out += b"\x01"
+        else:
+            n5 = len(v4)
+            out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+            for x6 in v4:
+                fld = "topic_data[].topic_id"
+                out += _pack_16s(uuid_raw(x6.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                fld = "topic_data[].partition_data"
+                v7 = x6.get("partition_data", ())
+                if v7 is None:
+                    out += b"\x01"
+                else:
+                    n8 = len(v7)
+                    out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                    for x9 in v7:
+                        fld = "topic_data[].partition_data[].index"
+                        out += _pack_i(x9.get("index", 0))
+                        fld = "topic_data[].partition_data[].records"
+                        v10 = x9.get("records")
+                        if v10 is None:
+                            out += b"\x00"
+                        else:
+                            n11 = records_size(v10)
+                            out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+                            if n11:
+                                chunks.append(out)
+                                chunks.append(v10)
+                                out = bytearray()
+                        out += b"\x00"
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = ProduceRequest
-VALID_VERSIONS = (0, 12)
+VALID_VERSIONS = (0, 13)
 FLEXIBLE_VERSIONS = (9, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -1297,6 +1697,7 @@ DECODERS: dict[int, Decoder] = {
     10: decode_v10,
     11: decode_v11,
     12: decode_v12,
+    13: decode_v13,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -1312,6 +1713,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     10: decode_v10_tracking,
     11: decode_v11_tracking,
     12: decode_v12_tracking,
+    13: decode_v13_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -1327,6 +1729,7 @@ ENCODERS: dict[int, Encoder] = {
     10: encode_v10,
     11: encode_v11,
     12: encode_v12,
+    13: encode_v13,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -1342,4 +1745,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     10: encode_v10_tracking,
     11: encode_v11_tracking,
     12: encode_v12_tracking,
+    13: encode_v13_tracking,
 }

@@ -21,15 +21,19 @@ from pylog.protocol._runtime import (
     rd16,
     rd32,
     read_uvarint,
+    uuid_raw,
+    uuid_text,
     uvarint_bytes,
 )
 from pylog.protocol._struct import Struct
 
+_pack_16s = struct.Struct(">16s").pack
 _pack_i = struct.Struct(">i").pack
 _pack_ihq = struct.Struct(">ihq").pack
 _pack_ihqq = struct.Struct(">ihqq").pack
 _pack_ihqqq = struct.Struct(">ihqqq").pack
 _pack_ii = struct.Struct(">ii").pack
+_unpack_16s = struct.Struct(">16s").unpack_from
 _unpack_i = struct.Struct(">i").unpack_from
 _unpack_ihq = struct.Struct(">ihq").unpack_from
 _unpack_ihqq = struct.Struct(">ihqq").unpack_from
@@ -38,7 +42,7 @@ _unpack_ii = struct.Struct(">ii").unpack_from
 
 
 class ProduceResponse(Struct):
-    """ProduceResponse (api key 0): the response as decoded, versions 0-12."""
+    """ProduceResponse (api key 0): the response as decoded, versions 0-13."""
 
     _fields = ("responses", "throttle_time_ms", "node_endpoints")
     __slots__ = _fields
@@ -61,18 +65,21 @@ class ProduceResponse(Struct):
 class TopicProduceResponse(Struct):
     """A TopicProduceResponse of ProduceResponse."""
 
-    _fields = ("name", "partition_responses")
+    _fields = ("name", "topic_id", "partition_responses")
     __slots__ = _fields
 
-    name: str  # versions 0+
+    name: str  # versions 0-12
+    topic_id: str  # versions 13+
     partition_responses: list[PartitionProduceResponse]  # versions 0+
 
     def __init__(
         self,
         name: str = "",
+        topic_id: str = "AAAAAAAAAAAAAAAAAAAAAA",
         partition_responses: list[PartitionProduceResponse] = EMPTY,
     ) -> None:
         self.name = name
+        self.topic_id = topic_id
         self.partition_responses = [] if partition_responses is EMPTY else partition_responses
 
 
@@ -207,7 +214,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                     pos += 14
                     s12 = PartitionProduceResponse(f9, f10, f11, -1, -1, [], None, None)
                     v7.append(s12)
-            s13 = TopicProduceResponse(v4, v7)
+            s13 = TopicProduceResponse(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
             v1.append(s13)
     s14 = ProduceResponse(v1, 0, [])
     return s14, pos
@@ -247,7 +254,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                     pos += 14
                     s12 = PartitionProduceResponse(f9, f10, f11, -1, -1, [], None, None)
                     v7.append(s12)
-            s13 = TopicProduceResponse(v4, v7)
+            s13 = TopicProduceResponse(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
             v1.append(s13)
     (f14,) = _unpack_i(buf, pos)
     pos += 4
@@ -289,7 +296,7 @@ def decode_v2(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                     pos += 22
                     s13 = PartitionProduceResponse(f9, f10, f11, f12, -1, [], None, None)
                     v7.append(s13)
-            s14 = TopicProduceResponse(v4, v7)
+            s14 = TopicProduceResponse(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
             v1.append(s14)
     (f15,) = _unpack_i(buf, pos)
     pos += 4
@@ -337,7 +344,7 @@ def decode_v5(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                     pos += 30
                     s14 = PartitionProduceResponse(f9, f10, f11, f12, f13, [], None, None)
                     v7.append(s14)
-            s15 = TopicProduceResponse(v4, v7)
+            s15 = TopicProduceResponse(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
             v1.append(s15)
     (f16,) = _unpack_i(buf, pos)
     pos += 4
@@ -422,7 +429,7 @@ def decode_v8(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                         pos = e25
                     s26 = PartitionProduceResponse(f9, f10, f11, f12, f13, v14, v23, None)
                     v7.append(s26)
-            s27 = TopicProduceResponse(v4, v7)
+            s27 = TopicProduceResponse(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
             v1.append(s27)
     (f28,) = _unpack_i(buf, pos)
     pos += 4
@@ -581,7 +588,7 @@ def decode_v9(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                     if te38 > blen:
                         raise Malformed("tagged field past the frame end")
                     pos = te38
-            s39 = TopicProduceResponse(v4, v7)
+            s39 = TopicProduceResponse(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
             v1.append(s39)
     (f40,) = _unpack_i(buf, pos)
     pos += 4
@@ -788,7 +795,7 @@ def decode_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
                     if te47 > blen:
                         raise Malformed("tagged field past the frame end")
                     pos = te47
-            s48 = TopicProduceResponse(v4, v7)
+            s48 = TopicProduceResponse(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
             v1.append(s48)
     (f49,) = _unpack_i(buf, pos)
     pos += 4
@@ -890,6 +897,271 @@ decode_v11 = decode_v10
 decode_v12 = decode_v10
 
 
+def decode_v13(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
+    blen = len(buf)
+    n2 = buf[pos]
+    pos += 1
+    if n2 > 127:
+        n2, pos = read_uvarint(buf, pos - 1)
+    n2 -= 1
+    if n2 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n2 > (blen - pos) // 18:
+            raise Malformed(f"array of {n2} elements is longer than the frame")
+        v1: list[TopicProduceResponse] = []
+        for _ in range(n2):
+            (f3,) = _unpack_16s(buf, pos)
+            pos += 16
+            f3 = uuid_text(f3)
+            n5 = buf[pos]
+            pos += 1
+            if n5 > 127:
+                n5, pos = read_uvarint(buf, pos - 1)
+            n5 -= 1
+            if n5 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n5 > (blen - pos) // 33:
+                    raise Malformed(f"array of {n5} elements is longer than the frame")
+                v4: list[PartitionProduceResponse] = []
+                for _ in range(n5):
+                    f6, f7, f8, f9, f10 = _unpack_ihqqq(buf, pos)
+                    pos += 30
+                    n12 = buf[pos]
+                    pos += 1
+                    if n12 > 127:
+                        n12, pos = read_uvarint(buf, pos - 1)
+                    n12 -= 1
+                    if n12 < 0:
+                        raise Malformed("null array for a non-nullable field")
+                    else:
+                        if n12 > (blen - pos) // 6:
+                            raise Malformed(f"array of {n12} elements is longer than the frame")
+                        v11: list[BatchIndexAndErrorMessage] = []
+                        for _ in range(n12):
+                            (f13,) = _unpack_i(buf, pos)
+                            pos += 4
+                            n16 = buf[pos]
+                            pos += 1
+                            if n16 > 127:
+                                n16, pos = read_uvarint(buf, pos - 1)
+                            n16 -= 1
+                            v15: str | None
+                            if n16 < 0:
+                                v15 = None
+                            else:
+                                e17 = pos + n16
+                                if e17 > blen:
+                                    raise Malformed(
+                                        f"string of {n16} bytes is longer than the frame"
+                                    )
+                                v15 = str(buf[pos:e17], "utf-8")
+                                pos = e17
+                            nt18 = buf[pos]
+                            pos += 1
+                            if nt18 > 127:
+                                nt18, pos = read_uvarint(buf, pos - 1)
+                            if nt18:
+                                if nt18 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt18} tagged fields are longer than the frame"
+                                    )
+                                for _ in range(nt18):
+                                    tg19 = buf[pos]
+                                    pos += 1
+                                    if tg19 > 127:
+                                        tg19, pos = read_uvarint(buf, pos - 1)
+                                    tz20 = buf[pos]
+                                    pos += 1
+                                    if tz20 > 127:
+                                        tz20, pos = read_uvarint(buf, pos - 1)
+                                    te21 = pos + tz20
+                                    if te21 > blen:
+                                        raise Malformed("tagged field past the frame end")
+                                    pos = te21
+                            s22 = BatchIndexAndErrorMessage(f13, v15)
+                            v11.append(s22)
+                    n25 = buf[pos]
+                    pos += 1
+                    if n25 > 127:
+                        n25, pos = read_uvarint(buf, pos - 1)
+                    n25 -= 1
+                    v24: str | None
+                    if n25 < 0:
+                        v24 = None
+                    else:
+                        e26 = pos + n25
+                        if e26 > blen:
+                            raise Malformed(f"string of {n25} bytes is longer than the frame")
+                        v24 = str(buf[pos:e26], "utf-8")
+                        pos = e26
+                    t27: LeaderIdAndEpoch | None = None
+                    nt28 = buf[pos]
+                    pos += 1
+                    if nt28 > 127:
+                        nt28, pos = read_uvarint(buf, pos - 1)
+                    if nt28:
+                        if nt28 > (blen - pos) // 2:
+                            raise Malformed(f"{nt28} tagged fields are longer than the frame")
+                        for _ in range(nt28):
+                            tg29 = buf[pos]
+                            pos += 1
+                            if tg29 > 127:
+                                tg29, pos = read_uvarint(buf, pos - 1)
+                            tz30 = buf[pos]
+                            pos += 1
+                            if tz30 > 127:
+                                tz30, pos = read_uvarint(buf, pos - 1)
+                            te31 = pos + tz30
+                            if te31 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            if tg29 == 0:
+                                f33, f34 = _unpack_ii(buf, pos)
+                                pos += 8
+                                nt35 = buf[pos]
+                                pos += 1
+                                if nt35 > 127:
+                                    nt35, pos = read_uvarint(buf, pos - 1)
+                                if nt35:
+                                    if nt35 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt35} tagged fields are longer than the frame"
+                                        )
+                                    for _ in range(nt35):
+                                        tg36 = buf[pos]
+                                        pos += 1
+                                        if tg36 > 127:
+                                            tg36, pos = read_uvarint(buf, pos - 1)
+                                        tz37 = buf[pos]
+                                        pos += 1
+                                        if tz37 > 127:
+                                            tz37, pos = read_uvarint(buf, pos - 1)
+                                        te38 = pos + tz37
+                                        if te38 > blen:
+                                            raise Malformed("tagged field past the frame end")
+                                        pos = te38
+                                s39 = LeaderIdAndEpoch(f33, f34)
+                                t27 = s39
+                            pos = te31
+                    s40 = PartitionProduceResponse(f6, f7, f8, f9, f10, v11, v24, t27)
+                    v4.append(s40)
+            nt41 = buf[pos]
+            pos += 1
+            if nt41 > 127:
+                nt41, pos = read_uvarint(buf, pos - 1)
+            if nt41:
+                if nt41 > (blen - pos) // 2:
+                    raise Malformed(f"{nt41} tagged fields are longer than the frame")
+                for _ in range(nt41):
+                    tg42 = buf[pos]
+                    pos += 1
+                    if tg42 > 127:
+                        tg42, pos = read_uvarint(buf, pos - 1)
+                    tz43 = buf[pos]
+                    pos += 1
+                    if tz43 > 127:
+                        tz43, pos = read_uvarint(buf, pos - 1)
+                    te44 = pos + tz43
+                    if te44 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te44
+            s45 = TopicProduceResponse("", f3, v4)
+            v1.append(s45)
+    (f46,) = _unpack_i(buf, pos)
+    pos += 4
+    t47: list[NodeEndpoint] = []
+    nt48 = buf[pos]
+    pos += 1
+    if nt48 > 127:
+        nt48, pos = read_uvarint(buf, pos - 1)
+    if nt48:
+        if nt48 > (blen - pos) // 2:
+            raise Malformed(f"{nt48} tagged fields are longer than the frame")
+        for _ in range(nt48):
+            tg49 = buf[pos]
+            pos += 1
+            if tg49 > 127:
+                tg49, pos = read_uvarint(buf, pos - 1)
+            tz50 = buf[pos]
+            pos += 1
+            if tz50 > 127:
+                tz50, pos = read_uvarint(buf, pos - 1)
+            te51 = pos + tz50
+            if te51 > blen:
+                raise Malformed("tagged field past the frame end")
+            if tg49 == 0:
+                n53 = buf[pos]
+                pos += 1
+                if n53 > 127:
+                    n53, pos = read_uvarint(buf, pos - 1)
+                n53 -= 1
+                if n53 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n53 > (blen - pos) // 11:
+                        raise Malformed(f"array of {n53} elements is longer than the frame")
+                    v52: list[NodeEndpoint] = []
+                    for _ in range(n53):
+                        (f54,) = _unpack_i(buf, pos)
+                        pos += 4
+                        n57 = buf[pos]
+                        pos += 1
+                        if n57 > 127:
+                            n57, pos = read_uvarint(buf, pos - 1)
+                        n57 -= 1
+                        if n57 < 0:
+                            raise Malformed("null or negative length for non-nullable string")
+                        else:
+                            e58 = pos + n57
+                            if e58 > blen:
+                                raise Malformed(f"string of {n57} bytes is longer than the frame")
+                            v56 = str(buf[pos:e58], "utf-8")
+                            pos = e58
+                        (f59,) = _unpack_i(buf, pos)
+                        pos += 4
+                        n62 = buf[pos]
+                        pos += 1
+                        if n62 > 127:
+                            n62, pos = read_uvarint(buf, pos - 1)
+                        n62 -= 1
+                        v61: str | None
+                        if n62 < 0:
+                            v61 = None
+                        else:
+                            e63 = pos + n62
+                            if e63 > blen:
+                                raise Malformed(f"string of {n62} bytes is longer than the frame")
+                            v61 = str(buf[pos:e63], "utf-8")
+                            pos = e63
+                        nt64 = buf[pos]
+                        pos += 1
+                        if nt64 > 127:
+                            nt64, pos = read_uvarint(buf, pos - 1)
+                        if nt64:
+                            if nt64 > (blen - pos) // 2:
+                                raise Malformed(f"{nt64} tagged fields are longer than the frame")
+                            for _ in range(nt64):
+                                tg65 = buf[pos]
+                                pos += 1
+                                if tg65 > 127:
+                                    tg65, pos = read_uvarint(buf, pos - 1)
+                                tz66 = buf[pos]
+                                pos += 1
+                                if tz66 > 127:
+                                    tz66, pos = read_uvarint(buf, pos - 1)
+                                te67 = pos + tz66
+                                if te67 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te67
+                        s68 = NodeEndpoint(f54, v56, f59, v61)
+                        v52.append(s68)
+                t47 = v52
+            pos = te51
+    s69 = ProduceResponse(v1, f46, t47)
+    return s69, pos
+
+
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
     fld = "(start)"
     try:
@@ -930,7 +1202,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                         pos += 14
                         s12 = PartitionProduceResponse(f9, f10, f11, -1, -1, [], None, None)
                         v7.append(s12)
-                s13 = TopicProduceResponse(v4, v7)
+                s13 = TopicProduceResponse(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
                 v1.append(s13)
         s14 = ProduceResponse(v1, 0, [])
         return s14, pos
@@ -978,7 +1250,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                         pos += 14
                         s12 = PartitionProduceResponse(f9, f10, f11, -1, -1, [], None, None)
                         v7.append(s12)
-                s13 = TopicProduceResponse(v4, v7)
+                s13 = TopicProduceResponse(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
                 v1.append(s13)
         fld = "throttle_time_ms"
         (f14,) = _unpack_i(buf, pos)
@@ -1029,7 +1301,7 @@ def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                         pos += 22
                         s13 = PartitionProduceResponse(f9, f10, f11, f12, -1, [], None, None)
                         v7.append(s13)
-                s14 = TopicProduceResponse(v4, v7)
+                s14 = TopicProduceResponse(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
                 v1.append(s14)
         fld = "throttle_time_ms"
         (f15,) = _unpack_i(buf, pos)
@@ -1086,7 +1358,7 @@ def decode_v5_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                         pos += 30
                         s14 = PartitionProduceResponse(f9, f10, f11, f12, f13, [], None, None)
                         v7.append(s14)
-                s15 = TopicProduceResponse(v4, v7)
+                s15 = TopicProduceResponse(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
                 v1.append(s15)
         fld = "throttle_time_ms"
         (f16,) = _unpack_i(buf, pos)
@@ -1189,7 +1461,7 @@ def decode_v8_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                             pos = e25
                         s26 = PartitionProduceResponse(f9, f10, f11, f12, f13, v14, v23, None)
                         v7.append(s26)
-                s27 = TopicProduceResponse(v4, v7)
+                s27 = TopicProduceResponse(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
                 v1.append(s27)
         fld = "throttle_time_ms"
         (f28,) = _unpack_i(buf, pos)
@@ -1372,7 +1644,7 @@ def decode_v9_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]
                         if te38 > blen:
                             raise Malformed("tagged field past the frame end")
                         pos = te38
-                s39 = TopicProduceResponse(v4, v7)
+                s39 = TopicProduceResponse(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
                 v1.append(s39)
         fld = "throttle_time_ms"
         (f40,) = _unpack_i(buf, pos)
@@ -1612,7 +1884,7 @@ def decode_v10_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int
                         if te47 > blen:
                             raise Malformed("tagged field past the frame end")
                         pos = te47
-                s48 = TopicProduceResponse(v4, v7)
+                s48 = TopicProduceResponse(v4, "AAAAAAAAAAAAAAAAAAAAAA", v7)
                 v1.append(s48)
         fld = "throttle_time_ms"
         (f49,) = _unpack_i(buf, pos)
@@ -1728,6 +2000,316 @@ decode_v11_tracking = decode_v10_tracking
 
 
 decode_v12_tracking = decode_v10_tracking
+
+
+def decode_v13_tracking(buf: memoryview, pos: int) -> tuple[ProduceResponse, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        fld = "responses"
+        n2 = buf[pos]
+        pos += 1
+        if n2 > 127:
+            n2, pos = read_uvarint(buf, pos - 1)
+        n2 -= 1
+        if n2 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n2 > (blen - pos) // 18:
+                raise Malformed(f"array of {n2} elements is longer than the frame")
+            v1: list[TopicProduceResponse] = []
+            for _ in range(n2):
+                fld = "responses[].topic_id"
+                (f3,) = _unpack_16s(buf, pos)
+                pos += 16
+                f3 = uuid_text(f3)
+                fld = "responses[].partition_responses"
+                n5 = buf[pos]
+                pos += 1
+                if n5 > 127:
+                    n5, pos = read_uvarint(buf, pos - 1)
+                n5 -= 1
+                if n5 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n5 > (blen - pos) // 33:
+                        raise Malformed(f"array of {n5} elements is longer than the frame")
+                    v4: list[PartitionProduceResponse] = []
+                    for _ in range(n5):
+                        fld = "responses[].partition_responses[].index"
+                        f6, f7, f8, f9, f10 = _unpack_ihqqq(buf, pos)
+                        pos += 30
+                        fld = "responses[].partition_responses[].record_errors"
+                        n12 = buf[pos]
+                        pos += 1
+                        if n12 > 127:
+                            n12, pos = read_uvarint(buf, pos - 1)
+                        n12 -= 1
+                        if n12 < 0:
+                            raise Malformed("null array for a non-nullable field")
+                        else:
+                            if n12 > (blen - pos) // 6:
+                                raise Malformed(f"array of {n12} elements is longer than the frame")
+                            v11: list[BatchIndexAndErrorMessage] = []
+                            for _ in range(n12):
+                                fld = (
+                                    "responses[].partition_responses[].record_errors[].batch_index"
+                                )
+                                (f13,) = _unpack_i(buf, pos)
+                                pos += 4
+                                fld = (
+                                    "responses[].partition_responses[].record_errors[].batch_index_"
+                                    "error_message"
+                                )
+                                n16 = buf[pos]
+                                pos += 1
+                                if n16 > 127:
+                                    n16, pos = read_uvarint(buf, pos - 1)
+                                n16 -= 1
+                                v15: str | None
+                                if n16 < 0:
+                                    v15 = None
+                                else:
+                                    e17 = pos + n16
+                                    if e17 > blen:
+                                        raise Malformed(
+                                            f"string of {n16} bytes is longer than the frame"
+                                        )
+                                    v15 = str(buf[pos:e17], "utf-8")
+                                    pos = e17
+                                fld = (
+                                    "responses[].partition_responses[].record_errors[].(tagged fiel"
+                                    "ds)"
+                                )
+                                nt18 = buf[pos]
+                                pos += 1
+                                if nt18 > 127:
+                                    nt18, pos = read_uvarint(buf, pos - 1)
+                                if nt18:
+                                    if nt18 > (blen - pos) // 2:
+                                        raise Malformed(
+                                            f"{nt18} tagged fields are longer than the frame"
+                                        )
+                                    for _ in range(nt18):
+                                        tg19 = buf[pos]
+                                        pos += 1
+                                        if tg19 > 127:
+                                            tg19, pos = read_uvarint(buf, pos - 1)
+                                        tz20 = buf[pos]
+                                        pos += 1
+                                        if tz20 > 127:
+                                            tz20, pos = read_uvarint(buf, pos - 1)
+                                        te21 = pos + tz20
+                                        if te21 > blen:
+                                            raise Malformed("tagged field past the frame end")
+                                        pos = te21
+                                s22 = BatchIndexAndErrorMessage(f13, v15)
+                                v11.append(s22)
+                        fld = "responses[].partition_responses[].error_message"
+                        n25 = buf[pos]
+                        pos += 1
+                        if n25 > 127:
+                            n25, pos = read_uvarint(buf, pos - 1)
+                        n25 -= 1
+                        v24: str | None
+                        if n25 < 0:
+                            v24 = None
+                        else:
+                            e26 = pos + n25
+                            if e26 > blen:
+                                raise Malformed(f"string of {n25} bytes is longer than the frame")
+                            v24 = str(buf[pos:e26], "utf-8")
+                            pos = e26
+                        t27: LeaderIdAndEpoch | None = None
+                        fld = "responses[].partition_responses[].(tagged fields)"
+                        nt28 = buf[pos]
+                        pos += 1
+                        if nt28 > 127:
+                            nt28, pos = read_uvarint(buf, pos - 1)
+                        if nt28:
+                            if nt28 > (blen - pos) // 2:
+                                raise Malformed(f"{nt28} tagged fields are longer than the frame")
+                            for _ in range(nt28):
+                                tg29 = buf[pos]
+                                pos += 1
+                                if tg29 > 127:
+                                    tg29, pos = read_uvarint(buf, pos - 1)
+                                tz30 = buf[pos]
+                                pos += 1
+                                if tz30 > 127:
+                                    tz30, pos = read_uvarint(buf, pos - 1)
+                                te31 = pos + tz30
+                                if te31 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                if tg29 == 0:
+                                    fld = "responses[].partition_responses[].current_leader"
+                                    fld = (
+                                        "responses[].partition_responses[].current_leader.leader_id"
+                                    )
+                                    f33, f34 = _unpack_ii(buf, pos)
+                                    pos += 8
+                                    fld = (
+                                        "responses[].partition_responses[].current_leader.(tagged f"
+                                        "ields)"
+                                    )
+                                    nt35 = buf[pos]
+                                    pos += 1
+                                    if nt35 > 127:
+                                        nt35, pos = read_uvarint(buf, pos - 1)
+                                    if nt35:
+                                        if nt35 > (blen - pos) // 2:
+                                            raise Malformed(
+                                                f"{nt35} tagged fields are longer than the frame"
+                                            )
+                                        for _ in range(nt35):
+                                            tg36 = buf[pos]
+                                            pos += 1
+                                            if tg36 > 127:
+                                                tg36, pos = read_uvarint(buf, pos - 1)
+                                            tz37 = buf[pos]
+                                            pos += 1
+                                            if tz37 > 127:
+                                                tz37, pos = read_uvarint(buf, pos - 1)
+                                            te38 = pos + tz37
+                                            if te38 > blen:
+                                                raise Malformed("tagged field past the frame end")
+                                            pos = te38
+                                    s39 = LeaderIdAndEpoch(f33, f34)
+                                    t27 = s39
+                                pos = te31
+                        s40 = PartitionProduceResponse(f6, f7, f8, f9, f10, v11, v24, t27)
+                        v4.append(s40)
+                fld = "responses[].(tagged fields)"
+                nt41 = buf[pos]
+                pos += 1
+                if nt41 > 127:
+                    nt41, pos = read_uvarint(buf, pos - 1)
+                if nt41:
+                    if nt41 > (blen - pos) // 2:
+                        raise Malformed(f"{nt41} tagged fields are longer than the frame")
+                    for _ in range(nt41):
+                        tg42 = buf[pos]
+                        pos += 1
+                        if tg42 > 127:
+                            tg42, pos = read_uvarint(buf, pos - 1)
+                        tz43 = buf[pos]
+                        pos += 1
+                        if tz43 > 127:
+                            tz43, pos = read_uvarint(buf, pos - 1)
+                        te44 = pos + tz43
+                        if te44 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te44
+                s45 = TopicProduceResponse("", f3, v4)
+                v1.append(s45)
+        fld = "throttle_time_ms"
+        (f46,) = _unpack_i(buf, pos)
+        pos += 4
+        t47: list[NodeEndpoint] = []
+        fld = "(tagged fields)"
+        nt48 = buf[pos]
+        pos += 1
+        if nt48 > 127:
+            nt48, pos = read_uvarint(buf, pos - 1)
+        if nt48:
+            if nt48 > (blen - pos) // 2:
+                raise Malformed(f"{nt48} tagged fields are longer than the frame")
+            for _ in range(nt48):
+                tg49 = buf[pos]
+                pos += 1
+                if tg49 > 127:
+                    tg49, pos = read_uvarint(buf, pos - 1)
+                tz50 = buf[pos]
+                pos += 1
+                if tz50 > 127:
+                    tz50, pos = read_uvarint(buf, pos - 1)
+                te51 = pos + tz50
+                if te51 > blen:
+                    raise Malformed("tagged field past the frame end")
+                if tg49 == 0:
+                    fld = "node_endpoints"
+                    n53 = buf[pos]
+                    pos += 1
+                    if n53 > 127:
+                        n53, pos = read_uvarint(buf, pos - 1)
+                    n53 -= 1
+                    if n53 < 0:
+                        raise Malformed("null array for a non-nullable field")
+                    else:
+                        if n53 > (blen - pos) // 11:
+                            raise Malformed(f"array of {n53} elements is longer than the frame")
+                        v52: list[NodeEndpoint] = []
+                        for _ in range(n53):
+                            fld = "node_endpoints[].node_id"
+                            (f54,) = _unpack_i(buf, pos)
+                            pos += 4
+                            fld = "node_endpoints[].host"
+                            n57 = buf[pos]
+                            pos += 1
+                            if n57 > 127:
+                                n57, pos = read_uvarint(buf, pos - 1)
+                            n57 -= 1
+                            if n57 < 0:
+                                raise Malformed("null or negative length for non-nullable string")
+                            else:
+                                e58 = pos + n57
+                                if e58 > blen:
+                                    raise Malformed(
+                                        f"string of {n57} bytes is longer than the frame"
+                                    )
+                                v56 = str(buf[pos:e58], "utf-8")
+                                pos = e58
+                            fld = "node_endpoints[].port"
+                            (f59,) = _unpack_i(buf, pos)
+                            pos += 4
+                            fld = "node_endpoints[].rack"
+                            n62 = buf[pos]
+                            pos += 1
+                            if n62 > 127:
+                                n62, pos = read_uvarint(buf, pos - 1)
+                            n62 -= 1
+                            v61: str | None
+                            if n62 < 0:
+                                v61 = None
+                            else:
+                                e63 = pos + n62
+                                if e63 > blen:
+                                    raise Malformed(
+                                        f"string of {n62} bytes is longer than the frame"
+                                    )
+                                v61 = str(buf[pos:e63], "utf-8")
+                                pos = e63
+                            fld = "node_endpoints[].(tagged fields)"
+                            nt64 = buf[pos]
+                            pos += 1
+                            if nt64 > 127:
+                                nt64, pos = read_uvarint(buf, pos - 1)
+                            if nt64:
+                                if nt64 > (blen - pos) // 2:
+                                    raise Malformed(
+                                        f"{nt64} tagged fields are longer than the frame"
+                                    )
+                                for _ in range(nt64):
+                                    tg65 = buf[pos]
+                                    pos += 1
+                                    if tg65 > 127:
+                                        tg65, pos = read_uvarint(buf, pos - 1)
+                                    tz66 = buf[pos]
+                                    pos += 1
+                                    if tz66 > 127:
+                                        tz66, pos = read_uvarint(buf, pos - 1)
+                                    te67 = pos + tz66
+                                    if te67 > blen:
+                                        raise Malformed("tagged field past the frame end")
+                                    pos = te67
+                            s68 = NodeEndpoint(f54, v56, f59, v61)
+                            v52.append(s68)
+                    t47 = v52
+                pos = te51
+        s69 = ProduceResponse(v1, f46, t47)
+        return s69, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
 
 
 def encode_v0(
@@ -2125,6 +2707,125 @@ encode_v11 = encode_v10
 
 
 encode_v12 = encode_v10
+
+
+def encode_v13(
+    d: ProduceResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    v1 = d.get("responses", ())
+    if v1 is None:
+        out += b"\x01"
+    else:
+        n2 = len(v1)
+        out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+        for x3 in v1:
+            out += _pack_16s(uuid_raw(x3.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+            v4 = x3.get("partition_responses", ())
+            if v4 is None:
+                out += b"\x01"
+            else:
+                n5 = len(v4)
+                out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+                for x6 in v4:
+                    out += _pack_ihqqq(
+                        x6.get("index", 0),
+                        x6.get("error_code", 0),
+                        x6.get("base_offset", 0),
+                        x6.get("log_append_time_ms", -1),
+                        x6.get("log_start_offset", -1),
+                    )
+                    v7 = x6.get("record_errors", ())
+                    if v7 is None:
+                        out += b"\x01"
+                    else:
+                        n8 = len(v7)
+                        out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                        for x9 in v7:
+                            out += _pack_i(x9.get("batch_index", 0))
+                            v10 = x9.get("batch_index_error_message")
+                            if v10 is None:
+                                out += b"\x00"
+                            else:
+                                b12 = v10.encode()
+                                n11 = len(b12)
+                                out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+                                out += b12
+                            out += b"\x00"
+                    v13 = x6.get("error_message")
+                    if v13 is None:
+                        out += b"\x00"
+                    else:
+                        b15 = v13.encode()
+                        n14 = len(b15)
+                        out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
+                        out += b15
+                    tl16: list[tuple[int, bytearray]] | None = None
+                    tv17 = x6.get("current_leader")
+                    if tv17 is not None:
+                        tb18 = bytearray()
+                        th19 = {"current_leader": tv17}
+                        v20 = th19.get("current_leader")
+                        if v20 is None:
+                            v20 = {}
+                        tb18 += _pack_ii(v20.get("leader_id", -1), v20.get("leader_epoch", -1))
+                        tb18 += b"\x00"
+                        if tl16 is None:
+                            tl16 = []
+                        tl16.append((0, tb18))
+                    if tl16 is None:
+                        out += b"\x00"
+                    else:
+                        out += UV[len(tl16)]
+                        for tg21, tb22 in tl16:
+                            out += UV[tg21] if tg21 < 128 else uvarint_bytes(tg21)
+                            tz23 = len(tb22)
+                            out += UV[tz23] if tz23 < 128 else uvarint_bytes(tz23)
+                            out += tb22
+            out += b"\x00"
+    out += _pack_i(d.get("throttle_time_ms", 0))
+    tl24: list[tuple[int, bytearray]] | None = None
+    tv25 = d.get("node_endpoints")
+    if tv25:
+        tb26 = bytearray()
+        th27 = {"node_endpoints": tv25}
+        v28 = th27.get("node_endpoints", ())
+        if v28 is None:
+            tb26 += b"\x01"
+        else:
+            n29 = len(v28)
+            tb26 += UV[n29 + 1] if n29 < 127 else uvarint_bytes(n29 + 1)
+            for x30 in v28:
+                tb26 += _pack_i(x30.get("node_id", 0))
+                v31 = x30.get("host", "")
+                b33 = v31.encode()
+                n32 = len(b33)
+                tb26 += UV[n32 + 1] if n32 < 127 else uvarint_bytes(n32 + 1)
+                tb26 += b33
+                tb26 += _pack_i(x30.get("port", 0))
+                v34 = x30.get("rack")
+                if v34 is None:
+                    tb26 += b"\x00"
+                else:
+                    b36 = v34.encode()
+                    n35 = len(b36)
+                    tb26 += UV[n35 + 1] if n35 < 127 else uvarint_bytes(n35 + 1)
+                    tb26 += b36
+                tb26 += b"\x00"
+        if tl24 is None:
+            tl24 = []
+        tl24.append((0, tb26))
+    if tl24 is None:
+        out += b"\x00"
+    else:
+        out += UV[len(tl24)]
+        for tg37, tb38 in tl24:
+            out += UV[tg37] if tg37 < 128 else uvarint_bytes(tg37)
+            tz39 = len(tb38)
+            out += UV[tz39] if tz39 < 128 else uvarint_bytes(tz39)
+            out += tb38
+    return out
 
 
 def encode_v0_tracking(
@@ -2622,8 +3323,154 @@ encode_v11_tracking = encode_v10_tracking
 encode_v12_tracking = encode_v10_tracking
 
 
+def encode_v13_tracking(
+    d: ProduceResponse | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "responses"
+        v1 = d.get("responses", ())
+        if v1 is None:
+            out += b"\x01"
+        else:
+            n2 = len(v1)
+            out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+            for x3 in v1:
+                fld = "responses[].topic_id"
+                out += _pack_16s(uuid_raw(x3.get("topic_id", "AAAAAAAAAAAAAAAAAAAAAA")))
+                fld = "responses[].partition_responses"
+                v4 = x3.get("partition_responses", ())
+                if v4 is None:
+                    out += b"\x01"
+                else:
+                    n5 = len(v4)
+                    out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+                    for x6 in v4:
+                        fld = "responses[].partition_responses[].index"
+                        out += _pack_ihqqq(
+                            x6.get("index", 0),
+                            x6.get("error_code", 0),
+                            x6.get("base_offset", 0),
+                            x6.get("log_append_time_ms", -1),
+                            x6.get("log_start_offset", -1),
+                        )
+                        fld = "responses[].partition_responses[].record_errors"
+                        v7 = x6.get("record_errors", ())
+                        if v7 is None:
+                            out += b"\x01"
+                        else:
+                            n8 = len(v7)
+                            out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                            for x9 in v7:
+                                fld = (
+                                    "responses[].partition_responses[].record_errors[].batch_index"
+                                )
+                                out += _pack_i(x9.get("batch_index", 0))
+                                fld = (
+                                    "responses[].partition_responses[].record_errors[].batch_index_"
+                                    "error_message"
+                                )
+                                v10 = x9.get("batch_index_error_message")
+                                if v10 is None:
+                                    out += b"\x00"
+                                else:
+                                    b12 = v10.encode()
+                                    n11 = len(b12)
+                                    out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+                                    out += b12
+                                out += b"\x00"
+                        fld = "responses[].partition_responses[].error_message"
+                        v13 = x6.get("error_message")
+                        if v13 is None:
+                            out += b"\x00"
+                        else:
+                            b15 = v13.encode()
+                            n14 = len(b15)
+                            out += UV[n14 + 1] if n14 < 127 else uvarint_bytes(n14 + 1)
+                            out += b15
+                        tl16: list[tuple[int, bytearray]] | None = None
+                        fld = "responses[].partition_responses[].current_leader"
+                        tv17 = x6.get("current_leader")
+                        if tv17 is not None:
+                            tb18 = bytearray()
+                            th19 = {"current_leader": tv17}
+                            fld = "responses[].partition_responses[].current_leader"
+                            v20 = th19.get("current_leader")
+                            if v20 is None:
+                                v20 = {}
+                            fld = "responses[].partition_responses[].current_leader.leader_id"
+                            tb18 += _pack_ii(v20.get("leader_id", -1), v20.get("leader_epoch", -1))
+                            tb18 += b"\x00"
+                            if tl16 is None:
+                                tl16 = []
+                            tl16.append((0, tb18))
+                        if tl16 is None:
+                            out += b"\x00"
+                        else:
+                            out += UV[len(tl16)]
+                            for tg21, tb22 in tl16:
+                                out += UV[tg21] if tg21 < 128 else uvarint_bytes(tg21)
+                                tz23 = len(tb22)
+                                out += UV[tz23] if tz23 < 128 else uvarint_bytes(tz23)
+                                out += tb22
+                out += b"\x00"
+        fld = "throttle_time_ms"
+        out += _pack_i(d.get("throttle_time_ms", 0))
+        tl24: list[tuple[int, bytearray]] | None = None
+        fld = "node_endpoints"
+        tv25 = d.get("node_endpoints")
+        if tv25:
+            tb26 = bytearray()
+            th27 = {"node_endpoints": tv25}
+            fld = "node_endpoints"
+            v28 = th27.get("node_endpoints", ())
+            if v28 is None:
+                tb26 += b"\x01"
+            else:
+                n29 = len(v28)
+                tb26 += UV[n29 + 1] if n29 < 127 else uvarint_bytes(n29 + 1)
+                for x30 in v28:
+                    fld = "node_endpoints[].node_id"
+                    tb26 += _pack_i(x30.get("node_id", 0))
+                    fld = "node_endpoints[].host"
+                    v31 = x30.get("host", "")
+                    b33 = v31.encode()
+                    n32 = len(b33)
+                    tb26 += UV[n32 + 1] if n32 < 127 else uvarint_bytes(n32 + 1)
+                    tb26 += b33
+                    fld = "node_endpoints[].port"
+                    tb26 += _pack_i(x30.get("port", 0))
+                    fld = "node_endpoints[].rack"
+                    v34 = x30.get("rack")
+                    if v34 is None:
+                        tb26 += b"\x00"
+                    else:
+                        b36 = v34.encode()
+                        n35 = len(b36)
+                        tb26 += UV[n35 + 1] if n35 < 127 else uvarint_bytes(n35 + 1)
+                        tb26 += b36
+                    tb26 += b"\x00"
+            if tl24 is None:
+                tl24 = []
+            tl24.append((0, tb26))
+        if tl24 is None:
+            out += b"\x00"
+        else:
+            out += UV[len(tl24)]
+            for tg37, tb38 in tl24:
+                out += UV[tg37] if tg37 < 128 else uvarint_bytes(tg37)
+                tz39 = len(tb38)
+                out += UV[tz39] if tz39 < 128 else uvarint_bytes(tz39)
+                out += tb38
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = ProduceResponse
-VALID_VERSIONS = (0, 12)
+VALID_VERSIONS = (0, 13)
 FLEXIBLE_VERSIONS = (9, 32767)
 
 DECODERS: dict[int, Decoder] = {
@@ -2640,6 +3487,7 @@ DECODERS: dict[int, Decoder] = {
     10: decode_v10,
     11: decode_v11,
     12: decode_v12,
+    13: decode_v13,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
@@ -2655,6 +3503,7 @@ TRACKING_DECODERS: dict[int, Decoder] = {
     10: decode_v10_tracking,
     11: decode_v11_tracking,
     12: decode_v12_tracking,
+    13: decode_v13_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
@@ -2670,6 +3519,7 @@ ENCODERS: dict[int, Encoder] = {
     10: encode_v10,
     11: encode_v11,
     12: encode_v12,
+    13: encode_v13,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
@@ -2685,4 +3535,5 @@ TRACKING_ENCODERS: dict[int, Encoder] = {
     10: encode_v10_tracking,
     11: encode_v11_tracking,
     12: encode_v12_tracking,
+    13: encode_v13_tracking,
 }

@@ -28,13 +28,15 @@ from pylog.protocol._runtime import (
 from pylog.protocol._struct import Struct
 
 _pack_i = struct.Struct(">i").pack
+_pack_ib = struct.Struct(">ib").pack
 _pack_qho = struct.Struct(">qh?").pack
 _unpack_i = struct.Struct(">i").unpack_from
+_unpack_ib = struct.Struct(">ib").unpack_from
 _unpack_qho = struct.Struct(">qh?").unpack_from
 
 
 class WriteTxnMarkersRequest(Struct):
-    """WriteTxnMarkersRequest (api key 27): the request as decoded, versions 0-1."""
+    """WriteTxnMarkersRequest (api key 27): the request as decoded, versions 0-2."""
 
     _fields = ("markers",)
     __slots__ = _fields
@@ -48,7 +50,14 @@ class WriteTxnMarkersRequest(Struct):
 class WritableTxnMarker(Struct):
     """A WritableTxnMarker of WriteTxnMarkersRequest."""
 
-    _fields = ("producer_id", "producer_epoch", "transaction_result", "topics", "coordinator_epoch")
+    _fields = (
+        "producer_id",
+        "producer_epoch",
+        "transaction_result",
+        "topics",
+        "coordinator_epoch",
+        "transaction_version",
+    )
     __slots__ = _fields
 
     producer_id: int  # versions 0+
@@ -56,6 +65,7 @@ class WritableTxnMarker(Struct):
     transaction_result: bool  # versions 0+
     topics: list[WritableTxnMarkerTopic]  # versions 0+
     coordinator_epoch: int  # versions 0+
+    transaction_version: int  # versions 2+
 
     def __init__(
         self,
@@ -64,12 +74,14 @@ class WritableTxnMarker(Struct):
         transaction_result: bool = False,
         topics: list[WritableTxnMarkerTopic] = EMPTY,
         coordinator_epoch: int = 0,
+        transaction_version: int = 0,
     ) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.transaction_result = transaction_result
         self.topics = [] if topics is EMPTY else topics
         self.coordinator_epoch = coordinator_epoch
+        self.transaction_version = transaction_version
 
 
 class WritableTxnMarkerTopic(Struct):
@@ -141,7 +153,7 @@ def decode_v0(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
                     v6.append(s14)
             (f15,) = _unpack_i(buf, pos)
             pos += 4
-            s16 = WritableTxnMarker(f3, f4, f5, v6, f15)
+            s16 = WritableTxnMarker(f3, f4, f5, v6, f15, 0)
             v1.append(s16)
     s17 = WriteTxnMarkersRequest(v1)
     return s17, pos
@@ -254,7 +266,7 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
                     if te23 > blen:
                         raise Malformed("tagged field past the frame end")
                     pos = te23
-            s24 = WritableTxnMarker(f3, f4, f5, v6, f19)
+            s24 = WritableTxnMarker(f3, f4, f5, v6, f19, 0)
             v1.append(s24)
     nt25 = buf[pos]
     pos += 1
@@ -278,6 +290,139 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
             pos = te28
     s29 = WriteTxnMarkersRequest(v1)
     return s29, pos
+
+
+def decode_v2(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
+    blen = len(buf)
+    left = 100000
+    n2 = buf[pos]
+    pos += 1
+    if n2 > 127:
+        n2, pos = read_uvarint(buf, pos - 1)
+    n2 -= 1
+    if n2 < 0:
+        raise Malformed("null array for a non-nullable field")
+    else:
+        if n2 > (blen - pos) // 18:
+            raise Malformed(f"array of {n2} elements is longer than the frame")
+        left -= n2
+        if left < 0:
+            raise Malformed("more than 100000 array elements in one request")
+        v1: list[WritableTxnMarker] = []
+        for _ in range(n2):
+            f3, f4, f5 = _unpack_qho(buf, pos)
+            pos += 11
+            n7 = buf[pos]
+            pos += 1
+            if n7 > 127:
+                n7, pos = read_uvarint(buf, pos - 1)
+            n7 -= 1
+            if n7 < 0:
+                raise Malformed("null array for a non-nullable field")
+            else:
+                if n7 > (blen - pos) // 3:
+                    raise Malformed(f"array of {n7} elements is longer than the frame")
+                left -= n7
+                if left < 0:
+                    raise Malformed("more than 100000 array elements in one request")
+                v6: list[WritableTxnMarkerTopic] = []
+                for _ in range(n7):
+                    n10 = buf[pos]
+                    pos += 1
+                    if n10 > 127:
+                        n10, pos = read_uvarint(buf, pos - 1)
+                    n10 -= 1
+                    if n10 < 0:
+                        raise Malformed("null or negative length for non-nullable string")
+                    else:
+                        e11 = pos + n10
+                        if e11 > blen:
+                            raise Malformed(f"string of {n10} bytes is longer than the frame")
+                        v9 = str(buf[pos:e11], "utf-8")
+                        pos = e11
+                    n13 = buf[pos]
+                    pos += 1
+                    if n13 > 127:
+                        n13, pos = read_uvarint(buf, pos - 1)
+                    n13 -= 1
+                    if n13 < 0:
+                        raise Malformed("null array for a non-nullable field")
+                    else:
+                        if n13 > (blen - pos) // 4:
+                            raise Malformed(f"array of {n13} elements is longer than the frame")
+                        left -= n13
+                        if left < 0:
+                            raise Malformed("more than 100000 array elements in one request")
+                        v12 = list(unpack_from(f">{n13}i", buf, pos))
+                        pos += n13 * 4
+                    nt14 = buf[pos]
+                    pos += 1
+                    if nt14 > 127:
+                        nt14, pos = read_uvarint(buf, pos - 1)
+                    if nt14:
+                        if nt14 > (blen - pos) // 2:
+                            raise Malformed(f"{nt14} tagged fields are longer than the frame")
+                        for _ in range(nt14):
+                            tg15 = buf[pos]
+                            pos += 1
+                            if tg15 > 127:
+                                tg15, pos = read_uvarint(buf, pos - 1)
+                            tz16 = buf[pos]
+                            pos += 1
+                            if tz16 > 127:
+                                tz16, pos = read_uvarint(buf, pos - 1)
+                            te17 = pos + tz16
+                            if te17 > blen:
+                                raise Malformed("tagged field past the frame end")
+                            pos = te17
+                    s18 = WritableTxnMarkerTopic(v9, v12)
+                    v6.append(s18)
+            f19, f20 = _unpack_ib(buf, pos)
+            pos += 5
+            nt21 = buf[pos]
+            pos += 1
+            if nt21 > 127:
+                nt21, pos = read_uvarint(buf, pos - 1)
+            if nt21:
+                if nt21 > (blen - pos) // 2:
+                    raise Malformed(f"{nt21} tagged fields are longer than the frame")
+                for _ in range(nt21):
+                    tg22 = buf[pos]
+                    pos += 1
+                    if tg22 > 127:
+                        tg22, pos = read_uvarint(buf, pos - 1)
+                    tz23 = buf[pos]
+                    pos += 1
+                    if tz23 > 127:
+                        tz23, pos = read_uvarint(buf, pos - 1)
+                    te24 = pos + tz23
+                    if te24 > blen:
+                        raise Malformed("tagged field past the frame end")
+                    pos = te24
+            s25 = WritableTxnMarker(f3, f4, f5, v6, f19, f20)
+            v1.append(s25)
+    nt26 = buf[pos]
+    pos += 1
+    if nt26 > 127:
+        nt26, pos = read_uvarint(buf, pos - 1)
+    if nt26:
+        if nt26 > (blen - pos) // 2:
+            raise Malformed(f"{nt26} tagged fields are longer than the frame")
+        for _ in range(nt26):
+            tg27 = buf[pos]
+            pos += 1
+            if tg27 > 127:
+                tg27, pos = read_uvarint(buf, pos - 1)
+            tz28 = buf[pos]
+            pos += 1
+            if tz28 > 127:
+                tz28, pos = read_uvarint(buf, pos - 1)
+            te29 = pos + tz28
+            if te29 > blen:
+                raise Malformed("tagged field past the frame end")
+            pos = te29
+    s30 = WriteTxnMarkersRequest(v1)
+    return s30, pos
 
 
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
@@ -343,7 +488,7 @@ def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersReques
                 fld = "markers[].coordinator_epoch"
                 (f15,) = _unpack_i(buf, pos)
                 pos += 4
-                s16 = WritableTxnMarker(f3, f4, f5, v6, f15)
+                s16 = WritableTxnMarker(f3, f4, f5, v6, f15, 0)
                 v1.append(s16)
         s17 = WriteTxnMarkersRequest(v1)
         return s17, pos
@@ -468,7 +613,7 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersReques
                         if te23 > blen:
                             raise Malformed("tagged field past the frame end")
                         pos = te23
-                s24 = WritableTxnMarker(f3, f4, f5, v6, f19)
+                s24 = WritableTxnMarker(f3, f4, f5, v6, f19, 0)
                 v1.append(s24)
         fld = "(tagged fields)"
         nt25 = buf[pos]
@@ -493,6 +638,152 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersReques
                 pos = te28
         s29 = WriteTxnMarkersRequest(v1)
         return s29, pos
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
+def decode_v2_tracking(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
+    fld = "(start)"
+    try:
+        blen = len(buf)
+        left = 100000
+        fld = "markers"
+        n2 = buf[pos]
+        pos += 1
+        if n2 > 127:
+            n2, pos = read_uvarint(buf, pos - 1)
+        n2 -= 1
+        if n2 < 0:
+            raise Malformed("null array for a non-nullable field")
+        else:
+            if n2 > (blen - pos) // 18:
+                raise Malformed(f"array of {n2} elements is longer than the frame")
+            left -= n2
+            if left < 0:
+                raise Malformed("more than 100000 array elements in one request")
+            v1: list[WritableTxnMarker] = []
+            for _ in range(n2):
+                fld = "markers[].producer_id"
+                f3, f4, f5 = _unpack_qho(buf, pos)
+                pos += 11
+                fld = "markers[].topics"
+                n7 = buf[pos]
+                pos += 1
+                if n7 > 127:
+                    n7, pos = read_uvarint(buf, pos - 1)
+                n7 -= 1
+                if n7 < 0:
+                    raise Malformed("null array for a non-nullable field")
+                else:
+                    if n7 > (blen - pos) // 3:
+                        raise Malformed(f"array of {n7} elements is longer than the frame")
+                    left -= n7
+                    if left < 0:
+                        raise Malformed("more than 100000 array elements in one request")
+                    v6: list[WritableTxnMarkerTopic] = []
+                    for _ in range(n7):
+                        fld = "markers[].topics[].name"
+                        n10 = buf[pos]
+                        pos += 1
+                        if n10 > 127:
+                            n10, pos = read_uvarint(buf, pos - 1)
+                        n10 -= 1
+                        if n10 < 0:
+                            raise Malformed("null or negative length for non-nullable string")
+                        else:
+                            e11 = pos + n10
+                            if e11 > blen:
+                                raise Malformed(f"string of {n10} bytes is longer than the frame")
+                            v9 = str(buf[pos:e11], "utf-8")
+                            pos = e11
+                        fld = "markers[].topics[].partition_indexes"
+                        n13 = buf[pos]
+                        pos += 1
+                        if n13 > 127:
+                            n13, pos = read_uvarint(buf, pos - 1)
+                        n13 -= 1
+                        if n13 < 0:
+                            raise Malformed("null array for a non-nullable field")
+                        else:
+                            if n13 > (blen - pos) // 4:
+                                raise Malformed(f"array of {n13} elements is longer than the frame")
+                            left -= n13
+                            if left < 0:
+                                raise Malformed("more than 100000 array elements in one request")
+                            v12 = list(unpack_from(f">{n13}i", buf, pos))
+                            pos += n13 * 4
+                        fld = "markers[].topics[].(tagged fields)"
+                        nt14 = buf[pos]
+                        pos += 1
+                        if nt14 > 127:
+                            nt14, pos = read_uvarint(buf, pos - 1)
+                        if nt14:
+                            if nt14 > (blen - pos) // 2:
+                                raise Malformed(f"{nt14} tagged fields are longer than the frame")
+                            for _ in range(nt14):
+                                tg15 = buf[pos]
+                                pos += 1
+                                if tg15 > 127:
+                                    tg15, pos = read_uvarint(buf, pos - 1)
+                                tz16 = buf[pos]
+                                pos += 1
+                                if tz16 > 127:
+                                    tz16, pos = read_uvarint(buf, pos - 1)
+                                te17 = pos + tz16
+                                if te17 > blen:
+                                    raise Malformed("tagged field past the frame end")
+                                pos = te17
+                        s18 = WritableTxnMarkerTopic(v9, v12)
+                        v6.append(s18)
+                fld = "markers[].coordinator_epoch"
+                f19, f20 = _unpack_ib(buf, pos)
+                pos += 5
+                fld = "markers[].(tagged fields)"
+                nt21 = buf[pos]
+                pos += 1
+                if nt21 > 127:
+                    nt21, pos = read_uvarint(buf, pos - 1)
+                if nt21:
+                    if nt21 > (blen - pos) // 2:
+                        raise Malformed(f"{nt21} tagged fields are longer than the frame")
+                    for _ in range(nt21):
+                        tg22 = buf[pos]
+                        pos += 1
+                        if tg22 > 127:
+                            tg22, pos = read_uvarint(buf, pos - 1)
+                        tz23 = buf[pos]
+                        pos += 1
+                        if tz23 > 127:
+                            tz23, pos = read_uvarint(buf, pos - 1)
+                        te24 = pos + tz23
+                        if te24 > blen:
+                            raise Malformed("tagged field past the frame end")
+                        pos = te24
+                s25 = WritableTxnMarker(f3, f4, f5, v6, f19, f20)
+                v1.append(s25)
+        fld = "(tagged fields)"
+        nt26 = buf[pos]
+        pos += 1
+        if nt26 > 127:
+            nt26, pos = read_uvarint(buf, pos - 1)
+        if nt26:
+            if nt26 > (blen - pos) // 2:
+                raise Malformed(f"{nt26} tagged fields are longer than the frame")
+            for _ in range(nt26):
+                tg27 = buf[pos]
+                pos += 1
+                if tg27 > 127:
+                    tg27, pos = read_uvarint(buf, pos - 1)
+                tz28 = buf[pos]
+                pos += 1
+                if tz28 > 127:
+                    tz28, pos = read_uvarint(buf, pos - 1)
+                te29 = pos + tz28
+                if te29 > blen:
+                    raise Malformed("tagged field past the frame end")
+                pos = te29
+        s30 = WriteTxnMarkersRequest(v1)
+        return s30, pos
     except Exception as e:
         raise FieldFailure(fld, e) from e
 
@@ -575,6 +866,49 @@ def encode_v1(
                         out += pack(f">{n11}i", *v10)
                     out += b"\x00"
             out += _pack_i(x3.get("coordinator_epoch", 0))
+            out += b"\x00"
+    out += b"\x00"
+    return out
+
+
+def encode_v2(
+    d: WriteTxnMarkersRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    v1 = d.get("markers", ())
+    if v1 is None:
+        out += b"\x01"
+    else:
+        n2 = len(v1)
+        out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+        for x3 in v1:
+            out += _pack_qho(
+                x3.get("producer_id", 0),
+                x3.get("producer_epoch", 0),
+                x3.get("transaction_result", False),
+            )
+            v4 = x3.get("topics", ())
+            if v4 is None:
+                out += b"\x01"
+            else:
+                n5 = len(v4)
+                out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+                for x6 in v4:
+                    v7 = x6.get("name", "")
+                    b9 = v7.encode()
+                    n8 = len(b9)
+                    out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                    out += b9
+                    v10 = x6.get("partition_indexes", ())
+                    if v10 is None:
+                        out += b"\x01"
+                    else:
+                        n11 = len(v10)
+                        out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+                        out += pack(f">{n11}i", *v10)
+                    out += b"\x00"
+            out += _pack_ib(x3.get("coordinator_epoch", 0), x3.get("transaction_version", 0))
             out += b"\x00"
     out += b"\x00"
     return out
@@ -683,23 +1017,80 @@ def encode_v1_tracking(
         raise FieldFailure(fld, e) from e
 
 
+def encode_v2_tracking(
+    d: WriteTxnMarkersRequest | Mapping[str, Any],
+    out: bytearray,
+    chunks: list[Chunk],
+) -> bytearray:
+    fld = "(start)"
+    try:
+        fld = "markers"
+        v1 = d.get("markers", ())
+        if v1 is None:
+            out += b"\x01"
+        else:
+            n2 = len(v1)
+            out += UV[n2 + 1] if n2 < 127 else uvarint_bytes(n2 + 1)
+            for x3 in v1:
+                fld = "markers[].producer_id"
+                out += _pack_qho(
+                    x3.get("producer_id", 0),
+                    x3.get("producer_epoch", 0),
+                    x3.get("transaction_result", False),
+                )
+                fld = "markers[].topics"
+                v4 = x3.get("topics", ())
+                if v4 is None:
+                    out += b"\x01"
+                else:
+                    n5 = len(v4)
+                    out += UV[n5 + 1] if n5 < 127 else uvarint_bytes(n5 + 1)
+                    for x6 in v4:
+                        fld = "markers[].topics[].name"
+                        v7 = x6.get("name", "")
+                        b9 = v7.encode()
+                        n8 = len(b9)
+                        out += UV[n8 + 1] if n8 < 127 else uvarint_bytes(n8 + 1)
+                        out += b9
+                        fld = "markers[].topics[].partition_indexes"
+                        v10 = x6.get("partition_indexes", ())
+                        if v10 is None:
+                            out += b"\x01"
+                        else:
+                            n11 = len(v10)
+                            out += UV[n11 + 1] if n11 < 127 else uvarint_bytes(n11 + 1)
+                            out += pack(f">{n11}i", *v10)
+                        out += b"\x00"
+                fld = "markers[].coordinator_epoch"
+                out += _pack_ib(x3.get("coordinator_epoch", 0), x3.get("transaction_version", 0))
+                out += b"\x00"
+        out += b"\x00"
+        return out
+    except Exception as e:
+        raise FieldFailure(fld, e) from e
+
+
 MESSAGE = WriteTxnMarkersRequest
-VALID_VERSIONS = (0, 1)
+VALID_VERSIONS = (0, 2)
 FLEXIBLE_VERSIONS = (1, 32767)
 
 DECODERS: dict[int, Decoder] = {
     0: decode_v0,
     1: decode_v1,
+    2: decode_v2,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
     1: decode_v1_tracking,
+    2: decode_v2_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
     1: encode_v1,
+    2: encode_v2,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
     1: encode_v1_tracking,
+    2: encode_v2_tracking,
 }

@@ -32,7 +32,7 @@ _unpack_q = struct.Struct(">q").unpack_from
 
 
 class WriteTxnMarkersResponse(Struct):
-    """WriteTxnMarkersResponse (api key 27): the response as decoded, versions 0-1."""
+    """WriteTxnMarkersResponse (api key 27): the response as decoded, versions 0-2."""
 
     _fields = ("markers",)
     __slots__ = _fields
@@ -293,6 +293,9 @@ def decode_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
     return s33, pos
 
 
+decode_v2 = decode_v1
+
+
 def decode_v0_tracking(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
     fld = "(start)"
     try:
@@ -517,6 +520,9 @@ def decode_v1_tracking(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRespon
         raise FieldFailure(fld, e) from e
 
 
+decode_v2_tracking = decode_v1_tracking
+
+
 def encode_v0(
     d: WriteTxnMarkersResponse | Mapping[str, Any],
     out: bytearray,
@@ -591,6 +597,9 @@ def encode_v1(
             out += b"\x00"
     out += b"\x00"
     return out
+
+
+encode_v2 = encode_v1
 
 
 def encode_v0_tracking(
@@ -695,23 +704,30 @@ def encode_v1_tracking(
         raise FieldFailure(fld, e) from e
 
 
+encode_v2_tracking = encode_v1_tracking
+
+
 MESSAGE = WriteTxnMarkersResponse
-VALID_VERSIONS = (0, 1)
+VALID_VERSIONS = (0, 2)
 FLEXIBLE_VERSIONS = (1, 32767)
 
 DECODERS: dict[int, Decoder] = {
     0: decode_v0,
     1: decode_v1,
+    2: decode_v2,
 }
 TRACKING_DECODERS: dict[int, Decoder] = {
     0: decode_v0_tracking,
     1: decode_v1_tracking,
+    2: decode_v2_tracking,
 }
 ENCODERS: dict[int, Encoder] = {
     0: encode_v0,
     1: encode_v1,
+    2: encode_v2,
 }
 TRACKING_ENCODERS: dict[int, Encoder] = {
     0: encode_v0_tracking,
     1: encode_v1_tracking,
+    2: encode_v2_tracking,
 }
