@@ -50,7 +50,10 @@ _SUPPORTED: dict[ResourceType, frozenset[AclOperation]] = {
             _O.ALTER_CONFIGS,
         }
     ),
-    ResourceType.GROUP: frozenset({_O.READ, _O.DESCRIBE, _O.DELETE}),
+    # DESCRIBE_CONFIGS and ALTER_CONFIGS since groups have configs (GroupConfig)
+    ResourceType.GROUP: frozenset(
+        {_O.READ, _O.DESCRIBE, _O.DELETE, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS}
+    ),
     ResourceType.CLUSTER: frozenset(
         {
             _O.CREATE,
