@@ -4,9 +4,9 @@ Records at a topic's ``max.message.bytes`` accepted and one byte over refused
 with MESSAGE_TOO_LARGE; idempotent producers (confluent-kafka, kafka-python)
 across a kill -9 and restart with no duplicates and no gaps; ListOffsets by
 timestamp from each Python client; kcat's metadata listing, headers and
-partitions; acks=all on a topic with min.insync.replicas=2 refused with
-NOT_ENOUGH_REPLICAS. The broker process and the produce/consume helpers are
-those of test_clients_e2e.
+partitions; acks=all on a one-replica topic with min.insync.replicas=2
+answered (the setting is capped at the replica count, as Kafka's is). The
+broker process and the produce/consume helpers are those of test_clients_e2e.
 """
 
 from __future__ import annotations
@@ -372,39 +372,23 @@ def test_kcat_partitions_headers_and_offsets(broker_proc: BrokerProcess) -> None
 # ---------------------------------------------------------------- min.insync.replicas
 
 
-def test_confluent_acks_all_not_enough_replicas(broker_proc: BrokerProcess) -> None:
-    from confluent_kafka import KafkaError, Producer
-
-    topic = topic_name("ck-minisr")
-    create_topic(broker_proc.bootstrap, topic, **{"min.insync.replicas": "2"})
-    p = Producer({"bootstrap.servers": broker_proc.bootstrap, "acks": "all", "retries": 0})
-    errors: list = []
-    p.produce(topic, value=b"refused", on_delivery=lambda e, m: errors.append(e))
-    assert p.flush(20) == 0
-    [err] = errors
-    assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS, err
-    # acks=1 does not need the ISR: accepted, and nothing of the refused record was written.
-    ck_produce(broker_proc.bootstrap, topic, [(None, b"accepted", None)], acks="1")
-    got = ck_consume(broker_proc.bootstrap, topic, 1)
-    assert [(g[1], g[3]) for g in got] == [(b"accepted", 0)]
-
-
-def test_kafka_python_acks_all_not_enough_replicas(broker_proc: BrokerProcess) -> None:
+def test_acks_all_with_min_insync_above_the_replication_factor(broker_proc: BrokerProcess) -> None:
+    """min.insync.replicas is capped at the replica count (Kafka's
+    Partition.effectiveMinIsr): on a topic of one replica with
+    min.insync.replicas=2, acks=all is answered once that replica has the
+    record, from both clients. The refusal below min.insync.replicas is
+    tested on a cluster (test_cluster_guarantees)."""
     from kafka import KafkaProducer
-    from kafka.errors import NotEnoughReplicasError
 
-    topic = topic_name("kp-minisr")
+    topic = topic_name("minisr-capped")
     create_topic(broker_proc.bootstrap, topic, **{"min.insync.replicas": "2"})
+    ck_produce(broker_proc.bootstrap, topic, [(None, b"confluent", None)], acks="all")
     p = KafkaProducer(
         bootstrap_servers=broker_proc.bootstrap, acks="all", retries=0, enable_idempotence=False
     )
     try:
-        with pytest.raises(NotEnoughReplicasError):
-            p.send(topic, value=b"refused").get(timeout=20)
+        assert p.send(topic, value=b"kafka-python").get(timeout=20).offset == 1
     finally:
         p.close(5)
-    p = KafkaProducer(bootstrap_servers=broker_proc.bootstrap, acks=1, enable_idempotence=False)
-    try:
-        assert p.send(topic, value=b"accepted").get(timeout=20).offset == 0
-    finally:
-        p.close(5)
+    got = ck_consume(broker_proc.bootstrap, topic, 2)
+    assert [(g[1], g[3]) for g in got] == [(b"confluent", 0), (b"kafka-python", 1)]

@@ -192,6 +192,7 @@ def test_nothing_acknowledged_is_lost_as_each_leader_then_the_controller_dies(
 def test_acks_all_refused_below_min_insync_while_acks_1_goes_on(
     pylog_cluster_factory: Factory,
 ) -> None:
+    from confluent_kafka import KafkaError, Producer
     from kafka import KafkaProducer
     from kafka.errors import NotEnoughReplicasError
 
@@ -219,6 +220,16 @@ def test_acks_all_refused_below_min_insync_while_acks_1_goes_on(
     with pytest.raises(NotEnoughReplicasError):
         strict.send(topic, b"refused").get(WAIT)
     strict.close()
+    # librdkafka reads the same code (19) as its NOT_ENOUGH_REPLICAS.
+    errors: list[KafkaError | None] = []
+    ck = Producer(
+        {"bootstrap.servers": cluster.broker(leader).bootstrap_servers, "acks": "all",
+         "retries": 0}
+    )  # fmt: skip
+    ck.produce(topic, b"refused-too", on_delivery=lambda e, m: errors.append(e))
+    assert ck.flush(WAIT) == 0
+    [err] = errors
+    assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS, err
     loose = producer(1)
     loose.send(topic, b"while-alone").get(WAIT)
     loose.close()

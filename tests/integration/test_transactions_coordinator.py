@@ -691,51 +691,6 @@ def test_timed_out_transaction_is_aborted(broker: BrokerProcess) -> None:
         c.close()
 
 
-def test_prepare_commit_markers_resent_after_a_crash(broker: BrokerProcess) -> None:
-    """The markers cannot be written (the topic asks for more in-sync
-    replicas than it has): the transaction stays PrepareCommit. The broker
-    is SIGKILLed; the restarted coordinator loads PrepareCommit and sends the
-    markers again, which land once the topic's config allows them."""
-    topic = topic_name("txn-resend")
-    with KafkaConnection(broker.bootstrap, timeout=WAIT) as conn:
-        t = {"name": topic, "num_partitions": 1, "replication_factor": 1,
-             "configs": [{"name": "min.insync.replicas", "value": "2"}]}  # fmt: skip
-        r = conn.request(ApiKey.CREATE_TOPICS, 5, {"topics": [t], "timeout_ms": 30000})
-        assert r.topics[0].error_code == 0, r  # type: ignore[attr-defined]
-    c = TxnClient(broker.bootstrap)
-    try:
-        c.wait_coordinator("resend")
-        pid = c.init("resend").producer_id
-        assert c.add("resend", pid, 0, topic, [0]) == NONE
-        assert c.produce("resend", topic, pid, 0, 0, [b"r1", b"r2", b"r3"], acks=1) == NONE
-        assert c.end("resend", pid, 0, True) == NONE
-        d = c.describe("resend")
-        # Its completion is pending behind the markers, which are refused.
-        assert d.transaction_state == "PrepareCommit"
-        assert c.end("resend", pid, 0, True) == CONCURRENT_TRANSACTIONS
-    finally:
-        c.close()
-    broker.stop(signal.SIGKILL)
-    broker.start()
-    with KafkaConnection(broker.bootstrap, timeout=WAIT) as conn:
-        r = conn.request(
-            ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
-            {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [
-                {"name": "min.insync.replicas", "config_operation": 0, "value": "1"}]}],
-             "validate_only": False},
-        )  # fmt: skip
-        assert r.responses[0].error_code == 0  # type: ignore[attr-defined]
-    c = TxnClient(broker.bootstrap)
-    try:
-        c.wait_coordinator("resend")
-        wait_for(lambda: c.describe("resend").transaction_state == "CompleteCommit",
-                 "CompleteCommit after the markers were resent")  # fmt: skip
-        wait_for(lambda: c.offsets(topic) == (4, 4), "the LSO past the COMMIT marker")
-    finally:
-        c.close()
-    assert "resending the COMMIT markers of 'resend'" in broker.log_path.read_text()  # type: ignore[union-attr]
-
-
 def test_kafka_tools_read_the_coordinator(broker: BrokerProcess, tmp_path: Path) -> None:
     """Kafka's kafka-transactions lists and describes pylog's transactional
     ids; kafka-dump-log --transaction-log-decoder reads its
@@ -870,76 +825,209 @@ def test_acls_on_transactions(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the cluster
 
 
-def test_cluster_transactions_and_coordinator_killed(tmp_path: Path) -> None:
-    jc = _java()
-    with LocalCluster(3, directory=str(tmp_path / "cluster"), log_level="INFO") as cluster:
-        topic = topic_name("txn-cluster")
-        create_topic(cluster.bootstrap_servers, topic, 3, rf=3)
-        for p in range(3):
-            cluster.wait_for_full_isr(topic, p)
-        r = jc.run_java(
-            "txn", "produce", "--bootstrap", cluster.bootstrap_servers, "--topic", topic,
-            "--transactional-id", "cl-txn", "--commit", "4", "--abort", "2", "--per-txn", "10",
-            timeout=180,
-        )  # fmt: skip
-        assert r.returncode == 0, (r.lines[-3:], r.stderr[-3000:])
-        check_produced(read_committed_values(cluster.bootstrap_servers, topic, 3), 4, 10)
+@pytest.fixture(scope="module")
+def txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(
+        3, directory=str(tmp_path_factory.mktemp("txn-cluster")), log_level="INFO"
+    ) as cluster:
+        yield cluster
 
-        # The coordinator's broker dies between the records and the commit.
-        held = topic_name("txn-held")
-        create_topic(cluster.bootstrap_servers, held, 1, rf=3)
-        cluster.wait_for_full_isr(held)
+
+def test_cluster_transactions_and_coordinator_killed(
+    txn_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    jc = _java()
+    cluster = txn_cluster
+    topic = topic_name("txn-cluster")
+    create_topic(cluster.bootstrap_servers, topic, 3, rf=3)
+    for p in range(3):
+        cluster.wait_for_full_isr(topic, p)
+    r = jc.run_java(
+        "txn", "produce", "--bootstrap", cluster.bootstrap_servers, "--topic", topic,
+        "--transactional-id", "cl-txn", "--commit", "4", "--abort", "2", "--per-txn", "10",
+        timeout=180,
+    )  # fmt: skip
+    assert r.returncode == 0, (r.lines[-3:], r.stderr[-3000:])
+    check_produced(read_committed_values(cluster.bootstrap_servers, topic, 3), 4, 10)
+
+    # The coordinator's broker dies between the records and the commit.
+    held = topic_name("txn-held")
+    create_topic(cluster.bootstrap_servers, held, 1, rf=3)
+    cluster.wait_for_full_isr(held)
+    c = TxnClient(cluster.bootstrap_servers)
+    try:
+        c.wait_coordinator("held-1")
+    finally:
+        c.close()
+    proc = jc.start_java(
+        "txn", "hold", "--bootstrap", cluster.bootstrap_servers, "--topic", held,
+        "--transactional-id", "held-1", "--count", "10", stderr=tmp_path / "hold.err",
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        line = proc.stdout.readline()
+        assert '"sent"' in line, (line, (tmp_path / "hold.err").read_text()[-2000:])
         c = TxnClient(cluster.bootstrap_servers)
         try:
-            c.wait_coordinator("held-1")
+            coordinator = c.wait_coordinator("held-1")
         finally:
             c.close()
-        proc = jc.start_java(
-            "txn", "hold", "--bootstrap", cluster.bootstrap_servers, "--topic", held,
-            "--transactional-id", "held-1", "--count", "10", stderr=tmp_path / "hold.err",
-        )  # fmt: skip
+        cluster.broker(coordinator).kill()
+        proc.stdin.write("commit\n")
+        proc.stdin.flush()
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert '"committed"' in out, (out, (tmp_path / "hold.err").read_text()[-3000:])
+    alive = ",".join(b.bootstrap_servers for i, b in cluster.brokers.items()
+                     if i != coordinator)  # fmt: skip
+    values = read_committed_values(alive, held, 1)
+    assert sorted(values) == sorted(f"held-{j}" for j in range(10))
+    c = TxnClient(alive)
+    try:
+        leader = cluster.wait_for_leader(held)
+        lc = TxnClient(cluster.broker(leader).bootstrap_servers)
         try:
-            assert proc.stdout is not None and proc.stdin is not None
-            line = proc.stdout.readline()
-            assert '"sent"' in line, (line, (tmp_path / "hold.err").read_text()[-2000:])
-            c = TxnClient(cluster.bootstrap_servers)
-            try:
-                coordinator = c.wait_coordinator("held-1")
-            finally:
-                c.close()
-            cluster.broker(coordinator).kill()
-            proc.stdin.write("commit\n")
-            proc.stdin.flush()
-            out, _ = proc.communicate(timeout=180)
+            wait_for(lambda: lc.offsets(held)[0] == lc.offsets(held)[1], "LSO == HW")
         finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert '"committed"' in out, (out, (tmp_path / "hold.err").read_text()[-3000:])
-        alive = ",".join(b.bootstrap_servers for i, b in cluster.brokers.items()
-                         if i != coordinator)  # fmt: skip
-        values = read_committed_values(alive, held, 1)
-        assert sorted(values) == sorted(f"held-{j}" for j in range(10))
-        c = TxnClient(alive)
+            lc.close()
+        # DescribeTransactions is answered by the coordinator only: ask
+        # the broker that took the id's __transaction_state partition.
+        successor = c.wait_coordinator("held-1")
+        assert successor != coordinator
+        sc = TxnClient(cluster.broker(successor).bootstrap_servers)
         try:
-            leader = cluster.wait_for_leader(held)
-            lc = TxnClient(cluster.broker(leader).bootstrap_servers)
-            try:
-                wait_for(lambda: lc.offsets(held)[0] == lc.offsets(held)[1], "LSO == HW")
-            finally:
-                lc.close()
-            # DescribeTransactions is answered by the coordinator only: ask
-            # the broker that took the id's __transaction_state partition.
-            successor = c.wait_coordinator("held-1")
-            assert successor != coordinator
-            sc = TxnClient(cluster.broker(successor).bootstrap_servers)
-            try:
-                wait_for(lambda: sc.describe("held-1").transaction_state == "CompleteCommit",
-                         "CompleteCommit at the new coordinator")  # fmt: skip
-            finally:
-                sc.close()
+            wait_for(lambda: sc.describe("held-1").transaction_state == "CompleteCommit",
+                     "CompleteCommit at the new coordinator")  # fmt: skip
         finally:
-            c.close()
-        cluster.broker(coordinator).start()
+            sc.close()
+    finally:
+        c.close()
+    cluster.broker(coordinator).start()
+
+
+def _end_v5(c: TxnClient, txn: str, pid: int, epoch: int, commit: bool) -> tuple[int, int, int]:
+    r = c.conn.request(
+        ApiKey.END_TXN, 5,
+        {"transactional_id": txn, "producer_id": pid, "producer_epoch": epoch,
+         "committed": commit},
+        EndTxnResponse,
+    )  # fmt: skip
+    return r.error_code, r.producer_id, r.producer_epoch
+
+
+def test_cluster_markers_held_below_min_insync_then_resent(txn_cluster: LocalCluster) -> None:
+    """A commit's markers cannot be written while their partition's ISR is
+    below min.insync.replicas (an RF-3 topic with min.insync.replicas=3, one
+    follower down): the transaction stays PrepareCommit. Meanwhile every
+    EndTxn v5 and AddPartitionsToTxn is CONCURRENT_TRANSACTIONS before its
+    producer id and epoch are judged, as Kafka 4.3's coordinator answers
+    (franz-go's TestTxnEtl aborts at once at the new epoch, and
+    PRODUCER_FENCED there was fatal to it). The coordinator's broker is then
+    SIGKILLed: the broker taking its __transaction_state partition loads
+    PrepareCommit and sends the markers again; they land once the ISR is
+    full, and the abort at the bumped epoch then goes through.
+    (min.insync.replicas is capped at the replica count, Kafka's
+    effectiveMinIsr, so only a missing replica holds markers.)"""
+    cluster = txn_cluster
+    for b in cluster.brokers.values():
+        if not b.running:
+            b.start()
+    txn = "resend"
+    probe = TxnClient(cluster.bootstrap_servers)
+    try:
+        coordinator = probe.wait_coordinator(txn)
+    finally:
+        probe.close()
+    others = sorted(i for i in cluster.brokers if i != coordinator)
+    follower = others[1]
+    topic = topic_name("txn-resend")
+    with KafkaConnection(cluster.bootstrap_servers, timeout=WAIT) as conn:
+        t = {"name": topic, "num_partitions": -1, "replication_factor": -1,
+             "assignments": [{"partition_index": 0,
+                              "broker_ids": [coordinator, others[0], follower]}],
+             "configs": [{"name": "min.insync.replicas", "value": "3"}]}  # fmt: skip
+        r = conn.request(ApiKey.CREATE_TOPICS, 5, {"topics": [t], "timeout_ms": 30000})
+        assert r.topics[0].error_code == 0, r  # type: ignore[attr-defined]
+    cluster.wait_for_full_isr(topic)
+    cluster.broker(follower).kill()
+    cluster.wait_for(lambda: follower not in cluster.isr(topic), "the ISR without the follower")
+
+    c = TxnClient(cluster.broker(coordinator).bootstrap_servers)
+    try:
+        inits: list[InitProducerIdResponse] = []
+        # The coordinator may still be loading its partitions after the
+        # previous test's restart: COORDINATOR_LOAD_IN_PROGRESS, retried.
+        wait_for(
+            lambda: inits.append(c.init(txn)) or inits[-1].error_code == NONE, "InitProducerId"
+        )
+        pid = inits[-1].producer_id
+        assert c.add(txn, pid, 0, topic, [0]) == NONE
+        leader = TxnClient(cluster.broker(cluster.wait_for_leader(topic)).bootstrap_servers)
+        try:
+            assert leader.produce(txn, topic, pid, 0, 0, [b"r1", b"r2", b"r3"], acks=1) == NONE
+        finally:
+            leader.close()
+        assert _end_v5(c, txn, pid, 0, True) == (NONE, pid, 1)
+        # Its completion is pending behind the markers, which are refused.
+        assert c.describe(txn).transaction_state == "PrepareCommit"
+        # The next transaction's abort, a commit at the new epoch, the
+        # commit's retry, an epoch never handed out, a v1-style add.
+        assert _end_v5(c, txn, pid, 1, False)[0] == CONCURRENT_TRANSACTIONS
+        assert _end_v5(c, txn, pid, 1, True)[0] == CONCURRENT_TRANSACTIONS
+        assert _end_v5(c, txn, pid, 0, True)[0] == CONCURRENT_TRANSACTIONS
+        assert _end_v5(c, txn, pid, 7, False)[0] == CONCURRENT_TRANSACTIONS
+        assert c.add(txn, pid, 0, topic, [0]) == CONCURRENT_TRANSACTIONS
+    finally:
+        c.close()
+
+    cluster.broker(coordinator).kill()
+    probe = TxnClient(",".join(cluster.broker(i).bootstrap_servers for i in others))
+    try:
+        cluster.wait_for(
+            lambda: (
+                probe.find_coordinator(txn).error_code == NONE
+                and probe.find_coordinator(txn).node_id != coordinator
+            ),
+            "another coordinator",
+        )
+        successor = probe.find_coordinator(txn).node_id
+    finally:
+        probe.close()
+    s = TxnClient(cluster.broker(successor).bootstrap_servers)
+    try:
+        wait_for(
+            lambda: s.describe(txn).transaction_state == "PrepareCommit", "PrepareCommit loaded"
+        )
+    finally:
+        s.close()
+    cluster.broker(follower).start()
+    cluster.broker(coordinator).start()
+    cluster.wait_for_full_isr(topic)
+    c = TxnClient(cluster.bootstrap_servers)
+    try:
+        now = c.wait_coordinator(txn)
+    finally:
+        c.close()
+    c = TxnClient(cluster.broker(now).bootstrap_servers)
+    try:
+        wait_for(lambda: c.describe(txn).transaction_state == "CompleteCommit",
+                 "CompleteCommit after the markers were resent")  # fmt: skip
+        assert _end_v5(c, txn, pid, 7, False)[0] == PRODUCER_FENCED  # judged now
+        assert _end_v5(c, txn, pid, 1, False) == (NONE, pid, 2)
+        wait_for(lambda: c.describe(txn).transaction_state == "CompleteAbort", "the abort")
+        assert c.describe(txn).producer_epoch == 2
+    finally:
+        c.close()
+    lc = TxnClient(cluster.broker(cluster.wait_for_leader(topic)).bootstrap_servers)
+    try:
+        # three records and the COMMIT marker (the abort added no partition)
+        wait_for(lambda: lc.offsets(topic) == (4, 4), "the LSO past the COMMIT marker")
+    finally:
+        lc.close()
+    logs = Path(cluster.broker(successor).log_file).read_text()
+    assert f"resending the COMMIT markers of '{txn}'" in logs
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="no kcat")

@@ -36,7 +36,6 @@ from test_transactions_coordinator import (
 
 from pylog import _native
 from pylog.protocol import ApiKey
-from pylog.protocol.client import KafkaConnection
 from pylog.protocol.messages import ApiVersionsResponse, EndTxnResponse, ProduceResponse
 from pylog.transaction.transaction_metadata import TransactionState
 
@@ -199,56 +198,6 @@ def test_v2_epoch_bumps_implicit_adds_and_stale_epochs(broker: BrokerProcess) ->
     v1 = [(v.state, v.producer_epoch, v.client_transaction_version)
           for tid, v in transaction_log_records(broker.data) if tid == "v1" and v]  # fmt: skip
     assert (S.PREPARE_COMMIT, 0, 0) in v1
-
-
-def test_v2_end_txn_while_the_markers_are_written(broker: BrokerProcess) -> None:
-    """The last commit's markers still on their way (held here: the topic
-    asks for more in-sync replicas than it has, so they are refused and sent
-    again): every EndTxn v5 and AddPartitionsToTxn is CONCURRENT_TRANSACTIONS
-    before its producer id and epoch are judged, as Kafka 4.3's coordinator
-    answers; once the markers land, the abort at the new epoch goes through.
-    franz-go aborts at once at the new epoch when a transaction's produces
-    all failed (its TestTxnEtl), and PRODUCER_FENCED there was fatal to it.
-    (Kafka 4.3 caps min.insync.replicas at the replica count, so this hold is
-    pylog's; test_differential_transactions.py meets the same window by
-    racing the markers on both brokers.)"""
-    topic = topic_name("txn-v2-held")
-    with KafkaConnection(broker.bootstrap, timeout=30) as conn:
-        t = {"name": topic, "num_partitions": 1, "replication_factor": 1,
-             "configs": [{"name": "min.insync.replicas", "value": "2"}]}  # fmt: skip
-        r = conn.request(ApiKey.CREATE_TOPICS, 5, {"topics": [t], "timeout_ms": 30000})
-        assert r.topics[0].error_code == 0, r  # type: ignore[attr-defined]
-    c = TxnClient(broker.bootstrap)
-    try:
-        c.wait_coordinator("held")
-        pid = c.init("held").producer_id
-        assert _produce(c, "held", topic, pid, 0, 0, acks=1) == NONE
-        assert _end(c, "held", pid, 0, True) == (NONE, pid, 1)
-        assert c.describe("held").transaction_state == "PrepareCommit"
-        # The next transaction's abort, a commit at the new epoch, the
-        # commit's retry, an epoch never handed out, a v1-style add.
-        assert _end(c, "held", pid, 1, False)[0] == CONCURRENT_TRANSACTIONS
-        assert _end(c, "held", pid, 1, True)[0] == CONCURRENT_TRANSACTIONS
-        assert _end(c, "held", pid, 0, True)[0] == CONCURRENT_TRANSACTIONS
-        assert _end(c, "held", pid, 7, False)[0] == CONCURRENT_TRANSACTIONS
-        assert c.add("held", pid, 0, topic, [0]) == CONCURRENT_TRANSACTIONS
-        with KafkaConnection(broker.bootstrap, timeout=30) as conn:
-            r = conn.request(
-                ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
-                {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [
-                    {"name": "min.insync.replicas", "config_operation": 0, "value": "1"}]}],
-                 "validate_only": False},
-            )  # fmt: skip
-            assert r.responses[0].error_code == 0  # type: ignore[attr-defined]
-        _complete(c, "held")
-        assert c.describe("held").transaction_state == "CompleteCommit"
-        assert _end(c, "held", pid, 7, False)[0] == PRODUCER_FENCED  # judged now
-        assert _end(c, "held", pid, 1, False) == (NONE, pid, 2)
-        _complete(c, "held")
-        d = c.describe("held")
-        assert (d.transaction_state, d.producer_epoch) == ("CompleteAbort", 2)
-    finally:
-        c.close()
 
 
 def _finalized(bootstrap: str) -> int:

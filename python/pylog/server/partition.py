@@ -220,9 +220,16 @@ class Partition:
 
     @property
     def min_insync_replicas(self) -> int:
-        if self._min_isr_override is not None:
-            return self._min_isr_override
-        return self.log.config.min_insync_replicas
+        """The effective minimum: min.insync.replicas capped at the replica
+        count (Kafka's Partition.effectiveMinIsr), so a topic whose replication
+        factor is below the broker's or topic's setting still takes acks=all
+        once every replica is in sync."""
+        configured = (
+            self._min_isr_override
+            if self._min_isr_override is not None
+            else self.log.config.min_insync_replicas
+        )
+        return min(configured, max(1, len(self._replicas)))
 
     @property
     def high_watermark(self) -> int:
