@@ -482,12 +482,21 @@ def produce_confluent(
     return sent, elapsed
 
 
-def consume_confluent(bootstrap: str, topic: str, partitions: int, expected: int) -> float:
+def consume_confluent(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    expected: int,
+    isolation: str = "read_committed",
+) -> float:
     """Seconds to read all ``expected`` records of ``topic`` from the beginning
-    (assign, no group commits), a consumer tuned as bench/broker_bench.py's."""
+    (assign, no group commits), a consumer tuned as bench/broker_bench.py's;
+    ``isolation``: librdkafka's isolation.level (its default, read_committed,
+    reads a non-transactional topic as read_uncommitted does)."""
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
+            "isolation.level": isolation,
             "group.id": "kafka-peer-bench",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -552,6 +561,7 @@ class Bench:
         self.seconds = seconds
         self.n = 0
         self.datasets: dict[tuple[str, int], tuple[str, int]] = {}
+        self.txn_datasets: dict[str, tuple[str, int, int]] = {}
         self.cpu: dict[tuple[str, str], list[float]] = {}
         self._started: dict[str, tuple[float, float]] = {}
         self.last: dict[str, tuple[float, float]] = {}
@@ -576,6 +586,46 @@ class Bench:
         """Broker CPU seconds per GB over the last clocked part."""
         _, cpu_s = self.last[peer.name]
         self.cpu.setdefault((what, peer.name), []).append(cpu_s / (nbytes / 1e9))
+
+    def txn_dataset(self, peer: Peer) -> tuple[str, int, int]:
+        """A topic of 1 KiB records written in transactions of 1,000 records,
+        one transaction in ten aborted, produced once per broker: its topic
+        and the numbers of committed and aborted records."""
+        if peer.name not in self.txn_datasets:
+            topic = self.topic("consume-txn")
+            peer.create_topic(topic, 1)
+            p = Producer(
+                {
+                    "bootstrap.servers": peer.bootstrap,
+                    "transactional.id": topic,
+                    "linger.ms": 5,
+                    "logger": _quiet(),
+                }
+            )
+            p.init_transactions(60)
+            value = os.urandom(KiB)
+            done = [0, 0]  # committed, aborted
+            deadline = time.perf_counter() + 3.0
+            i = 0
+            while time.perf_counter() < deadline:
+                p.begin_transaction()
+                for _ in range(1000):
+                    p.produce(topic, value, partition=0)
+                if i % 10 == 9:
+                    # Delivered first, so the partition is in the transaction:
+                    # an abort while librdkafka's AddPartitionsToTxn is still
+                    # answered CONCURRENT_TRANSACTIONS (the last commit's
+                    # markers on their way) reaches the coordinator after that
+                    # commit completed, which Kafka's coordinator too refuses
+                    # with INVALID_TXN_STATE.
+                    p.flush(60)
+                    p.abort_transaction(60)
+                else:
+                    p.commit_transaction(60)
+                done[i % 10 == 9] += 1000
+                i += 1
+            self.txn_datasets[peer.name] = (topic, done[0], done[1])
+        return self.txn_datasets[peer.name]
 
     def dataset(self, peer: Peer, partitions: int) -> tuple[str, int]:
         """A topic of 1 KiB records produced once per broker for the consume rows."""
@@ -750,6 +800,23 @@ def consume_row(partitions: int) -> Callable[[Peer, Bench], float]:
         b.clock(peer)
         if partitions == 1:
             b.note_cpu(peer, "consume 1 KiB, 1 partition", n * KiB)
+        return n * KiB / t / 1e6
+
+    return run
+
+
+def consume_txn_row(isolation: str) -> Callable[[Peer, Bench], float]:
+    """The transactional dataset read whole by one consumer: under
+    read_committed the aborted tenth is dropped (the aborted-transaction
+    lists of Fetch) and control records skipped; under read_uncommitted
+    every record comes back. MB/s of the records returned."""
+
+    def run(peer: Peer, b: Bench) -> float:
+        topic, committed, aborted = b.txn_dataset(peer)
+        n = committed if isolation == "read_committed" else committed + aborted
+        b.clock(peer)
+        t = consume_confluent(peer.bootstrap, topic, 1, n, isolation)
+        b.clock(peer)
         return n * KiB / t / 1e6
 
     return run
@@ -993,6 +1060,13 @@ for _verify in (True, False):
         txn_produce(KiB, 100, _verify),
     )
 row(
+    "txn-produce-1000",
+    "transactional produce 1 KiB, 1,000 records a commit, 1 partition (confluent-kafka)",
+    "k rec/s",
+    True,
+    txn_produce(KiB, 1000, True),
+)
+row(
     "consume-1",
     "consume 1 KiB, 1 partition (confluent-kafka, assign)",
     "MB/s",
@@ -1006,6 +1080,17 @@ row(
     True,
     consume_row(6),
 )
+# Issue 22: read_committed over transactions of 1,000 records (one in ten
+# aborted) against read_uncommitted over the same records; consume-1 above is
+# the non-transactional baseline.
+for _iso in ("read_committed", "read_uncommitted"):
+    row(
+        f"consume-txn-{_iso.split('_')[1]}",
+        f"consume 1 KiB, 1 partition, transactions of 1,000, {_iso} (confluent-kafka)",
+        "MB/s",
+        True,
+        consume_txn_row(_iso),
+    )
 row("kcat-consume", "consume 1 KiB, 1 partition (kcat -C)", "MB/s", True, kcat_consume)
 row(
     "perf-consume",

@@ -242,13 +242,39 @@ def test_acknowledged_records_survive_restart(tmp_path: Path, java: None) -> Non
             b.stop(signal.SIGKILL)
 
 
-def test_confluent_kafka_share_consumers(broker: BrokerProcess) -> None:
+def test_confluent_kafka_share_consumers(broker: BrokerProcess, tmp_path: Path) -> None:
     """librdkafka's share consumer (confluent-kafka 2.16+, implicit
-    acknowledgement): two of them on one partition split the records."""
-    share_consumers_split_one_partition(broker.bootstrap, create_topic(broker.bootstrap))
+    acknowledgement): two of them on one partition split the records. The
+    group's ShareGroup* records in ``__consumer_offsets`` are read by Kafka's
+    kafka-dump-log --offsets-decoder, and pylog's dump-log prints the same."""
+    group = share_consumers_split_one_partition(broker.bootstrap, create_topic(broker.bootstrap))
+    from kafka_tools import run_tool
+
+    segments = [
+        str(seg)
+        for seg in sorted(broker.data.glob("__consumer_offsets-*/*.log"))
+        if seg.stat().st_size > 0
+    ]
+    dumped = run_tool(
+        "kafka-dump-log", "--files", ",".join(segments), "--offsets-decoder", workdir=tmp_path
+    )
+    mine = [line for line in dumped.stdout.splitlines() if f'"groupId":"{group}"' in line]
+    # Kafka 4.3 names the record type in the key: 10 member metadata, 11 the
+    # group's epoch, 12/13 target assignment, 14 current assignment, 15 the
+    # initialized share partitions.
+    types = {int(line.split('"type":')[1].split(",")[0].strip('"')) for line in mine}
+    assert types == {10, 11, 12, 13, 14, 15}, dumped.stdout[-3000:]
+    assert not [line for line in dumped.stdout.splitlines() if "Error" in line], dumped.stdout
+    ours = subprocess.run(
+        [PYLOG, "dump-log", "--offsets-decoder", "--files", *segments],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert ours.returncode == 0, ours.stderr
+    assert ours.stdout.splitlines() == dumped.stdout.splitlines()
 
 
-def share_consumers_split_one_partition(bootstrap: str, topic: str) -> None:
+def share_consumers_split_one_partition(bootstrap: str, topic: str) -> str:
+    """Two confluent-kafka ShareConsumers split one partition; the group id."""
     ck = pytest.importorskip("confluent_kafka")
     if not hasattr(ck, "ShareConsumer"):
         pytest.skip("this confluent-kafka has no ShareConsumer")
@@ -293,6 +319,7 @@ def share_consumers_split_one_partition(bootstrap: str, topic: str) -> None:
     finally:
         for c in consumers:
             c.close()
+    return group
 
 
 def test_share_group_on_a_cluster(pylog_cluster_factory: Callable[..., LocalCluster]) -> None:
@@ -301,10 +328,12 @@ def test_share_group_on_a_cluster(pylog_cluster_factory: Callable[..., LocalClus
     the one and fetch from the other. Then a share group whose
     ``__share_group_state`` partition another broker leads than its share
     partition: the leader persists through the share coordinator
-    (WriteShareGroupState), and when that broker is SIGKILLed the state moves
-    with the partition's next leader — nothing acknowledged is delivered
-    again, nothing is lost, and the new coordinator holds what was
-    acknowledged before and after the kill; when the share partition's
+    (WriteShareGroupState), and when that broker (also the group's
+    coordinator) is SIGKILLed the state moves with the partition's next
+    leader and the group with its ``__consumer_offsets`` partition — the
+    consumer goes on as a member, nothing acknowledged is delivered again,
+    nothing is lost, and the new coordinator holds what was acknowledged
+    before and after the kill; when the share partition's
     leader dies next, its successor reads that state back."""
     cluster = pylog_cluster_factory(
         3,
@@ -379,13 +408,11 @@ def state_survives_its_coordinator(cluster: LocalCluster, topic: str) -> None:
         for _ in range(64):
             g = f"moved-{uuid.uuid4().hex[:8]}"
             s = _coordinator(bootstrap, f"{g}:{topic_id}:0", 2)
-            # The group's coordinator is neither of the brokers killed: its
-            # membership lives in memory only (docs/compatibility.md).
-            if (
-                s >= 0
-                and s not in (leader, controller)
-                and _coordinator(bootstrap, g, 0) not in (s, leader)
-            ):
+            # The group's coordinator is the state's broker, killed with it:
+            # the broker taking over its __consumer_offsets partition loads
+            # the group's ShareGroup* records, and the member heartbeats on
+            # at its epoch (librdkafka takes GROUP_ID_NOT_FOUND as fatal).
+            if s >= 0 and s not in (leader, controller) and _coordinator(bootstrap, g, 0) == s:
                 group, state_leader = g, s
                 break
         else:
@@ -428,6 +455,12 @@ def state_survives_its_coordinator(cluster: LocalCluster, topic: str) -> None:
             assert time.monotonic() < deadline, f"state start {start} after the move"
             assert not [m for m in consumer.poll(0.3) if m.error() is None], "redelivered"
         assert _coordinator(bootstrap, f"{group}:{topic_id}:0", 2) != state_leader
+        # The new group coordinator knows the member it never saw join.
+        successor = _coordinator(bootstrap, group, 0)
+        assert successor not in (-1, state_leader)
+        with KafkaConnection(cluster.broker(successor).bootstrap_servers) as conn:
+            d = conn.request(77, 1, {"group_ids": [group], "include_authorized_operations": False})
+        assert d.groups[0].error_code == 0 and len(d.groups[0].members) == 1, d.groups[0]
         assert set(got) == set(before + after), "nothing lost"
         assert max(got.values()) == 1, f"delivered twice: {[v for v, n in got.items() if n > 1]}"
         # Then the share partition's leader dies (the state's broker back

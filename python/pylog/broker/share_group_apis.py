@@ -123,6 +123,7 @@ class ShareGroupApis:
         # The groups' own configs (IncrementalAlterConfigs on a GROUP resource).
         self.heartbeats.group_config = self.partitions.group_config = metadata_store.group_config
         self.heartbeats.on_member_left = self._member_left
+        coordinator.on_share_group_loaded = self.heartbeats.on_loaded
         self._loaded = False
 
     def _share_coordinator_of(

@@ -39,6 +39,7 @@ from pylog.coordinator.group import (
     SyncGroupResult,
 )
 from pylog.coordinator.group_metadata_manager import CoordinatorError, GroupMetadataManager
+from pylog.coordinator.share_group import ShareGroup
 from pylog.errors import ErrorCode
 from pylog.logsafe import quoted
 from pylog.metadata.store import MetadataStore
@@ -157,6 +158,9 @@ class GroupCoordinator:
         self.on_share_group_deleted: (
             Callable[[str, set[tuple[str, int]]], Coroutine[object, object, int]] | None
         ) = None
+        #: A share group read from the log (its members get sessions; set
+        #: when share groups are served).
+        self.on_share_group_loaded: Callable[[ShareGroup], None] = lambda group: None
         #: KIP-848's protocol (ConsumerGroupHeartbeat), when
         #: group.coordinator.rebalance.protocols names it
         self.consumer_protocol = "consumer" in config.get("group.coordinator.rebalance.protocols")
@@ -266,6 +270,9 @@ class GroupCoordinator:
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         if isinstance(group, ConsumerGroup):
             self.consumer.on_loaded(group)
+            return
+        if isinstance(group, ShareGroup):
+            self.on_share_group_loaded(group)
             return
         # Members restored from the log get a session from now: those still
         # alive heartbeat, the others expire and the group rebalances.

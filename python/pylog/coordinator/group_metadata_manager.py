@@ -56,6 +56,12 @@ from pylog.coordinator.records import (
     decode_offset_value,
     partition_for,
 )
+from pylog.coordinator.share_group import ShareGroup
+from pylog.coordinator.share_group_records import (
+    ShareGroupRecords,
+    decode_share_key,
+    share_group_tombstones,
+)
 from pylog.errors import (
     ErrorCode,
     InvalidReplicationFactorError,
@@ -99,6 +105,7 @@ class _Loaded:
     groups: dict[str, GroupMetadataValue | None] = field(default_factory=dict)
     records: int = 0
     consumer: ConsumerGroupRecords = field(default_factory=ConsumerGroupRecords)
+    share: ShareGroupRecords = field(default_factory=ShareGroupRecords)
     #: Records of transactions whose marker was not read yet, by producer id.
     open_txns: dict[int, list[tuple[bytes, bytes | None]]] = field(default_factory=dict)
 
@@ -401,6 +408,10 @@ class GroupMetadataManager:
             if consumer_key is not None:
                 out.consumer.apply(consumer_key, value)
                 return
+            share_key = decode_share_key(key_bytes)  # KIP-932's records
+            if share_key is not None:
+                out.share.apply(share_key, value)
+                return
             key = decode_key(key_bytes)
             if isinstance(key, OffsetCommitKey):
                 offsets = out.offsets.setdefault(key.group, {})
@@ -470,6 +481,10 @@ class GroupMetadataManager:
             shard.groups[cg.group_id] = cg
             if self.on_group_loaded is not None:
                 self.on_group_loaded(cg)
+        for sg in loaded.share.build(now):
+            shard.groups[sg.group_id] = sg
+            if self.on_group_loaded is not None:
+                self.on_group_loaded(sg)
 
     # ------------------------------------------------------------ lookup
 
@@ -709,6 +724,8 @@ class GroupMetadataManager:
         ]
         if isinstance(group, ConsumerGroup):
             records.extend(consumer_group_tombstones(group))
+        elif isinstance(group, ShareGroup):
+            records.extend(share_group_tombstones(group))
         records.append((GroupMetadataKey(group.group_id).encode(), None))
         code = await self._append(group.group_id, records)
         if code == ErrorCode.NONE:

@@ -12,12 +12,11 @@ becomes the group's assignment epoch, and Kafka's states are only::
     Stable   some member
     Dead     deleted, or its coordinator partition moved away
 
-The membership lives in the coordinator's memory only (Kafka also writes
-ShareGroup* records to ``__consumer_offsets``): a member that finds the
-group gone after a coordinator restart joins again with epoch 0, which the
-Java KafkaShareConsumer does on UNKNOWN_MEMBER_ID. The share-partition state
-that matters — which records were delivered and acknowledged — is persisted
-in ``__share_group_state`` (``share_coordinator.py``).
+The membership is written to ``__consumer_offsets`` as Kafka's ShareGroup*
+records (``share_group_records.py``), so a coordinator that takes over the
+group's partition knows its members and their epochs. The share-partition
+state that matters — which records were delivered and acknowledged — is
+persisted in ``__share_group_state`` (``share_coordinator.py``).
 
 Like ConsumerGroup it extends GroupMetadata for what every group type shares
 (the id, the Dead state, the shard); ``state`` mirrors Empty or Stable so that
@@ -70,6 +69,8 @@ class ShareGroup(GroupMetadata):
         # (topic id, partition) this group was ever assigned: their share
         # partitions were initialized (Kafka's InitializeShareGroupState).
         self.initialized: set[tuple[str, int]] = set()
+        # topic id -> name of the topics in ``initialized`` (record 15 names them).
+        self.initialized_names: dict[str, str] = {}
         # The subscribed topics as the last assignment saw them: name -> (id, partitions).
         self.topic_snapshot: dict[str, tuple[str, int]] = {}
         # The target assignment at assignment_epoch: member id -> topic id -> partitions.

@@ -15,8 +15,12 @@ its target at its next heartbeat, at the new epoch (its previous epoch is
 still accepted, as Kafka does for an answer lost on the way), and the answer
 carries the assignment whenever it or the epoch changed.
 
-A member not heard from for ``group.share.session.timeout.ms`` is removed
-(the group's epoch is bumped, the others get its partitions). Partitions
+Every change is written to ``__consumer_offsets`` as Kafka's ShareGroup*
+records before it is answered (``share_group_records.py``); when the write
+fails the group is put back as it was and the heartbeat gets the append's
+error, so a coordinator taking over the partition finds what the members
+were told. A member not heard from for ``group.share.session.timeout.ms`` is
+removed (the group's epoch is bumped, the others get its partitions). Partitions
 first assigned to the group are initialized through ``on_assigned`` (Kafka's
 InitializeShareGroupState, which fixes the start offset by
 ``share.auto.offset.reset``); a member that leaves or is removed is told to
@@ -27,6 +31,7 @@ it still holds.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,6 +40,16 @@ from pylog.common.utils.time import Clock
 from pylog.coordinator.group import GroupMetadata, GroupState
 from pylog.coordinator.group_metadata_manager import CoordinatorError, GroupMetadataManager
 from pylog.coordinator.share_group import ShareAssignment, ShareGroup, ShareGroupMember
+from pylog.coordinator.share_group_records import (
+    Record,
+    current_assignment_record,
+    group_epoch_record,
+    member_metadata_record,
+    member_tombstones,
+    state_partition_record,
+    target_epoch_record,
+    target_member_record,
+)
 from pylog.coordinator.simple_assignor import SimpleAssignor
 from pylog.errors import ErrorCode
 from pylog.logsafe import quoted
@@ -65,6 +80,76 @@ class _Refused(Exception):
         self.message = message
 
 
+@dataclass
+class _Before:
+    """A share group as it was before a change: what the change's records
+    are the difference from, and what a failed write puts back."""
+
+    group_epoch: int
+    assignment_epoch: int
+    targets: dict[str, ShareAssignment]
+    initialized: set[tuple[str, int]]
+    initialized_names: dict[str, str]
+    topic_snapshot: dict[str, tuple[str, int]]
+    members: dict[str, ShareGroupMember]
+
+    @classmethod
+    def of(cls, group: ShareGroup) -> _Before:
+        return cls(
+            group.group_epoch,
+            group.assignment_epoch,
+            dict(group.targets),
+            set(group.initialized),
+            dict(group.initialized_names),
+            dict(group.topic_snapshot),
+            {mid: dataclasses.replace(m) for mid, m in group.share_members.items()},
+        )
+
+
+def _metadata(m: ShareGroupMember) -> tuple[object, ...]:
+    return m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names
+
+
+def _records(group: ShareGroup, before: _Before) -> list[Record]:
+    """The ShareGroup* records that take the log from ``before`` to the
+    group as it is, in Kafka's order: members gone, members' metadata, the
+    group epoch, targets and their epoch, current assignments, then the
+    initialized share partitions."""
+    gid = group.group_id
+    out: list[Record] = []
+    for mid in sorted(before.members.keys() - group.share_members.keys()):
+        out += member_tombstones(gid, mid)
+    for mid, m in group.share_members.items():
+        old = before.members.get(mid)
+        if old is None or _metadata(old) != _metadata(m):
+            out.append(member_metadata_record(gid, m))
+    if group.group_epoch != before.group_epoch:
+        out.append(group_epoch_record(gid, group.group_epoch))
+    targets_changed = group.assignment_epoch != before.assignment_epoch
+    for mid in group.share_members:
+        target = group.targets.get(mid, {})
+        if mid not in before.members or before.targets.get(mid, {}) != target:
+            out.append(target_member_record(gid, mid, target))
+            targets_changed = True
+    if targets_changed:
+        out.append(target_epoch_record(gid, group.assignment_epoch))
+    for mid, m in group.share_members.items():
+        old = before.members.get(mid)
+        if old is None or (old.member_epoch, old.previous_epoch, old.assignment) != (
+            m.member_epoch,
+            m.previous_epoch,
+            m.assignment,
+        ):
+            out.append(current_assignment_record(gid, m))
+    if group.initialized != before.initialized:
+        topics: dict[str, tuple[str, set[int]]] = {}
+        for tid, p in group.initialized:
+            name = group.initialized_names.get(tid, "")
+            topics.setdefault(tid, (name, set()))[1].add(p)
+        out.append(state_partition_record(gid, topics))
+    return out
+
+
 #: (group id, [(topic id, topic name, partition)]) of partitions newly assigned
 InitializeHook = Callable[[str, list[tuple[str, str, int]]], None]
 #: (group id, member id) of a member gone
@@ -92,9 +177,19 @@ class ShareGroupHeartbeat:
         self.on_assigned: InitializeHook = lambda group_id, tps: None
         self.on_member_left: MemberLeftHook = lambda group_id, member_id: None
         self.running = True
+        self._expiring: set[asyncio.Task[None]] = set()
+
+    def on_loaded(self, group: ShareGroup) -> None:
+        """A share group read from the log by a new coordinator: its members
+        get sessions from now (those alive heartbeat on at their epochs, the
+        others expire)."""
+        for m in group.share_members.values():
+            self._schedule_session(group, m)
 
     def shutdown(self) -> None:
         self.running = False
+        for t in self._expiring:
+            t.cancel()
         for group in list(self.manager.all_groups()):
             if isinstance(group, ShareGroup):
                 for m in group.share_members.values():
@@ -137,12 +232,16 @@ class ShareGroupHeartbeat:
                         ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found."
                     )
                 async with found.lock:
-                    return self._leave(found, member_id)
+                    before = _Before.of(found)
+                    result = self._leave(found, member_id)
+                    await self._write(found, before, created=False)
+                    return result
             group = self._group_for(found, group_id, member_epoch)
             async with group.lock:
                 if group.is_in(GroupState.DEAD):
                     raise _Refused(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-                return self._heartbeat(
+                before = _Before.of(group)
+                result = self._heartbeat(
                     group,
                     member_id,
                     member_epoch,
@@ -151,8 +250,40 @@ class ShareGroupHeartbeat:
                     client_id,
                     client_host,
                 )
+                await self._write(group, before, created=group is not found)
+                return result
         except _Refused as e:
             return ShareHeartbeatResult(e.code, e.message)
+
+    async def _write(self, group: ShareGroup, before: _Before, *, created: bool) -> None:
+        """Write the change from ``before``; when the write fails put the
+        group back (a group this heartbeat made goes) and refuse with the
+        append's error."""
+        records = _records(group, before)
+        if not records:
+            return
+        code = await self.manager._append(group.group_id, records)
+        if code == ErrorCode.NONE:
+            return
+        self._restore(group, before)
+        if created:
+            self.manager.remove_group(group)
+        raise _Refused(code)
+
+    def _restore(self, group: ShareGroup, before: _Before) -> None:
+        for m in group.share_members.values():
+            if m.session is not None:
+                m.session.cancel()
+        group.group_epoch = before.group_epoch
+        group.assignment_epoch = before.assignment_epoch
+        group.targets = before.targets
+        group.initialized = before.initialized
+        group.initialized_names = before.initialized_names
+        group.topic_snapshot = before.topic_snapshot
+        group.share_members = before.members
+        for m in group.share_members.values():
+            self._schedule_session(group, m)
+        group.mirror_state(self.clock())
 
     def _group_for(
         self, found: GroupMetadata | None, group_id: str, member_epoch: int
@@ -280,6 +411,7 @@ class ShareGroupHeartbeat:
         ]
         if fresh:
             group.initialized.update((tid, p) for tid, _, p in fresh)
+            group.initialized_names.update((tid, name) for tid, name, _ in fresh)
             self.on_assigned(group.group_id, fresh)
 
     # ------------------------------------------------------------ leaving
@@ -318,4 +450,26 @@ class ShareGroupHeartbeat:
     def _expired(self, group: ShareGroup, member: ShareGroupMember) -> None:
         if group.share_members.get(member.member_id) is not member:
             return
-        self._remove(group, member, "was removed: its session timed out")
+        task = asyncio.get_running_loop().create_task(self._expire(group, member))
+        self._expiring.add(task)
+        task.add_done_callback(self._expiring.discard)
+
+    async def _expire(self, group: ShareGroup, member: ShareGroupMember) -> None:
+        async with group.lock:
+            if group.share_members.get(member.member_id) is not member or group.is_in(
+                GroupState.DEAD
+            ):
+                return
+            before = _Before.of(group)
+            self._remove(group, member, "was removed: its session timed out")
+            records = _records(group, before)
+            code = await self.manager._append(group.group_id, records)
+            if code != ErrorCode.NONE:
+                # The member is gone here all the same; a coordinator that
+                # loads the log finds it and lets its session expire again.
+                _log.warning(
+                    "share group %s: writing the removal of %s failed (error %d)",
+                    quoted(group.group_id),
+                    member.member_id,
+                    code,
+                )
