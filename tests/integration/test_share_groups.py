@@ -636,3 +636,106 @@ def test_share_group_configs(broker: BrokerProcess, tmp_path: Path) -> None:
         assert _group_configs(bootstrap, group) == configs, bad
     # The group's share partition starts at the log start: the old records come.
     assert sorted(_share_consume(bootstrap, group, topic, len(old))) == sorted(old)
+
+
+def test_share_isolation_level_and_record_limit(broker: BrokerProcess) -> None:
+    """share.isolation.level=read_committed (a group config): the share group
+    gets the committed transactions' records only — not an aborted one's, not
+    an open one's (it stops at the last stable offset) — while a
+    read_uncommitted group gets them all. ShareFetch v2 with ShareAcquireMode
+    RECORD_LIMIT (KIP-1206) acquires exactly max_records of a larger batch."""
+    ck = pytest.importorskip("confluent_kafka")
+    bootstrap = broker.bootstrap
+    topic = create_topic(bootstrap)
+    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": f"iso-{topic}"})
+    p.init_transactions(30)
+    sent: dict[str, list[str]] = {"committed": [], "aborted": [], "open": []}
+    for kind, values in (
+        ("committed", [f"c{i}" for i in range(5)]),
+        ("aborted", [f"x{i}" for i in range(5)]),
+        ("committed", [f"c{i}" for i in range(5, 10)]),
+        ("open", [f"o{i}" for i in range(3)]),
+    ):
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, v.encode(), partition=0)
+        p.flush(30)
+        if kind == "committed":
+            p.commit_transaction(30)
+        elif kind == "aborted":
+            p.abort_transaction(30)
+        sent[kind] += values
+    try:
+        groups = {}
+        for level in ("read_committed", "read_uncommitted"):
+            group = groups[level] = f"{level}-{uuid.uuid4().hex[:6]}"
+            code, message = _alter_group_config(
+                bootstrap, group,
+                {"share.isolation.level": level, "share.auto.offset.reset": "earliest"},
+            )  # fmt: skip
+            assert code == 0, message
+        assert _group_configs(bootstrap, groups["read_committed"])["share.isolation.level"] == (
+            "read_committed",
+            8,
+        )
+        committed = _share_consume(bootstrap, groups["read_committed"], topic, 10)
+        assert sorted(committed) == sorted(sent["committed"]), committed
+        everything = _share_consume(bootstrap, groups["read_uncommitted"], topic, 18)
+        assert sorted(everything) == sorted(v for vs in sent.values() for v in vs), everything
+        # Nothing past the open transaction reaches read_committed, even later.
+        late = _share_consume_for(bootstrap, groups["read_committed"], topic, 3.0)
+        assert late == [], late
+    finally:
+        p.abort_transaction(30)
+    _record_limit(bootstrap, create_topic(bootstrap))
+
+
+def _share_consume_for(bootstrap: str, group: str, topic: str, seconds: float) -> list[str]:
+    ck = pytest.importorskip("confluent_kafka")
+    c = ck.ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+    got: list[str] = []
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            got += [m.value().decode() for m in c.poll(0.3) if m.error() is None]
+    finally:
+        c.close()
+    return got
+
+
+def _record_limit(bootstrap: str, topic: str) -> None:
+    """One batch of ten records; ShareFetch v2, max_records 3: RECORD_LIMIT
+    acquires three of them, BATCH_OPTIMIZED (the next fetch of another
+    member) the whole rest of the batch."""
+    produce(bootstrap, topic, [f"r{i}" for i in range(10)], per_batch=10)
+    topic_id = _topic_id(bootstrap, topic)
+    group = f"limit-{uuid.uuid4().hex[:6]}"
+    code, message = _alter_group_config(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    assert code == 0, message
+    with KafkaConnection(bootstrap, client_id="share-test") as conn:
+        acquired: dict[str, list[tuple[int, int]]] = {}
+        for member, mode in (("m-limit", 1), ("m-batch", 0)):
+            deadline = time.monotonic() + 30
+            while True:
+                hb = conn.request(76, 1, {
+                    "group_id": group, "member_id": member, "member_epoch": 0,
+                    "rack_id": None, "subscribed_topic_names": [topic],
+                })  # fmt: skip
+                assert hb.error_code == 0, hb
+                if hb.assignment is not None and hb.assignment.topic_partitions:
+                    break
+                assert time.monotonic() < deadline, "no assignment"
+                time.sleep(0.3)
+            r = conn.request(78, 2, {
+                "group_id": group, "member_id": member, "share_session_epoch": 0,
+                "max_wait_ms": 5000, "min_bytes": 1, "max_bytes": 1 << 20,
+                "max_records": 3, "batch_size": 3, "share_acquire_mode": mode,
+                "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0}]}],
+            })  # fmt: skip
+            assert r.error_code == 0, r
+            part = r.responses[0].partitions[0]
+            assert part.error_code == 0, part
+            acquired[member] = [(a.first_offset, a.last_offset) for a in part.acquired_records]
+    # The batch's first three to the one, the other seven to the other.
+    assert acquired == {"m-limit": [(0, 2)], "m-batch": [(3, 9)]}, acquired

@@ -413,6 +413,8 @@ class ShareGroupApis:
                 max_wait_ms=body.max_wait_ms,
                 max_bytes=body.max_bytes if body.max_bytes > 0 else _INT_MAX,
                 max_records=max_records,
+                # KIP-1206 (ShareFetch v2): 1 is RECORD_LIMIT, 0 BATCH_OPTIMIZED
+                record_limit=body.share_acquire_mode == 1,
             )
             for (tid, pi), r in results.items():
                 if r.error_code or r.acquired or epoch == INITIAL_EPOCH or (tid, pi) in answers:

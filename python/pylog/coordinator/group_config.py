@@ -87,6 +87,12 @@ GROUP_CONFIG_KEYS: dict[str, GroupConfigKey] = {
             "Where a share partition starts when the group first uses it.",
             choices=("latest", "earliest"),
         ),
+        GroupConfigKey(
+            "share.isolation.level",
+            "",
+            "read_committed: the share group delivers only committed transactional records.",
+            choices=("read_uncommitted", "read_committed"),
+        ),
     )
 }
 

@@ -131,3 +131,27 @@ def test_acknowledging_past_what_was_delivered_is_refused_at_once() -> None:
     assert p.acknowledge("a", [(0, 2**62, [GAP])]) == ErrorCode.INVALID_RECORD_STATE
     assert p.acknowledge("a", [(-(2**62), 1, [ACCEPT])]) == 0  # below the start: ignored
     assert p.start_offset == 2
+
+
+def test_record_limit_acquires_no_more_than_max_records() -> None:
+    """KIP-1206's RECORD_LIMIT: the last batch is split, its rest stays
+    available for the next acquisition (at the next delivery count 1)."""
+    p = sp()
+    got, _, used = p.acquire("a", [(0, 4), (5, 9)], max_records=7, record_limit=True)
+    assert got == [(0, 6, 1)] and used == 2
+    assert p.next_fetch_offset() == 7
+    got_b, _, _ = p.acquire("b", [(5, 9)], max_records=100, record_limit=True)
+    assert got_b == [(7, 9, 1)]
+    assert p.in_flight[5].member_id == "a" and p.in_flight[8].member_id == "b"
+
+
+def test_aborted_batches_are_archived_not_delivered() -> None:
+    """share.isolation.level=read_committed: an aborted transaction's batch
+    is archived as it is reached; the start offset moves past it when it is
+    at the head, and later batches are delivered."""
+    p = sp()
+    got, _, used = p.acquire("a", [(0, 2), (3, 5), (6, 6)], 100, aborted=frozenset({0}))
+    assert got == [(3, 6, 1)] and used == 3
+    assert p.start_offset == 3 and 0 not in p.in_flight
+    assert p.acknowledge("a", [(3, 6, [ACCEPT])]) == 0
+    assert p.start_offset == 7 and not p.in_flight

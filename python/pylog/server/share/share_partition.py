@@ -182,13 +182,25 @@ class SharePartition:
             self._advance_start()
 
     def acquire(
-        self, member_id: str, batches: Iterable[tuple[int, int]], max_records: int
+        self,
+        member_id: str,
+        batches: Iterable[tuple[int, int]],
+        max_records: int,
+        *,
+        record_limit: bool = False,
+        aborted: frozenset[int] = frozenset(),
     ) -> tuple[list[tuple[int, int, int]], int, int]:
         """Acquire for ``member_id`` the available records of ``batches``
         ((base offset, last offset) of the fetched log batches, in order), a
-        whole batch at a time, until ``max_records`` are acquired. Returns
-        the acquired runs (first, last, delivery count), the lock id their
-        timer must name, and how many leading batches were used."""
+        whole batch at a time, until ``max_records`` are acquired; with
+        ``record_limit`` (KIP-1206's ShareAcquireMode RECORD_LIMIT) no more
+        than ``max_records``, the rest of the last batch left available.
+        Records of the batches whose base offsets are in ``aborted`` (an
+        aborted transaction's, under ``share.isolation.level=read_committed``)
+        are archived, never delivered (Kafka's
+        filterAbortedTransactionalAcquiredRecords). Returns the acquired runs
+        (first, last, delivery count), the lock id their timer must name, and
+        how many leading batches were used."""
         self._lock_ids += 1
         lock_id = self._lock_ids
         out: list[tuple[int, int, int]] = []
@@ -204,10 +216,16 @@ class SharePartition:
                     # Too many in flight: new records wait for the start to move.
                     full = True
                     break
+                if record_limit and taken >= max_records:
+                    full = True  # the rest of the batch stays available
+                    break
                 e = self.in_flight.get(o)
                 if e is None:
                     e = self.in_flight[o] = _InFlight(RecordState.AVAILABLE, 0)
                 elif e.state is not RecordState.AVAILABLE:
+                    continue
+                if base in aborted:
+                    e.state = RecordState.ARCHIVED
                     continue
                 e.state = RecordState.ACQUIRED
                 e.delivery_count += 1
@@ -222,6 +240,8 @@ class SharePartition:
                 self.end_offset = max(self.end_offset, o)
                 break
             self.end_offset = max(self.end_offset, last + 1)
+        if aborted:
+            self._advance_start()  # archived records at the head move the start
         return out, lock_id, used
 
     # ------------------------------------------------------------ acknowledging

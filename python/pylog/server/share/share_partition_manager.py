@@ -37,6 +37,7 @@ from pylog.common.topic_partition import TopicPartition
 from pylog.common.utils.time import Clock, now_ms
 from pylog.errors import ErrorCode, KafkaError
 from pylog.log.log import FetchIsolation
+from pylog.log.transaction_index import AbortedTxn
 from pylog.logsafe import quoted
 from pylog.records import FileRecords
 from pylog.server.config import KafkaConfig
@@ -299,14 +300,17 @@ class SharePartitionManager:
         max_wait_ms: int,
         max_bytes: int,
         max_records: int,
+        record_limit: bool = False,
     ) -> dict[tuple[str, int], ShareFetchPartitionResult]:
+        """``record_limit``: KIP-1206's ShareAcquireMode RECORD_LIMIT, no
+        more than ``max_records`` acquired even within a batch."""
         wanted = list(parts)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, max_wait_ms) / 1000
         while True:
             released = self._released
             results, waits = await self._fetch_once(
-                group_id, member_id, wanted, max_bytes, max_records
+                group_id, member_id, wanted, max_bytes, max_records, record_limit
             )
             got = any(r.acquired for r in results.values())
             remaining = deadline - loop.time()
@@ -315,7 +319,7 @@ class SharePartitionManager:
             await self._wait(waits, released, remaining)
             if loop.time() >= deadline:
                 results, _ = await self._fetch_once(
-                    group_id, member_id, wanted, max_bytes, max_records
+                    group_id, member_id, wanted, max_bytes, max_records, record_limit
                 )
                 return results
 
@@ -350,8 +354,17 @@ class SharePartitionManager:
         wanted: list[tuple[str, TopicPartition]],
         max_bytes: int,
         max_records: int,
+        record_limit: bool = False,
     ) -> tuple[dict[tuple[str, int], ShareFetchPartitionResult], list[FetchPartitionRequest]]:
         out: dict[tuple[str, int], ShareFetchPartitionResult] = {}
+        # share.isolation.level (a group config): read_committed reads up to
+        # the last stable offset and never delivers an aborted transaction's
+        # records.
+        committed = (
+            self.group_config(group_id).get("share.isolation.level", "read_uncommitted")
+            == "read_committed"
+        )
+        isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
         waits: list[FetchPartitionRequest] = []
         bytes_left = max_bytes
         records_left = max_records
@@ -378,7 +391,7 @@ class SharePartitionManager:
                 continue
             offset = sp.next_fetch_offset()
             req = FetchPartitionRequest(tp, offset, bytes_left)
-            params = FetchParams(max_bytes=bytes_left, isolation=FetchIsolation.HIGH_WATERMARK)
+            params = FetchParams(max_bytes=bytes_left, isolation=isolation)
             read = self.replica_manager.read_from_local_log(params, [req])[0]
             if read.error_code:
                 res.error_code = read.error_code
@@ -388,8 +401,13 @@ class SharePartitionManager:
                 waits.append(FetchPartitionRequest(tp, offset, 1))
                 continue
             infos = _batch_infos(records)
+            aborted = _aborted_batches(infos, read.aborted_transactions or [])
             acquired, lock_id, used = sp.acquire(
-                member_id, [(i.base_offset, i.last_offset) for i in infos], records_left
+                member_id,
+                [(i.base_offset, i.last_offset) for i in infos],
+                records_left,
+                record_limit=record_limit,
+                aborted=aborted,
             )
             if not acquired:
                 waits.append(FetchPartitionRequest(tp, max(sp.end_offset, offset), 1))
@@ -407,6 +425,27 @@ class SharePartitionManager:
             bytes_left -= size
             self._lock_timer(sp, [o for a, b, _ in acquired for o in range(a, b + 1)], lock_id)
         return out, waits
+
+
+def _aborted_batches(infos: list[_native.BatchInfo], aborted: list[AbortedTxn]) -> frozenset[int]:
+    """Base offsets of the data batches of aborted transactions: a
+    transactional batch of a producer with an aborted transaction whose range
+    (first offset to its ABORT marker) holds the batch."""
+    if not aborted:
+        return frozenset()
+    by_producer: dict[int, list[AbortedTxn]] = {}
+    for t in aborted:
+        by_producer.setdefault(t.producer_id, []).append(t)
+    return frozenset(
+        i.base_offset
+        for i in infos
+        if i.is_transactional
+        and not i.is_control
+        and any(
+            t.first_offset <= i.base_offset <= t.last_offset
+            for t in by_producer.get(i.producer_id, ())
+        )
+    )
 
 
 def _batch_infos(records: FileRecords | bytes) -> list[_native.BatchInfo]:
