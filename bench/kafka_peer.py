@@ -822,6 +822,139 @@ def consume_txn_row(isolation: str) -> Callable[[Peer, Bench], float]:
     return run
 
 
+def _members_hold(members: list[Consumer], partitions: int, deadline: float) -> None:
+    """Poll the members in turn until they hold every partition once, each
+    member some; TimeoutError past ``deadline``."""
+    while time.perf_counter() < deadline:
+        owned = [m.assignment() for m in members]
+        flat = [(tp.topic, tp.partition) for a in owned for tp in a]
+        if all(owned) and len(flat) == partitions == len(set(flat)):
+            return
+        for m in members:
+            m.poll(0.02)
+    raise TimeoutError(f"{len(members)} members never held the {partitions} partitions")
+
+
+def _group_consumers(peer: Peer, group: str, n: int, **extra: Any) -> list[Consumer]:
+    conf = {
+        "bootstrap.servers": peer.bootstrap,
+        "group.id": group,
+        "group.protocol": "consumer",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "logger": _quiet(),
+        **extra,
+    }
+    return [Consumer(conf) for _ in range(n)]
+
+
+def group848_join(peer: Peer, b: Bench) -> float:
+    """KIP-848 (group.protocol=consumer, both brokers' default heartbeat
+    interval): three confluent-kafka members hold a 64-partition topic; a
+    fourth subscribes. Seconds until the four hold every partition once."""
+    topic, group = b.topic("g848"), b.topic("g848-group")
+    peer.create_topic(topic, 64)
+    members = _group_consumers(peer, group, 3)
+    try:
+        for m in members:
+            m.subscribe([topic])
+        _members_hold(members, 64, time.perf_counter() + 90)
+        new = _group_consumers(peer, group, 1)[0]
+        members.append(new)
+        b.clock(peer)
+        new.subscribe([topic])
+        _members_hold(members, 64, time.perf_counter() + 90)
+        t = b.clock(peer)
+    finally:
+        for m in members:
+            m.close()
+    peer.delete_topic(topic)
+    return t
+
+
+def group848_consume(peer: Peer, b: Bench) -> float:
+    """Four KIP-848 members read a 64-partition topic of 1 KiB records from
+    its start: MB/s from the first record to the last (one thread polls the
+    four in turn)."""
+    topic, n = b.dataset(peer, 64)
+    members = _group_consumers(
+        peer,
+        b.topic("g848-read"),
+        4,
+        **{"fetch.max.bytes": 64 * MiB, "queued.min.messages": 1_000_000},
+    )
+    got = 0
+    first = 0.0
+    try:
+        for m in members:
+            m.subscribe([topic])
+        deadline = time.perf_counter() + 120
+        while got < n and time.perf_counter() < deadline:
+            for m in members:
+                msgs = m.consume(num_messages=10_000, timeout=0.02)
+                if msgs and not first:
+                    first = time.perf_counter()
+                    b.clock(peer)
+                got += sum(1 for x in msgs if x.error() is None)
+        t = b.clock(peer)
+    finally:
+        for m in members:
+            m.close()
+    if got < n:
+        raise RuntimeError(f"read {got} of {n} records")
+    return n * KiB / t / 1e6
+
+
+def share_ack(peer: Peer, b: Bench) -> float:
+    """A share group of four confluent-kafka ShareConsumers (implicit
+    acknowledgement) on a 4-partition topic of 1 KiB records, from its start
+    (the group's share.auto.offset.reset=earliest): k records/s delivered and
+    acknowledged, from the first record to the last."""
+    from confluent_kafka import ShareConsumer
+
+    from pylog.protocol.client import KafkaConnection
+
+    topic, n = b.dataset(peer, 4)
+    group = b.topic("share-read")
+    with KafkaConnection(peer.bootstrap, client_id="bench") as conn:
+        r = conn.request(44, 1, {"resources": [{
+            "resource_type": 32, "resource_name": group,
+            "configs": [{"name": "share.auto.offset.reset", "config_operation": 0,
+                         "value": "earliest"}],
+        }], "validate_only": False})  # fmt: skip
+        if r.responses[0].error_code:  # type: ignore[attr-defined]
+            raise RuntimeError(f"group config refused: {r.responses[0]}")  # type: ignore[attr-defined]
+    members = [
+        ShareConsumer(
+            {"bootstrap.servers": peer.bootstrap, "group.id": group, "logger": _quiet(),
+             "max.poll.records": 2000}
+        )
+        for _ in range(4)
+    ]  # fmt: skip
+    got = 0
+    first = 0.0
+    try:
+        for m in members:
+            m.subscribe([topic])
+        deadline = time.perf_counter() + 120
+        while got < n and time.perf_counter() < deadline:
+            for m in members:
+                msgs = m.poll(0.02)
+                if msgs and not first:
+                    first = time.perf_counter()
+                    b.clock(peer)
+                got += sum(1 for x in msgs if x.error() is None)
+        for m in members:
+            m.poll(0.05)  # the last records' implicit acknowledgement
+        t = b.clock(peer)
+    finally:
+        for m in members:
+            m.close()
+    if got < n:
+        raise RuntimeError(f"read {got} of {n} records")
+    return n / t / 1e3
+
+
 def kcat_consume(peer: Peer, b: Bench) -> float:
     topic, n = b.dataset(peer, 1)
     opts = ["-o", "beginning", "-e", "-q", "-c", str(n), "-f", "%s"]
@@ -1091,6 +1224,28 @@ for _iso in ("read_committed", "read_uncommitted"):
         True,
         consume_txn_row(_iso),
     )
+# Issue 23: a KIP-848 group of four over 64 partitions, and a share group of four.
+row(
+    "g848-join",
+    "KIP-848 group, a 4th member joins 3 on 64 partitions: s to a full assignment",
+    "s",
+    False,
+    group848_join,
+)
+row(
+    "g848-consume",
+    "KIP-848 group of 4 consumes 64 partitions of 1 KiB (confluent-kafka)",
+    "MB/s",
+    True,
+    group848_consume,
+)
+row(
+    "share-4",
+    "share group of 4 ShareConsumers, 4 partitions of 1 KiB, acknowledged (confluent-kafka)",
+    "k rec/s",
+    True,
+    share_ack,
+)
 row("kcat-consume", "consume 1 KiB, 1 partition (kcat -C)", "MB/s", True, kcat_consume)
 row(
     "perf-consume",
