@@ -16,6 +16,7 @@ each page is saved under the session's base temp directory
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -595,10 +596,68 @@ def test_a_broker_serves_the_console_read_only(
     assert _text(page, "#broker-count") == "3"
     assert _text(page, "#controller") == str(cluster.controller())
     assert page.locator("#read-only").count() == 1
+    # The broker's console reads the broker's own ZooKeeper: the ensemble
+    # (srvr) and the cluster's znodes.
+    assert _text(page, "#zk-controller").startswith(str(cluster.controller()))
+    assert _text(page, "#zk-brokers") == "1, 2, 3"
+    [server] = _rows(page, "zookeeper-servers")
+    assert server[1] == "standalone" and int(server[5]) > 10, server  # mode, znodes
     page.goto(url + "/topics")
     assert page.locator("form[method=post]").count() == 0
     assert page.locator(f"#topics tr[data-topic='{name}']").count() == 1
     page.screenshot(path=shots / "pylog-broker-console-topics.png", full_page=True)
+
+
+def test_reassignment_progress_on_the_cluster_page(
+    page: Any, console: ConsoleProcess, cluster: LocalCluster, shots: Path, workdir: Path
+) -> None:
+    """A replica added by `pylog reassign-partitions --execute --throttle`
+    copies 4 MiB at 256 KB/s: the cluster page shows the partition, the
+    replica being added and how much of the leader it holds; once it caught
+    up (the throttle lifted) the page says no partition is being moved."""
+    from confluent_kafka import Producer
+
+    name = topic_name("moving")
+    with ClusterClient(cluster.bootstrap_servers) as client:
+        (result,) = client.create_topics(
+            [{"name": name, "num_partitions": -1, "replication_factor": -1,
+              "assignments": [{"partition_index": 0, "broker_ids": [1]}], "configs": []}]
+        )  # fmt: skip
+        assert result.error_code == 0
+    cluster.wait_for_leader(name)
+    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 20})
+    value = os.urandom(1024)
+    for _ in range(4096):
+        p.produce(name, value, partition=0)
+    assert p.flush(60) == 0
+    plan = workdir / f"{name}.json"
+    moves = [{"topic": name, "partition": 0, "replicas": [1, 2]}]
+    plan.write_text(json.dumps({"version": 1, "partitions": moves}))
+    cli = [PYLOG, "reassign-partitions", "--bootstrap-server", cluster.bootstrap_servers,
+           "--reassignment-json-file", str(plan)]  # fmt: skip
+    done = subprocess.run([*cli, "--execute", "--throttle", "262144"], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page.goto(console.url + "/cluster")
+    row = page.locator(f"#reassignments tr[data-partition='{name}-0']")
+    assert row.count() == 1, page.content()[-3000:]
+    cells = _rows(page, "reassignments")[0]
+    assert cells[1] == "1, 2" and cells[2] == "2" and cells[4] == "1", cells
+    bar = row.locator(".progress[data-broker='2'] progress")
+    if bar.count():  # the new replica's broker has its log dir already
+        assert 0 <= int(bar.get_attribute("value") or "-1") < 100
+    page.screenshot(path=shots / "pylog-cluster-reassignment.png", full_page=True)
+    # The throttle rises (Kafka's --additional --throttle on a move in
+    # progress); --verify clears it once the move is done.
+    done = subprocess.run([*cli, "--execute", "--additional", "--throttle", "1000000000"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    deadline = time.monotonic() + DEADLINE_S
+    while page.locator("#no-reassignments").count() == 0:
+        assert time.monotonic() < deadline, "the reassignment never finished"
+        time.sleep(1)
+        page.goto(console.url + "/cluster")
+    subprocess.run([*cli, "--verify"], capture_output=True, text=True, timeout=120)
 
 
 def test_topic_deleted_through_the_page(page: Any, console: ConsoleProcess) -> None:

@@ -29,6 +29,7 @@ from pylog.cli.client import (
 )
 from pylog.cli.consumer import ConsumedRecord, Consumer, ConsumerSettings
 from pylog.cli.producer import Producer, ProducerSettings
+from pylog.cli.reassign_partitions import list_reassignments
 from pylog.console.security_admin import (
     AclSpec,
     AclsView,
@@ -43,6 +44,7 @@ from pylog.console.security_admin import (
     describe_scram_users,
     upsert_scram_user,
 )
+from pylog.console.zookeeper_state import ZooKeeperView, zookeeper_state
 from pylog.coordinator.records import assigned_partitions
 from pylog.errors import KafkaError, UnsupportedVersionError
 from pylog.protocol import ApiKey
@@ -122,6 +124,33 @@ class BrokerView:
 
 
 @dataclass
+class ReplicaProgress:
+    broker: int
+    size: int | None  # bytes of its copy so far (None: its broker did not say)
+
+    def percent(self, leader_size: int | None) -> int | None:
+        """How much of the leader's bytes the new replica holds, 0-100."""
+        if self.size is None or not leader_size:
+            return None if self.size is None else 100
+        return min(100, self.size * 100 // leader_size)
+
+
+@dataclass
+class ReassignmentView:
+    """A partition being reassigned (ListPartitionReassignments), with how
+    far each replica it is adding has copied the leader (DescribeLogDirs)."""
+
+    topic: str
+    partition: int
+    replicas: list[int]
+    adding: list[int]
+    removing: list[int]
+    leader: int
+    leader_size: int | None
+    progress: list[ReplicaProgress] = field(default_factory=list)
+
+
+@dataclass
 class ClusterView:
     cluster_id: str | None
     controller_id: int
@@ -132,6 +161,9 @@ class ClusterView:
     partitions: int
     under_replicated: int
     offline: int
+    reassignments: list[ReassignmentView] = field(default_factory=list)
+    reassignments_error: str | None = None
+    zookeeper: ZooKeeperView | None = None
 
 
 @dataclass
@@ -259,7 +291,9 @@ def _error_text(e: BaseException) -> str:
 
 
 class ConsoleAdmin:
-    """The console's one connection to the cluster, shared by its pages."""
+    """The console's one connection to the cluster, shared by its pages.
+    ``zookeeper``: the cluster's ZooKeeper connect string, when the cluster
+    page should show its state (a Kafka client cannot see it otherwise)."""
 
     def __init__(
         self,
@@ -268,8 +302,10 @@ class ConsoleAdmin:
         security: ClientSecurity | None = None,
         timeout_ms: int = 15_000,
         client_id: str = "pylog-console",
+        zookeeper: str | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.zookeeper = zookeeper
         self.security = security or ClientSecurity()
         self.timeout_ms = timeout_ms
         self.client_id = client_id
@@ -348,16 +384,22 @@ class ConsoleAdmin:
     # -------------------------------------------------- cluster
 
     def cluster(self) -> ClusterView:
-        return self._call(self._cluster)
+        view = self._call(self._cluster)
+        if self.zookeeper:
+            view.zookeeper = zookeeper_state(self.zookeeper, self.timeout_ms / 1000)
+        return view
 
     def _cluster(self, client: ConsoleClient) -> ClusterView:
         meta = client.metadata(None)
         brokers: list[BrokerView] = []
         versions: dict[int, dict[int, tuple[int, int]]] = {}
+        # (broker, topic, partition) -> bytes of each replica
+        copies: dict[tuple[int, str, int], int] = {}
         for b in sorted(meta.brokers):
             host, port = meta.brokers[b]
             view = BrokerView(b, host, port, meta.racks.get(b), b == meta.controller_id)
             brokers.append(view)
+
             try:
                 versions[b] = client.api_versions(b)
                 view.api_count = len(versions[b])
@@ -371,6 +413,10 @@ class ConsoleAdmin:
                     for f in resp.get("finalized_features") or []
                 ]
                 for d in self._log_dirs(client, b):
+                    for t in d.topics:
+                        for p in t.partitions:
+                            if not p.is_future_key:
+                                copies[(b, t.name, p.partition_index)] = p.partition_size
                     size = sum(p.partition_size for t in d.topics for p in t.partitions)
                     total = d.get("total_bytes", -1)
                     usable = d.get("usable_bytes", -1)
@@ -395,7 +441,7 @@ class ConsoleAdmin:
             apis.append((name, k, {b: versions[b].get(k) for b in versions}))
         parts = [p for t in meta.topics.values() for p in t.partitions.values()]
         under, offline = _partition_counts({i: p for i, p in enumerate(parts)})
-        return ClusterView(
+        out = ClusterView(
             meta.cluster_id,
             meta.controller_id,
             brokers,
@@ -405,6 +451,29 @@ class ConsoleAdmin:
             under,
             offline,
         )
+        try:
+            ongoing = list_reassignments(client)
+        except KafkaError as e:
+            out.reassignments_error = _error_text(e)
+            ongoing = {}
+        for (topic, p), o in sorted(ongoing.items()):
+            known = meta.topics.get(topic)
+            pm = known.partitions.get(p) if known is not None else None
+            leader = pm.leader if pm is not None else -1
+
+            r = ReassignmentView(
+                topic,
+                p,
+                o.replicas,
+                o.adding,
+                o.removing,
+                leader,
+                copies.get((leader, topic, p)),
+            )
+            for b in o.adding:
+                r.progress.append(ReplicaProgress(b, copies.get((b, topic, p))))
+            out.reassignments.append(r)
+        return out
 
     # -------------------------------------------------- topics
 

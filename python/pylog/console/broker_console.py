@@ -43,7 +43,13 @@ class BrokerConsole:
         self.host = config.get("console.host") or config.listeners[0].host or "127.0.0.1"
         self.port = int(config.get("console.port"))
         self.read_only = bool(config.get("console.read.only"))
-        self._admin = ConsoleAdmin(self.bootstrap, client_id=f"pylog-console-{config.broker_id}")
+        zk = config.get("zookeeper.connect")
+        self._admin = ConsoleAdmin(
+            self.bootstrap,
+            client_id=f"pylog-console-{config.broker_id}",
+            # The broker's own ensemble: the cluster page shows its state.
+            zookeeper=str(zk) if zk else None,
+        )
         app = create_app(self._admin, ConsoleSettings(read_only=self.read_only))
         self._server = _Server(
             uvicorn.Config(

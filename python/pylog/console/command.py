@@ -49,6 +49,13 @@ DEFAULT_PORT = 9021  # the port Kafka operators know a web console on
     help="Pages reload themselves every N seconds (0: never).",
 )
 @click.option(
+    "--zookeeper",
+    default=None,
+    metavar="HOST:PORT[/CHROOT]",
+    help="The cluster's ZooKeeper (ZooKeeper mode): the cluster page shows the ensemble "
+    "and the cluster's znodes.",
+)
+@click.option(
     "--lag-interval",
     "lag_interval_s",
     type=click.FloatRange(min=0),
@@ -66,6 +73,7 @@ def console(
     sign_in: bool,
     refresh_s: int,
     lag_interval_s: float,
+    zookeeper: str | None,
 ) -> None:
     """Serve the web console: the cluster, topics, messages and consumer
     groups of any Kafka-protocol cluster, on http://HOST:PORT/."""
@@ -90,6 +98,7 @@ def console(
         ",".join(bootstrap_list(bootstrap_server)),
         security=security,
         timeout_ms=request_timeout_ms,
+        zookeeper=zookeeper,
     )
     app = create_app(
         admin,
