@@ -106,9 +106,11 @@ def kafka_path(where: Path) -> Path:
     bin_dir = where / "kafka" / "bin"
     bin_dir.mkdir(parents=True)
     java = " ".join(shlex.quote(a) for a in ["java", *TOOL_JVM, "-cp", f"{kafka_libs()}/*"])
-    script = bin_dir / "kafka-topics.sh"
-    script.write_text(f'#!/bin/sh\nexec {java} {TOOLS["kafka-topics"]} "$@"\n')
-    script.chmod(0o755)
+    # kafka-acls.sh: the `acls` group's deny ACLs (0109, 0115, 0119).
+    for tool in ("kafka-topics", "kafka-acls"):
+        script = bin_dir / f"{tool}.sh"
+        script.write_text(f'#!/bin/sh\nexec {java} {TOOLS[tool]} "$@"\n')
+        script.chmod(0o755)
     # java/run-class.sh (the suite's Java helpers) runs this with CLASSPATH
     # naming the helpers' directory, as Kafka's own script takes it.
     run_class = bin_dir / "kafka-run-class.sh"
@@ -141,6 +143,7 @@ def run_suite(
     where: Path,
     parallel: int = 2,
     brokers: int = 1,
+    extra: dict[str, object] | None = None,
 ) -> tuple[dict[str, str], str]:
     """Runs the tests ``names`` of one scenario against a fresh broker (or
     ``brokers`` of them, a ZooKeeper cluster), ``parallel`` at once: each
@@ -153,6 +156,7 @@ def run_suite(
         # Kafka's default: the suite's group tests have their members join
         # within it, as they do against Kafka (0118 depends on it).
         "group.initial.rebalance.delay.ms": 3000,
+        **(extra or {}),
     }
     if brokers > 1:
         cluster = LocalCluster(brokers, overrides, directory=str(where / "cluster"))
@@ -237,19 +241,29 @@ def run_group(group: str, where: Path) -> None:
     scenario = "noautocreate" if group == "noautocreate" else "default"
     names = [e.name for e in curated() if e.verdict == "run" and e.scenario == group]
     brokers = 3 if group == "cluster" else 1
+    # "acls": an authorizer that lets everyone do what no ACL names, as the
+    # suite's own clusters do, so that the tests' deny ACLs are what bites.
+    extra: dict[str, object] = (
+        {
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "allow.everyone.if.no.acl.found": "true",
+        }
+        if group == "acls"
+        else {}
+    )
     if group == "cluster":
         java_helpers(src)
     # Most of a test's time is waiting (session timeouts, poll intervals), so
     # four at once finish in 0.6 of the time two take.
-    parallel = 1 if group in ("serial", "cluster") else 4
-    results, text = run_suite(src, names, scenario, where / "run", parallel, brokers)
+    parallel = 1 if group in ("serial", "cluster", "acls") else 4
+    results, text = run_suite(src, names, scenario, where / "run", parallel, brokers, extra)
     failed = sorted(n for n, s in results.items() if s != "PASSED")
     if failed:
         # Some of the suite's tests bound their waits by a few seconds (on a
         # machine whose two cores other work shares), and a test that times
         # out stops the runner (the rest never start): those run once more,
         # one at a time, on a fresh broker, and are named.
-        again, retry = run_suite(src, failed, scenario, where / "rerun", 1, brokers)
+        again, retry = run_suite(src, failed, scenario, where / "rerun", 1, brokers, extra)
         still = sorted(n for n, s in again.items() if s != "PASSED")
         assert still == [], f"{group}: failed twice: {still}\n{failures(retry)}\n{failures(text)}"
         warnings.warn(f"librdkafka tests passed only when run again: {failed}", stacklevel=1)
@@ -258,8 +272,8 @@ def run_group(group: str, where: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "groups", [("default", "serial"), ("noautocreate",), ("cluster",)],
-    ids=["default+serial", "noautocreate", "cluster"],
+    "groups", [("default", "serial"), ("noautocreate", "acls"), ("cluster",)],
+    ids=["default+serial", "noautocreate+acls", "cluster"],
 )  # fmt: skip
 def test_librdkafka_own_tests(groups: tuple[str, ...], tmp_path: Path) -> None:
     # "serial": the default scenario one test at a time, for the tests whose
@@ -267,7 +281,8 @@ def test_librdkafka_own_tests(groups: tuple[str, ...], tmp_path: Path) -> None:
     # another test's socket that reuses the number when two run at once in one
     # runner; a second runner process (its own broker) beside the default
     # group's does not share its sockets, so the two groups run side by side.
-    # "cluster": the default scenario on three brokers, one test at a time.
+    # "cluster": the default scenario on three brokers, one test at a time;
+    # "acls" on a broker with an authorizer, beside "noautocreate".
     with ThreadPoolExecutor(len(groups)) as pool:
         done = [pool.submit(run_group, g, tmp_path / g) for g in groups]
         errors = [str(e) for f in done if (e := f.exception()) is not None]

@@ -74,10 +74,11 @@ __all__ = [
 
 _log = logging.getLogger("pylog.server")
 
-B, I, L, S, LS, P = (  # noqa: E741  (short type names keep the table one key per line)
+B, I, L, D, S, LS, P = (  # noqa: E741  (short type names keep the table one key per line)
     ConfigType.BOOLEAN,
     ConfigType.INT,
     ConfigType.LONG,
+    ConfigType.DOUBLE,
     ConfigType.STRING,
     ConfigType.LIST,
     ConfigType.PASSWORD,
@@ -185,6 +186,22 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
               "must re-authenticate (KIP-368); 0: unbounded. Also per listener and "
               "mechanism: listener.name.<l>.<mechanism>.connections.max.reauth.ms.",
               AtLeast(0), "medium"),
+    # Kafka's GSSAPI (Kerberos) settings, dynamic in Kafka (its
+    # DynamicListenerConfig): accepted and stored so that configuration
+    # tools and clients that set them are answered as Kafka answers; pylog
+    # has no GSSAPI, so they change nothing.
+    ConfigKey("sasl.kerberos.service.name", S, None, "Accepted for compatibility: no GSSAPI "
+              "here.", None, "medium"),
+    ConfigKey("sasl.kerberos.kinit.cmd", S, "/usr/bin/kinit", "Accepted for compatibility: "
+              "no GSSAPI here.", None, "low"),
+    ConfigKey("sasl.kerberos.ticket.renew.window.factor", D, 0.8, "Accepted for "
+              "compatibility: no GSSAPI here.", None, "low"),
+    ConfigKey("sasl.kerberos.ticket.renew.jitter", D, 0.05, "Accepted for compatibility: no "
+              "GSSAPI here.", None, "low"),
+    ConfigKey("sasl.kerberos.min.time.before.relogin", L, 60_000, "Accepted for "
+              "compatibility: no GSSAPI here.", None, "low"),
+    ConfigKey("sasl.kerberos.principal.to.local.rules", LS, ("DEFAULT",), "Accepted for "
+              "compatibility: no GSSAPI here.", None, "medium"),
     ConfigKey("connection.failed.authentication.delay.ms", I, 100, "Delay before answering "
               "a failed authentication (and closing), which slows password guessing.",
               AtLeast(0), "low"),

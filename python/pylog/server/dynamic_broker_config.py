@@ -103,6 +103,13 @@ _REPLICATION_QUOTA_KEYS = frozenset(
      "replica.alter.log.dirs.io.max.bytes.per.second"}
 )  # fmt: skip
 
+# DynamicListenerConfig's SASL keys pylog has (GSSAPI's, stored, inert here).
+_SASL_KEYS = frozenset(
+    {"sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd",
+     "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
+     "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules"}
+)  # fmt: skip
+
 #: Every key a dynamic layer may hold (Kafka's DynamicBrokerConfig.AllDynamicConfigs,
 #: as far as pylog has the keys).
 DYNAMIC_BROKER_CONFIGS = frozenset(
@@ -113,6 +120,7 @@ DYNAMIC_BROKER_CONFIGS = frozenset(
     | _SOCKET_KEYS
     | _PRODUCER_STATE_KEYS
     | _REPLICATION_QUOTA_KEYS
+    | _SASL_KEYS
     if k in ALL_BROKER_CONFIG
 )
 
