@@ -33,6 +33,7 @@ import pytest
 from broker_process import BrokerProcess
 from client_programs import TESTS, cache_dir
 from kafka_tools import TOOL_JVM, TOOLS, kafka_libs
+from security_support import listener_ports, plain_jaas
 
 from pylog.testing.cluster import LocalCluster
 
@@ -50,6 +51,8 @@ SUMMARY = re.compile(
     r"^\|\s*(\d{4}_\w+)\s*\|\s*(PASSED|FAILED|SKIPPED|RUNNING|DNS)\s*\|(.*)$", re.M
 )
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# The `sasl` group's one PLAIN user.
+SASL_USER = ("rdkafka", "rdkafka-secret")
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ def run_suite(
     parallel: int = 2,
     brokers: int = 1,
     extra: dict[str, object] | None = None,
+    quick: bool = True,
 ) -> tuple[dict[str, str], str]:
     """Runs the tests ``names`` of one scenario against a fresh broker (or
     ``brokers`` of them, a ZooKeeper cluster), ``parallel`` at once: each
@@ -158,14 +162,22 @@ def run_suite(
         "group.initial.rebalance.delay.ms": 3000,
         **(extra or {}),
     }
+    sasl_ports: list[int] = []
     if brokers > 1:
         cluster = LocalCluster(brokers, overrides, directory=str(where / "cluster"))
         cluster.start()
         bootstrap = cluster.bootstrap_servers
         stop = cluster.close
+        sasl_ports = [
+            b.listener_ports["SASL_PLAINTEXT"]
+            for b in cluster.brokers.values()
+            if "SASL_PLAINTEXT" in b.listener_ports
+        ]
     else:
         broker = BrokerProcess(where / "data", overrides, log_path=where / "broker.log").start()
         bootstrap = broker.bootstrap
+        ports = listener_ports(broker.start_line)
+        sasl_ports = [ports["SASL_PLAINTEXT"]] if "SASL_PLAINTEXT" in ports else []
 
         def stop() -> None:
             broker.stop(signal.SIGKILL)
@@ -173,7 +185,15 @@ def run_suite(
     conf = where / "test.conf"
     # The suite's timeouts are upper bounds, doubled here as its test.conf
     # example suggests for slow machines (two cores shared with other work).
-    conf.write_text(f"bootstrap.servers={bootstrap}\ntest.timeout.multiplier=2\n")
+    lines = [f"bootstrap.servers={bootstrap}", "test.timeout.multiplier=2"]
+    if sasl_ports:
+        # The clients under test use the SASL listeners (PLAIN, a user of the
+        # brokers' JAAS); kafka-topics.sh (BROKERS) the PLAINTEXT ones.
+        user, password = SASL_USER
+        lines[0] = "bootstrap.servers=" + ",".join(f"127.0.0.1:{p}" for p in sasl_ports)
+        lines += ["security.protocol=SASL_PLAINTEXT", "sasl.mechanism=PLAIN",
+                  f"sasl.username={user}", f"sasl.password={password}"]  # fmt: skip
+    conf.write_text("".join(f"{line}\n" for line in lines))
     numbers = sorted({n.split("_", 1)[0] for n in names})
     # The runner works in a tests/ directory beside the library's src/ (0053
     # reads ../src/statistics_schema.json); its stats files land there.
@@ -189,7 +209,7 @@ def run_suite(
                 # once. Line-buffered, so the summary is there even when the
                 # runner aborts on a failure, as it does.
                 ["stdbuf", "-oL", str(src / "tests" / "test-runner"),
-                 "-L", "-Q", f"-p{parallel}", "-s", scenario],
+                 "-L", *(["-Q"] if quick else []), f"-p{parallel}", "-s", scenario],
                 stdout=out, stderr=subprocess.STDOUT, cwd=where / "tests", timeout=15 * 60,
                 env={
                     **os.environ, "TESTS": ",".join(numbers), "TEST_KAFKA_VERSION": KAFKA_VERSION,
@@ -240,30 +260,44 @@ def run_group(group: str, where: Path) -> None:
     src = suite_dir()
     scenario = "noautocreate" if group == "noautocreate" else "default"
     names = [e.name for e in curated() if e.verdict == "run" and e.scenario == group]
-    brokers = 3 if group == "cluster" else 1
+    # 0142 (sasl) creates its topic with replication factor 3.
+    brokers = 3 if group in ("cluster", "sasl") else 1
     # "acls": an authorizer that lets everyone do what no ACL names, as the
     # suite's own clusters do, so that the tests' deny ACLs are what bites.
-    extra: dict[str, object] = (
-        {
+    # "sasl": three brokers with a SASL_PLAINTEXT listener (PLAIN) the clients
+    # log in on, whose sessions last 5 s (connections.max.reauth.ms, KIP-368,
+    # for 0142).
+    extra: dict[str, object] = {}
+    if group == "acls":
+        extra = {
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
             "allow.everyone.if.no.acl.found": "true",
         }
-        if group == "acls"
-        else {}
-    )
+    elif group == "sasl":
+        extra = {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(
+                {SASL_USER[0]: SASL_USER[1]}, login=SASL_USER
+            ),
+            "connections.max.reauth.ms": 5000,
+        }
     if group == "cluster":
         java_helpers(src)
     # Most of a test's time is waiting (session timeouts, poll intervals), so
     # four at once finish in 0.6 of the time two take.
-    parallel = 1 if group in ("serial", "cluster", "acls") else 4
-    results, text = run_suite(src, names, scenario, where / "run", parallel, brokers, extra)
+    parallel = 1 if group in ("serial", "cluster", "acls", "sasl") else 4
+    # The sasl group's 0142 does its work in sub-tests quick mode leaves out.
+    quick = group != "sasl"
+    results, text = run_suite(src, names, scenario, where / "run", parallel, brokers, extra, quick)
     failed = sorted(n for n, s in results.items() if s != "PASSED")
     if failed:
         # Some of the suite's tests bound their waits by a few seconds (on a
         # machine whose two cores other work shares), and a test that times
         # out stops the runner (the rest never start): those run once more,
         # one at a time, on a fresh broker, and are named.
-        again, retry = run_suite(src, failed, scenario, where / "rerun", 1, brokers, extra)
+        again, retry = run_suite(src, failed, scenario, where / "rerun", 1, brokers, extra, quick)
         still = sorted(n for n, s in again.items() if s != "PASSED")
         assert still == [], f"{group}: failed twice: {still}\n{failures(retry)}\n{failures(text)}"
         warnings.warn(f"librdkafka tests passed only when run again: {failed}", stacklevel=1)
@@ -272,8 +306,8 @@ def run_group(group: str, where: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "groups", [("default", "serial"), ("noautocreate", "acls"), ("cluster",)],
-    ids=["default+serial", "noautocreate+acls", "cluster"],
+    "groups", [("default", "serial"), ("noautocreate", "acls", "sasl"), ("cluster",)],
+    ids=["default+serial", "noautocreate+acls+sasl", "cluster"],
 )  # fmt: skip
 def test_librdkafka_own_tests(groups: tuple[str, ...], tmp_path: Path) -> None:
     # "serial": the default scenario one test at a time, for the tests whose
