@@ -41,7 +41,7 @@ final class ReadOptions implements Serializable {
 
     /** Options format("pylog") takes that this reader does not implement. */
     private static final String[] NOT_HERE = {
-        "kafka.bootstrap.servers", "startingTimestamp", "endingTimestamp",
+        "startingTimestamp", "endingTimestamp",
         "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
         "startingOffsetsByTimestampStrategy",
     };
@@ -57,6 +57,12 @@ final class ReadOptions implements Serializable {
     String ending = "latest";
     Map<TopicPartition, Long> endingSpec;
     boolean includeHeaders;
+    /** The broker's ListOffsets pins the ends (null: the files' high watermark checkpoint does). */
+    String bootstrap;
+    /** Kafka's isolation level: read_committed ends at the last stable offset and drops aborted transactions. */
+    boolean readCommitted;
+    /** The kafka.* options without the prefix, for the admin client (keys lower-cased, as Kafka spells them). */
+    final Map<String, String> kafkaParams = new LinkedHashMap<>();
     boolean failOnDataLoss = true;
     boolean upToLogEnd;
     Integer minPartitions;
@@ -81,11 +87,6 @@ final class ReadOptions implements Serializable {
                 throw new OptionError("option '" + e.getKey() + "' is not supported: " + e.getValue());
             }
         }
-        String iso = opts.getOrDefault("kafka.isolation.level", "read_uncommitted");
-        if (!iso.trim().equalsIgnoreCase("read_uncommitted")) {
-            throw new OptionError("option 'kafka.isolation.level' must be read_uncommitted: pylog.spark "
-                + "does not filter aborted transactions yet");
-        }
         for (String name : NOT_HERE) {
             if (opts.containsKey(name.toLowerCase(Locale.ROOT))) {
                 throw new OptionError("option '" + name + "' is not supported by format('pylog-jvm'), "
@@ -97,6 +98,25 @@ final class ReadOptions implements Serializable {
             if (!p.trim().isEmpty()) {
                 o.paths.add(p.trim());
             }
+        }
+        for (Map.Entry<String, String> kv : opts.entrySet()) {
+            if (kv.getKey().startsWith("kafka.")) {
+                o.kafkaParams.put(kv.getKey().substring("kafka.".length()), kv.getValue());
+            }
+        }
+        String servers = opts.get("kafka.bootstrap.servers");
+        if (servers != null && !servers.trim().isEmpty()) {
+            o.bootstrap = servers.trim();
+        }
+        String iso = opts.getOrDefault("kafka.isolation.level", "read_uncommitted").trim().toLowerCase(Locale.ROOT);
+        if (!iso.equals("read_uncommitted") && !iso.equals("read_committed")) {
+            throw new OptionError("option 'kafka.isolation.level' must be read_uncommitted or read_committed, not '"
+                + opts.get("kafka.isolation.level") + "'");
+        }
+        o.readCommitted = iso.equals("read_committed");
+        if (o.readCommitted && o.bootstrap == null) {
+            throw new OptionError("option 'kafka.isolation.level' read_committed needs 'kafka.bootstrap.servers': "
+                + "the last stable offset is the broker's (the segment files do not record it)");
         }
         if (o.paths.isEmpty()) {
             throw new OptionError("option 'path' (log directories the executors can read) must be given "
@@ -170,6 +190,10 @@ final class ReadOptions implements Serializable {
         o.includeHeaders = bool(opts, "includeheaders", false);
         o.failOnDataLoss = bool(opts, "failondataloss", true);
         o.upToLogEnd = bool(opts, "uptologend", false) || bool(opts, "readuncommitted", false);
+        if (o.upToLogEnd && o.bootstrap != null) {
+            throw new OptionError("option 'upToLogEnd' reads the files past the high watermark; with "
+                + "'kafka.bootstrap.servers' the broker pins the end offsets: give one or the other");
+        }
         o.minPartitions = positive(opts, "minpartitions");
         o.maxRecordsPerPartition = positive(opts, "maxrecordsperpartition");
         // checked as format("pylog") checks it; a batch read has no triggers

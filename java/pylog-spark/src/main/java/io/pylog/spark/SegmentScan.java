@@ -94,8 +94,9 @@ final class SegmentScan implements Scan, Batch {
     public InputPartition[] planInputPartitions() {
         LogDirs dirs = new LogDirs(options.paths, options.upToLogEnd);
         List<TopicPartition> tps = topicPartitions(dirs);
-        Map<TopicPartition, Long> start = resolve(dirs, tps, true);
-        Map<TopicPartition, Long> end = resolve(dirs, tps, false);
+        Map<TopicPartition, Long> pinned = pinnedEnds(dirs, tps);
+        Map<TopicPartition, Long> start = resolve(dirs, tps, true, pinned);
+        Map<TopicPartition, Long> end = resolve(dirs, tps, false, pinned);
         List<SegmentPartition> out = new ArrayList<>();
         for (TopicPartition tp : tps) {
             long s = start.get(tp), e = end.get(tp);
@@ -162,7 +163,7 @@ final class SegmentScan implements Scan, Batch {
         for (int i = 0; i < pieces.size(); i++) {
             TopicPartition tp = owners.get(i);
             out.add(new SegmentPartition(tp.topic(), tp.partition(), pieces.get(i)[0], pieces.get(i)[1],
-                dirs.partitions.get(tp), options.failOnDataLoss));
+                dirs.partitions.get(tp), options.failOnDataLoss, options.readCommitted));
         }
         return out.toArray(new InputPartition[0]);
     }
@@ -223,14 +224,41 @@ final class SegmentScan implements Scan, Batch {
         return out;
     }
 
+    /**
+     * With {@code kafka.bootstrap.servers}, the latest offset of each partition as its
+     * leader answers ListOffsets (the last stable offset under read_committed, else
+     * the high watermark), pinned for the whole read; null without it (the files'
+     * checkpointed high watermark is the latest). The files must reach it: this
+     * reader fetches nothing, and under read_committed an aborted transaction whose
+     * marker the files lack would otherwise show.
+     */
+    private Map<TopicPartition, Long> pinnedEnds(LogDirs dirs, List<TopicPartition> tps) {
+        if (options.bootstrap == null) {
+            return null;
+        }
+        Map<TopicPartition, Long> ends = ListOffsets.latest(options.kafkaParams, tps, options.readCommitted);
+        for (TopicPartition tp : tps) {
+            long there = dirs.logEnd(tp);
+            long end = ends.get(tp);
+            if (there < end) {
+                throw new IllegalStateException(tp + ": the files in " + dirs.partitions.get(tp) + " end at offset "
+                    + there + ", before the broker's " + (options.readCommitted ? "last stable offset " : "high watermark ")
+                    + end + ": format('pylog-jvm') reads files only (a lagging copy or a follower's?); "
+                    + "use format('pylog'), which fetches the rest from the broker");
+            }
+        }
+        return ends;
+    }
+
     /** Concrete offsets for the start (or end) of the read, per partition. */
-    private Map<TopicPartition, Long> resolve(LogDirs dirs, List<TopicPartition> tps, boolean isStart) {
+    private Map<TopicPartition, Long> resolve(LogDirs dirs, List<TopicPartition> tps, boolean isStart,
+                                              Map<TopicPartition, Long> pinned) {
         String kind = isStart ? options.starting : options.ending;
         Map<TopicPartition, Long> spec = isStart ? options.startingSpec : options.endingSpec;
         Map<TopicPartition, Long> out = new LinkedHashMap<>();
         for (TopicPartition tp : tps) {
             long earliest = dirs.earliest(tp);
-            long latest = dirs.latest(tp);
+            long latest = pinned != null ? pinned.get(tp) : dirs.latest(tp);
             long v;
             if ("earliest".equals(kind)) {
                 v = earliest;
