@@ -15,6 +15,7 @@ Skipped, with the reason, only when the jar is not built (``make spark-jvm``).""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import zlib
 from pathlib import Path
@@ -28,6 +29,7 @@ from spark_support import (
     broker,
     create_topic,
     expected,
+    kafka_connector_jars,
     log_dir,
     produce,
     rows_of,
@@ -429,7 +431,37 @@ def test_read_committed_on_a_secured_broker(jvm: Any, secured: tuple[BrokerProce
         df = read(jvm, JVM_FORMAT, b, subscribe="secured", **opts,
                   **{"kafka.isolation.level": "read_committed"})  # fmt: skip
         assert sorted(bytes(r.value) for r in df.collect()) == want, name
+    # Spark's own Kafka connector beside it: its (unrelocated) kafka-clients on the
+    # classpath, its SCRAM login module loaded first, so its SASL providers hold the
+    # names; the relocated client still logs in
+    unrelocated = _connector_kafka_clients(jvm)
+    if unrelocated is not None:
+        loader = jvm._jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
+        module = jvm._jvm.java.lang.Class.forName(SCRAM_MODULE, True, loader)
+        assert module.getProtectionDomain().getCodeSource().getLocation().getPath() == unrelocated
+        names = [p.getName() for p in jvm._jvm.java.security.Security.getProviders()]
+        assert "SASL/SCRAM Client Provider" in names
+        opts = {**setups["SASL_SSL/SCRAM-SHA-512"], "kafka.isolation.level": "read_committed"}
+        df = read(jvm, JVM_FORMAT, b, subscribe="secured", **opts)
+        assert sorted(bytes(r.value) for r in df.collect()) == want
     bad = dict(setups["SASL_SSL/SCRAM-SHA-512"])
     bad["kafka.sasl.jaas.config"] = scram.replace(SCRAM_PASSWORD, "not-it")
     msg = _error(read(jvm, JVM_FORMAT, b, subscribe="secured", **bad).count)
     assert "SaslAuthenticationException" in msg and "not-it" not in msg, msg[:2000]
+
+
+def _connector_kafka_clients(spark: Any) -> str | None:
+    """The path of the kafka-clients jar Spark's Kafka connector brings, on the
+    session's classpath: the session's own (``make spark-kafka``'s, for this
+    PySpark), else one cached for another PySpark, added; None if none is cached."""
+    jars = [j for j in kafka_connector_jars() if "kafka-clients-" in j]
+    if not jars:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pylog"
+        fetched = (
+            d for d in (cache / "spark-kafka").glob("pyspark-*") if (d / ".complete").exists()
+        )
+        jars = sorted(str(j) for d in fetched for j in d.glob("kafka-clients-*.jar"))
+        if not jars:
+            return None
+        spark.sql(f"ADD JAR '{jars[-1]}'")
+    return jars[-1]
