@@ -35,6 +35,7 @@ from spark_support import (
     rows_of,
     spark,
     topic_name,
+    wait_committed,
 )
 from test_spark_read_committed import (
     SCRAM_PASSWORD,
@@ -298,7 +299,7 @@ def test_refusals_and_bad_input_are_named(jvm: Any, broker: BrokerProcess, tmp_p
         assert want in msg, (want, msg[:2000])
     msg = _error(lambda: jvm.read.format(JVM_FORMAT).option("subscribe", topic).load())
     assert "option 'path'" in msg
-    # no user schema (the scan is told the columns), no streaming: Spark says so
+    # no user schema (the scan is told the columns): Spark says so
     msg = _error(
         lambda: jvm.read.format(JVM_FORMAT).schema("value binary")
         .option("path", log_dir(broker)).option("subscribe", topic).load()
@@ -306,9 +307,11 @@ def test_refusals_and_bad_input_are_named(jvm: Any, broker: BrokerProcess, tmp_p
     assert "schema" in msg.lower()
     msg = _error(
         lambda: jvm.readStream.format(JVM_FORMAT)
-        .option("path", log_dir(broker)).option("subscribe", topic).load()
+        .option("path", log_dir(broker)).option("subscribe", topic)
+        .option("endingOffsets", "latest").load()
+        .writeStream.format("noop").start().processAllAvailable()
     )  # fmt: skip
-    assert "pylog" in msg.lower()
+    assert "ending offset not valid in streaming queries" in msg, msg[:2000]
     clamped = read(
         jvm, JVM_FORMAT, broker, subscribe=topic, failOnDataLoss="false",
         startingOffsets=json.dumps({topic: {"0": 50}}),
@@ -465,3 +468,83 @@ def _connector_kafka_clients(spark: Any) -> str | None:
             return None
         spark.sql(f"ADD JAR '{jars[-1]}'")
     return jars[-1]
+
+
+# ---------------------------------------------------------------- streaming
+
+
+def test_streaming_from_files_resumes_and_limits_batches(
+    jvm: Any, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """readStream.format('pylog-jvm') from the files alone: micro-batches of at
+    most maxOffsetsPerTrigger, Trigger.AvailableNow, a restart from the
+    checkpoint reading only what came since; the rows are format('pylog')'s."""
+    topic = topic_name("jvm-stream")
+    create_topic(broker.bootstrap, topic, 2)
+    records = produce(broker, topic, 300, partitions=2, **{"compression.type": "lz4"})
+    wait_committed(broker, topic, 300)
+
+    def run() -> Any:
+        q = (
+            jvm.readStream.format(JVM_FORMAT).option("path", log_dir(broker))
+            .option("subscribe", topic).option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "70").option("includeHeaders", "true").load()
+            .writeStream.format("parquet").option("path", str(tmp_path / "out"))
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True).start()
+        )  # fmt: skip
+        assert q.awaitTermination(300)
+        return q
+
+    q = run()
+    sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+    assert sum(sizes) == 300 and max(sizes) <= 70 and len(sizes) >= 5, sizes
+    records += produce(broker, topic, 100, start=300, partitions=2)
+    wait_committed(broker, topic, 400)
+    q = run()
+    assert sum(p["numInputRows"] for p in q.recentProgress) == 100
+    out = jvm.read.parquet(str(tmp_path / "out"))
+    assert rows_of(out) == expected(records, topic)
+    assert rows_of(out) == rows_of(
+        read(jvm, "pylog", broker, subscribe=topic, includeHeaders="true")
+    )
+
+
+def test_streaming_read_committed_waits_at_the_lso(
+    jvm: Any, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """Each micro-batch ends at the last stable offset: while a transaction is
+    open the query reads what confluent-kafka's read_committed consumer reads,
+    no aborted record ever; once it commits, the rest."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = topic_name("jvm-stream-txn")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    config = {"segment.bytes": str(1 << 20)}
+    admin.create_topics([NewTopic(topic, 2, 1, config=config)])[topic].result(20)
+    txn, committed, uncommitted = _produce_mixed(broker.bootstrap, topic)
+    want = _consumer_read(broker.bootstrap, topic, "read_committed", len(committed))
+    q = (
+        jvm.readStream.format(JVM_FORMAT).option("path", log_dir(broker))
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("kafka.isolation.level", "read_committed")
+        .option("subscribe", topic).option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "60").load()
+        .writeStream.format("memory").queryName("jvm_stream_txn")
+        .option("checkpointLocation", str(tmp_path / "ckpt")).start()
+    )  # fmt: skip
+    try:
+        q.processAllAvailable()
+        got = _rows(jvm.table("jvm_stream_txn"))
+        assert got == want
+        assert not {v for _, _, v in got} & uncommitted
+        sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+        assert max(sizes) <= 60 and len(sizes) >= 2, sizes
+        txn.commit_transaction(30)
+        now = len(committed | uncommitted) - sum(1 for v in uncommitted if v.startswith(b"txn-"))
+        after = _consumer_read(broker.bootstrap, topic, "read_committed", now)
+        assert len(after) == now
+        q.processAllAvailable()
+        assert _rows(jvm.table("jvm_stream_txn")) == after
+    finally:
+        q.stop()

@@ -1,5 +1,6 @@
 package io.pylog.spark;
 
+import java.time.Duration;
 import java.util.Collection;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -35,9 +36,7 @@ import org.apache.kafka.common.IsolationLevel;
  * Kafka's login modules ({@code org.apache.kafka.common.security.plain.PlainLoginModule})
  * is rewritten to the relocated names before the client reads it.
  */
-final class ListOffsets {
-    private ListOffsets() {}
-
+final class ListOffsets implements AutoCloseable {
     /** The package of Kafka's classes as this jar holds them (relocated, or not when run unshaded). */
     private static final String KAFKA_ROOT;
     /** Kafka's own package, spelled so that relocation does not rewrite it. */
@@ -72,9 +71,16 @@ final class ListOffsets {
         return props;
     }
 
+    private final Map<String, String> kafkaParams;
+    private Admin admin;
+
+    /** A client for the broker the {@code kafka.*} options name (keys without the prefix); made on first use. */
+    ListOffsets(Map<String, String> kafkaParams) {
+        this.kafkaParams = kafkaParams;
+    }
+
     /** The latest offset of each partition: high watermark or, {@code readCommitted}, last stable offset. */
-    static Map<TopicPartition, Long> latest(Map<String, String> kafkaParams, Collection<TopicPartition> tps,
-                                            boolean readCommitted) {
+    Map<TopicPartition, Long> latest(Collection<TopicPartition> tps, boolean readCommitted) {
         Map<org.apache.kafka.common.TopicPartition, OffsetSpec> request = new LinkedHashMap<>();
         for (TopicPartition tp : tps) {
             request.put(new org.apache.kafka.common.TopicPartition(tp.topic(), tp.partition()), OffsetSpec.latest());
@@ -89,7 +95,10 @@ final class ListOffsets {
         Thread thread = Thread.currentThread();
         ClassLoader before = thread.getContextClassLoader();
         thread.setContextClassLoader(ListOffsets.class.getClassLoader());
-        try (Admin admin = Admin.create(adminConfig(kafkaParams))) {
+        try {
+            if (admin == null) {
+                admin = Admin.create(adminConfig(kafkaParams));
+            }
             ListOffsetsResult result = admin.listOffsets(request, new ListOffsetsOptions(level));
             for (Map.Entry<org.apache.kafka.common.TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> e
                 : result.all().get().entrySet()) {
@@ -108,5 +117,13 @@ final class ListOffsets {
             thread.setContextClassLoader(before);
         }
         return out;
+    }
+
+    @Override
+    public void close() {
+        if (admin != null) {
+            admin.close(Duration.ofSeconds(10));
+            admin = null;
+        }
     }
 }

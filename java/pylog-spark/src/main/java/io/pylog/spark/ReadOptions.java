@@ -51,8 +51,8 @@ final class ReadOptions implements Serializable {
     String pattern;
     /** topic -> partitions, in the order given. */
     LinkedHashMap<String, List<Integer>> assign;
-    /** "earliest", "latest", or per-partition offsets (-2 earliest, -1 latest). */
-    String starting = "earliest";
+    /** "earliest", "latest", or per-partition offsets (-2 earliest, -1 latest); null: the query's default. */
+    String starting;
     Map<TopicPartition, Long> startingSpec;
     String ending = "latest";
     Map<TopicPartition, Long> endingSpec;
@@ -67,6 +67,9 @@ final class ReadOptions implements Serializable {
     boolean upToLogEnd;
     Integer minPartitions;
     Integer maxRecordsPerPartition;
+    /** Streaming: records per micro-batch at most, spread over the partitions by backlog. */
+    Integer maxOffsetsPerTrigger;
+    boolean endingGiven;
 
     static final class OptionError extends IllegalArgumentException {
         private static final long serialVersionUID = 1L;
@@ -173,20 +176,6 @@ final class ReadOptions implements Serializable {
                 o.endingSpec = offsetsSpec("endingOffsets", e);
             }
         }
-        if ("latest".equals(o.starting)) {
-            throw new OptionError("starting offset can't be latest for batch queries on Kafka");
-        }
-        if ("earliest".equals(o.ending)) {
-            throw new OptionError("ending offset can't be earliest for batch queries on Kafka");
-        }
-        if (o.startingSpec != null && o.startingSpec.containsValue(LATEST)) {
-            throw new OptionError("startingOffsets for " + having(o.startingSpec, LATEST)
-                + " can't be latest for batch queries");
-        }
-        if (o.endingSpec != null && o.endingSpec.containsValue(EARLIEST)) {
-            throw new OptionError("endingOffsets for " + having(o.endingSpec, EARLIEST)
-                + " can't be earliest for batch queries");
-        }
         o.includeHeaders = bool(opts, "includeheaders", false);
         o.failOnDataLoss = bool(opts, "failondataloss", true);
         o.upToLogEnd = bool(opts, "uptologend", false) || bool(opts, "readuncommitted", false);
@@ -196,9 +185,34 @@ final class ReadOptions implements Serializable {
         }
         o.minPartitions = positive(opts, "minpartitions");
         o.maxRecordsPerPartition = positive(opts, "maxrecordsperpartition");
-        // checked as format("pylog") checks it; a batch read has no triggers
-        positive(opts, "maxoffsetspertrigger");
+        o.endingGiven = e != null;
+        o.maxOffsetsPerTrigger = positive(opts, "maxoffsetspertrigger");
         return o;
+    }
+
+    /** What a batch query refuses, as Spark's Kafka source refuses it; checked when the scan is planned. */
+    void checkBatch() {
+        if ("latest".equals(starting)) {
+            throw new OptionError("starting offset can't be latest for batch queries on Kafka");
+        }
+        if ("earliest".equals(ending)) {
+            throw new OptionError("ending offset can't be earliest for batch queries on Kafka");
+        }
+        if (startingSpec != null && startingSpec.containsValue(LATEST)) {
+            throw new OptionError("startingOffsets for " + having(startingSpec, LATEST)
+                + " can't be latest for batch queries");
+        }
+        if (endingSpec != null && endingSpec.containsValue(EARLIEST)) {
+            throw new OptionError("endingOffsets for " + having(endingSpec, EARLIEST)
+                + " can't be earliest for batch queries");
+        }
+    }
+
+    /** What a streaming query refuses; checked when its stream is made. */
+    void checkStream() {
+        if (endingGiven) {
+            throw new OptionError("ending offset not valid in streaming queries");
+        }
     }
 
     private static List<TopicPartition> having(Map<TopicPartition, Long> spec, long v) {

@@ -12,6 +12,7 @@ import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
@@ -19,7 +20,10 @@ import org.apache.spark.sql.types.StructType;
  * A batch scan of offset ranges: planned on the driver from the log directories
  * as format("pylog") plans them (python/pylog/spark/_options.py: topic selection,
  * offset resolution with failOnDataLoss, splits at segment bases, by
- * maxRecordsPerPartition and to minPartitions), read by {@link SegmentReader}.
+ * maxRecordsPerPartition and to minPartitions), read by {@link SegmentReader}; with
+ * {@code kafka.bootstrap.servers} the latest offsets are the broker's (the last
+ * stable offsets under read_committed). A streaming query's micro-batches are
+ * {@link SegmentStream}'s.
  */
 final class SegmentScan implements Scan, Batch {
     static final class Builder implements ScanBuilder, SupportsPushDownRequiredColumns {
@@ -82,7 +86,14 @@ final class SegmentScan implements Scan, Batch {
 
     @Override
     public Batch toBatch() {
+        options.checkBatch();
         return this;
+    }
+
+    @Override
+    public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+        options.checkStream();
+        return new SegmentStream(options, columns);
     }
 
     @Override
@@ -93,11 +104,17 @@ final class SegmentScan implements Scan, Batch {
     @Override
     public InputPartition[] planInputPartitions() {
         LogDirs dirs = new LogDirs(options.paths, options.upToLogEnd);
-        List<TopicPartition> tps = topicPartitions(dirs);
-        Map<TopicPartition, Long> pinned = pinnedEnds(dirs, tps);
-        Map<TopicPartition, Long> start = resolve(dirs, tps, true, pinned);
-        Map<TopicPartition, Long> end = resolve(dirs, tps, false, pinned);
-        List<SegmentPartition> out = new ArrayList<>();
+        List<TopicPartition> tps = topicPartitions(options, dirs);
+        Map<TopicPartition, Long> pinned = null;
+        if (options.bootstrap != null) {
+            try (ListOffsets broker = new ListOffsets(options.kafkaParams)) {
+                pinned = pinnedEnds(options, broker, dirs, tps);
+            }
+        }
+        String starting = options.starting == null && options.startingSpec == null ? "earliest" : options.starting;
+        Map<TopicPartition, Long> start = resolve(options, dirs, tps, starting, options.startingSpec, true, pinned);
+        Map<TopicPartition, Long> end = resolve(options, dirs, tps, options.ending, options.endingSpec, false,
+            pinned);
         for (TopicPartition tp : tps) {
             long s = start.get(tp), e = end.get(tp);
             if (e < s) {
@@ -105,6 +122,17 @@ final class SegmentScan implements Scan, Batch {
                     + " is before the starting offset " + s);
             }
         }
+        return split(options, dirs, tps, start, end, options.minPartitions);
+    }
+
+    /**
+     * The tasks reading {@code [start, end)} of each partition: split at segment
+     * bases, then by maxRecordsPerPartition, then evenly until there are minPartitions.
+     */
+    static InputPartition[] split(ReadOptions options, LogDirs dirs, List<TopicPartition> tps,
+                                  Map<TopicPartition, Long> start, Map<TopicPartition, Long> end,
+                                  Integer minPartitions) {
+        List<SegmentPartition> out = new ArrayList<>();
         List<long[]> pieces = new ArrayList<>();
         List<TopicPartition> owners = new ArrayList<>();
         for (TopicPartition tp : tps) {
@@ -140,12 +168,12 @@ final class SegmentScan implements Scan, Batch {
             pieces = more;
             owners = moreOwners;
         }
-        if (options.minPartitions != null && pieces.size() < options.minPartitions) {
+        if (minPartitions != null && pieces.size() < minPartitions) {
             long total = 0;
             for (long[] p : pieces) {
                 total += p[1] - p[0];
             }
-            long min = options.minPartitions;
+            long min = minPartitions;
             List<long[]> more = new ArrayList<>();
             List<TopicPartition> moreOwners = new ArrayList<>();
             for (int i = 0; i < pieces.size(); i++) {
@@ -181,7 +209,7 @@ final class SegmentScan implements Scan, Batch {
     }
 
     /** The partitions the options select. */
-    private List<TopicPartition> topicPartitions(LogDirs dirs) {
+    static List<TopicPartition> topicPartitions(ReadOptions options, LogDirs dirs) {
         Map<String, List<Integer>> topics = dirs.topics();
         List<TopicPartition> out = new ArrayList<>();
         if (options.subscribe != null) {
@@ -232,11 +260,9 @@ final class SegmentScan implements Scan, Batch {
      * reader fetches nothing, and under read_committed an aborted transaction whose
      * marker the files lack would otherwise show.
      */
-    private Map<TopicPartition, Long> pinnedEnds(LogDirs dirs, List<TopicPartition> tps) {
-        if (options.bootstrap == null) {
-            return null;
-        }
-        Map<TopicPartition, Long> ends = ListOffsets.latest(options.kafkaParams, tps, options.readCommitted);
+    static Map<TopicPartition, Long> pinnedEnds(ReadOptions options, ListOffsets broker, LogDirs dirs,
+                                                List<TopicPartition> tps) {
+        Map<TopicPartition, Long> ends = broker.latest(tps, options.readCommitted);
         for (TopicPartition tp : tps) {
             long there = dirs.logEnd(tp);
             long end = ends.get(tp);
@@ -251,10 +277,9 @@ final class SegmentScan implements Scan, Batch {
     }
 
     /** Concrete offsets for the start (or end) of the read, per partition. */
-    private Map<TopicPartition, Long> resolve(LogDirs dirs, List<TopicPartition> tps, boolean isStart,
-                                              Map<TopicPartition, Long> pinned) {
-        String kind = isStart ? options.starting : options.ending;
-        Map<TopicPartition, Long> spec = isStart ? options.startingSpec : options.endingSpec;
+    static Map<TopicPartition, Long> resolve(ReadOptions options, LogDirs dirs, List<TopicPartition> tps,
+                                             String kind, Map<TopicPartition, Long> spec, boolean isStart,
+                                             Map<TopicPartition, Long> pinned) {
         Map<TopicPartition, Long> out = new LinkedHashMap<>();
         for (TopicPartition tp : tps) {
             long earliest = dirs.earliest(tp);
