@@ -269,6 +269,9 @@ def test_refusals_and_bad_input_are_named(jvm: Any, broker: BrokerProcess, tmp_p
         "'startingTimestamp' is not supported by format('pylog-jvm')": {
             "subscribe": topic, "startingTimestamp": "1000",
         },
+        "'minOffsetsPerTrigger' is not supported by format('pylog-jvm')": {
+            "subscribe": topic, "minOffsetsPerTrigger": "10",
+        },
         "'endingOffsetsByTimestamp' is not supported by format('pylog-jvm')": {
             "subscribe": topic, "endingOffsetsByTimestamp": json.dumps({topic: {"0": 1}}),
         },

@@ -43,7 +43,7 @@ final class ReadOptions implements Serializable {
     private static final String[] NOT_HERE = {
         "startingTimestamp", "endingTimestamp",
         "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
-        "startingOffsetsByTimestampStrategy",
+        "startingOffsetsByTimestampStrategy", "minOffsetsPerTrigger", "maxTriggerDelay",
     };
 
     final List<String> paths = new ArrayList<>();
@@ -92,8 +92,8 @@ final class ReadOptions implements Serializable {
         }
         for (String name : NOT_HERE) {
             if (opts.containsKey(name.toLowerCase(Locale.ROOT))) {
-                throw new OptionError("option '" + name + "' is not supported by format('pylog-jvm'), "
-                    + "which reads segment files by offset only; use format('pylog') for it");
+                throw new OptionError("option '" + name + "' is not supported by format('pylog-jvm'); "
+                    + "use format('pylog') for it");
             }
         }
         ReadOptions o = new ReadOptions();
