@@ -4,13 +4,18 @@ format("pylog")'s (the PySpark data source on pylog's native reader) and what
 confluent-kafka produced, for every codec, several partitions, column subsets,
 offset ranges and splits, control and LogAppendTime batches; a corrupt batch, a
 legacy message
-and the options it does not implement fail with errors that name them.
+and the options it does not implement fail with errors that name them. With
+``kafka.isolation.level=read_committed`` (the broker's last stable offset, the
+files' ``.txnindex``) it reads what confluent-kafka's read_committed consumer
+reads of a transactional producer's committed, aborted and open transactions,
+also on a SASL_SSL / SASL_PLAINTEXT broker.
 
 Skipped, with the reason, only when the jar is not built (``make spark-jvm``)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import zlib
 from pathlib import Path
@@ -19,22 +24,33 @@ from typing import Any
 import pytest
 from broker_process import BrokerProcess
 from conftest import build_batch
+from security_support import PLAIN_MODULE, PLAIN_USERS, SCRAM_MODULE, listener_ports
 from spark_support import (
     broker,
     create_topic,
     expected,
+    kafka_connector_jars,
     log_dir,
     produce,
     rows_of,
     spark,
     topic_name,
+    wait_committed,
+)
+from test_spark_read_committed import (
+    SCRAM_PASSWORD,
+    SCRAM_USER,
+    _consumer_read,
+    _produce_mixed,
+    _rows,
+    secured,
 )
 
 import pylog.spark
 from pylog import _native
 from pylog.spark import JVM_FORMAT, kafka_schema
 
-__all__ = ["broker", "spark"]  # fixtures, imported for pytest
+__all__ = ["broker", "secured", "spark"]  # fixtures, imported for pytest
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -250,11 +266,11 @@ def test_refusals_and_bad_input_are_named(jvm: Any, broker: BrokerProcess, tmp_p
     produce(broker, topic, 20)
     produce(broker, topic, 20, start=20)  # a second batch
     cases = {
-        "'kafka.bootstrap.servers' is not supported by format('pylog-jvm')": {
-            "subscribe": topic, "kafka.bootstrap.servers": broker.bootstrap,
-        },
         "'startingTimestamp' is not supported by format('pylog-jvm')": {
             "subscribe": topic, "startingTimestamp": "1000",
+        },
+        "'minOffsetsPerTrigger' is not supported by format('pylog-jvm')": {
+            "subscribe": topic, "minOffsetsPerTrigger": "10",
         },
         "'endingOffsetsByTimestamp' is not supported by format('pylog-jvm')": {
             "subscribe": topic, "endingOffsetsByTimestamp": json.dumps({topic: {"0": 1}}),
@@ -266,8 +282,14 @@ def test_refusals_and_bad_input_are_named(jvm: Any, broker: BrokerProcess, tmp_p
         "ending offset can't be earliest": {"subscribe": topic, "endingOffsets": "earliest"},
         "starting offset can't be latest": {"subscribe": topic, "startingOffsets": "latest"},
         "'kafka.group.id' is not supported": {"subscribe": topic, "kafka.group.id": "g"},
-        "'kafka.isolation.level' must be read_uncommitted": {
+        "read_committed needs 'kafka.bootstrap.servers'": {
             "subscribe": topic, "kafka.isolation.level": "read_committed",
+        },
+        "'kafka.isolation.level' must be read_uncommitted or read_committed": {
+            "subscribe": topic, "kafka.isolation.level": "serializable",
+        },
+        "'upToLogEnd' reads the files past the high watermark": {
+            "subscribe": topic, "kafka.bootstrap.servers": broker.bootstrap, "upToLogEnd": "true",
         },
         "'minpartitions' must be a positive integer": {"subscribe": topic, "minPartitions": "0"},
         "'startingOffsets' is not valid JSON": {"subscribe": topic, "startingOffsets": "{x"},
@@ -280,7 +302,7 @@ def test_refusals_and_bad_input_are_named(jvm: Any, broker: BrokerProcess, tmp_p
         assert want in msg, (want, msg[:2000])
     msg = _error(lambda: jvm.read.format(JVM_FORMAT).option("subscribe", topic).load())
     assert "option 'path'" in msg
-    # no user schema (the scan is told the columns), no streaming: Spark says so
+    # no user schema (the scan is told the columns): Spark says so
     msg = _error(
         lambda: jvm.read.format(JVM_FORMAT).schema("value binary")
         .option("path", log_dir(broker)).option("subscribe", topic).load()
@@ -288,9 +310,11 @@ def test_refusals_and_bad_input_are_named(jvm: Any, broker: BrokerProcess, tmp_p
     assert "schema" in msg.lower()
     msg = _error(
         lambda: jvm.readStream.format(JVM_FORMAT)
-        .option("path", log_dir(broker)).option("subscribe", topic).load()
+        .option("path", log_dir(broker)).option("subscribe", topic)
+        .option("endingOffsets", "latest").load()
+        .writeStream.format("noop").start().processAllAvailable()
     )  # fmt: skip
-    assert "pylog" in msg.lower()
+    assert "ending offset not valid in streaming queries" in msg, msg[:2000]
     clamped = read(
         jvm, JVM_FORMAT, broker, subscribe=topic, failOnDataLoss="false",
         startingOffsets=json.dumps({topic: {"0": 50}}),
@@ -311,3 +335,219 @@ def test_refusals_and_bad_input_are_named(jvm: Any, broker: BrokerProcess, tmp_p
         {topic: {"0": 20}})).count() == 20  # fmt: skip
     msg = _error(read(jvm, JVM_FORMAT, str(copy), subscribe=topic).count)
     assert f"corrupt record batch at position {first} of {seg}" in msg and "CRC-32C" in msg
+
+
+# ------------------------------------------------------------ read_committed
+
+
+def test_read_committed_equals_a_kafka_consumer(jvm: Any, broker: BrokerProcess) -> None:
+    """Committed and aborted transactions (another producer's records inside
+    them) over several 1 MiB segments of two partitions, one transaction left
+    open: format('pylog-jvm') reads what confluent-kafka reads under
+    read_committed, stopping at the last stable offset, then past it once the
+    transaction commits; read_uncommitted reads everything, as before."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = topic_name("jvm-txn")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    config = {"segment.bytes": str(1 << 20)}
+    admin.create_topics([NewTopic(topic, 2, 1, config=config)])[topic].result(20)
+    txn, committed, uncommitted = _produce_mixed(broker.bootstrap, topic)
+    want = _consumer_read(broker.bootstrap, topic, "read_committed", len(committed))
+    assert {v for _, _, v in want} == committed
+    every = _consumer_read(
+        broker.bootstrap, topic, "read_uncommitted", len(committed | uncommitted)
+    )
+    assert {v for _, _, v in every} == committed | uncommitted
+    part = Path(log_dir(broker)) / f"{topic}-0"
+    assert len(list(part.glob("*.log"))) >= 2 and list(part.glob("*.txnindex"))
+
+    wire = {"kafka.bootstrap.servers": broker.bootstrap}
+    rc = {**wire, "kafka.isolation.level": "read_committed"}
+    got = _rows(read(jvm, JVM_FORMAT, broker, subscribe=topic, **rc))
+    assert got == want
+    assert not {v for _, _, v in got} & uncommitted  # no aborted, open or later record
+    # it stops at each partition's last stable offset: the open transaction's first record
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lso-probe",
+                  "isolation.level": "read_committed"})  # fmt: skip
+    for p in (0, 1):
+        _, lso = c.get_watermark_offsets(TopicPartition(topic, p), timeout=20)
+        first_open = min(o for pp, o, v in every if pp == p and v.startswith(b"open-"))
+        assert lso == first_open
+        assert max(o for pp, o, _ in got if pp == p) < lso
+    c.close()
+    # the same rows as format('pylog'), split into many tasks, and one column
+    assert got == _rows(read(jvm, "pylog", broker, subscribe=topic, **rc))
+    df = read(jvm, JVM_FORMAT, broker, subscribe=topic, minPartitions="9", **rc)
+    assert df.rdd.getNumPartitions() >= 9 and _rows(df) == want
+    columnar_scan(df.select("value"))
+    values = sorted(bytes(r.value) for r in df.select("value").collect())
+    assert values == sorted(v for _, _, v in want)
+    # a range starting inside an aborted transaction still leaves it out
+    first_aborted = min(o for pp, o, v in every if pp == 0 and v.startswith(b"txn-0-"))
+    start = json.dumps({topic: {"0": first_aborted + 3, "1": -2}})
+    tail = _rows(read(jvm, JVM_FORMAT, broker, subscribe=topic, startingOffsets=start, **rc))
+    assert tail == [w for w in want if w[0] == 1 or w[1] >= first_aborted + 3]
+    # read_uncommitted, pinned by the broker's high watermark: every record
+    assert _rows(read(jvm, JVM_FORMAT, broker, subscribe=topic, **wire)) == every
+
+    txn.commit_transaction(30)
+    now = len(every) - sum(1 for v in uncommitted if v.startswith(b"txn-"))
+    after = _consumer_read(broker.bootstrap, topic, "read_committed", now)
+    assert len(after) == now
+    assert _rows(read(jvm, JVM_FORMAT, broker, subscribe=topic, **rc)) == after
+
+
+def test_read_committed_on_a_secured_broker(jvm: Any, secured: tuple[BrokerProcess, Any]) -> None:
+    """The kafka.* security options reach the driver's ListOffsets (Kafka's
+    admin client, relocated in the jar); a wrong password fails naming SASL."""
+    b, certs = secured
+    ports = listener_ports(b.start_line)
+    scram = f'{SCRAM_MODULE} required username="{SCRAM_USER}" password="{SCRAM_PASSWORD}";'
+    plain = f'{PLAIN_MODULE} required username="alice" password="{PLAIN_USERS["alice"]}";'
+    setups = {
+        "SASL_SSL/SCRAM-SHA-512": {
+            "kafka.bootstrap.servers": f"127.0.0.1:{ports['SASL_SSL']}",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.jaas.config": scram,
+            "kafka.ssl.truststore.location": str(certs.ca),
+            "kafka.ssl.truststore.type": "PEM",
+        },
+        "SSL with a client certificate": {
+            "kafka.bootstrap.servers": f"127.0.0.1:{ports['SSL']}",
+            "kafka.security.protocol": "SSL",
+            "kafka.ssl.truststore.location": str(certs.ca),
+            "kafka.ssl.truststore.type": "PEM",
+            "kafka.ssl.keystore.location": str(certs.client_keystore),
+            "kafka.ssl.keystore.type": "PEM",
+        },
+        "SASL_PLAINTEXT/PLAIN": {
+            "kafka.bootstrap.servers": f"127.0.0.1:{ports['SASL_PLAINTEXT']}",
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "PLAIN",
+            "kafka.sasl.jaas.config": plain,
+        },
+    }
+    want = sorted(b"s%d" % i for i in range(60))
+    for name, opts in setups.items():
+        df = read(jvm, JVM_FORMAT, b, subscribe="secured", **opts,
+                  **{"kafka.isolation.level": "read_committed"})  # fmt: skip
+        assert sorted(bytes(r.value) for r in df.collect()) == want, name
+    # Spark's own Kafka connector beside it: its (unrelocated) kafka-clients on the
+    # classpath, its SCRAM login module loaded first, so its SASL providers hold the
+    # names; the relocated client still logs in
+    unrelocated = _connector_kafka_clients(jvm)
+    if unrelocated is not None:
+        loader = jvm._jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
+        module = jvm._jvm.java.lang.Class.forName(SCRAM_MODULE, True, loader)
+        assert module.getProtectionDomain().getCodeSource().getLocation().getPath() == unrelocated
+        names = [p.getName() for p in jvm._jvm.java.security.Security.getProviders()]
+        assert "SASL/SCRAM Client Provider" in names
+        opts = {**setups["SASL_SSL/SCRAM-SHA-512"], "kafka.isolation.level": "read_committed"}
+        df = read(jvm, JVM_FORMAT, b, subscribe="secured", **opts)
+        assert sorted(bytes(r.value) for r in df.collect()) == want
+    bad = dict(setups["SASL_SSL/SCRAM-SHA-512"])
+    bad["kafka.sasl.jaas.config"] = scram.replace(SCRAM_PASSWORD, "not-it")
+    msg = _error(read(jvm, JVM_FORMAT, b, subscribe="secured", **bad).count)
+    assert "SaslAuthenticationException" in msg and "not-it" not in msg, msg[:2000]
+
+
+def _connector_kafka_clients(spark: Any) -> str | None:
+    """The path of the kafka-clients jar Spark's Kafka connector brings, on the
+    session's classpath: the session's own (``make spark-kafka``'s, for this
+    PySpark), else one cached for another PySpark, added; None if none is cached."""
+    jars = [j for j in kafka_connector_jars() if "kafka-clients-" in j]
+    if not jars:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pylog"
+        fetched = (
+            d for d in (cache / "spark-kafka").glob("pyspark-*") if (d / ".complete").exists()
+        )
+        jars = sorted(str(j) for d in fetched for j in d.glob("kafka-clients-*.jar"))
+        if not jars:
+            return None
+        spark.sql(f"ADD JAR '{jars[-1]}'")
+    return jars[-1]
+
+
+# ---------------------------------------------------------------- streaming
+
+
+def test_streaming_from_files_resumes_and_limits_batches(
+    jvm: Any, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """readStream.format('pylog-jvm') from the files alone: micro-batches of at
+    most maxOffsetsPerTrigger, Trigger.AvailableNow, a restart from the
+    checkpoint reading only what came since; the rows are format('pylog')'s."""
+    topic = topic_name("jvm-stream")
+    create_topic(broker.bootstrap, topic, 2)
+    records = produce(broker, topic, 300, partitions=2, **{"compression.type": "lz4"})
+    wait_committed(broker, topic, 300)
+
+    def run() -> Any:
+        q = (
+            jvm.readStream.format(JVM_FORMAT).option("path", log_dir(broker))
+            .option("subscribe", topic).option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "70").option("includeHeaders", "true").load()
+            .writeStream.format("parquet").option("path", str(tmp_path / "out"))
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True).start()
+        )  # fmt: skip
+        assert q.awaitTermination(300)
+        return q
+
+    q = run()
+    sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+    assert sum(sizes) == 300 and max(sizes) <= 70 and len(sizes) >= 5, sizes
+    records += produce(broker, topic, 100, start=300, partitions=2)
+    wait_committed(broker, topic, 400)
+    q = run()
+    assert sum(p["numInputRows"] for p in q.recentProgress) == 100
+    out = jvm.read.parquet(str(tmp_path / "out"))
+    assert rows_of(out) == expected(records, topic)
+    assert rows_of(out) == rows_of(
+        read(jvm, "pylog", broker, subscribe=topic, includeHeaders="true")
+    )
+
+
+def test_streaming_read_committed_waits_at_the_lso(
+    jvm: Any, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """Each micro-batch ends at the last stable offset: while a transaction is
+    open the query reads what confluent-kafka's read_committed consumer reads,
+    no aborted record ever; once it commits, the rest."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = topic_name("jvm-stream-txn")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    config = {"segment.bytes": str(1 << 20)}
+    admin.create_topics([NewTopic(topic, 2, 1, config=config)])[topic].result(20)
+    txn, committed, uncommitted = _produce_mixed(broker.bootstrap, topic)
+    want = _consumer_read(broker.bootstrap, topic, "read_committed", len(committed))
+    q = (
+        jvm.readStream.format(JVM_FORMAT).option("path", log_dir(broker))
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("kafka.isolation.level", "read_committed")
+        .option("subscribe", topic).option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "60").load()
+        .writeStream.format("memory").queryName("jvm_stream_txn")
+        .option("checkpointLocation", str(tmp_path / "ckpt")).start()
+    )  # fmt: skip
+    try:
+        q.processAllAvailable()
+        got = _rows(jvm.table("jvm_stream_txn"))
+        assert got == want
+        assert not {v for _, _, v in got} & uncommitted
+        sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+        assert max(sizes) <= 60 and len(sizes) >= 2, sizes
+        txn.commit_transaction(30)
+        now = len(committed | uncommitted) - sum(1 for v in uncommitted if v.startswith(b"txn-"))
+        after = _consumer_read(broker.bootstrap, topic, "read_committed", now)
+        assert len(after) == now
+        q.processAllAvailable()
+        assert _rows(jvm.table("jvm_stream_txn")) == after
+    finally:
+        q.stop()

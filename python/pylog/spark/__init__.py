@@ -12,7 +12,9 @@ Needs the ``spark`` extra (any PySpark from 4.0 on, pyarrow)::
 
 Segment files can also be read by a JVM DataSource V2 reader, format
 ``"pylog-jvm"`` (``make spark-jvm`` builds its jar; :func:`jvm_jar` finds it,
-for ``spark.jars``): no Python worker, columnar batches straight to Spark.
+for ``spark.jars``): no Python worker, columnar batches straight to Spark, in
+batch and streaming, ``read_committed`` with ``kafka.bootstrap.servers`` (the
+broker's last stable offset, the files' ``.txnindex``).
 """
 
 from __future__ import annotations

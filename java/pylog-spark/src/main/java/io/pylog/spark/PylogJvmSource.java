@@ -18,12 +18,16 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * {@code spark.read.format("pylog-jvm")}: a batch read of Kafka-format segment
- * files with Spark's Kafka schema, decoded in the executor's JVM into columnar
- * batches. It takes the segment-file options of {@code format("pylog")} (the
- * PySpark data source): {@code path}, one of {@code subscribe},
- * {@code subscribePattern}, {@code assign}, offset ranges by offset, and refuses
- * the others by name.
+ * {@code spark.read.format("pylog-jvm")} and {@code spark.readStream.format("pylog-jvm")}:
+ * batch and micro-batch reads of Kafka-format segment files with Spark's Kafka
+ * schema, decoded in the executor's JVM into columnar batches. It takes the
+ * segment-file options of {@code format("pylog")} (the PySpark data source):
+ * {@code path}, one of {@code subscribe}, {@code subscribePattern}, {@code assign},
+ * offset ranges by offset, {@code maxOffsetsPerTrigger}; with
+ * {@code kafka.bootstrap.servers} (and the {@code kafka.*} security options) the
+ * broker's ListOffsets bounds the read, at the last stable offset under
+ * {@code kafka.isolation.level=read_committed}, whose aborted transactions are
+ * left out. It refuses the others by name.
  *
  * <p>Its short name is not {@code "pylog"}: Spark 4.0 to 4.3 resolve a format name
  * to a JVM {@code DataSourceRegister} first and to a registered Python data source
@@ -90,7 +94,7 @@ public final class PylogJvmSource implements TableProvider, DataSourceRegister {
 
         @Override
         public Set<TableCapability> capabilities() {
-            return EnumSet.of(TableCapability.BATCH_READ);
+            return EnumSet.of(TableCapability.BATCH_READ, TableCapability.MICRO_BATCH_READ);
         }
 
         @Override

@@ -41,9 +41,9 @@ final class ReadOptions implements Serializable {
 
     /** Options format("pylog") takes that this reader does not implement. */
     private static final String[] NOT_HERE = {
-        "kafka.bootstrap.servers", "startingTimestamp", "endingTimestamp",
+        "startingTimestamp", "endingTimestamp",
         "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
-        "startingOffsetsByTimestampStrategy",
+        "startingOffsetsByTimestampStrategy", "minOffsetsPerTrigger", "maxTriggerDelay",
     };
 
     final List<String> paths = new ArrayList<>();
@@ -51,16 +51,25 @@ final class ReadOptions implements Serializable {
     String pattern;
     /** topic -> partitions, in the order given. */
     LinkedHashMap<String, List<Integer>> assign;
-    /** "earliest", "latest", or per-partition offsets (-2 earliest, -1 latest). */
-    String starting = "earliest";
+    /** "earliest", "latest", or per-partition offsets (-2 earliest, -1 latest); null: the query's default. */
+    String starting;
     Map<TopicPartition, Long> startingSpec;
     String ending = "latest";
     Map<TopicPartition, Long> endingSpec;
     boolean includeHeaders;
+    /** The broker's ListOffsets pins the ends (null: the files' high watermark checkpoint does). */
+    String bootstrap;
+    /** Kafka's isolation level: read_committed ends at the last stable offset and drops aborted transactions. */
+    boolean readCommitted;
+    /** The kafka.* options without the prefix, for the admin client (keys lower-cased, as Kafka spells them). */
+    final Map<String, String> kafkaParams = new LinkedHashMap<>();
     boolean failOnDataLoss = true;
     boolean upToLogEnd;
     Integer minPartitions;
     Integer maxRecordsPerPartition;
+    /** Streaming: records per micro-batch at most, spread over the partitions by backlog. */
+    Integer maxOffsetsPerTrigger;
+    boolean endingGiven;
 
     static final class OptionError extends IllegalArgumentException {
         private static final long serialVersionUID = 1L;
@@ -81,15 +90,10 @@ final class ReadOptions implements Serializable {
                 throw new OptionError("option '" + e.getKey() + "' is not supported: " + e.getValue());
             }
         }
-        String iso = opts.getOrDefault("kafka.isolation.level", "read_uncommitted");
-        if (!iso.trim().equalsIgnoreCase("read_uncommitted")) {
-            throw new OptionError("option 'kafka.isolation.level' must be read_uncommitted: pylog.spark "
-                + "does not filter aborted transactions yet");
-        }
         for (String name : NOT_HERE) {
             if (opts.containsKey(name.toLowerCase(Locale.ROOT))) {
-                throw new OptionError("option '" + name + "' is not supported by format('pylog-jvm'), "
-                    + "which reads segment files by offset only; use format('pylog') for it");
+                throw new OptionError("option '" + name + "' is not supported by format('pylog-jvm'); "
+                    + "use format('pylog') for it");
             }
         }
         ReadOptions o = new ReadOptions();
@@ -97,6 +101,25 @@ final class ReadOptions implements Serializable {
             if (!p.trim().isEmpty()) {
                 o.paths.add(p.trim());
             }
+        }
+        for (Map.Entry<String, String> kv : opts.entrySet()) {
+            if (kv.getKey().startsWith("kafka.")) {
+                o.kafkaParams.put(kv.getKey().substring("kafka.".length()), kv.getValue());
+            }
+        }
+        String servers = opts.get("kafka.bootstrap.servers");
+        if (servers != null && !servers.trim().isEmpty()) {
+            o.bootstrap = servers.trim();
+        }
+        String iso = opts.getOrDefault("kafka.isolation.level", "read_uncommitted").trim().toLowerCase(Locale.ROOT);
+        if (!iso.equals("read_uncommitted") && !iso.equals("read_committed")) {
+            throw new OptionError("option 'kafka.isolation.level' must be read_uncommitted or read_committed, not '"
+                + opts.get("kafka.isolation.level") + "'");
+        }
+        o.readCommitted = iso.equals("read_committed");
+        if (o.readCommitted && o.bootstrap == null) {
+            throw new OptionError("option 'kafka.isolation.level' read_committed needs 'kafka.bootstrap.servers': "
+                + "the last stable offset is the broker's (the segment files do not record it)");
         }
         if (o.paths.isEmpty()) {
             throw new OptionError("option 'path' (log directories the executors can read) must be given "
@@ -153,28 +176,43 @@ final class ReadOptions implements Serializable {
                 o.endingSpec = offsetsSpec("endingOffsets", e);
             }
         }
-        if ("latest".equals(o.starting)) {
-            throw new OptionError("starting offset can't be latest for batch queries on Kafka");
-        }
-        if ("earliest".equals(o.ending)) {
-            throw new OptionError("ending offset can't be earliest for batch queries on Kafka");
-        }
-        if (o.startingSpec != null && o.startingSpec.containsValue(LATEST)) {
-            throw new OptionError("startingOffsets for " + having(o.startingSpec, LATEST)
-                + " can't be latest for batch queries");
-        }
-        if (o.endingSpec != null && o.endingSpec.containsValue(EARLIEST)) {
-            throw new OptionError("endingOffsets for " + having(o.endingSpec, EARLIEST)
-                + " can't be earliest for batch queries");
-        }
         o.includeHeaders = bool(opts, "includeheaders", false);
         o.failOnDataLoss = bool(opts, "failondataloss", true);
         o.upToLogEnd = bool(opts, "uptologend", false) || bool(opts, "readuncommitted", false);
+        if (o.upToLogEnd && o.bootstrap != null) {
+            throw new OptionError("option 'upToLogEnd' reads the files past the high watermark; with "
+                + "'kafka.bootstrap.servers' the broker pins the end offsets: give one or the other");
+        }
         o.minPartitions = positive(opts, "minpartitions");
         o.maxRecordsPerPartition = positive(opts, "maxrecordsperpartition");
-        // checked as format("pylog") checks it; a batch read has no triggers
-        positive(opts, "maxoffsetspertrigger");
+        o.endingGiven = e != null;
+        o.maxOffsetsPerTrigger = positive(opts, "maxoffsetspertrigger");
         return o;
+    }
+
+    /** What a batch query refuses, as Spark's Kafka source refuses it; checked when the scan is planned. */
+    void checkBatch() {
+        if ("latest".equals(starting)) {
+            throw new OptionError("starting offset can't be latest for batch queries on Kafka");
+        }
+        if ("earliest".equals(ending)) {
+            throw new OptionError("ending offset can't be earliest for batch queries on Kafka");
+        }
+        if (startingSpec != null && startingSpec.containsValue(LATEST)) {
+            throw new OptionError("startingOffsets for " + having(startingSpec, LATEST)
+                + " can't be latest for batch queries");
+        }
+        if (endingSpec != null && endingSpec.containsValue(EARLIEST)) {
+            throw new OptionError("endingOffsets for " + having(endingSpec, EARLIEST)
+                + " can't be earliest for batch queries");
+        }
+    }
+
+    /** What a streaming query refuses; checked when its stream is made. */
+    void checkStream() {
+        if (endingGiven) {
+            throw new OptionError("ending offset not valid in streaming queries");
+        }
     }
 
     private static List<TopicPartition> having(Map<TopicPartition, Long> spec, long v) {

@@ -31,8 +31,10 @@ import org.apache.spark.unsafe.types.UTF8String;
  *
  * <p>What it reads matches pylog's native reader (rust/pylog-core/src/columnar.rs)
  * behind format("pylog"): v2 batches are framed and CRC-32C checked, control
- * batches skipped, aborted transactional records kept (read_uncommitted: the only
- * isolation level either reader offers), LogAppendTime batches give every record
+ * batches skipped, aborted transactional records kept under read_uncommitted and
+ * their batches skipped under read_committed ({@link TransactionIndex}: the
+ * partition's {@code .txnindex} entries, as Kafka's log finds them for a
+ * read_committed fetch), LogAppendTime batches give every record
  * the batch's max timestamp, header keys are decoded as UTF-8 with bad bytes
  * replaced. Legacy magic 0/1 message sets are refused with an error naming the
  * file and position (format("pylog") reads them).
@@ -50,7 +52,9 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
     // v2 batch layout (Kafka's DefaultRecordBatch)
     static final int LOG_OVERHEAD = 12, MAGIC_OFFSET = 16, CRC_OFFSET = 17, ATTRIBUTES_OFFSET = 21,
         LAST_OFFSET_DELTA_OFFSET = 23, BASE_TIMESTAMP_OFFSET = 27, MAX_TIMESTAMP_OFFSET = 35,
-        RECORDS_COUNT_OFFSET = 57, RECORDS_OFFSET = 61;
+        PRODUCER_ID_OFFSET = 43, RECORDS_COUNT_OFFSET = 57, RECORDS_OFFSET = 61;
+    // attributes bits
+    static final int TRANSACTIONAL = 0x10, CONTROL = 0x20;
 
     static final class Factory implements PartitionReaderFactory {
         private static final long serialVersionUID = 1L;
@@ -108,6 +112,8 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
     private long recBatchPos, baseOffset, baseTimestamp, maxTimestamp;
     private int tsType;
     private final Codecs.Out decompressed = new Codecs.Out();
+    /** read_committed: the aborted transactions overlapping the range (null: read_uncommitted, or none). */
+    private final TransactionIndex aborted;
     private final CRC32C crc = new CRC32C();
     private int bytesInBatch;
 
@@ -153,6 +159,8 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
         }
         this.bases = b;
         this.done = b.length == 0 || cur >= p.end();
+        TransactionIndex txns = p.readCommitted() && !done ? TransactionIndex.collect(p.dir(), cur, p.end()) : null;
+        this.aborted = txns == null || txns.isEmpty() ? null : txns;
     }
 
     @Override
@@ -332,8 +340,11 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
                 throw corrupt(batchPos, "negative records count " + count);
             }
             long next = last + 1;
-            if ((attributes & 0x20) != 0 || count == 0) {
-                // a control batch (transaction marker), or an empty one the cleaner kept
+            boolean abortedTxn = aborted != null && (attributes & TRANSACTIONAL) != 0
+                && aborted.aborted(i64(win, at + PRODUCER_ID_OFFSET), base);
+            if ((attributes & CONTROL) != 0 || count == 0 || abortedTxn) {
+                // a control batch (transaction marker), an empty one the cleaner kept, or
+                // (read_committed) a batch of an aborted transaction: no rows, not decompressed
                 cur = Math.max(cur, next);
                 if (cur >= p.end()) {
                     done = true;

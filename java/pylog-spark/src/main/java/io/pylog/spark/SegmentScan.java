@@ -12,6 +12,7 @@ import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
@@ -19,7 +20,10 @@ import org.apache.spark.sql.types.StructType;
  * A batch scan of offset ranges: planned on the driver from the log directories
  * as format("pylog") plans them (python/pylog/spark/_options.py: topic selection,
  * offset resolution with failOnDataLoss, splits at segment bases, by
- * maxRecordsPerPartition and to minPartitions), read by {@link SegmentReader}.
+ * maxRecordsPerPartition and to minPartitions), read by {@link SegmentReader}; with
+ * {@code kafka.bootstrap.servers} the latest offsets are the broker's (the last
+ * stable offsets under read_committed). A streaming query's micro-batches are
+ * {@link SegmentStream}'s.
  */
 final class SegmentScan implements Scan, Batch {
     static final class Builder implements ScanBuilder, SupportsPushDownRequiredColumns {
@@ -82,7 +86,14 @@ final class SegmentScan implements Scan, Batch {
 
     @Override
     public Batch toBatch() {
+        options.checkBatch();
         return this;
+    }
+
+    @Override
+    public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+        options.checkStream();
+        return new SegmentStream(options, columns);
     }
 
     @Override
@@ -93,10 +104,17 @@ final class SegmentScan implements Scan, Batch {
     @Override
     public InputPartition[] planInputPartitions() {
         LogDirs dirs = new LogDirs(options.paths, options.upToLogEnd);
-        List<TopicPartition> tps = topicPartitions(dirs);
-        Map<TopicPartition, Long> start = resolve(dirs, tps, true);
-        Map<TopicPartition, Long> end = resolve(dirs, tps, false);
-        List<SegmentPartition> out = new ArrayList<>();
+        List<TopicPartition> tps = topicPartitions(options, dirs);
+        Map<TopicPartition, Long> pinned = null;
+        if (options.bootstrap != null) {
+            try (ListOffsets broker = new ListOffsets(options.kafkaParams)) {
+                pinned = pinnedEnds(options, broker, dirs, tps);
+            }
+        }
+        String starting = options.starting == null && options.startingSpec == null ? "earliest" : options.starting;
+        Map<TopicPartition, Long> start = resolve(options, dirs, tps, starting, options.startingSpec, true, pinned);
+        Map<TopicPartition, Long> end = resolve(options, dirs, tps, options.ending, options.endingSpec, false,
+            pinned);
         for (TopicPartition tp : tps) {
             long s = start.get(tp), e = end.get(tp);
             if (e < s) {
@@ -104,6 +122,17 @@ final class SegmentScan implements Scan, Batch {
                     + " is before the starting offset " + s);
             }
         }
+        return split(options, dirs, tps, start, end, options.minPartitions);
+    }
+
+    /**
+     * The tasks reading {@code [start, end)} of each partition: split at segment
+     * bases, then by maxRecordsPerPartition, then evenly until there are minPartitions.
+     */
+    static InputPartition[] split(ReadOptions options, LogDirs dirs, List<TopicPartition> tps,
+                                  Map<TopicPartition, Long> start, Map<TopicPartition, Long> end,
+                                  Integer minPartitions) {
+        List<SegmentPartition> out = new ArrayList<>();
         List<long[]> pieces = new ArrayList<>();
         List<TopicPartition> owners = new ArrayList<>();
         for (TopicPartition tp : tps) {
@@ -139,12 +168,12 @@ final class SegmentScan implements Scan, Batch {
             pieces = more;
             owners = moreOwners;
         }
-        if (options.minPartitions != null && pieces.size() < options.minPartitions) {
+        if (minPartitions != null && pieces.size() < minPartitions) {
             long total = 0;
             for (long[] p : pieces) {
                 total += p[1] - p[0];
             }
-            long min = options.minPartitions;
+            long min = minPartitions;
             List<long[]> more = new ArrayList<>();
             List<TopicPartition> moreOwners = new ArrayList<>();
             for (int i = 0; i < pieces.size(); i++) {
@@ -162,7 +191,7 @@ final class SegmentScan implements Scan, Batch {
         for (int i = 0; i < pieces.size(); i++) {
             TopicPartition tp = owners.get(i);
             out.add(new SegmentPartition(tp.topic(), tp.partition(), pieces.get(i)[0], pieces.get(i)[1],
-                dirs.partitions.get(tp), options.failOnDataLoss));
+                dirs.partitions.get(tp), options.failOnDataLoss, options.readCommitted));
         }
         return out.toArray(new InputPartition[0]);
     }
@@ -180,7 +209,7 @@ final class SegmentScan implements Scan, Batch {
     }
 
     /** The partitions the options select. */
-    private List<TopicPartition> topicPartitions(LogDirs dirs) {
+    static List<TopicPartition> topicPartitions(ReadOptions options, LogDirs dirs) {
         Map<String, List<Integer>> topics = dirs.topics();
         List<TopicPartition> out = new ArrayList<>();
         if (options.subscribe != null) {
@@ -223,14 +252,38 @@ final class SegmentScan implements Scan, Batch {
         return out;
     }
 
+    /**
+     * With {@code kafka.bootstrap.servers}, the latest offset of each partition as its
+     * leader answers ListOffsets (the last stable offset under read_committed, else
+     * the high watermark), pinned for the whole read; null without it (the files'
+     * checkpointed high watermark is the latest). The files must reach it: this
+     * reader fetches nothing, and under read_committed an aborted transaction whose
+     * marker the files lack would otherwise show.
+     */
+    static Map<TopicPartition, Long> pinnedEnds(ReadOptions options, ListOffsets broker, LogDirs dirs,
+                                                List<TopicPartition> tps) {
+        Map<TopicPartition, Long> ends = broker.latest(tps, options.readCommitted);
+        for (TopicPartition tp : tps) {
+            long there = dirs.logEnd(tp);
+            long end = ends.get(tp);
+            if (there < end) {
+                throw new IllegalStateException(tp + ": the files in " + dirs.partitions.get(tp) + " end at offset "
+                    + there + ", before the broker's " + (options.readCommitted ? "last stable offset " : "high watermark ")
+                    + end + ": format('pylog-jvm') reads files only (a lagging copy or a follower's?); "
+                    + "use format('pylog'), which fetches the rest from the broker");
+            }
+        }
+        return ends;
+    }
+
     /** Concrete offsets for the start (or end) of the read, per partition. */
-    private Map<TopicPartition, Long> resolve(LogDirs dirs, List<TopicPartition> tps, boolean isStart) {
-        String kind = isStart ? options.starting : options.ending;
-        Map<TopicPartition, Long> spec = isStart ? options.startingSpec : options.endingSpec;
+    static Map<TopicPartition, Long> resolve(ReadOptions options, LogDirs dirs, List<TopicPartition> tps,
+                                             String kind, Map<TopicPartition, Long> spec, boolean isStart,
+                                             Map<TopicPartition, Long> pinned) {
         Map<TopicPartition, Long> out = new LinkedHashMap<>();
         for (TopicPartition tp : tps) {
             long earliest = dirs.earliest(tp);
-            long latest = dirs.latest(tp);
+            long latest = pinned != null ? pinned.get(tp) : dirs.latest(tp);
             long v;
             if ("earliest".equals(kind)) {
                 v = earliest;
