@@ -19,9 +19,11 @@ then change protocol mid-stream with every record read once.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import struct
+import subprocess
 import threading
 import time
 import uuid
@@ -113,7 +115,7 @@ def read_assignment(data: bytes) -> dict[str, list[int]]:
         topic = data[pos + 2 : pos + 2 + ln].decode()
         pos += 2 + ln
         (k,) = struct.unpack_from(">i", data, pos)
-        out[topic] = sorted(struct.unpack_from(">%di" % k, data, pos + 4))
+        out[topic] = sorted(struct.unpack_from(f">{k}i", data, pos + 4))
         pos += 4 + 4 * k
     return out
 
@@ -293,8 +295,8 @@ def test_upgrade_keeps_the_classic_members_and_downgrade_gives_them_back(
             break
         assert time.monotonic() < deadline, d
         time.sleep(0.2)
-    owned = sorted(p for m in d.members for t in m.assignment.topic_partitions for p in t.partitions)
-    assert owned == [0, 1, 2, 3]
+    owned = [p for m in d.members for t in m.assignment.topic_partitions for p in t.partitions]
+    assert sorted(owned) == [0, 1, 2, 3]
     assert all(m.assignment.topic_partitions for m in d.members)
 
     # the consumer-protocol member leaves: the group is classic again
@@ -321,7 +323,7 @@ def test_the_policy_can_refuse_the_upgrade(tmp_path_factory: pytest.TempPathFact
         topic = create_topic(b.bootstrap, topic_name("noupgrade"), 4)
         group = f"g-{uuid.uuid4()}"
         conn = connect(b)
-        c1, c2, gen = classic_group(b, conn, group, topic)
+        c1, _, gen = classic_group(b, conn, group, topic)
         r = cg_join(conn, group, str(uuid.uuid4()), [topic])
         assert r.error_code == GROUP_ID_NOT_FOUND, r
         # nothing changed for the classic members
@@ -356,8 +358,10 @@ def test_the_upgraded_group_is_loaded_back(tmp_path_factory: pytest.TempPathFact
             time.sleep(0.2)
 
         def shape(d: Any) -> Any:
-            return d.group_epoch, d.assignment_epoch, sorted(
-                (m.member_id, m.member_epoch, m.member_type) for m in d.members
+            return (
+                d.group_epoch,
+                d.assignment_epoch,
+                sorted((m.member_id, m.member_epoch, m.member_type) for m in d.members),
             )
 
         assert shape(after) == shape(before)
@@ -390,8 +394,8 @@ def test_confluent_kafka_members_change_protocol_mid_stream(broker: BrokerProces
 
     def produce(n: int) -> None:
         nonlocal produced
-        ck_produce(broker.bootstrap, topic,
-                   [(b"k%d" % i, b"%d" % i, None) for i in range(produced, produced + n)])  # fmt: skip
+        records = [(b"k%d" % i, b"%d" % i, None) for i in range(produced, produced + n)]
+        ck_produce(broker.bootstrap, topic, records)
         produced += n
 
     def run(name: str, protocol: str) -> None:
@@ -503,8 +507,6 @@ def test_java_classic_member_in_an_upgraded_group(broker: BrokerProcess) -> None
     group = f"g-{uuid.uuid4()}"
     total = 400
     ck_produce(broker.bootstrap, topic, [(None, b"%d" % i, None) for i in range(total // 2)])
-    import subprocess
-
     cmd = java_client.command(
         "consume", "--bootstrap", broker.bootstrap, "--topic", topic, "--group", group,
         "--count", str(10**9), "--timeout-ms", "60000",
@@ -515,6 +517,18 @@ def test_java_classic_member_in_an_upgraded_group(broker: BrokerProcess) -> None
     )  # fmt: skip
     java = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ})  # fmt: skip
+    java_seen: list[int] = []
+
+    def read_java() -> None:
+        assert java.stdout is not None
+        for line in java.stdout:
+            if line.startswith("{"):
+                r = json.loads(line)
+                if r.get("type") == "record":
+                    java_seen.append(int(r["value"]))
+
+    reader = threading.Thread(target=read_java, daemon=True)
+    reader.start()
     conn = connect(broker)
     ck_seen: list[int] = []
     try:
@@ -538,8 +552,9 @@ def test_java_classic_member_in_an_upgraded_group(broker: BrokerProcess) -> None
             assert sorted(m.member_type for m in d.members) == [CLASSIC_MEMBER, CONSUMER_MEMBER]
             ck_produce(broker.bootstrap, topic,
                        [(None, b"%d" % i, None) for i in range(total // 2, total)])  # fmt: skip
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
+            deadline = time.monotonic() + 120
+            while len(java_seen) + len(ck_seen) < total:
+                assert time.monotonic() < deadline, (len(java_seen), len(ck_seen))
                 m = c.poll(0.2)
                 if m is not None and not m.error():
                     ck_seen.append(int(m.value()))
@@ -548,9 +563,8 @@ def test_java_classic_member_in_an_upgraded_group(broker: BrokerProcess) -> None
             c.close()
     finally:
         java.send_signal(signal.SIGTERM)
-        out, err = java.communicate(timeout=60)
+        java.wait(60)
+        reader.join(30)
         conn.close()
-    java_seen = [int(line.split('"value":"')[1].split('"')[0])
-                 for line in out.splitlines() if line.startswith('{"type":"record"')]  # fmt: skip
     both = sorted(java_seen + ck_seen)
-    assert both == list(range(total)), (len(java_seen), len(ck_seen), err[-2000:])
+    assert both == list(range(total)), (len(java_seen), len(ck_seen))
