@@ -122,11 +122,11 @@ def read_assignment(data: bytes) -> dict[str, list[int]]:
 
 def classic_join(
     conn: KafkaConnection, group: str, member: str, topics: list[str],
-    owned: dict[str, list[int]] | None = None,
+    owned: dict[str, list[int]] | None = None, instance: str | None = None,
 ) -> Any:  # fmt: skip
     body = {
         "group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000,
-        "member_id": member, "group_instance_id": None, "protocol_type": "consumer",
+        "member_id": member, "group_instance_id": instance, "protocol_type": "consumer",
         "protocols": [{"name": "range", "metadata": subscription(topics, owned)}],
     }  # fmt: skip
     r = conn.request(JOIN, 5, body)
@@ -154,9 +154,11 @@ def classic_heartbeat(conn: KafkaConnection, group: str, member: str, generation
     }).error_code)  # fmt: skip
 
 
-def cg_join(conn: KafkaConnection, group: str, member: str, topics: list[str]) -> Any:
+def cg_join(
+    conn: KafkaConnection, group: str, member: str, topics: list[str], instance: str | None = None
+) -> Any:
     return conn.request(CG_HEARTBEAT, 1, {
-        "group_id": group, "member_id": member, "member_epoch": 0,
+        "group_id": group, "member_id": member, "member_epoch": 0, "instance_id": instance,
         "rebalance_timeout_ms": 30000, "subscribed_topic_names": topics, "topic_partitions": [],
     })  # fmt: skip
 
@@ -311,6 +313,37 @@ def test_upgrade_keeps_the_classic_members_and_downgrade_gives_them_back(
     committed = {p.partition_index: p.committed_offset for t in f.groups[0].topics
                  for p in t.partitions}  # fmt: skip
     assert committed.get(0) == 7
+    conn.close()
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades(
+    broker: BrokerProcess,
+) -> None:
+    """Kafka's other downgrade: the static instance of the last member on the
+    consumer protocol comes back on the classic protocol; the group is
+    classic again at once, Stable, the newcomer holding the old member's
+    target — no rebalance."""
+    topic = create_topic(broker.bootstrap, topic_name("static"), 4)
+    group = f"g-{uuid.uuid4()}"
+    conn = connect(broker)
+    c1, c2, gen = classic_group(broker, conn, group, topic)
+    modern = str(uuid.uuid4())
+    assert cg_join(conn, group, modern, [topic], instance="s1").error_code == NONE
+    assert group_type(conn, group) == "consumer"
+    target = [p for m in describe(conn, group).members if m.member_id == modern
+              for t in m.target_assignment.topic_partitions for p in t.partitions]  # fmt: skip
+    assert target  # the server gave it a share
+    r = classic_join(conn, group, "", [topic], instance="s1")
+    assert r.error_code == NONE, r
+    assert group_type(conn, group) == "classic"
+    dg = conn.request(DESCRIBE_GROUPS, 5, {"groups": [group]}).groups[0]
+    assert dg.group_state == "Stable"
+    assert sorted(m.member_id for m in dg.members) == sorted([c1, c2, r.member_id])
+    assert r.generation_id > gen and r.protocol_name == "range"
+    s = classic_sync(conn, group, r.member_id, r.generation_id)
+    assert s.error_code == NONE
+    assert sorted(read_assignment(bytes(s.assignment)).get(topic, [])) == sorted(target)
+    assert classic_heartbeat(conn, group, r.member_id, r.generation_id) == NONE
     conn.close()
 
 

@@ -54,6 +54,7 @@ from pylog.coordinator.group import (
     JoinGroupResult,
     SyncGroupResult,
 )
+from pylog.coordinator.group_metadata_manager import CoordinatorError
 from pylog.coordinator.records import RecordFormatError
 from pylog.errors import ErrorCode
 from pylog.logsafe import quoted
@@ -193,6 +194,28 @@ class ClassicMembers:
         reconciled = await hb._apply(
             group, before, updated, is_new=is_new, replaced=replaced, owned=owned
         )
+        if (
+            replaced is not None
+            and not replaced.use_classic_protocol
+            and hb._downgrade_allowed(group, None)
+            and await hb._downgrade(group, None) == ErrorCode.NONE
+        ):
+            # It replaced the last consumer-protocol member: the group is
+            # classic again, Stable, the member holding the old one's target.
+            try:
+                now_classic = hb.manager.get_group(group.group_id)
+            except CoordinatorError as e:
+                raise _Refused(e.code) from None
+            if now_classic is None or now_classic.is_in(GroupState.DEAD):
+                raise _Refused(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return JoinGroupResult(
+                error_code=ErrorCode.NONE,
+                member_id=member_id,
+                generation_id=now_classic.generation_id,
+                protocol_type="consumer",
+                protocol_name=now_classic.protocol_name,
+                leader="",
+            )
         hb._cancel_one(group.join_ops, member_id)
         timeout = req.rebalance_timeout_ms if req.rebalance_timeout_ms > 0 else 300_000
         hb._schedule(group, TimeoutKind.SYNC, member_id, timeout)

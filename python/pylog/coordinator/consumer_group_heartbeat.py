@@ -151,7 +151,7 @@ class ClassicGroups(Protocol):
 
     def reattach_classic(self, group: GroupMetadata) -> None: ...
 
-    def install_downgraded(self, group: GroupMetadata) -> None: ...
+    def install_downgraded(self, group: GroupMetadata, rebalance: bool) -> None: ...
 
 
 class _Refused(Exception):
@@ -369,16 +369,25 @@ class ConsumerGroupHeartbeat:
             if self.classic is not None:
                 self.classic.reattach_classic(classic)
 
-    def _downgrade_allowed(self, group: ConsumerGroup, leaving: ConsumerGroupMember) -> bool:
-        """Kafka's validateOnlineDowngradeWithFencedMember."""
-        if not group.all_members_use_classic_except(leaving.member_id):
-            return False
+    def _downgrade_allowed(self, group: ConsumerGroup, leaving: ConsumerGroupMember | None) -> bool:
+        """Kafka's validateOnlineDowngradeWithFencedMember (``leaving``: the
+        member fenced or leaving) and, with None, its
+        validateOnlineDowngradeWithReplacedMemberId once a classic static
+        member has taken the place of the last consumer-protocol one."""
+        if leaving is None:
+            if not group.consumer_members or group.num_classic_members != group.num_members:
+                return False
+            staying = group.num_members
+        else:
+            if not group.all_members_use_classic_except(leaving.member_id):
+                return False
+            if group.num_members <= 1:
+                return False  # it is only empty
+            staying = group.num_members - 1
         why = None
-        if group.num_members <= 1:
-            return False  # it is only empty
         if not self.migration_policy.downgrade_enabled:
             why = "the online downgrade is disabled"
-        elif group.num_members - 1 > self.classic_max_size:
+        elif staying > self.classic_max_size:
             why = "its group size is greater than the classic group max size"
         if why is not None:
             _log.info(
@@ -388,15 +397,15 @@ class ConsumerGroupHeartbeat:
             return False
         return True
 
-    async def _downgrade(self, group: ConsumerGroup, leaving: ConsumerGroupMember) -> int:
+    async def _downgrade(self, group: ConsumerGroup, leaving: ConsumerGroupMember | None) -> int:
         """KIP-848's online downgrade (Kafka's convertToClassicGroup): the
         last consumer-protocol member leaves, the classic members stay as a
-        classic group, which rebalances."""
+        classic group, which rebalances; or (``leaving`` None) a classic
+        static member took its place, and the classic group goes on Stable."""
         names = {t.topic_id: t.name for t in self._topics().values()}
+        leaving_id = "" if leaving is None else leaving.member_id
         try:
-            classic = classic_group_from_consumer_group(
-                group, leaving.member_id, names, self.clock()
-            )
+            classic = classic_group_from_consumer_group(group, leaving_id, names, self.clock())
         except RecordFormatError as e:
             _log.warning("cannot downgrade consumer group %s: %s", quoted(group.group_id), e)
             return ErrorCode.GROUP_ID_NOT_FOUND
@@ -413,10 +422,10 @@ class ConsumerGroupHeartbeat:
             self._cancel(group, mid)
         group.transition_to(GroupState.DEAD, self.clock())
         _log.info(
-            "consumer group %s downgraded to a classic group (generation %d, %d members): "
-            "member %s left",
+            "consumer group %s downgraded to a classic group (generation %d, %d members): %s",
             quoted(group.group_id), classic.generation_id, len(classic.members),
-            quoted(leaving.member_id),
+            "a classic static member replaced the last consumer-protocol one"
+            if leaving is None else f"member {quoted(leaving.member_id)} left",
         )  # fmt: skip
         try:
             shard = self.manager.shard_for(group.group_id)
@@ -424,7 +433,7 @@ class ConsumerGroupHeartbeat:
             return ErrorCode.NONE  # written: whoever loads the partition finds it classic
         shard.groups[group.group_id] = classic
         if self.classic is not None:
-            self.classic.install_downgraded(classic)
+            self.classic.install_downgraded(classic, rebalance=leaving is not None)
         return ErrorCode.NONE
 
     def _assignor(self, members: Mapping[str, ConsumerGroupMember]) -> PartitionAssignor:

@@ -254,12 +254,15 @@ class GroupCoordinator:
         if group.members:
             self._prepare_rebalance(group, "the upgrade to a consumer group failed")
 
-    def install_downgraded(self, group: GroupMetadata) -> None:
+    def install_downgraded(self, group: GroupMetadata, rebalance: bool) -> None:
         """A consumer group became this classic group (Kafka's
-        convertToClassicGroup): its members get sessions and it rebalances."""
+        convertToClassicGroup): its members get sessions, and it rebalances
+        unless a static member's replacement made it (its members hold their
+        assignments as they are)."""
         for m in group.members.values():
             self._schedule_heartbeat(group, m)
-        self._prepare_rebalance(group, "downgraded from a consumer group")
+        if rebalance:
+            self._prepare_rebalance(group, "downgraded from a consumer group")
 
     def register_metrics(self, metrics: MetricsRegistry) -> None:
         """Kafka's GroupMetadataManager gauges (NumGroups per state, NumOffsets)
