@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_process import BrokerProcess, ck_produce, topic_name
+from broker_process import PYLOG, BrokerProcess, ck_produce, topic_name
 
 from pylog.protocol.client import KafkaConnection
 
@@ -410,6 +410,18 @@ def test_the_upgraded_group_is_loaded_back(tmp_path_factory: pytest.TempPathFact
 # ------------------------------------------------------------ real clients
 
 
+def tool_state(b: BrokerProcess, group: str) -> list[str]:
+    """`pylog groups describe --state`'s row: group, state, protocol type,
+    assignor, members, type."""
+    out = subprocess.run(
+        [PYLOG, "groups", "describe", "--group", group, "--state",
+         "--bootstrap-server", b.bootstrap],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()[1].split()
+
+
 def test_confluent_kafka_members_change_protocol_mid_stream(broker: BrokerProcess) -> None:
     """Two classic confluent-kafka consumers read and commit; one restarts
     with group.protocol=consumer (the group is upgraded), later leaves (it is
@@ -500,6 +512,7 @@ def test_confluent_kafka_members_change_protocol_mid_stream(broker: BrokerProces
         assert group_type(conn, group) == "consumer"
         d = describe(conn, group)
         assert sorted(m.member_type for m in d.members) == [CLASSIC_MEMBER, CONSUMER_MEMBER]
+        assert tool_state(broker, group)[5] == "consumer"
         produce(200)
         read_all()
         # b leaves: the group is classic again, a reads on alone
@@ -511,6 +524,7 @@ def test_confluent_kafka_members_change_protocol_mid_stream(broker: BrokerProces
         produce(200)
         split_between(["a"])
         read_all()
+        assert tool_state(broker, group)[5] == "classic"
         halt("a")
     finally:
         for name in stop:
