@@ -613,3 +613,104 @@ def test_kafka_python_member_follows_the_coordinator(cluster: Cluster) -> None:
         assert got == (100, 100)
     finally:
         consumer.close(autocommit=False)
+
+
+def _group_type(bootstrap: str, group: str) -> str | None:
+    """The group's type as ListGroups v5 at its coordinator reports it."""
+    from pylog.protocol.client import KafkaConnection
+
+    for b in bootstrap.split(","):
+        try:
+            with KafkaConnection(b, timeout=10) as c:
+                r = c.request(16, 5, {"states_filter": [], "types_filter": []})
+        except OSError:
+            continue
+        for g in r.groups:
+            if g.group_id == group:
+                return str(g.group_type)
+    return None
+
+
+def test_upgraded_group_survives_the_sigkill_of_its_coordinator(cluster: Cluster) -> None:
+    """KIP-848's online upgrade on a cluster: two classic members consume;
+    one restarts with group.protocol=consumer and the group becomes a
+    consumer group with the other as its classic member; the coordinator's
+    broker is then killed and the new one loads the converted group (the
+    classic member's ClassicMemberMetadata with it) — both members consume
+    on; the consumer-protocol member leaves and the group is classic again.
+    Nothing acknowledged is delivered again, nothing is lost."""
+    for b in (1, 2, 3):
+        cluster.start(b, **{
+            "offsets.topic.replication.factor": 3, "auto.leader.rebalance.enable": False,
+            "group.consumer.min.heartbeat.interval.ms": 500,
+            "group.consumer.heartbeat.interval.ms": 500,
+        })  # fmt: skip
+    _wait_for(lambda: cluster.registered() == [1, 2, 3], "three registered brokers")
+    bootstrap = cluster.bootstrap
+    topic = topic_name("cgmig")
+    partitions = 4
+    _create_topic(bootstrap, topic, partitions, 3)
+    group = f"cgmig-{uuid.uuid4().hex[:6]}"
+    ledger = Ledger()
+    producer = Producer(bootstrap, topic, partitions)
+    producer.start()
+    classic = Member("classic", bootstrap, group, topic, ledger)
+    leaving = Member("leaving", bootstrap, group, topic, ledger)
+    classic.start()
+    leaving.start()
+    modern: Member | None = None
+
+    def split(a: Member, b: Member) -> bool:
+        return sorted(a.assigned + b.assigned) == list(range(partitions)) and bool(
+            a.assigned and b.assigned
+        )
+
+    try:
+        _wait_for(lambda: split(classic, leaving), "two classic members sharing the partitions")
+        _wait_for(lambda: ledger.count() >= 100, "consumption")
+        assert _group_type(cluster.bootstrap, group) == "classic"
+        leaving.stop_event.set()
+        leaving.join(WAIT)
+        modern = Member("modern", bootstrap, group, topic, ledger, kip848=True)
+        modern.start()
+        _wait_for(lambda: _group_type(cluster.bootstrap, group) == "consumer", "the upgrade")
+        _wait_for(lambda: split(classic, modern), "the classic and the consumer member sharing")
+        coordinator = cluster.offsets_leader(group)
+        assert coordinator is not None
+        acked_before = ledger.snapshot()
+        consumed_before = ledger.count()
+        cluster.kill(coordinator)
+        _wait_for(
+            lambda: cluster.offsets_leader(group) not in (None, coordinator),
+            "the coordinator to move",
+        )
+        _wait_for(lambda: ledger.count() >= consumed_before + 200, "consumption to go on")
+        assert _group_type(cluster.bootstrap, group) == "consumer"
+        committed_mid = _committed(cluster.bootstrap, group)
+        for p, offset in acked_before.items():
+            assert committed_mid[(topic, p)] >= offset, (p, committed_mid, acked_before)
+        _wait_for(lambda: split(classic, modern), "both members consuming after the move")
+        # the consumer-protocol member leaves: the group is classic again
+        modern.stop_event.set()
+        modern.join(WAIT)
+        _wait_for(lambda: _group_type(cluster.bootstrap, group) == "classic", "the downgrade")
+        _wait_for(lambda: sorted(classic.assigned) == list(range(partitions)),
+                  "the classic member holding every partition")  # fmt: skip
+    finally:
+        producer.stop_event.set()
+        producer.join(WAIT)
+    ends = _end_offsets(cluster.bootstrap, topic, partitions)
+    try:
+        _wait_for(
+            lambda: all(ledger.snapshot().get(p, 0) >= ends[p] for p in range(partitions)),
+            "every record committed",
+        )
+    finally:
+        for m in (classic, leaving, modern):
+            if m is not None:
+                m.stop_event.set()
+                m.join(WAIT)
+    assert producer.errors == []
+    assert ledger.below_commit == [], "records re-delivered below an acknowledged commit"
+    for p in range(partitions):
+        assert ledger.offsets(p) == set(range(ends[p])), f"partition {p} lost records"

@@ -14,7 +14,8 @@ Raw requests (pylog's KafkaConnection):
   not have (UNSUPPORTED_ASSIGNOR), a regex RE2 would refuse
   (INVALID_REGULAR_EXPRESSION), missing fields (INVALID_REQUEST), an unknown
   member (UNKNOWN_MEMBER_ID), a static instance still in use
-  (UNRELEASED_INSTANCE_ID), a group that is classic (GROUP_ID_NOT_FOUND), a
+  (UNRELEASED_INSTANCE_ID), a classic group heartbeated at an epoch other than 0
+  (GROUP_ID_NOT_FOUND), a
   member too many (GROUP_MAX_SIZE_REACHED);
 - OffsetCommit v9 and OffsetFetch v9 check the member epoch
   (STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH); ListGroups v5 reports the type;
@@ -270,10 +271,12 @@ def test_offsets_check_the_member_epoch(broker: BrokerProcess) -> None:
     assert group not in [x.group_id for x in classic.groups]
     d = conn.request(DESCRIBE_GROUPS, 5, {"groups": [group]}).groups[0]
     assert (d.error_code, d.group_state) == (NONE, "Dead")
-    # a classic member may not join while it has consumer members
+    # a classic member of another protocol type may not join while it has
+    # members (one of the consumer type joins as a classic member of the
+    # consumer group: test_consumer_group_migration.py)
     r = conn.request(JOIN, 5, {
         "group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
-        "member_id": "", "protocol_type": "consumer",
+        "member_id": "", "protocol_type": "connect",
         "protocols": [{"name": "range", "metadata": b""}]})  # fmt: skip
     assert r.error_code == INCONSISTENT_GROUP_PROTOCOL
 
@@ -292,7 +295,9 @@ def test_classic_group_is_not_a_consumer_group(broker: BrokerProcess) -> None:
             assert time.monotonic() < deadline
             c.poll(0.2)
         conn = connect(broker)
-        r = join(conn, group, str(uuid.uuid4()), [topic])
+        # only a joining member (epoch 0) upgrades a classic group
+        # (test_consumer_group_migration.py): any other epoch finds none
+        r = hb(conn, group, str(uuid.uuid4()), 1, topic_partitions=[])
         assert r.error_code == GROUP_ID_NOT_FOUND
         d = describe(conn, group)
         assert d.error_code == GROUP_ID_NOT_FOUND and "not a consumer group" in d.error_message

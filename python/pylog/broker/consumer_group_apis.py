@@ -12,7 +12,11 @@ from __future__ import annotations
 from pylog.broker.auth_helper import AuthHelper
 from pylog.coordinator.consumer_group import ConsumerGroup
 from pylog.coordinator.consumer_group_heartbeat import HeartbeatRequest, owned_from_wire
-from pylog.coordinator.consumer_group_member import Assignment
+from pylog.coordinator.consumer_group_member import (
+    CLASSIC_MEMBER,
+    CONSUMER_MEMBER,
+    Assignment,
+)
 from pylog.coordinator.group import GroupState
 from pylog.coordinator.group_coordinator import GroupCoordinator
 from pylog.errors import ErrorCode
@@ -31,10 +35,6 @@ from pylog.security.resource_type import ResourceType
 __all__ = ["ConsumerGroupApis"]
 
 _AUTHORIZED_OPS_NOT_REQUESTED = -(2**31)
-
-
-#: ConsumerGroupDescribe v1 MemberType of a consumer-protocol member (KIP-1099).
-_CONSUMER_MEMBER = 1
 
 
 class ConsumerGroupApis:
@@ -142,9 +142,8 @@ class ConsumerGroupApis:
                     target_assignment=cgd.Assignment(
                         topic_partitions=_described(group.targets.get(m.member_id, {}), names)
                     ),
-                    # v1 (KIP-1099): every member here speaks the consumer
-                    # protocol (pylog converts only an empty classic group)
-                    member_type=_CONSUMER_MEMBER,
+                    # v1 (KIP-1099): classic members of an upgraded group are 0
+                    member_type=CLASSIC_MEMBER if m.use_classic_protocol else CONSUMER_MEMBER,
                 )
                 for m in group.consumer_members.values()
             ]

@@ -408,7 +408,7 @@ class GroupApis:
             members = [(m.member_id, m.group_instance_id) for m in body.members]
         else:
             members = [(body.member_id, None)]
-        code, codes = self.coordinator.leave_group(body.group_id, members)
+        code, codes = await self.coordinator.leave_group(body.group_id, members)
         if version < 3:
             if code == ErrorCode.NONE and codes:
                 code = codes[0]

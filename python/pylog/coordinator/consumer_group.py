@@ -13,10 +13,16 @@ assignment. Kafka's states follow from those::
 
 It extends GroupMetadata for what every group type shares here — the id, the
 committed offsets, the Dead state and the shard it lives in — and leaves the
-classic fields unused: ``members`` (the classic members) stays empty, so a
-classic JoinGroup, SyncGroup or Heartbeat naming a member finds none
-(UNKNOWN_MEMBER_ID, as Kafka answers), and ``state`` mirrors this group as
-Empty or Stable for the classic code paths (DeleteGroups, offset expiry).
+classic fields unused: ``members`` (the classic group's members) stays empty,
+and ``state`` mirrors this group as Empty or Stable for the classic code
+paths (DeleteGroups, offset expiry).
+
+Members that still speak the classic protocol (KIP-848's online upgrade keeps
+a classic group's members when it becomes a consumer group) are consumer
+members like the others, with ``classic`` metadata: their JoinGroup,
+SyncGroup, Heartbeat and LeaveGroup are served against this group
+(``consumer_group_classic_members``), and their commits carry their member
+epoch as the generation.
 """
 
 from __future__ import annotations
@@ -85,6 +91,14 @@ class ConsumerGroup(GroupMetadata):
         self.revocation_ops: dict[str, ConsumerGroupTimeout] = {}
         # Made from an empty classic group: the first write tombstones that one.
         self.converted_from_classic = False
+        # Made from a classic group with members (the online upgrade): the
+        # first write tombstones it and writes this group's records; until
+        # then a failure puts that group back.
+        self.upgraded_from: GroupMetadata | None = None
+        # Classic members' deadlines to rejoin after REBALANCE_IN_PROGRESS
+        # and to SyncGroup after their JoinGroup (Kafka's join/sync timers).
+        self.join_ops: dict[str, ConsumerGroupTimeout] = {}
+        self.sync_ops: dict[str, ConsumerGroupTimeout] = {}
 
     # ------------------------------------------------------------ state
 
@@ -158,6 +172,43 @@ class ConsumerGroup(GroupMetadata):
     def preferred_assignor(self, default: str) -> str:
         return preferred_assignor(self.consumer_members, default)
 
+    # ------------------------------------------------------------ classic members
+
+    @property
+    def num_classic_members(self) -> int:
+        return sum(1 for m in self.consumer_members.values() if m.use_classic_protocol)
+
+    def supports_classic_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        """Whether a classic member may join (Kafka's supportsClassicProtocols):
+        protocol type ``consumer``, and one protocol that every classic
+        member here supports (any, when none is classic)."""
+        if protocol_type != "consumer" or not names:
+            return False
+        for m in self.consumer_members.values():
+            if m.classic is not None:
+                names = names & {n for n, _ in m.classic.supported_protocols}
+        return bool(names)
+
+    def all_members_use_classic_except(self, member_id: str) -> bool:
+        """Every member but ``member_id`` is classic and that one is not:
+        its leaving can turn the group back into a classic group."""
+        member = self.consumer_members.get(member_id)
+        if member is None or member.use_classic_protocol:
+            return False
+        return self.num_classic_members == len(self.consumer_members) - 1
+
+    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
+        """A member in UNRELEASED_PARTITIONS still waits for a partition of
+        its target that another member holds (Kafka's method of the name)."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic, ps in self.targets.get(member.member_id, {}).items():
+            mine = member.assigned.get(topic, frozenset())
+            for p in ps:
+                if p not in mine and self.partition_epoch(topic, p) != -1:
+                    return True
+        return False
+
     # ------------------------------------------------------------ offsets
 
     def subscribed_topics(self) -> set[str] | None:
@@ -179,6 +230,11 @@ class ConsumerGroup(GroupMetadata):
         member = self.consumer_members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.use_classic_protocol:
+            # A classic member commits with its generation: the member epoch.
+            if member_epoch != member.member_epoch:
+                return ErrorCode.ILLEGAL_GENERATION
+            return ErrorCode.NONE
         if api_version < 9:
             # A KIP-848 member commits with v9+ (it must send its epoch).
             return ErrorCode.UNSUPPORTED_VERSION
@@ -197,6 +253,8 @@ class ConsumerGroup(GroupMetadata):
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
+            if member.use_classic_protocol:
+                return ErrorCode.ILLEGAL_GENERATION
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 

@@ -36,6 +36,7 @@ import re
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from pylog.common.utils.time import Clock
 from pylog.coordinator.consumer_group import ConsumerGroup, preferred_assignor
@@ -47,8 +48,15 @@ from pylog.coordinator.consumer_group_member import (
     MemberState,
     assignment_of,
 )
+from pylog.coordinator.consumer_group_migration import (
+    classic_group_from_consumer_group,
+    consumer_group_from_classic_group,
+    consumer_group_records,
+)
+from pylog.coordinator.consumer_group_migration_policy import ConsumerGroupMigrationPolicy
 from pylog.coordinator.consumer_group_records import (
     Record,
+    consumer_group_tombstones,
     current_assignment_record,
     group_epoch_record,
     member_metadata_record,
@@ -62,7 +70,7 @@ from pylog.coordinator.group import GroupMetadata, GroupState
 from pylog.coordinator.group_metadata_manager import CoordinatorError, GroupMetadataManager
 from pylog.coordinator.partition_assignor import PartitionAssignor, TopicInfo
 from pylog.coordinator.range_assignor import RangeAssignor
-from pylog.coordinator.records import GroupMetadataKey
+from pylog.coordinator.records import GroupMetadataKey, RecordFormatError
 from pylog.coordinator.target_assignment_builder import TargetAssignmentBuilder
 from pylog.coordinator.uniform_assignor import UniformAssignor
 from pylog.errors import ErrorCode
@@ -132,6 +140,20 @@ class HeartbeatResult:
     assignment: Assignment | None = None
 
 
+class ClassicGroups(Protocol):
+    """What the classic side (the GroupCoordinator) does when a group changes
+    protocol: a classic group being upgraded stops its timers and answers
+    its waiting members REBALANCE_IN_PROGRESS (``detach_classic``); one whose
+    upgrade could not be written is served again (``reattach_classic``); a
+    group downgraded is installed and rebalances (``install_downgraded``)."""
+
+    def detach_classic(self, group: GroupMetadata) -> None: ...
+
+    def reattach_classic(self, group: GroupMetadata) -> None: ...
+
+    def install_downgraded(self, group: GroupMetadata, rebalance: bool) -> None: ...
+
+
 class _Refused(Exception):
     def __init__(self, code: int, message: str | None = None) -> None:
         super().__init__(message or ErrorCode(code).name)
@@ -158,6 +180,12 @@ class ConsumerGroupHeartbeat:
         names = assignor_names(list(config.get("group.consumer.assignors")))
         self.assignors: dict[str, PartitionAssignor] = {n: _ASSIGNORS[n]() for n in names}
         self.default_assignor = names[0]
+        self.migration_policy = ConsumerGroupMigrationPolicy.parse(
+            str(config.get("group.consumer.migration.policy"))
+        )
+        self.classic_max_size = int(config.get("group.max.size"))
+        #: Set by the GroupCoordinator.
+        self.classic: ClassicGroups | None = None
         self.purgatory: DelayedOperationPurgatory[ConsumerGroupTimeout] = DelayedOperationPurgatory(
             "ConsumerGroupHeartbeat"
         )
@@ -250,7 +278,12 @@ class ConsumerGroupHeartbeat:
             async with group.lock:
                 if group.is_in(GroupState.DEAD):
                     raise _Refused(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-                return await self._heartbeat(group, req)
+                try:
+                    return await self._heartbeat(group, req)
+                except _Refused:
+                    if group.upgraded_from is not None:
+                        self._undo_upgrade(group)
+                    raise
         except _Refused as e:
             return HeartbeatResult(e.code, e.message)
 
@@ -262,8 +295,8 @@ class ConsumerGroupHeartbeat:
             and not found.is_in(GroupState.DEAD)
             and (found.members or not found.is_in(GroupState.EMPTY))
         ):
-            # Kafka would convert a classic group whose members change
-            # protocol (KIP-848's online upgrade): not done here.
+            if req.member_epoch == 0 and type(found) is GroupMetadata:
+                return self._upgrade(found, req)
             raise _Refused(
                 ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group."
             )
@@ -280,6 +313,128 @@ class ConsumerGroupHeartbeat:
             raise _Refused(e.code) from None
         shard.groups[req.group_id] = group
         return group
+
+    # ------------------------------------------------------------ migration
+
+    def _upgrade(self, classic: GroupMetadata, req: HeartbeatRequest) -> ConsumerGroup:
+        """KIP-848's online upgrade (Kafka's validateOnlineUpgrade and
+        convertToConsumerGroup): the classic group becomes a consumer group
+        with its members; it is written with the joining member's records."""
+        gid = classic.group_id
+        why = None
+        if not self.migration_policy.upgrade_enabled:
+            why = "the online upgrade is disabled"
+        elif classic.protocol_type != "consumer":
+            why = "the group does not use the consumer embedded protocol"
+        elif len(classic.members) > self.max_size:
+            why = "the group size exceeds the consumer group maximum size"
+        if why is not None:
+            _log.info("cannot upgrade classic group %s to a consumer group: %s", quoted(gid), why)
+            raise _Refused(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+        try:
+            group = consumer_group_from_classic_group(classic, self._topics(), self.clock())
+        except RecordFormatError as e:
+            _log.warning("cannot upgrade classic group %s: %s", quoted(gid), e)
+            raise _Refused(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Cannot upgrade the classic group {gid} to consumer group because the "
+                "embedded consumer protocol is malformed.",
+            ) from None
+        try:
+            shard = self.manager.shard_for(gid)
+        except CoordinatorError as e:
+            raise _Refused(e.code) from None
+        group.upgraded_from = classic
+        if self.classic is not None:
+            self.classic.detach_classic(classic)
+        shard.groups[gid] = group
+        _log.info(
+            "upgrading classic group %s (generation %d, %d members) to a consumer group",
+            quoted(gid), classic.generation_id, len(classic.members),
+        )  # fmt: skip
+        return group
+
+    def _undo_upgrade(self, group: ConsumerGroup) -> None:
+        """The upgrade was not written: the classic group is served again."""
+        classic, group.upgraded_from = group.upgraded_from, None
+        if classic is None:
+            return
+        group.transition_to(GroupState.DEAD, self.clock())
+        try:
+            shard = self.manager.shard_for(group.group_id)
+        except CoordinatorError:
+            return  # the partition moved: whoever loads it finds the classic group
+        if shard.groups.get(group.group_id) is group:
+            shard.groups[group.group_id] = classic
+            if self.classic is not None:
+                self.classic.reattach_classic(classic)
+
+    def _downgrade_allowed(self, group: ConsumerGroup, leaving: ConsumerGroupMember | None) -> bool:
+        """Kafka's validateOnlineDowngradeWithFencedMember (``leaving``: the
+        member fenced or leaving) and, with None, its
+        validateOnlineDowngradeWithReplacedMemberId once a classic static
+        member has taken the place of the last consumer-protocol one."""
+        if leaving is None:
+            if not group.consumer_members or group.num_classic_members != group.num_members:
+                return False
+            staying = group.num_members
+        else:
+            if not group.all_members_use_classic_except(leaving.member_id):
+                return False
+            if group.num_members <= 1:
+                return False  # it is only empty
+            staying = group.num_members - 1
+        why = None
+        if not self.migration_policy.downgrade_enabled:
+            why = "the online downgrade is disabled"
+        elif staying > self.classic_max_size:
+            why = "its group size is greater than the classic group max size"
+        if why is not None:
+            _log.info(
+                "cannot downgrade consumer group %s to a classic group: %s",
+                quoted(group.group_id), why,
+            )  # fmt: skip
+            return False
+        return True
+
+    async def _downgrade(self, group: ConsumerGroup, leaving: ConsumerGroupMember | None) -> int:
+        """KIP-848's online downgrade (Kafka's convertToClassicGroup): the
+        last consumer-protocol member leaves, the classic members stay as a
+        classic group, which rebalances; or (``leaving`` None) a classic
+        static member took its place, and the classic group goes on Stable."""
+        names = {t.topic_id: t.name for t in self._topics().values()}
+        leaving_id = "" if leaving is None else leaving.member_id
+        try:
+            classic = classic_group_from_consumer_group(group, leaving_id, names, self.clock())
+        except RecordFormatError as e:
+            _log.warning("cannot downgrade consumer group %s: %s", quoted(group.group_id), e)
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        records = consumer_group_tombstones(group)
+        records.append(
+            self.manager.group_record(
+                classic, {m.member_id: m.assignment for m in classic.members.values()}
+            )
+        )
+        code = await self.manager._append(group.group_id, records)
+        if code:
+            return code
+        for mid in list(group.consumer_members):
+            self._cancel(group, mid)
+        group.transition_to(GroupState.DEAD, self.clock())
+        _log.info(
+            "consumer group %s downgraded to a classic group (generation %d, %d members): %s",
+            quoted(group.group_id), classic.generation_id, len(classic.members),
+            "a classic static member replaced the last consumer-protocol one"
+            if leaving is None else f"member {quoted(leaving.member_id)} left",
+        )  # fmt: skip
+        try:
+            shard = self.manager.shard_for(group.group_id)
+        except CoordinatorError:
+            return ErrorCode.NONE  # written: whoever loads the partition finds it classic
+        shard.groups[group.group_id] = classic
+        if self.classic is not None:
+            self.classic.install_downgraded(classic, rebalance=leaving is not None)
+        return ErrorCode.NONE
 
     def _assignor(self, members: Mapping[str, ConsumerGroupMember]) -> PartitionAssignor:
         name = preferred_assignor(members, self.default_assignor)
@@ -326,10 +481,6 @@ class ConsumerGroupHeartbeat:
     # ------------------------------------------------------------ heartbeat
 
     async def _heartbeat(self, group: ConsumerGroup, req: HeartbeatRequest) -> HeartbeatResult:
-        now = self.clock()
-        records: list[Record] = []
-        if group.converted_from_classic:
-            records.append((GroupMetadataKey(group.group_id).encode(), None))
         replaced: ConsumerGroupMember | None = None
         member = self._member_for(group, req)
         is_new = False
@@ -337,23 +488,79 @@ class ConsumerGroupHeartbeat:
             if req.instance_id is not None:
                 old = group.static_member(req.instance_id)
                 if old is not None:
-                    # A static member back after a temporary leave (-2): it
-                    # takes the old member's place, epoch and assignment.
+                    # A static member back after a temporary leave (-2), or
+                    # one that spoke the classic protocol: it takes the old
+                    # member's place and assignment.
                     replaced = old
                     member = old.replace(member_id=req.member_id or _new_member_id())
             if member is None:
-                if group.num_members >= self.max_size:
-                    raise _Refused(
-                        ErrorCode.GROUP_MAX_SIZE_REACHED,
-                        f"The consumer group has reached its maximum capacity of "
-                        f"{self.max_size} members.",
-                    )
+                self._check_size(group)
                 member = ConsumerGroupMember(req.member_id or _new_member_id())
                 is_new = True
         before = member
         updated = _with_request(member, req)
         if replaced is not None:
-            updated = updated.replace(member_epoch=replaced.previous_member_epoch)
+            if replaced.use_classic_protocol:
+                # Kafka's replacement of a static member by one of the other
+                # protocol: it starts from epoch 0 with the old assignment.
+                updated = updated.replace(member_epoch=0, previous_member_epoch=0)
+            else:
+                updated = updated.replace(member_epoch=replaced.previous_member_epoch)
+        reconciled = await self._apply(
+            group, before, updated, is_new=is_new, replaced=replaced, owned=req.owned
+        )
+        full = (
+            req.rebalance_timeout_ms != -1
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+            and req.owned is not None
+        )
+        show = (
+            req.member_epoch == 0
+            or full
+            or (
+                reconciled.assigned is not before.assigned
+                and dict(reconciled.assigned) != dict(before.assigned)
+            )
+        )
+        return HeartbeatResult(
+            ErrorCode.NONE,
+            None,
+            reconciled.member_id,
+            reconciled.member_epoch,
+            self._group_ms(group.group_id, "consumer.heartbeat.interval.ms"),
+            reconciled.assigned if show else None,
+        )
+
+    def _check_size(self, group: ConsumerGroup) -> None:
+        if group.num_members >= self.max_size:
+            raise _Refused(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {self.max_size} members.",
+            )
+
+    async def _apply(
+        self,
+        group: ConsumerGroup,
+        before: ConsumerGroupMember,
+        updated: ConsumerGroupMember,
+        *,
+        is_new: bool,
+        replaced: ConsumerGroupMember | None,
+        owned: Assignment | None,
+    ) -> ConsumerGroupMember:
+        """A member as the request leaves it (``updated``; ``before`` as it
+        was): the group epoch bumped if what the target depends on changed,
+        the target recomputed, the member reconciled, all written and then
+        installed. Shared by ConsumerGroupHeartbeat and the classic JoinGroup
+        of a classic member. Returns the member as installed."""
+        now = self.clock()
+        records: list[Record] = []
+        upgraded = group.upgraded_from is not None
+        if upgraded:
+            records.extend(consumer_group_records(group))
+        elif group.converted_from_classic:
+            records.append((GroupMetadataKey(group.group_id).encode(), None))
+        if replaced is not None:
             records.extend(member_tombstones(group.group_id, replaced.member_id))
         topics = self._topics()
         steady = (
@@ -382,10 +589,11 @@ class ConsumerGroupHeartbeat:
         bump = (
             is_new
             or updated.subscription_key() != before.subscription_key()
-            or (snapshot != group.topic_snapshot and not group.snapshot_unknown)
+            or (snapshot != group.topic_snapshot and not group.snapshot_unknown and not upgraded)
         )
-        if not bump and group.snapshot_unknown:
-            # After a load: bump only if the metadata now gives another target.
+        if not bump and (group.snapshot_unknown or upgraded):
+            # After a load or an upgrade: bump only if the metadata now gives
+            # another target.
             bump = (
                 TargetAssignmentBuilder(
                     self._assignor(members), members, group.targets, snapshot, subscriptions
@@ -419,7 +627,6 @@ class ConsumerGroupHeartbeat:
             assignment_epoch = group_epoch
             records.append(target_epoch_record(group.group_id, assignment_epoch))
         # Reconcile the member towards its target.
-        owned = req.owned
         reconciled = CurrentAssignmentBuilder(
             updated,
             assignment_epoch,
@@ -441,11 +648,15 @@ class ConsumerGroupHeartbeat:
         if records:
             code = await self.manager._append(group.group_id, records)
             if code:
-                if is_new and group.num_members == 0 and not group.offsets:
+                if is_new and group.num_members == 0 and not group.offsets and not upgraded:
                     self.manager.remove_group(group)
                 raise _Refused(code)
         # Appended: install.
         group.converted_from_classic = False
+        if upgraded:
+            group.upgraded_from = None
+            for mid in list(group.consumer_members):
+                self._schedule_session(group, mid)
         if replaced is not None:
             group.drop_member(replaced.member_id, now)
             self._cancel(group, replaced.member_id)
@@ -458,7 +669,11 @@ class ConsumerGroupHeartbeat:
         group.resolved_view = topics
         group.put_member(reconciled, now)
         self._schedule_session(group, reconciled.member_id)
-        self._track_revocation(group, before, reconciled)
+        if reconciled.use_classic_protocol:
+            # A classic member has join and sync deadlines, not a revocation one.
+            self._cancel_one(group.revocation_ops, reconciled.member_id)
+        else:
+            self._track_revocation(group, before, reconciled)
         if bump:
             _log.info(
                 "consumer group %s at epoch %d (%d members): %s",
@@ -467,27 +682,7 @@ class ConsumerGroupHeartbeat:
                 group.num_members,
                 "member " + quoted(reconciled.member_id) + (" joined" if is_new else " changed"),
             )
-        full = (
-            req.rebalance_timeout_ms != -1
-            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
-            and req.owned is not None
-        )
-        show = (
-            req.member_epoch == 0
-            or full
-            or (
-                reconciled.assigned is not before.assigned
-                and dict(reconciled.assigned) != dict(before.assigned)
-            )
-        )
-        return HeartbeatResult(
-            ErrorCode.NONE,
-            None,
-            reconciled.member_id,
-            reconciled.member_epoch,
-            self._group_ms(group.group_id, "consumer.heartbeat.interval.ms"),
-            reconciled.assigned if show else None,
-        )
+        return reconciled
 
     def _member_for(
         self, group: ConsumerGroup, req: HeartbeatRequest
@@ -501,7 +696,12 @@ class ConsumerGroupHeartbeat:
                     return None
                 if member.member_id == req.member_id and member.previous_member_epoch == 0:
                     return self._retried_join(member, req)
-                if member.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                if (
+                    member.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                    and not member.use_classic_protocol
+                ):
+                    # A classic instance is replaced at once (Kafka's
+                    # getOrMaybeSubscribeStaticConsumerGroupMember).
                     raise _Refused(
                         ErrorCode.UNRELEASED_INSTANCE_ID,
                         f"Static member {member.member_id} with instance id "
@@ -613,7 +813,11 @@ class ConsumerGroupHeartbeat:
 
     async def _remove(self, group: ConsumerGroup, member: ConsumerGroupMember, why: str) -> int:
         """Fence ``member`` out: tombstones, a new group epoch and a target
-        assignment without it (Kafka's consumerGroupFenceMember)."""
+        assignment without it (Kafka's consumerGroupFenceMember) — or, when
+        it was the last member on the consumer protocol and the others are
+        classic, the group turned back into a classic group."""
+        if self._downgrade_allowed(group, member):
+            return await self._downgrade(group, member)
         records = member_tombstones(group.group_id, member.member_id)
         members = {mid: m for mid, m in group.consumer_members.items() if mid != member.member_id}
         group_epoch = group.group_epoch + 1
@@ -665,10 +869,33 @@ class ConsumerGroupHeartbeat:
     # ------------------------------------------------------------ timers
 
     def _cancel(self, group: ConsumerGroup, member_id: str) -> None:
-        for ops in (group.session_ops, group.revocation_ops):
-            op = ops.pop(member_id, None)
-            if op is not None:
-                op.force_complete()
+        for ops in (group.session_ops, group.revocation_ops, group.join_ops, group.sync_ops):
+            self._cancel_one(ops, member_id)
+
+    @staticmethod
+    def _cancel_one(ops: dict[str, ConsumerGroupTimeout], member_id: str) -> None:
+        op = ops.pop(member_id, None)
+        if op is not None:
+            op.force_complete()
+
+    def _schedule(
+        self, group: ConsumerGroup, kind: TimeoutKind, member_id: str, timeout_ms: int
+    ) -> None:
+        ops = self._ops(group, kind)
+        self._cancel_one(ops, member_id)
+        op = ConsumerGroupTimeout(
+            kind, group.group_id, member_id, timeout_ms, lambda o: self._expired(group, o)
+        )
+        ops[member_id] = op
+        self.purgatory.try_complete_else_watch(op, ())
+
+    @staticmethod
+    def _ops(group: ConsumerGroup, kind: TimeoutKind) -> dict[str, ConsumerGroupTimeout]:
+        if kind is TimeoutKind.SESSION:
+            return group.session_ops
+        if kind is TimeoutKind.REVOCATION:
+            return group.revocation_ops
+        return group.join_ops if kind is TimeoutKind.JOIN else group.sync_ops
 
     def _group_ms(self, group_id: str, key: str) -> int:
         """The group's override of ``key`` (Kafka's GroupConfig), else the broker's."""
@@ -680,16 +907,13 @@ class ConsumerGroupHeartbeat:
         return int(self.metadata_store.group_config(group_id).get(key, default))
 
     def _schedule_session(self, group: ConsumerGroup, member_id: str) -> None:
-        old = group.session_ops.pop(member_id, None)
-        if old is not None:
-            old.force_complete()
-        op = ConsumerGroupTimeout(
-            TimeoutKind.SESSION, group.group_id, member_id,
-            self._group_ms(group.group_id, "consumer.session.timeout.ms"),
-            lambda o: self._expired(group, o),
-        )  # fmt: skip
-        group.session_ops[member_id] = op
-        self.purgatory.try_complete_else_watch(op, ())
+        member = group.member(member_id)
+        if member is not None and member.classic is not None:
+            # A classic member keeps the session timeout of its JoinGroup.
+            timeout = member.classic.session_timeout_ms
+        else:
+            timeout = self._group_ms(group.group_id, "consumer.session.timeout.ms")
+        self._schedule(group, TimeoutKind.SESSION, member_id, timeout)
 
     def _track_revocation(
         self, group: ConsumerGroup, before: ConsumerGroupMember, after: ConsumerGroupMember
@@ -716,7 +940,7 @@ class ConsumerGroupHeartbeat:
         self.purgatory.try_complete_else_watch(op, ())
 
     def _expired(self, group: ConsumerGroup, op: ConsumerGroupTimeout) -> None:
-        ops = group.session_ops if op.kind is TimeoutKind.SESSION else group.revocation_ops
+        ops = self._ops(group, op.kind)
         if ops.get(op.member_id) is not op or not self.running:
             return
         del ops[op.member_id]
@@ -729,11 +953,12 @@ class ConsumerGroupHeartbeat:
             member = group.member(op.member_id)
             if member is None:
                 return
-            why = (
-                "session timed out"
-                if op.kind is TimeoutKind.SESSION
-                else "did not revoke its partitions within its rebalance timeout"
-            )
+            why = {
+                TimeoutKind.SESSION: "session timed out",
+                TimeoutKind.REVOCATION: "did not revoke its partitions in its rebalance timeout",
+                TimeoutKind.JOIN: "(classic) did not rejoin within its rebalance timeout",
+                TimeoutKind.SYNC: "(classic) sent no SyncGroup within its rebalance timeout",
+            }[op.kind]
             code = await self._remove(group, member, why)
             if code:
                 # Try again later: the member stays until its removal is written.
@@ -749,7 +974,8 @@ class ConsumerGroupHeartbeat:
             self._schedule_session(group, mid)
 
     def on_resigned(self, group: ConsumerGroup) -> None:
-        for mid in list(group.session_ops) + list(group.revocation_ops):
+        ops = (group.session_ops, group.revocation_ops, group.join_ops, group.sync_ops)
+        for mid in {mid for o in ops for mid in o}:
             self._cancel(group, mid)
 
 
@@ -758,6 +984,8 @@ def _with_request(member: ConsumerGroupMember, req: HeartbeatRequest) -> Consume
     unchanged; an empty regex or assignor clears it); the same object when
     nothing did, the common heartbeat."""
     changes: dict[str, object] = {}
+    if member.classic is not None:
+        changes["classic"] = None  # it speaks the consumer protocol now
     if req.instance_id is not None and req.instance_id != member.instance_id:
         changes["instance_id"] = req.instance_id
     if req.rack_id is not None and req.rack_id != member.rack_id:

@@ -19,9 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
+    "CLASSIC_MEMBER",
+    "CONSUMER_MEMBER",
     "LEAVE_GROUP_MEMBER_EPOCH",
     "LEAVE_GROUP_STATIC_MEMBER_EPOCH",
     "Assignment",
+    "ClassicMemberMetadata",
     "ConsumerGroupMember",
     "MemberState",
     "assignment_of",
@@ -32,6 +35,10 @@ __all__ = [
 LEAVE_GROUP_MEMBER_EPOCH = -1
 #: A static member's temporary leave: it keeps its place and assignment.
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+#: ConsumerGroupDescribe v1's MemberType (KIP-1099).
+CLASSIC_MEMBER = 0
+CONSUMER_MEMBER = 1
 
 #: Partitions by topic id (Kafka's base64url text): ``{topic_id: {0, 1}}``.
 Assignment = Mapping[str, frozenset[int]]
@@ -69,6 +76,22 @@ class MemberState(enum.IntEnum):
 
 
 @dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """What a member that still speaks the classic protocol (JoinGroup,
+    SyncGroup, Heartbeat) keeps in a consumer group (the ClassicMemberMetadata
+    of Kafka's ConsumerGroupMemberMetadataValue, tagged field 0): its session
+    timeout and the protocols of its last JoinGroup, first preferred."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol the member is told it uses (its first)."""
+        return self.supported_protocols[0][0] if self.supported_protocols else ""
+
+
+@dataclass(frozen=True)
 class ConsumerGroupMember:
     member_id: str
     member_epoch: int = 0
@@ -84,6 +107,13 @@ class ConsumerGroupMember:
     server_assignor: str | None = None
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    #: Set while the member speaks the classic protocol (KIP-848's online
+    #: upgrade keeps classic members in a consumer group).
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def use_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def replace(self, **changes: object) -> ConsumerGroupMember:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -99,6 +129,7 @@ class ConsumerGroupMember:
             self.subscribed_topic_names,
             self.subscribed_topic_regex,
             self.server_assignor,
+            self.classic,
         )
 
     def assignment_key(self) -> tuple[object, ...]:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pylog.coordinator.consumer_group import ConsumerGroup
 from pylog.coordinator.consumer_group_member import (
     Assignment,
+    ClassicMemberMetadata,
     ConsumerGroupMember,
     MemberState,
 )
@@ -127,7 +128,25 @@ def target_epoch_record(group_id: str, epoch: int) -> Record:
     return _key(TARGET_METADATA, group_id), _VALUE_VERSION + _I32.pack(epoch) + _NO_TAGS
 
 
+def _classic_member_metadata(c: ClassicMemberMetadata) -> bytes:
+    """Tagged field 0 of the member's value: tag, size, then the nullable
+    struct's presence byte and the struct (Kafka's generated writer)."""
+    struct_bytes = (
+        _I32.pack(c.session_timeout_ms)
+        + _carray(
+            [
+                _cstr(name) + _uvarint(len(meta) + 1) + meta + _NO_TAGS
+                for name, meta in c.supported_protocols
+            ]
+        )
+        + _NO_TAGS
+    )
+    body = b"\x01" + struct_bytes
+    return b"\x01" + _uvarint(0) + _uvarint(len(body)) + body
+
+
 def member_metadata_record(group_id: str, m: ConsumerGroupMember) -> Record:
+    tags = _NO_TAGS if m.classic is None else _classic_member_metadata(m.classic)
     value = (
         _VALUE_VERSION
         + _cstr(m.instance_id)
@@ -138,7 +157,7 @@ def member_metadata_record(group_id: str, m: ConsumerGroupMember) -> Record:
         + _cstr(m.subscribed_topic_regex)
         + _I32.pack(m.rebalance_timeout_ms)
         + _cstr(m.server_assignor)
-        + _NO_TAGS
+        + tags
     )
     return _key(MEMBER_METADATA, group_id, m.member_id), value
 
@@ -230,6 +249,29 @@ def _read_partitions(r: _Reader) -> dict[str, frozenset[int]]:
     return out
 
 
+def _read_member_tags(r: _Reader) -> ClassicMemberMetadata | None:
+    """The member value's tagged fields: 0 is ClassicMemberMetadata (a
+    member on the classic protocol); others are skipped."""
+    classic = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        if tag != 0:
+            r._take(size)
+            continue
+        sub = _Reader(r._take(size), flexible=True)
+        if sub.uvarint() == 0:  # the nullable struct's presence: null
+            continue
+        session = sub.i32()
+        protocols = []
+        for _ in range(max(sub.array_len(), 0)):
+            name = sub.str()
+            meta = sub.bytes()
+            sub.skip_tags()
+            protocols.append((name, meta))
+        classic = ClassicMemberMetadata(session, tuple(protocols))
+    return classic
+
+
 @dataclass
 class _Group:
     epoch: int | None = None
@@ -269,6 +311,7 @@ class ConsumerGroupRecords:
                 regex = r.nstr()
                 rebalance = r.i32()
                 assignor = r.nstr()
+                classic = _read_member_tags(r)
                 g.members[mid] = ConsumerGroupMember(
                     mid,
                     instance_id=instance,
@@ -279,6 +322,7 @@ class ConsumerGroupRecords:
                     subscribed_topic_regex=regex,
                     rebalance_timeout_ms=rebalance,
                     server_assignor=assignor,
+                    classic=classic,
                 )
         elif key.kind == TARGET_MEMBER:
             if value is None:

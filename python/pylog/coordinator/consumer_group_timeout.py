@@ -21,6 +21,10 @@ __all__ = ["ConsumerGroupTimeout", "TimeoutKind"]
 class TimeoutKind(enum.Enum):
     SESSION = "session"
     REVOCATION = "revocation"
+    #: A classic member told REBALANCE_IN_PROGRESS must rejoin within its
+    #: rebalance timeout; one that joined must SyncGroup within it.
+    JOIN = "join"
+    SYNC = "sync"
 
 
 class ConsumerGroupTimeout(DelayedOperation):

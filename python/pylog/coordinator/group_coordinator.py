@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Coroutine, Iterable
 
 from pylog.common.utils.time import Clock, now_ms
 from pylog.coordinator.consumer_group import ConsumerGroup
+from pylog.coordinator.consumer_group_classic_members import ClassicMembers
 from pylog.coordinator.consumer_group_heartbeat import ConsumerGroupHeartbeat
 from pylog.coordinator.consumer_group_records import consumer_group_tombstones
 from pylog.coordinator.delayed_heartbeat import DelayedHeartbeat
@@ -167,6 +168,10 @@ class GroupCoordinator:
         self.consumer = ConsumerGroupHeartbeat(
             config, self.manager, metadata_store, clock, self._spawn
         )
+        # KIP-848's online upgrade/downgrade: the consumer side converts, this
+        # side stops or starts the classic group's timers and rebalances.
+        self.consumer.classic = self
+        self.classic_members = ClassicMembers(self.consumer)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -223,6 +228,45 @@ class GroupCoordinator:
                 op, m.heartbeat_op = m.heartbeat_op, None
                 if op is not None:
                     op.force_complete()
+
+    # ------------------------------------------------------------ migration
+
+    def detach_classic(self, group: GroupMetadata) -> None:
+        """The classic group is being upgraded to a consumer group: its
+        rebalance and sessions stop here, and members waiting on a JoinGroup
+        or SyncGroup are told REBALANCE_IN_PROGRESS (they rejoin the consumer
+        group), as Kafka's convertToConsumerGroup does. Dead from now on, so
+        nothing of it is written again."""
+        self.join_purgatory.cancel_for_key(self._join_key(group))
+        group.join_op = None
+        self._clear_pending_sync(group)
+        group.pending_members.clear()
+        for m in group.members.values():
+            _answer_waiting(m, ErrorCode.REBALANCE_IN_PROGRESS)
+            op, m.heartbeat_op = m.heartbeat_op, None
+            if op is not None:
+                op.force_complete()
+        group.transition_to(GroupState.DEAD, self.clock())
+
+    def reattach_classic(self, group: GroupMetadata) -> None:
+        """The upgrade was not written: the classic group is served again; its
+        members (told to rejoin) get sessions and it rebalances."""
+        group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+        group.state_timestamp = self.clock()
+        for m in group.members.values():
+            self._schedule_heartbeat(group, m)
+        if group.members:
+            self._prepare_rebalance(group, "the upgrade to a consumer group failed")
+
+    def install_downgraded(self, group: GroupMetadata, rebalance: bool) -> None:
+        """A consumer group became this classic group (Kafka's
+        convertToClassicGroup): its members get sessions, and it rebalances
+        unless a static member's replacement made it (its members hold their
+        assignments as they are)."""
+        for m in group.members.values():
+            self._schedule_heartbeat(group, m)
+        if rebalance:
+            self._prepare_rebalance(group, "downgraded from a consumer group")
 
     def register_metrics(self, metrics: MetricsRegistry) -> None:
         """Kafka's GroupMetadataManager gauges (NumGroups per state, NumOffsets)
@@ -346,25 +390,28 @@ class GroupCoordinator:
     ) -> GroupMetadata | JoinGroupResult:
         """A classic JoinGroup for a consumer group: an empty one becomes a
         classic group (its offsets stay, its records are tombstoned, as Kafka
-        converts it); one with members is not joined by classic members here
-        (Kafka's online upgrade/downgrade is not implemented)."""
+        converts it); one with members takes the member as a classic member
+        of the consumer group (Kafka's classicGroupJoinToConsumerGroup)."""
         if group.consumer_members:
-            return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
+            return await self.classic_members.join(group, req)
         async with group.lock:
-            if group.consumer_members or group.is_in(GroupState.DEAD):
-                return _join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
-            code = await self.manager._append(group.group_id, consumer_group_tombstones(group))
-            if code:
-                return _join_error(code, req.member_id)
-            classic = GroupMetadata(group.group_id, self.clock())
-            classic.offsets = group.offsets
-            group.transition_to(GroupState.DEAD, self.clock())
-            try:
-                shard = self.manager.shard_for(group.group_id)
-            except CoordinatorError as e:
-                return _join_error(e.code, req.member_id)
-            shard.groups[group.group_id] = classic
-            return classic
+            if group.is_in(GroupState.DEAD):
+                return _join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
+            if not group.consumer_members:
+                code = await self.manager._append(group.group_id, consumer_group_tombstones(group))
+                if code:
+                    return _join_error(code, req.member_id)
+                classic = GroupMetadata(group.group_id, self.clock())
+                classic.offsets = group.offsets
+                group.transition_to(GroupState.DEAD, self.clock())
+                try:
+                    shard = self.manager.shard_for(group.group_id)
+                except CoordinatorError as e:
+                    return _join_error(e.code, req.member_id)
+                shard.groups[group.group_id] = classic
+                return classic
+        # A member joined while this waited for the lock.
+        return await self.classic_members.join(group, req)
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
         """Whether ``group.max.size`` lets ``member_id`` join: while members
@@ -770,6 +817,12 @@ class GroupCoordinator:
             return _sync_result(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.is_in(GroupState.DEAD):
             return _sync_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if isinstance(group, ConsumerGroup):
+            if group.is_in(GroupState.EMPTY):
+                return _sync_result(ErrorCode.UNKNOWN_MEMBER_ID)
+            return await self.classic_members.sync(
+                group, generation_id, member_id, instance_id, protocol_type, protocol_name
+            )
         fenced = self._fenced(group, member_id, instance_id)
         if fenced:
             return _sync_result(fenced)
@@ -834,6 +887,8 @@ class GroupCoordinator:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_in(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.heartbeat(group, member_id, instance_id, generation_id)
         fenced = self._fenced(group, member_id, instance_id)
         if fenced:
             return fenced
@@ -849,7 +904,7 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ LeaveGroup
 
-    def leave_group(
+    async def leave_group(
         self, group_id: str, members: list[tuple[str, str | None]]
     ) -> tuple[int, list[int]]:
         """(top-level error, per-member errors) for (member id, instance id) pairs."""
@@ -866,6 +921,8 @@ class GroupCoordinator:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
         if group.is_in(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        if isinstance(group, ConsumerGroup):
+            return await self.classic_members.leave(group, members)
         codes: list[int] = []
         for member_id, instance_id in members:
             if member_id == UNKNOWN_MEMBER_ID:

@@ -655,6 +655,12 @@ class GroupMetadataManager:
 
     async def store_group(self, group: GroupMetadata, assignments: dict[str, bytes]) -> int:
         """The group's members, protocol and the assignment being handed out."""
+        return await self._append(group.group_id, [self.group_record(group, assignments)])
+
+    def group_record(
+        self, group: GroupMetadata, assignments: dict[str, bytes]
+    ) -> tuple[bytes, bytes | None]:
+        """The classic group's GroupMetadata record (key, value)."""
         members = [
             MemberRecord(
                 m.member_id,
@@ -676,8 +682,7 @@ class GroupMetadataManager:
             group.state_timestamp,
             members,
         )
-        key = GroupMetadataKey(group.group_id).encode()
-        return await self._append(group.group_id, [(key, value.encode())])
+        return GroupMetadataKey(group.group_id).encode(), value.encode()
 
     @staticmethod
     def _subscription(member: MemberMetadata, protocol: str | None) -> bytes:

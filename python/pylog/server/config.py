@@ -405,6 +405,10 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
                      "org.apache.kafka.coordinator.group.assignor.RangeAssignor"), "medium"),
     ConfigKey("group.consumer.max.size", I, INT_MAX, "Most members a consumer group may "
               "have.", AtLeast(1), "medium"),
+    ConfigKey("group.consumer.migration.policy", S, "bidirectional", "Whether a group with "
+              "members may change protocol (KIP-848's online upgrade and downgrade): "
+              "bidirectional, upgrade, downgrade or disabled (case-insensitive).", None,
+              "medium"),
     # ---- KIP-932 share groups (ShareGroupHeartbeat, ShareFetch, ShareAcknowledge)
     ConfigKey("group.share.heartbeat.interval.ms", I, 5000, "How often a share-group member "
               "heartbeats.", AtLeast(1), "medium"),
@@ -969,6 +973,12 @@ def _check_consumer_group_keys(get: Any) -> None:
 
     if "classic" not in get("group.coordinator.rebalance.protocols"):
         raise refuse("group.coordinator.rebalance.protocols", "it must contain classic")
+    policy = str(get("group.consumer.migration.policy"))
+    if policy.lower() not in ("bidirectional", "upgrade", "downgrade", "disabled"):
+        raise refuse(
+            "group.consumer.migration.policy",
+            "String must be one of (case insensitive): DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL",
+        )
     if not get("group.consumer.assignors"):
         raise refuse("group.consumer.assignors", "at least one assignor is required")
     for kind in ("heartbeat.interval", "session.timeout"):
