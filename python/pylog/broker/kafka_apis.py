@@ -152,6 +152,7 @@ from pylog.protocol.messages import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     LeaveGroupRequest,
+    ListConfigResourcesRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
     ListPartitionReassignmentsRequest,
@@ -342,7 +343,8 @@ class KafkaApis:
         self.client_metrics = ClientMetricsManager(
             int(config.get("telemetry.max.bytes")), metadata_store
         )
-        telemetry = ClientMetricsApis(self.client_metrics)
+        telemetry = ClientMetricsApis(self.client_metrics, metadata_store)
+        telemetry.auth = auth
         features = UpdateFeaturesApis(metadata_store, auth, is_controller)
         handlers: dict[int, Route] = {
             ApiKey.PRODUCE: Route(ProduceRequest, data.handle_produce_request),
@@ -422,6 +424,9 @@ class KafkaApis:
             ),
             ApiKey.PUSH_TELEMETRY: Route(
                 PushTelemetryRequest, telemetry.handle_push_telemetry_request
+            ),
+            ApiKey.LIST_CONFIG_RESOURCES: Route(
+                ListConfigResourcesRequest, telemetry.handle_list_config_resources_request
             ),
             ApiKey.UPDATE_FEATURES: Route(
                 UpdateFeaturesRequest, features.handle_update_features_request

@@ -41,6 +41,7 @@ class ClientMetricsInstance:
 
     __slots__ = (
         "expires_ms",
+        "fetched_since_push",
         "last_get_ms",
         "last_known_error",
         "last_push_ms",
@@ -67,6 +68,10 @@ class ClientMetricsInstance:
         self.push_interval_ms = push_interval_ms
         self.last_get_ms = 0
         self.last_push_ms = 0
+        #: A GetTelemetrySubscriptions was answered since the last push (a flag,
+        #: not Kafka's comparison of the two times, which two requests within
+        #: one millisecond would defeat).
+        self.fetched_since_push = False
         self.terminating = False
         self.last_known_error: int = ErrorCode.NONE
         self.expires_ms = 0
@@ -76,6 +81,7 @@ class ClientMetricsInstance:
         instance's last request of either kind."""
         if now_ms - max(self.last_get_ms, self.last_push_ms) >= self.push_interval_ms:
             self.last_get_ms = now_ms
+            self.fetched_since_push = True
             return True
         return False
 
@@ -83,9 +89,8 @@ class ClientMetricsInstance:
         """A push is due a push interval after the previous one, or at once
         after a GetTelemetrySubscriptions: clients jitter their first push
         (Kafka accepts it so too)."""
-        ok = self.last_get_ms > self.last_push_ms or (
-            now_ms - self.last_push_ms >= self.push_interval_ms
-        )
+        ok = self.fetched_since_push or now_ms - self.last_push_ms >= self.push_interval_ms
         if ok:
             self.last_push_ms = now_ms
+            self.fetched_since_push = False
         return ok

@@ -209,6 +209,7 @@ class ClientMetricsManager:
             return GetTelemetrySubscriptionsResponse(error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED)
         if instance.last_known_error != ErrorCode.NONE:
             instance.last_get_ms = now
+            instance.fetched_since_push = True
         instance.last_known_error = ErrorCode.NONE
         return GetTelemetrySubscriptionsResponse(
             error_code=ErrorCode.NONE,
@@ -249,6 +250,7 @@ class ClientMetricsManager:
                     quoted(instance.metadata.client_id),
                     quoted(str(e), 200),
                 )
+                self.receiver.errors += 1
                 instance.last_known_error = ErrorCode.INVALID_RECORD
                 return PushTelemetryResponse(error_code=ErrorCode.INVALID_RECORD)
         instance.last_known_error = ErrorCode.NONE

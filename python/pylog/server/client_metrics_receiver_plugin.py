@@ -176,7 +176,8 @@ class ClientMetricsReceiverPlugin:
     def __init__(self, max_instances: int = MAX_INSTANCES) -> None:
         self.max_instances = max_instances
         self._clients: OrderedDict[str, ClientTelemetry] = OrderedDict()
-        #: Payloads refused because they did not decode (Kafka's plugin error count).
+        #: Payloads refused because they did not decompress or decode (counted
+        #: by the manager; Kafka's plugin error count).
         self.errors = 0
 
     def export_metrics(
@@ -187,11 +188,7 @@ class ClientMetricsReceiverPlugin:
     ) -> ClientTelemetry:
         """Decode ``payload`` (already decompressed) and keep it as ``client``'s
         latest metrics. InvalidTelemetryError (nothing kept) if it is not OTLP."""
-        try:
-            resource, decoded = decode_metrics(payload)
-        except InvalidTelemetryError:
-            self.errors += 1
-            raise
+        resource, decoded = decode_metrics(payload)
         key = client.client_instance_id
         previous = self._clients.get(key)
         totals: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
