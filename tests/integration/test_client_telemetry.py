@@ -351,6 +351,11 @@ def test_subscriptions_survive_a_restart(tmp_path: Path) -> None:
             sub = _get(c)
         assert sub.requested_metrics == ["org.apache.kafka.producer."]
         assert sub.push_interval_ms == 5000
+        tool = ("kafka-client-metrics", "--bootstrap-server", b.bootstrap)
+        listed = run_tool(*tool, "--list", workdir=tmp_path).stdout.split()
+        assert listed == ["keep"]
+        run_tool(*tool, "--delete", "--name", "keep", workdir=tmp_path)
+        assert run_tool(*tool, "--list", workdir=tmp_path).stdout.split() == []
     finally:
         if b.proc is not None:
             b.stop()
