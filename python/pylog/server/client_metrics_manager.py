@@ -109,14 +109,18 @@ class ClientMetricsManager:
     def update_subscription(self, name: str, configs: Mapping[str, str]) -> None:
         """A subscription was set (or, with no configs, removed): every
         instance's subscription is worked out again at its next request."""
+        # Called on the store's thread (ZooKeeper's change notifications):
+        # a new dict swapped in whole, never one the event loop iterates.
+        subscriptions = dict(self._subscriptions)
         try:
             if configs:
-                self._subscriptions[name] = parse_subscription(name, configs)
-            elif self._subscriptions.pop(name, None) is None:
+                subscriptions[name] = parse_subscription(name, configs)
+            elif subscriptions.pop(name, None) is None:
                 return
         except Exception as e:  # written by a tool that skipped the checks
             _log.warning("client metrics subscription %s ignored: %s", quoted(name), e)
-            self._subscriptions.pop(name, None)
+            subscriptions.pop(name, None)
+        self._subscriptions = subscriptions
         self._version += 1
 
     def subscription_names(self) -> list[str]:
@@ -156,6 +160,9 @@ class ClientMetricsManager:
     def _create(
         self, instance_id: str, metadata: ClientMetricsInstanceMetadata
     ) -> ClientMetricsInstance:
+        # the version before the subscriptions: a change in between makes
+        # this instance stale, to be worked out again at its next request
+        version = self._version
         interval = DEFAULT_INTERVAL_MS
         metrics: set[str] = set()
         everything = False
@@ -169,7 +176,7 @@ class ClientMetricsManager:
         # will do; Kafka's is a CRC32C XORed with the instance id's hash.
         digest = zlib.crc32(f"{','.join(wanted)}|{interval}|{instance_id}".encode())
         subscription_id = digest - (1 << 32) if digest >= 1 << 31 else digest
-        return ClientMetricsInstance(metadata, subscription_id, self._version, wanted, interval)
+        return ClientMetricsInstance(metadata, subscription_id, version, wanted, interval)
 
     def _instance(self, instance_id: str, request: Request, now: int) -> ClientMetricsInstance:
         self._expire(now)
