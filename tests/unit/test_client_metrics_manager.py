@@ -5,6 +5,9 @@ console's reader of /metrics see them."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (
@@ -65,6 +68,10 @@ def _payload(value: float, name: str = "org.apache.kafka.producer.x") -> bytes:
     return bytes(data.SerializeToString())
 
 
+def _push(m: ClientMetricsManager, request: Request, body: PushTelemetryRequest) -> Any:
+    return asyncio.run(m.process_push_telemetry(request, body))
+
+
 def test_subscriptions_matched_and_merged() -> None:
     clock = Clock()
     m = ClientMetricsManager(1024, clock=clock)
@@ -120,9 +127,7 @@ def test_a_changed_subscription_makes_the_old_id_unknown() -> None:
         subscription_id=sub.subscription_id,
         metrics=_payload(1.0),
     )
-    assert m.process_push_telemetry(_request("a"), push).error_code == (
-        ErrorCode.UNKNOWN_SUBSCRIPTION_ID
-    )
+    assert _push(m, _request("a"), push).error_code == (ErrorCode.UNKNOWN_SUBSCRIPTION_ID)
     fresh = m.process_get_telemetry_subscriptions(
         _request("a"),
         GetTelemetrySubscriptionsRequest(client_instance_id=sub.client_instance_id),
@@ -130,7 +135,7 @@ def test_a_changed_subscription_makes_the_old_id_unknown() -> None:
     assert fresh.error_code == ErrorCode.NONE
     assert fresh.requested_metrics == ["org.apache.kafka.producer."]
     push.subscription_id = fresh.subscription_id
-    assert m.process_push_telemetry(_request("a"), push).error_code == ErrorCode.NONE
+    assert _push(m, _request("a"), push).error_code == ErrorCode.NONE
 
 
 def test_pacing_expiry_and_the_lru_bound() -> None:
@@ -144,13 +149,11 @@ def test_pacing_expiry_and_the_lru_bound() -> None:
     push = PushTelemetryRequest(
         client_instance_id=iid, subscription_id=sub.subscription_id, metrics=_payload(2.0)
     )
-    assert m.process_push_telemetry(_request("a"), push).error_code == ErrorCode.NONE
+    assert _push(m, _request("a"), push).error_code == ErrorCode.NONE
     clock.now += 999
-    assert m.process_push_telemetry(_request("a"), push).error_code == (
-        ErrorCode.THROTTLING_QUOTA_EXCEEDED
-    )
+    assert _push(m, _request("a"), push).error_code == (ErrorCode.THROTTLING_QUOTA_EXCEEDED)
     clock.now += 1
-    assert m.process_push_telemetry(_request("a"), push).error_code == ErrorCode.NONE
+    assert _push(m, _request("a"), push).error_code == ErrorCode.NONE
     # idle past max(60 s, 3 intervals): forgotten
     clock.now += 60_001
     for _ in range(2):
@@ -216,3 +219,13 @@ def test_subscription_checks() -> None:
         validate("s", {"match": "client_id"})
     with pytest.raises(InvalidRequestError):
         validate("s", {"push.interval": "1"})
+
+
+def test_the_points_kept_are_bounded_over_every_instance() -> None:
+    receiver = ClientMetricsReceiverPlugin(max_total_points=5)  # each push: 2 points
+    for i in range(4):
+        receiver.export_metrics(ClientTelemetry(f"i{i}", "c", "", "", "", ""), _payload(1.0), i)
+    assert [c.client_instance_id for c in receiver.clients()] == ["i3", "i2"]
+    # pushed again: replaced, not counted twice
+    receiver.export_metrics(ClientTelemetry("i3", "c", "", "", "", ""), _payload(2.0), 9)
+    assert [c.client_instance_id for c in receiver.clients()] == ["i3", "i2"]

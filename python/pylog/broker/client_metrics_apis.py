@@ -65,7 +65,7 @@ class ClientMetricsApis:
         self, request: Request, body: PushTelemetryRequest
     ) -> PushTelemetryResponse:
         try:
-            return self.manager.process_push_telemetry(request, body)
+            return await self.manager.process_push_telemetry(request, body)
         except Exception:
             _log.exception("PushTelemetry failed")
             return PushTelemetryResponse(error_code=ErrorCode.INVALID_REQUEST)

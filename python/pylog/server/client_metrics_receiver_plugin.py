@@ -6,9 +6,12 @@ opentelemetry-proto, the protobuf classes the OpenTelemetry project publishes)
 and keeps the latest metrics of each client instance in memory, for the
 broker's Prometheus endpoint (``pylog_client_telemetry``) and its console.
 
-Bounded: at most :data:`MAX_INSTANCES` client instances (the least recently
-pushed one goes first), :data:`MAX_POINTS` data points each, names and
-attribute values cut to :data:`MAX_TEXT` characters. A payload that does not
+Bounded: at most :data:`MAX_INSTANCES` client instances and
+:data:`MAX_TOTAL_POINTS` data points over all of them (the least recently
+pushed instance goes first), :data:`MAX_POINTS` data points each, names and
+attribute values cut to :data:`MAX_TEXT` characters. Each instance's
+``pylog_client_telemetry`` samples are rendered once, when it pushes (on a
+worker thread for a large push), so a scrape only joins them. A payload that does not
 decode (or decompress) is refused: the manager answers INVALID_RECORD, as
 Kafka does when its plugin fails.
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import re
 import time
 from collections import OrderedDict
@@ -51,6 +55,9 @@ _log = logging.getLogger("pylog.server.client_metrics")
 
 MAX_INSTANCES = 1024
 MAX_POINTS = 4096
+#: Data points kept over every instance: what bounds the memory (a few
+#: hundred bytes a point) and the time /metrics takes to render.
+MAX_TOTAL_POINTS = 65_536
 MAX_TEXT = 256
 #: Labels every ``pylog_client_telemetry`` sample carries; a point's own
 #: attribute of the same name is left out of its labels (it stays on the page).
@@ -91,6 +98,8 @@ class ClientTelemetry:
     pushes: int = 0
     resource: tuple[tuple[str, str], ...] = ()
     points: tuple[TelemetryPoint, ...] = field(default_factory=tuple)
+    #: Its pylog_client_telemetry sample lines, rendered when it pushed.
+    exposition: str = ""
 
 
 def _text(value: str) -> str:
@@ -173,9 +182,13 @@ def decode_metrics(
 class ClientMetricsReceiverPlugin:
     """The latest pushed metrics per client instance (bounded; see the module)."""
 
-    def __init__(self, max_instances: int = MAX_INSTANCES) -> None:
+    def __init__(
+        self, max_instances: int = MAX_INSTANCES, max_total_points: int = MAX_TOTAL_POINTS
+    ) -> None:
         self.max_instances = max_instances
+        self.max_total_points = max_total_points
         self._clients: OrderedDict[str, ClientTelemetry] = OrderedDict()
+        self._points = 0  # data points kept, over every instance
         #: Payloads refused because they did not decompress or decode (counted
         #: by the manager; Kafka's plugin error count).
         self.errors = 0
@@ -188,6 +201,13 @@ class ClientMetricsReceiverPlugin:
     ) -> ClientTelemetry:
         """Decode ``payload`` (already decompressed) and keep it as ``client``'s
         latest metrics. InvalidTelemetryError (nothing kept) if it is not OTLP."""
+        return self.keep(self.prepare(client, payload, now_ms))
+
+    def prepare(
+        self, client: ClientTelemetry, payload: bytes, now_ms: int | None = None
+    ) -> ClientTelemetry:
+        """The decoding half of :meth:`export_metrics`, which changes nothing:
+        a worker thread's, for a large payload (the event loop keeps serving)."""
         resource, decoded = decode_metrics(payload)
         key = client.client_instance_id
         previous = self._clients.get(key)
@@ -200,7 +220,7 @@ class ClientMetricsReceiverPlugin:
                 total = totals.get((point.name, point.attributes), 0.0) + point.value
                 point = dataclasses.replace(point, total=total)
             points.append(point)
-        kept = ClientTelemetry(
+        made = ClientTelemetry(
             client_instance_id=key,
             client_id=client.client_id,
             software_name=client.software_name,
@@ -212,12 +232,27 @@ class ClientMetricsReceiverPlugin:
             resource=resource or (previous.resource if previous is not None else ()),
             points=tuple(points),
         )
+        made.exposition = _exposition(made)
+        return made
+
+    def keep(self, made: ClientTelemetry) -> ClientTelemetry:
+        """Keep ``made`` (from :meth:`prepare`) as its instance's latest, within
+        the bounds: the least recently pushed instances go first."""
+        key = made.client_instance_id
+        previous = self._clients.get(key)
+        if previous is not None:  # pushed meanwhile (a slower decode): counted
+            made.pushes = max(made.pushes, previous.pushes + 1)
+            self._points -= len(previous.points)
         # one reference swap: a reader on another thread sees the old or the new
-        self._clients[key] = kept
+        self._clients[key] = made
         self._clients.move_to_end(key)
-        while len(self._clients) > self.max_instances:
-            self._clients.popitem(last=False)
-        return kept
+        self._points += len(made.points)
+        while len(self._clients) > 1 and (
+            len(self._clients) > self.max_instances or self._points > self.max_total_points
+        ):
+            _, dropped = self._clients.popitem(last=False)
+            self._points -= len(dropped.points)
+        return made
 
     def clients(self) -> list[ClientTelemetry]:
         """Every client instance kept, the most recent push first."""
@@ -256,15 +291,39 @@ class ClientMetricsReceiverPlugin:
             "client_software_version": c.software_version,
         }
 
-    def _samples(self) -> list[tuple[dict[str, str], float]]:
-        out = []
-        for c in self.clients():
-            base = self._identity(c)
-            for p in c.points:
-                labels = dict(base, metric=p.name)
-                for k, v in p.attributes:
-                    name = _LABEL_BAD.sub("_", k)
-                    if name and not name[0].isdigit() and name not in _FIXED_LABELS:
-                        labels.setdefault(name, v)
-                out.append((labels, p.total))
-        return out
+    def _samples(self) -> str:
+        return "\n".join(c.exposition for c in self.clients() if c.exposition)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _value(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return str(int(v)) if v.is_integer() and abs(v) < 2**53 else repr(v)
+
+
+def _exposition(c: ClientTelemetry) -> str:
+    """``c``'s pylog_client_telemetry sample lines (Prometheus' text format):
+    the client's labels, the metric's name, the point's attributes as labels
+    (named as Prometheus allows; one clashing with a label above is left out)."""
+    base = {
+        "client_instance_id": c.client_instance_id,
+        "client_id": c.client_id,
+        "client_software_name": c.software_name,
+        "client_software_version": c.software_version,
+    }
+    lines = []
+    for p in c.points:
+        labels = dict(base, metric=p.name)
+        for k, v in p.attributes:
+            name = _LABEL_BAD.sub("_", k)
+            if name and not name[0].isdigit() and name not in _FIXED_LABELS:
+                labels.setdefault(name, v)
+        text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+        lines.append(f"pylog_client_telemetry{{{text}}} {_value(p.total)}")
+    return "\n".join(lines)
