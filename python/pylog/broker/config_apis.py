@@ -69,9 +69,7 @@ from pylog.protocol.messages.describe_configs_response import (
 )
 from pylog.security.acl_operation import AclOperation
 from pylog.security.resource_type import ResourceType as AclResourceType
-from pylog.server.client_metrics_configs import CLIENT_METRICS_KEYS
-from pylog.server.client_metrics_configs import MATCH as CM_MATCH
-from pylog.server.client_metrics_configs import METRICS as CM_METRICS
+from pylog.server.client_metrics_configs import CLIENT_METRICS_KEYS, DEFAULT_INTERVAL_MS
 from pylog.server.client_metrics_configs import validate as validate_client_metrics
 from pylog.server.config import ALL_BROKER_CONFIG, KafkaConfig
 from pylog.server.dynamic_broker_config import (
@@ -128,6 +126,13 @@ _BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
     "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
     "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
+
+# A KIP-714 subscription's keys: (default as DescribeConfigs shows it, type).
+CLIENT_METRICS_DEFAULTS: dict[str, tuple[str, ConfigType]] = {
+    "interval.ms": (str(DEFAULT_INTERVAL_MS), ConfigType.INT),
+    "match": ("", ConfigType.LIST),
+    "metrics": ("", ConfigType.LIST),
 }
 
 # IncrementalAlterConfigs operations.
@@ -659,8 +664,13 @@ class ConfigApis:
             if group:  # checked whole by validate_group_config, naming the key
                 key = ConfigKey(name, ConfigType.STRING, None, "")
             if client_metrics:  # checked whole by client_metrics_configs.validate
-                listed = name in (CM_METRICS, CM_MATCH)
-                key = ConfigKey(name, ConfigType.LIST if listed else ConfigType.STRING, None, "")
+                if op in (_APPEND, _SUBTRACT):
+                    # Kafka 4.3 refuses them on a subscription's keys (its lists too)
+                    verb = "append" if op == _APPEND else "subtract"
+                    raise InvalidConfigurationError(
+                        f"Config value {verb} is not allowed for config key: {name}"
+                    )
+                key = ConfigKey(name, ConfigType.STRING, None, "")
             if key is None:
                 if broker:  # refused by the dynamic-config check, naming it
                     key = ConfigKey(name, ConfigType.STRING, None, "")
@@ -764,26 +774,32 @@ class ConfigApis:
     def client_metrics_entries(
         self, name: str, names: Iterable[str] | None, *, documentation: bool, typed: bool
     ) -> list[DescribeConfigsResourceResult]:
-        """DescribeConfigs entries of a KIP-714 subscription: its keys as set
-        (CLIENT_METRICS_CONFIG), as Kafka's ConfigHelper lists them."""
+        """DescribeConfigs entries of a KIP-714 subscription, as Kafka 4.x
+        lists them: every key, as set (CLIENT_METRICS_CONFIG) or its default
+        (DEFAULT_CONFIG) — a subscription never set shows the defaults."""
         if not name:
             raise InvalidRequestError("Client metrics subscription name must not be empty")
         configs = self.metadata_store.client_metrics_configs().get(name, {})
         wanted = set(names) if names else None
-        return [
-            DescribeConfigsResourceResult(
-                name=k,
-                value=v,
-                read_only=False,
-                config_source=ConfigSource.CLIENT_METRICS_CONFIG,
-                is_sensitive=False,
-                synonyms=[],
-                config_type=0,
-                documentation=CLIENT_METRICS_KEYS.get(k) if documentation and typed else None,
+        out = []
+        for key, (default, kind) in CLIENT_METRICS_DEFAULTS.items():
+            if wanted is not None and key not in wanted:
+                continue
+            out.append(
+                DescribeConfigsResourceResult(
+                    name=key,
+                    value=configs.get(key, default),
+                    read_only=False,
+                    config_source=ConfigSource.CLIENT_METRICS_CONFIG
+                    if key in configs
+                    else ConfigSource.DEFAULT_CONFIG,
+                    is_sensitive=False,
+                    synonyms=[],
+                    config_type=_CONFIG_TYPE_ID[kind] if typed else 0,
+                    documentation=CLIENT_METRICS_KEYS[key] if documentation and typed else None,
+                )
             )
-            for k, v in sorted(configs.items())
-            if wanted is None or k in wanted
-        ]
+        return out
 
     def group_config_entries(
         self,
