@@ -39,6 +39,7 @@ TOOLS = {
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-client-metrics": "org.apache.kafka.tools.ClientMetricsCommand",
 }
 
 # What bin/kafka-run-class.sh gives a tool's JVM, smaller: the tools here

@@ -36,6 +36,16 @@ def api_names() -> ApiKeyNames:
     return names
 
 
+#: APIs pylog serves that the Kafka peer does not advertise, for another reason
+#: than being ZooKeeper-era.
+_PYLOG_ONLY = {
+    71: "Kafka advertises it only with a client-telemetry MetricsReporter (KIP-714); "
+    "pylog keeps pushed metrics itself",
+    72: "Kafka advertises it only with a client-telemetry MetricsReporter (KIP-714); "
+    "pylog keeps pushed metrics itself",
+}
+
+
 def _range(r: tuple[int, int] | None) -> str:
     return "-" if r is None else f"{r[0]}-{r[1]}"
 
@@ -55,7 +65,7 @@ def table(brokers: Brokers) -> str:
                 else "both serve " + _range((max(k[key][0], p[key][0]), min(k[key][1], p[key][1])))
             )
         elif key in p:
-            note = "ZooKeeper-era inter-broker API (Kafka 4 removed it)"
+            note = _PYLOG_ONLY.get(key, "ZooKeeper-era inter-broker API (Kafka 4 removed it)")
         else:
             note = "not served by pylog"
         kr, pr = _range(k.get(key)), _range(p.get(key))

@@ -1191,3 +1191,125 @@ def test_kafka_users_quotas_and_acls_pages(
     page.goto(kafka_console.url + "/acls")
     assert "SecurityDisabled" in _text(page, "#acls-error")
     page.screenshot(path=shots / "kafka-acls.png", full_page=True)
+
+
+# ---------------------------------------------------------------- client telemetry (KIP-714)
+
+
+def _telemetry_payload(metric: str, value: float) -> bytes:
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import (
+        Gauge,
+        Metric,
+        MetricsData,
+        NumberDataPoint,
+        ResourceMetrics,
+        ScopeMetrics,
+    )
+
+    point = NumberDataPoint(
+        as_double=value,
+        attributes=[KeyValue(key="topic", value=AnyValue(string_value=SCRIPT))],
+    )
+    gauge = Metric(name=metric, gauge=Gauge(data_points=[point]))
+    data = MetricsData(
+        resource_metrics=[ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=[gauge])])]
+    )
+    return bytes(data.SerializeToString())
+
+
+def test_clients_pages_show_pushed_telemetry_as_text(
+    page: Any, cluster: LocalCluster, console: ConsoleProcess, workdir: Path, shots: Path
+) -> None:
+    """A subscription set on broker 1 reaches broker 2 through ZooKeeper; a
+    client pushing to broker 1 shows on the console broker 1 serves and on a
+    `pylog console --metrics-url` of every broker; names holding HTML stay
+    text; a console without either says where telemetry is."""
+    from pylog.protocol.client import KafkaConnection
+    from pylog.protocol.messages import (
+        GetTelemetrySubscriptionsRequest,
+        GetTelemetrySubscriptionsResponse,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+        PushTelemetryRequest,
+        PushTelemetryResponse,
+    )
+    from pylog.protocol.messages.incremental_alter_configs_request import (
+        AlterableConfig,
+        AlterConfigsResource,
+    )
+
+    zero = "AAAAAAAAAAAAAAAAAAAAAA"
+    prefix = f"org.apache.kafka.console{os.getpid()}."
+    with KafkaConnection(cluster.broker(1).bootstrap_servers) as c:
+        altered = c.request(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            1,
+            IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
+                resource_type=16, resource_name="console-test",
+                configs=[AlterableConfig(name="metrics", config_operation=0, value=prefix),
+                         AlterableConfig(name="interval.ms", config_operation=0, value="1000")],
+            )]),
+            IncrementalAlterConfigsResponse,
+        )  # fmt: skip
+    assert altered.responses[0].error_code == 0, altered
+    # broker 2 learns of it from /config/changes
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        with KafkaConnection(cluster.broker(2).bootstrap_servers) as c:
+            got = c.request(
+                ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0,
+                GetTelemetrySubscriptionsRequest(client_instance_id=zero),
+                GetTelemetrySubscriptionsResponse,
+            )  # fmt: skip
+        if prefix in got.requested_metrics:
+            break
+        assert time.monotonic() < deadline, got
+        time.sleep(0.3)
+
+    client_id = f"telemetry-{SCRIPT}"
+    metric = f"{prefix}{IMG}"
+    with KafkaConnection(cluster.broker(1).bootstrap_servers, client_id=client_id) as c:
+        sub = c.request(
+            ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0,
+            GetTelemetrySubscriptionsRequest(client_instance_id=zero),
+            GetTelemetrySubscriptionsResponse,
+        )  # fmt: skip
+        assert prefix in sub.requested_metrics
+        pushed = c.request(
+            ApiKey.PUSH_TELEMETRY, 0,
+            PushTelemetryRequest(client_instance_id=sub.client_instance_id,
+                                 subscription_id=sub.subscription_id,
+                                 metrics=_telemetry_payload(metric, 42.5)),
+            PushTelemetryResponse,
+        )  # fmt: skip
+        assert pushed.error_code == 0
+    instance = sub.client_instance_id
+
+    def check(base: str, shot: str) -> None:
+        page.goto(base + "/clients")
+        row = page.locator(f"#clients tr[data-instance='{instance}']")
+        assert row.count() == 1
+        assert _text(page, f"#clients tr[data-instance='{instance}'] .client-id") == client_id
+        _no_script_ran(page)
+        page.screenshot(path=shots / f"{shot}-clients.png", full_page=True)
+        page.goto(base + "/client?id=" + urllib.parse.quote(instance))
+        assert _text(page, "#instance-id") == instance
+        assert _text(page, "#client-id") == client_id
+        names = [r[0] for r in _rows(page, "metrics")]
+        assert metric in names, names
+        (shown,) = [r for r in _rows(page, "metrics") if r[0] == metric]
+        assert shown[3] == "42.5" and f"topic={SCRIPT}" in shown[1], shown
+        _no_script_ran(page)
+        page.screenshot(path=shots / f"{shot}-client.png", full_page=True)
+
+    check(f"http://127.0.0.1:{BROKER_CONSOLE_PORT}", "pylog-broker-console")
+    urls = [f"--metrics-url=http://127.0.0.1:{p}/metrics" for p in METRICS_PORTS.values()]
+    scraping = ConsoleProcess(cluster.bootstrap_servers, workdir, *urls)
+    try:
+        check(scraping.url, "pylog")
+    finally:
+        scraping.close()
+    page.goto(console.url + "/clients")
+    assert page.locator("#telemetry-unavailable").count() == 1
+    assert page.locator("#clients").count() == 0

@@ -69,6 +69,8 @@ from pylog.protocol.messages.describe_configs_response import (
 )
 from pylog.security.acl_operation import AclOperation
 from pylog.security.resource_type import ResourceType as AclResourceType
+from pylog.server.client_metrics_configs import CLIENT_METRICS_KEYS, DEFAULT_INTERVAL_MS
+from pylog.server.client_metrics_configs import validate as validate_client_metrics
 from pylog.server.config import ALL_BROKER_CONFIG, KafkaConfig
 from pylog.server.dynamic_broker_config import (
     DEFAULT_ENTITY,
@@ -103,6 +105,7 @@ class ConfigSource:
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    CLIENT_METRICS_CONFIG = 7
     GROUP_CONFIG = 8
 
 
@@ -123,6 +126,13 @@ _BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
     "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
     "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
+
+# A KIP-714 subscription's keys: (default as DescribeConfigs shows it, type).
+CLIENT_METRICS_DEFAULTS: dict[str, tuple[str, ConfigType]] = {
+    "interval.ms": (str(DEFAULT_INTERVAL_MS), ConfigType.INT),
+    "match": ("", ConfigType.LIST),
+    "metrics": ("", ConfigType.LIST),
 }
 
 # IncrementalAlterConfigs operations.
@@ -198,6 +208,7 @@ class ConfigApis:
         if rtype in (
             ResourceType.BROKER,
             ResourceType.BROKER_LOGGER,
+            ResourceType.CLIENT_METRICS,
         ) and not self.auth.authorize_cluster(request, operation):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
         if rtype == ResourceType.GROUP and not self.auth.authorize(
@@ -473,6 +484,10 @@ class ConfigApis:
                     out.configs = self.group_config_entries(
                         rname, keys, synonyms=synonyms, documentation=documentation, typed=typed
                     )
+                elif rtype == ResourceType.CLIENT_METRICS:
+                    out.configs = self.client_metrics_entries(
+                        rname, keys, documentation=documentation, typed=typed
+                    )
                 else:
                     raise InvalidRequestError(
                         f"Unsupported resource type {rtype} for DescribeConfigs"
@@ -501,6 +516,9 @@ class ConfigApis:
             lambda meta, r: {c.name: c.value for c in r.configs if c.value is not None},
             lambda current, r: {c.name: c.value for c in r.configs if c.value is not None},
             group_configs=lambda current, r: {
+                c.name: c.value for c in r.configs if c.value is not None
+            },
+            client_metrics_configs=lambda current, r: {
                 c.name: c.value for c in r.configs if c.value is not None
             },
         )
@@ -541,6 +559,9 @@ class ConfigApis:
             precheck=known_operations,
             group_configs=lambda current, r: self._apply_incremental(
                 current, r.configs, group=True
+            ),
+            client_metrics_configs=lambda current, r: self._apply_incremental(
+                current, r.configs, client_metrics=True
             ),
         )
         results = _in_order(body.resources, results, refused)
@@ -583,6 +604,8 @@ class ConfigApis:
         broker_configs: Callable[[Mapping[str, str], _Resource], dict[str, str]],
         precheck: Callable[[_Resource], None] | None = None,
         group_configs: Callable[[Mapping[str, str], _Resource], dict[str, str]] | None = None,
+        client_metrics_configs: Callable[[Mapping[str, str], _Resource], dict[str, str]]
+        | None = None,
     ) -> list[tuple[_Resource, int, str | None]]:
         """The per-resource loop both alter-configs APIs share: checks, the
         topic's new override set from ``topic_configs``, a broker's new dynamic
@@ -610,6 +633,8 @@ class ConfigApis:
                     self._alter_broker(r, validate_only, broker_configs)
                 elif r.resource_type == ResourceType.GROUP:
                     self._alter_group(r, validate_only, group_configs)
+                elif r.resource_type == ResourceType.CLIENT_METRICS and client_metrics_configs:
+                    self._alter_client_metrics(r, validate_only, client_metrics_configs)
                 else:
                     raise InvalidRequestError(
                         f"Unsupported resource type {r.resource_type} for {api}"
@@ -627,6 +652,7 @@ class ConfigApis:
         *,
         broker: bool = False,
         group: bool = False,
+        client_metrics: bool = False,
     ) -> dict[str, str]:
         """``current`` overrides changed by ``ops``; APPEND and SUBTRACT start
         from the override, else from the value the topic has by default (as
@@ -636,6 +662,14 @@ class ConfigApis:
             name, op, value = c.name, c.config_operation, c.value
             key = (ALL_BROKER_CONFIG if broker else TOPIC_CONFIG).get(name)
             if group:  # checked whole by validate_group_config, naming the key
+                key = ConfigKey(name, ConfigType.STRING, None, "")
+            if client_metrics:  # checked whole by client_metrics_configs.validate
+                if op in (_APPEND, _SUBTRACT):
+                    # Kafka 4.3 refuses them on a subscription's keys (its lists too)
+                    verb = "append" if op == _APPEND else "subtract"
+                    raise InvalidConfigurationError(
+                        f"Config value {verb} is not allowed for config key: {name}"
+                    )
                 key = ConfigKey(name, ConfigType.STRING, None, "")
             if key is None:
                 if broker:  # refused by the dynamic-config check, naming it
@@ -717,6 +751,55 @@ class ConfigApis:
         if not validate_only:
             self.metadata_store.set_group_config(gid, wanted)
             _log.info("group %s configs set to %s", quoted(gid), quoted(wanted, 2048))
+
+    def _alter_client_metrics(
+        self,
+        r: _Resource,
+        validate_only: bool,
+        client_metrics_configs: Callable[[Mapping[str, str], _Resource], dict[str, str]],
+    ) -> None:
+        """Check and write a KIP-714 subscription (Kafka's ClientMetricsConfigs
+        checks); none of its keys left removes it. Every broker's
+        ClientMetricsManager hears of it from the store."""
+        name = r.resource_name
+        if "/" in name or name in (".", ".."):
+            raise InvalidRequestError(f"Invalid client metrics subscription name {name!r}")
+        current = self.metadata_store.client_metrics_configs().get(name, {})
+        wanted = client_metrics_configs(current, r)
+        validate_client_metrics(name, wanted)
+        if not validate_only:
+            self.metadata_store.set_client_metrics_config(name, wanted)
+            _log.info("client metrics %s set to %s", quoted(name), quoted(wanted, 2048))
+
+    def client_metrics_entries(
+        self, name: str, names: Iterable[str] | None, *, documentation: bool, typed: bool
+    ) -> list[DescribeConfigsResourceResult]:
+        """DescribeConfigs entries of a KIP-714 subscription, as Kafka 4.x
+        lists them: every key, as set (CLIENT_METRICS_CONFIG) or its default
+        (DEFAULT_CONFIG) — a subscription never set shows the defaults."""
+        if not name:
+            raise InvalidRequestError("Client metrics subscription name must not be empty")
+        configs = self.metadata_store.client_metrics_configs().get(name, {})
+        wanted = set(names) if names else None
+        out = []
+        for key, (default, kind) in CLIENT_METRICS_DEFAULTS.items():
+            if wanted is not None and key not in wanted:
+                continue
+            out.append(
+                DescribeConfigsResourceResult(
+                    name=key,
+                    value=configs.get(key, default),
+                    read_only=False,
+                    config_source=ConfigSource.CLIENT_METRICS_CONFIG
+                    if key in configs
+                    else ConfigSource.DEFAULT_CONFIG,
+                    is_sensitive=False,
+                    synonyms=[],
+                    config_type=_CONFIG_TYPE_ID[kind] if typed else 0,
+                    documentation=CLIENT_METRICS_KEYS[key] if documentation and typed else None,
+                )
+            )
+        return out
 
     def group_config_entries(
         self,

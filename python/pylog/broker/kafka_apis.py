@@ -56,6 +56,7 @@ from typing import TypeAlias, TypeVar
 
 from pylog.broker.acl_apis import AclApis
 from pylog.broker.auth_helper import AuthHelper
+from pylog.broker.client_metrics_apis import ClientMetricsApis
 from pylog.broker.client_quota_apis import ClientQuotaApis
 from pylog.broker.cluster_apis import ClusterApis
 from pylog.broker.config_apis import ConfigApis
@@ -143,6 +144,7 @@ from pylog.protocol.messages import (
     EndTxnRequest,
     FetchRequest,
     FindCoordinatorRequest,
+    GetTelemetrySubscriptionsRequest,
     HeartbeatRequest,
     IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
@@ -150,6 +152,7 @@ from pylog.protocol.messages import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     LeaveGroupRequest,
+    ListConfigResourcesRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
     ListPartitionReassignmentsRequest,
@@ -161,6 +164,7 @@ from pylog.protocol.messages import (
     OffsetFetchRequest,
     OffsetForLeaderEpochRequest,
     ProduceRequest,
+    PushTelemetryRequest,
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
     StopReplicaRequest,
@@ -186,6 +190,7 @@ from pylog.protocol.messages.api_versions_response import ApiVersion
 from pylog.protocol.messages.elect_leaders_response import PartitionResult, ReplicaElectionResult
 from pylog.security.acl_authorizer import AclAuthorizer
 from pylog.security.acl_operation import AclOperation
+from pylog.server.client_metrics_manager import ClientMetricsManager
 from pylog.server.config import KafkaConfig
 from pylog.server.dynamic_broker_config import DynamicBrokerConfig
 from pylog.server.producer_id_manager import ProducerIdManager
@@ -334,6 +339,12 @@ class KafkaApis:
         )
         _CAF = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         client_quotas = ClientQuotaApis(metadata_store)
+        #: KIP-714's client telemetry: subscriptions, and the metrics clients push.
+        self.client_metrics = ClientMetricsManager(
+            int(config.get("telemetry.max.bytes")), metadata_store
+        )
+        telemetry = ClientMetricsApis(self.client_metrics, metadata_store)
+        telemetry.auth = auth
         features = UpdateFeaturesApis(metadata_store, auth, is_controller)
         handlers: dict[int, Route] = {
             ApiKey.PRODUCE: Route(ProduceRequest, data.handle_produce_request),
@@ -407,6 +418,16 @@ class KafkaApis:
                 ),
             ),
             ApiKey.API_VERSIONS: Route(ApiVersionsRequest, self.handle_api_versions_request),
+            ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: Route(
+                GetTelemetrySubscriptionsRequest,
+                telemetry.handle_get_telemetry_subscriptions_request,
+            ),
+            ApiKey.PUSH_TELEMETRY: Route(
+                PushTelemetryRequest, telemetry.handle_push_telemetry_request
+            ),
+            ApiKey.LIST_CONFIG_RESOURCES: Route(
+                ListConfigResourcesRequest, telemetry.handle_list_config_resources_request
+            ),
             ApiKey.UPDATE_FEATURES: Route(
                 UpdateFeaturesRequest, features.handle_update_features_request
             ),
@@ -797,6 +818,8 @@ class KafkaApis:
                 return ApiVersionsResponse(
                     error_code=ErrorCode.INVALID_REQUEST, api_keys=self._api_keys()
                 )
+            # what KIP-714's subscriptions may match on
+            self.client_metrics.record_client_information(request.connection_id, name, version)
         response = ApiVersionsResponse(
             error_code=ErrorCode.NONE, api_keys=self._api_keys(), throttle_time_ms=0
         )

@@ -345,6 +345,7 @@ def _default_handler(server: KafkaServer) -> RequestHandler:
             shares.persister.connection_options["authenticate"] = lambda conn: (
                 authenticate_blocking(conn.request, security)
             )
+    apis.client_metrics.receiver.register_metrics(server.metrics)
     coordinator.register_metrics(server.metrics)
     coordinator.startup()
     server.group_coordinator = coordinator

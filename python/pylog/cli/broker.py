@@ -94,7 +94,11 @@ async def _serve(server: Any) -> None:
             try:
                 from pylog.console.broker_console import BrokerConsole
 
-                console = BrokerConsole(server.config)
+                manager = getattr(server.handler, "client_metrics", None)
+                console = BrokerConsole(
+                    server.config,
+                    getattr(manager, "receiver", None),  # KIP-714 telemetry
+                )
             except ImportError as e:
                 click.echo(
                     f"Error: console.port: the console needs its extra, pip install "

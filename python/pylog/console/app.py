@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import secrets
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pylog.console.admin import ConsoleAdmin
 from pylog.console.audit import AuditLog
+from pylog.console.client_telemetry import ClientTelemetrySource
 from pylog.console.lag_history import LagHistory
 from pylog.console.record_format import FORMATS, render_bytes
 from pylog.console.security_admin import (
@@ -197,8 +199,13 @@ def parse_headers(text: str) -> list[tuple[str, bytes | None]]:
     return out
 
 
-def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> ASGIApp:
-    """The console's ASGI application over ``admin``'s cluster connection."""
+def create_app(
+    admin: ConsoleAdmin,
+    settings: ConsoleSettings | None = None,
+    telemetry: ClientTelemetrySource | None = None,
+) -> ASGIApp:
+    """The console's ASGI application over ``admin``'s cluster connection;
+    ``telemetry``: where the Clients pages read pushed client metrics."""
     settings = settings or ConsoleSettings()
     env = _environment()
     audit = AuditLog()
@@ -505,6 +512,23 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
             reset=request.query_params.get("reset") == "1",
         )
 
+    async def clients_page(request: Request) -> Response:
+        rows = await run_in_threadpool(telemetry.clients) if telemetry is not None else []
+        errors = getattr(telemetry, "errors", [])
+        now_ms = int(time.time() * 1000)
+        return page(
+            request, "clients.html", clients=rows, source=telemetry, errors=errors, now_ms=now_ms
+        )
+
+    async def client_page(request: Request) -> Response:
+        instance = request.query_params.get("id", "")
+        rows = await run_in_threadpool(telemetry.clients) if telemetry is not None else []
+        found = next((c for c in rows if c.client_instance_id == instance), None)
+        if found is None:
+            return page(request, "error.html", 404, title="No such client",
+                        error=f"No client instance {instance} has pushed telemetry.")  # fmt: skip
+        return page(request, "client.html", client=found, source=telemetry)
+
     async def audit_page(request: Request) -> Response:
         return page(request, "audit.html", entries=audit.entries())
 
@@ -780,6 +804,8 @@ def create_app(admin: ConsoleAdmin, settings: ConsoleSettings | None = None) -> 
             Route("/quotas", quotas_page, methods=["GET"]),
             Route("/quotas", set_quota, methods=["POST"]),
             Route("/quotas/delete", remove_quota, methods=["POST"]),
+            Route("/clients", clients_page),
+            Route("/client", client_page),
             Route("/audit", audit_page),
             Route("/signin", signin_page, methods=["GET"]),
             Route("/signin", signin, methods=["POST"]),

@@ -2,7 +2,9 @@
 start`` runs it on the broker's event loop once the broker is serving, as a
 client of the broker's own PLAINTEXT listener (so it sees the whole cluster
 as any client does, and a SASL or TLS listener is never entered with the
-broker's own credentials). Read-only unless ``console.read.only=false``."""
+broker's own credentials). Read-only unless ``console.read.only=false``.
+Its Clients pages show the telemetry clients pushed to this broker, read from
+the broker's receiver in process (``client_telemetry``)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ import uvicorn
 
 from pylog.console.admin import ConsoleAdmin
 from pylog.console.app import ConsoleSettings, create_app
+from pylog.console.client_telemetry import ReceiverTelemetry
 
 if TYPE_CHECKING:
+    from pylog.server.client_metrics_receiver_plugin import ClientMetricsReceiverPlugin
     from pylog.server.config import KafkaConfig
 
 __all__ = ["BrokerConsole"]
@@ -34,7 +38,9 @@ class _Server(uvicorn.Server):
 
 
 class BrokerConsole:
-    def __init__(self, config: KafkaConfig) -> None:
+    def __init__(
+        self, config: KafkaConfig, telemetry: ClientMetricsReceiverPlugin | None = None
+    ) -> None:
         plain = [ep for ep in config.listeners if ep.security_protocol == "PLAINTEXT"]
         if not plain:
             raise ValueError("console.port needs a PLAINTEXT listener for the console to use")
@@ -50,7 +56,11 @@ class BrokerConsole:
             # The broker's own ensemble: the cluster page shows its state.
             zookeeper=str(zk) if zk else None,
         )
-        app = create_app(self._admin, ConsoleSettings(read_only=self.read_only))
+        app = create_app(
+            self._admin,
+            ConsoleSettings(read_only=self.read_only),
+            ReceiverTelemetry(telemetry, config.broker_id) if telemetry is not None else None,
+        )
         self._server = _Server(
             uvicorn.Config(
                 app, host=self.host, port=self.port, log_level="warning", access_log=False

@@ -63,6 +63,14 @@ DEFAULT_PORT = 9021  # the port Kafka operators know a web console on
     show_default=True,
     help="Seconds between samples of a watched group's lag, for its chart (0: only on views).",
 )
+@click.option(
+    "--metrics-url",
+    "metrics_urls",
+    multiple=True,
+    metavar="URL",
+    help="A pylog broker's metrics endpoint (http://HOST:PORT/metrics), one per broker: "
+    "the Clients pages read the client telemetry pushed to it.",
+)
 def console(
     bootstrap_server: str,
     command_config: str | None,
@@ -74,6 +82,7 @@ def console(
     refresh_s: int,
     lag_interval_s: float,
     zookeeper: str | None,
+    metrics_urls: tuple[str, ...],
 ) -> None:
     """Serve the web console: the cluster, topics, messages and consumer
     groups of any Kafka-protocol cluster, on http://HOST:PORT/."""
@@ -82,6 +91,7 @@ def console(
 
         from pylog.console.admin import ConsoleAdmin
         from pylog.console.app import ConsoleSettings, create_app
+        from pylog.console.client_telemetry import PrometheusTelemetry
     except ImportError as e:
         raise CommandError(
             f"the console needs its extra: pip install 'pylog-broker[console]' ({e})"
@@ -108,6 +118,7 @@ def console(
             lag_interval_s=lag_interval_s,
             sign_in=sign_in,
         ),
+        PrometheusTelemetry(list(metrics_urls)) if metrics_urls else None,
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     click.echo(

@@ -63,6 +63,9 @@ class ConfigType:
     #: Per-group configs: not in Kafka's ZooKeeper mode (which had none); pylog
     #: keeps them as the other entities, ``/config/groups/<group id>``.
     GROUP = "groups"
+    #: KIP-714's client metrics subscriptions (Kafka's ConfigType.ClientMetrics,
+    #: ``kafka-configs --entity-type client-metrics``).
+    CLIENT_METRICS = "client-metrics"
 
 
 class DynamicConfigManager:

@@ -193,6 +193,10 @@ class JsonMetadataStore(MetadataStore):
                 self._put_broker_config(str(entity), {str(k): str(v) for k, v in configs.items()})
             for group, configs in (doc.get("group_configs") or {}).items():
                 self._put_group_config(str(group), {str(k): str(v) for k, v in configs.items()})
+            for name, configs in (doc.get("client_metrics") or {}).items():
+                self._put_client_metrics_config(
+                    str(name), {str(k): str(v) for k, v in configs.items()}
+                )
             features = doc.get("finalized_features")
             if features is not None:
                 self._apply_features(features)
@@ -265,6 +269,8 @@ class JsonMetadataStore(MetadataStore):
             self._put_broker_config(str(op["broker_config"]), op["configs"])
         elif "group_config" in op:
             self._put_group_config(str(op["group_config"]), op["configs"])
+        elif "client_metrics" in op:
+            self._put_client_metrics_config(str(op["client_metrics"]), op["configs"])
         elif "features" in op:
             self._apply_features(op["features"])
         else:
@@ -348,6 +354,8 @@ class JsonMetadataStore(MetadataStore):
             doc["broker_configs"] = {e: dict(c) for e, c in self._broker_configs.items()}
         if self._group_configs:
             doc["group_configs"] = {g: dict(c) for g, c in self._group_configs.items()}
+        if self._client_metrics_configs:
+            doc["client_metrics"] = {n: dict(c) for n, c in self._client_metrics_configs.items()}
         data = json.dumps(doc, indent=1, sort_keys=True).encode()
         tmp = self._path + ".tmp"
         try:
@@ -505,6 +513,13 @@ class JsonMetadataStore(MetadataStore):
         with self._lock:
             self._append([{"group_config": group_id, "configs": clean}])
             self._put_group_config(group_id, clean)
+            self._maybe_compact()
+
+    def set_client_metrics_config(self, name: str, configs: Mapping[str, str]) -> None:
+        clean = {str(k): str(v) for k, v in configs.items()}
+        with self._lock:
+            self._append([{"client_metrics": name, "configs": clean}])
+            self._put_client_metrics_config(name, clean)
             self._maybe_compact()
 
     # ------------------------------------------------------------------ listeners

@@ -383,6 +383,43 @@ class MetadataStore(abc.ABC):
             current.pop(group_id, None)
         self._group_configs = MappingProxyType(current)
 
+    # ------------------------------------------------------------------ client-metrics
+
+    #: KIP-714's client metrics subscriptions (the CLIENT_METRICS config
+    #: resource): subscription name -> key -> value.
+    _client_metrics_configs: Mapping[str, Mapping[str, str]] = MappingProxyType({})
+
+    def client_metrics_configs(self) -> dict[str, dict[str, str]]:
+        """Every client metrics subscription, as ``/config/client-metrics/<name>``
+        holds them on ZooKeeper (Kafka's ConfigType.ClientMetrics)."""
+        return {n: dict(c) for n, c in self._client_metrics_configs.items()}
+
+    def set_client_metrics_config(self, name: str, configs: Mapping[str, str]) -> None:
+        """Durably replace subscription ``name`` (none left: removed);
+        validated by the caller. Every broker's listeners hear it."""
+        raise KafkaError("this metadata store keeps no client metrics subscriptions")
+
+    def add_client_metrics_listener(self, listener: BrokerConfigListener) -> None:
+        """Call ``listener(name, configs)`` with each subscription's whole config
+        once a change to it is durable, wherever it was made."""
+        listeners: list[BrokerConfigListener] | None = getattr(
+            self, "_client_metrics_listeners", None
+        )
+        if listeners is None:
+            listeners = []
+            self._client_metrics_listeners: list[BrokerConfigListener] = listeners
+        listeners.append(listener)
+
+    def _put_client_metrics_config(self, name: str, configs: Mapping[str, str]) -> None:
+        current = dict(self._client_metrics_configs)
+        if configs:
+            current[name] = MappingProxyType(dict(configs))
+        else:
+            current.pop(name, None)
+        self._client_metrics_configs = MappingProxyType(current)
+        for listener in list(getattr(self, "_client_metrics_listeners", [])):
+            listener(name, dict(configs))
+
     def _put_broker_config(self, entity: str, configs: Mapping[str, str]) -> None:
         current = dict(self._broker_configs)
         if configs:

@@ -185,6 +185,7 @@ class ZkMetadataStore(MetadataStore):
                 ConfigType.IP: partial(self._apply_quotas, ConfigType.IP),
                 ConfigType.BROKER: self._put_broker_config,
                 ConfigType.GROUP: self._put_group_config,
+                ConfigType.CLIENT_METRICS: self._put_client_metrics_config,
             },
             executor=self._reader,
             lock=self._lock,
@@ -215,6 +216,9 @@ class ZkMetadataStore(MetadataStore):
                 self._load_quotas("clients", client)
             for ip in zk.get_children(ConfigEntityTypeZNode.path(ConfigType.IP)):
                 self._load_quotas(ConfigType.IP, ip)
+            metrics = ConfigType.CLIENT_METRICS
+            for name in zk.get_children(ConfigEntityTypeZNode.path(metrics)):
+                self._put_client_metrics_config(name, zk.get_entity_config(metrics, name))
             self._read_features()
 
     def start_watching(self) -> None:
@@ -938,6 +942,13 @@ class ZkMetadataStore(MetadataStore):
             change = self.zk.set_entity_config(ConfigType.GROUP, group_id, clean)
             self.config_manager.mark_processed(change)
             self._put_group_config(group_id, clean)
+
+    def set_client_metrics_config(self, name: str, configs: Mapping[str, str]) -> None:
+        clean = {str(k): str(v) for k, v in configs.items()}
+        with self._lock, _zk_errors(f"setting the client metrics subscription {name}"):
+            change = self.zk.set_entity_config(ConfigType.CLIENT_METRICS, name, clean)
+            self.config_manager.mark_processed(change)
+            self._put_client_metrics_config(name, clean)
 
     def reserve_producer_id_block(self, size: int) -> int:
         with _zk_errors("allocating producer ids"):

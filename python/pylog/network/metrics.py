@@ -247,7 +247,7 @@ _NAME_OK = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 class _Gauge:
     name: str
     help: str
-    read: Callable[[], float | Iterable[tuple[dict[str, str], float]]]
+    read: Callable[[], float | str | Iterable[tuple[dict[str, str], float]]]
     kind: str = "gauge"
 
 
@@ -271,12 +271,14 @@ class MetricsRegistry:
         self,
         name: str,
         help: str,
-        read: Callable[[], float | Iterable[tuple[dict[str, str], float]]],
+        read: Callable[[], float | str | Iterable[tuple[dict[str, str], float]]],
         *,
         kind: str = "gauge",
     ) -> None:
-        """Register (or replace) a value read at scrape time: a number, or
-        ``(labels, value)`` pairs. ``kind`` "counter" for monotonic totals."""
+        """Register (or replace) a value read at scrape time: a number,
+        ``(labels, value)`` pairs, or the family's sample lines already
+        rendered (a large family rendered once, not per scrape). ``kind``
+        "counter" for monotonic totals."""
         if not _NAME_OK.match(name):
             raise ValueError(f"invalid metric name {name!r}")
         self._gauges[name] = _Gauge(name, help, read, kind)
@@ -333,6 +335,9 @@ class MetricsRegistry:
             out.append(f"# TYPE {g.name} {g.kind}")
             if isinstance(value, (int, float)):
                 out.append(f"{g.name} {_number(value)}")
+            elif isinstance(value, str):  # sample lines its owner rendered already
+                if value:
+                    out.append(value)
             else:
                 for label_map, v in value:
                     out.append(f"{g.name}{_labels(sorted(label_map.items()))} {_number(v)}")

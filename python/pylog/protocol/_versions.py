@@ -82,7 +82,7 @@ class ApiKey(enum.IntEnum):
     GET_TELEMETRY_SUBSCRIPTIONS = 71
     PUSH_TELEMETRY = 72
     ASSIGN_REPLICAS_TO_DIRS = 73
-    LIST_CLIENT_METRICS_RESOURCES = 74
+    LIST_CONFIG_RESOURCES = 74  # ListClientMetricsResources before Kafka 4.1
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
@@ -177,6 +177,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # (KIP-664).
     ApiKey.WRITE_TXN_MARKERS: (1, 2),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    # KIP-714's client telemetry, and the listing of its subscriptions
+    # (ListClientMetricsResources v0; v1 is Kafka 4.1's ListConfigResources, KIP-1142).
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
+    ApiKey.PUSH_TELEMETRY: (0, 0),
+    ApiKey.LIST_CONFIG_RESOURCES: (0, 1),
 }
 
 #: The consumer-group APIs: the codec handles them; the broker merges this table
@@ -277,6 +282,9 @@ SCHEMA_NAMES: dict[int, str] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe",
     ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
     ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers",
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: "GetTelemetrySubscriptions",
+    ApiKey.PUSH_TELEMETRY: "PushTelemetry",
+    ApiKey.LIST_CONFIG_RESOURCES: "ListConfigResources",
     ApiKey.SHARE_GROUP_HEARTBEAT: "ShareGroupHeartbeat",
     ApiKey.SHARE_GROUP_DESCRIBE: "ShareGroupDescribe",
     ApiKey.SHARE_FETCH: "ShareFetch",

@@ -258,6 +258,9 @@ BROKER_CONFIG: dict[str, ConfigKey] = config_table(
     ConfigKey("auto.create.topics.enable", B, True, "Create a topic when Metadata names one "
               "that does not exist.", None, "high"),
     ConfigKey("delete.topic.enable", B, True, "Allow DeleteTopics.", None, "high"),
+    ConfigKey("telemetry.max.bytes", I, 1024 * 1024, "Largest metrics payload a client may "
+              "push (KIP-714's PushTelemetry; larger is TELEMETRY_TOO_LARGE).", AtLeast(1),
+              "medium"),
     ConfigKey("max.broker.partitions", I, 10_000, "Most partitions this broker holds, "
               "internal topics included (KIP-578's name); CreateTopics, CreatePartitions "
               "and auto-creation past it are refused with POLICY_VIOLATION. Independently, "

@@ -137,6 +137,8 @@ from pylog.protocol.messages.leader_and_isr_request import LeaderAndIsrRequest
 from pylog.protocol.messages.leader_and_isr_response import LeaderAndIsrResponse
 from pylog.protocol.messages.leave_group_request import LeaveGroupRequest
 from pylog.protocol.messages.leave_group_response import LeaveGroupResponse
+from pylog.protocol.messages.list_config_resources_request import ListConfigResourcesRequest
+from pylog.protocol.messages.list_config_resources_response import ListConfigResourcesResponse
 from pylog.protocol.messages.list_groups_request import ListGroupsRequest
 from pylog.protocol.messages.list_groups_response import ListGroupsResponse
 from pylog.protocol.messages.list_offsets_request import ListOffsetsRequest
@@ -246,6 +248,7 @@ Request: TypeAlias = (
     | JoinGroupRequest
     | LeaderAndIsrRequest
     | LeaveGroupRequest
+    | ListConfigResourcesRequest
     | ListGroupsRequest
     | ListOffsetsRequest
     | ListPartitionReassignmentsRequest
@@ -322,6 +325,7 @@ Response: TypeAlias = (
     | JoinGroupResponse
     | LeaderAndIsrResponse
     | LeaveGroupResponse
+    | ListConfigResourcesResponse
     | ListGroupsResponse
     | ListOffsetsResponse
     | ListPartitionReassignmentsResponse
@@ -411,6 +415,7 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     69: ConsumerGroupDescribeRequest,
     71: GetTelemetrySubscriptionsRequest,
     72: PushTelemetryRequest,
+    74: ListConfigResourcesRequest,
     75: DescribeTopicPartitionsRequest,
     76: ShareGroupHeartbeatRequest,
     77: ShareGroupDescribeRequest,
@@ -487,6 +492,7 @@ RESPONSE_CLASSES: dict[int, type[Response]] = {
     69: ConsumerGroupDescribeResponse,
     71: GetTelemetrySubscriptionsResponse,
     72: PushTelemetryResponse,
+    74: ListConfigResourcesResponse,
     75: DescribeTopicPartitionsResponse,
     76: ShareGroupHeartbeatResponse,
     77: ShareGroupDescribeResponse,
@@ -597,6 +603,8 @@ __all__ = [
     "LeaderAndIsrResponse",
     "LeaveGroupRequest",
     "LeaveGroupResponse",
+    "ListConfigResourcesRequest",
+    "ListConfigResourcesResponse",
     "ListGroupsRequest",
     "ListGroupsResponse",
     "ListOffsetsRequest",
