@@ -242,6 +242,8 @@ SPARK_CACHE  := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pylog
 SPARK_COMPAT_TESTS := tests/spark/test_spark_options.py \
   "tests/spark/test_spark_jvm_read.py::test_rows_equal_format_pylog_for_every_codec[lz4]" \
   "tests/spark/test_spark_jvm_read.py::test_requested_columns_only" \
+  "tests/spark/test_spark_jvm_read.py::test_read_committed_equals_a_kafka_consumer" \
+  "tests/spark/test_spark_jvm_read.py::test_streaming_read_committed_waits_at_the_lso" \
   "tests/spark/test_spark_read.py::test_the_arrow_schema_is_the_one_spark_derives" \
   "tests/spark/test_spark_read.py::test_rows_equal_what_was_produced_for_every_codec[zstd]" \
   "tests/spark/test_spark_read.py::test_offset_and_timestamp_ranges_and_splits" \
