@@ -104,6 +104,7 @@ SLOW_FIRST = (
     "integration/test_librdkafka_suite.py",
     "integration/test_cluster_guarantees.py",
     "integration/test_network_partitions.py",
+    "integration/test_mixed_cluster_rolling.py",
     "integration/test_mixed_cluster.py",
     "integration/test_kafka_streams.py",
     "integration/test_go_clients.py",

@@ -11,6 +11,10 @@ read every acknowledged record, and the replicas hold the same records below
 the high watermark on both kinds of broker (tests/partition_workload.py's
 checker, which reads Kafka's segment files as it reads pylog's).
 
+The rolling migration of a whole Kafka cluster, with the mixed clusters of one
+pylog and two Kafka brokers and Kafka's tools in its middle states, is
+test_mixed_cluster_rolling.py.
+
 Under the pylog controller, the Kafka leader's ISR shrink and expansion around
 broker 2's kill go through AlterPartition, its producer ids through
 AllocateProducerIds. Under the Kafka controller, pylog broker 2 restarts under
@@ -205,76 +209,5 @@ def test_pylog_brokers_under_a_kafka39_controller(
     try:
         assert c.controller() == KAFKA_ID
         _run(c, k)
-    finally:
-        c.close()
-
-
-def test_a_kafka39_broker_replaced_by_pylog_on_its_log_directory_and_back(
-    pylog_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    """One step of the rolling migration, and its way back, under an
-    idempotent acks=all producer and a consumer group: the Kafka broker (the
-    controller) stops cleanly, a pylog broker with its ``broker.id`` starts on
-    its port and its log directory (Kafka's files as they are) and rejoins
-    every ISR; then pylog stops and Kafka starts again on the files pylog
-    left. Nothing acknowledged lost or doubled, no delivery error, the
-    replicas identical below the high watermark, the group's offsets kept."""
-    c, k = _mixed(pylog_zookeeper, tmp_path_factory, kafka_first=True)
-    try:
-        topic = f"mig-{uuid.uuid4().hex[:8]}"
-        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
-        new = NewTopic(
-            topic,
-            PARTITIONS,
-            replica_assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]],
-            config={"min.insync.replicas": "2"},
-        )
-        admin.create_topics([new])[topic].result(WAIT)
-        c.wait_for_full_isr(topic, PARTITIONS, timeout=WAIT)
-        history = History()
-        producer = WorkloadProducer(
-            "idempotent", c.bootstrap_servers, topic, PARTITIONS, history,
-            **{"enable.idempotence": True},
-        )  # fmt: skip
-        consumer = WorkloadConsumer(c.bootstrap_servers, topic, f"g-{topic}", history)
-        producer.start()
-        consumer.start()
-        pylog3 = ClusterBroker(
-            KAFKA_ID,
-            k.dir + "-pylog",
-            {**c.overrides, "zookeeper.connect": c.zookeeper_connect},
-            port=k.port,
-        )
-        pylog3.log_dir = k.log_dir  # Kafka's files, as Kafka left them
-        try:
-            _wait_acked(history, time.monotonic(), "through the three brokers")
-            for old, new_broker in ((k, pylog3), (pylog3, k)):
-                old.stop()  # SIGTERM: a controlled shutdown first
-                stopped = time.monotonic()
-                c.brokers[KAFKA_ID] = new_broker
-                new_broker.start()
-                c.wait_for_full_isr(topic, PARTITIONS, timeout=LAG_S + WAIT)
-                kind = "pylog" if new_broker is pylog3 else "Kafka"
-                print(
-                    f"\nbroker {KAFKA_ID} is {kind} now: every ISR full "
-                    f"{time.monotonic() - stopped:.1f} s after the other stopped; "
-                    f"controller {c.controller()}"
-                )
-                _wait_acked(history, time.monotonic(), f"with broker {KAFKA_ID} {kind}")
-        finally:
-            producer.stop()
-        with history.lock:
-            acked = {a.value for a in history.acks}
-        c.wait_for(
-            lambda: acked <= {p.value for p in list(history.polls)},
-            "the group to read every acknowledged record",
-            WAIT,
-        )
-        consumer.stop()
-        assert not history.failed, history.failed[:5]
-        _check_committed(c, topic, history)
-        problems = check(c, topic, PARTITIONS, history, {"idempotent"}, [], 2)
-        assert not problems, problems[:10]
-        print(f"{len(history.acks)} records acknowledged, none lost or doubled")
     finally:
         c.close()
