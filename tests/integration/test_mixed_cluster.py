@@ -25,14 +25,23 @@ controller to a pylog broker, and the restarted Kafka broker lives under it.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
+from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka39 import Kafka39Broker, add_kafka39_broker
-from partition_workload import WAIT, History, WorkloadConsumer, WorkloadProducer, check
+from kafka39 import Kafka39Broker, add_kafka39_broker, run_kafka39_tool
+from partition_workload import (
+    WAIT,
+    History,
+    WorkloadConsumer,
+    WorkloadProducer,
+    check,
+    segment_records,
+)
 
 from pylog.testing import ClusterBroker, LocalCluster, ZooKeeperServer
 
@@ -112,7 +121,49 @@ def _check_committed(c: LocalCluster, topic: str, history: History) -> None:
     assert {tp.partition: tp.offset for tp in got} == last
 
 
-def _run(c: LocalCluster, k: Kafka39Broker, victims: tuple[int, ...] = (2, KAFKA_ID)) -> None:
+def _move_a_replica_off_the_kafka_leader(c: LocalCluster) -> None:
+    """kafka-reassign-partitions (Kafka 3.9's) moves the replica of a
+    partition the Kafka broker leads to pylog broker 2: the new replica joins
+    the ISR through the Kafka leader's AlterPartition to the pylog
+    controller, which must then see the reassignment complete (Kafka's
+    controller learns it from its watch on the partition's state znode, which
+    its own AlterPartition write fires), elect a leader among the target
+    replicas and drop the Kafka replica."""
+    t = f"move-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+    admin.create_topics([NewTopic(t, 1, replica_assignment=[[KAFKA_ID, 1]])])[t].result(WAIT)
+    c.wait_for_full_isr(t, 1, timeout=WAIT)
+    assert c.leader(t, 0) == KAFKA_ID
+    prod = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all"})
+    for n in range(50):
+        prod.produce(t, f"move-{n}".encode(), partition=0)
+    assert prod.flush(WAIT) == 0
+    work = Path(c.dir)
+    plan = work / f"{t}.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": 0, "replicas": [2, 1]}]}))  # fmt: skip
+    run_kafka39_tool("kafka-reassign-partitions", "--bootstrap-server", c.bootstrap_servers,
+                     "--execute", "--reassignment-json-file", str(plan), workdir=work)  # fmt: skip
+    c.wait_for(
+        lambda: c.replicas(t, 0) == [2, 1] and c.isr(t, 0) == [1, 2],
+        f"the reassignment of {t}-0 to complete",
+        WAIT,
+    )
+    assert c.leader(t, 0) in (1, 2)
+    assert sorted(segment_records(c.brokers[2].log_dir, t, 0).values()) == sorted(
+        f"move-{n}" for n in range(50)
+    )
+
+
+def _run(
+    c: LocalCluster,
+    k: Kafka39Broker,
+    victims: tuple[int, ...] = (2, KAFKA_ID),
+    *,
+    reassign: bool = False,
+) -> None:
+    if reassign:
+        _move_a_replica_off_the_kafka_leader(c)
     topic = f"mixed-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
     # One partition led by each broker, every broker a replica of each.
@@ -175,7 +226,7 @@ def test_kafka39_broker_under_the_pylog_controller(
     c, k = _mixed(pylog_zookeeper, tmp_path_factory, kafka_first=False)
     try:
         assert c.controller() in (1, 2)
-        _run(c, k)
+        _run(c, k, reassign=True)
     finally:
         c.close()
 
