@@ -53,6 +53,7 @@ from partition_workload import (
     WAIT,
     Ack,
     History,
+    TransactionalProducer,
     WorkloadConsumer,
     WorkloadProducer,
     check,
@@ -67,6 +68,7 @@ IDS = (1, 2, 3)
 #: replica.lag.time.max.ms of the test brokers (CLUSTER_TEST_DEFAULTS), seconds
 LAG_S = 10.0
 OFFSETS = "__consumer_offsets"
+TXN_STATE = "__transaction_state"
 #: Fewer than Kafka's 50 (both kinds read the same key): each step moves
 #: every partition's leadership, and the test runs on two shared cores.
 OFFSETS_PARTITIONS = 10
@@ -74,6 +76,7 @@ BROKER_CONFIG = {
     "offsets.topic.replication.factor": "3",
     "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
     "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.num.partitions": str(OFFSETS_PARTITIONS),
     "min.insync.replicas": "2",
 }
 
@@ -186,8 +189,9 @@ class JavaGroupReader(threading.Thread):
 
 
 def _check_java_group(reader: JavaGroupReader, logs: dict[int, dict[int, str]]) -> list[str]:
-    """Each partition read exactly once across the runs, in order from 0 to
-    the end, each run starting at the previous run's committed offset."""
+    """Each partition's records (the transactions' markers are not records)
+    read exactly once across the runs, in order, each run starting at the
+    first record from the previous run's committed offset."""
     problems = list(reader.errors)
     read: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
     committed: dict[int, int] = {}
@@ -201,7 +205,8 @@ def _check_java_group(reader: JavaGroupReader, logs: dict[int, dict[int, str]]) 
                 if logs[p].get(o) != line["value"]:
                     problems.append(f"java group read {line['value']} at {p}@{o}: not the log's")
         for p, o in first.items():
-            if o != committed.get(p, 0):
+            expected = min((x for x in logs[p] if x >= committed.get(p, 0)), default=None)
+            if o != expected:
                 problems.append(
                     f"java group run {i} started {p} at {o}, committed {committed.get(p)}"
                 )
@@ -209,7 +214,7 @@ def _check_java_group(reader: JavaGroupReader, logs: dict[int, dict[int, str]]) 
             {ln["partition"]: ln["offset"] for ln in lines if ln["type"] == "committed"}
         )
     for p, offsets in read.items():
-        if offsets != list(range(len(offsets))) or len(offsets) != len(logs[p]):
+        if offsets != sorted(logs[p]):
             problems.append(
                 f"java group read {len(offsets)} of {len(logs[p])} records of partition {p}, "
                 f"not each once in order"
@@ -239,8 +244,13 @@ def _wait_full_isr(c: LocalCluster, topics: list[str], what: str) -> None:
 
 
 def _wait_acked(history: History, java: JavaProducer, after: float, what: str) -> None:
+    """Both producers acknowledged, and a transaction committed, since ``after``."""
     deadline = time.monotonic() + WAIT
-    while not (history.acked_since("idempotent", after, PARTITIONS) and java.acked_since(after)):
+    while not (
+        history.acked_since("idempotent", after, PARTITIONS)
+        and java.acked_since(after)
+        and history.last_txn_commit > after
+    ):
         if time.monotonic() > deadline:
             with history.lock:
                 errors = [e for _, e, _ in history.failed][-3:]
@@ -275,7 +285,7 @@ class Migration:
                  java: JavaProducer) -> None:  # fmt: skip
         self.c, self.kafka, self.pylog = c, kafka, pylog
         self.topic, self.history, self.java = topic, history, java
-        self.topics = [topic, OFFSETS]
+        self.topics = [topic, OFFSETS, TXN_STATE]
         self.steps: list[str] = []
         self.kills: list[str] = []
         self.kill_controllers: set[str] = set()
@@ -388,7 +398,6 @@ def kafka_tools_against_the_mix(c: LocalCluster, main_topic: str, workdir: Path)
                      "--partitions", "4", workdir=workdir)  # fmt: skip
     c.wait_for(lambda: _partitions(c, t) == 4, "the fourth partition", WAIT)
     c.wait_for_full_isr(t, 4, timeout=WAIT)
-    assert len(_describe(c, t, workdir)) == 4
 
     # Records in it, then kafka-reassign-partitions moves partition 0's
     # replica from the Kafka broker to a pylog broker and partition 1's from
@@ -467,11 +476,18 @@ def kafka_tools_against_the_mix(c: LocalCluster, main_topic: str, workdir: Path)
             workdir=workdir,
         ).stdout  # fmt: skip
         assert f"Completed updating config for broker {b}." in out, out
-        out = run_kafka39_tool(
-            "kafka-configs", "--bootstrap-server", boot, "--describe", "--entity-type",
-            "brokers", "--entity-name", str(b), workdir=workdir,
-        ).stdout  # fmt: skip
-        assert "message.max.bytes=2000000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:" in out
+    # Every broker described, each by itself (DescribeConfigs of a broker
+    # goes to that broker): the two it was set on say so.
+    out = run_kafka39_tool(
+        "kafka-configs", "--bootstrap-server", boot, "--describe", "--entity-type", "brokers",
+        workdir=workdir,
+    ).stdout  # fmt: skip
+    sections = re.split(r"(?m)^Dynamic configs for broker (\d+) are:$", out)
+    dynamic = {int(sections[i]): sections[i + 1] for i in range(1, len(sections) - 1, 2)}
+    assert set(dynamic) == set(IDS), out
+    for b in IDS:
+        said = "message.max.bytes=2000000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+        assert (said in dynamic[b]) == (b in (k, p1)), out
     print(
         f"\nKafka 3.9's tools against brokers {k} (Kafka), {p1} and {p2} (pylog): all passed "
         f"in {time.monotonic() - began:.0f} s"
@@ -541,16 +557,19 @@ def test_rolling_migration_of_a_kafka39_cluster_to_pylog_and_back(
             **{"enable.idempotence": True},
         )  # fmt: skip
         consumer = WorkloadConsumer(c.bootstrap_servers, topic, f"g-{topic}", history)
+        txn = TransactionalProducer(c.bootstrap_servers, topic, PARTITIONS, history)
         java = JavaProducer(c.bootstrap_servers, topic, history, work / "java-producer.log")
         reader = JavaGroupReader(c.bootstrap_servers, topic, f"gj-{topic}")
         producer.start()
+        txn.start()
         consumer.start()
         reader.start()
         m = Migration(c, kafka, pylog, topic, history, java)
         try:
             _wait_acked(history, java, time.monotonic(), "through the three Kafka brokers")
-            c.wait_for(lambda: c.zk is not None and c.zk.exists(f"/brokers/topics/{OFFSETS}"),
-                       OFFSETS, WAIT)  # fmt: skip
+            for internal in (OFFSETS, TXN_STATE):
+                c.wait_for(lambda t=internal: c.zk is not None
+                           and c.zk.exists(f"/brokers/topics/{t}"), internal, WAIT)  # fmt: skip
             _wait_full_isr(c, m.topics, "before the migration")
             assert c.replicas(OFFSETS, 0) and len(c.replicas(OFFSETS, 0)) == 3
 
@@ -584,10 +603,17 @@ def test_rolling_migration_of_a_kafka39_cluster_to_pylog_and_back(
         finally:
             reader.stop_event.set()
             producer.stop()
+            txn.stop()
             java.stop()
 
         with history.lock:
-            acked = {a.value for a in history.acks}
+            # The group reads committed (librdkafka's default): not the
+            # records of a transaction that did not commit.
+            acked = {
+                a.value
+                for a in history.acks
+                if a.producer != "txn" or history.outcome.get(a.value) == "committed"
+            }
         c.wait_for(
             lambda: acked <= {p.value for p in list(history.polls)},
             "the group to read every acknowledged record",
@@ -595,31 +621,36 @@ def test_rolling_migration_of_a_kafka39_cluster_to_pylog_and_back(
         )
         consumer.stop()
         assert not history.failed, history.failed[:5]
+        outcomes = set(history.outcome.values())
+        assert outcomes == {"committed", "aborted"}, outcomes
         assert java.done is not None and java.done["failed"] == 0, java.done
         _check_committed(c, topic, history)
-        problems = check(c, topic, PARTITIONS, history, {"idempotent", "java"}, [], 2)
+        no_offset = sum(1 for a in history.acks if a.offset is None or a.offset < 0)
+        problems = check(c, topic, PARTITIONS, history, {"idempotent", "java", "txn"}, [], 2)
         assert not problems, problems[:10]
 
         # The Java group reads the rest, from its committed offsets.
-        hws = high_watermarks(c.bootstrap_servers, topic, PARTITIONS)
+        logs = {p: segment_records(c.brokers[c.leader(topic, p) or 1].log_dir, topic, p)
+                for p in range(PARTITIONS)}  # fmt: skip
         probe = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": f"gj-{topic}"})
         try:
             done = probe.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], WAIT)
         finally:
             probe.close()
-        rest = sum(hws[tp.partition] - max(tp.offset, 0) for tp in done)
+        rest = sum(1 for tp in done for o in logs[tp.partition] if o >= max(tp.offset, 0))
         if rest:
             reader.run_once(rest)
-        logs = {p: segment_records(c.brokers[c.leader(topic, p) or 1].log_dir, topic, p)
-                for p in range(PARTITIONS)}  # fmt: skip
         problems = _check_java_group(reader, logs)
         assert not problems, problems[:10]
 
         java_acks = sum(1 for a in history.acks if a.producer == "java")
+        ended = {o: sum(1 for x in history.outcome.values() if x == o) for o in outcomes}
         print("\n" + "\n".join(["the migration:", *m.steps, "the kills:", *m.kills]))
         print(
             f"{len(history.acks)} records acknowledged ({java_acks} from the Java client), "
-            f"none lost or doubled; {len(reader.runs)} Java group runs; no delivery error; "
+            f"transactional records {ended}, none lost or doubled; "
+            f"{len(reader.runs)} Java group runs; no delivery error; {no_offset} delivered "
+            "without an offset; "
             f"the test took {time.monotonic() - began:.0f} s"
         )
     finally:
