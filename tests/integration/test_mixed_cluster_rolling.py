@@ -2,11 +2,13 @@
 to pylog and back, under clients that never stop (issue 25, docs/migration.md).
 
 One test, one cluster start: three Kafka 3.9.1 brokers (ids 1-3) on the
-session's ZooKeeper, an RF-3 topic and an RF-3 ``__consumer_offsets``; an
-idempotent acks=all producer and a consumer group from librdkafka, and the
-Java client (tests/java) beside them: an idempotent producer fed one record a
-line, and a group consumer run back to back (each run commits what it read,
-the next starts where the group's committed offsets say).
+session's ZooKeeper, an RF-3 topic, ``__consumer_offsets`` and
+``__transaction_state``; an idempotent acks=all producer, a transactional
+producer (one transaction in four aborted on purpose) and a read_committed
+consumer group from librdkafka, and the Java client (tests/java) beside them:
+an idempotent producer fed one record a line, and a group consumer run back
+to back (each run commits what it read, the next starts where the group's
+committed offsets say).
 
 Each Kafka broker in turn stops cleanly (SIGTERM: Kafka's controlled shutdown)
 and a pylog broker with its ``broker.id`` starts on its port and its log
@@ -27,8 +29,9 @@ The middle states are the mixed clusters of the issue:
   each kind).
 
 At the end: no delivery error at all (no error a client does not retry), no
-record lost or duplicated (tests/partition_workload.py's checker, which reads
-Kafka's and pylog's segment files alike), the replicas identical below the
+failed transaction, no aborted record read, no record lost or duplicated
+(tests/partition_workload.py's checker, which reads Kafka's and pylog's
+segment files alike), the replicas identical below the
 high watermark, each group read every record and its committed offsets were
 kept through every coordinator move.
 """
