@@ -101,6 +101,7 @@ _TESTS = Path(__file__).resolve().parent
 # few-test files last): started first, they no longer leave one worker
 # running a four-minute file while the other has finished.
 SLOW_FIRST = (
+    "integration/test_mixed_cluster_rolling.py",
     "integration/test_librdkafka_suite.py",
     "integration/test_cluster_guarantees.py",
     "integration/test_network_partitions.py",

@@ -215,4 +215,56 @@ def add_kafka39_broker(
     return b
 
 
-__all__ = ["Kafka39Broker", "add_kafka39_broker", "kafka39_libs", "kafka39_version"]
+# bin/kafka-<name>.sh of Kafka 3.9 -> its main class (`unzip -l` of
+# kafka-tools-3.9.1.jar and kafka_2.13-3.9.1.jar).
+TOOLS39 = {
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-configs": "kafka.admin.ConfigCommand",
+}
+
+# What bin/kafka-run-class.sh gives a tool, smaller; warnings to stderr as
+# bin/'s tools-log4j.properties does.
+TOOL_JVM39 = ["-Xmx256M", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
+TOOLS_LOG4J = """\
+log4j.rootLogger=WARN, stderr
+log4j.appender.stderr=org.apache.log4j.ConsoleAppender
+log4j.appender.stderr.Target=System.err
+log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
+log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n
+"""
+
+
+def run_kafka39_tool(
+    tool: str, *args: str, workdir: Path, check: bool = True, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Kafka 3.9's bin/<tool>.sh, as its main class from the jars `make
+    kafka39` fetches; with ``check`` a non-zero exit fails the test with the
+    tool's output."""
+    libs = kafka39_libs()
+    if not (libs / f"kafka-tools-{kafka39_version()}.jar").exists():
+        pytest.fail(f"no kafka-tools jar in {libs}: run `make kafka39`", pytrace=False)
+    log4j = workdir / "tools-log4j.properties"
+    log4j.write_text(TOOLS_LOG4J)
+    cmd = [
+        "java", *TOOL_JVM39, f"-Dlog4j.configuration=file:{log4j}",
+        "-cp", f"{libs}/*", TOOLS39[tool], *args,
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir)
+    if check and done.returncode != 0:
+        pytest.fail(
+            f"{tool} {' '.join(args)} exited {done.returncode}\n"
+            f"stdout: {done.stdout[-3000:]}\nstderr: {done.stderr[-3000:]}",
+            pytrace=False,
+        )
+    return done
+
+
+__all__ = [
+    "Kafka39Broker",
+    "add_kafka39_broker",
+    "kafka39_libs",
+    "kafka39_version",
+    "run_kafka39_tool",
+]

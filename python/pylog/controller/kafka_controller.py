@@ -698,7 +698,25 @@ class KafkaController:
             batch.add_update_metadata(ctx.live_brokers, known)
             batch.send()
         await self.zk.run(self.zk.delete_isr_change_notifications, names)
-        for tp in known:
+        await self._maybe_complete_reassignments(known)
+
+    def on_reassignment_isr_change(self, partitions: list[TopicPartition]) -> None:
+        """ISRs this controller wrote itself (a Kafka leader's AlterPartition)
+        may complete a reassignment. Kafka's ZooKeeper controller learns it
+        from its watch on a reassigned partition's state znode
+        (PartitionReassignmentIsrChangeHandler), which its own write fires
+        too: a separate event, after the AlterPartition was answered."""
+        if partitions:
+            self.put_active(
+                "PartitionReassignmentIsrChange",
+                lambda: self._maybe_complete_reassignments(partitions),
+            )
+
+    async def _maybe_complete_reassignments(self, partitions: list[TopicPartition]) -> None:
+        ctx = self.context
+        for tp in partitions:
+            if tp.topic not in ctx.assignments:
+                continue
             assignment = ctx.full_assignment(tp)
             if (
                 assignment.is_being_reassigned

@@ -219,6 +219,10 @@ async def _process_alter_partition(
         batch = controller.new_batch()
         batch.add_update_metadata(ctx.live_brokers, known)
         batch.send()
+    # A new replica that joined the ISR may be the one a reassignment waits for.
+    controller.on_reassignment_isr_change(
+        [tp for tp, a in answers.items() if isinstance(a, LeaderAndIsr)]
+    )
     return answers
 
 
