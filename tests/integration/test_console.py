@@ -736,6 +736,20 @@ def _check_users_and_quotas(
     page.wait_for_selector("#done")
     _shows(page, "quotas", lambda rows: [r for r in rows if r[0] == entity], [])
 
+    # An IP's connection-rate quota (KIP-612), set and removed the same way.
+    page.fill("#set-quota input[name=ip]", "127.0.0.9")
+    page.select_option("#set-quota select[name=key]", "connection_creation_rate")
+    page.fill("#set-quota input[name=value]", "25")
+    page.click("#set-quota button")
+    page.wait_for_selector("#done")
+    _shows(
+        page, "quotas", lambda rows: [r[:3] for r in rows if r[0] == "ip=127.0.0.9"],
+        [["ip=127.0.0.9", "connection_creation_rate", "25"]],
+    )  # fmt: skip
+    page.locator("#quotas tr[data-entity='ip=127.0.0.9'] form.remove-quota button").click()
+    page.wait_for_selector("#done")
+    _shows(page, "quotas", lambda rows: [r for r in rows if r[0] == "ip=127.0.0.9"], [])
+
     return user, entity
 
 

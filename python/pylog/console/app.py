@@ -686,10 +686,10 @@ def create_app(
         )
 
     def _entity(form: FormData) -> list[tuple[str, str | None]]:
-        """``user`` / ``client-id`` fields: a name, or with its ``*_default``
-        box the default entity; left out when neither."""
+        """``user`` / ``client-id`` / ``ip`` fields: a name, or with its
+        ``*_default`` box the default entity; left out when neither."""
         entity: list[tuple[str, str | None]] = []
-        for kind, field_name in (("user", "user"), ("client-id", "client_id")):
+        for kind, field_name in (("user", "user"), ("client-id", "client_id"), ("ip", "ip")):
             name = str(form.get(field_name, "")).strip()
             if form.get(f"{field_name}_default") is not None:
                 entity.append((kind, None))

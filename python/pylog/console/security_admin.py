@@ -68,8 +68,9 @@ QUOTA_KEYS = (
     "consumer_byte_rate",
     "request_percentage",
     "controller_mutation_rate",
+    "connection_creation_rate",  # of an ip entity only (KIP-612)
 )
-QUOTA_ENTITY_TYPES = ("user", "client-id")
+QUOTA_ENTITY_TYPES = ("user", "client-id", "ip")
 
 
 def _error(code: int, message: str | None = None) -> str:
@@ -337,7 +338,7 @@ def alter_quota(
 ) -> str | None:
     """Set (or, ``value`` None, remove) one quota key of one entity."""
     if not entity:
-        return "name a user, a client id, or a default"
+        return "name a user, a client id, an IP, or a default"
     if key not in QUOTA_KEYS:
         return f"unknown quota key {key!r}"
     body = {
