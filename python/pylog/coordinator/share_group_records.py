@@ -28,7 +28,9 @@ the group epoch), as for consumer groups.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pylog.coordinator.consumer_group_member import MemberState
 from pylog.coordinator.consumer_group_records import (
@@ -79,6 +81,7 @@ _WITH_MEMBER = (MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT)
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_T = TypeVar("_T")
 
 
 # ---------------------------------------------------------------- writing
@@ -191,6 +194,46 @@ def _read_topics(r: _Reader, with_partitions: bool) -> dict[str, tuple[str, set[
     return out
 
 
+def _keep(
+    table: dict[str, _T], member_id: str, value: bytes | None, parse: Callable[[str, bytes], _T]
+) -> None:
+    """A member's record: its value parsed into ``table``, or (a tombstone) gone."""
+    if value is None:
+        table.pop(member_id, None)
+    else:
+        table[member_id] = parse(member_id, value)
+
+
+def _member(member_id: str, value: bytes) -> ShareGroupMember:
+    r = _read_value(value)
+    rack, client_id, client_host = r.nstr(), r.str(), r.str()
+    names = tuple(r.str() for _ in range(max(r.array_len(), 0)))
+    return ShareGroupMember(
+        member_id,
+        rack_id=rack,
+        client_id=client_id,
+        client_host=client_host,
+        subscribed_topic_names=names,
+    )
+
+
+def _target(member_id: str, value: bytes) -> ShareAssignment:
+    return dict(_read_partitions(_read_value(value)))
+
+
+def _current(member_id: str, value: bytes) -> tuple[int, int, ShareAssignment]:
+    r = _read_value(value)
+    epoch, previous = r.i32(), r.i32()
+    r._take(1)  # State: always stable in a share group
+    return epoch, previous, dict(_read_partitions(r))
+
+
+def _initialized_topics(value: bytes) -> dict[str, tuple[str, set[int]]]:
+    r = _read_value(value)
+    _read_topics(r, True)  # InitializingTopics
+    return _read_topics(r, True)
+
+
 @dataclass
 class _Group:
     epoch: int | None = None
@@ -219,43 +262,16 @@ class ShareGroupRecords:
                 g.epoch = _read_value(value).i32()
         elif key.kind == TARGET_METADATA:
             g.assignment_epoch = 0 if value is None else _read_value(value).i32()
-        elif key.kind == MEMBER_METADATA:
-            if value is None:
-                g.members.pop(mid, None)
-            else:
-                r = _read_value(value)
-                rack, client_id, client_host = r.nstr(), r.str(), r.str()
-                names = tuple(r.str() for _ in range(max(r.array_len(), 0)))
-                g.members[mid] = ShareGroupMember(
-                    mid,
-                    rack_id=rack,
-                    client_id=client_id,
-                    client_host=client_host,
-                    subscribed_topic_names=names,
-                )
-        elif key.kind == TARGET_MEMBER:
-            if value is None:
-                g.targets.pop(mid, None)
-            else:
-                g.targets[mid] = dict(_read_partitions(_read_value(value)))
-        elif key.kind == CURRENT_ASSIGNMENT:
-            if value is None:
-                g.current.pop(mid, None)
-            else:
-                r = _read_value(value)
-                epoch, previous = r.i32(), r.i32()
-                r._take(1)  # State: always stable in a share group
-                g.current[mid] = (epoch, previous, dict(_read_partitions(r)))
         elif key.kind == STATE_PARTITION_METADATA:
-            if value is None:
-                g.initialized = {}
-            else:
-                r = _read_value(value)
-                initializing = _read_topics(r, True)
-                g.initialized = _read_topics(r, True)
-                # Partitions still initializing when the coordinator moved:
-                # initializing again is harmless (their state is read first).
-                del initializing
+            # Partitions still initializing when the coordinator moved are
+            # initialized again: harmless, their state is read first.
+            g.initialized = {} if value is None else _initialized_topics(value)
+        elif key.kind == MEMBER_METADATA:
+            _keep(g.members, mid, value, _member)
+        elif key.kind == TARGET_MEMBER:
+            _keep(g.targets, mid, value, _target)
+        elif key.kind == CURRENT_ASSIGNMENT:
+            _keep(g.current, mid, value, _current)
 
     def build(self, now_ms: int) -> list[ShareGroup]:
         """The share groups, each with its members as last written; their
