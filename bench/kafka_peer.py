@@ -19,7 +19,9 @@ table gives the medians:
 - produce with kcat from a file of records, and with Kafka's own
   ProducerPerformance (the Java client);
 - consume the same 1 KiB data with confluent-kafka (1 and 6 partitions), kcat
-  and Kafka's ConsumerPerformance (a group member, as the tool is);
+  and Kafka's ConsumerPerformance (a group member, as the tool is); and
+  ConsumerPerformance over 256 MiB that kcat -P wrote (~1 MB batches), at the
+  tool's default 1 MiB per-partition fetch and at 8 MiB (issue 28);
 - end-to-end latency (produce -> a consumer sees it) at a fixed 10,000
   records/s, p50 / p99 / p99.9, acks=1 and acks=all, and Kafka's EndToEndLatency
   tool (one record at a time, whole milliseconds);
@@ -994,6 +996,47 @@ def perf_consume(peer: Peer, b: Bench) -> float:
     return float(fields[8]) * MiB / 1e6
 
 
+def kcat_dataset(peer: Peer, b: Bench) -> tuple[str, int]:
+    """256 MiB of 1 KiB records written by kcat -P to one partition, once per
+    broker (issue 28's data: ~1 MB batches, as librdkafka makes them)."""
+    key = (f"{peer.name} kcat", 1)
+    if key not in b.datasets:
+        count = 256 * KiB
+        topic = b.topic("kcat-data")
+        peer.create_topic(topic, 1)
+        opts = ["-p", "0", "-l", "-X", "acks=1", "-X", "linger.ms=5", "-X", "batch.size=1000000"]
+        path = record_file(b.workdir, KiB, count)
+        subprocess.run(["kcat", "-P", "-b", peer.bootstrap, "-t", topic, *opts, path], check=True)
+        b.datasets[key] = (topic, count)
+    return b.datasets[key]
+
+
+def perf_consume_kcat(fetch_size: int | None) -> Callable[[Peer, Bench], float]:
+    """Kafka's ConsumerPerformance (the Java client, a group member, its
+    defaults: 1 MiB max.partition.fetch.bytes unless ``fetch_size``) reading
+    kcat's records; its fetch MB/s, which leaves out the group's forming."""
+
+    def run(peer: Peer, b: Bench) -> float:
+        topic, n = kcat_dataset(peer, b)
+        size = ["--fetch-size", str(fetch_size)] if fetch_size else []
+        b.clock(peer)
+        out = b.kafka.java(
+            [
+                "org.apache.kafka.tools.ConsumerPerformance",
+                *("--bootstrap-server", peer.bootstrap, "--topic", topic),
+                *("--num-records", str(n), "--timeout", "60000", *size),
+                *("--group", b.topic("perf-kcat-group"), "--hide-header"),
+            ]
+        ).stdout
+        b.clock(peer)
+        fields = [f.strip() for f in out.strip().splitlines()[-1].split(",")]
+        if int(fields[4]) < n:
+            raise RuntimeError(f"ConsumerPerformance read {fields[4]} of {n}")
+        return float(fields[8]) * MiB / 1e6
+
+    return run
+
+
 def e2e_latency(acks: str, rate: int) -> Callable[[Peer, Bench], tuple[float, ...]]:
     """p50 / p99 / p99.9 (ms) from send to a consumer process seeing the record,
     100-byte records produced one by one at ``rate``/s (linger.ms=0)."""
@@ -1253,6 +1296,22 @@ row(
     "MB/s",
     True,
     perf_consume,
+)
+# Issue 28: the Java consumer over kcat's ~1 MB batches, at its default 1 MiB
+# per-partition fetch and at 8 MiB.
+row(
+    "perf-consume-kcat",
+    "consume 1 KiB, 1 partition (ConsumerPerformance)",
+    "MB/s",
+    True,
+    perf_consume_kcat(None),
+)
+row(
+    "perf-consume-kcat-8m",
+    "consume 1 KiB, 1 partition (ConsumerPerformance, --fetch-size 8 MiB)",
+    "MB/s",
+    True,
+    perf_consume_kcat(8 * MiB),
 )
 row(
     "e2e-1",

@@ -102,9 +102,16 @@ _HOLD_BACK = frozenset({"queue", "connection", "memory"})
 SENDFILE_MIN = 4096
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 # Segment bytes left of a response, once the socket is full, from which a
-# network thread sends them: below it the event loop's few round trips cost
-# less than the two thread hand-offs (kcat's 1 MiB fetches measured slower).
-THREAD_MIN = 4 * 1024 * 1024
+# network thread sends them. The socket takes ~256 KiB a round (Kafka's 100 KiB
+# socket.send.buffer.bytes) and each round waits for the client to read: on
+# the event loop every round is a wake of the interpreter, which on a busy
+# machine left the Java consumer's 1 MiB fetches at 0.5-0.7x Kafka's rate
+# (docs/internals/performance.md, "The Java consumer's fetches"); a blocking
+# sendfile on a thread is woken by the kernel alone.
+THREAD_MIN = 64 * 1024
+# ... and from which such a response waits for a busy network thread rather
+# than going through the event loop's rounds (below it, only a free thread).
+THREAD_QUEUE_MIN = 4 * 1024 * 1024
 # Record bytes read at a time for a TLS connection (no sendfile through TLS).
 TLS_COPY_CHUNK = 256 * 1024
 # How long a connection whose last answer ends it (a failed login) stays open
@@ -958,11 +965,15 @@ class Processor(asyncio.BufferedProtocol):
             if remaining == 0:
                 return None
             executor = self.server.network_executor
+            left = remaining + sum(c.size for c in after if isinstance(c, FileRecords))
             if (
                 executor is not None
                 and threads
-                and remaining + sum(c.size for c in after if isinstance(c, FileRecords))
-                >= THREAD_MIN
+                and left >= THREAD_MIN
+                and (
+                    left >= THREAD_QUEUE_MIN
+                    or self.server.network_sends_running < self.server.network_threads
+                )
             ):
                 # The socket is full: a network thread sends the rest of the
                 # response in blocking calls (one sendfile per slice), not
@@ -1003,6 +1014,7 @@ class Processor(asyncio.BufferedProtocol):
         self._thread_sock = own
         future = executor.submit(send_blocking, own, chunks)
         self.server.network_thread_sends += 1
+        self.server.network_sends_running += 1
         try:
             sent, rest = await asyncio.wrap_future(future, loop=loop)
         except asyncio.CancelledError:
@@ -1010,6 +1022,7 @@ class Processor(asyncio.BufferedProtocol):
                 own.close()
             raise
         finally:
+            self.server.network_sends_running -= 1
             self._thread_sock = None
             self._resume_reading("sendfile")
         self.server.sendfile_bytes += sent

@@ -193,6 +193,9 @@ class SocketServer:
             if network_threads > 0
             else None
         )
+        self.network_threads = network_threads
+        #: Responses a network thread is sending or has queued now (Processor).
+        self.network_sends_running = 0
         self._parse_header = parse_header
         self.acceptors = [Acceptor(self, spec) for spec in listeners]
         self.processors: dict[str, Processor] = {}

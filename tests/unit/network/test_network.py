@@ -13,6 +13,7 @@ import asyncio
 import os
 import socket
 import struct
+import threading
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable
@@ -637,6 +638,76 @@ def test_a_reader_that_stalls_does_not_hold_a_network_thread(tmp_path: Any, who:
         run(t, network_threads=1)
     finally:
         os.close(segment.fd)
+
+
+def _read_answer_slowly(port: int, corr: int, size: int) -> bytes:
+    """A Java consumer's connection (receive.buffer.bytes 64 KiB) that asks
+    for one answer and reads it only after a pause, so the socket fills."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        s.settimeout(10)
+        s.sendall(frame(corr, b"F"))
+        time.sleep(0.05)
+        with s.makefile("rb") as f:
+            return f.read(8 + size)
+
+
+def test_the_rest_of_a_1_mib_answer_goes_to_a_network_thread(tmp_path: Any) -> None:
+    """Issue 28: the Java consumer's 1 MiB fetches. The socket takes ~256 KiB
+    a round and each round waits for the client to read; on the event loop
+    every round was a wake of the interpreter (the rest of anything under
+    4 MiB went that way), now a network thread sends the rest."""
+    path = tmp_path / "00000000000000000000.log"
+    size = 1024 * 1024
+    data = os.urandom(size)
+    path.write_bytes(data)
+    segment = Segment(path)
+
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        h.file_records = FileRecords(segment, 0, size)
+        got = await asyncio.to_thread(_read_answer_slowly, port, 1, size)
+        assert got == struct.pack(">ii", 4 + size, 1) + data
+
+    try:
+        server = run(t)
+    finally:
+        os.close(segment.fd)
+    assert server.network_thread_sends == 1
+    assert size > THREAD_MIN
+    assert server.network_sends_running == 0
+    assert server.sendfile_bytes == size
+
+
+def test_below_4_mib_the_loop_sends_rather_than_wait_for_a_busy_thread(tmp_path: Any) -> None:
+    """With every network thread busy, the rest of a 1 MiB answer goes
+    through the event loop's rounds instead of queueing for a thread."""
+    path = tmp_path / "00000000000000000000.log"
+    size = 1024 * 1024
+    data = os.urandom(size)
+    path.write_bytes(data)
+    segment = Segment(path)
+
+    async def t(server: SocketServer, port: int, h: ScriptedHandler) -> None:
+        h.file_records = FileRecords(segment, 0, size)
+        executor = server.network_executor
+        assert executor is not None
+        busy = threading.Event()
+        held = executor.submit(busy.wait, 10)
+        server.network_sends_running += 1  # as a response on that thread would count
+        try:
+            got = await asyncio.to_thread(_read_answer_slowly, port, 1, size)
+            assert got == struct.pack(">ii", 4 + size, 1) + data
+            assert not held.done()
+        finally:
+            server.network_sends_running -= 1
+            busy.set()
+
+    try:
+        server = run(t, network_threads=1)
+    finally:
+        os.close(segment.fd)
+    assert server.network_thread_sends == 0
+    assert server.sendfile_bytes == size
 
 
 def test_shutdown_answers_requests_in_flight() -> None:
