@@ -323,6 +323,8 @@ SWEPT_ELSEWHERE = {
     ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH,
     ApiKey.SHARE_ACKNOWLEDGE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS, ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+    # test_differential_client_metrics.py: subscriptions listed and described
+    ApiKey.LIST_CONFIG_RESOURCES,
 }  # fmt: skip
 # Served by both but not sent: authentication needs a SASL listener (the
 # security tests drive it with real clients); WriteTxnMarkers is the

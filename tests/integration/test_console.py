@@ -1122,36 +1122,6 @@ def test_every_dashboard_query_returns_data_from_prometheus(
     print(f"{len(queries)} dashboard queries answered; {acked} records counted")
 
 
-def test_killed_broker_turns_its_partitions_under_replicated(
-    page: Any, console: ConsoleProcess, cluster: LocalCluster, shots: Path
-) -> None:
-    # Last of the pylog tests: it leaves a broker down.
-    name = topic_name("kill")
-    with ClusterClient(cluster.bootstrap_servers) as client:
-        (result,) = client.create_topics(
-            [{"name": name, "num_partitions": 3, "replication_factor": 3, "assignments": [],
-              "configs": []}]
-        )  # fmt: skip
-        assert result.error_code == 0
-    cluster.wait_for_full_isr(name, 3)
-    _reload_until(page, f"{console.url}/topics/{name}", lambda rows: rows == ["ok"] * 3)
-    victim = next(b for b in sorted(cluster.brokers) if b != cluster.controller())
-    cluster.broker(victim).kill()
-    killed = time.monotonic()
-    _reload_until(
-        page, f"{console.url}/topics/{name}", lambda rows: rows == ["under-replicated"] * 3
-    )
-    seen_after = time.monotonic() - killed
-    rows = _rows(page, "partitions")
-    assert all(str(victim) not in r[3].split(",") for r in rows)  # out of every ISR
-    assert page.locator("#partitions tr.under").count() == 3
-    page.screenshot(path=shots / "pylog-topic-under-replicated.png", full_page=True)
-    print(f"partitions under-replicated on the page {seen_after:.1f} s after the kill")
-    page.goto(console.url + "/cluster")
-    assert _text(page, "#broker-count") == "2"
-    assert _text(page, "#under-replicated") != "0"
-
-
 # ---------------------------------------------------------------- Apache Kafka
 
 
@@ -1327,3 +1297,33 @@ def test_clients_pages_show_pushed_telemetry_as_text(
     page.goto(console.url + "/clients")
     assert page.locator("#telemetry-unavailable").count() == 1
     assert page.locator("#clients").count() == 0
+
+
+def test_killed_broker_turns_its_partitions_under_replicated(
+    page: Any, console: ConsoleProcess, cluster: LocalCluster, shots: Path
+) -> None:
+    # The last test of the file: it leaves a broker down.
+    name = topic_name("kill")
+    with ClusterClient(cluster.bootstrap_servers) as client:
+        (result,) = client.create_topics(
+            [{"name": name, "num_partitions": 3, "replication_factor": 3, "assignments": [],
+              "configs": []}]
+        )  # fmt: skip
+        assert result.error_code == 0
+    cluster.wait_for_full_isr(name, 3)
+    _reload_until(page, f"{console.url}/topics/{name}", lambda rows: rows == ["ok"] * 3)
+    victim = next(b for b in sorted(cluster.brokers) if b != cluster.controller())
+    cluster.broker(victim).kill()
+    killed = time.monotonic()
+    _reload_until(
+        page, f"{console.url}/topics/{name}", lambda rows: rows == ["under-replicated"] * 3
+    )
+    seen_after = time.monotonic() - killed
+    rows = _rows(page, "partitions")
+    assert all(str(victim) not in r[3].split(",") for r in rows)  # out of every ISR
+    assert page.locator("#partitions tr.under").count() == 3
+    page.screenshot(path=shots / "pylog-topic-under-replicated.png", full_page=True)
+    print(f"partitions under-replicated on the page {seen_after:.1f} s after the kill")
+    page.goto(console.url + "/cluster")
+    assert _text(page, "#broker-count") == "2"
+    assert _text(page, "#under-replicated") != "0"

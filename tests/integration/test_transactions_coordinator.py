@@ -940,6 +940,10 @@ def test_cluster_markers_held_below_min_insync_then_resent(txn_cluster: LocalClu
         coordinator = probe.wait_coordinator(txn)
     finally:
         probe.close()
+    # Every __transaction_state replica back in sync after the previous
+    # test's kill: with the follower down below, each state partition keeps
+    # transaction.state.log.min.isr (2) in sync.
+    cluster.wait_for_full_isr(TRANSACTION_STATE_TOPIC, 50)
     others = sorted(i for i in cluster.brokers if i != coordinator)
     follower = others[1]
     topic = topic_name("txn-resend")
@@ -951,8 +955,6 @@ def test_cluster_markers_held_below_min_insync_then_resent(txn_cluster: LocalClu
         r = conn.request(ApiKey.CREATE_TOPICS, 5, {"topics": [t], "timeout_ms": 30000})
         assert r.topics[0].error_code == 0, r  # type: ignore[attr-defined]
     cluster.wait_for_full_isr(topic)
-    cluster.broker(follower).kill()
-    cluster.wait_for(lambda: follower not in cluster.isr(topic), "the ISR without the follower")
 
     c = TxnClient(cluster.broker(coordinator).bootstrap_servers)
     try:
@@ -969,6 +971,10 @@ def test_cluster_markers_held_below_min_insync_then_resent(txn_cluster: LocalClu
             assert leader.produce(txn, topic, pid, 0, 0, [b"r1", b"r2", b"r3"], acks=1) == NONE
         finally:
             leader.close()
+        # The follower goes: the partition's ISR falls below its
+        # min.insync.replicas, and the commit's markers are refused.
+        cluster.broker(follower).kill()
+        cluster.wait_for(lambda: follower not in cluster.isr(topic), "the ISR without the follower")
         assert _end_v5(c, txn, pid, 0, True) == (NONE, pid, 1)
         # Its completion is pending behind the markers, which are refused.
         assert c.describe(txn).transaction_state == "PrepareCommit"

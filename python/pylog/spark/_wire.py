@@ -43,6 +43,10 @@ __all__ = [
 ]
 
 FETCH_MAX_BYTES = 8 << 20
+# How long a partition may answer below the planned end before the records
+# are called lost: a new leader's high watermark catches up within a fetch
+# round of its followers.
+LEADER_HW_WAIT_S = 3.0
 EARLIEST, LATEST = -2, -1
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 RETRY_BACKOFF_S = 0.1
@@ -248,6 +252,7 @@ def fetch_partition(
     """Native column tuples for ``[start, end)`` of a partition, fetched from its leader."""
     with BrokerClient(servers, conf) as client:
         cur = start
+        behind_since: float | None = None
         while cur < end:
             try:
                 got = client.fetch(topic, partition, cur, FETCH_MAX_BYTES, isolation)
@@ -273,6 +278,16 @@ def fetch_partition(
                     if isolation == READ_UNCOMMITTED
                     else (got.last_stable_offset)
                 )
+                if stable <= cur:
+                    # A leader just elected answers with its own high
+                    # watermark until its in-sync followers fetch again
+                    # (Kafka's Partition.makeLeader): wait that out before
+                    # calling the planned records lost.
+                    now = time.monotonic()
+                    behind_since = now if behind_since is None else behind_since
+                    if now - behind_since < LEADER_HW_WAIT_S:
+                        time.sleep(0.1)
+                        continue
                 if stable <= cur and fail_on_data_loss:
                     raise OffsetOutOfRangeError(
                         f"{topic}-{partition}: offsets up to {end} were planned but the "
@@ -280,6 +295,7 @@ def fetch_partition(
                         f" is {stable}; set failOnDataLoss=false to skip"
                     )
                 return
+            behind_since = None
             holes: list[tuple[int, int]] = []
             if got.aborted:
                 infos, _ = _native.batch_infos(records)
