@@ -63,6 +63,7 @@ INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
 INVALID_TRANSACTION_TIMEOUT = 50
 CONCURRENT_TRANSACTIONS = 51
+LOAD_IN_PROGRESS = 14  # COORDINATOR_LOAD_IN_PROGRESS
 PRODUCER_FENCED = 90
 TRANSACTIONAL_ID_NOT_FOUND = 105
 READ_COMMITTED = 1
@@ -975,7 +976,16 @@ def test_cluster_markers_held_below_min_insync_then_resent(txn_cluster: LocalClu
         # min.insync.replicas, and the commit's markers are refused.
         cluster.broker(follower).kill()
         cluster.wait_for(lambda: follower not in cluster.isr(topic), "the ISR without the follower")
-        assert _end_v5(c, txn, pid, 0, True) == (NONE, pid, 1)
+        # The controller's ISR change bumps the leader epochs of the state
+        # partitions the follower was in, and the coordinator loads them
+        # again under the new coordinator epoch, as Kafka's does:
+        # COORDINATOR_LOAD_IN_PROGRESS meanwhile, which a client retries.
+        ends: list[tuple[int, int, int]] = []
+        wait_for(
+            lambda: ends.append(_end_v5(c, txn, pid, 0, True)) or ends[-1][0] != LOAD_IN_PROGRESS,
+            "EndTxn past the state partition's reload",
+        )
+        assert ends[-1] == (NONE, pid, 1), ends
         # Its completion is pending behind the markers, which are refused.
         assert c.describe(txn).transaction_state == "PrepareCommit"
         # The next transaction's abort, a commit at the new epoch, the
